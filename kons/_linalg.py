@@ -1,0 +1,117 @@
+"""Growable buffers and an append-only Cholesky factor: the private numerics of the learners.
+
+Every structure here grows geometrically and exposes views of its used prefix, so a round costs what
+the algorithm needs and never a copy of the whole state.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.linalg.blas import dtpsv
+
+__all__ = ["GrowableRows", "GrowableVector", "PackedCholesky"]
+
+_MIN_CAPACITY = 16
+
+
+def _grown(arr: np.ndarray, needed: int) -> np.ndarray:
+    """``arr`` if it holds ``needed`` rows, else a copy with at least double the capacity."""
+    if needed <= arr.shape[0]:
+        return arr
+    bigger = np.empty((max(needed, 2 * arr.shape[0], _MIN_CAPACITY), *arr.shape[1:]), dtype=arr.dtype)
+    bigger[: arr.shape[0]] = arr
+    return bigger
+
+
+class GrowableVector:
+    """A 1-D array with amortised O(1) append; ``view`` is the used prefix (writable)."""
+
+    def __init__(self, values: np.ndarray | None = None, dtype: type = np.float64) -> None:
+        values = np.zeros(0, dtype=dtype) if values is None else np.asarray(values, dtype=dtype)
+        self.n = len(values)
+        self._data = _grown(np.empty(0, dtype=dtype), self.n)
+        self._data[: self.n] = values
+
+    def append(self, value: float) -> None:
+        self._data = _grown(self._data, self.n + 1)
+        self._data[self.n] = value
+        self.n += 1
+
+    def extend(self, values: np.ndarray) -> None:
+        end = self.n + len(values)
+        self._data = _grown(self._data, end)
+        self._data[self.n : end] = values
+        self.n = end
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._data[: self.n]
+
+
+class GrowableRows:
+    """Stored points (n, d) with their squared norms, appended one row at a time."""
+
+    def __init__(
+        self, dim: int, rows: np.ndarray | None = None, sq_norms: np.ndarray | None = None
+    ) -> None:
+        rows = np.zeros((0, dim)) if rows is None else np.asarray(rows, dtype=np.float64)
+        self.n = len(rows)
+        self._data = _grown(np.empty((0, dim)), self.n)
+        self._data[: self.n] = rows
+        if sq_norms is None:
+            sq_norms = np.array([float(x @ x) for x in rows])
+        elif len(sq_norms) != self.n:
+            raise ValueError("points and their squared norms differ in number")
+        # Saved, not recomputed, on restore: a different summation order would change the last bit.
+        self.sq_norms = GrowableVector(sq_norms)
+
+    def append(self, x: np.ndarray) -> None:
+        self._data = _grown(self._data, self.n + 1)
+        self._data[self.n] = x
+        self.sq_norms.append(float(x @ x))
+        self.n += 1
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._data[: self.n]
+
+
+class PackedCholesky:
+    r"""Lower-triangular factor :math:`L` of an SPD matrix that grows by one row and column at a time.
+
+    Rows of :math:`L` are stored one after the other (row-major packed lower, which is the column-major
+    packed *upper* storage of :math:`L^\top`), so the factor of size ``m`` is a contiguous prefix of the
+    buffer and BLAS ``dtpsv`` solves with it in place: O(m^2) per solve, no copy, no refactorisation.
+    """
+
+    def __init__(self, packed: np.ndarray | None = None) -> None:
+        packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
+        self.size = (math.isqrt(8 * len(packed) + 1) - 1) // 2
+        if self.size * (self.size + 1) // 2 != len(packed):
+            raise ValueError("packed length is not a triangular number")
+        self._packed = GrowableVector(packed)
+
+    def solve(self, b: np.ndarray) -> np.ndarray:
+        """:math:`L^{-1} b` (forward substitution); ``b`` has length ``size`` and is not modified."""
+        if self.size == 0:
+            return np.zeros(0)
+        return dtpsv(self.size, self._packed.view, b, lower=0, trans=1)
+
+    def append(self, row: np.ndarray, diagonal: float) -> None:
+        """Add the row ``[row, diagonal]`` (``row`` = :math:`L^{-1} e` for the new column ``e``)."""
+        self._packed.extend(row)
+        self._packed.append(diagonal)
+        self.size += 1
+
+    @property
+    def packed(self) -> np.ndarray:
+        """The used prefix of the packed storage (for saving)."""
+        return self._packed.view
+
+    def to_dense(self) -> np.ndarray:
+        """The (size, size) factor as a dense array (for tests and diagnostics)."""
+        dense = np.zeros((self.size, self.size))
+        dense[np.tril_indices(self.size)] = self.packed
+        return dense

@@ -1,0 +1,82 @@
+"""The versioned, pickle-free, checksummed byte format of a learner's state.
+
+Layout (all integers little-endian)::
+
+    b"KONSSTAT" | u16 format version | u32 header length | header (UTF-8 JSON) | array bytes | sha256
+
+The header names the learner class, its parameters, scalar state (floats round-trip exactly through
+JSON's shortest repr), the random generator's state and, for each array, its dtype, shape and byte
+offset. Arrays are raw little-endian buffers read with ``np.frombuffer``: nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from typing import Any
+
+import numpy as np
+
+from kons.errors import StateFormatError
+
+__all__ = ["FORMAT_VERSION", "decode", "encode"]
+
+MAGIC = b"KONSSTAT"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sHI")
+_DIGEST = 32
+_DTYPES = {"<f8", "<i8", "|b1"}
+
+
+def encode(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+    """Serialise ``header`` (JSON-able) and named arrays into one self-checking blob."""
+    specs, chunks, offset = [], [], 0
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.str not in _DTYPES:  # pragma: no cover - a programming error, not input
+            raise TypeError(f"array {name!r} has unsupported dtype {arr.dtype}")
+        specs.append({"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape), "offset": offset})
+        chunks.append(arr.tobytes())
+        offset += arr.nbytes
+    head = json.dumps({**header, "arrays": specs}, allow_nan=False, separators=(",", ":")).encode()
+    body = b"".join([_PREFIX.pack(MAGIC, FORMAT_VERSION, len(head)), head, *chunks])
+    return body + hashlib.sha256(body).digest()
+
+
+def decode(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Inverse of :func:`encode`; raises :class:`StateFormatError` on any inconsistency."""
+    if not isinstance(blob, bytes | bytearray | memoryview):
+        raise StateFormatError(f"state must be bytes; got {type(blob).__name__}.")
+    blob = bytes(blob)
+    if len(blob) < _PREFIX.size + _DIGEST:
+        raise StateFormatError(f"state is truncated ({len(blob)} bytes).")
+    magic, version, head_len = _PREFIX.unpack_from(blob)
+    if magic != MAGIC:
+        raise StateFormatError("not a kons state (bad magic bytes).")
+    if version != FORMAT_VERSION:
+        raise StateFormatError(f"unsupported state format version {version} (this is {FORMAT_VERSION}).")
+    body, digest = blob[:-_DIGEST], blob[-_DIGEST:]
+    if hashlib.sha256(body).digest() != digest:
+        raise StateFormatError("state checksum mismatch: the blob is corrupted or truncated.")
+    try:
+        header = json.loads(body[_PREFIX.size : _PREFIX.size + head_len])
+        data = memoryview(body)[_PREFIX.size + head_len :]
+        arrays = {}
+        for spec in header.pop("arrays"):
+            if spec["dtype"] not in _DTYPES:
+                raise StateFormatError(f"array {spec['name']!r} has a forbidden dtype.")
+            dtype = np.dtype(spec["dtype"])
+            shape = tuple(int(s) for s in spec["shape"])
+            count = int(np.prod(shape, dtype=np.int64))
+            start = int(spec["offset"])
+            if start < 0 or start + count * dtype.itemsize > len(data):
+                raise StateFormatError(f"array {spec['name']!r} runs past the end of the state.")
+            arrays[spec["name"]] = (
+                np.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape).copy()
+            )
+    except StateFormatError:
+        raise
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise StateFormatError(f"state header is malformed: {exc}") from None
+    return header, arrays

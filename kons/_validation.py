@@ -1,0 +1,95 @@
+"""Parameter and input validation, done once at the boundary (scikit-learn's message shape)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kons.errors import InvalidInputError, InvalidParameterError
+
+__all__ = ["as_features", "as_label", "check_choice", "check_int", "check_real"]
+
+
+def _describe(owner: str, name: str) -> str:
+    return f"The {name!r} parameter of {owner}"
+
+
+def check_real(
+    owner: str,
+    name: str,
+    value: Any,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Return ``value`` as a float if it lies in the interval, else raise :class:`InvalidParameterError`."""
+    left = "(" if low_open else "["
+    right = ")" if high_open else "]"
+    interval = f"{left}{low:g}, {high:g}{right}"
+    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+    if ok:
+        value = float(value)
+        ok = math.isfinite(value) or value in (low, high)
+        ok = ok and (value > low if low_open else value >= low)
+        ok = ok and (value < high if high_open else value <= high)
+    if not ok:
+        raise InvalidParameterError(
+            f"{_describe(owner, name)} must be a float in {interval}. Got {value!r} instead."
+        )
+    return float(value)
+
+
+def check_int(owner: str, name: str, value: Any, *, low: int = 0, high: int | None = None) -> int:
+    """Return ``value`` as an int in ``[low, high]``, else raise :class:`InvalidParameterError`."""
+    ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
+    ok = ok and value >= low and (high is None or value <= high)
+    if not ok:
+        upper = "inf" if high is None else str(high)
+        raise InvalidParameterError(
+            f"{_describe(owner, name)} must be an int in [{low}, {upper}]. Got {value!r} instead."
+        )
+    return int(value)
+
+
+def check_choice(owner: str, name: str, value: Any, choices: Sequence[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise :class:`InvalidParameterError`."""
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidParameterError(
+            f"{_describe(owner, name)} must be one of {sorted(choices)}. Got {value!r} instead."
+        )
+    return value
+
+
+def as_features(x: Any, dim: int | None) -> np.ndarray:
+    """Return ``x`` as a finite 1-D float64 array of length ``dim`` (any length when ``dim`` is None).
+
+    Raises :class:`InvalidInputError` naming the problem; never modifies ``x``.
+    """
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"x must be a 1-D sequence of numbers: {exc}") from None
+    if arr.ndim != 1:
+        raise InvalidInputError(f"x must be 1-D; got an array of shape {arr.shape}.")
+    if dim is not None and arr.shape[0] != dim:
+        raise InvalidInputError(f"x must have dimension {dim}; got {arr.shape[0]}.")
+    if arr.shape[0] == 0:
+        raise InvalidInputError("x must not be empty.")
+    if not np.isfinite(arr).all():
+        raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
+    return arr
+
+
+def as_label(y: Any) -> float:
+    """Return ``y`` as a finite float, else raise :class:`InvalidInputError`."""
+    if isinstance(y, bool) or not isinstance(y, int | float | np.integer | np.floating):
+        raise InvalidInputError(f"y must be a number; got {type(y).__name__}.")
+    value = float(y)
+    if not math.isfinite(value):
+        raise InvalidInputError("y must be finite; got " + repr(value) + ".")
+    return value

@@ -1,0 +1,291 @@
+"""The learner protocol shared by every model in :mod:`kons`.
+
+A learner is built from keyword-only hyper-parameters (validated once, in ``__init__``), plays one
+round per :meth:`Learner.learn_one` (predict on the current state, then update) and returns the clipped
+prediction it played. All randomness comes from ``seed``; the state is saved by :meth:`Learner.to_bytes`
+into the versioned, pickle-free format of :mod:`kons._state`, and restoring continues bit-identically.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from kons import _state
+from kons._validation import as_features, as_label, check_int, check_real
+from kons.errors import InvalidParameterError, NumericalError, StateFormatError
+from kons.kernels import Kernel
+from kons.losses import Loss, get_loss
+
+__all__ = ["LEARNERS", "Learner", "learner_from_params", "load"]
+
+#: Every concrete learner by its registry name (``"kons"``, ``"sketched_kons"``, ...).
+LEARNERS: dict[str, type[Learner]] = {}
+
+# Weight of the newest loss in the exponentially weighted "recent loss" (about the last 100 rounds).
+_RECENT_WEIGHT = 0.01
+
+
+class Learner:
+    """Base class of all online learners.
+
+    Subclasses set ``name`` (the registry key), define ``__init__`` with keyword-only
+    hyper-parameters stored under their own names and call ``self._reset()`` at its end, and implement
+    ``_predict``, ``_learn``, ``_arrays``, ``_scalars`` and ``_restore``.
+    """
+
+    name: ClassVar[str]
+    #: Version of the subclass's own arrays and scalars inside the state blob.
+    state_version: ClassVar[int] = 1
+
+    dim: int | None
+    loss: str
+    C: float
+    _loss: Loss
+    _rng: np.random.Generator | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            LEARNERS[cls.name] = cls
+
+    # ----------------------------------------------------------------- parameters
+    def _init_common(self, *, loss: str, C: float, dim: int | None) -> None:
+        """Validate the parameters every learner has (``loss``, ``C``, ``dim``)."""
+        owner = type(self).__name__
+        self._loss = get_loss(loss)
+        self.loss = loss
+        self.C = check_real(owner, "C", C, low=0.0, low_open=True)
+        self.dim = None if dim is None else check_int(owner, "dim", dim, low=1)
+
+    def _resolve_eta(self, eta: float | None) -> float:
+        """``eta`` if given, else the loss's curvature constant ``sigma(C)`` (Asm. 2)."""
+        owner = type(self).__name__
+        if eta is None:
+            sigma = self._loss.curvature(self.C)
+            if sigma <= 0.0:
+                raise InvalidParameterError(
+                    f"The 'eta' parameter of {owner} has no default for the {self.loss} loss "
+                    "(it has no curvature); give a float in (0, inf)."
+                )
+            return sigma
+        return check_real(owner, "eta", eta, low=0.0, low_open=True)
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``)."""
+        params = {}
+        for name in self._param_names():
+            value = getattr(self, name)
+            params[name] = value.to_dict() if isinstance(value, Kernel) else value
+        return params
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> Self:
+        """Build a learner from a plain dict (as sent in JSON); unknown keys are an error."""
+        if not isinstance(params, dict):
+            raise InvalidParameterError(f"parameters of {cls.__name__} must be a dict.")
+        unknown = sorted(set(params) - set(cls._param_names()))
+        if unknown:
+            raise InvalidParameterError(
+                f"Unknown parameter(s) {unknown} for {cls.__name__}; "
+                f"expected some of {cls._param_names()}."
+            )
+        return cls(**params)
+
+    def clone(self) -> Self:
+        """A fresh, unfitted learner with the same hyper-parameters."""
+        return type(self).from_params(self.get_params())
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ----------------------------------------------------------------- rounds
+    def _reset(self) -> None:
+        """Create the learned state from scratch (called at the end of ``__init__``)."""
+        self._rounds = 0
+        self._cumulative_loss = 0.0
+        self._recent_loss = 0.0
+        self._effective_dimension = 0.0
+        self._dim = self.dim
+        seed = getattr(self, "seed", None)
+        self._rng = None if seed is None else np.random.default_rng(seed)
+        self._reset_model()
+
+    def _reset_model(self) -> None:
+        """Create the subclass's learned state; ``self._dim`` may still be None."""
+        raise NotImplementedError
+
+    def _check_x(self, x: Any) -> np.ndarray:
+        return as_features(x, self._dim)
+
+    def _check_y(self, y: Any) -> float:
+        return self._loss.check_label(as_label(y))
+
+    def _clip(self, y_bar: float) -> float:
+        return min(max(y_bar, -self.C), self.C)
+
+    def predict_one(self, x: Any) -> float:
+        """The clipped prediction for ``x`` on the current state; never changes the state."""
+        x = self._check_x(x)
+        if self._dim is None:  # nothing learned yet: the zero function
+            return 0.0
+        y_bar = self._predict(x)
+        if not math.isfinite(y_bar):
+            raise NumericalError("the prediction overflowed for this input.")
+        return self._clip(y_bar)
+
+    def learn_one(self, x: Any, y: Any) -> float:
+        """Play one round: predict ``x`` on the current state, observe ``y``, update.
+
+        Returns the clipped prediction played in this round (the one the regret is measured on).
+        Raises a :class:`~kons.errors.KonsError` and leaves the learner unchanged on bad input.
+        """
+        x = self._check_x(x)
+        y = self._check_y(y)
+        first = self._dim is None
+        if first:
+            self._dim = len(x)
+        try:
+            y_hat, leverage = self._learn(x, y)
+        except BaseException:
+            if first:
+                self._reset()
+            raise
+        loss = self._loss.value(y_hat, y)
+        self._rounds += 1
+        self._cumulative_loss += loss
+        self._recent_loss += _RECENT_WEIGHT * (loss - self._recent_loss)
+        self._effective_dimension += leverage
+        return y_hat
+
+    def predict_many(self, X: Any) -> np.ndarray:
+        """:meth:`predict_one` for each row of ``X`` (n, d), on the same state; returns (n,)."""
+        return np.array([self.predict_one(x) for x in X], dtype=np.float64)
+
+    def learn_many(self, X: Any, Y: Any) -> np.ndarray:
+        """Sequential rounds of :meth:`learn_one` over the rows of ``X`` and ``Y``; returns the plays.
+
+        Stops at the first invalid example (the rounds before it are kept) and raises.
+        """
+        if len(X) != len(Y):
+            raise InvalidParameterError(f"X and Y differ in length ({len(X)} != {len(Y)}).")
+        return np.array([self.learn_one(x, y) for x, y in zip(X, Y, strict=True)], dtype=np.float64)
+
+    def _predict(self, x: np.ndarray) -> float:
+        """The unclipped prediction ``y_bar`` for a validated ``x``."""
+        raise NotImplementedError
+
+    def _learn(self, x: np.ndarray, y: float) -> tuple[float, float]:
+        """One round on validated input: return ``(y_hat, ridge leverage score of the round)``.
+
+        Must leave the state unchanged if it raises.
+        """
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- statistics
+    def stats(self) -> dict[str, Any]:
+        """Counters of the run so far.
+
+        ``rounds``, ``stored_points``, ``dictionary_size``, ``kors_size``, ``cumulative_loss``,
+        ``recent_loss`` (exponentially weighted, about the last 100 rounds) and
+        ``effective_dimension`` (online effective dimension: the sum of the rounds' ridge leverage
+        scores; 0 for first-order learners).
+        """
+        return {
+            "rounds": self._rounds,
+            "stored_points": 0,
+            "dictionary_size": 0,
+            "kors_size": 0,
+            "cumulative_loss": self._cumulative_loss,
+            "recent_loss": self._recent_loss,
+            "effective_dimension": self._effective_dimension,
+            **self._model_stats(),
+        }
+
+    def _model_stats(self) -> dict[str, Any]:
+        return {}
+
+    # ----------------------------------------------------------------- persistence
+    def to_bytes(self) -> bytes:
+        """The full state in the versioned, checksummed, pickle-free format."""
+        header = {
+            "class": type(self).__name__,
+            "state_version": self.state_version,
+            "params": self.get_params(),
+            "dim": self._dim,
+            "counters": [self._rounds, self._cumulative_loss, self._recent_loss,
+                         self._effective_dimension],
+            "rng": None if self._rng is None else self._rng.bit_generator.state,
+            "scalars": self._scalars() if self._dim is not None else {},
+        }
+        arrays = self._arrays() if self._dim is not None else {}
+        return _state.encode(header, arrays)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> Self:
+        """Rebuild a learner saved by :meth:`to_bytes`; raises :class:`StateFormatError` if invalid."""
+        header, arrays = _state.decode(blob)
+        named = [c for c in LEARNERS.values() if c.__name__ == header.get("class")]
+        if not named:
+            raise StateFormatError(f"unknown learner class {header.get('class')!r}.")
+        learner_cls = named[0]
+        if not issubclass(learner_cls, cls):
+            raise StateFormatError(f"state is for {learner_cls.__name__}, not {cls.__name__}.")
+        if header.get("state_version") != learner_cls.state_version:
+            raise StateFormatError(
+                f"{learner_cls.__name__} state version {header.get('state_version')!r} is not "
+                f"supported (this is {learner_cls.state_version})."
+            )
+        try:
+            learner = learner_cls.from_params(header["params"])
+            rounds, cumulative, recent, effective = header["counters"]
+            learner._rounds = int(rounds)
+            learner._cumulative_loss = float(cumulative)
+            learner._recent_loss = float(recent)
+            learner._effective_dimension = float(effective)
+            if header["rng"] is not None:
+                learner._rng.bit_generator.state = header["rng"]
+            if header["dim"] is not None:
+                learner._dim = int(header["dim"])
+                learner._restore(arrays, header["scalars"])
+        except StateFormatError:
+            raise
+        except (InvalidParameterError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StateFormatError(f"state content is inconsistent: {exc}") from None
+        return learner
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        """The learned arrays (used prefixes only) to save."""
+        raise NotImplementedError
+
+    def _scalars(self) -> dict[str, Any]:
+        """JSON-able scalar state to save."""
+        return {}
+
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        """Load what :meth:`_arrays` and :meth:`_scalars` saved (``self._dim`` is set)."""
+        raise NotImplementedError
+
+
+def learner_from_params(algorithm: str, params: dict[str, Any]) -> Learner:
+    """Build the learner registered as ``algorithm`` from a plain parameter dict."""
+    try:
+        cls = LEARNERS[algorithm]
+    except (KeyError, TypeError):
+        raise InvalidParameterError(
+            f"Unknown algorithm {algorithm!r}; expected one of {sorted(LEARNERS)}."
+        ) from None
+    return cls.from_params(params)
+
+
+def load(blob: bytes) -> Learner:
+    """Rebuild any learner from its :meth:`Learner.to_bytes` blob."""
+    return Learner.from_bytes(blob)

@@ -1,0 +1,138 @@
+r"""Losses of a scalar prediction, with the curvature constant of Assumption 2.
+
+Every loss :math:`\ell(\hat y, y)` is evaluated at the *clipped* prediction :math:`\hat y \in [-C, C]`
+(kons-math notes, "Traps"). ``curvature(C)`` is the largest :math:`\sigma` such that
+
+.. math:: \ell(w) \ge \ell(u) + \ell'(u)(w-u) + \tfrac{\sigma}{2}\,(\ell'(u)(w-u))^2 \quad (|u|,|w| \le C)
+
+(Calandriello et al. 2017, Asm. 2), the default step ``eta`` of the second-order learners.
+
+Examples
+--------
+>>> from kons.losses import get_loss
+>>> sq = get_loss("squared")
+>>> sq.value(0.5, 1.0), sq.derivative(0.5, 1.0), sq.curvature(2.0)
+(0.25, -1.0, 0.03125)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from kons.errors import InvalidInputError, InvalidParameterError
+
+__all__ = ["LOSSES", "Hinge", "Logistic", "Loss", "Squared", "SquaredHinge", "get_loss"]
+
+
+class Loss:
+    """A convex loss of a scalar prediction; subclasses are stateless singletons."""
+
+    name: ClassVar[str]
+    binary: ClassVar[bool] = False
+
+    def value(self, y_hat: float, y: float) -> float:
+        raise NotImplementedError
+
+    def derivative(self, y_hat: float, y: float) -> float:
+        """:math:`\\partial \\ell / \\partial \\hat y` at ``y_hat`` (a subgradient at kinks)."""
+        raise NotImplementedError
+
+    def curvature(self, C: float) -> float:
+        """Asm. 2's :math:`\\sigma` for predictions in ``[-C, C]`` (0 for a loss with no curvature)."""
+        raise NotImplementedError
+
+    def check_label(self, y: float) -> float:
+        """Return ``y`` if this loss accepts it, else raise :class:`InvalidInputError`."""
+        if self.binary and y not in (-1.0, 1.0):
+            raise InvalidInputError(f"the {self.name} loss needs a label in {{-1, +1}}; got {y!r}.")
+        return y
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Squared(Loss):
+    r""":math:`(\hat y - y)^2`; :math:`\sigma = 1/(8C^2)` (paper, after Asm. 2)."""
+
+    name = "squared"
+
+    def value(self, y_hat: float, y: float) -> float:
+        return (y_hat - y) ** 2
+
+    def derivative(self, y_hat: float, y: float) -> float:
+        return 2.0 * (y_hat - y)
+
+    def curvature(self, C: float) -> float:
+        # l'' = 2 >= sigma l'^2 with |y_hat - y| <= 2C; exact for a quadratic.
+        return 1.0 / (8.0 * C * C)
+
+
+class Logistic(Loss):
+    r""":math:`\log(1 + e^{-y \hat y})` for :math:`y \in \{-1, +1\}`."""
+
+    name = "logistic"
+    binary = True
+
+    def value(self, y_hat: float, y: float) -> float:
+        margin = y * y_hat
+        # log1p(exp(-m)) overflows for m << 0; the two branches are the same function.
+        return math.log1p(math.exp(-margin)) if margin > -30 else -margin
+
+    def derivative(self, y_hat: float, y: float) -> float:
+        margin = y * y_hat
+        if margin >= 0:
+            e = math.exp(-margin)
+            return -y * e / (1.0 + e)
+        return -y / (1.0 + math.exp(margin))
+
+    def curvature(self, C: float) -> float:
+        # exp-concave with parameter e^{-C} on [-C, C], |l'| <= 1, diameter 2C:
+        # Hazan, Agarwal, Kale (2007), Lemma 3 gives sigma = min(1/(4 G D), alpha) / 2.
+        return 0.5 * min(1.0 / (8.0 * C), math.exp(-C))
+
+
+class SquaredHinge(Loss):
+    r""":math:`\max(0, 1 - y\hat y)^2` for :math:`y \in \{-1, +1\}`; zero gradient past the margin."""
+
+    name = "squared_hinge"
+    binary = True
+
+    def value(self, y_hat: float, y: float) -> float:
+        return max(0.0, 1.0 - y * y_hat) ** 2
+
+    def derivative(self, y_hat: float, y: float) -> float:
+        return -2.0 * y * max(0.0, 1.0 - y * y_hat)
+
+    def curvature(self, C: float) -> float:
+        # Piecewise quadratic: l'' = 2 >= sigma l'^2 with |1 - y y_hat| <= 1 + C.
+        return 1.0 / (2.0 * (1.0 + C) ** 2)
+
+
+class Hinge(Loss):
+    r""":math:`\max(0, 1 - y\hat y)`: Lipschitz but not curved (:math:`\sigma = 0`), so ``eta`` must be given."""
+
+    name = "hinge"
+    binary = True
+
+    def value(self, y_hat: float, y: float) -> float:
+        return max(0.0, 1.0 - y * y_hat)
+
+    def derivative(self, y_hat: float, y: float) -> float:
+        return -y if y * y_hat < 1.0 else 0.0
+
+    def curvature(self, C: float) -> float:
+        return 0.0
+
+
+LOSSES: dict[str, Loss] = {cls.name: cls() for cls in (Squared, Logistic, SquaredHinge, Hinge)}
+
+
+def get_loss(name: str) -> Loss:
+    """The loss registered under ``name`` (``squared``, ``logistic``, ``squared_hinge``, ``hinge``)."""
+    try:
+        return LOSSES[name]
+    except (KeyError, TypeError):
+        raise InvalidParameterError(
+            f"The 'loss' parameter must be one of {sorted(LOSSES)}. Got {name!r} instead."
+        ) from None
