@@ -68,7 +68,8 @@ class KernelNewton(Learner):
         kxx = self.kernel.diag(x)
         v = self._chol.solve(self._dict_scale.view * k[self._dict_index.view])
         k_beta = float(k @ self._beta.view)
-        # ybar_t = (k_t' beta - (D k_R)' E^{-1} (D m_R)) / alpha;  s_t = (k_tt - (D k_R)' E^{-1} (D k_R)) / alpha
+        # ybar_t = (k_t' beta - (D k_R)' E^{-1} (D m_R)) / alpha
+        # s_t = (k_tt - (D k_R)' E^{-1} (D k_R)) / alpha
         y_bar = (k_beta - float(v @ self._whitened.view)) / self.alpha
         s = (kxx - float(v @ v)) / self.alpha
         return k, kxx, v, k_beta, y_bar, s

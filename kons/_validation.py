@@ -28,13 +28,14 @@ def check_real(
     high_open: bool = False,
 ) -> float:
     """Return ``value`` as a float if it lies in the interval, else raise :class:`InvalidParameterError`."""
-    left = "(" if low_open else "["
-    right = ")" if high_open else "]"
+    left = "(" if low_open or low == -math.inf else "["
+    right = ")" if high_open or high == math.inf else "]"
     interval = f"{left}{low:g}, {high:g}{right}"
     ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
     if ok:
         value = float(value)
-        ok = math.isfinite(value) or value in (low, high)
+        # Never infinite: inf/nan parameters make the numerics NaN and the JSON state unwritable.
+        ok = math.isfinite(value)
         ok = ok and (value > low if low_open else value >= low)
         ok = ok and (value < high if high_open else value <= high)
     if not ok:

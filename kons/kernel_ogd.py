@@ -1,4 +1,4 @@
-r"""Kernel online gradient descent (functional OGD, as in NORMA without shrinkage): the first-order baseline."""
+r"""Kernel online gradient descent (functional OGD, NORMA without shrinkage): the first-order baseline."""
 
 from __future__ import annotations
 

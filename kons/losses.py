@@ -105,12 +105,16 @@ class SquaredHinge(Loss):
         return -2.0 * y * max(0.0, 1.0 - y * y_hat)
 
     def curvature(self, C: float) -> float:
-        # Piecewise quadratic: l'' = 2 >= sigma l'^2 with |1 - y y_hat| <= 1 + C.
-        return 1.0 / (2.0 * (1.0 + C) ** 2)
+        # On the quadratic piece l'' = 2 >= sigma l'^2 with |1 - y y_hat| <= 1 + C: sigma <= 1/(2(1+C)^2).
+        # For C > 1 a step from u = -Cy across the kink to w = Cy ends on the flat piece (l = 0), and
+        # Asm. 2 there needs the smaller sigma <= (3C - 1) / (8 C^2 (1 + C)) (equal at C = 1).
+        if C <= 1.0:
+            return 1.0 / (2.0 * (1.0 + C) ** 2)
+        return (3.0 * C - 1.0) / (8.0 * C * C * (1.0 + C))
 
 
 class Hinge(Loss):
-    r""":math:`\max(0, 1 - y\hat y)`: Lipschitz but not curved (:math:`\sigma = 0`), so ``eta`` must be given."""
+    r""":math:`\max(0, 1 - y\hat y)`: Lipschitz, not curved (:math:`\sigma = 0`), so ``eta`` must be given."""
 
     name = "hinge"
     binary = True
