@@ -77,6 +77,6 @@ def decode(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             )
     except StateFormatError:
         raise
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
         raise StateFormatError(f"state header is malformed: {exc}") from None
     return header, arrays

@@ -258,7 +258,7 @@ class Learner:
                 learner._restore(arrays, header["scalars"])
         except StateFormatError:
             raise
-        except (InvalidParameterError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (InvalidParameterError, KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise StateFormatError(f"state content is inconsistent: {exc}") from None
         return learner
 
