@@ -85,6 +85,9 @@ class KernelOGD(Learner):
         coef = -step * self._loss.derivative(y_hat, y)
         if not math.isfinite(coef):
             raise NumericalError("the round would put a non-finite number into the state.")
+        if coef != 0.0 and not math.isfinite(self.kernel.diag(x)):
+            # A stored point whose k(x, x) overflows makes every later prediction non-finite.
+            raise NumericalError("the kernel value of this input overflows; it cannot be stored.")
         if coef != 0.0:
             self._points.append(x)
             self._coef.append(coef)

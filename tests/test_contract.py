@@ -1,0 +1,275 @@
+"""The learner contract, checked for every learner in ``kons.LEARNERS`` (as River's ``checks`` do)."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+from reference import make_learner, stream_for
+
+import kons
+from kons.base import Learner, learner_from_params
+from kons.datasets import load_dataset
+from kons.kernels import Polynomial
+
+NAMES = sorted(kons.LEARNERS)
+ROUNDS = 40
+
+
+@functools.cache
+def _data() -> tuple[np.ndarray, np.ndarray]:
+    data = load_dataset("housing", 120)
+    return data.X, data.y
+
+
+def _learned(name: str, rounds: int = ROUNDS, **overrides) -> tuple[Learner, np.ndarray, np.ndarray]:
+    learner = make_learner(name, **overrides)
+    X, y = stream_for(learner, *_data())
+    learner.learn_many(X[:rounds], y[:rounds])
+    return learner, X, y
+
+
+def _accepts(name: str, param: str) -> bool:
+    return param in kons.LEARNERS[name]._param_names()
+
+
+def _raises_kons_value_error(call, *args) -> None:
+    with pytest.raises(kons.KonsError) as info:
+        call(*args)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registry_entry(name: str) -> None:
+    cls = kons.LEARNERS[name]
+    assert cls.name == name and issubclass(cls, Learner)
+    assert isinstance(learner_from_params(name, {}), cls)
+
+
+def test_unknown_algorithm_is_rejected() -> None:
+    with pytest.raises(kons.InvalidParameterError):
+        learner_from_params("no_such_learner", {})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_predict_before_learning_is_pure(name: str) -> None:
+    learner = make_learner(name)
+    before = learner.to_bytes()
+    value = learner.predict_one(_data()[0][0])
+    assert np.isfinite(value) and abs(value) <= learner.C
+    assert learner.to_bytes() == before
+    assert learner.stats()["rounds"] == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_predict_never_mutates_the_learner_or_the_input(name: str) -> None:
+    learner, X, y = _learned(name)
+    before = learner.to_bytes()
+    probe = X[ROUNDS : ROUNDS + 15].copy()
+    first = learner.predict_many(probe)
+    again = np.array([learner.predict_one(list(x)) for x in probe])
+    assert np.array_equal(first, again)
+    assert np.all(np.abs(first) <= learner.C)
+    assert learner.to_bytes() == before
+    assert np.array_equal(probe, X[ROUNDS : ROUNDS + 15])
+    x = X[ROUNDS].copy()
+    learner.learn_one(x, y[ROUNDS])
+    assert np.array_equal(x, X[ROUNDS])  # learn_one does not modify its input either
+    assert learner.to_bytes() != before
+
+
+def _bad_inputs(dim: int) -> list:
+    ok = np.zeros(dim)
+    nan, inf = ok.copy(), ok.copy()
+    nan[1], inf[2] = np.nan, -np.inf
+    return [
+        ok[:-1],  # wrong dimension
+        np.zeros(dim + 1),
+        nan,
+        inf,
+        "abc",
+        ["a"] * dim,
+        [None] * dim,
+        np.zeros((1, dim)),  # 2-D
+        np.zeros((dim, dim)),
+        [],
+        np.zeros(0),
+        None,
+        3.0,  # a scalar is 0-D
+        {"a": 1.0},
+    ]
+
+
+BAD_LABELS = [True, False, "1", None, float("nan"), float("inf"), [1.0], np.array([1.0, 2.0])]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_invalid_examples_raise_and_change_nothing(name: str) -> None:
+    learner, X, y = _learned(name)
+    before = learner.to_bytes()
+    for bad in _bad_inputs(X.shape[1]):
+        _raises_kons_value_error(learner.learn_one, bad, y[0])
+        _raises_kons_value_error(learner.predict_one, bad)
+        assert learner.to_bytes() == before, bad
+    for bad in BAD_LABELS:
+        _raises_kons_value_error(learner.learn_one, X[0], bad)
+        assert learner.to_bytes() == before, bad
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_invalid_first_example_leaves_a_fresh_learner(name: str) -> None:
+    learner = make_learner(name)
+    fresh = learner.to_bytes()
+    X, y = stream_for(learner, *_data())
+    for bad in _bad_inputs(X.shape[1])[2:]:  # dimension is not fixed yet: skip the wrong-length ones
+        _raises_kons_value_error(learner.learn_one, bad, y[0])
+        assert learner.to_bytes() == fresh, bad
+    for bad in BAD_LABELS:
+        _raises_kons_value_error(learner.learn_one, X[0], bad)
+    assert learner.to_bytes() == fresh
+    # The dimension is fixed by the first valid round, not by a rejected one.
+    learner.learn_one(X[0, :5], y[0])
+    _raises_kons_value_error(learner.learn_one, X[1], y[1])
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if _accepts(n, "loss")])
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge", "hinge"])
+def test_binary_losses_reject_other_labels(name: str, loss: str) -> None:
+    overrides = {"loss": loss}
+    if loss == "hinge" and _accepts(name, "eta"):
+        overrides["eta"] = 0.1  # the hinge loss has no curvature, so no default step
+    learner, X, _ = _learned(name, **overrides)
+    before = learner.to_bytes()
+    for label in (0.0, 0.5, 2.0, -3.0, 1.5):
+        _raises_kons_value_error(learner.learn_one, X[0], label)
+    assert learner.to_bytes() == before
+    learner.learn_one(X[0], -1.0)
+    learner.learn_one(X[1], 1)  # an int label is fine
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_clone_is_fresh_and_independent(name: str) -> None:
+    learner, X, y = _learned(name)
+    clone = learner.clone()
+    assert type(clone) is type(learner)
+    assert clone.get_params() == learner.get_params()
+    assert clone.to_bytes() == make_learner(name).to_bytes()
+    before = learner.to_bytes()
+    clone.learn_many(X[:ROUNDS], y[:ROUNDS])
+    assert learner.to_bytes() == before
+    assert clone.to_bytes() == before  # same stream from scratch: the same state
+    learner.learn_one(X[ROUNDS], y[ROUNDS])
+    assert clone.to_bytes() == before
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_learn_many_is_a_loop_of_learn_one(name: str) -> None:
+    batch, looped = make_learner(name), make_learner(name)
+    X, y = stream_for(batch, *_data())
+    played = batch.learn_many(X[:60], y[:60])
+    one_by_one = np.array([looped.learn_one(x, label) for x, label in zip(X[:60], y[:60], strict=True)])
+    assert played.shape == (60,)
+    assert np.array_equal(played, one_by_one)
+    assert batch.to_bytes() == looped.to_bytes()
+    assert batch.stats() == looped.stats()
+    with pytest.raises(kons.InvalidParameterError):
+        batch.learn_many(X[:3], y[:2])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_learn_many_keeps_the_rounds_before_a_bad_row(name: str) -> None:
+    learner = make_learner(name)
+    X, y = stream_for(learner, *_data())
+    rows = X[:6].copy()
+    rows[4, 0] = np.nan
+    with pytest.raises(kons.InvalidInputError):
+        learner.learn_many(rows, y[:6])
+    assert learner.stats()["rounds"] == 4
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_parameters_and_stream_give_identical_runs(name: str) -> None:
+    first, second = make_learner(name), make_learner(name)
+    X, y = stream_for(first, *_data())
+    assert np.array_equal(first.learn_many(X, y), second.learn_many(X, y))
+    assert first.to_bytes() == second.to_bytes()
+    assert first.stats() == second.stats()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_params_round_trip_through_json(name: str) -> None:
+    learner = _learned(name)[0]
+    params = learner.get_params()
+    again = type(learner).from_params(json.loads(json.dumps(params)))
+    assert again.get_params() == params
+    assert again.to_bytes() == make_learner(name).to_bytes()
+    assert learner_from_params(name, params).get_params() == params
+    assert repr(again) == repr(learner)
+    with pytest.raises(kons.InvalidParameterError):
+        type(learner).from_params({**params, "no_such_parameter": 1})
+    with pytest.raises(kons.InvalidParameterError):
+        type(learner).from_params([("C", 1.0)])
+    with pytest.raises(kons.InvalidParameterError):
+        type(learner).from_params({**params, "C": -1.0})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stats_are_counters_of_the_run(name: str) -> None:
+    stats = _learned(name)[0].stats()
+    assert stats["rounds"] == ROUNDS
+    assert 0 <= stats["dictionary_size"] <= stats["stored_points"] <= ROUNDS
+    assert stats["cumulative_loss"] >= 0.0 and stats["effective_dimension"] >= 0.0
+    json.dumps(stats)
+
+
+KERNEL_NAMES = [n for n in NAMES if _accepts(n, "kernel")]
+HUGE = 1e200
+
+
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_overflowing_round_is_rejected_unchanged(name: str) -> None:
+    """A Polynomial kernel at 1e200 overflows: NumericalError, and the learner is as before."""
+    learner, X, y = _learned(name, kernel=Polynomial(degree=3, coef0=1.0, scale=0.1))
+    before = learner.to_bytes()
+    huge = np.full(X.shape[1], HUGE)
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(kons.NumericalError):
+        learner.learn_one(huge, y[0])
+    assert learner.to_bytes() == before
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(kons.NumericalError):
+        learner.predict_one(huge)
+    assert learner.to_bytes() == before
+    # The learner keeps working on ordinary rounds, exactly as an untouched copy does.
+    twin = kons.load(before)
+    assert np.array_equal(learner.learn_many(X[ROUNDS:], y[ROUNDS:]), twin.learn_many(X[ROUNDS:], y[ROUNDS:]))
+
+
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_overflowing_point_is_never_stored(name: str) -> None:
+    """Even as the first round: a point whose own kernel value overflows would poison every later round."""
+    learner = make_learner(name, kernel=Polynomial(degree=3, coef0=1.0, scale=0.1))
+    X, y = stream_for(learner, *_data())
+    fresh = learner.to_bytes()
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(kons.NumericalError):
+        learner.learn_one(np.full(X.shape[1], HUGE), y[0])
+    assert learner.to_bytes() == fresh
+    played = learner.learn_many(X[:20], y[:20])
+    assert np.all(np.isfinite(played))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not _accepts(n, "kernel")])
+def test_extreme_input_without_kernel(name: str) -> None:
+    """Linear learners: 1e200 features are either rejected unchanged or leave a learner that works."""
+    learner, X, y = _learned(name)
+    before = learner.to_bytes()
+    try:
+        with np.errstate(all="ignore"):
+            played = learner.learn_one(np.full(X.shape[1], HUGE), y[0])
+    except kons.NumericalError:
+        assert learner.to_bytes() == before
+        return
+    assert np.isfinite(played) and abs(played) <= learner.C
+    kons.load(learner.to_bytes())
+    for x, label in zip(X[ROUNDS : ROUNDS + 5], y[ROUNDS : ROUNDS + 5], strict=True):
+        assert np.isfinite(learner.learn_one(x, label))
