@@ -1,0 +1,37 @@
+"""Smoke test of the quality benchmark harness: quick mode, one small data set, kons learners only."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from kons.datasets import data_dir
+
+
+def _have_data() -> bool:
+    try:
+        return (data_dir() / "space_ga.csv.gz").exists()
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not _have_data(), reason="benchmark data (shared/data) not found")
+@pytest.mark.timeout(60)
+def test_quality_quick_mode_writes_a_table_with_finite_metrics(tmp_path: Path) -> None:
+    from benchmarks.quality import main
+
+    assert main(["--quick", "--datasets", "space_ga", "--methods", "kons", "--out", str(tmp_path),
+                 "--no-plots"]) == 0
+    record = json.loads((tmp_path / "raw" / "space_ga.json").read_text())
+    assert record["scored_rows"] == 300 and record["tuning_rows"] == 150
+    runs = record["runs"]
+    assert {r["column"] for r in runs} == {"default", "tuned"}
+    assert {"kons", "skons0", "kernel_ogd"} <= {r["method"] for r in runs}
+    assert all(math.isfinite(r["metric"]) and r["rows"] == 300 for r in runs)
+    # Tuning used two configurations per method, never the scored rows.
+    assert all(info["configs"] == 2 for info in record["tuning"].values())
+    report = (tmp_path / "quality.md").read_text()
+    assert "| KONS |" in report and "Headline" in report
