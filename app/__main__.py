@@ -1,0 +1,34 @@
+"""``python -m app``: serve the app with uvicorn, with the host, port and workers of the settings.
+
+Without ``KONS_REDIS_URL`` the embedded Redis server is started here, once, and shared by the workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import uvicorn
+
+from app.embedded import EmbeddedRedis
+from app.settings import Settings
+
+
+def main() -> None:
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    embedded = None
+    if settings.redis_url is None:
+        embedded = EmbeddedRedis(settings.data_dir)
+        os.environ["KONS_REDIS_URL"] = embedded.start()
+    try:
+        uvicorn.run("app.main:app", host=settings.bind_host(), port=settings.port, workers=settings.workers,
+                    log_level=settings.log_level, timeout_graceful_shutdown=30)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Bearer-key authentication: each API key maps to a tenant; no keys configured = one open tenant.
+
+Keys are compared in constant time (``hmac.compare_digest`` over SHA-256 digests, against every
+configured key) and are never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+
+from app.errors import UnauthorizedError
+from app.settings import DEFAULT_TENANT, Settings
+
+__all__ = ["Authenticator"]
+
+log = logging.getLogger("app.auth")
+
+
+class Authenticator:
+    """Resolves an ``Authorization`` header to a tenant."""
+
+    def __init__(self, settings: Settings) -> None:
+        keys = settings.tenant_keys()
+        self._digests = [(hashlib.sha256(k.encode()).digest(), t) for k, t in keys.items()]
+        self.single_tenant = not keys
+
+    def log_mode(self) -> None:
+        if self.single_tenant:
+            log.warning("No API keys configured (KONS_API_KEYS / KONS_API_KEYS_FILE): running single-tenant "
+                        "(tenant %r) without authentication.", DEFAULT_TENANT)
+        else:
+            tenants = sorted({t for _, t in self._digests})
+            log.info("Authentication on: %d key(s) for %d tenant(s).", len(self._digests), len(tenants))
+
+    def tenant(self, authorization: str | None) -> str:
+        """The tenant of a bearer key; raises :class:`UnauthorizedError` for a missing or unknown key."""
+        if self.single_tenant:
+            return DEFAULT_TENANT
+        scheme, _, key = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise UnauthorizedError("Missing API key: send 'Authorization: Bearer <key>'.")
+        digest = hashlib.sha256(key.strip().encode()).digest()
+        found = None
+        for known, tenant in self._digests:  # no early exit: the time does not depend on which key
+            if hmac.compare_digest(digest, known):
+                found = tenant
+        if found is None:
+            raise UnauthorizedError("Invalid API key.")
+        return found

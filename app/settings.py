@@ -1,0 +1,92 @@
+"""Service settings, read from the environment with the ``KONS_`` prefix (pydantic-settings)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["DEFAULT_TENANT", "NAME_PATTERN", "Settings"]
+
+#: Learner and tenant names: safe inside a Redis hash tag, a URL path segment and a metric label.
+NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+#: The tenant of every learner when no API key is configured.
+DEFAULT_TENANT = "default"
+_NAME = re.compile(NAME_PATTERN)
+
+
+class Settings(BaseSettings):
+    """Every knob of the service; ``Settings()`` reads ``KONS_*`` variables (and a ``.env`` file)."""
+
+    model_config = SettingsConfigDict(env_prefix="KONS_", env_file=".env", extra="ignore")
+
+    # Store
+    redis_url: str | None = Field(
+        None, description="redis:// or unix:// URL; unset = an embedded Redis server under data_dir."
+    )
+    data_dir: Path = Field(Path("data"), description="Directory of the embedded Redis server's files.")
+    redis_timeout_seconds: float = Field(2.0, gt=0, description="Socket timeout of Redis commands.")
+
+    # Auth
+    api_keys: str | None = Field(None, description='"tenantA:keyA,tenantB:keyB"; unset = single-tenant.')
+    api_keys_file: Path | None = Field(None, description="File of tenant:key lines (# comments allowed).")
+
+    # Server (python -m app)
+    host: str | None = Field(None, description="Bind address; default 127.0.0.1 single-tenant, else 0.0.0.0.")
+    port: int = Field(8000, ge=0, le=65535)
+    workers: int = Field(1, ge=1)
+    log_level: str = "info"
+
+    # Durability and background work
+    snapshot_every_rounds: int = Field(1000, ge=1, description="Snapshot after this many new rounds ...")
+    snapshot_interval_seconds: float = Field(60.0, gt=0, description="... or this long after the last one.")
+    snapshot_chunk_bytes: int = Field(8 * 2**20, ge=1024, description="Size of one snapshot chunk value.")
+    id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
+    lease_ttl_ms: int = Field(10_000, ge=100, description="Per-learner writer lease (fenced by version).")
+    lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
+    cache_size: int = Field(256, ge=1, description="Learners kept in memory per process.")
+
+    # Limits
+    max_request_bytes: int = Field(8 * 2**20, ge=1024, description="Largest JSON body.")
+    max_state_bytes: int = Field(2**30, ge=1024, description="Largest state blob accepted by PUT /state.")
+    max_batch: int = Field(1000, ge=1, description="Most rows in one predict or feedback batch.")
+    page_size_max: int = Field(1000, ge=1)
+
+    # Metrics
+    metrics_per_learner: bool = Field(True, description="Per-learner labels on /metrics (cardinality).")
+
+    @field_validator("api_keys", "redis_url", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    def tenant_keys(self) -> dict[str, str]:
+        """API key -> tenant, from ``api_keys`` and ``api_keys_file``; raises ValueError if malformed."""
+        entries: list[str] = []
+        if self.api_keys:
+            entries += self.api_keys.split(",")
+        if self.api_keys_file is not None:
+            lines = self.api_keys_file.read_text().splitlines()
+            entries += [line for line in lines if not line.lstrip().startswith("#")]
+        keys: dict[str, str] = {}
+        for number, entry in enumerate(e.strip() for e in entries):
+            if not entry:
+                continue
+            tenant, sep, key = entry.partition(":")
+            tenant, key = tenant.strip(), key.strip()
+            if not sep or not key or not _NAME.match(tenant):
+                raise ValueError(
+                    f"API key entry #{number + 1} must be 'tenant:key' with a tenant matching {NAME_PATTERN}."
+                )
+            if keys.get(key, tenant) != tenant:
+                raise ValueError(f"API key entry #{number + 1} reuses another tenant's key.")
+            keys[key] = tenant
+        return keys
+
+    def bind_host(self) -> str:
+        """The address to bind: explicit ``host``, else loopback when single-tenant."""
+        if self.host:
+            return self.host
+        return "0.0.0.0" if self.tenant_keys() else "127.0.0.1"
