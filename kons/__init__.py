@@ -9,6 +9,7 @@
 True
 """
 
+from kons.adagrad import AdaGrad
 from kons.base import LEARNERS, Learner, learner_from_params, load
 from kons.errors import (
     InvalidInputError,
@@ -17,20 +18,33 @@ from kons.errors import (
     NumericalError,
     StateFormatError,
 )
+from kons.fd_son import FDSON
 from kons.kernel_ogd import KernelOGD
 from kons.kons_learner import KONS
+from kons.ogd import OGD
+from kons.oja_son import OjaSON
+from kons.ons import ONS
+from kons.rp_son import RPSON
 from kons.sketched_kons import SketchedKONS
+from kons.sparse import SparseVector
 
 __all__ = [
+    "FDSON",
     "KONS",
     "LEARNERS",
+    "OGD",
+    "ONS",
+    "RPSON",
+    "AdaGrad",
     "InvalidInputError",
     "InvalidParameterError",
     "KernelOGD",
     "KonsError",
     "Learner",
     "NumericalError",
+    "OjaSON",
     "SketchedKONS",
+    "SparseVector",
     "StateFormatError",
     "learner_from_params",
     "load",

@@ -1,0 +1,371 @@
+r"""Shared code of the linear learners: input handling, the projection step, diagonal adaptation.
+
+Every linear learner plays SON's round (Luo et al., NIPS 2016, Alg. 1) in some metric :math:`A_{t-1}`:
+
+.. math::
+    \bar y_t = u_t^\top x_t,\quad \hat y_t = \bar y_t - \tau_C(\bar y_t) = \mathrm{clip}(\bar y_t),\quad
+    w_t = u_t - \frac{\tau_C(\bar y_t)}{x_t^\top A_{t-1}^{-1} x_t} A_{t-1}^{-1} x_t \quad\text{(Lemma 1)},
+
+then takes its gradient step from :math:`w_t` with :math:`g_t = \ell'(\hat y_t)\,x_t`. An example is
+handled as its support (:class:`Features`: an index, a slice for dense input, and the values there), so
+one code path serves dense and sparse input and a sparse round never touches an O(d) array.
+
+With ``diagonal=True`` the learner is fed :math:`D_t^{-1/2} x_t` instead of :math:`x_t`, where
+:math:`D_t = 0.1 I + \mathrm{diag}\sum_{\tau<t} g_\tau g_\tau^\top` on the raw features (Sec. 5.2 and
+footnote 6); :math:`D` is updated on the support of :math:`x_t` after the round.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kons._validation import as_features, check_int, check_real
+from kons.base import Learner
+from kons.errors import InvalidParameterError, NumericalError
+from kons.sparse import SparseVector, as_sparse, is_sparse_input
+
+__all__ = [
+    "FactoredBasis",
+    "Features",
+    "LinearLearner",
+    "SketchedNewton",
+    "apply_deltas",
+    "check_finite",
+    "gram_schmidt",
+    "sherman_morrison",
+]
+
+_TINY = 1e-300
+#: D_1 of the diagonal adaptation (Sec. 5.2, footnote 6).
+DIAGONAL_INIT = 0.1
+
+
+class Features:
+    """The (possibly rescaled) example on its support: ``index`` (slice or int64 array) and ``values``."""
+
+    __slots__ = ("index", "sq_norm", "values")
+
+    def __init__(self, index: slice | np.ndarray, values: np.ndarray) -> None:
+        self.index = index
+        self.values = values
+        self.sq_norm = float(values @ values)
+
+    def dot(self, v: np.ndarray) -> float:
+        """:math:`v^\\top x` for a (d,) vector ``v``: O(s)."""
+        return float(v[self.index] @ self.values)
+
+    def cols(self, M: np.ndarray) -> np.ndarray:
+        """:math:`M x` for a (k, d) matrix ``M``: O(k s)."""
+        return M[:, self.index] @ self.values
+
+
+def check_finite(*parts: Any) -> None:
+    """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite."""
+    for part in parts:
+        if not np.all(np.isfinite(part)):
+            raise NumericalError("the round would put a non-finite number into the state.")
+
+
+def sherman_morrison(H: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    r""":math:`(H^{-1} + a b^\top)^{-1} = H - \frac{H a b^\top H}{1 + b^\top H a}` (a new array)."""
+    Ha = H @ a
+    bH = b @ H
+    return H - np.outer(Ha, bH) / (1.0 + float(b @ Ha))
+
+
+def gram_schmidt(P: np.ndarray, K: np.ndarray, tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+    r"""Gram-Schmidt on the rows of ``P`` (n, q) in the inner product :math:`\langle a,b\rangle = a^\top K b`.
+
+    The paper's Decompose (Alg. 13): with :math:`K = R R^\top`, returns ``L`` (n, r) and ``Q`` (r, q) with
+    :math:`L Q R = P R` and the rows of :math:`Q R` orthonormal; ``r`` is the numerical rank (a row whose
+    residual norm is below ``tol`` times its own norm is dropped). Each row is orthogonalised twice
+    (classical Gram-Schmidt with re-orthogonalisation), which is the same map in exact arithmetic and keeps
+    :math:`QR` orthonormal to rounding over long streams. O(n q^2).
+    """
+    n, q = P.shape
+    Q = np.zeros((n, q))
+    L = np.zeros((n, n))
+    kept = np.zeros(n, dtype=bool)
+    for i in range(n):
+        p = P[i]
+        Kp = K @ p
+        coef = Q @ Kp
+        beta = p - Q.T @ coef
+        again = Q @ (K @ beta)
+        beta -= Q.T @ again
+        coef += again
+        c2 = float(beta @ (K @ beta))
+        if c2 > tol * tol * float(p @ Kp) and c2 > 0.0:
+            c = math.sqrt(c2)
+            Q[i] = beta / c
+            coef[i] = c
+            kept[i] = True
+        L[i] = coef
+    return L[:, kept], Q[kept]
+
+
+class LinearLearner(Learner):
+    """Base of the linear learners: sparse or dense input, lazily allocated state, diagonal adaptation.
+
+    Subclasses implement ``_allocate()`` (create the state for ``self._dim``), ``_margin(f)`` (the
+    unclipped :math:`u^\\top x` for :class:`Features` ``f``), ``_round(f, y)`` returning
+    ``(y_hat, leverage, gdot)`` and ``_model_arrays``/``_restore_model``.
+    """
+
+    diagonal: bool = False
+
+    def _init_linear(self, *, loss: str, C: float, dim: int | None, diagonal: bool = False) -> None:
+        self._init_common(loss=loss, C=C, dim=dim)
+        if not isinstance(diagonal, bool | np.bool_):
+            raise InvalidParameterError(
+                f"The 'diagonal' parameter of {type(self).__name__} must be a bool. Got {diagonal!r} instead."
+            )
+        self.diagonal = bool(diagonal)
+
+    # ----------------------------------------------------------------- state
+    def _reset_model(self) -> None:
+        self._ready = False
+        self._diag: np.ndarray | None = None
+        if self._dim is not None:
+            self._allocate_all()
+
+    def _allocate_all(self) -> None:
+        self._diag = np.full(self._dim, DIAGONAL_INIT) if self.diagonal else None
+        self._allocate()
+        self._ready = True
+
+    def _allocate(self) -> None:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- input
+    def _check_x(self, x: Any) -> np.ndarray | SparseVector:
+        if is_sparse_input(x):
+            return as_sparse(x, self._dim)
+        return as_features(x, self._dim)
+
+    def _features(self, x: np.ndarray | SparseVector) -> Features:
+        index, values = (x.indices, x.values) if isinstance(x, SparseVector) else (slice(None), x)
+        if self._diag is not None:
+            values = values / np.sqrt(self._diag[index])  # feed D_t^{-1/2} x_t (Sec. 5.2)
+        return Features(index, values)
+
+    def predict_many(self, X: Any) -> np.ndarray:
+        """:meth:`predict_one` per row of ``X``: (n, d) array, list of examples or scipy.sparse matrix."""
+        return super().predict_many(_rows(X))
+
+    def learn_many(self, X: Any, Y: Any) -> np.ndarray:
+        """Sequential rounds over the rows of ``X`` (as in :meth:`predict_many`) and ``Y``."""
+        return super().learn_many(_rows(X), Y)
+
+    # ----------------------------------------------------------------- the round
+    def _predict(self, x: np.ndarray | SparseVector) -> float:
+        if not self._ready:
+            self._allocate_all()
+        return self._margin(self._features(x))
+
+    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
+        if not self._ready:
+            self._allocate_all()
+        f = self._features(x)
+        y_hat, leverage, gdot = self._round(f, y)
+        if self._diag is not None and gdot != 0.0:
+            raw = x.values if isinstance(x, SparseVector) else x
+            self._diag[f.index] += (gdot * raw) ** 2  # D_{t+1} = D_t + diag(g_t g_t')
+        return y_hat, leverage
+
+    def _play(self, y_bar: float) -> tuple[float, float]:
+        """The played :math:`\\hat y_t = \\mathrm{clip}(\\bar y_t)` and :math:`\\tau_C(\\bar y_t)`."""
+        if not math.isfinite(y_bar):
+            raise NumericalError("the prediction overflowed for this input.")
+        y_hat = self._clip(y_bar)
+        return y_hat, y_bar - y_hat
+
+    def _margin(self, f: Features) -> float:
+        raise NotImplementedError
+
+    def _round(self, f: Features, y: float) -> tuple[float, float, float]:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- persistence
+    def _arrays(self) -> dict[str, np.ndarray]:
+        if not self._ready:
+            self._allocate_all()
+        arrays = self._model_arrays()
+        if self._diag is not None:
+            arrays["diag"] = self._diag
+        return arrays
+
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        # No allocation here: it could draw from the (already restored) random generator.
+        self._diag = None
+        if self.diagonal:
+            self._diag = _vector(arrays["diag"], self._dim)
+        self._restore_model(arrays, scalars)
+        self._ready = True
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def _rows(X: Any) -> Any:
+    """Rows of a scipy.sparse matrix as :class:`SparseVector`; anything else unchanged."""
+    if type(X).__module__.startswith("scipy.sparse"):
+        csr = X.tocsr(copy=True)
+        csr.sum_duplicates()
+        d = int(csr.shape[1])
+        return [SparseVector(csr.indices[a:b], csr.data[a:b], d)
+                for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
+    return X
+
+
+def _vector(arr: np.ndarray, n: int) -> np.ndarray:
+    if arr.shape != (n,):
+        raise ValueError(f"stored vector has shape {arr.shape}, expected ({n},)")
+    return arr
+
+
+def _matrix(arr: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    if arr.shape != (rows, cols):
+        raise ValueError(f"stored matrix has shape {arr.shape}, expected ({rows}, {cols})")
+    return arr
+
+
+class SketchedNewton(LinearLearner):
+    r"""Base of the second-order linear learners (ONS and the SON family): ``alpha``, ``eta``.
+
+    The matrix is :math:`A_t = \alpha I + \sum_s \hat g_s \hat g_s^\top` (or its sketch) with the
+    to-sketch vector :math:`\hat g_t = \sqrt{\eta}\, g_t` (Eq. 2 with :math:`\sigma_t + \eta_t = \eta`).
+    """
+
+    alpha: float
+    eta: float | None
+
+    def _init_newton(
+        self, *, loss: str, alpha: float, eta: float | None, C: float, diagonal: bool, dim: int | None,
+        sketch_size: int | None = None, seed: int | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        self._init_linear(loss=loss, C=C, dim=dim, diagonal=diagonal)
+        self.alpha = check_real(owner, "alpha", alpha, low=0.0, low_open=True)
+        self._eta = self._resolve_eta(eta)
+        self.eta = eta if eta is None else self._eta
+        self._sqrt_eta = math.sqrt(self._eta)
+        if sketch_size is not None:
+            self.sketch_size = check_int(owner, "sketch_size", sketch_size, low=0)
+        if seed is not None:
+            self.seed = check_int(owner, "seed", seed, low=0)
+
+    @staticmethod
+    def _leverage(scale: float, quad: float) -> float:
+        """Ridge leverage :math:`r/(1+r)` with :math:`r = \\eta\\dot g^2\\, x^\\top A^{-1} x` (``quad``)."""
+        ridge = scale * scale * max(quad, 0.0)
+        return ridge / (1.0 + ridge)
+
+    def _gamma(self, excess: float, denom: float) -> float:
+        """Alg. 1, line 5: :math:`\\gamma = \\tau_C(\\bar y)/(x^\\top x - \\hat x^\\top H \\hat x)`."""
+        return 0.0 if excess == 0.0 else excess / max(denom, _TINY)
+
+    def _model_stats(self) -> dict[str, Any]:
+        return {"eta": self._eta}
+
+
+#: Re-base the factored basis V = F Z once ||F||_F^2 tr(K) / k^2 (an upper bound on cond(F)^2 = cond(K),
+#: 1 for an orthonormal Z) exceeds this, so K-inner products lose little accuracy.
+REBASE_AT = 1e4
+
+
+class FactoredBasis(SketchedNewton):
+    r"""State shared by the sparse FD and Oja sketches (Sec. 4, App. G.2 and H).
+
+    The sketch's orthonormal directions are kept factored as :math:`V = F Z` with :math:`F` (k, k),
+    :math:`Z` (k, d) and the Gram matrix :math:`K = Z Z^\top`, and the weights as
+    :math:`u = \bar u + Z^\top b`, so that a round changes :math:`Z` and :math:`\bar u` only on the
+    support of the example. :math:`Z` starts as random orthonormal rows (``seed``): a fixed choice such as
+    the first k unit vectors would leave Oja's rule stuck whenever the data never touch those coordinates.
+
+    :math:`Z` keeps growing along the top directions (Oja's update is a power iteration on it) while
+    :math:`F` shrinks to compensate; once :math:`K` gets ill-conditioned (see ``REBASE_AT``) the learner
+    re-bases: :math:`\bar u \leftarrow \bar u + Z^\top b,\ b \leftarrow 0,\ Z \leftarrow F Z,
+    F \leftarrow` Gram-Schmidt of :math:`I` in :math:`K = ZZ^\top`. That costs O(k^2 d) but happens about
+    O(log T) times; ``stats()["rebases"]`` counts them.
+    """
+
+    def _allocate_basis(self, k: int) -> None:
+        d = self._dim
+        # Random orthonormal rows: Q factor of a Gaussian (d, k) matrix.
+        gauss = self._rng.standard_normal((d, k))
+        self._Z = np.ascontiguousarray(np.linalg.qr(gauss)[0].T) if k else np.zeros((0, d))
+        self._K = self._Z @ self._Z.T
+        self._F = np.eye(k)
+        self._b = np.zeros(k)
+        self._ubar = np.zeros(d)
+        self._rebases = 0
+
+    def _margin(self, f: Features) -> float:
+        return f.dot(self._ubar) + float(self._b @ f.cols(self._Z))
+
+    @staticmethod
+    def _conditioning(F: np.ndarray, K: np.ndarray) -> float:
+        """:math:`\\|F\\|_F^2 \\mathrm{tr}(K) / k^2`: between :math:`\\mathrm{cond}(K)/k^2` and cond(K)."""
+        k = len(F)
+        return float((F * F).sum() * np.trace(K)) / (k * k) if k else 1.0
+
+    def _rebased(
+        self, ubar: np.ndarray, b: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The same weights and directions with :math:`Z \\leftarrow FZ`, :math:`b = 0` (new arrays).
+
+        Returns ``(u_bar + Z'b, Z, F, K)``; O(k^2 d), see the class docstring.
+        """
+        Z = self._F @ self._Z
+        K = Z @ Z.T
+        _, F = gram_schmidt(np.eye(len(K)), K)
+        if F.shape != K.shape:
+            raise NumericalError("the sketch's directions became linearly dependent.")
+        return ubar + self._Z.T @ b, Z, F, K
+
+    def _maybe_rebase(self) -> None:
+        """Re-base after a round if :math:`K` got ill-conditioned (never fails the round)."""
+        if self._conditioning(self._F, self._K) <= REBASE_AT:
+            return
+        try:
+            ubar, Z, F, K = self._rebased(self._ubar, self._b)
+            check_finite(ubar, Z, F, K)
+        except NumericalError:
+            return  # keep the old (valid, if ill-conditioned) representation
+        self._ubar, self._Z, self._K, self._F = ubar, Z, K, F
+        self._b = np.zeros_like(self._b)
+        self._rebases += 1
+
+    def _model_stats(self) -> dict[str, Any]:
+        stats = super()._model_stats()
+        if self._ready:
+            stats["rebases"] = self._rebases
+        return stats
+
+    def _basis_arrays(self) -> dict[str, np.ndarray]:
+        return {"ubar": self._ubar, "b": self._b, "Z": self._Z, "F": self._F, "K": self._K}
+
+    def _restore_basis(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], k: int) -> None:
+        d = self._dim
+        self._ubar = _vector(arrays["ubar"], d)
+        self._b = _vector(arrays["b"], k)
+        self._Z = _matrix(arrays["Z"], k, d)
+        self._F = _matrix(arrays["F"], k, k)
+        self._K = _matrix(arrays["K"], k, k)
+        self._rebases = int(scalars["rebases"])
+
+    def _scalars(self) -> dict[str, Any]:
+        return {"rebases": self._rebases}
+
+
+def apply_deltas(target: np.ndarray, deltas: list[tuple[slice | np.ndarray, np.ndarray]]) -> None:
+    """``target[index] += values`` for each pair (after the caller checked they are finite)."""
+    for index, values in deltas:
+        target[index] += values

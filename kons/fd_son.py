@@ -1,0 +1,299 @@
+r"""FD-SON: Sketched Online Newton with a Frequent Directions sketch (Alg. 1, 8-13, App. G.2)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kons._linear import (
+    FactoredBasis,
+    Features,
+    _matrix,
+    _vector,
+    apply_deltas,
+    check_finite,
+    gram_schmidt,
+    sherman_morrison,
+)
+from kons.errors import NumericalError
+
+__all__ = ["FDSON"]
+
+_DENSE = slice(None)
+
+
+class _Epoch(NamedTuple):
+    """The end-of-epoch update, computed before anything is committed."""
+
+    F: np.ndarray
+    D: np.ndarray
+    H: np.ndarray
+    K: np.ndarray
+    rows: list[tuple[slice | np.ndarray, np.ndarray]]
+    zx: np.ndarray  # Z_new x
+    delta: np.ndarray | None  # sparse update Z += delta G ...
+    z_steps: list[np.ndarray] | None
+    Z: np.ndarray | None  # ... or dense re-basing Z <- N1 Z + N2 G with u_bar += fold
+    fold: np.ndarray | None
+#: Condition number of N1 above which an epoch re-bases densely instead of Z += N1^{-1} N2 G.
+_MAX_COND = 1e8
+
+
+class FDSON(FactoredBasis):
+    r"""Sketched Online Newton with the epoch version of Frequent Directions (App. G.2, Alg. 8).
+
+    The sketch is :math:`S = \binom{D V}{G}`: ``k = min(m, d)`` orthonormal directions :math:`V` with
+    weights :math:`D` from the last eigendecomposition, and up to ``m`` recent to-sketch vectors
+    :math:`\hat g = \sqrt\eta\, g` in :math:`G`. Within an epoch :math:`H = (\alpha I + SS^\top)^{-1}` takes
+    the two Sherman-Morrison updates of Alg. 8 (line 4); when :math:`G` is full, the top ``k``
+    eigenpairs of :math:`S^\top S` are computed from a small matrix (Alg. 9/12) and shrunk by the
+    ``m``-th eigenvalue, :math:`D_{ii} = \sqrt{\Sigma_{ii} - \Sigma_{mm}}` (Alg. 8, line 8), and
+    :math:`G` is emptied. So :math:`A_t = \alpha I + S_t^\top S_t` with
+    :math:`G^\top G - S^\top S \succeq 0` as in Frequent Directions; with ``sketch_size > d`` nothing
+    is ever shrunk and the learner is :class:`~kons.ONS` exactly.
+
+    The update is the sparse form of Alg. 10-11: :math:`V = FZ`, :math:`u = \bar u + Z^\top b`, the Gram
+    matrix :math:`K = ZZ^\top`, :math:`Z \leftarrow Z + \Delta G` at the end of an epoch and the
+    eigen-system by Gram-Schmidt in the :math:`K` inner product (Alg. 12-13). A round with ``s``
+    non-zeros costs O(m^2 + m s) on average (the epoch's O(m^3 + m^2 s) eigen step is spread over its
+    ``m`` rounds), independent of ``d``. Rounds with :math:`\hat g = 0` add nothing to the sketch.
+    ``sketch_size=0`` is :class:`~kons.OGD` with the constant step :math:`1/\alpha`.
+
+    Parameters
+    ----------
+    loss : {"squared", "logistic", "squared_hinge", "hinge"}, default "squared"
+    alpha : float, default 1.0
+        Regulariser :math:`\alpha` (:math:`1/\alpha` is the step size off the sketch).
+    eta : float or None, default None
+        :math:`\hat g_t = \sqrt{\eta}\, g_t`; None takes the loss's curvature :math:`\sigma(C)`.
+    C : float, default 1.0
+        Predictions are clipped to :math:`[-C, C]`.
+    sketch_size : int, default 10
+        ``m``: directions kept and epoch length (the sketch holds up to ``k + m`` rows).
+    diagonal : bool, default False
+        Feed :math:`D_t^{-1/2} x_t` (Sec. 5.2).
+    seed : int, default 0
+        Seed of the random orthonormal initial :math:`Z` (the initial directions have weight 0, so it
+        only matters to rounding).
+    dim : int or None, default None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kons import FDSON
+    >>> X = np.random.default_rng(0).normal(size=(400, 5))
+    >>> y = np.sign(X @ [1.0, -1.0, 0.5, 0.0, 0.2])
+    >>> m = FDSON(loss="squared", alpha=8.0, C=1.0, sketch_size=3)
+    >>> played = m.learn_many(X, y)
+    >>> bool(np.mean(np.sign(played[200:]) != y[200:]) < 0.25), m.stats()["rounds"]
+    (True, 400)
+    >>> m.predict_one({"indices": [0, 1], "values": [1.0, -1.0]}) > 0
+    True
+    """
+
+    name = "fd_son"
+
+    def __init__(
+        self,
+        *,
+        loss: str = "squared",
+        alpha: float = 1.0,
+        eta: float | None = None,
+        C: float = 1.0,
+        sketch_size: int = 10,
+        diagonal: bool = False,
+        seed: int = 0,
+        dim: int | None = None,
+    ) -> None:
+        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
+                          sketch_size=sketch_size, seed=seed)
+        self._reset()
+
+    def _allocate(self) -> None:
+        m, d = self.sketch_size, self._dim
+        k = min(m, d)
+        self._allocate_basis(k)
+        self._D = np.zeros(k)
+        self._Gd = np.zeros((m, d))  # rows of G (dense buffer, only the supports are non-zero)
+        self._g_index: list[slice | np.ndarray] = []  # support of each filled row of G
+        self._H = np.eye(k + m) / self.alpha
+        self._dense_epochs = 0
+
+    # ----------------------------------------------------------------- the round
+    def _round(self, f: Features, y: float) -> tuple[float, float, float]:
+        alpha, xx, m = self.alpha, f.sq_norm, self.sketch_size
+        k, n = len(self._D), len(self._g_index)
+        F, D, H = self._F, self._D, self._H
+        zx = f.cols(self._Z)
+        gx = f.cols(self._Gd[:n])
+        top = D * (F @ zx)
+        sx = np.zeros(k + m)  # x_hat = S x
+        sx[:k], sx[k : k + n] = top, gx
+        hx = H @ sx
+        denom = xx - float(sx @ hx)
+        y_hat, excess = self._play(f.dot(self._ubar) + float(self._b @ zx))
+        gamma = self._gamma(excess, denom)
+        # Projection (Alg. 10, line 6): w_bar = u_bar + gamma (G'H_2 x_hat - x), b += gamma F'D H_1 x_hat.
+        b = self._b + gamma * (F.T @ (D * hx[:k]))
+        x_coef = -gamma
+        row_coef = gamma * hx[k : k + n]
+        gdot = self._loss.derivative(y_hat, y)
+        c = self._sqrt_eta * gdot  # g_hat = c x
+        epoch = None
+        if c != 0.0 and m:
+            row_coef = np.append(row_coef, 0.0)  # the new row of G is g_hat = c x
+            gx1 = np.append(gx, c * xx)
+            if n + 1 < m:  # Alg. 8, lines 3-4
+                sx1 = sx.copy()
+                sx1[k + n] = c * xx
+                e = np.zeros(k + m)
+                e[k + n] = 1.0
+                q = c * sx1
+                q[k + n] -= 0.5 * c * c * xx
+                H = sherman_morrison(sherman_morrison(H, q, e), e, q)
+                sg = gdot * sx1
+            else:  # Alg. 11, lines 8-14
+                epoch = self._eigen_step(f, c, b, zx, gx1)
+                F, D, H = epoch.F, epoch.D, epoch.H
+                if epoch.Z is None:
+                    row_coef -= epoch.delta.T @ b  # -G'Delta'b keeps w fixed while Z moves
+                else:
+                    b = np.zeros(k)  # folded into u_bar by the dense re-basing
+                sg = np.zeros(k + m)
+                sg[:k] = gdot * D * (F @ epoch.zx)
+        else:
+            sg = gdot * sx
+        # Weight step (Alg. 10, line 10): u_bar = w_bar + (G'H_2 S g - g)/alpha, b += F'D H_1 S g/alpha.
+        hsg = H @ sg
+        b = b + (F.T @ (D * hsg[:k])) / alpha
+        x_coef -= gdot / alpha
+        if epoch is None:
+            row_coef += hsg[k : k + len(row_coef)] / alpha
+        if len(row_coef) > n:  # the new row's contribution lives on the support of x
+            x_coef += c * row_coef[n]
+        deltas = [(f.index, x_coef * f.values)]
+        deltas += [(index, row_coef[j] * self._Gd[j, index]) for j, index in enumerate(self._g_index)]
+        if epoch is not None and epoch.Z is not None:
+            deltas.append((_DENSE, epoch.fold))
+        check_finite(b, H, *(v for _, v in deltas))
+        # Commit.
+        apply_deltas(self._ubar, deltas)
+        self._b, self._H = b, H
+        if epoch is not None:
+            self._commit_epoch(epoch)
+        elif c != 0.0 and m:
+            self._Gd[n, f.index] = c * f.values
+            self._g_index.append(f.index)
+        return y_hat, self._leverage(c, denom / alpha), gdot
+
+    def _eigen_step(self, f: Features, c: float, b: np.ndarray, zx: np.ndarray, gx: np.ndarray) -> _Epoch:
+        """Alg. 11 lines 8-12 on the full G (the current rows plus g_hat = c x), into temporaries.
+
+        ``b`` is the weight vector after the projection step, ``zx`` = Z x and ``gx`` = G x (new row
+        included); the result carries ``zx`` for the new Z.
+        """
+        m, alpha = self.sketch_size, self.alpha
+        k = len(self._D)
+        F, Z, K = self._F, self._Z, self._K
+        n = len(self._g_index)  # = m - 1: the new row g_hat = c x completes G
+        new_values = c * f.values
+        rows = [(index, self._Gd[j, index]) for j, index in enumerate(self._g_index)]
+        rows.append((f.index, new_values))
+        GZ = np.stack([Z[:, index] @ values for index, values in rows])  # (m, k) = G Z'
+        GG = np.empty((m, m))  # G G' from the rows' supports: O(m^2 s)
+        for j, (index, values) in enumerate(rows[:-1]):
+            GG[:n, j] = self._Gd[:n, index] @ values
+        GG[:n, n] = self._Gd[:n, f.index] @ new_values
+        GG[n, :n] = GG[:n, n]
+        GG[n, n] = c * c * f.sq_norm
+        M = GZ @ F.T  # Alg. 12, line 1: M = G V'
+        P = np.hstack([-(M @ F), np.eye(m)])
+        KR = np.block([[K, GZ.T], [GZ, GG]])  # Gram matrix of R = (Z; G)
+        L, Q = gram_schmidt(P, KR)  # Alg. 12, line 2 (Alg. 13)
+        ML = np.hstack([M, L])
+        C = ML.T @ ML
+        C[np.diag_indices(k)] += self._D**2
+        values, vectors = np.linalg.eigh(C)  # Alg. 12, line 3
+        order = np.argsort(values)[::-1][:k]
+        sigma = np.maximum(values[order], 0.0)
+        U = vectors[:, order].T  # (k, k + r)
+        shrink = sigma[m - 1] if m <= self._dim else 0.0  # m-th eigenvalue (0 when m > d)
+        D = np.sqrt(np.maximum(sigma - shrink, 0.0))
+        N1 = U[:, :k] @ F + U[:, k:] @ Q[:, :k]  # Alg. 12, line 4
+        N2 = U[:, k:] @ Q[:, k:]
+        H = np.diag(np.r_[1.0 / (alpha + D * D), np.full(m, 1.0 / alpha)])
+        check_finite(N1, N2, D)
+        if k and np.linalg.cond(N1) < _MAX_COND:
+            delta = np.linalg.solve(N1, N2)  # Alg. 11, line 9
+            DG = delta @ GZ
+            K1 = K + DG + DG.T + delta @ GG @ delta.T  # Alg. 11, line 10
+            z_steps = [np.outer(delta[:, j], values) for j, (_, values) in enumerate(rows)]
+            check_finite(delta, K1, *z_steps)
+            return _Epoch(N1, D, H, K1, rows, zx + delta @ gx, delta, z_steps, None, None)
+        # The new directions are (nearly) outside the span of Z (always so in the first epoch, where
+        # S'S = G'G): N1 is singular and Z + N1^{-1} N2 G does not exist. Re-base densely instead,
+        # Z <- V = N1 Z + N2 G, F <- I, in O(k^2 d); stats()["dense_epochs"] counts these.
+        Z1 = N1 @ Z
+        for j, (index, values) in enumerate(rows):
+            Z1[:, index] += np.outer(N2[:, j], values)
+        K1 = Z1 @ Z1.T
+        _, F1 = gram_schmidt(np.eye(k), K1)
+        if F1.shape != K1.shape:
+            raise NumericalError("the Frequent Directions update lost rank.")
+        fold = Z.T @ b
+        check_finite(Z1, K1, F1, fold)
+        return _Epoch(F1, D, H, K1, rows, N1 @ zx + N2 @ gx, None, None, Z1, fold)
+
+    def _commit_epoch(self, epoch: _Epoch) -> None:
+        if epoch.Z is None:
+            for (index, _), step in zip(epoch.rows, epoch.z_steps, strict=True):
+                self._Z[:, index] += step  # Z += Delta G (Alg. 11, line 11), one row of G at a time
+        else:
+            self._Z = epoch.Z
+            self._dense_epochs += 1
+        self._F, self._D, self._K = epoch.F, epoch.D, epoch.K
+        for j, index in enumerate(self._g_index):
+            self._Gd[j, index] = 0.0
+        self._g_index = []
+        self._maybe_rebase()
+
+    # ----------------------------------------------------------------- state
+    def _model_stats(self) -> dict[str, Any]:
+        stats = super()._model_stats()
+        if self._ready:
+            stats["buffered_rows"] = len(self._g_index)
+            stats["dense_epochs"] = self._dense_epochs
+        return stats
+
+    def _scalars(self) -> dict[str, Any]:
+        return {**super()._scalars(), "dense_epochs": self._dense_epochs}
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        dense = np.array([isinstance(index, slice) for index in self._g_index], dtype=bool)
+        sparse = [index for index in self._g_index if not isinstance(index, slice)]
+        return {
+            **self._basis_arrays(),
+            "D": self._D,
+            "H": self._H,
+            "G": self._Gd,
+            "g_dense": dense,
+            "g_counts": np.array([len(index) for index in sparse], dtype=np.int64),
+            "g_index": np.concatenate(sparse) if sparse else np.zeros(0, dtype=np.int64),
+        }
+
+    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        m, d = self.sketch_size, self._dim
+        k = min(m, d)
+        self._restore_basis(arrays, scalars, k)
+        self._D = _vector(arrays["D"], k)
+        self._dense_epochs = int(scalars["dense_epochs"])
+        self._H = _matrix(arrays["H"], k + m, k + m)
+        self._Gd = _matrix(arrays["G"], m, d)
+        dense, counts, flat = arrays["g_dense"], arrays["g_counts"], arrays["g_index"]
+        if len(dense) >= max(m, 1) or counts.sum() != len(flat) or len(counts) != (~dense).sum():
+            raise ValueError("buffered rows of G are inconsistent")
+        if len(flat) and (flat.min() < 0 or flat.max() >= d):
+            raise ValueError("buffered row indices are out of range")
+        pieces = iter(np.split(flat, np.cumsum(counts)[:-1]) if len(counts) else [])
+        self._g_index = [_DENSE if is_dense else next(pieces) for is_dense in dense]

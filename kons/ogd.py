@@ -1,0 +1,87 @@
+r"""Linear online gradient descent with SON's prediction projection (the first-order baseline)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kons._linear import Features, LinearLearner, _vector, check_finite
+from kons._validation import check_choice, check_real
+
+__all__ = ["OGD"]
+
+SCHEDULES = ("constant", "inverse_sqrt")
+
+
+class OGD(LinearLearner):
+    r"""Online gradient descent, projected onto :math:`|w^\top x_t| \le C` before each prediction.
+
+    Round :math:`t` (Alg. 1 with :math:`A = I/\eta_t`, i.e. SON with sketch size 0):
+
+    .. math::
+        w_t = u_t - \frac{\tau_C(u_t^\top x_t)}{x_t^\top x_t}\, x_t \ \text{(Lemma 1)},\qquad
+        u_{t+1} = w_t - \eta_t\, \dot g_t\, x_t,
+
+    with :math:`\eta_t = \eta` (``"constant"``) or :math:`\eta/\sqrt t` (``"inverse_sqrt"``). O(s) per
+    round for an example with ``s`` non-zeros.
+
+    Parameters
+    ----------
+    loss : {"squared", "logistic", "squared_hinge", "hinge"}, default "squared"
+    eta : float, default 0.5
+        Base step size.
+    C : float, default 1.0
+        Predictions are clipped to :math:`[-C, C]`.
+    schedule : {"constant", "inverse_sqrt"}, default "inverse_sqrt"
+    dim : int or None, default None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kons import OGD
+    >>> X = np.random.default_rng(0).normal(size=(400, 3))
+    >>> m = OGD(loss="logistic", eta=0.5, C=5.0)
+    >>> played = m.learn_many(X, np.sign(X[:, 0] - X[:, 1]))
+    >>> bool(np.mean(np.sign(played[200:]) != np.sign(X[200:, 0] - X[200:, 1])) < 0.1)
+    True
+    """
+
+    name = "ogd"
+
+    def __init__(
+        self,
+        *,
+        loss: str = "squared",
+        eta: float = 0.5,
+        C: float = 1.0,
+        schedule: str = "inverse_sqrt",
+        dim: int | None = None,
+    ) -> None:
+        self._init_linear(loss=loss, C=C, dim=dim)
+        self.eta = check_real("OGD", "eta", eta, low=0.0, low_open=True)
+        self.schedule = check_choice("OGD", "schedule", schedule, SCHEDULES)
+        self._reset()
+
+    def _allocate(self) -> None:
+        self._w = np.zeros(self._dim)
+
+    def _margin(self, f: Features) -> float:
+        return f.dot(self._w)
+
+    def _round(self, f: Features, y: float) -> tuple[float, float, float]:
+        y_hat, excess = self._play(f.dot(self._w))
+        gamma = excess / f.sq_norm if excess != 0.0 else 0.0  # excess != 0 implies x != 0
+        gdot = self._loss.derivative(y_hat, y)
+        step = self.eta if self.schedule == "constant" else self.eta / math.sqrt(self._rounds + 1)
+        delta = -(gamma + step * gdot) * f.values
+        check_finite(delta)
+        self._w[f.index] += delta
+        return y_hat, 0.0, gdot
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        return {"w": self._w}
+
+    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        self._w = _vector(arrays["w"], self._dim)

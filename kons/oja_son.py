@@ -1,0 +1,163 @@
+r"""Oja-SON: Sketched Online Newton with Oja's sketch, in the sparse form of Alg. 4-5 (App. H)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kons._linear import REBASE_AT, FactoredBasis, Features, _vector, check_finite, gram_schmidt
+from kons.errors import NumericalError
+
+__all__ = ["OjaSON"]
+
+
+class OjaSON(FactoredBasis):
+    r"""Sketched Online Newton whose sketch tracks the top eigenvectors of :math:`G^\top G` by Oja's rule.
+
+    Oja's update (Eq. 4) with the paper's step :math:`\Gamma_t = I/t` (Sec. 5):
+
+    .. math::
+        \Lambda_t = (1 - \tfrac1t)\Lambda_{t-1} + \tfrac1t\,\mathrm{diag}\{V_{t-1}\hat g_t\}^2,\quad
+        V_t \xleftarrow{\text{orth}} V_{t-1} + \tfrac1t V_{t-1}\hat g_t \hat g_t^\top,
+
+    and the sketch :math:`S_t = (t\Lambda_t)^{1/2} V_t`,
+    :math:`H_t = \mathrm{diag}\{1/(\alpha + t\Lambda_t)\}` (Alg. 3), so
+    :math:`A_t = \alpha I + V_t^\top t\Lambda_t V_t`. The orthonormalisation is Gram-Schmidt in row
+    order, done as the paper describes (Alg. 5 and 13): :math:`V = FZ` with
+    :math:`Z \leftarrow Z + \delta \hat g^\top`, :math:`\delta = Z\hat g / t`, the Gram matrix
+    :math:`K = ZZ^\top` updated in O(m^2) and :math:`F` re-orthonormalised in the :math:`K` inner
+    product in O(m^3). The weights are :math:`u = \bar u + Z^\top b` (Eq. 5-6), so a round with ``s``
+    non-zeros costs O(m^3 + m s), independent of the dimension ``d`` (see
+    :class:`~kons._linear.FactoredBasis` for the
+    rare O(m^2 d) re-basing). The sketch has ``k = min(sketch_size, d)`` rows; ``sketch_size=0`` is
+    :class:`~kons.OGD` with the constant step :math:`1/\alpha`.
+
+    Parameters
+    ----------
+    loss : {"squared", "logistic", "squared_hinge", "hinge"}, default "squared"
+    alpha : float, default 1.0
+        Regulariser :math:`\alpha`; :math:`1/\alpha` is the step size (the parameter tuned in Sec. 5).
+    eta : float or None, default None
+        :math:`\hat g_t = \sqrt{\eta}\, g_t`; None takes the loss's curvature :math:`\sigma(C)`.
+    C : float, default 1.0
+        Predictions are clipped to :math:`[-C, C]`.
+    sketch_size : int, default 10
+        ``m``, the number of tracked directions.
+    diagonal : bool, default False
+        Feed :math:`D_t^{-1/2} x_t` (Sec. 5.2, the variant of the paper's Table 3).
+    seed : int, default 0
+        Seed of the random orthonormal initial directions.
+    dim : int or None, default None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kons import OjaSON
+    >>> X = np.random.default_rng(0).normal(size=(400, 5))
+    >>> y = np.sign(X @ [1.0, -1.0, 0.5, 0.0, 0.2])
+    >>> m = OjaSON(loss="squared", alpha=8.0, C=1.0, sketch_size=3)
+    >>> played = m.learn_many(X, y)
+    >>> bool(np.mean(np.sign(played[200:]) != y[200:]) < 0.25), m.stats()["rounds"]
+    (True, 400)
+    >>> m.predict_one({"indices": [0, 1], "values": [1.0, -1.0]}) > 0
+    True
+    """
+
+    name = "oja_son"
+
+    def __init__(
+        self,
+        *,
+        loss: str = "squared",
+        alpha: float = 1.0,
+        eta: float | None = None,
+        C: float = 1.0,
+        sketch_size: int = 10,
+        diagonal: bool = False,
+        seed: int = 0,
+        dim: int | None = None,
+    ) -> None:
+        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
+                          sketch_size=sketch_size, seed=seed)
+        self._reset()
+
+    def _allocate(self) -> None:
+        k = min(self.sketch_size, self._dim)
+        self._allocate_basis(k)
+        self._t = 0
+        self._lam = np.zeros(k)  # Lambda
+        self._h = np.full(k, 1.0 / self.alpha)  # H = diag(1 / (alpha + t Lambda))
+
+    def _round(self, f: Features, y: float) -> tuple[float, float, float]:
+        alpha, xx, F, t = self.alpha, f.sq_norm, self._F, self._t
+        zx = f.cols(self._Z)
+        vx = F @ zx  # V x
+        weight = t * self._lam * self._h  # (t-1) Lambda H of the previous round, as in Alg. 4
+        denom = xx - float(vx @ (weight * vx))
+        y_hat, excess = self._play(f.dot(self._ubar) + float(self._b @ zx))
+        gamma = self._gamma(excess, denom)
+        b = self._b + gamma * (F.T @ (weight * vx))  # Eq. 6
+        gdot = self._loss.derivative(y_hat, y)
+        c = self._sqrt_eta * gdot  # g_hat = c x
+        t1 = t + 1
+        rate = 1.0 / t1  # Gamma_t = I / t
+        lam = (1.0 - rate) * self._lam + rate * (c * vx) ** 2  # Eq. 4
+        Z, K, F1, zx1, cols, shift, rebased = self._Z, self._K, F, zx, None, 0.0, None
+        if c != 0.0 and len(zx):
+            # Z(I + g_hat g_hat'/t) multiplies cond(Z) by up to 1 + |g_hat|^2/t: re-base first if needed.
+            if self._conditioning(F, K) * (1.0 + c * c * xx / t1) ** 2 > REBASE_AT:
+                rebased = self._rebased(self._ubar, b)
+                _, Z, F, K = rebased
+                b = np.zeros_like(b)
+                zx = f.cols(Z)
+            zg = c * zx  # Z g_hat
+            delta = rate * zg  # F^{-1} Gamma F Z g_hat with Gamma = I / t
+            K = K + np.outer(delta, zg) + np.outer(zg, delta) + (c * c * xx) * np.outer(delta, delta)
+            _, F1 = gram_schmidt(F, K)  # Alg. 5, line 4 (Alg. 13)
+            if F1.shape != F.shape:
+                raise NumericalError("Oja's directions became linearly dependent.")
+            cols = Z[:, f.index] + np.outer(delta, c * f.values)  # Z += delta g_hat'
+            zx1 = zx + delta * (c * xx)
+            shift = c * float(delta @ b)
+        h = 1.0 / (alpha + t1 * lam)
+        b = b + (gdot / alpha) * (F1.T @ (t1 * lam * h * (F1 @ zx1)))  # Eq. 5
+        delta_u = -(gamma + gdot / alpha + shift) * f.values  # u_bar = w_bar - g/alpha - (delta'b) g_hat
+        check_finite(b, lam, h, K, F1, delta_u, 0.0 if cols is None else cols,
+                     0.0 if rebased is None else rebased[0])
+        if rebased is not None:
+            self._ubar, self._Z = rebased[0], Z
+            self._rebases += 1
+        if cols is not None:
+            self._Z[:, f.index] = cols
+            self._K, self._F = K, F1
+        self._t, self._lam, self._h, self._b = t1, lam, h, b
+        self._ubar[f.index] += delta_u
+        return y_hat, self._leverage(c, denom / alpha), gdot
+
+    def eigenvalues(self) -> np.ndarray:
+        """Eigenvalue estimates :math:`t\\Lambda_t` of :math:`\\sum_s \\hat g_s \\hat g_s^\\top` (k,)."""
+        return self._t * self._lam if self._ready else np.zeros(0)
+
+    def directions(self) -> np.ndarray:
+        """The current orthonormal directions :math:`V = FZ` (k, d); O(k^2 d)."""
+        return self._F @ self._Z if self._ready else np.zeros((0, 0))
+
+    def _model_stats(self) -> dict[str, Any]:
+        stats = super()._model_stats()
+        if self._ready:
+            stats["top_eigenvalue"] = float(self.eigenvalues().max(initial=0.0))
+        return stats
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        return {**self._basis_arrays(), "lam": self._lam, "h": self._h}
+
+    def _scalars(self) -> dict[str, Any]:
+        return {**super()._scalars(), "t": self._t}
+
+    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        k = min(self.sketch_size, self._dim)
+        self._restore_basis(arrays, scalars, k)
+        self._lam = _vector(arrays["lam"], k)
+        self._h = _vector(arrays["h"], k)
+        self._t = int(scalars["t"])

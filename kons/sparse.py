@@ -1,0 +1,161 @@
+r"""Sparse examples: ``indices`` and ``values`` of the non-zero features of a ``dim``-dimensional vector.
+
+The linear learners (:class:`~kons.ONS`, :class:`~kons.FDSON`, :class:`~kons.RPSON`,
+:class:`~kons.OjaSON`, :class:`~kons.AdaGrad`, :class:`~kons.OGD`) accept a :class:`SparseVector`, a
+plain dict ``{"indices": [...], "values": [...]}`` (optionally with ``"dim"``, as the service sends it
+in JSON), or a one-row :mod:`scipy.sparse` matrix wherever they accept a dense 1-D array. The example is
+validated once, at the boundary (:func:`as_sparse`): indices are integers in ``[0, dim)`` without
+repeats (they are sorted, so the order in which they are given never changes a result), values are
+finite and as many as the indices.
+
+Examples
+--------
+>>> from kons.sparse import SparseVector, as_sparse
+>>> v = as_sparse({"indices": [7, 2], "values": [1.5, -1.0]}, dim=10)
+>>> v.indices.tolist(), v.values.tolist(), v.dim, len(v)
+([2, 7], [-1.0, 1.5], 10, 10)
+>>> v.to_dense()[[2, 7]].tolist()
+[-1.0, 1.5]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kons.errors import InvalidInputError
+
+__all__ = ["SparseVector", "as_sparse", "is_sparse_input"]
+
+
+@dataclass(frozen=True, eq=False)
+class SparseVector:
+    """A validated sparse vector (build it with :func:`as_sparse` or :meth:`from_dense`).
+
+    Attributes
+    ----------
+    indices : ndarray of int64, shape (s,)
+        Sorted, distinct positions in ``[0, dim)``.
+    values : ndarray of float64, shape (s,)
+        The finite values at those positions (explicit zeros are kept).
+    dim : int
+        Length of the dense vector; ``len(v) == dim``.
+    """
+
+    indices: np.ndarray
+    values: np.ndarray
+    dim: int
+
+    def __post_init__(self) -> None:
+        checked = _validated(self.indices, self.values, self.dim)
+        object.__setattr__(self, "indices", checked[0])
+        object.__setattr__(self, "values", checked[1])
+        object.__setattr__(self, "dim", checked[2])
+
+    def __len__(self) -> int:
+        return self.dim
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored entries ``s``."""
+        return len(self.indices)
+
+    def to_dense(self) -> np.ndarray:
+        """The dense (dim,) float64 array."""
+        dense = np.zeros(self.dim)
+        dense[self.indices] = self.values
+        return dense
+
+    @classmethod
+    def from_dense(cls, x: Any) -> SparseVector:
+        """The non-zero entries of a dense 1-D array."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 1:
+            raise InvalidInputError(f"x must be 1-D; got an array of shape {x.shape}.")
+        index = np.flatnonzero(x)
+        return cls(index, x[index], len(x))
+
+    def __repr__(self) -> str:
+        return f"SparseVector(nnz={self.nnz}, dim={self.dim})"
+
+
+def _validated(indices: Any, values: Any, dim: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
+        raise InvalidInputError(f"a sparse example needs an int dimension >= 1; got {dim!r}.")
+    try:
+        raw_index = np.asarray(indices)
+        vals = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"sparse 'indices'/'values' must be sequences of numbers: {exc}") from None
+    if raw_index.ndim != 1 or vals.ndim != 1:
+        raise InvalidInputError("sparse 'indices' and 'values' must be 1-D sequences.")
+    if len(raw_index) != len(vals):
+        raise InvalidInputError(
+            f"sparse 'indices' and 'values' differ in length ({len(raw_index)} != {len(vals)})."
+        )
+    integral = raw_index.dtype.kind in "iu" or (
+        raw_index.dtype.kind == "f" and bool(np.all(np.isfinite(raw_index)))
+        and bool(np.all(raw_index == np.round(raw_index)))
+    )
+    if len(raw_index) and not integral:
+        raise InvalidInputError("sparse 'indices' must be integers.")
+    index = raw_index.astype(np.int64)
+    if len(index) and (index.min() < 0 or index.max() >= dim):
+        raise InvalidInputError(f"sparse 'indices' must lie in [0, {int(dim)}).")
+    if not np.isfinite(vals).all():
+        raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
+    order = np.argsort(index, kind="stable")
+    index, vals = index[order], vals[order]
+    if len(index) > 1 and np.any(index[1:] == index[:-1]):
+        raise InvalidInputError("sparse 'indices' must not repeat.")
+    index.flags.writeable = False
+    vals.flags.writeable = False
+    return index, vals, int(dim)
+
+
+def is_sparse_input(x: Any) -> bool:
+    """Whether ``x`` is one of the accepted sparse forms (SparseVector, dict, scipy.sparse row)."""
+    if isinstance(x, SparseVector | dict):
+        return True
+    return type(x).__module__.startswith("scipy.sparse")
+
+
+def as_sparse(x: Any, dim: int | None) -> SparseVector:
+    """Validate a sparse example against the learner's dimension ``dim`` (None: not yet known).
+
+    Accepts a :class:`SparseVector`, a dict with ``"indices"``, ``"values"`` and optionally ``"dim"``,
+    or a one-row :mod:`scipy.sparse` matrix. Raises :class:`~kons.errors.InvalidInputError` naming the
+    problem; never modifies ``x``.
+    """
+    if isinstance(x, dict):
+        unknown = sorted(set(x) - {"indices", "values", "dim"})
+        if unknown or "indices" not in x or "values" not in x:
+            raise InvalidInputError(
+                "a sparse example is a dict with keys 'indices' and 'values' (and optionally 'dim'); "
+                f"got keys {sorted(x)}."
+            )
+        given = x.get("dim", dim)
+        if given is None:
+            raise InvalidInputError(
+                "a sparse example needs a known dimension: give the learner's 'dim' parameter, "
+                "learn a dense example first, or include 'dim'."
+            )
+        x = SparseVector(x["indices"], x["values"], given)
+    elif not isinstance(x, SparseVector):
+        x = _from_scipy(x)
+    if dim is not None and x.dim != dim:
+        raise InvalidInputError(f"x must have dimension {dim}; got {x.dim}.")
+    return x
+
+
+def _from_scipy(x: Any) -> SparseVector:
+    try:
+        row = x.tocsr(copy=True)
+    except AttributeError:
+        raise InvalidInputError(f"unsupported sparse input of type {type(x).__name__}.") from None
+    if row.ndim != 2 or row.shape[0] != 1:
+        raise InvalidInputError(f"a scipy.sparse example must have one row; got shape {row.shape}.")
+    row.sum_duplicates()
+    return SparseVector(row.indices, row.data, int(row.shape[1]))
