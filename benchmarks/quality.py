@@ -40,6 +40,7 @@ import math
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -201,6 +202,19 @@ def run_dataset(name: str, methods: Sequence[Method], *, T: int, tune_rows: int,
     return record
 
 
+def _git_describe() -> str:
+    """The checkout's commit, marked ``+dirty`` when ``kons/`` or ``benchmarks/`` has local changes."""
+    try:
+        root = Path(__file__).resolve().parent.parent
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kons", "benchmarks"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
     versions = {}
@@ -210,7 +224,7 @@ def machine() -> dict[str, Any]:
             versions[package] = getattr(module, "__version__", "installed")
         except ImportError:
             versions[package] = "missing"
-    return {"platform": platform.platform(), "python": platform.python_version(),
+    return {"kons": _git_describe(), "platform": platform.platform(), "python": platform.python_version(),
             "cpus": os.cpu_count(), "load_average": os.getloadavg(), "versions": versions,
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 

@@ -240,6 +240,7 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
     figures = _plots(records, out) if plots and records else []
     commands = list(dict.fromkeys(r["command"] for r in records))
     machines = list(dict.fromkeys(
+        f"kons {r['machine'].get('kons', '?')}; "
         f"{r['machine']['platform']}, Python {r['machine']['python']}, {r['machine']['cpus']} CPUs; "
         + ", ".join(f"{k} {v}" for k, v in r['machine']['versions'].items()) for r in records))
     lines = ["# Learning quality and cost: kons vs online peers (progressive validation)", "",
