@@ -38,6 +38,8 @@ __all__ = ["GRID_SIZE", "METHODS", "Context", "Method", "Runner", "median_gamma"
            "select_methods"]
 
 GRID_SIZE = 9
+#: Exact KONS keeps a t x t factor: beyond this many rows it is not run.
+KONS_MAX_ROWS = 12_000
 #: Rows of the stream used by the median-distance rule for the RBF width.
 GAMMA_ROWS = 500
 
@@ -93,6 +95,8 @@ class Method:
     build: Callable[[Context, dict[str, Any]], Runner]
     grid: tuple[dict[str, Any], ...] = ({},)
     kernel: bool = False
+    #: Longest stream the method is run on (exact KONS needs O(t^2) memory); None = no limit.
+    max_rows: int | None = None
 
     @property
     def online_peer(self) -> bool:
@@ -296,7 +300,8 @@ def _vw_oja(ctx: Context, p: dict[str, Any]) -> Runner:
 def _methods() -> list[Method]:
     kernel_grid = product_grid(_KERNEL_AXES)
     found = [
-        Method("kons", "KONS", "kons", _kernel_newton(kons.KONS), kernel_grid, kernel=True),
+        Method("kons", "KONS", "kons", _kernel_newton(kons.KONS), kernel_grid, kernel=True,
+               max_rows=KONS_MAX_ROWS),
         *(Method(f"skons{floor:g}", f"SketchedKONS gamma={floor:g}", "kons",
                  _kernel_newton(kons.SketchedKONS, gamma=floor, seed=0), kernel_grid, kernel=True)
           for floor in (0.0, 0.1, 0.3)),
