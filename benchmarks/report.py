@@ -304,3 +304,9 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
     path = out / "quality.md"
     path.write_text("\n".join(lines))
     return path
+
+
+if __name__ == "__main__":  # rebuild the report from existing raw files: python -m benchmarks.report DIR
+    import sys
+
+    print(write_report(Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")))
