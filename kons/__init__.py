@@ -3,10 +3,12 @@
 >>> from kons import SketchedKONS
 >>> from kons.kernels import RBF
 >>> m = SketchedKONS(kernel=RBF(gamma=0.5), loss="squared", eta=0.1, C=3.0, seed=0)
->>> m.learn_one([0.0, 1.0], 0.5)
+>>> m.learn_one([0.0, 1.0], 0.5)  # the play of round 1, on the empty state
 0.0
->>> 0.0 < m.predict_one([0.0, 1.0]) < 0.5
+>>> m.predict_one([0.0, 1.0]) > 0.0  # the gradient step moved the prediction towards y
 True
+>>> m.stats()["rounds"]
+1
 """
 
 from kons.adagrad import AdaGrad
