@@ -53,6 +53,11 @@ class Features:
         self.values = values
         self.sq_norm = float(values @ values)
 
+    @property
+    def nonzero(self) -> bool:
+        """Whether any value is non-zero (a zero example adds nothing to a sketch)."""
+        return bool(self.values.any())
+
     def dot(self, v: np.ndarray) -> float:
         """:math:`v^\\top x` for a (d,) vector ``v``: O(s)."""
         return float(v[self.index] @ self.values)
@@ -275,37 +280,42 @@ class SketchedNewton(LinearLearner):
         return {"eta": self._eta}
 
 
-#: Re-base the factored basis V = F Z once ||F||_F^2 tr(K) / k^2 (an upper bound on cond(F)^2 = cond(K),
-#: 1 for an orthonormal Z) exceeds this, so K-inner products lose little accuracy.
-REBASE_AT = 1e4
-
-
 class FactoredBasis(SketchedNewton):
     r"""State shared by the sparse FD and Oja sketches (Sec. 4, App. G.2 and H).
 
     The sketch's orthonormal directions are kept factored as :math:`V = F Z` with :math:`F` (k, k),
     :math:`Z` (k, d) and the Gram matrix :math:`K = Z Z^\top`, and the weights as
     :math:`u = \bar u + Z^\top b`, so that a round changes :math:`Z` and :math:`\bar u` only on the
-    support of the example. :math:`Z` starts as random orthonormal rows (``seed``): a fixed choice such as
-    the first k unit vectors would leave Oja's rule stuck whenever the data never touch those coordinates.
+    support of the example. Non-zero columns of :math:`Z` are confined to ``_support()`` (all columns
+    for Oja's random start, the features seen so far for FD's empty start).
 
-    :math:`Z` keeps growing along the top directions (Oja's update is a power iteration on it) while
-    :math:`F` shrinks to compensate; once :math:`K` gets ill-conditioned (see ``REBASE_AT``) the learner
+    :math:`Z` may keep growing along the top directions (Oja's update is a power iteration on it) while
+    :math:`F` shrinks to compensate; once :math:`K` gets ill-conditioned (see ``rebase_at``) the learner
     re-bases: :math:`\bar u \leftarrow \bar u + Z^\top b,\ b \leftarrow 0,\ Z \leftarrow F Z,
-    F \leftarrow` Gram-Schmidt of :math:`I` in :math:`K = ZZ^\top`. That costs O(k^2 d) but happens about
-    O(log T) times; ``stats()["rebases"]`` counts them.
+    F \leftarrow` Gram-Schmidt of :math:`I` in :math:`K = ZZ^\top`. That costs O(k^2) per column of the
+    support and happens about O(log T) times; ``stats()["rebases"]`` counts them.
     """
 
-    def _allocate_basis(self, k: int) -> None:
+    #: Re-base once ||F||_F^2 tr(K) / k^2 (at least cond(K) / k^2, 1 for orthonormal rows of Z) exceeds
+    #: this: Gram-Schmidt in the K inner product loses about cond(K) * 1e-16 relative accuracy.
+    rebase_at: float = 1e2
+
+    def _allocate_basis(self, k: int, *, random: bool) -> None:
         d = self._dim
-        # Random orthonormal rows: Q factor of a Gaussian (d, k) matrix.
-        gauss = self._rng.standard_normal((d, k))
-        self._Z = np.ascontiguousarray(np.linalg.qr(gauss)[0].T) if k else np.zeros((0, d))
+        if random and k:
+            # Random orthonormal rows: Q factor of a Gaussian (d, k) matrix.
+            self._Z = np.ascontiguousarray(np.linalg.qr(self._rng.standard_normal((d, k)))[0].T)
+        else:
+            self._Z = np.zeros((k, d))
         self._K = self._Z @ self._Z.T
         self._F = np.eye(k)
         self._b = np.zeros(k)
         self._ubar = np.zeros(d)
         self._rebases = 0
+
+    def _support(self) -> slice | np.ndarray:
+        """Columns where :math:`Z` may be non-zero."""
+        return slice(None)
 
     def _margin(self, f: Features) -> float:
         return f.dot(self._ubar) + float(self._b @ f.cols(self._Z))
@@ -316,30 +326,32 @@ class FactoredBasis(SketchedNewton):
         k = len(F)
         return float((F * F).sum() * np.trace(K)) / (k * k) if k else 1.0
 
-    def _rebased(
-        self, ubar: np.ndarray, b: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The same weights and directions with :math:`Z \\leftarrow FZ`, :math:`b = 0` (new arrays).
+    def _rebased(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The same weights and directions with :math:`Z \\leftarrow FZ`, :math:`b = 0`, as new arrays.
 
-        Returns ``(u_bar + Z'b, Z, F, K)``; O(k^2 d), see the class docstring.
+        Returns ``(fold, Z_s, F, K)`` on the support ``s``: ``u_bar[s] += fold``, ``Z[:, s] = Z_s``.
         """
-        Z = self._F @ self._Z
-        K = Z @ Z.T
+        support = self._support()
+        Zs = self._F @ self._Z[:, support]
+        K = Zs @ Zs.T
         _, F = gram_schmidt(np.eye(len(K)), K)
         if F.shape != K.shape:
             raise NumericalError("the sketch's directions became linearly dependent.")
-        return ubar + self._Z.T @ b, Z, F, K
+        return self._Z[:, support].T @ b, Zs, F, K
 
     def _maybe_rebase(self) -> None:
         """Re-base after a round if :math:`K` got ill-conditioned (never fails the round)."""
-        if self._conditioning(self._F, self._K) <= REBASE_AT:
+        if self._conditioning(self._F, self._K) <= self.rebase_at:
             return
         try:
-            ubar, Z, F, K = self._rebased(self._ubar, self._b)
-            check_finite(ubar, Z, F, K)
+            fold, Zs, F, K = self._rebased(self._b)
+            check_finite(fold, Zs, F, K)
         except NumericalError:
             return  # keep the old (valid, if ill-conditioned) representation
-        self._ubar, self._Z, self._K, self._F = ubar, Z, K, F
+        support = self._support()
+        self._ubar[support] += fold
+        self._Z[:, support] = Zs
+        self._K, self._F = K, F
         self._b = np.zeros_like(self._b)
         self._rebases += 1
 

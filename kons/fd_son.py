@@ -16,7 +16,6 @@ from kons._linear import (
     gram_schmidt,
     sherman_morrison,
 )
-from kons.errors import NumericalError
 
 __all__ = ["FDSON"]
 
@@ -32,11 +31,15 @@ class _Epoch(NamedTuple):
     K: np.ndarray
     rows: list[tuple[slice | np.ndarray, np.ndarray]]
     zx: np.ndarray  # Z_new x
-    delta: np.ndarray | None  # sparse update Z += delta G ...
+    support: slice | np.ndarray  # columns where Z may be non-zero afterwards
+    delta: np.ndarray | None  # either the sparse update Z += delta G (Alg. 11) ...
     z_steps: list[np.ndarray] | None
-    Z: np.ndarray | None  # ... or dense re-basing Z <- N1 Z + N2 G with u_bar += fold
+    Z: np.ndarray | None  # ... or the direct one: Z[:, support] = Z, u_bar[support] += fold, F = I
     fold: np.ndarray | None
-#: Condition number of N1 above which an epoch re-bases densely instead of Z += N1^{-1} N2 G.
+    full: bool  # every row of V = F Z is a unit direction
+
+
+#: Condition number of N1 above which an epoch is computed directly instead of Z += N1^{-1} N2 G.
 _MAX_COND = 1e8
 
 
@@ -54,10 +57,18 @@ class FDSON(FactoredBasis):
     is ever shrunk and the learner is :class:`~kons.ONS` exactly.
 
     The update is the sparse form of Alg. 10-11: :math:`V = FZ`, :math:`u = \bar u + Z^\top b`, the Gram
-    matrix :math:`K = ZZ^\top`, :math:`Z \leftarrow Z + \Delta G` at the end of an epoch and the
-    eigen-system by Gram-Schmidt in the :math:`K` inner product (Alg. 12-13). A round with ``s``
-    non-zeros costs O(m^2 + m s) on average (the epoch's O(m^3 + m^2 s) eigen step is spread over its
-    ``m`` rounds), independent of ``d``. Rounds with :math:`\hat g = 0` add nothing to the sketch.
+    matrix :math:`K = ZZ^\top`, :math:`Z \leftarrow Z + \Delta G` with
+    :math:`\Delta = N_1^{-1} N_2` at the end of an epoch and the eigen-system by Gram-Schmidt in the
+    :math:`K` inner product (Alg. 12-13). A round with ``s`` non-zeros costs O(m^2 + m s) on average
+    (the epoch's O(m^3 + m^2 s) eigen step is spread over its ``m`` rounds), independent of ``d``.
+
+    The paper's :math:`\Delta` does not exist when a new top direction has no component in the span
+    of :math:`Z` (:math:`N_1` singular), which is always the case in the first epoch and whenever the
+    sketch adopts a direction it has not seen: such an epoch is computed directly, by an SVD of
+    :math:`S` restricted to the features seen so far (O((k + m)^2 n) for ``n`` seen features, still
+    independent of ``d``), and resets :math:`V = Z`, :math:`F = I`. :math:`Z` starts at zero, so its
+    non-zero columns never leave the seen features; ``stats()["direct_epochs"]`` counts these
+    epochs. Rounds with :math:`\hat g = 0` add nothing to the sketch.
     ``sketch_size=0`` is :class:`~kons.OGD` with the constant step :math:`1/\alpha`.
 
     Parameters
@@ -73,9 +84,6 @@ class FDSON(FactoredBasis):
         ``m``: directions kept and epoch length (the sketch holds up to ``k + m`` rows).
     diagonal : bool, default False
         Feed :math:`D_t^{-1/2} x_t` (Sec. 5.2).
-    seed : int, default 0
-        Seed of the random orthonormal initial :math:`Z` (the initial directions have weight 0, so it
-        only matters to rounding).
     dim : int or None, default None
 
     Examples
@@ -103,22 +111,23 @@ class FDSON(FactoredBasis):
         C: float = 1.0,
         sketch_size: int = 10,
         diagonal: bool = False,
-        seed: int = 0,
         dim: int | None = None,
     ) -> None:
         self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
-                          sketch_size=sketch_size, seed=seed)
+                          sketch_size=sketch_size)
         self._reset()
 
     def _allocate(self) -> None:
         m, d = self.sketch_size, self._dim
         k = min(m, d)
-        self._allocate_basis(k)
+        self._allocate_basis(k, random=False)  # Z = 0: no direction yet
+        self._full = False  # whether all k rows of V = F Z are unit directions (else: direct epochs)
+        self._support_index: slice | np.ndarray = np.zeros(0, dtype=np.int64)
         self._D = np.zeros(k)
         self._Gd = np.zeros((m, d))  # rows of G (dense buffer, only the supports are non-zero)
         self._g_index: list[slice | np.ndarray] = []  # support of each filled row of G
         self._H = np.eye(k + m) / self.alpha
-        self._dense_epochs = 0
+        self._direct_epochs = 0
 
     # ----------------------------------------------------------------- the round
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
@@ -141,7 +150,8 @@ class FDSON(FactoredBasis):
         gdot = self._loss.derivative(y_hat, y)
         c = self._sqrt_eta * gdot  # g_hat = c x
         epoch = None
-        if c != 0.0 and m:
+        grows = c != 0.0 and m > 0 and f.nonzero  # g_hat != 0 joins G
+        if grows:
             row_coef = np.append(row_coef, 0.0)  # the new row of G is g_hat = c x
             gx1 = np.append(gx, c * xx)
             if n + 1 < m:  # Alg. 8, lines 3-4
@@ -175,14 +185,14 @@ class FDSON(FactoredBasis):
         deltas = [(f.index, x_coef * f.values)]
         deltas += [(index, row_coef[j] * self._Gd[j, index]) for j, index in enumerate(self._g_index)]
         if epoch is not None and epoch.Z is not None:
-            deltas.append((_DENSE, epoch.fold))
+            deltas.append((epoch.support, epoch.fold))
         check_finite(b, H, *(v for _, v in deltas))
         # Commit.
         apply_deltas(self._ubar, deltas)
         self._b, self._H = b, H
         if epoch is not None:
             self._commit_epoch(epoch)
-        elif c != 0.0 and m:
+        elif grows:
             self._Gd[n, f.index] = c * f.values
             self._g_index.append(f.index)
         return y_hat, self._leverage(c, denom / alpha), gdot
@@ -193,7 +203,7 @@ class FDSON(FactoredBasis):
         ``b`` is the weight vector after the projection step, ``zx`` = Z x and ``gx`` = G x (new row
         included); the result carries ``zx`` for the new Z.
         """
-        m, alpha = self.sketch_size, self.alpha
+        m = self.sketch_size
         k = len(self._D)
         F, Z, K = self._F, self._Z, self._K
         n = len(self._g_index)  # = m - 1: the new row g_hat = c x completes G
@@ -207,6 +217,9 @@ class FDSON(FactoredBasis):
         GG[:n, n] = self._Gd[:n, f.index] @ new_values
         GG[n, :n] = GG[:n, n]
         GG[n, n] = c * c * f.sq_norm
+        support = self._support_with(rows)
+        if not self._full:
+            return self._direct_epoch(rows, support, f, b, zx)
         M = GZ @ F.T  # Alg. 12, line 1: M = G V'
         P = np.hstack([-(M @ F), np.eye(m)])
         KR = np.block([[K, GZ.T], [GZ, GG]])  # Gram matrix of R = (Z; G)
@@ -216,60 +229,102 @@ class FDSON(FactoredBasis):
         C[np.diag_indices(k)] += self._D**2
         values, vectors = np.linalg.eigh(C)  # Alg. 12, line 3
         order = np.argsort(values)[::-1][:k]
-        sigma = np.maximum(values[order], 0.0)
         U = vectors[:, order].T  # (k, k + r)
-        shrink = sigma[m - 1] if m <= self._dim else 0.0  # m-th eigenvalue (0 when m > d)
-        D = np.sqrt(np.maximum(sigma - shrink, 0.0))
+        D = self._shrunk(values[order], len(values))
         N1 = U[:, :k] @ F + U[:, k:] @ Q[:, :k]  # Alg. 12, line 4
         N2 = U[:, k:] @ Q[:, k:]
-        H = np.diag(np.r_[1.0 / (alpha + D * D), np.full(m, 1.0 / alpha)])
         check_finite(N1, N2, D)
-        if k and np.linalg.cond(N1) < _MAX_COND:
-            delta = np.linalg.solve(N1, N2)  # Alg. 11, line 9
-            DG = delta @ GZ
-            K1 = K + DG + DG.T + delta @ GG @ delta.T  # Alg. 11, line 10
-            z_steps = [np.outer(delta[:, j], values) for j, (_, values) in enumerate(rows)]
-            check_finite(delta, K1, *z_steps)
-            return _Epoch(N1, D, H, K1, rows, zx + delta @ gx, delta, z_steps, None, None)
-        # The new directions are (nearly) outside the span of Z (always so in the first epoch, where
-        # S'S = G'G): N1 is singular and Z + N1^{-1} N2 G does not exist. Re-base densely instead,
-        # Z <- V = N1 Z + N2 G, F <- I, in O(k^2 d); stats()["dense_epochs"] counts these.
-        Z1 = N1 @ Z
+        if np.linalg.cond(N1) >= _MAX_COND:
+            # A new direction has (almost) no component in the span of Z, so Z + N1^{-1} N2 G does not
+            # exist (always so in the first epoch, where S'S = G'G lies in the span of G).
+            return self._direct_epoch(rows, support, f, b, zx)
+        delta = np.linalg.solve(N1, N2)  # Alg. 11, line 9
+        DG = delta @ GZ
+        K1 = K + DG + DG.T + delta @ GG @ delta.T  # Alg. 11, line 10
+        z_steps = [np.outer(delta[:, j], values) for j, (_, values) in enumerate(rows)]
+        check_finite(delta, K1, *z_steps)
+        return _Epoch(N1, D, self._h(D), K1, rows, zx + delta @ gx, support, delta, z_steps, None, None,
+                      True)
+
+    def _shrunk(self, eigenvalues: np.ndarray, rank_bound: int) -> np.ndarray:
+        """Alg. 8, line 8: :math:`D_{ii} = \\sqrt{\\Sigma_{ii} - \\Sigma_{mm}}` for the top ``k`` eigenvalues.
+
+        ``rank_bound`` is the number of eigenvalues computed; the m-th eigenvalue of S'S is 0 beyond it.
+        """
+        m = self.sketch_size
+        sigma = np.maximum(eigenvalues, 0.0)
+        shrink = sigma[m - 1] if m <= min(len(sigma), rank_bound) else 0.0
+        return np.sqrt(np.maximum(sigma - shrink, 0.0))
+
+    def _h(self, D: np.ndarray) -> np.ndarray:
+        """H after an epoch: diag(1 / (alpha + D^2), 1 / alpha, ...) (Alg. 8, line 9)."""
+        return np.diag(np.r_[1.0 / (self.alpha + D * D), np.full(self.sketch_size, 1.0 / self.alpha)])
+
+    def _support_with(self, rows: list[tuple[slice | np.ndarray, np.ndarray]]) -> slice | np.ndarray:
+        """The support of Z after this epoch: the features seen in any row of G so far (sorted)."""
+        if isinstance(self._support_index, slice) or any(isinstance(i, slice) for i, _ in rows):
+            return _DENSE
+        return np.unique(np.concatenate([self._support_index, *(i for i, _ in rows)]))
+
+    def _direct_epoch(
+        self, rows: list[tuple[slice | np.ndarray, np.ndarray]], support: slice | np.ndarray,
+        f: Features, b: np.ndarray, zx: np.ndarray,
+    ) -> _Epoch:
+        """Alg. 8, line 7 by an SVD of S restricted to its support: O((k + m)^2 n) for n seen features.
+
+        Used when the sparse update does not exist (see :meth:`_eigen_step`); gives F = I and Z = V.
+        ``stats()["direct_epochs"]`` counts these.
+        """
+        k, m = len(self._D), self.sketch_size
+        Zs = self._Z[:, support]
+        n = Zs.shape[1]
+        G = np.zeros((m, n))
         for j, (index, values) in enumerate(rows):
-            Z1[:, index] += np.outer(N2[:, j], values)
+            G[j, index if isinstance(support, slice) else np.searchsorted(support, index)] = values
+        S = np.vstack([self._D[:, None] * (self._F @ Zs), G])
+        _, singular, Vt = np.linalg.svd(S, full_matrices=False)
+        kk = min(k, len(singular))
+        D = np.zeros(k)
+        D[:kk] = self._shrunk(singular[:kk] ** 2, len(singular))
+        Z1 = np.zeros((k, n))
+        Z1[:kk] = Vt[:kk]
         K1 = Z1 @ Z1.T
-        _, F1 = gram_schmidt(np.eye(k), K1)
-        if F1.shape != K1.shape:
-            raise NumericalError("the Frequent Directions update lost rank.")
-        fold = Z.T @ b
-        check_finite(Z1, K1, F1, fold)
-        return _Epoch(F1, D, H, K1, rows, N1 @ zx + N2 @ gx, None, None, Z1, fold)
+        x_at = f.index if isinstance(support, slice) else np.searchsorted(support, f.index)
+        fold = Zs.T @ b
+        check_finite(D, Z1, fold)
+        return _Epoch(np.eye(k), D, self._h(D), K1, rows, Z1[:, x_at] @ f.values, support, None, None,
+                      Z1, fold, kk == k)
 
     def _commit_epoch(self, epoch: _Epoch) -> None:
         if epoch.Z is None:
             for (index, _), step in zip(epoch.rows, epoch.z_steps, strict=True):
                 self._Z[:, index] += step  # Z += Delta G (Alg. 11, line 11), one row of G at a time
         else:
-            self._Z = epoch.Z
-            self._dense_epochs += 1
-        self._F, self._D, self._K = epoch.F, epoch.D, epoch.K
+            self._Z[:, epoch.support] = epoch.Z  # (u_bar took the fold with the round's deltas)
+            self._direct_epochs += 1
+        self._F, self._D, self._K, self._full = epoch.F, epoch.D, epoch.K, epoch.full
+        self._support_index = epoch.support
         for j, index in enumerate(self._g_index):
             self._Gd[j, index] = 0.0
         self._g_index = []
         self._maybe_rebase()
+
+    def _support(self) -> slice | np.ndarray:
+        return self._support_index
 
     # ----------------------------------------------------------------- state
     def _model_stats(self) -> dict[str, Any]:
         stats = super()._model_stats()
         if self._ready:
             stats["buffered_rows"] = len(self._g_index)
-            stats["dense_epochs"] = self._dense_epochs
+            stats["direct_epochs"] = self._direct_epochs
         return stats
 
     def _scalars(self) -> dict[str, Any]:
-        return {**super()._scalars(), "dense_epochs": self._dense_epochs}
+        return {**super()._scalars(), "direct_epochs": self._direct_epochs}
 
     def _model_arrays(self) -> dict[str, np.ndarray]:
+        support = self._support_index
         dense = np.array([isinstance(index, slice) for index in self._g_index], dtype=bool)
         sparse = [index for index in self._g_index if not isinstance(index, slice)]
         return {
@@ -280,6 +335,8 @@ class FDSON(FactoredBasis):
             "g_dense": dense,
             "g_counts": np.array([len(index) for index in sparse], dtype=np.int64),
             "g_index": np.concatenate(sparse) if sparse else np.zeros(0, dtype=np.int64),
+            "support": np.zeros(0, dtype=np.int64) if isinstance(support, slice) else support,
+            "flags": np.array([self._full, isinstance(support, slice)], dtype=bool),
         }
 
     def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
@@ -287,7 +344,7 @@ class FDSON(FactoredBasis):
         k = min(m, d)
         self._restore_basis(arrays, scalars, k)
         self._D = _vector(arrays["D"], k)
-        self._dense_epochs = int(scalars["dense_epochs"])
+        self._direct_epochs = int(scalars["direct_epochs"])
         self._H = _matrix(arrays["H"], k + m, k + m)
         self._Gd = _matrix(arrays["G"], m, d)
         dense, counts, flat = arrays["g_dense"], arrays["g_counts"], arrays["g_index"]
@@ -297,3 +354,6 @@ class FDSON(FactoredBasis):
             raise ValueError("buffered row indices are out of range")
         pieces = iter(np.split(flat, np.cumsum(counts)[:-1]) if len(counts) else [])
         self._g_index = [_DENSE if is_dense else next(pieces) for is_dense in dense]
+        full, support_dense = (bool(v) for v in arrays["flags"])
+        self._full = full
+        self._support_index = _DENSE if support_dense else arrays["support"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from kons._linear import REBASE_AT, FactoredBasis, Features, _vector, check_finite, gram_schmidt
+from kons._linear import FactoredBasis, Features, _vector, check_finite, gram_schmidt
 from kons.errors import NumericalError
 
 __all__ = ["OjaSON"]
@@ -84,7 +84,7 @@ class OjaSON(FactoredBasis):
 
     def _allocate(self) -> None:
         k = min(self.sketch_size, self._dim)
-        self._allocate_basis(k)
+        self._allocate_basis(k, random=True)
         self._t = 0
         self._lam = np.zeros(k)  # Lambda
         self._h = np.full(k, 1.0 / self.alpha)  # H = diag(1 / (alpha + t Lambda))
@@ -104,10 +104,10 @@ class OjaSON(FactoredBasis):
         rate = 1.0 / t1  # Gamma_t = I / t
         lam = (1.0 - rate) * self._lam + rate * (c * vx) ** 2  # Eq. 4
         Z, K, F1, zx1, cols, shift, rebased = self._Z, self._K, F, zx, None, 0.0, None
-        if c != 0.0 and len(zx):
+        if c != 0.0 and len(zx) and f.nonzero:
             # Z(I + g_hat g_hat'/t) multiplies cond(Z) by up to 1 + |g_hat|^2/t: re-base first if needed.
-            if self._conditioning(F, K) * (1.0 + c * c * xx / t1) ** 2 > REBASE_AT:
-                rebased = self._rebased(self._ubar, b)
+            if self._conditioning(F, K) * (1.0 + c * c * xx / t1) ** 2 > self.rebase_at:
+                rebased = self._rebased(b)  # the support is every column (random start)
                 _, Z, F, K = rebased
                 b = np.zeros_like(b)
                 zx = f.cols(Z)
@@ -126,7 +126,8 @@ class OjaSON(FactoredBasis):
         check_finite(b, lam, h, K, F1, delta_u, 0.0 if cols is None else cols,
                      0.0 if rebased is None else rebased[0])
         if rebased is not None:
-            self._ubar, self._Z = rebased[0], Z
+            self._ubar += rebased[0]
+            self._Z = Z
             self._rebases += 1
         if cols is not None:
             self._Z[:, f.index] = cols

@@ -101,7 +101,7 @@ class RPSON(SketchedNewton):
         gdot = self._loss.derivative(y_hat, y)
         c = self._sqrt_eta * gdot  # g_hat = c x
         H, sx_new, cols, shift = self._H, sx, None, 0.0
-        if c != 0.0 and m:
+        if c != 0.0 and m and f.nonzero:
             rng_state = self._rng.bit_generator.state
             r = self._rng.standard_normal(m) / math.sqrt(m)
             sx_new = sx + (c * xx) * r  # S_t x  with S_t = S_{t-1} + r g_hat'
