@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.linalg.blas import dtrsm
 
-from kons._linear import FactoredBasis, Features, _vector, check_finite, gram_schmidt
+from kons._linear import FactoredBasis, Features, _vector, check_finite
 from kons.errors import NumericalError
 
 __all__ = ["OjaSON"]
@@ -105,18 +106,24 @@ class OjaSON(FactoredBasis):
         lam = (1.0 - rate) * self._lam + rate * (c * vx) ** 2  # Eq. 4
         Z, K, F1, zx1, cols, shift, rebased = self._Z, self._K, F, zx, None, 0.0, None
         if c != 0.0 and len(zx) and f.nonzero:
-            # Z(I + g_hat g_hat'/t) multiplies cond(Z) by up to 1 + |g_hat|^2/t: re-base first if needed.
-            if self._conditioning(F, K) * (1.0 + c * c * xx / t1) ** 2 > self.rebase_at:
+            if self._conditioning(F, K) > self.rebase_at:  # keep K = ZZ' well-conditioned
                 rebased = self._rebased(b)  # the support is every column (random start)
                 _, Z, F, K = rebased
                 b = np.zeros_like(b)
                 zx = f.cols(Z)
             zg = c * zx  # Z g_hat
+            vg = F @ zg  # V g_hat
             delta = rate * zg  # F^{-1} Gamma F Z g_hat with Gamma = I / t
+            # Orthonormalise F (Z + delta g_hat') by Gram-Schmidt in row order (Alg. 5, line 4): the Gram
+            # matrix of its rows is W = F K F' + rate (2 + rate |g_hat|^2) (V g_hat)(V g_hat)', taken
+            # before K grows along delta, and Gram-Schmidt is F <- chol(W)^{-1} F.
+            W = F @ K @ F.T
+            W = 0.5 * (W + W.T) + (rate * (2.0 + rate * c * c * xx)) * np.outer(vg, vg)
+            try:
+                F1 = dtrsm(1.0, np.linalg.cholesky(W), F, lower=1)  # (LAPACK's trtrs is slow here)
+            except np.linalg.LinAlgError:
+                raise NumericalError("Oja's directions became linearly dependent.") from None
             K = K + np.outer(delta, zg) + np.outer(zg, delta) + (c * c * xx) * np.outer(delta, delta)
-            _, F1 = gram_schmidt(F, K)  # Alg. 5, line 4 (Alg. 13)
-            if F1.shape != F.shape:
-                raise NumericalError("Oja's directions became linearly dependent.")
             cols = Z[:, f.index] + np.outer(delta, c * f.values)  # Z += delta g_hat'
             zx1 = zx + delta * (c * xx)
             shift = c * float(delta @ b)
