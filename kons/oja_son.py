@@ -25,12 +25,15 @@ class OjaSON(FactoredBasis):
     and the sketch :math:`S_t = (t\Lambda_t)^{1/2} V_t`,
     :math:`H_t = \mathrm{diag}\{1/(\alpha + t\Lambda_t)\}` (Alg. 3), so
     :math:`A_t = \alpha I + V_t^\top t\Lambda_t V_t`. The orthonormalisation is Gram-Schmidt in row
-    order, done as the paper describes (Alg. 5 and 13): :math:`V = FZ` with
+    order, kept sparse as the paper describes (Alg. 5, App. H): :math:`V = FZ` with
     :math:`Z \leftarrow Z + \delta \hat g^\top`, :math:`\delta = Z\hat g / t`, the Gram matrix
-    :math:`K = ZZ^\top` updated in O(m^2) and :math:`F` re-orthonormalised in the :math:`K` inner
-    product in O(m^3). The weights are :math:`u = \bar u + Z^\top b` (Eq. 5-6), so a round with ``s``
-    non-zeros costs O(m^3 + m s), independent of the dimension ``d`` (see
-    :class:`~kons._linear.FactoredBasis` for the
+    :math:`K = ZZ^\top` updated in O(m^2), and :math:`F \leftarrow L^{-1} F` where :math:`LL^\top` is
+    the Gram matrix of the rows of :math:`F(Z + \delta\hat g^\top)`,
+    :math:`F K F^\top + \tfrac1t(2 + \tfrac1t\|\hat g\|^2)(V\hat g)(V\hat g)^\top` (row-order
+    Gram-Schmidt is this Cholesky factor; forming it before :math:`K` grows along :math:`\delta` keeps
+    it accurate where Alg. 13 in the grown :math:`K` loses digits). The weights are
+    :math:`u = \bar u + Z^\top b` (Eq. 5-6), so a round with ``s`` non-zeros costs O(m^3 + m s),
+    independent of the dimension ``d`` (see :class:`~kons._linear.FactoredBasis` for the
     rare O(m^2 d) re-basing). The sketch has ``k = min(sketch_size, d)`` rows; ``sketch_size=0`` is
     :class:`~kons.OGD` with the constant step :math:`1/\alpha`.
 
