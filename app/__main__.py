@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import sys
+from types import FrameType
 
 import uvicorn
 
@@ -14,10 +17,17 @@ from app.embedded import EmbeddedRedis
 from app.settings import Settings
 
 
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal: turn it into SystemExit
+    # so that the embedded Redis server is stopped (and its append-only file flushed) on the way out.
+    sys.exit(128 + signum)
+
+
 def main() -> None:
     settings = Settings()
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     embedded = None
     if settings.redis_url is None:
         embedded = EmbeddedRedis(settings.data_dir)

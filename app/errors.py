@@ -27,6 +27,7 @@ __all__ = [
     "InvalidNameError",
     "LearnerNotFoundError",
     "PayloadTooLargeError",
+    "RequestIdConflictError",
     "StateMismatchError",
     "UnauthorizedError",
     "UnknownIdError",
@@ -77,6 +78,10 @@ class ConfigConflictError(ApiError):
 
 class StateMismatchError(ApiError):
     status, code = 409, "state_mismatch"
+
+
+class RequestIdConflictError(ApiError):
+    status, code = 409, "request_id_conflict"
 
 
 class PayloadTooLargeError(ApiError):

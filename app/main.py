@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry  # the asyncio one: a sync Retry never retries here
 from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from app.auth import Authenticator
 from app.embedded import EmbeddedRedis

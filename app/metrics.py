@@ -51,6 +51,9 @@ class Metrics:
         self.lease_waits = Counter("kons_lease_waits", "Times a write waited for another writer.", registry=r)
         self.conflicts = Counter("kons_append_conflicts", "Compare-and-append attempts that lost.",
                                  registry=r)
+        self.deduplicated = Counter("kons_feedback_deduplicated",
+                                    "Feedback requests answered from their request_id, not applied again.",
+                                    registry=r)
         self.snapshots = Counter("kons_snapshots", "Snapshot attempts by outcome.", ["outcome"], registry=r)
         self.snapshot_seconds = Histogram("kons_snapshot_duration_seconds", "Time to write one snapshot.",
                                           registry=r)

@@ -37,6 +37,8 @@ __all__ = [
 Finite = Annotated[float, Strict(), AllowInfNan(False)]
 #: Client ids that link a predict to a later feedback.
 ClientId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+#: A feedback request's idempotency key: a retry with the same one is answered, never applied again.
+RequestId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 
 
 class _Body(BaseModel):
@@ -152,12 +154,18 @@ class FeedbackItem(_Body):
 
 
 class FeedbackRequest(_Body):
-    """One round (``x``/``id`` and ``y``) or a batch ``{"items": [...]}`` applied in order."""
+    """One round (``x``/``id`` and ``y``) or a batch ``{"items": [...]}`` applied in order.
+
+    ``request_id`` (optional, one per request, covering the whole batch) makes the request retry-safe:
+    a request whose id was already applied is answered with the original predictions, losses and
+    version and changes nothing; the same id with another body is a 409.
+    """
 
     x: Features | None = None
     id: ClientId | None = None
     y: Finite | None = None
     items: list[FeedbackItem] | None = None
+    request_id: RequestId | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> Self:

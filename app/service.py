@@ -9,6 +9,11 @@ Every feedback round of a learner goes through one total order, the learner's lo
 3. it appends them with a compare-and-append (``append.lua``): only if the head is still the one it
    computed on and the lease is still its own. Only then is the answer sent, so a 2xx is durable.
 
+Every feedback request is applied at most once: the same script remembers the request's id (the client's
+``request_id``, else a private one) with a record of its answer, and answers a repeat from that record
+instead of appending again. A client retries with its ``request_id`` after a timeout or a crash; the
+private id covers redis-py re-sending the script after a lost reply (a dropped connection or a timeout).
+
 If the append loses (lease expired, learner deleted or replaced) the cached learner is dropped, since it
 holds rounds that are not in the log, and rebuilt. Since kons is deterministic, every process that
 replays the same log reaches a bit-identical learner. Snapshots are written by a background task.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
 import logging
@@ -39,12 +45,13 @@ from app.errors import (
     BusyError,
     ConfigConflictError,
     LearnerNotFoundError,
+    RequestIdConflictError,
     StateMismatchError,
     UnknownIdError,
 )
 from app.metrics import Metrics
 from app.settings import Settings
-from app.store import Head, LearnerRef, LogEntry, Store
+from app.store import AppendOutcome, Head, LearnerRef, LogEntry, RequestTag, Store
 from kons.losses import get_loss
 
 __all__ = ["Feedback", "LearnerService"]
@@ -100,6 +107,12 @@ def _config_of(learner: kons.Learner) -> dict[str, Any]:
     params = learner.get_params()
     dim = params.pop("dim", None)
     return {"algorithm": learner.name, "dim": dim, "params": params}
+
+
+def _fingerprint(items: Sequence[Feedback]) -> str:
+    """A digest of a feedback body, so that a request_id reused for another body is caught."""
+    text = json.dumps([[it.x, it.id, it.y] for it in items], separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _build(config: dict[str, Any]) -> kons.Learner:
@@ -200,23 +213,30 @@ class LearnerService:
         self.metrics.predictions.inc(len(rows))
         return predictions, version
 
-    async def feedback(self, ref: LearnerRef, items: Sequence[Feedback]) -> tuple[list, list, int]:
-        """Apply the rounds in order; returns (played predictions, losses, new version) once logged."""
+    async def feedback(
+        self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None = None
+    ) -> tuple[list, list, int]:
+        """Apply the rounds in order; returns (played predictions, losses, new version) once logged.
+
+        A ``request_id`` that was already applied returns that request's answer and changes nothing.
+        """
         self._check_batch(len(items))
         ids = [it.id for it in items if it.id is not None]
         if len(set(ids)) != len(ids):
             raise kons.InvalidInputError("a batch must not name the same id twice.")
+        # A private id ('~' is not allowed in a client's) makes redis-py's re-sent script harmless.
+        rid, fingerprint = (request_id, _fingerprint(items)) if request_id else (f"~{uuid.uuid4().hex}", None)
         entry = self._entry(ref)
         async with entry.lock:
             for _ in range(_ATTEMPTS):
-                result = await self._feedback_attempt(entry, items)
+                result = await self._feedback_attempt(entry, items, rid, fingerprint)
                 if result is not None:
                     return result
                 self.metrics.conflicts.inc()
         raise BusyError(f"Learner {ref.name!r} kept changing under this request; retry.")
 
     async def _feedback_attempt(
-        self, entry: _Cached, items: Sequence[Feedback]
+        self, entry: _Cached, items: Sequence[Feedback], rid: str, fingerprint: str | None
     ) -> tuple[list[float], list[float], int] | None:
         ref = entry.ref
         token = next(self._tokens)
@@ -224,6 +244,10 @@ class LearnerService:
         plays: list[float] = []
         appended = False
         try:
+            if fingerprint is not None:
+                done = await self.store.applied(ref, rid)
+                if done is not None:  # a retry: answer it before playing anything
+                    return self._answered(*done, fingerprint)
             await self._sync(entry, head)
             if not entry.at(head):
                 return None
@@ -237,7 +261,16 @@ class LearnerService:
                 LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "")
                 for x, y, p, it in zip(xs, ys, plays, items, strict=True)
             ]
-            outcome = await self.store.append(ref, token, head, entries)
+            loss = get_loss(learner.loss)
+            losses = [loss.value(p, y) for p, y in zip(plays, ys, strict=True)]
+            record = {"token": token} if fingerprint is None else {
+                "token": token, "body": fingerprint, "predictions": plays, "losses": losses}
+            tag = RequestTag(rid, json.dumps(record), self._request_ttl_ms(fingerprint),
+                             self.settings.request_ids_max)
+            outcome = await self.store.append(ref, token, head, entries, tag)
+            if outcome.reason == "done" and json.loads(outcome.detail)["token"] == token:
+                # our own script, re-sent by redis-py after its reply was lost: it was applied
+                outcome = AppendOutcome(True, outcome.version)
             appended = outcome.ok
         finally:
             if plays and not appended:
@@ -249,15 +282,29 @@ class LearnerService:
             raise LearnerNotFoundError(f"No learner named {ref.name!r}.")
         if outcome.reason == "id":
             raise UnknownIdError(f"The id {outcome.detail!r} was used by another feedback or has expired.")
+        if outcome.reason == "done" and fingerprint is not None:
+            return self._answered(outcome.version, outcome.detail, fingerprint)
         if not outcome.ok:
             return None
         entry.version = outcome.version
-        loss = get_loss(learner.loss)
-        losses = [loss.value(p, y) for p, y in zip(plays, ys, strict=True)]
         self.metrics.rounds.inc(len(plays))
         self.metrics.loss.inc(sum(losses))
         self.metrics.observe_learner(ref, entry.version, learner.stats())
         return plays, losses, entry.version
+
+    def _request_ttl_ms(self, fingerprint: str | None) -> int:
+        if fingerprint is not None:
+            return self.settings.request_id_ttl_seconds * 1000
+        # a private id only has to outlive redis-py's retries of one script call
+        return int(max(60.0, 10 * self.settings.redis_timeout_seconds) * 1000)
+
+    def _answered(self, version: int, record: str, fingerprint: str) -> tuple[list[float], list[float], int]:
+        """The original answer of an applied request_id (409 if the id came with another body)."""
+        answer = json.loads(record)
+        if answer.get("body") != fingerprint:
+            raise RequestIdConflictError("This request_id was already used for a different feedback body.")
+        self.metrics.deduplicated.inc()
+        return answer["predictions"], answer["losses"], version
 
     async def _acquire(self, ref: LearnerRef, token: str) -> Head:
         """Wait for the writer lease (bounded), returning the head it was taken at."""

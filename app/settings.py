@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     snapshot_interval_seconds: float = Field(60.0, gt=0, description="... or this long after the last one.")
     snapshot_chunk_bytes: int = Field(8 * 2**20, ge=1024, description="Size of one snapshot chunk value.")
     id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
+    request_id_ttl_seconds: int = Field(
+        3600, ge=1, description="How long a feedback request_id is remembered (a retry is applied once)."
+    )
+    request_ids_max: int = Field(
+        10_000, ge=1, description="Most request_ids remembered per learner (the oldest are dropped first)."
+    )
     lease_ttl_ms: int = Field(10_000, ge=100, description="Per-learner writer lease (fenced by version).")
     lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
     cache_size: int = Field(256, ge=1, description="Learners kept in memory per process.")

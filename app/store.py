@@ -4,9 +4,11 @@ Every key of one learner carries the hash tag ``{tenant/name}`` so that they sha
 and every script touches only keys of one slot, all declared in ``KEYS``::
 
     kons:{t/n}:meta      hash: config (JSON), incarnation, version, snap_version, snap_token, ...
-    kons:{t/n}:log       stream: one entry per feedback round, id "<version>-0" (x, y, played)
+    kons:{t/n}:log       stream: one entry per feedback round, id "<version>-0" (x, y, played, request id)
     kons:{t/n}:snap      hash: "<token>:<i>" -> i-th binary chunk of the newest snapshot
     kons:{t/n}:ids       hash: client id -> remembered features;  kons:{t/n}:ids_exp  zset: id -> expiry
+    kons:{t/n}:reqs      hash: feedback request id -> "<version>:<record of the answer>" (at most once)
+    kons:{t/n}:reqs_exp  zset: request id -> expiry (ms); trimmed by ``append.lua`` (TTL and a count cap)
     kons:{t/n}:lease     string: the writer lease token;  kons:{t/n}:snaplock  string: snapshot lock
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
@@ -24,7 +26,7 @@ from redis.commands.core import AsyncScript
 
 from app.errors import BusyError
 
-__all__ = ["AppendOutcome", "Head", "LearnerRef", "LogEntry", "Store", "StoredState"]
+__all__ = ["AppendOutcome", "Head", "LearnerRef", "LogEntry", "RequestTag", "Store", "StoredState"]
 
 _SCRIPTS = ("create", "acquire", "release", "append", "remember", "recall", "commit_snapshot",
             "replace_state", "delete")
@@ -59,6 +61,16 @@ class LogEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestTag:
+    """A feedback request's id, the record of its answer, and how long (and how many) ids are kept."""
+
+    id: str
+    record: str
+    ttl_ms: int
+    max_records: int
+
+
+@dataclass(frozen=True, slots=True)
 class StoredState:
     """What a process needs to rebuild a learner: its config, head and newest snapshot (or None)."""
 
@@ -69,7 +81,8 @@ class StoredState:
 
 @dataclass(frozen=True, slots=True)
 class AppendOutcome:
-    """Result of a compare-and-append: ``ok``, else why not (``gone``, ``lease_lost``, ``moved``, ``id``)."""
+    """Result of a compare-and-append: ``ok``, else why not (``gone``, ``lease_lost``, ``moved``, ``id``,
+    or ``done``: the request id was applied before, at ``version``, and ``detail`` is its record)."""
 
     ok: bool
     version: int = 0
@@ -102,7 +115,8 @@ class Store:
 
     def keys_of(self, ref: LearnerRef) -> list[str]:
         """Every key one learner may own (meta first)."""
-        return [self._key(ref, p) for p in ("meta", "log", "snap", "ids", "ids_exp", "lease", "snaplock")]
+        parts = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock")
+        return [self._key(ref, p) for p in parts]
 
     # ------------------------------------------------------------------ lifecycle
     async def ping(self) -> bool:
@@ -162,17 +176,25 @@ class Store:
     async def release_lease(self, ref: LearnerRef, token: str) -> None:
         await self._scripts["release"](keys=[self._key(ref, "lease")], args=[token])
 
-    async def append(self, ref: LearnerRef, token: str, head: Head, entries: list[LogEntry]) -> AppendOutcome:
-        """Append rounds after ``head`` iff the learner is still there (see ``append.lua``)."""
-        args: list[Any] = [token, head.incarnation, str(head.version)]
+    async def append(
+        self, ref: LearnerRef, token: str, head: Head, entries: list[LogEntry],
+        request: RequestTag | None = None,
+    ) -> AppendOutcome:
+        """Append rounds after ``head`` iff the learner is still there, at most once per request id
+        (see ``append.lua``)."""
+        tag = request or RequestTag("", "", 0, 0)
+        args: list[Any] = [token, head.incarnation, str(head.version), tag.id, tag.record, tag.ttl_ms,
+                           tag.max_records]
         for e in entries:
             args += [e.x, e.y, e.played, e.id]
-        reply = await self._scripts["append"](
-            keys=[self._key(ref, p) for p in ("meta", "lease", "log", "ids", "ids_exp")], args=args
-        )
+        keys = [self._key(ref, p) for p in ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp")]
+        reply = await self._scripts["append"](keys=keys, args=args)
         code = int(reply[0])
         if code == 1:
             return AppendOutcome(True, int(reply[1]))
+        if code == 2:
+            version, _, record = _s(reply[1]).partition(":")
+            return AppendOutcome(False, int(version), "done", record)
         reason = {-1: "gone", -2: "lease_lost", -3: "moved", -4: "id"}[code]
         return AppendOutcome(False, reason=reason, detail=_s(reply[1]) if len(reply) > 1 else "")
 
@@ -180,6 +202,14 @@ class Store:
         """Up to ``count`` logged rounds with version > ``after``, in order, as (version, fields)."""
         rows = await self.client.xrange(self._key(ref, "log"), min=f"{after + 1}-0", max="+", count=count)
         return [(int(_s(entry_id).split("-", 1)[0]), fields) for entry_id, fields in rows]
+
+    async def applied(self, ref: LearnerRef, request_id: str) -> tuple[int, str] | None:
+        """(version, record) of a request id already applied (see ``append.lua``), else None."""
+        value = await self.client.hget(self._key(ref, "reqs"), request_id)
+        if value is None:
+            return None
+        version, _, record = _s(value).partition(":")
+        return int(version), record
 
     # ------------------------------------------------------------------ ids
     async def remember(self, ref: LearnerRef, items: list[tuple[str, bytes]], ttl_ms: int) -> bool:

@@ -34,7 +34,7 @@ async def feedback(
     ref: LearnerDep, body: FeedbackRequest, service: ServiceDep
 ) -> FeedbackResponse | BatchFeedbackResponse:
     rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
-    predictions, losses, version = await service.feedback(ref, rounds)
+    predictions, losses, version = await service.feedback(ref, rounds, body.request_id)
     if body.items is None:
         return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version)
     return BatchFeedbackResponse(predictions=predictions, losses=losses, version=version)

@@ -7,13 +7,6 @@ driven by ``httpx.AsyncClient`` over ``httpx.ASGITransport``.
 
 from __future__ import annotations
 
-from app.testing import REPO, RedisServer, free_port, serve, service_env, start_service, wait_until
+from app.testing import REPO, SPEC, RedisServer, free_port, serve, service_env, start_service, wait_until
 
 __all__ = ["REPO", "SPEC", "RedisServer", "free_port", "serve", "service_env", "start_service", "wait_until"]
-
-SPEC = {
-    "algorithm": "sketched_kons",
-    "dim": 3,
-    "params": {"kernel": {"name": "rbf", "gamma": 0.5}, "loss": "squared", "alpha": 1.0, "eta": 0.1,
-               "C": 3.0, "seed": 0},
-}

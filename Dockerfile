@@ -1,0 +1,29 @@
+# The kons service: FastAPI + uvicorn, state in Redis (see docker-compose.yml and docs/service-design.md).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /srv/kons
+COPY pyproject.toml README.md ./
+COPY kons ./kons
+COPY app ./app
+RUN pip install ".[service]" \
+    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin kons \
+    && mkdir -p /data && chown kons:kons /data
+
+USER kons
+# KONS_WORKERS: uvicorn worker processes; KONS_DATA_DIR: the embedded Redis's files (no KONS_REDIS_URL).
+# The service binds 0.0.0.0 when API keys are configured, 127.0.0.1 (unreachable from outside) otherwise.
+ENV KONS_PORT=8000 \
+    KONS_WORKERS=1 \
+    KONS_DATA_DIR=/data
+EXPOSE 8000
+VOLUME ["/data"]
+
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('KONS_PORT', '8000') + '/healthz', timeout=2)"]
+
+CMD ["python", "-m", "app"]

@@ -1,0 +1,48 @@
+"""Deployment files: there is no Docker engine here, so check what can be checked without one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import yaml
+from service_support import REPO
+
+
+def test_compose_file_names_the_service_and_a_durable_redis() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert set(services) == {"kons", "redis"}
+    kons, redis = services["kons"], services["redis"]
+    assert redis["image"].startswith("redis:7")
+    command = " ".join(redis["command"])
+    assert "--appendonly yes" in command
+    volume = redis["volumes"][0].split(":")
+    assert volume[1] == "/data" and volume[0] in compose["volumes"]
+    assert kons["build"] == "."
+    assert kons["environment"]["KONS_REDIS_URL"].startswith("redis://redis:")
+    assert kons["environment"]["KONS_API_KEYS"]
+    assert kons["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_dockerfile_is_slim_non_root_with_a_healthcheck() -> None:
+    lines = [line.strip() for line in (REPO / "Dockerfile").read_text().splitlines()]
+    assert lines[[i for i, line in enumerate(lines) if line and not line.startswith("#")][0]] == (
+        "FROM python:3.11-slim")
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0")
+    assert any(line.startswith("HEALTHCHECK") for line in lines)
+    assert any("KONS_WORKERS" in line for line in lines)
+    cmd = json.loads(next(line for line in lines if line.startswith("CMD "))[4:])
+    assert cmd == ["python", "-m", "app"]
+    for copied in ("pyproject.toml", "README.md", "kons", "app"):
+        assert (REPO / copied).exists()
+
+
+def test_serve_script_runs_python_m_app_after_installing_the_service_extra() -> None:
+    script = REPO / "scripts" / "serve.sh"
+    text = script.read_text()
+    assert os.access(script, os.X_OK)
+    assert '-e ".[service]"' in text and text.rstrip().endswith("exec python3 -m app")
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0

@@ -1,0 +1,193 @@
+"""Real service processes: SIGKILL mid-stream, several replicas on one Redis, the embedded Redis."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from service_support import REPO, SPEC, RedisServer, free_port, service_env, start_service
+
+import kons
+
+pytestmark = pytest.mark.redis
+
+URL = "/v1/learners/m"
+
+
+def _local() -> kons.Learner:
+    return kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": SPEC["dim"]})
+
+
+def _stream(n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(n, 3))
+    return X, np.sin(X[:, 0])
+
+
+def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        proc.wait(60)
+
+
+def test_sigkill_mid_stream_loses_no_acknowledged_feedback(redis_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = service_env(KONS_REDIS_URL=redis_url, KONS_PORT=str(port), KONS_SNAPSHOT_EVERY_ROUNDS="25",
+                      KONS_SNAPSHOT_INTERVAL_SECONDS="0.2")
+    log = tmp_path / "service.log"
+    base = f"http://127.0.0.1:{port}"
+    X, Y = _stream(400)
+    acked: dict[int, tuple[int, float]] = {}
+    enough = threading.Event()
+
+    def sender() -> None:
+        with httpx.Client(base_url=base, timeout=10) as http:
+            for i in range(len(X)):
+                try:
+                    r = http.post(f"{URL}/feedback", json={"x": X[i].tolist(), "y": float(Y[i])})
+                except httpx.HTTPError:
+                    return  # the process is gone: the in-flight round may or may not be logged
+                assert r.status_code == 200, r.text
+                acked[i] = (r.json()["version"], r.json()["prediction"])
+                if len(acked) == 80:
+                    enough.set()
+
+    proc = start_service(port, env, log)
+    try:
+        assert httpx.put(base + URL, json=SPEC).status_code == 201
+        thread = threading.Thread(target=sender)
+        thread.start()
+        assert enough.wait(60)
+        proc.send_signal(signal.SIGKILL)  # mid-stream: the sender keeps sending
+        proc.wait(10)
+        thread.join(30)
+        count = len(acked)
+        assert 80 <= count < len(X)
+        assert [acked[i][0] for i in range(count)] == list(range(1, count + 1))
+
+        proc = start_service(port, env, log)
+        version = httpx.get(base + URL).json()["version"]
+        assert version in (count, count + 1)  # all acknowledged rounds, and maybe the one in flight
+        local = _local()
+        played = local.learn_many(X[:version], Y[:version])
+        assert [acked[i][1] for i in range(count)] == played[:count].tolist()
+        probe = [0.3, -0.4, 0.5]
+        assert httpx.post(f"{base}{URL}/predict", json={"x": probe}).json() == {
+            "prediction": local.predict_one(probe), "version": version}
+        after = httpx.post(f"{base}{URL}/feedback", json={"x": probe, "y": 0.1}).json()
+        assert after["version"] == version + 1 and after["prediction"] == local.learn_one(probe, 0.1)
+    finally:
+        _stop(proc)
+
+
+def test_replica_processes_on_one_redis_agree(redis_url: str, tmp_path: Path) -> None:
+    ports = [free_port(), free_port()]
+    procs = [start_service(p, service_env(KONS_REDIS_URL=redis_url, KONS_PORT=str(p)), tmp_path / f"{p}.log")
+             for p in ports]
+    try:
+        bases = [f"http://127.0.0.1:{p}" for p in ports]
+        assert httpx.put(bases[0] + URL, json=SPEC).status_code == 201
+        X, Y = _stream(80)
+
+        def send(i: int) -> tuple[int, float, int]:
+            body = {"x": X[i].tolist(), "y": float(Y[i])}
+            r = httpx.post(f"{bases[i % 2]}{URL}/feedback", json=body, timeout=30)
+            assert r.status_code == 200, r.text
+            return r.json()["version"], r.json()["prediction"], i
+
+        with ThreadPoolExecutor(6) as pool:
+            acks = sorted(pool.map(send, range(len(X))))
+        assert [v for v, _, _ in acks] == list(range(1, len(X) + 1))
+        local = _local()
+        assert [p for _, p, _ in acks] == [local.learn_one(X[i], Y[i]) for _, _, i in acks]
+        probes = np.random.default_rng(8).normal(size=(3, 3)).tolist()
+        expected = {"predictions": [local.predict_one(p) for p in probes], "version": len(X)}
+        for base in bases:
+            assert httpx.post(f"{base}{URL}/predict", json={"xs": probes}).json() == expected
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
+def _docker_cmd() -> list[str]:
+    lines = (REPO / "Dockerfile").read_text().splitlines()
+    cmd = next(line for line in lines if line.startswith("CMD "))
+    argv = json.loads(cmd[4:])
+    return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
+
+
+def test_image_command_with_embedded_redis_persists_across_restarts_and_kills(tmp_path: Path) -> None:
+    """The Dockerfile's CMD, run here with no KONS_REDIS_URL: the embedded Redis keeps every round."""
+    port = free_port()
+    data = tmp_path / "data"
+    env = service_env(KONS_PORT=str(port), KONS_DATA_DIR=str(data), KONS_API_KEYS="acme:secret",
+                      KONS_HOST="127.0.0.1")
+    auth = {"Authorization": "Bearer secret"}
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "service.log"
+    local = _local()
+    X, Y = _stream(12)
+    proc = start_service(port, env, log, argv=_docker_cmd())
+    try:
+        assert httpx.get(base + "/readyz").status_code == 200
+        assert httpx.put(base + URL, json=SPEC, headers=auth).status_code == 201
+        for x, y in zip(X[:6], Y[:6], strict=True):
+            httpx.post(f"{base}{URL}/feedback", json={"x": x.tolist(), "y": float(y)}, headers=auth)
+            local.learn_one(x, y)
+        _stop(proc)  # graceful: snapshots, then stops its Redis
+        assert (data / "appendonlydir").is_dir() or (data / "appendonly.aof").is_file()
+        assert "single-tenant" not in log.read_text()
+
+        proc = start_service(port, env, log, argv=_docker_cmd())
+        for x, y in zip(X[6:], Y[6:], strict=True):
+            body = {"x": x.tolist(), "y": float(y)}
+            fed = httpx.post(f"{base}{URL}/feedback", json=body, headers=auth).json()
+            assert fed["prediction"] == local.learn_one(x, y)
+        _stop(proc, signal.SIGKILL)  # its Redis is told to stop with it and flushes the log
+
+        proc = start_service(port, env, log, argv=_docker_cmd())
+        probe = [0.1, 0.2, 0.3]
+        answer = httpx.post(f"{base}{URL}/predict", json={"x": probe}, headers=auth).json()
+        assert answer == {"prediction": local.predict_one(probe), "version": 12}
+    finally:
+        _stop(proc)
+    assert not (data / "redis.sock").exists()
+
+
+@pytest.mark.anyio
+async def test_redis_outage_is_a_503_and_the_service_recovers(make_client, tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        client = await make_client(redis_url=server.url, redis_timeout_seconds=0.5)
+        assert (await client.put(URL, json=SPEC)).status_code == 201
+        assert (await client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 1.0})).status_code == 200
+        server.stop()
+        for method, suffix, body in [("POST", "/feedback", {"x": [1, 2, 3], "y": 1.0}),
+                                     ("POST", "/predict", {"x": [1, 2, 3]}), ("GET", "", None),
+                                     ("PUT", "", SPEC)]:
+            response = await client.request(method, URL + suffix, json=body)
+            assert response.status_code == 503, (suffix, response.text)
+            assert response.json()["error"]["code"] == "store_unavailable"
+        assert (await client.get("/readyz")).status_code == 503
+        assert (await client.get("/healthz")).status_code == 200
+        server.start()  # same port, same append-only file
+        assert (await client.get("/readyz")).status_code == 200
+        fed = await client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 1.0})
+        assert fed.status_code == 200 and fed.json()["version"] == 2
+    finally:
+        server.stop()
+
+
+def test_python_m_app_refuses_a_malformed_key_list(tmp_path: Path) -> None:
+    env = service_env(KONS_API_KEYS="no-colon-here", KONS_REDIS_URL="redis://127.0.0.1:1")
+    done = subprocess.run([sys.executable, "-m", "app"], cwd=REPO, env=env, capture_output=True, timeout=60)
+    assert done.returncode != 0
+    assert b"tenant:key" in done.stderr and b"no-colon-here" not in done.stderr
