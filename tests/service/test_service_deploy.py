@@ -28,13 +28,13 @@ def test_compose_file_names_the_service_and_a_durable_redis() -> None:
 
 def test_dockerfile_is_slim_non_root_with_a_healthcheck() -> None:
     lines = [line.strip() for line in (REPO / "Dockerfile").read_text().splitlines()]
-    assert lines[[i for i, line in enumerate(lines) if line and not line.startswith("#")][0]] == (
-        "FROM python:3.11-slim")
+    instructions = [line for line in lines if line and not line.startswith("#")]
+    assert instructions[0] == "FROM python:3.11-slim"
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")
     assert any(line.startswith("HEALTHCHECK") for line in lines)
     assert any("KONS_WORKERS" in line for line in lines)
-    cmd = json.loads(next(line for line in lines if line.startswith("CMD "))[4:])
+    cmd = json.loads(instructions[-1].removeprefix("CMD "))
     assert cmd == ["python", "-m", "app"]
     for copied in ("pyproject.toml", "README.md", "kons", "app"):
         assert (REPO / copied).exists()

@@ -118,9 +118,9 @@ def test_replica_processes_on_one_redis_agree(redis_url: str, tmp_path: Path) ->
 
 
 def _docker_cmd() -> list[str]:
-    lines = (REPO / "Dockerfile").read_text().splitlines()
-    cmd = next(line for line in lines if line.startswith("CMD "))
-    argv = json.loads(cmd[4:])
+    last = (REPO / "Dockerfile").read_text().strip().splitlines()[-1]
+    assert last.startswith("CMD ")
+    argv = json.loads(last.removeprefix("CMD "))
     return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
 
 
