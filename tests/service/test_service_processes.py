@@ -90,21 +90,25 @@ def test_sigkill_mid_stream_loses_no_acknowledged_feedback(redis_url: str, tmp_p
 
 def test_replica_processes_on_one_redis_agree(redis_url: str, tmp_path: Path) -> None:
     ports = [free_port(), free_port()]
-    procs = [start_service(p, service_env(KONS_REDIS_URL=redis_url, KONS_PORT=str(p)), tmp_path / f"{p}.log")
-             for p in ports]
+    def start(port: int) -> subprocess.Popen:
+        return start_service(port, service_env(KONS_REDIS_URL=redis_url, KONS_PORT=str(port)),
+                             tmp_path / f"{port}.log")
+
+    with ThreadPoolExecutor(2) as pool:  # start both at once
+        procs = list(pool.map(start, ports))
     try:
         bases = [f"http://127.0.0.1:{p}" for p in ports]
         assert httpx.put(bases[0] + URL, json=SPEC).status_code == 201
         X, Y = _stream(80)
 
-        def send(i: int) -> tuple[int, float, int]:
+        def send(http: httpx.Client, i: int) -> tuple[int, float, int]:
             body = {"x": X[i].tolist(), "y": float(Y[i])}
-            r = httpx.post(f"{bases[i % 2]}{URL}/feedback", json=body, timeout=30)
+            r = http.post(f"{bases[i % 2]}{URL}/feedback", json=body)
             assert r.status_code == 200, r.text
             return r.json()["version"], r.json()["prediction"], i
 
-        with ThreadPoolExecutor(6) as pool:
-            acks = sorted(pool.map(send, range(len(X))))
+        with httpx.Client(timeout=30) as http, ThreadPoolExecutor(6) as pool:
+            acks = sorted(pool.map(lambda i: send(http, i), range(len(X))))
         assert [v for v, _, _ in acks] == list(range(1, len(X) + 1))
         local = _local()
         assert [p for _, p, _ in acks] == [local.learn_one(X[i], Y[i]) for _, _, i in acks]
