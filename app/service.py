@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -174,7 +174,7 @@ class LearnerService:
 
     async def describe(self, ref: LearnerRef) -> dict[str, Any]:
         entry = self._entry(ref)
-        async with entry.lock:
+        async with self._locked(entry):
             await self._sync(entry, await self._head(ref))
             return {"name": ref.name, "config": entry.config, "version": entry.version,
                     "stats": entry.learner.stats()}
@@ -201,7 +201,7 @@ class LearnerService:
         self._check_batch(len(xs))
         rows = [codec.to_kons(x) for x in xs]
         entry = self._entry(ref)
-        async with entry.lock:
+        async with self._locked(entry):
             await self._sync(entry, await self._head(ref))
             learner = entry.learner
             predictions = await _run(lambda: [learner.predict_one(x) for x in rows], len(rows))
@@ -227,7 +227,7 @@ class LearnerService:
         # A private id ('~' is not allowed in a client's) makes redis-py's re-sent script harmless.
         rid, fingerprint = (request_id, _fingerprint(items)) if request_id else (f"~{uuid.uuid4().hex}", None)
         entry = self._entry(ref)
-        async with entry.lock:
+        async with self._locked(entry):
             for _ in range(_ATTEMPTS):
                 result = await self._feedback_attempt(entry, items, rid, fingerprint)
                 if result is not None:
@@ -356,7 +356,7 @@ class LearnerService:
     # ------------------------------------------------------------------ state blobs
     async def export_state(self, ref: LearnerRef) -> tuple[bytes, int]:
         entry = self._entry(ref)
-        async with entry.lock:
+        async with self._locked(entry):
             await self._sync(entry, await self._head(ref))
             return await anyio.to_thread.run_sync(entry.learner.to_bytes), entry.version
 
@@ -387,6 +387,20 @@ class LearnerService:
         return version
 
     # ------------------------------------------------------------------ cache and replay
+    @contextlib.asynccontextmanager
+    async def _locked(self, entry: _Cached) -> AsyncIterator[None]:
+        """Hold the learner's lock, waiting at most ``lease_wait_seconds`` (then 503 learner_busy): a
+        request queued behind others that each wait for a frozen Redis must not hang without bound."""
+        try:
+            async with asyncio.timeout(self.settings.lease_wait_seconds):
+                await entry.lock.acquire()
+        except TimeoutError:
+            raise BusyError(f"Learner {entry.ref.name!r} is busy in this process; retry.") from None
+        try:
+            yield
+        finally:
+            entry.lock.release()
+
     def _entry(self, ref: LearnerRef) -> _Cached:
         entry = self._cache.get(ref)
         if entry is None:

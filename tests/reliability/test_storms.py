@@ -1,0 +1,64 @@
+"""Feedback storms from several clients against real service processes (``python -m app``) and a real
+redis-server: SIGKILLs of the service, Redis restarts, outages and freezes, and several replicas.
+
+Each storm is audited by :func:`benchmarks.reliability.audit`: every acknowledged round is in the
+learner exactly once, in the acknowledged order (the state is byte-identical to a serial replay in
+this process), and no answer was a 5xx other than 503. ``python -m benchmarks.reliability`` runs the
+same scenarios with bigger numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.reliability import crash_scenario, redis_fault_scenario, replica_scenario
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+
+def assert_kept(result: dict[str, Any]) -> None:
+    """The promises every storm must keep."""
+    assert result["acknowledged"] > 0
+    assert result["unresolved"] == 0 and result["rejected_4xx"] == 0, result
+    assert result["lost"] == 0 and result["duplicated"] == 0, result
+    assert result["final_version"] == result["acknowledged_rounds"], result
+    assert result["state_equals_replay"] and result["probes_equal_replay"], result
+    assert result["replicas_agree_on_probes"], result
+    assert result["log_mismatches"] == 0 and result["log_tail_checked"] > 0, result
+    assert result["inconsistent_retries"] == 0, result
+    assert result["status_500"] == result["status_5xx_other_than_503"] == 0, result
+
+
+async def test_sigkills_mid_storm_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    result = await crash_scenario(tmp_path, kills=4, clients=3)
+    assert_kept(result)
+    assert sum(result["transport_errors"].values()) > 0  # the kills did hit requests
+
+
+@pytest.mark.slow
+async def test_twenty_sigkills(tmp_path: Path) -> None:
+    result = await crash_scenario(tmp_path, kills=20, clients=4, gap=(0.2, 1.0), seed=1)
+    assert_kept(result)
+
+
+async def test_redis_restart_outage_and_freeze_are_503s_and_recover(tmp_path: Path) -> None:
+    timeout, lease_wait = 0.5, 2.0
+    result = await redis_fault_scenario(tmp_path, outage_seconds=1.5, pause_seconds=2.5, calm_seconds=1.0,
+                                        redis_timeout=timeout)
+    assert_kept(result)
+    assert result["status_503"] > 0 and result["service_restarted"] == 0
+    # bound: the learner's lock (lease_wait) + one failing command and the lease release, each
+    # 3 attempts of the Redis timeout; plus slack for a shared machine
+    assert result["max_latency_s"] <= lease_wait + 6 * timeout + 1.5, result
+    for name, phase in result["phases"].items():
+        assert phase["first_200_after_s"] is not None and phase["first_200_after_s"] < 5.0, (name, phase)
+    assert "503" in result["phases"]["outage"]["statuses_of_requests_sent_meanwhile"]
+
+
+async def test_replicas_agree_bit_for_bit_with_a_serial_replay(tmp_path: Path) -> None:
+    result = await replica_scenario(tmp_path, replicas=2, clients=4, seconds=4.0)
+    assert_kept(result)
+    assert result["transport_errors"] == {} and result["status_503"] == 0
