@@ -1,0 +1,556 @@
+"""Load benchmark of the kons service: latency and throughput of predict and feedback over loopback HTTP.
+
+    python -m benchmarks.load --out benchmarks/results
+
+One run starts, on 127.0.0.1 only:
+
+* a ``redis-server`` on a free port in a temporary directory;
+* the kons service (``uvicorn app.main:app``) and the floor, a bare FastAPI echo endpoint
+  (``uvicorn benchmarks.echo_app:app``), under identical uvicorn settings (:data:`UVICORN_ARGS`);
+* optionally the peer, chantilly 0.3 (River behind Flask, state in Redis), from its own venv, under the
+  same uvicorn settings with ``--interface wsgi`` (:mod:`benchmarks.chantilly_peer`).
+
+Learners with ``n`` stored points are built in this process (Sketched-KONS, squared loss, on the CASP stream
+of ``shared/notes/bench-protocol.md``; the squared loss stores every point) and uploaded with
+``PUT /state``. For each size, async httpx clients drive ``predict`` and then ``feedback`` with a bounded
+number of requests and a time cap, each phase right after the same number of requests of the same body
+shape to the echo endpoint, so the latency ratio kons / echo is measured side by side. After each
+feedback phase the learner's version must have grown by exactly the number of acknowledged feedbacks;
+the difference is reported as lost updates. Results: ``load.md`` (tables, command, machine) and
+``raw/load.json`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+import kons
+from benchmarks.methods import median_gamma
+from kons.datasets import load_dataset
+from kons.kernels import RBF
+from tests.service.service_support import REPO, RedisServer, free_port, service_env, start_service
+
+__all__ = ["LoadConfig", "PhaseResult", "drive", "main", "percentiles", "run"]
+
+#: The uvicorn settings of every server in a run (the kons service, the echo floor and the peer).
+UVICORN_ARGS = ["--host", "127.0.0.1", "--workers", "1", "--loop", "uvloop", "--http", "httptools",
+                "--no-access-log", "--log-level", "warning", "--timeout-graceful-shutdown", "30"]
+DEFAULT_CHANTILLY_PYTHON = Path("/tmp/chantilly-venv/bin/python")
+CHANTILLY_INSTALL = ("python -m venv /tmp/chantilly-venv && /tmp/chantilly-venv/bin/pip install "
+                     "'chantilly==0.3.*' redis 'uvicorn[standard]==0.54.*'")
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """One run's knobs; the defaults are the published configuration."""
+
+    sizes: tuple[int, ...] = (1_000, 10_000, 50_000)
+    requests: int = 1_000  # per phase
+    concurrency: int = 4
+    max_seconds: float = 20.0  # per phase
+    warmup: int = 20  # unmeasured requests before each phase
+    dataset: str = "casp"
+    chantilly_python: Path | None = DEFAULT_CHANTILLY_PYTHON
+    blas_threads: int | None = 1  # OPENBLAS/OMP/MKL threads of every server (1, as `python -m app` sets)
+
+
+@dataclass
+class PhaseResult:
+    """Latencies (ms) and outcome of one phase: ``requests`` sent by ``concurrency`` clients."""
+
+    target: str  # "kons", "echo" or "chantilly"
+    endpoint: str
+    n: int  # stored points at the start of the phase (0 for echo)
+    requests: int
+    ok: int
+    errors: dict[str, int]
+    seconds: float
+    throughput: float  # acknowledged requests per second
+    p50: float
+    p95: float
+    p99: float
+    mean: float
+    max: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------- measuring
+def percentiles(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99, mean and max of the latencies (NaN when there are none)."""
+    if not latencies_ms:
+        return dict.fromkeys(("p50", "p95", "p99", "mean", "max"), math.nan)
+    a = np.asarray(latencies_ms, dtype=float)
+    p50, p95, p99 = np.percentile(a, [50, 95, 99])
+    return {"p50": float(p50), "p95": float(p95), "p99": float(p99), "mean": float(a.mean()),
+            "max": float(a.max())}
+
+
+async def drive(
+    client: httpx.AsyncClient, path: str, bodies: Sequence[dict[str, Any]], *, concurrency: int,
+    max_seconds: float, target: str, endpoint: str, n: int = 0,
+) -> PhaseResult:
+    """POST each body once (in order, ``concurrency`` at a time) until done or ``max_seconds`` have passed."""
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    next_index = iter(range(len(bodies)))
+    started = time.perf_counter()
+    deadline = started + max_seconds
+
+    async def worker() -> None:
+        for i in next_index:
+            if time.perf_counter() >= deadline:
+                return
+            t0 = time.perf_counter()
+            try:
+                response = await client.post(path, json=bodies[i])
+                code = str(response.status_code)
+            except httpx.HTTPError as exc:
+                code = type(exc).__name__
+            elapsed = time.perf_counter() - t0
+            if code.startswith("2"):
+                latencies.append(elapsed * 1e3)
+            else:
+                errors[code] = errors.get(code, 0) + 1
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    seconds = time.perf_counter() - started
+    return PhaseResult(target=target, endpoint=endpoint, n=n, requests=len(latencies) + sum(errors.values()),
+                       ok=len(latencies), errors=errors, seconds=seconds,
+                       throughput=len(latencies) / seconds if seconds > 0 else math.nan,
+                       **percentiles(latencies))
+
+
+async def warm(client: httpx.AsyncClient, path: str, bodies: Sequence[dict[str, Any]]) -> None:
+    for body in bodies:
+        (await client.post(path, json=body)).raise_for_status()
+
+
+# ---------------------------------------------------------------------------------------------- learners
+@dataclass(frozen=True)
+class Stream:
+    """The benchmark stream: rows of a data set in protocol order, cycled when more rows are needed."""
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+
+    def rows(self, start: int, count: int) -> Iterator[tuple[list[float], float]]:
+        for t in range(start, start + count):
+            i = t % len(self.X)
+            yield [float(v) for v in self.X[i]], float(self.y[i])
+
+
+def blas_limit(threads: int) -> contextlib.AbstractContextManager[Any]:
+    """Limit BLAS threads in this process (threadpoolctl if installed, else no limit)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=threads)
+
+
+def build_learners(stream: Stream, sizes: Sequence[int]) -> tuple[dict[str, Any], dict[int, bytes], dict]:
+    """One Sketched-KONS trained on the first ``max(sizes)`` rows: (spec, state blob per size, info)."""
+    gamma = median_gamma(stream.X)
+    learner = kons.SketchedKONS(kernel=RBF(gamma=gamma), loss="squared", alpha=1.0, C=3.0, beta=1.0,
+                                epsilon=0.5, seed=0, dim=stream.X.shape[1])
+    params = learner.get_params()
+    dim = params.pop("dim")
+    spec = {"algorithm": learner.name, "dim": dim, "params": params}
+    blobs: dict[int, bytes] = {}
+    info: dict[int, dict[str, Any]] = {}
+    done, started = 0, time.perf_counter()
+    with blas_limit(1):  # the build is not measured; one BLAS thread is much faster on a busy machine
+        for size in sorted(set(sizes)):
+            for x, y in stream.rows(done, size - done):
+                learner.learn_one(x, y)
+            done = size
+            blobs[size] = learner.to_bytes()
+            stats = learner.stats()
+            info[size] = {"stored_points": stats["stored_points"],
+                          "dictionary_size": stats["dictionary_size"], "state_bytes": len(blobs[size]),
+                          "built_after_seconds": time.perf_counter() - started}
+    return spec, blobs, info
+
+
+# ---------------------------------------------------------------------------------------------- servers
+def server_env(config: LoadConfig, **env: str) -> dict[str, str]:
+    """The environment of a server: the service-test environment, plus the BLAS thread limit if any."""
+    base = service_env(**env)
+    if config.blas_threads is not None:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            base[var] = str(config.blas_threads)
+    return base
+
+
+@contextlib.contextmanager
+def uvicorn_server(
+    app_ref: str, env: dict[str, str], log: Path, *, python: str = sys.executable, extra: Sequence[str] = ()
+) -> Iterator[str]:
+    """Run ``uvicorn app_ref`` with :data:`UVICORN_ARGS` on a free port; yields its base URL."""
+    port = free_port()
+    argv = [python, "-m", "uvicorn", app_ref, *UVICORN_ARGS, "--port", str(port), *extra]
+    proc = start_service(port, env, log, argv)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def http_client(base_url: str, concurrency: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60.0)
+
+
+# ---------------------------------------------------------------------------------------------- the run
+def _bodies(stream: Stream, start: int, count: int) -> tuple[list[dict], list[dict]]:
+    rows = list(stream.rows(start, count))
+    return [{"x": x} for x, _ in rows], [{"x": x, "y": y} for x, y in rows]
+
+
+async def _kons_size(
+    config: LoadConfig, kons_url: str, echo_url: str, stream: Stream, spec: dict[str, Any], size: int,
+    blob: bytes, log: Callable[[str], None],
+) -> list[PhaseResult]:
+    name = f"load-n{size}"
+    path = f"/v1/learners/{name}"
+    results: list[PhaseResult] = []
+    predict_bodies, feedback_bodies = _bodies(stream, size, config.warmup + config.requests)
+    warm_p, predict_bodies = predict_bodies[:config.warmup], predict_bodies[config.warmup:]
+    warm_f, feedback_bodies = feedback_bodies[:config.warmup], feedback_bodies[config.warmup:]
+    kw = {"concurrency": config.concurrency, "max_seconds": config.max_seconds}
+    async with http_client(kons_url, config.concurrency) as kc, \
+            http_client(echo_url, config.concurrency) as ec:
+        (await kc.delete(path)).status_code  # noqa: B018 - a leftover from an earlier run is gone
+        (await kc.put(path, json=spec)).raise_for_status()
+        upload = time.perf_counter()
+        response = await kc.put(f"{path}/state", content=blob,
+                                headers={"content-type": "application/octet-stream"})
+        response.raise_for_status()
+        upload = time.perf_counter() - upload
+        info = (await kc.get(path)).json()
+        stored = int(info["stats"]["stored_points"])
+        log(f"n={size}: uploaded {len(blob)} bytes in {upload:.2f} s, version {info['version']}")
+
+        await warm(ec, "/echo", warm_p)
+        results.append(await drive(ec, "/echo", predict_bodies, target="echo", endpoint="predict", **kw))
+        await warm(kc, f"{path}/predict", warm_p)
+        results.append(await drive(kc, f"{path}/predict", predict_bodies, target="kons", endpoint="predict",
+                                   n=stored, **kw))
+        results[-1].extra["upload_seconds"] = upload
+
+        await warm(ec, "/echo", warm_f)
+        results.append(await drive(ec, "/echo", feedback_bodies, target="echo", endpoint="feedback", **kw))
+        await warm(kc, f"{path}/feedback", warm_f)
+        before = (await kc.get(path)).json()["version"]
+        fb = await drive(kc, f"{path}/feedback", feedback_bodies, target="kons", endpoint="feedback",
+                         n=stored + len(warm_f), **kw)
+        after = (await kc.get(path)).json()["version"]
+        fb.extra.update(version_before=before, version_after=after, lost_updates=fb.ok - (after - before))
+        results.append(fb)
+        (await kc.delete(path)).raise_for_status()  # frees the server's memory before the next size
+    for r in results:
+        log(f"  {r.target:9s} {r.endpoint:8s} n={r.n:6d} ok={r.ok} err={r.errors} "
+            f"p50={r.p50:.2f} p99={r.p99:.2f} ms {r.throughput:.0f}/s {r.extra}")
+    return results
+
+
+def _chantilly_count(python: Path, env: dict[str, str], name: str) -> int:
+    out = subprocess.run([str(python), "-m", "benchmarks.chantilly_peer", "count", name], env=env, cwd=REPO,
+                         capture_output=True, check=True, timeout=60)
+    return int(json.loads(out.stdout)["n_iterations"])
+
+
+async def _chantilly(
+    config: LoadConfig, redis: RedisServer, echo_url: str, stream: Stream, workdir: Path,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Serve River LinearRegression with chantilly on the same stream; {"status": ..., phases ...}."""
+    python = config.chantilly_python
+    if python is None:
+        return {"status": "skipped", "reason": "--no-chantilly"}
+    if not python.exists():
+        return {"status": "not run", "reason": f"{python} not found; install with: {CHANTILLY_INSTALL}"}
+    env = server_env(config, STORAGE_BACKEND="redis", REDIS_HOST="127.0.0.1", REDIS_PORT=str(redis.port),
+                     REDIS_DB="1")  # chantilly's init flushes its db: never the kons one (0)
+    version = subprocess.run([str(python), "-c", "import chantilly, river; print(chantilly.__version__, "
+                              "river.__version__)"], capture_output=True, text=True, env=env, timeout=60)
+    if version.returncode != 0:
+        return {"status": "not run", "reason": f"import failed: {version.stderr.strip()[-800:]}"}
+    chantilly_version, river_version = version.stdout.split()
+    model = subprocess.run([str(python), "-m", "benchmarks.chantilly_peer", "model"], env=env, cwd=REPO,
+                           capture_output=True, check=True, timeout=60).stdout
+    kw = {"concurrency": config.concurrency, "max_seconds": config.max_seconds}
+    name = "load-river"
+    total = config.warmup + config.requests
+    rows = list(stream.rows(0, total))
+    feats = [{"features": {f"x{j}": v for j, v in enumerate(x)}} for x, _ in rows]
+    learns = [{**f, "ground_truth": y} for f, (_, y) in zip(feats, rows, strict=True)]
+    results: list[PhaseResult] = []
+    with uvicorn_server("benchmarks.chantilly_peer:create_app", env, workdir / "chantilly.log",
+                        python=str(python), extra=["--interface", "wsgi", "--factory"]) as url:
+        async with http_client(url, config.concurrency) as cc, \
+                http_client(echo_url, config.concurrency) as ec:
+            (await cc.post("/api/init", json={"flavor": "regression"})).raise_for_status()
+            (await cc.post(f"/api/model/{name}", content=model)).raise_for_status()
+            await warm(ec, "/echo", feats[:config.warmup])
+            results.append(await drive(ec, "/echo", feats[config.warmup:], target="echo", endpoint="predict",
+                                       **kw))
+            await warm(cc, "/api/predict", feats[:config.warmup])
+            results.append(await drive(cc, "/api/predict", feats[config.warmup:], target="chantilly",
+                                       endpoint="predict", **kw))
+            await warm(ec, "/echo", learns[:config.warmup])
+            results.append(await drive(ec, "/echo", learns[config.warmup:], target="echo",
+                                       endpoint="feedback", **kw))
+            await warm(cc, "/api/learn", learns[:config.warmup])
+            before = _chantilly_count(python, env, name)
+            fb = await drive(cc, "/api/learn", learns[config.warmup:], target="chantilly",
+                             endpoint="feedback", **kw)
+            after = _chantilly_count(python, env, name)
+            fb.extra.update(version_before=before, version_after=after, lost_updates=fb.ok - (after - before))
+            results.append(fb)
+    for r in results:
+        log(f"  {r.target:9s} {r.endpoint:8s} ok={r.ok} err={r.errors} p50={r.p50:.2f} p99={r.p99:.2f} ms "
+            f"{r.throughput:.0f}/s {r.extra}")
+    return {"status": "ok", "chantilly": chantilly_version, "river": river_version,
+            "model": "river.linear_model.LinearRegression() (defaults)",
+            "phases": [asdict(r) for r in results]}
+
+
+def _machine() -> dict[str, Any]:
+    cpu = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {"cpus": os.cpu_count(), "cpu": cpu, "loadavg": list(os.getloadavg()),
+            "python": sys.version.split()[0], "platform": platform.platform(), "httpx": httpx.__version__}
+
+
+def _commit() -> str:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                             timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "app", "kons"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + (" (app/ or kons/ modified)" if dirty else "")
+    return "unknown"
+
+
+async def run(config: LoadConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The whole benchmark; returns the raw record (also what ``load.md`` is made from)."""
+    started = time.time()
+    machine_before = _machine()
+    data = load_dataset(config.dataset)
+    stream = Stream(config.dataset, data.X, data.y)
+    build = time.perf_counter()
+    spec, blobs, built = build_learners(stream, config.sizes)
+    log(f"built {sorted(blobs)} in {time.perf_counter() - build:.1f} s: {built}")
+    phases: list[PhaseResult] = []
+    with tempfile.TemporaryDirectory(prefix="kons-load-") as tmp:
+        workdir = Path(tmp)
+        redis = RedisServer(workdir / "redis").start()
+        try:
+            kons_env = server_env(config, KONS_REDIS_URL=redis.url)
+            echo_env = server_env(config)
+            with uvicorn_server("app.main:app", kons_env, workdir / "kons.log") as kons_url, \
+                    uvicorn_server("benchmarks.echo_app:app", echo_env, workdir / "echo.log") as echo_url:
+                for size in config.sizes:
+                    blob = blobs[size]
+                    phases += await _kons_size(config, kons_url, echo_url, stream, spec, size, blob, log)
+                peer = await _chantilly(config, redis, echo_url, stream, workdir, log)
+        finally:
+            redis.stop()
+    return {
+        "config": {**asdict(config), "chantilly_python": str(config.chantilly_python)},
+        "uvicorn_args": UVICORN_ARGS, "spec": spec, "learners": {str(k): v for k, v in built.items()},
+        "stream": {"dataset": config.dataset, "rows": len(stream.X), "dim": int(stream.X.shape[1])},
+        "kons": [asdict(p) for p in phases], "chantilly": peer,
+        "machine": {"before": machine_before, "after": _machine()}, "commit": _commit(),
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)),
+        "seconds": time.time() - started,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- report
+def _ms(v: float) -> str:
+    return "nan" if math.isnan(v) else f"{v:.2f}"
+
+
+def _ratio(a: float, b: float) -> str:
+    return "nan" if not (b > 0) or math.isnan(a) else f"{a / b:.1f}x"
+
+
+def _errors(p: dict[str, Any]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(p["errors"].items())) or "0"
+
+
+def _pairs(phases: list[dict[str, Any]], target: str) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(measured phase, the echo phase just before it with the same body shape)."""
+    echo: dict[str, dict[str, Any]] = {}
+    for p in phases:
+        if p["target"] == "echo":
+            echo[p["endpoint"]] = p
+        elif p["target"] == target:
+            yield p, echo[p["endpoint"]]
+
+
+def render(record: dict[str, Any], command: str) -> str:
+    """``load.md`` from the raw record."""
+    cfg, learners = record["config"], record["learners"]
+    before, after = record["machine"]["before"], record["machine"]["after"]
+    lines = [
+        "# Service under load: kons predict/feedback latency vs a bare FastAPI echo endpoint",
+        "",
+        "Generated by `benchmarks/load.py`; every number below comes from the raw record "
+        "`raw/load.json` of the same run.",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        f"Run started {record['started_utc']} UTC, took {record['seconds']:.0f} s; "
+        f"commit `{record['commit']}`.",
+        "",
+        "## Machine caveat",
+        "",
+        f"{before['cpus']} CPUs ({before['cpu']}), shared with other engineers' jobs during the run: "
+        f"1-minute load average {before['loadavg'][0]:.1f} at the start and {after['loadavg'][0]:.1f} at the "
+        "end. The load generator (httpx, "
+        "asyncio, one process) runs on the same two cores as the servers and Redis. Absolute numbers are "
+        "noisy; the ratio to the echo endpoint, measured right before each kons phase with the same body "
+        "shape, client and concurrency, is the figure to compare across runs.",
+        "",
+        "## Set-up",
+        "",
+        f"* Servers: `uvicorn {' '.join(record['uvicorn_args'])}` for all of them (kons `app.main:app`, echo "
+        "`benchmarks.echo_app:app`, chantilly with `--interface wsgi`); kons service settings are the "
+        "defaults except `KONS_REDIS_URL` (a `redis-server` on loopback, AOF `everysec`). "
+        f"BLAS threads of the servers: {cfg['blas_threads'] or 'library default'}.",
+        f"* Learners: `{record['spec']['algorithm']}` with params `{json.dumps(record['spec']['params'])}` "
+        f"(RBF width by the median rule of `benchmarks.methods`), trained in the harness on the first n rows "
+        f"of the `{cfg['dataset']}` stream ({record['stream']['rows']} rows x {record['stream']['dim']} "
+        "features, protocol order, cycled past its end) and uploaded with `PUT /v1/learners/{name}/state`.",
+        "* Each phase: "
+        f"{cfg['requests']} requests (cap {cfg['max_seconds']:.0f} s) from {cfg['concurrency']} concurrent "
+        f"async clients (keep-alive), after {cfg['warmup']} unmeasured warm-up requests; one row per request "
+        "(`{\"x\": [...]}` / `{\"x\": [...], \"y\": v}`), rows n, n+1, ... of the stream (not yet seen by "
+        "the learner). The echo phase posts the very same bodies to `POST /echo`. Latency = client-side "
+        "wall time of a request; throughput = acknowledged (2xx) requests / phase wall time.",
+        "",
+        "| learner | stored points n | dictionary size | state bytes |",
+        "|---|---:|---:|---:|",
+    ]
+    for size, info in learners.items():
+        lines.append(f"| n={size} | {info['stored_points']} | {info['dictionary_size']} | "
+                     f"{info['state_bytes']} |")
+    lines += [
+        "",
+        "## Latency and throughput",
+        "",
+        "| endpoint | n at start | ok | errors | req/s | p50 ms | p95 ms | p99 ms | echo p50 | echo p99 "
+        "| p50 / echo | p99 / echo | echo req/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    peer = record["chantilly"]
+    measured = [(f"kons {p['endpoint']}", str(p["n"]), p, e) for p, e in _pairs(record["kons"], "kons")]
+    if peer["status"] == "ok":
+        measured += [(f"chantilly {p['endpoint']} (River LinearRegression)", "-", p, e)
+                     for p, e in _pairs(peer["phases"], "chantilly")]
+    for label, n, p, e in measured:
+        lines.append(
+            f"| {label} | {n} | {p['ok']} | {_errors(p)} | {p['throughput']:.0f} | "
+            f"{_ms(p['p50'])} | {_ms(p['p95'])} | {_ms(p['p99'])} | {_ms(e['p50'])} | {_ms(e['p99'])} | "
+            f"{_ratio(p['p50'], e['p50'])} | {_ratio(p['p99'], e['p99'])} | {e['throughput']:.0f} |")
+    lines += [
+        "",
+        "## Lost updates under concurrent clients",
+        "",
+        f"{cfg['concurrency']} clients send feedback to one model at the same time. kons: the learner's "
+        "`version` (GET /v1/learners/{name}) before and after the phase; chantilly: the stored River model's "
+        "`optimizer.n_iterations` (one per `learn_one`). Lost = acknowledged - increase.",
+        "",
+        "| server | model | acknowledged feedbacks | counter before | counter after | lost updates |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    rows = [("kons", f"n={p['n']}", p) for p in record["kons"] if p["target"] == "kons"
+            and p["endpoint"] == "feedback"]
+    if peer["status"] == "ok":
+        rows += [("chantilly", "River LinearRegression", p) for p in peer["phases"]
+                 if p["target"] == "chantilly" and p["endpoint"] == "feedback"]
+    for server, model, p in rows:
+        x = p["extra"]
+        lines.append(f"| {server} | {model} | {p['ok']} | {x['version_before']} | {x['version_after']} | "
+                     f"{x['lost_updates']} |")
+    lines += ["", "## Peer: chantilly", ""]
+    if peer["status"] == "ok":
+        lines.append(
+            f"chantilly {peer['chantilly']} with River {peer['river']} installed in a throwaway venv "
+            f"(`{CHANTILLY_INSTALL}`), Redis storage backend (db 1 of the same redis-server), model "
+            f"{peer['model']}, on the same stream (rows 0, 1, ... as dict features). chantilly stores the "
+            "model as one dill blob in Redis and each request does get-modify-set without a lock, so "
+            "concurrent learns overwrite each other's updates; every predict and learn also rewrites the "
+            "model (and a stats/metrics blob).")
+    else:
+        lines.append(f"Not run ({peer['status']}): {peer['reason']}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(LoadConfig.sizes))
+    parser.add_argument("--requests", type=int, default=LoadConfig.requests, help="per phase")
+    parser.add_argument("--concurrency", type=int, default=LoadConfig.concurrency)
+    parser.add_argument("--max-seconds", type=float, default=LoadConfig.max_seconds, help="cap per phase")
+    parser.add_argument("--warmup", type=int, default=LoadConfig.warmup)
+    parser.add_argument("--dataset", default=LoadConfig.dataset)
+    parser.add_argument("--blas-threads", type=int, default=LoadConfig.blas_threads,
+                        help="BLAS threads of every server (0 = the library's default)")
+    parser.add_argument("--chantilly-python", type=Path, default=DEFAULT_CHANTILLY_PYTHON)
+    parser.add_argument("--no-chantilly", action="store_true")
+    parser.add_argument("--name", default="load", help="stem of the result files")
+    args = parser.parse_args(argv)
+    config = LoadConfig(
+        sizes=tuple(args.sizes), requests=args.requests, concurrency=args.concurrency,
+        max_seconds=args.max_seconds, warmup=args.warmup, dataset=args.dataset,
+        chantilly_python=None if args.no_chantilly else args.chantilly_python,
+        blas_threads=args.blas_threads or None)
+    record = asyncio.run(run(config, log=lambda m: print(m, flush=True)))
+    command = "python -m benchmarks.load " + " ".join(argv if argv is not None else sys.argv[1:])
+    record["command"] = command
+    (args.out / "raw").mkdir(parents=True, exist_ok=True)
+    (args.out / "raw" / f"{args.name}.json").write_text(json.dumps(record, indent=1) + "\n")
+    (args.out / f"{args.name}.md").write_text(render(record, command))
+    print(f"wrote {args.out / (args.name + '.md')} and {args.out / 'raw' / (args.name + '.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
