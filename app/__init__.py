@@ -1,1 +1,1 @@
-"""The kons service: a FastAPI app hosting kons learners per tenant, durable in Redis (see ``app.main``)."""
+"""The kons service: a FastAPI app hosting named kons learners for many tenants (see ``app.main``)."""
