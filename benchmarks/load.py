@@ -43,10 +43,10 @@ import httpx
 import numpy as np
 
 import kons
+from app.testing import REPO, RedisServer, free_port, service_env, start_service
 from benchmarks.methods import median_gamma
 from kons.datasets import load_dataset
 from kons.kernels import RBF
-from tests.service.service_support import REPO, RedisServer, free_port, service_env, start_service
 
 __all__ = ["LoadConfig", "PhaseResult", "drive", "main", "percentiles", "run"]
 
