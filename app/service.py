@@ -27,10 +27,11 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -113,6 +114,31 @@ def _fingerprint(items: Sequence[Feedback]) -> str:
     """A digest of a feedback body, so that a request_id reused for another body is caught."""
     text = json.dumps([[it.x, it.id, it.y] for it in items], separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def _numerics() -> Iterator[None]:
+    """kons's own errors pass; any other arithmetic failure inside a learner rejects the round (422)."""
+    try:
+        yield
+    except kons.KonsError:
+        raise
+    except (ArithmeticError, ValueError) as exc:
+        log.warning("a learner failed with %s; the round is rejected", type(exc).__name__)
+        raise kons.NumericalError(f"the round overflowed float64 ({type(exc).__name__}).") from None
+
+
+def _finite(plays: Sequence[float], losses: Sequence[float], stats: dict[str, Any]) -> bool:
+    numbers = [*plays, *losses, *(v for v in stats.values() if isinstance(v, float))]
+    return all(math.isfinite(v) for v in numbers)
+
+
+def _finite_loss(loss: Any, C: float, y: float) -> bool:
+    """Whether the loss of ``y`` stays finite for every prediction in [-C, C] (it is convex in it)."""
+    try:
+        return math.isfinite(loss.value(C, y)) and math.isfinite(loss.value(-C, y))
+    except OverflowError:
+        return False
 
 
 def _build(config: dict[str, Any]) -> kons.Learner:
@@ -204,7 +230,8 @@ class LearnerService:
         async with self._locked(entry):
             await self._sync(entry, await self._head(ref))
             learner = entry.learner
-            predictions = await _run(lambda: [learner.predict_one(x) for x in rows], len(rows))
+            with _numerics():
+                predictions = await _run(lambda: [learner.predict_one(x) for x in rows], len(rows))
             version = entry.version
         if ids:
             payloads = [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)]
@@ -242,7 +269,7 @@ class LearnerService:
         token = next(self._tokens)
         head = await self._acquire(ref, token)
         plays: list[float] = []
-        appended = False
+        appended = touched = False
         try:
             if fingerprint is not None:
                 done = await self.store.applied(ref, rid)
@@ -255,14 +282,19 @@ class LearnerService:
             ys = [float(it.y) for it in items]
             learner = entry.learner
             self._prevalidate(learner, xs, ys)
-            await _run(lambda: plays.extend(learner.learn_one(x, y) for x, y in zip(xs, ys, strict=True)),
-                       len(items))
+            touched = True
+            with _numerics():
+                await _run(lambda: plays.extend(learner.learn_one(x, y) for x, y in zip(xs, ys, strict=True)),
+                           len(items))
             entries = [
                 LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "")
                 for x, y, p, it in zip(xs, ys, plays, items, strict=True)
             ]
             loss = get_loss(learner.loss)
-            losses = [loss.value(p, y) for p, y in zip(plays, ys, strict=True)]
+            with _numerics():
+                losses = [loss.value(p, y) for p, y in zip(plays, ys, strict=True)]
+            if not _finite(plays, losses, learner.stats()):
+                raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
             record = {"token": token} if fingerprint is None else {
                 "token": token, "body": fingerprint, "predictions": plays, "losses": losses}
             tag = RequestTag(rid, json.dumps(record), self._request_ttl_ms(fingerprint),
@@ -273,8 +305,8 @@ class LearnerService:
                 outcome = AppendOutcome(True, outcome.version)
             appended = outcome.ok
         finally:
-            if plays and not appended:
-                entry.invalidate()  # it holds rounds the log does not
+            if touched and not appended:
+                entry.invalidate()  # it may hold (parts of) rounds the log does not
             if not appended:
                 with contextlib.suppress(redis.exceptions.RedisError):
                     await self.store.release_lease(ref, token)
@@ -348,6 +380,13 @@ class LearnerService:
                 loss.check_label(y)
             except kons.InvalidInputError as exc:
                 raise kons.InvalidInputError(f"{where}{exc}") from None
+            values = np.asarray(x["values"] if isinstance(x, dict) else x, dtype=np.float64)
+            with np.errstate(over="ignore"):
+                norm = float(np.dot(values, values))
+            if not math.isfinite(norm):
+                raise kons.NumericalError(f"{where}x is too large: its squared norm overflows float64.")
+            if not _finite_loss(loss, learner.C, y):
+                raise kons.NumericalError(f"{where}y = {y!r} is too far from [-C, C]: its loss overflows.")
 
     def _check_batch(self, rows: int) -> None:
         if rows > self.settings.max_batch:
