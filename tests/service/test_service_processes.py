@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import redis
 from service_support import REPO, SPEC, RedisServer, free_port, service_env, start_service
 
 import kons
@@ -60,7 +61,8 @@ def test_sigkill_mid_stream_loses_no_acknowledged_feedback(redis_url: str, tmp_p
                 if len(acked) == 80:
                     enough.set()
 
-    proc = start_service(port, env, log)
+    uvicorn = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(port)]
+    proc = start_service(port, env, log, argv=uvicorn)
     try:
         assert httpx.put(base + URL, json=SPEC).status_code == 201
         thread = threading.Thread(target=sender)
@@ -73,7 +75,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_feedback(redis_url: str, tmp_p
         assert 80 <= count < len(X)
         assert [acked[i][0] for i in range(count)] == list(range(1, count + 1))
 
-        proc = start_service(port, env, log)
+        proc = start_service(port, env, log, argv=uvicorn)
         version = httpx.get(base + URL).json()["version"]
         assert version in (count, count + 1)  # all acknowledged rounds, and maybe the one in flight
         local = _local()
@@ -151,6 +153,9 @@ def test_image_command_with_embedded_redis_persists_across_restarts_and_kills(tm
         assert "single-tenant" not in log.read_text()
 
         proc = start_service(port, env, log, argv=_docker_cmd())
+        embedded = redis.Redis(unix_socket_path=str(data / "redis.sock"))
+        assert embedded.hget("kons:{acme/m}:meta", "snap_version") == b"6"  # written on shutdown
+        embedded.close()
         for x, y in zip(X[6:], Y[6:], strict=True):
             body = {"x": x.tolist(), "y": float(y)}
             fed = httpx.post(f"{base}{URL}/feedback", json=body, headers=auth).json()
