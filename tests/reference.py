@@ -7,9 +7,11 @@ package is evidence, not tautology.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy.spatial.distance import cdist
@@ -17,6 +19,39 @@ from scipy.spatial.distance import cdist
 import kons
 from kons import SketchedKONS
 from kons.base import Learner
+
+# ----------------------------------------------------------------------------- BLAS threads
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Run the block with a single BLAS thread.
+
+    On the shared 2-core machine a threaded OpenBLAS call waits for a busy core: 300 solves of size 300
+    took 25-30 s with two threads and 1-2 s with one (measured). No-op without ``threadpoolctl``.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        yield
+        return
+    with threadpool_limits(1):
+        yield
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def single_threaded(func: F) -> F:
+    """Decorator form of :func:`one_blas_thread`."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with one_blas_thread():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
 
 # ----------------------------------------------------------------------------- losses (derivatives only)
 
@@ -46,6 +81,7 @@ def rbf_gram(gamma: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return gram
 
 
+@single_threaded
 def empirical_features(X: np.ndarray, gram: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """Explicit features ``F`` (n, n) with ``F F' = K`` (the empirical kernel map of the rows of ``X``).
 
@@ -90,6 +126,7 @@ def _trace(rows: list[tuple[float, float, float, float, float]]) -> Trace:
     return Trace(*cols)
 
 
+@single_threaded
 def explicit_ons(
     Phi: np.ndarray,
     Y: np.ndarray,
@@ -127,6 +164,7 @@ def explicit_ons(
     return _trace(rows)
 
 
+@single_threaded
 def dual_bruteforce(
     X: np.ndarray,
     Y: np.ndarray,
@@ -174,6 +212,7 @@ def dual_bruteforce(
     return _trace(rows)
 
 
+@single_threaded
 def unclipped_run(learner: Learner, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Run ``learner`` over the stream; return the unclipped ``y_bar`` before each round and the plays."""
     y_bar = np.empty(len(Y))
