@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 __all__ = [
     "BatchFeedbackResponse",
     "BatchPredictResponse",
+    "ErrorResponse",
     "Features",
     "FeedbackItem",
     "FeedbackRequest",
@@ -31,6 +32,7 @@ __all__ = [
     "PredictRequest",
     "PredictResponse",
     "StateImported",
+    "error_responses",
 ]
 
 #: A finite number: ints and floats, never strings, booleans, NaN or infinities.
@@ -210,3 +212,31 @@ class BatchFeedbackResponse(BaseModel):
 
 class StateImported(BaseModel):
     version: int
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. 'learner_not_found'.")
+    message: str
+    details: list[dict[str, Any]] | None = Field(None, description="Schema errors: field and problem.")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error: ``{"error": {"code": ..., "message": ..., "details"?: [...]}}``."""
+
+    error: ErrorDetail
+
+
+_ERRORS = {
+    400: "The body is not valid JSON (or holds NaN, Infinity or an overflowing number).",
+    401: "Missing or unknown API key.",
+    404: "No such learner (in the caller's tenant), or an unknown or used predict id.",
+    409: "A conflict with the learner's current configuration, or a reused request_id.",
+    413: "The body or the batch is larger than the configured limit.",
+    422: "The request does not match the schema, or kons rejected the input; nothing changed.",
+    503: "The learner store (Redis) is unavailable or the learner is busy; retry after Retry-After.",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` documenting these error statuses with the one error body."""
+    return {s: {"model": ErrorResponse, "description": _ERRORS[s]} for s in statuses}

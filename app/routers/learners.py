@@ -9,16 +9,23 @@ from fastapi.responses import JSONResponse
 
 from app.body import KonsRoute, read_limited
 from app.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
-from app.schemas import LearnerInfo, LearnerList, LearnerSpec, LearnerSummary, StateImported
+from app.schemas import (
+    LearnerInfo,
+    LearnerList,
+    LearnerSpec,
+    LearnerSummary,
+    StateImported,
+    error_responses,
+)
 
-router = APIRouter(prefix="/v1/learners", tags=["learners"], route_class=KonsRoute)
+router = APIRouter(prefix="/v1/learners", tags=["learners"], route_class=KonsRoute,
+                   responses=error_responses(400, 401, 404, 409, 413, 422, 503))
 
 _OCTETS = "application/octet-stream"
 
 
 @router.put("/{name}", response_model=LearnerSummary, status_code=status.HTTP_201_CREATED,
-            responses={200: {"model": LearnerSummary, "description": "The same config already exists."},
-                       409: {"description": "Another config exists under this name."}})
+            responses={200: {"model": LearnerSummary, "description": "The same config already exists."}})
 async def create_learner(ref: LearnerDep, spec: LearnerSpec, service: ServiceDep) -> JSONResponse:
     created, summary = await service.create(ref, spec.algorithm, spec.dim, spec.params)
     return JSONResponse(LearnerSummary(**summary).model_dump(), status_code=201 if created else 200)

@@ -16,7 +16,8 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {"description": "Redis is unreachable.", "content": {
+    "application/json": {"schema": {"type": "object", "properties": {"status": {"type": "string"}}}}}}})
 async def readyz(request: Request) -> JSONResponse:
     try:
         async with asyncio.timeout(2.0):
@@ -27,7 +28,9 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=Response,
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                             "description": "Prometheus text exposition format."}})
 async def metrics(request: Request) -> Response:
     metrics = request.app.state.metrics
     return Response(metrics.render(), media_type=metrics.content_type)

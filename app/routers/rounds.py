@@ -13,10 +13,12 @@ from app.schemas import (
     FeedbackResponse,
     PredictRequest,
     PredictResponse,
+    error_responses,
 )
 from app.service import Feedback
 
-router = APIRouter(prefix="/v1/learners", tags=["rounds"], route_class=KonsRoute)
+router = APIRouter(prefix="/v1/learners", tags=["rounds"], route_class=KonsRoute,
+                   responses=error_responses(400, 401, 404, 409, 413, 422, 503))
 
 
 @router.post("/{name}/predict", response_model=PredictResponse | BatchPredictResponse)
