@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,3 +276,18 @@ def test_extreme_input_without_kernel(name: str) -> None:
     kons.load(learner.to_bytes())
     for x, label in zip(X[ROUNDS : ROUNDS + 5], y[ROUNDS : ROUNDS + 5], strict=True):
         assert np.isfinite(learner.learn_one(x, label))
+
+
+def test_the_package_never_imports_the_service() -> None:
+    """``import kons`` (every learner module included) pulls in neither the app nor its dependencies."""
+    code = (
+        "import importlib, pkgutil, sys, kons\n"
+        "for m in pkgutil.iter_modules(kons.__path__):\n"
+        "    if m.name != '__main__':\n"
+        "        importlib.import_module('kons.' + m.name)\n"
+        "service = ('app', 'fastapi', 'redis', 'starlette', 'uvicorn')\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in service)))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(kons.__file__).parent.parent)
+    assert result.stdout.strip() == ""
