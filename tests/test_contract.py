@@ -261,6 +261,43 @@ def test_overflowing_point_is_never_stored(name: str) -> None:
     assert np.all(np.isfinite(played))
 
 
+def _recording(draw, draws: list[float]):
+    """``draw`` that also appends each value to ``draws``."""
+
+    def recorded() -> float:
+        draws.append(draw())
+        return draws[-1]
+
+    return recorded
+
+
+def test_rejected_round_after_the_coins_restores_the_generator() -> None:
+    """Sketched-KONS draws its coins before it knows the round overflows; a rejection must undo them."""
+    learner, X, y = _learned("sketched_kons", kernel=Polynomial(degree=3, coef0=1.0, scale=0.1))
+    blob = learner.to_bytes()
+    rejected_after_coins = 0
+    # Polynomial values near the top of the float range: k(x, x) is finite, later products are not.
+    for c in np.geomspace(1e50, 3e51, 60):
+        trial = kons.load(blob)
+        draws: list[float] = []
+        trial._uniform = _recording(trial._uniform, draws)
+        with np.errstate(over="ignore", invalid="ignore"):
+            try:
+                trial.learn_one(np.full(X.shape[1], c), 1.0)
+                continue
+            except kons.NumericalError:
+                pass
+        assert trial.to_bytes() == blob
+        if draws:
+            rejected_after_coins += 1
+            del trial._uniform
+            twin = kons.load(blob)
+            played = trial.learn_many(X[ROUNDS:], y[ROUNDS:])
+            assert np.array_equal(played, twin.learn_many(X[ROUNDS:], y[ROUNDS:]))
+            assert trial.to_bytes() == twin.to_bytes()
+    assert rejected_after_coins > 0  # the scan did reach the path it is meant to test
+
+
 @pytest.mark.parametrize("name", [n for n in NAMES if not _accepts(n, "kernel")])
 def test_extreme_input_without_kernel(name: str) -> None:
     """Linear learners: 1e200 features are either rejected unchanged or leave a learner that works."""
