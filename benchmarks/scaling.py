@@ -254,21 +254,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_markdown(args.out / "scaling.md", all_series, raw["meta"])
         write_plot(args.out / "scaling.png", all_series, raw["meta"])
         return 0
+    limiter = None
     try:
         from threadpoolctl import threadpool_limits
 
-        threadpool_limits(args.blas_threads)
+        limiter = threadpool_limits(args.blas_threads)
         blas = f"BLAS limited to {args.blas_threads} thread(s)"
     except ImportError:  # pragma: no cover - optional
         blas = "BLAS threads not limited (threadpoolctl missing)"
+    try:
+        all_series, meta = _measure(args, argv, blas)
+    finally:
+        if limiter is not None:
+            limiter.restore_original_limits()
+    args.out.mkdir(parents=True, exist_ok=True)
+    raw = {"meta": meta, "series": [asdict(s) for s in all_series]}
+    (args.out / "scaling.json").write_text(json.dumps(raw, indent=1, default=str))
+    write_markdown(args.out / "scaling.md", all_series, meta)
+    write_plot(args.out / "scaling.png", all_series, meta)
+    print(f"wrote {args.out / 'scaling.md'}", flush=True)
+    return 0
 
+
+def _measure(args: argparse.Namespace, argv: Sequence[str] | None, blas: str) -> tuple[list[Series], dict]:
+    """Run every method over the stream; return the series and the run's description."""
     checkpoints = [int(c) for c in args.checkpoints.split(",")]
     data = load_dataset(args.data)
     X, y = data.X, data.y
     kernel = RBF(gamma=args.kernel_gamma)
     common = {"kernel": kernel, "loss": "squared", "C": args.C, "alpha": 1.0}
     load_before = os.getloadavg()
-    all_series = []
+    all_series: list[Series] = []
 
     print(f"exact KONS up to n={args.kons_max}", flush=True)
     all_series.append(learner_series(
@@ -299,13 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_after": " / ".join(f"{v:.1f}" for v in os.getloadavg()),
         "kons_verdict": verdict,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    raw = {"meta": meta, "series": [asdict(s) for s in all_series]}
-    (args.out / "scaling.json").write_text(json.dumps(raw, indent=1, default=str))
-    write_markdown(args.out / "scaling.md", all_series, meta)
-    write_plot(args.out / "scaling.png", all_series, meta)
-    print(f"wrote {args.out / 'scaling.md'}", flush=True)
-    return 0
+    return all_series, meta
 
 
 if __name__ == "__main__":
