@@ -38,6 +38,8 @@ __all__ = ["GRID_SIZE", "METHODS", "Context", "Method", "Runner", "median_gamma"
            "select_methods"]
 
 GRID_SIZE = 9
+#: Sub-directory of ``--out`` holding the per-data-set raw results (other benchmarks share ``--out``).
+RAW_DIR = "quality_raw"
 #: Exact KONS keeps a t x t factor: beyond this many rows it is not run.
 KONS_MAX_ROWS = 12_000
 #: Rows of the stream used by the median-distance rule for the RBF width.

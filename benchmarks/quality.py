@@ -23,8 +23,8 @@ Two columns per method:
 scikit-learn's batch ``KernelRidge`` (default-rule RBF, ``alpha = 1``) fitted on all scored rows and
 scored on the same rows is an in-sample *offline reference*, not an online peer.
 
-Raw results go to ``OUT/raw/<data set>.json``; the report (``OUT/quality.md`` and PNGs) is rebuilt from
-every raw file present, so data sets may be run in separate invocations.
+Raw results go to ``OUT/quality_raw/<data set>.json``; the report (``OUT/quality.md`` and PNGs) is rebuilt
+from every raw file present, so data sets may be run in separate invocations.
 
 Example::
 
@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.methods import Context, Method, median_gamma, missing_extras, select_methods
+from benchmarks.methods import RAW_DIR, Context, Method, median_gamma, missing_extras, select_methods
 from kons.datasets import load_dataset
 
 __all__ = ["CLASSIFICATION", "REGRESSION", "Run", "main", "progressive"]
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log("skipping " + ", ".join(f"{k} (needs {p})" for k, p in missing.items())
              + ": install the peers with  pip install '.[bench]'")
         methods = [m for m in methods if m.key not in missing]
-    raw_dir = args.out / "raw"
+    raw_dir = args.out / RAW_DIR
     raw_dir.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.quality " + shlex.join(argv)
     no_tune = [s.strip() for s in args.no_tune.split(",") if s.strip()]
@@ -281,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              no_tune=no_tune, reference=not args.no_reference)
         record.update(command=command, machine=machine(), wall_seconds=time.time() - started,
                       skipped=missing, no_tune=no_tune, grid_size=args.grid_size)
-        (raw_dir / f"{name}.json").write_text(json.dumps(record, indent=1))
+        (raw_dir / f"{name}.json").write_text(json.dumps(record, separators=(",", ":")) + "\n")
         _log(f"== {name} done in {record['wall_seconds']:.0f}s")
     from benchmarks.report import write_report
 

@@ -25,7 +25,7 @@ def test_quality_quick_mode_writes_a_table_with_finite_metrics(tmp_path: Path) -
 
     assert main(["--quick", "--datasets", "space_ga", "--methods", "kons", "--out", str(tmp_path),
                  "--no-plots"]) == 0
-    record = json.loads((tmp_path / "raw" / "space_ga.json").read_text())
+    record = json.loads((tmp_path / "quality_raw" / "space_ga.json").read_text())
     assert record["scored_rows"] == 300 and record["tuning_rows"] == 150
     runs = record["runs"]
     assert {r["column"] for r in runs} == {"default", "tuned"}
