@@ -19,7 +19,7 @@ import numpy as np
 
 from kons._linalg import GrowableRows, GrowableVector, PackedCholesky
 from kons._validation import check_real
-from kons.base import Learner
+from kons.base import Learner, ridge_leverage
 from kons.errors import NumericalError
 from kons.kernels import Kernel, kernel_from_dict
 
@@ -88,8 +88,7 @@ class KernelNewton(Learner):
         excess = y_bar - y_hat  # h(ybar_t)
         gdot = self._loss.derivative(y_hat, y)
         scale = self._sqrt_eta * gdot
-        ridge = scale * scale * s
-        leverage = ridge / (1.0 + ridge)
+        leverage = ridge_leverage(scale * scale * s)
 
         join, pending = self._decide(x, kxx, scale) if gdot != 0.0 else (False, None)
         # beta_t = z_t eta gdot^2 yhat_t - gdot_t - h(ybar_t) / s_t   (kons-math, "Dual form")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kons._validation import as_features, check_int, check_real
-from kons.base import Learner
+from kons.base import Learner, ridge_leverage
 from kons.errors import InvalidParameterError, NumericalError
 from kons.sparse import SparseVector, as_sparse, is_sparse_input
 
@@ -269,8 +269,7 @@ class SketchedNewton(LinearLearner):
     @staticmethod
     def _leverage(scale: float, quad: float) -> float:
         """Ridge leverage :math:`r/(1+r)` with :math:`r = \\eta\\dot g^2\\, x^\\top A^{-1} x` (``quad``)."""
-        ridge = scale * scale * max(quad, 0.0)
-        return ridge / (1.0 + ridge)
+        return ridge_leverage(scale * scale * max(quad, 0.0))
 
     def _gamma(self, excess: float, denom: float) -> float:
         """Alg. 1, line 5: :math:`\\gamma = \\tau_C(\\bar y)/(x^\\top x - \\hat x^\\top H \\hat x)`."""

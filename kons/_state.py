@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 from typing import Any
 
@@ -27,6 +28,18 @@ FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sHI")
 _DIGEST = 32
 _DTYPES = {"<f8", "<i8", "|b1"}
+
+
+def _finite_float(text: str) -> float:
+    # A learner never commits a non-finite number, so a state that holds one is corrupted.
+    value = float(text)
+    if not math.isfinite(value):
+        raise StateFormatError(f"state header holds a non-finite number ({text}).")
+    return value
+
+
+def _reject_constant(token: str) -> float:
+    raise StateFormatError(f"state header holds the non-finite token {token}.")
 
 
 def encode(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
@@ -60,7 +73,11 @@ def decode(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if hashlib.sha256(body).digest() != digest:
         raise StateFormatError("state checksum mismatch: the blob is corrupted or truncated.")
     try:
-        header = json.loads(body[_PREFIX.size : _PREFIX.size + head_len])
+        header = json.loads(
+            body[_PREFIX.size : _PREFIX.size + head_len],
+            parse_float=_finite_float,
+            parse_constant=_reject_constant,
+        )
         data = memoryview(body)[_PREFIX.size + head_len :]
         arrays = {}
         for spec in header.pop("arrays"):
@@ -72,9 +89,10 @@ def decode(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             start = int(spec["offset"])
             if start < 0 or start + count * dtype.itemsize > len(data):
                 raise StateFormatError(f"array {spec['name']!r} runs past the end of the state.")
-            arrays[spec["name"]] = (
-                np.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape).copy()
-            )
+            array = np.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape).copy()
+            if dtype.kind == "f" and not np.isfinite(array).all():
+                raise StateFormatError(f"array {spec['name']!r} holds a non-finite number.")
+            arrays[spec["name"]] = array
     except StateFormatError:
         raise
     except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:

@@ -20,13 +20,18 @@ from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, get_loss
 
-__all__ = ["LEARNERS", "Learner", "learner_from_params", "load"]
+__all__ = ["LEARNERS", "Learner", "learner_from_params", "load", "ridge_leverage"]
 
 #: Every concrete learner by its registry name (``"kons"``, ``"sketched_kons"``, ...).
 LEARNERS: dict[str, type[Learner]] = {}
 
 # Weight of the newest loss in the exponentially weighted "recent loss" (about the last 100 rounds).
 _RECENT_WEIGHT = 0.01
+
+
+def ridge_leverage(ridge: float) -> float:
+    """:math:`r / (1 + r)`, the leverage of a round with ridge ratio ``r >= 0`` (1 when ``r`` overflows)."""
+    return ridge / (1.0 + ridge) if math.isfinite(ridge) else 1.0
 
 
 class Learner:
@@ -127,7 +132,7 @@ class Learner:
         return as_features(x, self._dim)
 
     def _check_y(self, y: Any) -> float:
-        return self._loss.check_label(as_label(y))
+        return self._loss.check_label(as_label(y), self.C)
 
     def _clip(self, y_bar: float) -> float:
         return min(max(y_bar, -self.C), self.C)

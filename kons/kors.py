@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kons._linalg import GrowableRows, GrowableVector, PackedCholesky
+from kons.base import ridge_leverage
 from kons.kernels import Kernel
 
 __all__ = ["KORS", "KORSProposal"]
@@ -76,7 +77,7 @@ class KORS:
         k = self.kernel.row(x, points.view, points.sq_norms.view)
         u = self._chol.solve(self._weights.view * k)
         r = scale * scale * max(kxx - float(u @ u), 0.0)
-        tau = (1.0 + self.epsilon) * r / (r + self.alpha)
+        tau = (1.0 + self.epsilon) * ridge_leverage(r / self.alpha)  # r / (r + alpha), NaN-free
         return KORSProposal(x, kxx, scale, u, tau, min(self.beta * tau, 1.0))
 
     def add(self, proposal: KORSProposal) -> None:

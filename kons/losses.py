@@ -42,10 +42,16 @@ class Loss:
         """Asm. 2's :math:`\\sigma` for predictions in ``[-C, C]`` (0 for a loss with no curvature)."""
         raise NotImplementedError
 
-    def check_label(self, y: float) -> float:
-        """Return ``y`` if this loss accepts it, else raise :class:`InvalidInputError`."""
+    def check_label(self, y: float, C: float | None = None) -> float:
+        """Return ``y`` if this loss accepts it, else raise :class:`InvalidInputError`.
+
+        With ``C``, also require the loss to be finite for every play in ``[-C, C]``: it is convex in
+        the play, so checking the two ends suffices, and a round can then never overflow its loss.
+        """
         if self.binary and y not in (-1.0, 1.0):
             raise InvalidInputError(f"the {self.name} loss needs a label in {{-1, +1}}; got {y!r}.")
+        if C is not None and not (math.isfinite(self.value(C, y)) and math.isfinite(self.value(-C, y))):
+            raise InvalidInputError(f"the label {y!r} is so far from [-C, C] that its loss overflows.")
         return y
 
     def __repr__(self) -> str:
@@ -58,7 +64,8 @@ class Squared(Loss):
     name = "squared"
 
     def value(self, y_hat: float, y: float) -> float:
-        return (y_hat - y) ** 2
+        gap = y_hat - y
+        return gap * gap  # a product overflows to inf where ** would raise OverflowError
 
     def derivative(self, y_hat: float, y: float) -> float:
         return 2.0 * (y_hat - y)
@@ -99,7 +106,8 @@ class SquaredHinge(Loss):
     binary = True
 
     def value(self, y_hat: float, y: float) -> float:
-        return max(0.0, 1.0 - y * y_hat) ** 2
+        gap = max(0.0, 1.0 - y * y_hat)
+        return gap * gap
 
     def derivative(self, y_hat: float, y: float) -> float:
         return -2.0 * y * max(0.0, 1.0 - y * y_hat)
