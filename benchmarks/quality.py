@@ -126,7 +126,7 @@ def progressive(method: Method, ctx: Context, params: dict[str, Any], X: np.ndar
     if curves and error is None:
         t = _checkpoints(n)
         run.curve_t = t.tolist()
-        run.curve_loss = np.cumsum(losses)[t - 1].tolist()
+        run.curve_loss = [float(f"{v:.6g}") for v in np.cumsum(losses)[t - 1]]  # 6 digits: plots only
         run.curve_stored = [s for s, _ in sizes]
         run.curve_dict = [d for _, d in sizes]
     return run
