@@ -24,11 +24,13 @@ def test_scaling_writes_table_plot_and_raw_numbers(tmp_path: Path) -> None:
         checkpoints = series[label]["checkpoints"]
         assert [c["n"] for c in checkpoints] == [40, 80], label
         assert all(0.0 < c["median_s"] < 1.0 for c in checkpoints)
+        if not label.startswith("floor"):
+            assert all(0.0 < c["paired_floor_s"] < 1.0 for c in checkpoints)
     # gamma = 1 is exact KONS: every stored point with a gradient is in the dictionary.
     assert all(c["dictionary_size"] == c["n"] for c in series["SketchedKONS gamma=1"]["checkpoints"])
     report = (tmp_path / "scaling.md").read_text()
     assert "python -m benchmarks.scaling --data cadata" in report
-    assert "| KONS (exact) |" in report and "ratio to floor at 80" in report
+    assert "| KONS (exact) |" in report and "ratio to paired floor at 80" in report
     assert (tmp_path / "scaling.png").stat().st_size > 1000
     # The report can be rebuilt from the raw numbers alone.
     (tmp_path / "scaling.md").unlink()
