@@ -221,8 +221,8 @@ def _git_describe() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on."""
+def machine(commit: str) -> dict[str, Any]:
+    """What the numbers were measured on; ``commit`` is the checkout's state when the run started."""
     versions = {}
     for package in ("numpy", "scipy", "sklearn", "river", "vowpalwabbit"):
         try:
@@ -230,7 +230,7 @@ def machine() -> dict[str, Any]:
             versions[package] = getattr(module, "__version__", "installed")
         except ImportError:
             versions[package] = "missing"
-    return {"kons": _git_describe(), "platform": platform.platform(), "python": platform.python_version(),
+    return {"kons": commit, "platform": platform.platform(), "python": platform.python_version(),
             "cpus": os.cpu_count(), "load_average": os.getloadavg(), "versions": versions,
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 
@@ -275,11 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw_dir.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.quality " + shlex.join(argv)
     no_tune = [s.strip() for s in args.no_tune.split(",") if s.strip()]
+    commit = _git_describe()  # the code that runs is the code imported now, not HEAD at the end
     for name in _datasets(args.datasets):
         started = time.time()
         record = run_dataset(name, methods, T=args.T, tune_rows=args.tune_rows, grid_size=args.grid_size,
                              no_tune=no_tune, reference=not args.no_reference)
-        record.update(command=command, machine=machine(), wall_seconds=time.time() - started,
+        record.update(command=command, machine=machine(commit), wall_seconds=time.time() - started,
                       skipped=missing, no_tune=no_tune, grid_size=args.grid_size)
         (raw_dir / f"{name}.json").write_text(json.dumps(record, separators=(",", ":")) + "\n")
         _log(f"== {name} done in {record['wall_seconds']:.0f}s")
