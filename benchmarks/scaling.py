@@ -210,9 +210,12 @@ def write_markdown(path: Path, all_series: list[Series], meta: dict) -> None:
         "* BLAS threads: the run uses one BLAS thread (`--blas-threads 1`). An earlier run of this command "
         "with OpenBLAS's default two threads, on the same loaded machine, measured Sketched-KONS "
         "(gamma = 0) at 0.067 ms per round at n = 5,000 but 23 ms per round at n = 10,000, and was "
-        "aborted; a threaded BLAS call that waits for a busy second core is the likely cause (a later "
-        "micro-benchmark of `ddot` at a quieter moment did not reproduce it, so this is a hypothesis). "
-        "Services running kons on shared cores should set `OPENBLAS_NUM_THREADS=1`.",
+        "aborted. The thread count makes differences of that size here: with threadpoolctl, 300 dense "
+        "300x300 solves took 25-32 s with two threads and 1.3-2.1 s with one (back to back), and the "
+        "20,000-round Sketched-KONS drift test 74 s with two and 7 s with one (minutes apart); the "
+        "service notes report 28 ms against 2.8 ms per feedback at 10k stored points. Which call waits "
+        "was not isolated (a `ddot` micro-benchmark at a quieter moment did not reproduce it). Run kons "
+        "on shared cores with `OPENBLAS_NUM_THREADS=1`.",
         "* Small `n` cells (a few hundredths of a millisecond) are dominated by Python overhead and by "
         "scheduling noise; compare the means in `scaling.json` for the spread.",
         "",
