@@ -256,6 +256,8 @@ class Learner:
             learner._cumulative_loss = float(cumulative)
             learner._recent_loss = float(recent)
             learner._effective_dimension = float(effective)
+            if (header["rng"] is None) != (learner._rng is None):
+                raise StateFormatError("the random generator's state is missing or unexpected.")
             if header["rng"] is not None:
                 learner._rng.bit_generator.state = header["rng"]
             if header["dim"] is not None:

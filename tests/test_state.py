@@ -235,3 +235,13 @@ def test_resigned_corruption_never_escapes_as_another_error(name, edits, in_head
         with contextlib.suppress(kons.KonsError):
             assert np.isfinite(learner.learn_one(x, label))
     kons.load(learner.to_bytes())
+
+
+def test_seeded_learner_state_without_generator_is_rejected() -> None:
+    """A (re-signed) state of a seeded learner whose generator state is missing must not silently re-seed."""
+    learner = SketchedKONS(seed=3)
+    learner.learn_one([1.0, 2.0], 0.5)
+    header, arrays = kons._state.decode(learner.to_bytes())
+    header["rng"] = None
+    with pytest.raises(kons.StateFormatError, match="generator"):
+        kons.load(kons._state.encode(header, arrays))
