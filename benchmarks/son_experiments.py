@@ -348,11 +348,20 @@ def vw(out: Path, command: str, quick: bool, table: dict | None) -> None:
               "that are exactly 0, the model file size and both models' error on those rows.", "",
               "| model | (a) frozen | (b) learning | reloaded plays = 0 | bytes | error original % | "
               "error reloaded % |", "|---" * 7 + "|"]
+    checks = {}
     for label, args in (("VW default (GD)", ""), ("VW --OjaNewton", "--OjaNewton"),
                         ("VW --OjaNewton --save_resume", "--OjaNewton --save_resume")):
-        r = vw_save_load(text, data.y, args, cut)
+        r = checks[label] = vw_save_load(text, data.y, args, cut)
         lines.append(f"| {label} | {r['frozen']:.3g} | {r['learning']:.3g} | {100 * r['zeros']:.0f}% | "
                      f"{r['bytes']} | {100 * r['error_original']:.1f} | {100 * r['error_reloaded']:.1f} |")
+    oja, plain = checks["VW --OjaNewton"], checks["VW default (GD)"]
+    lines += ["", f"Finding: plain VW continues {'exactly' if plain['learning'] == 0 else 'inexactly'} after "
+              f"save/load; `--OjaNewton` does {'not' if oja['frozen'] > 0 else ''} restore its state"
+              + (f": the reloaded model plays exactly 0 on {100 * oja['zeros']:.0f}% of the rows, even while "
+                 "it keeps learning. VW's OjaNewton save_load hands only the weight array to GD's model "
+                 "I/O; its own state (eigenvalue estimates, b, A, K, D, t) is never written, and on read "
+                 "the regressor and Z are re-initialised before the saved weights are read."
+                 if oja["frozen"] > 0 else ".")]
     diff, size = kons_save_load(data.X, data.y, cut)
     lines += ["", f"kons Oja-SON (`to_bytes` / `kons.load`, {size} bytes), (b) learning: max |difference| = "
               f"{diff:.3g} (bit-identical continuation of every linear learner is tested in "
