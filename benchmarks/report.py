@@ -151,16 +151,21 @@ def _chosen(records: list[dict[str, Any]]) -> list[str]:
             elif not info["tried"]:
                 cells.append("not tuned")
             else:
-                chosen = ", ".join(f"{k}={v}" for k, v in info["chosen"].items()) or "default"
+                chosen = _params(info["chosen"]) or "default"
                 cells.append(f"{chosen} ({info['seconds']:.0f} s)")
         lines.append(f"| {_label(key)} | " + " | ".join(cells) + " |")
     return lines
 
 
+def _params(params: dict[str, Any]) -> str:
+    """``k=v, ...`` with an empty string shown as ``none``."""
+    return ", ".join(f"{k}={'none' if v == '' else v}" for k, v in params.items())
+
+
 def _grids() -> list[str]:
     lines = []
     for m in METHODS.values():
-        rest = "; ".join(", ".join(f"{k}={v}" for k, v in p.items()) for p in m.grid[1:])
+        rest = "; ".join(_params(p) for p in m.grid[1:])
         lines.append(f"- **{m.label}** (`{m.key}`): default + {len(m.grid) - 1} more: {rest}")
     return lines
 
