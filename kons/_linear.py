@@ -81,12 +81,15 @@ def sherman_morrison(H: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return H - np.outer(Ha, bH) / (1.0 + float(b @ Ha))
 
 
-def gram_schmidt(P: np.ndarray, K: np.ndarray, tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+def gram_schmidt(
+    P: np.ndarray, K: np.ndarray, tol: float = 1e-10, scale: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Gram-Schmidt on the rows of ``P`` (n, q) in the inner product :math:`\langle a,b\rangle = a^\top K b`.
 
     The paper's Decompose (Alg. 13): with :math:`K = R R^\top`, returns ``L`` (n, r) and ``Q`` (r, q) with
-    :math:`L Q R = P R` and the rows of :math:`Q R` orthonormal; ``r`` is the numerical rank (a row whose
-    residual norm is below ``tol`` times its own norm is dropped). Each row is orthogonalised twice
+    :math:`L Q R = P R` and the rows of :math:`Q R` orthonormal; ``r`` is the numerical rank: a row whose
+    residual norm is below ``tol`` times its own norm (or ``sqrt(scale[i])``, when the norm of row ``i``
+    of :math:`PR` itself comes out of a cancellation) is dropped. Each row is orthogonalised twice
     (classical Gram-Schmidt with re-orthogonalisation), which is the same map in exact arithmetic and keeps
     :math:`QR` orthonormal to rounding over long streams. O(n q^2).
     """
@@ -103,7 +106,8 @@ def gram_schmidt(P: np.ndarray, K: np.ndarray, tol: float = 1e-10) -> tuple[np.n
         beta -= Q.T @ again
         coef += again
         c2 = float(beta @ (K @ beta))
-        if c2 > tol * tol * float(p @ Kp) and c2 > 0.0:
+        reference = float(p @ Kp) if scale is None else float(scale[i])
+        if c2 > tol * tol * reference and c2 > 0.0:
             c = math.sqrt(c2)
             Q[i] = beta / c
             coef[i] = c

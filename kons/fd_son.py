@@ -41,6 +41,10 @@ class _Epoch(NamedTuple):
 
 #: Condition number of N1 above which an epoch is computed directly instead of Z += N1^{-1} N2 G.
 _MAX_COND = 1e8
+#: A row of G whose part outside span(V) is below this fraction of its norm adds no new direction: that
+#: changes S'S by at most _RANK_TOL^2 relative, while keeping it would turn rounding noise (about
+#: 1e-8 of the norm, from the cancellation in |G - MV|) into a spurious unit direction.
+_RANK_TOL = 1e-6
 
 
 class FDSON(FactoredBasis):
@@ -223,7 +227,9 @@ class FDSON(FactoredBasis):
         M = GZ @ F.T  # Alg. 12, line 1: M = G V'
         P = np.hstack([-(M @ F), np.eye(m)])
         KR = np.block([[K, GZ.T], [GZ, GG]])  # Gram matrix of R = (Z; G)
-        L, Q = gram_schmidt(P, KR)  # Alg. 12, line 2 (Alg. 13)
+        # Alg. 12, line 2 (Alg. 13); |G - MV| is a difference of near-equal terms, so rows are measured
+        # against |G| itself.
+        L, Q = gram_schmidt(P, KR, tol=_RANK_TOL, scale=np.diag(GG))
         ML = np.hstack([M, L])
         C = ML.T @ ML
         C[np.diag_indices(k)] += self._D**2
