@@ -12,6 +12,7 @@ import scipy.sparse
 
 import kons
 from kons import FDSON, KONS, OGD, ONS, RPSON, AdaGrad, OjaSON, SparseVector
+from kons.datasets import load_dataset
 from kons.kernels import Linear
 
 LINEAR = ["ons", "fd_son", "rp_son", "oja_son", "adagrad", "ogd"]
@@ -56,6 +57,17 @@ def test_fd_son_with_a_sketch_larger_than_d_is_ons(m: int) -> None:
     played = fd.learn_many(X, y)
     assert np.max(np.abs(played - ONS(alpha=2.0).learn_many(X, y))) < TIGHT
     assert fd.stats()["rebases"] + fd.stats()["direct_epochs"] >= 1  # both the sparse and direct epochs ran
+
+
+@pytest.mark.parametrize("name", ["breast-cancer", "diabetes"])
+def test_fd_son_with_a_sketch_larger_than_d_is_ons_on_real_data(name: str) -> None:
+    data = load_dataset(name)
+    d = data.X.shape[1]
+    expected = ONS(alpha=1.0).learn_many(data.X, data.y)
+    for m in (d + 1, 2 * d):
+        fd = FDSON(sketch_size=m, alpha=1.0)
+        assert np.max(np.abs(fd.learn_many(data.X, data.y) - expected)) < TIGHT
+        assert fd.stats()["rebases"] == 0 and fd.stats()["direct_epochs"] == 1
 
 
 @pytest.mark.parametrize("density", [1.0, 0.3])
