@@ -463,7 +463,8 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
         "what matters are the counts of lost, duplicated and 5xx answers, which must be 0.",
         "",
         "The fast versions of every scenario are pytest tests: `python -m pytest tests/reliability` "
-        "(heavier ones are marked `slow`).",
+        "(heavier ones are marked `slow`). The raw figures of a run are written with `--json` (this one: "
+        "`benchmarks/results/reliability.json`); `--from-json` re-renders this page from them.",
         "",
         "## Summary",
         "",
@@ -551,8 +552,14 @@ _NOTES = """## How to read these figures
   private one for 60 s so that redis-py re-sending the append script after a lost reply cannot apply a
   round twice (that was possible before; see `tests/reliability/test_retry_safety.py`).
 * **503 under Redis faults**: while Redis is down every request that needs it answers 503 with
-  `Retry-After: 1` within the Redis command timeout (`KONS_REDIS_TIMEOUT_SECONDS`, times redis-py's
-  3 attempts); a frozen Redis costs the most time per request. The service reconnects by itself.
+  `Retry-After: 1` (`store_unavailable`, or `learner_busy` for a request that waited too long behind
+  others for its learner). A frozen Redis costs the most time: a request waits at most
+  `KONS_LEASE_WAIT_SECONDS` for its learner's lock in the process (before that bound was added, requests
+  queued behind the lock for as long as the freeze lasted), then at most redis-py's 3 attempts of
+  `KONS_REDIS_TIMEOUT_SECONDS` for each of at most two Redis calls (the failing one, then the lease
+  release). The runs here use a 2 s lease wait and a 0.5 s Redis timeout: bound 5 s. The service
+  reconnects by itself (redis-py retries with the asyncio `Retry`; before, the client was given the
+  synchronous `Retry` class, which in an asyncio client never retried).
 * **Can these checks fail?** With the request_id check removed from `append.lua` (a mutation run on a
   copy of the tree), the retry-safety tests fail, and the Redis-fault storm counted 5 duplicated rounds.
   The SIGKILL storm alone seldom kills a process between its append and its answer (its in-flight
@@ -594,25 +601,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="write the Markdown report here (e.g. docs/reliability.md)")
     parser.add_argument("--json", type=Path, help="write the raw figures here")
+    parser.add_argument("--from-json", type=Path, help="re-render the report from figures saved by --json")
     parser.add_argument("--quick", action="store_true", help="small numbers (a smoke run)")
     parser.add_argument("--kills", type=int, default=25)
     parser.add_argument("--soak-seconds", type=float, default=180.0)
     parser.add_argument("--fuzz-examples", type=int, default=150)
     args = parser.parse_args(argv)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kons-reliability-") as tmp:
-        results = asyncio.run(_battery(args, Path(tmp)))
-    seconds = time.monotonic() - started
+    if args.from_json:
+        results = json.loads(args.from_json.read_text())
+    else:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="kons-reliability-") as tmp:
+            results = asyncio.run(_battery(args, Path(tmp)))
+        results["run"] = {"seconds": round(time.monotonic() - started, 1), "command": _command(argv)}
     failures = _failures(results)
     verdict = "FAILED: " + "; ".join(failures) if failures else "all promises kept"
-    print(f"done in {seconds / 60:.1f} min; {verdict}")
-    command = "python -m benchmarks.reliability " + " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"done in {results['run']['seconds'] / 60:.1f} min; {verdict}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(_markdown(results, command.strip(), seconds))
+        args.out.write_text(_markdown(results, results["run"]["command"], results["run"]["seconds"]))
     return 1 if failures else 0
+
+
+def _command(argv: Sequence[str] | None) -> str:
+    """The command line that reproduces the figures (without the options that only choose outputs)."""
+    words, out = list(argv if argv is not None else sys.argv[1:]), []
+    while words:
+        word = words.pop(0)
+        if word in ("--json", "--from-json"):
+            words = words[1:]
+        elif not word.startswith(("--json=", "--from-json=")):
+            out.append(word)
+    return " ".join(["python -m benchmarks.reliability", *out])
 
 
 def _failures(results: dict[str, Any]) -> list[str]:
