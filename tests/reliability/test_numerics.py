@@ -118,3 +118,27 @@ async def test_a_rejected_item_rejects_the_whole_batch(client: httpx.AsyncClient
     assert response.status_code == 422 and "item 2" in response.json()["error"]["message"]
     assert (await client.get(f"{url}/state")).content == before
     assert (await client.post(f"{url}/feedback", json=_body(1))).json()["version"] == 2
+
+
+async def test_randomly_corrupted_state_uploads_are_422_and_change_nothing(client: httpx.AsyncClient) -> None:
+    """The HTTP side of the byte-format property tests in ``tests/test_state.py``: seeded random byte
+    flips and cuts of a real exported blob, uploaded with PUT /state."""
+    url = "/v1/learners/blob"
+    await client.put(url, json={"algorithm": "sketched_kons", "dim": 3, "params": {"loss": "squared"}})
+    for i in range(12):
+        await client.post(f"{url}/feedback", json=_body(i))
+    blob = (await client.get(f"{url}/state")).content
+    rng = random.Random(4)
+    octets = {"content-type": "application/octet-stream"}
+    for _ in range(40):
+        bad = bytearray(blob)
+        for _ in range(rng.randint(1, 3)):
+            bad[rng.randrange(len(bad))] ^= rng.randint(1, 255)
+        if rng.random() < 0.3:
+            bad = bad[: rng.randrange(len(bad))]
+        if bytes(bad) == blob:
+            continue
+        response = await client.put(f"{url}/state", content=bytes(bad), headers=octets)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["code"] == "invalid_state"
+        assert (await client.get(f"{url}/state")).content == blob
