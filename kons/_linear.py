@@ -67,11 +67,11 @@ class Features:
         return M[:, self.index] @ self.values
 
 
-def check_finite(*parts: Any) -> None:
-    """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite."""
+def check_finite(*parts: Any, bound: float = np.inf) -> None:
+    """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite and below ``bound``."""
     for part in parts:
-        if not np.all(np.isfinite(part)):
-            raise NumericalError("the round would put a non-finite number into the state.")
+        if not np.all(np.abs(part) < bound):  # also False for NaN
+            raise NumericalError("the round would put a non-finite or overflowing number into the state.")
 
 
 def sherman_morrison(H: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 
 from kons.errors import InvalidInputError, InvalidParameterError
 
-__all__ = ["as_features", "as_label", "check_choice", "check_int", "check_real"]
+__all__ = ["as_features", "as_label", "check_choice", "check_feature_values", "check_int", "check_real"]
 
 
 def _describe(owner: str, name: str) -> str:
@@ -81,9 +81,17 @@ def as_features(x: Any, dim: int | None) -> np.ndarray:
         raise InvalidInputError(f"x must have dimension {dim}; got {arr.shape[0]}.")
     if arr.shape[0] == 0:
         raise InvalidInputError("x must not be empty.")
-    if not np.isfinite(arr).all():
-        raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
+    check_feature_values(arr)
     return arr
+
+
+def check_feature_values(values: np.ndarray) -> None:
+    """Raise :class:`InvalidInputError` unless the (dense or non-zero) feature values are learnable."""
+    if not np.isfinite(values).all():
+        raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
+    if not np.isfinite(values @ values):
+        # Kernels and sketches work with ||x||^2: an input whose square overflows cannot be learnt.
+        raise InvalidInputError("x is too large: its squared norm overflows float64.")
 
 
 def as_label(y: Any) -> float:

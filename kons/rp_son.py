@@ -12,6 +12,9 @@ from kons._linear import Features, SketchedNewton, _matrix, _vector, check_finit
 __all__ = ["RPSON"]
 
 
+_STATE_BOUND = 1e150
+
+
 class RPSON(SketchedNewton):
     r"""Sketched Online Newton whose sketch is :math:`S_t = S_{t-1} + r_t \hat g_t^\top` (Alg. 6).
 
@@ -112,7 +115,9 @@ class RPSON(SketchedNewton):
         b = b + (gdot / alpha) * (H @ sx_new)  # b += H S g / alpha
         delta = -(gamma + shift + gdot / alpha) * f.values  # u_bar = w_bar - (r'b) g_hat - g / alpha
         try:
-            check_finite(b, H, delta, 0.0 if cols is None else cols)
+            # The sketch and coefficients are sums of gradients: entries past sqrt(float max) mean a round
+            # so extreme that every later product overflows and the learner would be stuck for good.
+            check_finite(b, H, delta, 0.0 if cols is None else cols, bound=_STATE_BOUND)
         except Exception:
             if cols is not None:
                 self._rng.bit_generator.state = rng_state

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from kons._validation import check_feature_values
 from kons.errors import InvalidInputError
 
 __all__ = ["SparseVector", "as_sparse", "is_sparse_input"]
@@ -104,8 +105,7 @@ def _validated(indices: Any, values: Any, dim: Any) -> tuple[np.ndarray, np.ndar
     index = raw_index.astype(np.int64)
     if len(index) and (index.min() < 0 or index.max() >= dim):
         raise InvalidInputError(f"sparse 'indices' must lie in [0, {int(dim)}).")
-    if not np.isfinite(vals).all():
-        raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
+    check_feature_values(vals)
     order = np.argsort(index, kind="stable")
     index, vals = index[order], vals[order]
     if len(index) > 1 and np.any(index[1:] == index[:-1]):

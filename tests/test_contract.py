@@ -228,7 +228,17 @@ def test_stats_are_counters_of_the_run(name: str) -> None:
 
 
 KERNEL_NAMES = [n for n in NAMES if _accepts(n, "kernel")]
-HUGE = 1e200
+# Finite squared norm (passes input validation), but a cubic Polynomial kernel row overflows on it.
+HUGE = 1e150
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_input_whose_squared_norm_overflows_is_rejected_unchanged(name: str) -> None:
+    learner, X, y = _learned(name)
+    before = learner.to_bytes()
+    with pytest.raises(kons.InvalidInputError, match="squared norm"):
+        learner.learn_one(np.full(X.shape[1], 1e200), y[0])
+    assert learner.to_bytes() == before
 
 
 @pytest.mark.parametrize("name", KERNEL_NAMES)
