@@ -203,7 +203,8 @@ def _plots(records: list[dict[str, Any]], out: Path) -> list[str]:
             if run["curve_dict"]:
                 ogd = run["method"] == "kernel_ogd"  # no dictionary: plot its stored points
                 ax.plot(run["curve_t"], run["curve_stored"] if ogd else run["curve_dict"], lw=1.2,
-                        color=_color(plt, run["method"]),
+                        color=_color(plt, run["method"]), ls=":" if run["method"] == "kons" else "-",
+                        zorder=3 if run["method"] == "kons" else 2,
                         label=_label(run["method"]) + (" (stored points)" if ogd else ""))
         ax.set(title=rec["dataset"], xlabel="t", ylabel="dictionary size", yscale="log")
     _legend(fig, axes)
