@@ -53,9 +53,18 @@ __all__ = ["LoadConfig", "PhaseResult", "drive", "main", "percentiles", "run"]
 #: The uvicorn settings of every server in a run (the kons service, the echo floor and the peer).
 UVICORN_ARGS = ["--host", "127.0.0.1", "--workers", "1", "--loop", "uvloop", "--http", "httptools",
                 "--no-access-log", "--log-level", "warning", "--timeout-graceful-shutdown", "30"]
-DEFAULT_CHANTILLY_PYTHON = Path("/tmp/chantilly-venv/bin/python")
-CHANTILLY_INSTALL = ("python -m venv /tmp/chantilly-venv && /tmp/chantilly-venv/bin/pip install "
-                     "'chantilly==0.3.*' redis 'uvicorn[standard]==0.54.*'")
+DEFAULT_CHANTILLY_PYTHON = Path("/tmp/chantilly-py39/bin/python")
+#: How the peer's venv was made: chantilly 0.3 needs a River that still exports ``river.metrics.Metric``
+#: (0.10.1); River that old has no wheel for Python 3.11 and its sdist does not compile there, hence 3.9.
+CHANTILLY_311 = (
+    "On the project's Python 3.11, `pip install 'chantilly==0.3.*'` installs (with River 0.26.1) but does "
+    "not import: `AttributeError: module 'river.metrics' has no attribute 'Metric'` (chantilly/flavors.py); "
+    "River 0.10.1 has no cp311 wheel and its sdist's pre-generated Cython C fails to compile on 3.11 "
+    "(`_PyErr_StackItem has no member named exc_type`). Hence Python 3.9; same uvicorn options")
+CHANTILLY_INSTALL = ("/root/.pyenv/versions/3.9.18/bin/python -m venv /tmp/chantilly-py39 && "
+                     "/tmp/chantilly-py39/bin/pip install --only-binary river 'river==0.10.1' 'numpy<2' && "
+                     "/tmp/chantilly-py39/bin/pip install --no-deps 'chantilly==0.3.0' && "
+                     "/tmp/chantilly-py39/bin/pip install cerberus dill flask redis uvicorn uvloop httptools")
 
 
 @dataclass(frozen=True)
@@ -297,11 +306,13 @@ async def _chantilly(
         return {"status": "not run", "reason": f"{python} not found; install with: {CHANTILLY_INSTALL}"}
     env = server_env(config, STORAGE_BACKEND="redis", REDIS_HOST="127.0.0.1", REDIS_PORT=str(redis.port),
                      REDIS_DB="1")  # chantilly's init flushes its db: never the kons one (0)
-    version = subprocess.run([str(python), "-c", "import chantilly, river; print(chantilly.__version__, "
-                              "river.__version__)"], capture_output=True, text=True, env=env, timeout=60)
+    probe = ("import sys, importlib.metadata as m; print(sys.version.split()[0], "
+             "*(m.version(p) for p in ('chantilly', 'river', 'flask', 'uvicorn')))")
+    version = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, env=env, timeout=60)
     if version.returncode != 0:
         return {"status": "not run", "reason": f"import failed: {version.stderr.strip()[-800:]}"}
-    chantilly_version, river_version = version.stdout.split()
+    versions = dict(zip(("python", "chantilly", "river", "flask", "uvicorn"), version.stdout.split(),
+                        strict=True))
     model = subprocess.run([str(python), "-m", "benchmarks.chantilly_peer", "model"], env=env, cwd=REPO,
                            capture_output=True, check=True, timeout=60).stdout
     kw = {"concurrency": config.concurrency, "max_seconds": config.max_seconds}
@@ -336,7 +347,7 @@ async def _chantilly(
     for r in results:
         log(f"  {r.target:9s} {r.endpoint:8s} ok={r.ok} err={r.errors} p50={r.p50:.2f} p99={r.p99:.2f} ms "
             f"{r.throughput:.0f}/s {r.extra}")
-    return {"status": "ok", "chantilly": chantilly_version, "river": river_version,
+    return {"status": "ok", **versions,
             "model": "river.linear_model.LinearRegression() (defaults)",
             "phases": [asdict(r) for r in results]}
 
@@ -510,8 +521,10 @@ def render(record: dict[str, Any], command: str) -> str:
     lines += ["", "## Peer: chantilly", ""]
     if peer["status"] == "ok":
         lines.append(
-            f"chantilly {peer['chantilly']} with River {peer['river']} installed in a throwaway venv "
-            f"(`{CHANTILLY_INSTALL}`), Redis storage backend (db 1 of the same redis-server), model "
+            f"chantilly {peer['chantilly']} with River {peer['river']}, Flask {peer['flask']}, uvicorn "
+            f"{peer['uvicorn']} on Python {peer['python']}, installed in a throwaway venv "
+            f"(`{CHANTILLY_INSTALL}`). {CHANTILLY_311}, Redis storage backend (db 1 of the same "
+            "redis-server), model "
             f"{peer['model']}, on the same stream (rows 0, 1, ... as dict features). chantilly stores the "
             "model as one dill blob in Redis and each request does get-modify-set without a lock, so "
             "concurrent learns overwrite each other's updates; every predict and learn also rewrites the "
