@@ -13,8 +13,8 @@ One run starts, on 127.0.0.1 only:
 Learners with ``n`` stored points are built in this process (Sketched-KONS, squared loss, on the CASP stream
 of ``shared/notes/bench-protocol.md``; the squared loss stores every point) and uploaded with
 ``PUT /state``. For each size, async httpx clients drive ``predict`` and then ``feedback`` with a bounded
-number of requests and a time cap, each phase right after the same number of requests of the same body
-shape to the echo endpoint, so the latency ratio kons / echo is measured side by side. After each
+number of requests and a time cap; the same bodies go to the echo endpoint in blocks alternating with the
+kons ones, so the latency ratio kons / echo is measured side by side. After each
 feedback phase the learner's version must have grown by exactly the number of acknowledged feedbacks;
 the difference is reported as lost updates. Results: ``load.md`` (tables, command, machine) and
 ``raw/load.json`` under ``--out``.
@@ -76,6 +76,7 @@ class LoadConfig:
     concurrency: int = 4
     max_seconds: float = 20.0  # per phase
     warmup: int = 20  # unmeasured requests before each phase
+    blocks: int = 5  # a phase alternates echo and the measured server in this many blocks
     dataset: str = "casp"
     chantilly_python: Path | None = DEFAULT_CHANTILLY_PYTHON
     blas_threads: int | None = 1  # OPENBLAS/OMP/MKL threads of every server (1, as `python -m app` sets)
@@ -112,13 +113,27 @@ def percentiles(latencies_ms: Sequence[float]) -> dict[str, float]:
             "max": float(a.max())}
 
 
-async def drive(
-    client: httpx.AsyncClient, path: str, bodies: Sequence[dict[str, Any]], *, concurrency: int,
-    max_seconds: float, target: str, endpoint: str, n: int = 0,
-) -> PhaseResult:
+@dataclass
+class _Sample:
+    """What the clients saw: latencies (ms) of acknowledged requests, failures by status, wall time."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def result(self, target: str, endpoint: str, n: int = 0) -> PhaseResult:
+        ok = len(self.latencies)
+        return PhaseResult(target=target, endpoint=endpoint, n=n, requests=ok + sum(self.errors.values()),
+                           ok=ok, errors=self.errors, seconds=self.seconds,
+                           throughput=ok / self.seconds if self.seconds > 0 else math.nan,
+                           **percentiles(self.latencies))
+
+
+async def _block(
+    client: httpx.AsyncClient, path: str, bodies: Sequence[dict[str, Any]], concurrency: int,
+    max_seconds: float, sample: _Sample,
+) -> None:
     """POST each body once (in order, ``concurrency`` at a time) until done or ``max_seconds`` have passed."""
-    latencies: list[float] = []
-    errors: dict[str, int] = {}
     next_index = iter(range(len(bodies)))
     started = time.perf_counter()
     deadline = started + max_seconds
@@ -135,16 +150,38 @@ async def drive(
                 code = type(exc).__name__
             elapsed = time.perf_counter() - t0
             if code.startswith("2"):
-                latencies.append(elapsed * 1e3)
+                sample.latencies.append(elapsed * 1e3)
             else:
-                errors[code] = errors.get(code, 0) + 1
+                sample.errors[code] = sample.errors.get(code, 0) + 1
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    seconds = time.perf_counter() - started
-    return PhaseResult(target=target, endpoint=endpoint, n=n, requests=len(latencies) + sum(errors.values()),
-                       ok=len(latencies), errors=errors, seconds=seconds,
-                       throughput=len(latencies) / seconds if seconds > 0 else math.nan,
-                       **percentiles(latencies))
+    sample.seconds += time.perf_counter() - started
+
+
+async def drive(
+    client: httpx.AsyncClient, path: str, bodies: Sequence[dict[str, Any]], *, concurrency: int,
+    max_seconds: float, target: str, endpoint: str, n: int = 0,
+) -> PhaseResult:
+    """One phase: every body POSTed once by ``concurrency`` clients, within ``max_seconds``."""
+    sample = _Sample()
+    await _block(client, path, bodies, concurrency, max_seconds, sample)
+    return sample.result(target, endpoint, n)
+
+
+async def drive_paired(
+    echo: httpx.AsyncClient, client: httpx.AsyncClient, path: str, bodies: Sequence[dict[str, Any]], *,
+    blocks: int, concurrency: int, max_seconds: float, target: str, endpoint: str, n: int = 0,
+) -> tuple[PhaseResult, PhaseResult]:
+    """The echo floor and ``path`` on the same bodies, alternating in ``blocks`` blocks (drift cancels out).
+
+    Each side gets ``max_seconds`` in total; returns (echo result, result of ``path``).
+    """
+    floor, measured = _Sample(), _Sample()
+    step = max(1, math.ceil(len(bodies) / blocks))
+    for chunk in (bodies[i:i + step] for i in range(0, len(bodies), step)):
+        await _block(echo, "/echo", chunk, concurrency, max_seconds - floor.seconds, floor)
+        await _block(client, path, chunk, concurrency, max_seconds - measured.seconds, measured)
+    return floor.result("echo", endpoint), measured.result(target, endpoint, n)
 
 
 async def warm(client: httpx.AsyncClient, path: str, bodies: Sequence[dict[str, Any]]) -> None:
@@ -251,7 +288,6 @@ async def _kons_size(
     predict_bodies, feedback_bodies = _bodies(stream, size, config.warmup + config.requests)
     warm_p, predict_bodies = predict_bodies[:config.warmup], predict_bodies[config.warmup:]
     warm_f, feedback_bodies = feedback_bodies[:config.warmup], feedback_bodies[config.warmup:]
-    kw = {"concurrency": config.concurrency, "max_seconds": config.max_seconds}
     async with http_client(kons_url, config.concurrency) as kc, \
             http_client(echo_url, config.concurrency) as ec:
         (await kc.delete(path)).status_code  # noqa: B018 - a leftover from an earlier run is gone
@@ -265,22 +301,21 @@ async def _kons_size(
         stored = int(info["stats"]["stored_points"])
         log(f"n={size}: uploaded {len(blob)} bytes in {upload:.2f} s, version {info['version']}")
 
+        kw = {"blocks": config.blocks, "concurrency": config.concurrency, "max_seconds": config.max_seconds}
         await warm(ec, "/echo", warm_p)
-        results.append(await drive(ec, "/echo", predict_bodies, target="echo", endpoint="predict", **kw))
         await warm(kc, f"{path}/predict", warm_p)
-        results.append(await drive(kc, f"{path}/predict", predict_bodies, target="kons", endpoint="predict",
-                                   n=stored, **kw))
+        results += await drive_paired(ec, kc, f"{path}/predict", predict_bodies, target="kons",
+                                      endpoint="predict", n=stored, **kw)
         results[-1].extra["upload_seconds"] = upload
 
         await warm(ec, "/echo", warm_f)
-        results.append(await drive(ec, "/echo", feedback_bodies, target="echo", endpoint="feedback", **kw))
         await warm(kc, f"{path}/feedback", warm_f)
         before = (await kc.get(path)).json()["version"]
-        fb = await drive(kc, f"{path}/feedback", feedback_bodies, target="kons", endpoint="feedback",
-                         n=stored + len(warm_f), **kw)
+        echo_fb, fb = await drive_paired(ec, kc, f"{path}/feedback", feedback_bodies, target="kons",
+                                         endpoint="feedback", n=stored + len(warm_f), **kw)
         after = (await kc.get(path)).json()["version"]
         fb.extra.update(version_before=before, version_after=after, lost_updates=fb.ok - (after - before))
-        results.append(fb)
+        results += [echo_fb, fb]
         (await kc.delete(path)).raise_for_status()  # frees the server's memory before the next size
     for r in results:
         log(f"  {r.target:9s} {r.endpoint:8s} n={r.n:6d} ok={r.ok} err={r.errors} "
@@ -315,7 +350,7 @@ async def _chantilly(
                         strict=True))
     model = subprocess.run([str(python), "-m", "benchmarks.chantilly_peer", "model"], env=env, cwd=REPO,
                            capture_output=True, check=True, timeout=60).stdout
-    kw = {"concurrency": config.concurrency, "max_seconds": config.max_seconds}
+    kw = {"blocks": config.blocks, "concurrency": config.concurrency, "max_seconds": config.max_seconds}
     name = "load-river"
     total = config.warmup + config.requests
     rows = list(stream.rows(0, total))
@@ -329,21 +364,17 @@ async def _chantilly(
             (await cc.post("/api/init", json={"flavor": "regression"})).raise_for_status()
             (await cc.post(f"/api/model/{name}", content=model)).raise_for_status()
             await warm(ec, "/echo", feats[:config.warmup])
-            results.append(await drive(ec, "/echo", feats[config.warmup:], target="echo", endpoint="predict",
-                                       **kw))
             await warm(cc, "/api/predict", feats[:config.warmup])
-            results.append(await drive(cc, "/api/predict", feats[config.warmup:], target="chantilly",
-                                       endpoint="predict", **kw))
+            results += await drive_paired(ec, cc, "/api/predict", feats[config.warmup:], target="chantilly",
+                                          endpoint="predict", **kw)
             await warm(ec, "/echo", learns[:config.warmup])
-            results.append(await drive(ec, "/echo", learns[config.warmup:], target="echo",
-                                       endpoint="feedback", **kw))
             await warm(cc, "/api/learn", learns[:config.warmup])
             before = _chantilly_count(python, env, name)
-            fb = await drive(cc, "/api/learn", learns[config.warmup:], target="chantilly",
-                             endpoint="feedback", **kw)
+            echo_fb, fb = await drive_paired(ec, cc, "/api/learn", learns[config.warmup:], target="chantilly",
+                                             endpoint="feedback", **kw)
             after = _chantilly_count(python, env, name)
             fb.extra.update(version_before=before, version_after=after, lost_updates=fb.ok - (after - before))
-            results.append(fb)
+            results += [echo_fb, fb]
     for r in results:
         log(f"  {r.target:9s} {r.endpoint:8s} ok={r.ok} err={r.errors} p50={r.p50:.2f} p99={r.p99:.2f} ms "
             f"{r.throughput:.0f}/s {r.extra}")
@@ -454,7 +485,8 @@ def render(record: dict[str, Any], command: str) -> str:
         f"1-minute load average {before['loadavg'][0]:.1f} at the start and {after['loadavg'][0]:.1f} at the "
         "end. The load generator (httpx, "
         "asyncio, one process) runs on the same two cores as the servers and Redis. Absolute numbers are "
-        "noisy; the ratio to the echo endpoint, measured right before each kons phase with the same body "
+        "noisy (two runs a few minutes apart differed by up to 2x in p50); the ratio to the echo endpoint, "
+        "measured in blocks alternating with each kons phase with the same body "
         "shape, client and concurrency, is the figure to compare across runs.",
         "",
         "## Set-up",
@@ -471,8 +503,9 @@ def render(record: dict[str, Any], command: str) -> str:
         f"{cfg['requests']} requests (cap {cfg['max_seconds']:.0f} s) from {cfg['concurrency']} concurrent "
         f"async clients (keep-alive), after {cfg['warmup']} unmeasured warm-up requests; one row per request "
         "(`{\"x\": [...]}` / `{\"x\": [...], \"y\": v}`), rows n, n+1, ... of the stream (not yet seen by "
-        "the learner). The echo phase posts the very same bodies to `POST /echo`. Latency = client-side "
-        "wall time of a request; throughput = acknowledged (2xx) requests / phase wall time.",
+        "the learner). The same bodies go to `POST /echo`, alternating with the measured server in "
+        f"{cfg['blocks']} blocks per phase so that drift in the machine's load hits both. Latency = "
+        "client-side wall time of a request; throughput = acknowledged (2xx) requests / phase wall time.",
         "",
         "| learner | stored points n | dictionary size | state bytes |",
         "|---|---:|---:|---:|",
@@ -543,6 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=LoadConfig.concurrency)
     parser.add_argument("--max-seconds", type=float, default=LoadConfig.max_seconds, help="cap per phase")
     parser.add_argument("--warmup", type=int, default=LoadConfig.warmup)
+    parser.add_argument("--blocks", type=int, default=LoadConfig.blocks,
+                        help="echo and the measured server alternate in this many blocks per phase")
     parser.add_argument("--dataset", default=LoadConfig.dataset)
     parser.add_argument("--blas-threads", type=int, default=LoadConfig.blas_threads,
                         help="BLAS threads of every server (0 = the library's default)")
@@ -552,7 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = LoadConfig(
         sizes=tuple(args.sizes), requests=args.requests, concurrency=args.concurrency,
-        max_seconds=args.max_seconds, warmup=args.warmup, dataset=args.dataset,
+        max_seconds=args.max_seconds, warmup=args.warmup, blocks=args.blocks, dataset=args.dataset,
         chantilly_python=None if args.no_chantilly else args.chantilly_python,
         blas_threads=args.blas_threads or None)
     record = asyncio.run(run(config, log=lambda m: print(m, flush=True)))
