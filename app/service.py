@@ -163,19 +163,21 @@ class LearnerService:
         self._tokens = (f"{uuid.uuid4().hex}:{i}" for i in itertools.count())
         self._tasks: set[asyncio.Task[None]] = set()
         self._snapshotter: asyncio.Task[None] | None = None
+        self._closing = False
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self._snapshotter = asyncio.create_task(self._snapshot_loop(), name="kons-snapshotter")
 
     async def close(self, timeout: float = 60.0) -> None:
-        """Stop the background task and snapshot every learner with unsnapshotted rounds."""
+        """Stop the background task and snapshot every learner with unsnapshotted rounds (all within
+        ``timeout`` seconds)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        self._closing = True
         if self._snapshotter is not None:
-            self._snapshotter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._snapshotter
+            await self._stop_snapshotter(deadline)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 if self._tasks:
                     await asyncio.gather(*self._tasks, return_exceptions=True)
                 for entry in list(self._cache.values()):
@@ -529,12 +531,34 @@ class LearnerService:
 
     async def _snapshot_loop(self) -> None:
         tick = max(0.05, min(1.0, self.settings.snapshot_interval_seconds / 2))
-        while True:
+        while not self._closing:  # checked too, since a cancel can be lost (see _stop_snapshotter)
             await asyncio.sleep(tick)
             now = time.monotonic()
             for entry in list(self._cache.values()):
+                if self._closing:
+                    return
                 if self._snapshot_due(entry, now):
                     await self._snapshot_quietly(entry)
+
+    async def _stop_snapshotter(self, deadline: float) -> None:
+        """Cancel the snapshot loop and wait for it, at most until ``deadline`` (loop time).
+
+        One cancel is not enough on Python 3.11: redis-py sends every command through
+        ``asyncio.wait_for(..., socket_timeout)``, which swallows a cancel that lands just as the send
+        completes (CPython gh-86296, fixed in 3.12); the loop then carried on for ever and a graceful
+        shutdown hung. So the loop also stops on ``_closing``, and the wait is bounded and re-cancels.
+        """
+        task = self._snapshotter
+        loop = asyncio.get_running_loop()
+        while not task.done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.warning("the snapshot task did not stop in time; shutting down without it")
+                return
+            task.cancel()
+            await asyncio.wait({task}, timeout=min(remaining, 1.0))
+        if not task.cancelled() and task.exception() is not None:
+            log.error("the snapshot task failed", exc_info=task.exception())
 
     async def _snapshot_quietly(self, entry: _Cached) -> None:
         try:

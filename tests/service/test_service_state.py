@@ -159,3 +159,48 @@ async def test_a_100k_by_50_state_snapshots_and_restores(make_client, redis_url:
     again = await make_client()
     exported = await again.get("/v1/learners/big/state")
     assert exported.content == local.to_bytes()
+
+
+async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_url: str) -> None:
+    """On Python 3.11 redis-py's ``asyncio.wait_for`` may swallow the cancel that ``close`` sends to the
+    snapshot loop (CPython gh-86296): ``close`` must still end, after the snapshot under way is written."""
+    import asyncio
+    import contextlib
+
+    from app.main import _redis_client
+    from app.metrics import Metrics
+    from app.service import Feedback, LearnerService
+    from app.settings import Settings
+    from app.store import LearnerRef, Store
+
+    settings = Settings(redis_url=redis_url, snapshot_interval_seconds=0.1)
+    client = _redis_client(redis_url, settings)
+    service = LearnerService(Store(client), settings, Metrics(per_learner=False))
+    ref = LearnerRef("default", "m")
+    await service.create(ref, SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+    for x in ([0.1, 0.2, 0.3], [0.3, -0.1, 0.2], [-0.2, 0.4, 0.1]):
+        await service.feedback(ref, [Feedback(y=0.5, x=x)])
+    entered = asyncio.Event()
+    lock_snapshot = service.store.lock_snapshot
+
+    async def swallowing_lock_snapshot(*args: object) -> bool:
+        entered.set()
+        # what asyncio.wait_for does on 3.11 when the cancel races the end of its inner task
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(1)
+        return await lock_snapshot(*args)
+
+    service.store.lock_snapshot = swallowing_lock_snapshot
+    closing = None
+    try:
+        service.start()
+        await asyncio.wait_for(entered.wait(), 5)
+        closing = asyncio.create_task(service.close(timeout=10))
+        done, _ = await asyncio.wait({closing}, timeout=3)  # (wait_for would cancel, and hide, the hang)
+        assert done, "close() hung on a snapshot loop that lost its cancel"
+        assert (await service.store.head(ref)).snap_version == 3
+    finally:
+        for task in (service._snapshotter, closing):
+            if task is not None:
+                task.cancel()
+        await client.aclose()
