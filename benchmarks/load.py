@@ -485,7 +485,7 @@ def render(record: dict[str, Any], command: str) -> str:
         f"1-minute load average {before['loadavg'][0]:.1f} at the start and {after['loadavg'][0]:.1f} at the "
         "end. The load generator (httpx, "
         "asyncio, one process) runs on the same two cores as the servers and Redis. Absolute numbers are "
-        "noisy (two runs a few minutes apart differed by up to 2x in p50); the ratio to the echo endpoint, "
+        "noisy from run to run; the ratio to the echo endpoint, "
         "measured in blocks alternating with each kons phase with the same body "
         "shape, client and concurrency, is the figure to compare across runs.",
         "",
