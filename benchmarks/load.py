@@ -77,6 +77,7 @@ class LoadConfig:
     max_seconds: float = 20.0  # per phase
     warmup: int = 20  # unmeasured requests before each phase
     blocks: int = 5  # a phase alternates echo and the measured server in this many blocks
+    workers_check: int = 2  # also count lost updates with this many uvicorn workers (1 = skip)
     dataset: str = "casp"
     chantilly_python: Path | None = DEFAULT_CHANTILLY_PYTHON
     blas_threads: int | None = 1  # OPENBLAS/OMP/MKL threads of every server (1, as `python -m app` sets)
@@ -278,6 +279,34 @@ def _bodies(stream: Stream, start: int, count: int) -> tuple[list[dict], list[di
     return [{"x": x} for x, _ in rows], [{"x": x, "y": y} for x, y in rows]
 
 
+async def _upload(
+    client: httpx.AsyncClient, path: str, spec: dict[str, Any], blob: bytes
+) -> tuple[int, float]:
+    """(Re-)create the learner at ``path`` and upload its state: (stored points, upload seconds)."""
+    (await client.delete(path)).status_code  # noqa: B018 - a leftover from an earlier run is gone
+    (await client.put(path, json=spec)).raise_for_status()
+    started = time.perf_counter()
+    response = await client.put(f"{path}/state", content=blob,
+                                headers={"content-type": "application/octet-stream"})
+    response.raise_for_status()
+    upload = time.perf_counter() - started
+    return int((await client.get(path)).json()["stats"]["stored_points"]), upload
+
+
+async def _feedback_counted(
+    config: LoadConfig, echo: httpx.AsyncClient, client: httpx.AsyncClient, path: str,
+    bodies: Sequence[dict[str, Any]], n: int,
+) -> tuple[PhaseResult, PhaseResult]:
+    """The paired feedback phase, with the learner's version read before and after (lost updates)."""
+    before = (await client.get(path)).json()["version"]
+    echo_fb, fb = await drive_paired(echo, client, f"{path}/feedback", bodies, target="kons",
+                                     endpoint="feedback", n=n, blocks=config.blocks,
+                                     concurrency=config.concurrency, max_seconds=config.max_seconds)
+    after = (await client.get(path)).json()["version"]
+    fb.extra.update(version_before=before, version_after=after, lost_updates=fb.ok - (after - before))
+    return echo_fb, fb
+
+
 async def _kons_size(
     config: LoadConfig, kons_url: str, echo_url: str, stream: Stream, spec: dict[str, Any], size: int,
     blob: bytes, log: Callable[[str], None],
@@ -290,16 +319,8 @@ async def _kons_size(
     warm_f, feedback_bodies = feedback_bodies[:config.warmup], feedback_bodies[config.warmup:]
     async with http_client(kons_url, config.concurrency) as kc, \
             http_client(echo_url, config.concurrency) as ec:
-        (await kc.delete(path)).status_code  # noqa: B018 - a leftover from an earlier run is gone
-        (await kc.put(path, json=spec)).raise_for_status()
-        upload = time.perf_counter()
-        response = await kc.put(f"{path}/state", content=blob,
-                                headers={"content-type": "application/octet-stream"})
-        response.raise_for_status()
-        upload = time.perf_counter() - upload
-        info = (await kc.get(path)).json()
-        stored = int(info["stats"]["stored_points"])
-        log(f"n={size}: uploaded {len(blob)} bytes in {upload:.2f} s, version {info['version']}")
+        stored, upload = await _upload(kc, path, spec, blob)
+        log(f"n={size}: uploaded {len(blob)} bytes in {upload:.2f} s")
 
         kw = {"blocks": config.blocks, "concurrency": config.concurrency, "max_seconds": config.max_seconds}
         await warm(ec, "/echo", warm_p)
@@ -310,17 +331,36 @@ async def _kons_size(
 
         await warm(ec, "/echo", warm_f)
         await warm(kc, f"{path}/feedback", warm_f)
-        before = (await kc.get(path)).json()["version"]
-        echo_fb, fb = await drive_paired(ec, kc, f"{path}/feedback", feedback_bodies, target="kons",
-                                         endpoint="feedback", n=stored + len(warm_f), **kw)
-        after = (await kc.get(path)).json()["version"]
-        fb.extra.update(version_before=before, version_after=after, lost_updates=fb.ok - (after - before))
-        results += [echo_fb, fb]
+        results += await _feedback_counted(config, ec, kc, path, feedback_bodies, stored + len(warm_f))
         (await kc.delete(path)).raise_for_status()  # frees the server's memory before the next size
     for r in results:
         log(f"  {r.target:9s} {r.endpoint:8s} n={r.n:6d} ok={r.ok} err={r.errors} "
             f"p50={r.p50:.2f} p99={r.p99:.2f} ms {r.throughput:.0f}/s {r.extra}")
     return results
+
+
+async def _kons_workers(
+    config: LoadConfig, redis_url: str, echo_url: str, stream: Stream, spec: dict[str, Any], size: int,
+    blob: bytes, workdir: Path, log: Callable[[str], None],
+) -> list[PhaseResult]:
+    """Feedback to one learner served by ``config.workers_check`` uvicorn worker processes (lost updates)."""
+    workers = config.workers_check
+    path = f"/v1/learners/load-workers-n{size}"
+    _, feedback_bodies = _bodies(stream, size, config.warmup + config.requests)
+    env = server_env(config, KONS_REDIS_URL=redis_url)
+    log_file = workdir / "kons-workers.log"
+    with uvicorn_server("app.main:app", env, log_file, extra=["--workers", str(workers)]) as url:
+        async with http_client(url, config.concurrency) as kc, \
+                http_client(echo_url, config.concurrency) as ec:
+            stored, _ = await _upload(kc, path, spec, blob)
+            await warm(kc, f"{path}/feedback", feedback_bodies[:config.warmup])
+            echo_fb, fb = await _feedback_counted(config, ec, kc, path, feedback_bodies[config.warmup:],
+                                                  stored + config.warmup)
+            (await kc.delete(path)).raise_for_status()
+    fb.extra["workers"] = workers
+    log(f"  kons feedback, {workers} workers, n={fb.n}: ok={fb.ok} err={fb.errors} p50={fb.p50:.2f} "
+        f"p99={fb.p99:.2f} ms {fb.throughput:.0f}/s {fb.extra}")
+    return [echo_fb, fb]
 
 
 def _chantilly_count(python: Path, env: dict[str, str], name: str) -> int:
@@ -425,6 +465,11 @@ async def run(config: LoadConfig, log: Callable[[str], None] = print) -> dict[st
                 for size in config.sizes:
                     blob = blobs[size]
                     phases += await _kons_size(config, kons_url, echo_url, stream, spec, size, blob, log)
+                multi: list[PhaseResult] = []
+                if config.workers_check > 1:
+                    size = min(config.sizes)
+                    multi = await _kons_workers(config, redis.url, echo_url, stream, spec, size, blobs[size],
+                                                workdir, log)
                 peer = await _chantilly(config, redis, echo_url, stream, workdir, log)
         finally:
             redis.stop()
@@ -432,7 +477,7 @@ async def run(config: LoadConfig, log: Callable[[str], None] = print) -> dict[st
         "config": {**asdict(config), "chantilly_python": str(config.chantilly_python)},
         "uvicorn_args": UVICORN_ARGS, "spec": spec, "learners": {str(k): v for k, v in built.items()},
         "stream": {"dataset": config.dataset, "rows": len(stream.X), "dim": int(stream.X.shape[1])},
-        "kons": [asdict(p) for p in phases], "chantilly": peer,
+        "kons": [asdict(p) for p in phases], "kons_workers": [asdict(p) for p in multi], "chantilly": peer,
         "machine": {"before": machine_before, "after": _machine()}, "commit": _commit(),
         "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)),
         "seconds": time.time() - started,
@@ -523,6 +568,8 @@ def render(record: dict[str, Any], command: str) -> str:
     ]
     peer = record["chantilly"]
     measured = [(f"kons {p['endpoint']}", str(p["n"]), p, e) for p, e in _pairs(record["kons"], "kons")]
+    measured += [(f"kons feedback, {p['extra']['workers']} uvicorn workers", str(p["n"]), p, e)
+                 for p, e in _pairs(record.get("kons_workers", []), "kons")]
     if peer["status"] == "ok":
         measured += [(f"chantilly {p['endpoint']} (River LinearRegression)", "-", p, e)
                      for p, e in _pairs(peer["phases"], "chantilly")]
@@ -544,6 +591,8 @@ def render(record: dict[str, Any], command: str) -> str:
     ]
     rows = [("kons", f"n={p['n']}", p) for p in record["kons"] if p["target"] == "kons"
             and p["endpoint"] == "feedback"]
+    rows += [(f"kons, {p['extra']['workers']} uvicorn workers", f"n={p['n']}", p)
+             for p in record.get("kons_workers", []) if p["target"] == "kons"]
     if peer["status"] == "ok":
         rows += [("chantilly", "River LinearRegression", p) for p in peer["phases"]
                  if p["target"] == "chantilly" and p["endpoint"] == "feedback"]
@@ -579,6 +628,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=LoadConfig.blocks,
                         help="echo and the measured server alternate in this many blocks per phase")
     parser.add_argument("--dataset", default=LoadConfig.dataset)
+    parser.add_argument("--workers-check", type=int, default=LoadConfig.workers_check,
+                        help="lost-update check with this many uvicorn workers (1 = skip)")
     parser.add_argument("--blas-threads", type=int, default=LoadConfig.blas_threads,
                         help="BLAS threads of every server (0 = the library's default)")
     parser.add_argument("--chantilly-python", type=Path, default=DEFAULT_CHANTILLY_PYTHON)
@@ -587,7 +638,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = LoadConfig(
         sizes=tuple(args.sizes), requests=args.requests, concurrency=args.concurrency,
-        max_seconds=args.max_seconds, warmup=args.warmup, blocks=args.blocks, dataset=args.dataset,
+        max_seconds=args.max_seconds, warmup=args.warmup, blocks=args.blocks,
+        workers_check=args.workers_check, dataset=args.dataset,
         chantilly_python=None if args.no_chantilly else args.chantilly_python,
         blas_threads=args.blas_threads or None)
     record = asyncio.run(run(config, log=lambda m: print(m, flush=True)))

@@ -1,4 +1,4 @@
-"""Smoke test of the service load harness: a tiny learner, ~50 requests a phase, no peer."""
+"""Smoke test of the service load harness: a tiny learner, 50 requests a phase, no peer."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ def test_load_minimal_mode_reports_finite_percentiles_and_no_lost_update(tmp_pat
     feedback = phases[-1]["extra"]
     # 60 uploaded rounds + 5 warm-up feedbacks, then 50 acknowledged feedbacks: exactly 50 new versions.
     assert (feedback["version_before"], feedback["version_after"], feedback["lost_updates"]) == (65, 115, 0)
+    # The same with two uvicorn worker processes sharing the learner through Redis.
+    multi = record["kons_workers"][-1]
+    assert multi["ok"] == 50 and multi["extra"]["workers"] == 2 and multi["extra"]["lost_updates"] == 0
+    assert multi["extra"]["version_after"] - multi["extra"]["version_before"] == 50
     assert record["chantilly"]["status"] == "skipped"
     report = (tmp_path / "load.md").read_text()
     assert "| kons feedback | 65 | 50 |" in report and "python -m benchmarks.load --out" in report
