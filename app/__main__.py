@@ -16,8 +16,6 @@ import uvicorn
 from app.embedded import EmbeddedRedis
 from app.settings import Settings
 
-_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal: turn it into SystemExit
@@ -30,10 +28,6 @@ def main() -> None:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    # One BLAS thread per worker (set before numpy loads, inherited by workers): a round is a small
-    # matrix-vector product, where a BLAS thread pool costs more than it saves; scale with KONS_WORKERS.
-    for var in _BLAS_THREADS:
-        os.environ.setdefault(var, "1")
     embedded = None
     if settings.redis_url is None:
         embedded = EmbeddedRedis(settings.data_dir)

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry  # the asyncio one: a sync Retry never retries here
 from redis.backoff import ExponentialBackoff
+from threadpoolctl import threadpool_limits
 
 from app.auth import Authenticator
 from app.embedded import EmbeddedRedis
@@ -46,6 +47,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         auth.log_mode()
+        # Applied here, not through environment variables, so that `uvicorn app.main:app` gets it too.
+        blas = threadpool_limits(limits=settings.blas_threads, user_api="blas")
         embedded = None
         url = settings.redis_url
         if url is None:
@@ -64,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await client.aclose()
                 if embedded is not None:
                     embedded.stop()
+                blas.restore_original_limits()
 
     app = FastAPI(
         title="kons service",

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     host: str | None = Field(None, description="Bind address; default 127.0.0.1 single-tenant, else 0.0.0.0.")
     port: int = Field(8000, ge=0, le=65535)
     workers: int = Field(1, ge=1)
+    blas_threads: int = Field(
+        1, ge=1, description="BLAS threads per process: a round is a small matrix-vector product, where a "
+        "thread pool costs more than it saves; scale with KONS_WORKERS instead.")
     log_level: str = "info"
 
     # Durability and background work

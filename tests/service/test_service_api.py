@@ -9,6 +9,7 @@ import httpx
 import pytest
 import redis
 from service_support import SPEC
+from threadpoolctl import threadpool_info
 
 import kons
 
@@ -178,3 +179,14 @@ async def test_openapi_documents_the_routes(client: httpx.AsyncClient) -> None:
                  "/v1/learners/{name}/feedback", "/v1/learners/{name}/state"):
         assert path in paths
 
+
+
+@pytest.mark.anyio
+async def test_the_app_limits_blas_threads_while_it_runs(make_client) -> None:
+    """However the app is started (plain uvicorn included), its lifespan caps BLAS at KONS_BLAS_THREADS."""
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    client = await make_client(blas_threads=1)
+    assert (await client.get("/healthz")).status_code == 200
+    assert blas_threads() and all(n == 1 for n in blas_threads())
