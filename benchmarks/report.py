@@ -301,6 +301,11 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
               "which follow the scored rows and are never scored; the lowest metric wins (ties keep the "
               "earlier configuration). The grids (multipliers apply to the default-rule value):", "",
               *_grids(), ""]
+    ran = list(dict.fromkeys(r["method"] for rec in records for r in rec["runs"]))
+    absent = [m.label for k, m in METHODS.items() if k not in ran]
+    if absent:
+        lines += [f"Methods not in this run (left out by `--methods`, a row limit or a missing extra): "
+                  f"{', '.join(absent)}.", ""]
     if not_tuned:
         lines += [f"Kept at defaults in the tuned column to fit the time budget: {', '.join(not_tuned)}.", ""]
     if skipped:
