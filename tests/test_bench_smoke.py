@@ -7,18 +7,10 @@ import math
 from pathlib import Path
 
 import pytest
-
-from kons.datasets import data_dir
-
-
-def _have_data() -> bool:
-    try:
-        return (data_dir() / "space_ga.csv.gz").exists()
-    except FileNotFoundError:
-        return False
+from streams import benchmark_data
 
 
-@pytest.mark.skipif(not _have_data(), reason="benchmark data (shared/data) not found")
+@pytest.mark.skipif(not benchmark_data("space_ga"), reason="benchmark data (../shared/data) not found")
 @pytest.mark.timeout(60)
 def test_quality_quick_mode_writes_a_table_with_finite_metrics(tmp_path: Path) -> None:
     from benchmarks.quality import main

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from reference import make_learner, stream_for
+from streams import load_stream
 
 import kons
 from kons.base import Learner, learner_from_params
-from kons.datasets import load_dataset
 from kons.kernels import Polynomial
 
 NAMES = sorted(kons.LEARNERS)
@@ -23,7 +23,7 @@ ROUNDS = 40
 
 @functools.cache
 def _data() -> tuple[np.ndarray, np.ndarray]:
-    data = load_dataset("housing", 120)
+    data = load_stream("housing", 120)
     return data.X, data.y
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import scipy.linalg
 from reference import rbf_gram, single_threaded
+from streams import load_stream
 
 from kons import SketchedKONS
-from kons.datasets import load_dataset
 from kons.kernels import RBF
 
 # Measured (cadata, this machine, OpenBLAS, one thread):
@@ -45,7 +45,7 @@ def _fresh_gaps(learner: SketchedKONS, gamma: float) -> tuple[float, float]:
 
 @single_threaded
 def _run(rounds: int, *, alpha: float, eta: float, beta: float, lo: int, hi: int) -> SketchedKONS:
-    data = load_dataset("cadata", rounds)
+    data = load_stream("cadata", rounds)
     learner = SketchedKONS(kernel=RBF(gamma=0.5), loss="squared", alpha=alpha, eta=eta, C=3.0, beta=beta,
                            gamma=0.0, seed=0)
     learner.learn_many(data.X, data.y)

@@ -23,9 +23,9 @@ from reference import (
     relative_gap,
     unclipped_run,
 )
+from streams import load_stream
 
 from kons import KONS, SketchedKONS
-from kons.datasets import load_dataset
 from kons.kernels import RBF, Linear
 from kons.losses import get_loss
 
@@ -48,7 +48,7 @@ class Case:
         return get_loss(self.loss).curvature(self.C)
 
     def stream(self) -> tuple[np.ndarray, np.ndarray]:
-        data = load_dataset(self.data, self.n)
+        data = load_stream(self.data, self.n)
         y = np.clip(data.y, -self.C, self.C) if self.clip_labels else data.y
         return data.X, y
 
@@ -129,7 +129,7 @@ def test_sketched_with_gamma_one_is_kons_bit_for_bit(case: Case) -> None:
     assert sketched_stats.pop("kors_size") > 0
     exact_stats.pop("kors_size")
     assert exact_stats == sketched_stats
-    probe = load_dataset(case.data, case.n + 50).X[case.n :]
+    probe = load_stream(case.data, case.n + 50).X[case.n :]
     assert np.array_equal(exact.predict_many(probe), sketched.predict_many(probe))
 
 

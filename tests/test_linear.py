@@ -9,10 +9,10 @@ import linear_reference as ref
 import numpy as np
 import pytest
 import scipy.sparse
+from streams import load_stream
 
 import kons
 from kons import FDSON, KONS, OGD, ONS, RPSON, AdaGrad, OjaSON, SparseVector
-from kons.datasets import load_dataset
 from kons.kernels import Linear
 
 LINEAR = ["ons", "fd_son", "rp_son", "oja_son", "adagrad", "ogd"]
@@ -61,7 +61,7 @@ def test_fd_son_with_a_sketch_larger_than_d_is_ons(m: int) -> None:
 
 @pytest.mark.parametrize("name", ["breast-cancer", "diabetes"])
 def test_fd_son_with_a_sketch_larger_than_d_is_ons_on_real_data(name: str) -> None:
-    data = load_dataset(name)
+    data = load_stream(name)
     d = data.X.shape[1]
     expected = ONS(alpha=1.0).learn_many(data.X, data.y)
     for m in (d + 1, 2 * d):

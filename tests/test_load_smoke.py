@@ -7,19 +7,11 @@ import math
 from pathlib import Path
 
 import pytest
-
-from kons.datasets import data_dir
-
-
-def _have_data() -> bool:
-    try:
-        return (data_dir() / "space_ga.csv.gz").exists()
-    except FileNotFoundError:
-        return False
+from streams import benchmark_data
 
 
 @pytest.mark.redis
-@pytest.mark.skipif(not _have_data(), reason="benchmark data (shared/data) not found")
+@pytest.mark.skipif(not benchmark_data("space_ga"), reason="benchmark data (../shared/data) not found")
 @pytest.mark.timeout(60)
 def test_load_minimal_mode_reports_finite_percentiles_and_no_lost_update(tmp_path: Path) -> None:
     from benchmarks.load import main

@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from streams import benchmark_data
 
 from benchmarks.scaling import main
 
 
+@pytest.mark.skipif(not benchmark_data("cadata"), reason="benchmark data (../shared/data) not found")
 @pytest.mark.timeout(120)
 def test_scaling_writes_table_plot_and_raw_numbers(tmp_path: Path) -> None:
     args = ["--data", "cadata", "--out", str(tmp_path), "--checkpoints", "40,80", "--kons-max", "40",

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from reference import make_learner, stream_for
+from streams import load_stream
 
 import kons
 from kons import KONS, SketchedKONS
 from kons.base import Learner
-from kons.datasets import load_dataset
 
 NAMES = sorted(kons.LEARNERS)
 PREFIX = struct.Struct("<8sHI")  # magic, format version, header length (documented in kons._state)
@@ -26,7 +26,7 @@ DIGEST = 32
 
 @functools.cache
 def _data() -> tuple[np.ndarray, np.ndarray]:
-    data = load_dataset("housing", 160)
+    data = load_stream("housing", 160)
     return data.X, data.y
 
 
