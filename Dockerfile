@@ -9,7 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /srv/kons
 COPY pyproject.toml README.md ./
 COPY kons ./kons
-COPY app ./app
+COPY kons_service ./kons_service
 RUN pip install ".[service]" \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin kons \
     && mkdir -p /data && chown kons:kons /data
@@ -26,4 +26,4 @@ VOLUME ["/data"]
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('KONS_PORT', '8000') + '/healthz', timeout=2)"]
 
-CMD ["python", "-m", "app"]
+CMD ["python", "-m", "kons_service"]

@@ -5,7 +5,7 @@
 One run starts, on 127.0.0.1 only:
 
 * a ``redis-server`` on a free port in a temporary directory;
-* the kons service (``uvicorn app.main:app``) and the floor, a bare FastAPI echo endpoint
+* the kons service (``uvicorn kons_service.main:app``) and the floor, a bare FastAPI echo endpoint
   (``uvicorn benchmarks.echo_app:app``), under identical uvicorn settings (:data:`UVICORN_ARGS`);
 * optionally the peer, chantilly 0.3 (River behind Flask, state in Redis), from its own venv, under the
   same uvicorn settings with ``--interface wsgi`` (:mod:`benchmarks.chantilly_peer`).
@@ -43,10 +43,10 @@ import httpx
 import numpy as np
 
 import kons
-from app.testing import REPO, RedisServer, free_port, service_env, start_service
 from benchmarks.methods import median_gamma
 from kons.datasets import load_dataset
 from kons.kernels import RBF
+from kons_service.testing import REPO, RedisServer, free_port, service_env, start_service
 
 __all__ = ["LoadConfig", "PhaseResult", "drive", "main", "percentiles", "run"]
 
@@ -80,7 +80,8 @@ class LoadConfig:
     workers_check: int = 2  # also count lost updates with this many uvicorn workers (1 = skip)
     dataset: str = "casp"
     chantilly_python: Path | None = DEFAULT_CHANTILLY_PYTHON
-    blas_threads: int | None = 1  # OPENBLAS/OMP/MKL threads of every server (1, as `python -m app` sets)
+    # OPENBLAS/OMP/MKL threads of every server (1, as `python -m kons_service` sets)
+    blas_threads: int | None = 1
 
 
 @dataclass
@@ -349,7 +350,7 @@ async def _kons_workers(
     _, feedback_bodies = _bodies(stream, size, config.warmup + config.requests)
     env = server_env(config, KONS_REDIS_URL=redis_url)
     log_file = workdir / "kons-workers.log"
-    with uvicorn_server("app.main:app", env, log_file, extra=["--workers", str(workers)]) as url:
+    with uvicorn_server("kons_service.main:app", env, log_file, extra=["--workers", str(workers)]) as url:
         async with http_client(url, config.concurrency) as kc, \
                 http_client(echo_url, config.concurrency) as ec:
             stored, _ = await _upload(kc, path, spec, blob)
@@ -438,9 +439,9 @@ def _commit() -> str:
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "app", "kons"], cwd=REPO,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kons_service", "kons"], cwd=REPO,
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + (" (app/ or kons/ modified)" if dirty else "")
+        return out.stdout.strip() + (" (kons_service/ or kons/ modified)" if dirty else "")
     return "unknown"
 
 
@@ -460,7 +461,7 @@ async def run(config: LoadConfig, log: Callable[[str], None] = print) -> dict[st
         try:
             kons_env = server_env(config, KONS_REDIS_URL=redis.url)
             echo_env = server_env(config)
-            with uvicorn_server("app.main:app", kons_env, workdir / "kons.log") as kons_url, \
+            with uvicorn_server("kons_service.main:app", kons_env, workdir / "kons.log") as kons_url, \
                     uvicorn_server("benchmarks.echo_app:app", echo_env, workdir / "echo.log") as echo_url:
                 for size in config.sizes:
                     blob = blobs[size]
@@ -536,7 +537,8 @@ def render(record: dict[str, Any], command: str) -> str:
         "",
         "## Set-up",
         "",
-        f"* Servers: `uvicorn {' '.join(record['uvicorn_args'])}` for all of them (kons `app.main:app`, echo "
+        f"* Servers: `uvicorn {' '.join(record['uvicorn_args'])}` for all of them "
+        "(kons `kons_service.main:app`, echo "
         "`benchmarks.echo_app:app`, chantilly with `--interface wsgi`); kons service settings are the "
         "defaults except `KONS_REDIS_URL` (a `redis-server` on loopback, AOF `everysec`). "
         f"BLAS threads of the servers: {cfg['blas_threads'] or 'library default'}.",

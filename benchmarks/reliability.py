@@ -1,7 +1,7 @@
 """Reliability battery of the service: crashes, Redis faults, replicas, fuzzing, soak, bad numerics.
 
-Every scenario runs real processes on loopback (``redis-server`` and ``python -m app``, see
-:mod:`app.testing`), is bounded in count and time, and returns a plain dict of figures. The tests in
+Every scenario runs real processes on loopback (``redis-server`` and ``python -m kons_service``, see
+:mod:`kons_service.testing`), is bounded in count and time, and returns a plain dict of figures. The tests in
 ``tests/reliability`` run the same scenarios with small numbers; this module's command line runs them
 with the big ones and writes the report::
 
@@ -48,8 +48,8 @@ import numpy as np
 import redis
 
 import kons
-from app.store import LearnerRef, Store
-from app.testing import SPEC, RedisServer, ServiceProcess, vm_rss_kib
+from kons_service.store import LearnerRef, Store
+from kons_service.testing import SPEC, RedisServer, ServiceProcess, vm_rss_kib
 
 __all__ = [
     "Ledger",

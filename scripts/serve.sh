@@ -4,10 +4,14 @@
 #   bash scripts/serve.sh                      # http://127.0.0.1:8000, embedded Redis under ./data
 #   KONS_REDIS_URL=redis://host:6379/0 KONS_API_KEYS="tenantA:keyA" bash scripts/serve.sh
 #
-# Installs the package with its service extra, then runs `python -m app`. Every setting is a KONS_*
-# variable (KONS_PORT, KONS_WORKERS, KONS_DATA_DIR, ...; see app/settings.py). Without KONS_REDIS_URL the
+# Installs the package with its service extra into the checkout's own virtualenv (.venv, shared with
+# scripts/test.sh), then runs `python -m kons_service`. Every setting is a KONS_*
+# variable (KONS_PORT, KONS_WORKERS, KONS_DATA_DIR, ...; see kons_service/settings.py). Without KONS_REDIS_URL the
 # service starts (and stops) its own Redis server, persisting to an append-only file in KONS_DATA_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --disable-pip-version-check -e ".[service]"
-exec python3 -m app
+venv=.venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[service]" 2>/dev/null \
+  || "$venv/bin/python" -m pip install --disable-pip-version-check -e ".[service]"
+exec "$venv/bin/python" -m kons_service

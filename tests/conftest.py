@@ -1,7 +1,7 @@
 """Fixtures shared by the service and reliability tests: a real Redis server and in-process apps.
 
-The process helpers themselves (Redis servers, service processes) are in :mod:`app.testing`, which the
-reliability benchmark uses too.
+The process helpers themselves (Redis servers, service processes) are in
+:mod:`kons_service.testing`, which the reliability benchmark uses too.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import Settings
-from app.testing import RedisServer, serve
+from kons_service.settings import Settings
+from kons_service.testing import RedisServer, serve
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import redis
 
-from app.store import LearnerRef, Store
-from app.testing import SPEC, RedisServer, ServiceProcess
 from benchmarks.reliability import soak_scenario
+from kons_service.store import LearnerRef, Store
+from kons_service.testing import SPEC, RedisServer, ServiceProcess
 
 pytestmark = pytest.mark.anyio
 

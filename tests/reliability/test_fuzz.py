@@ -1,4 +1,4 @@
-"""Schemathesis against the service's own OpenAPI schema, on a real ``python -m app`` process.
+"""Schemathesis against the service's own OpenAPI schema, on a real ``python -m kons_service`` process.
 
 Bounded: ``FUZZ_EXAMPLES`` examples per operation (default 15; ``python -m benchmarks.reliability``
 runs more and reads the counts written to ``FUZZ_REPORT``). Every response must be a non-5xx that
@@ -27,8 +27,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from app.testing import SPEC, RedisServer, ServiceProcess
 from benchmarks.reliability import HEADERS, TENANT_KEYS
+from kons_service.testing import SPEC, RedisServer, ServiceProcess
 
 pytestmark = pytest.mark.redis
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.auth import Authenticator
-from app.settings import Settings
-from app.testing import SPEC, RedisServer, ServiceProcess
+from kons_service.auth import Authenticator
+from kons_service.settings import Settings
+from kons_service.testing import SPEC, RedisServer, ServiceProcess
 
 pytestmark = pytest.mark.anyio
 

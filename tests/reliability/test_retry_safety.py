@@ -12,14 +12,15 @@ import httpx
 import pytest
 import redis
 
-from app.store import LearnerRef, Store
-from app.testing import SPEC, RedisServer, ReplyDropper
 from benchmarks.reliability import round_body
+from kons_service.store import LearnerRef, Store
+from kons_service.testing import SPEC, RedisServer, ReplyDropper
 
 pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
-APPEND_SHA = hashlib.sha1((resources.files("app") / "lua" / "append.lua").read_bytes()).hexdigest().encode()
+APPEND_LUA = (resources.files("kons_service") / "lua" / "append.lua").read_bytes()
+APPEND_SHA = hashlib.sha1(APPEND_LUA).hexdigest().encode()
 
 
 def feedback_body(i: int, request_id: str | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""Feedback storms from several clients against real service processes (``python -m app``) and a real
+"""Feedback storms from several clients against real service processes (``python -m kons_service``) and a real
 redis-server: SIGKILLs of the service, Redis restarts, outages and freezes, and several replicas.
 
 Each storm is audited by :func:`benchmarks.reliability.audit`: every acknowledged round is in the

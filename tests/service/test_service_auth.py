@@ -8,8 +8,8 @@ import httpx
 import pytest
 from service_support import SPEC
 
-from app.main import create_app
-from app.settings import Settings
+from kons_service.main import create_app
+from kons_service.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ async def test_keys_file(make_client, tmp_path) -> None:
 
 
 async def test_single_tenant_mode_says_so_and_needs_no_key(make_client, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="app.auth"):
+    with caplog.at_level(logging.WARNING, logger="kons_service.auth"):
         client = await make_client()
     assert "single-tenant" in caplog.text
     assert (await client.put("/v1/learners/m", json=SPEC)).status_code == 201

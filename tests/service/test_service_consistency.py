@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import kons
-from app.store import Head, LearnerRef, LogEntry, Store
+from kons_service.store import Head, LearnerRef, LogEntry, Store
 
 pytestmark = pytest.mark.anyio
 

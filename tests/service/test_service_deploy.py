@@ -35,14 +35,15 @@ def test_dockerfile_is_slim_non_root_with_a_healthcheck() -> None:
     assert any(line.startswith("HEALTHCHECK") for line in lines)
     assert any("KONS_WORKERS" in line for line in lines)
     cmd = json.loads(instructions[-1].removeprefix("CMD "))
-    assert cmd == ["python", "-m", "app"]
-    for copied in ("pyproject.toml", "README.md", "kons", "app"):
+    assert cmd == ["python", "-m", "kons_service"]
+    for copied in ("pyproject.toml", "README.md", "kons", "kons_service"):
         assert (REPO / copied).exists()
 
 
-def test_serve_script_runs_python_m_app_after_installing_the_service_extra() -> None:
+def test_serve_script_runs_python_m_kons_service_in_its_own_venv_after_installing_the_service_extra() -> None:
     script = REPO / "scripts" / "serve.sh"
     text = script.read_text()
     assert os.access(script, os.X_OK)
-    assert '-e ".[service]"' in text and text.rstrip().endswith("exec python3 -m app")
+    assert '-e ".[service]"' in text and 'python3 -m venv "$venv"' in text
+    assert text.rstrip().endswith('exec "$venv/bin/python" -m kons_service')
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0

@@ -61,7 +61,8 @@ def test_sigkill_mid_stream_loses_no_acknowledged_feedback(redis_url: str, tmp_p
                 if len(acked) == 80:
                     enough.set()
 
-    uvicorn = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(port)]
+    uvicorn = [sys.executable, "-m", "uvicorn", "kons_service.main:app",
+               "--host", "127.0.0.1", "--port", str(port)]
     proc = start_service(port, env, log, argv=uvicorn)
     try:
         assert httpx.put(base + URL, json=SPEC).status_code == 201
@@ -197,6 +198,7 @@ async def test_redis_outage_is_a_503_and_the_service_recovers(make_client, tmp_p
 
 def test_python_m_app_refuses_a_malformed_key_list(tmp_path: Path) -> None:
     env = service_env(KONS_API_KEYS="no-colon-here", KONS_REDIS_URL="redis://127.0.0.1:1")
-    done = subprocess.run([sys.executable, "-m", "app"], cwd=REPO, env=env, capture_output=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "kons_service"], cwd=REPO, env=env, capture_output=True,
+                          timeout=60)
     assert done.returncode != 0
     assert b"tenant:key" in done.stderr and b"no-colon-here" not in done.stderr

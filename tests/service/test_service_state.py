@@ -167,11 +167,11 @@ async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_ur
     import asyncio
     import contextlib
 
-    from app.main import _redis_client
-    from app.metrics import Metrics
-    from app.service import Feedback, LearnerService
-    from app.settings import Settings
-    from app.store import LearnerRef, Store
+    from kons_service.main import _redis_client
+    from kons_service.metrics import Metrics
+    from kons_service.service import Feedback, LearnerService
+    from kons_service.settings import Settings
+    from kons_service.store import LearnerRef, Store
 
     settings = Settings(redis_url=redis_url, snapshot_interval_seconds=0.1)
     client = _redis_client(redis_url, settings)

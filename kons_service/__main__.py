@@ -1,4 +1,4 @@
-"""``python -m app``: serve the app with uvicorn, with the host, port and workers of the settings.
+"""``python -m kons_service``: serve the app with uvicorn, with the host, port and workers of the settings.
 
 Without ``KONS_REDIS_URL`` the embedded Redis server is started here, once, and shared by the workers.
 """
@@ -13,8 +13,8 @@ from types import FrameType
 
 import uvicorn
 
-from app.embedded import EmbeddedRedis
-from app.settings import Settings
+from kons_service.embedded import EmbeddedRedis
+from kons_service.settings import Settings
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
@@ -33,8 +33,8 @@ def main() -> None:
         embedded = EmbeddedRedis(settings.data_dir)
         os.environ["KONS_REDIS_URL"] = embedded.start()
     try:
-        uvicorn.run("app.main:app", host=settings.bind_host(), port=settings.port, workers=settings.workers,
-                    log_level=settings.log_level, timeout_graceful_shutdown=30)
+        uvicorn.run("kons_service.main:app", host=settings.bind_host(), port=settings.port,
+                    workers=settings.workers, log_level=settings.log_level, timeout_graceful_shutdown=30)
     finally:
         if embedded is not None:
             embedded.stop()

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from app.errors import InvalidJSONError, PayloadTooLargeError
+from kons_service.errors import InvalidJSONError, PayloadTooLargeError
 
 __all__ = ["KonsRoute", "StrictRequest", "loads_strict", "read_limited"]
 

@@ -35,7 +35,7 @@ __all__ = [
     "install_error_handlers",
 ]
 
-log = logging.getLogger("app.errors")
+log = logging.getLogger("kons_service.errors")
 
 
 class ApiError(StarletteHTTPException):

@@ -7,11 +7,11 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from app.auth import Authenticator
-from app.errors import InvalidNameError
-from app.service import LearnerService
-from app.settings import NAME_PATTERN, Settings
-from app.store import LearnerRef
+from kons_service.auth import Authenticator
+from kons_service.errors import InvalidNameError
+from kons_service.service import LearnerService
+from kons_service.settings import NAME_PATTERN, Settings
+from kons_service.store import LearnerRef
 
 __all__ = ["LearnerDep", "ServiceDep", "SettingsDep", "TenantDep"]
 

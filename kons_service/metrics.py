@@ -20,7 +20,7 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.store import LearnerRef
+from kons_service.store import LearnerRef
 
 __all__ = ["Metrics", "MetricsMiddleware"]
 

@@ -1,4 +1,4 @@
-"""The learner store: the only module that knows Redis key names. Lua scripts live in ``app/lua``.
+"""The learner store: the only module that knows Redis key names. Lua scripts live in ``kons_service/lua``.
 
 Every key of one learner carries the hash tag ``{tenant/name}`` so that they share a Redis Cluster slot
 and every script touches only keys of one slot, all declared in ``KEYS``::
@@ -24,7 +24,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from app.errors import BusyError
+from kons_service.errors import BusyError
 
 __all__ = ["AppendOutcome", "Head", "LearnerRef", "LogEntry", "RequestTag", "Store", "StoredState"]
 
@@ -99,7 +99,7 @@ class Store:
 
     def __init__(self, client: Redis) -> None:
         self.client = client
-        lua = resources.files("app") / "lua"
+        lua = resources.files("kons_service") / "lua"
         self._scripts: dict[str, AsyncScript] = {
             name: client.register_script((lua / f"{name}.lua").read_text()) for name in _SCRIPTS
         }

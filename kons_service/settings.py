@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     api_keys: str | None = Field(None, description='"tenantA:keyA,tenantB:keyB"; unset = single-tenant.')
     api_keys_file: Path | None = Field(None, description="File of tenant:key lines (# comments allowed).")
 
-    # Server (python -m app)
+    # Server (python -m kons_service)
     host: str | None = Field(None, description="Bind address; default 127.0.0.1 single-tenant, else 0.0.0.0.")
     port: int = Field(8000, ge=0, le=65535)
     workers: int = Field(1, ge=1)

@@ -1,7 +1,7 @@
 """The FastAPI application: ``create_app(settings)`` builds one; ``app`` is the one uvicorn serves.
 
-    uvicorn app.main:app          # settings from KONS_* variables
-    python -m app                 # the same, with host/port/workers from the settings
+    uvicorn kons_service.main:app          # settings from KONS_* variables
+    python -m kons_service                 # the same, with host/port/workers from the settings
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ from redis.asyncio.retry import Retry  # the asyncio one: a sync Retry never ret
 from redis.backoff import ExponentialBackoff
 from threadpoolctl import threadpool_limits
 
-from app.auth import Authenticator
-from app.embedded import EmbeddedRedis
-from app.errors import install_error_handlers
-from app.metrics import Metrics, MetricsMiddleware
-from app.routers import learners, ops, rounds
-from app.service import LearnerService
-from app.settings import Settings
-from app.store import Store
+from kons_service.auth import Authenticator
+from kons_service.embedded import EmbeddedRedis
+from kons_service.errors import install_error_handlers
+from kons_service.metrics import Metrics, MetricsMiddleware
+from kons_service.routers import learners, ops, rounds
+from kons_service.service import LearnerService
+from kons_service.settings import Settings
+from kons_service.store import Store
 
 __all__ = ["app", "create_app"]
 
-log = logging.getLogger("app")
+log = logging.getLogger("kons_service")
 
 
 def _redis_client(url: str, settings: Settings) -> Redis:
@@ -47,7 +47,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         auth.log_mode()
-        # Applied here, not through environment variables, so that `uvicorn app.main:app` gets it too.
+        # Applied here, not through environment variables, so that plain
+        # `uvicorn kons_service.main:app` gets it too.
         blas = threadpool_limits(limits=settings.blas_threads, user_api="blas")
         embedded = None
         url = settings.redis_url

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from app.body import KonsRoute, read_limited
-from app.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
-from app.schemas import (
+from kons_service.body import KonsRoute, read_limited
+from kons_service.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
+from kons_service.schemas import (
     LearnerInfo,
     LearnerList,
     LearnerSpec,

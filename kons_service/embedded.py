@@ -27,7 +27,7 @@ import redis
 
 __all__ = ["EmbeddedRedis", "redis_server_binary"]
 
-log = logging.getLogger("app.embedded")
+log = logging.getLogger("kons_service.embedded")
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux
 _PR_SET_PDEATHSIG = 1
 
@@ -101,7 +101,7 @@ class EmbeddedRedis:
                     self._lock_fd = None
                     raise RuntimeError(
                         f"another embedded Redis server uses {self.data_dir}; set KONS_REDIS_URL to share "
-                        "one server between processes (python -m app does this for its workers)"
+                        "one server between processes (python -m kons_service does this for its workers)"
                     ) from None
                 time.sleep(0.1)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.body import KonsRoute
-from app.deps import LearnerDep, ServiceDep
-from app.schemas import (
+from kons_service.body import KonsRoute
+from kons_service.deps import LearnerDep, ServiceDep
+from kons_service.schemas import (
     BatchFeedbackResponse,
     BatchPredictResponse,
     FeedbackRequest,
@@ -15,7 +15,7 @@ from app.schemas import (
     PredictResponse,
     error_responses,
 )
-from app.service import Feedback
+from kons_service.service import Feedback
 
 router = APIRouter(prefix="/v1/learners", tags=["rounds"], route_class=KonsRoute,
                    responses=error_responses(400, 401, 404, 409, 413, 422, 503))

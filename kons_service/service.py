@@ -40,8 +40,9 @@ import numpy as np
 import redis.exceptions
 
 import kons
-from app import codec
-from app.errors import (
+from kons.losses import get_loss
+from kons_service import codec
+from kons_service.errors import (
     BatchTooLargeError,
     BusyError,
     ConfigConflictError,
@@ -50,14 +51,13 @@ from app.errors import (
     StateMismatchError,
     UnknownIdError,
 )
-from app.metrics import Metrics
-from app.settings import Settings
-from app.store import AppendOutcome, Head, LearnerRef, LogEntry, RequestTag, Store
-from kons.losses import get_loss
+from kons_service.metrics import Metrics
+from kons_service.settings import Settings
+from kons_service.store import AppendOutcome, Head, LearnerRef, LogEntry, RequestTag, Store
 
 __all__ = ["Feedback", "LearnerService"]
 
-log = logging.getLogger("app.service")
+log = logging.getLogger("kons_service.service")
 
 T = TypeVar("T")
 _ATTEMPTS = 5  # compare-and-append attempts before answering 503

@@ -1,1 +1,0 @@
-"""The kons service: a FastAPI app hosting named kons learners for many tenants (see ``app.main``)."""
