@@ -26,6 +26,7 @@ from kons.kons_learner import KONS
 from kons.ogd import OGD
 from kons.oja_son import OjaSON
 from kons.ons import ONS
+from kons.preprocessing import Preprocessed
 from kons.rp_son import RPSON
 from kons.sketched_kons import SketchedKONS
 from kons.sparse import SparseVector
@@ -45,6 +46,7 @@ __all__ = [
     "Learner",
     "NumericalError",
     "OjaSON",
+    "Preprocessed",
     "SketchedKONS",
     "SparseVector",
     "StateFormatError",

@@ -27,7 +27,7 @@ MAGIC = b"KONSSTAT"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sHI")
 _DIGEST = 32
-_DTYPES = {"<f8", "<i8", "|b1"}
+_DTYPES = {"<f8", "<i8", "|b1", "|u1"}  # |u1: the nested state blobs of wrapped learners
 
 
 def _finite_float(text: str) -> float:

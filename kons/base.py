@@ -43,6 +43,8 @@ class Learner:
     """
 
     name: ClassVar[str]
+    #: Whether the learner preprocesses its input itself (:mod:`kons.preprocessing`).
+    preprocesses: ClassVar[bool] = False
     #: Version of the subclass's own arrays and scalars inside the state blob.
     state_version: ClassVar[int] = 1
 
@@ -283,14 +285,35 @@ class Learner:
 
 
 def learner_from_params(algorithm: str, params: dict[str, Any]) -> Learner:
-    """Build the learner registered as ``algorithm`` from a plain parameter dict."""
+    """Build the learner registered as ``algorithm`` from a plain parameter dict.
+
+    The learner comes with online preprocessing (:class:`kons.preprocessing.Preprocessed`: feature and
+    target scaling, intercept, kernel width from the data, binary labels as {0, 1} or booleans) unless
+    ``params`` holds ``"preprocess": false``, which gives the paper-exact learner.
+    """
     try:
         cls = LEARNERS[algorithm]
     except (KeyError, TypeError):
         raise InvalidParameterError(
             f"Unknown algorithm {algorithm!r}; expected one of {sorted(LEARNERS)}."
         ) from None
-    return cls.from_params(params)
+    if not isinstance(params, dict) or "preprocess" not in params:
+        preprocess = True
+    else:
+        params = dict(params)
+        preprocess = params.pop("preprocess")
+        if not isinstance(preprocess, bool) or (cls.preprocesses and not preprocess):
+            raise InvalidParameterError(
+                f"The 'preprocess' parameter must be true or false (and true for {algorithm!r}). "
+                f"Got {preprocess!r} instead."
+            )
+    if cls.preprocesses or not preprocess:
+        return cls.from_params(params)
+    from kons.preprocessing import Preprocessed  # imports this module
+
+    rest = dict(params) if isinstance(params, dict) else params
+    dim = rest.pop("dim", None) if isinstance(rest, dict) else None
+    return Preprocessed(algorithm=algorithm, params=rest, dim=dim)
 
 
 def load(blob: bytes) -> Learner:

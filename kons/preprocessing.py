@@ -1,0 +1,506 @@
+r"""Online preprocessing that is part of a learner: what makes raw data learnable with no tuning.
+
+A learner fed raw rows (features in their own units, targets in the tens or thousands, labels as
+``{0, 1}`` or booleans) needs, before any paper's update applies:
+
+* **Feature scaling, learned online.** Dense input: each feature is standardised by its running mean and
+  standard deviation (Welford's update). The statistics *include the row being transformed* (computed
+  without committing them on a prediction), so a prediction and the play of the same round agree and a
+  standardised value is bounded by :math:`\sqrt{n}` after :math:`n` rows, even on the first rows of a raw
+  stream. Sparse input: each feature is divided by the largest absolute value it has taken, which keeps
+  zeros at zero (no centring) and every value in :math:`[-1, 1]`.
+* **An intercept.** The linear family gets a constant feature 1 (a bias weight); kernel learners get it
+  for regression through the target centring below.
+* **Target scaling (regression).** The target is centred and scaled by its running mean and standard
+  deviation; the base learner learns the standardised target and its prediction is mapped back to the
+  user's units, then clipped to the range of targets seen so far (and to ``[-C, C]`` when the user gives
+  ``C``). The base learner clips at :data:`TARGET_BOUND` standard deviations.
+* **A step not tied to C.** The second-order learners' default step is the loss's curvature constant
+  :math:`\sigma(C)` (e.g. :math:`1/(8C^2)`), which makes learning slower the wider the clipping range.
+  On standardised targets the step is instead the value that makes the second-order matrix
+  :math:`\eta\,g g^\top` match the loss's Hessian for a residual of one standard deviation:
+  :math:`\eta = 1/2` for the squared loss (Hessian :math:`2xx^\top`, :math:`gg^\top = 4r^2 xx^\top`) and
+  :math:`\eta = 1` for the logistic loss at :math:`p = 1/2` (Hessian :math:`p(1-p)xx^\top`,
+  :math:`gg^\top = (p - y)^2 xx^\top`).
+* **A data-driven kernel width.** When no kernel is given, the learner buffers the first
+  :data:`WARMUP_ROWS` rows (predicting the running mean or the base rate meanwhile), sets the RBF width
+  by the median heuristic :math:`\gamma = 1/\mathrm{median}\|z_i - z_j\|^2` on their standardised values,
+  then builds the kernel learner and replays the buffered rows into it.
+* **Binary labels** ``{-1, +1}``, ``{0, 1}`` or booleans for the binary losses; with the logistic loss,
+  :meth:`Preprocessed.predict_proba_one` gives the probability next to the score.
+
+:func:`kons.learner_from_params` wraps every algorithm in :class:`Preprocessed` unless the parameters say
+``"preprocess": false``; the classes themselves (``kons.KONS(...)``) stay paper-exact.
+
+Examples
+--------
+>>> import numpy as np
+>>> import kons
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(400, 3)) * [1.0, 100.0, 0.01] + [0.0, 5000.0, -3.0]
+>>> y = 250.0 + 40.0 * np.sin(X[:, 0]) + 0.3 * (X[:, 1] - 5000.0)
+>>> model = kons.learner_from_params("ons", {})  # raw rows, raw targets, no tuning
+>>> played = model.learn_many(X, y)
+>>> bool(np.mean((played[200:] - y[200:]) ** 2) < 0.2 * np.var(y[200:]))
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kons import base as _base
+from kons._validation import as_features, as_label, check_int, check_real
+from kons.base import Learner
+from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
+from kons.losses import get_loss
+from kons.sparse import SparseVector, as_sparse, is_sparse_input
+
+__all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Pipeline", "Preprocessed", "TargetScaler",
+           "binary_label", "median_width", "nested_blob", "restore_nested"]
+
+#: Rows buffered before a kernel learner is built with the median-heuristic width.
+WARMUP_ROWS = 32
+#: Clipping bound of the base learner on standardised regression targets (standard deviations).
+TARGET_BOUND = 3.0
+#: Default step of the second-order learners on preprocessed data, by loss (see the module docstring).
+STEP = {"squared": 0.5, "logistic": 1.0, "squared_hinge": 0.5}
+
+
+def binary_label(y: Any) -> float:
+    """``+1.0`` or ``-1.0`` from a label given as {-1, +1}, {0, 1} or a boolean."""
+    if isinstance(y, bool | np.bool_):
+        return 1.0 if y else -1.0
+    value = as_label(y)
+    if value == 1.0:
+        return 1.0
+    if value in (0.0, -1.0):
+        return -1.0
+    raise InvalidInputError(f"a binary label must be -1, 0, 1, true or false; got {y!r}.")
+
+
+def median_width(Z: np.ndarray) -> float:
+    """The median heuristic :math:`1/\\mathrm{median}_{i<j}\\|z_i - z_j\\|^2` (``1/d`` if that is 0)."""
+    sq = (Z * Z).sum(axis=1)
+    dist = sq[:, None] + sq[None, :] - 2.0 * (Z @ Z.T)
+    pairs = np.maximum(dist[np.triu_indices(len(Z), k=1)], 0.0)
+    median = float(np.median(pairs)) if len(pairs) else 0.0
+    return 1.0 / median if median > 0.0 else 1.0 / Z.shape[1]
+
+
+def nested_blob(learner: Learner) -> np.ndarray:
+    """A learner's state blob as a byte array, to be saved inside another learner's state."""
+    return np.frombuffer(learner.to_bytes(), dtype=np.uint8)
+
+
+def restore_nested(array: np.ndarray) -> Learner:
+    """Inverse of :func:`nested_blob` (a corrupted blob raises :class:`StateFormatError`)."""
+    if array.dtype != np.uint8 or array.ndim != 1:
+        raise StateFormatError("a nested learner state must be a 1-D byte array.")
+    return _base.load(array.tobytes())
+
+
+class FeatureScaler:
+    """Running per-feature scaling: Welford mean/variance (dense) or running max |x_j| (sparse)."""
+
+    def __init__(self, dim: int, sparse: bool) -> None:
+        self.dim = dim
+        self.sparse = sparse
+        self.count = 0
+        self.mean = np.zeros(dim)
+        self.m2 = np.zeros(dim)  # sum of squared deviations (dense) or unused (sparse)
+        self.maxabs = np.zeros(dim)
+
+    def _with(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(mean, m2, maxabs)`` after including ``x`` (nothing committed)."""
+        if isinstance(x, SparseVector):
+            maxabs = self.maxabs.copy()
+            maxabs[x.indices] = np.maximum(maxabs[x.indices], np.abs(x.values))
+            return self.mean, self.m2, maxabs
+        delta = x - self.mean
+        mean = self.mean + delta / (self.count + 1)
+        return mean, self.m2 + delta * (x - mean), self.maxabs
+
+    def transform(self, x: np.ndarray | SparseVector, *, commit: bool) -> np.ndarray | SparseVector:
+        """``x`` scaled by the statistics that include it; ``commit`` keeps those statistics."""
+        mean, m2, maxabs = self._with(x)
+        if isinstance(x, SparseVector):
+            scale = maxabs[x.indices]
+            z: np.ndarray | SparseVector = SparseVector(
+                x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
+        else:
+            std = np.sqrt(m2 / (self.count + 1))
+            z = np.divide(x - mean, std, out=np.zeros(self.dim), where=std > 0)
+        if commit:
+            self.count += 1
+            self.mean, self.m2, self.maxabs = mean, m2, maxabs
+        return z
+
+    def standardise(self, x: np.ndarray) -> np.ndarray:
+        """A dense ``x`` scaled by the current statistics (the buffered warm-up rows)."""
+        if self.sparse:
+            return np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
+        std = np.sqrt(self.m2 / max(self.count, 1))
+        return np.divide(x - self.mean, std, out=np.zeros(self.dim), where=std > 0)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"x_mean": self.mean, "x_m2": self.m2, "x_maxabs": self.maxabs}
+
+    def restore(self, arrays: dict[str, np.ndarray], count: int) -> None:
+        for key in ("x_mean", "x_m2", "x_maxabs"):
+            if arrays[key].shape != (self.dim,):
+                raise StateFormatError(f"array {key!r} does not match the dimension {self.dim}.")
+        self.count = count
+        self.mean, self.m2, self.maxabs = arrays["x_mean"], arrays["x_m2"], arrays["x_maxabs"]
+
+
+class TargetScaler:
+    """Running mean, standard deviation and range of a regression target."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.low = math.inf
+        self.high = -math.inf
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.m2 / self.count) if self.count else 0.0
+
+    def to_user(self, f: float, bound: float | None) -> float:
+        """A standardised prediction in the user's units, clipped to the targets' range (and ``bound``)."""
+        if not self.count:
+            return 0.0
+        y = min(max(self.mean + self.std * f, self.low), self.high)
+        return y if bound is None else min(max(y, -bound), bound)
+
+    def standardised(self, y: float) -> tuple[float, tuple[int, float, float, float, float]]:
+        """``y`` standardised by the statistics that include it, and those statistics (uncommitted)."""
+        count = self.count + 1
+        delta = y - self.mean
+        mean = self.mean + delta / count
+        m2 = self.m2 + delta * (y - mean)
+        std = math.sqrt(m2 / count)
+        t = (y - mean) / std if std > 0.0 else 0.0
+        return t, (count, mean, m2, min(self.low, y), max(self.high, y))
+
+    def commit(self, stats: tuple[int, float, float, float, float]) -> None:
+        self.count, self.mean, self.m2, self.low, self.high = stats
+
+    def scalars(self) -> dict[str, Any]:
+        return {"y": [self.count, self.mean, self.m2, self.low, self.high] if self.count else [0]}
+
+    def restore(self, scalars: dict[str, Any]) -> None:
+        stats = scalars["y"]
+        if stats[0]:
+            self.commit((int(stats[0]), *(float(v) for v in stats[1:])))
+
+
+class Pipeline(Learner):
+    """Scaling, intercept, target scaling, warm-up and label mapping around a model on standardised data.
+
+    Subclasses say whether the model uses a kernel (``_kernel_model``), build it (``_build_model`` with
+    the RBF width, None when the user gave the kernel) and drive it (``_model_predict``, ``_model_learn``,
+    ``_model_arrays``, ``_model_restore``). Labels of a binary loss are mapped to {-1, +1}; regression
+    targets are standardised. ``C`` is the user's bound (None: the data's range for regression, the base
+    learner's default for classification).
+    """
+
+    preprocesses = True
+    _binary: bool
+    _user_bound: float | None
+
+    def _init_pipeline(self, *, loss: str, C: float | None, dim: int | None) -> None:
+        self._loss = get_loss(loss)
+        self.loss = loss
+        self._binary = bool(self._loss.binary)
+        owner = type(self).__name__
+        self._user_bound = None if C is None else check_real(owner, "C", C, low=0.0, low_open=True)
+        self.dim = None if dim is None else check_int(owner, "dim", dim, low=1)
+
+    @property
+    def C(self) -> float:  # type: ignore[override]  # noqa: N802 - the learners' name for the bound
+        """The bound on every prediction: the user's ``C``, else the largest target magnitude seen."""
+        if self._user_bound is not None:
+            return self._user_bound
+        if self._binary:
+            return self._model_bound()
+        return max(abs(self._y.low), abs(self._y.high)) if self._y.count else 0.0
+
+    def _model_bound(self) -> float:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- state
+    def _reset_model(self) -> None:
+        self._scaler: FeatureScaler | None = None
+        self._y = TargetScaler()
+        self._labels = [0, 0]  # counts of -1 and +1 (binary losses)
+        self._buffer: list[tuple[np.ndarray, float]] = []
+        self._model_ready = False
+        if self._dim is not None:
+            self._start()
+
+    def _start(self, sparse: bool = False) -> None:
+        self._scaler = FeatureScaler(self._dim, sparse)
+        self._model_ready = not self._kernel_model() or not self._needs_width()
+        if self._model_ready:
+            self._build_model(None)
+
+    def _kernel_model(self) -> bool:
+        raise NotImplementedError
+
+    def _needs_width(self) -> bool:
+        raise NotImplementedError
+
+    def _build_model(self, width: float | None) -> None:
+        raise NotImplementedError
+
+    def _model_predict(self, z: np.ndarray | SparseVector) -> float:
+        raise NotImplementedError
+
+    def _model_learn(self, z: np.ndarray | SparseVector, t: float) -> float:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- input
+    def _check_x(self, x: Any) -> np.ndarray | SparseVector:
+        if is_sparse_input(x):
+            return as_sparse(x, self._dim)
+        return as_features(x, self._dim)
+
+    def _check_y(self, y: Any) -> float:
+        return binary_label(y) if self._binary else as_label(y)
+
+    def _clip(self, y_bar: float) -> float:
+        return y_bar  # the pipeline clips in the user's units itself
+
+    def _features(self, z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+        """What the model sees: dense for kernels; with the constant feature for the linear family."""
+        if self._kernel_model():
+            return z.to_dense() if isinstance(z, SparseVector) else z
+        if isinstance(z, SparseVector):
+            return SparseVector(np.append(z.indices, z.dim), np.append(z.values, 1.0), z.dim + 1)
+        return np.append(z, 1.0)
+
+    def _prior(self) -> float:
+        """The prediction before the model exists: the running mean, or the base rate's log-odds."""
+        if self._binary:
+            negative, positive = self._labels
+            bound = self._model_bound()
+            return min(max(math.log((positive + 0.5) / (negative + 0.5)), -bound), bound)
+        return self._y.mean if self._y.count else 0.0
+
+    def _to_user(self, f: float) -> float:
+        if self._binary:
+            return f
+        return self._y.to_user(f, self._user_bound)
+
+    # ----------------------------------------------------------------- rounds
+    def _predict(self, x: np.ndarray | SparseVector) -> float:
+        if self._scaler is None:
+            self._start(isinstance(x, SparseVector))
+        z = self._scaler.transform(x, commit=False)
+        if not self._model_ready:
+            return self._prior()
+        return self._to_user(self._model_predict(self._features(z)))
+
+    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
+        if self._scaler is None:
+            self._start(isinstance(x, SparseVector))
+        if self._binary:
+            target, y_stats = y, None
+        else:
+            target, y_stats = self._y.standardised(y)
+        if self._model_ready:
+            z = self._features(self._scaler.transform(x, commit=False))
+            played = self._to_user(self._model_learn(z, target))
+            self._scaler.transform(x, commit=True)
+        else:
+            played = self._prior()
+            self._scaler.transform(x, commit=True)
+            dense = x.to_dense() if isinstance(x, SparseVector) else x
+            self._buffer.append((dense.copy(), y))
+            if len(self._buffer) >= WARMUP_ROWS:
+                self._finish_warmup(y_stats)
+        if y_stats is not None:
+            self._y.commit(y_stats)
+        else:
+            self._labels[y > 0] += 1
+        return played, 0.0
+
+    def _finish_warmup(self, y_stats: tuple | None) -> None:
+        """Build the model with the median width of the buffered rows, then replay them into it."""
+        Z = np.stack([self._scaler.standardise(x) for x, _ in self._buffer])
+        self._build_model(median_width(Z))
+        if y_stats is not None:  # standardise the buffered targets with the statistics including them all
+            mean, std = y_stats[1], math.sqrt(y_stats[2] / y_stats[0])
+        for z, (_, y) in zip(Z, self._buffer, strict=True):
+            t = y if y_stats is None else ((y - mean) / std if std > 0.0 else 0.0)
+            self._model_learn(self._features(z), t)
+        self._buffer = []
+        self._model_ready = True
+
+    def predict_proba_one(self, x: Any) -> float:
+        """The probability of the label +1 (the logistic loss only): the sigmoid of the score."""
+        if self.loss != "logistic":
+            raise InvalidParameterError(f"probabilities need the logistic loss; this learner has {self.loss}")
+        score = self.predict_one(x)
+        return 1.0 / (1.0 + math.exp(-score)) if score >= 0 else math.exp(score) / (1.0 + math.exp(score))
+
+    # ----------------------------------------------------------------- persistence
+    def _arrays(self) -> dict[str, np.ndarray]:
+        if self._scaler is None:
+            return {}
+        arrays = self._scaler.arrays()
+        if self._buffer:
+            arrays["buffer_x"] = np.stack([x for x, _ in self._buffer])
+            arrays["buffer_y"] = np.array([y for _, y in self._buffer])
+        if self._model_ready:
+            arrays.update(self._model_arrays())
+        return arrays
+
+    def _scalars(self) -> dict[str, Any]:
+        if self._scaler is None:
+            return {}
+        return {"sparse": self._scaler.sparse, "count": self._scaler.count, "labels": list(self._labels),
+                "ready": self._model_ready, **self._y.scalars(), **self._model_scalars()}
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _model_scalars(self) -> dict[str, Any]:
+        return {}
+
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        self._buffer = []
+        self._scaler = None
+        self._model_ready = False
+        if not scalars:  # saved before the first round
+            return
+        self._scaler = FeatureScaler(self._dim, bool(scalars["sparse"]))
+        self._scaler.restore(arrays, int(scalars["count"]))
+        self._labels = [int(v) for v in scalars["labels"]]
+        self._y.restore(scalars)
+        if "buffer_x" in arrays:
+            rows, ys = arrays["buffer_x"], arrays["buffer_y"]
+            if rows.shape != (len(ys), self._dim):
+                raise StateFormatError("the warm-up buffer does not match the dimension.")
+            self._buffer = [(row, float(y)) for row, y in zip(rows, ys, strict=True)]
+        self._model_ready = bool(scalars["ready"])
+        if self._model_ready:
+            self._model_restore(arrays, scalars)
+
+    def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class Preprocessed(Pipeline):
+    """Any registered learner behind online preprocessing (:mod:`kons.preprocessing`).
+
+    Parameters
+    ----------
+    algorithm : str, default "sketched_kons"
+        Registry name of the base learner.
+    params : dict or None, default None
+        The base learner's hyper-parameters. ``kernel`` omitted: RBF with the median-heuristic width of
+        the first :data:`WARMUP_ROWS` standardised rows. ``eta`` omitted for a learner whose default
+        ``eta`` is the loss curvature: :data:`STEP`. ``C`` (regression): the bound on predictions in the
+        user's units (the base learner clips at :data:`TARGET_BOUND` standard deviations).
+    dim : int or None, default None
+
+    Examples
+    --------
+    >>> import kons
+    >>> m = kons.learner_from_params("kons", {"loss": "logistic"})
+    >>> type(m).__name__, m.get_params()["algorithm"]
+    ('Preprocessed', 'kons')
+    >>> [round(m.learn_one([3.0, 1000.0], label), 3) for label in (True, 0, 1)]
+    [0.0, 0.405, -0.405]
+    """
+
+    name = "preprocessed"
+
+    def __init__(self, *, algorithm: str = "sketched_kons", params: dict | None = None,
+                 dim: int | None = None) -> None:
+        cls = _base.LEARNERS.get(algorithm) if isinstance(algorithm, str) else None
+        if cls is None or issubclass(cls, Pipeline):
+            raise InvalidParameterError(
+                f"The 'algorithm' parameter of Preprocessed must be one of "
+                f"{sorted(k for k, c in _base.LEARNERS.items() if not issubclass(c, Pipeline))}. "
+                f"Got {algorithm!r} instead.")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict) or "dim" in params:
+            raise InvalidParameterError("The 'params' parameter of Preprocessed must be a dict without 'dim'")
+        self.algorithm = algorithm
+        self.params = dict(params)
+        self._base_cls = cls
+        self._base_params = self._resolved(cls, self.params)
+        probe = cls.from_params(self._base_params)  # validates the base's parameters now
+        self._init_pipeline(loss=probe.loss, C=self.params.get("C") if not probe._loss.binary else None,
+                            dim=dim)
+        self._base: Learner | None = None
+        self._reset()
+
+    @staticmethod
+    def _resolved(cls: type[Learner], params: dict) -> dict:
+        """The base's parameters with the preprocessing defaults (step, regression bound) filled in."""
+        resolved = dict(params)
+        names = cls._param_names()
+        loss = get_loss(params.get("loss", "squared"))
+        if "eta" in names and params.get("eta") is None and cls.__init__.__kwdefaults__["eta"] is None:
+            resolved["eta"] = STEP.get(loss.name, loss.curvature(1.0))
+        if not loss.binary:
+            resolved["C"] = TARGET_BOUND
+        return resolved
+
+    def _kernel_model(self) -> bool:
+        return "kernel" in self._base_cls._param_names()
+
+    def _needs_width(self) -> bool:
+        return "kernel" not in self.params
+
+    def _model_bound(self) -> float:
+        return self._base.C if self._base is not None else self._base_cls.from_params(self._base_params).C
+
+    def _base_dim(self) -> int:
+        return self._dim if self._kernel_model() else self._dim + 1
+
+    def _build_model(self, width: float | None) -> None:
+        params = {**self._base_params, "dim": self._base_dim()}
+        if width is not None:
+            params["kernel"] = {"name": "rbf", "gamma": width}
+        self._base = self._base_cls.from_params(params)
+
+    def _model_predict(self, z: np.ndarray | SparseVector) -> float:
+        return self._base.predict_one(z)
+
+    def _model_learn(self, z: np.ndarray | SparseVector, t: float) -> float:
+        return self._base.learn_one(z, t)
+
+    def _model_stats(self) -> dict[str, Any]:
+        if self._base is None:
+            return {}
+        inner = self._base.stats()
+        keys = ("stored_points", "dictionary_size", "kors_size", "effective_dimension")
+        return {k: inner[k] for k in keys if k in inner}
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        return {"base": nested_blob(self._base)}
+
+    def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        base = restore_nested(arrays["base"])
+        if type(base) is not self._base_cls or base.dim != self._base_dim():
+            raise StateFormatError("the nested base learner does not match the configuration.")
+        self._base = base
+
+    def _reset_model(self) -> None:
+        self._base = None
+        super()._reset_model()
+
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        self._base = None
+        super()._restore(arrays, scalars)
