@@ -23,6 +23,7 @@ from kons.errors import (
 from kons.fd_son import FDSON
 from kons.kernel_ogd import KernelOGD
 from kons.kons_learner import KONS
+from kons.nystrom_kons import NystromKONS
 from kons.ogd import OGD
 from kons.oja_son import OjaSON
 from kons.ons import ONS
@@ -45,6 +46,7 @@ __all__ = [
     "KonsError",
     "Learner",
     "NumericalError",
+    "NystromKONS",
     "OjaSON",
     "Preprocessed",
     "SketchedKONS",

@@ -9,11 +9,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg.blas import dtpsv
+from scipy.linalg.blas import dspmv, dspr, dtpsv
 
-__all__ = ["GrowableRows", "GrowableVector", "PackedCholesky"]
+__all__ = ["GrowableRows", "GrowableVector", "PackedCholesky", "PackedSymmetric"]
 
 _MIN_CAPACITY = 16
+
+
+def _triangle_side(length: int) -> int:
+    """``m`` with ``m (m + 1) / 2 == length`` (the side of a packed triangle); ValueError if none."""
+    side = (math.isqrt(8 * length + 1) - 1) // 2
+    if side * (side + 1) // 2 != length:
+        raise ValueError("packed length is not a triangular number")
+    return side
 
 
 def _grown(arr: np.ndarray, needed: int) -> np.ndarray:
@@ -88,9 +96,7 @@ class PackedCholesky:
 
     def __init__(self, packed: np.ndarray | None = None) -> None:
         packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
-        self.size = (math.isqrt(8 * len(packed) + 1) - 1) // 2
-        if self.size * (self.size + 1) // 2 != len(packed):
-            raise ValueError("packed length is not a triangular number")
+        self.size = _triangle_side(len(packed))
         self._packed = GrowableVector(packed)
 
     def solve(self, b: np.ndarray) -> np.ndarray:
@@ -115,3 +121,43 @@ class PackedCholesky:
         dense = np.zeros((self.size, self.size))
         dense[np.tril_indices(self.size)] = self.packed
         return dense
+
+
+class PackedSymmetric:
+    r"""A symmetric matrix in packed storage (one triangle, the layout of :class:`PackedCholesky`).
+
+    Half the memory of the dense matrix, BLAS ``dspmv``/``dspr`` for the product and the in-place
+    rank-one update (O(m^2) each, no temporary), and :meth:`extended` appends a row and column that are
+    zero off the diagonal, which is a plain append in this layout.
+    """
+
+    def __init__(self, packed: np.ndarray | None = None) -> None:
+        packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
+        self.size = _triangle_side(len(packed))
+        self._packed = GrowableVector(packed)
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        """:math:`S x` for ``x`` of length ``size`` (a new array)."""
+        if self.size == 0:
+            return np.zeros(0)
+        return dspmv(self.size, 1.0, self._packed.view, x, lower=0)
+
+    def rank_one_update(self, coefficient: float, x: np.ndarray) -> None:
+        r""":math:`S \leftarrow S + c\, x x^\top` in place (exactly symmetric: one triangle is stored)."""
+        if self.size:
+            dspr(self.size, coefficient, x, self._packed.view, lower=0, overwrite_ap=1)
+
+    def extended(self, diagonal: float) -> PackedSymmetric:
+        """A new matrix ``[[S, 0], [0, diagonal]]`` of size ``size + 1``; ``self`` is unchanged."""
+        return PackedSymmetric(np.concatenate([self.packed, np.zeros(self.size), [diagonal]]))
+
+    @property
+    def packed(self) -> np.ndarray:
+        """The used prefix of the packed storage (for saving)."""
+        return self._packed.view
+
+    def to_dense(self) -> np.ndarray:
+        """The (size, size) matrix as a dense array (for tests and diagnostics)."""
+        dense = np.zeros((self.size, self.size))
+        dense[np.tril_indices(self.size)] = self.packed
+        return dense + np.tril(dense, -1).T
