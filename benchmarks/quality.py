@@ -250,6 +250,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="smoke test: T=300, 150 tuning rows, 2 configurations, no reference")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--regime", choices=("paper", "raw"), default="paper",
+                        help="raw: rows as in the files, every method at defaults (benchmarks/raw_regime.py)")
     args = parser.parse_args(argv)
     if args.quick:
         args.T, args.tune_rows, args.no_reference = 300, 150, True
@@ -265,6 +267,8 @@ def _datasets(spec: str) -> Iterator[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    if args.regime == "raw":
+        return _main_raw(args, argv)
     methods = select_methods(args.methods)
     missing = missing_extras(methods)
     if missing:
@@ -288,6 +292,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     path = write_report(args.out, plots=not args.no_plots)
     _log(f"report: {path}")
+    return 0
+
+
+def _main_raw(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """The raw regime: every method at its defaults on the rows as they are in the files."""
+    from benchmarks.raw_regime import RAW_METHODS, RAW_REGIME_DIR, run_raw, write_raw_report
+
+    keys = list(RAW_METHODS) if args.methods == "all" else [k.strip() for k in args.methods.split(",")]
+    unknown = [k for k in keys if k not in RAW_METHODS]
+    if unknown:
+        raise SystemExit(f"unknown raw-regime method(s) {unknown}; choose from {sorted(RAW_METHODS)}")
+    out_dir = args.out / RAW_REGIME_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    commit = _git_describe()
+    for name in _datasets(args.datasets):
+        started = time.time()
+        record = run_raw(name, keys, args.T)
+        info = machine(commit)
+        record.update(command="python -m benchmarks.quality " + shlex.join(argv),
+                      wall_seconds=time.time() - started,
+                      machine=f"kons {info['kons']}; {info['platform']}, {info['cpus']} CPUs; "
+                      + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
+        path = out_dir / f"{name}.json"
+        if path.exists():  # keep the other methods' runs of an earlier invocation
+            ran = set(keys)
+            earlier = [r for r in json.loads(path.read_text())["runs"] if r["method"] not in ran]
+            record["runs"] = earlier + record["runs"]
+        path.write_text(json.dumps(record, separators=(",", ":")) + "\n")
+    _log(f"report: {write_raw_report(args.out, REGRESSION + CLASSIFICATION)}")
     return 0
 
 

@@ -12,6 +12,7 @@ True
 """
 
 from kons.adagrad import AdaGrad
+from kons.auto import Auto
 from kons.base import LEARNERS, Learner, learner_from_params, load
 from kons.errors import (
     InvalidInputError,
@@ -40,6 +41,7 @@ __all__ = [
     "ONS",
     "RPSON",
     "AdaGrad",
+    "Auto",
     "InvalidInputError",
     "InvalidParameterError",
     "KernelOGD",

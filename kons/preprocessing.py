@@ -259,6 +259,9 @@ class Pipeline(Learner):
     def _build_model(self, width: float | None) -> None:
         raise NotImplementedError
 
+    def _drop_model(self) -> None:
+        raise NotImplementedError
+
     def _model_predict(self, z: np.ndarray | SparseVector) -> float:
         raise NotImplementedError
 
@@ -320,11 +323,19 @@ class Pipeline(Learner):
             self._scaler.transform(x, commit=True)
         else:
             played = self._prior()
-            self._scaler.transform(x, commit=True)
+            scaler = self._scaler
+            saved = (scaler.count, scaler.mean, scaler.m2, scaler.maxabs)
+            scaler.transform(x, commit=True)
             dense = x.to_dense() if isinstance(x, SparseVector) else x
             self._buffer.append((dense.copy(), y))
             if len(self._buffer) >= WARMUP_ROWS:
-                self._finish_warmup(y_stats)
+                try:
+                    self._finish_warmup(y_stats)
+                except BaseException:  # leave the learner as it was before the round
+                    self._buffer.pop()
+                    scaler.count, scaler.mean, scaler.m2, scaler.maxabs = saved
+                    self._drop_model()
+                    raise
         if y_stats is not None:
             self._y.commit(y_stats)
         else:
@@ -496,6 +507,9 @@ class Preprocessed(Pipeline):
         if type(base) is not self._base_cls or base.dim != self._base_dim():
             raise StateFormatError("the nested base learner does not match the configuration.")
         self._base = base
+
+    def _drop_model(self) -> None:
+        self._base = None
 
     def _reset_model(self) -> None:
         self._base = None

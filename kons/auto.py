@@ -1,0 +1,240 @@
+r"""``auto``: a self-tuning learner for raw data, a mixture of a small grid of learners.
+
+Behind the online preprocessing of :mod:`kons.preprocessing` (feature and target scaling, warm-up for
+the median-heuristic RBF width, labels as {0, 1} or booleans), :class:`Auto` runs a small grid of base
+learners on every round and combines their predictions by Vovk's aggregating algorithm:
+
+* :class:`~kons.NystromKONS` (bounded cost per round) for each kernel width in
+  :data:`WIDTH_FACTORS` times the median-heuristic width and each step in :data:`STEP_FACTORS` times the
+  preprocessing's default step;
+* :class:`~kons.ONS` on the standardised features plus a constant feature (a linear model with
+  intercept);
+* the constant prediction (the running mean of the target, or the base rate's log-odds).
+
+Every expert ``i`` keeps a weight :math:`w_i \propto \exp(-\eta L_i)` where :math:`L_i` is its
+cumulative loss. For an :math:`\eta`-mixable loss the aggregating algorithm's cumulative loss is at most
+:math:`\min_i L_i + \ln(K)/\eta` for ``K`` experts (Vovk, "A game of prediction with expert advice",
+1998; Cesa-Bianchi and Lugosi, *Prediction, Learning, and Games*, 2006, Sec. 3.5 and Prop. 3.2, where
+exp-concave losses give the same :math:`O(\log K)` price with the weighted average). So ``auto`` pays a
+constant, :math:`O(\log K)`, for not knowing which configuration suits the stream:
+
+* logistic loss (classification): the log loss of probabilities is 1-mixable and the aggregating
+  algorithm is the Bayes mixture :math:`p = \sum_i w_i \sigma(f_i)`, played as the score
+  :math:`\log(p / (1 - p))`;
+* squared loss (regression), on standardised targets clipped to :math:`[-B, B]`: mixable with
+  :math:`\eta = 1/(2B^2)`, with Vovk's substitution
+  :math:`\gamma = (g(-B) - g(B)) / (4B)`, :math:`g(y) = -\frac1\eta \ln \sum_i w_i e^{-\eta (f_i - y)^2}`.
+
+A round costs the sum of the bases' rounds: ``len(WIDTH_FACTORS) * len(STEP_FACTORS)`` bounded-size
+Nystrom rounds plus one O(d^2) ONS round.
+
+Examples
+--------
+>>> import numpy as np
+>>> import kons
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(600, 2)) * [3.0, 0.01] + [100.0, 5.0]
+>>> y = X[:, 0] > 100.0  # booleans
+>>> model = kons.Auto(task="classification")
+>>> played = model.learn_many(X, y)
+>>> bool(np.mean((played[300:] > 0) != y[300:]) < 0.1)
+True
+>>> model.stats()["leader"] in model.stats()["weights"]
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kons._validation import check_choice, check_int
+from kons.errors import NumericalError, StateFormatError
+from kons.nystrom_kons import NystromKONS
+from kons.ons import ONS
+from kons.preprocessing import STEP, TARGET_BOUND, Pipeline, nested_blob, restore_nested
+from kons.sparse import SparseVector
+
+__all__ = ["STEP_FACTORS", "TASKS", "WIDTH_FACTORS", "Auto"]
+
+#: Kernel widths tried, as multiples of the median-heuristic width.
+WIDTH_FACTORS = (1.0, 4.0)
+#: Steps tried, as multiples of the preprocessing's default step for the loss.
+STEP_FACTORS = (1.0, 10.0)
+#: Dictionary bound of each Nystrom base (bounded cost per round).
+MAX_DICTIONARY = 200
+TASKS = {"regression": "squared", "classification": "logistic"}
+
+
+def _dense(z: np.ndarray | SparseVector) -> np.ndarray:
+    return z.to_dense() if isinstance(z, SparseVector) else z
+
+
+def _with_intercept(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+    if isinstance(z, SparseVector):
+        return SparseVector(np.append(z.indices, z.dim), np.append(z.values, 1.0), z.dim + 1)
+    return np.append(z, 1.0)
+
+
+def _guarded(call: Any, *args: Any) -> float:
+    """A base's play, or 0 (the mean) when its round overflows: the base is then left as it was, and
+    the other bases and the mixture go on, so that one base's numerics never reject the round."""
+    try:
+        return call(*args)
+    except NumericalError:
+        return 0.0
+
+
+def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -margin)
+
+
+class Auto(Pipeline):
+    r"""Self-tuning learner: preprocessing plus a mixture of a grid of learners (see :mod:`kons.auto`).
+
+    Parameters
+    ----------
+    task : {"regression", "classification"}, default "regression"
+        Regression uses the squared loss on standardised targets, predictions in the user's units;
+        classification the logistic loss, labels in {-1, +1}, {0, 1} or booleans, and
+        :meth:`predict_proba_one` gives the probability of the positive label.
+    C : float or None, default None
+        Bound on the predictions in the user's units (regression); None: the range of the targets seen.
+        Ignored for classification, whose scores lie in :math:`[-B, B]`, :math:`B` =
+        :data:`~kons.preprocessing.TARGET_BOUND`.
+    seed : int, default 0
+        Seed of the Nystrom bases' dictionary coins.
+    dim : int or None, default None
+    """
+
+    name = "auto"
+
+    def __init__(self, *, task: str = "regression", C: float | None = None, seed: int = 0,
+                 dim: int | None = None) -> None:
+        self.task = check_choice("Auto", "task", task, list(TASKS))
+        self.seed = check_int("Auto", "seed", seed, low=0)
+        binary = task == "classification"
+        self._init_pipeline(loss=TASKS[task], C=None if binary else C, dim=dim)
+        self.C_param = C  # kept for get_params: C is the live bound
+        self._bases: list[Any] = []
+        self._labels_seen: list[str] = []
+        self._reset()
+
+    def get_params(self) -> dict[str, Any]:
+        return {"task": self.task, "C": self.C_param, "seed": self.seed, "dim": self.dim}
+
+    # ----------------------------------------------------------------- the grid
+    def _kernel_model(self) -> bool:
+        return True
+
+    def _needs_width(self) -> bool:
+        return True
+
+    def _model_bound(self) -> float:
+        return TARGET_BOUND
+
+    def _features(self, z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+        return z  # each base takes its own form in _inputs
+
+    def _drop_model(self) -> None:
+        self._bases = []
+
+    def _reset_model(self) -> None:
+        self._bases = []
+        self._names: list[str] = []
+        self._log_weights = np.zeros(0)
+        super()._reset_model()
+
+    def _build_model(self, width: float | None) -> None:
+        eta = STEP[self.loss]
+        bases: list[Any] = []
+        names = []
+        for wf in WIDTH_FACTORS:
+            for sf in STEP_FACTORS:
+                bases.append(NystromKONS(kernel={"name": "rbf", "gamma": width * wf}, loss=self.loss,
+                                         alpha=1.0, eta=eta * sf, C=TARGET_BOUND,
+                                         max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self._dim))
+                names.append(f"nystrom_kons(width x{wf:g}, eta x{sf:g})")
+        bases.append(ONS(loss=self.loss, alpha=1.0, eta=eta, C=TARGET_BOUND, dim=self._dim + 1))
+        names.append("ons+intercept")
+        self._width = width
+        self._bases = bases
+        self._names = [*names, "constant"]
+        self._log_weights = np.zeros(len(self._names))
+
+    def _inputs(self, z: np.ndarray | SparseVector) -> list[np.ndarray | SparseVector]:
+        dense = _dense(z)
+        return [dense] * (len(self._bases) - 1) + [_with_intercept(z)]
+
+    def _constant(self) -> float:
+        return 0.0 if not self._binary else self._prior()
+
+    # ----------------------------------------------------------------- the mixture
+    def _weights(self) -> np.ndarray:
+        w = np.exp(self._log_weights - self._log_weights.max())
+        return w / w.sum()
+
+    def _mix(self, preds: np.ndarray) -> float:
+        w = self._weights()
+        bound = TARGET_BOUND
+        if self._binary:
+            p = float(w @ np.exp(_log_sigmoid(preds)))
+            p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
+            return math.log(p / (1.0 - p))
+        eta = 1.0 / (2.0 * bound * bound)
+        log_w = np.log(np.maximum(w, 1e-300))
+
+        def g(y: float) -> float:
+            return -float(np.logaddexp.reduce(log_w - eta * (preds - y) ** 2)) / eta
+
+        return min(max((g(-bound) - g(bound)) / (4.0 * bound), -bound), bound)
+
+    def _model_predict(self, z: np.ndarray | SparseVector) -> float:
+        preds = [_guarded(b.predict_one, x) for b, x in zip(self._bases, self._inputs(z), strict=True)]
+        return self._mix(np.array([*preds, self._constant()]))
+
+    def _model_learn(self, z: np.ndarray | SparseVector, t: float) -> float:
+        inputs = self._inputs(z)
+        plays = np.array([*(_guarded(b.learn_one, x, t) for b, x in zip(self._bases, inputs, strict=True)),
+                          self._constant()])
+        played = self._mix(plays)
+        if self._binary:
+            self._log_weights += _log_sigmoid(t * plays)
+        else:
+            target = min(max(t, -TARGET_BOUND), TARGET_BOUND)
+            self._log_weights -= (plays - target) ** 2 / (2.0 * TARGET_BOUND * TARGET_BOUND)
+        self._log_weights -= self._log_weights.max()  # keep them bounded; only differences matter
+        return played
+
+    def _model_stats(self) -> dict[str, Any]:
+        if not self._model_ready:
+            return {"weights": {}, "leader": None}
+        w = self._weights()
+        sizes = [b.stats() for b in self._bases[:-1]]
+        return {"weights": {n: float(v) for n, v in zip(self._names, w, strict=True)},
+                "leader": self._names[int(np.argmax(w))],
+                "stored_points": int(sum(s["stored_points"] for s in sizes)),
+                "dictionary_size": int(sum(s["dictionary_size"] for s in sizes))}
+
+    # ----------------------------------------------------------------- persistence
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        arrays = {f"base{i}": nested_blob(b) for i, b in enumerate(self._bases)}
+        arrays["log_weights"] = self._log_weights
+        return arrays
+
+    def _model_scalars(self) -> dict[str, Any]:
+        return {"width": self._width} if self._model_ready else {}
+
+    def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        self._build_model(float(scalars["width"]))
+        bases = [restore_nested(arrays[f"base{i}"]) for i in range(len(self._bases))]
+        for fresh, restored in zip(self._bases, bases, strict=True):
+            if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
+                raise StateFormatError("a nested base learner does not match the grid.")
+        self._bases = bases
+        log_weights = arrays["log_weights"]
+        if log_weights.shape != (len(self._names),):
+            raise StateFormatError("the mixture weights do not match the grid.")
+        self._log_weights = log_weights
