@@ -157,7 +157,8 @@ class Auto(Pipeline):
                                          alpha=1.0, eta=eta * sf, C=TARGET_BOUND,
                                          max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self._dim))
                 names.append(f"nystrom_kons(width x{wf:g}, eta x{sf:g})")
-        bases.append(ONS(loss=self.loss, alpha=1.0, eta=eta, C=TARGET_BOUND, dim=self._dim + 1))
+        bases.append(ONS(loss=self.loss, alpha=float(self._dim + 1), eta=eta, C=TARGET_BOUND,
+                         dim=self._dim + 1))
         names.append("ons+intercept")
         self._width = width
         self._bases = bases
@@ -200,13 +201,17 @@ class Auto(Pipeline):
         plays = np.array([*(_guarded(b.learn_one, x, t) for b, x in zip(self._bases, inputs, strict=True)),
                           self._constant()])
         played = self._mix(plays)
+        self._update_weights(plays, t)
+        return played
+
+    def _update_weights(self, plays: np.ndarray, t: float) -> None:
+        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}` (in logs)."""
         if self._binary:
             self._log_weights += _log_sigmoid(t * plays)
         else:
             target = min(max(t, -TARGET_BOUND), TARGET_BOUND)
             self._log_weights -= (plays - target) ** 2 / (2.0 * TARGET_BOUND * TARGET_BOUND)
         self._log_weights -= self._log_weights.max()  # keep them bounded; only differences matter
-        return played
 
     def _model_stats(self) -> dict[str, Any]:
         if not self._model_ready:
@@ -215,8 +220,10 @@ class Auto(Pipeline):
         sizes = [b.stats() for b in self._bases[:-1]]
         return {"weights": {n: float(v) for n, v in zip(self._names, w, strict=True)},
                 "leader": self._names[int(np.argmax(w))],
-                "stored_points": int(sum(s["stored_points"] for s in sizes)),
-                "dictionary_size": int(sum(s["dictionary_size"] for s in sizes))}
+                # the largest base (each base stores at most one point per round); the total is memory
+                "stored_points": int(max(s["stored_points"] for s in sizes)),
+                "dictionary_size": int(max(s["dictionary_size"] for s in sizes)),
+                "stored_points_all_bases": int(sum(s["stored_points"] for s in sizes))}
 
     # ----------------------------------------------------------------- persistence
     def _model_arrays(self) -> dict[str, np.ndarray]:

@@ -22,6 +22,11 @@ A learner fed raw rows (features in their own units, targets in the tens or thou
   :math:`\eta = 1/2` for the squared loss (Hessian :math:`2xx^\top`, :math:`gg^\top = 4r^2 xx^\top`) and
   :math:`\eta = 1` for the logistic loss at :math:`p = 1/2` (Hessian :math:`p(1-p)xx^\top`,
   :math:`gg^\top = (p - y)^2 xx^\top`).
+* **A regulariser on the scale of the input.** The sketched linear learners step by
+  :math:`g/\alpha` along the directions outside their sketch, which overshoots unless
+  :math:`\alpha \gtrsim \|x\|^2`; a standardised row with its constant feature has
+  :math:`E\|z\|^2 = d + 1`, so the linear family gets :math:`\alpha = d + 1` (kernels: :math:`k(x, x) = 1`,
+  :math:`\alpha = 1`).
 * **A data-driven kernel width.** When no kernel is given, the learner buffers the first
   :data:`WARMUP_ROWS` rows (predicting the running mean or the base rate meanwhile), sets the RBF width
   by the median heuristic :math:`\gamma = 1/\mathrm{median}\|z_i - z_j\|^2` on their standardised values,
@@ -482,6 +487,9 @@ class Preprocessed(Pipeline):
 
     def _build_model(self, width: float | None) -> None:
         params = {**self._base_params, "dim": self._base_dim()}
+        scaled_alpha = "alpha" in self._base_cls._param_names() and "alpha" not in self.params
+        if scaled_alpha and not self._kernel_model():
+            params["alpha"] = float(self._base_dim())
         if width is not None:
             params["kernel"] = {"name": "rbf", "gamma": width}
         self._base = self._base_cls.from_params(params)

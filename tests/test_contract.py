@@ -48,7 +48,9 @@ def _raises_kons_value_error(call, *args) -> None:
 def test_registry_entry(name: str) -> None:
     cls = kons.LEARNERS[name]
     assert cls.name == name and issubclass(cls, Learner)
-    assert isinstance(learner_from_params(name, {}), cls)
+    # The dict path preprocesses by default; "preprocess": false gives the paper-exact learner.
+    exact = {} if cls.preprocesses else {"preprocess": False}
+    assert isinstance(learner_from_params(name, exact), cls)
 
 
 def test_unknown_algorithm_is_rejected() -> None:
@@ -208,7 +210,8 @@ def test_params_round_trip_through_json(name: str) -> None:
     again = type(learner).from_params(json.loads(json.dumps(params)))
     assert again.get_params() == params
     assert again.to_bytes() == make_learner(name).to_bytes()
-    assert learner_from_params(name, params).get_params() == params
+    exact = {} if type(learner).preprocesses else {"preprocess": False}
+    assert learner_from_params(name, {**params, **exact}).get_params() == params
     assert repr(again) == repr(learner)
     with pytest.raises(kons.InvalidParameterError):
         type(learner).from_params({**params, "no_such_parameter": 1})

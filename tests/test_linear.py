@@ -15,6 +15,8 @@ import kons
 from kons import FDSON, KONS, OGD, ONS, RPSON, AdaGrad, OjaSON, SparseVector
 from kons.kernels import Linear
 
+#: The dict path preprocesses by default (kons.preprocessing); these tests check the paper-exact learners.
+EXACT = {"preprocess": False}
 LINEAR = ["ons", "fd_son", "rp_son", "oja_son", "adagrad", "ogd"]
 SKETCHED = [FDSON, RPSON, OjaSON]
 TIGHT = 1e-9
@@ -142,8 +144,8 @@ def test_adagrad_matches_reference() -> None:
 def test_diagonal_adaptation_feeds_rescaled_examples(name: str) -> None:
     X, y, _ = _stream(150, 5, seed=11, scale=np.array([1, 10, 0.1, 1, 3]))
     params = {"alpha": 2.0, **({} if name == "ons" else {"sketch_size": 2})}
-    adapted = kons.learner_from_params(name, {**params, "diagonal": True})
-    plain = kons.learner_from_params(name, params)
+    adapted = kons.learner_from_params(name, {**params, "diagonal": True, **EXACT})
+    plain = kons.learner_from_params(name, {**params, **EXACT})
     D = np.full(5, 0.1)  # D_1 = 0.1 I, then D += diag(g g') with g on the raw features (Sec. 5.2)
     loss = kons.losses.get_loss("squared")
     for x, label in zip(X, y, strict=True):
@@ -160,9 +162,9 @@ def test_sparse_and_dense_inputs_give_the_same_predictions(name: str) -> None:
     params = {"alpha": 2.0, "sketch_size": 4} if name not in ("ons", "adagrad", "ogd") else {}
     if name == "ons":
         params = {"alpha": 2.0}
-    dense = kons.learner_from_params(name, {**params, "dim": 12})
-    sparse = kons.learner_from_params(name, {**params, "dim": 12})
-    csr = kons.learner_from_params(name, {**params, "dim": 12})
+    dense = kons.learner_from_params(name, {**params, "dim": 12, **EXACT})
+    sparse = kons.learner_from_params(name, {**params, "dim": 12, **EXACT})
+    csr = kons.learner_from_params(name, {**params, "dim": 12, **EXACT})
     as_dicts = [{"indices": v.indices.tolist(), "values": v.values.tolist()} for v in _sparse_rows(X)]
     a = dense.learn_many(X[:200], y[:200])
     b = sparse.learn_many(as_dicts[:200], y[:200])
@@ -283,11 +285,11 @@ def test_save_and_restore_continue_bit_identically(name: str, diagonal: bool) ->
 def test_learners_are_built_from_json_params(name: str) -> None:
     cls = kons.LEARNERS[name]
     params = json.loads(json.dumps({"loss": "logistic", "C": 2.0, "dim": 4}))
-    learner = kons.learner_from_params(name, params)
+    learner = kons.learner_from_params(name, {**params, **EXACT})
     assert type(learner) is cls
     full = learner.get_params()
     assert json.loads(json.dumps(full)) == full and {**full, **params} == full
-    assert kons.learner_from_params(name, full).get_params() == full
+    assert kons.learner_from_params(name, {**full, **EXACT}).get_params() == full
     bad = [{"unknown": 1}, {"C": 0.0}, {"loss": "absolute"}, {"dim": 0}]
     if "sketch_size" in full:
         bad += [{"sketch_size": -1}, {"sketch_size": 2.5}, {"sketch_size": "3"}]
