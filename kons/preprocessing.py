@@ -52,6 +52,7 @@ True
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -61,6 +62,7 @@ from kons import base as _base
 from kons._validation import as_features, as_label, check_int, check_real
 from kons.base import Learner
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
+from kons.kernels import Kernel
 from kons.losses import get_loss
 from kons.sparse import SparseVector, as_sparse, is_sparse_input
 
@@ -282,6 +284,10 @@ class Pipeline(Learner):
     def _check_y(self, y: Any) -> float:
         return binary_label(y) if self._binary else as_label(y)
 
+    def check_label(self, y: Any) -> float:
+        """The label as the learner uses it: {-1, +1} for a binary loss (from {0, 1} or booleans too)."""
+        return self._check_y(y)
+
     def _clip(self, y_bar: float) -> float:
         return y_bar  # the pipeline clips in the user's units itself
 
@@ -413,6 +419,22 @@ class Pipeline(Learner):
         raise NotImplementedError
 
 
+#: Base parameters whose default preprocessing replaces (data-driven or rescaled): never filled in.
+_DATA_DRIVEN = ("kernel", "eta", "C", "alpha", "dim")
+
+
+def _canonical(cls: type[Learner], params: dict) -> dict:
+    """The base's parameters as JSON values in sorted order, with the defaults that preprocessing keeps
+    filled in: the same learner has the same parameters however it was asked for."""
+    defaults = {k: v for k, v in (cls.__init__.__kwdefaults__ or {}).items() if k not in _DATA_DRIVEN}
+    merged = {**defaults, **params}
+    merged = {k: v.to_dict() if isinstance(v, Kernel) else v for k, v in merged.items()}
+    try:
+        return json.loads(json.dumps(merged, sort_keys=True, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"The 'params' of Preprocessed must be JSON values: {exc}") from None
+
+
 class Preprocessed(Pipeline):
     """Any registered learner behind online preprocessing (:mod:`kons.preprocessing`).
 
@@ -452,7 +474,7 @@ class Preprocessed(Pipeline):
         if not isinstance(params, dict) or "dim" in params:
             raise InvalidParameterError("The 'params' parameter of Preprocessed must be a dict without 'dim'")
         self.algorithm = algorithm
-        self.params = dict(params)
+        self.params = _canonical(cls, params)
         self._base_cls = cls
         self._base_params = self._resolved(cls, self.params)
         probe = cls.from_params(self._base_params)  # validates the base's parameters now

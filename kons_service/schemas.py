@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     PlainValidator,
     Strict,
+    StrictBool,
     StrictInt,
     model_validator,
 )
@@ -96,7 +97,7 @@ def _exactly_one(model: BaseModel, *names: str) -> None:
 class LearnerSpec(_Body):
     """Body of ``PUT /v1/learners/{name}``."""
 
-    algorithm: str
+    algorithm: str = "auto"  # the self-tuning learner when the user names none
     dim: Annotated[StrictInt, Field(ge=1)]
     params: dict[str, Any] = Field(default_factory=dict)
 
@@ -147,7 +148,7 @@ class FeedbackItem(_Body):
 
     x: Features | None = None
     id: ClientId | None = None
-    y: Finite
+    y: Finite | StrictBool  # booleans: binary labels of a preprocessing learner
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -165,7 +166,7 @@ class FeedbackRequest(_Body):
 
     x: Features | None = None
     id: ClientId | None = None
-    y: Finite | None = None
+    y: Finite | StrictBool | None = None
     items: list[FeedbackItem] | None = None
     request_id: RequestId | None = None
 

@@ -107,6 +107,10 @@ def canonical(config: dict[str, Any]) -> str:
 def _config_of(learner: kons.Learner) -> dict[str, Any]:
     params = learner.get_params()
     dim = params.pop("dim", None)
+    if isinstance(learner, kons.Preprocessed):  # shown as the base algorithm it wraps
+        return {"algorithm": learner.algorithm, "dim": dim, "params": {**learner.params, "preprocess": True}}
+    if not learner.preprocesses:  # the paper-exact learner, asked for with "preprocess": false
+        params["preprocess"] = False
     return {"algorithm": learner.name, "dim": dim, "params": params}
 
 
@@ -281,8 +285,9 @@ class LearnerService:
             if not entry.at(head):
                 return None
             xs = await self._features(ref, items)
-            ys = [float(it.y) for it in items]
             learner = entry.learner
+            # {0, 1} and boolean labels of a preprocessing learner's binary loss are mapped to {-1, +1}
+            ys = [learner.check_label(it.y) if learner.preprocesses else float(it.y) for it in items]
             self._prevalidate(learner, xs, ys)
             touched = True
             with _numerics():
