@@ -1,0 +1,127 @@
+"""kons.Auto: the self-tuning mixture on raw data (save/restore, determinism, labels, the mixture's bound)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+import pytest
+from streams import load_stream
+
+import kons
+from kons.auto import Auto
+from kons.preprocessing import TARGET_BOUND, WARMUP_ROWS
+
+
+@functools.cache
+def _raw_regression(n: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    data = load_stream("cadata", n)
+    return data.X * np.geomspace(1e-2, 1e4, data.X.shape[1]) + 3e3, 9e4 * data.y + 2e5
+
+
+@functools.cache
+def _raw_binary(n: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    data = load_stream("breast-cancer", n)
+    return data.X * 250.0 - 40.0, data.y > 0  # booleans
+
+
+def test_auto_is_the_registered_default_and_takes_no_tuning() -> None:
+    learner = kons.learner_from_params("auto", {})
+    assert type(learner) is Auto and kons.LEARNERS["auto"] is Auto
+    assert learner.get_params() == {"task": "regression", "C": None, "seed": 0, "dim": None}
+
+
+def test_auto_learns_raw_regression_better_than_the_running_mean() -> None:
+    X, y = _raw_regression()
+    learner = Auto()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        played = learner.learn_many(X, y)
+    means = np.concatenate([[0.0], np.cumsum(y)[:-1] / np.arange(1, len(y))])
+    assert np.mean((played - y) ** 2) < 0.7 * np.mean((means - y) ** 2)
+    stats = learner.stats()
+    assert math.isclose(sum(stats["weights"].values()), 1.0, rel_tol=1e-9)
+    assert stats["leader"] == max(stats["weights"], key=stats["weights"].get)
+    assert "ons+intercept" in stats["weights"] and "constant" in stats["weights"]
+
+
+def test_auto_classifies_boolean_labels_with_probabilities() -> None:
+    X, y = _raw_binary()
+    learner = Auto(task="classification")
+    played = learner.learn_many(X, y)
+    assert np.mean((played[100:] > 0) != y[100:]) < 0.08
+    p = learner.predict_proba_one(X[0])
+    assert 0.0 < p < 1.0 and math.isclose(p, 1.0 / (1.0 + math.exp(-learner.predict_one(X[0]))))
+    ints = Auto(task="classification").learn_many(X, y.astype(int))
+    signs = Auto(task="classification").learn_many(X, np.where(y, 1.0, -1.0))
+    assert np.array_equal(played, ints) and np.array_equal(played, signs)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_auto_save_and_restore_continue_bit_identically(task: str) -> None:
+    X, y = _raw_binary(140) if task == "classification" else _raw_regression(140)
+    for cut in (0, 3, WARMUP_ROWS - 1, WARMUP_ROWS, 90):
+        original = Auto(task=task, seed=3)
+        original.learn_many(X[:cut], y[:cut])
+        blob = original.to_bytes()
+        restored = kons.load(blob)
+        assert type(restored) is Auto and restored.to_bytes() == blob
+        assert restored.stats() == original.stats()
+        assert np.array_equal(original.learn_many(X[cut:], y[cut:]), restored.learn_many(X[cut:], y[cut:]))
+        assert original.to_bytes() == restored.to_bytes()
+
+
+def test_auto_runs_are_deterministic() -> None:
+    X, y = _raw_regression(120)
+    first, second = Auto(seed=5), Auto(seed=5)
+    assert np.array_equal(first.learn_many(X, y), second.learn_many(X, y))
+    assert first.to_bytes() == second.to_bytes()
+
+
+def test_damaged_nested_state_is_a_state_format_error() -> None:
+    X, y = _raw_regression(60)
+    learner = Auto()
+    learner.learn_many(X, y)
+    header, arrays = kons._state.decode(learner.to_bytes())
+    arrays["base0"] = arrays["base0"][:-5]
+    with pytest.raises(kons.StateFormatError):
+        kons.load(kons._state.encode(header, arrays))
+    header, arrays = kons._state.decode(learner.to_bytes())
+    arrays["log_weights"] = arrays["log_weights"][:-1]
+    with pytest.raises(kons.StateFormatError):
+        kons.load(kons._state.encode(header, arrays))
+
+
+def _mixture(binary: bool, experts: int) -> Auto:
+    """An Auto whose mixture alone is exercised: weights over ``experts`` uniform, model ready."""
+    learner = Auto(task="classification" if binary else "regression")
+    learner._log_weights = np.zeros(experts)
+    return learner
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: bool) -> None:
+    """Vovk's bound: L_AA <= min_i L_i + ln(K) / eta, eta = 1/(2 B^2) (squared) or 1 (log loss)."""
+    rng = np.random.default_rng(0)
+    K, T, B = 7, 2000, TARGET_BOUND
+    mixture = _mixture(binary, K)
+    truth = np.clip(rng.normal(size=T), -B, B)
+    noise = np.array([0.1, 0.4, 0.8, 1.2, 2.0, 3.0, 0.6])
+    total, expert_losses = 0.0, np.zeros(K)
+    for t in range(T):
+        plays = np.clip(truth[t] + noise * rng.normal(size=K) + noise * 0.5, -B, B)
+        if binary:
+            y = 1.0 if rng.random() < 1.0 / (1.0 + math.exp(-2.0 * truth[t])) else -1.0
+            losses = np.logaddexp(0.0, -y * plays)
+            total += math.log1p(math.exp(-y * mixture._mix(plays)))
+        else:
+            y = float(np.clip(truth[t] + 0.3 * rng.normal(), -B, B))
+            losses = (plays - y) ** 2
+            total += (mixture._mix(plays) - y) ** 2
+        expert_losses += losses
+        mixture._update_weights(plays, y)
+    eta = 1.0 if binary else 1.0 / (2.0 * B * B)
+    assert total <= expert_losses.min() + math.log(K) / eta + 1e-9
+    assert total < np.mean(expert_losses)  # and it does learn which expert to follow
