@@ -305,7 +305,7 @@ class Pipeline(Learner):
             negative, positive = self._labels
             bound = self._model_bound()
             return min(max(math.log((positive + 0.5) / (negative + 0.5)), -bound), bound)
-        return self._y.mean if self._y.count else 0.0
+        return self._y.to_user(0.0, self._user_bound)
 
     def _to_user(self, f: float) -> float:
         if self._binary:

@@ -286,8 +286,7 @@ class LearnerService:
                 return None
             xs = await self._features(ref, items)
             learner = entry.learner
-            # {0, 1} and boolean labels of a preprocessing learner's binary loss are mapped to {-1, +1}
-            ys = [learner.check_label(it.y) if learner.preprocesses else float(it.y) for it in items]
+            ys = self._labels(learner, items)
             self._prevalidate(learner, xs, ys)
             touched = True
             with _numerics():
@@ -374,6 +373,20 @@ class LearnerService:
             else:
                 xs.append(codec.decode_features(recalled[it.id]))
         return xs
+
+    @staticmethod
+    def _labels(learner: kons.Learner, items: Sequence[Feedback]) -> list[float]:
+        """The labels as floats; a preprocessing learner maps {0, 1} and booleans of a binary loss to
+        {-1, +1} (and rejects a boolean regression target)."""
+        if not learner.preprocesses:
+            return [float(it.y) for it in items]
+        ys = []
+        for i, it in enumerate(items):
+            try:
+                ys.append(learner.check_label(it.y))
+            except kons.InvalidInputError as exc:
+                raise kons.InvalidInputError(f"{f'item {i}: ' if len(items) > 1 else ''}{exc}") from None
+        return ys
 
     @staticmethod
     def _prevalidate(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[float]) -> None:
