@@ -4,11 +4,11 @@ Behind the online preprocessing of :mod:`kons.preprocessing` (feature and target
 the median-heuristic RBF width, labels as {0, 1} or booleans), :class:`Auto` runs a small grid of base
 learners on every round and combines their predictions by Vovk's aggregating algorithm:
 
-* :class:`~kons.NystromKONS` (bounded cost per round) for each kernel width in
-  :data:`WIDTH_FACTORS` times the median-heuristic width and each step in :data:`STEP_FACTORS` times the
-  preprocessing's default step;
-* :class:`~kons.ONS` on the standardised features plus a constant feature (a linear model with
-  intercept);
+* :class:`~kons.NystromKONS` (bounded cost per round) for kernel widths and steps around the
+  median-heuristic width and the preprocessing's default step (:data:`GRID`);
+* the same on a second view of the row, the standardised signed log :math:`\mathrm{sign}(x)\log(1+|x|)`,
+  for the heavy-tailed features of raw data (counts, sizes, durations);
+* :class:`~kons.ONS` with an intercept on each view (linear models);
 * the constant prediction (the running mean of the target, or the base rate's log-odds).
 
 Every expert ``i`` keeps a weight :math:`w_i \propto \exp(-\eta L_i)` where :math:`L_i` is its
@@ -25,8 +25,8 @@ constant, :math:`O(\log K)`, for not knowing which configuration suits the strea
   :math:`\eta = 1/(2B^2)`, with Vovk's substitution
   :math:`\gamma = (g(-B) - g(B)) / (4B)`, :math:`g(y) = -\frac1\eta \ln \sum_i w_i e^{-\eta (f_i - y)^2}`.
 
-A round costs the sum of the bases' rounds: ``len(WIDTH_FACTORS) * len(STEP_FACTORS)`` bounded-size
-Nystrom rounds plus one O(d^2) ONS round.
+A round costs the sum of the bases' rounds: eight Nystrom rounds of bounded size (at most
+:data:`MAX_DICTIONARY` points, O(j d + j^2)) and three O(d^2) ONS rounds.
 
 Examples
 --------
@@ -54,15 +54,31 @@ from kons._validation import check_choice, check_int
 from kons.errors import NumericalError, StateFormatError
 from kons.nystrom_kons import NystromKONS
 from kons.ons import ONS
-from kons.preprocessing import STEP, TARGET_BOUND, Pipeline, nested_blob, restore_nested
+from kons.preprocessing import (
+    STEP,
+    TARGET_BOUND,
+    FeatureScaler,
+    Pipeline,
+    median_width,
+    nested_blob,
+    restore_nested,
+)
 from kons.sparse import SparseVector
 
-__all__ = ["STEP_FACTORS", "TASKS", "WIDTH_FACTORS", "Auto"]
+__all__ = ["GRID", "TASKS", "Auto"]
 
-#: Kernel widths tried, as multiples of the median-heuristic width.
-WIDTH_FACTORS = (1.0, 4.0)
-#: Steps tried, as multiples of the preprocessing's default step for the loss.
-STEP_FACTORS = (1.0, 10.0)
+#: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
+#: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
+#: as counts, sizes and durations); widths are multiples of the view's median-heuristic width, steps of
+#: the preprocessing's default step for the loss.
+GRID = (
+    *(("raw", "nystrom", wf, sf) for wf in (1.0, 4.0) for sf in (0.1, 1.0, 10.0)),
+    ("log", "nystrom", 1.0, 0.1),
+    ("log", "nystrom", 1.0, 1.0),
+    ("raw", "ons", 1.0, 1.0),
+    ("raw", "ons", 1.0, 10.0),
+    ("log", "ons", 1.0, 1.0),
+)
 #: Dictionary bound of each Nystrom base (bounded cost per round).
 MAX_DICTIONARY = 200
 TASKS = {"regression": "squared", "classification": "logistic"}
@@ -85,6 +101,21 @@ def _guarded(call: Any, *args: Any) -> float:
         return call(*args)
     except NumericalError:
         return 0.0
+
+
+def _signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+    """:math:`\\mathrm{sign}(x)\\log(1 + |x|)`, elementwise (zeros stay zeros)."""
+    if isinstance(x, SparseVector):
+        return SparseVector(x.indices, np.sign(x.values) * np.log1p(np.abs(x.values)), x.dim)
+    return np.sign(x) * np.log1p(np.abs(x))
+
+
+def _standardised(rows: list[np.ndarray | SparseVector], dim: int) -> np.ndarray:
+    """The rows standardised by their own statistics (for the median width of a view)."""
+    scaler = FeatureScaler(dim, isinstance(rows[0], SparseVector))
+    for row in rows:
+        scaler.transform(row, commit=True)
+    return np.stack([scaler.standardise(_dense(row)) for row in rows])
 
 
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
@@ -145,29 +176,45 @@ class Auto(Pipeline):
         self._bases = []
         self._names: list[str] = []
         self._log_weights = np.zeros(0)
+        self._log_scaler: FeatureScaler | None = None
         super()._reset_model()
 
     def _build_model(self, width: float | None) -> None:
+        """The grid; ``width`` is the median-heuristic width of the standardised view."""
+        log_rows = [_signed_log(x) for x, _ in self._buffer]
+        self._build_grid(width, median_width(_standardised(log_rows, self._dim)) if log_rows else width)
+
+    def _build_grid(self, width: float, log_width: float) -> None:
         eta = STEP[self.loss]
-        bases: list[Any] = []
+        self._widths = (width, log_width)
+        self._log_scaler = FeatureScaler(self._dim, self._scaler.sparse)
+        self._bases, self._views = [], []
         names = []
-        for wf in WIDTH_FACTORS:
-            for sf in STEP_FACTORS:
-                bases.append(NystromKONS(kernel={"name": "rbf", "gamma": width * wf}, loss=self.loss,
-                                         alpha=1.0, eta=eta * sf, C=TARGET_BOUND,
-                                         max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self._dim))
-                names.append(f"nystrom_kons(width x{wf:g}, eta x{sf:g})")
-        bases.append(ONS(loss=self.loss, alpha=float(self._dim + 1), eta=eta, C=TARGET_BOUND,
-                         dim=self._dim + 1))
-        names.append("ons+intercept")
-        self._width = width
-        self._bases = bases
+        for view, kind, wf, sf in GRID:
+            if kind == "ons":
+                base = ONS(loss=self.loss, alpha=float(self._dim + 1), eta=eta * sf, C=TARGET_BOUND,
+                           dim=self._dim + 1)
+                names.append(f"ons+intercept({view}, eta x{sf:g})")
+            else:
+                gamma = self._widths[view == "log"] * wf
+                base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0,
+                                   eta=eta * sf, C=TARGET_BOUND, max_dictionary=MAX_DICTIONARY,
+                                   seed=self.seed, dim=self._dim)
+                names.append(f"nystrom_kons({view}, width x{wf:g}, eta x{sf:g})")
+            self._bases.append(base)
+            self._views.append((view == "log", kind == "ons"))
         self._names = [*names, "constant"]
         self._log_weights = np.zeros(len(self._names))
 
-    def _inputs(self, z: np.ndarray | SparseVector) -> list[np.ndarray | SparseVector]:
-        dense = _dense(z)
-        return [dense] * (len(self._bases) - 1) + [_with_intercept(z)]
+    def _inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, *, commit: bool
+                ) -> list[np.ndarray | SparseVector]:
+        """Each base's input: the standardised or the signed-log view, dense or with the intercept."""
+        zlog = self._log_scaler.transform(_signed_log(x), commit=commit)
+        forms = {}
+        for log, linear in set(self._views):
+            view = zlog if log else z
+            forms[log, linear] = _with_intercept(view) if linear else _dense(view)
+        return [forms[v] for v in self._views]
 
     def _constant(self) -> float:
         return 0.0 if not self._binary else self._prior()
@@ -192,14 +239,15 @@ class Auto(Pipeline):
 
         return min(max((g(-bound) - g(bound)) / (4.0 * bound), -bound), bound)
 
-    def _model_predict(self, z: np.ndarray | SparseVector) -> float:
-        preds = [_guarded(b.predict_one, x) for b, x in zip(self._bases, self._inputs(z), strict=True)]
+    def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
+        inputs = self._inputs(z, x, commit=False)
+        preds = [_guarded(b.predict_one, row) for b, row in zip(self._bases, inputs, strict=True)]
         return self._mix(np.array([*preds, self._constant()]))
 
-    def _model_learn(self, z: np.ndarray | SparseVector, t: float) -> float:
-        inputs = self._inputs(z)
-        plays = np.array([*(_guarded(b.learn_one, x, t) for b, x in zip(self._bases, inputs, strict=True)),
-                          self._constant()])
+    def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
+        inputs = self._inputs(z, x, commit=True)
+        plays = [_guarded(b.learn_one, row, t) for b, row in zip(self._bases, inputs, strict=True)]
+        plays = np.array([*plays, self._constant()])
         played = self._mix(plays)
         self._update_weights(plays, t)
         return played
@@ -229,13 +277,17 @@ class Auto(Pipeline):
     def _model_arrays(self) -> dict[str, np.ndarray]:
         arrays = {f"base{i}": nested_blob(b) for i, b in enumerate(self._bases)}
         arrays["log_weights"] = self._log_weights
-        return arrays
+        return {**arrays, **self._log_scaler.arrays("log")}
 
     def _model_scalars(self) -> dict[str, Any]:
-        return {"width": self._width} if self._model_ready else {}
+        if not self._model_ready:
+            return {}
+        return {"widths": list(self._widths), "log_count": self._log_scaler.count}
 
     def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._build_model(float(scalars["width"]))
+        width, log_width = (float(w) for w in scalars["widths"])
+        self._build_grid(width, log_width)
+        self._log_scaler.restore(arrays, int(scalars["log_count"]), "log")
         bases = [restore_nested(arrays[f"base{i}"]) for i in range(len(self._bases))]
         for fresh, restored in zip(self._bases, bases, strict=True):
             if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():

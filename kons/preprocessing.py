@@ -153,15 +153,16 @@ class FeatureScaler:
         std = np.sqrt(self.m2 / max(self.count, 1))
         return np.divide(x - self.mean, std, out=np.zeros(self.dim), where=std > 0)
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"x_mean": self.mean, "x_m2": self.m2, "x_maxabs": self.maxabs}
+    def arrays(self, prefix: str = "x") -> dict[str, np.ndarray]:
+        return {f"{prefix}_mean": self.mean, f"{prefix}_m2": self.m2, f"{prefix}_maxabs": self.maxabs}
 
-    def restore(self, arrays: dict[str, np.ndarray], count: int) -> None:
-        for key in ("x_mean", "x_m2", "x_maxabs"):
+    def restore(self, arrays: dict[str, np.ndarray], count: int, prefix: str = "x") -> None:
+        keys = (f"{prefix}_mean", f"{prefix}_m2", f"{prefix}_maxabs")
+        for key in keys:
             if arrays[key].shape != (self.dim,):
                 raise StateFormatError(f"array {key!r} does not match the dimension {self.dim}.")
         self.count = count
-        self.mean, self.m2, self.maxabs = arrays["x_mean"], arrays["x_m2"], arrays["x_maxabs"]
+        self.mean, self.m2, self.maxabs = (arrays[k] for k in keys)
 
 
 class TargetScaler:
@@ -269,10 +270,12 @@ class Pipeline(Learner):
     def _drop_model(self) -> None:
         raise NotImplementedError
 
-    def _model_predict(self, z: np.ndarray | SparseVector) -> float:
+    def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
+        """The model's prediction for the standardised ``z`` (``x``: the row as given)."""
         raise NotImplementedError
 
-    def _model_learn(self, z: np.ndarray | SparseVector, t: float) -> float:
+    def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
+        """One round of the model on ``z`` with the (standardised) target ``t``; returns its play."""
         raise NotImplementedError
 
     # ----------------------------------------------------------------- input
@@ -319,7 +322,7 @@ class Pipeline(Learner):
         z = self._scaler.transform(x, commit=False)
         if not self._model_ready:
             return self._prior()
-        return self._to_user(self._model_predict(self._features(z)))
+        return self._to_user(self._model_predict(self._features(z), x))
 
     def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
         if self._scaler is None:
@@ -330,7 +333,7 @@ class Pipeline(Learner):
             target, y_stats = self._y.standardised(y)
         if self._model_ready:
             z = self._features(self._scaler.transform(x, commit=False))
-            played = self._to_user(self._model_learn(z, target))
+            played = self._to_user(self._model_learn(z, target, x))
             self._scaler.transform(x, commit=True)
         else:
             played = self._prior()
@@ -359,9 +362,11 @@ class Pipeline(Learner):
         self._build_model(median_width(Z))
         if y_stats is not None:  # standardise the buffered targets with the statistics including them all
             mean, std = y_stats[1], math.sqrt(y_stats[2] / y_stats[0])
-        for z, (_, y) in zip(Z, self._buffer, strict=True):
+        for z, (x, y) in zip(Z, self._buffer, strict=True):
             t = y if y_stats is None else ((y - mean) / std if std > 0.0 else 0.0)
-            self._model_learn(self._features(z), t)
+            if self._scaler.sparse:
+                x, z = SparseVector.from_dense(x), SparseVector.from_dense(z)
+            self._model_learn(self._features(z), t, x)
         self._buffer = []
         self._model_ready = True
 
@@ -516,10 +521,10 @@ class Preprocessed(Pipeline):
             params["kernel"] = {"name": "rbf", "gamma": width}
         self._base = self._base_cls.from_params(params)
 
-    def _model_predict(self, z: np.ndarray | SparseVector) -> float:
+    def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
         return self._base.predict_one(z)
 
-    def _model_learn(self, z: np.ndarray | SparseVector, t: float) -> float:
+    def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
         return self._base.learn_one(z, t)
 
     def _model_stats(self) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def test_auto_learns_raw_regression_better_than_the_running_mean() -> None:
     stats = learner.stats()
     assert math.isclose(sum(stats["weights"].values()), 1.0, rel_tol=1e-9)
     assert stats["leader"] == max(stats["weights"], key=stats["weights"].get)
-    assert "ons+intercept" in stats["weights"] and "constant" in stats["weights"]
+    assert "ons+intercept(raw, eta x1)" in stats["weights"] and "constant" in stats["weights"]
 
 
 def test_auto_classifies_boolean_labels_with_probabilities() -> None:
