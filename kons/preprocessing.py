@@ -460,8 +460,11 @@ class Preprocessed(Pipeline):
     >>> m = kons.learner_from_params("kons", {"loss": "logistic"})
     >>> type(m).__name__, m.get_params()["algorithm"]
     ('Preprocessed', 'kons')
+    >>> # warm-up rounds play the base rate's log-odds (clipped to C = 1) until the width is known
     >>> [round(m.learn_one([3.0, 1000.0], label), 3) for label in (True, 0, 1)]
-    [0.0, 0.405, -0.405]
+    [0.0, 1.0, 0.0]
+    >>> m.predict_proba_one([3.0, 1000.0]) > 0.5  # two positives, one negative seen
+    True
     """
 
     name = "preprocessed"
