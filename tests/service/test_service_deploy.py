@@ -17,12 +17,13 @@ def test_compose_file_names_the_service_and_a_durable_redis() -> None:
     kons, redis = services["kons"], services["redis"]
     assert redis["image"].startswith("redis:7")
     command = " ".join(redis["command"])
-    assert "--appendonly yes" in command
+    assert "--appendonly yes" in command and "--maxmemory-policy noeviction" in command
     volume = redis["volumes"][0].split(":")
     assert volume[1] == "/data" and volume[0] in compose["volumes"]
     assert kons["build"] == "."
     assert kons["environment"]["KONS_REDIS_URL"].startswith("redis://redis:")
-    assert kons["environment"]["KONS_API_KEYS"]
+    keys = kons["environment"]["KONS_API_KEYS"]
+    assert keys.startswith("${KONS_API_KEYS:?") and "change-me" not in keys  # no public default key
     assert kons["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
