@@ -46,7 +46,7 @@ import kons
 from benchmarks.methods import median_gamma
 from kons.datasets import load_dataset
 from kons.kernels import RBF
-from kons_service.testing import REPO, RedisServer, free_port, service_env, start_service
+from testkit.processes import REPO, RedisServer, free_port, service_env, start_service
 
 __all__ = ["LoadConfig", "PhaseResult", "drive", "main", "percentiles", "run"]
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import redis
 
-from benchmarks.reliability import soak_scenario
 from kons_service.store import LearnerRef, Store
-from kons_service.testing import SPEC, RedisServer, ServiceProcess
+from testkit.processes import SPEC, RedisServer, ServiceProcess
+from testkit.scenarios import soak_scenario
 
 pytestmark = pytest.mark.anyio
 

@@ -27,8 +27,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from benchmarks.reliability import HEADERS, TENANT_KEYS
-from kons_service.testing import SPEC, RedisServer, ServiceProcess
+from testkit.processes import SPEC, RedisServer, ServiceProcess
+from testkit.scenarios import HEADERS, TENANT_KEYS
 
 pytestmark = pytest.mark.redis
 

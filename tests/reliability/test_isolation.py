@@ -17,7 +17,7 @@ import pytest
 
 from kons_service.auth import Authenticator
 from kons_service.settings import Settings
-from kons_service.testing import SPEC, RedisServer, ServiceProcess
+from testkit.processes import SPEC, RedisServer, ServiceProcess
 
 pytestmark = pytest.mark.anyio
 

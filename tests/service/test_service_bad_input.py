@@ -7,7 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from service_support import SPEC
+
+from testkit.processes import SPEC
 
 pytestmark = pytest.mark.anyio
 

@@ -8,10 +8,10 @@ import httpx
 import numpy as np
 import pytest
 import redis
-from service_support import SPEC
 
 import kons
 from kons import _state
+from testkit.processes import SPEC
 
 pytestmark = pytest.mark.anyio
 

