@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import command_line, machine_summary, markdown_table
 from testkit.scenarios import crash_scenario, redis_fault_scenario, replica_scenario, soak_scenario
 
 __all__ = ["main"]
@@ -53,8 +53,7 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
         "",
         f"    {command}",
         "",
-        f"Machine: {platform.machine()}, {platform.system()} {platform.release()}, Python "
-        f"{platform.python_version()}, {_cpus()} CPU(s) shared with other work, loopback only; one run "
+        f"Machine: {machine_summary()} shared with other work, loopback only; one run "
         f"of {seconds / 60:.1f} min. Throughput figures are those of a shared 2-core box, not a benchmark: "
         "what matters are the counts of lost, duplicated and 5xx answers, which must be 0.",
         "",
@@ -64,35 +63,41 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
         "",
         "## Summary",
         "",
-        "| Promise | Figure |",
-        "|---|---|",
-        f"| Crash durability | {crash['kills']} SIGKILLs survived; {crash['acknowledged_rounds']} rounds "
-        f"acknowledged, **{crash['lost']} lost, {crash['duplicated']} duplicated**; state == serial replay: "
-        f"{crash['state_equals_replay']} |",
-        f"| Redis faults | restart, {faults['phases']['outage']['seconds_down']} s outage, "
-        f"{faults['phases']['freeze']['seconds_down']} s freeze: {faults['status_503']} answers 503, "
-        f"**{faults['status_5xx_other_than_503']} other 5xx**, slowest answer {faults['max_latency_s']} s; "
-        f"{faults['acknowledged_rounds']} acknowledged, **{faults['lost']} lost, {faults['duplicated']} "
-        "duplicated** |",
-        "| Redis outage behaviour | answers to requests sent while Redis was down: "
-        + "; ".join(f"{n}: {_statuses(p)}, slowest {p['slowest_answer_s']} s"
-                    for n, p in faults["phases"].items())
-        + f" (bound: lease wait 2 s + 6 x Redis timeout {faults['redis_timeout_s']} s); first 200 after "
-        "Redis came back: "
-        + ", ".join(f"{n} {p['first_200_after_s']} s" for n, p in faults["phases"].items())
-        + f"; service restarts needed: {faults['service_restarted']} |",
-        *_sigkill_row(results),
-        f"| Replicas | {replicas['replicas']} processes, {replicas['acknowledged_rounds']} rounds: "
-        f"version == acknowledged: {replicas['final_version'] == replicas['acknowledged_rounds']}; "
-        f"probes bit-identical: {replicas['replicas_agree_on_probes']}; "
-        f"state == serial replay: {replicas['state_equals_replay']} |",
-        f"| Fuzzing | {fuzz.get('requests', '?')} requests over {fuzz.get('operations', '?')} operations: "
-        f"**{fuzz.get('server_errors', '?')} 5xx, {fuzz.get('schema_violations', '?')} schema violations** |",
-        f"| Memory (soak {soak['seconds']:.0f} s, {soak['rounds']} rounds) | service RSS "
-        f"{soak['rss_kib_first'] / 1024:.1f} → {soak['rss_kib_max'] / 1024:.1f} MiB max, "
-        f"{soak['rss_kib_last'] / 1024:.1f} MiB last; second-half drift "
-        f"{(soak['rss_kib_per_minute_second_half'] or 0) / 1024:.2f} MiB/min; learners' own state "
-        f"{soak['learners_state_bytes'] / 1024:.1f} KiB |",
+        *markdown_table(["Promise", "Figure"], [
+            ("Crash durability",
+             f"{crash['kills']} SIGKILLs survived; {crash['acknowledged_rounds']} rounds acknowledged, "
+             f"**{crash['lost']} lost, {crash['duplicated']} duplicated**; state == serial replay: "
+             f"{crash['state_equals_replay']}"),
+            ("Redis faults",
+             f"restart, {faults['phases']['outage']['seconds_down']} s outage, "
+             f"{faults['phases']['freeze']['seconds_down']} s freeze: {faults['status_503']} answers 503, "
+             f"**{faults['status_5xx_other_than_503']} other 5xx**, slowest answer "
+             f"{faults['max_latency_s']} s; {faults['acknowledged_rounds']} acknowledged, **{faults['lost']} "
+             f"lost, {faults['duplicated']} duplicated**"),
+            ("Redis outage behaviour",
+             "answers to requests sent while Redis was down: "
+             + "; ".join(f"{n}: {_statuses(p)}, slowest {p['slowest_answer_s']} s"
+                         for n, p in faults["phases"].items())
+             + f" (bound: lease wait 2 s + 6 x Redis timeout {faults['redis_timeout_s']} s); first 200 after "
+             "Redis came back: "
+             + ", ".join(f"{n} {p['first_200_after_s']} s" for n, p in faults["phases"].items())
+             + f"; service restarts needed: {faults['service_restarted']}"),
+            *_sigkill_row(results),
+            ("Replicas",
+             f"{replicas['replicas']} processes, {replicas['acknowledged_rounds']} rounds: "
+             f"version == acknowledged: {replicas['final_version'] == replicas['acknowledged_rounds']}; "
+             f"probes bit-identical: {replicas['replicas_agree_on_probes']}; "
+             f"state == serial replay: {replicas['state_equals_replay']}"),
+            ("Fuzzing",
+             f"{fuzz.get('requests', '?')} requests over {fuzz.get('operations', '?')} operations: "
+             f"**{fuzz.get('server_errors', '?')} 5xx, {fuzz.get('schema_violations', '?')} schema "
+             "violations**"),
+            (f"Memory (soak {soak['seconds']:.0f} s, {soak['rounds']} rounds)",
+             f"service RSS {soak['rss_kib_first'] / 1024:.1f} → {soak['rss_kib_max'] / 1024:.1f} MiB max, "
+             f"{soak['rss_kib_last'] / 1024:.1f} MiB last; second-half drift "
+             f"{(soak['rss_kib_per_minute_second_half'] or 0) / 1024:.2f} MiB/min; learners' own state "
+             f"{soak['learners_state_bytes'] / 1024:.1f} KiB"),
+        ]),
         "",
     ]
     for title, key in [("Crash durability", "crash"), ("Redis faults", "redis_faults"),
@@ -117,19 +122,13 @@ def _statuses(phase: dict[str, Any]) -> str:
     return ", ".join(shown) or "none"
 
 
-def _sigkill_row(results: dict[str, Any]) -> list[str]:
+def _sigkill_row(results: dict[str, Any]) -> list[tuple[str, str]]:
     if "redis_sigkill" not in results:
         return []
     r = results["redis_sigkill"]
-    return [f"| Redis SIGKILL (appendfsync everysec) | {r['acknowledged_rounds']} acknowledged, "
-            f"**{r['lost']} lost, {r['duplicated']} duplicated** (a process kill: written AOF data survives "
-            "in the page cache) |"]
-
-
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))
+    return [("Redis SIGKILL (appendfsync everysec)",
+             f"{r['acknowledged_rounds']} acknowledged, **{r['lost']} lost, {r['duplicated']} duplicated** "
+             "(a process kill: written AOF data survives in the page cache)")]
 
 
 _NOTES = """## How to read these figures
@@ -209,7 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="kons-reliability-") as tmp:
             results = asyncio.run(_battery(args, Path(tmp)))
-        results["run"] = {"seconds": round(time.monotonic() - started, 1), "command": _command(argv)}
+        command = command_line("benchmarks.reliability", argv, outputs=("--json", "--from-json"))
+        results["run"] = {"seconds": round(time.monotonic() - started, 1), "command": command}
     failures = _failures(results)
     verdict = "FAILED: " + "; ".join(failures) if failures else "all promises kept"
     print(f"done in {results['run']['seconds'] / 60:.1f} min; {verdict}")
@@ -219,18 +219,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(_markdown(results, results["run"]["command"], results["run"]["seconds"]))
     return 1 if failures else 0
-
-
-def _command(argv: Sequence[str] | None) -> str:
-    """The command line that reproduces the figures (without the options that only choose outputs)."""
-    words, out = list(argv if argv is not None else sys.argv[1:]), []
-    while words:
-        word = words.pop(0)
-        if word in ("--json", "--from-json"):
-            words = words[1:]
-        elif not word.startswith(("--json=", "--from-json=")):
-            out.append(word)
-    return " ".join(["python -m benchmarks.reliability", *out])
 
 
 def _failures(results: dict[str, Any]) -> list[str]:
