@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import math
-import signal
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,7 @@ from benchmarks.common import blas_env, blas_threads, command_line, git_commit, 
 from benchmarks.methods import median_gamma
 from kons.datasets import load_dataset
 from kons.kernels import RBF
-from testkit.processes import REPO, RedisServer, free_port, service_env, start_service
+from testkit.processes import REPO, RedisServer, free_port, service_env, start_service, terminate
 
 __all__ = ["LoadConfig", "PhaseResult", "drive", "main", "percentiles", "run"]
 
@@ -246,13 +245,7 @@ def uvicorn_server(
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        terminate(proc, 60)
 
 
 def http_client(base_url: str, concurrency: int) -> httpx.AsyncClient:

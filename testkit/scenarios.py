@@ -24,6 +24,7 @@ storm, with ``V`` the learner's version and the acknowledgements' versions ``v_1
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import statistics
@@ -40,7 +41,7 @@ import redis
 
 import kons
 from kons_service.store import LearnerRef, Store
-from testkit.processes import SPEC, RedisServer, ServiceProcess, vm_rss_kib
+from testkit.processes import SPEC, services_on_redis, vm_rss_kib
 
 __all__ = [
     "HEADERS",
@@ -239,10 +240,8 @@ async def crash_scenario(
 ) -> dict[str, Any]:
     """A feedback storm against one service process that is SIGKILLed ``kills`` times and restarted."""
     rng = random.Random(seed)
-    server = RedisServer(workdir / "redis").start()
-    service = ServiceProcess(server.url, workdir / "service.log", **_service_settings()).start()
-    started = time.monotonic()
-    try:
+    with services_on_redis(workdir, **_service_settings()) as (server, [service]):
+        started = time.monotonic()
         _create(service.url)
 
         async def disturb() -> None:
@@ -252,12 +251,8 @@ async def crash_scenario(
                 await asyncio.to_thread(service.start)
 
         ledger = await _run_storm([service.url], clients, disturb, seed)
-        result = {"kills": kills, "clients": clients, **ledger.summary(),
-                  **audit([service.url], server.url, ledger), "seconds": round(time.monotonic() - started, 1)}
-    finally:
-        service.stop()
-        server.stop()
-    return result
+        return {"kills": kills, "clients": clients, **ledger.summary(),
+                **audit([service.url], server.url, ledger), "seconds": round(time.monotonic() - started, 1)}
 
 
 async def redis_fault_scenario(
@@ -266,11 +261,7 @@ async def redis_fault_scenario(
 ) -> dict[str, Any]:
     """A storm through a restart of Redis (SIGTERM, AOF replayed), an outage (stopped for
     ``outage_seconds``) and a freeze (SIGSTOP for ``pause_seconds``); optionally a SIGKILL of Redis."""
-    server = RedisServer(workdir / "redis").start()
-    service = ServiceProcess(server.url, workdir / "service.log",
-                             **_service_settings(redis_timeout_seconds=redis_timeout)).start()
     phases: list[tuple[str, float, float]] = []
-    started = time.monotonic()
 
     async def phase(name: str, down: Callable[[], None], seconds: float, up: Callable[[], Any]) -> None:
         await asyncio.sleep(calm_seconds)
@@ -280,7 +271,9 @@ async def redis_fault_scenario(
         await asyncio.to_thread(up)
         phases.append((name, t0, time.monotonic()))
 
-    try:
+    with services_on_redis(workdir, **_service_settings(redis_timeout_seconds=redis_timeout)) as (
+            server, [service]):
+        started = time.monotonic()
         _create(service.url)
 
         async def disturb() -> None:
@@ -304,34 +297,22 @@ async def redis_fault_scenario(
                 "seconds_down": round(t1 - t0, 2),
                 "first_200_after_s": round(min(after) - t1, 3) if after else None,
             }
-        result = {"clients": clients, "redis_timeout_s": redis_timeout, **ledger.summary(),
-                  **audit([service.url], server.url, ledger), "phases": per_phase,
-                  "service_restarted": service.starts - 1, "seconds": round(time.monotonic() - started, 1)}
-    finally:
-        service.stop()
-        server.stop()
-    return result
+        return {"clients": clients, "redis_timeout_s": redis_timeout, **ledger.summary(),
+                **audit([service.url], server.url, ledger), "phases": per_phase,
+                "service_restarted": service.starts - 1, "seconds": round(time.monotonic() - started, 1)}
 
 
 async def replica_scenario(
     workdir: Path, *, replicas: int = 2, clients: int = 6, seconds: float = 5.0, seed: int = 0
 ) -> dict[str, Any]:
     """Clients send feedback to one learner through ``replicas`` service processes on one Redis."""
-    server = RedisServer(workdir / "redis").start()
-    services = [ServiceProcess(server.url, workdir / f"service{i}.log", **_service_settings()).start()
-                for i in range(replicas)]
-    started = time.monotonic()
-    try:
+    with services_on_redis(workdir, replicas, **_service_settings()) as (server, services):
+        started = time.monotonic()
         urls = [s.url for s in services]
         _create(urls[0])
         ledger = await _run_storm(urls, clients, lambda: asyncio.sleep(seconds), seed)
-        result = {"replicas": replicas, "clients": clients, **ledger.summary(),
-                  **audit(urls, server.url, ledger), "seconds": round(time.monotonic() - started, 1)}
-    finally:
-        for s in services:
-            s.stop()
-        server.stop()
-    return result
+        return {"replicas": replicas, "clients": clients, **ledger.summary(),
+                **audit(urls, server.url, ledger), "seconds": round(time.monotonic() - started, 1)}
 
 
 async def soak_scenario(
@@ -340,17 +321,14 @@ async def soak_scenario(
 ) -> dict[str, Any]:
     """A bounded soak: feedback, predicts with ids (some never consumed) and batches over several
     learners of bounded state (ONS, dim 8), sampling the service's VmRSS and Redis's memory."""
-    server = RedisServer(workdir / "redis").start()
-    service = ServiceProcess(server.url, workdir / "service.log",
-                             **_service_settings(id_ttl_seconds=5, request_id_ttl_seconds=5,
-                                                 request_ids_max=2000)).start()
+    settings = _service_settings(id_ttl_seconds=5, request_id_ttl_seconds=5, request_ids_max=2000)
     spec = {"algorithm": "ons", "dim": 8, "params": {"loss": "squared", "C": 3.0}}
     samples: list[tuple[float, int, int]] = []
     statuses: Counter[int] = Counter()
     rounds = 0
-    r = redis.Redis.from_url(server.url)
-    started = time.monotonic()
-    try:
+    with services_on_redis(workdir, **settings) as (server, [service]), \
+            contextlib.closing(redis.Redis.from_url(server.url)) as r:
+        started = time.monotonic()
         for i in range(learners):
             httpx.put(f"{service.url}/v1/learners/s{i}", json=spec, headers=HEADERS).raise_for_status()
         deadline = time.monotonic() + seconds
@@ -395,10 +373,6 @@ async def soak_scenario(
                     leftovers[kind] += r.hlen(key)
                 elif kind == "log":
                     leftovers["log"] += r.xlen(key)
-    finally:
-        service.stop()
-        r.close()
-        server.stop()
     half = [s for s in samples if s[0] >= samples[-1][0] / 2] if samples else []
     rss = [s[1] for s in samples]
     return {
