@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["blas_env", "blas_threads", "command_line", "git_commit", "machine", "machine_summary",
+__all__ = ["REPO", "blas_env", "blas_threads", "command_line", "git_commit", "machine", "machine_summary",
            "markdown_table"]
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,13 +21,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import command_line, machine_summary, markdown_table
+from benchmarks.common import REPO, command_line, machine_summary, markdown_table
 from testkit.scenarios import crash_scenario, redis_fault_scenario, replica_scenario, soak_scenario
 
 __all__ = ["main"]
 
 
-# ---------------------------------------------------------------------- command line and report
 def _fuzz(workdir: Path, examples: int) -> dict[str, Any]:
     """Schemathesis against the running service (see ``tests/reliability/test_fuzz.py``)."""
     import os
@@ -36,7 +35,7 @@ def _fuzz(workdir: Path, examples: int) -> dict[str, Any]:
     out = workdir / "fuzz.json"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/reliability/test_fuzz.py"]
     env = {**os.environ, "FUZZ_EXAMPLES": str(examples), "FUZZ_REPORT": str(out)}
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
                           timeout=1200, check=False, env=env)
     report = json.loads(out.read_text()) if out.exists() else {}
     return {"pytest_exit": proc.returncode, **report,
