@@ -20,18 +20,13 @@ from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, get_loss
 
-__all__ = ["LEARNERS", "Learner", "learner_from_params", "load", "ridge_leverage"]
+__all__ = ["LEARNERS", "Learner", "learner_from_params", "load"]
 
 #: Every concrete learner by its registry name (``"kons"``, ``"sketched_kons"``, ...).
 LEARNERS: dict[str, type[Learner]] = {}
 
 # Weight of the newest loss in the exponentially weighted "recent loss" (about the last 100 rounds).
 _RECENT_WEIGHT = 0.01
-
-
-def ridge_leverage(ridge: float) -> float:
-    """:math:`r / (1 + r)`, the leverage of a round with ridge ratio ``r >= 0`` (1 when ``r`` overflows)."""
-    return ridge / (1.0 + ridge) if math.isfinite(ridge) else 1.0
 
 
 class Learner:

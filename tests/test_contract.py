@@ -329,10 +329,9 @@ def test_the_package_never_imports_the_service() -> None:
     """``import kons`` (every learner module included) pulls in neither the app nor its dependencies."""
     code = (
         "import importlib, pkgutil, sys, kons\n"
-        "for m in pkgutil.iter_modules(kons.__path__):\n"
-        "    if m.name != '__main__':\n"
-        "        importlib.import_module('kons.' + m.name)\n"
-        "service = ('app', 'fastapi', 'redis', 'starlette', 'uvicorn')\n"
+        "for m in pkgutil.walk_packages(kons.__path__, 'kons.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "service = ('app', 'kons_service', 'fastapi', 'redis', 'starlette', 'uvicorn')\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in service)))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

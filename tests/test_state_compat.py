@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kons
-from kons.sparse import SparseVector
+from kons import SparseVector
 
 _BLOBS = Path(__file__).parent / "data" / "state_blobs.npz"
 # The cases with sparse input (see CASES in tests/data/make_state_blobs.py).

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 import kons
-from kons.sparse import SparseVector
+from kons import SparseVector
 
 #: name -> (algorithm, parameters, rounds learnt before saving, binary labels, sparse input)
 CASES: dict[str, tuple[str, dict[str, Any], int, bool, bool]] = {

@@ -22,23 +22,15 @@ from typing import Any
 
 import numpy as np
 
+from kons._numerics import TINY, ridge_leverage
 from kons._validation import as_features, check_int, check_real
-from kons.base import Learner, ridge_leverage
+from kons.base import Learner
 from kons.errors import InvalidParameterError, NumericalError
-from kons.sparse import SparseVector, as_sparse, is_sparse_input
+from kons.linear._linalg import check_finite, checked_matrix, checked_vector, gram_schmidt
+from kons.linear.sparse import SparseVector, as_sparse, is_sparse_input
 
-__all__ = [
-    "FactoredBasis",
-    "Features",
-    "LinearLearner",
-    "SketchedNewton",
-    "apply_deltas",
-    "check_finite",
-    "gram_schmidt",
-    "sherman_morrison",
-]
+__all__ = ["FactoredBasis", "Features", "LinearLearner", "SketchedNewton"]
 
-_TINY = 1e-300
 #: D_1 of the diagonal adaptation (Sec. 5.2, footnote 6).
 DIAGONAL_INIT = 0.1
 
@@ -65,55 +57,6 @@ class Features:
     def cols(self, M: np.ndarray) -> np.ndarray:
         """:math:`M x` for a (k, d) matrix ``M``: O(k s)."""
         return M[:, self.index] @ self.values
-
-
-def check_finite(*parts: Any, bound: float = np.inf) -> None:
-    """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite and below ``bound``."""
-    for part in parts:
-        if not np.all(np.abs(part) < bound):  # also False for NaN
-            raise NumericalError("the round would put a non-finite or overflowing number into the state.")
-
-
-def sherman_morrison(H: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    r""":math:`(H^{-1} + a b^\top)^{-1} = H - \frac{H a b^\top H}{1 + b^\top H a}` (a new array)."""
-    Ha = H @ a
-    bH = b @ H
-    return H - np.outer(Ha, bH) / (1.0 + float(b @ Ha))
-
-
-def gram_schmidt(
-    P: np.ndarray, K: np.ndarray, tol: float = 1e-10, scale: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    r"""Gram-Schmidt on the rows of ``P`` (n, q) in the inner product :math:`\langle a,b\rangle = a^\top K b`.
-
-    The paper's Decompose (Alg. 13): with :math:`K = R R^\top`, returns ``L`` (n, r) and ``Q`` (r, q) with
-    :math:`L Q R = P R` and the rows of :math:`Q R` orthonormal; ``r`` is the numerical rank: a row whose
-    residual norm is below ``tol`` times its own norm (or ``sqrt(scale[i])``, when the norm of row ``i``
-    of :math:`PR` itself comes out of a cancellation) is dropped. Each row is orthogonalised twice
-    (classical Gram-Schmidt with re-orthogonalisation), which is the same map in exact arithmetic and keeps
-    :math:`QR` orthonormal to rounding over long streams. O(n q^2).
-    """
-    n, q = P.shape
-    Q = np.zeros((n, q))
-    L = np.zeros((n, n))
-    kept = np.zeros(n, dtype=bool)
-    for i in range(n):
-        p = P[i]
-        Kp = K @ p
-        coef = Q @ Kp
-        beta = p - Q.T @ coef
-        again = Q @ (K @ beta)
-        beta -= Q.T @ again
-        coef += again
-        c2 = float(beta @ (K @ beta))
-        reference = float(p @ Kp) if scale is None else float(scale[i])
-        if c2 > tol * tol * reference and c2 > 0.0:
-            c = math.sqrt(c2)
-            Q[i] = beta / c
-            coef[i] = c
-            kept[i] = True
-        L[i] = coef
-    return L[:, kept], Q[kept]
 
 
 class LinearLearner(Learner):
@@ -211,7 +154,7 @@ class LinearLearner(Learner):
         # No allocation here: it could draw from the (already restored) random generator.
         self._diag = None
         if self.diagonal:
-            self._diag = _vector(arrays["diag"], self._dim)
+            self._diag = checked_vector(arrays["diag"], self._dim)
         self._restore_model(arrays, scalars)
         self._ready = True
 
@@ -231,18 +174,6 @@ def _rows(X: Any) -> Any:
         return [SparseVector(csr.indices[a:b], csr.data[a:b], d)
                 for a, b in zip(csr.indptr[:-1], csr.indptr[1:], strict=True)]
     return X
-
-
-def _vector(arr: np.ndarray, n: int) -> np.ndarray:
-    if arr.shape != (n,):
-        raise ValueError(f"stored vector has shape {arr.shape}, expected ({n},)")
-    return arr
-
-
-def _matrix(arr: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    if arr.shape != (rows, cols):
-        raise ValueError(f"stored matrix has shape {arr.shape}, expected ({rows}, {cols})")
-    return arr
 
 
 class SketchedNewton(LinearLearner):
@@ -277,7 +208,7 @@ class SketchedNewton(LinearLearner):
 
     def _gamma(self, excess: float, denom: float) -> float:
         """Alg. 1, line 5: :math:`\\gamma = \\tau_C(\\bar y)/(x^\\top x - \\hat x^\\top H \\hat x)`."""
-        return 0.0 if excess == 0.0 else excess / max(denom, _TINY)
+        return 0.0 if excess == 0.0 else excess / max(denom, TINY)
 
     def _model_stats(self) -> dict[str, Any]:
         return {"eta": self._eta}
@@ -369,18 +300,12 @@ class FactoredBasis(SketchedNewton):
 
     def _restore_basis(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], k: int) -> None:
         d = self._dim
-        self._ubar = _vector(arrays["ubar"], d)
-        self._b = _vector(arrays["b"], k)
-        self._Z = _matrix(arrays["Z"], k, d)
-        self._F = _matrix(arrays["F"], k, k)
-        self._K = _matrix(arrays["K"], k, k)
+        self._ubar = checked_vector(arrays["ubar"], d)
+        self._b = checked_vector(arrays["b"], k)
+        self._Z = checked_matrix(arrays["Z"], k, d)
+        self._F = checked_matrix(arrays["F"], k, k)
+        self._K = checked_matrix(arrays["K"], k, k)
         self._rebases = int(scalars["rebases"])
 
     def _scalars(self) -> dict[str, Any]:
         return {"rebases": self._rebases}
-
-
-def apply_deltas(target: np.ndarray, deltas: list[tuple[slice | np.ndarray, np.ndarray]]) -> None:
-    """``target[index] += values`` for each pair (after the caller checked they are finite)."""
-    for index, values in deltas:
-        target[index] += values

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from kons._linear import Features, SketchedNewton, _matrix, _vector, check_finite
+from kons.linear._learner import Features, SketchedNewton
+from kons.linear._linalg import check_finite, checked_matrix, checked_vector
 
 __all__ = ["ONS"]
 
@@ -38,7 +39,7 @@ class ONS(SketchedNewton):
     C : float, default 1.0
         Predictions are clipped to :math:`[-C, C]`.
     diagonal : bool, default False
-        Feed :math:`D_t^{-1/2} x_t` (Sec. 5.2), see :mod:`kons._linear`.
+        Feed :math:`D_t^{-1/2} x_t` (Sec. 5.2), see :mod:`kons.linear._learner`.
     dim : int or None, default None
 
     Examples
@@ -97,5 +98,5 @@ class ONS(SketchedNewton):
         return {"u": self._u, "Ainv": self._Ainv}
 
     def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._u = _vector(arrays["u"], self._dim)
-        self._Ainv = _matrix(arrays["Ainv"], self._dim, self._dim)
+        self._u = checked_vector(arrays["u"], self._dim)
+        self._Ainv = checked_matrix(arrays["Ainv"], self._dim, self._dim)

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kons._linalg import GrowableRows, GrowableVector, PackedCholesky
-from kons.base import ridge_leverage
+from kons._numerics import GrowableRows, GrowableVector, PackedCholesky, ridge_leverage
 from kons.kernels import Kernel
 
 __all__ = ["KORS", "KORSProposal"]

@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 from scipy.linalg.blas import dtrsm
 
-from kons._linear import FactoredBasis, Features, _vector, check_finite
 from kons.errors import NumericalError
+from kons.linear._learner import FactoredBasis, Features
+from kons.linear._linalg import check_finite, checked_vector
 
 __all__ = ["OjaSON"]
 
@@ -33,7 +34,7 @@ class OjaSON(FactoredBasis):
     Gram-Schmidt is this Cholesky factor; forming it before :math:`K` grows along :math:`\delta` keeps
     it accurate where Alg. 13 in the grown :math:`K` loses digits). The weights are
     :math:`u = \bar u + Z^\top b` (Eq. 5-6), so a round with ``s`` non-zeros costs O(m^3 + m s),
-    independent of the dimension ``d`` (see :class:`~kons._linear.FactoredBasis` for the
+    independent of the dimension ``d`` (see :class:`~kons.linear._learner.FactoredBasis` for the
     rare O(m^2 d) re-basing). The sketch has ``k = min(sketch_size, d)`` rows; ``sketch_size=0`` is
     :class:`~kons.OGD` with the constant step :math:`1/\alpha`.
 
@@ -169,6 +170,6 @@ class OjaSON(FactoredBasis):
     def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         k = min(self.sketch_size, self._dim)
         self._restore_basis(arrays, scalars, k)
-        self._lam = _vector(arrays["lam"], k)
-        self._h = _vector(arrays["h"], k)
+        self._lam = checked_vector(arrays["lam"], k)
+        self._h = checked_vector(arrays["h"], k)
         self._t = int(scalars["t"])

@@ -7,15 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from kons._linalg import GrowableRows, GrowableVector
+from kons._numerics import SCHEDULES, GrowableRows, GrowableVector, scheduled_step
 from kons._validation import check_choice, check_real
 from kons.base import Learner
 from kons.errors import NumericalError
 from kons.kernels import RBF, Kernel, kernel_from_dict
 
 __all__ = ["KernelOGD"]
-
-SCHEDULES = ("constant", "inverse_sqrt")
 
 
 class KernelOGD(Learner):
@@ -81,7 +79,7 @@ class KernelOGD(Learner):
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
         y_hat = self._clip(y_bar)
-        step = self.eta if self.schedule == "constant" else self.eta / math.sqrt(self._rounds + 1)
+        step = scheduled_step(self.eta, self.schedule, self._rounds + 1)
         coef = -step * self._loss.derivative(y_hat, y)
         if not math.isfinite(coef):
             raise NumericalError("the round would put a non-finite number into the state.")

@@ -6,13 +6,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kons._linear import (
-    FactoredBasis,
-    Features,
-    _matrix,
-    _vector,
+from kons.linear._learner import FactoredBasis, Features
+from kons.linear._linalg import (
     apply_deltas,
     check_finite,
+    checked_matrix,
+    checked_vector,
     gram_schmidt,
     sherman_morrison,
 )
@@ -349,10 +348,10 @@ class FDSON(FactoredBasis):
         m, d = self.sketch_size, self._dim
         k = min(m, d)
         self._restore_basis(arrays, scalars, k)
-        self._D = _vector(arrays["D"], k)
+        self._D = checked_vector(arrays["D"], k)
         self._direct_epochs = int(scalars["direct_epochs"])
-        self._H = _matrix(arrays["H"], k + m, k + m)
-        self._Gd = _matrix(arrays["G"], m, d)
+        self._H = checked_matrix(arrays["H"], k + m, k + m)
+        self._Gd = checked_matrix(arrays["G"], m, d)
         dense, counts, flat = arrays["g_dense"], arrays["g_counts"], arrays["g_index"]
         if len(dense) >= max(m, 1) or counts.sum() != len(flat) or len(counts) != (~dense).sum():
             raise ValueError("buffered rows of G are inconsistent")

@@ -10,7 +10,7 @@ finite and as many as the indices.
 
 Examples
 --------
->>> from kons.sparse import SparseVector, as_sparse
+>>> from kons.linear.sparse import SparseVector, as_sparse
 >>> v = as_sparse({"indices": [7, 2], "values": [1.5, -1.0]}, dim=10)
 >>> v.indices.tolist(), v.values.tolist(), v.dim, len(v)
 ([2, 7], [-1.0, 1.5], 10, 10)

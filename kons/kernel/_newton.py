@@ -17,15 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from kons._linalg import GrowableRows, GrowableVector, PackedCholesky
+from kons._numerics import TINY, GrowableRows, GrowableVector, PackedCholesky, ridge_leverage
 from kons._validation import check_real
-from kons.base import Learner, ridge_leverage
+from kons.base import Learner
 from kons.errors import NumericalError
 from kons.kernels import Kernel, kernel_from_dict
 
 __all__ = ["KernelNewton"]
-
-_TINY = 1e-300
 
 
 class KernelNewton(Learner):
@@ -83,7 +81,7 @@ class KernelNewton(Learner):
             raise NumericalError("the round overflowed (prediction or variance is not finite).")
         # s_t = phi' A^{-1} phi > 0 in exact arithmetic; rounding can leave it at or below zero, and a
         # projection step h/s with s ~ 0 then overflows and is rejected below instead of corrupting state.
-        s = max(s, _TINY)
+        s = max(s, TINY)
         y_hat = self._clip(y_bar)
         excess = y_bar - y_hat  # h(ybar_t)
         gdot = self._loss.derivative(y_hat, y)

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from kons._linear import Features, LinearLearner, _vector, check_finite
 from kons._validation import check_real
+from kons.linear._learner import Features, LinearLearner
+from kons.linear._linalg import check_finite, checked_vector
 
 __all__ = ["AdaGrad"]
 
@@ -90,5 +91,5 @@ class AdaGrad(LinearLearner):
         return {"w": self._w, "sum_sq": self._sum_sq}
 
     def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._w = _vector(arrays["w"], self._dim)
-        self._sum_sq = _vector(arrays["sum_sq"], self._dim)
+        self._w = checked_vector(arrays["w"], self._dim)
+        self._sum_sq = checked_vector(arrays["sum_sq"], self._dim)

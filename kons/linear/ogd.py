@@ -2,17 +2,16 @@ r"""Linear online gradient descent with SON's prediction projection (the first-o
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from kons._linear import Features, LinearLearner, _vector, check_finite
+from kons._numerics import SCHEDULES, scheduled_step
 from kons._validation import check_choice, check_real
+from kons.linear._learner import Features, LinearLearner
+from kons.linear._linalg import check_finite, checked_vector
 
 __all__ = ["OGD"]
-
-SCHEDULES = ("constant", "inverse_sqrt")
 
 
 class OGD(LinearLearner):
@@ -74,7 +73,7 @@ class OGD(LinearLearner):
         y_hat, excess = self._play(f.dot(self._w))
         gamma = excess / f.sq_norm if excess != 0.0 else 0.0  # excess != 0 implies x != 0
         gdot = self._loss.derivative(y_hat, y)
-        step = self.eta if self.schedule == "constant" else self.eta / math.sqrt(self._rounds + 1)
+        step = scheduled_step(self.eta, self.schedule, self._rounds + 1)
         delta = -(gamma + step * gdot) * f.values
         check_finite(delta)
         self._w[f.index] += delta
@@ -84,4 +83,4 @@ class OGD(LinearLearner):
         return {"w": self._w}
 
     def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._w = _vector(arrays["w"], self._dim)
+        self._w = checked_vector(arrays["w"], self._dim)

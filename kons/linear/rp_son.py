@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from kons._linear import Features, SketchedNewton, _matrix, _vector, check_finite, sherman_morrison
+from kons.linear._learner import Features, SketchedNewton
+from kons.linear._linalg import check_finite, checked_matrix, checked_vector, sherman_morrison
 
 __all__ = ["RPSON"]
 
@@ -141,7 +142,7 @@ class RPSON(SketchedNewton):
 
     def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         m, d = self.sketch_size, self._dim
-        self._S = _matrix(arrays["S"], m, d)
-        self._H = _matrix(arrays["H"], m, m)
-        self._ubar = _vector(arrays["ubar"], d)
-        self._b = _vector(arrays["b"], m)
+        self._S = checked_matrix(arrays["S"], m, d)
+        self._H = checked_matrix(arrays["H"], m, m)
+        self._ubar = checked_vector(arrays["ubar"], d)
+        self._b = checked_vector(arrays["b"], m)

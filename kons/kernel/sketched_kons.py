@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from kons._kernel_newton import KernelNewton
 from kons._validation import check_int, check_real
+from kons.kernel._newton import KernelNewton
+from kons.kernel.kors import KORS, KORSProposal
 from kons.kernels import RBF, Kernel
-from kons.kors import KORS, KORSProposal
 
 __all__ = ["SketchedKONS"]
 
@@ -17,7 +17,7 @@ __all__ = ["SketchedKONS"]
 class SketchedKONS(KernelNewton):
     r"""KONS whose second-order matrix only takes the rounds selected by ridge leverage scores.
 
-    Each round with a non-zero gradient runs KORS (Alg. 2, :class:`~kons.kors.KORS`) to estimate its
+    Each round with a non-zero gradient runs KORS (Alg. 2, :class:`~kons.kernel.kors.KORS`) to estimate its
     ridge leverage score :math:`\tau_t`; KORS keeps the point with probability
     :math:`p_t = \min(\beta\tau_t, 1)`, and an independent coin :math:`z_t` with probability
     :math:`\max(p_t, \gamma)` decides whether :math:`\eta\dot g_t^2\phi_t\phi_t^\top` enters

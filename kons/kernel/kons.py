@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from kons._kernel_newton import KernelNewton
+from kons.kernel._newton import KernelNewton
 from kons.kernels import RBF, Kernel
 
 __all__ = ["KONS"]
