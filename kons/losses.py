@@ -18,11 +18,11 @@ Examples
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from kons.errors import InvalidInputError, InvalidParameterError
 
-__all__ = ["LOSSES", "Hinge", "Logistic", "Loss", "Squared", "SquaredHinge", "get_loss"]
+__all__ = ["LOSSES", "Hinge", "Logistic", "Loss", "LossName", "Squared", "SquaredHinge", "get_loss"]
 
 
 class Loss:
@@ -140,7 +140,7 @@ class Hinge(Loss):
 LOSSES: dict[str, Loss] = {cls.name: cls() for cls in (Squared, Logistic, SquaredHinge, Hinge)}
 
 
-def get_loss(name: str) -> Loss:
+def get_loss(name: Any) -> Loss:
     """The loss registered under ``name`` (``squared``, ``logistic``, ``squared_hinge``, ``hinge``)."""
     try:
         return LOSSES[name]
@@ -148,3 +148,10 @@ def get_loss(name: str) -> Loss:
         raise InvalidParameterError(
             f"The 'loss' parameter must be one of {sorted(LOSSES)}. Got {name!r} instead."
         ) from None
+
+
+class LossName:
+    """The constraint of a learner's ``loss`` parameter: the name of a registered loss."""
+
+    def check(self, owner: str, name: str, value: Any) -> str:
+        return get_loss(value).name

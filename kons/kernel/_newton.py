@@ -12,16 +12,17 @@ One round costs one kernel row over the stored points, O(n d), plus one solve wi
 
 from __future__ import annotations
 
+import abc
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from kons._numerics import TINY, GrowableRows, GrowableVector, PackedCholesky, ridge_leverage
-from kons._validation import check_real
+from kons._validation import POSITIVE, Constraint, NoneOr
 from kons.base import Learner
 from kons.errors import NumericalError
-from kons.kernels import Kernel, kernel_from_dict
+from kons.kernels import Kernel, KernelParameter
 
 __all__ = ["KernelNewton"]
 
@@ -29,38 +30,35 @@ __all__ = ["KernelNewton"]
 class KernelNewton(Learner):
     """Base of the second-order kernel learners; subclasses decide which rounds join the dictionary."""
 
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **Learner._parameter_constraints,
+        "kernel": KernelParameter(),
+        "alpha": POSITIVE,
+        "eta": NoneOr(POSITIVE),
+    }
+
     kernel: Kernel
     alpha: float
     eta: float | None
+    _eta: float
 
-    def _init_kernel_newton(
-        self, *, kernel: Kernel | dict, loss: str, alpha: float, eta: float | None, C: float,
-        dim: int | None,
-    ) -> None:
-        owner = type(self).__name__
-        self._init_common(loss=loss, C=C, dim=dim)
-        self.kernel = kernel_from_dict(kernel)
-        self.alpha = check_real(owner, "alpha", alpha, low=0.0, low_open=True)
-        self._eta = self._resolve_eta(eta)
-        self.eta = eta if eta is None else self._eta
+    def _set_params(self, **params: Any) -> None:
+        super()._set_params(**params)
+        self._eta = self._resolve_eta(self.eta)
         self._sqrt_eta = math.sqrt(self._eta)
 
     def _reset_model(self) -> None:
-        self._points: GrowableRows | None = None
+        self._points = GrowableRows(self._dim)
         self._beta = GrowableVector()
         self._dict_index = GrowableVector(dtype=np.int64)  # positions in _points of R's members
         self._dict_scale = GrowableVector()  # d_i = sqrt(eta) gdot_i
         self._dict_kbeta = GrowableVector()  # m_R = (K beta)_R
         self._whitened = GrowableVector()  # w = L^{-1} D_R m_R
         self._chol = PackedCholesky()
-        if self._dim is not None:
-            self._points = GrowableRows(self._dim)
 
     # ----------------------------------------------------------------- the round
     def _dual_terms(self, x: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, float, float, float]:
         """Kernel row ``k``, ``k(x,x)``, ``v = L^{-1} D_R k_R``, ``k'beta``, ``y_bar`` and ``s``."""
-        if self._points is None:
-            self._points = GrowableRows(self._dim)
         points = self._points
         k = self.kernel.row(x, points.view, points.sq_norms.view)
         kxx = self.kernel.diag(x)
@@ -125,12 +123,12 @@ class KernelNewton(Learner):
         self._commit(pending)
         return y_hat, leverage
 
+    @abc.abstractmethod
     def _decide(self, x: np.ndarray, kxx: float, scale: float) -> tuple[bool, Any]:
         """Whether the round (with ``scale = sqrt(eta) gdot != 0``) joins the dictionary.
 
         May draw random numbers; returns a token passed to :meth:`_commit` or :meth:`_abandon`.
         """
-        raise NotImplementedError
 
     def _commit(self, pending: Any) -> None:
         """Make the side effects of :meth:`_decide` permanent (the round succeeded)."""
@@ -140,14 +138,10 @@ class KernelNewton(Learner):
 
     # ----------------------------------------------------------------- statistics and state
     def _model_stats(self) -> dict[str, Any]:
-        return {
-            "stored_points": 0 if self._points is None else self._points.n,
-            "dictionary_size": self._chol.size,
-            "eta": self._eta,
-        }
+        return {"stored_points": self._points.n, "dictionary_size": self._chol.size}
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        points = self._points if self._points is not None else GrowableRows(self._dim)
+        points = self._points
         return {
             "points": points.view,
             "points_sq_norms": points.sq_norms.view,

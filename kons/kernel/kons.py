@@ -65,7 +65,7 @@ class KONS(KernelNewton):
         C: float = 1.0,
         dim: int | None = None,
     ) -> None:
-        self._init_kernel_newton(kernel=kernel, loss=loss, alpha=alpha, eta=eta, C=C, dim=dim)
+        self._set_params(kernel=kernel, loss=loss, alpha=alpha, eta=eta, C=C, dim=dim)
         self._reset()
 
     def _decide(self, x: np.ndarray, kxx: float, scale: float) -> tuple[bool, Any]:

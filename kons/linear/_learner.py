@@ -17,15 +17,16 @@ footnote 6); :math:`D` is updated on the support of :math:`x_t` after the round.
 
 from __future__ import annotations
 
+import abc
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from kons._numerics import TINY, ridge_leverage
-from kons._validation import as_features, check_int, check_real
+from kons._validation import POSITIVE, Constraint, Flag, Integer, NoneOr, as_features
 from kons.base import Learner
-from kons.errors import InvalidParameterError, NumericalError
+from kons.errors import NumericalError
 from kons.linear._linalg import check_finite, checked_matrix, checked_vector, gram_schmidt
 from kons.linear.sparse import SparseVector, as_sparse, is_sparse_input
 
@@ -60,43 +61,25 @@ class Features:
 
 
 class LinearLearner(Learner):
-    """Base of the linear learners: sparse or dense input, lazily allocated state, diagonal adaptation.
+    """Base of the linear learners: sparse or dense input and the diagonal adaptation.
 
-    Subclasses implement ``_allocate()`` (create the state for ``self._dim``), ``_margin(f)`` (the
+    Subclasses implement ``_reset_model`` (calling ``super()._reset_model()`` first), ``_margin(f)`` (the
     unclipped :math:`u^\\top x` for :class:`Features` ``f``), ``_round(f, y)`` returning
-    ``(y_hat, leverage, gdot)`` and ``_model_arrays``/``_restore_model``.
+    ``(y_hat, leverage, gdot)``, and ``_arrays``/``_restore`` (each adding to ``super()``'s).
     """
 
     diagonal: bool = False
-
-    def _init_linear(self, *, loss: str, C: float, dim: int | None, diagonal: bool = False) -> None:
-        self._init_common(loss=loss, C=C, dim=dim)
-        if not isinstance(diagonal, bool | np.bool_):
-            raise InvalidParameterError(
-                f"The 'diagonal' parameter of {type(self).__name__} must be a bool. Got {diagonal!r} instead."
-            )
-        self.diagonal = bool(diagonal)
+    _diag: np.ndarray | None
 
     # ----------------------------------------------------------------- state
     def _reset_model(self) -> None:
-        self._ready = False
-        self._diag: np.ndarray | None = None
-        if self._dim is not None:
-            self._allocate_all()
-
-    def _allocate_all(self) -> None:
         self._diag = np.full(self._dim, DIAGONAL_INIT) if self.diagonal else None
-        self._allocate()
-        self._ready = True
-
-    def _allocate(self) -> None:
-        raise NotImplementedError
 
     # ----------------------------------------------------------------- input
     def _check_x(self, x: Any) -> np.ndarray | SparseVector:
         if is_sparse_input(x):
-            return as_sparse(x, self._dim)
-        return as_features(x, self._dim)
+            return as_sparse(x, self._known_dim())
+        return as_features(x, self._known_dim())
 
     def _features(self, x: np.ndarray | SparseVector) -> Features:
         index, values = (x.indices, x.values) if isinstance(x, SparseVector) else (slice(None), x)
@@ -114,13 +97,9 @@ class LinearLearner(Learner):
 
     # ----------------------------------------------------------------- the round
     def _predict(self, x: np.ndarray | SparseVector) -> float:
-        if not self._ready:
-            self._allocate_all()
         return self._margin(self._features(x))
 
     def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
-        if not self._ready:
-            self._allocate_all()
         f = self._features(x)
         y_hat, leverage, gdot = self._round(f, y)
         if self._diag is not None and gdot != 0.0:
@@ -135,34 +114,20 @@ class LinearLearner(Learner):
         y_hat = self._clip(y_bar)
         return y_hat, y_bar - y_hat
 
+    @abc.abstractmethod
     def _margin(self, f: Features) -> float:
-        raise NotImplementedError
+        """The unclipped prediction :math:`u^\\top x` for the example ``f``."""
 
+    @abc.abstractmethod
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
-        raise NotImplementedError
+        """One round on ``f``: ``(y_hat, leverage, gdot)``; must leave the state unchanged if it raises."""
 
     # ----------------------------------------------------------------- persistence
     def _arrays(self) -> dict[str, np.ndarray]:
-        if not self._ready:
-            self._allocate_all()
-        arrays = self._model_arrays()
-        if self._diag is not None:
-            arrays["diag"] = self._diag
-        return arrays
+        return {} if self._diag is None else {"diag": self._diag}
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        # No allocation here: it could draw from the (already restored) random generator.
-        self._diag = None
-        if self.diagonal:
-            self._diag = checked_vector(arrays["diag"], self._dim)
-        self._restore_model(arrays, scalars)
-        self._ready = True
-
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        raise NotImplementedError
+        self._diag = checked_vector(arrays["diag"], self._dim) if self.diagonal else None
 
 
 def _rows(X: Any) -> Any:
@@ -183,23 +148,23 @@ class SketchedNewton(LinearLearner):
     to-sketch vector :math:`\hat g_t = \sqrt{\eta}\, g_t` (Eq. 2 with :math:`\sigma_t + \eta_t = \eta`).
     """
 
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **Learner._parameter_constraints,
+        "alpha": POSITIVE,
+        "eta": NoneOr(POSITIVE),
+        "diagonal": Flag(),
+        "sketch_size": Integer(low=0),
+        "seed": Integer(low=0),
+    }
+
     alpha: float
     eta: float | None
+    _eta: float
 
-    def _init_newton(
-        self, *, loss: str, alpha: float, eta: float | None, C: float, diagonal: bool, dim: int | None,
-        sketch_size: int | None = None, seed: int | None = None,
-    ) -> None:
-        owner = type(self).__name__
-        self._init_linear(loss=loss, C=C, dim=dim, diagonal=diagonal)
-        self.alpha = check_real(owner, "alpha", alpha, low=0.0, low_open=True)
-        self._eta = self._resolve_eta(eta)
-        self.eta = eta if eta is None else self._eta
+    def _set_params(self, **params: Any) -> None:
+        super()._set_params(**params)
+        self._eta = self._resolve_eta(self.eta)
         self._sqrt_eta = math.sqrt(self._eta)
-        if sketch_size is not None:
-            self.sketch_size = check_int(owner, "sketch_size", sketch_size, low=0)
-        if seed is not None:
-            self.seed = check_int(owner, "seed", seed, low=0)
 
     @staticmethod
     def _leverage(scale: float, quad: float) -> float:
@@ -209,9 +174,6 @@ class SketchedNewton(LinearLearner):
     def _gamma(self, excess: float, denom: float) -> float:
         """Alg. 1, line 5: :math:`\\gamma = \\tau_C(\\bar y)/(x^\\top x - \\hat x^\\top H \\hat x)`."""
         return 0.0 if excess == 0.0 else excess / max(denom, TINY)
-
-    def _model_stats(self) -> dict[str, Any]:
-        return {"eta": self._eta}
 
 
 class FactoredBasis(SketchedNewton):
@@ -229,6 +191,8 @@ class FactoredBasis(SketchedNewton):
     F \leftarrow` Gram-Schmidt of :math:`I` in :math:`K = ZZ^\top`. That costs O(k^2) per column of the
     support and happens about O(log T) times; ``stats()["rebases"]`` counts them.
     """
+
+    sketch_size: int
 
     #: Re-base once ||F||_F^2 tr(K) / k^2 (at least cond(K) / k^2, 1 for orthonormal rows of Z) exceeds
     #: this: Gram-Schmidt in the K inner product loses about cond(K) * 1e-16 relative accuracy.
@@ -290,16 +254,16 @@ class FactoredBasis(SketchedNewton):
         self._rebases += 1
 
     def _model_stats(self) -> dict[str, Any]:
-        stats = super()._model_stats()
-        if self._ready:
-            stats["rebases"] = self._rebases
-        return stats
+        return {**super()._model_stats(), "rebases": self._rebases}
 
-    def _basis_arrays(self) -> dict[str, np.ndarray]:
-        return {"ubar": self._ubar, "b": self._b, "Z": self._Z, "F": self._F, "K": self._K}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"ubar": self._ubar, "b": self._b, "Z": self._Z, "F": self._F, "K": self._K,
+                **super()._arrays()}
 
-    def _restore_basis(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], k: int) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         d = self._dim
+        k = min(self.sketch_size, d)
         self._ubar = checked_vector(arrays["ubar"], d)
         self._b = checked_vector(arrays["b"], k)
         self._Z = checked_matrix(arrays["Z"], k, d)
@@ -308,4 +272,4 @@ class FactoredBasis(SketchedNewton):
         self._rebases = int(scalars["rebases"])
 
     def _scalars(self) -> dict[str, Any]:
-        return {"rebases": self._rebases}
+        return {**super()._scalars(), "rebases": self._rebases}

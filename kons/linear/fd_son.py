@@ -116,11 +116,12 @@ class FDSON(FactoredBasis):
         diagonal: bool = False,
         dim: int | None = None,
     ) -> None:
-        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
-                          sketch_size=sketch_size)
+        self._set_params(loss=loss, alpha=alpha, eta=eta, C=C, sketch_size=sketch_size, diagonal=diagonal,
+                         dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         m, d = self.sketch_size, self._dim
         k = min(m, d)
         self._allocate_basis(k, random=False)  # Z = 0: no direction yet
@@ -319,21 +320,18 @@ class FDSON(FactoredBasis):
 
     # ----------------------------------------------------------------- state
     def _model_stats(self) -> dict[str, Any]:
-        stats = super()._model_stats()
-        if self._ready:
-            stats["buffered_rows"] = len(self._g_index)
-            stats["direct_epochs"] = self._direct_epochs
-        return stats
+        return {**super()._model_stats(), "buffered_rows": len(self._g_index),
+                "direct_epochs": self._direct_epochs}
 
     def _scalars(self) -> dict[str, Any]:
         return {**super()._scalars(), "direct_epochs": self._direct_epochs}
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
+    def _arrays(self) -> dict[str, np.ndarray]:
         support = self._support_index
         dense = np.array([isinstance(index, slice) for index in self._g_index], dtype=bool)
         sparse = [index for index in self._g_index if not isinstance(index, slice)]
         return {
-            **self._basis_arrays(),
+            **super()._arrays(),
             "D": self._D,
             "H": self._H,
             "G": self._Gd,
@@ -344,10 +342,10 @@ class FDSON(FactoredBasis):
             "flags": np.array([self._full, isinstance(support, slice)], dtype=bool),
         }
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         m, d = self.sketch_size, self._dim
         k = min(m, d)
-        self._restore_basis(arrays, scalars, k)
         self._D = checked_vector(arrays["D"], k)
         self._direct_epochs = int(scalars["direct_epochs"])
         self._H = checked_matrix(arrays["H"], k + m, k + m)

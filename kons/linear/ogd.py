@@ -2,12 +2,12 @@ r"""Linear online gradient descent with SON's prediction projection (the first-o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from kons._numerics import SCHEDULES, scheduled_step
-from kons._validation import check_choice, check_real
+from kons._validation import POSITIVE, Constraint, OneOf
 from kons.linear._learner import Features, LinearLearner
 from kons.linear._linalg import check_finite, checked_vector
 
@@ -48,6 +48,12 @@ class OGD(LinearLearner):
     """
 
     name = "ogd"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **LinearLearner._parameter_constraints, "eta": POSITIVE, "schedule": OneOf(SCHEDULES),
+    }
+
+    eta: float
+    schedule: str
 
     def __init__(
         self,
@@ -58,12 +64,11 @@ class OGD(LinearLearner):
         schedule: str = "inverse_sqrt",
         dim: int | None = None,
     ) -> None:
-        self._init_linear(loss=loss, C=C, dim=dim)
-        self.eta = check_real("OGD", "eta", eta, low=0.0, low_open=True)
-        self.schedule = check_choice("OGD", "schedule", schedule, SCHEDULES)
+        self._set_params(loss=loss, eta=eta, C=C, schedule=schedule, dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         self._w = np.zeros(self._dim)
 
     def _margin(self, f: Features) -> float:
@@ -79,8 +84,9 @@ class OGD(LinearLearner):
         self._w[f.index] += delta
         return y_hat, 0.0, gdot
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {"w": self._w}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"w": self._w, **super()._arrays()}
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         self._w = checked_vector(arrays["w"], self._dim)

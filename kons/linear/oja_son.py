@@ -83,11 +83,12 @@ class OjaSON(FactoredBasis):
         seed: int = 0,
         dim: int | None = None,
     ) -> None:
-        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
-                          sketch_size=sketch_size, seed=seed)
+        self._set_params(loss=loss, alpha=alpha, eta=eta, C=C, sketch_size=sketch_size, diagonal=diagonal,
+                         seed=seed, dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         k = min(self.sketch_size, self._dim)
         self._allocate_basis(k, random=True)
         self._t = 0
@@ -149,27 +150,24 @@ class OjaSON(FactoredBasis):
 
     def eigenvalues(self) -> np.ndarray:
         """Eigenvalue estimates :math:`t\\Lambda_t` of :math:`\\sum_s \\hat g_s \\hat g_s^\\top` (k,)."""
-        return self._t * self._lam if self._ready else np.zeros(0)
+        return self._t * self._lam if self._has_model else np.zeros(0)
 
     def directions(self) -> np.ndarray:
         """The current orthonormal directions :math:`V = FZ` (k, d); O(k^2 d)."""
-        return self._F @ self._Z if self._ready else np.zeros((0, 0))
+        return self._F @ self._Z if self._has_model else np.zeros((0, 0))
 
     def _model_stats(self) -> dict[str, Any]:
-        stats = super()._model_stats()
-        if self._ready:
-            stats["top_eigenvalue"] = float(self.eigenvalues().max(initial=0.0))
-        return stats
+        return {**super()._model_stats(), "top_eigenvalue": float(self.eigenvalues().max(initial=0.0))}
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {**self._basis_arrays(), "lam": self._lam, "h": self._h}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {**super()._arrays(), "lam": self._lam, "h": self._h}
 
     def _scalars(self) -> dict[str, Any]:
         return {**super()._scalars(), "t": self._t}
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         k = min(self.sketch_size, self._dim)
-        self._restore_basis(arrays, scalars, k)
         self._lam = checked_vector(arrays["lam"], k)
         self._h = checked_vector(arrays["h"], k)
         self._t = int(scalars["t"])

@@ -80,11 +80,12 @@ class RPSON(SketchedNewton):
         seed: int = 0,
         dim: int | None = None,
     ) -> None:
-        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
-                          sketch_size=sketch_size, seed=seed)
+        self._set_params(loss=loss, alpha=alpha, eta=eta, C=C, sketch_size=sketch_size, diagonal=diagonal,
+                         seed=seed, dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         m = self.sketch_size
         self._S = np.zeros((m, self._dim))
         self._H = np.eye(m) / self.alpha
@@ -132,15 +133,16 @@ class RPSON(SketchedNewton):
 
     def sketch_drift(self) -> float:
         """Max relative gap between :math:`H` and a fresh :math:`(\\alpha I + S S^\\top)^{-1}`; O(m^2 d)."""
-        if not self._ready or self.sketch_size == 0:
+        if not self._has_model or self.sketch_size == 0:
             return 0.0
         fresh = np.linalg.inv(self.alpha * np.eye(self.sketch_size) + self._S @ self._S.T)
         return float(np.abs(fresh - self._H).max() / np.abs(fresh).max())
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {"S": self._S, "H": self._H, "ubar": self._ubar, "b": self._b}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"S": self._S, "H": self._H, "ubar": self._ubar, "b": self._b, **super()._arrays()}
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         m, d = self.sketch_size, self._dim
         self._S = checked_matrix(arrays["S"], m, d)
         self._H = checked_matrix(arrays["H"], m, m)
