@@ -121,7 +121,8 @@ class PackedCholesky:
         """:math:`L^{-1} b` (forward substitution); ``b`` has length ``size`` and is not modified."""
         if self.size == 0:
             return np.zeros(0)
-        return dtpsv(self.size, self._packed.view, b, lower=0, trans=1)
+        solution: np.ndarray = dtpsv(self.size, self._packed.view, b, lower=0, trans=1)
+        return solution
 
     def append(self, row: np.ndarray, diagonal: float) -> None:
         """Add the row ``[row, diagonal]`` (``row`` = :math:`L^{-1} e` for the new column ``e``)."""

@@ -160,6 +160,13 @@ class Learner(abc.ABC):
         """The input dimension, or None before the first round of a learner built without ``dim``."""
         return self._dim if self._has_model else None
 
+    @property
+    def _generator(self) -> np.random.Generator:
+        """The learner's own random generator (for learners with a ``seed``)."""
+        if self._rng is None:  # pragma: no cover - a learner without a seed never draws
+            raise TypeError(f"{type(self).__name__} has no random generator (no 'seed' parameter).")
+        return self._rng
+
     def _check_x(self, x: Any) -> Any:
         """``x`` validated against the learner's dimension (what ``_predict`` and ``_learn`` receive)."""
         return as_features(x, self._known_dim())

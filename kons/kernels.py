@@ -71,7 +71,7 @@ class Kernel(abc.ABC):
 
 def _sq_distances(x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
     # ||p - x||^2 = ||p||^2 - 2 p'x + ||x||^2: one GEMV instead of an (n, d) temporary.
-    dist = sq_norms - 2.0 * (P @ x)
+    dist: np.ndarray = sq_norms - 2.0 * (P @ x)
     dist += x @ x
     np.maximum(dist, 0.0, out=dist)  # cancellation can leave tiny negatives for near-duplicates
     return dist
@@ -89,7 +89,8 @@ class RBF(Kernel):
     def row(self, x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
         dist = _sq_distances(x, P, sq_norms)
         dist *= -self.gamma
-        return np.exp(dist, out=dist)
+        values: np.ndarray = np.exp(dist, out=dist)
+        return values
 
     def diag(self, x: np.ndarray) -> float:
         return 1.0
@@ -107,7 +108,8 @@ class Laplacian(Kernel):
     def row(self, x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
         dist = np.abs(P - x).sum(axis=1)
         dist *= -self.gamma
-        return np.exp(dist, out=dist)
+        values: np.ndarray = np.exp(dist, out=dist)
+        return values
 
     def diag(self, x: np.ndarray) -> float:
         return 1.0
@@ -130,7 +132,8 @@ class Polynomial(Kernel):
         base = P @ x
         base *= self.scale
         base += self.coef0
-        return base**self.degree
+        values: np.ndarray = base**self.degree
+        return values
 
     def diag(self, x: np.ndarray) -> float:
         return float((self.scale * (x @ x) + self.coef0) ** self.degree)
@@ -143,7 +146,8 @@ class Linear(Kernel):
     name = "linear"
 
     def row(self, x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
-        return P @ x
+        values: np.ndarray = P @ x
+        return values
 
     def diag(self, x: np.ndarray) -> float:
         return float(x @ x)

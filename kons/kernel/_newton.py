@@ -99,7 +99,7 @@ class KernelNewton(Learner):
             kbeta_new = k_beta + kxx * beta_t
             diagonal = math.sqrt(self.alpha + scale * scale * self.alpha * s)
             whitened_new = (scale * kbeta_new - scale * float(v @ whitened)) / diagonal
-            extra = (kbeta_new, diagonal, whitened_new)
+            extra: tuple[float, ...] = (kbeta_new, diagonal, whitened_new)
         else:
             extra = ()
         if not (math.isfinite(beta_t) and np.isfinite(extra).all()

@@ -58,7 +58,7 @@ class KONS(KernelNewton):
     def __init__(
         self,
         *,
-        kernel: Kernel | dict = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
+        kernel: Kernel | dict[str, Any] = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
         loss: str = "squared",
         alpha: float = 1.0,
         eta: float | None = None,

@@ -61,10 +61,15 @@ class SketchedKONS(KernelNewton):
         "seed": Integer(low=0),
     }
 
+    beta: float
+    epsilon: float
+    gamma: float
+    seed: int
+
     def __init__(
         self,
         *,
-        kernel: Kernel | dict = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
+        kernel: Kernel | dict[str, Any] = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
         loss: str = "squared",
         alpha: float = 1.0,
         eta: float | None = None,
@@ -82,11 +87,6 @@ class SketchedKONS(KernelNewton):
     def _reset_model(self) -> None:
         super()._reset_model()
         self._kors = KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
-
-    @property
-    def _generator(self) -> np.random.Generator:
-        assert self._rng is not None  # seeded in _reset: every SketchedKONS has a seed
-        return self._rng
 
     def _uniform(self) -> float:
         """One U[0, 1) draw from the learner's generator (tests override it to force coins)."""

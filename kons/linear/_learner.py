@@ -57,7 +57,8 @@ class Features:
 
     def cols(self, M: np.ndarray) -> np.ndarray:
         """:math:`M x` for a (k, d) matrix ``M``: O(k s)."""
-        return M[:, self.index] @ self.values
+        product: np.ndarray = M[:, self.index] @ self.values
+        return product
 
 
 class LinearLearner(Learner):
@@ -202,7 +203,7 @@ class FactoredBasis(SketchedNewton):
         d = self._dim
         if random and k:
             # Random orthonormal rows: Q factor of a Gaussian (d, k) matrix.
-            self._Z = np.ascontiguousarray(np.linalg.qr(self._rng.standard_normal((d, k)))[0].T)
+            self._Z = np.ascontiguousarray(np.linalg.qr(self._generator.standard_normal((d, k)))[0].T)
         else:
             self._Z = np.zeros((k, d))
         self._K = self._Z @ self._Z.T

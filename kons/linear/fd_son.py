@@ -46,6 +46,16 @@ _MAX_COND = 1e8
 _RANK_TOL = 1e-6
 
 
+def _columns(support: slice | np.ndarray, index: slice | np.ndarray) -> slice | np.ndarray:
+    """The positions of the features ``index`` among the sorted ``support`` columns.
+
+    A dense row of G makes the support dense (every column, in place), so only sparse pairs map.
+    """
+    if isinstance(support, slice) or isinstance(index, slice):
+        return index
+    return np.searchsorted(support, index)
+
+
 class FDSON(FactoredBasis):
     r"""Sketched Online Newton with the epoch version of Frequent Directions (App. G.2, Alg. 8).
 
@@ -104,6 +114,8 @@ class FDSON(FactoredBasis):
     """
 
     name = "fd_son"
+
+    sketch_size: int
 
     def __init__(
         self,
@@ -170,7 +182,7 @@ class FDSON(FactoredBasis):
             else:  # Alg. 11, lines 8-14
                 epoch = self._eigen_step(f, c, b, zx, gx1)
                 F, D, H = epoch.F, epoch.D, epoch.H
-                if epoch.Z is None:
+                if epoch.delta is not None:
                     row_coef -= epoch.delta.T @ b  # -G'Delta'b keeps w fixed while Z moves
                 else:
                     b = np.zeros(k)  # folded into u_bar by the dense re-basing
@@ -186,9 +198,9 @@ class FDSON(FactoredBasis):
             row_coef += hsg[k : k + len(row_coef)] / alpha
         if len(row_coef) > n:  # the new row's contribution lives on the support of x
             x_coef += c * row_coef[n]
-        deltas = [(f.index, x_coef * f.values)]
+        deltas: list[tuple[slice | np.ndarray, np.ndarray]] = [(f.index, x_coef * f.values)]
         deltas += [(index, row_coef[j] * self._Gd[j, index]) for j, index in enumerate(self._g_index)]
-        if epoch is not None and epoch.Z is not None:
+        if epoch is not None and epoch.fold is not None:
             deltas.append((epoch.support, epoch.fold))
         check_finite(b, H, *(v for _, v in deltas))
         # Commit.
@@ -260,7 +272,8 @@ class FDSON(FactoredBasis):
         m = self.sketch_size
         sigma = np.maximum(eigenvalues, 0.0)
         shrink = sigma[m - 1] if m <= min(len(sigma), rank_bound) else 0.0
-        return np.sqrt(np.maximum(sigma - shrink, 0.0))
+        shrunk: np.ndarray = np.sqrt(np.maximum(sigma - shrink, 0.0))
+        return shrunk
 
     def _h(self, D: np.ndarray) -> np.ndarray:
         """H after an epoch: diag(1 / (alpha + D^2), 1 / alpha, ...) (Alg. 8, line 9)."""
@@ -286,7 +299,7 @@ class FDSON(FactoredBasis):
         n = Zs.shape[1]
         G = np.zeros((m, n))
         for j, (index, values) in enumerate(rows):
-            G[j, index if isinstance(support, slice) else np.searchsorted(support, index)] = values
+            G[j, _columns(support, index)] = values
         S = np.vstack([self._D[:, None] * (self._F @ Zs), G])
         _, singular, Vt = np.linalg.svd(S, full_matrices=False)
         kk = min(k, len(singular))
@@ -295,14 +308,14 @@ class FDSON(FactoredBasis):
         Z1 = np.zeros((k, n))
         Z1[:kk] = Vt[:kk]
         K1 = Z1 @ Z1.T
-        x_at = f.index if isinstance(support, slice) else np.searchsorted(support, f.index)
+        x_at = _columns(support, f.index)
         fold = Zs.T @ b
         check_finite(D, Z1, fold)
         return _Epoch(np.eye(k), D, self._h(D), K1, rows, Z1[:, x_at] @ f.values, support, None, None,
                       Z1, fold, kk == k)
 
     def _commit_epoch(self, epoch: _Epoch) -> None:
-        if epoch.Z is None:
+        if epoch.z_steps is not None:
             for (index, _), step in zip(epoch.rows, epoch.z_steps, strict=True):
                 self._Z[:, index] += step  # Z += Delta G (Alg. 11, line 11), one row of G at a time
         else:

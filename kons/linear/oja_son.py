@@ -71,6 +71,9 @@ class OjaSON(FactoredBasis):
 
     name = "oja_son"
 
+    sketch_size: int
+    seed: int
+
     def __init__(
         self,
         *,

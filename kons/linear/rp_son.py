@@ -68,6 +68,9 @@ class RPSON(SketchedNewton):
 
     name = "rp_son"
 
+    sketch_size: int
+    seed: int
+
     def __init__(
         self,
         *,
@@ -107,8 +110,8 @@ class RPSON(SketchedNewton):
         c = self._sqrt_eta * gdot  # g_hat = c x
         H, sx_new, cols, shift = self._H, sx, None, 0.0
         if c != 0.0 and m and f.nonzero:
-            rng_state = self._rng.bit_generator.state
-            r = self._rng.standard_normal(m) / math.sqrt(m)
+            rng_state = self._generator.bit_generator.state
+            r = self._generator.standard_normal(m) / math.sqrt(m)
             sx_new = sx + (c * xx) * r  # S_t x  with S_t = S_{t-1} + r g_hat'
             q = c * sx_new - (0.5 * c * c * xx) * r  # Alg. 6, line 2
             H = sherman_morrison(sherman_morrison(H, q, r), r, q)
@@ -122,7 +125,7 @@ class RPSON(SketchedNewton):
             check_finite(b, H, delta, 0.0 if cols is None else cols, bound=_STATE_BOUND)
         except Exception:
             if cols is not None:
-                self._rng.bit_generator.state = rng_state
+                self._generator.bit_generator.state = rng_state
             raise
         if cols is not None:
             self._S[:, f.index] = cols

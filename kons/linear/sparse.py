@@ -142,12 +142,14 @@ def as_sparse(x: Any, dim: int | None) -> SparseVector:
                 "a sparse example needs a known dimension: give the learner's 'dim' parameter, "
                 "learn a dense example first, or include 'dim'."
             )
-        x = SparseVector(x["indices"], x["values"], given)
-    elif not isinstance(x, SparseVector):
-        x = _from_scipy(x)
-    if dim is not None and x.dim != dim:
-        raise InvalidInputError(f"x must have dimension {dim}; got {x.dim}.")
-    return x
+        vector = SparseVector(x["indices"], x["values"], given)
+    elif isinstance(x, SparseVector):
+        vector = x
+    else:
+        vector = _from_scipy(x)
+    if dim is not None and vector.dim != dim:
+        raise InvalidInputError(f"x must have dimension {dim}; got {vector.dim}.")
+    return vector
 
 
 def _from_scipy(x: Any) -> SparseVector:
