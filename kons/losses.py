@@ -1,7 +1,7 @@
 r"""Losses of a scalar prediction, with the curvature constant of Assumption 2.
 
 Every loss :math:`\ell(\hat y, y)` is evaluated at the *clipped* prediction :math:`\hat y \in [-C, C]`
-(kons-math notes, "Traps"). ``curvature(C)`` is the largest :math:`\sigma` such that
+(``docs/kons-math.md``, "Traps"). ``curvature(C)`` is the largest :math:`\sigma` such that
 
 .. math:: \ell(w) \ge \ell(u) + \ell'(u)(w-u) + \tfrac{\sigma}{2}\,(\ell'(u)(w-u))^2 \quad (|u|,|w| \le C)
 

@@ -1,6 +1,6 @@
 r"""The dual-form kernel Online Newton Step shared by :class:`~kons.KONS` and :class:`~kons.SketchedKONS`.
 
-State (kons-math notes, "Dual form"): stored points :math:`x_i` with coefficients :math:`\beta_i`, so
+State (``docs/kons-math.md``, "Dual form"): stored points :math:`x_i` with coefficients :math:`\beta_i`, so
 that :math:`u_t = A_{t-1}^{-1}\Phi\beta`; the dictionary :math:`R` (points whose coin :math:`z_i = 1`)
 with scales :math:`d_i = \sqrt{\eta}\,\dot g_i`; the Cholesky factor :math:`L` of
 :math:`E = D_R K_{RR} D_R + \alpha I` (packed, appended one row per new member); and
@@ -87,7 +87,7 @@ class KernelNewton(Learner):
         leverage = ridge_leverage(scale * scale * s)
 
         join, pending = self._decide(x, kxx, scale) if gdot != 0.0 else (False, None)
-        # beta_t = z_t eta gdot^2 yhat_t - gdot_t - h(ybar_t) / s_t   (kons-math, "Dual form")
+        # beta_t = z_t eta gdot^2 yhat_t - gdot_t - h(ybar_t) / s_t   (docs/kons-math.md, "Dual form")
         beta_t = -gdot - (excess / s if excess != 0.0 else 0.0)
         if join:
             beta_t += scale * scale * y_hat

@@ -21,7 +21,7 @@ class KONS(KernelNewton):
         \bar y_t = \phi_t^\top u_t,\quad \hat y_t = \bar y_t - h(\bar y_t),\quad
         A_t = A_{t-1} + \eta\, \dot g_t^2\, \phi_t \phi_t^\top,
 
-    in the dual form of the kons-math notes. Every round with a non-zero gradient joins the
+    in the dual form of ``docs/kons-math.md``. Every round with a non-zero gradient joins the
     dictionary, so a round costs O(t^2) time and the state O(t^2) memory.
 
     Parameters
