@@ -67,7 +67,10 @@ class Learner(abc.ABC):
     _dim: int
     _has_model: bool
     _rng: np.random.Generator | None = None
-    #: The step ``eta`` resolved by :meth:`_resolve_eta`, reported by :meth:`stats` (None: no such step).
+    #: Whether ``eta`` is the weight of the second-order term, defaulting to the loss's curvature
+    #: ``sigma(C)`` (:meth:`_resolve_eta`): :meth:`_set_params` then sets ``_eta`` and ``_sqrt_eta``.
+    _eta_from_curvature: ClassVar[bool] = False
+    #: The resolved step, reported by :meth:`stats` (None: the learner has no such step).
     _eta: float | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -82,6 +85,10 @@ class Learner(abc.ABC):
         for name, value in params.items():
             setattr(self, name, self._parameter_constraints[name].check(owner, name, value))
         self._loss = get_loss(self.loss)
+        if self._eta_from_curvature:
+            eta = self._resolve_eta(getattr(self, "eta", None))
+            self._eta = eta
+            self._sqrt_eta = math.sqrt(eta)
 
     def _init_common(self, *, loss: str, C: float, dim: int | None) -> None:
         """Validate the parameters every learner has (``loss``, ``C``, ``dim``)."""

@@ -37,15 +37,13 @@ class KernelNewton(Learner):
         "eta": NoneOr(POSITIVE),
     }
 
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
+
     kernel: Kernel
     alpha: float
     eta: float | None
-    _eta: float
-
-    def _set_params(self, **params: Any) -> None:
-        super()._set_params(**params)
-        self._eta = self._resolve_eta(self.eta)
-        self._sqrt_eta = math.sqrt(self._eta)
 
     def _reset_model(self) -> None:
         self._points = GrowableRows(self._dim)

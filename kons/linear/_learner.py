@@ -158,14 +158,12 @@ class SketchedNewton(LinearLearner):
         "seed": Integer(low=0),
     }
 
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
+
     alpha: float
     eta: float | None
-    _eta: float
-
-    def _set_params(self, **params: Any) -> None:
-        super()._set_params(**params)
-        self._eta = self._resolve_eta(self.eta)
-        self._sqrt_eta = math.sqrt(self._eta)
 
     @staticmethod
     def _leverage(scale: float, quad: float) -> float:
