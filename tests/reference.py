@@ -218,7 +218,7 @@ def unclipped_run(learner: Learner, X: np.ndarray, Y: np.ndarray) -> tuple[np.nd
     y_bar = np.empty(len(Y))
     played = np.empty(len(Y))
     for t, (x, y) in enumerate(zip(X, Y, strict=True)):
-        y_bar[t] = learner._predict(x) if learner._dim is not None else 0.0
+        y_bar[t] = learner._predict(x) if learner._has_model else 0.0
         played[t] = learner.learn_one(x, y)
     return y_bar, played
 
