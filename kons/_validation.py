@@ -1,16 +1,37 @@
-"""Parameter and input validation, done once at the boundary (scikit-learn's message shape)."""
+"""Parameter and input validation, done once at the boundary (scikit-learn's message shape).
+
+A learner or kernel declares the limits of its hyper-parameters once, as a class-level
+``_parameter_constraints`` mapping each name to a constraint (:class:`Interval`, :class:`Integer`,
+:class:`OneOf`, :class:`Flag`, :class:`NoneOr`, or any object with the :class:`Constraint` method); the
+base class checks every value against it when the object is built.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from kons.errors import InvalidInputError, InvalidParameterError
 
-__all__ = ["as_features", "as_label", "check_choice", "check_feature_values", "check_int", "check_real"]
+__all__ = [
+    "POSITIVE",
+    "Constraint",
+    "Flag",
+    "Integer",
+    "Interval",
+    "NoneOr",
+    "OneOf",
+    "as_features",
+    "as_label",
+    "check_choice",
+    "check_feature_values",
+    "check_int",
+    "check_real",
+]
 
 
 def _describe(owner: str, name: str) -> str:
@@ -64,6 +85,73 @@ def check_choice(owner: str, name: str, value: Any, choices: Sequence[str]) -> s
             f"{_describe(owner, name)} must be one of {sorted(choices)}. Got {value!r} instead."
         )
     return value
+
+
+class Constraint(Protocol):
+    """The domain of one hyper-parameter."""
+
+    def check(self, owner: str, name: str, value: Any) -> Any:
+        """``value`` in canonical form, else :class:`InvalidParameterError` naming ``owner`` and ``name``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A finite float in the interval from ``low`` to ``high`` (ends closed unless ``*_open``)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def check(self, owner: str, name: str, value: Any) -> float:
+        return check_real(owner, name, value, low=self.low, high=self.high, low_open=self.low_open,
+                          high_open=self.high_open)
+
+
+@dataclass(frozen=True)
+class Integer:
+    """An int in ``[low, high]`` (no upper bound when ``high`` is None)."""
+
+    low: int = 0
+    high: int | None = None
+
+    def check(self, owner: str, name: str, value: Any) -> int:
+        return check_int(owner, name, value, low=self.low, high=self.high)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of the strings ``choices``."""
+
+    choices: tuple[str, ...]
+
+    def check(self, owner: str, name: str, value: Any) -> str:
+        return check_choice(owner, name, value, self.choices)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A bool (NumPy's included)."""
+
+    def check(self, owner: str, name: str, value: Any) -> bool:
+        if not isinstance(value, bool | np.bool_):
+            raise InvalidParameterError(f"{_describe(owner, name)} must be a bool. Got {value!r} instead.")
+        return bool(value)
+
+
+@dataclass(frozen=True)
+class NoneOr:
+    """None (the parameter's documented default behaviour) or a value that passes ``inner``."""
+
+    inner: Constraint
+
+    def check(self, owner: str, name: str, value: Any) -> Any:
+        return None if value is None else self.inner.check(owner, name, value)
+
+
+#: A finite float > 0 (steps, regularisers, kernel widths).
+POSITIVE = Interval(low=0.0, low_open=True)
 
 
 def as_features(x: Any, dim: int | None) -> np.ndarray:
