@@ -83,8 +83,12 @@ class Learner:
     def _param_names(cls) -> list[str]:
         return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
-    def get_params(self) -> dict[str, Any]:
-        """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``).
+
+        ``deep`` is accepted for scikit-learn's ``get_params(deep=True)`` signature and changes nothing:
+        a learner holds no sub-estimators, and its kernel is always given as a plain dict.
+        """
         params = {}
         for name in self._param_names():
             value = getattr(self, name)
