@@ -86,13 +86,13 @@ class Learner:
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``).
 
-        ``deep`` is accepted for scikit-learn's ``get_params(deep=True)`` signature and changes nothing:
-        a learner holds no sub-estimators, and its kernel is always given as a plain dict.
+        ``deep=False`` (scikit-learn's signature) gives them as stored, the kernel as its object:
+        ``sklearn.base.clone`` rebuilds the learner from that and checks the constructor kept each one.
         """
         params = {}
         for name in self._param_names():
             value = getattr(self, name)
-            params[name] = value.to_dict() if isinstance(value, Kernel) else value
+            params[name] = value.to_dict() if deep and isinstance(value, Kernel) else value
         return params
 
     @classmethod
