@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -171,6 +173,10 @@ def test_state_from_elsewhere_is_rejected():
         KonsClassifier.from_bytes(model.to_bytes())
     with pytest.raises(StateFormatError):
         KonsRegressor.from_bytes(kons.learner_from_params("ons", {}).to_bytes())
+    corrupted = bytearray(model.to_bytes())
+    corrupted[40] ^= 1
+    with pytest.raises(StateFormatError):
+        KonsRegressor.from_bytes(bytes(corrupted))
     model.learn_one({("a", 1): 1.0}, 0.5)  # River allows tuple names; only pickle can save them
     with pytest.raises(InvalidInputError, match="pickle"):
         model.to_bytes()
@@ -189,3 +195,9 @@ def test_composes_in_river_pipelines_with_target_scaling():
         shifted(), dummy.StatisticRegressor(stats.Mean()), metrics.MAE()
     ).get()
     assert mae < 0.9 * baseline, (mae, baseline)
+
+
+def test_kons_does_not_import_river_or_sklearn():
+    code = "import sys, kons; print(sorted({'river', 'sklearn'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -193,9 +193,9 @@ class _DictAdapter:
             adapter._learner = learner
             adapter._index = {name: i for i, name in enumerate(names)}
             adapter._ignored = int(header["ignored"])
+        except StateFormatError:
+            raise
         except (InvalidParameterError, KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, StateFormatError):
-                raise
             raise StateFormatError(f"state content is inconsistent: {exc}") from None
         if len(adapter._index) != len(names) or len(names) > learner.dim:
             raise StateFormatError("the saved feature map is inconsistent.")

@@ -39,7 +39,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from kons.base import Learner, learner_from_params
 from kons.compat._common import PROBABILISTIC_LOSS, positive_probability
-from kons.errors import KonsError
 from kons.kernels import Kernel
 
 __all__ = ["KonsClassifier", "KonsRegressor"]
@@ -77,9 +76,13 @@ class _OnlineEstimator(BaseEstimator):
     def _effective_params(self) -> dict[str, Any]:
         """Every learner parameter with its value here (defaults included), as far as they are valid."""
         try:
-            return learner_from_params(self.algorithm, self._learner_params()).get_params()
-        except (KonsError, TypeError, ValueError):
-            return self._learner_params() if isinstance(self.params, dict | None) else {}
+            given = self._learner_params()
+        except ValueError:  # params is not a dict: set_params does not validate, fit will say so
+            return {}
+        try:
+            return learner_from_params(self.algorithm, given).get_params()
+        except (TypeError, ValueError):  # an unknown algorithm or an invalid parameter (KonsErrors)
+            return given
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """``algorithm``, ``params``; with ``deep`` also ``params__<name>`` and ``params__kernel__<key>``."""
