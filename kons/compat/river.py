@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Hashable, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
 import numpy as np
 from river import base
@@ -75,8 +75,6 @@ def _number(name: Hashable, value: Any) -> float:
 class _DictAdapter:
     """What both River adapters share: the template, the feature map and the learner in use."""
 
-    _kind: ClassVar[str]
-
     def __init__(self, learner: Learner, features: Sequence[Hashable] | None = None) -> None:
         if not isinstance(learner, Learner):
             raise InvalidParameterError(
@@ -89,7 +87,7 @@ class _DictAdapter:
             dim = DEFAULT_DIM if learner.dim is None else learner.dim
             self._index: dict[Hashable, int] = {}
         else:
-            self._index = {name: i for i, name in enumerate(features)}
+            self._index = {} if isinstance(features, str) else {name: i for i, name in enumerate(features)}
             dim = len(self._index)
             if dim == 0 or dim != len(features):
                 raise InvalidParameterError(
