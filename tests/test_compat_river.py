@@ -113,6 +113,17 @@ def test_online_map_grows_in_sorted_order_and_ignores_names_past_the_dimension()
     assert KonsRegressor(kons.learner_from_params("ons", {})).fitted_learner.dim == DEFAULT_DIM
 
 
+def test_feature_hasher_in_front_fills_the_dimension_and_drops_nothing():
+    model = preprocessing.FeatureHasher(n_features=16, seed=0) | KonsRegressor(
+        kons.learner_from_params("adagrad", {"dim": 16})
+    )
+    for i in range(200):  # 200 distinct names hashed into 16 coordinates
+        model.learn_one({f"word{i}": 1.0, f"word{i + 1}": 0.5}, 0.1)
+    adapter = model["KonsRegressor"]
+    assert adapter.stats()["ignored_features"] == 0
+    assert sorted(adapter.feature_names) == list(range(16))
+
+
 def test_declared_features_fix_the_map():
     model = KonsRegressor(kons.learner_from_params("kons", {}), features=["a", "b"])
     model.learn_one({"c": 3.0, "a": 1.0}, 0.5)

@@ -60,6 +60,8 @@ class _OnlineEstimator(BaseEstimator):
 
     #: Learner parameters this estimator uses unless ``params`` gives them.
     _default_params: ClassVar[dict[str, Any]] = {}
+    #: Whether ``y`` is a number (regression) rather than a class label.
+    _numeric_target: ClassVar[bool]
 
     def __init__(self, algorithm: str = "sketched_kons", params: dict[str, Any] | None = None) -> None:
         # Stored as given, validated when a learner is built (scikit-learn's convention, which clone checks).
