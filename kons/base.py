@@ -111,12 +111,16 @@ class Learner(abc.ABC):
     def _param_names(cls) -> list[str]:
         return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
-    def get_params(self) -> dict[str, Any]:
-        """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``).
+
+        ``deep=False`` (scikit-learn's signature) gives them as stored, the kernel as its object:
+        ``sklearn.base.clone`` rebuilds the learner from that and checks the constructor kept each one.
+        """
         params = {}
         for name in self._param_names():
             value = getattr(self, name)
-            params[name] = value.to_dict() if isinstance(value, Kernel) else value
+            params[name] = value.to_dict() if deep and isinstance(value, Kernel) else value
         return params
 
     @classmethod
