@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-import redis
+from kons_service.store import answers_ping
 
 __all__ = ["EmbeddedRedis", "redis_server_binary"]
 
@@ -107,20 +107,15 @@ class EmbeddedRedis:
 
     def _wait_ready(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
-        client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=1.0)
-        try:
-            while True:
-                if self._proc.poll() is not None:
-                    raise RuntimeError(f"embedded redis-server exited (see {self.data_dir / 'redis.log'})")
-                with contextlib.suppress(redis.exceptions.RedisError, OSError):
-                    if client.ping():
-                        return
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("embedded redis-server did not become ready in time")
-                time.sleep(0.02)
-        finally:
-            client.close()
+        while True:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"embedded redis-server exited (see {self.data_dir / 'redis.log'})")
+            if answers_ping(self.url):
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("embedded redis-server did not become ready in time")
+            time.sleep(0.02)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the server (SIGTERM: it flushes the append-only file) and release the directory."""

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import anyio.to_thread
+import numpy as np
 
 import kons
 
@@ -49,7 +50,8 @@ def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[float] | N
     changes nothing; a message names the item when the batch has several."""
     for i, x in enumerate(xs):
         try:
-            learner.check_round(x, None if ys is None else ys[i])
+            with np.errstate(over="ignore"):  # an overflowing norm is reported as the error, not on stderr
+                learner.check_round(x, None if ys is None else ys[i])
         except kons.InvalidInputError as exc:
             raise kons.InvalidInputError(f"item {i}: {exc}" if len(xs) > 1 else str(exc)) from None
 

@@ -25,6 +25,7 @@ from enum import StrEnum
 from importlib import resources
 from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
+import redis
 import redis.exceptions
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry  # the asyncio one: a sync Retry never retries here
@@ -48,6 +49,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "StoredState",
+    "answers_ping",
 ]
 
 _SCRIPTS = ("create", "acquire", "release", "append", "remember", "recall", "commit_snapshot",
@@ -431,6 +433,17 @@ class Store:
                     return StoredState(_s(config), head, blob)
         raise SnapshotUnstableError(
             f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
+
+
+def answers_ping(url: str, timeout_seconds: float = 1.0) -> bool:
+    """Whether a Redis server answers a PING at ``url`` (blocking: for waiting on a server that starts)."""
+    client = redis.Redis.from_url(url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds)
+    try:
+        return bool(client.ping())
+    except (redis.exceptions.RedisError, OSError):
+        return False
+    finally:
+        client.close()
 
 
 def _applied(value: Any) -> AppliedRequest:
