@@ -8,6 +8,7 @@ schema errors). kons's own errors (bad input, bad parameters, rejected rounds, b
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -121,7 +122,7 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
     return {"error": body}
 
 
-def _response(status: int, code: str, message: str, headers: dict[str, str] | None = None,
+def _response(status: int, code: str, message: str, headers: Mapping[str, str] | None = None,
               details: list[dict[str, Any]] | None = None) -> JSONResponse:
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 

@@ -121,7 +121,7 @@ class LearnerService:
             return LearnerDetails(ref.name, entry.config, entry.version, learner.stats())
 
     async def list(self, tenant: str, cursor: str | None, limit: int) -> LearnerPage:
-        rows, more = await self.store.list(tenant, cursor, limit)
+        rows, more = await self.store.learners(tenant, cursor, limit)
         items = [LearnerSummary(row.name, json.loads(row.config), row.version) for row in rows]
         return LearnerPage(items, items[-1].name if more and items else None)
 

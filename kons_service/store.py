@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
-from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 
 import redis
 import redis.exceptions
@@ -194,18 +194,25 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _int(value: bytes | str | None) -> int:
+    """A number field that the scripts always write together with the one checked before it."""
+    if value is None:
+        raise StoreError("a learner's metadata lacks a field its scripts always write")
+    return int(value)
+
+
 def _translated(
-    method: Callable[Concatenate[Store, P], Awaitable[R]],
-) -> Callable[Concatenate[Store, P], Awaitable[R]]:
+    method: Callable[Concatenate[Store, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Store, P], Coroutine[Any, Any, R]]:
     """Raise :class:`StoreUnavailableError` for every Redis error of ``method`` (Redis stays here)."""
 
-    @functools.wraps(method)
-    async def wrapper(self: Store, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def wrapper(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await method(self, *args, **kwargs)
         except redis.exceptions.RedisError as exc:
             raise StoreUnavailableError(type(exc).__name__) from exc
 
+    functools.update_wrapper(wrapper, method)
     return wrapper
 
 
@@ -281,10 +288,10 @@ class Store:
         inc, version, snap = await self.client.hmget(
             self._key(ref, "meta"), ["incarnation", "version", "snap_version"]
         )
-        return None if inc is None else Head(_s(inc), int(version), int(snap))
+        return None if inc is None else Head(_s(inc), _int(version), _int(snap))
 
     @_translated
-    async def list(self, tenant: str, after: str | None, limit: int) -> tuple[list[ListedLearner], bool]:
+    async def learners(self, tenant: str, after: str | None, limit: int) -> tuple[list[ListedLearner], bool]:
         """Up to ``limit`` learners named after ``after``; and whether more exist."""
         start = f"({after}" if after else "-"
         names = await self.client.zrange(self._index(tenant), start, "+", bylex=True, offset=0, num=limit + 1)
@@ -338,7 +345,8 @@ class Store:
     @_translated
     async def read_log(self, ref: LearnerRef, after: int, count: int) -> list[LoggedRound]:
         """Up to ``count`` logged rounds with version > ``after``, in order."""
-        rows = await self.client.xrange(self._key(ref, "log"), min=f"{after + 1}-0", max="+", count=count)
+        rows: list[tuple[bytes, dict[bytes, bytes]]] = cast(Any, await self.client.xrange(
+            self._key(ref, "log"), min=f"{after + 1}-0", max="+", count=count))
         return [
             LoggedRound(int(_s(entry_id).split("-", 1)[0]),
                         LogEntry(fields[b"x"], fields[b"y"], fields[b"p"]))
@@ -420,16 +428,16 @@ class Store:
             config, inc, version, snap_v, token, n_chunks, n_bytes = await self.client.hmget(meta_key, fields)
             if config is None:
                 return None
-            head = Head(_s(inc), int(version), int(snap_v))
+            head = Head(_s(inc), _int(version), _int(snap_v))
             if not token:
                 return StoredState(_s(config), head, None)
             pipe = self.client.pipeline(transaction=False)
-            for i in range(int(n_chunks)):
+            for i in range(_int(n_chunks)):
                 pipe.hget(snap_key, f"{_s(token)}:{i}")
             chunks = await pipe.execute()
             if all(c is not None for c in chunks):
                 blob = b"".join(chunks)
-                if len(blob) == int(n_bytes):
+                if len(blob) == _int(n_bytes):
                     return StoredState(_s(config), head, blob)
         raise SnapshotUnstableError(
             f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
