@@ -1,4 +1,7 @@
-"""The learner store: the only module that knows Redis key names. Lua scripts live in ``kons_service/lua``.
+"""The learner store: the only module that talks to Redis. Lua scripts live in ``kons_service/lua``.
+
+It knows the key names, runs the scripts and gives their replies back as typed values; every Redis error
+comes out as :class:`StoreUnavailableError` (the HTTP answers are chosen in :mod:`kons_service.errors`).
 
 Every key of one learner carries the hash tag ``{tenant/name}`` so that they share a Redis Cluster slot
 and every script touches only keys of one slot, all declared in ``KEYS``::
