@@ -147,7 +147,7 @@ class FeedbackWriter:
             except BaseException:
                 entry.invalidate()  # it may hold (parts of) rounds the log does not
                 raise
-            if not outcome.ok:
+            if not outcome.ok:  # not logged: the rounds it played must go as well
                 entry.invalidate()
         return self._conclude(entry, request, outcome, plays, losses)
 

@@ -43,16 +43,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class LearnerSummary:
+    """A learner as listed: its name, config (``{"algorithm", "dim", "params"}``) and version."""
+
     name: str
     config: dict[str, Any]
     version: int
 
 
 @dataclass(frozen=True, slots=True)
-class LearnerDetails:
-    name: str
-    config: dict[str, Any]
-    version: int
+class LearnerDetails(LearnerSummary):
+    """A learner as described: its summary and the counters of its run (``Learner.stats``)."""
+
     stats: dict[str, Any]
 
 
@@ -66,6 +67,8 @@ class Created:
 
 @dataclass(frozen=True, slots=True)
 class LearnerPage:
+    """A page of a tenant's learners, in name order; ``next_cursor`` continues it (None: the last)."""
+
     learners: list[LearnerSummary]
     next_cursor: str | None
 
