@@ -177,7 +177,9 @@ def check_feature_values(values: np.ndarray) -> None:
     """Raise :class:`InvalidInputError` unless the (dense or non-zero) feature values are learnable."""
     if not np.isfinite(values).all():
         raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
-    if not np.isfinite(values @ values):
+    with np.errstate(over="ignore"):  # the overflow is reported as the error below, not as a warning
+        squared_norm = values @ values
+    if not np.isfinite(squared_norm):
         # Kernels and sketches work with ||x||^2: an input whose square overflows cannot be learnt.
         raise InvalidInputError("x is too large: its squared norm overflows float64.")
 

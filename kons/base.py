@@ -188,9 +188,45 @@ class Learner(abc.ABC):
     def _clip(self, y_bar: float) -> float:
         return min(max(y_bar, -self.C), self.C)
 
+    def check_round(self, x: Any, y: Any = None) -> tuple[Any, float | None]:
+        """Validate one round's input exactly as :meth:`learn_one` and :meth:`predict_one` do.
+
+        Never changes the learner, so a caller can check a whole batch before it plays any round.
+
+        Parameters
+        ----------
+        x : array-like or sparse example
+            The features (a sparse ``{"indices": ..., "values": ...}`` dict for the linear learners).
+        y : float, optional
+            The label; not checked when None (a prediction has none).
+
+        Returns
+        -------
+        tuple
+            ``(x, y)`` as the learner uses them: ``x`` as float64 features, ``y`` as a float (or None).
+
+        Raises
+        ------
+        InvalidInputError
+            If ``x`` has the wrong dimension, a non-finite value or a squared norm that overflows, or
+            ``y`` is not a label of the loss or so far from ``[-C, C]`` that its loss overflows.
+
+        Examples
+        --------
+        >>> from kons import KernelOGD
+        >>> learner = KernelOGD(dim=2, loss="hinge")
+        >>> learner.check_round([1, 2], 1)
+        (array([1., 2.]), 1.0)
+        >>> learner.check_round([1e300, 0.0])
+        Traceback (most recent call last):
+        ...
+        kons.errors.InvalidInputError: x is too large: its squared norm overflows float64.
+        """
+        return self._check_x(x), (None if y is None else self._check_y(y))
+
     def predict_one(self, x: Any) -> float:
         """The clipped prediction for ``x`` on the current state; never changes the state."""
-        x = self._check_x(x)
+        x, _ = self.check_round(x)
         if not self._has_model:  # nothing learned yet: the zero function
             return 0.0
         y_bar = self._predict(x)
@@ -204,8 +240,8 @@ class Learner(abc.ABC):
         Returns the clipped prediction played in this round (the one the regret is measured on).
         Raises a :class:`~kons.errors.KonsError` and leaves the learner unchanged on bad input.
         """
-        x = self._check_x(x)
-        y = self._check_y(y)
+        x, label = self.check_round(x, y)
+        y = as_label(y) if label is None else label  # check_round skips a missing label; a round needs one
         first = not self._has_model
         if first:
             self._fix_dim(len(x))

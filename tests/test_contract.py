@@ -241,6 +241,14 @@ def test_input_whose_squared_norm_overflows_is_rejected_unchanged(name: str) -> 
     assert learner.to_bytes() == before
 
 
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.filterwarnings("error")  # a numpy RuntimeWarning would reach a service's stderr
+def test_overflowing_input_is_an_error_not_a_warning(name: str) -> None:
+    learner, X, y = _learned(name)
+    with pytest.raises(kons.InvalidInputError, match="squared norm"):
+        learner.check_round(np.full(X.shape[1], 1e300), y[0])
+
+
 @pytest.mark.parametrize("name", KERNEL_NAMES)
 def test_overflowing_round_is_rejected_unchanged(name: str) -> None:
     """A Polynomial kernel at 1e200 overflows: NumericalError, and the learner is as before."""
