@@ -26,6 +26,11 @@ __all__ = ["LEARNERS", "Learner", "learner_from_params", "load"]
 #: Every concrete learner by its registry name (``"kons"``, ``"sketched_kons"``, ...).
 LEARNERS: dict[str, type[Learner]] = {}
 
+# Overflow inside a round is detected from its results (a learner raises NumericalError, the prediction
+# is checked above), so numpy's floating-point warnings would only reach the caller's stderr.
+def _quiet_numerics() -> np.errstate:
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+
 # Weight of the newest loss in the exponentially weighted "recent loss" (about the last 100 rounds).
 _RECENT_WEIGHT = 0.01
 
@@ -229,7 +234,8 @@ class Learner(abc.ABC):
         x, _ = self.check_round(x)
         if not self._has_model:  # nothing learned yet: the zero function
             return 0.0
-        y_bar = self._predict(x)
+        with _quiet_numerics():
+            y_bar = self._predict(x)
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
         return self._clip(y_bar)
@@ -246,7 +252,8 @@ class Learner(abc.ABC):
         if first:
             self._fix_dim(len(x))
         try:
-            y_hat, leverage = self._learn(x, y)
+            with _quiet_numerics():
+                y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
                 self._reset()
