@@ -27,9 +27,6 @@ import asyncio
 import contextlib
 import json
 import math
-import os
-import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,10 +40,11 @@ import httpx
 import numpy as np
 
 import kons
+from benchmarks.common import blas_env, blas_threads, command_line, git_commit, machine, markdown_table
 from benchmarks.methods import median_gamma
 from kons.datasets import load_dataset
 from kons.kernels import RBF
-from kons_service.testing import REPO, RedisServer, free_port, service_env, start_service
+from testkit.processes import REPO, RedisServer, free_port, service_env, start_service, terminate
 
 __all__ = ["LoadConfig", "PhaseResult", "drive", "main", "percentiles", "run"]
 
@@ -206,15 +204,6 @@ class Stream:
             yield [float(v) for v in self.X[i]], float(self.y[i])
 
 
-def blas_limit(threads: int) -> contextlib.AbstractContextManager[Any]:
-    """Limit BLAS threads in this process (threadpoolctl if installed, else no limit)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=threads)
-
-
 def build_learners(stream: Stream, sizes: Sequence[int]) -> tuple[dict[str, Any], dict[int, bytes], dict]:
     """One Sketched-KONS trained on the first ``max(sizes)`` rows: (spec, state blob per size, info)."""
     gamma = median_gamma(stream.X)
@@ -226,7 +215,7 @@ def build_learners(stream: Stream, sizes: Sequence[int]) -> tuple[dict[str, Any]
     blobs: dict[int, bytes] = {}
     info: dict[int, dict[str, Any]] = {}
     done, started = 0, time.perf_counter()
-    with blas_limit(1):  # the build is not measured; one BLAS thread is much faster on a busy machine
+    with blas_threads(1):  # the build is not measured; one BLAS thread is much faster on a busy machine
         for size in sorted(set(sizes)):
             for x, y in stream.rows(done, size - done):
                 learner.learn_one(x, y)
@@ -242,11 +231,7 @@ def build_learners(stream: Stream, sizes: Sequence[int]) -> tuple[dict[str, Any]
 # ---------------------------------------------------------------------------------------------- servers
 def server_env(config: LoadConfig, **env: str) -> dict[str, str]:
     """The environment of a server: the service-test environment, plus the BLAS thread limit if any."""
-    base = service_env(**env)
-    if config.blas_threads is not None:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            base[var] = str(config.blas_threads)
-    return base
+    return {**service_env(**env), **blas_env(config.blas_threads)}
 
 
 @contextlib.contextmanager
@@ -260,13 +245,7 @@ def uvicorn_server(
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        terminate(proc, 60)
 
 
 def http_client(base_url: str, concurrency: int) -> httpx.AsyncClient:
@@ -424,31 +403,11 @@ async def _chantilly(
             "phases": [asdict(r) for r in results]}
 
 
-def _machine() -> dict[str, Any]:
-    cpu = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {"cpus": os.cpu_count(), "cpu": cpu, "loadavg": list(os.getloadavg()),
-            "python": sys.version.split()[0], "platform": platform.platform(), "httpx": httpx.__version__}
-
-
-def _commit() -> str:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                             timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kons_service", "kons"], cwd=REPO,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + (" (kons_service/ or kons/ modified)" if dirty else "")
-    return "unknown"
-
-
 async def run(config: LoadConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
     """The whole benchmark; returns the raw record (also what ``load.md`` is made from)."""
     started = time.time()
-    machine_before = _machine()
+    commit = git_commit()
+    machine_before = machine("httpx")
     data = load_dataset(config.dataset)
     stream = Stream(config.dataset, data.X, data.y)
     build = time.perf_counter()
@@ -479,7 +438,7 @@ async def run(config: LoadConfig, log: Callable[[str], None] = print) -> dict[st
         "uvicorn_args": UVICORN_ARGS, "spec": spec, "learners": {str(k): v for k, v in built.items()},
         "stream": {"dataset": config.dataset, "rows": len(stream.X), "dim": int(stream.X.shape[1])},
         "kons": [asdict(p) for p in phases], "kons_workers": [asdict(p) for p in multi], "chantilly": peer,
-        "machine": {"before": machine_before, "after": _machine()}, "commit": _commit(),
+        "machine": {"before": machine_before, "after": machine("httpx")}, "commit": commit,
         "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)),
         "seconds": time.time() - started,
     }
@@ -528,8 +487,8 @@ def render(record: dict[str, Any], command: str) -> str:
         "## Machine caveat",
         "",
         f"{before['cpus']} CPUs ({before['cpu']}), shared with other engineers' jobs during the run: "
-        f"1-minute load average {before['loadavg'][0]:.1f} at the start and {after['loadavg'][0]:.1f} at the "
-        "end. The load generator (httpx, "
+        f"1-minute load average {before['load_average'][0]:.1f} at the start and "
+        f"{after['load_average'][0]:.1f} at the end. The load generator (httpx, "
         "asyncio, one process) runs on the same two cores as the servers and Redis. Absolute numbers are "
         "noisy from run to run; the ratio to the echo endpoint, "
         "measured in blocks alternating with each kons phase with the same body "
@@ -554,19 +513,12 @@ def render(record: dict[str, Any], command: str) -> str:
         f"{cfg['blocks']} blocks per phase so that drift in the machine's load hits both. Latency = "
         "client-side wall time of a request; throughput = acknowledged (2xx) requests / phase wall time.",
         "",
-        "| learner | stored points n | dictionary size | state bytes |",
-        "|---|---:|---:|---:|",
-    ]
-    for size, info in learners.items():
-        lines.append(f"| n={size} | {info['stored_points']} | {info['dictionary_size']} | "
-                     f"{info['state_bytes']} |")
-    lines += [
+        *markdown_table(["learner", "stored points n", "dictionary size", "state bytes"],
+                        [(f"n={size}", info["stored_points"], info["dictionary_size"], info["state_bytes"])
+                         for size, info in learners.items()], "lrrr"),
         "",
         "## Latency and throughput",
         "",
-        "| endpoint | n at start | ok | errors | req/s | p50 ms | p95 ms | p99 ms | echo p50 | echo p99 "
-        "| p50 / echo | p99 / echo | echo req/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     peer = record["chantilly"]
     measured = [(f"kons {p['endpoint']}", str(p["n"]), p, e) for p, e in _pairs(record["kons"], "kons")]
@@ -575,11 +527,12 @@ def render(record: dict[str, Any], command: str) -> str:
     if peer["status"] == "ok":
         measured += [(f"chantilly {p['endpoint']} (River LinearRegression)", "-", p, e)
                      for p, e in _pairs(peer["phases"], "chantilly")]
-    for label, n, p, e in measured:
-        lines.append(
-            f"| {label} | {n} | {p['ok']} | {_errors(p)} | {p['throughput']:.0f} | "
-            f"{_ms(p['p50'])} | {_ms(p['p95'])} | {_ms(p['p99'])} | {_ms(e['p50'])} | {_ms(e['p99'])} | "
-            f"{_ratio(p['p50'], e['p50'])} | {_ratio(p['p99'], e['p99'])} | {e['throughput']:.0f} |")
+    lines += markdown_table(
+        ["endpoint", "n at start", "ok", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms", "echo p50",
+         "echo p99", "p50 / echo", "p99 / echo", "echo req/s"],
+        [(label, n, p["ok"], _errors(p), f"{p['throughput']:.0f}", _ms(p["p50"]), _ms(p["p95"]),
+          _ms(p["p99"]), _ms(e["p50"]), _ms(e["p99"]), _ratio(p["p50"], e["p50"]), _ratio(p["p99"], e["p99"]),
+          f"{e['throughput']:.0f}") for label, n, p, e in measured], "l" + "r" * 12)
     lines += [
         "",
         "## Lost updates under concurrent clients",
@@ -588,8 +541,6 @@ def render(record: dict[str, Any], command: str) -> str:
         "`version` (GET /v1/learners/{name}) before and after the phase; chantilly: the stored River model's "
         "`optimizer.n_iterations` (one per `learn_one`). Lost = acknowledged - increase.",
         "",
-        "| server | model | acknowledged feedbacks | counter before | counter after | lost updates |",
-        "|---|---|---:|---:|---:|---:|",
     ]
     rows = [("kons", f"n={p['n']}", p) for p in record["kons"] if p["target"] == "kons"
             and p["endpoint"] == "feedback"]
@@ -598,10 +549,10 @@ def render(record: dict[str, Any], command: str) -> str:
     if peer["status"] == "ok":
         rows += [("chantilly", "River LinearRegression", p) for p in peer["phases"]
                  if p["target"] == "chantilly" and p["endpoint"] == "feedback"]
-    for server, model, p in rows:
-        x = p["extra"]
-        lines.append(f"| {server} | {model} | {p['ok']} | {x['version_before']} | {x['version_after']} | "
-                     f"{x['lost_updates']} |")
+    lines += markdown_table(
+        ["server", "model", "acknowledged feedbacks", "counter before", "counter after", "lost updates"],
+        [(server, model, p["ok"], p["extra"]["version_before"], p["extra"]["version_after"],
+          p["extra"]["lost_updates"]) for server, model, p in rows], "llrrrr")
     lines += ["", "## Peer: chantilly", ""]
     if peer["status"] == "ok":
         lines.append(
@@ -645,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         chantilly_python=None if args.no_chantilly else args.chantilly_python,
         blas_threads=args.blas_threads or None)
     record = asyncio.run(run(config, log=lambda m: print(m, flush=True)))
-    command = "python -m benchmarks.load " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = command_line("benchmarks.load", argv)
     record["command"] = command
     (args.out / "raw").mkdir(parents=True, exist_ok=True)
     (args.out / "raw" / f"{args.name}.json").write_text(json.dumps(record, indent=1) + "\n")

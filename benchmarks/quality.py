@@ -37,10 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
-import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common import command_line, git_commit, machine
 from benchmarks.methods import RAW_DIR, Context, Method, median_gamma, missing_extras, select_methods
 from kons.datasets import load_dataset
 
@@ -61,6 +58,8 @@ CLASSIFICATION = ["ijcnn1", "cod-rna", "magic04", "a9a", "phishing"]
 REFERENCE_MAX_ROWS = 12_000
 #: Number of checkpoints kept of each learning curve.
 CURVE_POINTS = 200
+#: The libraries whose versions a raw record notes.
+PEER_MODULES = ("numpy", "scipy", "sklearn", "river", "vowpalwabbit")
 
 
 @dataclass
@@ -208,33 +207,6 @@ def run_dataset(name: str, methods: Sequence[Method], *, T: int, tune_rows: int,
     return record
 
 
-def _git_describe() -> str:
-    """The checkout's commit, marked ``+dirty`` when ``kons/`` or ``benchmarks/`` has local changes."""
-    try:
-        root = Path(__file__).resolve().parent.parent
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kons", "benchmarks"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
-
-
-def machine(commit: str) -> dict[str, Any]:
-    """What the numbers were measured on; ``commit`` is the checkout's state when the run started."""
-    versions = {}
-    for package in ("numpy", "scipy", "sklearn", "river", "vowpalwabbit"):
-        try:
-            module = __import__(package)
-            versions[package] = getattr(module, "__version__", "installed")
-        except ImportError:
-            versions[package] = "missing"
-    return {"kons": commit, "platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "load_average": os.getloadavg(), "versions": versions,
-            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.split("\n")[0])
     parser.add_argument("--T", type=int, default=5000, help="scored rows per data set (default 5000)")
@@ -277,15 +249,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         methods = [m for m in methods if m.key not in missing]
     raw_dir = args.out / RAW_DIR
     raw_dir.mkdir(parents=True, exist_ok=True)
-    command = "python -m benchmarks.quality " + shlex.join(argv)
+    command = command_line("benchmarks.quality", argv)
     no_tune = [s.strip() for s in args.no_tune.split(",") if s.strip()]
-    commit = _git_describe()  # the code that runs is the code imported now, not HEAD at the end
+    commit = git_commit()  # the code that runs is the code imported now, not HEAD at the end
     for name in _datasets(args.datasets):
         started = time.time()
         record = run_dataset(name, methods, T=args.T, tune_rows=args.tune_rows, grid_size=args.grid_size,
                              no_tune=no_tune, reference=not args.no_reference)
-        record.update(command=command, machine=machine(commit), wall_seconds=time.time() - started,
-                      skipped=missing, no_tune=no_tune, grid_size=args.grid_size)
+        record.update(command=command, machine={"kons": commit, **machine(*PEER_MODULES)},
+                      wall_seconds=time.time() - started, skipped=missing, no_tune=no_tune,
+                      grid_size=args.grid_size)
         (raw_dir / f"{name}.json").write_text(json.dumps(record, separators=(",", ":")) + "\n")
         _log(f"== {name} done in {record['wall_seconds']:.0f}s")
     from benchmarks.report import write_report

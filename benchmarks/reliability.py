@@ -1,27 +1,11 @@
 """Reliability battery of the service: crashes, Redis faults, replicas, fuzzing, soak, bad numerics.
 
-Every scenario runs real processes on loopback (``redis-server`` and ``python -m kons_service``, see
-:mod:`kons_service.testing`), is bounded in count and time, and returns a plain dict of figures. The tests in
-``tests/reliability`` run the same scenarios with small numbers; this module's command line runs them
-with the big ones and writes the report::
+The scenarios and the audit of a storm are in :mod:`testkit.scenarios` (the module doc says how a storm
+is audited); the tests in ``tests/reliability`` run them with small numbers. This command line runs them
+with the big ones, adds the fuzzing run, and writes the report::
 
     python -m benchmarks.reliability --out docs/reliability.md          # the full battery (~10 min)
     python -m benchmarks.reliability --quick                             # a smoke run (~2 min)
-
-How a storm is audited: every client sends single-round feedback with a unique ``request_id`` and
-retries the *same* body and id after a transport error or a 503 until it is acknowledged, so every
-request ends acknowledged (``unresolved`` counts those that did not, within the time bound). After the
-storm, with ``V`` the learner's version and the acknowledgements' versions ``v_1..v_A``:
-
-* ``lost``: acknowledged rounds that have no slot of their own in ``1..V`` (a version above ``V``, or
-  claimed by two acknowledgements);
-* ``duplicated``: slots of ``1..V`` that no acknowledgement claims (a round applied that no request
-  owns: a retry applied twice);
-* ``state_equals_replay``: the exported state is byte-identical to one kons learner that replays the
-  acknowledged rounds in version order, in this process. With ``lost = duplicated = 0`` this proves the
-  service holds exactly the acknowledged rounds, each once, in the acknowledged order;
-* ``log_mismatches``: log entries still in Redis (the tail after the newest snapshot) whose request id is
-  not the one acknowledged at that version.
 """
 
 from __future__ import annotations
@@ -30,410 +14,19 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
-import platform
-import random
-import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-import numpy as np
-import redis
+from benchmarks.common import REPO, command_line, machine_summary, markdown_table
+from testkit.scenarios import crash_scenario, redis_fault_scenario, replica_scenario, soak_scenario
 
-import kons
-from kons_service.store import LearnerRef, Store
-from kons_service.testing import SPEC, RedisServer, ServiceProcess, vm_rss_kib
-
-__all__ = [
-    "Ledger",
-    "audit",
-    "crash_scenario",
-    "main",
-    "redis_fault_scenario",
-    "replica_scenario",
-    "round_body",
-    "soak_scenario",
-    "storm",
-]
-
-NAME = "storm"
-TENANT_KEYS = "alpha:alpha-key,beta:beta-key"
-HEADERS = {"Authorization": "Bearer alpha-key"}
-PROBES = [[0.0, 0.0, 0.0], [0.5, -0.5, 0.25], [-1.0, 1.0, 0.9], [3.0, 0.1, -2.0]]
-_BACKOFF = (0.02, 0.25)
+__all__ = ["main"]
 
 
-def round_body(client: int, seq: int) -> dict[str, Any]:
-    """The ``seq``-th feedback of client ``client``: a deterministic round with a unique request_id."""
-    rng = random.Random(client * 1_000_003 + seq)
-    x = [rng.uniform(-1.5, 1.5) for _ in range(3)]
-    return {"x": x, "y": math.sin(x[0]) + 0.5 * x[1], "request_id": f"c{client}-{seq}"}
-
-
-@dataclass
-class Ledger:
-    """What the clients saw: acknowledgements by request_id, every status and transport error."""
-
-    acked: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # id -> (version, body)
-    answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> first answer
-    statuses: Counter[int] = field(default_factory=Counter)
-    transport_errors: Counter[str] = field(default_factory=Counter)
-    rejected: list[tuple[int, str]] = field(default_factory=list)  # non-retryable answers
-    unresolved: int = 0
-    requests: int = 0
-    retries: int = 0
-    inconsistent_retries: int = 0  # a retry answered differently from the first answer
-    max_latency: float = 0.0
-    events: list[tuple[float, float, int]] = field(default_factory=list)  # (sent, answered, status or 0)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "requests_sent": self.requests,
-            "acknowledged": len(self.acked),
-            "retries": self.retries,
-            "unresolved": self.unresolved,
-            "rejected_4xx": len(self.rejected),
-            "status_500": self.statuses[500],
-            "status_5xx_other_than_503": sum(n for s, n in self.statuses.items() if s >= 500 and s != 503),
-            "status_503": self.statuses[503],
-            "transport_errors": dict(self.transport_errors),
-            "inconsistent_retries": self.inconsistent_retries,
-            "max_latency_s": round(self.max_latency, 3),
-        }
-
-
-async def _send_until_acked(
-    http: httpx.AsyncClient, urls: Sequence[str], body: dict[str, Any], ledger: Ledger, give_up: float,
-    rng: random.Random,
-) -> None:
-    rid = body["request_id"]
-    attempt = 0
-    while True:
-        url = urls[(attempt + rng.randrange(len(urls))) % len(urls)]
-        attempt += 1
-        ledger.requests += 1
-        if attempt > 1:
-            ledger.retries += 1
-        started = time.monotonic()
-        try:
-            response = await http.post(f"{url}/v1/learners/{NAME}/feedback", json=body, headers=HEADERS)
-        except httpx.HTTPError as exc:
-            ledger.transport_errors[type(exc).__name__] += 1
-            ledger.events.append((started, time.monotonic(), 0))
-        else:
-            ledger.max_latency = max(ledger.max_latency, time.monotonic() - started)
-            ledger.statuses[response.status_code] += 1
-            ledger.events.append((started, time.monotonic(), response.status_code))
-            if response.status_code == 200:
-                answer = response.json()
-                first = ledger.answers.setdefault(rid, answer)
-                if first != answer:
-                    ledger.inconsistent_retries += 1
-                ledger.acked[rid] = (answer["version"], body)
-                return
-            if response.status_code != 503:
-                ledger.rejected.append((response.status_code, response.text[:200]))
-                return
-        if time.monotonic() > give_up:
-            ledger.unresolved += 1
-            return
-        await asyncio.sleep(rng.uniform(*_BACKOFF))
-
-
-async def storm(
-    urls: Sequence[str], ledger: Ledger, clients: int, stop: asyncio.Event, *, request_timeout: float = 20.0,
-    resolve_seconds: float = 90.0, seed: int = 0,
-) -> None:
-    """``clients`` concurrent clients, each sending one round at a time (retried until acknowledged),
-    until ``stop`` is set; a request in flight then has ``resolve_seconds`` to be acknowledged."""
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(timeout=request_timeout, limits=limits) as http:
-
-        async def client(c: int) -> None:
-            rng = random.Random(seed * 7919 + c)
-            seq = 0
-            while not stop.is_set():
-                body = round_body(c, seq)
-                await _send_until_acked(http, urls, body, ledger, time.monotonic() + 3600, rng)
-                seq += 1
-                if stop.is_set():
-                    break
-
-        tasks = [asyncio.create_task(client(c)) for c in range(clients)]
-        await stop.wait()
-        done, pending = await asyncio.wait(tasks, timeout=resolve_seconds)
-        for task in pending:
-            task.cancel()
-            ledger.unresolved += 1
-        for task in done:
-            task.result()
-
-
-def local_replay(spec: dict[str, Any], ledger: Ledger) -> kons.Learner:
-    """One kons learner fed the acknowledged rounds in version order, in this process."""
-    learner = kons.learner_from_params(spec["algorithm"], {**spec["params"], "dim": spec["dim"]})
-    for _, body in sorted(ledger.acked.values(), key=lambda vb: vb[0]):
-        learner.learn_one(np.asarray(body["x"], dtype=np.float64), body["y"])
-    return learner
-
-
-def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, Any] = SPEC) -> dict[str, Any]:
-    """Count lost and duplicated rounds; compare the state with a serial replay (see the module doc)."""
-    with httpx.Client(timeout=60, headers=HEADERS) as http:
-        version = http.get(f"{urls[0]}/v1/learners/{NAME}").json()["version"]
-        blobs = [http.get(f"{u}/v1/learners/{NAME}/state").content for u in urls]
-        probes = [[http.post(f"{u}/v1/learners/{NAME}/predict", json={"x": x}).json()["prediction"]
-                   for x in PROBES] for u in urls]
-    claimed = Counter(v for v, _ in ledger.acked.values())
-    lost = sum(n for v, n in claimed.items() if v > version) + sum(n - 1 for n in claimed.values() if n > 1)
-    duplicated = sum(1 for v in range(1, version + 1) if v not in claimed)
-    local = local_replay(spec, ledger)
-    by_version = {v: rid for rid, (v, _) in ledger.acked.items()}
-    client = redis.Redis.from_url(redis_url)
-    try:
-        log_key = next(k for k in Store(client).keys_of(LearnerRef("alpha", NAME)) if k.endswith(":log"))
-        tail = client.xrange(log_key)
-    finally:
-        client.close()
-    mismatches = sum(1 for entry_id, fields in tail
-                     if by_version.get(int(entry_id.split(b"-")[0])) != fields.get(b"r", b"").decode())
-    return {
-        "final_version": version,
-        "acknowledged_rounds": len(ledger.acked),
-        "lost": lost,
-        "duplicated": duplicated,
-        "state_equals_replay": all(b == local.to_bytes() for b in blobs),
-        "replicas_agree_on_probes": all(p == probes[0] for p in probes),
-        "probes_equal_replay": probes[0] == [local.predict_one(np.asarray(x)) for x in PROBES],
-        "log_tail_checked": len(tail),
-        "log_mismatches": mismatches,
-    }
-
-
-def _create(url: str, spec: dict[str, Any] = SPEC) -> None:
-    response = httpx.put(f"{url}/v1/learners/{NAME}", json=spec, headers=HEADERS, timeout=30)
-    response.raise_for_status()
-
-
-def _service_settings(**overrides: Any) -> dict[str, Any]:
-    return {"api_keys": TENANT_KEYS, "lease_ttl_ms": 1000, "lease_wait_seconds": 2.0,
-            "snapshot_every_rounds": 150, "snapshot_interval_seconds": 2.0, "redis_timeout_seconds": 0.5,
-            **overrides}
-
-
-async def _run_storm(
-    urls: Sequence[str], clients: int, disturb: Callable[[], Awaitable[None]], seed: int
-) -> Ledger:
-    ledger = Ledger()
-    stop = asyncio.Event()
-    task = asyncio.create_task(storm(urls, ledger, clients, stop, seed=seed))
-    try:
-        await disturb()
-    finally:
-        stop.set()
-        await task
-    return ledger
-
-
-async def crash_scenario(
-    workdir: Path, *, kills: int, clients: int = 4, gap: tuple[float, float] = (0.3, 1.5), seed: int = 0
-) -> dict[str, Any]:
-    """A feedback storm against one service process that is SIGKILLed ``kills`` times and restarted."""
-    rng = random.Random(seed)
-    server = RedisServer(workdir / "redis").start()
-    service = ServiceProcess(server.url, workdir / "service.log", **_service_settings()).start()
-    started = time.monotonic()
-    try:
-        _create(service.url)
-
-        async def disturb() -> None:
-            for _ in range(kills):
-                await asyncio.sleep(rng.uniform(*gap))
-                service.kill()
-                await asyncio.to_thread(service.start)
-
-        ledger = await _run_storm([service.url], clients, disturb, seed)
-        result = {"kills": kills, "clients": clients, **ledger.summary(),
-                  **audit([service.url], server.url, ledger), "seconds": round(time.monotonic() - started, 1)}
-    finally:
-        service.stop()
-        server.stop()
-    return result
-
-
-async def redis_fault_scenario(
-    workdir: Path, *, clients: int = 4, outage_seconds: float = 3.0, pause_seconds: float = 3.0,
-    calm_seconds: float = 2.0, kill_redis: bool = False, redis_timeout: float = 0.5, seed: int = 0,
-) -> dict[str, Any]:
-    """A storm through a restart of Redis (SIGTERM, AOF replayed), an outage (stopped for
-    ``outage_seconds``) and a freeze (SIGSTOP for ``pause_seconds``); optionally a SIGKILL of Redis."""
-    server = RedisServer(workdir / "redis").start()
-    service = ServiceProcess(server.url, workdir / "service.log",
-                             **_service_settings(redis_timeout_seconds=redis_timeout)).start()
-    phases: list[tuple[str, float, float]] = []
-    started = time.monotonic()
-
-    async def phase(name: str, down: Callable[[], None], seconds: float, up: Callable[[], Any]) -> None:
-        await asyncio.sleep(calm_seconds)
-        t0 = time.monotonic()
-        await asyncio.to_thread(down)
-        await asyncio.sleep(seconds)
-        await asyncio.to_thread(up)
-        phases.append((name, t0, time.monotonic()))
-
-    try:
-        _create(service.url)
-
-        async def disturb() -> None:
-            await phase("restart", server.stop, 0.0, server.start)
-            await phase("outage", server.stop, outage_seconds, server.start)
-            await phase("freeze", server.pause, pause_seconds, server.resume)
-            if kill_redis:
-                await phase("sigkill", server.kill, 0.5, server.start)
-            # Keep the storm going long enough after the last fault to observe recovery even when a lease
-            # taken just before it must expire first (a short calm period made the measurement flaky).
-            await asyncio.sleep(max(calm_seconds, 12.0))
-
-        ledger = await _run_storm([service.url], clients, disturb, seed)
-        per_phase = {}
-        for name, t0, t1 in phases:
-            during = [(b, e, s) for b, e, s in ledger.events if t0 <= b <= t1]  # sent while Redis was down
-            after = [e for b, e, s in ledger.events if b >= t1 and s == 200]
-            per_phase[name] = {
-                "statuses_of_requests_sent_meanwhile": dict(Counter(str(s) for _, _, s in during)),
-                "slowest_answer_s": round(max((e - b for b, e, _ in during), default=0.0), 3),
-                "seconds_down": round(t1 - t0, 2),
-                "first_200_after_s": round(min(after) - t1, 3) if after else None,
-            }
-        result = {"clients": clients, "redis_timeout_s": redis_timeout, **ledger.summary(),
-                  **audit([service.url], server.url, ledger), "phases": per_phase,
-                  "service_restarted": service.starts - 1, "seconds": round(time.monotonic() - started, 1)}
-    finally:
-        service.stop()
-        server.stop()
-    return result
-
-
-async def replica_scenario(
-    workdir: Path, *, replicas: int = 2, clients: int = 6, seconds: float = 5.0, seed: int = 0
-) -> dict[str, Any]:
-    """Clients send feedback to one learner through ``replicas`` service processes on one Redis."""
-    server = RedisServer(workdir / "redis").start()
-    services = [ServiceProcess(server.url, workdir / f"service{i}.log", **_service_settings()).start()
-                for i in range(replicas)]
-    started = time.monotonic()
-    try:
-        urls = [s.url for s in services]
-        _create(urls[0])
-        ledger = await _run_storm(urls, clients, lambda: asyncio.sleep(seconds), seed)
-        result = {"replicas": replicas, "clients": clients, **ledger.summary(),
-                  **audit(urls, server.url, ledger), "seconds": round(time.monotonic() - started, 1)}
-    finally:
-        for s in services:
-            s.stop()
-        server.stop()
-    return result
-
-
-async def soak_scenario(
-    workdir: Path, *, seconds: float, clients: int = 4, learners: int = 8, sample_every: float = 1.0,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """A bounded soak: feedback, predicts with ids (some never consumed) and batches over several
-    learners of bounded state (ONS, dim 8), sampling the service's VmRSS and Redis's memory."""
-    server = RedisServer(workdir / "redis").start()
-    service = ServiceProcess(server.url, workdir / "service.log",
-                             **_service_settings(id_ttl_seconds=5, request_id_ttl_seconds=5,
-                                                 request_ids_max=2000)).start()
-    spec = {"algorithm": "ons", "dim": 8, "params": {"loss": "squared", "C": 3.0}}
-    samples: list[tuple[float, int, int]] = []
-    statuses: Counter[int] = Counter()
-    rounds = 0
-    r = redis.Redis.from_url(server.url)
-    started = time.monotonic()
-    try:
-        for i in range(learners):
-            httpx.put(f"{service.url}/v1/learners/s{i}", json=spec, headers=HEADERS).raise_for_status()
-        deadline = time.monotonic() + seconds
-
-        async def client(c: int, http: httpx.AsyncClient) -> None:
-            nonlocal rounds
-            rng = random.Random(seed * 31 + c)
-            seq = 0
-            while time.monotonic() < deadline:
-                name = f"s{rng.randrange(learners)}"
-                x = [rng.uniform(-1, 1) for _ in range(8)]
-                kind = seq % 4
-                if kind == 0:  # predict with an id that is never consumed: the id store must expire it
-                    body, path = {"x": x, "id": f"orphan-{c}-{seq}"}, "predict"
-                elif kind == 1:
-                    body, path = {"items": [{"x": x, "y": x[0]}] * 8, "request_id": f"b{c}-{seq}"}, "feedback"
-                else:
-                    body, path = {"x": x, "y": x[0] - x[1], "request_id": f"s{c}-{seq}"}, "feedback"
-                response = await http.post(f"{service.url}/v1/learners/{name}/{path}", json=body)
-                statuses[response.status_code] += 1
-                if response.status_code == 200 and path == "feedback":
-                    rounds += 8 if kind == 1 else 1
-                seq += 1
-
-        async def sampler() -> None:
-            while time.monotonic() < deadline:
-                used = int(r.info("memory")["used_memory"])
-                samples.append((time.monotonic() - started, vm_rss_kib(service.pid), used))
-                await asyncio.sleep(sample_every)
-
-        async with httpx.AsyncClient(timeout=30, headers=HEADERS) as http:
-            await asyncio.gather(sampler(), *(client(c, http) for c in range(clients)))
-        state_bytes = sum(len(httpx.get(f"{service.url}/v1/learners/s{i}/state", headers=HEADERS).content)
-                          for i in range(learners))
-        await asyncio.sleep(6)  # past both TTLs: the id stores must be gone or nearly empty
-        store = Store(r)
-        leftovers = {"ids": 0, "reqs": 0, "log": 0}
-        for i in range(learners):
-            for key in store.keys_of(LearnerRef("alpha", f"s{i}")):
-                kind = key.rsplit(":", 1)[1]
-                if kind in ("ids", "reqs"):
-                    leftovers[kind] += r.hlen(key)
-                elif kind == "log":
-                    leftovers["log"] += r.xlen(key)
-    finally:
-        service.stop()
-        r.close()
-        server.stop()
-    half = [s for s in samples if s[0] >= samples[-1][0] / 2] if samples else []
-    rss = [s[1] for s in samples]
-    return {
-        "seconds": round(seconds, 1), "clients": clients, "learners": learners, "rounds": rounds,
-        "statuses": {str(k): v for k, v in sorted(statuses.items())},
-        "samples": len(samples),
-        "rss_kib_first": rss[0] if rss else None, "rss_kib_max": max(rss) if rss else None,
-        "rss_kib_last": rss[-1] if rss else None,
-        "rss_kib_second_half_spread": (max(s[1] for s in half) - min(s[1] for s in half)) if half else None,
-        "rss_kib_per_minute_second_half": _slope(half, 1) * 60 if len(half) > 2 else None,
-        "redis_used_memory_max": max(s[2] for s in samples) if samples else None,
-        "redis_used_memory_last": samples[-1][2] if samples else None,
-        "learners_state_bytes": state_bytes,
-        "leftover_after_ttl": leftovers,
-        "rss_series": [(round(t, 1), k) for t, k, _ in samples],
-    }
-
-
-def _slope(samples: Sequence[tuple[float, int, int]], column: int) -> float:
-    ts = [s[0] for s in samples]
-    ys = [s[column] for s in samples]
-    mt, my = statistics.fmean(ts), statistics.fmean(ys)
-    den = sum((t - mt) ** 2 for t in ts)
-    return sum((t - mt) * (y - my) for t, y in zip(ts, ys, strict=True)) / den if den else 0.0
-
-
-# ---------------------------------------------------------------------- command line and report
 def _fuzz(workdir: Path, examples: int) -> dict[str, Any]:
     """Schemathesis against the running service (see ``tests/reliability/test_fuzz.py``)."""
     import os
@@ -442,7 +35,7 @@ def _fuzz(workdir: Path, examples: int) -> dict[str, Any]:
     out = workdir / "fuzz.json"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/reliability/test_fuzz.py"]
     env = {**os.environ, "FUZZ_EXAMPLES": str(examples), "FUZZ_REPORT": str(out)}
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
                           timeout=1200, check=False, env=env)
     report = json.loads(out.read_text()) if out.exists() else {}
     return {"pytest_exit": proc.returncode, **report,
@@ -459,8 +52,7 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
         "",
         f"    {command}",
         "",
-        f"Machine: {platform.machine()}, {platform.system()} {platform.release()}, Python "
-        f"{platform.python_version()}, {_cpus()} CPU(s) shared with other work, loopback only; one run "
+        f"Machine: {machine_summary()} shared with other work, loopback only; one run "
         f"of {seconds / 60:.1f} min. Throughput figures are those of a shared 2-core box, not a benchmark: "
         "what matters are the counts of lost, duplicated and 5xx answers, which must be 0.",
         "",
@@ -470,35 +62,41 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
         "",
         "## Summary",
         "",
-        "| Promise | Figure |",
-        "|---|---|",
-        f"| Crash durability | {crash['kills']} SIGKILLs survived; {crash['acknowledged_rounds']} rounds "
-        f"acknowledged, **{crash['lost']} lost, {crash['duplicated']} duplicated**; state == serial replay: "
-        f"{crash['state_equals_replay']} |",
-        f"| Redis faults | restart, {faults['phases']['outage']['seconds_down']} s outage, "
-        f"{faults['phases']['freeze']['seconds_down']} s freeze: {faults['status_503']} answers 503, "
-        f"**{faults['status_5xx_other_than_503']} other 5xx**, slowest answer {faults['max_latency_s']} s; "
-        f"{faults['acknowledged_rounds']} acknowledged, **{faults['lost']} lost, {faults['duplicated']} "
-        "duplicated** |",
-        "| Redis outage behaviour | answers to requests sent while Redis was down: "
-        + "; ".join(f"{n}: {_statuses(p)}, slowest {p['slowest_answer_s']} s"
-                    for n, p in faults["phases"].items())
-        + f" (bound: lease wait 2 s + 6 x Redis timeout {faults['redis_timeout_s']} s); first 200 after "
-        "Redis came back: "
-        + ", ".join(f"{n} {p['first_200_after_s']} s" for n, p in faults["phases"].items())
-        + f"; service restarts needed: {faults['service_restarted']} |",
-        *_sigkill_row(results),
-        f"| Replicas | {replicas['replicas']} processes, {replicas['acknowledged_rounds']} rounds: "
-        f"version == acknowledged: {replicas['final_version'] == replicas['acknowledged_rounds']}; "
-        f"probes bit-identical: {replicas['replicas_agree_on_probes']}; "
-        f"state == serial replay: {replicas['state_equals_replay']} |",
-        f"| Fuzzing | {fuzz.get('requests', '?')} requests over {fuzz.get('operations', '?')} operations: "
-        f"**{fuzz.get('server_errors', '?')} 5xx, {fuzz.get('schema_violations', '?')} schema violations** |",
-        f"| Memory (soak {soak['seconds']:.0f} s, {soak['rounds']} rounds) | service RSS "
-        f"{soak['rss_kib_first'] / 1024:.1f} → {soak['rss_kib_max'] / 1024:.1f} MiB max, "
-        f"{soak['rss_kib_last'] / 1024:.1f} MiB last; second-half drift "
-        f"{(soak['rss_kib_per_minute_second_half'] or 0) / 1024:.2f} MiB/min; learners' own state "
-        f"{soak['learners_state_bytes'] / 1024:.1f} KiB |",
+        *markdown_table(["Promise", "Figure"], [
+            ("Crash durability",
+             f"{crash['kills']} SIGKILLs survived; {crash['acknowledged_rounds']} rounds acknowledged, "
+             f"**{crash['lost']} lost, {crash['duplicated']} duplicated**; state == serial replay: "
+             f"{crash['state_equals_replay']}"),
+            ("Redis faults",
+             f"restart, {faults['phases']['outage']['seconds_down']} s outage, "
+             f"{faults['phases']['freeze']['seconds_down']} s freeze: {faults['status_503']} answers 503, "
+             f"**{faults['status_5xx_other_than_503']} other 5xx**, slowest answer "
+             f"{faults['max_latency_s']} s; {faults['acknowledged_rounds']} acknowledged, **{faults['lost']} "
+             f"lost, {faults['duplicated']} duplicated**"),
+            ("Redis outage behaviour",
+             "answers to requests sent while Redis was down: "
+             + "; ".join(f"{n}: {_statuses(p)}, slowest {p['slowest_answer_s']} s"
+                         for n, p in faults["phases"].items())
+             + f" (bound: lease wait 2 s + 6 x Redis timeout {faults['redis_timeout_s']} s); first 200 after "
+             "Redis came back: "
+             + ", ".join(f"{n} {p['first_200_after_s']} s" for n, p in faults["phases"].items())
+             + f"; service restarts needed: {faults['service_restarted']}"),
+            *_sigkill_row(results),
+            ("Replicas",
+             f"{replicas['replicas']} processes, {replicas['acknowledged_rounds']} rounds: "
+             f"version == acknowledged: {replicas['final_version'] == replicas['acknowledged_rounds']}; "
+             f"probes bit-identical: {replicas['replicas_agree_on_probes']}; "
+             f"state == serial replay: {replicas['state_equals_replay']}"),
+            ("Fuzzing",
+             f"{fuzz.get('requests', '?')} requests over {fuzz.get('operations', '?')} operations: "
+             f"**{fuzz.get('server_errors', '?')} 5xx, {fuzz.get('schema_violations', '?')} schema "
+             "violations**"),
+            (f"Memory (soak {soak['seconds']:.0f} s, {soak['rounds']} rounds)",
+             f"service RSS {soak['rss_kib_first'] / 1024:.1f} → {soak['rss_kib_max'] / 1024:.1f} MiB max, "
+             f"{soak['rss_kib_last'] / 1024:.1f} MiB last; second-half drift "
+             f"{(soak['rss_kib_per_minute_second_half'] or 0) / 1024:.2f} MiB/min; learners' own state "
+             f"{soak['learners_state_bytes'] / 1024:.1f} KiB"),
+        ]),
         "",
     ]
     for title, key in [("Crash durability", "crash"), ("Redis faults", "redis_faults"),
@@ -523,19 +121,13 @@ def _statuses(phase: dict[str, Any]) -> str:
     return ", ".join(shown) or "none"
 
 
-def _sigkill_row(results: dict[str, Any]) -> list[str]:
+def _sigkill_row(results: dict[str, Any]) -> list[tuple[str, str]]:
     if "redis_sigkill" not in results:
         return []
     r = results["redis_sigkill"]
-    return [f"| Redis SIGKILL (appendfsync everysec) | {r['acknowledged_rounds']} acknowledged, "
-            f"**{r['lost']} lost, {r['duplicated']} duplicated** (a process kill: written AOF data survives "
-            "in the page cache) |"]
-
-
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))
+    return [("Redis SIGKILL (appendfsync everysec)",
+             f"{r['acknowledged_rounds']} acknowledged, **{r['lost']} lost, {r['duplicated']} duplicated** "
+             "(a process kill: written AOF data survives in the page cache)")]
 
 
 _NOTES = """## How to read these figures
@@ -615,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="kons-reliability-") as tmp:
             results = asyncio.run(_battery(args, Path(tmp)))
-        results["run"] = {"seconds": round(time.monotonic() - started, 1), "command": _command(argv)}
+        command = command_line("benchmarks.reliability", argv, outputs=("--json", "--from-json"))
+        results["run"] = {"seconds": round(time.monotonic() - started, 1), "command": command}
     failures = _failures(results)
     verdict = "FAILED: " + "; ".join(failures) if failures else "all promises kept"
     print(f"done in {results['run']['seconds'] / 60:.1f} min; {verdict}")
@@ -625,18 +218,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(_markdown(results, results["run"]["command"], results["run"]["seconds"]))
     return 1 if failures else 0
-
-
-def _command(argv: Sequence[str] | None) -> str:
-    """The command line that reproduces the figures (without the options that only choose outputs)."""
-    words, out = list(argv if argv is not None else sys.argv[1:]), []
-    while words:
-        word = words.pop(0)
-        if word in ("--json", "--from-json"):
-            words = words[1:]
-        elif not word.startswith(("--json=", "--from-json=")):
-            out.append(word)
-    return " ".join(["python -m benchmarks.reliability", *out])
 
 
 def _failures(results: dict[str, Any]) -> list[str]:

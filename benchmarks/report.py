@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import markdown_table
 from benchmarks.methods import GAMMA_ROWS, METHODS, RAW_DIR
 
 __all__ = ["load_records", "write_report"]
@@ -59,9 +60,8 @@ def _secs(seconds: float) -> str:
 def _table(records: list[dict[str, Any]], column: str) -> list[str]:
     keys = list(dict.fromkeys(r["method"] for rec in records for r in rec["runs"]))
     keys = [k for k in keys if k != REFERENCE] + [k for k in keys if k == REFERENCE]
-    lines = ["| method | " + " | ".join(r["dataset"] for r in records) + " |",
-             "|---|" + "---|" * len(records)]
     best = {rec["dataset"]: _best(_runs(rec, column), [k for k in keys if _is_online(k)]) for rec in records}
+    rows = []
     for key in keys:
         cells = []
         for rec in records:
@@ -74,13 +74,12 @@ def _table(records: list[dict[str, Any]], column: str) -> list[str]:
             if _is_online(key) and top is not None and run["metric"] == top["metric"]:
                 text = f"**{text}**"
             cells.append(text)
-        lines.append(f"| {_label(key)} | " + " | ".join(cells) + " |")
-    return lines
+        rows.append([_label(key), *cells])
+    return markdown_table(["method", *(r["dataset"] for r in records)], rows)
 
 
 def _headline(records: list[dict[str, Any]], column: str) -> tuple[list[str], str]:
-    lines = ["| data set | best kons | best online peer | kons wins | kons vs peer (relative) | "
-             "time kons / peer | cheapest kons method that beats the peer |", "|---|---|---|---|---|---|---|"]
+    rows = []
     wins, margins, total = 0, [], 0
     for rec in records:
         runs = _runs(rec, column)
@@ -100,11 +99,14 @@ def _headline(records: list[dict[str, Any]], column: str) -> tuple[list[str], st
         cheapest = min(beating, key=lambda r: r["seconds"], default=None)
         cheap = "-" if cheapest is None else (
             f"{_label(cheapest['method'])} {_fmt(cheapest['metric'])} ({_secs(cheapest['seconds'])})")
-        lines.append(
-            f"| {rec['dataset']} | {_label(kons_best['method'])} {_fmt(kons_best['metric'])} "
-            f"({_secs(kons_best['seconds'])}) | {_label(peer_best['method'])} {_fmt(peer_best['metric'])} "
-            f"({_secs(peer_best['seconds'])}) | {'yes' if win else 'no'} | "
-            f"{100 * rel:+.1f}% {'lower' if rel >= 0 else 'higher'} metric | {ratio:.2g}x | {cheap} |")
+        rows.append([
+            rec["dataset"], f"{_label(kons_best['method'])} {_fmt(kons_best['metric'])} "
+            f"({_secs(kons_best['seconds'])})", f"{_label(peer_best['method'])} {_fmt(peer_best['metric'])} "
+            f"({_secs(peer_best['seconds'])})", "yes" if win else "no",
+            f"{100 * rel:+.1f}% {'lower' if rel >= 0 else 'higher'} metric", f"{ratio:.2g}x", cheap])
+    lines = markdown_table(["data set", "best kons", "best online peer", "kons wins",
+                            "kons vs peer (relative)", "time kons / peer",
+                            "cheapest kons method that beats the peer"], rows)
     summary = (f"kons beats the best online peer on **{wins} of {total}** data sets ({column} column); "
                f"median relative difference {100 * _median(margins):+.1f}% (positive = kons lower metric).")
     return lines, summary
@@ -120,8 +122,7 @@ def _median(values: list[float]) -> float:
 
 def _sizes(records: list[dict[str, Any]]) -> list[str]:
     kernel = [k for k, m in METHODS.items() if m.kernel]
-    lines = ["| method (column) | " + " | ".join(r["dataset"] for r in records) + " |",
-             "|---|" + "---|" * len(records)]
+    rows = []
     for key in kernel:
         for column in ("default", "tuned"):
             cells = []
@@ -134,13 +135,12 @@ def _sizes(records: list[dict[str, Any]]) -> list[str]:
                 else:
                     cells.append(f"{run['stored_points']} / {run['dictionary_size']}")
             if any(c != "-" for c in cells):
-                lines.append(f"| {_label(key)} ({column}) | " + " | ".join(cells) + " |")
-    return lines
+                rows.append([f"{_label(key)} ({column})", *cells])
+    return markdown_table(["method (column)", *(r["dataset"] for r in records)], rows)
 
 
 def _chosen(records: list[dict[str, Any]]) -> list[str]:
-    lines = ["| method | " + " | ".join(r["dataset"] for r in records) + " |",
-             "|---|" + "---|" * len(records)]
+    rows = []
     keys = list(dict.fromkeys(k for rec in records for k in rec["tuning"]))
     for key in keys:
         cells = []
@@ -153,8 +153,8 @@ def _chosen(records: list[dict[str, Any]]) -> list[str]:
             else:
                 chosen = _params(info["chosen"]) or "default"
                 cells.append(f"{chosen} ({info['seconds']:.0f} s)")
-        lines.append(f"| {_label(key)} | " + " | ".join(cells) + " |")
-    return lines
+        rows.append([_label(key), *cells])
+    return markdown_table(["method", *(r["dataset"] for r in records)], rows)
 
 
 def _params(params: dict[str, Any]) -> str:
@@ -265,11 +265,12 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
              "in z-scored units (a constant predictor scores about 1.0), classification = error rate of "
              "sign(prediction). Seconds = wall time of the whole stream including the per-row input "
              "conversion each library needs (dicts for River, text for VW).", "",
-             "| data set | task | rows n | features | scored rows | tuning rows | default RBF gamma | "
-             "wall time (s) |", "|---|---|---|---|---|---|---|---|",
-             *(f"| {r['dataset']} | {r['task']} | {r['n']} | {r['dim']} | 0..{r['scored_rows']} | "
-               f"{r['scored_rows']}..{r['scored_rows'] + r['tuning_rows']} | {r['rbf_gamma']:.4g} | "
-               f"{r['wall_seconds']:.0f} |" for r in records), ""]
+             *markdown_table(
+                 ["data set", "task", "rows n", "features", "scored rows", "tuning rows", "default RBF gamma",
+                  "wall time (s)"],
+                 [(r["dataset"], r["task"], r["n"], r["dim"], f"0..{r['scored_rows']}",
+                   f"{r['scored_rows']}..{r['scored_rows'] + r['tuning_rows']}", f"{r['rbf_gamma']:.4g}",
+                   f"{r['wall_seconds']:.0f}") for r in records]), ""]
     for column in ("tuned", "default"):
         head, summary = _headline(records, column)
         lines += [f"## Headline ({column} column)", "", summary, "", *head, ""]

@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import kons
+from benchmarks.common import blas_threads, command_line, machine_summary
 from kons.base import Learner
 from kons.datasets import load_dataset
 from kons.kernels import RBF
@@ -275,19 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_markdown(args.out / "scaling.md", all_series, raw["meta"])
         write_plot(args.out / "scaling.png", all_series, raw["meta"])
         return 0
-    limiter = None
-    try:
-        from threadpoolctl import threadpool_limits
-
-        limiter = threadpool_limits(args.blas_threads)
-        blas = f"BLAS limited to {args.blas_threads} thread(s)"
-    except ImportError:  # pragma: no cover - optional
-        blas = "BLAS threads not limited (threadpoolctl missing)"
-    try:
+    with blas_threads(args.blas_threads) as blas:
         all_series, meta = _measure(args, argv, blas)
-    finally:
-        if limiter is not None:
-            limiter.restore_original_limits()
     args.out.mkdir(parents=True, exist_ok=True)
     raw = {"meta": meta, "series": [asdict(s) for s in all_series]}
     (args.out / "scaling.json").write_text(json.dumps(raw, indent=1, default=str))
@@ -327,11 +315,10 @@ def _measure(args: argparse.Namespace, argv: Sequence[str] | None, blas: str) ->
                f"({'met' if five_k < 30 else 'NOT met with a clear margin' if five_k < 60 else 'NOT met'}"
                "; 'well under a minute' read as < 30 s).")
     meta = {
-        "command": "python -m benchmarks.scaling " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": command_line("benchmarks.scaling", argv),
         "data": args.data, "rows": len(y), "dim": X.shape[1], "kernel_gamma": args.kernel_gamma,
         "C": args.C, "beta": args.beta, "block": args.block, "checkpoints": checkpoints,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-                   f"numpy {np.__version__}, {blas}",
+        "machine": f"{machine_summary()}, numpy {np.__version__}, {blas}",
         "load_before": " / ".join(f"{v:.1f}" for v in load_before),
         "load_after": " / ".join(f"{v:.1f}" for v in os.getloadavg()),
         "kons_verdict": verdict,

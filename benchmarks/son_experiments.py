@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -40,6 +39,7 @@ from typing import Any
 import numpy as np
 
 import kons
+from benchmarks.common import command_line, markdown_table
 from kons.datasets import data_dir, load_dataset, read_libsvm
 
 GRID = [2.0**j for j in range(-3, 7)]  # the paper's step sizes 2^j, j = -3..6
@@ -145,9 +145,8 @@ def fig1(out: Path, command: str, quick: bool) -> None:
         f"(T = {T_tune}, kappa in {{10, 200}}): "
         + ", ".join(f"{k}: {v:g}" for k, v in chosen.items())
         + ". Squared loss, C = 1. Entries: final progressive error (%).")
-    lines += ["| kappa | " + " | ".join(FIG1_METHODS) + " |", "|---" * (len(FIG1_METHODS) + 1) + "|"]
-    for i, kappa in enumerate(kappas):
-        lines.append(f"| {kappa} | " + " | ".join(f"{100 * errors[k][i]:.2f}" for k in FIG1_METHODS) + " |")
+    lines += markdown_table(["kappa", *FIG1_METHODS], [
+        [kappa, *(f"{100 * errors[k][i]:.2f}" for k in FIG1_METHODS)] for i, kappa in enumerate(kappas)])
     lines += ["", "Wall time over all kappas (s): "
               + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()), ""]
     for label in FIG1_METHODS:
@@ -225,14 +224,14 @@ def table2(out: Path, command: str, quick: bool) -> dict[str, dict[str, list[dic
         "test), and the paper does not say whether it scaled features. 'Oja-SON diag' adds the Sec. 5.2 "
         "diagonal adaptation (not part of the paper's Table 2).")
     labels = list(TABLE2_METHODS)
-    lines += ["| data set | rows | grid | " + " | ".join(labels) + " | paper RP / FD / Oja |",
-              "|---" * (len(labels) + 4) + "|"]
+    table = []
     for name, res in found.items():
         for grid_label, grid in (("2^-3..2^6", GRID), ("2^-12..2^6", WIDE_GRID)):
             chosen = [best(res[k], grid) for k in labels]
             cells = [f"{100 * r['error']:.1f} [{r['step']:g}]" for r in chosen]
             paper = " / ".join(f"{v}" for v in PAPER_TABLE2[name]) if grid is GRID else ""
-            lines.append(f"| {name} | {rows[name]} | {grid_label} | " + " | ".join(cells) + f" | {paper} |")
+            table.append([name, rows[name], grid_label, *cells, paper])
+    lines += markdown_table(["data set", "rows", "grid", *labels, "paper RP / FD / Oja"], table)
     (out / "son_table2.md").write_text("\n".join(lines) + "\n")
     return found
 
@@ -324,7 +323,7 @@ def vw(out: Path, command: str, quick: bool, table: dict | None) -> None:
         "the chosen configuration's stream; VW's exclude building the text lines (done once beforehand) "
         "but include parsing them. 'grid s': the whole grid. Loss: mean squared loss of the plays "
         "clipped to [-1, 1].")
-    lines += ["| data set | method | error % | loss | 1/alpha | seconds | grid s |", "|---" * 7 + "|"]
+    rows = []
     for name in TABLE2:
         data = load_dataset(name, n)
         text = [VWStream.line(x, label) for x, label in zip(data.X, data.y, strict=True)]
@@ -336,8 +335,9 @@ def vw(out: Path, command: str, quick: bool, table: dict | None) -> None:
         res = {"VW OjaNewton": runs, "kons Oja-SON diag": kons_runs["Oja-SON diag"],
                "kons Oja-SON": kons_runs["Oja-SON"]}
         for label, r in ((label, best(r, WIDE_GRID)) for label, r in res.items()):
-            lines.append(f"| {name} | {label} | {100 * r['error']:.1f} | {r['loss']:.3f} | {r['step']:g} | "
-                         f"{r['seconds']:.2f} | {r['grid_seconds']:.1f} |")
+            rows.append([name, label, f"{100 * r['error']:.1f}", f"{r['loss']:.3f}", f"{r['step']:g}",
+                         f"{r['seconds']:.2f}", f"{r['grid_seconds']:.1f}"])
+    lines += markdown_table(["data set", "method", "error %", "loss", "1/alpha", "seconds", "grid s"], rows)
     data = load_dataset("splice", n)
     text = [VWStream.line(x, label) for x, label in zip(data.X, data.y, strict=True)]
     cut = len(data.y) // 2
@@ -345,15 +345,17 @@ def vw(out: Path, command: str, quick: bool, table: dict | None) -> None:
               f"splice: learn {cut} rows, save (`Workspace.save`), reload (`-i`), then (a) predict the other "
               f"{len(data.y) - cut} rows with both models without learning, (b) play them with both models "
               "learning. Columns: max |prediction difference|, the share of the reloaded model's plays "
-              "that are exactly 0, the model file size and both models' error on those rows.", "",
-              "| model | (a) frozen | (b) learning | reloaded plays = 0 | bytes | error original % | "
-              "error reloaded % |", "|---" * 7 + "|"]
+              "that are exactly 0, the model file size and both models' error on those rows.", ""]
     checks = {}
     for label, args in (("VW default (GD)", ""), ("VW --OjaNewton", "--OjaNewton"),
                         ("VW --OjaNewton --save_resume", "--OjaNewton --save_resume")):
-        r = checks[label] = vw_save_load(text, data.y, args, cut)
-        lines.append(f"| {label} | {r['frozen']:.3g} | {r['learning']:.3g} | {100 * r['zeros']:.0f}% | "
-                     f"{r['bytes']} | {100 * r['error_original']:.1f} | {100 * r['error_reloaded']:.1f} |")
+        checks[label] = vw_save_load(text, data.y, args, cut)
+    lines += markdown_table(
+        ["model", "(a) frozen", "(b) learning", "reloaded plays = 0", "bytes", "error original %",
+         "error reloaded %"],
+        [[label, f"{r['frozen']:.3g}", f"{r['learning']:.3g}", f"{100 * r['zeros']:.0f}%", r["bytes"],
+          f"{100 * r['error_original']:.1f}", f"{100 * r['error_reloaded']:.1f}"]
+         for label, r in checks.items()])
     oja, plain = checks["VW --OjaNewton"], checks["VW default (GD)"]
     lines += ["", f"Finding: plain VW continues {'exactly' if plain['learning'] == 0 else 'inexactly'} after "
               f"save/load; `--OjaNewton` does {'not' if oja['frozen'] > 0 else ''} restore its state"
@@ -415,9 +417,8 @@ def sparse(out: Path, command: str, quick: bool) -> None:
         "sparse), fed as kons.SparseVector with feature j moved to coordinate j * (d // 123); squared "
         "loss, 1/alpha = 0.25. Entries: median / mean microseconds per round over rounds 11..n (the mean "
         "includes FD-SON's end-of-epoch steps and Oja-SON's O(m^2 d) re-basings, counted in brackets).")
-    lines += ["| learner | " + " | ".join(f"d = {d:,}" for d in dims) + " |", "|---" * (len(dims) + 1) + "|"]
-    for label, by_d in table.items():
-        lines.append(f"| {label} | " + " | ".join(by_d[d] for d in dims) + " |")
+    lines += markdown_table(["learner", *(f"d = {d:,}" for d in dims)],
+                            [[label, *(by_d[d] for d in dims)] for label, by_d in table.items()])
     (out / "son_sparse.md").write_text("\n".join(lines) + "\n")
 
 
@@ -433,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short streams, for a smoke run")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python -m benchmarks.son_experiments " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = command_line("benchmarks.son_experiments", argv)
     table = None
     if "fig1" in args.sections:
         fig1(args.out, command, args.quick)

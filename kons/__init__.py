@@ -11,7 +11,6 @@ True
 1
 """
 
-from kons.adagrad import AdaGrad
 from kons.auto import Auto
 from kons.base import LEARNERS, Learner, learner_from_params, load
 from kons.errors import (
@@ -21,17 +20,10 @@ from kons.errors import (
     NumericalError,
     StateFormatError,
 )
-from kons.fd_son import FDSON
-from kons.kernel_ogd import KernelOGD
-from kons.kons_learner import KONS
+from kons.kernel import KONS, KernelOGD, SketchedKONS
+from kons.linear import FDSON, OGD, ONS, RPSON, AdaGrad, OjaSON, SparseVector
 from kons.nystrom_kons import NystromKONS
-from kons.ogd import OGD
-from kons.oja_son import OjaSON
-from kons.ons import ONS
 from kons.preprocessing import Preprocessed
-from kons.rp_son import RPSON
-from kons.sketched_kons import SketchedKONS
-from kons.sparse import SparseVector
 
 __all__ = [
     "FDSON",

@@ -1,16 +1,37 @@
-"""Parameter and input validation, done once at the boundary (scikit-learn's message shape)."""
+"""Parameter and input validation, done once at the boundary (scikit-learn's message shape).
+
+A learner or kernel declares the limits of its hyper-parameters once, as a class-level
+``_parameter_constraints`` mapping each name to a constraint (:class:`Interval`, :class:`Integer`,
+:class:`OneOf`, :class:`Flag`, :class:`NoneOr`, or any object with the :class:`Constraint` method); the
+base class checks every value against it when the object is built.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from kons.errors import InvalidInputError, InvalidParameterError
 
-__all__ = ["as_features", "as_label", "check_choice", "check_feature_values", "check_int", "check_real"]
+__all__ = [
+    "POSITIVE",
+    "Constraint",
+    "Flag",
+    "Integer",
+    "Interval",
+    "NoneOr",
+    "OneOf",
+    "as_features",
+    "as_label",
+    "check_choice",
+    "check_feature_values",
+    "check_int",
+    "check_real",
+]
 
 
 def _describe(owner: str, name: str) -> str:
@@ -66,6 +87,73 @@ def check_choice(owner: str, name: str, value: Any, choices: Sequence[str]) -> s
     return value
 
 
+class Constraint(Protocol):
+    """The domain of one hyper-parameter."""
+
+    def check(self, owner: str, name: str, value: Any) -> Any:
+        """``value`` in canonical form, else :class:`InvalidParameterError` naming ``owner`` and ``name``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A finite float in the interval from ``low`` to ``high`` (ends closed unless ``*_open``)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def check(self, owner: str, name: str, value: Any) -> float:
+        return check_real(owner, name, value, low=self.low, high=self.high, low_open=self.low_open,
+                          high_open=self.high_open)
+
+
+@dataclass(frozen=True)
+class Integer:
+    """An int in ``[low, high]`` (no upper bound when ``high`` is None)."""
+
+    low: int = 0
+    high: int | None = None
+
+    def check(self, owner: str, name: str, value: Any) -> int:
+        return check_int(owner, name, value, low=self.low, high=self.high)
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of the strings ``choices``."""
+
+    choices: tuple[str, ...]
+
+    def check(self, owner: str, name: str, value: Any) -> str:
+        return check_choice(owner, name, value, self.choices)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A bool (NumPy's included)."""
+
+    def check(self, owner: str, name: str, value: Any) -> bool:
+        if not isinstance(value, bool | np.bool_):
+            raise InvalidParameterError(f"{_describe(owner, name)} must be a bool. Got {value!r} instead.")
+        return bool(value)
+
+
+@dataclass(frozen=True)
+class NoneOr:
+    """None (the parameter's documented default behaviour) or a value that passes ``inner``."""
+
+    inner: Constraint
+
+    def check(self, owner: str, name: str, value: Any) -> Any:
+        return None if value is None else self.inner.check(owner, name, value)
+
+
+#: A finite float > 0 (steps, regularisers, kernel widths).
+POSITIVE = Interval(low=0.0, low_open=True)
+
+
 def as_features(x: Any, dim: int | None) -> np.ndarray:
     """Return ``x`` as a finite 1-D float64 array of length ``dim`` (any length when ``dim`` is None).
 
@@ -89,7 +177,9 @@ def check_feature_values(values: np.ndarray) -> None:
     """Raise :class:`InvalidInputError` unless the (dense or non-zero) feature values are learnable."""
     if not np.isfinite(values).all():
         raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
-    if not np.isfinite(values @ values):
+    with np.errstate(over="ignore"):  # the overflow is reported as the error below, not as a warning
+        squared_norm = values @ values
+    if not np.isfinite(squared_norm):
         # Kernels and sketches work with ||x||^2: an input whose square overflows cannot be learnt.
         raise InvalidInputError("x is too large: its squared norm overflows float64.")
 

@@ -46,14 +46,15 @@ True
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._validation import check_choice, check_int
+from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf
 from kons.errors import NumericalError, StateFormatError
+from kons.linear.ons import ONS
+from kons.linear.sparse import SparseVector
 from kons.nystrom_kons import NystromKONS
-from kons.ons import ONS
 from kons.preprocessing import (
     STEP,
     TARGET_BOUND,
@@ -63,7 +64,6 @@ from kons.preprocessing import (
     nested_blob,
     restore_nested,
 )
-from kons.sparse import SparseVector
 
 __all__ = ["GRID", "TASKS", "Auto"]
 
@@ -141,19 +141,23 @@ class Auto(Pipeline):
     """
 
     name = "auto"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "task": OneOf(tuple(TASKS)),
+        "C": NoneOr(POSITIVE),
+        "seed": Integer(low=0),
+        "dim": NoneOr(Integer(low=1)),
+    }
 
     def __init__(self, *, task: str = "regression", C: float | None = None, seed: int = 0,
                  dim: int | None = None) -> None:
-        self.task = check_choice("Auto", "task", task, list(TASKS))
-        self.seed = check_int("Auto", "seed", seed, low=0)
+        self.task = self._parameter_constraints["task"].check("Auto", "task", task)
+        self.seed = self._parameter_constraints["seed"].check("Auto", "seed", seed)
         binary = task == "classification"
         self._init_pipeline(loss=TASKS[task], C=None if binary else C, dim=dim)
         self.C_param = C  # kept for get_params: C is the live bound
-        self._bases: list[Any] = []
-        self._labels_seen: list[str] = []
         self._reset()
 
-    def get_params(self) -> dict[str, Any]:
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {"task": self.task, "C": self.C_param, "seed": self.seed, "dim": self.dim}
 
     # ----------------------------------------------------------------- the grid
@@ -170,14 +174,10 @@ class Auto(Pipeline):
         return z  # each base takes its own form in _inputs
 
     def _drop_model(self) -> None:
-        self._bases = []
-
-    def _reset_model(self) -> None:
-        self._bases = []
+        self._bases: list[Any] = []
         self._names: list[str] = []
         self._log_weights = np.zeros(0)
         self._log_scaler: FeatureScaler | None = None
-        super()._reset_model()
 
     def _build_model(self, width: float | None) -> None:
         """The grid; ``width`` is the median-heuristic width of the standardised view."""

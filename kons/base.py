@@ -8,6 +8,7 @@ into the versioned, pickle-free format of :mod:`kons._state`, and restoring cont
 
 from __future__ import annotations
 
+import abc
 import inspect
 import math
 from typing import Any, ClassVar, Self
@@ -15,31 +16,42 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from kons import _state
-from kons._validation import as_features, as_label, check_int, check_real
+from kons._validation import POSITIVE, Constraint, Integer, NoneOr, as_features, as_label, check_real
 from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
-from kons.losses import Loss, get_loss
+from kons.losses import Loss, LossName, get_loss
 
-__all__ = ["LEARNERS", "Learner", "learner_from_params", "load", "ridge_leverage"]
+__all__ = ["LEARNERS", "Learner", "learner_from_params", "load"]
 
 #: Every concrete learner by its registry name (``"kons"``, ``"sketched_kons"``, ...).
 LEARNERS: dict[str, type[Learner]] = {}
+
+# Overflow inside a round is detected from its results (a learner raises NumericalError, the prediction
+# is checked above), so numpy's floating-point warnings would only reach the caller's stderr.
+def _quiet_numerics() -> np.errstate:
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
 
 # Weight of the newest loss in the exponentially weighted "recent loss" (about the last 100 rounds).
 _RECENT_WEIGHT = 0.01
 
 
-def ridge_leverage(ridge: float) -> float:
-    """:math:`r / (1 + r)`, the leverage of a round with ridge ratio ``r >= 0`` (1 when ``r`` overflows)."""
-    return ridge / (1.0 + ridge) if math.isfinite(ridge) else 1.0
-
-
-class Learner:
+class Learner(abc.ABC):
     """Base class of all online learners.
 
-    Subclasses set ``name`` (the registry key), define ``__init__`` with keyword-only
-    hyper-parameters stored under their own names and call ``self._reset()`` at its end, and implement
-    ``_predict``, ``_learn``, ``_arrays``, ``_scalars`` and ``_restore``.
+    A learner is written as follows (:class:`~kons.linear.OGD` is a short example):
+
+    * ``name``, the registry key, and ``_parameter_constraints``, the limits of every hyper-parameter
+      of ``__init__`` (extend the parent's: ``{**Parent._parameter_constraints, "beta": Interval(...)}``);
+    * ``__init__`` with keyword-only hyper-parameters that calls ``self._set_params(**those)`` (which
+      checks each value against its constraint and stores it under its own name) and then
+      ``self._reset()``;
+    * the abstract hooks: ``_reset_model`` creates the learned state, ``_predict`` and ``_learn`` play a
+      round, ``_arrays`` (with ``_scalars``, optional) saves the state and ``_restore`` loads it;
+      ``_model_stats`` (optional) adds counters to :meth:`stats`.
+
+    The input dimension is fixed in one place, :meth:`_fix_dim`: at construction when ``dim`` is given,
+    else at the first round. Every hook runs after it, so ``self._dim`` is always an int inside them;
+    before it the learner has no model, predicts 0 and saves no arrays.
     """
 
     name: ClassVar[str]
@@ -47,12 +59,26 @@ class Learner:
     preprocesses: ClassVar[bool] = False
     #: Version of the subclass's own arrays and scalars inside the state blob.
     state_version: ClassVar[int] = 1
+    #: The domain of each hyper-parameter, checked by :meth:`_set_params`.
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "loss": LossName(),
+        "C": POSITIVE,
+        "dim": NoneOr(Integer(low=1)),
+    }
 
     dim: int | None
     loss: str
     C: float
     _loss: Loss
+    #: The input dimension; set by :meth:`_fix_dim` (only then, and only then is ``_has_model`` true).
+    _dim: int
+    _has_model: bool
     _rng: np.random.Generator | None = None
+    #: Whether ``eta`` is the weight of the second-order term, defaulting to the loss's curvature
+    #: ``sigma(C)`` (:meth:`_resolve_eta`): :meth:`_set_params` then sets ``_eta`` and ``_sqrt_eta``.
+    _eta_from_curvature: ClassVar[bool] = False
+    #: The resolved step, reported by :meth:`stats` (None: the learner has no such step).
+    _eta: float | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -60,13 +86,20 @@ class Learner:
             LEARNERS[cls.name] = cls
 
     # ----------------------------------------------------------------- parameters
+    def _set_params(self, **params: Any) -> None:
+        """Check each hyper-parameter against ``_parameter_constraints`` and store it under its name."""
+        owner = type(self).__name__
+        for name, value in params.items():
+            setattr(self, name, self._parameter_constraints[name].check(owner, name, value))
+        self._loss = get_loss(self.loss)
+        if self._eta_from_curvature:
+            eta = self._resolve_eta(getattr(self, "eta", None))
+            self._eta = eta
+            self._sqrt_eta = math.sqrt(eta)
+
     def _init_common(self, *, loss: str, C: float, dim: int | None) -> None:
         """Validate the parameters every learner has (``loss``, ``C``, ``dim``)."""
-        owner = type(self).__name__
-        self._loss = get_loss(loss)
-        self.loss = loss
-        self.C = check_real(owner, "C", C, low=0.0, low_open=True)
-        self.dim = None if dim is None else check_int(owner, "dim", dim, low=1)
+        self._set_params(loss=loss, C=C, dim=dim)
 
     def _resolve_eta(self, eta: float | None) -> float:
         """``eta`` if given, else the loss's curvature constant ``sigma(C)`` (Asm. 2)."""
@@ -85,12 +118,16 @@ class Learner:
     def _param_names(cls) -> list[str]:
         return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
-    def get_params(self) -> dict[str, Any]:
-        """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``).
+
+        ``deep=False`` (scikit-learn's signature) gives them as stored, the kernel as its object:
+        ``sklearn.base.clone`` rebuilds the learner from that and checks the constructor kept each one.
+        """
         params = {}
         for name in self._param_names():
             value = getattr(self, name)
-            params[name] = value.to_dict() if isinstance(value, Kernel) else value
+            params[name] = value.to_dict() if deep and isinstance(value, Kernel) else value
         return params
 
     @classmethod
@@ -121,17 +158,36 @@ class Learner:
         self._cumulative_loss = 0.0
         self._recent_loss = 0.0
         self._effective_dimension = 0.0
-        self._dim = self.dim
         seed = getattr(self, "seed", None)
         self._rng = None if seed is None else np.random.default_rng(seed)
+        self._has_model = False
+        if self.dim is not None:
+            self._fix_dim(self.dim)
+
+    def _fix_dim(self, dim: int) -> None:
+        """The one place where the input dimension becomes known: create the model for it."""
+        self._dim = dim
+        self._has_model = True
         self._reset_model()
 
+    @abc.abstractmethod
     def _reset_model(self) -> None:
-        """Create the subclass's learned state; ``self._dim`` may still be None."""
-        raise NotImplementedError
+        """Create the subclass's learned state for inputs of dimension ``self._dim``."""
 
-    def _check_x(self, x: Any) -> np.ndarray:
-        return as_features(x, self._dim)
+    def _known_dim(self) -> int | None:
+        """The input dimension, or None before the first round of a learner built without ``dim``."""
+        return self._dim if self._has_model else None
+
+    @property
+    def _generator(self) -> np.random.Generator:
+        """The learner's own random generator (for learners with a ``seed``)."""
+        if self._rng is None:  # pragma: no cover - a learner without a seed never draws
+            raise TypeError(f"{type(self).__name__} has no random generator (no 'seed' parameter).")
+        return self._rng
+
+    def _check_x(self, x: Any) -> Any:
+        """``x`` validated against the learner's dimension (what ``_predict`` and ``_learn`` receive)."""
+        return as_features(x, self._known_dim())
 
     def _check_y(self, y: Any) -> float:
         return self._loss.check_label(as_label(y), self.C)
@@ -139,12 +195,49 @@ class Learner:
     def _clip(self, y_bar: float) -> float:
         return min(max(y_bar, -self.C), self.C)
 
+    def check_round(self, x: Any, y: Any = None) -> tuple[Any, float | None]:
+        """Validate one round's input exactly as :meth:`learn_one` and :meth:`predict_one` do.
+
+        Never changes the learner, so a caller can check a whole batch before it plays any round.
+
+        Parameters
+        ----------
+        x : array-like or sparse example
+            The features (a sparse ``{"indices": ..., "values": ...}`` dict for the linear learners).
+        y : float, optional
+            The label; not checked when None (a prediction has none).
+
+        Returns
+        -------
+        tuple
+            ``(x, y)`` as the learner uses them: ``x`` as float64 features, ``y`` as a float (or None).
+
+        Raises
+        ------
+        InvalidInputError
+            If ``x`` has the wrong dimension, a non-finite value or a squared norm that overflows, or
+            ``y`` is not a label of the loss or so far from ``[-C, C]`` that its loss overflows.
+
+        Examples
+        --------
+        >>> from kons import KernelOGD
+        >>> learner = KernelOGD(dim=2, loss="hinge")
+        >>> learner.check_round([1, 2], 1)
+        (array([1., 2.]), 1.0)
+        >>> learner.check_round([1e300, 0.0])
+        Traceback (most recent call last):
+        ...
+        kons.errors.InvalidInputError: x is too large: its squared norm overflows float64.
+        """
+        return self._check_x(x), (None if y is None else self._check_y(y))
+
     def predict_one(self, x: Any) -> float:
         """The clipped prediction for ``x`` on the current state; never changes the state."""
-        x = self._check_x(x)
-        if self._dim is None:  # nothing learned yet: the zero function
+        x, _ = self.check_round(x)
+        if not self._has_model:  # nothing learned yet: the zero function
             return 0.0
-        y_bar = self._predict(x)
+        with _quiet_numerics():
+            y_bar = self._predict(x)
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
         return self._clip(y_bar)
@@ -155,13 +248,14 @@ class Learner:
         Returns the clipped prediction played in this round (the one the regret is measured on).
         Raises a :class:`~kons.errors.KonsError` and leaves the learner unchanged on bad input.
         """
-        x = self._check_x(x)
-        y = self._check_y(y)
-        first = self._dim is None
+        x, label = self.check_round(x, y)
+        y = as_label(y) if label is None else label  # check_round skips a missing label; a round needs one
+        first = not self._has_model
         if first:
-            self._dim = len(x)
+            self._fix_dim(len(x))
         try:
-            y_hat, leverage = self._learn(x, y)
+            with _quiet_numerics():
+                y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
                 self._reset()
@@ -186,16 +280,16 @@ class Learner:
             raise InvalidParameterError(f"X and Y differ in length ({len(X)} != {len(Y)}).")
         return np.array([self.learn_one(x, y) for x, y in zip(X, Y, strict=True)], dtype=np.float64)
 
-    def _predict(self, x: np.ndarray) -> float:
-        """The unclipped prediction ``y_bar`` for a validated ``x``."""
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _predict(self, x: Any) -> float:
+        """The unclipped prediction ``y_bar`` for an ``x`` validated by ``_check_x``."""
 
-    def _learn(self, x: np.ndarray, y: float) -> tuple[float, float]:
+    @abc.abstractmethod
+    def _learn(self, x: Any, y: float) -> tuple[float, float]:
         """One round on validated input: return ``(y_hat, ridge leverage score of the round)``.
 
         Must leave the state unchanged if it raises.
         """
-        raise NotImplementedError
 
     # ----------------------------------------------------------------- statistics
     def stats(self) -> dict[str, Any]:
@@ -206,7 +300,7 @@ class Learner:
         ``effective_dimension`` (online effective dimension: the sum of the rounds' ridge leverage
         scores; 0 for first-order learners).
         """
-        return {
+        stats: dict[str, Any] = {
             "rounds": self._rounds,
             "stored_points": 0,
             "dictionary_size": 0,
@@ -214,10 +308,15 @@ class Learner:
             "cumulative_loss": self._cumulative_loss,
             "recent_loss": self._recent_loss,
             "effective_dimension": self._effective_dimension,
-            **self._model_stats(),
         }
+        if self._eta is not None:
+            stats["eta"] = self._eta
+        if self._has_model:
+            stats.update(self._model_stats())
+        return stats
 
     def _model_stats(self) -> dict[str, Any]:
+        """The subclass's counters (called once the model exists); they may replace the zeros above."""
         return {}
 
     # ----------------------------------------------------------------- persistence
@@ -227,13 +326,13 @@ class Learner:
             "class": type(self).__name__,
             "state_version": self.state_version,
             "params": self.get_params(),
-            "dim": self._dim,
+            "dim": self._known_dim(),
             "counters": [self._rounds, self._cumulative_loss, self._recent_loss,
                          self._effective_dimension],
             "rng": None if self._rng is None else self._rng.bit_generator.state,
-            "scalars": self._scalars() if self._dim is not None else {},
+            "scalars": self._scalars() if self._has_model else {},
         }
-        arrays = self._arrays() if self._dim is not None else {}
+        arrays = self._arrays() if self._has_model else {}
         return _state.encode(header, arrays)
 
     @classmethod
@@ -260,10 +359,12 @@ class Learner:
             learner._effective_dimension = float(effective)
             if (header["rng"] is None) != (learner._rng is None):
                 raise StateFormatError("the random generator's state is missing or unexpected.")
-            if header["rng"] is not None:
+            if learner._rng is not None:
                 learner._rng.bit_generator.state = header["rng"]
             if header["dim"] is not None:
+                # Not _fix_dim: creating a model could draw from the (already restored) generator.
                 learner._dim = int(header["dim"])
+                learner._has_model = True
                 learner._restore(arrays, header["scalars"])
         except StateFormatError:
             raise
@@ -271,17 +372,21 @@ class Learner:
             raise StateFormatError(f"state content is inconsistent: {exc}") from None
         return learner
 
+    @abc.abstractmethod
     def _arrays(self) -> dict[str, np.ndarray]:
-        """The learned arrays (used prefixes only) to save."""
-        raise NotImplementedError
+        """The learned arrays (used prefixes only) to save; a subclass adds its own to ``super()``'s."""
 
     def _scalars(self) -> dict[str, Any]:
-        """JSON-able scalar state to save."""
+        """JSON-able scalar state to save (the same pattern as :meth:`_arrays`)."""
         return {}
 
+    @abc.abstractmethod
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        """Load what :meth:`_arrays` and :meth:`_scalars` saved (``self._dim`` is set)."""
-        raise NotImplementedError
+        """Rebuild the whole model from what :meth:`_arrays` and :meth:`_scalars` saved.
+
+        ``self._dim`` is set; raise ValueError (or KeyError) if the arrays do not fit together. It must
+        not draw random numbers (the generator's state is already restored).
+        """
 
 
 def learner_from_params(algorithm: str, params: dict[str, Any]) -> Learner:

@@ -1,4 +1,4 @@
-"""Load the project's benchmark data sets with the preprocessing of ``shared/notes/bench-protocol.md``.
+"""Load the project's benchmark data sets with the preprocessing of ``docs/bench-protocol.md``.
 
 Features are z-scored with whole-data mean and standard deviation (a zero deviation becomes 1),
 regression targets likewise, binary labels map to {-1, +1} (the larger value is +1), and rows are put in

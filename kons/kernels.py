@@ -17,28 +17,45 @@ Examples
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._validation import check_int, check_real
+from kons._validation import POSITIVE, Constraint, Integer, Interval
 from kons.errors import InvalidParameterError
 
-__all__ = ["KERNELS", "RBF", "Kernel", "Laplacian", "Linear", "Polynomial", "kernel_from_dict"]
+__all__ = [
+    "KERNELS", "RBF", "Kernel", "KernelParameter", "Laplacian", "Linear", "Polynomial", "kernel_from_dict",
+]
 
 
-class Kernel:
-    """Base class: hyper-parameters in ``__init__``, validated once; no state."""
+@dataclasses.dataclass(frozen=True)
+class Kernel(abc.ABC):
+    """Base class: an immutable (frozen) dataclass of hyper-parameters, validated once; no state.
+
+    A subclass declares its fields and their limits (``_parameter_constraints``) and implements
+    :meth:`row` and :meth:`diag`.
+    """
 
     name: ClassVar[str]
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
 
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for field in dataclasses.fields(self):
+            constraint = self._parameter_constraints[field.name]
+            value = constraint.check(owner, field.name, getattr(self, field.name))
+            object.__setattr__(self, field.name, value)  # the canonical form (an int gamma becomes a float)
+
+    @abc.abstractmethod
     def row(self, x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
         """Kernel values between ``x`` (d,) and each row of ``P`` (n, d); ``sq_norms`` is (n,)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def diag(self, x: np.ndarray) -> float:
         """:math:`k(x, x)`."""
-        raise NotImplementedError
 
     def gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         """The (n, m) matrix :math:`[k(x_i, y_j)]`."""
@@ -49,88 +66,88 @@ class Kernel:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able description; ``kernel_from_dict(k.to_dict())`` rebuilds ``k``."""
-        return {"name": self.name, **vars(self)}
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Kernel) and self.to_dict() == other.to_dict()
-
-    def __hash__(self) -> int:
-        return hash(tuple(sorted(self.to_dict().items())))
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
-        return f"{type(self).__name__}({args})"
+        return {"name": self.name, **dataclasses.asdict(self)}
 
 
 def _sq_distances(x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
     # ||p - x||^2 = ||p||^2 - 2 p'x + ||x||^2: one GEMV instead of an (n, d) temporary.
-    dist = sq_norms - 2.0 * (P @ x)
+    dist: np.ndarray = sq_norms - 2.0 * (P @ x)
     dist += x @ x
     np.maximum(dist, 0.0, out=dist)  # cancellation can leave tiny negatives for near-duplicates
     return dist
 
 
+@dataclasses.dataclass(frozen=True)
 class RBF(Kernel):
     r"""Gaussian kernel :math:`k(x, x') = \exp(-\gamma \|x - x'\|^2)`."""
 
     name = "rbf"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {"gamma": POSITIVE}
 
-    def __init__(self, gamma: float = 1.0) -> None:
-        self.gamma = check_real("RBF", "gamma", gamma, low=0.0, low_open=True)
+    gamma: float = 1.0
 
     def row(self, x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
         dist = _sq_distances(x, P, sq_norms)
         dist *= -self.gamma
-        return np.exp(dist, out=dist)
+        values: np.ndarray = np.exp(dist, out=dist)
+        return values
 
     def diag(self, x: np.ndarray) -> float:
         return 1.0
 
 
+@dataclasses.dataclass(frozen=True)
 class Laplacian(Kernel):
     r"""Laplacian kernel :math:`k(x, x') = \exp(-\gamma \|x - x'\|_1)`."""
 
     name = "laplacian"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {"gamma": POSITIVE}
 
-    def __init__(self, gamma: float = 1.0) -> None:
-        self.gamma = check_real("Laplacian", "gamma", gamma, low=0.0, low_open=True)
+    gamma: float = 1.0
 
     def row(self, x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
         dist = np.abs(P - x).sum(axis=1)
         dist *= -self.gamma
-        return np.exp(dist, out=dist)
+        values: np.ndarray = np.exp(dist, out=dist)
+        return values
 
     def diag(self, x: np.ndarray) -> float:
         return 1.0
 
 
+@dataclasses.dataclass(frozen=True)
 class Polynomial(Kernel):
     r"""Polynomial kernel :math:`k(x, x') = (\text{scale}\; x^\top x' + \text{coef0})^{\text{degree}}`."""
 
     name = "polynomial"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "degree": Integer(low=1, high=32), "coef0": Interval(low=0.0), "scale": POSITIVE,
+    }
 
-    def __init__(self, degree: int = 2, coef0: float = 1.0, scale: float = 1.0) -> None:
-        self.degree = check_int("Polynomial", "degree", degree, low=1, high=32)
-        self.coef0 = check_real("Polynomial", "coef0", coef0, low=0.0)
-        self.scale = check_real("Polynomial", "scale", scale, low=0.0, low_open=True)
+    degree: int = 2
+    coef0: float = 1.0
+    scale: float = 1.0
 
     def row(self, x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
         base = P @ x
         base *= self.scale
         base += self.coef0
-        return base**self.degree
+        values: np.ndarray = base**self.degree
+        return values
 
     def diag(self, x: np.ndarray) -> float:
         return float((self.scale * (x @ x) + self.coef0) ** self.degree)
 
 
+@dataclasses.dataclass(frozen=True)
 class Linear(Kernel):
     r"""Linear kernel :math:`k(x, x') = x^\top x'` (KONS with it is explicit-feature ONS)."""
 
     name = "linear"
 
     def row(self, x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
-        return P @ x
+        values: np.ndarray = P @ x
+        return values
 
     def diag(self, x: np.ndarray) -> float:
         return float(x @ x)
@@ -156,3 +173,10 @@ def kernel_from_dict(spec: Any) -> Kernel:
         raise InvalidParameterError(
             f"Unknown parameter for kernel {spec['name']!r}: {sorted(args)}."
         ) from None
+
+
+class KernelParameter:
+    """The constraint of a learner's ``kernel`` parameter: a :class:`Kernel` or its dict description."""
+
+    def check(self, owner: str, name: str, value: Any) -> Kernel:
+        return kernel_from_dict(value)

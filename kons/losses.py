@@ -1,7 +1,7 @@
 r"""Losses of a scalar prediction, with the curvature constant of Assumption 2.
 
 Every loss :math:`\ell(\hat y, y)` is evaluated at the *clipped* prediction :math:`\hat y \in [-C, C]`
-(kons-math notes, "Traps"). ``curvature(C)`` is the largest :math:`\sigma` such that
+(``docs/kons-math.md``, "Traps"). ``curvature(C)`` is the largest :math:`\sigma` such that
 
 .. math:: \ell(w) \ge \ell(u) + \ell'(u)(w-u) + \tfrac{\sigma}{2}\,(\ell'(u)(w-u))^2 \quad (|u|,|w| \le C)
 
@@ -18,11 +18,11 @@ Examples
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from kons.errors import InvalidInputError, InvalidParameterError
 
-__all__ = ["LOSSES", "Hinge", "Logistic", "Loss", "Squared", "SquaredHinge", "get_loss"]
+__all__ = ["LOSSES", "Hinge", "Logistic", "Loss", "LossName", "Squared", "SquaredHinge", "get_loss"]
 
 
 class Loss:
@@ -140,7 +140,7 @@ class Hinge(Loss):
 LOSSES: dict[str, Loss] = {cls.name: cls() for cls in (Squared, Logistic, SquaredHinge, Hinge)}
 
 
-def get_loss(name: str) -> Loss:
+def get_loss(name: Any) -> Loss:
     """The loss registered under ``name`` (``squared``, ``logistic``, ``squared_hinge``, ``hinge``)."""
     try:
         return LOSSES[name]
@@ -148,3 +148,10 @@ def get_loss(name: str) -> Loss:
         raise InvalidParameterError(
             f"The 'loss' parameter must be one of {sorted(LOSSES)}. Got {name!r} instead."
         ) from None
+
+
+class LossName:
+    """The constraint of a learner's ``loss`` parameter: the name of a registered loss."""
+
+    def check(self, owner: str, name: str, value: Any) -> str:
+        return get_loss(value).name

@@ -8,17 +8,17 @@ O(j d + j^2) for a dictionary of ``j`` points, whatever the number of rounds. Se
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._linalg import PackedCholesky, PackedSymmetric
-from kons._linear import check_finite
-from kons._validation import check_int, check_real
-from kons.base import Learner, ridge_leverage
+from kons._numerics import PackedCholesky, PackedSymmetric, ridge_leverage
+from kons._validation import POSITIVE, Constraint, Integer, Interval, NoneOr, check_int, check_real
+from kons.base import Learner
 from kons.errors import NumericalError
-from kons.kernels import RBF, Kernel, kernel_from_dict
-from kons.kors import KORS
+from kons.kernel.kors import KORS
+from kons.kernels import RBF, Kernel, KernelParameter, kernel_from_dict
+from kons.linear._linalg import check_finite
 
 __all__ = ["NystromKONS"]
 
@@ -120,6 +120,16 @@ class NystromKONS(Learner):
     """
 
     name = "nystrom_kons"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **Learner._parameter_constraints,
+        "kernel": KernelParameter(),
+        "alpha": POSITIVE,
+        "eta": NoneOr(POSITIVE),
+        "beta": POSITIVE,
+        "epsilon": Interval(low=0.0, high=1.0, low_open=True, high_open=True),
+        "max_dictionary": Integer(low=1),
+        "seed": Integer(low=0),
+    }
 
     def __init__(
         self,

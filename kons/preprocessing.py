@@ -54,17 +54,17 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from kons import base as _base
-from kons._validation import as_features, as_label, check_int, check_real
+from kons._validation import Constraint, Integer, NoneOr, as_features, as_label, check_int, check_real
 from kons.base import Learner
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
 from kons.kernels import Kernel
+from kons.linear.sparse import SparseVector, as_sparse, is_sparse_input
 from kons.losses import get_loss
-from kons.sparse import SparseVector, as_sparse, is_sparse_input
 
 __all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Pipeline", "Preprocessed", "TargetScaler",
            "binary_label", "median_width", "nested_blob", "restore_nested"]
@@ -243,14 +243,17 @@ class Pipeline(Learner):
         raise NotImplementedError
 
     # ----------------------------------------------------------------- state
-    def _reset_model(self) -> None:
-        self._scaler: FeatureScaler | None = None
+    def _reset(self) -> None:
+        self._scaler: FeatureScaler | None = None  # created by the first row (dense or sparse)
         self._y = TargetScaler()
         self._labels = [0, 0]  # counts of -1 and +1 (binary losses)
         self._buffer: list[tuple[np.ndarray, float]] = []
         self._model_ready = False
-        if self._dim is not None:
-            self._start()
+        self._drop_model()
+        super()._reset()
+
+    def _reset_model(self) -> None:
+        """Nothing yet: the scalers and the model start with the first row (:meth:`_start`)."""
 
     def _start(self, sparse: bool = False) -> None:
         self._scaler = FeatureScaler(self._dim, sparse)
@@ -281,8 +284,8 @@ class Pipeline(Learner):
     # ----------------------------------------------------------------- input
     def _check_x(self, x: Any) -> np.ndarray | SparseVector:
         if is_sparse_input(x):
-            return as_sparse(x, self._dim)
-        return as_features(x, self._dim)
+            return as_sparse(x, self._known_dim())
+        return as_features(x, self._known_dim())
 
     def _check_y(self, y: Any) -> float:
         return binary_label(y) if self._binary else as_label(y)
@@ -317,8 +320,8 @@ class Pipeline(Learner):
 
     # ----------------------------------------------------------------- rounds
     def _predict(self, x: np.ndarray | SparseVector) -> float:
-        if self._scaler is None:
-            self._start(isinstance(x, SparseVector))
+        if self._scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
+            return self._prior()
         z = self._scaler.transform(x, commit=False)
         if not self._model_ready:
             return self._prior()
@@ -424,6 +427,28 @@ class Pipeline(Learner):
         raise NotImplementedError
 
 
+class _Registered:
+    """The registry name of a learner without preprocessing of its own."""
+
+    def check(self, owner: str, name: str, value: Any) -> str:
+        cls = _base.LEARNERS.get(value) if isinstance(value, str) else None
+        if cls is None or cls.preprocesses:
+            choices = sorted(k for k, c in _base.LEARNERS.items() if not c.preprocesses)
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {owner} must be one of {choices}. Got {value!r} instead.")
+        return value
+
+
+class _AnyDict:
+    """A dict of the base learner's parameters (checked by the base itself), without ``dim``."""
+
+    def check(self, owner: str, name: str, value: Any) -> dict:
+        value = {} if value is None else value
+        if not isinstance(value, dict) or "dim" in value:
+            raise InvalidParameterError(f"The {name!r} parameter of {owner} must be a dict without 'dim'")
+        return value
+
+
 #: Base parameters whose default preprocessing replaces (data-driven or rescaled): never filled in.
 _DATA_DRIVEN = ("kernel", "eta", "C", "alpha", "dim")
 
@@ -468,20 +493,20 @@ class Preprocessed(Pipeline):
     """
 
     name = "preprocessed"
+    # "algorithm" and "params" are checked against the registry and the base's own constraints in
+    # __init__ (the base is built once there to validate them).
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "algorithm": _Registered(),
+        "params": _AnyDict(),
+        "dim": NoneOr(Integer(low=1)),
+    }
 
     def __init__(self, *, algorithm: str = "sketched_kons", params: dict | None = None,
                  dim: int | None = None) -> None:
-        cls = _base.LEARNERS.get(algorithm) if isinstance(algorithm, str) else None
-        if cls is None or issubclass(cls, Pipeline):
-            raise InvalidParameterError(
-                f"The 'algorithm' parameter of Preprocessed must be one of "
-                f"{sorted(k for k, c in _base.LEARNERS.items() if not issubclass(c, Pipeline))}. "
-                f"Got {algorithm!r} instead.")
-        if params is None:
-            params = {}
-        if not isinstance(params, dict) or "dim" in params:
-            raise InvalidParameterError("The 'params' parameter of Preprocessed must be a dict without 'dim'")
-        self.algorithm = algorithm
+        constraints = self._parameter_constraints
+        self.algorithm = constraints["algorithm"].check("Preprocessed", "algorithm", algorithm)
+        params = constraints["params"].check("Preprocessed", "params", params)
+        cls = _base.LEARNERS[algorithm]
         self.params = _canonical(cls, params)
         self._base_cls = cls
         self._base_params = self._resolved(cls, self.params)
@@ -548,10 +573,6 @@ class Preprocessed(Pipeline):
 
     def _drop_model(self) -> None:
         self._base = None
-
-    def _reset_model(self) -> None:
-        self._base = None
-        super()._reset_model()
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         self._base = None

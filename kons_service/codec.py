@@ -44,4 +44,4 @@ def pack_float(value: float) -> bytes:
 
 
 def unpack_float(payload: bytes) -> float:
-    return _F64.unpack(payload)[0]
+    return float(_F64.unpack(payload)[0])

@@ -19,11 +19,13 @@ _NAME = re.compile(NAME_PATTERN)
 
 
 def _service(request: Request) -> LearnerService:
-    return request.app.state.service
+    service: LearnerService = request.app.state.service
+    return service
 
 
 def _settings(request: Request) -> Settings:
-    return request.app.state.settings
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 def _tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:

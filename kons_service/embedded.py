@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-import redis
+from kons_service.store import answers_ping
 
 __all__ = ["EmbeddedRedis", "redis_server_binary"]
 
@@ -67,7 +67,7 @@ class EmbeddedRedis:
     def start(self) -> str:
         """Start the server and wait until it answers; returns its URL."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock()
+        lock_fd = self._lock()
         if len(str(self.socket)) > _SOCKET_PATH_MAX:
             self._socket_dir = tempfile.mkdtemp(prefix="kons-redis-")
             self.socket = Path(self._socket_dir) / "redis.sock"
@@ -81,23 +81,24 @@ class EmbeddedRedis:
         # The death signal follows the thread that forks: only ask for it from the main thread.
         main = threading.current_thread() is threading.main_thread()
         preexec = _die_with_parent if sys.platform.startswith("linux") and main else None
-        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, pass_fds=(self._lock_fd,),
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, pass_fds=(lock_fd,),
                                       preexec_fn=preexec)
-        self._wait_ready()
+        self._wait_ready(self._proc)
         log.info("embedded Redis server (pid %d) serving %s from %s",
                  self._proc.pid, self.socket, self.data_dir)
         return self.url
 
-    def _lock(self) -> None:
-        self._lock_fd = os.open(self.data_dir / "embedded.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    def _lock(self) -> int:
+        """Lock ``data_dir`` for this server (waiting a while for a previous one); returns the lock's fd."""
+        fd = self._lock_fd = os.open(self.data_dir / "embedded.lock", os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + self.lock_wait_seconds
         while True:
             try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    os.close(self._lock_fd)
+                    os.close(fd)
                     self._lock_fd = None
                     raise RuntimeError(
                         f"another embedded Redis server uses {self.data_dir}; set KONS_REDIS_URL to share "
@@ -105,22 +106,17 @@ class EmbeddedRedis:
                     ) from None
                 time.sleep(0.1)
 
-    def _wait_ready(self, timeout: float = 20.0) -> None:
+    def _wait_ready(self, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
-        client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=1.0)
-        try:
-            while True:
-                if self._proc.poll() is not None:
-                    raise RuntimeError(f"embedded redis-server exited (see {self.data_dir / 'redis.log'})")
-                with contextlib.suppress(redis.exceptions.RedisError, OSError):
-                    if client.ping():
-                        return
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("embedded redis-server did not become ready in time")
-                time.sleep(0.02)
-        finally:
-            client.close()
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"embedded redis-server exited (see {self.data_dir / 'redis.log'})")
+            if answers_ping(self.url):
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("embedded redis-server did not become ready in time")
+            time.sleep(0.02)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the server (SIGTERM: it flushes the append-only file) and release the directory."""

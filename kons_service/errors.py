@@ -8,15 +8,16 @@ schema errors). kons's own errors (bad input, bad parameters, rejected rounds, b
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
-import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
+from kons_service.store import SnapshotUnstableError, StoreUnavailableError
 
 __all__ = [
     "ApiError",
@@ -121,7 +122,7 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
     return {"error": body}
 
 
-def _response(status: int, code: str, message: str, headers: dict[str, str] | None = None,
+def _response(status: int, code: str, message: str, headers: Mapping[str, str] | None = None,
               details: list[dict[str, Any]] | None = None) -> JSONResponse:
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
@@ -165,11 +166,15 @@ def install_error_handlers(app: FastAPI) -> None:
         code = _STATUS_CODES.get(exc.status_code, "http_error")
         return _response(exc.status_code, code, str(exc.detail), exc.headers)
 
-    @app.exception_handler(redis.exceptions.RedisError)
-    async def _store(request: Request, exc: redis.exceptions.RedisError) -> JSONResponse:
-        log.warning("store error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+    @app.exception_handler(StoreUnavailableError)
+    async def _store(request: Request, exc: StoreUnavailableError) -> JSONResponse:
+        log.warning("store error on %s %s: %s", request.method, request.url.path, exc)
         return _response(503, "store_unavailable", "The learner store (Redis) is unavailable; retry later.",
                          {"Retry-After": "1"})
+
+    @app.exception_handler(SnapshotUnstableError)
+    async def _unstable(request: Request, exc: SnapshotUnstableError) -> JSONResponse:
+        return _response(BusyError.status, BusyError.code, str(exc), {"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:

@@ -11,9 +11,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry  # the asyncio one: a sync Retry never retries here
-from redis.backoff import ExponentialBackoff
 from threadpoolctl import threadpool_limits
 
 from kons_service.auth import Authenticator
@@ -28,14 +25,6 @@ from kons_service.store import Store
 __all__ = ["app", "create_app"]
 
 log = logging.getLogger("kons_service")
-
-
-def _redis_client(url: str, settings: Settings) -> Redis:
-    timeout = settings.redis_timeout_seconds
-    return Redis.from_url(
-        url, decode_responses=False, socket_timeout=timeout, socket_connect_timeout=timeout,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), retries=2), health_check_interval=15,
-    )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -55,8 +44,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if url is None:
             embedded = EmbeddedRedis(settings.data_dir)
             url = embedded.start()
-        client = _redis_client(url, settings)
-        service = LearnerService(Store(client), settings, metrics)
+        store = Store.connect(url, settings.redis_timeout_seconds)
+        service = LearnerService(store, settings, metrics)
         app.state.service = service
         service.start()
         try:
@@ -65,7 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             try:
                 await service.close()
             finally:
-                await client.aclose()
+                await store.close()
                 if embedded is not None:
                     embedded.stop()
                 blas.restore_original_limits()

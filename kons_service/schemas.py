@@ -186,7 +186,7 @@ class FeedbackRequest(_Body):
     def rounds(self) -> list[FeedbackItem]:
         if self.items is not None:
             return self.items
-        return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]
+        return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]  # type: ignore[arg-type]  # _shape: y is set
 
 
 class PredictResponse(BaseModel):

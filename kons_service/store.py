@@ -1,4 +1,7 @@
-"""The learner store: the only module that knows Redis key names. Lua scripts live in ``kons_service/lua``.
+"""The learner store: the only module that talks to Redis. Lua scripts live in ``kons_service/lua``.
+
+It knows the key names, runs the scripts and gives their replies back as typed values; every Redis error
+comes out as :class:`StoreUnavailableError` (the HTTP answers are chosen in :mod:`kons_service.errors`).
 
 Every key of one learner carries the hash tag ``{tenant/name}`` so that they share a Redis Cluster slot
 and every script touches only keys of one slot, all declared in ``KEYS``::
@@ -17,20 +20,59 @@ a superset of the tenant's learners (names are added before and removed after th
 
 from __future__ import annotations
 
+import functools
+import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from enum import StrEnum
 from importlib import resources
-from typing import Any
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 
+import redis
+import redis.exceptions
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry  # the asyncio one: a sync Retry never retries here
+from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 
-from kons_service.errors import BusyError
-
-__all__ = ["AppendOutcome", "Head", "LearnerRef", "LogEntry", "RequestTag", "Store", "StoredState"]
+__all__ = [
+    "AppendOutcome",
+    "AppendStatus",
+    "AppliedRequest",
+    "Head",
+    "LearnerRef",
+    "LeaseBusy",
+    "ListedLearner",
+    "LogEntry",
+    "LoggedRound",
+    "Publication",
+    "RequestTag",
+    "SnapshotUnstableError",
+    "Store",
+    "StoreError",
+    "StoreUnavailableError",
+    "StoredState",
+    "answers_ping",
+]
 
 _SCRIPTS = ("create", "acquire", "release", "append", "remember", "recall", "commit_snapshot",
             "replace_state", "delete")
 _CHUNK_RETRIES = 5
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class StoreError(Exception):
+    """Base of the store's errors (the HTTP answer to each is chosen in :mod:`kons_service.errors`)."""
+
+
+class StoreUnavailableError(StoreError):
+    """Redis did not answer, or answered with an error: the operation may or may not have happened."""
+
+
+class SnapshotUnstableError(StoreError):
+    """A learner's snapshot kept being replaced while it was read; the caller may retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +93,13 @@ class Head:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseBusy:
+    """Another writer holds the learner's lease for about ``wait_ms`` more milliseconds."""
+
+    wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogEntry:
     """One feedback round as logged: encoded features, label and played prediction; consumed id."""
 
@@ -58,6 +107,13 @@ class LogEntry:
     y: bytes
     played: bytes
     id: str = ""
+
+
+class LoggedRound(NamedTuple):
+    """A logged round read back: the learner version it produced and its entry."""
+
+    version: int
+    entry: LogEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +127,14 @@ class RequestTag:
 
 
 @dataclass(frozen=True, slots=True)
+class AppliedRequest:
+    """A feedback request id already applied: the version it produced and the record of its answer."""
+
+    version: int
+    record: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoredState:
     """What a process needs to rebuild a learner: its config, head and newest snapshot (or None)."""
 
@@ -80,22 +144,86 @@ class StoredState:
 
 
 @dataclass(frozen=True, slots=True)
-class AppendOutcome:
-    """Result of a compare-and-append: ``ok``, else why not (``gone``, ``lease_lost``, ``moved``, ``id``,
-    or ``done``: the request id was applied before, at ``version``, and ``detail`` is its record)."""
+class ListedLearner:
+    """One row of a tenant's learner list."""
 
-    ok: bool
+    name: str
+    config: str
+    version: int
+
+
+class AppendStatus(StrEnum):
+    """How a compare-and-append ended (the codes of ``append.lua``)."""
+
+    APPLIED = "applied"
+    ALREADY_APPLIED = "done"  # the request id was applied before
+    GONE = "gone"  # the learner was deleted or replaced
+    LEASE_LOST = "lease_lost"
+    MOVED = "moved"  # the head moved since the caller read it
+    UNKNOWN_ID = "id"  # a feedback item names an id with no remembered features
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    """Result of a compare-and-append. ``version`` is the new head when applied, or the version the
+    earlier request produced when ``ALREADY_APPLIED`` (``detail`` is then its record); ``detail`` is the
+    offending id when ``UNKNOWN_ID``."""
+
+    reason: AppendStatus
     version: int = 0
-    reason: str = ""
     detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is AppendStatus.APPLIED
+
+
+class Publication(StrEnum):
+    """How publishing a snapshot or replacing a state ended (the codes of its script)."""
+
+    PUBLISHED = "published"
+    GONE = "gone"  # the learner was deleted (or, for a snapshot, replaced)
+    STALE = "stale"  # a snapshot: not newer than the published one; a replacement: the config changed
+    INCOMPLETE = "incomplete"  # a chunk went missing before the commit
+
+
+_APPEND_CODES = {-1: AppendStatus.GONE, -2: AppendStatus.LEASE_LOST, -3: AppendStatus.MOVED,
+                 -4: AppendStatus.UNKNOWN_ID}
+_PUBLISH_CODES = {1: Publication.PUBLISHED, -1: Publication.GONE, -2: Publication.STALE,
+                  -3: Publication.INCOMPLETE}
 
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _int(value: bytes | str | None) -> int:
+    """A number field that the scripts always write together with the one checked before it."""
+    if value is None:
+        raise StoreError("a learner's metadata lacks a field its scripts always write")
+    return int(value)
+
+
+def _translated(
+    method: Callable[Concatenate[Store, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Store, P], Coroutine[Any, Any, R]]:
+    """Raise :class:`StoreUnavailableError` for every Redis error of ``method`` (Redis stays here)."""
+
+    async def wrapper(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(self, *args, **kwargs)
+        except redis.exceptions.RedisError as exc:
+            raise StoreUnavailableError(type(exc).__name__) from exc
+
+    functools.update_wrapper(wrapper, method)
+    return wrapper
+
+
 class Store:
-    """Typed access to learners in Redis (a ``redis.asyncio.Redis`` with ``decode_responses=False``)."""
+    """Typed access to learners in Redis (a ``redis.asyncio.Redis`` with ``decode_responses=False``).
+
+    Every coroutine raises :class:`StoreUnavailableError` when Redis fails; nothing Redis-specific leaves it.
+    """
 
     def __init__(self, client: Redis) -> None:
         self.client = client
@@ -103,6 +231,20 @@ class Store:
         self._scripts: dict[str, AsyncScript] = {
             name: client.register_script((lua / f"{name}.lua").read_text()) for name in _SCRIPTS
         }
+
+    @classmethod
+    def connect(cls, url: str, timeout_seconds: float) -> Store:
+        """A store on the Redis at ``url``; every command times out after ``timeout_seconds`` and is
+        re-sent twice after a lost connection (which is why every script is idempotent)."""
+        client = Redis.from_url(
+            url, decode_responses=False, socket_timeout=timeout_seconds,
+            socket_connect_timeout=timeout_seconds,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), retries=2), health_check_interval=15,
+        )
+        return cls(client)
+
+    async def close(self) -> None:
+        await self.client.aclose()
 
     # ------------------------------------------------------------------ key names
     @staticmethod
@@ -118,37 +260,42 @@ class Store:
         parts = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock")
         return [self._key(ref, p) for p in parts]
 
+    async def _run(self, script: str, ref: LearnerRef, parts: tuple[str, ...], args: list[Any]) -> Any:
+        return await self._scripts[script](keys=[self._key(ref, p) for p in parts], args=args)
+
     # ------------------------------------------------------------------ lifecycle
+    @_translated
     async def ping(self) -> bool:
         return bool(await self.client.ping())
 
+    @_translated
     async def create(self, ref: LearnerRef, config: str, incarnation: str, now_ms: int) -> tuple[bool, str]:
         """Create the learner unless it exists; returns (created, the stored config)."""
         await self.client.zadd(self._index(ref.tenant), {ref.name: 0})
-        created, stored = await self._scripts["create"](
-            keys=[self._key(ref, "meta")], args=[config, incarnation, now_ms]
-        )
+        created, stored = await self._run("create", ref, ("meta",), [config, incarnation, now_ms])
         return bool(created), _s(stored)
 
+    @_translated
     async def delete(self, ref: LearnerRef) -> bool:
         existed = await self._scripts["delete"](keys=self.keys_of(ref))
         await self.client.zrem(self._index(ref.tenant), ref.name)
         return bool(existed)
 
+    @_translated
     async def config(self, ref: LearnerRef) -> str | None:
         value = await self.client.hget(self._key(ref, "meta"), "config")
         return None if value is None else _s(value)
 
+    @_translated
     async def head(self, ref: LearnerRef) -> Head | None:
         inc, version, snap = await self.client.hmget(
             self._key(ref, "meta"), ["incarnation", "version", "snap_version"]
         )
-        return None if inc is None else Head(_s(inc), int(version), int(snap))
+        return None if inc is None else Head(_s(inc), _int(version), _int(snap))
 
-    async def list(
-        self, tenant: str, after: str | None, limit: int
-    ) -> tuple[list[tuple[str, str, int]], bool]:
-        """Up to ``limit`` learners named after ``after`` (name, config, version); and whether more exist."""
+    @_translated
+    async def learners(self, tenant: str, after: str | None, limit: int) -> tuple[list[ListedLearner], bool]:
+        """Up to ``limit`` learners named after ``after``; and whether more exist."""
         start = f"({after}" if after else "-"
         names = await self.client.zrange(self._index(tenant), start, "+", bylex=True, offset=0, num=limit + 1)
         more = len(names) > limit
@@ -158,24 +305,25 @@ class Store:
         rows = []
         for raw, (config, version) in zip(names[:limit], await pipe.execute(), strict=True):
             if config is not None:  # the index may briefly name a learner being created or deleted
-                rows.append((_s(raw), _s(config), int(version)))
+                rows.append(ListedLearner(_s(raw), _s(config), int(version)))
         return rows, more
 
     # ------------------------------------------------------------------ ordered log
-    async def acquire_lease(self, ref: LearnerRef, token: str, ttl_ms: int) -> Head | int | None:
-        """Take the writer lease: the head if taken, the holder's remaining ms if busy, None if gone."""
-        reply = await self._scripts["acquire"](
-            keys=[self._key(ref, "meta"), self._key(ref, "lease")], args=[token, ttl_ms]
-        )
+    @_translated
+    async def acquire_lease(self, ref: LearnerRef, token: str, ttl_ms: int) -> Head | LeaseBusy | None:
+        """Take the writer lease: the head if taken, how long to wait if busy, None if the learner is gone."""
+        reply = await self._run("acquire", ref, ("meta", "lease"), [token, ttl_ms])
         if reply[0] == -1:
             return None
         if reply[0] == 0:
-            return max(int(reply[1]), 1)
+            return LeaseBusy(max(int(reply[1]), 1))
         return Head(_s(reply[1]), int(reply[2]), int(reply[3]))
 
+    @_translated
     async def release_lease(self, ref: LearnerRef, token: str) -> None:
-        await self._scripts["release"](keys=[self._key(ref, "lease")], args=[token])
+        await self._run("release", ref, ("lease",), [token])
 
+    @_translated
     async def append(
         self, ref: LearnerRef, token: str, head: Head, entries: list[LogEntry],
         request: RequestTag | None = None,
@@ -187,83 +335,93 @@ class Store:
                            tag.max_records]
         for e in entries:
             args += [e.x, e.y, e.played, e.id]
-        keys = [self._key(ref, p) for p in ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp")]
-        reply = await self._scripts["append"](keys=keys, args=args)
+        reply = await self._run("append", ref, ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp"),
+                                args)
         code = int(reply[0])
         if code == 1:
-            return AppendOutcome(True, int(reply[1]))
+            return AppendOutcome(AppendStatus.APPLIED, int(reply[1]))
         if code == 2:
-            version, _, record = _s(reply[1]).partition(":")
-            return AppendOutcome(False, int(version), "done", record)
-        reason = {-1: "gone", -2: "lease_lost", -3: "moved", -4: "id"}[code]
-        return AppendOutcome(False, reason=reason, detail=_s(reply[1]) if len(reply) > 1 else "")
+            earlier = _applied(reply[1])
+            return AppendOutcome(AppendStatus.ALREADY_APPLIED, earlier.version, earlier.record)
+        return AppendOutcome(_APPEND_CODES[code], detail=_s(reply[1]) if len(reply) > 1 else "")
 
-    async def read_log(self, ref: LearnerRef, after: int, count: int) -> list[tuple[int, dict[bytes, bytes]]]:
-        """Up to ``count`` logged rounds with version > ``after``, in order, as (version, fields)."""
-        rows = await self.client.xrange(self._key(ref, "log"), min=f"{after + 1}-0", max="+", count=count)
-        return [(int(_s(entry_id).split("-", 1)[0]), fields) for entry_id, fields in rows]
+    @_translated
+    async def read_log(self, ref: LearnerRef, after: int, count: int) -> list[LoggedRound]:
+        """Up to ``count`` logged rounds with version > ``after``, in order."""
+        rows: list[tuple[bytes, dict[bytes, bytes]]] = cast(Any, await self.client.xrange(
+            self._key(ref, "log"), min=f"{after + 1}-0", max="+", count=count))
+        return [
+            LoggedRound(int(_s(entry_id).split("-", 1)[0]),
+                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"]))
+            for entry_id, fields in rows
+        ]
 
-    async def applied(self, ref: LearnerRef, request_id: str) -> tuple[int, str] | None:
-        """(version, record) of a request id already applied (see ``append.lua``), else None."""
+    @_translated
+    async def applied(self, ref: LearnerRef, request_id: str) -> AppliedRequest | None:
+        """The earlier application of a request id (see ``append.lua``), else None."""
         value = await self.client.hget(self._key(ref, "reqs"), request_id)
-        if value is None:
-            return None
-        version, _, record = _s(value).partition(":")
-        return int(version), record
+        return None if value is None else _applied(value)
 
     # ------------------------------------------------------------------ ids
+    @_translated
     async def remember(self, ref: LearnerRef, items: list[tuple[str, bytes]], ttl_ms: int) -> bool:
         args: list[Any] = [ttl_ms]
         for id_, payload in items:
             args += [id_, payload]
-        keys = [self._key(ref, p) for p in ("meta", "ids", "ids_exp")]
-        return bool(await self._scripts["remember"](keys=keys, args=args))
+        return bool(await self._run("remember", ref, ("meta", "ids", "ids_exp"), args))
 
+    @_translated
     async def recall(self, ref: LearnerRef, ids: list[str]) -> list[bytes | None]:
-        keys = [self._key(ref, "ids"), self._key(ref, "ids_exp")]
-        reply = await self._scripts["recall"](keys=keys, args=ids)
+        reply = await self._run("recall", ref, ("ids", "ids_exp"), list(ids))
         return [bytes(v) if v else None for v in reply]
 
     # ------------------------------------------------------------------ snapshots
+    @_translated
     async def lock_snapshot(self, ref: LearnerRef, token: str, ttl_ms: int) -> bool:
         return bool(await self.client.set(self._key(ref, "snaplock"), token, nx=True, px=ttl_ms))
 
+    @_translated
     async def unlock_snapshot(self, ref: LearnerRef, token: str) -> None:
-        await self._scripts["release"](keys=[self._key(ref, "snaplock")], args=[token])
+        await self._run("release", ref, ("snaplock",), [token])
 
-    async def write_chunks(self, ref: LearnerRef, token: str, blob: bytes, chunk_bytes: int) -> int:
-        """Write ``blob`` as binary chunks ``<token>:<i>`` of the snapshot hash; returns the chunk count."""
+    @_translated
+    async def publish_snapshot(
+        self, ref: LearnerRef, head: Head, blob: bytes, chunk_bytes: int
+    ) -> Publication:
+        """Write ``blob`` as the snapshot at ``head.version`` unless a newer one is published."""
+        token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
+        reply = await self._run("commit_snapshot", ref, ("meta", "snap", "log"),
+                                [head.incarnation, head.version, token, n_chunks, len(blob)])
+        return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
+
+    @_translated
+    async def replace_state(self, ref: LearnerRef, config: str, head: Head, blob: bytes,
+                            chunk_bytes: int) -> Publication:
+        """Make ``blob`` the whole state of a new incarnation at ``head``, iff the learner still has
+        ``config`` (``STALE`` otherwise)."""
+        token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
+        reply = await self._run("replace_state", ref, ("meta", "snap", "log"),
+                                [config, head.incarnation, head.version, token, n_chunks, len(blob)])
+        return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
+
+    async def _write_chunks(self, ref: LearnerRef, blob: bytes, chunk_bytes: int) -> tuple[str, int]:
+        """Write ``blob`` as binary chunks ``<token>:<i>`` of the snapshot hash under a fresh token."""
+        token = uuid.uuid4().hex
         view = memoryview(blob)
         key = self._key(ref, "snap")
         n = 0
         for start in range(0, max(len(blob), 1), chunk_bytes):
             await self.client.hset(key, f"{token}:{n}", bytes(view[start : start + chunk_bytes]))
             n += 1
-        return n
+        return token, n
 
-    async def discard_chunks(self, ref: LearnerRef, token: str, n_chunks: int) -> None:
-        await self.client.hdel(self._key(ref, "snap"), *[f"{token}:{i}" for i in range(n_chunks)])
+    async def _settle(self, ref: LearnerRef, token: str, n_chunks: int, outcome: Publication) -> Publication:
+        """Drop the chunks of a state that was not published."""
+        if outcome is not Publication.PUBLISHED:
+            await self.client.hdel(self._key(ref, "snap"), *[f"{token}:{i}" for i in range(n_chunks)])
+        return outcome
 
-    async def commit_snapshot(
-        self, ref: LearnerRef, head: Head, token: str, n_chunks: int, n_bytes: int
-    ) -> int:
-        """Publish chunks as the snapshot at ``head.version``; 1 if done, else a negative code."""
-        reply = await self._scripts["commit_snapshot"](
-            keys=[self._key(ref, p) for p in ("meta", "snap", "log")],
-            args=[head.incarnation, head.version, token, n_chunks, n_bytes],
-        )
-        return int(reply[0])
-
-    async def replace_state(
-        self, ref: LearnerRef, config: str, head: Head, token: str, n_chunks: int, n_bytes: int
-    ) -> int:
-        """Make written chunks the whole state of a new incarnation at ``head``; 1 if done, else < 0."""
-        reply = await self._scripts["replace_state"](
-            keys=[self._key(ref, p) for p in ("meta", "snap", "log")],
-            args=[config, head.incarnation, head.version, token, n_chunks, n_bytes],
-        )
-        return int(reply[0])
-
+    @_translated
     async def read_state(self, ref: LearnerRef) -> StoredState | None:
         """The config, head and newest snapshot, read consistently (retried if a snapshot replaces it)."""
         meta_key, snap_key = self._key(ref, "meta"), self._key(ref, "snap")
@@ -273,15 +431,33 @@ class Store:
             config, inc, version, snap_v, token, n_chunks, n_bytes = await self.client.hmget(meta_key, fields)
             if config is None:
                 return None
-            head = Head(_s(inc), int(version), int(snap_v))
+            head = Head(_s(inc), _int(version), _int(snap_v))
             if not token:
                 return StoredState(_s(config), head, None)
             pipe = self.client.pipeline(transaction=False)
-            for i in range(int(n_chunks)):
+            for i in range(_int(n_chunks)):
                 pipe.hget(snap_key, f"{_s(token)}:{i}")
             chunks = await pipe.execute()
             if all(c is not None for c in chunks):
                 blob = b"".join(chunks)
-                if len(blob) == int(n_bytes):
+                if len(blob) == _int(n_bytes):
                     return StoredState(_s(config), head, blob)
-        raise BusyError(f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
+        raise SnapshotUnstableError(
+            f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
+
+
+def answers_ping(url: str, timeout_seconds: float = 1.0) -> bool:
+    """Whether a Redis server answers a PING at ``url`` (blocking: for waiting on a server that starts)."""
+    client = redis.Redis.from_url(url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds)
+    try:
+        return bool(client.ping())
+    except (redis.exceptions.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def _applied(value: Any) -> AppliedRequest:
+    """Parse a request record as ``append.lua`` stores it: ``<version>:<record>``."""
+    version, _, record = _s(value).partition(":")
+    return AppliedRequest(int(version), record)

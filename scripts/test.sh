@@ -22,4 +22,5 @@ venv=.venv
   || "$venv/bin/python" -m pip install --disable-pip-version-check -e ".[service,test]"
 
 "$venv/bin/ruff" check .
+"$venv/bin/mypy" kons kons_service
 exec "$venv/bin/python" -m pytest "$@"

@@ -1,7 +1,7 @@
 """Fixtures shared by the service and reliability tests: a real Redis server and in-process apps.
 
 The process helpers themselves (Redis servers, service processes) are in
-:mod:`kons_service.testing`, which the reliability benchmark uses too.
+:mod:`testkit.processes`, which the benchmarks use too.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from kons_service.settings import Settings
-from kons_service.testing import RedisServer, serve
+from testkit.processes import RedisServer, serve
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Independent references and helpers shared by the test modules.
 
 Nothing here calls the numerics of :mod:`kons`: the losses' derivatives, the kernels and the ONS update
-are written out again from ``shared/notes/kons-math.md`` ("The round") so that agreement with the
+are written out again from ``docs/kons-math.md`` ("The round") so that agreement with the
 package is evidence, not tautology.
 """
 
@@ -137,7 +137,7 @@ def explicit_ons(
     C: float,
     z: Sequence[bool] | None = None,
 ) -> Trace:
-    """ONS with the prediction projection on explicit features (kons-math, "The round").
+    """ONS with the prediction projection on explicit features (docs/kons-math.md, "The round").
 
     ``A`` is the (p, p) matrix, solved afresh with ``np.linalg.solve`` every round. ``z[t]`` says
     whether round ``t``'s rank-one term enters ``A`` (all rounds when ``z`` is None).
@@ -176,7 +176,7 @@ def dual_bruteforce(
     C: float,
     z: Sequence[bool],
 ) -> Trace:
-    """The dual form of kons-math recomputed from scratch every round.
+    """The dual form of docs/kons-math.md recomputed from scratch every round.
 
     Fresh Gram matrices over all past points and ``np.linalg.solve`` with
     ``E = D_R K_RR D_R + alpha I``; ``R`` holds the rounds with ``z[t]`` and a non-zero gradient.
@@ -218,7 +218,7 @@ def unclipped_run(learner: Learner, X: np.ndarray, Y: np.ndarray) -> tuple[np.nd
     y_bar = np.empty(len(Y))
     played = np.empty(len(Y))
     for t, (x, y) in enumerate(zip(X, Y, strict=True)):
-        y_bar[t] = learner._predict(x) if learner._dim is not None else 0.0
+        y_bar[t] = learner._predict(x) if learner._has_model else 0.0
         played[t] = learner.learn_one(x, y)
     return y_bar, played
 

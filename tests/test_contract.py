@@ -244,6 +244,14 @@ def test_input_whose_squared_norm_overflows_is_rejected_unchanged(name: str) -> 
     assert learner.to_bytes() == before
 
 
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.filterwarnings("error")  # a numpy RuntimeWarning would reach a service's stderr
+def test_overflowing_input_is_an_error_not_a_warning(name: str) -> None:
+    learner, X, y = _learned(name)
+    with pytest.raises(kons.InvalidInputError, match="squared norm"):
+        learner.check_round(np.full(X.shape[1], 1e300), y[0])
+
+
 @pytest.mark.parametrize("name", KERNEL_NAMES)
 def test_overflowing_round_is_rejected_unchanged(name: str) -> None:
     """A Polynomial kernel at 1e200 overflows: NumericalError, and the learner is as before."""
@@ -332,12 +340,48 @@ def test_the_package_never_imports_the_service() -> None:
     """``import kons`` (every learner module included) pulls in neither the app nor its dependencies."""
     code = (
         "import importlib, pkgutil, sys, kons\n"
-        "for m in pkgutil.iter_modules(kons.__path__):\n"
-        "    if m.name != '__main__':\n"
-        "        importlib.import_module('kons.' + m.name)\n"
-        "service = ('app', 'fastapi', 'redis', 'starlette', 'uvicorn')\n"
+        "for m in pkgutil.walk_packages(kons.__path__, 'kons.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "service = ('app', 'kons_service', 'fastapi', 'redis', 'starlette', 'uvicorn')\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in service)))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(kons.__file__).parent.parent)
     assert result.stdout.strip() == ""
+
+
+def test_a_learner_missing_a_hook_cannot_be_built() -> None:
+    """The hooks are abstract: forgetting one fails at construction, not in the middle of a stream."""
+
+    class NoRestore(Learner):  # _restore is missing
+        def __init__(self, *, loss: str = "squared", C: float = 1.0, dim: int | None = None) -> None:
+            self._set_params(loss=loss, C=C, dim=dim)
+            self._reset()
+
+        def _reset_model(self) -> None:
+            self._w = np.zeros(self._dim)
+
+        def _predict(self, x: np.ndarray) -> float:
+            return float(self._w @ x)
+
+        def _learn(self, x: np.ndarray, y: float) -> tuple[float, float]:
+            return self._clip(self._predict(x)), 0.0
+
+        def _arrays(self) -> dict[str, np.ndarray]:
+            return {"w": self._w}
+
+    with pytest.raises(TypeError, match="_restore"):
+        NoRestore()
+
+
+@pytest.mark.parametrize("name", sorted(kons.LEARNERS))
+def test_every_parameter_has_declared_limits(name: str) -> None:
+    cls = kons.LEARNERS[name]
+    assert set(cls._param_names()) <= set(cls._parameter_constraints)
+
+
+def test_kernels_are_immutable() -> None:
+    kernel = Polynomial(degree=3)
+    with pytest.raises(AttributeError):
+        kernel.degree = 4  # type: ignore[misc]
+    assert kernel == Polynomial(degree=3) and hash(kernel) == hash(Polynomial(degree=3))

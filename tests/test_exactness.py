@@ -1,6 +1,6 @@
 """KONS and Sketched-KONS against independent references on real data.
 
-* Linear kernel: KONS is explicit-feature ONS with the prediction projection (kons-math, "The round").
+* Linear kernel: KONS is explicit-feature ONS with the prediction projection (docs/kons-math.md, "The round").
 * RBF kernel: KONS is ONS on the empirical kernel map (explicit features ``F F' = K``).
 * ``gamma = 1``: Sketched-KONS is KONS, bit for bit.
 * Forced coins: Sketched-KONS is ONS whose ``A`` takes only the rounds with ``z_t = 1`` (linear kernel),

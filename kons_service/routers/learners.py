@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -27,8 +28,9 @@ _OCTETS = "application/octet-stream"
 @router.put("/{name}", response_model=LearnerSummary, status_code=status.HTTP_201_CREATED,
             responses={200: {"model": LearnerSummary, "description": "The same config already exists."}})
 async def create_learner(ref: LearnerDep, spec: LearnerSpec, service: ServiceDep) -> JSONResponse:
-    created, summary = await service.create(ref, spec.algorithm, spec.dim, spec.params)
-    return JSONResponse(LearnerSummary(**summary).model_dump(), status_code=201 if created else 200)
+    result = await service.create(ref, spec.algorithm, spec.dim, spec.params)
+    summary = LearnerSummary(**asdict(result.learner))
+    return JSONResponse(summary.model_dump(), status_code=201 if result.created else 200)
 
 
 @router.get("", response_model=LearnerList)
@@ -37,13 +39,14 @@ async def list_learners(
     cursor: Annotated[str | None, Query(description="Name of the last learner of the previous page.")] = None,
     limit: Annotated[int, Query(ge=1)] = 100,
 ) -> LearnerList:
-    items, next_cursor = await service.list(tenant, cursor, min(limit, settings.page_size_max))
-    return LearnerList(learners=items, next_cursor=next_cursor)
+    page = await service.list(tenant, cursor, min(limit, settings.page_size_max))
+    return LearnerList(learners=[LearnerSummary(**asdict(row)) for row in page.learners],
+                       next_cursor=page.next_cursor)
 
 
 @router.get("/{name}", response_model=LearnerInfo)
 async def get_learner(ref: LearnerDep, service: ServiceDep) -> LearnerInfo:
-    return LearnerInfo(**await service.describe(ref))
+    return LearnerInfo(**asdict(await service.describe(ref)))
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
@@ -55,8 +58,8 @@ async def delete_learner(ref: LearnerDep, service: ServiceDep) -> Response:
 @router.get("/{name}/state", response_class=Response,
             responses={200: {"content": {_OCTETS: {}}, "description": "The kons state blob."}})
 async def export_state(ref: LearnerDep, service: ServiceDep) -> Response:
-    blob, version = await service.export_state(ref)
-    return Response(blob, media_type=_OCTETS, headers={"X-Kons-Version": str(version)})
+    state = await service.export_state(ref)
+    return Response(state.blob, media_type=_OCTETS, headers={"X-Kons-Version": str(state.version)})
 
 
 @router.put("/{name}/state", response_model=StateImported,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-import redis.exceptions
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
+
+from kons_service.store import StoreUnavailableError
 
 router = APIRouter(tags=["ops"])
 
@@ -22,7 +23,7 @@ async def readyz(request: Request) -> JSONResponse:
     try:
         async with asyncio.timeout(2.0):
             await request.app.state.service.store.ping()
-    except (redis.exceptions.RedisError, OSError, TimeoutError):
+    except (StoreUnavailableError, OSError, TimeoutError):
         error = {"code": "store_unavailable", "message": "The learner store (Redis) is unreachable."}
         return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
     return JSONResponse({"status": "ready"})

@@ -25,10 +25,10 @@ router = APIRouter(prefix="/v1/learners", tags=["rounds"], route_class=KonsRoute
 async def predict(
     ref: LearnerDep, body: PredictRequest, service: ServiceDep
 ) -> PredictResponse | BatchPredictResponse:
-    predictions, version = await service.predict(ref, body.rows(), body.row_ids())
+    result = await service.predict(ref, body.rows(), body.row_ids())
     if body.xs is None:
-        return PredictResponse(prediction=predictions[0], version=version)
-    return BatchPredictResponse(predictions=predictions, version=version)
+        return PredictResponse(prediction=result.predictions[0], version=result.version)
+    return BatchPredictResponse(predictions=result.predictions, version=result.version)
 
 
 @router.post("/{name}/feedback", response_model=FeedbackResponse | BatchFeedbackResponse)
@@ -36,7 +36,8 @@ async def feedback(
     ref: LearnerDep, body: FeedbackRequest, service: ServiceDep
 ) -> FeedbackResponse | BatchFeedbackResponse:
     rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
-    predictions, losses, version = await service.feedback(ref, rounds, body.request_id)
+    result = await service.feedback(ref, rounds, body.request_id)
+    predictions, losses, version = result.predictions, result.losses, result.version
     if body.items is None:
         return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version)
     return BatchFeedbackResponse(predictions=predictions, losses=losses, version=version)

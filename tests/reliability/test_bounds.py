@@ -13,9 +13,9 @@ import httpx
 import pytest
 import redis
 
-from benchmarks.reliability import soak_scenario
 from kons_service.store import LearnerRef, Store
-from kons_service.testing import SPEC, RedisServer, ServiceProcess
+from testkit.processes import SPEC, ServiceProcess, services_on_redis
+from testkit.scenarios import soak_scenario
 
 pytestmark = pytest.mark.anyio
 
@@ -36,15 +36,10 @@ async def test_a_soak_stays_within_a_memory_envelope(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     workdir = tmp_path_factory.mktemp("limits")
-    server = RedisServer(workdir / "redis").start()
-    service = ServiceProcess(server.url, workdir / "service.log", max_request_bytes=4096, max_batch=10,
-                             max_state_bytes=8192).start()
-    httpx.put(f"{service.url}{URL}", json=SPEC).raise_for_status()
-    try:
+    with services_on_redis(workdir, max_request_bytes=4096, max_batch=10, max_state_bytes=8192) as (
+            _, [service]):
+        httpx.put(f"{service.url}{URL}", json=SPEC).raise_for_status()
         yield service
-    finally:
-        service.stop()
-        server.stop()
 
 
 def _chunks(body: bytes) -> Iterator[bytes]:

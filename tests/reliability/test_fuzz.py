@@ -27,8 +27,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from benchmarks.reliability import HEADERS, TENANT_KEYS
-from kons_service.testing import SPEC, RedisServer, ServiceProcess
+from testkit.processes import SPEC, ServiceProcess, services_on_redis
+from testkit.scenarios import HEADERS, TENANT_KEYS
 
 pytestmark = pytest.mark.redis
 
@@ -49,25 +49,21 @@ def map_path_parameters(context: Any, path_parameters: dict[str, Any] | None) ->
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     workdir = tmp_path_factory.mktemp("fuzz")
-    server = RedisServer(workdir / "redis").start()
-    svc = ServiceProcess(server.url, workdir / "service.log", api_keys=TENANT_KEYS, max_batch=50,
-                         max_request_bytes=65536).start()
-    specs = {"fz": SPEC, "fz-linear": {"algorithm": "ons", "dim": 3, "params": {"loss": "squared"}}}
-    for name, spec in specs.items():
-        httpx.put(f"{svc.url}/v1/learners/{name}", json=spec, headers=HEADERS).raise_for_status()
-    try:
+    with services_on_redis(workdir, api_keys=TENANT_KEYS, max_batch=50, max_request_bytes=65536) as (
+            _, [svc]):
+        specs = {"fz": SPEC, "fz-linear": {"algorithm": "ons", "dim": 3, "params": {"loss": "squared"}}}
+        for name, spec in specs.items():
+            httpx.put(f"{svc.url}/v1/learners/{name}", json=spec, headers=HEADERS).raise_for_status()
         yield svc
-    finally:
-        svc.stop()
-        server.stop()
-        COUNTS["service_log_tracebacks"] = (workdir / "service.log").read_text().count("Traceback")
-        if REPORT:
-            Path(REPORT).write_text(json.dumps({
-                "requests": COUNTS["requests"], "operations": len([k for k in COUNTS if k.startswith("op ")]),
-                "examples_per_operation": EXAMPLES, "server_errors": COUNTS["server_errors"],
-                "schema_violations": COUNTS["schema_violations"],
-                "statuses": {k[7:]: v for k, v in sorted(COUNTS.items()) if k.startswith("status ")},
-                "service_log_tracebacks": COUNTS["service_log_tracebacks"]}))
+    # pytest resumes the fixture after the module's last test, whatever the outcome: count once stopped
+    COUNTS["service_log_tracebacks"] = svc.log.read_text().count("Traceback")
+    if REPORT:
+        Path(REPORT).write_text(json.dumps({
+            "requests": COUNTS["requests"], "operations": len([k for k in COUNTS if k.startswith("op ")]),
+            "examples_per_operation": EXAMPLES, "server_errors": COUNTS["server_errors"],
+            "schema_violations": COUNTS["schema_violations"],
+            "statuses": {k[7:]: v for k, v in sorted(COUNTS.items()) if k.startswith("status ")},
+            "service_log_tracebacks": COUNTS["service_log_tracebacks"]}))
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 
 from kons_service.auth import Authenticator
 from kons_service.settings import Settings
-from kons_service.testing import SPEC, RedisServer, ServiceProcess
+from testkit.processes import SPEC, services_on_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -108,31 +108,25 @@ def test_no_key_or_feature_vector_in_the_logs(tmp_path: Path) -> None:
     numerics and a Redis outage; then the log must hold none of the keys and none of the numbers."""
     secret_features = [0.7316492851, -0.4186205937, 0.2690134725]
     wrong_key = "wrong-key-9f3e1c"
-    server = RedisServer(tmp_path / "redis").start()
-    service = ServiceProcess(server.url, tmp_path / "service.log", api_keys=KEYS, log_level="debug",
-                             redis_timeout_seconds=0.3).start()
-    try:
-        with httpx.Client(base_url=service.url, timeout=30) as http:
-            assert http.put(URL, json=SPEC, headers=A).status_code == 201
-            x = secret_features
-            assert http.post(f"{URL}/feedback", json={"x": x, "y": 0.5}, headers=A).status_code == 200
-            assert http.post(f"{URL}/predict", json={"x": x, "id": "q1"}, headers=A).status_code == 200
-            assert http.post(f"{URL}/predict", json={"x": [*x, 1.0]}, headers=A).status_code == 422
-            assert http.post(f"{URL}/feedback", json={"x": x, "y": 1e300}, headers=A).status_code == 422
-            assert http.post(f"{URL}/feedback", json={"x": [x[0], "a"], "y": 1}, headers=A).status_code == 422
-            raw = f'{{"x": {x}, "y": NaN}}'
-            json_a = {**A, "content-type": "application/json"}
-            assert http.post(f"{URL}/feedback", content=raw, headers=json_a).status_code == 400
-            assert http.get(URL, headers={"Authorization": f"Bearer {wrong_key}"}).status_code == 401
-            assert http.post(f"{URL}/predict", json={"x": x}, headers=B).status_code == 404
-            server.stop()
-            assert http.post(f"{URL}/feedback", json={"x": x, "y": 0.5}, headers=A).status_code == 503
-            server.start()
-            assert http.post(f"{URL}/feedback", json={"x": x, "y": 0.5}, headers=A).status_code == 200
-    finally:
-        service.stop()
+    with services_on_redis(tmp_path, api_keys=KEYS, log_level="debug", redis_timeout_seconds=0.3) as (
+            server, [service]), httpx.Client(base_url=service.url, timeout=30) as http:
+        assert http.put(URL, json=SPEC, headers=A).status_code == 201
+        x = secret_features
+        assert http.post(f"{URL}/feedback", json={"x": x, "y": 0.5}, headers=A).status_code == 200
+        assert http.post(f"{URL}/predict", json={"x": x, "id": "q1"}, headers=A).status_code == 200
+        assert http.post(f"{URL}/predict", json={"x": [*x, 1.0]}, headers=A).status_code == 422
+        assert http.post(f"{URL}/feedback", json={"x": x, "y": 1e300}, headers=A).status_code == 422
+        assert http.post(f"{URL}/feedback", json={"x": [x[0], "a"], "y": 1}, headers=A).status_code == 422
+        raw = f'{{"x": {x}, "y": NaN}}'
+        json_a = {**A, "content-type": "application/json"}
+        assert http.post(f"{URL}/feedback", content=raw, headers=json_a).status_code == 400
+        assert http.get(URL, headers={"Authorization": f"Bearer {wrong_key}"}).status_code == 401
+        assert http.post(f"{URL}/predict", json={"x": x}, headers=B).status_code == 404
         server.stop()
-    log = (tmp_path / "service.log").read_text()
+        assert http.post(f"{URL}/feedback", json={"x": x, "y": 0.5}, headers=A).status_code == 503
+        server.start()
+        assert http.post(f"{URL}/feedback", json={"x": x, "y": 0.5}, headers=A).status_code == 200
+    log = service.log.read_text()
     assert "store error" in log and "DEBUG" in log.upper()  # the log did record the incidents
     for secret in ["key-of-alpha", "key-of-beta", wrong_key, *(repr(v)[:8] for v in secret_features)]:
         assert secret not in log, secret

@@ -41,8 +41,20 @@ def _finite_state(blob: bytes) -> bool:
         bool(np.isfinite(a).all()) for a in arrays.values() if a.dtype.kind in "fc")
 
 
+def _rejection_code(config: dict[str, Any], x: list[float], y: float) -> str:
+    """The code a rejected round must get: ``invalid_input`` if kons's own check refuses the input (on every
+    endpoint alike), else ``numerical_error`` (the round overflowed inside the learner)."""
+    learner = kons.learner_from_params(config["algorithm"], {**config["params"], "dim": config["dim"]})
+    try:
+        learner.check_round(x, y)
+    except kons.InvalidInputError:
+        return "invalid_input"
+    return "numerical_error"
+
+
 async def _round(client: httpx.AsyncClient, url: str, x: list[float], y: float) -> int:
     """One feedback round; asserts the promise for it and returns the status."""
+    config = (await client.get(url)).json()["config"]
     before = await client.get(f"{url}/state")
     response = await client.post(f"{url}/feedback", json={"x": x, "y": y})
     after = await client.get(f"{url}/state")
@@ -54,7 +66,7 @@ async def _round(client: httpx.AsyncClient, url: str, x: list[float], y: float) 
         assert int(after.headers["x-kons-version"]) == int(before.headers["x-kons-version"]) + 1
     else:
         assert response.status_code == 422, response.text
-        assert response.json()["error"]["code"] == "numerical_error", response.text
+        assert response.json()["error"]["code"] == _rejection_code(config, x, y), response.text
         assert after.content == before.content
         assert after.headers["x-kons-version"] == before.headers["x-kons-version"]
     predicted = await client.post(f"{url}/predict", json={"x": x})

@@ -12,9 +12,9 @@ import httpx
 import pytest
 import redis
 
-from benchmarks.reliability import round_body
 from kons_service.store import LearnerRef, Store
-from kons_service.testing import SPEC, RedisServer, ReplyDropper
+from testkit.processes import SPEC, RedisServer, ReplyDropper
+from testkit.scenarios import round_body
 
 pytestmark = pytest.mark.anyio
 

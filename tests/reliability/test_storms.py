@@ -1,7 +1,7 @@
 """Feedback storms from several clients against real service processes (``python -m kons_service``) and a real
 redis-server: SIGKILLs of the service, Redis restarts, outages and freezes, and several replicas.
 
-Each storm is audited by :func:`benchmarks.reliability.audit`: every acknowledged round is in the
+Each storm is audited by :func:`testkit.scenarios.audit`: every acknowledged round is in the
 learner exactly once, in the acknowledged order (the state is byte-identical to a serial replay in
 this process), and no answer was a 5xx other than 503. ``python -m benchmarks.reliability`` runs the
 same scenarios with bigger numbers.
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.reliability import crash_scenario, redis_fault_scenario, replica_scenario
+from testkit.scenarios import crash_scenario, redis_fault_scenario, replica_scenario
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 

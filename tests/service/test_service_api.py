@@ -8,10 +8,10 @@ import copy
 import httpx
 import pytest
 import redis
-from service_support import SPEC
 from threadpoolctl import threadpool_info
 
 import kons
+from testkit.processes import SPEC
 
 pytestmark = pytest.mark.anyio
 

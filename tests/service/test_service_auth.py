@@ -6,10 +6,10 @@ import logging
 
 import httpx
 import pytest
-from service_support import SPEC
 
 from kons_service.main import create_app
 from kons_service.settings import Settings
+from testkit.processes import SPEC
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from service_support import SPEC
+
+from testkit.processes import SPEC
 
 pytestmark = pytest.mark.anyio
 
@@ -179,3 +180,55 @@ async def test_oversized_body_and_batch(trained: httpx.AsyncClient) -> None:
     _expect(await trained.post(f"{URL}/feedback", json=five), 413, "batch_too_large", "4")
     _expect(await trained.post(f"{URL}/predict", json={"xs": [[1, 2, 3]] * 5}), 413, "batch_too_large")
     assert await _fingerprint(trained) == before
+
+
+# One kind of bad input gets one answer, whichever endpoint carries it: (kind, learner, bad field, its raw
+# JSON text, status, code). "m" is SPEC (squared loss, C = 3, dim 3), "h" a hinge learner of dim 2.
+BAD_ROUNDS = [
+    ("wrong dimension", "m", "x", "[1, 2]", 422, "invalid_input"),
+    ("non-finite value", "m", "x", "[1, NaN, 3]", 400, "invalid_json"),
+    ("squared norm overflows", "m", "x", "[1e300, 1, 1]", 422, "invalid_input"),
+    ("label not in {-1, +1}", "h", "y", "0.5", 422, "invalid_input"),
+    ("loss of the label overflows", "m", "y", "1e300", 422, "invalid_input"),
+]
+
+
+def _carriers(field: str, bad: str, good_x: str) -> dict[str, str]:
+    """Every way to send a round with a bad ``x`` (predicting is enough to send features) or a bad ``y``
+    (with good features, also by the id of a remembered predict); batches hold the bad round second."""
+    good = f'{{"x": {good_x}, "y": 1.0}}'
+    if field == "x":
+        return {
+            "/predict": f'{{"x": {bad}}}',
+            "/predict xs": f'{{"xs": [{good_x}, {bad}]}}',
+            "/predict id": f'{{"x": {bad}, "id": "bad"}}',
+            "/feedback": f'{{"x": {bad}, "y": 1.0}}',
+            "/feedback items": f'{{"items": [{good}, {{"x": {bad}, "y": 1.0}}]}}',
+        }
+    return {
+        "/feedback": f'{{"x": {good_x}, "y": {bad}}}',
+        "/feedback items": f'{{"items": [{good}, {{"x": {good_x}, "y": {bad}}}]}}',
+        "/feedback id": f'{{"id": "good", "y": {bad}}}',
+        "/feedback id items": f'{{"items": [{good}, {{"id": "good", "y": {bad}}}]}}',
+    }
+
+
+@pytest.mark.parametrize(("kind", "name", "field", "bad", "status", "code"), BAD_ROUNDS)
+async def test_one_code_per_kind_of_bad_input_on_every_endpoint(
+    trained: httpx.AsyncClient, kind: str, name: str, field: str, bad: str, status: int, code: str
+) -> None:
+    url = f"/v1/learners/{name}"
+    good_x = "[0.1, 0.2, 0.3]" if name == "m" else "[0.1, 0.2]"
+    remember = f'{{"x": {good_x}, "id": "good"}}'
+    remembered = await trained.post(f"{url}/predict", content=remember, headers=JSON)
+    assert remembered.status_code == 200, remembered.text
+    before = await _fingerprint(trained), (await trained.get(url)).json()
+    answers = {}
+    for carrier, body in _carriers(field, bad, good_x).items():
+        response = await trained.post(url + carrier.split()[0], content=body, headers=JSON)
+        error = response.json()["error"]
+        answers[carrier] = (response.status_code, error["code"])
+        if code != "invalid_json" and ("items" in carrier or "xs" in carrier):
+            assert error["message"].startswith("item 1: "), (carrier, error)
+    assert answers == dict.fromkeys(answers, (status, code)), (kind, answers)
+    assert (await _fingerprint(trained), (await trained.get(url)).json()) == before

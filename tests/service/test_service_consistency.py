@@ -159,7 +159,7 @@ async def test_append_is_fenced_by_version_and_lease(redis_url: str) -> None:
     entry = LogEntry(b"D" + np.zeros(1).tobytes(), b"\0" * 8, b"\0" * 8)
     head = await store.acquire_lease(ref, "w1", 50)
     assert head == Head("inc-1", 0, 0)
-    assert await store.acquire_lease(ref, "w2", 1000) > 0  # busy: w1 holds it
+    assert (await store.acquire_lease(ref, "w2", 1000)).wait_ms > 0  # busy: w1 holds it
     await asyncio.sleep(0.1)  # w1 stalls past its lease
     head2 = await store.acquire_lease(ref, "w2", 1000)
     assert head2 == Head("inc-1", 0, 0)

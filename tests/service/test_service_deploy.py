@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import subprocess
+import tomllib
 
 import yaml
-from service_support import REPO
+
+from testkit.processes import REPO
 
 
 def test_compose_file_names_the_service_and_a_durable_redis() -> None:
@@ -17,12 +20,13 @@ def test_compose_file_names_the_service_and_a_durable_redis() -> None:
     kons, redis = services["kons"], services["redis"]
     assert redis["image"].startswith("redis:7")
     command = " ".join(redis["command"])
-    assert "--appendonly yes" in command
+    assert "--appendonly yes" in command and "--maxmemory-policy noeviction" in command
     volume = redis["volumes"][0].split(":")
     assert volume[1] == "/data" and volume[0] in compose["volumes"]
     assert kons["build"] == "."
     assert kons["environment"]["KONS_REDIS_URL"].startswith("redis://redis:")
-    assert kons["environment"]["KONS_API_KEYS"]
+    keys = kons["environment"]["KONS_API_KEYS"]
+    assert keys.startswith("${KONS_API_KEYS:?") and "change-me" not in keys  # no public default key
     assert kons["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
@@ -47,3 +51,14 @@ def test_serve_script_runs_python_m_kons_service_in_its_own_venv_after_installin
     assert '-e ".[service]"' in text and 'python3 -m venv "$venv"' in text
     assert text.rstrip().endswith('exec "$venv/bin/python" -m kons_service')
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+
+
+def test_the_wheel_packages_the_library_and_the_service_only() -> None:
+    """``testkit/`` and ``benchmarks/`` are development code: setuptools' package patterns (matched like
+    ``fnmatch`` on package names) must pick no top-level package of the checkout but these two."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {path.parent.name for path in REPO.glob("*/__init__.py")}
+    assert {"testkit", "benchmarks"} <= packages
+    shipped = {name for name in packages if any(fnmatch.fnmatchcase(name, p) for p in include)}
+    assert shipped == {"kons", "kons_service"}

@@ -14,9 +14,9 @@ import httpx
 import numpy as np
 import pytest
 import redis
-from service_support import REPO, SPEC, RedisServer, free_port, service_env, start_service
 
 import kons
+from testkit.processes import REPO, SPEC, RedisServer, free_port, service_env, start_service
 
 pytestmark = pytest.mark.redis
 

@@ -8,10 +8,10 @@ import httpx
 import numpy as np
 import pytest
 import redis
-from service_support import SPEC
 
 import kons
 from kons import _state
+from testkit.processes import SPEC
 
 pytestmark = pytest.mark.anyio
 
@@ -152,9 +152,9 @@ async def test_a_100k_by_50_state_snapshots_and_restores(make_client, redis_url:
     fed = (await cold.post("/v1/learners/big/feedback", json={"x": probe.tolist(), "y": 1.0})).json()
     assert fed["prediction"] == local.learn_one(probe, 1.0)
     service = cold.app.state.service
-    entry = next(iter(service._cache.values()))
+    entry = service.cache.entries()[0]
     started = time.perf_counter()
-    assert await service.snapshot(entry)
+    assert await service.snapshots.snapshot(entry)
     print(f"snapshot of 100,001 points {time.perf_counter() - started:.2f} s")
     again = await make_client()
     exported = await again.get("/v1/learners/big/state")
@@ -167,15 +167,14 @@ async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_ur
     import asyncio
     import contextlib
 
-    from kons_service.main import _redis_client
     from kons_service.metrics import Metrics
     from kons_service.service import Feedback, LearnerService
     from kons_service.settings import Settings
     from kons_service.store import LearnerRef, Store
 
     settings = Settings(redis_url=redis_url, snapshot_interval_seconds=0.1)
-    client = _redis_client(redis_url, settings)
-    service = LearnerService(Store(client), settings, Metrics(per_learner=False))
+    service = LearnerService(Store.connect(redis_url, settings.redis_timeout_seconds), settings,
+                             Metrics(per_learner=False))
     ref = LearnerRef("default", "m")
     await service.create(ref, SPEC["algorithm"], SPEC["dim"], SPEC["params"])
     for x in ([0.1, 0.2, 0.3], [0.3, -0.1, 0.2], [-0.2, 0.4, 0.1]):
@@ -200,7 +199,7 @@ async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_ur
         assert done, "close() hung on a snapshot loop that lost its cancel"
         assert (await service.store.head(ref)).snap_version == 3
     finally:
-        for task in (service._snapshotter, closing):
+        for task in (service.snapshots.task, closing):
             if task is not None:
                 task.cancel()
-        await client.aclose()
+        await service.store.close()

@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 from scipy.linalg.blas import dtrsm
 
-from kons._linear import FactoredBasis, Features, _vector, check_finite
 from kons.errors import NumericalError
+from kons.linear._learner import FactoredBasis, Features
+from kons.linear._linalg import check_finite, checked_vector
 
 __all__ = ["OjaSON"]
 
@@ -33,7 +34,7 @@ class OjaSON(FactoredBasis):
     Gram-Schmidt is this Cholesky factor; forming it before :math:`K` grows along :math:`\delta` keeps
     it accurate where Alg. 13 in the grown :math:`K` loses digits). The weights are
     :math:`u = \bar u + Z^\top b` (Eq. 5-6), so a round with ``s`` non-zeros costs O(m^3 + m s),
-    independent of the dimension ``d`` (see :class:`~kons._linear.FactoredBasis` for the
+    independent of the dimension ``d`` (see :class:`~kons.linear._learner.FactoredBasis` for the
     rare O(m^2 d) re-basing). The sketch has ``k = min(sketch_size, d)`` rows; ``sketch_size=0`` is
     :class:`~kons.OGD` with the constant step :math:`1/\alpha`.
 
@@ -70,6 +71,9 @@ class OjaSON(FactoredBasis):
 
     name = "oja_son"
 
+    sketch_size: int
+    seed: int
+
     def __init__(
         self,
         *,
@@ -82,11 +86,12 @@ class OjaSON(FactoredBasis):
         seed: int = 0,
         dim: int | None = None,
     ) -> None:
-        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
-                          sketch_size=sketch_size, seed=seed)
+        self._set_params(loss=loss, alpha=alpha, eta=eta, C=C, sketch_size=sketch_size, diagonal=diagonal,
+                         seed=seed, dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         k = min(self.sketch_size, self._dim)
         self._allocate_basis(k, random=True)
         self._t = 0
@@ -148,27 +153,24 @@ class OjaSON(FactoredBasis):
 
     def eigenvalues(self) -> np.ndarray:
         """Eigenvalue estimates :math:`t\\Lambda_t` of :math:`\\sum_s \\hat g_s \\hat g_s^\\top` (k,)."""
-        return self._t * self._lam if self._ready else np.zeros(0)
+        return self._t * self._lam if self._has_model else np.zeros(0)
 
     def directions(self) -> np.ndarray:
         """The current orthonormal directions :math:`V = FZ` (k, d); O(k^2 d)."""
-        return self._F @ self._Z if self._ready else np.zeros((0, 0))
+        return self._F @ self._Z if self._has_model else np.zeros((0, 0))
 
     def _model_stats(self) -> dict[str, Any]:
-        stats = super()._model_stats()
-        if self._ready:
-            stats["top_eigenvalue"] = float(self.eigenvalues().max(initial=0.0))
-        return stats
+        return {**super()._model_stats(), "top_eigenvalue": float(self.eigenvalues().max(initial=0.0))}
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {**self._basis_arrays(), "lam": self._lam, "h": self._h}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {**super()._arrays(), "lam": self._lam, "h": self._h}
 
     def _scalars(self) -> dict[str, Any]:
         return {**super()._scalars(), "t": self._t}
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         k = min(self.sketch_size, self._dim)
-        self._restore_basis(arrays, scalars, k)
-        self._lam = _vector(arrays["lam"], k)
-        self._h = _vector(arrays["h"], k)
+        self._lam = checked_vector(arrays["lam"], k)
+        self._h = checked_vector(arrays["h"], k)
         self._t = int(scalars["t"])

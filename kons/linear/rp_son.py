@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from kons._linear import Features, SketchedNewton, _matrix, _vector, check_finite, sherman_morrison
+from kons.linear._learner import Features, SketchedNewton
+from kons.linear._linalg import check_finite, checked_matrix, checked_vector, sherman_morrison
 
 __all__ = ["RPSON"]
 
@@ -67,6 +68,9 @@ class RPSON(SketchedNewton):
 
     name = "rp_son"
 
+    sketch_size: int
+    seed: int
+
     def __init__(
         self,
         *,
@@ -79,11 +83,12 @@ class RPSON(SketchedNewton):
         seed: int = 0,
         dim: int | None = None,
     ) -> None:
-        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
-                          sketch_size=sketch_size, seed=seed)
+        self._set_params(loss=loss, alpha=alpha, eta=eta, C=C, sketch_size=sketch_size, diagonal=diagonal,
+                         seed=seed, dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         m = self.sketch_size
         self._S = np.zeros((m, self._dim))
         self._H = np.eye(m) / self.alpha
@@ -105,8 +110,8 @@ class RPSON(SketchedNewton):
         c = self._sqrt_eta * gdot  # g_hat = c x
         H, sx_new, cols, shift = self._H, sx, None, 0.0
         if c != 0.0 and m and f.nonzero:
-            rng_state = self._rng.bit_generator.state
-            r = self._rng.standard_normal(m) / math.sqrt(m)
+            rng_state = self._generator.bit_generator.state
+            r = self._generator.standard_normal(m) / math.sqrt(m)
             sx_new = sx + (c * xx) * r  # S_t x  with S_t = S_{t-1} + r g_hat'
             q = c * sx_new - (0.5 * c * c * xx) * r  # Alg. 6, line 2
             H = sherman_morrison(sherman_morrison(H, q, r), r, q)
@@ -120,7 +125,7 @@ class RPSON(SketchedNewton):
             check_finite(b, H, delta, 0.0 if cols is None else cols, bound=_STATE_BOUND)
         except Exception:
             if cols is not None:
-                self._rng.bit_generator.state = rng_state
+                self._generator.bit_generator.state = rng_state
             raise
         if cols is not None:
             self._S[:, f.index] = cols
@@ -131,17 +136,18 @@ class RPSON(SketchedNewton):
 
     def sketch_drift(self) -> float:
         """Max relative gap between :math:`H` and a fresh :math:`(\\alpha I + S S^\\top)^{-1}`; O(m^2 d)."""
-        if not self._ready or self.sketch_size == 0:
+        if not self._has_model or self.sketch_size == 0:
             return 0.0
         fresh = np.linalg.inv(self.alpha * np.eye(self.sketch_size) + self._S @ self._S.T)
         return float(np.abs(fresh - self._H).max() / np.abs(fresh).max())
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {"S": self._S, "H": self._H, "ubar": self._ubar, "b": self._b}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"S": self._S, "H": self._H, "ubar": self._ubar, "b": self._b, **super()._arrays()}
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         m, d = self.sketch_size, self._dim
-        self._S = _matrix(arrays["S"], m, d)
-        self._H = _matrix(arrays["H"], m, m)
-        self._ubar = _vector(arrays["ubar"], d)
-        self._b = _vector(arrays["b"], m)
+        self._S = checked_matrix(arrays["S"], m, d)
+        self._H = checked_matrix(arrays["H"], m, m)
+        self._ubar = checked_vector(arrays["ubar"], d)
+        self._b = checked_vector(arrays["b"], m)

@@ -1,6 +1,6 @@
 r"""The dual-form kernel Online Newton Step shared by :class:`~kons.KONS` and :class:`~kons.SketchedKONS`.
 
-State (kons-math notes, "Dual form"): stored points :math:`x_i` with coefficients :math:`\beta_i`, so
+State (``docs/kons-math.md``, "Dual form"): stored points :math:`x_i` with coefficients :math:`\beta_i`, so
 that :math:`u_t = A_{t-1}^{-1}\Phi\beta`; the dictionary :math:`R` (points whose coin :math:`z_i = 1`)
 with scales :math:`d_i = \sqrt{\eta}\,\dot g_i`; the Cholesky factor :math:`L` of
 :math:`E = D_R K_{RR} D_R + \alpha I` (packed, appended one row per new member); and
@@ -12,57 +12,51 @@ One round costs one kernel row over the stored points, O(n d), plus one solve wi
 
 from __future__ import annotations
 
+import abc
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._linalg import GrowableRows, GrowableVector, PackedCholesky
-from kons._validation import check_real
-from kons.base import Learner, ridge_leverage
+from kons._numerics import TINY, GrowableRows, GrowableVector, PackedCholesky, ridge_leverage
+from kons._validation import POSITIVE, Constraint, NoneOr
+from kons.base import Learner
 from kons.errors import NumericalError
-from kons.kernels import Kernel, kernel_from_dict
+from kons.kernels import Kernel, KernelParameter
 
 __all__ = ["KernelNewton"]
-
-_TINY = 1e-300
 
 
 class KernelNewton(Learner):
     """Base of the second-order kernel learners; subclasses decide which rounds join the dictionary."""
 
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **Learner._parameter_constraints,
+        "kernel": KernelParameter(),
+        "alpha": POSITIVE,
+        "eta": NoneOr(POSITIVE),
+    }
+
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
+
     kernel: Kernel
     alpha: float
     eta: float | None
 
-    def _init_kernel_newton(
-        self, *, kernel: Kernel | dict, loss: str, alpha: float, eta: float | None, C: float,
-        dim: int | None,
-    ) -> None:
-        owner = type(self).__name__
-        self._init_common(loss=loss, C=C, dim=dim)
-        self.kernel = kernel_from_dict(kernel)
-        self.alpha = check_real(owner, "alpha", alpha, low=0.0, low_open=True)
-        self._eta = self._resolve_eta(eta)
-        self.eta = eta if eta is None else self._eta
-        self._sqrt_eta = math.sqrt(self._eta)
-
     def _reset_model(self) -> None:
-        self._points: GrowableRows | None = None
+        self._points = GrowableRows(self._dim)
         self._beta = GrowableVector()
         self._dict_index = GrowableVector(dtype=np.int64)  # positions in _points of R's members
         self._dict_scale = GrowableVector()  # d_i = sqrt(eta) gdot_i
         self._dict_kbeta = GrowableVector()  # m_R = (K beta)_R
         self._whitened = GrowableVector()  # w = L^{-1} D_R m_R
         self._chol = PackedCholesky()
-        if self._dim is not None:
-            self._points = GrowableRows(self._dim)
 
     # ----------------------------------------------------------------- the round
     def _dual_terms(self, x: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, float, float, float]:
         """Kernel row ``k``, ``k(x,x)``, ``v = L^{-1} D_R k_R``, ``k'beta``, ``y_bar`` and ``s``."""
-        if self._points is None:
-            self._points = GrowableRows(self._dim)
         points = self._points
         k = self.kernel.row(x, points.view, points.sq_norms.view)
         kxx = self.kernel.diag(x)
@@ -83,7 +77,7 @@ class KernelNewton(Learner):
             raise NumericalError("the round overflowed (prediction or variance is not finite).")
         # s_t = phi' A^{-1} phi > 0 in exact arithmetic; rounding can leave it at or below zero, and a
         # projection step h/s with s ~ 0 then overflows and is rejected below instead of corrupting state.
-        s = max(s, _TINY)
+        s = max(s, TINY)
         y_hat = self._clip(y_bar)
         excess = y_bar - y_hat  # h(ybar_t)
         gdot = self._loss.derivative(y_hat, y)
@@ -91,7 +85,7 @@ class KernelNewton(Learner):
         leverage = ridge_leverage(scale * scale * s)
 
         join, pending = self._decide(x, kxx, scale) if gdot != 0.0 else (False, None)
-        # beta_t = z_t eta gdot^2 yhat_t - gdot_t - h(ybar_t) / s_t   (kons-math, "Dual form")
+        # beta_t = z_t eta gdot^2 yhat_t - gdot_t - h(ybar_t) / s_t   (docs/kons-math.md, "Dual form")
         beta_t = -gdot - (excess / s if excess != 0.0 else 0.0)
         if join:
             beta_t += scale * scale * y_hat
@@ -103,7 +97,7 @@ class KernelNewton(Learner):
             kbeta_new = k_beta + kxx * beta_t
             diagonal = math.sqrt(self.alpha + scale * scale * self.alpha * s)
             whitened_new = (scale * kbeta_new - scale * float(v @ whitened)) / diagonal
-            extra = (kbeta_new, diagonal, whitened_new)
+            extra: tuple[float, ...] = (kbeta_new, diagonal, whitened_new)
         else:
             extra = ()
         if not (math.isfinite(beta_t) and np.isfinite(extra).all()
@@ -127,12 +121,12 @@ class KernelNewton(Learner):
         self._commit(pending)
         return y_hat, leverage
 
+    @abc.abstractmethod
     def _decide(self, x: np.ndarray, kxx: float, scale: float) -> tuple[bool, Any]:
         """Whether the round (with ``scale = sqrt(eta) gdot != 0``) joins the dictionary.
 
         May draw random numbers; returns a token passed to :meth:`_commit` or :meth:`_abandon`.
         """
-        raise NotImplementedError
 
     def _commit(self, pending: Any) -> None:
         """Make the side effects of :meth:`_decide` permanent (the round succeeded)."""
@@ -142,14 +136,10 @@ class KernelNewton(Learner):
 
     # ----------------------------------------------------------------- statistics and state
     def _model_stats(self) -> dict[str, Any]:
-        return {
-            "stored_points": 0 if self._points is None else self._points.n,
-            "dictionary_size": self._chol.size,
-            "eta": self._eta,
-        }
+        return {"stored_points": self._points.n, "dictionary_size": self._chol.size}
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        points = self._points if self._points is not None else GrowableRows(self._dim)
+        points = self._points
         return {
             "points": points.view,
             "points_sq_norms": points.sq_norms.view,

@@ -2,7 +2,7 @@ r"""Kernel Online Row Sampling (KORS; Calandriello et al. 2017, Alg. 2).
 
 KORS keeps a weighted dictionary :math:`\mathcal I` of the rescaled points
 :math:`\bar\phi_t = \sqrt{\eta}\,\dot g_t\,\phi(x_t)` and estimates each new point's ridge leverage score
-with respect to it (Eq. 4, in the closed form of the kons-math notes)
+with respect to it (Eq. 4, in the closed form of ``docs/kons-math.md``)
 
 .. math::
     r_t = \bar k_{tt} - a^\top (S_I \bar K_{II} S_I + \alpha I)^{-1} a, \qquad
@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kons._linalg import GrowableRows, GrowableVector, PackedCholesky
-from kons.base import ridge_leverage
+from kons._numerics import GrowableRows, GrowableVector, PackedCholesky, ridge_leverage
 from kons.kernels import Kernel
 
 __all__ = ["KORS", "KORSProposal"]

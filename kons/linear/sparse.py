@@ -10,7 +10,7 @@ finite and as many as the indices.
 
 Examples
 --------
->>> from kons.sparse import SparseVector, as_sparse
+>>> from kons.linear.sparse import SparseVector, as_sparse
 >>> v = as_sparse({"indices": [7, 2], "values": [1.5, -1.0]}, dim=10)
 >>> v.indices.tolist(), v.values.tolist(), v.dim, len(v)
 ([2, 7], [-1.0, 1.5], 10, 10)
@@ -142,12 +142,14 @@ def as_sparse(x: Any, dim: int | None) -> SparseVector:
                 "a sparse example needs a known dimension: give the learner's 'dim' parameter, "
                 "learn a dense example first, or include 'dim'."
             )
-        x = SparseVector(x["indices"], x["values"], given)
-    elif not isinstance(x, SparseVector):
-        x = _from_scipy(x)
-    if dim is not None and x.dim != dim:
-        raise InvalidInputError(f"x must have dimension {dim}; got {x.dim}.")
-    return x
+        vector = SparseVector(x["indices"], x["values"], given)
+    elif isinstance(x, SparseVector):
+        vector = x
+    else:
+        vector = _from_scipy(x)
+    if dim is not None and vector.dim != dim:
+        raise InvalidInputError(f"x must have dimension {dim}; got {vector.dim}.")
+    return vector
 
 
 def _from_scipy(x: Any) -> SparseVector:

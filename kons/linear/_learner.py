@@ -17,28 +17,21 @@ footnote 6); :math:`D` is updated on the support of :math:`x_t` after the round.
 
 from __future__ import annotations
 
+import abc
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._validation import as_features, check_int, check_real
-from kons.base import Learner, ridge_leverage
-from kons.errors import InvalidParameterError, NumericalError
-from kons.sparse import SparseVector, as_sparse, is_sparse_input
+from kons._numerics import TINY, ridge_leverage
+from kons._validation import POSITIVE, Constraint, Flag, Integer, NoneOr, as_features
+from kons.base import Learner
+from kons.errors import NumericalError
+from kons.linear._linalg import check_finite, checked_matrix, checked_vector, gram_schmidt
+from kons.linear.sparse import SparseVector, as_sparse, is_sparse_input
 
-__all__ = [
-    "FactoredBasis",
-    "Features",
-    "LinearLearner",
-    "SketchedNewton",
-    "apply_deltas",
-    "check_finite",
-    "gram_schmidt",
-    "sherman_morrison",
-]
+__all__ = ["FactoredBasis", "Features", "LinearLearner", "SketchedNewton"]
 
-_TINY = 1e-300
 #: D_1 of the diagonal adaptation (Sec. 5.2, footnote 6).
 DIAGONAL_INIT = 0.1
 
@@ -64,96 +57,30 @@ class Features:
 
     def cols(self, M: np.ndarray) -> np.ndarray:
         """:math:`M x` for a (k, d) matrix ``M``: O(k s)."""
-        return M[:, self.index] @ self.values
-
-
-def check_finite(*parts: Any, bound: float = np.inf) -> None:
-    """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite and below ``bound``."""
-    for part in parts:
-        if not np.all(np.abs(part) < bound):  # also False for NaN
-            raise NumericalError("the round would put a non-finite or overflowing number into the state.")
-
-
-def sherman_morrison(H: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    r""":math:`(H^{-1} + a b^\top)^{-1} = H - \frac{H a b^\top H}{1 + b^\top H a}` (a new array)."""
-    Ha = H @ a
-    bH = b @ H
-    return H - np.outer(Ha, bH) / (1.0 + float(b @ Ha))
-
-
-def gram_schmidt(
-    P: np.ndarray, K: np.ndarray, tol: float = 1e-10, scale: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    r"""Gram-Schmidt on the rows of ``P`` (n, q) in the inner product :math:`\langle a,b\rangle = a^\top K b`.
-
-    The paper's Decompose (Alg. 13): with :math:`K = R R^\top`, returns ``L`` (n, r) and ``Q`` (r, q) with
-    :math:`L Q R = P R` and the rows of :math:`Q R` orthonormal; ``r`` is the numerical rank: a row whose
-    residual norm is below ``tol`` times its own norm (or ``sqrt(scale[i])``, when the norm of row ``i``
-    of :math:`PR` itself comes out of a cancellation) is dropped. Each row is orthogonalised twice
-    (classical Gram-Schmidt with re-orthogonalisation), which is the same map in exact arithmetic and keeps
-    :math:`QR` orthonormal to rounding over long streams. O(n q^2).
-    """
-    n, q = P.shape
-    Q = np.zeros((n, q))
-    L = np.zeros((n, n))
-    kept = np.zeros(n, dtype=bool)
-    for i in range(n):
-        p = P[i]
-        Kp = K @ p
-        coef = Q @ Kp
-        beta = p - Q.T @ coef
-        again = Q @ (K @ beta)
-        beta -= Q.T @ again
-        coef += again
-        c2 = float(beta @ (K @ beta))
-        reference = float(p @ Kp) if scale is None else float(scale[i])
-        if c2 > tol * tol * reference and c2 > 0.0:
-            c = math.sqrt(c2)
-            Q[i] = beta / c
-            coef[i] = c
-            kept[i] = True
-        L[i] = coef
-    return L[:, kept], Q[kept]
+        product: np.ndarray = M[:, self.index] @ self.values
+        return product
 
 
 class LinearLearner(Learner):
-    """Base of the linear learners: sparse or dense input, lazily allocated state, diagonal adaptation.
+    """Base of the linear learners: sparse or dense input and the diagonal adaptation.
 
-    Subclasses implement ``_allocate()`` (create the state for ``self._dim``), ``_margin(f)`` (the
+    Subclasses implement ``_reset_model`` (calling ``super()._reset_model()`` first), ``_margin(f)`` (the
     unclipped :math:`u^\\top x` for :class:`Features` ``f``), ``_round(f, y)`` returning
-    ``(y_hat, leverage, gdot)`` and ``_model_arrays``/``_restore_model``.
+    ``(y_hat, leverage, gdot)``, and ``_arrays``/``_restore`` (each adding to ``super()``'s).
     """
 
     diagonal: bool = False
-
-    def _init_linear(self, *, loss: str, C: float, dim: int | None, diagonal: bool = False) -> None:
-        self._init_common(loss=loss, C=C, dim=dim)
-        if not isinstance(diagonal, bool | np.bool_):
-            raise InvalidParameterError(
-                f"The 'diagonal' parameter of {type(self).__name__} must be a bool. Got {diagonal!r} instead."
-            )
-        self.diagonal = bool(diagonal)
+    _diag: np.ndarray | None
 
     # ----------------------------------------------------------------- state
     def _reset_model(self) -> None:
-        self._ready = False
-        self._diag: np.ndarray | None = None
-        if self._dim is not None:
-            self._allocate_all()
-
-    def _allocate_all(self) -> None:
         self._diag = np.full(self._dim, DIAGONAL_INIT) if self.diagonal else None
-        self._allocate()
-        self._ready = True
-
-    def _allocate(self) -> None:
-        raise NotImplementedError
 
     # ----------------------------------------------------------------- input
     def _check_x(self, x: Any) -> np.ndarray | SparseVector:
         if is_sparse_input(x):
-            return as_sparse(x, self._dim)
-        return as_features(x, self._dim)
+            return as_sparse(x, self._known_dim())
+        return as_features(x, self._known_dim())
 
     def _features(self, x: np.ndarray | SparseVector) -> Features:
         index, values = (x.indices, x.values) if isinstance(x, SparseVector) else (slice(None), x)
@@ -171,13 +98,9 @@ class LinearLearner(Learner):
 
     # ----------------------------------------------------------------- the round
     def _predict(self, x: np.ndarray | SparseVector) -> float:
-        if not self._ready:
-            self._allocate_all()
         return self._margin(self._features(x))
 
     def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
-        if not self._ready:
-            self._allocate_all()
         f = self._features(x)
         y_hat, leverage, gdot = self._round(f, y)
         if self._diag is not None and gdot != 0.0:
@@ -192,34 +115,20 @@ class LinearLearner(Learner):
         y_hat = self._clip(y_bar)
         return y_hat, y_bar - y_hat
 
+    @abc.abstractmethod
     def _margin(self, f: Features) -> float:
-        raise NotImplementedError
+        """The unclipped prediction :math:`u^\\top x` for the example ``f``."""
 
+    @abc.abstractmethod
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
-        raise NotImplementedError
+        """One round on ``f``: ``(y_hat, leverage, gdot)``; must leave the state unchanged if it raises."""
 
     # ----------------------------------------------------------------- persistence
     def _arrays(self) -> dict[str, np.ndarray]:
-        if not self._ready:
-            self._allocate_all()
-        arrays = self._model_arrays()
-        if self._diag is not None:
-            arrays["diag"] = self._diag
-        return arrays
+        return {} if self._diag is None else {"diag": self._diag}
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        # No allocation here: it could draw from the (already restored) random generator.
-        self._diag = None
-        if self.diagonal:
-            self._diag = _vector(arrays["diag"], self._dim)
-        self._restore_model(arrays, scalars)
-        self._ready = True
-
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        raise NotImplementedError
+        self._diag = checked_vector(arrays["diag"], self._dim) if self.diagonal else None
 
 
 def _rows(X: Any) -> Any:
@@ -233,18 +142,6 @@ def _rows(X: Any) -> Any:
     return X
 
 
-def _vector(arr: np.ndarray, n: int) -> np.ndarray:
-    if arr.shape != (n,):
-        raise ValueError(f"stored vector has shape {arr.shape}, expected ({n},)")
-    return arr
-
-
-def _matrix(arr: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    if arr.shape != (rows, cols):
-        raise ValueError(f"stored matrix has shape {arr.shape}, expected ({rows}, {cols})")
-    return arr
-
-
 class SketchedNewton(LinearLearner):
     r"""Base of the second-order linear learners (ONS and the SON family): ``alpha``, ``eta``.
 
@@ -252,23 +149,21 @@ class SketchedNewton(LinearLearner):
     to-sketch vector :math:`\hat g_t = \sqrt{\eta}\, g_t` (Eq. 2 with :math:`\sigma_t + \eta_t = \eta`).
     """
 
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **Learner._parameter_constraints,
+        "alpha": POSITIVE,
+        "eta": NoneOr(POSITIVE),
+        "diagonal": Flag(),
+        "sketch_size": Integer(low=0),
+        "seed": Integer(low=0),
+    }
+
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
+
     alpha: float
     eta: float | None
-
-    def _init_newton(
-        self, *, loss: str, alpha: float, eta: float | None, C: float, diagonal: bool, dim: int | None,
-        sketch_size: int | None = None, seed: int | None = None,
-    ) -> None:
-        owner = type(self).__name__
-        self._init_linear(loss=loss, C=C, dim=dim, diagonal=diagonal)
-        self.alpha = check_real(owner, "alpha", alpha, low=0.0, low_open=True)
-        self._eta = self._resolve_eta(eta)
-        self.eta = eta if eta is None else self._eta
-        self._sqrt_eta = math.sqrt(self._eta)
-        if sketch_size is not None:
-            self.sketch_size = check_int(owner, "sketch_size", sketch_size, low=0)
-        if seed is not None:
-            self.seed = check_int(owner, "seed", seed, low=0)
 
     @staticmethod
     def _leverage(scale: float, quad: float) -> float:
@@ -277,10 +172,7 @@ class SketchedNewton(LinearLearner):
 
     def _gamma(self, excess: float, denom: float) -> float:
         """Alg. 1, line 5: :math:`\\gamma = \\tau_C(\\bar y)/(x^\\top x - \\hat x^\\top H \\hat x)`."""
-        return 0.0 if excess == 0.0 else excess / max(denom, _TINY)
-
-    def _model_stats(self) -> dict[str, Any]:
-        return {"eta": self._eta}
+        return 0.0 if excess == 0.0 else excess / max(denom, TINY)
 
 
 class FactoredBasis(SketchedNewton):
@@ -299,6 +191,8 @@ class FactoredBasis(SketchedNewton):
     support and happens about O(log T) times; ``stats()["rebases"]`` counts them.
     """
 
+    sketch_size: int
+
     #: Re-base once ||F||_F^2 tr(K) / k^2 (at least cond(K) / k^2, 1 for orthonormal rows of Z) exceeds
     #: this: Gram-Schmidt in the K inner product loses about cond(K) * 1e-16 relative accuracy.
     rebase_at: float = 1e2
@@ -307,7 +201,7 @@ class FactoredBasis(SketchedNewton):
         d = self._dim
         if random and k:
             # Random orthonormal rows: Q factor of a Gaussian (d, k) matrix.
-            self._Z = np.ascontiguousarray(np.linalg.qr(self._rng.standard_normal((d, k)))[0].T)
+            self._Z = np.ascontiguousarray(np.linalg.qr(self._generator.standard_normal((d, k)))[0].T)
         else:
             self._Z = np.zeros((k, d))
         self._K = self._Z @ self._Z.T
@@ -359,28 +253,22 @@ class FactoredBasis(SketchedNewton):
         self._rebases += 1
 
     def _model_stats(self) -> dict[str, Any]:
-        stats = super()._model_stats()
-        if self._ready:
-            stats["rebases"] = self._rebases
-        return stats
+        return {**super()._model_stats(), "rebases": self._rebases}
 
-    def _basis_arrays(self) -> dict[str, np.ndarray]:
-        return {"ubar": self._ubar, "b": self._b, "Z": self._Z, "F": self._F, "K": self._K}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"ubar": self._ubar, "b": self._b, "Z": self._Z, "F": self._F, "K": self._K,
+                **super()._arrays()}
 
-    def _restore_basis(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], k: int) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         d = self._dim
-        self._ubar = _vector(arrays["ubar"], d)
-        self._b = _vector(arrays["b"], k)
-        self._Z = _matrix(arrays["Z"], k, d)
-        self._F = _matrix(arrays["F"], k, k)
-        self._K = _matrix(arrays["K"], k, k)
+        k = min(self.sketch_size, d)
+        self._ubar = checked_vector(arrays["ubar"], d)
+        self._b = checked_vector(arrays["b"], k)
+        self._Z = checked_matrix(arrays["Z"], k, d)
+        self._F = checked_matrix(arrays["F"], k, k)
+        self._K = checked_matrix(arrays["K"], k, k)
         self._rebases = int(scalars["rebases"])
 
     def _scalars(self) -> dict[str, Any]:
-        return {"rebases": self._rebases}
-
-
-def apply_deltas(target: np.ndarray, deltas: list[tuple[slice | np.ndarray, np.ndarray]]) -> None:
-    """``target[index] += values`` for each pair (after the caller checked they are finite)."""
-    for index, values in deltas:
-        target[index] += values
+        return {**super()._scalars(), "rebases": self._rebases}

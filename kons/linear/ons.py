@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from kons._linear import Features, SketchedNewton, _matrix, _vector, check_finite
+from kons.linear._learner import Features, SketchedNewton
+from kons.linear._linalg import check_finite, checked_matrix, checked_vector
 
 __all__ = ["ONS"]
 
@@ -38,7 +39,7 @@ class ONS(SketchedNewton):
     C : float, default 1.0
         Predictions are clipped to :math:`[-C, C]`.
     diagonal : bool, default False
-        Feed :math:`D_t^{-1/2} x_t` (Sec. 5.2), see :mod:`kons._linear`.
+        Feed :math:`D_t^{-1/2} x_t` (Sec. 5.2), see :mod:`kons.linear._learner`.
     dim : int or None, default None
 
     Examples
@@ -66,10 +67,11 @@ class ONS(SketchedNewton):
         diagonal: bool = False,
         dim: int | None = None,
     ) -> None:
-        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim)
+        self._set_params(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         self._u = np.zeros(self._dim)
         self._Ainv = np.eye(self._dim) / self.alpha
 
@@ -93,9 +95,10 @@ class ONS(SketchedNewton):
             self._Ainv -= shrink  # Sherman-Morrison (Eq. 2)
         return y_hat, self._leverage(self._sqrt_eta * gdot, s), gdot
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {"u": self._u, "Ainv": self._Ainv}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"u": self._u, "Ainv": self._Ainv, **super()._arrays()}
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._u = _vector(arrays["u"], self._dim)
-        self._Ainv = _matrix(arrays["Ainv"], self._dim, self._dim)
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
+        self._u = checked_vector(arrays["u"], self._dim)
+        self._Ainv = checked_matrix(arrays["Ainv"], self._dim, self._dim)

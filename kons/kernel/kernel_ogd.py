@@ -3,19 +3,17 @@ r"""Kernel online gradient descent (functional OGD, NORMA without shrinkage): th
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._linalg import GrowableRows, GrowableVector
-from kons._validation import check_choice, check_real
+from kons._numerics import SCHEDULES, GrowableRows, GrowableVector, scheduled_step
+from kons._validation import POSITIVE, Constraint, OneOf
 from kons.base import Learner
 from kons.errors import NumericalError
-from kons.kernels import RBF, Kernel, kernel_from_dict
+from kons.kernels import RBF, Kernel, KernelParameter
 
 __all__ = ["KernelOGD"]
-
-SCHEDULES = ("constant", "inverse_sqrt")
 
 
 class KernelOGD(Learner):
@@ -49,30 +47,35 @@ class KernelOGD(Learner):
     """
 
     name = "kernel_ogd"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **Learner._parameter_constraints,
+        "kernel": KernelParameter(),
+        "eta": POSITIVE,
+        "schedule": OneOf(SCHEDULES),
+    }
+
+    kernel: Kernel
+    eta: float
+    schedule: str
 
     def __init__(
         self,
         *,
-        kernel: Kernel | dict = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
+        kernel: Kernel | dict[str, Any] = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
         loss: str = "squared",
         eta: float = 0.5,
         C: float = 1.0,
         schedule: str = "inverse_sqrt",
         dim: int | None = None,
     ) -> None:
-        self._init_common(loss=loss, C=C, dim=dim)
-        self.kernel = kernel_from_dict(kernel)
-        self.eta = check_real("KernelOGD", "eta", eta, low=0.0, low_open=True)
-        self.schedule = check_choice("KernelOGD", "schedule", schedule, SCHEDULES)
+        self._set_params(kernel=kernel, loss=loss, eta=eta, C=C, schedule=schedule, dim=dim)
         self._reset()
 
     def _reset_model(self) -> None:
-        self._points = None if self._dim is None else GrowableRows(self._dim)
+        self._points = GrowableRows(self._dim)
         self._coef = GrowableVector()
 
     def _predict(self, x: np.ndarray) -> float:
-        if self._points is None:
-            self._points = GrowableRows(self._dim)
         points = self._points
         return float(self.kernel.row(x, points.view, points.sq_norms.view) @ self._coef.view)
 
@@ -81,7 +84,7 @@ class KernelOGD(Learner):
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
         y_hat = self._clip(y_bar)
-        step = self.eta if self.schedule == "constant" else self.eta / math.sqrt(self._rounds + 1)
+        step = scheduled_step(self.eta, self.schedule, self._rounds + 1)
         coef = -step * self._loss.derivative(y_hat, y)
         if not math.isfinite(coef):
             raise NumericalError("the round would put a non-finite number into the state.")
@@ -94,10 +97,10 @@ class KernelOGD(Learner):
         return y_hat, 0.0
 
     def _model_stats(self) -> dict[str, Any]:
-        return {"stored_points": 0 if self._points is None else self._points.n}
+        return {"stored_points": self._points.n}
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        points = self._points if self._points is not None else GrowableRows(self._dim)
+        points = self._points
         return {"points": points.view, "points_sq_norms": points.sq_norms.view,
                 "coef": self._coef.view}
 

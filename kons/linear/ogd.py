@@ -2,17 +2,16 @@ r"""Linear online gradient descent with SON's prediction projection (the first-o
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._linear import Features, LinearLearner, _vector, check_finite
-from kons._validation import check_choice, check_real
+from kons._numerics import SCHEDULES, scheduled_step
+from kons._validation import POSITIVE, Constraint, OneOf
+from kons.linear._learner import Features, LinearLearner
+from kons.linear._linalg import check_finite, checked_vector
 
 __all__ = ["OGD"]
-
-SCHEDULES = ("constant", "inverse_sqrt")
 
 
 class OGD(LinearLearner):
@@ -49,6 +48,12 @@ class OGD(LinearLearner):
     """
 
     name = "ogd"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **LinearLearner._parameter_constraints, "eta": POSITIVE, "schedule": OneOf(SCHEDULES),
+    }
+
+    eta: float
+    schedule: str
 
     def __init__(
         self,
@@ -59,12 +64,11 @@ class OGD(LinearLearner):
         schedule: str = "inverse_sqrt",
         dim: int | None = None,
     ) -> None:
-        self._init_linear(loss=loss, C=C, dim=dim)
-        self.eta = check_real("OGD", "eta", eta, low=0.0, low_open=True)
-        self.schedule = check_choice("OGD", "schedule", schedule, SCHEDULES)
+        self._set_params(loss=loss, eta=eta, C=C, schedule=schedule, dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         self._w = np.zeros(self._dim)
 
     def _margin(self, f: Features) -> float:
@@ -74,14 +78,15 @@ class OGD(LinearLearner):
         y_hat, excess = self._play(f.dot(self._w))
         gamma = excess / f.sq_norm if excess != 0.0 else 0.0  # excess != 0 implies x != 0
         gdot = self._loss.derivative(y_hat, y)
-        step = self.eta if self.schedule == "constant" else self.eta / math.sqrt(self._rounds + 1)
+        step = scheduled_step(self.eta, self.schedule, self._rounds + 1)
         delta = -(gamma + step * gdot) * f.values
         check_finite(delta)
         self._w[f.index] += delta
         return y_hat, 0.0, gdot
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {"w": self._w}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"w": self._w, **super()._arrays()}
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._w = _vector(arrays["w"], self._dim)
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
+        self._w = checked_vector(arrays["w"], self._dim)

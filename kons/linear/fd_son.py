@@ -6,13 +6,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kons._linear import (
-    FactoredBasis,
-    Features,
-    _matrix,
-    _vector,
+from kons.linear._learner import FactoredBasis, Features
+from kons.linear._linalg import (
     apply_deltas,
     check_finite,
+    checked_matrix,
+    checked_vector,
     gram_schmidt,
     sherman_morrison,
 )
@@ -45,6 +44,16 @@ _MAX_COND = 1e8
 #: changes S'S by at most _RANK_TOL^2 relative, while keeping it would turn rounding noise (about
 #: 1e-8 of the norm, from the cancellation in |G - MV|) into a spurious unit direction.
 _RANK_TOL = 1e-6
+
+
+def _columns(support: slice | np.ndarray, index: slice | np.ndarray) -> slice | np.ndarray:
+    """The positions of the features ``index`` among the sorted ``support`` columns.
+
+    A dense row of G makes the support dense (every column, in place), so only sparse pairs map.
+    """
+    if isinstance(support, slice) or isinstance(index, slice):
+        return index
+    return np.searchsorted(support, index)
 
 
 class FDSON(FactoredBasis):
@@ -106,6 +115,8 @@ class FDSON(FactoredBasis):
 
     name = "fd_son"
 
+    sketch_size: int
+
     def __init__(
         self,
         *,
@@ -117,11 +128,12 @@ class FDSON(FactoredBasis):
         diagonal: bool = False,
         dim: int | None = None,
     ) -> None:
-        self._init_newton(loss=loss, alpha=alpha, eta=eta, C=C, diagonal=diagonal, dim=dim,
-                          sketch_size=sketch_size)
+        self._set_params(loss=loss, alpha=alpha, eta=eta, C=C, sketch_size=sketch_size, diagonal=diagonal,
+                         dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         m, d = self.sketch_size, self._dim
         k = min(m, d)
         self._allocate_basis(k, random=False)  # Z = 0: no direction yet
@@ -170,7 +182,7 @@ class FDSON(FactoredBasis):
             else:  # Alg. 11, lines 8-14
                 epoch = self._eigen_step(f, c, b, zx, gx1)
                 F, D, H = epoch.F, epoch.D, epoch.H
-                if epoch.Z is None:
+                if epoch.delta is not None:
                     row_coef -= epoch.delta.T @ b  # -G'Delta'b keeps w fixed while Z moves
                 else:
                     b = np.zeros(k)  # folded into u_bar by the dense re-basing
@@ -186,9 +198,9 @@ class FDSON(FactoredBasis):
             row_coef += hsg[k : k + len(row_coef)] / alpha
         if len(row_coef) > n:  # the new row's contribution lives on the support of x
             x_coef += c * row_coef[n]
-        deltas = [(f.index, x_coef * f.values)]
+        deltas: list[tuple[slice | np.ndarray, np.ndarray]] = [(f.index, x_coef * f.values)]
         deltas += [(index, row_coef[j] * self._Gd[j, index]) for j, index in enumerate(self._g_index)]
-        if epoch is not None and epoch.Z is not None:
+        if epoch is not None and epoch.fold is not None:
             deltas.append((epoch.support, epoch.fold))
         check_finite(b, H, *(v for _, v in deltas))
         # Commit.
@@ -260,7 +272,8 @@ class FDSON(FactoredBasis):
         m = self.sketch_size
         sigma = np.maximum(eigenvalues, 0.0)
         shrink = sigma[m - 1] if m <= min(len(sigma), rank_bound) else 0.0
-        return np.sqrt(np.maximum(sigma - shrink, 0.0))
+        shrunk: np.ndarray = np.sqrt(np.maximum(sigma - shrink, 0.0))
+        return shrunk
 
     def _h(self, D: np.ndarray) -> np.ndarray:
         """H after an epoch: diag(1 / (alpha + D^2), 1 / alpha, ...) (Alg. 8, line 9)."""
@@ -286,7 +299,7 @@ class FDSON(FactoredBasis):
         n = Zs.shape[1]
         G = np.zeros((m, n))
         for j, (index, values) in enumerate(rows):
-            G[j, index if isinstance(support, slice) else np.searchsorted(support, index)] = values
+            G[j, _columns(support, index)] = values
         S = np.vstack([self._D[:, None] * (self._F @ Zs), G])
         _, singular, Vt = np.linalg.svd(S, full_matrices=False)
         kk = min(k, len(singular))
@@ -295,14 +308,14 @@ class FDSON(FactoredBasis):
         Z1 = np.zeros((k, n))
         Z1[:kk] = Vt[:kk]
         K1 = Z1 @ Z1.T
-        x_at = f.index if isinstance(support, slice) else np.searchsorted(support, f.index)
+        x_at = _columns(support, f.index)
         fold = Zs.T @ b
         check_finite(D, Z1, fold)
         return _Epoch(np.eye(k), D, self._h(D), K1, rows, Z1[:, x_at] @ f.values, support, None, None,
                       Z1, fold, kk == k)
 
     def _commit_epoch(self, epoch: _Epoch) -> None:
-        if epoch.Z is None:
+        if epoch.z_steps is not None:
             for (index, _), step in zip(epoch.rows, epoch.z_steps, strict=True):
                 self._Z[:, index] += step  # Z += Delta G (Alg. 11, line 11), one row of G at a time
         else:
@@ -320,21 +333,18 @@ class FDSON(FactoredBasis):
 
     # ----------------------------------------------------------------- state
     def _model_stats(self) -> dict[str, Any]:
-        stats = super()._model_stats()
-        if self._ready:
-            stats["buffered_rows"] = len(self._g_index)
-            stats["direct_epochs"] = self._direct_epochs
-        return stats
+        return {**super()._model_stats(), "buffered_rows": len(self._g_index),
+                "direct_epochs": self._direct_epochs}
 
     def _scalars(self) -> dict[str, Any]:
         return {**super()._scalars(), "direct_epochs": self._direct_epochs}
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
+    def _arrays(self) -> dict[str, np.ndarray]:
         support = self._support_index
         dense = np.array([isinstance(index, slice) for index in self._g_index], dtype=bool)
         sparse = [index for index in self._g_index if not isinstance(index, slice)]
         return {
-            **self._basis_arrays(),
+            **super()._arrays(),
             "D": self._D,
             "H": self._H,
             "G": self._Gd,
@@ -345,14 +355,14 @@ class FDSON(FactoredBasis):
             "flags": np.array([self._full, isinstance(support, slice)], dtype=bool),
         }
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
         m, d = self.sketch_size, self._dim
         k = min(m, d)
-        self._restore_basis(arrays, scalars, k)
-        self._D = _vector(arrays["D"], k)
+        self._D = checked_vector(arrays["D"], k)
         self._direct_epochs = int(scalars["direct_epochs"])
-        self._H = _matrix(arrays["H"], k + m, k + m)
-        self._Gd = _matrix(arrays["G"], m, d)
+        self._H = checked_matrix(arrays["H"], k + m, k + m)
+        self._Gd = checked_matrix(arrays["G"], m, d)
         dense, counts, flat = arrays["g_dense"], arrays["g_counts"], arrays["g_index"]
         if len(dense) >= max(m, 1) or counts.sum() != len(flat) or len(counts) != (~dense).sum():
             raise ValueError("buffered rows of G are inconsistent")

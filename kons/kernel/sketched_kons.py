@@ -2,14 +2,14 @@ r"""Sketched-KONS (Calandriello, Lazaric, Valko, ICML 2017, Alg. 3)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._kernel_newton import KernelNewton
-from kons._validation import check_int, check_real
+from kons._validation import POSITIVE, Constraint, Integer, Interval
+from kons.kernel._newton import KernelNewton
+from kons.kernel.kors import KORS, KORSProposal
 from kons.kernels import RBF, Kernel
-from kons.kors import KORS, KORSProposal
 
 __all__ = ["SketchedKONS"]
 
@@ -17,7 +17,7 @@ __all__ = ["SketchedKONS"]
 class SketchedKONS(KernelNewton):
     r"""KONS whose second-order matrix only takes the rounds selected by ridge leverage scores.
 
-    Each round with a non-zero gradient runs KORS (Alg. 2, :class:`~kons.kors.KORS`) to estimate its
+    Each round with a non-zero gradient runs KORS (Alg. 2, :class:`~kons.kernel.kors.KORS`) to estimate its
     ridge leverage score :math:`\tau_t`; KORS keeps the point with probability
     :math:`p_t = \min(\beta\tau_t, 1)`, and an independent coin :math:`z_t` with probability
     :math:`\max(p_t, \gamma)` decides whether :math:`\eta\dot g_t^2\phi_t\phi_t^\top` enters
@@ -53,11 +53,23 @@ class SketchedKONS(KernelNewton):
     """
 
     name = "sketched_kons"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **KernelNewton._parameter_constraints,
+        "beta": POSITIVE,
+        "epsilon": Interval(low=0.0, high=1.0, low_open=True, high_open=True),
+        "gamma": Interval(low=0.0, high=1.0),
+        "seed": Integer(low=0),
+    }
+
+    beta: float
+    epsilon: float
+    gamma: float
+    seed: int
 
     def __init__(
         self,
         *,
-        kernel: Kernel | dict = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
+        kernel: Kernel | dict[str, Any] = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
         loss: str = "squared",
         alpha: float = 1.0,
         eta: float | None = None,
@@ -68,47 +80,38 @@ class SketchedKONS(KernelNewton):
         seed: int = 0,
         dim: int | None = None,
     ) -> None:
-        self._init_kernel_newton(kernel=kernel, loss=loss, alpha=alpha, eta=eta, C=C, dim=dim)
-        self.beta = check_real("SketchedKONS", "beta", beta, low=0.0, low_open=True)
-        self.epsilon = check_real("SketchedKONS", "epsilon", epsilon, low=0.0, high=1.0,
-                                  low_open=True, high_open=True)
-        self.gamma = check_real("SketchedKONS", "gamma", gamma, low=0.0, high=1.0)
-        self.seed = check_int("SketchedKONS", "seed", seed, low=0)
+        self._set_params(kernel=kernel, loss=loss, alpha=alpha, eta=eta, C=C, beta=beta, epsilon=epsilon,
+                         gamma=gamma, seed=seed, dim=dim)
         self._reset()
 
     def _reset_model(self) -> None:
         super()._reset_model()
-        self._kors: KORS | None = None
-        if self._dim is not None:
-            self._kors = KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
+        self._kors = KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
 
     def _uniform(self) -> float:
         """One U[0, 1) draw from the learner's generator (tests override it to force coins)."""
-        return float(self._rng.random())
+        return float(self._generator.random())
 
     def _decide(self, x: np.ndarray, kxx: float, scale: float) -> tuple[bool, Any]:
-        if self._kors is None:
-            self._kors = KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
-        rng_state = self._rng.bit_generator.state
+        rng_state = self._generator.bit_generator.state
         proposal = self._kors.propose(x, kxx, scale)
         kors_keeps = self._uniform() < proposal.probability  # KORS's coin (Alg. 2)
         joins = self._uniform() < max(proposal.probability, self.gamma)  # z_t (Alg. 3)
         return joins, (proposal if kors_keeps else None, rng_state)
 
-    def _commit(self, pending: tuple[KORSProposal | None, dict]) -> None:
+    def _commit(self, pending: tuple[KORSProposal | None, dict[str, Any]] | None) -> None:
         if pending is not None and pending[0] is not None:
             self._kors.add(pending[0])
 
-    def _abandon(self, pending: tuple[KORSProposal | None, dict] | None) -> None:
+    def _abandon(self, pending: tuple[KORSProposal | None, dict[str, Any]] | None) -> None:
         if pending is not None:
-            self._rng.bit_generator.state = pending[1]
+            self._generator.bit_generator.state = pending[1]
 
     def _model_stats(self) -> dict[str, Any]:
-        return {**super()._model_stats(), "kors_size": 0 if self._kors is None else self._kors.size}
+        return {**super()._model_stats(), "kors_size": self._kors.size}
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        kors = self._kors or KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
-        return {**super()._arrays(), **kors.arrays()}
+        return {**super()._arrays(), **self._kors.arrays()}
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         super()._restore(arrays, scalars)

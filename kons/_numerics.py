@@ -1,7 +1,8 @@
-"""Growable buffers and an append-only Cholesky factor: the private numerics of the learners.
+"""Numerics shared by the kernel and the linear learners.
 
-Every structure here grows geometrically and exposes views of its used prefix, so a round costs what
-the algorithm needs and never a copy of the whole state.
+Growable buffers and an append-only Cholesky factor (each grows geometrically and exposes views of its
+used prefix, so a round costs what the algorithm needs and never a copy of the whole state), the ridge
+leverage of a round, and the step-size schedules of the first-order learners.
 """
 
 from __future__ import annotations
@@ -11,9 +12,33 @@ import math
 import numpy as np
 from scipy.linalg.blas import dspmv, dspr, dtpsv
 
-__all__ = ["GrowableRows", "GrowableVector", "PackedCholesky", "PackedSymmetric"]
+__all__ = [
+    "SCHEDULES",
+    "TINY",
+    "GrowableRows",
+    "GrowableVector",
+    "PackedCholesky",
+    "PackedSymmetric",
+    "ridge_leverage",
+    "scheduled_step",
+]
 
 _MIN_CAPACITY = 16
+#: Floor of a quadratic form that is positive in exact arithmetic but may round to zero or below: a
+#: division by it then overflows, and the round is rejected instead of dividing by zero.
+TINY = 1e-300
+#: Step-size schedules of the first-order learners: ``eta`` or ``eta / sqrt(t)`` in round ``t``.
+SCHEDULES = ("constant", "inverse_sqrt")
+
+
+def ridge_leverage(ridge: float) -> float:
+    """:math:`r / (1 + r)`, the leverage of a round with ridge ratio ``r >= 0`` (1 when ``r`` overflows)."""
+    return ridge / (1.0 + ridge) if math.isfinite(ridge) else 1.0
+
+
+def scheduled_step(eta: float, schedule: str, t: int) -> float:
+    """The step of round ``t >= 1`` under ``schedule`` (one of :data:`SCHEDULES`)."""
+    return eta if schedule == "constant" else eta / math.sqrt(t)
 
 
 def _triangle_side(length: int) -> int:
@@ -103,7 +128,8 @@ class PackedCholesky:
         """:math:`L^{-1} b` (forward substitution); ``b`` has length ``size`` and is not modified."""
         if self.size == 0:
             return np.zeros(0)
-        return dtpsv(self.size, self._packed.view, b, lower=0, trans=1)
+        solution: np.ndarray = dtpsv(self.size, self._packed.view, b, lower=0, trans=1)
+        return solution
 
     def append(self, row: np.ndarray, diagonal: float) -> None:
         """Add the row ``[row, diagonal]`` (``row`` = :math:`L^{-1} e` for the new column ``e``)."""

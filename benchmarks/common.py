@@ -1,0 +1,130 @@
+"""What every benchmark needs around its measurements: provenance, Markdown tables and BLAS limits.
+
+* Provenance: the command line that reproduces a report (:func:`command_line`), the checkout's commit
+  (:func:`git_commit`) and the machine (:func:`machine` as a record, :func:`machine_summary` as a line).
+* :func:`markdown_table`: the lines of a table, one row per sequence of cells.
+* BLAS threads: :func:`blas_threads` limits them in this process, :func:`blas_env` in a child process.
+  On shared cores a second BLAS thread makes timings wait on a busy core (``scaling.md`` has figures),
+  so benchmarks run with one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["REPO", "blas_env", "blas_threads", "command_line", "git_commit", "machine", "machine_summary",
+           "markdown_table"]
+
+REPO = Path(__file__).resolve().parents[1]
+#: The environment variables that fix the thread pools of OpenBLAS, OpenMP and MKL when a process starts.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+# ---------------------------------------------------------------------------------------------- provenance
+def command_line(module: str, argv: Sequence[str] | None = None, *, outputs: Sequence[str] = ()) -> str:
+    """``python -m module ARGS``, quoted for a shell; ``argv`` defaults to this process's arguments.
+
+    The options named in ``outputs`` (and their values) are left out: they choose where results are
+    written, not what is measured.
+    """
+    words, kept = list(sys.argv[1:] if argv is None else argv), []
+    while words:
+        word = words.pop(0)
+        if word in outputs:
+            words = words[1:]
+        elif not word.startswith(tuple(f"{option}=" for option in outputs)):
+            kept.append(word)
+    return " ".join(["python -m", module, *map(shlex.quote, kept)])
+
+
+def git_commit(paths: Sequence[str] = ("kons", "kons_service", "benchmarks", "testkit")) -> str:
+    """The checkout's short commit, with ``+dirty`` when ``paths`` have local changes (``unknown``
+    outside a git checkout). Read it when a run starts: the code that runs is the code imported then."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                              text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=REPO, capture_output=True,
+                               text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (fewer than the machine's under a CPU affinity mask)."""
+    with contextlib.suppress(AttributeError):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def _version(module: str) -> str:
+    try:
+        return str(getattr(importlib.import_module(module), "__version__", "installed"))
+    except ImportError:
+        return "missing"
+
+
+def machine(*modules: str) -> dict[str, Any]:
+    """What the numbers are measured on, now: platform, Python, CPUs and their load, and the versions of
+    ``modules`` (import names; ``missing`` when one is not installed)."""
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": _cpus(),
+            "cpu": _cpu_model(), "load_average": list(os.getloadavg()),
+            "versions": {m: _version(m) for m in modules},
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
+def machine_summary() -> str:
+    """One line for a report: architecture, operating system, Python and the CPUs this process may use."""
+    return (f"{platform.machine()}, {platform.system()} {platform.release()}, Python "
+            f"{platform.python_version()}, {_cpus()} CPU(s)")
+
+
+# ---------------------------------------------------------------------------------------------- Markdown
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], align: str = "") -> list[str]:
+    """The lines of a Markdown table; ``align`` has a letter per column, ``l`` (the default) or ``r``."""
+
+    def line(cells: Sequence[object]) -> str:
+        return "| " + " | ".join(map(str, cells)) + " |"
+
+    rule = "|" + "".join("---:|" if a == "r" else "---|" for a in align.ljust(len(header), "l"))
+    return [line(header), rule, *map(line, rows)]
+
+
+# ---------------------------------------------------------------------------------------------- BLAS
+@contextlib.contextmanager
+def blas_threads(threads: int | None) -> Iterator[str]:
+    """Limit the BLAS threads of this process to ``threads`` (``None``: no limit) with threadpoolctl if it
+    is installed; yields what was done, for the report."""
+    if threads is None:
+        yield "BLAS threads not limited"
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield "BLAS threads not limited (threadpoolctl missing)"
+        return
+    with threadpool_limits(limits=threads):
+        yield f"BLAS limited to {threads} thread(s)"
+
+
+def blas_env(threads: int | None) -> dict[str, str]:
+    """The environment variables that give a child process ``threads`` BLAS threads (none for ``None``)."""
+    return {} if threads is None else dict.fromkeys(BLAS_THREAD_VARIABLES, str(threads))

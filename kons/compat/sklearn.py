@@ -1,0 +1,248 @@
+"""scikit-learn estimators around the kons learners: ``partial_fit`` is one online round per row.
+
+``KonsRegressor(algorithm="sketched_kons", params={"kernel": {"name": "rbf", "gamma": 0.5}, "C": 3.0})``
+names the learner by its registry key (:data:`kons.LEARNERS`) and passes ``params`` to it unchanged, so
+the estimator has the same two parameters as the service's ``POST /v1/learners``. The learner's own
+parameters are nested under ``params__``, the kernel's under ``params__kernel__``, as scikit-learn nests a
+sub-estimator's: ``get_params(deep=True)`` lists them (with the learner's defaults), ``set_params`` and
+``GridSearchCV`` accept them (``{"params__kernel__gamma": [0.1, 1.0]}``), and ``clone`` copies them.
+
+``partial_fit(X, y)`` plays one round per row, in order, on the current learner; ``fit(X, y)`` starts a
+fresh learner and makes one such pass (an online learner sees each example once: there are no epochs).
+Predictions are the learner's, clipped to ``[-C, C]``: scale the target or raise ``C``.
+
+Examples
+--------
+>>> import numpy as np
+>>> from kons.compat.sklearn import KonsRegressor
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(300, 2))
+>>> y = np.sin(X[:, 0])
+>>> model = KonsRegressor(algorithm="kons", params={"kernel": {"name": "rbf", "gamma": 0.5}})
+>>> for start in range(0, 300, 100):
+...     model = model.partial_fit(X[start:start + 100], y[start:start + 100])
+>>> bool(np.abs(model.predict(X[:50]) - y[:50]).mean() < 0.1)
+True
+>>> model.set_params(params__kernel__gamma=2.0).params["kernel"]
+{'name': 'rbf', 'gamma': 2.0}
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from kons.base import Learner, learner_from_params
+from kons.compat._common import PROBABILISTIC_LOSS, positive_probability
+from kons.kernels import Kernel
+
+__all__ = ["KonsClassifier", "KonsRegressor"]
+
+_NESTED = "params__"
+
+
+def _plain(params: Any) -> dict[str, Any]:
+    """``params`` as a fresh dict with a kernel given as an object turned into its dict."""
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise ValueError(f"params must be a dict of the learner's parameters; got {params!r}.")
+    return {k: v.to_dict() if isinstance(v, Kernel) else v for k, v in params.items()}
+
+
+class _OnlineEstimator(BaseEstimator):
+    """The parameters, their nesting and the online rounds shared by the regressor and the classifier."""
+
+    #: Learner parameters this estimator uses unless ``params`` gives them.
+    _default_params: ClassVar[dict[str, Any]] = {}
+    #: Whether ``y`` is a number (regression) rather than a class label.
+    _numeric_target: ClassVar[bool]
+
+    def __init__(self, algorithm: str = "sketched_kons", params: dict[str, Any] | None = None) -> None:
+        # Stored as given, validated when a learner is built (scikit-learn's convention, which clone checks).
+        self.algorithm = algorithm
+        self.params = params
+
+    # ----------------------------------------------------------------- parameters
+    def _learner_params(self) -> dict[str, Any]:
+        return {**self._default_params, **_plain(self.params)}
+
+    def _new_learner(self, dim: int) -> Learner:
+        return learner_from_params(self.algorithm, {**self._learner_params(), "dim": dim})
+
+    def _effective_params(self) -> dict[str, Any]:
+        """Every learner parameter with its value here (defaults included), as far as they are valid."""
+        try:
+            given = self._learner_params()
+        except ValueError:  # params is not a dict: set_params does not validate, fit will say so
+            return {}
+        try:
+            return learner_from_params(self.algorithm, given).get_params()
+        except (TypeError, ValueError):  # an unknown algorithm or an invalid parameter (KonsErrors)
+            return given
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """``algorithm``, ``params``; with ``deep`` also ``params__<name>`` and ``params__kernel__<key>``."""
+        out = {"algorithm": self.algorithm, "params": self.params}
+        if deep:
+            for name, value in self._effective_params().items():
+                out[_NESTED + name] = value
+                if isinstance(value, dict):  # the kernel
+                    out.update({f"{_NESTED}{name}__{key}": v for key, v in value.items()})
+        return out
+
+    def set_params(self, **params: Any) -> Self:
+        """Set ``algorithm``, ``params`` or nested ``params__<name>`` / ``params__<name>__<key>`` values.
+
+        Nested values go into a new ``params`` dict (the one given before is never modified).
+        """
+        nested = {k: v for k, v in params.items() if k.startswith(_NESTED)}
+        for name, value in params.items():
+            if name in ("algorithm", "params"):
+                setattr(self, name, value)
+            elif name not in nested:
+                raise ValueError(
+                    f"Invalid parameter {name!r} for estimator {type(self).__name__}. Valid parameters are: "
+                    "['algorithm', 'params'] and params__<learner parameter>."
+                )
+        if nested:
+            merged = _plain(self.params)
+            defaults = self._effective_params()
+            for key, value in nested.items():
+                path = key[len(_NESTED):].split("__")
+                if len(path) == 1:
+                    merged[path[0]] = value
+                elif len(path) == 2:
+                    inner = merged.get(path[0], defaults.get(path[0]))
+                    if not isinstance(inner, dict):
+                        raise ValueError(f"Invalid parameter {key!r}: {path[0]!r} has no nested parameters.")
+                    merged[path[0]] = {**inner, path[1]: value}
+                else:
+                    raise ValueError(f"Invalid parameter {key!r} for estimator {type(self).__name__}.")
+            self.params = merged
+        return self
+
+    # ----------------------------------------------------------------- rounds
+    def _validate(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``X`` (n, d) and ``y`` (n,) checked; on the first batch, ``d`` becomes ``n_features_in_``."""
+        first = not hasattr(self, "learner_")
+        return validate_data(self, X, y, dtype=np.float64, y_numeric=self._numeric_target, reset=first)
+
+    def fit(self, X: Any, y: Any) -> Self:
+        """A fresh learner, then one online round per row of ``X`` (n, d) and ``y`` (n,), in order."""
+        self.__dict__.pop("learner_", None)
+        return self.partial_fit(X, y)
+
+    def _margins(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "learner_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return self.learner_.predict_many(X)
+
+
+class KonsRegressor(RegressorMixin, _OnlineEstimator):
+    """A kons learner as a scikit-learn regressor (see :mod:`kons.compat.sklearn`).
+
+    Parameters
+    ----------
+    algorithm : str, default "sketched_kons"
+        The learner's registry name (a key of :data:`kons.LEARNERS`).
+    params : dict or None, default None
+        The learner's parameters (``dim`` is set from the data).
+
+    Attributes
+    ----------
+    learner_ : kons.Learner
+        The learner trained so far.
+    n_features_in_ : int
+    """
+
+    _numeric_target = True
+
+    def partial_fit(self, X: Any, y: Any) -> Self:
+        """One online round per row, continuing the current learner (a fresh one on the first call)."""
+        X, y = self._validate(X, y)
+        if not hasattr(self, "learner_"):
+            self.learner_ = self._new_learner(self.n_features_in_)
+        self.learner_.learn_many(X, y)
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The learner's clipped predictions (n,) on its current state."""
+        return self._margins(X)
+
+
+class KonsClassifier(ClassifierMixin, _OnlineEstimator):
+    """A kons learner as a binary scikit-learn classifier (see :mod:`kons.compat.sklearn`).
+
+    ``classes_[0]`` is the learner's label -1 and ``classes_[1]`` its +1, so ``decision_function`` is the
+    learner's (clipped) prediction, positive for ``classes_[1]``. The loss is logistic unless ``params``
+    names another; ``predict_proba`` exists for the logistic loss only (its prediction is a log-odds).
+
+    Parameters
+    ----------
+    algorithm : str, default "sketched_kons"
+        The learner's registry name (a key of :data:`kons.LEARNERS`).
+    params : dict or None, default None
+        The learner's parameters (``dim`` is set from the data; ``loss`` defaults to ``"logistic"``).
+
+    Attributes
+    ----------
+    learner_ : kons.Learner
+    classes_ : ndarray of shape (2,)
+    n_features_in_ : int
+    """
+
+    _numeric_target = False
+    _default_params: ClassVar[dict[str, Any]] = {"loss": PROBABILISTIC_LOSS}
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> Self:
+        """One online round per row, continuing the current learner.
+
+        ``classes`` (both labels) is needed on the first call unless that batch already holds both.
+        """
+        X, y = self._validate(X, y)
+        check_classification_targets(y)
+        if not hasattr(self, "learner_"):
+            found = np.unique(y if classes is None else classes)
+            if len(found) != 2:
+                # The wording is scikit-learn's, which its checks look for.
+                raise ValueError(
+                    f"Only binary classification is supported: {type(self).__name__} needs exactly 2 "
+                    f"classes; got {len(found)} class(es) {found.tolist()} (give partial_fit both classes "
+                    "on its first call)."
+                )
+            self.classes_ = found
+            self.learner_ = self._new_learner(self.n_features_in_)
+        unknown = np.setdiff1d(y, self.classes_)
+        if len(unknown):
+            raise ValueError(f"y holds labels {unknown.tolist()} that are not in classes_ {self.classes_}.")
+        self.learner_.learn_many(X, np.where(y == self.classes_[1], 1.0, -1.0))
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """The learner's clipped predictions (n,): positive for ``classes_[1]``."""
+        return self._margins(X)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """``classes_[1]`` where the decision function is positive, else ``classes_[0]``."""
+        positive = self.decision_function(X) > 0.0
+        return self.classes_[positive.astype(int)]
+
+    def _probabilistic(self) -> bool:
+        return self._learner_params().get("loss") == PROBABILISTIC_LOSS
+
+    @available_if(_probabilistic)
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Columns ``classes_``: the sigmoid of the learner's (clipped) log-odds for ``classes_[1]``."""
+        p = np.array([positive_probability(m) for m in self.decision_function(X)])
+        return np.column_stack([1.0 - p, p])

@@ -1,0 +1,189 @@
+"""The learners this process holds, kept in step with their logs in the store.
+
+A cached learner is at ``version`` of ``incarnation``. Before it is used it is brought to the store's head
+(:meth:`LearnerCache.sync`): by replaying the logged rounds it has not seen, or, when the log no longer
+holds them (trimmed behind a newer snapshot) or the learner was replaced, by rebuilding it from the newest
+snapshot plus the log after it. Since kons is deterministic, every process that replays the same log
+reaches a bit-identical learner. The cache holds at most ``cache_size`` learners (least recently used
+first out); an evicted learner with unsnapshotted rounds is handed to ``on_evict``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+
+import kons
+from kons_service import codec
+from kons_service.errors import BusyError, LearnerNotFoundError
+from kons_service.learning import build, offload
+from kons_service.metrics import Metrics
+from kons_service.settings import Settings
+from kons_service.store import Head, LearnerRef, LoggedRound, Store
+
+__all__ = ["CachedLearner", "LearnerCache", "not_found"]
+
+log = logging.getLogger("kons_service.cache")
+
+_LOAD_ATTEMPTS = 5  # rebuilds from a snapshot before answering 503
+_REPLAY_PAGE = 512
+
+
+def not_found(ref: LearnerRef) -> LearnerNotFoundError:
+    return LearnerNotFoundError(f"No learner named {ref.name!r}.")
+
+
+@dataclass(eq=False)
+class CachedLearner:
+    """A learner held by this process, at ``version`` of ``incarnation``; guarded by ``lock``."""
+
+    ref: LearnerRef
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    learner: kons.Learner | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    incarnation: str = ""
+    version: int = 0
+    snap_version: int = 0
+    last_snapshot: float = field(default_factory=time.monotonic)
+
+    def invalidate(self) -> None:
+        self.learner, self.incarnation, self.version = None, "", 0
+
+    def at(self, head: Head) -> bool:
+        here = (self.incarnation, self.version)
+        return self.learner is not None and here == (head.incarnation, head.version)
+
+    def loaded(self) -> kons.Learner:
+        """The learner (only after a successful :meth:`LearnerCache.sync`)."""
+        if self.learner is None:
+            raise RuntimeError(f"{self.ref} is not loaded")
+        return self.learner
+
+    def adopt(self, learner: kons.Learner, config: dict[str, Any], head: Head) -> None:
+        self.learner, self.config = learner, config
+        self.incarnation, self.version = head.incarnation, head.version
+        self.snap_version = head.snap_version
+        self.last_snapshot = time.monotonic()
+
+
+class LearnerCache:
+    """The per-process cache of learners, and their replay from the store."""
+
+    def __init__(self, store: Store, settings: Settings, metrics: Metrics,
+                 on_evict: Callable[[CachedLearner], None]) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self._on_evict = on_evict
+        self._entries: OrderedDict[LearnerRef, CachedLearner] = OrderedDict()
+
+    # ------------------------------------------------------------------ entries
+    def entry(self, ref: LearnerRef) -> CachedLearner:
+        """The cache entry of ``ref`` (created empty if missing), marked as the most recently used."""
+        entry = self._entries.get(ref)
+        if entry is None:
+            entry = self._entries[ref] = CachedLearner(ref)
+            self._evict()
+        self._entries.move_to_end(ref)
+        return entry
+
+    def entries(self) -> list[CachedLearner]:
+        return list(self._entries.values())
+
+    def drop(self, ref: LearnerRef) -> None:
+        self._entries.pop(ref, None)  # a request still using it fails its compare-and-append
+        self.metrics.cached.set(len(self._entries))
+
+    def _evict(self) -> None:
+        for ref, entry in list(self._entries.items()):
+            if len(self._entries) <= self.settings.cache_size:
+                break
+            if entry.lock.locked():
+                continue
+            del self._entries[ref]
+            if entry.learner is not None and entry.version > entry.snap_version:
+                self._on_evict(entry)
+        self.metrics.cached.set(len(self._entries))
+
+    @contextlib.asynccontextmanager
+    async def locked(self, entry: CachedLearner) -> AsyncIterator[CachedLearner]:
+        """Hold the learner's lock, waiting at most ``lease_wait_seconds`` (then 503 learner_busy): a
+        request queued behind others that each wait for a frozen Redis must not hang without bound."""
+        try:
+            async with asyncio.timeout(self.settings.lease_wait_seconds):
+                await entry.lock.acquire()
+        except TimeoutError:
+            raise BusyError(f"Learner {entry.ref.name!r} is busy in this process; retry.") from None
+        try:
+            yield entry
+        finally:
+            entry.lock.release()
+
+    @contextlib.asynccontextmanager
+    async def current(self, ref: LearnerRef) -> AsyncIterator[tuple[CachedLearner, kons.Learner]]:
+        """The learner of ``ref`` at the store's head, locked for the block."""
+        async with self.locked(self.entry(ref)) as entry:
+            await self.sync(entry, await self.head(ref))
+            yield entry, entry.loaded()
+
+    async def head(self, ref: LearnerRef) -> Head:
+        head = await self.store.head(ref)
+        if head is None:
+            raise not_found(ref)
+        return head
+
+    # ------------------------------------------------------------------ replay
+    async def sync(self, entry: CachedLearner, head: Head) -> None:
+        """Bring the cached learner (lock held) to at least ``head``: replay the log, or rebuild."""
+        same = entry.learner is not None and entry.incarnation == head.incarnation
+        if same and entry.version <= head.version and await self._catch_up(entry, head.version):
+            entry.snap_version = max(entry.snap_version, head.snap_version)
+            return
+        for _ in range(_LOAD_ATTEMPTS):
+            entry.invalidate()
+            stored = await self.store.read_state(entry.ref)
+            if stored is None:
+                raise not_found(entry.ref)
+            config = json.loads(stored.config)
+            if stored.snapshot is None:
+                learner = build(config)
+            else:
+                learner = await anyio.to_thread.run_sync(kons.load, stored.snapshot)
+            snap = stored.head.snap_version
+            entry.adopt(learner, config, Head(stored.head.incarnation, snap, snap))
+            if await self._catch_up(entry, stored.head.version):
+                return
+        entry.invalidate()
+        raise BusyError(f"Learner {entry.ref.name!r} could not be loaded consistently; retry.")
+
+    async def _catch_up(self, entry: CachedLearner, target: int) -> bool:
+        """Replay logged rounds up to ``target``; False if the log no longer holds the next one."""
+        while entry.version < target:
+            rows = await self.store.read_log(entry.ref, entry.version, _REPLAY_PAGE)
+            expected = list(range(entry.version + 1, entry.version + 1 + len(rows)))
+            if not rows or [row.version for row in rows] != expected:
+                return False  # trimmed behind a newer snapshot: rebuild from it
+            await offload(functools.partial(self._replay, entry, rows), len(rows))
+        return True
+
+    def _replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
+        learner = entry.loaded()
+        for version, logged in rows:
+            x = codec.decode_features(logged.x)
+            played = learner.learn_one(x, codec.unpack_float(logged.y))
+            entry.version = version
+            if played != codec.unpack_float(logged.played):
+                self.metrics.divergence.inc()
+                log.error("replay of %s round %d played %r, the log says %r (non-deterministic numerics?)",
+                          entry.ref, version, played, codec.unpack_float(logged.played))
+        self.metrics.replayed.inc(len(rows))

@@ -1,0 +1,220 @@
+"""kons.compat.river: River's own estimator checks for every learner, pipelines, the feature map, state."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from river import checks, compose, dummy, evaluate, metrics, preprocessing, stats, stream
+from streams import load_stream
+
+import kons
+from kons.compat.river import DEFAULT_DIM, KonsClassifier, KonsRegressor
+from kons.errors import InvalidInputError, InvalidParameterError, NumericalError, StateFormatError
+
+NAMES = sorted(kons.LEARNERS)
+REGRESSION = {"C": 100.0}  # River's regression check data (TrumpApproval) has targets around 40
+CLASSIFICATION = {"loss": "logistic", "C": 5.0}
+
+# FD-, RP- and Oja-SON raise NumericalError on TrumpApproval's raw features today (values up to ~1e5 and
+# targets near 40: the sketch's update overflows). These are River's checks that learn from that data;
+# strict xfails, so the suite says so once the raw-data work makes them pass.
+_LEARNING_CHECKS = {
+    "check_learn_one", "check_pickling", "check_shuffle_features_no_impact", "check_emerging_features",
+    "check_disappearing_features", "check_radically_disappearing_features", "check_predict_one_pure",
+    "check_clone_is_independent", "check_bounded_memory_growth",
+}
+RAW_DATA_FAILURES = {
+    "fd_son": _LEARNING_CHECKS,
+    "rp_son": _LEARNING_CHECKS,
+    # Oja's random start already fails the single round of check_no_state_aliasing_with_input.
+    "oja_son": _LEARNING_CHECKS | {"check_no_state_aliasing_with_input"},
+}
+
+
+def _river_checks(kind: str) -> list:
+    cases = []
+    for name in NAMES:
+        if kind == "regressor":
+            model = KonsRegressor(kons.learner_from_params(name, REGRESSION))
+        else:
+            model = KonsClassifier(kons.learner_from_params(name, CLASSIFICATION))
+        for i, check in enumerate(checks.yield_checks(model)):
+            marks = []
+            if kind == "regressor" and check.__name__ in RAW_DATA_FAILURES.get(name, ()):
+                marks += [
+                    pytest.mark.xfail(raises=NumericalError, strict=True,
+                                      reason="raw data: the sketch overflows (NumericalError)"),
+                    pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning"),  # NumPy's, before the raise
+                    pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning"),
+                ]
+            if check.__name__ == "check_bounded_memory_growth":  # 2000 rows each: most of the suite's time
+                marks.append(pytest.mark.slow)
+            cases.append(pytest.param(model, check, id=f"{name}-{i}-{check.__name__}", marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize(("model", "check"), _river_checks("regressor"))
+def test_river_regressor_checks(model, check):
+    check(model.clone())
+
+
+@pytest.mark.parametrize(("model", "check"), _river_checks("classifier"))
+def test_river_classifier_checks(model, check):
+    check(model.clone())
+
+
+def _housing_stream(n: int | None = None):
+    data = load_stream("housing", n)
+    return stream.iter_array(data.X, data.y, feature_names=[f"x{i}" for i in range(data.X.shape[1])])
+
+
+def _assert_beats_the_mean(model, make_stream) -> None:
+    """River's progressive validation (test, then train) MAE: below 0.9 times the running mean's."""
+    mae = evaluate.progressive_val_score(make_stream(), model, metrics.MAE()).get()
+    baseline = evaluate.progressive_val_score(
+        make_stream(), dummy.StatisticRegressor(stats.Mean()), metrics.MAE()
+    ).get()
+    assert mae < 0.9 * baseline, (mae, baseline)
+
+
+@pytest.mark.parametrize("name", ["sketched_kons", "kons", "kernel_ogd"])
+def test_progressive_validation_beats_the_mean(name):
+    model = preprocessing.StandardScaler() | KonsRegressor(kons.learner_from_params(name, {"C": 3.0}))
+    _assert_beats_the_mean(model, _housing_stream)
+
+
+def test_dict_rounds_equal_the_learners_rounds_on_arrays():
+    """The adapter feeds the learner exactly the vectors the map says (an independent loop)."""
+    data = load_stream("housing", 60)
+    names = [f"x{i}" for i in range(data.X.shape[1])]
+    model = KonsRegressor(kons.learner_from_params("sketched_kons", {"C": 3.0}), features=names)
+    direct = kons.learner_from_params("sketched_kons", {"C": 3.0, "dim": len(names)})
+    for x, y in zip(data.X, data.y, strict=True):
+        row = dict(zip(reversed(names), reversed(x.tolist()), strict=True))  # key order must not matter
+        assert model.predict_one(row) == direct.predict_one(x)
+        model.learn_one(row, y)
+        direct.learn_one(x, y)
+    assert model.stats()["rounds"] == 60
+
+
+def test_online_map_grows_in_sorted_order_and_ignores_names_past_the_dimension():
+    model = KonsRegressor(kons.learner_from_params("ons", {"dim": 3, "C": 5.0}))
+    model.learn_one({"b": 1.0, "a": 2.0}, 1.0)
+    assert model.feature_names == ["a", "b"]
+    assert model.predict_one({"a": 1.0, "zz": 5.0}) == model.predict_one({"a": 1.0})  # unknown: no weight
+    assert model.feature_names == ["a", "b"]  # predict_one never maps
+    model.learn_one({"d": 1.0, "c": 1.0, "a": 0.5}, 0.5)  # one free coordinate: "c" takes it, "d" is dropped
+    assert model.feature_names == ["a", "b", "c"]
+    assert model.stats()["ignored_features"] == 1
+    assert KonsRegressor(kons.learner_from_params("ons", {})).fitted_learner.dim == DEFAULT_DIM
+
+
+def test_feature_hasher_in_front_fills_the_dimension_and_drops_nothing():
+    model = preprocessing.FeatureHasher(n_features=16, seed=0) | KonsRegressor(
+        kons.learner_from_params("adagrad", {"dim": 16})
+    )
+    for i in range(200):  # 200 distinct names hashed into 16 coordinates
+        model.learn_one({f"word{i}": 1.0, f"word{i + 1}": 0.5}, 0.1)
+    adapter = model["KonsRegressor"]
+    assert adapter.stats()["ignored_features"] == 0
+    assert sorted(adapter.feature_names) == list(range(16))
+
+
+def test_declared_features_fix_the_map():
+    model = KonsRegressor(kons.learner_from_params("kons", {}), features=["a", "b"])
+    model.learn_one({"c": 3.0, "a": 1.0}, 0.5)
+    assert model.feature_names == ["a", "b"]
+    assert model.stats()["ignored_features"] == 1
+    with pytest.raises(InvalidParameterError, match="distinct"):
+        KonsRegressor(kons.learner_from_params("kons", {}), features=["a", "a"])
+    with pytest.raises(InvalidParameterError, match="dim is 3"):
+        KonsRegressor(kons.learner_from_params("kons", {"dim": 3}), features=["a", "b"])
+    with pytest.raises(InvalidParameterError, match="kons learner"):
+        KonsRegressor("sketched_kons")
+
+
+def test_bad_input_is_rejected_and_changes_nothing():
+    model = KonsRegressor(kons.learner_from_params("sketched_kons", {}))
+    model.learn_one({"a": 1.0}, 0.5)
+    before = model.to_bytes()
+    with pytest.raises(InvalidInputError, match="non-numeric"):
+        model.learn_one({"a": 1.0, "b": "red"}, 0.5)
+    with pytest.raises(InvalidInputError, match="non-finite"):
+        model.learn_one({"new": float("nan")}, 0.5)
+    with pytest.raises(InvalidInputError):
+        model.learn_one({"a": 1.0}, float("inf"))
+    assert model.to_bytes() == before and model.feature_names == ["a"]
+    clf = KonsClassifier(kons.learner_from_params("ons", {"loss": "logistic"}))
+    with pytest.raises(InvalidInputError, match="binary"):
+        clf.learn_one({"a": 1.0}, "spam")
+
+
+def test_classifier_probability_is_the_sigmoid_of_the_log_odds():
+    clf = KonsClassifier(kons.learner_from_params("ons", {"loss": "logistic", "C": 5.0}))
+    for i in range(50):
+        clf.learn_one({"a": float(i % 2), "b": 1.0}, i % 2 == 1)
+    margin = clf.fitted_learner.predict_one(np.r_[1.0, 1.0, np.zeros(DEFAULT_DIM - 2)])
+    proba = clf.predict_proba_one({"a": 1.0, "b": 1.0})
+    assert proba[True] == pytest.approx(1.0 / (1.0 + np.exp(-margin)), rel=1e-12)
+    assert proba[True] > 0.5 and clf.predict_one({"a": 1.0, "b": 1.0}) is True
+    assert clf.predict_one({"a": 0.0, "b": 1.0}) is False
+    hinge = KonsClassifier(kons.learner_from_params("ons", {"loss": "squared_hinge"}))
+    with pytest.raises(NotImplementedError, match="logistic"):
+        hinge.predict_proba_one({"a": 1.0})
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_state_round_trip_continues_identically(declared):
+    names = ["x0", "x1", "x2", 3]  # str and int names both survive the JSON header
+    data = load_stream("breast-cancer", 80)
+    rows = [dict(zip(names, x[:4].tolist(), strict=True)) for x in data.X]
+    learner = kons.learner_from_params("sketched_kons", {"loss": "logistic", "C": 5.0})
+    model = KonsClassifier(learner, features=names if declared else None)
+    for x, y in zip(rows[:40], data.y[:40], strict=True):
+        model.learn_one(x, y > 0)
+    restored = KonsClassifier.from_bytes(model.to_bytes())
+    unpickled = pickle.loads(pickle.dumps(model))
+    assert restored.feature_names == model.feature_names
+    for x, y in zip(rows[40:], data.y[40:], strict=True):
+        expected = model.predict_proba_one(x)
+        assert restored.predict_proba_one(x) == expected == unpickled.predict_proba_one(x)
+        for m in (model, restored, unpickled):
+            m.learn_one(x, y > 0)
+    assert restored.to_bytes() == model.to_bytes()
+
+
+def test_state_from_elsewhere_is_rejected():
+    model = KonsRegressor(kons.learner_from_params("ons", {}))
+    with pytest.raises(StateFormatError):
+        KonsClassifier.from_bytes(model.to_bytes())
+    with pytest.raises(StateFormatError):
+        KonsRegressor.from_bytes(kons.learner_from_params("ons", {}).to_bytes())
+    corrupted = bytearray(model.to_bytes())
+    corrupted[40] ^= 1
+    with pytest.raises(StateFormatError):
+        KonsRegressor.from_bytes(bytes(corrupted))
+    model.learn_one({("a", 1): 1.0}, 0.5)  # River allows tuple names; only pickle can save them
+    with pytest.raises(InvalidInputError, match="pickle"):
+        model.to_bytes()
+
+
+def test_composes_in_river_pipelines_with_target_scaling():
+    """River's own StandardScaler and TargetStandardScaler around a kons learner, by composition."""
+    model = preprocessing.TargetStandardScaler(
+        compose.Pipeline(preprocessing.StandardScaler(), KonsRegressor(kons.learner_from_params("kons", {})))
+    )
+
+    def shifted():  # far outside the learner's [-C, C] = [-1, 1] without the target scaler
+        return ((x, 50.0 + 10.0 * y) for x, y in _housing_stream(300))
+
+    _assert_beats_the_mean(model, shifted)
+
+
+def test_kons_does_not_import_river_or_sklearn():
+    code = "import sys, kons; print(sorted({'river', 'sklearn'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

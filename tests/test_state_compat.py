@@ -1,0 +1,60 @@
+"""States saved by an earlier kons still load and continue exactly (``tests/data/state_blobs.npz``).
+
+The blobs were written by ``tests/data/make_state_blobs.py`` with the flat ``kons/`` layout of commit
+8496649; the recorded plays and predictions are what that code produced after restoring them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kons
+import kons._state
+from kons import SparseVector
+
+_BLOBS = Path(__file__).parent / "data" / "state_blobs.npz"
+# The cases with sparse input (see CASES in tests/data/make_state_blobs.py).
+_SPARSE = {"fd_son", "oja_son", "adagrad"}
+
+
+def _saved() -> dict[str, np.ndarray]:
+    with np.load(_BLOBS) as data:
+        return {key: data[key] for key in data.files}
+
+
+SAVED = _saved()
+CASES = sorted({key.split("/")[0] for key in SAVED})
+
+
+def _example(case: str, x: np.ndarray) -> Any:
+    return SparseVector.from_dense(x) if case in _SPARSE else x
+
+
+def test_every_learner_has_an_old_blob() -> None:
+    algorithms = {type(kons.load(SAVED[f"{case}/blob"].tobytes())).name for case in CASES}
+    # Every learner of commit 8496649 (learners added later have no old blob to load).
+    assert algorithms == {"kons", "sketched_kons", "kernel_ogd", "ons", "fd_son", "rp_son", "oja_son",
+                          "adagrad", "ogd"}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_old_blob_loads_and_continues_identically(case: str) -> None:
+    blob = SAVED[f"{case}/blob"].tobytes()
+    learner = kons.load(blob)
+    # Saving again gives the same header and the same arrays (their order in the blob may differ).
+    old_header, old_arrays = kons._state.decode(blob)
+    header, arrays = kons._state.decode(learner.to_bytes())
+    assert header == old_header
+    assert arrays.keys() == old_arrays.keys()
+    for name, array in arrays.items():
+        assert array.dtype == old_arrays[name].dtype
+        np.testing.assert_array_equal(array, old_arrays[name])
+    X, y = SAVED[f"{case}/X"], SAVED[f"{case}/y"]
+    played = [learner.learn_one(_example(case, x), float(label)) for x, label in zip(X, y, strict=True)]
+    np.testing.assert_array_equal(played, SAVED[f"{case}/played"])
+    predicted = [learner.predict_one(_example(case, x)) for x in X]
+    np.testing.assert_array_equal(predicted, SAVED[f"{case}/predicted"])
