@@ -278,12 +278,13 @@ def _main_raw(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise SystemExit(f"unknown raw-regime method(s) {unknown}; choose from {sorted(RAW_METHODS)}")
     out_dir = args.out / RAW_REGIME_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    commit = _git_describe()
+    commit = git_commit()
+    command = command_line("benchmarks.quality", argv)
     for name in _datasets(args.datasets):
         started = time.time()
         record = run_raw(name, keys, args.T)
-        info = machine(commit)
-        record.update(command="python -m benchmarks.quality " + shlex.join(argv),
+        info = {"kons": commit, **machine(*PEER_MODULES)}
+        record.update(command=command,
                       wall_seconds=time.time() - started,
                       machine=f"kons {info['kons']}; {info['platform']}, {info['cpus']} CPUs; "
                       + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))

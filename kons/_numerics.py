@@ -166,7 +166,8 @@ class PackedSymmetric:
         """:math:`S x` for ``x`` of length ``size`` (a new array)."""
         if self.size == 0:
             return np.zeros(0)
-        return dspmv(self.size, 1.0, self._packed.view, x, lower=0)
+        product: np.ndarray = dspmv(self.size, 1.0, self._packed.view, x, lower=0)
+        return product
 
     def rank_one_update(self, coefficient: float, x: np.ndarray) -> None:
         r""":math:`S \leftarrow S + c\, x x^\top` in place (exactly symmetric: one triangle is stored)."""

@@ -46,11 +46,13 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf
+from kons.base import Learner
 from kons.errors import NumericalError, StateFormatError
 from kons.linear.ons import ONS
 from kons.linear.sparse import SparseVector
@@ -94,7 +96,7 @@ def _with_intercept(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
     return np.append(z, 1.0)
 
 
-def _guarded(call: Any, *args: Any) -> float:
+def _guarded(call: Callable[..., float], *args: Any) -> float:
     """A base's play, or 0 (the mean) when its round overflows: the base is then left as it was, and
     the other bases and the mixture go on, so that one base's numerics never reject the round."""
     try:
@@ -107,7 +109,8 @@ def _signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
     """:math:`\\mathrm{sign}(x)\\log(1 + |x|)`, elementwise (zeros stay zeros)."""
     if isinstance(x, SparseVector):
         return SparseVector(x.indices, np.sign(x.values) * np.log1p(np.abs(x.values)), x.dim)
-    return np.sign(x) * np.log1p(np.abs(x))
+    logged: np.ndarray = np.sign(x) * np.log1p(np.abs(x))
+    return logged
 
 
 def _standardised(rows: list[np.ndarray | SparseVector], dim: int) -> np.ndarray:
@@ -119,7 +122,8 @@ def _standardised(rows: list[np.ndarray | SparseVector], dim: int) -> np.ndarray
 
 
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
-    return -np.logaddexp(0.0, -margin)
+    logged: np.ndarray = -np.logaddexp(0.0, -margin)
+    return logged
 
 
 class Auto(Pipeline):
@@ -174,23 +178,27 @@ class Auto(Pipeline):
         return z  # each base takes its own form in _inputs
 
     def _drop_model(self) -> None:
-        self._bases: list[Any] = []
+        self._bases: list[Learner] = []
         self._names: list[str] = []
         self._log_weights = np.zeros(0)
         self._log_scaler: FeatureScaler | None = None
 
     def _build_model(self, width: float | None) -> None:
         """The grid; ``width`` is the median-heuristic width of the standardised view."""
+        if width is None:  # pragma: no cover - auto always sets the width from the data
+            raise RuntimeError("auto needs the median width")
         log_rows = [_signed_log(x) for x, _ in self._buffer]
         self._build_grid(width, median_width(_standardised(log_rows, self._dim)) if log_rows else width)
 
     def _build_grid(self, width: float, log_width: float) -> None:
         eta = STEP[self.loss]
         self._widths = (width, log_width)
-        self._log_scaler = FeatureScaler(self._dim, self._scaler.sparse)
-        self._bases, self._views = [], []
+        self._log_scaler = FeatureScaler(self._dim, self._x_scaler.sparse)
+        self._bases = []
+        self._views: list[tuple[bool, bool]] = []
         names = []
         for view, kind, wf, sf in GRID:
+            base: Learner
             if kind == "ons":
                 base = ONS(loss=self.loss, alpha=float(self._dim + 1), eta=eta * sf, C=TARGET_BOUND,
                            dim=self._dim + 1)
@@ -206,10 +214,16 @@ class Auto(Pipeline):
         self._names = [*names, "constant"]
         self._log_weights = np.zeros(len(self._names))
 
+    @property
+    def _log_view(self) -> FeatureScaler:
+        if self._log_scaler is None:  # pragma: no cover - a programming error
+            raise RuntimeError("the log view's scaler is created with the grid")
+        return self._log_scaler
+
     def _inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, *, commit: bool
                 ) -> list[np.ndarray | SparseVector]:
         """Each base's input: the standardised or the signed-log view, dense or with the intercept."""
-        zlog = self._log_scaler.transform(_signed_log(x), commit=commit)
+        zlog = self._log_view.transform(_signed_log(x), commit=commit)
         forms = {}
         for log, linear in set(self._views):
             view = zlog if log else z
@@ -222,7 +236,8 @@ class Auto(Pipeline):
     # ----------------------------------------------------------------- the mixture
     def _weights(self) -> np.ndarray:
         w = np.exp(self._log_weights - self._log_weights.max())
-        return w / w.sum()
+        normalised: np.ndarray = w / w.sum()
+        return normalised
 
     def _mix(self, preds: np.ndarray) -> float:
         w = self._weights()
@@ -246,8 +261,8 @@ class Auto(Pipeline):
 
     def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
         inputs = self._inputs(z, x, commit=True)
-        plays = [_guarded(b.learn_one, row, t) for b, row in zip(self._bases, inputs, strict=True)]
-        plays = np.array([*plays, self._constant()])
+        played_by = [_guarded(b.learn_one, row, t) for b, row in zip(self._bases, inputs, strict=True)]
+        plays = np.array([*played_by, self._constant()])
         played = self._mix(plays)
         self._update_weights(plays, t)
         return played
@@ -277,17 +292,17 @@ class Auto(Pipeline):
     def _model_arrays(self) -> dict[str, np.ndarray]:
         arrays = {f"base{i}": nested_blob(b) for i, b in enumerate(self._bases)}
         arrays["log_weights"] = self._log_weights
-        return {**arrays, **self._log_scaler.arrays("log")}
+        return {**arrays, **self._log_view.arrays("log")}
 
     def _model_scalars(self) -> dict[str, Any]:
         if not self._model_ready:
             return {}
-        return {"widths": list(self._widths), "log_count": self._log_scaler.count}
+        return {"widths": list(self._widths), "log_count": self._log_view.count}
 
     def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         width, log_width = (float(w) for w in scalars["widths"])
         self._build_grid(width, log_width)
-        self._log_scaler.restore(arrays, int(scalars["log_count"]), "log")
+        self._log_view.restore(arrays, int(scalars["log_count"]), "log")
         bases = [restore_nested(arrays[f"base{i}"]) for i in range(len(self._bases))]
         for fresh, restored in zip(self._bases, bases, strict=True):
             if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():

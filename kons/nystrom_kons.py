@@ -134,7 +134,7 @@ class NystromKONS(Learner):
     def __init__(
         self,
         *,
-        kernel: Kernel | dict = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
+        kernel: Kernel | dict[str, Any] = RBF(gamma=1.0),  # noqa: B008 - kernels are immutable
         loss: str = "squared",
         alpha: float = 1.0,
         eta: float | None = None,
@@ -182,7 +182,7 @@ class NystromKONS(Learner):
 
     def _uniform(self) -> float:
         """One U[0, 1) draw from the learner's generator (tests override it to force coins)."""
-        return float(self._rng.random())
+        return float(self._generator.random())
 
     def _grown(self, weights: np.ndarray, inverse: PackedSymmetric) -> tuple[np.ndarray, PackedSymmetric]:
         """The Newton state ``(u, A^{-1})`` in the embedding grown by one coordinate (new objects)."""
@@ -202,7 +202,7 @@ class NystromKONS(Learner):
         weights, inverse, v = self._weights, self._inverse, None
         proposal, rng_state, new_row = None, None, None
         if gdot != 0.0 and self._factor.size < self.max_dictionary:
-            rng_state = self._rng.bit_generator.state
+            rng_state = self._generator.bit_generator.state
             proposal = self._kors.propose(x, kxx, scale)
             residual = kxx - float(phi @ phi)  # rho^2: squared distance of phi(x) to the span of D
             if self._uniform() < proposal.probability and residual > MIN_RELATIVE_RESIDUAL * kxx:
@@ -224,11 +224,11 @@ class NystromKONS(Learner):
             check_finite(new_weights, s, shrink * float(np.max(v * v, initial=0.0)))
         except NumericalError:
             if rng_state is not None:
-                self._rng.bit_generator.state = rng_state
+                self._generator.bit_generator.state = rng_state
             raise
 
         # Commit: nothing above has touched the state.
-        if new_row is not None:
+        if new_row is not None and proposal is not None:
             self._kors.add(proposal)
             self._factor.append(*new_row)
         self._inverse = inverse

@@ -149,9 +149,11 @@ class FeatureScaler:
     def standardise(self, x: np.ndarray) -> np.ndarray:
         """A dense ``x`` scaled by the current statistics (the buffered warm-up rows)."""
         if self.sparse:
-            return np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
+            scaled: np.ndarray = np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
+            return scaled
         std = np.sqrt(self.m2 / max(self.count, 1))
-        return np.divide(x - self.mean, std, out=np.zeros(self.dim), where=std > 0)
+        standard: np.ndarray = np.divide(x - self.mean, std, out=np.zeros(self.dim), where=std > 0)
+        return standard
 
     def arrays(self, prefix: str = "x") -> dict[str, np.ndarray]:
         return {f"{prefix}_mean": self.mean, f"{prefix}_m2": self.m2, f"{prefix}_maxabs": self.maxabs}
@@ -205,7 +207,7 @@ class TargetScaler:
     def restore(self, scalars: dict[str, Any]) -> None:
         stats = scalars["y"]
         if stats[0]:
-            self.commit((int(stats[0]), *(float(v) for v in stats[1:])))
+            self.commit((int(stats[0]), float(stats[1]), float(stats[2]), float(stats[3]), float(stats[4])))
 
 
 class Pipeline(Learner):
@@ -252,6 +254,13 @@ class Pipeline(Learner):
         self._drop_model()
         super()._reset()
 
+    @property
+    def _x_scaler(self) -> FeatureScaler:
+        """The feature scaler (the hooks that use it run after the first row has created it)."""
+        if self._scaler is None:  # pragma: no cover - a programming error
+            raise RuntimeError("the feature scaler is created by the first row")
+        return self._scaler
+
     def _reset_model(self) -> None:
         """Nothing yet: the scalers and the model start with the first row (:meth:`_start`)."""
 
@@ -288,7 +297,12 @@ class Pipeline(Learner):
         return as_features(x, self._known_dim())
 
     def _check_y(self, y: Any) -> float:
-        return binary_label(y) if self._binary else as_label(y)
+        if self._binary:
+            return binary_label(y)
+        value = as_label(y)
+        if not math.isfinite(value * value):  # the running variance of the target would overflow
+            raise InvalidInputError(f"the label {value!r} is too large: its square overflows float64.")
+        return value
 
     def check_label(self, y: Any) -> float:
         """The label as the learner uses it: {-1, +1} for a binary loss (from {0, 1} or booleans too)."""
@@ -322,7 +336,7 @@ class Pipeline(Learner):
     def _predict(self, x: np.ndarray | SparseVector) -> float:
         if self._scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
             return self._prior()
-        z = self._scaler.transform(x, commit=False)
+        z = self._x_scaler.transform(x, commit=False)
         if not self._model_ready:
             return self._prior()
         return self._to_user(self._model_predict(self._features(z), x))
@@ -335,12 +349,12 @@ class Pipeline(Learner):
         else:
             target, y_stats = self._y.standardised(y)
         if self._model_ready:
-            z = self._features(self._scaler.transform(x, commit=False))
+            z = self._features(self._x_scaler.transform(x, commit=False))
             played = self._to_user(self._model_learn(z, target, x))
-            self._scaler.transform(x, commit=True)
+            self._x_scaler.transform(x, commit=True)
         else:
             played = self._prior()
-            scaler = self._scaler
+            scaler = self._x_scaler
             saved = (scaler.count, scaler.mean, scaler.m2, scaler.maxabs)
             scaler.transform(x, commit=True)
             dense = x.to_dense() if isinstance(x, SparseVector) else x
@@ -359,17 +373,17 @@ class Pipeline(Learner):
             self._labels[y > 0] += 1
         return played, 0.0
 
-    def _finish_warmup(self, y_stats: tuple | None) -> None:
+    def _finish_warmup(self, y_stats: tuple[int, float, float, float, float] | None) -> None:
         """Build the model with the median width of the buffered rows, then replay them into it."""
-        Z = np.stack([self._scaler.standardise(x) for x, _ in self._buffer])
+        Z = np.stack([self._x_scaler.standardise(x) for x, _ in self._buffer])
         self._build_model(median_width(Z))
         if y_stats is not None:  # standardise the buffered targets with the statistics including them all
             mean, std = y_stats[1], math.sqrt(y_stats[2] / y_stats[0])
+        sparse = self._x_scaler.sparse
         for z, (x, y) in zip(Z, self._buffer, strict=True):
             t = y if y_stats is None else ((y - mean) / std if std > 0.0 else 0.0)
-            if self._scaler.sparse:
-                x, z = SparseVector.from_dense(x), SparseVector.from_dense(z)
-            self._model_learn(self._features(z), t, x)
+            row = SparseVector.from_dense(x) if sparse else x
+            self._model_learn(self._features(SparseVector.from_dense(z) if sparse else z), t, row)
         self._buffer = []
         self._model_ready = True
 
@@ -384,7 +398,7 @@ class Pipeline(Learner):
     def _arrays(self) -> dict[str, np.ndarray]:
         if self._scaler is None:
             return {}
-        arrays = self._scaler.arrays()
+        arrays = self._x_scaler.arrays()
         if self._buffer:
             arrays["buffer_x"] = np.stack([x for x, _ in self._buffer])
             arrays["buffer_y"] = np.array([y for _, y in self._buffer])
@@ -395,7 +409,7 @@ class Pipeline(Learner):
     def _scalars(self) -> dict[str, Any]:
         if self._scaler is None:
             return {}
-        return {"sparse": self._scaler.sparse, "count": self._scaler.count, "labels": list(self._labels),
+        return {"sparse": self._x_scaler.sparse, "count": self._x_scaler.count, "labels": list(self._labels),
                 "ready": self._model_ready, **self._y.scalars(), **self._model_scalars()}
 
     def _model_arrays(self) -> dict[str, np.ndarray]:
@@ -436,33 +450,34 @@ class _Registered:
             choices = sorted(k for k, c in _base.LEARNERS.items() if not c.preprocesses)
             raise InvalidParameterError(
                 f"The {name!r} parameter of {owner} must be one of {choices}. Got {value!r} instead.")
-        return value
+        return str(value)
 
 
 class _AnyDict:
     """A dict of the base learner's parameters (checked by the base itself), without ``dim``."""
 
-    def check(self, owner: str, name: str, value: Any) -> dict:
+    def check(self, owner: str, name: str, value: Any) -> dict[str, Any]:
         value = {} if value is None else value
         if not isinstance(value, dict) or "dim" in value:
             raise InvalidParameterError(f"The {name!r} parameter of {owner} must be a dict without 'dim'")
-        return value
+        return dict(value)
 
 
 #: Base parameters whose default preprocessing replaces (data-driven or rescaled): never filled in.
 _DATA_DRIVEN = ("kernel", "eta", "C", "alpha", "dim")
 
 
-def _canonical(cls: type[Learner], params: dict) -> dict:
+def _canonical(cls: type[Learner], params: dict[str, Any]) -> dict[str, Any]:
     """The base's parameters as JSON values in sorted order, with the defaults that preprocessing keeps
     filled in: the same learner has the same parameters however it was asked for."""
     defaults = {k: v for k, v in (cls.__init__.__kwdefaults__ or {}).items() if k not in _DATA_DRIVEN}
     merged = {**defaults, **params}
     merged = {k: v.to_dict() if isinstance(v, Kernel) else v for k, v in merged.items()}
     try:
-        return json.loads(json.dumps(merged, sort_keys=True, allow_nan=False))
+        canonical: dict[str, Any] = json.loads(json.dumps(merged, sort_keys=True, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise InvalidParameterError(f"The 'params' of Preprocessed must be JSON values: {exc}") from None
+    return canonical
 
 
 class Preprocessed(Pipeline):
@@ -501,7 +516,7 @@ class Preprocessed(Pipeline):
         "dim": NoneOr(Integer(low=1)),
     }
 
-    def __init__(self, *, algorithm: str = "sketched_kons", params: dict | None = None,
+    def __init__(self, *, algorithm: str = "sketched_kons", params: dict[str, Any] | None = None,
                  dim: int | None = None) -> None:
         constraints = self._parameter_constraints
         self.algorithm = constraints["algorithm"].check("Preprocessed", "algorithm", algorithm)
@@ -517,12 +532,12 @@ class Preprocessed(Pipeline):
         self._reset()
 
     @staticmethod
-    def _resolved(cls: type[Learner], params: dict) -> dict:
+    def _resolved(cls: type[Learner], params: dict[str, Any]) -> dict[str, Any]:
         """The base's parameters with the preprocessing defaults (step, regression bound) filled in."""
         resolved = dict(params)
-        names = cls._param_names()
+        curvature_step = (cls.__init__.__kwdefaults__ or {}).get("eta", 0.0) is None  # eta=None: sigma(C)
         loss = get_loss(params.get("loss", "squared"))
-        if "eta" in names and params.get("eta") is None and cls.__init__.__kwdefaults__["eta"] is None:
+        if curvature_step and params.get("eta") is None:
             resolved["eta"] = STEP.get(loss.name, loss.curvature(1.0))
         if not loss.binary:
             resolved["C"] = TARGET_BOUND
@@ -549,11 +564,17 @@ class Preprocessed(Pipeline):
             params["kernel"] = {"name": "rbf", "gamma": width}
         self._base = self._base_cls.from_params(params)
 
+    @property
+    def _model(self) -> Learner:
+        if self._base is None:  # pragma: no cover - a programming error
+            raise RuntimeError("the base learner is built after the warm-up")
+        return self._base
+
     def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
-        return self._base.predict_one(z)
+        return self._model.predict_one(z)
 
     def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
-        return self._base.learn_one(z, t)
+        return self._model.learn_one(z, t)
 
     def _model_stats(self) -> dict[str, Any]:
         if self._base is None:
@@ -563,7 +584,7 @@ class Preprocessed(Pipeline):
         return {k: inner[k] for k in keys if k in inner}
 
     def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {"base": nested_blob(self._base)}
+        return {"base": nested_blob(self._model)}
 
     def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         base = restore_nested(arrays["base"])
