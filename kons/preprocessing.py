@@ -460,7 +460,7 @@ class _AnyDict:
         value = {} if value is None else value
         if not isinstance(value, dict) or "dim" in value:
             raise InvalidParameterError(f"The {name!r} parameter of {owner} must be a dict without 'dim'")
-        return dict(value)
+        return value
 
 
 #: Base parameters whose default preprocessing replaces (data-driven or rescaled): never filled in.
@@ -522,14 +522,20 @@ class Preprocessed(Pipeline):
         self.algorithm = constraints["algorithm"].check("Preprocessed", "algorithm", algorithm)
         params = constraints["params"].check("Preprocessed", "params", params)
         cls = _base.LEARNERS[algorithm]
-        self.params = _canonical(cls, params)
+        self.params = params  # as given (scikit-learn's clone checks identity); used in canonical form
+        self._params = _canonical(cls, params)
         self._base_cls = cls
-        self._base_params = self._resolved(cls, self.params)
+        self._base_params = self._resolved(cls, self._params)
         probe = cls.from_params(self._base_params)  # validates the base's parameters now
-        self._init_pipeline(loss=probe.loss, C=self.params.get("C") if not probe._loss.binary else None,
+        self._init_pipeline(loss=probe.loss, C=self._params.get("C") if not probe._loss.binary else None,
                             dim=dim)
         self._base: Learner | None = None
         self._reset()
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """``algorithm``, ``params`` (in canonical form: JSON values, sorted, the defaults that
+        preprocessing keeps filled in; with ``deep=False`` as given, for scikit-learn's clone) and ``dim``."""
+        return {"algorithm": self.algorithm, "params": self._params if deep else self.params, "dim": self.dim}
 
     @staticmethod
     def _resolved(cls: type[Learner], params: dict[str, Any]) -> dict[str, Any]:
@@ -547,7 +553,7 @@ class Preprocessed(Pipeline):
         return "kernel" in self._base_cls._param_names()
 
     def _needs_width(self) -> bool:
-        return "kernel" not in self.params
+        return "kernel" not in self._params
 
     def _model_bound(self) -> float:
         return self._base.C if self._base is not None else self._base_cls.from_params(self._base_params).C
@@ -557,7 +563,7 @@ class Preprocessed(Pipeline):
 
     def _build_model(self, width: float | None) -> None:
         params = {**self._base_params, "dim": self._base_dim()}
-        scaled_alpha = "alpha" in self._base_cls._param_names() and "alpha" not in self.params
+        scaled_alpha = "alpha" in self._base_cls._param_names() and "alpha" not in self._params
         if scaled_alpha and not self._kernel_model():
             params["alpha"] = float(self._base_dim())
         if width is not None:

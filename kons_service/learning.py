@@ -37,7 +37,8 @@ def config_of(learner: kons.Learner) -> dict[str, Any]:
     params = learner.get_params()
     dim = params.pop("dim", None)
     if isinstance(learner, kons.Preprocessed):  # shown as the base algorithm it wraps
-        return {"algorithm": learner.algorithm, "dim": dim, "params": {**learner.params, "preprocess": True}}
+        base = {**params["params"], "preprocess": True}
+        return {"algorithm": params["algorithm"], "dim": dim, "params": base}
     if not learner.preprocesses:  # the paper-exact learner, asked for with "preprocess": false
         params["preprocess"] = False
     return {"algorithm": learner.name, "dim": dim, "params": params}

@@ -82,7 +82,8 @@ class _OnlineEstimator(BaseEstimator):
         except ValueError:  # params is not a dict: set_params does not validate, fit will say so
             return {}
         try:
-            return learner_from_params(self.algorithm, given).get_params()
+            # the paper learner's own parameters (the dict path would wrap it in kons.preprocessing)
+            return learner_from_params(self.algorithm, {**given, "preprocess": False}).get_params()
         except (TypeError, ValueError):  # an unknown algorithm or an invalid parameter (KonsErrors)
             return given
 
