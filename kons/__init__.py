@@ -19,7 +19,7 @@ from kons.errors import (
     NumericalError,
     StateFormatError,
 )
-from kons.kernel import KONS, KernelOGD, SketchedKONS
+from kons.kernel import KONS, KernelOGD, NystromKONS, SketchedKONS
 from kons.linear import FDSON, OGD, ONS, RPSON, AdaGrad, OjaSON, SparseVector
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "KonsError",
     "Learner",
     "NumericalError",
+    "NystromKONS",
     "OjaSON",
     "SketchedKONS",
     "SparseVector",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg.blas import dtpsv
+from scipy.linalg.blas import dspmv, dspr, dtpsv
 
 __all__ = [
     "SCHEDULES",
@@ -18,6 +18,7 @@ __all__ = [
     "GrowableRows",
     "GrowableVector",
     "PackedCholesky",
+    "PackedSymmetric",
     "ridge_leverage",
     "scheduled_step",
 ]
@@ -38,6 +39,14 @@ def ridge_leverage(ridge: float) -> float:
 def scheduled_step(eta: float, schedule: str, t: int) -> float:
     """The step of round ``t >= 1`` under ``schedule`` (one of :data:`SCHEDULES`)."""
     return eta if schedule == "constant" else eta / math.sqrt(t)
+
+
+def _triangle_side(length: int) -> int:
+    """``m`` with ``m (m + 1) / 2 == length`` (the side of a packed triangle); ValueError if none."""
+    side = (math.isqrt(8 * length + 1) - 1) // 2
+    if side * (side + 1) // 2 != length:
+        raise ValueError("packed length is not a triangular number")
+    return side
 
 
 def _grown(arr: np.ndarray, needed: int) -> np.ndarray:
@@ -102,20 +111,37 @@ class GrowableRows:
         return self._data[: self.n]
 
 
-class PackedCholesky:
+class _PackedTriangle:
+    """One triangle of a square matrix stored row after row (row-major packed lower), grown at the end.
+
+    This is the column-major packed *upper* layout of BLAS, so a matrix of size ``m`` is a contiguous
+    prefix of the buffer that the packed BLAS routines use in place.
+    """
+
+    def __init__(self, packed: np.ndarray | None = None) -> None:
+        packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
+        self.size = _triangle_side(len(packed))
+        self._packed = GrowableVector(packed)
+
+    @property
+    def packed(self) -> np.ndarray:
+        """The used prefix of the packed storage (for saving)."""
+        return self._packed.view
+
+    def _lower(self) -> np.ndarray:
+        """The stored triangle as a dense (size, size) lower-triangular array."""
+        dense = np.zeros((self.size, self.size))
+        dense[np.tril_indices(self.size)] = self.packed
+        return dense
+
+
+class PackedCholesky(_PackedTriangle):
     r"""Lower-triangular factor :math:`L` of an SPD matrix that grows by one row and column at a time.
 
     Rows of :math:`L` are stored one after the other (row-major packed lower, which is the column-major
     packed *upper* storage of :math:`L^\top`), so the factor of size ``m`` is a contiguous prefix of the
     buffer and BLAS ``dtpsv`` solves with it in place: O(m^2) per solve, no copy, no refactorisation.
     """
-
-    def __init__(self, packed: np.ndarray | None = None) -> None:
-        packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
-        self.size = (math.isqrt(8 * len(packed) + 1) - 1) // 2
-        if self.size * (self.size + 1) // 2 != len(packed):
-            raise ValueError("packed length is not a triangular number")
-        self._packed = GrowableVector(packed)
 
     def solve(self, b: np.ndarray) -> np.ndarray:
         """:math:`L^{-1} b` (forward substitution); ``b`` has length ``size`` and is not modified."""
@@ -130,13 +156,37 @@ class PackedCholesky:
         self._packed.append(diagonal)
         self.size += 1
 
-    @property
-    def packed(self) -> np.ndarray:
-        """The used prefix of the packed storage (for saving)."""
-        return self._packed.view
-
     def to_dense(self) -> np.ndarray:
         """The (size, size) factor as a dense array (for tests and diagnostics)."""
-        dense = np.zeros((self.size, self.size))
-        dense[np.tril_indices(self.size)] = self.packed
+        return self._lower()
+
+
+class PackedSymmetric(_PackedTriangle):
+    r"""A symmetric matrix in packed storage (one triangle, the layout of :class:`PackedCholesky`).
+
+    Half the memory of the dense matrix, BLAS ``dspmv``/``dspr`` for the product and the in-place
+    rank-one update (O(m^2) each, no temporary), and :meth:`extended` appends a row and column that are
+    zero off the diagonal, which is a plain append in this layout.
+    """
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        """:math:`S x` for ``x`` of length ``size`` (a new array)."""
+        if self.size == 0:
+            return np.zeros(0)
+        product: np.ndarray = dspmv(self.size, 1.0, self._packed.view, x, lower=0)
+        return product
+
+    def rank_one_update(self, coefficient: float, x: np.ndarray) -> None:
+        r""":math:`S \leftarrow S + c\, x x^\top` in place (exactly symmetric: one triangle is stored)."""
+        if self.size:
+            dspr(self.size, coefficient, x, self._packed.view, lower=0, overwrite_ap=1)
+
+    def extended(self, diagonal: float) -> PackedSymmetric:
+        """A new matrix ``[[S, 0], [0, diagonal]]`` of size ``size + 1``; ``self`` is unchanged."""
+        return PackedSymmetric(np.concatenate([self.packed, np.zeros(self.size), [diagonal]]))
+
+    def to_dense(self) -> np.ndarray:
+        """The (size, size) matrix as a dense array (for tests and diagnostics)."""
+        lower = self._lower()
+        dense: np.ndarray = lower + np.tril(lower, -1).T
         return dense

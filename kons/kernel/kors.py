@@ -70,6 +70,11 @@ class KORS:
         """Number of points in the dictionary :math:`\\mathcal I`."""
         return self._chol.size
 
+    @property
+    def points(self) -> GrowableRows:
+        """The dictionary's points and their squared norms (read only: a learner's kernel rows use them)."""
+        return self._points
+
     def propose(self, x: np.ndarray, kxx: float, scale: float) -> KORSProposal:
         """Leverage estimate and inclusion probability of the point ``x`` with ``scale = sqrt(eta) gdot``."""
         points = self._points
