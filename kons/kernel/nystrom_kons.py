@@ -13,11 +13,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons._numerics import TINY, PackedCholesky, PackedSymmetric, ridge_leverage
-from kons._validation import POSITIVE, Constraint, Integer, Interval, NoneOr
+from kons._validation import Constraint, Integer
 from kons.base import Learner
 from kons.errors import NumericalError
+from kons.kernel._newton import KernelNewton
 from kons.kernel.kors import KORS
-from kons.kernels import RBF, Kernel, KernelParameter
+from kons.kernel.sketched_kons import SketchedKONS
+from kons.kernels import RBF, Kernel
 from kons.linear._linalg import check_finite
 
 __all__ = ["NystromKONS"]
@@ -128,15 +130,12 @@ class NystromKONS(Learner):
     """
 
     name = "nystrom_kons"
+    # kernel, alpha and eta as for the dual-form learners (not their state: this is not a KernelNewton),
+    # and KORS's beta, epsilon and seed as for SketchedKONS.
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
-        **Learner._parameter_constraints,
-        "kernel": KernelParameter(),
-        "alpha": POSITIVE,
-        "eta": NoneOr(POSITIVE),
-        "beta": POSITIVE,
-        "epsilon": Interval(low=0.0, high=1.0, low_open=True, high_open=True),
+        **KernelNewton._parameter_constraints,
+        **{k: SketchedKONS._parameter_constraints[k] for k in ("beta", "epsilon", "seed")},
         "max_dictionary": Integer(low=1),
-        "seed": Integer(low=0),
     }
     _eta_from_curvature = True
     _eta: float  # resolved in _set_params, never None here
