@@ -20,9 +20,8 @@ from kons.errors import (
     NumericalError,
     StateFormatError,
 )
-from kons.kernel import KONS, KernelOGD, SketchedKONS
+from kons.kernel import KONS, KernelOGD, NystromKONS, SketchedKONS
 from kons.linear import FDSON, OGD, ONS, RPSON, AdaGrad, OjaSON, SparseVector
-from kons.nystrom_kons import NystromKONS
 from kons.preprocessing import Preprocessed
 
 __all__ = [

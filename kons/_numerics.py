@@ -111,18 +111,37 @@ class GrowableRows:
         return self._data[: self.n]
 
 
-class PackedCholesky:
-    r"""Lower-triangular factor :math:`L` of an SPD matrix that grows by one row and column at a time.
+class _PackedTriangle:
+    """One triangle of a square matrix stored row after row (row-major packed lower), grown at the end.
 
-    Rows of :math:`L` are stored one after the other (row-major packed lower, which is the column-major
-    packed *upper* storage of :math:`L^\top`), so the factor of size ``m`` is a contiguous prefix of the
-    buffer and BLAS ``dtpsv`` solves with it in place: O(m^2) per solve, no copy, no refactorisation.
+    This is the column-major packed *upper* layout of BLAS, so a matrix of size ``m`` is a contiguous
+    prefix of the buffer that the packed BLAS routines use in place.
     """
 
     def __init__(self, packed: np.ndarray | None = None) -> None:
         packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
         self.size = _triangle_side(len(packed))
         self._packed = GrowableVector(packed)
+
+    @property
+    def packed(self) -> np.ndarray:
+        """The used prefix of the packed storage (for saving)."""
+        return self._packed.view
+
+    def _lower(self) -> np.ndarray:
+        """The stored triangle as a dense (size, size) lower-triangular array."""
+        dense = np.zeros((self.size, self.size))
+        dense[np.tril_indices(self.size)] = self.packed
+        return dense
+
+
+class PackedCholesky(_PackedTriangle):
+    r"""Lower-triangular factor :math:`L` of an SPD matrix that grows by one row and column at a time.
+
+    Rows of :math:`L` are stored one after the other (row-major packed lower, which is the column-major
+    packed *upper* storage of :math:`L^\top`), so the factor of size ``m`` is a contiguous prefix of the
+    buffer and BLAS ``dtpsv`` solves with it in place: O(m^2) per solve, no copy, no refactorisation.
+    """
 
     def solve(self, b: np.ndarray) -> np.ndarray:
         """:math:`L^{-1} b` (forward substitution); ``b`` has length ``size`` and is not modified."""
@@ -137,30 +156,18 @@ class PackedCholesky:
         self._packed.append(diagonal)
         self.size += 1
 
-    @property
-    def packed(self) -> np.ndarray:
-        """The used prefix of the packed storage (for saving)."""
-        return self._packed.view
-
     def to_dense(self) -> np.ndarray:
         """The (size, size) factor as a dense array (for tests and diagnostics)."""
-        dense = np.zeros((self.size, self.size))
-        dense[np.tril_indices(self.size)] = self.packed
-        return dense
+        return self._lower()
 
 
-class PackedSymmetric:
+class PackedSymmetric(_PackedTriangle):
     r"""A symmetric matrix in packed storage (one triangle, the layout of :class:`PackedCholesky`).
 
     Half the memory of the dense matrix, BLAS ``dspmv``/``dspr`` for the product and the in-place
     rank-one update (O(m^2) each, no temporary), and :meth:`extended` appends a row and column that are
     zero off the diagonal, which is a plain append in this layout.
     """
-
-    def __init__(self, packed: np.ndarray | None = None) -> None:
-        packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
-        self.size = _triangle_side(len(packed))
-        self._packed = GrowableVector(packed)
 
     def matvec(self, x: np.ndarray) -> np.ndarray:
         """:math:`S x` for ``x`` of length ``size`` (a new array)."""
@@ -178,13 +185,8 @@ class PackedSymmetric:
         """A new matrix ``[[S, 0], [0, diagonal]]`` of size ``size + 1``; ``self`` is unchanged."""
         return PackedSymmetric(np.concatenate([self.packed, np.zeros(self.size), [diagonal]]))
 
-    @property
-    def packed(self) -> np.ndarray:
-        """The used prefix of the packed storage (for saving)."""
-        return self._packed.view
-
     def to_dense(self) -> np.ndarray:
         """The (size, size) matrix as a dense array (for tests and diagnostics)."""
-        dense = np.zeros((self.size, self.size))
-        dense[np.tril_indices(self.size)] = self.packed
-        return dense + np.tril(dense, -1).T
+        lower = self._lower()
+        dense: np.ndarray = lower + np.tril(lower, -1).T
+        return dense

@@ -54,9 +54,9 @@ import numpy as np
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf
 from kons.base import Learner
 from kons.errors import NumericalError, StateFormatError
+from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
 from kons.linear.sparse import SparseVector
-from kons.nystrom_kons import NystromKONS
 from kons.preprocessing import (
     STEP,
     TARGET_BOUND,

@@ -268,6 +268,9 @@ LEARNER_PARAMS: dict[str, dict[str, Any]] = {
     "sketched_kons": {"kernel": {"name": "rbf", "gamma": 0.3}, "C": 2.0, "alpha": 1.0, "gamma": 0.05,
                       "seed": 7},
     "kernel_ogd": {"kernel": {"name": "rbf", "gamma": 0.3}, "C": 2.0, "eta": 0.3},
+    # A small bound, so that the suites also run rounds with a full (frozen) dictionary.
+    "nystrom_kons": {"kernel": {"name": "rbf", "gamma": 0.3}, "C": 2.0, "alpha": 1.0, "seed": 7,
+                     "max_dictionary": 12},
 }
 
 

@@ -23,6 +23,9 @@ SPECS = {
     "sketched_kons": {"algorithm": "sketched_kons", "dim": 4,
                       "params": {"kernel": {"name": "rbf", "gamma": 0.3}, "loss": "squared", "alpha": 1.0,
                                  "eta": 0.1, "C": 3.0, "beta": 0.5, "seed": 3}},
+    "nystrom_kons": {"algorithm": "nystrom_kons", "dim": 4,
+                     "params": {"kernel": {"name": "rbf", "gamma": 0.3}, "loss": "squared", "alpha": 1.0,
+                                "eta": 0.1, "C": 3.0, "max_dictionary": 20, "seed": 3}},
     "kernel_ogd": {"algorithm": "kernel_ogd", "dim": 4,
                    "params": {"kernel": {"name": "rbf", "gamma": 0.3}, "loss": "hinge", "eta": 0.5}},
 }
