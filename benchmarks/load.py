@@ -211,7 +211,8 @@ def build_learners(stream: Stream, sizes: Sequence[int]) -> tuple[dict[str, Any]
                                 epsilon=0.5, seed=0, dim=stream.X.shape[1])
     params = learner.get_params()
     dim = params.pop("dim")
-    spec = {"algorithm": learner.name, "dim": dim, "params": params}
+    # the paper learner, as built here (the service's dict path would otherwise add kons.preprocessing)
+    spec = {"algorithm": learner.name, "dim": dim, "params": {**params, "preprocess": False}}
     blobs: dict[int, bytes] = {}
     info: dict[int, dict[str, Any]] = {}
     done, started = 0, time.perf_counter()

@@ -23,4 +23,5 @@ def positive_probability(margin: float) -> float:
 
 def with_dim(template: Learner, dim: int) -> Learner:
     """A fresh learner with ``template``'s hyper-parameters and the input dimension ``dim``."""
-    return learner_from_params(template.name, {**template.get_params(), "dim": dim})
+    exact = {} if template.preprocesses else {"preprocess": False}  # the dict path would wrap it
+    return learner_from_params(template.name, {**template.get_params(), **exact, "dim": dim})

@@ -28,7 +28,9 @@ Examples
 >>> from river import preprocessing
 >>> import kons
 >>> from kons.compat.river import KonsRegressor
->>> model = preprocessing.StandardScaler() | KonsRegressor(kons.learner_from_params("ons", {"C": 5.0}))
+>>> # River's StandardScaler already scales: the paper learner, without kons's own preprocessing
+>>> ons = kons.learner_from_params("ons", {"C": 5.0, "preprocess": False})
+>>> model = preprocessing.StandardScaler() | KonsRegressor(ons)
 >>> for t in range(200):
 ...     x = {"a": t % 7 - 3.0, "b": t % 5 - 2.0}
 ...     model.learn_one(x, 0.5 * x["a"] - x["b"])
