@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from threadpoolctl import threadpool_limits
 
+import kons
 from kons_service.auth import Authenticator
 from kons_service.embedded import EmbeddedRedis
 from kons_service.errors import install_error_handlers
@@ -61,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="kons service",
-        version="1.0",
+        version=kons.__version__,
         summary="Online kernel learners for many tenants, durable in Redis.",
         lifespan=lifespan,
     )
