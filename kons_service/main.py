@@ -18,7 +18,7 @@ from kons_service.auth import Authenticator
 from kons_service.embedded import EmbeddedRedis
 from kons_service.errors import install_error_handlers
 from kons_service.metrics import Metrics, MetricsMiddleware
-from kons_service.routers import learners, ops, rounds
+from kons_service.routers import learners, ops, rounds, v2
 from kons_service.service import LearnerService
 from kons_service.settings import Settings
 from kons_service.store import Store
@@ -73,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(learners.router)
     app.include_router(rounds.router)
     app.include_router(ops.router)
+    app.include_router(v2.router)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 
