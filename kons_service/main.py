@@ -18,6 +18,7 @@ from kons_service.auth import Authenticator
 from kons_service.embedded import EmbeddedRedis
 from kons_service.errors import install_error_handlers
 from kons_service.metrics import Metrics, MetricsMiddleware
+from kons_service.openapi import install_openapi, operation_id
 from kons_service.routers import learners, ops, rounds, v2
 from kons_service.service import LearnerService
 from kons_service.settings import Settings
@@ -65,7 +66,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=kons.__version__,
         summary="Online kernel learners for many tenants, durable in Redis.",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
+    install_openapi(app)
     app.state.settings = settings
     app.state.auth = auth
     app.state.metrics = metrics
