@@ -17,16 +17,26 @@ import typing
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-from pydantic.fields import FieldInfo
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
 
-from kons_service.settings import Settings
+    from kons_service.settings import Settings
 
 __all__ = ["main"]
 
 BENCHMARKS = ("quality", "scaling", "load", "reliability")
+_NO_SERVICE = "kons serve needs the service's dependencies: pip install 'kons[service]'"
+
+
+def _settings() -> type[Settings] | None:
+    """The service's settings class; None where the service extra is not installed."""
+    try:
+        from kons_service.settings import Settings
+    except ImportError:
+        return None
+    return Settings
 
 
 def _value_type(annotation: Any) -> Any:
@@ -61,8 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         "serve", help="run the HTTP service (uvicorn; an embedded Redis unless --redis-url)",
         description="Run the kons service. Every flag overrides the KONS_* variable of the same name; "
                     "unset flags keep the environment's (or .env's) value, else the default.")
-    for name, field in Settings.model_fields.items():
-        _add_setting(serve, name, field)
+    settings = _settings()
+    if settings is None:
+        serve.description = _NO_SERVICE
+    else:
+        for name, field in settings.model_fields.items():
+            _add_setting(serve, name, field)
 
     state = commands.add_parser("state", help="kons state blobs (GET /v1/learners/{name}/state)")
     state_commands = state.add_subparsers(dest="state_command", required=True, metavar="ACTION")
@@ -77,12 +91,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    given = {name: getattr(options, name) for name in Settings.model_fields}
+    settings = _settings()
+    if settings is None:
+        parser.error(_NO_SERVICE)
+    from pydantic import ValidationError
+
+    given = {name: getattr(options, name) for name in settings.model_fields}
     for name, value in given.items():
         if value is not None:
             os.environ[f"KONS_{name.upper()}"] = str(value).lower() if isinstance(value, bool) else value
     try:
-        Settings()  # report a bad flag here, as a usage error, before anything starts
+        settings()  # report a bad flag here, as a usage error, before anything starts
     except ValidationError as exc:
         problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}"
                              for e in exc.errors())

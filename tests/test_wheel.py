@@ -39,7 +39,9 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> sub
     return done
 
 
-def test_the_wheel_works_in_a_fresh_virtualenv(tmp_path: Path) -> None:
+def _installed(tmp_path: Path, extras: str) -> tuple[Path, dict[str, str]]:
+    """A fresh virtualenv (no system site-packages) with the repository's wheel and ``extras`` installed
+    from the index, and an environment without this process's Python or KONS_ variables."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("KONS_", "PYTHON", "VIRTUAL_ENV")) and k != "PIP_REQUIRE_VIRTUALENV"}
     wheels = tmp_path / "wheels"
@@ -48,9 +50,14 @@ def test_the_wheel_works_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     [wheel] = wheels.glob("kons-*.whl")
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env, 120)
+    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+          f"{wheel}{extras}"], tmp_path, env, 900)
+    return venv, env
+
+
+def test_the_wheel_works_in_a_fresh_virtualenv(tmp_path: Path) -> None:
+    venv, env = _installed(tmp_path, "[service]")
     bin_dir = venv / "bin"
-    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-          f"{wheel}[service]"], tmp_path, env, 900)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     work = tmp_path / "elsewhere"  # outside the repository: nothing can be imported from the checkout
     work.mkdir()
@@ -88,3 +95,17 @@ def test_the_wheel_works_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     assert server.returncode == 128 + signal.SIGTERM, log.read_text()[-2000:]
     assert "Traceback" not in log.read_text()
     assert any((work / "data").rglob("*.aof*"))  # the embedded store kept its append-only file
+
+
+def test_without_the_service_extra_kons_still_inspects_states(tmp_path: Path) -> None:
+    venv, env = _installed(tmp_path, "")
+    python, kons = str(venv / "bin" / "python"), str(venv / "bin" / "kons")
+    blob = tmp_path / "m.kons"
+    _run([python, "-c", "import kons, sys; m = kons.learner_from_params('kernel_ogd', {'dim': 2}); "
+          "m.learn_one([1.0, 2.0], 1.0); open(sys.argv[1], 'wb').write(m.to_bytes())", str(blob)],
+         tmp_path, env, 60)
+    shown = _run([kons, "state", "inspect", str(blob)], tmp_path, env, 60).stdout
+    assert "KernelOGD (kernel_ogd)" in shown and "checksum:  ok" in shown
+    serve = subprocess.run([kons, "serve"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert serve.returncode == 2 and "pip install 'kons[service]'" in serve.stderr
+    assert "Traceback" not in serve.stderr
