@@ -226,9 +226,12 @@ def _feedback(name: str, y: float, x: FeaturesLike | None, id: str | None,
 
 def _feedback_batch(name: str, ys: Sequence[float], xs: Sequence[FeaturesLike] | None,
                     ids: Sequence[str] | None, request_id: str | None) -> _Call[BatchFeedbackResponse]:
-    if (xs is None) == (ids is None):
+    if xs is not None and ids is None:
+        keys: Sequence[Any] = [_features(x) for x in xs]  # (xs may be a numpy array: no truth test)
+    elif ids is not None and xs is None:
+        keys = list(ids)
+    else:
         raise ValueError("give exactly one of xs (features) or ids (of earlier predicts)")
-    keys: Sequence[Any] = ids if ids is not None else [_features(x) for x in xs or ()]
     if len(keys) != len(ys):
         raise ValueError(f"{len(ys)} labels for {len(keys)} rows")
     field = "id" if ids is not None else "x"

@@ -83,7 +83,7 @@ async def test_every_endpoint_round_trips(kons_client: AsyncClient) -> None:
     reference = kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": 3})
     first = await kons_client.feedback("m", 0.5, x=np.array([0.0, 1.0, 2.0]))
     assert first.prediction == reference.learn_one([0.0, 1.0, 2.0], 0.5) and first.version == 1
-    batch = await kons_client.feedback_batch("m", [1.0, -2.0], xs=[[1, 2, 3], [1, 2, 4]])
+    batch = await kons_client.feedback_batch("m", np.array([1.0, -2.0]), xs=np.array([[1, 2, 3], [1, 2, 4]]))
     expected = [reference.learn_one(x, y) for x, y in (([1.0, 2, 3], 1.0), ([1.0, 2, 4], -2.0))]
     assert batch.predictions == expected and batch.version == 3
 
