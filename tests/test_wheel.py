@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,9 +45,13 @@ def _installed(tmp_path: Path, extras: str) -> tuple[Path, dict[str, str]]:
     from the index, and an environment without this process's Python or KONS_ variables."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("KONS_", "PYTHON", "VIRTUAL_ENV")) and k != "PIP_REQUIRE_VIRTUALENV"}
+    # built from a copy: setuptools leaves build/ behind, and a stale one would leak into later wheels
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "data"))
     wheels = tmp_path / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
-          "-w", str(wheels), str(REPO)], tmp_path, env, 300)
+          "-w", str(wheels), str(source)], tmp_path, env, 300)
     [wheel] = wheels.glob("kons-*.whl")
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env, 120)

@@ -29,9 +29,10 @@ def test_one_version_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
     assert create_app(Settings()).openapi()["info"]["version"] == installed
 
 
-def test_serve_help_lists_every_setting_and_starts_nothing(tmp_path: Path) -> None:
-    shown = subprocess.run([*KONS, "serve", "--help"], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=60, env=service_env())
+@pytest.mark.parametrize("argv", [[*KONS, "serve", "--help"],
+                                  [sys.executable, "-m", "kons_service", "--help"]])
+def test_serve_help_lists_every_setting_and_starts_nothing(tmp_path: Path, argv: list[str]) -> None:
+    shown = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=service_env())
     assert shown.returncode == 0 and shown.stderr == ""
     for name in Settings.model_fields:
         assert f"--{name.replace('_', '-')}" in shown.stdout
