@@ -325,6 +325,10 @@ class Client(_Base):
         except UnavailableError:
             return False
 
+    def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text exposition."""
+        return self._send(_Call("GET", "/metrics", lambda r: r.text))
+
     def create_learner(self, name: str, algorithm: str, dim: int,
                        params: Mapping[str, Any] | None = None) -> LearnerSummary:
         """``PUT /v1/learners/{name}``: create it (the same config again is a no-op; another is a 409)."""
@@ -412,6 +416,9 @@ class AsyncClient(_Base):
             return await self._send(_Call("GET", "/readyz", _ok))
         except UnavailableError:
             return False
+
+    async def metrics(self) -> str:
+        return await self._send(_Call("GET", "/metrics", lambda r: r.text))
 
     async def create_learner(self, name: str, algorithm: str, dim: int,
                              params: Mapping[str, Any] | None = None) -> LearnerSummary:

@@ -4,6 +4,7 @@ gateway in front of it)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -185,6 +186,19 @@ async def test_a_503_that_lasts_is_raised_after_the_retries(make_client) -> None
         assert transport.forwarded == FAST.retries + 1
 
 
+class Refusals(httpx.HTTPTransport):
+    """The plain transport, counting the connections it could not make."""
+
+    refused = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return super().handle_request(request)
+        except httpx.ConnectError:
+            self.refused += 1
+            raise
+
+
 def test_sync_client_against_a_service_process(tmp_path: Path) -> None:
     with services_on_redis(tmp_path) as (_, [service]), Client(service.url, retry=FAST) as client:
         assert client.live() and client.ready()
@@ -193,8 +207,17 @@ def test_sync_client_against_a_service_process(tmp_path: Path) -> None:
         assert client.feedback("m", 0.5, x=[0.0, 1.0, 2.0], request_id="r-1") == first
         assert client.predict("m", [0.0, 1.0, 2.0]).version == 1
         service.kill()
-        service.start()  # a restarted process replays the log
-        assert client.get_learner("m").version == 1
+        restart = threading.Timer(0.5, service.start)  # a restarted process replays the log
+        restart.start()
+        transport = Refusals()
+        patient = Client(service.url, retry=RetryPolicy(retries=12, backoff=0.1, max_backoff=1.0),
+                         transport=transport)
+        with patient:  # refused connections until the process is back, then one application
+            second = patient.feedback("m", 1.0, x=[1.0, 1.0, 1.0], request_id="r-2")
+        restart.join()
+        assert transport.refused >= 1
+        assert second.version == 2 and client.get_learner("m").version == 2
+        assert "kons_feedback_rounds_total" in client.metrics()
     with Client(f"http://127.0.0.1:{free_port()}", retry=FAST) as nobody, \
             pytest.raises(ServiceConnectionError, match="4 attempt"):
         nobody.live()
