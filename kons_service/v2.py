@@ -62,11 +62,6 @@ class RequestedOutput(_Body):
 class InferenceRequest(_Body):
     """``POST /v2/models/{name}/infer``: one input tensor of shape ``[batch, dim]``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
-        "id": "req-1",
-        "inputs": [{"name": INPUT, "shape": [2, 3], "datatype": "FP64", "data": [0, 1, 2, 1, 2, 3]}],
-    }]})
-
     id: str | None = None
     parameters: dict[str, Any] | None = None
     inputs: Annotated[list[InputTensor], Field(min_length=1, max_length=1)]
@@ -81,10 +76,7 @@ class OutputTensor(BaseModel):
 
 
 class InferenceResponse(BaseModel):
-    model_config = ConfigDict(protected_namespaces=(), json_schema_extra={"examples": [{
-        "model_name": "m", "model_version": "6", "id": "req-1",
-        "outputs": [{"name": OUTPUT, "shape": [2], "datatype": "FP64", "data": [0.41, 0.87]}],
-    }]})
+    model_config = ConfigDict(protected_namespaces=())  # model_* are the protocol's names
 
     model_name: str
     model_version: str
