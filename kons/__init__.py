@@ -11,6 +11,8 @@ True
 1
 """
 
+from importlib.metadata import version
+
 from kons.auto import Auto
 from kons.base import LEARNERS, Learner, learner_from_params, load
 from kons.errors import (
@@ -48,4 +50,5 @@ __all__ = [
     "learner_from_params",
     "load",
 ]
-__version__ = "0.1.0"
+#: The one version number, from the installed distribution's metadata (pyproject.toml's).
+__version__ = version("kons")

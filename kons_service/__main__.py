@@ -1,4 +1,5 @@
-"""``python -m kons_service``: serve the app with uvicorn, with the host, port and workers of the settings.
+"""``python -m kons_service [flags]``: serve the app with uvicorn, with the host, port and workers of the
+settings; the same as ``kons serve [flags]`` (``--help`` lists the flags and starts nothing).
 
 Without ``KONS_REDIS_URL`` the embedded Redis server is started here, once, and shared by the workers.
 """
@@ -41,4 +42,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from kons_service.cli import main as kons
+
+    sys.exit(kons(["serve", *sys.argv[1:]]))

@@ -13,11 +13,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from threadpoolctl import threadpool_limits
 
+import kons
 from kons_service.auth import Authenticator
 from kons_service.embedded import EmbeddedRedis
 from kons_service.errors import install_error_handlers
 from kons_service.metrics import Metrics, MetricsMiddleware
-from kons_service.routers import learners, ops, rounds
+from kons_service.openapi import install_openapi, operation_id
+from kons_service.routers import learners, ops, rounds, v2
 from kons_service.service import LearnerService
 from kons_service.settings import Settings
 from kons_service.store import Store
@@ -61,10 +63,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="kons service",
-        version="1.0",
+        version=kons.__version__,
         summary="Online kernel learners for many tenants, durable in Redis.",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
+    install_openapi(app)
     app.state.settings = settings
     app.state.auth = auth
     app.state.metrics = metrics
@@ -72,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(learners.router)
     app.include_router(rounds.router)
     app.include_router(ops.router)
+    app.include_router(v2.router)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 

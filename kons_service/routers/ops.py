@@ -12,6 +12,16 @@ from kons_service.store import StoreUnavailableError
 router = APIRouter(tags=["ops"])
 
 
+async def store_reachable(request: Request) -> bool:
+    """Whether the service's store (Redis) answers a ping within two seconds."""
+    try:
+        async with asyncio.timeout(2.0):
+            await request.app.state.service.store.ping()
+    except (StoreUnavailableError, OSError, TimeoutError):
+        return False
+    return True
+
+
 @router.get("/healthz")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
@@ -20,10 +30,7 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", responses={503: {"description": "Redis is unreachable.", "content": {
     "application/json": {"schema": {"type": "object", "properties": {"status": {"type": "string"}}}}}}})
 async def readyz(request: Request) -> JSONResponse:
-    try:
-        async with asyncio.timeout(2.0):
-            await request.app.state.service.store.ping()
-    except (StoreUnavailableError, OSError, TimeoutError):
+    if not await store_reachable(request):
         error = {"code": "store_unavailable", "message": "The learner store (Redis) is unreachable."}
         return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
     return JSONResponse({"status": "ready"})

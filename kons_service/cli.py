@@ -1,0 +1,175 @@
+"""The ``kons`` command: ``kons serve``, ``kons state inspect FILE``, ``kons bench NAME``, ``kons --version``.
+
+``kons serve``'s flags are generated from :class:`kons_service.settings.Settings`: each field is a flag
+(``redis_url`` -> ``--redis-url``) whose value, when given, overrides the ``KONS_*`` variable of the
+same name; the server itself is ``python -m kons_service``'s. Heavy imports (the server, uvicorn) wait
+until a subcommand needs them, so ``--help`` starts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
+    from kons_service.settings import Settings
+
+__all__ = ["main"]
+
+BENCHMARKS = ("quality", "scaling", "load", "reliability")
+_NO_SERVICE = "kons serve needs the service's dependencies: pip install 'kons[service]'"
+
+
+def _settings() -> type[Settings] | None:
+    """The service's settings class; None where the service extra is not installed."""
+    try:
+        from kons_service.settings import Settings
+    except ImportError:
+        return None
+    return Settings
+
+
+def _value_type(annotation: Any) -> Any:
+    """``X`` of ``X | None``; the annotation itself otherwise."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(annotation) if a is not type(None))
+    return annotation
+
+
+def _add_setting(parser: argparse.ArgumentParser, name: str, field: FieldInfo) -> None:
+    env = f"KONS_{name.upper()}"
+    default = field.get_default(call_default_factory=True)
+    help_text = f"{field.description or ''} [env {env}; default {default}]".lstrip()
+    flag = "--" + name.replace("_", "-")
+    kind = _value_type(field.annotation)
+    if kind is bool:
+        parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None,
+                            help=help_text)
+    else:
+        metavar = {int: "INT", float: "SECONDS" if name.endswith("seconds") else "FLOAT",
+                   Path: "PATH"}.get(kind, "TEXT")
+        parser.add_argument(flag, dest=name, type=str, default=None, metavar=metavar, help=help_text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kons", description="Online kernel learning (kons) and its prediction service.")
+    parser.add_argument("--version", action="version", version=f"kons {version('kons')}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve", help="run the HTTP service (uvicorn; an embedded Redis unless --redis-url)",
+        description="Run the kons service. Every flag overrides the KONS_* variable of the same name; "
+                    "unset flags keep the environment's (or .env's) value, else the default.")
+    settings = _settings()
+    if settings is None:
+        serve.description = _NO_SERVICE
+    else:
+        for name, field in settings.model_fields.items():
+            _add_setting(serve, name, field)
+
+    state = commands.add_parser("state", help="kons state blobs (GET /v1/learners/{name}/state)")
+    state_commands = state.add_subparsers(dest="state_command", required=True, metavar="ACTION")
+    inspect = state_commands.add_parser("inspect", help="header, learner, rounds and checksum of a blob")
+    inspect.add_argument("file", type=Path)
+
+    bench = commands.add_parser(
+        "bench", help="run a benchmark (python -m benchmarks.NAME; needs a checkout of the repository)")
+    bench.add_argument("name", choices=BENCHMARKS)
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
+    return parser
+
+
+def _serve(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    settings = _settings()
+    if settings is None:
+        parser.error(_NO_SERVICE)
+    from pydantic import ValidationError
+
+    given = {name: getattr(options, name) for name in settings.model_fields}
+    for name, value in given.items():
+        if value is not None:
+            os.environ[f"KONS_{name.upper()}"] = str(value).lower() if isinstance(value, bool) else value
+    try:
+        settings()  # report a bad flag here, as a usage error, before anything starts
+    except ValidationError as exc:
+        problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}"
+                             for e in exc.errors())
+        parser.error(problems)
+    from kons_service.__main__ import main as serve_main
+
+    serve_main()
+    return 0
+
+
+def inspect_state(path: Path) -> tuple[list[str], bool]:
+    """Lines describing a state blob, and whether it is valid (format, checksum, loadable)."""
+    import kons
+    from kons import _state
+
+    blob = path.read_bytes()
+    lines = [f"file:      {path} ({len(blob)} bytes)"]
+    try:
+        header, arrays = _state.decode(blob)  # checks the magic, the format version and the checksum
+    except kons.StateFormatError as exc:
+        return [*lines, f"checksum:  FAILED ({exc})"], False
+    lines += [f"format:    KONSSTAT version {_state.FORMAT_VERSION}", "checksum:  ok (sha256)"]
+    names = [name for name, cls in kons.LEARNERS.items() if cls.__name__ == header.get("class")]
+    lines.append(f"learner:   {header.get('class')} ({names[0] if names else 'unknown'}), "
+                 f"state version {header.get('state_version')}, dim {header.get('dim')}")
+    lines.append(f"params:    {header.get('params')}")
+    rounds, cumulative, _, _ = header.get("counters") or [None] * 4
+    lines.append(f"rounds:    {rounds} (cumulative loss {cumulative})")
+    lines += [f"array:     {name} {a.dtype.str} {list(a.shape)}" for name, a in arrays.items()]
+    try:
+        kons.load(blob)
+    except kons.StateFormatError as exc:
+        return [*lines, f"loads:     FAILED ({exc})"], False
+    return [*lines, "loads:     ok"], True
+
+
+def _checkout() -> Path | None:
+    """The repository this command runs from (the current directory or the installed package's parent),
+    if it has the benchmarks: they are not part of the wheel."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        if (root / "benchmarks" / "__init__.py").is_file():
+            return root
+    return None
+
+
+def _bench(name: str, args: Sequence[str]) -> int:
+    root = _checkout()
+    if root is None:
+        print(f"kons bench {name}: the benchmarks are not installed with the package; run this command in "
+              "a checkout of the kons repository (with `pip install -e '.[service,bench]'`).",
+              file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, "-m", f"benchmarks.{name}", *args], cwd=root)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    options = parser.parse_args(argv)
+    if options.command == "serve":
+        return _serve(options, parser)
+    if options.command == "state":
+        if not options.file.is_file():
+            parser.error(f"no such file: {options.file}")
+        lines, ok = inspect_state(options.file)
+        print("\n".join(lines))
+        return 0 if ok else 1
+    return _bench(options.name, [a for a in options.args if a != "--"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,456 @@
+"""A Python client of the kons service, synchronous (:class:`Client`) and asynchronous (:class:`AsyncClient`).
+
+    from kons_service import Client
+
+    with Client("http://127.0.0.1:8000", api_key="...") as kons:
+        kons.create_learner("m", "sketched_kons", dim=3)
+        kons.feedback("m", y=0.5, x=[0.0, 1.0, 2.0])
+        kons.predict("m", x=[0.0, 1.0, 2.0]).prediction
+
+Every call is retried on a broken connection, a timeout or a 503 (waiting ``Retry-After``, else an
+exponential backoff with jitter). That is safe because no call applies anything twice: each feedback
+carries a ``request_id`` (the caller's, or one the client draws once per call), so the service answers
+a retry of an already applied feedback with the original answer; a predict's ``ids`` are remembered
+again with the same features; a create of the same config is a no-op; a delete whose retry finds the
+learner gone has deleted it.
+
+An error answer raises a :class:`KonsServiceError` subclass, one per family of the service's error
+codes (``error.code`` in the body). The client needs httpx and pydantic, not the server's dependencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from kons_service.schemas import (
+    BatchFeedbackResponse,
+    BatchPredictResponse,
+    FeedbackResponse,
+    LearnerInfo,
+    LearnerList,
+    LearnerSummary,
+    PredictResponse,
+    StateImported,
+)
+
+__all__ = [
+    "AsyncClient",
+    "AuthenticationError",
+    "Client",
+    "ConflictError",
+    "InvalidRequestError",
+    "KonsServiceError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "ServerError",
+    "ServiceConnectionError",
+    "UnavailableError",
+]
+
+#: Dense features (any sequence of numbers, numpy arrays included) or ``{"indices": [...], "values": [...]}``.
+FeaturesLike = Sequence[float] | Mapping[str, Sequence[float]] | Any
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+# ---------------------------------------------------------------------------------------------- errors
+class KonsServiceError(Exception):
+    """An error answer of the service: its HTTP ``status``, ``code`` (e.g. ``"learner_not_found"``),
+    ``message`` and, for schema errors, ``details`` (``[{"field", "problem"}]``)."""
+
+    #: The service's error codes of this family (the client maps ``error.code`` through them).
+    codes: tuple[str, ...] = ()
+
+    def __init__(self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or []
+
+
+class InvalidRequestError(KonsServiceError):
+    """400/422: the body is not JSON, does not match the schema, or kons rejected it; nothing changed."""
+
+    codes = ("invalid_json", "validation_error", "invalid_name", "invalid_input", "invalid_parameter",
+             "numerical_error", "invalid_state", "invalid_request")
+
+
+class AuthenticationError(KonsServiceError):
+    """401: a missing or unknown API key."""
+
+    codes = ("unauthorized",)
+
+
+class NotFoundError(KonsServiceError):
+    """404: no such learner in the caller's tenant, an unknown (used, expired) predict id, or no route."""
+
+    codes = ("learner_not_found", "unknown_id", "not_found")
+
+
+class ConflictError(KonsServiceError):
+    """409: another config under this name, a state blob of another config, or a reused request_id."""
+
+    codes = ("config_conflict", "state_mismatch", "request_id_conflict")
+
+
+class PayloadTooLargeError(KonsServiceError):
+    """413: the body or the batch exceeds the service's limits."""
+
+    codes = ("payload_too_large", "batch_too_large")
+
+
+class UnavailableError(KonsServiceError):
+    """503 once the retries are spent: the store (Redis) is unreachable or the learner stays busy."""
+
+    codes = ("store_unavailable", "learner_busy")
+
+
+class ServerError(KonsServiceError):
+    """500 (or another status the service does not document): a bug on the server's side."""
+
+    codes = ("internal_error",)
+
+
+class ServiceConnectionError(KonsServiceError):
+    """No answer at all once the retries are spent (refused or broken connections, timeouts)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "connection_error", message)
+
+
+_FAMILIES: tuple[type[KonsServiceError], ...] = (
+    InvalidRequestError, AuthenticationError, NotFoundError, ConflictError, PayloadTooLargeError,
+    UnavailableError, ServerError,
+)
+_BY_CODE = {code: family for family in _FAMILIES for code in family.codes}
+_BY_STATUS: dict[int, type[KonsServiceError]] = {
+    400: InvalidRequestError, 401: AuthenticationError, 403: AuthenticationError, 404: NotFoundError,
+    409: ConflictError, 413: PayloadTooLargeError, 422: InvalidRequestError, 503: UnavailableError,
+}
+
+
+def error_from_response(response: httpx.Response) -> KonsServiceError:
+    """The exception for an error answer: by the body's ``error.code``, else by the HTTP status."""
+    try:
+        error = response.json()["error"]
+        code, message, details = str(error["code"]), str(error["message"]), error.get("details")
+    except (ValueError, KeyError, TypeError):
+        code, message, details = "http_error", response.text[:500] or response.reason_phrase, None
+    family = _BY_CODE.get(code) or _BY_STATUS.get(response.status_code)
+    if family is None:
+        family = ServerError if response.status_code >= 500 else KonsServiceError
+    return family(response.status_code, code, message, details)
+
+
+# ---------------------------------------------------------------------------------------------- calls
+@dataclass(frozen=True, slots=True)
+class _Call(Generic[T]):
+    """One endpoint call, built once and sent (and re-sent) unchanged by either client."""
+
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    json: Any = None
+    content: bytes | None = None
+    params: dict[str, Any] | None = None
+    #: A 404 on a retry means that an earlier attempt did the job (delete).
+    gone_is_done: bool = False
+
+    def conclude(self, outcome: httpx.Response | httpx.TransportError, attempts: int) -> T:
+        if isinstance(outcome, httpx.TransportError):
+            raise ServiceConnectionError(
+                f"{self.method} {self.path}: no answer after {attempts} attempt(s): {outcome!r}"
+            ) from outcome
+        if outcome.is_success or (self.gone_is_done and attempts > 1 and outcome.status_code == 404):
+            return self.read(outcome)
+        raise error_from_response(outcome)
+
+
+def _model(model: type[M]) -> Callable[[httpx.Response], M]:
+    return lambda response: model.model_validate(response.json())
+
+
+def _features(x: FeaturesLike) -> Any:
+    """Features as JSON: a list of floats (from any sequence, numpy arrays included) or the sparse dict."""
+    if isinstance(x, Mapping):
+        return {"indices": [int(i) for i in x["indices"]], "values": [float(v) for v in x["values"]]}
+    return [float(v) for v in x]
+
+
+def _learner(name: str) -> str:
+    return f"/v1/learners/{name}"
+
+
+def _create(name: str, algorithm: str, dim: int, params: Mapping[str, Any] | None) -> _Call[LearnerSummary]:
+    body = {"algorithm": algorithm, "dim": dim, "params": dict(params or {})}
+    return _Call("PUT", _learner(name), _model(LearnerSummary), json=body)
+
+
+def _list(cursor: str | None, limit: int) -> _Call[LearnerList]:
+    params = {"limit": limit, **({"cursor": cursor} if cursor is not None else {})}
+    return _Call("GET", "/v1/learners", _model(LearnerList), params=params)
+
+
+def _predict(name: str, x: FeaturesLike, id: str | None) -> _Call[PredictResponse]:
+    body = {"x": _features(x), **({"id": id} if id is not None else {})}
+    return _Call("POST", _learner(name) + "/predict", _model(PredictResponse), json=body)
+
+
+def _predict_batch(name: str, xs: Sequence[FeaturesLike],
+                   ids: Sequence[str] | None) -> _Call[BatchPredictResponse]:
+    body = {"xs": [_features(x) for x in xs], **({"ids": list(ids)} if ids is not None else {})}
+    return _Call("POST", _learner(name) + "/predict", _model(BatchPredictResponse), json=body)
+
+
+def _feedback(name: str, y: float, x: FeaturesLike | None, id: str | None,
+              request_id: str | None) -> _Call[FeedbackResponse]:
+    body: dict[str, Any] = {"y": float(y), "request_id": request_id or uuid.uuid4().hex}
+    if x is not None:
+        body["x"] = _features(x)
+    if id is not None:
+        body["id"] = id
+    return _Call("POST", _learner(name) + "/feedback", _model(FeedbackResponse), json=body)
+
+
+def _feedback_batch(name: str, ys: Sequence[float], xs: Sequence[FeaturesLike] | None,
+                    ids: Sequence[str] | None, request_id: str | None) -> _Call[BatchFeedbackResponse]:
+    if xs is not None and ids is None:
+        keys: Sequence[Any] = [_features(x) for x in xs]  # (xs may be a numpy array: no truth test)
+    elif ids is not None and xs is None:
+        keys = list(ids)
+    else:
+        raise ValueError("give exactly one of xs (features) or ids (of earlier predicts)")
+    if len(keys) != len(ys):
+        raise ValueError(f"{len(ys)} labels for {len(keys)} rows")
+    field = "id" if ids is not None else "x"
+    items = [{field: key, "y": float(y)} for key, y in zip(keys, ys, strict=True)]
+    body = {"items": items, "request_id": request_id or uuid.uuid4().hex}
+    return _Call("POST", _learner(name) + "/feedback", _model(BatchFeedbackResponse), json=body)
+
+
+def _ok(response: httpx.Response) -> bool:
+    return response.is_success
+
+
+# ---------------------------------------------------------------------------------------------- retries
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how long to retry: ``retries`` more attempts after the first, exponential backoff
+    from ``backoff`` seconds (with jitter) up to ``max_backoff``; a ``Retry-After`` header is obeyed
+    (up to ``max_backoff``)."""
+
+    retries: int = 5
+    backoff: float = 0.2
+    max_backoff: float = 10.0
+
+    def delay(self, attempt: int, outcome: httpx.Response | httpx.TransportError) -> float | None:
+        """Seconds to wait before retrying after ``attempt`` (0-based) ended in ``outcome``; None: done."""
+        if attempt >= self.retries:
+            return None
+        if isinstance(outcome, httpx.Response):
+            if outcome.status_code not in (502, 503, 504):
+                return None
+            after = outcome.headers.get("Retry-After", "")
+            if after.isdigit():
+                return min(float(after), self.max_backoff)
+        exponential = min(self.backoff * 2.0**attempt, self.max_backoff)
+        return exponential * (0.5 + random.random() / 2)
+
+
+# ---------------------------------------------------------------------------------------------- clients
+class _Base:
+    def __init__(self, api_key: str | None, retry: RetryPolicy | None) -> None:
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.retry = retry or RetryPolicy()
+
+    @staticmethod
+    def _request(call: _Call[Any]) -> dict[str, Any]:
+        return {"method": call.method, "url": call.path, "json": call.json, "content": call.content,
+                "params": call.params}
+
+
+class Client(_Base):
+    """The synchronous client; ``timeout`` in seconds per attempt; ``transport`` for tests and proxies."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
+                 timeout: float = 30.0, retry: RetryPolicy | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(api_key, retry)
+        self._http = httpx.Client(base_url=base_url, headers=self._headers, timeout=timeout,
+                                  transport=transport)
+
+    def _send(self, call: _Call[T]) -> T:
+        attempt = 0
+        while True:
+            outcome: httpx.Response | httpx.TransportError
+            try:
+                outcome = self._http.request(**self._request(call))
+            except httpx.TransportError as exc:
+                outcome = exc
+            delay = self.retry.delay(attempt, outcome)
+            if delay is None:
+                return call.conclude(outcome, attempt + 1)
+            time.sleep(delay)
+            attempt += 1
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def live(self) -> bool:
+        """``GET /healthz``: the process answers."""
+        return self._send(_Call("GET", "/healthz", _ok))
+
+    def ready(self) -> bool:
+        """``GET /readyz``: the process reaches its store (False once the retries of a 503 are spent)."""
+        try:
+            return self._send(_Call("GET", "/readyz", _ok))
+        except UnavailableError:
+            return False
+
+    def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text exposition."""
+        return self._send(_Call("GET", "/metrics", lambda r: r.text))
+
+    def create_learner(self, name: str, algorithm: str, dim: int,
+                       params: Mapping[str, Any] | None = None) -> LearnerSummary:
+        """``PUT /v1/learners/{name}``: create it (the same config again is a no-op; another is a 409)."""
+        return self._send(_create(name, algorithm, dim, params))
+
+    def list_learners(self, cursor: str | None = None, limit: int = 100) -> LearnerList:
+        """``GET /v1/learners``: a page of the tenant's learners in name order."""
+        return self._send(_list(cursor, limit))
+
+    def get_learner(self, name: str) -> LearnerInfo:
+        """``GET /v1/learners/{name}``: config, version and stats."""
+        return self._send(_Call("GET", _learner(name), _model(LearnerInfo)))
+
+    def delete_learner(self, name: str) -> None:
+        """``DELETE /v1/learners/{name}``."""
+        self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True))
+
+    def export_state(self, name: str) -> bytes:
+        """``GET /v1/learners/{name}/state``: the kons state blob (``kons.load`` reads it)."""
+        return self._send(_Call("GET", _learner(name) + "/state", lambda r: r.content))
+
+    def import_state(self, name: str, blob: bytes) -> StateImported:
+        """``PUT /v1/learners/{name}/state``: replace the state by a blob of the same config."""
+        return self._send(_Call("PUT", _learner(name) + "/state", _model(StateImported), content=blob))
+
+    def predict(self, name: str, x: FeaturesLike, *, id: str | None = None) -> PredictResponse:
+        """``POST .../predict`` of one row; ``id`` remembers ``x`` for a later ``feedback(id=...)``."""
+        return self._send(_predict(name, x, id))
+
+    def predict_batch(self, name: str, xs: Sequence[FeaturesLike], *,
+                      ids: Sequence[str] | None = None) -> BatchPredictResponse:
+        """``POST .../predict`` of many rows, all on the same version."""
+        return self._send(_predict_batch(name, xs, ids))
+
+    def feedback(self, name: str, y: float, *, x: FeaturesLike | None = None, id: str | None = None,
+                 request_id: str | None = None) -> FeedbackResponse:
+        """``POST .../feedback``: one round, on features ``x`` or a predict's ``id``; applied once."""
+        return self._send(_feedback(name, y, x, id, request_id))
+
+    def feedback_batch(self, name: str, ys: Sequence[float], *, xs: Sequence[FeaturesLike] | None = None,
+                       ids: Sequence[str] | None = None,
+                       request_id: str | None = None) -> BatchFeedbackResponse:
+        """``POST .../feedback`` of rounds applied in order, all or none, once."""
+        return self._send(_feedback_batch(name, ys, xs, ids, request_id))
+
+
+class AsyncClient(_Base):
+    """The asynchronous client: the same methods as :class:`Client`, as coroutines."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
+                 timeout: float = 30.0, retry: RetryPolicy | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(api_key, retry)
+        self._http = httpx.AsyncClient(base_url=base_url, headers=self._headers, timeout=timeout,
+                                       transport=transport)
+
+    async def _send(self, call: _Call[T]) -> T:
+        attempt = 0
+        while True:
+            outcome: httpx.Response | httpx.TransportError
+            try:
+                outcome = await self._http.request(**self._request(call))
+            except httpx.TransportError as exc:
+                outcome = exc
+            delay = self.retry.delay(attempt, outcome)
+            if delay is None:
+                return call.conclude(outcome, attempt + 1)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        await self.aclose()
+
+    async def live(self) -> bool:
+        return await self._send(_Call("GET", "/healthz", _ok))
+
+    async def ready(self) -> bool:
+        try:
+            return await self._send(_Call("GET", "/readyz", _ok))
+        except UnavailableError:
+            return False
+
+    async def metrics(self) -> str:
+        return await self._send(_Call("GET", "/metrics", lambda r: r.text))
+
+    async def create_learner(self, name: str, algorithm: str, dim: int,
+                             params: Mapping[str, Any] | None = None) -> LearnerSummary:
+        return await self._send(_create(name, algorithm, dim, params))
+
+    async def list_learners(self, cursor: str | None = None, limit: int = 100) -> LearnerList:
+        return await self._send(_list(cursor, limit))
+
+    async def get_learner(self, name: str) -> LearnerInfo:
+        return await self._send(_Call("GET", _learner(name), _model(LearnerInfo)))
+
+    async def delete_learner(self, name: str) -> None:
+        await self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True))
+
+    async def export_state(self, name: str) -> bytes:
+        return await self._send(_Call("GET", _learner(name) + "/state", lambda r: r.content))
+
+    async def import_state(self, name: str, blob: bytes) -> StateImported:
+        return await self._send(_Call("PUT", _learner(name) + "/state", _model(StateImported), content=blob))
+
+    async def predict(self, name: str, x: FeaturesLike, *, id: str | None = None) -> PredictResponse:
+        return await self._send(_predict(name, x, id))
+
+    async def predict_batch(self, name: str, xs: Sequence[FeaturesLike], *,
+                            ids: Sequence[str] | None = None) -> BatchPredictResponse:
+        return await self._send(_predict_batch(name, xs, ids))
+
+    async def feedback(self, name: str, y: float, *, x: FeaturesLike | None = None, id: str | None = None,
+                       request_id: str | None = None) -> FeedbackResponse:
+        return await self._send(_feedback(name, y, x, id, request_id))
+
+    async def feedback_batch(self, name: str, ys: Sequence[float], *,
+                             xs: Sequence[FeaturesLike] | None = None, ids: Sequence[str] | None = None,
+                             request_id: str | None = None) -> BatchFeedbackResponse:
+        return await self._send(_feedback_batch(name, ys, xs, ids, request_id))

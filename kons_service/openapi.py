@@ -1,0 +1,118 @@
+"""The service's OpenAPI document, made for copying from: an example on every model, the HTTP Bearer
+security scheme (Swagger's Authorize button) on every route that takes an API key, ``algorithm`` as an
+enum of the kons registry, and operation ids named after the handlers (``predict``, ``feedback``, ...).
+
+The examples form one session on one learner ``m`` (Sketched-KONS, dimension 3): created, asked, taught;
+``tests/service/test_openapi.py`` validates them against the document and sends them to a service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+
+import kons
+
+__all__ = ["EXAMPLES", "SECURITY_SCHEME", "install_openapi", "operation_id"]
+
+SECURITY_SCHEME = "bearer"
+
+_PARAMS = {"kernel": {"name": "rbf", "gamma": 0.5}, "loss": "squared", "alpha": 1.0, "eta": 0.1, "C": 3.0,
+           "seed": 0}
+_CONFIG = {"algorithm": "sketched_kons", "dim": 3,
+           "params": {**_PARAMS, "beta": 1.0, "epsilon": 0.5, "gamma": 0.0}}
+_STATS = {"rounds": 3, "stored_points": 3, "dictionary_size": 2, "kors_size": 2, "cumulative_loss": 8.7435,
+          "recent_loss": 0.0873, "effective_dimension": 1.0309, "eta": 0.1}
+_ERROR = {"code": "learner_not_found", "message": "No learner 'm' in this tenant."}
+_TENSOR = {"name": "x", "shape": [2, 3], "datatype": "FP64", "data": [0.0, 1.0, 2.0, 1.0, 2.0, 3.0]}
+_OUTPUT = {"name": "prediction", "shape": [2], "datatype": "FP64", "data": [1.2457, 0.7763]}
+
+#: Examples by schema name; request bodies first in the order a session sends them.
+EXAMPLES: dict[str, list[dict[str, Any]]] = {
+    "LearnerSpec": [{"algorithm": "sketched_kons", "dim": 3, "params": _PARAMS}],
+    "PredictRequest": [{"x": [0.0, 1.0, 2.0], "id": "q-1"}, {"xs": [[0.0, 1.0, 2.0], [1.0, 2.0, 3.0]]}],
+    "FeedbackRequest": [
+        {"x": [0.0, 1.0, 2.0], "y": 0.5, "request_id": "r-1"},
+        {"id": "q-1", "y": 0.5, "request_id": "r-2"},
+        {"items": [{"x": [1.0, 2.0, 3.0], "y": 1.0}, {"x": [1.0, 2.0, 4.0], "y": -2.0}],
+         "request_id": "r-3"},
+    ],
+    "FeedbackItem": [{"x": [1.0, 2.0, 3.0], "y": 1.0}],
+    "SparseFeatures": [{"indices": [0, 7], "values": [1.0, -0.5]}],
+    "InferenceRequest": [{"id": "req-1", "inputs": [_TENSOR]},
+                         {"inputs": [_TENSOR], "outputs": [{"name": "prediction"}]}],
+    "InputTensor": [_TENSOR],
+    "RequestedOutput": [{"name": "prediction"}],
+    "LearnerSummary": [{"name": "m", "config": _CONFIG, "version": 3}],
+    "LearnerInfo": [{"name": "m", "config": _CONFIG, "version": 3, "stats": _STATS}],
+    "LearnerList": [{"learners": [{"name": "m", "config": _CONFIG, "version": 3}], "next_cursor": None}],
+    "PredictResponse": [{"prediction": 1.2457, "version": 3}],
+    "BatchPredictResponse": [{"predictions": [1.2457, 0.7763], "version": 3}],
+    "FeedbackResponse": [{"prediction": 0.0, "loss": 0.25, "version": 1}],
+    "BatchFeedbackResponse": [{"predictions": [0.2231, 0.8089], "losses": [0.6036, 7.8899], "version": 3}],
+    "StateImported": [{"version": 3}],
+    "ErrorDetail": [_ERROR],
+    "ErrorResponse": [{"error": _ERROR}],
+    "InferenceResponse": [{"model_name": "m", "model_version": "3", "id": "req-1", "outputs": [_OUTPUT]}],
+    "OutputTensor": [_OUTPUT],
+    "TensorMetadata": [{"name": "x", "datatype": "FP64", "shape": [-1, 3]}],
+    "ModelMetadata": [{"name": "m", "versions": ["3"], "platform": "kons/sketched_kons",
+                       "inputs": [{"name": "x", "datatype": "FP64", "shape": [-1, 3]}],
+                       "outputs": [{"name": "prediction", "datatype": "FP64", "shape": [-1]}]}],
+    "ServerMetadata": [{"name": "kons", "version": kons.__version__, "extensions": []}],
+}
+
+
+def operation_id(route: APIRoute) -> str:
+    """A route's operation id: its handler's name (``predict``, ``create_learner``)."""
+    return route.name
+
+
+def _is_api_key(parameter: dict[str, Any]) -> bool:
+    """The ``Authorization`` header of the tenant dependency: the security scheme's business."""
+    return bool(parameter["in"] == "header" and parameter["name"].lower() == "authorization")
+
+
+def _algorithm_enum(schema: dict[str, Any]) -> None:
+    """``algorithm`` lists the registry's names (the string branch of it, should it become optional)."""
+    algorithm = schema["properties"]["algorithm"]
+    for branch in algorithm.get("anyOf", [algorithm]):
+        if branch.get("type") == "string":
+            branch["enum"] = sorted(kons.LEARNERS)
+
+
+def _document(app: FastAPI) -> dict[str, Any]:
+    document = get_openapi(title=app.title, version=app.version, summary=app.summary,
+                           description=app.description, routes=app.routes)
+    schemas = document.get("components", {}).get("schemas", {})
+    for name, examples in EXAMPLES.items():
+        if name in schemas:
+            schemas[name]["examples"] = examples
+    if "LearnerSpec" in schemas:
+        _algorithm_enum(schemas["LearnerSpec"])
+    document.setdefault("components", {})["securitySchemes"] = {SECURITY_SCHEME: {
+        "type": "http", "scheme": "bearer",
+        "description": "An API key of KONS_API_KEYS (none needed when the service runs single-tenant)."}}
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            parameters = operation.get("parameters", [])
+            if any(_is_api_key(p) for p in parameters):
+                operation["security"] = [{SECURITY_SCHEME: []}]
+                operation["parameters"] = [p for p in parameters if not _is_api_key(p)]
+                if not operation["parameters"]:
+                    del operation["parameters"]
+    return document
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve the document above as the app's ``/openapi.json`` (built once, on first use)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = _document(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

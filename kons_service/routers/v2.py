@@ -1,0 +1,124 @@
+"""Open Inference Protocol V2 routes (``/v2/...``): health, server and model metadata, readiness, infer.
+
+Errors are the service's (same statuses, one mapping in :mod:`kons_service.errors`) in V2's body shape,
+``{"error": "<message>"}``, which V2 clients (tritonclient, KServe's) print.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+import kons
+from kons_service.body import KonsRoute
+from kons_service.deps import LearnerDep, ServiceDep
+from kons_service.routers.ops import store_reachable
+from kons_service.v2 import (
+    INPUT,
+    OUTPUT,
+    InferenceRequest,
+    InferenceResponse,
+    ModelMetadata,
+    OutputTensor,
+    ServerMetadata,
+    TensorMetadata,
+    rows_of,
+)
+
+__all__ = ["router"]
+
+
+class V2Route(KonsRoute):
+    """A route whose errors carry V2's body: the service's own answer, its message as a string."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def v2_handler(request: Request) -> Response:
+            try:
+                if "inference-header-content-length" in request.headers:
+                    raise kons.InvalidInputError(
+                        "the binary tensor extension is not supported; send JSON tensors.")
+                return await handler(_as_json(request))
+            except Exception as exc:
+                answer = await _service_answer(request, exc)
+                message = json.loads(bytes(answer.body))["error"]["message"]
+                headers = {k: v for k, v in answer.headers.items() if k.lower() in ("retry-after",
+                                                                                    "www-authenticate")}
+                return JSONResponse({"error": message}, status_code=answer.status_code, headers=headers)
+
+        return v2_handler
+
+
+def _as_json(request: Request) -> Request:
+    """The request with a JSON content type: V2 bodies are JSON, and V2 clients (tritonclient) do not
+    always say so."""
+    headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
+    scope = {**request.scope, "headers": [*headers, (b"content-type", b"application/json")]}
+    return Request(scope, request.receive)
+
+
+async def _service_answer(request: Request, exc: Exception) -> JSONResponse:
+    """The answer the service's handler for ``exc`` (the most specific one registered) gives."""
+    handlers = request.app.exception_handlers
+    for cls in type(exc).__mro__:
+        if cls in handlers:
+            answer: JSONResponse = await handlers[cls](request, exc)
+            return answer
+    raise exc  # pragma: no cover - errors.py registers a handler for Exception
+
+
+_ERROR = {"content": {"application/json": {"schema": {
+    "type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}}}
+router = APIRouter(prefix="/v2", tags=["inference (V2)"], route_class=V2Route, responses={
+    status: {**_ERROR, "description": description} for status, description in (
+        (400, "The body is not valid JSON."), (401, "Missing or unknown API key."),
+        (404, "No such model (learner)."), (413, "The body or the batch is too large."),
+        (422, "The request does not match the protocol, or the model rejected the input."),
+        (503, "The store is unavailable or the learner is busy; retry."))})
+
+
+@router.get("/health/live", operation_id="v2_live")
+async def live() -> dict[str, bool]:
+    return {"live": True}
+
+
+@router.get("/health/ready", operation_id="v2_ready")
+async def ready(request: Request) -> JSONResponse:
+    is_ready = await store_reachable(request)
+    return JSONResponse({"ready": is_ready}, status_code=200 if is_ready else 503)
+
+
+@router.get("", response_model=ServerMetadata, operation_id="v2_server_metadata")
+async def server_metadata() -> ServerMetadata:
+    return ServerMetadata(name="kons", version=kons.__version__, extensions=[])
+
+
+@router.get("/models/{name}", response_model=ModelMetadata, operation_id="v2_model_metadata")
+async def model_metadata(ref: LearnerDep, service: ServiceDep) -> ModelMetadata:
+    learner = await service.describe(ref)
+    dim = int(learner.config["dim"])
+    return ModelMetadata(
+        name=ref.name, versions=[str(learner.version)], platform=f"kons/{learner.config['algorithm']}",
+        inputs=[TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])],
+        outputs=[TensorMetadata(name=OUTPUT, datatype="FP64", shape=[-1])],
+    )
+
+
+@router.get("/models/{name}/ready", operation_id="v2_model_ready")
+async def model_ready(ref: LearnerDep, service: ServiceDep) -> dict[str, Any]:
+    await service.describe(ref)  # a missing learner is a 404; one that cannot be loaded an error
+    return {"name": ref.name, "ready": True}
+
+
+@router.post("/models/{name}/infer", response_model=InferenceResponse, operation_id="v2_infer")
+async def infer(ref: LearnerDep, body: InferenceRequest, service: ServiceDep) -> InferenceResponse:
+    result = await service.predict(ref, rows_of(body), None)
+    output = OutputTensor(name=OUTPUT, shape=[len(result.predictions)], datatype="FP64",
+                          data=result.predictions)
+    return InferenceResponse(model_name=ref.name, model_version=str(result.version), id=body.id,
+                             outputs=[output])

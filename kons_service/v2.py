@@ -1,0 +1,162 @@
+"""The Open Inference Protocol (V2, as spoken by KServe, Triton, MLServer and Seldon Core 2): bodies and
+tensor decoding. Routes are in :mod:`kons_service.routers.v2`.
+
+A kons learner is a V2 model with one input, a batch of rows (shape ``[batch, dim]``, any of the
+protocol's numeric datatypes, data flat in row-major order or nested) and one output ``prediction``
+(``FP64``, shape ``[batch]``); its ``model_version`` is the learner's version (its number of rounds).
+Only JSON tensors are supported, not the binary tensor extension.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+import kons
+
+__all__ = [
+    "DATATYPES",
+    "INPUT",
+    "OUTPUT",
+    "InferenceRequest",
+    "InferenceResponse",
+    "ModelMetadata",
+    "OutputTensor",
+    "ServerMetadata",
+    "TensorMetadata",
+    "rows_of",
+]
+
+#: The name of a learner's output tensor (and the name its input is described with).
+OUTPUT = "prediction"
+INPUT = "x"
+
+#: The protocol's numeric datatypes and the NumPy type each one's values must fit.
+DATATYPES: dict[str, str] = {
+    "FP32": "float32", "FP64": "float64",
+    "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64",
+    "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64",
+}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InputTensor(_Body):
+    name: str
+    shape: list[Annotated[StrictInt, Field(ge=0)]]
+    datatype: str
+    parameters: dict[str, Any] | None = None
+    data: list[Any]
+
+
+class RequestedOutput(_Body):
+    name: str
+    parameters: dict[str, Any] | None = None
+
+
+class InferenceRequest(_Body):
+    """``POST /v2/models/{name}/infer``: one input tensor of shape ``[batch, dim]``."""
+
+    id: str | None = None
+    parameters: dict[str, Any] | None = None
+    inputs: Annotated[list[InputTensor], Field(min_length=1, max_length=1)]
+    outputs: list[RequestedOutput] | None = None
+
+
+class OutputTensor(BaseModel):
+    name: str
+    shape: list[int]
+    datatype: str
+    data: list[float]
+
+
+class InferenceResponse(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())  # model_* are the protocol's names
+
+    model_name: str
+    model_version: str
+    id: str | None = None
+    outputs: list[OutputTensor]
+
+
+class TensorMetadata(BaseModel):
+    name: str
+    datatype: str
+    shape: list[int]
+
+
+class ModelMetadata(BaseModel):
+    name: str
+    versions: list[str]
+    platform: str
+    inputs: list[TensorMetadata]
+    outputs: list[TensorMetadata]
+
+
+class ServerMetadata(BaseModel):
+    name: str
+    version: str
+    extensions: list[str]
+
+
+def _flatten(data: list[Any]) -> list[Any]:
+    flat: list[Any] = []
+    stack = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            flat.append(item)
+        else:
+            stack.pop()
+    return flat
+
+
+def _values(flat: list[Any], datatype: str) -> np.ndarray:
+    """The tensor's values as float64, each checked to be a value of ``datatype``."""
+    kind = DATATYPES.get(datatype)
+    if kind is None:
+        raise kons.InvalidInputError(
+            f"datatype {datatype!r} is not supported; use one of {', '.join(DATATYPES)}.")
+    if kind.startswith(("int", "uint")):
+        info = np.iinfo(kind)
+        for i, v in enumerate(flat):
+            if type(v) is not int or not info.min <= v <= info.max:
+                raise kons.InvalidInputError(f"element {i} ({str(v)[:40]}) is not a {datatype} value.")
+        return np.asarray(flat, dtype=np.float64)
+    limit = float(np.finfo(kind).max)
+    for i, v in enumerate(flat):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not abs(v) <= limit:
+            raise kons.InvalidInputError(f"element {i} ({str(v)[:40]}) is not a finite {datatype} value.")
+    # an FP32 tensor holds float32 values: round them as the client's own float32 array would
+    return np.asarray(flat, dtype=kind).astype(np.float64)
+
+
+def rows_of(request: InferenceRequest) -> list[list[float]]:
+    """The rows of the request's input tensor (``[batch, dim]``), after checking its outputs and shape."""
+    for output in request.outputs or ():
+        if output.name != OUTPUT:
+            raise kons.InvalidInputError(f"unknown output {output.name!r}: a kons model has one, {OUTPUT!r}.")
+        if (output.parameters or {}).get("binary_data"):
+            raise kons.InvalidInputError("the binary tensor extension is not supported; ask for JSON data.")
+    tensor = request.inputs[0]
+    if (tensor.parameters or {}).get("binary_data_size") is not None:
+        raise kons.InvalidInputError("the binary tensor extension is not supported; send JSON data.")
+    if len(tensor.shape) != 2:
+        raise kons.InvalidInputError(
+            f"input {tensor.name!r} has shape {tensor.shape}; a kons model takes [batch, dim].")
+    flat = _flatten(tensor.data)
+    if len(flat) != math.prod(tensor.shape):
+        raise kons.InvalidInputError(
+            f"input {tensor.name!r} of shape {tensor.shape} holds {len(flat)} elements, "
+            f"not {math.prod(tensor.shape)}.")
+    if not flat:
+        raise kons.InvalidInputError(f"input {tensor.name!r} is empty.")
+    rows: list[list[float]] = _values(flat, tensor.datatype).reshape(tensor.shape).tolist()
+    return rows

@@ -1,0 +1,103 @@
+"""The ``kons`` command: version, ``serve`` (flags from the settings, --help starts nothing), ``state
+inspect`` and ``bench`` dispatch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import httpx
+import pytest
+
+import kons
+from kons_service import cli
+from kons_service.main import create_app
+from kons_service.settings import Settings
+from testkit.processes import RedisServer, free_port, service_env, start_service, terminate
+
+KONS = [sys.executable, "-m", "kons_service.cli"]
+
+
+def test_one_version_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    installed = version("kons")
+    assert kons.__version__ == installed
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"kons {installed}"
+    assert create_app(Settings()).openapi()["info"]["version"] == installed
+
+
+@pytest.mark.parametrize("argv", [[*KONS, "serve", "--help"],
+                                  [sys.executable, "-m", "kons_service", "--help"]])
+def test_serve_help_lists_every_setting_and_starts_nothing(tmp_path: Path, argv: list[str]) -> None:
+    shown = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=service_env())
+    assert shown.returncode == 0 and shown.stderr == ""
+    for name in Settings.model_fields:
+        assert f"--{name.replace('_', '-')}" in shown.stdout
+    assert "KONS_REDIS_URL" in shown.stdout
+    assert list(tmp_path.iterdir()) == []  # no ./data: nothing was started
+
+
+def test_serve_rejects_a_bad_flag_before_starting(tmp_path: Path) -> None:
+    bad = subprocess.run([*KONS, "serve", "--port", "70000", "--blas-threads", "zero"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, env=service_env())
+    assert bad.returncode == 2
+    assert "--port" in bad.stderr and "--blas-threads" in bad.stderr and "Traceback" not in bad.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_flags_override_the_environment(tmp_path: Path, redis_server: RedisServer) -> None:
+    port = free_port()
+    env = service_env(KONS_PORT=str(free_port()), KONS_MAX_BATCH="1000")
+    argv = [*KONS, "serve", "--port", str(port), "--redis-url", redis_server.url, "--max-batch", "2",
+            "--no-metrics-per-learner", "--log-level", "warning"]
+    proc = start_service(port, env, tmp_path / "serve.log", argv=argv)
+    try:
+        url = f"http://127.0.0.1:{port}/v1/learners/cli"
+        assert httpx.put(url, json={"algorithm": "kernel_ogd", "dim": 1}).status_code in (200, 201)
+        too_many = httpx.post(f"{url}/predict", json={"xs": [[0.0]] * 3})
+        assert too_many.status_code == 413 and too_many.json()["error"]["code"] == "batch_too_large"
+    finally:
+        terminate(proc, 30)
+
+
+def _blob(rounds: int) -> bytes:
+    learner = kons.learner_from_params("sketched_kons", {"dim": 2, "seed": 0})
+    for t in range(rounds):
+        learner.learn_one([0.1 * t, 1.0], 0.5)
+    return learner.to_bytes()
+
+
+def test_state_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.kons"
+    path.write_bytes(_blob(7))
+    assert cli.main(["state", "inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "SketchedKONS (sketched_kons)" in out and "dim 2" in out
+    assert "rounds:    7 " in out and "checksum:  ok" in out and "loads:     ok" in out
+
+    corrupted = bytearray(path.read_bytes())
+    corrupted[len(corrupted) // 2] ^= 1
+    path.write_bytes(bytes(corrupted))
+    assert cli.main(["state", "inspect", str(path)]) == 1
+    assert "checksum:  FAILED" in capsys.readouterr().out
+
+
+def test_state_inspect_of_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["state", "inspect", str(tmp_path / "nothing")])
+    assert done.value.code == 2
+
+
+def test_bench_runs_the_checkouts_benchmark(capfd: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "scaling", "--help"]) == 0
+    assert capfd.readouterr().out.startswith("usage: scaling.py")
+
+
+def test_bench_outside_a_checkout_says_so(monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "_checkout", lambda: None)
+    assert cli.main(["bench", "load"]) == 2
+    assert "checkout of the kons repository" in capsys.readouterr().err

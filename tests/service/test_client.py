@@ -1,0 +1,223 @@
+"""kons_service.Client / AsyncClient against a running service: every endpoint, the error families, and
+retries that never apply a feedback twice (a reply lost after the service applied it, a 503 from a
+gateway in front of it)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+import kons
+from kons_service import AsyncClient, Client
+from kons_service import client as client_module
+from kons_service import errors as server_errors
+from kons_service.client import (
+    AuthenticationError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+    RetryPolicy,
+    ServiceConnectionError,
+    UnavailableError,
+)
+from testkit.processes import SPEC, free_port, services_on_redis
+
+pytestmark = pytest.mark.anyio
+
+FAST = RetryPolicy(retries=3, backoff=0.01, max_backoff=0.05)
+
+
+class Faulty(httpx.AsyncBaseTransport):
+    """In front of the app: for the first ``times`` requests to a path ending in ``suffix``, pass the
+    request on (so the service applies it), then lose the reply (``fault="drop"``) or answer 503 in its
+    place, as a gateway that timed out would (``fault="503"``)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, suffix: str, fault: str, times: int = 1,
+                 method: str = "POST") -> None:
+        self.inner, self.suffix, self.fault, self.left, self.method = inner, suffix, fault, times, method
+        self.forwarded = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method != self.method or not request.url.path.endswith(self.suffix):
+            return response
+        self.forwarded += 1
+        if self.left == 0:
+            return response
+        self.left -= 1
+        await response.aread()
+        if self.fault == "drop":
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return httpx.Response(503, json={"error": {"code": "store_unavailable", "message": "gateway"}},
+                              headers={"Retry-After": "0"})
+
+
+async def _kons(make_client, fault: tuple[str, ...] | None = None, api_key: str | None = None,
+                **settings) -> AsyncClient:
+    """An AsyncClient of a fresh in-process app (on the test's Redis), behind ``Faulty(*fault)`` if given."""
+    http = await make_client(**settings)
+    transport: httpx.AsyncBaseTransport = httpx.ASGITransport(app=http.app)
+    if fault is not None:
+        transport = Faulty(transport, *fault)
+    return AsyncClient("http://kons.test", api_key=api_key, retry=FAST, transport=transport)
+
+
+@pytest.fixture
+async def kons_client(make_client) -> AsyncIterator[AsyncClient]:
+    async with await _kons(make_client) as client:
+        yield client
+
+
+async def test_every_endpoint_round_trips(kons_client: AsyncClient) -> None:
+    created = await kons_client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+    assert created.version == 0 and created.config["params"]["C"] == 3.0
+    again = await kons_client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+    assert again == created
+    assert await kons_client.live() and await kons_client.ready()
+
+    reference = kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": 3})
+    first = await kons_client.feedback("m", 0.5, x=np.array([0.0, 1.0, 2.0]))
+    assert first.prediction == reference.learn_one([0.0, 1.0, 2.0], 0.5) and first.version == 1
+    batch = await kons_client.feedback_batch("m", np.array([1.0, -2.0]), xs=np.array([[1, 2, 3], [1, 2, 4]]))
+    expected = [reference.learn_one(x, y) for x, y in (([1.0, 2, 3], 1.0), ([1.0, 2, 4], -2.0))]
+    assert batch.predictions == expected and batch.version == 3
+
+    one = await kons_client.predict("m", [1, 2, 3], id="q-1")
+    assert one.prediction == reference.predict_one([1.0, 2, 3]) and one.version == 3
+    many = await kons_client.predict_batch("m", [[1, 2, 3], [0, 0, 0]], ids=["q-2", "q-3"])
+    assert many.predictions[0] == one.prediction and many.version == 3
+    by_id = await kons_client.feedback("m", 0.25, id="q-1")
+    assert by_id.prediction == reference.learn_one([1.0, 2, 3], 0.25) and by_id.version == 4
+    by_ids = await kons_client.feedback_batch("m", [0.1, 0.2], ids=["q-2", "q-3"])
+    assert by_ids.version == 6
+
+    info = await kons_client.get_learner("m")
+    assert info.version == 6 and info.stats["rounds"] == 6
+    page = await kons_client.list_learners(limit=1)
+    assert [s.name for s in page.learners] == ["m"] and page.next_cursor is None
+
+    blob = await kons_client.export_state("m")
+    assert kons.load(blob).stats()["rounds"] == 6
+    await kons_client.feedback("m", 1.0, x=[0, 0, 1])
+    assert (await kons_client.import_state("m", blob)).version == 6
+    assert (await kons_client.get_learner("m")).version == 6
+
+    await kons_client.delete_learner("m")
+    with pytest.raises(NotFoundError) as missing:
+        await kons_client.get_learner("m")
+    assert missing.value.status == 404 and missing.value.code == "learner_not_found"
+
+
+async def test_error_codes_become_exceptions(kons_client: AsyncClient) -> None:
+    await kons_client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+    with pytest.raises(ConflictError) as conflict:
+        await kons_client.create_learner("m", SPEC["algorithm"], SPEC["dim"], {**SPEC["params"], "eta": 0.2})
+    assert conflict.value.code == "config_conflict"
+    with pytest.raises(InvalidRequestError) as bad:
+        await kons_client.feedback("m", 1.0, x=[1.0, 2.0])  # dimension 2 for a learner of dimension 3
+    assert bad.value.status == 422 and bad.value.code == "invalid_input"
+    with pytest.raises(InvalidRequestError) as schema:
+        await kons_client.create_learner("n", "sketched_kons", 0)
+    assert schema.value.code == "validation_error" and schema.value.details
+    with pytest.raises(NotFoundError) as unknown:
+        await kons_client.feedback("m", 1.0, id="never-predicted")
+    assert unknown.value.code == "unknown_id"
+    with pytest.raises(ConflictError, match="request_id"):
+        await kons_client.feedback("m", 1.0, x=[1, 2, 3], request_id="r-1")
+        await kons_client.feedback("m", 2.0, x=[1, 2, 3], request_id="r-1")
+    assert (await kons_client.get_learner("m")).version == 1  # nothing else was applied
+
+
+async def test_batch_limit_and_authentication(make_client) -> None:
+    async with await _kons(make_client, api_key="secret", api_keys="acme:secret", max_batch=2) as client:
+        await client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+        with pytest.raises(PayloadTooLargeError) as big:
+            await client.predict_batch("m", [[0, 0, 0]] * 3)
+        assert big.value.code == "batch_too_large"
+        client._http.headers["Authorization"] = "Bearer wrong"
+        with pytest.raises(AuthenticationError):
+            await client.get_learner("m")
+
+
+def test_every_error_code_of_the_service_has_its_family() -> None:
+    codes = {cls.code for cls in server_errors.ApiError.__subclasses__()}
+    codes |= {code for _, code in server_errors._KONS_ERRORS.values()}
+    codes |= set(server_errors._STATUS_CODES.values()) - {"method_not_allowed"}
+    codes |= {"store_unavailable", "internal_error", "validation_error", "invalid_request"}
+    assert codes <= set(client_module._BY_CODE), codes - set(client_module._BY_CODE)
+
+
+@pytest.mark.parametrize("fault", ["drop", "503"])
+async def test_a_feedback_retried_after_a_lost_answer_is_applied_once(make_client, fault: str) -> None:
+    async with await _kons(make_client, fault=("/feedback", fault)) as client:
+        await client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+        reference = kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": 3})
+        answer = await client.feedback("m", 0.5, x=[0.0, 1.0, 2.0])
+        transport = client._http._transport
+        assert isinstance(transport, Faulty) and transport.forwarded == 2  # applied, lost, retried
+        assert answer.version == 1 and answer.prediction == reference.learn_one([0.0, 1.0, 2.0], 0.5)
+        assert (await client.get_learner("m")).stats["rounds"] == 1
+        batch = await client.feedback_batch("m", [1.0, 2.0], xs=[[1, 1, 1], [2, 2, 2]])
+        assert batch.version == 3 and (await client.get_learner("m")).version == 3
+
+
+async def test_a_delete_retried_after_a_lost_answer_succeeds(make_client) -> None:
+    async with await _kons(make_client, fault=("/m", "drop", 1, "DELETE")) as client:
+        await client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+        await client.delete_learner("m")  # deleted, the answer lost, the retry finds it gone
+        with pytest.raises(NotFoundError):
+            await client.delete_learner("m")  # a first attempt's 404 is an error
+
+
+async def test_a_503_that_lasts_is_raised_after_the_retries(make_client) -> None:
+    http = await make_client()
+    transport = Faulty(httpx.ASGITransport(app=http.app), "/predict", "503", times=10)
+    async with AsyncClient("http://kons.test", retry=FAST, transport=transport) as client:
+        await client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+        with pytest.raises(UnavailableError) as unavailable:
+            await client.predict("m", [0, 0, 0])
+        assert unavailable.value.code == "store_unavailable"
+        assert transport.forwarded == FAST.retries + 1
+
+
+class Refusals(httpx.HTTPTransport):
+    """The plain transport, counting the connections it could not make."""
+
+    refused = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return super().handle_request(request)
+        except httpx.ConnectError:
+            self.refused += 1
+            raise
+
+
+def test_sync_client_against_a_service_process(tmp_path: Path) -> None:
+    with services_on_redis(tmp_path) as (_, [service]), Client(service.url, retry=FAST) as client:
+        assert client.live() and client.ready()
+        client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+        first = client.feedback("m", 0.5, x=[0.0, 1.0, 2.0], request_id="r-1")
+        assert client.feedback("m", 0.5, x=[0.0, 1.0, 2.0], request_id="r-1") == first
+        assert client.predict("m", [0.0, 1.0, 2.0]).version == 1
+        service.kill()
+        restart = threading.Timer(0.5, service.start)  # a restarted process replays the log
+        restart.start()
+        transport = Refusals()
+        patient = Client(service.url, retry=RetryPolicy(retries=12, backoff=0.1, max_backoff=1.0),
+                         transport=transport)
+        with patient:  # refused connections until the process is back, then one application
+            second = patient.feedback("m", 1.0, x=[1.0, 1.0, 1.0], request_id="r-2")
+        restart.join()
+        assert transport.refused >= 1
+        assert second.version == 2 and client.get_learner("m").version == 2
+        assert "kons_feedback_rounds_total" in client.metrics()
+    with Client(f"http://127.0.0.1:{free_port()}", retry=FAST) as nobody, \
+            pytest.raises(ServiceConnectionError, match="4 attempt"):
+        nobody.live()

@@ -1,0 +1,98 @@
+"""The OpenAPI document is one a user can copy from: every model has examples that validate against the
+document, the request examples succeed against a service (with an API key, through the Bearer scheme),
+``algorithm`` is an enum of the registry, operation ids are readable."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import jsonschema_rs
+import pytest
+
+import kons
+from kons_service.main import create_app
+from kons_service.openapi import EXAMPLES
+from kons_service.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    return create_app(Settings()).openapi()
+
+
+def _validator(document: dict[str, Any], schema: dict[str, Any]) -> Any:
+    """A validator of ``schema`` whose ``#/components/...`` references resolve in ``document``."""
+    return jsonschema_rs.Draft202012Validator({**schema, "components": document["components"]})
+
+
+def test_every_model_has_examples_that_validate(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    assert set(schemas) == set(EXAMPLES), set(schemas) ^ set(EXAMPLES)
+    for name, schema in schemas.items():
+        assert schema.get("examples"), name
+        validator = _validator(document, {"$ref": f"#/components/schemas/{name}"})
+        for example in schema["examples"]:
+            errors = [e.message for e in validator.iter_errors(example)]
+            assert not errors, (name, example, errors)
+
+
+def test_a_wrong_example_would_be_caught(document: dict[str, Any]) -> None:
+    validator = _validator(document, {"$ref": "#/components/schemas/LearnerSpec"})
+    assert not validator.is_valid({"algorithm": "no_such_learner", "dim": 3})
+    assert not validator.is_valid({"algorithm": "kons", "dim": 0})
+
+
+def test_algorithm_is_an_enum_of_the_registry(document: dict[str, Any]) -> None:
+    algorithm = document["components"]["schemas"]["LearnerSpec"]["properties"]["algorithm"]
+    branches = algorithm.get("anyOf", [algorithm])
+    assert [b["enum"] for b in branches if "enum" in b] == [sorted(kons.LEARNERS)]
+
+
+def test_operation_ids_are_readable_and_the_key_is_a_bearer_scheme(document: dict[str, Any]) -> None:
+    operations = {(method, path): op for path, ops in document["paths"].items() for method, op in ops.items()}
+    ids = [op["operationId"] for op in operations.values()]
+    assert len(set(ids)) == len(ids) and all(re.fullmatch(r"[a-z][a-z0-9_]*", i) for i in ids), ids
+    assert operations["post", "/v1/learners/{name}/predict"]["operationId"] == "predict"
+    assert operations["post", "/v1/learners/{name}/feedback"]["operationId"] == "feedback"
+    assert operations["put", "/v1/learners/{name}"]["operationId"] == "create_learner"
+    scheme = document["components"]["securitySchemes"]["bearer"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    for (_, path), operation in operations.items():
+        secured = path.startswith(("/v1/", "/v2/models/"))
+        assert (operation.get("security") == [{"bearer": []}]) == secured, path
+        assert all(p["name"].lower() != "authorization" for p in operation.get("parameters", []))
+
+
+def _request_examples(document: dict[str, Any], path: str, method: str) -> list[dict[str, Any]]:
+    schema = document["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
+    name = schema["$ref"].rsplit("/", 1)[-1]
+    return document["components"]["schemas"][name]["examples"]
+
+
+def _check_answer(document: dict[str, Any], path: str, method: str, response: httpx.Response) -> None:
+    assert response.is_success, (path, response.status_code, response.text)
+    documented = document["paths"][path][method]["responses"][str(response.status_code)]
+    schema = documented["content"]["application/json"]["schema"]
+    errors = [e.message for e in _validator(document, schema).iter_errors(response.json())]
+    assert not errors, (path, response.json(), errors)
+
+
+async def test_the_request_examples_succeed_against_a_service(make_client, document: dict[str, Any]) -> None:
+    client = await make_client(api_keys="acme:secret")
+    client.headers["Authorization"] = "Bearer secret"
+    session = [("/v1/learners/{name}", "put"), ("/v1/learners/{name}/predict", "post"),
+               ("/v1/learners/{name}/feedback", "post"), ("/v2/models/{name}/infer", "post")]
+    sent = 0
+    for path, method in session:
+        for example in _request_examples(document, path, method):
+            response = await client.request(method, path.format(name="m"), json=example)
+            _check_answer(document, path, method, response)
+            sent += 1
+    assert sent == 8
+    learner = await client.get("/v1/learners/m")
+    _check_answer(document, "/v1/learners/{name}", "get", learner)
+    assert learner.json()["version"] == 1 + 1 + 2  # the three feedback examples: one, one by id, two

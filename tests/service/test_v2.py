@@ -1,0 +1,135 @@
+"""Open Inference Protocol V2: a tritonclient round trip against a service process (JSON tensors), and
+the protocol's error bodies and tensor checks in-process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
+
+import kons
+from testkit.processes import SPEC, ServiceProcess, services_on_redis
+
+pytestmark = pytest.mark.anyio
+
+ROWS = np.array([[0.0, 1.0, 2.0], [1.0, 2.0, 3.0], [0.5, -1.0, 0.25]])
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    with services_on_redis(tmp_path_factory.mktemp("v2")) as (_, [process]):
+        yield process
+
+
+def _reference(rounds: int) -> kons.Learner:
+    learner = kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": 3})
+    for t in range(rounds):
+        learner.learn_one(list(ROWS[t % 3]), float(t))
+    return learner
+
+
+def _infer(client: triton.InferenceServerClient, rows: np.ndarray, datatype: str,
+           model: str = "m") -> triton.InferResult:
+    tensor = triton.InferInput("x", list(rows.shape), datatype)
+    tensor.set_data_from_numpy(rows, binary_data=False)
+    wanted = triton.InferRequestedOutput("prediction", binary_data=False)
+    return client.infer(model, [tensor], outputs=[wanted], request_id="req-7")
+
+
+def test_tritonclient_round_trip(service: ServiceProcess) -> None:
+    httpx.put(f"{service.url}/v1/learners/m", json=SPEC).raise_for_status()
+    for t in range(4):
+        httpx.post(f"{service.url}/v1/learners/m/feedback",
+                   json={"x": list(ROWS[t % 3]), "y": float(t)}).raise_for_status()
+    reference = _reference(4)
+    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+    try:
+        assert client.is_server_live() and client.is_server_ready()
+        assert client.get_server_metadata()["name"] == "kons"
+        assert client.is_model_ready("m") and not client.is_model_ready("nothing")
+        metadata = client.get_model_metadata("m")
+        assert metadata["versions"] == ["4"] and metadata["platform"] == "kons/sketched_kons"
+        assert metadata["inputs"] == [{"name": "x", "datatype": "FP64", "shape": [-1, 3]}]
+
+        result = _infer(client, ROWS, "FP64")
+        response = result.get_response()
+        assert response["model_version"] == "4" and response["id"] == "req-7"
+        expected = [reference.predict_one(list(row)) for row in ROWS]
+        assert result.as_numpy("prediction").tolist() == expected
+
+        single = _infer(client, np.float32(ROWS[:1]), "FP32").as_numpy("prediction")
+        assert single.tolist() == [reference.predict_one([float(v) for v in np.float32(ROWS[0])])]
+        integers = np.array([[1, 2, 3], [0, 0, 1]], dtype=np.int32)
+        assert _infer(client, integers, "INT32").as_numpy("prediction").tolist() == [
+            reference.predict_one([float(v) for v in row]) for row in integers]
+
+        with pytest.raises(InferenceServerException) as missing:
+            _infer(client, ROWS, "FP64", model="nothing")
+        assert missing.value.status() == "404" and "nothing" in missing.value.message()
+        with pytest.raises(InferenceServerException) as wrong_dim:
+            _infer(client, ROWS[:, :2].copy(), "FP64")
+        assert wrong_dim.value.status() == "422" and "dimension" in wrong_dim.value.message()
+    finally:
+        client.close()
+
+
+INFER = "/v2/models/m/infer"
+
+
+def _tensor(data: list, shape: list[int], datatype: str = "FP64", **extra) -> dict:
+    return {"inputs": [{"name": "x", "shape": shape, "datatype": datatype, "data": data}], **extra}
+
+
+async def test_nested_data_and_id_echo(client: httpx.AsyncClient) -> None:
+    await client.put("/v1/learners/m", json=SPEC)
+    flat = await client.post(INFER, json=_tensor([0, 1, 2, 1, 2, 3], [2, 3], id="a"))
+    nested = await client.post(INFER, json=_tensor([[0, 1, 2], [1, 2, 3]], [2, 3], "INT64"))
+    assert flat.status_code == nested.status_code == 200, flat.text
+    assert flat.json()["id"] == "a" and nested.json()["id"] is None
+    assert flat.json()["outputs"] == nested.json()["outputs"]
+    assert flat.json()["outputs"][0]["shape"] == [2] and flat.json()["model_version"] == "0"
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    (_tensor([0, 1, 2], [1, 2]), 422, "holds 3 elements"),
+    (_tensor([0, 1, 2], [3]), 422, "[batch, dim]"),
+    (_tensor([0, 1, 300], [1, 3], "INT8"), 422, "not a INT8 value"),
+    (_tensor([0, 1, 2.5], [1, 3], "INT32"), 422, "not a INT32 value"),
+    (_tensor([0, 1, True], [1, 3]), 422, "not a finite FP64 value"),
+    (_tensor([0, 1, 1e300], [1, 3], "FP32"), 422, "not a finite FP32 value"),
+    (_tensor([0, 1, 2], [1, 3], "BYTES"), 422, "not supported"),
+    (_tensor([0, 1, 2], [1, 3], outputs=[{"name": "proba"}]), 422, "unknown output"),
+    (_tensor([0, 1], [1, 2]), 422, "dimension"),
+    ({"inputs": []}, 422, "inputs"),
+    ({"id": "no inputs"}, 422, "inputs"),
+])
+async def test_bad_inference_requests_get_a_v2_error(client: httpx.AsyncClient, body: dict, status: int,
+                                                     words: str) -> None:
+    await client.put("/v1/learners/m", json=SPEC)
+    response = await client.post(INFER, json=body)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert isinstance(error, str) and words in error, error
+
+
+async def test_v2_errors_keep_the_service_statuses(client: httpx.AsyncClient) -> None:
+    unknown = await client.post("/v2/models/none/infer", json=_tensor([0, 1, 2], [1, 3]))
+    assert unknown.status_code == 404 and isinstance(unknown.json()["error"], str)
+    bad_json = await client.post(INFER, content=b"{", headers={"content-type": "application/json"})
+    assert bad_json.status_code == 400 and isinstance(bad_json.json()["error"], str)
+    binary = await client.post(INFER, content=b"{}", headers={"Inference-Header-Content-Length": "2"})
+    assert binary.status_code == 422 and "binary" in binary.json()["error"]
+    assert (await client.get("/v2/health/live")).json() == {"live": True}
+    assert (await client.get("/v2/health/ready")).json() == {"ready": True}
+
+
+async def test_v2_needs_the_api_key(make_client) -> None:
+    client = await make_client(api_keys="acme:secret")
+    denied = await client.get("/v2/models/m")
+    assert denied.status_code == 401 and isinstance(denied.json()["error"], str)
+    assert denied.headers["www-authenticate"] == "Bearer"
+    assert (await client.get("/v2/health/live")).status_code == 200
