@@ -64,7 +64,8 @@ def test_serve_flags_override_the_environment(tmp_path: Path, redis_server: Redi
 
 
 def _blob(rounds: int) -> bytes:
-    learner = kons.learner_from_params("sketched_kons", {"dim": 2, "seed": 0})
+    # the paper learner (the dict path would wrap it in kons.preprocessing's Preprocessed)
+    learner = kons.learner_from_params("sketched_kons", {"dim": 2, "seed": 0, "preprocess": False})
     for t in range(rounds):
         learner.learn_one([0.1 * t, 1.0], 0.5)
     return learner.to_bytes()
