@@ -106,7 +106,8 @@ def test_without_the_service_extra_kons_still_inspects_states(tmp_path: Path) ->
     venv, env = _installed(tmp_path, "")
     python, kons = str(venv / "bin" / "python"), str(venv / "bin" / "kons")
     blob = tmp_path / "m.kons"
-    _run([python, "-c", "import kons, sys; m = kons.learner_from_params('kernel_ogd', {'dim': 2}); "
+    _run([python, "-c", "import kons, sys; "  # the paper learner (opt-out of the dict path's preprocessing)
+          "m = kons.learner_from_params('kernel_ogd', {'dim': 2, 'preprocess': False}); "
           "m.learn_one([1.0, 2.0], 1.0); open(sys.argv[1], 'wb').write(m.to_bytes())", str(blob)],
          tmp_path, env, 60)
     shown = _run([kons, "state", "inspect", str(blob)], tmp_path, env, 60).stdout

@@ -131,7 +131,7 @@ def _big_kernel_ogd_blob(n: int, dim: int) -> bytes:
 async def test_a_100k_by_50_state_snapshots_and_restores(make_client, redis_url: str) -> None:
     blob = _big_kernel_ogd_blob(100_000, 50)
     local = kons.load(blob)
-    params = {"kernel": {"name": "rbf", "gamma": 0.02}, "C": 2.0}
+    params = {"kernel": {"name": "rbf", "gamma": 0.02}, "C": 2.0, "preprocess": False}  # the paper learner
     spec = {"algorithm": "kernel_ogd", "dim": 50, "params": params}
     client = await make_client(snapshot_chunk_bytes=4 * 2**20)
     assert (await client.put("/v1/learners/big", json=spec)).status_code == 201
