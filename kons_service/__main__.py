@@ -2,14 +2,18 @@
 settings; the same as ``kons serve [flags]`` (``--help`` lists the flags and starts nothing).
 
 Without ``KONS_REDIS_URL`` the embedded Redis server is started here, once, and shared by the workers.
+With several workers, their metrics go to a directory made fresh for this run (see
+:mod:`kons_service.metrics`), removed on the way out.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from types import FrameType
 
 import uvicorn
@@ -33,10 +37,16 @@ def main() -> None:
     if settings.redis_url is None:
         embedded = EmbeddedRedis(settings.data_dir)
         os.environ["KONS_REDIS_URL"] = embedded.start()
+    metrics_dir = None
+    if settings.workers > 1:
+        metrics_dir = tempfile.mkdtemp(prefix="kons-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # read by prometheus-client in each worker
     try:
         uvicorn.run("kons_service.main:app", host=settings.bind_host(), port=settings.port,
                     workers=settings.workers, log_level=settings.log_level, timeout_graceful_shutdown=30)
     finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
         if embedded is not None:
             embedded.stop()
 

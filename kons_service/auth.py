@@ -25,6 +25,8 @@ class Authenticator:
         keys = settings.tenant_keys()
         self._digests = [(hashlib.sha256(k.encode()).digest(), t) for k, t in keys.items()]
         self.single_tenant = not keys
+        metrics_key = settings.metrics_key
+        self._metrics_digest = None if metrics_key is None else hashlib.sha256(metrics_key.encode()).digest()
 
     def log_mode(self) -> None:
         if self.single_tenant:
@@ -34,14 +36,31 @@ class Authenticator:
             tenants = sorted({t for _, t in self._digests})
             log.info("Authentication on: %d key(s) for %d tenant(s).", len(self._digests), len(tenants))
 
+    def metrics_with_names(self, authorization: str | None) -> bool:
+        """Whether ``/metrics`` may show tenants' and learners' names to this caller: always when
+        single-tenant, else only with the metrics key. No key: the names are left out; a wrong key: 401."""
+        if self.single_tenant:
+            return True
+        if authorization is None:
+            return False
+        key = self._bearer(authorization)
+        digest = hashlib.sha256(key.encode()).digest()
+        if self._metrics_digest is None or not hmac.compare_digest(digest, self._metrics_digest):
+            raise UnauthorizedError("Invalid metrics key.")
+        return True
+
+    @staticmethod
+    def _bearer(authorization: str | None) -> str:
+        scheme, _, key = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise UnauthorizedError("Missing API key: send 'Authorization: Bearer <key>'.")
+        return key.strip()
+
     def tenant(self, authorization: str | None) -> str:
         """The tenant of a bearer key; raises :class:`UnauthorizedError` for a missing or unknown key."""
         if self.single_tenant:
             return DEFAULT_TENANT
-        scheme, _, key = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
-            raise UnauthorizedError("Missing API key: send 'Authorization: Bearer <key>'.")
-        digest = hashlib.sha256(key.strip().encode()).digest()
+        digest = hashlib.sha256(self._bearer(authorization).encode()).digest()
         found = None
         for known, tenant in self._digests:  # no early exit: the time does not depend on which key
             if hmac.compare_digest(digest, known):

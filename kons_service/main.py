@@ -57,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await service.close()
             finally:
                 await store.close()
+                metrics.worker_exits()
                 if embedded is not None:
                     embedded.stop()
                 blas.restore_original_limits()

@@ -1,12 +1,16 @@
-"""Operations: liveness, readiness and Prometheus metrics (no authentication)."""
+"""Operations: liveness, readiness (no authentication) and Prometheus metrics (whole only to a caller who
+may see tenants' names: see :meth:`kons_service.auth.Authenticator.metrics_with_names`)."""
 
 from __future__ import annotations
 
 import asyncio
+from importlib import resources
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Header, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse
 
+from kons_service.schemas import error_responses
 from kons_service.store import StoreUnavailableError
 
 router = APIRouter(tags=["ops"])
@@ -36,9 +40,19 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
+@router.get("/dashboard", response_class=HTMLResponse)
+async def dashboard() -> HTMLResponse:
+    """The learners' live learning curves: a static page whose data comes from the API with the caller's
+    key (kept in the browser tab's sessionStorage), so it needs no authentication of its own."""
+    page = (resources.files("kons_service") / "static" / "dashboard.html").read_text()
+    return HTMLResponse(page, headers={"Cache-Control": "no-cache", "X-Frame-Options": "DENY"})
+
+
 @router.get("/metrics", response_class=Response,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
-                             "description": "Prometheus text exposition format."}})
-async def metrics(request: Request) -> Response:
+                             "description": "Prometheus text exposition format."},
+                       **error_responses(401)})
+async def metrics(request: Request, authorization: Annotated[str | None, Header()] = None) -> Response:
     metrics = request.app.state.metrics
-    return Response(metrics.render(), media_type=metrics.content_type)
+    with_names = request.app.state.auth.metrics_with_names(authorization)
+    return Response(metrics.render(with_names=with_names), media_type=metrics.content_type)
