@@ -40,7 +40,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     with services_on_redis(tmp_path_factory.mktemp("dashboard"), api_keys=f"acme:{KEY}") as (_, (svc,)):
         with httpx.Client(base_url=svc.url, headers=HEADERS, timeout=30) as http:
             assert http.put(f"/v1/learners/{LEARNER}", json=SPEC).status_code == 201
-            assert http.put("/v1/learners/fresh", json={"algorithm": "kernel_ogd", "dim": 3}).status_code == 201
+            fresh = {"algorithm": "kernel_ogd", "dim": 3}
+            assert http.put("/v1/learners/fresh", json=fresh).status_code == 201
             rng = np.random.default_rng(0)
             for _ in range(40):
                 X = rng.normal(size=(5, 3))
@@ -118,7 +119,8 @@ def test_the_screenshot_shows_the_curves(service: ServiceProcess, tmp_path: Path
     assert red > 100  # the recent-loss curve and its points are drawn
 
 
-def test_without_a_key_the_page_asks_for_one_and_shows_nothing(service: ServiceProcess, tmp_path: Path) -> None:
+def test_without_a_key_the_page_asks_for_one_and_shows_nothing(service: ServiceProcess,
+                                                                tmp_path: Path) -> None:
     html = chromium(f"{service.url}/dashboard", tmp_path, "--dump-dom")
     dom = Elements(html)
     (status,) = dom.of(None, "div", id="status")
