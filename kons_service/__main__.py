@@ -8,7 +8,7 @@ With several workers, their metrics go to a directory made fresh for this run (s
 
 from __future__ import annotations
 
-import logging
+import logging.config
 import os
 import shutil
 import signal
@@ -19,6 +19,7 @@ from types import FrameType
 import uvicorn
 
 from kons_service.embedded import EmbeddedRedis
+from kons_service.logs import logging_config
 from kons_service.settings import Settings
 
 
@@ -30,8 +31,8 @@ def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
 
 def main() -> None:
     settings = Settings()
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_config = logging_config(settings.log_level, settings.log_format)
+    logging.config.dictConfig(log_config)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     embedded = None
     if settings.redis_url is None:
@@ -43,7 +44,8 @@ def main() -> None:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # read by prometheus-client in each worker
     try:
         uvicorn.run("kons_service.main:app", host=settings.bind_host(), port=settings.port,
-                    workers=settings.workers, log_level=settings.log_level, timeout_graceful_shutdown=30)
+                    workers=settings.workers, log_level=settings.log_level, log_config=log_config,
+                    access_log=False, timeout_graceful_shutdown=30)
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

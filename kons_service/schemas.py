@@ -241,6 +241,7 @@ class ErrorDetail(BaseModel):
     code: str = Field(description="Stable machine-readable code, e.g. 'learner_not_found'.")
     message: str
     details: list[dict[str, Any]] | None = Field(None, description="Schema errors: field and problem.")
+    request_id: str | None = Field(None, description="The request's X-Request-ID (given or generated).")
 
 
 class ErrorResponse(BaseModel):

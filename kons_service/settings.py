@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -41,6 +42,7 @@ class Settings(BaseSettings):
         1, ge=1, description="BLAS threads per process: a round is a small matrix-vector product, where a "
         "thread pool costs more than it saves; scale with KONS_WORKERS instead.")
     log_level: str = "info"
+    log_format: Literal["text", "json"] = Field("text", description="text, or json: one JSON object a line.")
 
     # Durability and background work
     snapshot_every_rounds: int = Field(1000, ge=1, description="Snapshot after this many new rounds ...")

@@ -3,6 +3,8 @@ learner histories and the dashboard page (the page in a real browser: test_dashb
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import numpy as np
 import pytest
@@ -204,3 +206,21 @@ async def test_the_dashboard_page_is_self_contained(client: httpx.AsyncClient) -
     assert "sessionStorage" in page.text and "/history" in page.text
     assert "http://" not in page.text.replace("http://www.w3.org/2000/svg", "")  # no CDN, nothing remote
     assert "https://" not in page.text
+
+
+# ---------------------------------------------------------------------- request ids and access lines
+async def test_request_ids_are_echoed_logged_and_in_error_bodies(client: httpx.AsyncClient, caplog) -> None:
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with caplog.at_level(logging.INFO, logger="kons_service.access"):
+        headers = {"X-Request-ID": "req-42", "traceparent": trace}
+        missing = await client.get("/v1/learners/nope", headers=headers)
+    assert missing.status_code == 404
+    assert missing.headers["x-request-id"] == "req-42" and missing.headers["traceparent"] == trace
+    assert missing.json()["error"]["request_id"] == "req-42"
+    (line,) = [r for r in caplog.records if r.name == "kons_service.access"]
+    assert (line.request_id, line.traceparent, line.status) == ("req-42", trace, 404)
+    assert line.route == "/v1/learners/{name}" and line.duration_ms > 0
+    # none given, or one that is not a sane token (it would go into logs verbatim): a fresh one
+    for headers in ({}, {"X-Request-ID": "bad id\twith spaces"}, {"X-Request-ID": "x" * 200}):
+        response = await client.get("/healthz", headers=headers)
+        assert len(response.headers["x-request-id"]) == 32 and "traceparent" not in response.headers
