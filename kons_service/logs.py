@@ -19,6 +19,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kons_service.metrics import Metrics
+
 __all__ = ["RequestContextMiddleware", "current_request_id", "logging_config", "stamp_records"]
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -105,10 +107,12 @@ def logging_config(level: str, fmt: str) -> dict[str, Any]:
 
 
 class RequestContextMiddleware:
-    """Gives each request its id (and traceparent), echoes them, and writes its access line."""
+    """Gives each request its id (and traceparent), echoes them, writes its access line and counts it in
+    the metrics."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -136,13 +140,15 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            duration_ms = round((time.perf_counter() - start) * 1000, 3)
+            seconds = time.perf_counter() - start
+            duration_ms = round(seconds * 1000, 3)
+            method, path = scope.get("method", ""), scope.get("path", "")
             route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.observe_request(method, route, status, seconds)
             client = scope.get("client")
-            path = scope.get("path", "")
-            access_log.info("%s %s %d %.1f ms", scope.get("method", ""), path, status, duration_ms,
-                            extra={"method": scope.get("method", ""), "path": path, "route": route,
-                                   "status": status, "duration_ms": duration_ms,
+            access_log.info("%s %s %d %.1f ms", method, path, status, duration_ms,
+                            extra={"method": method, "path": path, "route": route, "status": status,
+                                   "duration_ms": duration_ms,
                                    "client": f"{client[0]}:{client[1]}" if client else ""})
             _request_id.reset(tokens[0])
             _traceparent.reset(tokens[1])

@@ -18,7 +18,7 @@ from kons_service.auth import Authenticator
 from kons_service.embedded import EmbeddedRedis
 from kons_service.errors import install_error_handlers
 from kons_service.logs import RequestContextMiddleware, stamp_records
-from kons_service.metrics import Metrics, MetricsMiddleware
+from kons_service.metrics import Metrics
 from kons_service.openapi import install_openapi, operation_id
 from kons_service.routers import learners, ops, rounds, v2
 from kons_service.service import LearnerService
@@ -80,8 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(rounds.router)
     app.include_router(ops.router)
     app.include_router(v2.router)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
-    app.add_middleware(RequestContextMiddleware)  # outermost: its id is set for everything inside
+    app.add_middleware(RequestContextMiddleware, metrics=metrics)
     return app
 
 

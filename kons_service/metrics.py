@@ -34,11 +34,10 @@ from prometheus_client import (
 )
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kons_service.store import LearnerRef
 
-__all__ = ["LEARNER_GAUGES", "Metrics", "MetricsMiddleware", "multiprocess_dir"]
+__all__ = ["LEARNER_GAUGES", "Metrics", "multiprocess_dir"]
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -142,6 +141,12 @@ class Metrics:
             r.register(self._process)
             PlatformCollector(registry=r)
 
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """One HTTP request, by route template (never the raw path: bounded cardinality)."""
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+        self.refresh_worker()
+
     # ------------------------------------------------------------------ learners
     def count_rounds(self, ref: LearnerRef, loss: str, losses: Sequence[float]) -> None:
         """Acknowledged feedback rounds of ``ref`` with their losses."""
@@ -200,34 +205,3 @@ class Metrics:
         redacted = CollectorRegistry()
         redacted.register(_WithoutNames(source))
         return generate_latest(redacted)
-
-
-class MetricsMiddleware:
-    """Counts requests and times them per route template (never per raw path: bounded cardinality)."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        status = 500
-        start = time.perf_counter()
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            method = scope.get("method", "")
-            self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
-            self.metrics.refresh_worker()
