@@ -124,7 +124,10 @@ class LearnerService:
 
     async def describe(self, ref: LearnerRef) -> LearnerDetails:
         async with self.cache.current(ref) as (entry, learner):
-            return LearnerDetails(ref.name, entry.config, entry.version, learner.stats())
+            stats = learner.stats()
+            # also here, so that after a restart the gauges are there before the next feedback
+            self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
+            return LearnerDetails(ref.name, entry.config, entry.version, stats)
 
     async def history(self, ref: LearnerRef) -> History:
         """The learner's recorded history (see :mod:`kons_service.history`)."""

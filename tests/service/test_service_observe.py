@@ -173,6 +173,8 @@ async def test_history_survives_a_restart_and_goes_with_the_learner(make_client)
     recorded = (await first.get(f"{URL}/history")).json()
     second = await make_client()  # another process on the same Redis: a replica, or after a restart
     assert (await second.get(f"{URL}/history")).json() == recorded
+    await second.get(URL)  # a read is enough for its gauges to show up there
+    assert value((await second.get("/metrics")).text, "kons_learner_version", learner="m") == 10
     await feed(second, URL, rows(2, 9))  # ... and it goes on recording there
     assert (await first.get(f"{URL}/history")).json()["points"][-1]["version"] == 12
     assert (await second.delete(URL)).status_code == 204
