@@ -3,14 +3,17 @@ learner histories and the dashboard page (the page in a real browser: test_dashb
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 
 import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kons_service.store import LearnerRef
-from testkit.processes import SPEC
+from testkit.processes import REPO, SPEC
 from testkit.scrape import samples, value
 
 pytestmark = pytest.mark.anyio
@@ -226,3 +229,18 @@ async def test_request_ids_are_echoed_logged_and_in_error_bodies(client: httpx.A
     for headers in ({}, {"X-Request-ID": "bad id\twith spaces"}, {"X-Request-ID": "x" * 200}):
         response = await client.get("/healthz", headers=headers)
         assert len(response.headers["x-request-id"]) == 32 and "traceparent" not in response.headers
+
+
+async def test_the_grafana_dashboard_queries_metrics_the_service_exports(client: httpx.AsyncClient) -> None:
+    dashboard = json.loads((REPO / "deploy/monitoring/grafana/dashboards/kons.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\b(?:kons|process)_[a-z_]+", target["expr"])}
+    assert len(queried) >= 10
+    await client.put(URL, json=SPEC)
+    await feed(client, URL, rows(3))
+    await client.get("/v1/learners/none")
+    text = (await client.get("/metrics")).text
+    exported = {s.name for family in text_string_to_metric_families(text) for s in family.samples}
+    # a counter that has not counted yet (no eviction, no divergence) is declared with its # TYPE line
+    declared = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
+    assert queried <= exported | declared, queried - exported - declared
