@@ -11,6 +11,7 @@ import hmac
 import logging
 
 from kons_service.errors import UnauthorizedError
+from kons_service.metrics import EVERY_TENANT, Visible
 from kons_service.settings import DEFAULT_TENANT, Settings
 
 __all__ = ["Authenticator"]
@@ -36,18 +37,17 @@ class Authenticator:
             tenants = sorted({t for _, t in self._digests})
             log.info("Authentication on: %d key(s) for %d tenant(s).", len(self._digests), len(tenants))
 
-    def metrics_with_names(self, authorization: str | None) -> bool:
-        """Whether ``/metrics`` may show tenants' and learners' names to this caller: always when
-        single-tenant, else only with the metrics key. No key: the names are left out; a wrong key: 401."""
+    def metrics_tenants(self, authorization: str | None) -> Visible:
+        """Whose names ``/metrics`` may show this caller: every tenant's when single-tenant or with the
+        metrics key, its own with a tenant's API key, nobody's without a key; an unknown key is a 401."""
         if self.single_tenant:
-            return True
+            return EVERY_TENANT
         if authorization is None:
-            return False
-        key = self._bearer(authorization)
-        digest = hashlib.sha256(key.encode()).digest()
-        if self._metrics_digest is None or not hmac.compare_digest(digest, self._metrics_digest):
-            raise UnauthorizedError("Invalid metrics key.")
-        return True
+            return frozenset()
+        digest = hashlib.sha256(self._bearer(authorization).encode()).digest()
+        if self._metrics_digest is not None and hmac.compare_digest(digest, self._metrics_digest):
+            return EVERY_TENANT
+        return frozenset({self.tenant(authorization)})
 
     @staticmethod
     def _bearer(authorization: str | None) -> str:

@@ -7,8 +7,8 @@ over the workers (a worker that exits keeps its counts, so a counter never goes 
 learner are the value most recently set by any worker, gauges of the workers themselves carry a ``pid``.
 A fresh directory per run matters: files left by an earlier run would be added to this one's counts.
 
-Per-learner series carry the labels ``tenant`` and ``learner``; :meth:`Metrics.render` leaves them out
-for a caller who may not see tenants' names (see ``/metrics`` in :mod:`kons_service.routers.ops`).
+Per-learner series carry the labels ``tenant`` and ``learner``; :meth:`Metrics.render` shows a caller only
+those of the tenants it may see (see ``/metrics`` in :mod:`kons_service.routers.ops`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ from prometheus_client.registry import Collector
 
 from kons_service.store import LearnerRef
 
-__all__ = ["LEARNER_GAUGES", "Metrics", "multiprocess_dir"]
+__all__ = ["EVERY_TENANT", "LEARNER_GAUGES", "Metrics", "Visible", "multiprocess_dir"]
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-_NAMED_LABELS = frozenset({"tenant", "learner"})
+#: The tenants whose series a caller may see: a set of names, or every tenant.
+Visible = frozenset[str] | None
+EVERY_TENANT: Visible = None
 _WORKER_REFRESH_SECONDS = 1.0
 
 #: ``stats()`` entries exported as per-learner gauges ``kons_learner_<name>``.
@@ -59,15 +61,17 @@ def multiprocess_dir() -> str | None:
     return os.environ.get(_MULTIPROC_ENV) or None
 
 
-class _WithoutNames:
-    """The samples of ``source`` that name no tenant or learner."""
+class _OfTenants:
+    """The samples of ``source`` that name no tenant, or one of ``tenants``."""
 
-    def __init__(self, source: Collector) -> None:
+    def __init__(self, source: Collector, tenants: frozenset[str]) -> None:
         self.source = source
+        self.tenants = tenants
 
     def collect(self) -> Iterable[Metric]:
         for family in self.source.collect():
-            samples = [s for s in family.samples if not _NAMED_LABELS & s.labels.keys()]
+            samples = [s for s in family.samples if s.labels.get("tenant", "") in self.tenants
+                       or "tenant" not in s.labels]
             if samples or not family.samples:
                 family.samples = samples
                 yield family
@@ -193,15 +197,15 @@ class Metrics:
             multiprocess.mark_process_dead(os.getpid(), directory)  # type: ignore[no-untyped-call]
 
     # ------------------------------------------------------------------ exposition
-    def render(self, *, with_names: bool) -> bytes:
-        """The exposition text; without the per-learner series unless ``with_names``."""
+    def render(self, tenants: Visible) -> bytes:
+        """The exposition text, with the per-learner series of ``tenants`` only."""
         self.refresh_worker()
         source = self.registry
         if self.multiprocess:
             source = CollectorRegistry()
             multiprocess.MultiProcessCollector(source)  # type: ignore[no-untyped-call]
-        if with_names:
+        if tenants is None:  # EVERY_TENANT
             return generate_latest(source)
-        redacted = CollectorRegistry()
-        redacted.register(_WithoutNames(source))
-        return generate_latest(redacted)
+        visible = CollectorRegistry()
+        visible.register(_OfTenants(source, tenants))
+        return generate_latest(visible)

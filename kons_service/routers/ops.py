@@ -1,13 +1,12 @@
 """Operations: liveness, readiness (no authentication) and Prometheus metrics (whole only to a caller who
-may see tenants' names: see :meth:`kons_service.auth.Authenticator.metrics_with_names`)."""
+may see tenants' names: see :meth:`kons_service.auth.Authenticator.metrics_tenants`)."""
 
 from __future__ import annotations
 
 import asyncio
 from importlib import resources
-from typing import Annotated
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from kons_service.schemas import error_responses
@@ -52,7 +51,7 @@ async def dashboard() -> HTMLResponse:
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                              "description": "Prometheus text exposition format."},
                        **error_responses(401)})
-async def metrics(request: Request, authorization: Annotated[str | None, Header()] = None) -> Response:
+async def metrics(request: Request) -> Response:
     metrics = request.app.state.metrics
-    with_names = request.app.state.auth.metrics_with_names(authorization)
-    return Response(metrics.render(with_names=with_names), media_type=metrics.content_type)
+    tenants = request.app.state.auth.metrics_tenants(request.headers.get("authorization"))
+    return Response(metrics.render(tenants), media_type=metrics.content_type)

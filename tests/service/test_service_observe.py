@@ -21,6 +21,7 @@ pytestmark = pytest.mark.anyio
 URL = "/v1/learners/m"
 KEYS = "acme:key-a,beta:key-b"
 A = {"Authorization": "Bearer key-a"}
+B = {"Authorization": "Bearer key-b"}
 
 
 def rows(n: int, seed: int = 0) -> list[dict]:
@@ -70,18 +71,26 @@ async def test_an_anonymous_scrape_shows_no_tenant_or_learner(make_client) -> No
     assert anonymous.status_code == 200
     assert "secret-churn-model" not in anonymous.text and "acme" not in anonymous.text
     assert value(anonymous.text, "kons_feedback_rounds_total") == 3  # the aggregate series stay
-    for wrong in ("Bearer key-a", "Bearer nope", "scrape-key"):  # a tenant's key is not a metrics key
+    for wrong in ("Bearer nope", "scrape-key"):
         assert (await client.get("/metrics", headers={"Authorization": wrong})).status_code == 401
-    full = await client.get("/metrics", headers={"Authorization": "Bearer scrape-key"})
-    assert value(full.text, "kons_learner_rounds_total", tenant="acme", learner="secret-churn-model") == 3
+    await client.put("/v1/learners/beta-model", json=SPEC, headers=B)
+    await feed(client, "/v1/learners/beta-model", rows(2), B)
+    full = (await client.get("/metrics", headers={"Authorization": "Bearer scrape-key"})).text
+    assert value(full, "kons_learner_rounds_total", tenant="acme", learner="secret-churn-model") == 3
+    assert value(full, "kons_learner_rounds_total", tenant="beta", learner="beta-model") == 2
+    own = (await client.get("/metrics", headers=B)).text  # a tenant's key: its own learners only
+    assert value(own, "kons_learner_rounds_total", tenant="beta", learner="beta-model") == 2
+    assert "secret-churn-model" not in own and "acme" not in own
+    assert value(own, "kons_feedback_rounds_total") == 5
 
 
-async def test_without_a_metrics_key_no_key_shows_the_names(make_client) -> None:
+async def test_without_a_metrics_key_only_tenants_see_their_names(make_client) -> None:
     client = await make_client(api_keys=KEYS)
     await client.put(URL, json=SPEC, headers=A)
     await feed(client, URL, rows(2), A)
     assert 'learner="m"' not in (await client.get("/metrics")).text
-    assert (await client.get("/metrics", headers=A)).status_code == 401
+    assert 'learner="m"' in (await client.get("/metrics", headers=A)).text
+    assert (await client.get("/metrics", headers={"Authorization": "Bearer scrape-key"})).status_code == 401
 
 
 # ---------------------------------------------------------------------- cache
