@@ -315,6 +315,10 @@ class Learner(abc.ABC):
             stats.update(self._model_stats())
         return stats
 
+    def state_nbytes(self) -> int:
+        """Bytes of the learned arrays: about the size of :meth:`to_bytes` and of the state in memory."""
+        return sum(a.nbytes for a in self._arrays().values()) if self._has_model else 0
+
     def _model_stats(self) -> dict[str, Any]:
         """The subclass's counters (called once the model exists); they may replace the zeros above."""
         return {}

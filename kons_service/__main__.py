@@ -2,19 +2,24 @@
 settings; the same as ``kons serve [flags]`` (``--help`` lists the flags and starts nothing).
 
 Without ``KONS_REDIS_URL`` the embedded Redis server is started here, once, and shared by the workers.
+With several workers, their metrics go to a directory made fresh for this run (see
+:mod:`kons_service.metrics`), removed on the way out.
 """
 
 from __future__ import annotations
 
-import logging
+import logging.config
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from types import FrameType
 
 import uvicorn
 
 from kons_service.embedded import EmbeddedRedis
+from kons_service.logs import logging_config
 from kons_service.settings import Settings
 
 
@@ -26,17 +31,24 @@ def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
 
 def main() -> None:
     settings = Settings()
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_config = logging_config(settings.log_level, settings.log_format)
+    logging.config.dictConfig(log_config)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     embedded = None
     if settings.redis_url is None:
         embedded = EmbeddedRedis(settings.data_dir)
         os.environ["KONS_REDIS_URL"] = embedded.start()
+    metrics_dir = None
+    if settings.workers > 1:
+        metrics_dir = tempfile.mkdtemp(prefix="kons-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # read by prometheus-client in each worker
     try:
         uvicorn.run("kons_service.main:app", host=settings.bind_host(), port=settings.port,
-                    workers=settings.workers, log_level=settings.log_level, timeout_graceful_shutdown=30)
+                    workers=settings.workers, log_level=settings.log_level, log_config=log_config,
+                    access_log=False, timeout_graceful_shutdown=30)
     finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
         if embedded is not None:
             embedded.stop()
 

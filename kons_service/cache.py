@@ -4,8 +4,12 @@ A cached learner is at ``version`` of ``incarnation``. Before it is used it is b
 (:meth:`LearnerCache.sync`): by replaying the logged rounds it has not seen, or, when the log no longer
 holds them (trimmed behind a newer snapshot) or the learner was replaced, by rebuilding it from the newest
 snapshot plus the log after it. Since kons is deterministic, every process that replays the same log
-reaches a bit-identical learner. The cache holds at most ``cache_size`` learners (least recently used
-first out); an evicted learner with unsnapshotted rounds is handed to ``on_evict``.
+reaches a bit-identical learner.
+
+The cache holds at most ``cache_size`` learners and about ``cache_bytes`` of learned state (each learner's
+:meth:`~kons.Learner.state_nbytes`), least recently used first out; an evicted learner with unsnapshotted
+rounds is handed to ``on_evict``. Only loaded learners count: the entry a request for an unknown name makes
+leaves with that request, so such requests never displace a learner.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ class CachedLearner:
     version: int = 0
     snap_version: int = 0
     last_snapshot: float = field(default_factory=time.monotonic)
+    users: int = 0  # requests holding or waiting for the lock: an entry in use is never evicted
+    nbytes: int = 0  # the learner's state size when it was last left alone
+    history_stride: int = 1  # of the learner's history series, as last heard from the store
 
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version = None, "", 0
@@ -74,6 +81,7 @@ class CachedLearner:
         self.incarnation, self.version = head.incarnation, head.version
         self.snap_version = head.snap_version
         self.last_snapshot = time.monotonic()
+        self.history_stride = 1
 
 
 class LearnerCache:
@@ -89,11 +97,11 @@ class LearnerCache:
 
     # ------------------------------------------------------------------ entries
     def entry(self, ref: LearnerRef) -> CachedLearner:
-        """The cache entry of ``ref`` (created empty if missing), marked as the most recently used."""
+        """The cache entry of ``ref`` (created empty if missing), marked as the most recently used; use it
+        through :meth:`locked`, which takes an entry that stayed empty out again."""
         entry = self._entries.get(ref)
         if entry is None:
             entry = self._entries[ref] = CachedLearner(ref)
-            self._evict()
         self._entries.move_to_end(ref)
         return entry
 
@@ -102,32 +110,55 @@ class LearnerCache:
 
     def drop(self, ref: LearnerRef) -> None:
         self._entries.pop(ref, None)  # a request still using it fails its compare-and-append
-        self.metrics.cached.set(len(self._entries))
+        self._evict()
+
+    def _release(self, entry: CachedLearner) -> None:
+        """A request is done with ``entry``: take it out if it holds no learner, then keep the budgets."""
+        if entry.users == 0:
+            if entry.learner is None:
+                if self._entries.get(entry.ref) is entry:
+                    del self._entries[entry.ref]
+            else:  # nobody plays on it now, so its arrays can be measured
+                entry.nbytes = entry.learner.state_nbytes()
+        self._evict()
 
     def _evict(self) -> None:
-        for ref, entry in list(self._entries.items()):
-            if len(self._entries) <= self.settings.cache_size:
+        """Evict least recently used learners while over ``cache_size`` learners or ``cache_bytes``;
+        never one in use, nor the most recently used (a learner larger than the budget stays alone)."""
+        loaded = [e for e in self._entries.values() if e.learner is not None]
+        count, nbytes = len(loaded), sum(e.nbytes for e in loaded)
+        for entry in loaded[:-1]:
+            over_count = count > self.settings.cache_size
+            if not over_count and nbytes <= self.settings.cache_bytes:
                 break
-            if entry.lock.locked():
+            if entry.users or entry.lock.locked():
                 continue
-            del self._entries[ref]
-            if entry.learner is not None and entry.version > entry.snap_version:
+            del self._entries[entry.ref]
+            count, nbytes = count - 1, nbytes - entry.nbytes
+            self.metrics.evictions.labels("count" if over_count else "bytes").inc()
+            if entry.version > entry.snap_version:
                 self._on_evict(entry)
-        self.metrics.cached.set(len(self._entries))
+        self.metrics.cached.set(count)
+        self.metrics.cached_bytes.set(nbytes)
 
     @contextlib.asynccontextmanager
     async def locked(self, entry: CachedLearner) -> AsyncIterator[CachedLearner]:
         """Hold the learner's lock, waiting at most ``lease_wait_seconds`` (then 503 learner_busy): a
         request queued behind others that each wait for a frozen Redis must not hang without bound."""
+        entry.users += 1
         try:
-            async with asyncio.timeout(self.settings.lease_wait_seconds):
-                await entry.lock.acquire()
-        except TimeoutError:
-            raise BusyError(f"Learner {entry.ref.name!r} is busy in this process; retry.") from None
-        try:
-            yield entry
+            try:
+                async with asyncio.timeout(self.settings.lease_wait_seconds):
+                    await entry.lock.acquire()
+            except TimeoutError:
+                raise BusyError(f"Learner {entry.ref.name!r} is busy in this process; retry.") from None
+            try:
+                yield entry
+            finally:
+                entry.lock.release()
         finally:
-            entry.lock.release()
+            entry.users -= 1
+            self._release(entry)
 
     @contextlib.asynccontextmanager
     async def current(self, ref: LearnerRef) -> AsyncIterator[tuple[CachedLearner, kons.Learner]]:

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
+from kons_service.logs import current_request_id
 from kons_service.store import SnapshotUnstableError, StoreUnavailableError
 
 __all__ = [
@@ -119,6 +120,8 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
     body: dict[str, Any] = {"code": code, "message": message}
     if details:
         body["details"] = details
+    if request_id := current_request_id():
+        body["request_id"] = request_id
     return {"error": body}
 
 

@@ -34,6 +34,7 @@ from kons.losses import get_loss
 from kons_service import codec
 from kons_service.cache import CachedLearner, LearnerCache, not_found
 from kons_service.errors import BusyError, RequestIdConflictError, UnknownIdError
+from kons_service.history import HistoryRecorder
 from kons_service.learning import check_rows, finite, numerics, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
@@ -101,11 +102,13 @@ def _fingerprint(items: Sequence[Feedback]) -> str:
 class FeedbackWriter:
     """Play feedback rounds on the cached learner and append them to its log, at most once per request."""
 
-    def __init__(self, store: Store, settings: Settings, metrics: Metrics, cache: LearnerCache) -> None:
+    def __init__(self, store: Store, settings: Settings, metrics: Metrics, cache: LearnerCache,
+                 history: HistoryRecorder) -> None:
         self.store = store
         self.settings = settings
         self.metrics = metrics
         self.cache = cache
+        self.history = history
         self._tokens = (f"{uuid.uuid4().hex}:{i}" for i in itertools.count())
 
     async def write(
@@ -148,7 +151,10 @@ class FeedbackWriter:
                 raise
             if not outcome.ok:  # not logged: the rounds it played must go as well
                 entry.invalidate()
-        return self._conclude(entry, request, outcome, plays, losses)
+        result = self._conclude(entry, request, outcome, plays, losses)
+        if outcome.ok:
+            await self.history.offer(entry, lease.head.version)
+        return result
 
     @contextlib.asynccontextmanager
     async def _lease(self, ref: LearnerRef) -> AsyncIterator[_Lease]:
@@ -234,9 +240,9 @@ class FeedbackWriter:
         match outcome.reason:
             case AppendStatus.APPLIED:
                 entry.version = outcome.version
-                self.metrics.rounds.inc(len(plays))
-                self.metrics.loss.inc(sum(losses))
-                self.metrics.observe_learner(ref, entry.version, entry.loaded().stats())
+                learner = entry.loaded()
+                self.metrics.count_rounds(ref, learner.loss, losses)
+                self.metrics.observe_learner(ref, entry.version, learner.stats(), learner.state_nbytes())
                 return FeedbackResult(plays, losses, entry.version)
             case AppendStatus.GONE:
                 raise not_found(ref)

@@ -17,7 +17,8 @@ import kons
 from kons_service.auth import Authenticator
 from kons_service.embedded import EmbeddedRedis
 from kons_service.errors import install_error_handlers
-from kons_service.metrics import Metrics, MetricsMiddleware
+from kons_service.logs import RequestContextMiddleware, stamp_records
+from kons_service.metrics import Metrics
 from kons_service.openapi import install_openapi, operation_id
 from kons_service.routers import learners, ops, rounds, v2
 from kons_service.service import LearnerService
@@ -32,6 +33,7 @@ log = logging.getLogger("kons_service")
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service; nothing connects until the app's lifespan starts."""
     settings = settings or Settings()
+    stamp_records()
     auth = Authenticator(settings)  # fails fast on a malformed key list
     metrics = Metrics(per_learner=settings.metrics_per_learner)
 
@@ -57,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await service.close()
             finally:
                 await store.close()
+                metrics.worker_exits()
                 if embedded is not None:
                     embedded.stop()
                 blas.restore_original_limits()
@@ -77,7 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(rounds.router)
     app.include_router(ops.router)
     app.include_router(v2.router)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(RequestContextMiddleware, metrics=metrics)
     return app
 
 

@@ -1,13 +1,24 @@
 """Prometheus metrics: one registry per app (so tests can build many apps in one process).
 
-With several uvicorn workers every worker has its own registry; a scrape reaches one of them. Run
-one worker per container (and scale containers) when exact per-process counts matter.
+Several workers (``KONS_WORKERS`` > 1): ``python -m kons_service`` gives the run a fresh directory in
+``PROMETHEUS_MULTIPROC_DIR`` before the workers start, every worker writes its values there
+(prometheus-client's multiprocess mode) and a scrape of any worker reads them all: counters are the sums
+over the workers (a worker that exits keeps its counts, so a counter never goes down), gauges of a
+learner are the value most recently set by any worker, gauges of the workers themselves carry a ``pid``.
+A fresh directory per run matters: files left by an earlier run would be added to this one's counts.
+
+Per-learner series carry the labels ``tenant`` and ``learner``; :meth:`Metrics.render` shows a caller only
+those of the tenants it may see (see ``/metrics`` in :mod:`kons_service.routers.ops`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import os
+import platform
 import time
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -16,15 +27,54 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
+    multiprocess,
 )
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from kons_service.store import LearnerRef
 
-__all__ = ["Metrics", "MetricsMiddleware"]
+__all__ = ["EVERY_TENANT", "LEARNER_GAUGES", "Metrics", "Visible", "multiprocess_dir"]
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: The tenants whose series a caller may see: a set of names, or every tenant.
+Visible = frozenset[str] | None
+EVERY_TENANT: Visible = None
+_WORKER_REFRESH_SECONDS = 1.0
+
+#: ``stats()`` entries exported as per-learner gauges ``kons_learner_<name>``.
+LEARNER_GAUGES = {
+    "recent_loss": "Recent (exponentially weighted, about 100 rounds) loss of the learner.",
+    "cumulative_loss": "Cumulative loss of the learner over its whole history.",
+    "dictionary_size": "Points in the learner's dictionary (KORS / sketch size).",
+    "stored_points": "Points the learner stores (its support).",
+    "effective_dimension": "Online effective dimension: the sum of the rounds' ridge leverage scores.",
+}
+
+
+def multiprocess_dir() -> str | None:
+    """The directory of prometheus-client's multiprocess mode, if this run uses it."""
+    return os.environ.get(_MULTIPROC_ENV) or None
+
+
+class _OfTenants:
+    """The samples of ``source`` that name no tenant, or one of ``tenants``."""
+
+    def __init__(self, source: Collector, tenants: frozenset[str]) -> None:
+        self.source = source
+        self.tenants = tenants
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self.source.collect():
+            samples = [s for s in family.samples if s.labels.get("tenant", "") in self.tenants
+                       or "tenant" not in s.labels]
+            if samples or not family.samples:
+                family.samples = samples
+                yield family
 
 
 class Metrics:
@@ -34,15 +84,16 @@ class Metrics:
 
     def __init__(self, *, per_learner: bool) -> None:
         self.per_learner = per_learner
+        self.multiprocess = multiprocess_dir() is not None
         self.registry = r = CollectorRegistry()
         self.requests = Counter("kons_http_requests", "HTTP requests by route and status.",
                                 ["method", "route", "status"], registry=r)
         self.latency = Histogram("kons_http_request_duration_seconds", "HTTP request latency by route.",
                                  ["method", "route"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.rounds = Counter("kons_feedback_rounds", "Feedback rounds acknowledged by this process.",
-                              registry=r)
-        self.loss = Counter("kons_feedback_loss", "Sum of the losses of the acknowledged rounds.", registry=r)
-        self.predictions = Counter("kons_predictions", "Predictions served by this process.", registry=r)
+        self.rounds = Counter("kons_feedback_rounds", "Feedback rounds acknowledged.", registry=r)
+        self.loss = Counter("kons_feedback_loss", "Sum of the losses of the acknowledged rounds, by loss.",
+                            ["loss"], registry=r)
+        self.predictions = Counter("kons_predictions", "Predictions served.", registry=r)
         self.replayed = Counter("kons_replayed_rounds", "Logged rounds replayed into cached learners.",
                                 registry=r)
         self.divergence = Counter("kons_replay_divergence",
@@ -57,56 +108,104 @@ class Metrics:
         self.snapshots = Counter("kons_snapshots", "Snapshot attempts by outcome.", ["outcome"], registry=r)
         self.snapshot_seconds = Histogram("kons_snapshot_duration_seconds", "Time to write one snapshot.",
                                           registry=r)
-        self.cached = Gauge("kons_cached_learners", "Learners held in this process's memory.", registry=r)
+        # the cache, per process (summed over live workers)
+        self.cached = Gauge("kons_cached_learners", "Learners held in memory.", registry=r,
+                            multiprocess_mode="livesum")
+        self.cached_bytes = Gauge("kons_cached_bytes", "Estimated bytes of the learners held in memory.",
+                                  registry=r, multiprocess_mode="livesum")
+        self.evictions = Counter("kons_cache_evictions", "Learners evicted from a process's cache, by the "
+                                 "budget that evicted them (count or bytes).", ["budget"], registry=r)
+        # per learner: counters (so that windowed loss = rate(loss) / rate(rounds), summed over replicas)
         labels = ["tenant", "learner"]
-        self.learner_rounds = Gauge("kons_learner_rounds", "Rounds applied to the learner (its version).",
-                                    labels, registry=r)
-        self.learner_loss = Gauge("kons_learner_cumulative_loss", "Cumulative loss of the learner.",
-                                  labels, registry=r)
-        self.learner_recent_loss = Gauge("kons_learner_recent_loss", "Recent (EWMA) loss of the learner.",
-                                         labels, registry=r)
+        self.learner_rounds = Counter("kons_learner_rounds", "Feedback rounds acknowledged, per learner.",
+                                      labels, registry=r)
+        self.learner_loss = Counter("kons_learner_loss", "Sum of the losses of the acknowledged rounds, "
+                                    "per learner and loss.", [*labels, "loss"], registry=r)
+        # ... and gauges of its state, as last set by any worker
+        self.learner_version = Gauge("kons_learner_version", "Rounds in the learner's history.", labels,
+                                     registry=r, multiprocess_mode="mostrecent")
+        self.learner_state_bytes = Gauge("kons_learner_state_bytes", "Bytes of the learner's learned arrays.",
+                                         labels, registry=r, multiprocess_mode="mostrecent")
+        self.learner_gauges = {
+            stat: Gauge(f"kons_learner_{stat}", text, labels, registry=r, multiprocess_mode="mostrecent")
+            for stat, text in LEARNER_GAUGES.items()
+        }
+        build = Gauge("kons_build_info", "The running build (value 1).", ["version", "python", "numpy"],
+                      registry=r, multiprocess_mode="max")
+        build.labels(importlib.metadata.version("kons"), platform.python_version(),
+                     importlib.metadata.version("numpy")).set(1)
+        # the process: the standard collectors with one process, per-worker gauges (pid label) with several
+        self._process = ProcessCollector(registry=None)
+        self.worker_memory = Gauge("kons_worker_resident_memory_bytes", "Resident memory of the worker.",
+                                   registry=r, multiprocess_mode="liveall")
+        self.worker_cpu = Gauge("kons_worker_cpu_seconds", "CPU time the worker used.",
+                                registry=r, multiprocess_mode="liveall")
+        self._worker_refreshed = 0.0
+        if not self.multiprocess:
+            r.register(self._process)
+            PlatformCollector(registry=r)
 
-    def observe_learner(self, ref: LearnerRef, version: int, stats: dict[str, Any]) -> None:
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """One HTTP request, by route template (never the raw path: bounded cardinality)."""
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+        self.refresh_worker()
+
+    # ------------------------------------------------------------------ learners
+    def count_rounds(self, ref: LearnerRef, loss: str, losses: Sequence[float]) -> None:
+        """Acknowledged feedback rounds of ``ref`` with their losses."""
+        self.rounds.inc(len(losses))
+        self.loss.labels(loss).inc(sum(losses))
+        if self.per_learner:
+            self.learner_rounds.labels(ref.tenant, ref.name).inc(len(losses))
+            self.learner_loss.labels(ref.tenant, ref.name, loss).inc(sum(losses))
+
+    def observe_learner(self, ref: LearnerRef, version: int, stats: dict[str, Any], state_bytes: int) -> None:
         if not self.per_learner:
             return
-        self.learner_rounds.labels(ref.tenant, ref.name).set(version)
-        self.learner_loss.labels(ref.tenant, ref.name).set(stats["cumulative_loss"])
-        self.learner_recent_loss.labels(ref.tenant, ref.name).set(stats["recent_loss"])
+        self.learner_version.labels(ref.tenant, ref.name).set(version)
+        self.learner_state_bytes.labels(ref.tenant, ref.name).set(state_bytes)
+        for stat, gauge in self.learner_gauges.items():
+            gauge.labels(ref.tenant, ref.name).set(stats.get(stat, 0))
 
     def forget_learner(self, ref: LearnerRef) -> None:
-        for gauge in (self.learner_rounds, self.learner_loss, self.learner_recent_loss):
+        """Drop a deleted learner's gauges. Not possible in multiprocess mode (prometheus-client keeps the
+        values in its files): there a deleted learner's series stay until the service restarts."""
+        if self.multiprocess:
+            return
+        for gauge in (self.learner_version, self.learner_state_bytes, *self.learner_gauges.values()):
             with contextlib.suppress(KeyError):
                 gauge.remove(ref.tenant, ref.name)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-
-class MetricsMiddleware:
-    """Counts requests and times them per route template (never per raw path: bounded cardinality)."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+    # ------------------------------------------------------------------ process
+    def refresh_worker(self) -> None:
+        """Update this worker's resource gauges (at most once a second: read from /proc)."""
+        now = time.monotonic()
+        if now - self._worker_refreshed < _WORKER_REFRESH_SECONDS:
             return
-        status = 500
-        start = time.perf_counter()
+        self._worker_refreshed = now
+        for family in self._process.collect():
+            if family.name == "process_resident_memory_bytes" and family.samples:
+                self.worker_memory.set(family.samples[0].value)
+            elif family.name == "process_cpu_seconds" and family.samples:
+                self.worker_cpu.set(family.samples[0].value)
 
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
+    def worker_exits(self) -> None:
+        """Drop this worker's live gauges from the shared directory (its counters stay)."""
+        directory = multiprocess_dir()
+        if directory is not None:
+            multiprocess.mark_process_dead(os.getpid(), directory)  # type: ignore[no-untyped-call]
 
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            method = scope.get("method", "")
-            self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+    # ------------------------------------------------------------------ exposition
+    def render(self, tenants: Visible) -> bytes:
+        """The exposition text, with the per-learner series of ``tenants`` only."""
+        self.refresh_worker()
+        source = self.registry
+        if self.multiprocess:
+            source = CollectorRegistry()
+            multiprocess.MultiProcessCollector(source)  # type: ignore[no-untyped-call]
+        if tenants is None:  # EVERY_TENANT
+            return generate_latest(source)
+        visible = CollectorRegistry()
+        visible.register(_OfTenants(source, tenants))
+        return generate_latest(visible)

@@ -112,6 +112,29 @@ class LearnerInfo(LearnerSummary):
     stats: dict[str, Any]
 
 
+class HistoryPoint(BaseModel):
+    """The learner at one version: its losses and sizes (``stats()``) and when the point was taken."""
+
+    model_config = ConfigDict(extra="allow")
+
+    version: int
+    time: float = Field(description="Unix time (seconds) of the point.")
+    recent_loss: float
+    cumulative_loss: float
+    dictionary_size: float
+    stored_points: float
+    effective_dimension: float
+    state_bytes: int = Field(description="Bytes of the learned arrays.")
+
+
+class LearnerHistory(BaseModel):
+    """A learner's history, oldest first: at most ``KONS_HISTORY_POINTS`` points about ``stride`` rounds
+    apart (the stride doubles as the series grows)."""
+
+    stride: int
+    points: list[HistoryPoint]
+
+
 class LearnerList(BaseModel):
     learners: list[LearnerSummary]
     next_cursor: str | None
@@ -219,6 +242,7 @@ class ErrorDetail(BaseModel):
     code: str = Field(description="Stable machine-readable code, e.g. 'learner_not_found'.")
     message: str
     details: list[dict[str, Any]] | None = Field(None, description="Schema errors: field and problem.")
+    request_id: str | None = Field(None, description="The request's X-Request-ID (given or generated).")
 
 
 class ErrorResponse(BaseModel):

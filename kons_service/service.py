@@ -22,6 +22,7 @@ from kons_service import codec
 from kons_service.cache import LearnerCache, not_found
 from kons_service.errors import BatchTooLargeError, ConfigConflictError, StateMismatchError
 from kons_service.feedback import Feedback, FeedbackResult, FeedbackWriter
+from kons_service.history import History, HistoryRecorder
 from kons_service.learning import canonical, check_rows, config_of, numerics, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
@@ -33,6 +34,7 @@ __all__ = [
     "ExportedState",
     "Feedback",
     "FeedbackResult",
+    "History",
     "LearnerDetails",
     "LearnerPage",
     "LearnerService",
@@ -94,7 +96,8 @@ class LearnerService:
         self.metrics = metrics
         self.snapshots = Snapshotter(store, settings, metrics)
         self.cache = LearnerCache(store, settings, metrics, on_evict=self.snapshots.schedule)
-        self.writer = FeedbackWriter(store, settings, metrics, self.cache)
+        self.history_recorder = HistoryRecorder(store, settings)
+        self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -121,7 +124,14 @@ class LearnerService:
 
     async def describe(self, ref: LearnerRef) -> LearnerDetails:
         async with self.cache.current(ref) as (entry, learner):
-            return LearnerDetails(ref.name, entry.config, entry.version, learner.stats())
+            stats = learner.stats()
+            # also here, so that after a restart the gauges are there before the next feedback
+            self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
+            return LearnerDetails(ref.name, entry.config, entry.version, stats)
+
+    async def history(self, ref: LearnerRef) -> History:
+        """The learner's recorded history (see :mod:`kons_service.history`)."""
+        return await self.history_recorder.read(ref)
 
     async def list(self, tenant: str, cursor: str | None, limit: int) -> LearnerPage:
         rows, more = await self.store.learners(tenant, cursor, limit)
@@ -187,8 +197,8 @@ class LearnerService:
             raise not_found(ref)
         if replaced is not Publication.PUBLISHED:
             raise StateMismatchError(f"Learner {ref.name!r} was re-created meanwhile; retry.")
-        entry = self.cache.entry(ref)
-        async with entry.lock:
+        async with self.cache.locked(self.cache.entry(ref)) as entry:
             entry.adopt(learner, json.loads(stored), head)
-        self.metrics.observe_learner(ref, version, learner.stats())
+            await self.history_recorder.offer(entry, before=-1)
+        self.metrics.observe_learner(ref, version, learner.stats(), learner.state_nbytes())
         return version

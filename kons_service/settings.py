@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -41,6 +42,7 @@ class Settings(BaseSettings):
         1, ge=1, description="BLAS threads per process: a round is a small matrix-vector product, where a "
         "thread pool costs more than it saves; scale with KONS_WORKERS instead.")
     log_level: str = "info"
+    log_format: Literal["text", "json"] = Field("text", description="text, or json: one JSON object a line.")
 
     # Durability and background work
     snapshot_every_rounds: int = Field(1000, ge=1, description="Snapshot after this many new rounds ...")
@@ -55,7 +57,11 @@ class Settings(BaseSettings):
     )
     lease_ttl_ms: int = Field(10_000, ge=100, description="Per-learner writer lease (fenced by version).")
     lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
-    cache_size: int = Field(256, ge=1, description="Learners kept in memory per process.")
+    cache_size: int = Field(256, ge=1, description="Learners kept in memory per process ...")
+    history_points: int = Field(
+        512, ge=16, description="Most points of a learner's history (then every other one is dropped).")
+    cache_bytes: int = Field(
+        2**30, ge=0, description="... and about this many bytes of their learned state (per process).")
 
     # Limits
     max_request_bytes: int = Field(8 * 2**20, ge=1024, description="Largest JSON body.")
@@ -65,8 +71,11 @@ class Settings(BaseSettings):
 
     # Metrics
     metrics_per_learner: bool = Field(True, description="Per-learner labels on /metrics (cardinality).")
+    metrics_key: str | None = Field(
+        None, description="Bearer key that shows /metrics whole when API keys are set (without it, series "
+        "naming a tenant or learner are left out).")
 
-    @field_validator("api_keys", "redis_url", mode="before")
+    @field_validator("api_keys", "redis_url", "metrics_key", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -13,6 +13,7 @@ and every script touches only keys of one slot, all declared in ``KEYS``::
     kons:{t/n}:reqs      hash: feedback request id -> "<version>:<record of the answer>" (at most once)
     kons:{t/n}:reqs_exp  zset: request id -> expiry (ms); trimmed by ``append.lua`` (TTL and a count cap)
     kons:{t/n}:lease     string: the writer lease token;  kons:{t/n}:snaplock  string: snapshot lock
+    kons:{t/n}:hist      list: the learner's history, one JSON point per entry (``history.lua``)
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 _SCRIPTS = ("create", "acquire", "release", "append", "remember", "recall", "commit_snapshot",
-            "replace_state", "delete")
+            "replace_state", "delete", "history")
 _CHUNK_RETRIES = 5
 
 P = ParamSpec("P")
@@ -257,7 +258,7 @@ class Store:
 
     def keys_of(self, ref: LearnerRef) -> list[str]:
         """Every key one learner may own (meta first)."""
-        parts = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock")
+        parts = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist")
         return [self._key(ref, p) for p in parts]
 
     async def _run(self, script: str, ref: LearnerRef, parts: tuple[str, ...], args: list[Any]) -> Any:
@@ -374,6 +375,26 @@ class Store:
     async def recall(self, ref: LearnerRef, ids: list[str]) -> list[bytes | None]:
         reply = await self._run("recall", ref, ("ids", "ids_exp"), list(ids))
         return [bytes(v) if v else None for v in reply]
+
+    # ------------------------------------------------------------------ history
+    @_translated
+    async def record_history(self, ref: LearnerRef, incarnation: str, version: int, point: str,
+                             cap: int) -> int:
+        """Offer a point of the learner's history at ``version`` (see ``history.lua``); returns the
+        series' stride (0 if the learner is gone or was replaced)."""
+        reply = await self._run("history", ref, ("meta", "hist"), [incarnation, version, point, cap])
+        return int(reply[1])
+
+    @_translated
+    async def history(self, ref: LearnerRef) -> tuple[int, list[str]] | None:
+        """The stride and points (JSON) of the learner's history; None if there is no such learner."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self._key(ref, "meta"), ["config", "hist_stride"])
+        pipe.lrange(self._key(ref, "hist"), 0, -1)
+        (config, stride), points = await pipe.execute()
+        if config is None:
+            return None
+        return int(stride or 1), [_s(p) for p in points]
 
     # ------------------------------------------------------------------ snapshots
     @_translated

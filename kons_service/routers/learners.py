@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from kons_service.body import KonsRoute, read_limited
 from kons_service.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
 from kons_service.schemas import (
+    LearnerHistory,
     LearnerInfo,
     LearnerList,
     LearnerSpec,
@@ -47,6 +48,11 @@ async def list_learners(
 @router.get("/{name}", response_model=LearnerInfo)
 async def get_learner(ref: LearnerDep, service: ServiceDep) -> LearnerInfo:
     return LearnerInfo(**asdict(await service.describe(ref)))
+
+
+@router.get("/{name}/history", response_model=LearnerHistory)
+async def learner_history(ref: LearnerDep, service: ServiceDep) -> LearnerHistory:
+    return LearnerHistory.model_validate(asdict(await service.history(ref)))
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)

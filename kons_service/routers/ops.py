@@ -1,12 +1,15 @@
-"""Operations: liveness, readiness and Prometheus metrics (no authentication)."""
+"""Operations: liveness, readiness (no authentication) and Prometheus metrics (whole only to a caller who
+may see tenants' names: see :meth:`kons_service.auth.Authenticator.metrics_tenants`)."""
 
 from __future__ import annotations
 
 import asyncio
+from importlib import resources
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
+from kons_service.schemas import error_responses
 from kons_service.store import StoreUnavailableError
 
 router = APIRouter(tags=["ops"])
@@ -36,9 +39,19 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
+@router.get("/dashboard", response_class=HTMLResponse)
+async def dashboard() -> HTMLResponse:
+    """The learners' live learning curves: a static page whose data comes from the API with the caller's
+    key (kept in the browser tab's sessionStorage), so it needs no authentication of its own."""
+    page = (resources.files("kons_service") / "static" / "dashboard.html").read_text()
+    return HTMLResponse(page, headers={"Cache-Control": "no-cache", "X-Frame-Options": "DENY"})
+
+
 @router.get("/metrics", response_class=Response,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
-                             "description": "Prometheus text exposition format."}})
+                             "description": "Prometheus text exposition format."},
+                       **error_responses(401)})
 async def metrics(request: Request) -> Response:
     metrics = request.app.state.metrics
-    return Response(metrics.render(), media_type=metrics.content_type)
+    tenants = request.app.state.auth.metrics_tenants(request.headers.get("authorization"))
+    return Response(metrics.render(tenants), media_type=metrics.content_type)

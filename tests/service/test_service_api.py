@@ -160,7 +160,7 @@ async def test_health_readiness_and_metrics(client: httpx.AsyncClient) -> None:
     route = 'method="POST",route="/v1/learners/{name}/feedback",status="200"'
     assert f"kons_http_requests_total{{{route}}} 1.0" in text
     assert "kons_http_request_duration_seconds_bucket" in text
-    assert 'kons_learner_rounds{learner="m",tenant="default"} 1.0' in text
+    assert 'kons_learner_rounds_total{learner="m",tenant="default"} 1.0' in text
     assert "kons_learner_cumulative_loss" in text
 
 

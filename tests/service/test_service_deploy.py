@@ -16,7 +16,7 @@ from testkit.processes import REPO
 def test_compose_file_names_the_service_and_a_durable_redis() -> None:
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"kons", "redis"}
+    assert {name for name, service in services.items() if "profiles" not in service} == {"kons", "redis"}
     kons, redis = services["kons"], services["redis"]
     assert redis["image"].startswith("redis:7")
     command = " ".join(redis["command"])
@@ -62,3 +62,18 @@ def test_the_wheel_packages_the_library_and_the_service_only() -> None:
     assert {"testkit", "benchmarks"} <= packages
     shipped = {name for name in packages if any(fnmatch.fnmatchcase(name, p) for p in include)}
     assert shipped == {"kons", "kons_service"}
+
+
+def test_the_monitoring_profile_scrapes_with_the_metrics_key() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    monitoring = {name for name, s in compose["services"].items() if "monitoring" in s.get("profiles", [])}
+    assert monitoring == {"prometheus", "grafana"}
+    prometheus = yaml.safe_load((REPO / "deploy/monitoring/prometheus.yml").read_text())
+    (job,) = prometheus["scrape_configs"]
+    assert job["static_configs"][0]["targets"] == ["kons:8000"]
+    secret = job["authorization"]["credentials_file"].rsplit("/", 1)[-1]
+    assert secret in compose["services"]["prometheus"]["secrets"]
+    assert compose["secrets"][secret] == {"environment": "KONS_METRICS_KEY"}
+    assert compose["services"]["kons"]["environment"]["KONS_METRICS_KEY"] == "${KONS_METRICS_KEY:-}"
+    for mount in compose["services"]["grafana"]["volumes"] + compose["services"]["prometheus"]["volumes"][:1]:
+        assert (REPO / mount.split(":")[0]).exists(), mount

@@ -1,0 +1,72 @@
+"""A learner's history: a capped, downsampled series of points recorded as it learns, kept in the store.
+
+After feedback rounds take a learner from version ``before`` to ``after``, the writer offers a point
+(version, time, losses, sizes) when the rounds crossed a multiple of the series' stride; ``history.lua``
+keeps it, and when the series holds more than ``history_points`` it drops every other point and doubles
+the stride. So a series of a million rounds stays at most ``history_points`` long, evenly spread, the
+same for every replica (it lives with the learner in the store and is deleted with it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import kons
+from kons_service.cache import CachedLearner, not_found
+from kons_service.metrics import LEARNER_GAUGES
+from kons_service.settings import Settings
+from kons_service.store import LearnerRef, Store, StoreUnavailableError
+
+__all__ = ["History", "HistoryRecorder", "point"]
+
+log = logging.getLogger("kons_service.history")
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """The points of a learner's history, oldest first, about ``stride`` rounds apart."""
+
+    stride: int
+    points: list[dict[str, Any]]
+
+
+def point(learner: kons.Learner, version: int) -> dict[str, Any]:
+    """The point of a learner at ``version``: the time, its ``stats()`` of :data:`LEARNER_GAUGES` and its
+    state size."""
+    stats = learner.stats()
+    return {"version": version, "time": round(time.time(), 3),
+            **{name: stats.get(name, 0) for name in LEARNER_GAUGES}, "state_bytes": learner.state_nbytes()}
+
+
+class HistoryRecorder:
+    """Offer points of the learners' histories to the store and read them back."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+
+    async def offer(self, entry: CachedLearner, before: int) -> None:
+        """The cached learner (lock held) went from version ``before`` to its version: record a point if
+        that crossed a multiple of the stride. A failure only costs a point: it is logged, not raised."""
+        stride = entry.history_stride
+        if before >= 0 and entry.version // stride == before // stride:
+            return
+        text = json.dumps(point(entry.loaded(), entry.version), allow_nan=False)
+        try:
+            stride = await self.store.record_history(entry.ref, entry.incarnation, entry.version, text,
+                                                     self.settings.history_points)
+        except StoreUnavailableError as exc:
+            log.warning("history point of %s at version %d not recorded: %s", entry.ref, entry.version, exc)
+            return
+        entry.history_stride = max(stride, 1)
+
+    async def read(self, ref: LearnerRef) -> History:
+        found = await self.store.history(ref)
+        if found is None:
+            raise not_found(ref)
+        stride, points = found
+        return History(stride, [json.loads(p) for p in points])

@@ -1,0 +1,130 @@
+"""The dashboard in a real browser: headless Chromium loads /dashboard from a running service whose
+learner has learned; the rendered DOM must show its curves and the API's numbers, the screenshot a drawing.
+
+``scripts/test.sh`` installs Debian's ``chromium`` when it is missing and the tests run as root;
+otherwise these tests are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from matplotlib import image
+
+from testkit.processes import SPEC, ServiceProcess, services_on_redis
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (scripts/test.sh installs Debian's "
+                                                "chromium when run as root)"),
+]
+
+KEY = "key-a"
+HEADERS = {"Authorization": f"Bearer {KEY}"}
+LEARNER = "churn-model"
+RED = np.array([0xD1, 0x49, 0x5B]) / 255  # the recent-loss curve's colour in dashboard.html
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """A service (API keys on) with a learner that has learned 200 rounds and one that has not started."""
+    with services_on_redis(tmp_path_factory.mktemp("dashboard"), api_keys=f"acme:{KEY}") as (_, (svc,)):
+        with httpx.Client(base_url=svc.url, headers=HEADERS, timeout=30) as http:
+            assert http.put(f"/v1/learners/{LEARNER}", json=SPEC).status_code == 201
+            fresh = {"algorithm": "kernel_ogd", "dim": 3}
+            assert http.put("/v1/learners/fresh", json=fresh).status_code == 201
+            rng = np.random.default_rng(0)
+            for _ in range(40):
+                X = rng.normal(size=(5, 3))
+                items = [{"x": x.tolist(), "y": float(np.sin(x[0]))} for x in X]
+                assert http.post(f"/v1/learners/{LEARNER}/feedback", json={"items": items}).status_code == 200
+        yield svc
+
+
+def chromium(url: str, profile_root: Path, *args: str) -> str:
+    """Load ``url`` in headless Chromium (8 s of virtual time for the page's requests); its stdout."""
+    profile = profile_root / f"profile-{uuid.uuid4().hex}"
+    assert CHROMIUM is not None
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+               "--virtual-time-budget=8000", "--window-size=1280,900", "--hide-scrollbars", *args, url]
+    return subprocess.run(command, capture_output=True, timeout=120, check=True).stdout.decode()
+
+
+class Elements(HTMLParser):
+    """Every element's tag and attributes, with the ``data-learner`` of the card it is in."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.found: list[tuple[str | None, str, dict[str, str]]] = []
+        self._card: str | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = {k: v or "" for k, v in attrs}
+        if tag == "section":
+            self._card = named.get("data-learner")
+        self.found.append((self._card, tag, named))
+
+    def of(self, card: str | None, tag: str, **attrs: str) -> list[dict[str, str]]:
+        return [a for c, t, a in self.found
+                if c == card and t == tag and all(a.get(k.replace("_", "-")) == v for k, v in attrs.items())]
+
+
+def test_the_dashboard_draws_the_learning_curves_with_the_api_numbers(service: ServiceProcess,
+                                                                      tmp_path: Path) -> None:
+    dom = Elements(chromium(f"{service.url}/dashboard#key={KEY}", tmp_path, "--dump-dom"))
+    (status,) = dom.of(None, "div", id="status")
+    assert status.get("data-state") == "ok"
+    with httpx.Client(base_url=service.url, headers=HEADERS, timeout=30) as http:
+        details = http.get(f"/v1/learners/{LEARNER}").json()
+        history = http.get(f"/v1/learners/{LEARNER}/history").json()
+    assert [a["data-learner"] for _, t, a in dom.found if t == "section"] == ["churn-model", "fresh"]
+    shown = {a["data-stat"]: float(a["data-value"]) for a in dom.of(LEARNER, "td") if "data-stat" in a}
+    assert shown["version"] == details["version"] == 200
+    for stat in ("recent_loss", "cumulative_loss", "stored_points", "dictionary_size", "effective_dimension"):
+        assert shown[stat] == details["stats"][stat], stat
+    assert shown["mean_loss"] == pytest.approx(details["stats"]["cumulative_loss"] / 200)
+    n_points = len(history["points"])
+    assert n_points == 40  # one point per batch of 5 rounds
+    for series in ("recent_loss", "mean_loss", "stored_points", "dictionary_size"):
+        (line,) = dom.of(LEARNER, "polyline", data_series=series)
+        assert int(line["data-points"]) == n_points
+        assert len(line["points"].split()) == n_points
+        assert len(dom.of(LEARNER, "circle", data_series=series)) == n_points
+    # the stored-points curve rises from its first point to its last (Sketched-KONS keeps every point)
+    xy = [tuple(map(float, p.split(","))) for p in dom.of(LEARNER, "polyline", data_series="stored_points")[0]
+          ["points"].split()]
+    assert xy[0][0] < xy[-1][0] and xy[0][1] > xy[-1][1]  # SVG y grows downwards
+    assert dom.of("fresh", "polyline") == []  # no rounds, no curve
+
+
+def test_the_screenshot_shows_the_curves(service: ServiceProcess, tmp_path: Path) -> None:
+    shot = tmp_path / "dashboard.png"
+    chromium(f"{service.url}/dashboard#key={KEY}", tmp_path, f"--screenshot={shot}")
+    pixels = image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (900, 1280)
+    colours = np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    assert len(colours) > 100  # text, axes, curves: not a blank or single-colour page
+    red = np.all(np.abs(pixels - RED) < 0.05, axis=-1).sum()
+    assert red > 100  # the recent-loss curve and its points are drawn
+
+
+def test_without_a_key_the_page_asks_for_one_and_shows_nothing(service: ServiceProcess,
+                                                                tmp_path: Path) -> None:
+    html = chromium(f"{service.url}/dashboard", tmp_path, "--dump-dom")
+    dom = Elements(html)
+    (status,) = dom.of(None, "div", id="status")
+    assert status.get("data-state") == "unauthorized"
+    assert LEARNER not in html and dom.of(None, "section") == []
+    (form,) = dom.of(None, "form", id="keyform")
+    assert "display: block" in form.get("style", "")
