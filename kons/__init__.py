@@ -14,7 +14,7 @@ True
 from importlib.metadata import version
 
 from kons.auto import Auto
-from kons.base import LEARNERS, Learner, learner_from_params, load
+from kons.base import LEARNERS, Learner, learner_class, learner_from_params, load, peek
 from kons.errors import (
     InvalidInputError,
     InvalidParameterError,
@@ -47,8 +47,10 @@ __all__ = [
     "SketchedKONS",
     "SparseVector",
     "StateFormatError",
+    "learner_class",
     "learner_from_params",
     "load",
+    "peek",
 ]
 #: The one version number, from the installed distribution's metadata (pyproject.toml's).
 __version__ = version("kons")

@@ -13,6 +13,7 @@ import numpy as np
 from scipy.linalg.blas import dspmv, dspr, dtpsv
 
 __all__ = [
+    "MIN_CAPACITY",
     "SCHEDULES",
     "TINY",
     "GrowableRows",
@@ -23,7 +24,8 @@ __all__ = [
     "scheduled_step",
 ]
 
-_MIN_CAPACITY = 16
+#: Rows a growable buffer allocates for its first row.
+MIN_CAPACITY = 16
 #: Floor of a quadratic form that is positive in exact arithmetic but may round to zero or below: a
 #: division by it then overflows, and the round is rejected instead of dividing by zero.
 TINY = 1e-300
@@ -53,7 +55,7 @@ def _grown(arr: np.ndarray, needed: int) -> np.ndarray:
     """``arr`` if it holds ``needed`` rows, else a copy with at least double the capacity."""
     if needed <= arr.shape[0]:
         return arr
-    bigger = np.empty((max(needed, 2 * arr.shape[0], _MIN_CAPACITY), *arr.shape[1:]), dtype=arr.dtype)
+    bigger = np.empty((max(needed, 2 * arr.shape[0], MIN_CAPACITY), *arr.shape[1:]), dtype=arr.dtype)
     bigger[: arr.shape[0]] = arr
     return bigger
 

@@ -15,13 +15,14 @@ import hashlib
 import json
 import math
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from kons.errors import StateFormatError
 
-__all__ = ["FORMAT_VERSION", "decode", "encode"]
+__all__ = ["FORMAT_VERSION", "decode", "decode_header", "encode"]
 
 MAGIC = b"KONSSTAT"
 FORMAT_VERSION = 1
@@ -57,8 +58,45 @@ def encode(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-def decode(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Inverse of :func:`encode`; raises :class:`StateFormatError` on any inconsistency."""
+def decode_header(blob: bytes) -> dict[str, Any]:
+    """The header of a blob (checksum verified), without building any of its arrays."""
+    return _checked_header(blob)[0]
+
+
+def decode(
+    blob: bytes, check_header: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Inverse of :func:`encode`; raises :class:`StateFormatError` on any inconsistency.
+
+    ``check_header`` sees the header before any array is built (and may raise to refuse the blob).
+    """
+    header, data = _checked_header(blob)
+    if check_header is not None:
+        check_header(header)
+    try:
+        arrays = {}
+        for spec in header.pop("arrays"):
+            if spec["dtype"] not in _DTYPES:
+                raise StateFormatError(f"array {spec['name']!r} has a forbidden dtype.")
+            dtype = np.dtype(spec["dtype"])
+            shape = tuple(int(s) for s in spec["shape"])
+            count = math.prod(shape)  # Python ints: a crafted shape cannot wrap around
+            start = int(spec["offset"])
+            if min(shape, default=0) < 0 or start < 0 or start + count * dtype.itemsize > len(data):
+                raise StateFormatError(f"array {spec['name']!r} runs past the end of the state.")
+            array = np.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape).copy()
+            if dtype.kind == "f" and not np.isfinite(array).all():
+                raise StateFormatError(f"array {spec['name']!r} holds a non-finite number.")
+            arrays[spec["name"]] = array
+    except StateFormatError:
+        raise
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+        raise StateFormatError(f"state header is malformed: {exc}") from None
+    return header, arrays
+
+
+def _checked_header(blob: bytes) -> tuple[dict[str, Any], memoryview]:
+    """The parsed header and a view of the array bytes, once magic, version and checksum are checked."""
     if not isinstance(blob, bytes | bytearray | memoryview):
         raise StateFormatError(f"state must be bytes; got {type(blob).__name__}.")
     blob = bytes(blob)
@@ -78,23 +116,8 @@ def decode(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             parse_float=_finite_float,
             parse_constant=_reject_constant,
         )
-        data = memoryview(body)[_PREFIX.size + head_len :]
-        arrays = {}
-        for spec in header.pop("arrays"):
-            if spec["dtype"] not in _DTYPES:
-                raise StateFormatError(f"array {spec['name']!r} has a forbidden dtype.")
-            dtype = np.dtype(spec["dtype"])
-            shape = tuple(int(s) for s in spec["shape"])
-            count = int(np.prod(shape, dtype=np.int64))
-            start = int(spec["offset"])
-            if start < 0 or start + count * dtype.itemsize > len(data):
-                raise StateFormatError(f"array {spec['name']!r} runs past the end of the state.")
-            array = np.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape).copy()
-            if dtype.kind == "f" and not np.isfinite(array).all():
-                raise StateFormatError(f"array {spec['name']!r} holds a non-finite number.")
-            arrays[spec["name"]] = array
-    except StateFormatError:
-        raise
-    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise StateFormatError(f"state header is malformed: {exc}") from None
-    return header, arrays
+    if not isinstance(header, dict):
+        raise StateFormatError("state header is malformed: not a JSON object.")
+    return header, memoryview(body)[_PREFIX.size + head_len :]

@@ -190,6 +190,16 @@ class Auto(Pipeline):
         log_rows = [_signed_log(x) for x, _ in self._buffer]
         self._build_grid(width, median_width(_standardised(log_rows, self._dim)) if log_rows else width)
 
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        # The grid's members, each at most a full learner of its kind, and the two scalers (3 d each).
+        members = sum(
+            ONS._model_floats(dim + 1, {"diagonal": False}) if kind == "ons"
+            else NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY})
+            for _, kind, _, _ in GRID
+        )
+        return members + 6 * dim
+
     def _build_grid(self, width: float, log_width: float) -> None:
         eta = STEP[self.loss]
         self._widths = (width, log_width)

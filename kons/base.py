@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import inspect
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -21,7 +22,7 @@ from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
 
-__all__ = ["LEARNERS", "Learner", "learner_from_params", "load"]
+__all__ = ["LEARNERS", "Learner", "learner_class", "learner_from_params", "load", "peek"]
 
 #: Every concrete learner by its registry name (``"kons"``, ``"sketched_kons"``, ...).
 LEARNERS: dict[str, type[Learner]] = {}
@@ -30,6 +31,9 @@ LEARNERS: dict[str, type[Learner]] = {}
 # is checked above), so numpy's floating-point warnings would only reach the caller's stderr.
 def _quiet_numerics() -> np.errstate:
     return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+
+#: Bytes of one float64 of the state.
+_FLOAT_BYTES = 8
 
 # Weight of the newest loss in the exponentially weighted "recent loss" (about the last 100 rounds).
 _RECENT_WEIGHT = 0.01
@@ -131,9 +135,8 @@ class Learner(abc.ABC):
         return params
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> Self:
-        """Build a learner from a plain dict (as sent in JSON); unknown keys are an error."""
-        if not isinstance(params, dict):
+    def _check_known(cls, params: Any) -> None:
+        if not isinstance(params, Mapping):
             raise InvalidParameterError(f"parameters of {cls.__name__} must be a dict.")
         unknown = sorted(set(params) - set(cls._param_names()))
         if unknown:
@@ -141,7 +144,48 @@ class Learner(abc.ABC):
                 f"Unknown parameter(s) {unknown} for {cls.__name__}; "
                 f"expected some of {cls._param_names()}."
             )
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> Self:
+        """Build a learner from a plain dict (as sent in JSON); unknown keys are an error."""
+        cls._check_known(params)
         return cls(**params)
+
+    @classmethod
+    def state_bytes(cls, params: Mapping[str, Any]) -> int:
+        """Bytes of the arrays a learner built from ``params`` allocates, computed without building it.
+
+        A caller can so refuse a configuration before anything is allocated (``dim=10**30`` gives a
+        number, not a ``MemoryError``). For the linear learners this is the whole state, whatever the
+        number of rounds; the kernel learners' state grows with the points they store, and this is what
+        they hold after their first stored point. A round briefly needs up to twice the state more
+        (ONS's rank-one update), and :meth:`to_bytes` a copy of it.
+
+        Raises
+        ------
+        InvalidParameterError
+            For any parameter the constructor would refuse.
+
+        Examples
+        --------
+        >>> from kons import ONS
+        >>> ONS.state_bytes({"dim": 1000})  # A^{-1} (d, d) and u (d,)
+        8008000
+        """
+        cls._check_known(params)
+        signature = inspect.signature(cls.__init__).parameters
+        checked = {
+            name: cls._parameter_constraints[name].check(cls.__name__, name, params.get(name, default))
+            for name, default in ((n, p.default) for n, p in signature.items() if n != "self")
+        }
+        dim = checked["dim"]
+        return 0 if dim is None else _FLOAT_BYTES * cls._model_floats(dim, checked)
+
+    @classmethod
+    @abc.abstractmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        """Float64 entries of what :meth:`_reset_model` allocates for ``dim`` and the checked ``params``
+        (Python ints: exact for any ``dim``)."""
 
     def clone(self) -> Self:
         """A fresh, unfitted learner with the same hyper-parameters."""
@@ -340,20 +384,28 @@ class Learner(abc.ABC):
         return _state.encode(header, arrays)
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> Self:
-        """Rebuild a learner saved by :meth:`to_bytes`; raises :class:`StateFormatError` if invalid."""
-        header, arrays = _state.decode(blob)
-        named = [c for c in LEARNERS.values() if c.__name__ == header.get("class")]
-        if not named:
-            raise StateFormatError(f"unknown learner class {header.get('class')!r}.")
-        learner_cls = named[0]
-        if not issubclass(learner_cls, cls):
-            raise StateFormatError(f"state is for {learner_cls.__name__}, not {cls.__name__}.")
-        if header.get("state_version") != learner_cls.state_version:
-            raise StateFormatError(
-                f"{learner_cls.__name__} state version {header.get('state_version')!r} is not "
-                f"supported (this is {learner_cls.state_version})."
-            )
+    def from_bytes(cls, blob: bytes, *, max_bytes: int | None = None) -> Self:
+        """Rebuild a learner saved by :meth:`to_bytes`; raises :class:`StateFormatError` if invalid.
+
+        With ``max_bytes``, a blob whose learner would allocate more (:meth:`state_bytes` of the
+        parameters in its header) is refused before any of its arrays or of the learner is built.
+        """
+        learner_cls: type[Self] = cls
+
+        def check(header: dict[str, Any]) -> None:
+            nonlocal learner_cls
+            learner_cls = cls._class_of(header)
+            if max_bytes is not None:
+                try:  # the model's dimension (the parameter may be None: fixed at the first round)
+                    needed = learner_cls.state_bytes({**header["params"], "dim": header["dim"]})
+                except (InvalidParameterError, KeyError, TypeError) as exc:
+                    raise StateFormatError(f"state content is inconsistent: {exc}") from None
+                if needed > max_bytes:
+                    raise StateFormatError(
+                        f"the state's learner would allocate {needed} bytes; at most {max_bytes} are allowed."
+                    )
+
+        header, arrays = _state.decode(blob, check)
         try:
             learner = learner_cls.from_params(header["params"])
             rounds, cumulative, recent, effective = header["counters"]
@@ -376,6 +428,22 @@ class Learner(abc.ABC):
             raise StateFormatError(f"state content is inconsistent: {exc}") from None
         return learner
 
+    @classmethod
+    def _class_of(cls, header: dict[str, Any]) -> type[Self]:
+        """The learner class a state header names, if it is ``cls`` or a subclass of it."""
+        named = [c for c in LEARNERS.values() if c.__name__ == header.get("class")]
+        if not named:
+            raise StateFormatError(f"unknown learner class {header.get('class')!r}.")
+        learner_cls = named[0]
+        if not issubclass(learner_cls, cls):
+            raise StateFormatError(f"state is for {learner_cls.__name__}, not {cls.__name__}.")
+        if header.get("state_version") != learner_cls.state_version:
+            raise StateFormatError(
+                f"{learner_cls.__name__} state version {header.get('state_version')!r} is not "
+                f"supported (this is {learner_cls.state_version})."
+            )
+        return learner_cls
+
     @abc.abstractmethod
     def _arrays(self) -> dict[str, np.ndarray]:
         """The learned arrays (used prefixes only) to save; a subclass adds its own to ``super()``'s."""
@@ -393,6 +461,16 @@ class Learner(abc.ABC):
         """
 
 
+def learner_class(algorithm: str) -> type[Learner]:
+    """The learner class registered as ``algorithm``."""
+    try:
+        return LEARNERS[algorithm]
+    except (KeyError, TypeError):
+        raise InvalidParameterError(
+            f"Unknown algorithm {algorithm!r}; expected one of {sorted(LEARNERS)}."
+        ) from None
+
+
 def learner_from_params(algorithm: str, params: dict[str, Any]) -> Learner:
     """Build the learner registered as ``algorithm`` from a plain parameter dict.
 
@@ -400,12 +478,7 @@ def learner_from_params(algorithm: str, params: dict[str, Any]) -> Learner:
     target scaling, intercept, kernel width from the data, binary labels as {0, 1} or booleans) unless
     ``params`` holds ``"preprocess": false``, which gives the paper-exact learner.
     """
-    try:
-        cls = LEARNERS[algorithm]
-    except (KeyError, TypeError):
-        raise InvalidParameterError(
-            f"Unknown algorithm {algorithm!r}; expected one of {sorted(LEARNERS)}."
-        ) from None
+    cls = learner_class(algorithm)
     if not isinstance(params, dict) or "preprocess" not in params:
         preprocess = True
     else:
@@ -425,6 +498,16 @@ def learner_from_params(algorithm: str, params: dict[str, Any]) -> Learner:
     return Preprocessed(algorithm=algorithm, params=rest, dim=dim)
 
 
-def load(blob: bytes) -> Learner:
-    """Rebuild any learner from its :meth:`Learner.to_bytes` blob."""
-    return Learner.from_bytes(blob)
+def load(blob: bytes, *, max_bytes: int | None = None) -> Learner:
+    """Rebuild any learner from its :meth:`Learner.to_bytes` blob (``max_bytes``: see ``from_bytes``)."""
+    return Learner.from_bytes(blob, max_bytes=max_bytes)
+
+
+def peek(blob: bytes) -> tuple[str, dict[str, Any]]:
+    """The algorithm name and the parameters of the learner a state blob holds, read from its header
+    (checksum verified) without building the learner or any of its arrays."""
+    header = _state.decode_header(blob)
+    params = header.get("params")
+    if not isinstance(params, dict):
+        raise StateFormatError("state header is malformed: no parameters.")
+    return Learner._class_of(header).name, params

@@ -549,6 +549,12 @@ class Preprocessed(Pipeline):
             resolved["C"] = TARGET_BOUND
         return resolved
 
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        # The base learner (on d + 1 features at most: the intercept) and the feature scaler (3 d).
+        base = _base.LEARNERS[params["algorithm"]]
+        return base.state_bytes({**params["params"], "dim": dim + 1}) // 8 + 3 * dim
+
     def _kernel_model(self) -> bool:
         return "kernel" in self._base_cls._param_names()
 

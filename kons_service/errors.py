@@ -30,6 +30,7 @@ __all__ = [
     "LearnerNotFoundError",
     "PayloadTooLargeError",
     "RequestIdConflictError",
+    "ResourceLimitError",
     "StateMismatchError",
     "UnauthorizedError",
     "UnknownIdError",
@@ -92,6 +93,12 @@ class PayloadTooLargeError(ApiError):
 
 class BatchTooLargeError(ApiError):
     status, code = 413, "batch_too_large"
+
+
+class ResourceLimitError(ApiError):
+    """A learner whose state would exceed the service's memory budget (nothing was allocated)."""
+
+    status, code = 422, "resource_limit"
 
 
 class InvalidNameError(ApiError):
@@ -178,6 +185,13 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SnapshotUnstableError)
     async def _unstable(request: Request, exc: SnapshotUnstableError) -> JSONResponse:
         return _response(BusyError.status, BusyError.code, str(exc), {"Retry-After": "1"})
+
+    @app.exception_handler(MemoryError)
+    async def _memory(request: Request, exc: MemoryError) -> JSONResponse:
+        # The budget refuses configs before they allocate; this is the last line, never a 500.
+        log.warning("out of memory on %s %s", request.method, request.url.path)
+        return _response(ResourceLimitError.status, ResourceLimitError.code,
+                         "The request needs more memory than this server has.")
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:

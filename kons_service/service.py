@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +19,14 @@ import anyio.to_thread
 
 import kons
 from kons_service import codec
+from kons_service.body import read_limited
 from kons_service.cache import LearnerCache, not_found
-from kons_service.errors import BatchTooLargeError, ConfigConflictError, StateMismatchError
+from kons_service.errors import (
+    BatchTooLargeError,
+    ConfigConflictError,
+    ResourceLimitError,
+    StateMismatchError,
+)
 from kons_service.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.history import History, HistoryRecorder
 from kons_service.learning import canonical, check_rows, config_of, numerics, offload
@@ -113,7 +119,10 @@ class LearnerService:
         """Create the learner; not created if this very config exists, 409 if another does."""
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
-        text = canonical(config_of(kons.learner_from_params(algorithm, {**params, "dim": dim})))
+        self._check_budget(kons.learner_class(algorithm).state_bytes({**params, "dim": dim}))
+        # Built without its dimension, so that nothing of its state is allocated here.
+        unsized = kons.learner_from_params(algorithm, {**params, "dim": None})
+        text = canonical({**config_of(unsized), "dim": dim})
         created, stored = await self.store.create(ref, text, uuid.uuid4().hex, int(time.time() * 1000))
         if not created and stored != text:
             raise ConfigConflictError(
@@ -172,6 +181,14 @@ class LearnerService:
         self._check_batch(len(items))
         return await self.writer.write(ref, items, request_id)
 
+    def _check_budget(self, state_bytes: int) -> None:
+        budget = self.settings.learner_max_bytes
+        if state_bytes > budget:
+            raise ResourceLimitError(
+                f"This learner's state would take {state_bytes:.4g} bytes; at most {budget} are allowed "
+                "per learner (a smaller dim or sketch_size fits)."
+            )
+
     def _check_batch(self, rows: int) -> None:
         if rows > self.settings.max_batch:
             raise BatchTooLargeError(f"A batch may hold at most {self.settings.max_batch} rows; got {rows}.")
@@ -181,15 +198,22 @@ class LearnerService:
         async with self.cache.current(ref) as (entry, learner):
             return ExportedState(await anyio.to_thread.run_sync(learner.to_bytes), entry.version)
 
-    async def import_state(self, ref: LearnerRef, blob: bytes) -> int:
-        """Replace the learner's state by a kons blob of the same configuration; returns the version."""
+    async def import_state(self, ref: LearnerRef, body: AsyncIterator[bytes], length: str | None) -> int:
+        """Replace the learner's state by a kons blob of the same configuration; returns the version.
+
+        The body is read only for an existing learner and only up to ``max_state_bytes``; the blob's
+        header is compared with the stored config before any of its arrays or its learner is built.
+        """
         stored = await self.store.config(ref)
         if stored is None:
             raise not_found(ref)
-        learner = await anyio.to_thread.run_sync(kons.load, blob)
-        theirs = canonical(config_of(learner))
+        blob = await read_limited(body, length, self.settings.max_state_bytes)
+        algorithm, params = await anyio.to_thread.run_sync(kons.peek, blob)
+        rest = {k: v for k, v in params.items() if k != "dim"}
+        theirs = canonical({"algorithm": algorithm, "dim": params.get("dim"), "params": rest})
         if theirs != stored:
             raise StateMismatchError(f"The state is for {theirs}, not this learner's configuration {stored}.")
+        learner = await anyio.to_thread.run_sync(kons.load, blob)
         version = int(learner.stats()["rounds"])
         head = Head(uuid.uuid4().hex, version, version)
         replaced = await self.store.replace_state(ref, stored, head, blob, self.settings.snapshot_chunk_bytes)

@@ -65,7 +65,14 @@ class Settings(BaseSettings):
 
     # Limits
     max_request_bytes: int = Field(8 * 2**20, ge=1024, description="Largest JSON body.")
-    max_state_bytes: int = Field(2**30, ge=1024, description="Largest state blob accepted by PUT /state.")
+    learner_max_bytes: int = Field(
+        256 * 2**20, ge=1024, description="Most bytes one learner's state may take, from its config "
+        "(kons's Learner.state_bytes: d^2 for ONS, m*d for the sketches, the first stored points for the "
+        "kernel learners); a larger config is refused at PUT. A round and a snapshot briefly need up to "
+        "about twice that again.")
+    max_state_bytes: int = Field(
+        257 * 2**20, ge=1024, description="Largest state blob accepted by PUT /state (the state budget "
+        "plus room for the header); a larger upload is refused as it streams in.")
     max_batch: int = Field(1000, ge=1, description="Most rows in one predict or feedback batch.")
     page_size_max: int = Field(1000, ge=1)
 

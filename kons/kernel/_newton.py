@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._numerics import TINY, GrowableRows, GrowableVector, PackedCholesky, ridge_leverage
-from kons._validation import POSITIVE, Constraint, NoneOr
+from kons._numerics import MIN_CAPACITY, TINY, GrowableRows, GrowableVector, PackedCholesky, ridge_leverage
+from kons._validation import POSITIVE, REGULARISER, Constraint, NoneOr
 from kons.base import Learner
 from kons.errors import NumericalError
 from kons.kernels import Kernel, KernelParameter
@@ -33,7 +33,7 @@ class KernelNewton(Learner):
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         **Learner._parameter_constraints,
         "kernel": KernelParameter(),
-        "alpha": POSITIVE,
+        "alpha": REGULARISER,
         "eta": NoneOr(POSITIVE),
     }
 
@@ -53,6 +53,11 @@ class KernelNewton(Learner):
         self._dict_kbeta = GrowableVector()  # m_R = (K beta)_R
         self._whitened = GrowableVector()  # w = L^{-1} D_R m_R
         self._chol = PackedCholesky()
+
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        # the first stored point's buffers: points (16, d), squared norms, beta and the dictionary's
+        return MIN_CAPACITY * (dim + 7)
 
     # ----------------------------------------------------------------- the round
     def _dual_terms(self, x: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, float, float, float]:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._numerics import SCHEDULES, GrowableRows, GrowableVector, scheduled_step
+from kons._numerics import MIN_CAPACITY, SCHEDULES, GrowableRows, GrowableVector, scheduled_step
 from kons._validation import POSITIVE, Constraint, OneOf
 from kons.base import Learner
 from kons.errors import NumericalError
@@ -74,6 +74,11 @@ class KernelOGD(Learner):
     def _reset_model(self) -> None:
         self._points = GrowableRows(self._dim)
         self._coef = GrowableVector()
+
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        # the first stored point's buffers: points (16, d), their squared norms and coefficients
+        return MIN_CAPACITY * (dim + 2)
 
     def _predict(self, x: np.ndarray) -> float:
         points = self._points

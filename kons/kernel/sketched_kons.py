@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._numerics import MIN_CAPACITY
 from kons._validation import POSITIVE, Constraint, Integer, Interval
 from kons.kernel._newton import KernelNewton
 from kons.kernel.kors import KORS, KORSProposal
@@ -87,6 +88,10 @@ class SketchedKONS(KernelNewton):
     def _reset_model(self) -> None:
         super()._reset_model()
         self._kors = KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
+
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        return super()._model_floats(dim, params) + MIN_CAPACITY * (dim + 3)  # KORS's points, weights, factor
 
     def _uniform(self) -> float:
         """One U[0, 1) draw from the learner's generator (tests override it to force coins)."""

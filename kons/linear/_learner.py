@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons._numerics import TINY, ridge_leverage
-from kons._validation import POSITIVE, Constraint, Flag, Integer, NoneOr, as_features
+from kons._validation import POSITIVE, REGULARISER, Constraint, Flag, Integer, NoneOr, as_features
 from kons.base import Learner
 from kons.errors import NumericalError
 from kons.linear._linalg import check_finite, checked_matrix, checked_vector, gram_schmidt
@@ -75,6 +75,10 @@ class LinearLearner(Learner):
     # ----------------------------------------------------------------- state
     def _reset_model(self) -> None:
         self._diag = np.full(self._dim, DIAGONAL_INIT) if self.diagonal else None
+
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        return dim if params.get("diagonal") else 0
 
     # ----------------------------------------------------------------- input
     def _check_x(self, x: Any) -> np.ndarray | SparseVector:
@@ -151,7 +155,7 @@ class SketchedNewton(LinearLearner):
 
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         **Learner._parameter_constraints,
-        "alpha": POSITIVE,
+        "alpha": REGULARISER,
         "eta": NoneOr(POSITIVE),
         "diagonal": Flag(),
         "sketch_size": Integer(low=0),
@@ -198,6 +202,7 @@ class FactoredBasis(SketchedNewton):
     rebase_at: float = 1e2
 
     def _allocate_basis(self, k: int, *, random: bool) -> None:
+        """Z (k, d), K and F (k, k), b (k,), u_bar (d,): :meth:`_basis_floats` entries."""
         d = self._dim
         if random and k:
             # Random orthonormal rows: Q factor of a Gaussian (d, k) matrix.
@@ -209,6 +214,10 @@ class FactoredBasis(SketchedNewton):
         self._b = np.zeros(k)
         self._ubar = np.zeros(d)
         self._rebases = 0
+
+    @staticmethod
+    def _basis_floats(k: int, dim: int) -> int:
+        return k * dim + 2 * k * k + k + dim
 
     def _support(self) -> slice | np.ndarray:
         """Columns where :math:`Z` may be non-zero."""

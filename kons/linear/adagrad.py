@@ -75,6 +75,10 @@ class AdaGrad(LinearLearner):
         self._w = np.zeros(self._dim)
         self._sum_sq = np.zeros(self._dim)
 
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        return super()._model_floats(dim, params) + 2 * dim
+
     def _margin(self, f: Features) -> float:
         return f.dot(self._w)
 

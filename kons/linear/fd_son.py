@@ -145,6 +145,13 @@ class FDSON(FactoredBasis):
         self._H = np.eye(k + m) / self.alpha
         self._direct_epochs = 0
 
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        m: int = params["sketch_size"]
+        k = min(m, dim)
+        # the basis, D (k,), the rows of G (m, d) and H (k + m, k + m)
+        return super()._model_floats(dim, params) + cls._basis_floats(k, dim) + k + m * dim + (k + m) ** 2
+
     # ----------------------------------------------------------------- the round
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
         alpha, xx, m = self.alpha, f.sq_norm, self.sketch_size

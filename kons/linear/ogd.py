@@ -71,6 +71,10 @@ class OGD(LinearLearner):
         super()._reset_model()
         self._w = np.zeros(self._dim)
 
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        return super()._model_floats(dim, params) + dim
+
     def _margin(self, f: Features) -> float:
         return f.dot(self._w)
 

@@ -98,6 +98,12 @@ class OjaSON(FactoredBasis):
         self._lam = np.zeros(k)  # Lambda
         self._h = np.full(k, 1.0 / self.alpha)  # H = diag(1 / (alpha + t Lambda))
 
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        k: int = min(params["sketch_size"], dim)
+        # the basis (its random start draws a Gaussian (d, k) first), Lambda and H (k,)
+        return super()._model_floats(dim, params) + cls._basis_floats(k, dim) + k * dim + 2 * k
+
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
         alpha, xx, F, t = self.alpha, f.sq_norm, self._F, self._t
         zx = f.cols(self._Z)

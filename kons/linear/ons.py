@@ -75,6 +75,10 @@ class ONS(SketchedNewton):
         self._u = np.zeros(self._dim)
         self._Ainv = np.eye(self._dim) / self.alpha
 
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        return super()._model_floats(dim, params) + dim * dim + dim
+
     def _margin(self, f: Features) -> float:
         return f.dot(self._u)
 

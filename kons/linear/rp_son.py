@@ -95,6 +95,11 @@ class RPSON(SketchedNewton):
         self._ubar = np.zeros(self._dim)
         self._b = np.zeros(m)
 
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        m: int = params["sketch_size"]
+        return super()._model_floats(dim, params) + m * dim + m * m + dim + m
+
     def _margin(self, f: Features) -> float:
         return f.dot(self._ubar) + float(self._b @ f.cols(self._S))
 

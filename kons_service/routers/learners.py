@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from kons_service.body import KonsRoute, read_limited
+from kons_service.body import KonsRoute
 from kons_service.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
 from kons_service.schemas import (
     LearnerHistory,
@@ -71,8 +71,6 @@ async def export_state(ref: LearnerDep, service: ServiceDep) -> Response:
 @router.put("/{name}/state", response_model=StateImported,
             openapi_extra={"requestBody": {"required": True, "content": {_OCTETS: {"schema": {
                 "type": "string", "format": "binary"}}}}})
-async def import_state(ref: LearnerDep, request: Request, service: ServiceDep,
-                       settings: SettingsDep) -> StateImported:
-    declared = request.headers.get("content-length")
-    blob = await read_limited(request.stream(), declared, settings.max_state_bytes)
-    return StateImported(version=await service.import_state(ref, blob))
+async def import_state(ref: LearnerDep, request: Request, service: ServiceDep) -> StateImported:
+    length = request.headers.get("content-length")
+    return StateImported(version=await service.import_state(ref, request.stream(), length))
