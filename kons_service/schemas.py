@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Annotated, Any, Self
 
+import numpy as np
 from pydantic import (
     AllowInfNan,
     BaseModel,
@@ -69,6 +71,12 @@ def _features(value: Any) -> Any:
     if isinstance(value, list):
         if not value:
             raise PydanticCustomError("features", "features must not be empty")
+        # Fast path (C loops but for one type test per item): plain numbers (not bools), all finite.
+        if all(type(v) is float or type(v) is int for v in value):
+            with contextlib.suppress(OverflowError):
+                floats = np.array(value, dtype=np.float64)
+                if np.isfinite(floats).all():
+                    return floats.tolist()
         for i, v in enumerate(value):
             if not _finite(v):
                 context = {"index": i, "value": repr(v)[:40]}
