@@ -10,9 +10,10 @@ rules. A large body is parsed in a worker thread by pydantic-core's parser (abou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any
 
 import anyio.to_thread
@@ -20,9 +21,9 @@ import pydantic_core
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from kons_service.errors import InvalidJSONError, PayloadTooLargeError
+from kons_service.errors import InvalidJSONError, PayloadTooLargeError, TooManyRequestsError
 
-__all__ = ["KonsRoute", "StrictRequest", "loads_strict", "parse_json", "read_limited"]
+__all__ = ["KonsRoute", "LargeBodies", "StrictRequest", "loads_strict", "parse_json", "read_limited"]
 
 
 def _reject_constant(token: str) -> Any:
@@ -89,6 +90,32 @@ async def read_limited(stream: AsyncIterator[bytes], declared: str | None, limit
     return b"".join(chunks)
 
 
+class LargeBodies:
+    """How many requests with a large (or unsized) body each tenant has in flight, at most ``limit``:
+    one tenant cannot occupy the parser with many big bodies at once (the next one is a 429). Applied
+    when keys are configured (with a single tenant there is nobody else to protect)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._in_flight: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def slot(self, tenant: str) -> Iterator[None]:
+        count = self._in_flight.get(tenant, 0)
+        if count >= self.limit:
+            raise TooManyRequestsError(
+                f"At most {self.limit} request(s) with a body over {_INLINE_BYTES} bytes may be in flight "
+                "per tenant; retry when one is answered."
+            )
+        self._in_flight[tenant] = count + 1
+        try:
+            yield
+        finally:
+            self._in_flight[tenant] -= 1
+            if not self._in_flight[tenant]:
+                del self._in_flight[tenant]
+
+
 class StrictRequest(Request):
     """A request whose body is size-limited (``max_request_bytes``) and parsed by :func:`loads_strict`."""
 
@@ -112,7 +139,12 @@ class KonsRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def strict_handler(request: Request) -> Response:
-            request.app.state.auth.tenant(request.headers.get("authorization"))
-            return await handler(StrictRequest(request.scope, request.receive))
+            auth = request.app.state.auth
+            tenant = auth.tenant(request.headers.get("authorization"))
+            length = request.headers.get("content-length", "")
+            if auth.single_tenant or (length.isdigit() and int(length) <= _INLINE_BYTES):
+                return await handler(StrictRequest(request.scope, request.receive))
+            with request.app.state.large_bodies.slot(tenant):
+                return await handler(StrictRequest(request.scope, request.receive))
 
         return strict_handler

@@ -32,6 +32,7 @@ __all__ = [
     "RequestIdConflictError",
     "ResourceLimitError",
     "StateMismatchError",
+    "TooManyRequestsError",
     "UnauthorizedError",
     "UnknownIdError",
     "error_body",
@@ -103,6 +104,13 @@ class ResourceLimitError(ApiError):
 
 class InvalidNameError(ApiError):
     status, code = 422, "invalid_name"
+
+
+class TooManyRequestsError(ApiError):
+    status, code = 429, "too_many_requests"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"Retry-After": "1"})
 
 
 class BusyError(ApiError):

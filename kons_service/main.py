@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 
 import kons
 from kons_service.auth import Authenticator
+from kons_service.body import LargeBodies
 from kons_service.embedded import EmbeddedRedis
 from kons_service.errors import install_error_handlers
 from kons_service.logs import RequestContextMiddleware, stamp_records
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_openapi(app)
     app.state.settings = settings
     app.state.auth = auth
+    app.state.large_bodies = LargeBodies(settings.tenant_large_bodies)
     app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(learners.router)

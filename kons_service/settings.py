@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     max_state_bytes: int = Field(
         257 * 2**20, ge=1024, description="Largest state blob accepted by PUT /state (the state budget "
         "plus room for the header); a larger upload is refused as it streams in.")
+    tenant_large_bodies: int = Field(
+        1, ge=1, description="Requests with a body over 64 KiB (or of unknown size) one tenant may have in "
+        "flight when API keys are configured; more are answered 429 with Retry-After.")
     max_batch: int = Field(1000, ge=1, description="Most rows in one predict or feedback batch.")
     page_size_max: int = Field(1000, ge=1)
 
