@@ -87,7 +87,7 @@ def test_the_fast_parser_gives_what_json_gives(body: bytes) -> None:
 
 
 @pytest.mark.parametrize(("body", "error"), [(b'[1, 1e999]', "1e999"), (b'{"a": [NaN]}', "NaN"),
-                                             (b'{"a": {"b": -1e400}}', "1e400"), (b'[1,]', "Expecting value")])
+                                             (b'{"a": {"b": -1e400}}', "1e400"), (b"[1,]", "Expecting")])
 def test_the_fast_parser_falls_back_to_the_strict_errors(body: bytes, error: str) -> None:
     with pytest.raises((InvalidJSONError, ValueError), match=error):
         loads_strict(body)
