@@ -76,6 +76,7 @@ class EmbeddedRedis:
         args = [
             redis_server_binary(), "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
             "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+            "--maxmemory-policy", "noeviction",
             "--save", "", "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log"),
         ]
         # The death signal follows the thread that forks: only ask for it from the main thread.

@@ -24,11 +24,22 @@ from kons_service.openapi import install_openapi, operation_id
 from kons_service.routers import learners, ops, rounds, v2
 from kons_service.service import LearnerService
 from kons_service.settings import Settings
-from kons_service.store import Store
+from kons_service.store import Store, StoreUnavailableError
 
 __all__ = ["app", "create_app"]
 
 log = logging.getLogger("kons_service")
+
+
+async def _refuse_an_evicting_store(service: LearnerService) -> None:
+    """Stop the start-up if Redis may evict keys (an unreachable Redis is left to /readyz)."""
+    try:
+        problem = await service.store_problem()
+    except StoreUnavailableError:
+        return
+    if problem is not None:
+        log.error("refusing to start: %s", problem)
+        raise RuntimeError(f"refusing to start: {problem}")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -51,13 +62,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             url = embedded.start()
         store = Store.connect(url, settings.redis_timeout_seconds)
         service = LearnerService(store, settings, metrics)
-        app.state.service = service
-        service.start()
+        started = False
         try:
+            await _refuse_an_evicting_store(service)
+            app.state.service = service
+            service.start()
+            started = True
             yield
         finally:
             try:
-                await service.close()
+                if started:
+                    await service.close()
             finally:
                 await store.close()
                 metrics.worker_exits()

@@ -114,6 +114,20 @@ class LearnerService:
         ``timeout`` seconds)."""
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
 
+    async def store_problem(self) -> str | None:
+        """Why the store could silently lose acknowledged rounds or learners (None: no known reason)."""
+        if not self.settings.redis_require_noeviction:
+            return None
+        policy = await self.store.eviction_policy()
+        if policy is None:
+            return ("Redis refuses CONFIG GET, so its maxmemory-policy cannot be checked; if it is "
+                    "noeviction, set KONS_REDIS_REQUIRE_NOEVICTION=false.")
+        if policy != "noeviction":
+            return (f"Redis's maxmemory-policy is {policy!r}: under memory pressure it deletes learners and "
+                    "request ids without an error. Set it to 'noeviction' (writes then fail with an error "
+                    "instead).")
+        return None
+
     # ------------------------------------------------------------------ learners
     async def create(self, ref: LearnerRef, algorithm: str, dim: int, params: dict[str, Any]) -> Created:
         """Create the learner; not created if this very config exists, 409 if another does."""

@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(Path("data"), description="Directory of the embedded Redis server's files.")
     redis_timeout_seconds: float = Field(2.0, gt=0, description="Socket timeout of Redis commands.")
+    redis_require_noeviction: bool = Field(
+        True, description="Refuse to start (and report not ready) unless Redis's maxmemory-policy is "
+        "noeviction: any other policy deletes learners and request ids silently when memory runs short. Set "
+        "false only for a managed Redis that hides CONFIG and is known to be configured noeviction.")
 
     # Auth
     api_keys: str | None = Field(None, description='"tenantA:keyA,tenantB:keyB"; unset = single-tenant.')

@@ -270,6 +270,16 @@ class Store:
         return bool(await self.client.ping())
 
     @_translated
+    async def eviction_policy(self) -> str | None:
+        """Redis's ``maxmemory-policy``, or None when the server refuses ``CONFIG GET`` (managed Redis)."""
+        try:
+            reply = await self.client.config_get("maxmemory-policy")
+        except redis.exceptions.ResponseError:
+            return None
+        values = [_s(value) for key, value in reply.items() if _s(key) == "maxmemory-policy"]
+        return values[0] if values else None
+
+    @_translated
     async def create(self, ref: LearnerRef, config: str, incarnation: str, now_ms: int) -> tuple[bool, str]:
         """Create the learner unless it exists; returns (created, the stored config)."""
         await self.client.zadd(self._index(ref.tenant), {ref.name: 0})

@@ -102,9 +102,10 @@ class RedisServer:
     ``pause``/``resume`` freeze it (SIGSTOP/SIGCONT): connections are accepted but never answered.
     """
 
-    def __init__(self, directory: Path, fsync: str = "everysec") -> None:
+    def __init__(self, directory: Path, fsync: str = "everysec", eviction: str = "noeviction") -> None:
         self.directory = directory
         self.fsync = fsync
+        self.eviction = eviction
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -120,7 +121,7 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", self.fsync,
-             "--save", "", "--daemonize", "no",
+             "--save", "", "--daemonize", "no", "--maxmemory-policy", self.eviction,
              "--logfile", str(self.directory / "redis.log")],
             stdin=subprocess.DEVNULL,
         )

@@ -30,11 +30,22 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "Redis is unreachable.", "content": {
+@router.get("/readyz", responses={503: {"description": "Redis is unreachable or may evict keys.", "content": {
     "application/json": {"schema": {"type": "object", "properties": {"status": {"type": "string"}}}}}}})
 async def readyz(request: Request) -> JSONResponse:
-    if not await store_reachable(request):
+    problem = None
+    reachable = await store_reachable(request)
+    if reachable:
+        try:
+            async with asyncio.timeout(2.0):
+                problem = await request.app.state.service.store_problem()
+        except (StoreUnavailableError, OSError, TimeoutError):
+            reachable = False
+    if not reachable:
         error = {"code": "store_unavailable", "message": "The learner store (Redis) is unreachable."}
+        return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
+    if problem is not None:
+        error = {"code": "store_may_evict", "message": problem}
         return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
     return JSONResponse({"status": "ready"})
 

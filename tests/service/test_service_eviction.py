@@ -1,0 +1,66 @@
+"""A Redis that may evict keys would silently forget learners and request ids: the service refuses to
+start on one (unless the operator overrides the check explicitly) and reports not ready on one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from kons_service.embedded import EmbeddedRedis
+from testkit.processes import RedisServer, ServiceProcess
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def evicting_redis(tmp_path: Path):
+    server = RedisServer(tmp_path / "redis", eviction="allkeys-lru").start()
+    yield server
+    server.stop()
+
+
+def test_the_service_refuses_to_start_on_an_evicting_redis(
+    evicting_redis: RedisServer, tmp_path: Path
+) -> None:
+    service = ServiceProcess(evicting_redis.url, tmp_path / "service.log")
+    with pytest.raises(RuntimeError, match="service exited"):
+        service.start()
+    log = (tmp_path / "service.log").read_text()
+    assert "refusing to start" in log and "allkeys-lru" in log and "noeviction" in log
+
+
+def test_an_explicit_override_starts_it(evicting_redis: RedisServer, tmp_path: Path) -> None:
+    service = ServiceProcess(evicting_redis.url, tmp_path / "service.log", redis_require_noeviction="false")
+    service.start()
+    try:
+        assert httpx.get(f"{service.url}/readyz", timeout=5).json()["status"] == "ready"
+    finally:
+        service.stop()
+
+
+async def test_readyz_reports_a_policy_changed_at_run_time(make_client, redis_server: RedisServer) -> None:
+    client = await make_client()
+    assert (await client.get("/readyz")).status_code == 200
+    redis_server.client().config_set("maxmemory-policy", "volatile-lru")
+    try:
+        response = await client.get("/readyz")
+    finally:
+        redis_server.client().config_set("maxmemory-policy", "noeviction")
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] == "store_may_evict" and "volatile-lru" in error["message"]
+    assert (await client.get("/readyz")).status_code == 200
+
+
+def test_the_embedded_redis_never_evicts(tmp_path: Path) -> None:
+    embedded = EmbeddedRedis(tmp_path / "data")
+    url = embedded.start()
+    try:
+        client = redis.Redis.from_url(url)
+        assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+        client.close()
+    finally:
+        embedded.stop()
