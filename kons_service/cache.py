@@ -1,10 +1,13 @@
 """The learners this process holds, kept in step with their logs in the store.
 
-A cached learner is at ``version`` of ``incarnation``. Before it is used it is brought to the store's head
-(:meth:`LearnerCache.sync`): by replaying the logged rounds it has not seen, or, when the log no longer
-holds them (trimmed behind a newer snapshot) or the learner was replaced, by rebuilding it from the newest
-snapshot plus the log after it. Since kons is deterministic, every process that replays the same log
-reaches a bit-identical learner.
+A cached learner is at ``version`` of ``incarnation``, its newest round being ``tip``. Before it is used
+it is brought to the store's head (:meth:`LearnerCache.sync`): by replaying the logged rounds it has not
+seen, or, when the log no longer holds them (trimmed behind a newer snapshot) or the learner was
+replaced, by rebuilding it from the newest snapshot plus the log after it. A replay continues only the
+history the learner holds (the next round's parent is its tip): after a Redis lost acknowledged rounds
+(a crash under ``appendfsync everysec``, a failover) and took others at the same versions, a process
+that held the lost ones notices, logs the rollback and rebuilds from the store instead of serving them.
+Since kons is deterministic, every process that replays the same log reaches a bit-identical learner.
 
 The cache holds at most ``cache_size`` learners and about ``cache_bytes`` of learned state (each learner's
 :meth:`~kons.Learner.state_nbytes`), least recently used first out; an evicted learner with unsnapshotted
@@ -58,17 +61,20 @@ class CachedLearner:
     incarnation: str = ""
     version: int = 0
     snap_version: int = 0
+    tip: str = ""
+    #: Set by a replay that found the store's history is not the one this learner holds.
+    lost_history: bool = False
     last_snapshot: float = field(default_factory=time.monotonic)
     users: int = 0  # requests holding or waiting for the lock: an entry in use is never evicted
     nbytes: int = 0  # the learner's state size when it was last left alone
     history_stride: int = 1  # of the learner's history series, as last heard from the store
 
     def invalidate(self) -> None:
-        self.learner, self.incarnation, self.version = None, "", 0
+        self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
 
     def at(self, head: Head) -> bool:
-        here = (self.incarnation, self.version)
-        return self.learner is not None and here == (head.incarnation, head.version)
+        here = (self.incarnation, self.version, self.tip)
+        return self.learner is not None and here == (head.incarnation, head.version, head.tip)
 
     def loaded(self) -> kons.Learner:
         """The learner (only after a successful :meth:`LearnerCache.sync`)."""
@@ -78,7 +84,7 @@ class CachedLearner:
 
     def adopt(self, learner: kons.Learner, config: dict[str, Any], head: Head) -> None:
         self.learner, self.config = learner, config
-        self.incarnation, self.version = head.incarnation, head.version
+        self.incarnation, self.version, self.tip = head.incarnation, head.version, head.tip
         self.snap_version = head.snap_version
         self.last_snapshot = time.monotonic()
         self.history_stride = 1
@@ -177,9 +183,14 @@ class LearnerCache:
     async def sync(self, entry: CachedLearner, head: Head) -> None:
         """Bring the cached learner (lock held) to at least ``head``: replay the log, or rebuild."""
         same = entry.learner is not None and entry.incarnation == head.incarnation
-        if same and entry.version <= head.version and await self._catch_up(entry, head.version):
+        if same and entry.version <= head.version and await self._catch_up(entry, head):
             entry.snap_version = max(entry.snap_version, head.snap_version)
             return
+        if same and (entry.version > head.version or entry.lost_history):
+            log.error("the store lost rounds of %s that this process held: it was at version %d (round %s), "
+                      "the store's head is version %d (round %s); versions after the common history are "
+                      "gone, rebuilding from the store", entry.ref, entry.version, entry.tip, head.version,
+                      head.tip)
         for _ in range(_LOAD_ATTEMPTS):
             entry.invalidate()
             stored = await self.store.read_state(entry.ref)
@@ -191,28 +202,35 @@ class LearnerCache:
             else:
                 learner = await anyio.to_thread.run_sync(kons.load, stored.snapshot)
             snap = stored.head.snap_version
-            entry.adopt(learner, config, Head(stored.head.incarnation, snap, snap))
-            if await self._catch_up(entry, stored.head.version):
+            entry.adopt(learner, config, Head(stored.head.incarnation, snap, snap, stored.snap_tip))
+            if await self._catch_up(entry, stored.head):
                 return
         entry.invalidate()
         raise BusyError(f"Learner {entry.ref.name!r} could not be loaded consistently; retry.")
 
-    async def _catch_up(self, entry: CachedLearner, target: int) -> bool:
-        """Replay logged rounds up to ``target``; False if the log no longer holds the next one."""
-        while entry.version < target:
+    async def _catch_up(self, entry: CachedLearner, head: Head) -> bool:
+        """Replay logged rounds up to ``head``; False if the log no longer holds the next one (trimmed
+        behind a newer snapshot) or continues another history than the learner's (then
+        ``entry.lost_history`` is set): the caller rebuilds."""
+        entry.lost_history = False
+        while entry.version < head.version:
             rows = await self.store.read_log(entry.ref, entry.version, _REPLAY_PAGE)
             expected = list(range(entry.version + 1, entry.version + 1 + len(rows)))
             if not rows or [row.version for row in rows] != expected:
-                return False  # trimmed behind a newer snapshot: rebuild from it
+                return False
+            if rows[0].parent != entry.tip:
+                entry.lost_history = True
+                return False
             await offload(functools.partial(self._replay, entry, rows), len(rows))
-        return True
+        entry.lost_history = entry.tip != head.tip
+        return not entry.lost_history
 
     def _replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
         learner = entry.loaded()
-        for version, logged in rows:
+        for version, logged, tip, _ in rows:
             x = codec.decode_features(logged.x)
             played = learner.learn_one(x, codec.unpack_float(logged.y))
-            entry.version = version
+            entry.version, entry.tip = version, tip
             if played != codec.unpack_float(logged.played):
                 self.metrics.divergence.inc()
                 log.error("replay of %s round %d played %r, the log says %r (non-deterministic numerics?)",

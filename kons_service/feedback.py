@@ -48,6 +48,7 @@ from kons_service.store import (
     RequestTag,
     Store,
     StoreUnavailableError,
+    round_id,
 )
 
 __all__ = ["Feedback", "FeedbackResult", "FeedbackWriter"]
@@ -229,7 +230,8 @@ class FeedbackWriter:
         done = outcome.reason is AppendStatus.ALREADY_APPLIED
         if done and json.loads(outcome.detail)["token"] == lease.token:
             # our own script, re-sent by redis-py after its reply was lost: it was applied
-            outcome = AppendOutcome(AppendStatus.APPLIED, outcome.version)
+            outcome = AppendOutcome(AppendStatus.APPLIED, outcome.version,
+                                    tip=round_id(lease.token, outcome.version))
         lease.consumed = outcome.ok
         return outcome
 
@@ -239,7 +241,7 @@ class FeedbackWriter:
         ref = entry.ref
         match outcome.reason:
             case AppendStatus.APPLIED:
-                entry.version = outcome.version
+                entry.version, entry.tip = outcome.version, outcome.tip
                 learner = entry.loaded()
                 self.metrics.count_rounds(ref, learner.loss, losses)
                 self.metrics.observe_learner(ref, entry.version, learner.stats(), learner.state_nbytes())

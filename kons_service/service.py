@@ -229,7 +229,8 @@ class LearnerService:
             raise StateMismatchError(f"The state is for {theirs}, not this learner's configuration {stored}.")
         learner = await anyio.to_thread.run_sync(kons.load, blob)
         version = int(learner.stats()["rounds"])
-        head = Head(uuid.uuid4().hex, version, version)
+        incarnation = uuid.uuid4().hex
+        head = Head(incarnation, version, version, incarnation)  # a new history: its tip is its incarnation
         replaced = await self.store.replace_state(ref, stored, head, blob, self.settings.snapshot_chunk_bytes)
         if replaced is Publication.GONE:
             raise not_found(ref)

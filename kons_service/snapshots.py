@@ -123,7 +123,7 @@ class Snapshotter:
             async with entry.lock:
                 if entry.learner is None or entry.version <= entry.snap_version:
                     return False
-                head = Head(entry.incarnation, entry.version, entry.snap_version)
+                head = Head(entry.incarnation, entry.version, entry.snap_version, entry.tip)
                 blob = await anyio.to_thread.run_sync(entry.learner.to_bytes)
             published = await self.store.publish_snapshot(ref, head, blob, self.settings.snapshot_chunk_bytes)
         finally:

@@ -86,11 +86,17 @@ class LearnerRef:
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """Where a learner's history stands: which incarnation, how many rounds, the newest snapshot."""
+    """Where a learner's history stands: which incarnation, how many rounds, the newest snapshot, and
+    ``tip``, the id of the newest round (``<writer token>/<version>``; the incarnation before the first).
+
+    Two histories with the same incarnation and version (a Redis that lost its last rounds and then
+    took others) differ in their tip: comparing it is what keeps a process from serving a lost history.
+    """
 
     incarnation: str
     version: int
     snap_version: int
+    tip: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +117,13 @@ class LogEntry:
 
 
 class LoggedRound(NamedTuple):
-    """A logged round read back: the learner version it produced and its entry."""
+    """A logged round read back: the learner version it produced, its entry, its id and its parent's
+    (``""`` in logs written before rounds had ids)."""
 
     version: int
     entry: LogEntry
+    tip: str = ""
+    parent: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +146,13 @@ class AppliedRequest:
 
 @dataclass(frozen=True, slots=True)
 class StoredState:
-    """What a process needs to rebuild a learner: its config, head and newest snapshot (or None)."""
+    """What a process needs to rebuild a learner: its config, head and newest snapshot (or None), and
+    the id of the snapshot's last round."""
 
     config: str
     head: Head
     snapshot: bytes | None
+    snap_tip: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +184,7 @@ class AppendOutcome:
     reason: AppendStatus
     version: int = 0
     detail: str = ""
+    tip: str = ""
 
     @property
     def ok(self) -> bool:
@@ -196,6 +208,11 @@ _PUBLISH_CODES = {1: Publication.PUBLISHED, -1: Publication.GONE, -2: Publicatio
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def round_id(token: str, version: int) -> str:
+    """The id ``append.lua`` gives the round that a writer holding ``token`` logged as ``version``."""
+    return f"{token}/{version}"
 
 
 def _int(value: bytes | str | None) -> int:
@@ -299,10 +316,10 @@ class Store:
 
     @_translated
     async def head(self, ref: LearnerRef) -> Head | None:
-        inc, version, snap = await self.client.hmget(
-            self._key(ref, "meta"), ["incarnation", "version", "snap_version"]
+        inc, version, snap, tip = await self.client.hmget(
+            self._key(ref, "meta"), ["incarnation", "version", "snap_version", "tip"]
         )
-        return None if inc is None else Head(_s(inc), _int(version), _int(snap))
+        return None if inc is None else Head(_s(inc), _int(version), _int(snap), _s(tip or b""))
 
     @_translated
     async def learners(self, tenant: str, after: str | None, limit: int) -> tuple[list[ListedLearner], bool]:
@@ -328,7 +345,7 @@ class Store:
             return None
         if reply[0] == 0:
             return LeaseBusy(max(int(reply[1]), 1))
-        return Head(_s(reply[1]), int(reply[2]), int(reply[3]))
+        return Head(_s(reply[1]), int(reply[2]), int(reply[3]), _s(reply[4]))
 
     @_translated
     async def release_lease(self, ref: LearnerRef, token: str) -> None:
@@ -343,14 +360,14 @@ class Store:
         (see ``append.lua``)."""
         tag = request or RequestTag("", "", 0, 0)
         args: list[Any] = [token, head.incarnation, str(head.version), tag.id, tag.record, tag.ttl_ms,
-                           tag.max_records]
+                           tag.max_records, head.tip]
         for e in entries:
             args += [e.x, e.y, e.played, e.id]
         reply = await self._run("append", ref, ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp"),
                                 args)
         code = int(reply[0])
         if code == 1:
-            return AppendOutcome(AppendStatus.APPLIED, int(reply[1]))
+            return AppendOutcome(AppendStatus.APPLIED, int(reply[1]), tip=round_id(token, int(reply[1])))
         if code == 2:
             earlier = _applied(reply[1])
             return AppendOutcome(AppendStatus.ALREADY_APPLIED, earlier.version, earlier.record)
@@ -363,7 +380,8 @@ class Store:
             self._key(ref, "log"), min=f"{after + 1}-0", max="+", count=count))
         return [
             LoggedRound(int(_s(entry_id).split("-", 1)[0]),
-                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"]))
+                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"]),
+                        _s(fields.get(b"h", b"")), _s(fields.get(b"b", b"")))
             for entry_id, fields in rows
         ]
 
@@ -422,7 +440,7 @@ class Store:
         """Write ``blob`` as the snapshot at ``head.version`` unless a newer one is published."""
         token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
         reply = await self._run("commit_snapshot", ref, ("meta", "snap", "log"),
-                                [head.incarnation, head.version, token, n_chunks, len(blob)])
+                                [head.incarnation, head.version, token, n_chunks, len(blob), head.tip])
         return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
 
     @_translated
@@ -458,13 +476,14 @@ class Store:
         meta_key, snap_key = self._key(ref, "meta"), self._key(ref, "snap")
         for _ in range(_CHUNK_RETRIES):
             fields = ["config", "incarnation", "version", "snap_version", "snap_token", "snap_chunks",
-                      "snap_bytes"]
-            config, inc, version, snap_v, token, n_chunks, n_bytes = await self.client.hmget(meta_key, fields)
+                      "snap_bytes", "tip", "snap_tip"]
+            config, inc, version, snap_v, token, n_chunks, n_bytes, tip, snap_tip = await self.client.hmget(
+                meta_key, fields)
             if config is None:
                 return None
-            head = Head(_s(inc), _int(version), _int(snap_v))
+            head = Head(_s(inc), _int(version), _int(snap_v), _s(tip or b""))
             if not token:
-                return StoredState(_s(config), head, None)
+                return StoredState(_s(config), head, None, _s(snap_tip or b""))
             pipe = self.client.pipeline(transaction=False)
             for i in range(_int(n_chunks)):
                 pipe.hget(snap_key, f"{_s(token)}:{i}")
@@ -472,7 +491,7 @@ class Store:
             if all(c is not None for c in chunks):
                 blob = b"".join(chunks)
                 if len(blob) == _int(n_bytes):
-                    return StoredState(_s(config), head, blob)
+                    return StoredState(_s(config), head, blob, _s(snap_tip or b""))
         raise SnapshotUnstableError(
             f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
 

@@ -5,5 +5,6 @@ if existing then
   return {0, existing}
 end
 redis.call('HSET', KEYS[1], 'config', ARGV[1], 'incarnation', ARGV[2], 'version', '0',
-  'snap_version', '0', 'snap_token', '', 'snap_chunks', '0', 'snap_bytes', '0', 'created_at', ARGV[3])
+  'snap_version', '0', 'snap_token', '', 'snap_chunks', '0', 'snap_bytes', '0', 'created_at', ARGV[3],
+  'tip', ARGV[2], 'snap_tip', ARGV[2])
 return {1, ARGV[1]}

@@ -25,5 +25,5 @@ for _, field in ipairs(redis.call('HKEYS', snap)) do
 end
 redis.call('DEL', log)
 redis.call('HSET', meta, 'incarnation', ARGV[2], 'version', ARGV[3], 'snap_version', ARGV[3],
-  'snap_token', ARGV[4], 'snap_chunks', ARGV[5], 'snap_bytes', ARGV[6])
+  'snap_token', ARGV[4], 'snap_chunks', ARGV[5], 'snap_bytes', ARGV[6], 'tip', ARGV[2], 'snap_tip', ARGV[2])
 return {1}

@@ -1,0 +1,106 @@
+"""A Redis that loses its last acknowledged rounds (a crash under ``appendfsync everysec``, a failover to
+an asynchronous replica) and then takes other rounds at the same versions: a replica that held the lost
+rounds must notice, rebuild from the store and agree with every other replica, never serve or extend the
+lost history. Real Redis; the rollback is simulated by restoring the learner's keys as they were
+(``DUMP``/``RESTORE``), which is what the lost writes leave behind."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import pytest
+
+import kons
+from kons_service.codec import unpack_float
+from kons_service.store import LearnerRef, Store
+from testkit.processes import SPEC, RedisServer
+
+pytestmark = pytest.mark.anyio
+
+URL = "/v1/learners/m"
+REF = LearnerRef("default", "m")
+PROBE = [0.3, -0.2, 0.5]
+
+
+def _rounds(first: int, n: int, shift: float) -> list[tuple[list[float], float]]:
+    return [([0.1 * i, -0.05 * i + shift, 0.2], shift + 0.3 * i) for i in range(first, first + n)]
+
+
+async def _feed(client: httpx.AsyncClient, rounds: list[tuple[list[float], float]]) -> None:
+    for x, y in rounds:
+        response = await client.post(f"{URL}/feedback", json={"x": x, "y": y})
+        assert response.status_code == 200, response.text
+
+
+def _dump(server: RedisServer, app_client: httpx.AsyncClient) -> dict[str, bytes | None]:
+    """The learner's keys as they are now (None: absent)."""
+    client, store = server.client(), app_client.app.state.service.store  # type: ignore[attr-defined]
+    return {key: client.dump(key) for key in store.keys_of(REF)}
+
+
+def _restore(server: RedisServer, dumped: dict[str, bytes | None]) -> None:
+    client = server.client()
+    for key, value in dumped.items():
+        client.delete(key)
+        if value is not None:
+            client.restore(key, 0, value)
+
+
+async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
+    make_client, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b = await make_client(), await make_client()
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    common, lost, taken = _rounds(1, 6, 0.0), _rounds(7, 2, 1.0), _rounds(7, 2, -1.0)
+    await _feed(a, common)
+    assert (await b.post(f"{URL}/predict", json={"x": PROBE})).json()["version"] == 6
+    before_loss = _dump(redis_server, a)
+    await _feed(a, lost)  # acknowledged to the client, then lost by Redis
+    _restore(redis_server, before_loss)
+    await _feed(b, taken)  # the same versions 7 and 8, other rounds
+
+    reference = kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": SPEC["dim"]})
+    for x, y in common + taken:
+        reference.learn_one(x, y)
+
+    # a's cached learner is at (incarnation, 8) too, on the lost history: it must not publish it ...
+    service_a = a.app.state.service  # type: ignore[attr-defined]
+    assert not await service_a.snapshots.snapshot(service_a.cache.entry(REF))
+    assert int(redis_server.client().hget(Store._key(REF, "meta"), "snap_version")) == 0
+
+    # ... nor serve it: both replicas answer what the store's history gives
+    with caplog.at_level(logging.ERROR, logger="kons_service.cache"):
+        answers = [(await c.post(f"{URL}/predict", json={"x": PROBE})).json() for c in (a, b)]
+    assert answers == [{"prediction": reference.predict_one(PROBE), "version": 8}] * 2
+    assert any("lost rounds" in r.getMessage() and "version 8" in r.getMessage() for r in caplog.records)
+
+    # ... nor extend it: a's next round is played on the store's history and logged as such
+    x, y = PROBE, 0.7
+    fed = (await a.post(f"{URL}/feedback", json={"x": x, "y": y})).json()
+    expected = reference.learn_one(x, y)
+    assert fed["prediction"] == expected and fed["version"] == 9
+    logged = redis_server.client().xrange(Store._key(REF, "log"), "9-0", "9-0")
+    assert unpack_float(logged[0][1][b"p"]) == expected
+    assert (await b.post(f"{URL}/predict", json={"x": PROBE})).json() == {
+        "prediction": reference.predict_one(PROBE), "version": 9}
+
+
+async def test_a_replica_behind_the_rollback_replays_only_its_own_history(
+    make_client, redis_server: RedisServer
+) -> None:
+    """a held rounds 1..7 with round 7 lost; the store took other rounds 7..9: a is behind the head
+    (7 < 9), and a replay from its version would continue a history it does not hold."""
+    a, b = await make_client(), await make_client()
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, _rounds(1, 6, 0.0))
+    before_loss = _dump(redis_server, a)
+    await _feed(a, _rounds(7, 1, 1.0))
+    _restore(redis_server, before_loss)
+    await _feed(b, _rounds(7, 3, -1.0))
+    reference = kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": SPEC["dim"]})
+    for x, y in _rounds(1, 6, 0.0) + _rounds(7, 3, -1.0):
+        reference.learn_one(x, y)
+    answers = [(await c.post(f"{URL}/predict", json={"x": PROBE})).json() for c in (a, b)]
+    assert answers == [{"prediction": reference.predict_one(PROBE), "version": 9}] * 2
+
