@@ -163,12 +163,28 @@ class FeedbackWriter:
         (a successful append releases it in the same script)."""
         token = next(self._tokens)
         lease = _Lease(ref, token, await self._acquire(ref, token))
+        renewal = asyncio.create_task(self._renew(ref, token))
         try:
             yield lease
         finally:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
             if not lease.consumed:
                 with contextlib.suppress(StoreUnavailableError):  # it expires on its own
                     await self.store.release_lease(ref, token)
+
+    async def _renew(self, ref: LearnerRef, token: str) -> None:
+        """Keep the lease while the writer works (a long batch, a slow replay), so that its TTL can be
+        short: it only bounds how long a crashed writer blocks the learner. Stops once the lease is lost."""
+        ttl = self.settings.lease_ttl_ms
+        while True:
+            await asyncio.sleep(ttl / 3000)
+            try:
+                if not await self.store.renew_lease(ref, token, ttl):
+                    return
+            except StoreUnavailableError:
+                continue  # the append's own check decides; try again next period
 
     async def _acquire(self, ref: LearnerRef, token: str) -> Head:
         """Wait for the writer lease (bounded), returning the head it was taken at."""

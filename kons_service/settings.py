@@ -59,7 +59,10 @@ class Settings(BaseSettings):
     request_ids_max: int = Field(
         10_000, ge=1, description="Most request_ids remembered per learner (the oldest are dropped first)."
     )
-    lease_ttl_ms: int = Field(10_000, ge=100, description="Per-learner writer lease (fenced by version).")
+    lease_ttl_ms: int = Field(
+        2_000, ge=100, description="Per-learner writer lease, renewed every third of it while its writer "
+        "works: a crashed writer blocks its learner at most this long. Correctness does not depend on it "
+        "(appends are fenced by the head).")
     lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
     cache_size: int = Field(256, ge=1, description="Learners kept in memory per process ...")
     history_points: int = Field(

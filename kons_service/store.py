@@ -56,7 +56,7 @@ __all__ = [
     "answers_ping",
 ]
 
-_SCRIPTS = ("create", "acquire", "release", "append", "remember", "recall", "commit_snapshot",
+_SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "recall", "commit_snapshot",
             "replace_state", "delete", "history")
 _CHUNK_RETRIES = 5
 
@@ -350,6 +350,11 @@ class Store:
     @_translated
     async def release_lease(self, ref: LearnerRef, token: str) -> None:
         await self._run("release", ref, ("lease",), [token])
+
+    @_translated
+    async def renew_lease(self, ref: LearnerRef, token: str, ttl_ms: int) -> bool:
+        """Extend the lease by ``ttl_ms`` from now if ``token`` still holds it."""
+        return bool(await self._run("renew", ref, ("lease",), [token, ttl_ms]))
 
     @_translated
     async def append(

@@ -1,0 +1,46 @@
+"""The writer lease: renewed while its writer works, so that its TTL (how long a crashed writer blocks
+its learner) can be short without a slow writer losing it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kons_service.store import LearnerRef, LeaseBusy
+from testkit.processes import SPEC
+
+pytestmark = pytest.mark.anyio
+
+URL = "/v1/learners/m"
+REF = LearnerRef("default", "m")
+
+
+async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(make_client, monkeypatch) -> None:
+    client = await make_client(lease_ttl_ms=300)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    service = client.app.state.service
+    play = service.writer._play
+
+    async def slow_play(learner, xs, ys):  # the writer works for more than three TTLs
+        await asyncio.sleep(1.0)
+        return await play(learner, xs, ys)
+
+    monkeypatch.setattr(service.writer, "_play", slow_play)
+    write = asyncio.create_task(client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 0.5}))
+    await asyncio.sleep(0.7)
+    assert isinstance(await service.store.acquire_lease(REF, "intruder", 300), LeaseBusy)
+    response = await write
+    assert response.status_code == 200 and response.json()["version"] == 1
+    assert service.metrics.conflicts._value.get() == 0  # applied at the first attempt
+
+
+async def test_renewal_only_extends_the_holders_lease(client) -> None:
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    store = client.app.state.service.store
+    await store.acquire_lease(REF, "holder", 200)
+    assert not await store.renew_lease(REF, "other", 60_000)
+    assert await store.renew_lease(REF, "holder", 60_000)
+    assert await store.client.pttl(store._key(REF, "lease")) > 30_000
+    await store.release_lease(REF, "holder")
+    assert not await store.renew_lease(REF, "holder", 60_000)  # released: nothing to extend
