@@ -180,7 +180,8 @@ class LearnerService:
             version = entry.version
         if ids:
             payloads = [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)]
-            if not await self.store.remember(ref, payloads, self.settings.id_ttl_seconds * 1000):
+            ttl_ms = self.settings.id_ttl_seconds * 1000
+            if not await self.store.remember(ref, payloads, ttl_ms, self.settings.ids_max):
                 raise not_found(ref)
         self.metrics.predictions.inc(len(rows))
         return Predictions(predictions, version)

@@ -53,6 +53,8 @@ class Settings(BaseSettings):
     snapshot_interval_seconds: float = Field(60.0, gt=0, description="... or this long after the last one.")
     snapshot_chunk_bytes: int = Field(8 * 2**20, ge=1024, description="Size of one snapshot chunk value.")
     id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
+    ids_max: int = Field(
+        100_000, ge=1, description="Most predict ids remembered per learner (the oldest are dropped first).")
     request_id_ttl_seconds: int = Field(
         3600, ge=1, description="How long a feedback request_id is remembered (a retry is applied once)."
     )

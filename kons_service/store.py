@@ -398,8 +398,11 @@ class Store:
 
     # ------------------------------------------------------------------ ids
     @_translated
-    async def remember(self, ref: LearnerRef, items: list[tuple[str, bytes]], ttl_ms: int) -> bool:
-        args: list[Any] = [ttl_ms]
+    async def remember(self, ref: LearnerRef, items: list[tuple[str, bytes]], ttl_ms: int,
+                       max_ids: int) -> bool:
+        """Keep each payload under its id for ``ttl_ms`` (at most ``max_ids``, the oldest dropped first);
+        False if the learner is gone."""
+        args: list[Any] = [ttl_ms, max_ids]
         for id_, payload in items:
             args += [id_, payload]
         return bool(await self._run("remember", ref, ("meta", "ids", "ids_exp"), args))

@@ -1,5 +1,5 @@
-"""The writer lease: renewed while its writer works, so that its TTL (how long a crashed writer blocks
-its learner) can be short without a slow writer losing it."""
+"""Bounded waits and state in Redis: the writer lease is renewed while its writer works, so that its TTL
+(how long a crashed writer blocks its learner) can be short; predict ids are capped per learner."""
 
 from __future__ import annotations
 
@@ -44,3 +44,17 @@ async def test_renewal_only_extends_the_holders_lease(client) -> None:
     assert await store.client.pttl(store._key(REF, "lease")) > 30_000
     await store.release_lease(REF, "holder")
     assert not await store.renew_lease(REF, "holder", 60_000)  # released: nothing to extend
+
+
+async def test_predict_ids_are_capped_per_learner_oldest_first(make_client) -> None:
+    client = await make_client(ids_max=3)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    for i in range(5):
+        response = await client.post(f"{URL}/predict", json={"x": [1, 2, i], "id": f"p{i}"})
+        assert response.status_code == 200
+    store = client.app.state.service.store
+    assert await store.client.hlen(store._key(REF, "ids")) == 3
+    dropped = await client.post(f"{URL}/feedback", json={"id": "p1", "y": 0.5})
+    assert dropped.status_code == 404 and dropped.json()["error"]["code"] == "unknown_id"
+    kept = await client.post(f"{URL}/feedback", json={"id": "p4", "y": 0.5})
+    assert kept.status_code == 200
