@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._numerics import TINY, PackedCholesky, PackedSymmetric, ridge_leverage
+from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, ridge_leverage
 from kons._validation import Constraint, Integer
 from kons.base import Learner
 from kons.errors import NumericalError
@@ -173,6 +173,16 @@ class NystromKONS(Learner):
         self._factor = PackedCholesky()  # L, L L' = K_DD
         self._inverse = PackedSymmetric()  # A^{-1}
         self._weights = np.zeros(0)  # u
+
+    @classmethod
+    def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
+        # The bound once the dictionary is full (m = max_dictionary): KORS's points (a growable buffer of
+        # at most max(16, 2m) rows of d, their norms and weights), KORS's factor and L (growable packed
+        # triangles, at most twice m(m+1)/2 or 16 each), A^{-1} (packed, m(m+1)/2) and u.
+        m: int = params["max_dictionary"]
+        rows = max(MIN_CAPACITY, 2 * m)
+        triangle = m * (m + 1) // 2
+        return rows * (dim + 2) + 2 * max(MIN_CAPACITY, 2 * triangle) + triangle + m
 
     def _new_kors(self) -> KORS:
         return KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
