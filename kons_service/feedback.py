@@ -33,7 +33,7 @@ import kons
 from kons.losses import get_loss
 from kons_service import codec
 from kons_service.cache import CachedLearner, LearnerCache, not_found
-from kons_service.errors import BusyError, RequestIdConflictError, UnknownIdError
+from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
 from kons_service.history import HistoryRecorder
 from kons_service.learning import check_rows, finite, numerics, offload
 from kons_service.metrics import Metrics
@@ -142,6 +142,7 @@ class FeedbackWriter:
             if not entry.at(lease.head):
                 return None
             learner = entry.loaded()
+            self._check_budget(ref, learner)
             xs = await self._features(ref, request.items)
             ys = check_rows(learner, xs, [it.y for it in request.items])
             try:
@@ -201,6 +202,17 @@ class FeedbackWriter:
             self.metrics.lease_waits.inc()
             await asyncio.sleep(min(delay, got.wait_ms / 1000))
             delay = min(delay * 2, 0.05)
+
+    def _check_budget(self, ref: LearnerRef, learner: kons.Learner) -> None:
+        """Refuse more rounds to a learner (a kernel one: its state grows with them) that holds more than
+        its budget; it still predicts. Checked before a batch, which may overshoot the budget once."""
+        held, budget = learner.state_nbytes(), self.settings.learner_max_bytes
+        if held > budget:
+            raise ResourceLimitError(
+                f"Learner {ref.name!r} holds {held} bytes, over the budget of {budget} per learner: it takes "
+                "no more feedback (it still predicts). Export it and start a bounded learner (e.g. "
+                "sketched_kons or nystrom_kons)."
+            )
 
     async def _features(self, ref: LearnerRef, items: Sequence[Feedback]) -> list[Any]:
         """Each item's features, fetching those remembered under an id."""

@@ -13,7 +13,7 @@ import pytest
 
 import kons
 from kons import _state
-from kons._numerics import GrowableRows, GrowableVector, PackedCholesky
+from kons._numerics import GrowableRows, GrowableVector, PackedCholesky, PackedSymmetric
 
 NAMES = sorted(kons.LEARNERS)
 SKETCHES = {"fd_son", "oja_son", "rp_son"}
@@ -34,9 +34,8 @@ def _array_bytes(obj: object, seen: set[int] | None = None) -> int:
     seen.add(id(obj))
     if isinstance(obj, np.ndarray):
         return obj.nbytes
-    if isinstance(obj, GrowableRows | GrowableVector | PackedCholesky) or hasattr(obj, "_reset_model"):
-        return sum(_array_bytes(v, seen) for v in vars(obj).values())
-    if type(obj).__name__ == "KORS":
+    buffers = GrowableRows | GrowableVector | PackedCholesky | PackedSymmetric
+    if isinstance(obj, buffers) or hasattr(obj, "_reset_model") or type(obj).__name__ == "KORS":
         return sum(_array_bytes(v, seen) for v in vars(obj).values())
     return 0
 
@@ -54,6 +53,18 @@ def test_state_bytes_bounds_what_a_learner_holds_after_its_first_round(name: str
     estimate = kons.learner_class(name).state_bytes(_params(name, dim))
     # An upper bound, and a tight one (Oja-SON counts the Gaussian its random start draws).
     assert held <= estimate <= 2 * held + 1024, (held, estimate)
+
+
+def test_the_state_of_an_exact_kons_grows_with_its_rounds_past_its_initial_bound() -> None:
+    learner = kons.KONS(dim=4)
+    rng = np.random.default_rng(2)
+    sizes = []
+    for _ in range(4):
+        for _ in range(100):
+            learner.learn_one(rng.normal(size=4), float(rng.normal()))
+        sizes.append(learner.state_nbytes())
+    assert sizes == sorted(sizes) and sizes[-1] > 8 * 400 * 400 // 2  # the packed factor of 400 rounds
+    assert sizes[-1] > 100 * kons.KONS.state_bytes({"dim": 4})
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -177,12 +177,11 @@ class NystromKONS(Learner):
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
         # The bound once the dictionary is full (m = max_dictionary): KORS's points (a growable buffer of
-        # at most max(16, 2m) rows of d, their norms and weights), KORS's factor and L (growable packed
-        # triangles, at most twice m(m+1)/2 or 16 each), A^{-1} (packed, m(m+1)/2) and u.
+        # at most max(16, 2m) rows of d, their norms and weights), KORS's factor, L and A^{-1} (growable
+        # packed triangles of m(m+1)/2, at most twice that or 16 each) and u.
         m: int = params["max_dictionary"]
         rows = max(MIN_CAPACITY, 2 * m)
-        triangle = m * (m + 1) // 2
-        return rows * (dim + 2) + 2 * max(MIN_CAPACITY, 2 * triangle) + triangle + m
+        return rows * (dim + 2) + 3 * max(MIN_CAPACITY, m * (m + 1)) + m
 
     def _new_kors(self) -> KORS:
         return KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)

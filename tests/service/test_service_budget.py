@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
 import httpx
+import numpy as np
 import pytest
 
 import kons
 from kons import _state
+from kons_service.store import LearnerRef
 
 pytestmark = pytest.mark.anyio
 
@@ -113,3 +115,22 @@ async def test_a_streamed_upload_stops_being_read_at_the_limit(make_client) -> N
     response = await client.put(f"{URL}/state", content=chunks(), headers=OCTETS)
     assert response.status_code == 413
     assert len(sent) < 10
+
+
+async def test_a_growing_learner_over_the_budget_takes_no_more_feedback_but_predicts(make_client) -> None:
+    client = await make_client(learner_max_bytes=20_000)
+    spec = {"algorithm": "kons", "dim": 3}  # exact KONS: every round is stored
+    assert (await client.put(URL, json=spec)).status_code == 201
+    rng = np.random.default_rng(0)
+    accepted = 0
+    for _ in range(200):
+        response = await client.post(f"{URL}/feedback", json={"x": rng.normal(size=3).tolist(), "y": 0.5})
+        if response.status_code != 200:
+            break
+        accepted += 1
+    assert response.status_code == 422 and response.json()["error"]["code"] == "resource_limit"
+    assert 10 < accepted < 200
+    learner = client.app.state.service.cache.entry(LearnerRef("default", "m")).loaded()
+    assert 20_000 < learner.state_nbytes() <= 2 * 20_000  # over by at most one batch
+    predicted = await client.post(f"{URL}/predict", json={"x": [0.1, 0.2, 0.3]})
+    assert predicted.status_code == 200 and predicted.json()["version"] == accepted
