@@ -19,6 +19,7 @@ from typing import Any
 import anyio.to_thread
 import pydantic_core
 from fastapi import Request, Response
+from fastapi.dependencies.utils import get_flat_params
 from fastapi.routing import APIRoute
 
 from kons_service.errors import InvalidJSONError, PayloadTooLargeError, TooManyRequestsError
@@ -139,12 +140,21 @@ class KonsRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def strict_handler(request: Request) -> Response:
+            return await handler(StrictRequest(request.scope, request.receive))
+
+        # The routes that take a key are those whose dependencies read the Authorization header (health
+        # and server metadata routes do not).
+        params = get_flat_params(self.dependant)
+        if not any(str(field.alias).lower() == "authorization" for field in params):
+            return strict_handler
+
+        async def authenticated_handler(request: Request) -> Response:
             auth = request.app.state.auth
             tenant = auth.tenant(request.headers.get("authorization"))
             length = request.headers.get("content-length", "")
             if auth.single_tenant or (length.isdigit() and int(length) <= _INLINE_BYTES):
-                return await handler(StrictRequest(request.scope, request.receive))
+                return await strict_handler(request)
             with request.app.state.large_bodies.slot(tenant):
-                return await handler(StrictRequest(request.scope, request.receive))
+                return await strict_handler(request)
 
-        return strict_handler
+        return authenticated_handler
