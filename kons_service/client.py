@@ -7,7 +7,7 @@
         kons.feedback("m", y=0.5, x=[0.0, 1.0, 2.0])
         kons.predict("m", x=[0.0, 1.0, 2.0]).prediction
 
-Every call is retried on a broken connection, a timeout or a 503 (waiting ``Retry-After``, else an
+Every call is retried on a broken connection, a timeout, a 503 or a 429 (waiting ``Retry-After``, else an
 exponential backoff with jitter). That is safe because no call applies anything twice: each feedback
 carries a ``request_id`` (the caller's, or one the client draws once per call), so the service answers
 a retry of an already applied feedback with the original answer; a predict's ``ids`` are remembered
@@ -84,7 +84,7 @@ class InvalidRequestError(KonsServiceError):
     """400/422: the body is not JSON, does not match the schema, or kons rejected it; nothing changed."""
 
     codes = ("invalid_json", "validation_error", "invalid_name", "invalid_input", "invalid_parameter",
-             "numerical_error", "invalid_state", "invalid_request")
+             "numerical_error", "invalid_state", "invalid_request", "resource_limit")
 
 
 class AuthenticationError(KonsServiceError):
@@ -112,9 +112,10 @@ class PayloadTooLargeError(KonsServiceError):
 
 
 class UnavailableError(KonsServiceError):
-    """503 once the retries are spent: the store (Redis) is unreachable or the learner stays busy."""
+    """503 (or 429) once the retries are spent: the store (Redis) is unreachable, the learner stays busy,
+    or the tenant keeps too many large bodies in flight."""
 
-    codes = ("store_unavailable", "learner_busy")
+    codes = ("store_unavailable", "learner_busy", "too_many_requests")
 
 
 class ServerError(KonsServiceError):
@@ -137,7 +138,8 @@ _FAMILIES: tuple[type[KonsServiceError], ...] = (
 _BY_CODE = {code: family for family in _FAMILIES for code in family.codes}
 _BY_STATUS: dict[int, type[KonsServiceError]] = {
     400: InvalidRequestError, 401: AuthenticationError, 403: AuthenticationError, 404: NotFoundError,
-    409: ConflictError, 413: PayloadTooLargeError, 422: InvalidRequestError, 503: UnavailableError,
+    409: ConflictError, 413: PayloadTooLargeError, 422: InvalidRequestError, 429: UnavailableError,
+    503: UnavailableError,
 }
 
 
@@ -260,7 +262,7 @@ class RetryPolicy:
         if attempt >= self.retries:
             return None
         if isinstance(outcome, httpx.Response):
-            if outcome.status_code not in (502, 503, 504):
+            if outcome.status_code not in (429, 502, 503, 504):
                 return None
             after = outcome.headers.get("Retry-After", "")
             if after.isdigit():
