@@ -91,6 +91,15 @@ async def read_limited(stream: AsyncIterator[bytes], declared: str | None, limit
     return b"".join(chunks)
 
 
+def _large_body(request: Request) -> bool:
+    """Whether the request announces a body over :data:`_INLINE_BYTES`, or one of unknown size (chunked);
+    a request without a body (a GET) has neither header."""
+    length = request.headers.get("content-length")
+    if "chunked" in request.headers.get("transfer-encoding", "").lower():
+        return True
+    return length is not None and (not length.isdigit() or int(length) > _INLINE_BYTES)
+
+
 class LargeBodies:
     """How many requests with a large (or unsized) body each tenant has in flight, at most ``limit``:
     one tenant cannot occupy the parser with many big bodies at once (the next one is a 429). Applied
@@ -151,8 +160,7 @@ class KonsRoute(APIRoute):
         async def authenticated_handler(request: Request) -> Response:
             auth = request.app.state.auth
             tenant = auth.tenant(request.headers.get("authorization"))
-            length = request.headers.get("content-length", "")
-            if auth.single_tenant or (length.isdigit() and int(length) <= _INLINE_BYTES):
+            if auth.single_tenant or not _large_body(request):
                 return await strict_handler(request)
             with request.app.state.large_bodies.slot(tenant):
                 return await strict_handler(request)

@@ -133,10 +133,7 @@ class LearnerService:
         """Create the learner; not created if this very config exists, 409 if another does."""
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
-        self._check_budget(kons.learner_class(algorithm).state_bytes({**params, "dim": dim}))
-        # Built without its dimension, so that nothing of its state is allocated here.
-        unsized = kons.learner_from_params(algorithm, {**params, "dim": None})
-        text = canonical({**config_of(unsized), "dim": dim})
+        text = self._sized_config(kons.learner_from_params(algorithm, {**params, "dim": None}), dim)
         created, stored = await self.store.create(ref, text, uuid.uuid4().hex, int(time.time() * 1000))
         if not created and stored != text:
             raise ConfigConflictError(
@@ -196,6 +193,12 @@ class LearnerService:
         self._check_batch(len(items))
         return await self.writer.write(ref, items, request_id)
 
+    def _sized_config(self, unsized: kons.Learner, dim: int | None) -> str:
+        """The stored text of the config of ``unsized`` (a learner built without its dimension, so that
+        nothing of its state is allocated) at ``dim``, once kons's size of that state fits the budget."""
+        self._check_budget(type(unsized).state_bytes({**unsized.get_params(), "dim": dim}))
+        return canonical({**config_of(unsized), "dim": dim})
+
     def _check_budget(self, state_bytes: int) -> None:
         budget = self.settings.learner_max_bytes
         if state_bytes > budget:
@@ -224,8 +227,11 @@ class LearnerService:
             raise not_found(ref)
         blob = await read_limited(body, length, self.settings.max_state_bytes)
         algorithm, params = await anyio.to_thread.run_sync(kons.peek, blob)
-        rest = {k: v for k, v in params.items() if k != "dim"}
-        theirs = canonical({"algorithm": algorithm, "dim": params.get("dim"), "params": rest})
+        try:
+            unsized = kons.learner_class(algorithm).from_params({**params, "dim": None})
+        except kons.InvalidParameterError as exc:
+            raise kons.StateFormatError(f"the state's parameters are invalid: {exc}") from None
+        theirs = self._sized_config(unsized, params.get("dim"))
         if theirs != stored:
             raise StateMismatchError(f"The state is for {theirs}, not this learner's configuration {stored}.")
         learner = await anyio.to_thread.run_sync(kons.load, blob)

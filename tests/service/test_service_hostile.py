@@ -69,6 +69,8 @@ async def test_a_tenant_holds_at_most_one_large_body_and_others_are_unaffected(
         assert second.json()["error"]["code"] == "too_many_requests"
         small = await multi.post(f"{URL}/predict", json={"x": [1, 2, 3]}, headers=A)
         assert small.status_code == 200  # small bodies are not limited
+        reads = [await multi.get(path, headers=A) for path in (URL, f"{URL}/history", "/v1/learners")]
+        assert [r.status_code for r in reads] == [200, 200, 200]  # nor requests without a body
         other = await multi.post(f"{URL}/predict", json=large, headers=B)
         assert other.status_code == 422  # another tenant's large body is served (wrong dimension)
         release.set()
