@@ -58,8 +58,9 @@ async def test_a_config_over_the_budget_is_refused_before_it_allocates(
 async def test_the_budget_is_a_setting_and_a_config_within_it_is_created(make_client) -> None:
     budget = kons.ONS.state_bytes({"dim": 100})
     client = await make_client(learner_max_bytes=budget)
-    assert (await client.put(URL, json={"algorithm": "ons", "dim": 100})).status_code == 201
-    refused = await client.put("/v1/learners/n", json={"algorithm": "ons", "dim": 101})
+    exact = {"preprocess": False}  # the paper learner: exactly ONS's state
+    assert (await client.put(URL, json={"algorithm": "ons", "dim": 100, "params": exact})).status_code == 201
+    refused = await client.put("/v1/learners/n", json={"algorithm": "ons", "dim": 101, "params": exact})
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "resource_limit"
     played = await client.post(f"{URL}/feedback", json={"x": [1.0] * 100, "y": 0.5})
     assert played.status_code == 200
@@ -87,7 +88,8 @@ async def test_a_crafted_state_is_compared_with_the_config_before_it_is_built(
     assert len(blob) < 1000
     with traced_peak() as peak:
         response = await client.put(f"{URL}/state", content=blob, headers=OCTETS)
-    assert response.status_code == 409 and response.json()["error"]["code"] == "state_mismatch"
+    # sized from its header and refused (over the budget, and another config) before it is built
+    assert response.status_code == 422 and response.json()["error"]["code"] == "resource_limit"
     assert peak[0] < SMALL_PEAK
     assert (await client.get(URL)).json()["version"] == 0
 
@@ -119,7 +121,7 @@ async def test_a_streamed_upload_stops_being_read_at_the_limit(make_client) -> N
 
 async def test_a_growing_learner_over_the_budget_takes_no_more_feedback_but_predicts(make_client) -> None:
     client = await make_client(learner_max_bytes=20_000)
-    spec = {"algorithm": "kons", "dim": 3}  # exact KONS: every round is stored
+    spec = {"algorithm": "kons", "dim": 3, "params": {"preprocess": False}}  # every round is stored
     assert (await client.put(URL, json=spec)).status_code == 201
     rng = np.random.default_rng(0)
     accepted = 0
