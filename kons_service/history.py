@@ -35,11 +35,13 @@ class History:
 
 
 def point(learner: kons.Learner, version: int) -> dict[str, Any]:
-    """The point of a learner at ``version``: the time, its ``stats()`` of :data:`LEARNER_GAUGES` and its
-    state size."""
+    """The point of a learner at ``version``: the time, its ``stats()`` of :data:`LEARNER_GAUGES`, its
+    state size and, for ``auto``, the base that leads the mixture."""
     stats = learner.stats()
+    leader = {"leader": stats["leader"]} if "leader" in stats else {}  # auto's leading base
     return {"version": version, "time": round(time.time(), 3),
-            **{name: stats.get(name, 0) for name in LEARNER_GAUGES}, "state_bytes": learner.state_nbytes()}
+            **{name: stats.get(name, 0) for name in LEARNER_GAUGES}, "state_bytes": learner.state_nbytes(),
+            **leader}
 
 
 class HistoryRecorder:

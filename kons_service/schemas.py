@@ -133,6 +133,7 @@ class HistoryPoint(BaseModel):
     stored_points: float
     effective_dimension: float
     state_bytes: int = Field(description="Bytes of the learned arrays.")
+    leader: str | None = Field(None, description="For an auto learner: the base leading its mixture.")
 
 
 class LearnerHistory(BaseModel):

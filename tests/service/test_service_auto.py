@@ -38,6 +38,8 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
     assert asked == {"prediction": local.predict_one(probe["x"]), "version": 70}
     stats = (await first.get("/v1/learners/a")).json()["stats"]
     assert stats["leader"] in stats["weights"] and stats["rounds"] == 70
+    history = (await first.get("/v1/learners/a/history")).json()["points"]
+    assert history[-1]["version"] == 70 and history[-1]["leader"] == stats["leader"]
 
     second = await make_client()  # a fresh app: its learner comes from Redis alone
     assert (await second.post("/v1/learners/a/predict", json=probe)).json() == asked
