@@ -11,7 +11,7 @@ One run starts, on 127.0.0.1 only:
   same uvicorn settings with ``--interface wsgi`` (:mod:`benchmarks.chantilly_peer`).
 
 Learners with ``n`` stored points are built in this process (Sketched-KONS, squared loss, on the CASP stream
-of ``shared/notes/bench-protocol.md``; the squared loss stores every point) and uploaded with
+of ``docs/bench-protocol.md``; the squared loss stores every point) and uploaded with
 ``PUT /state``. For each size, async httpx clients drive ``predict`` and then ``feedback`` with a bounded
 number of requests and a time cap; the same bodies go to the echo endpoint in blocks alternating with the
 kons ones, so the latency ratio kons / echo is measured side by side. After each

@@ -1,6 +1,6 @@
 """Learning quality and cost of kons against online peers, by progressive validation.
 
-Protocol (``shared/notes/bench-protocol.md``): every method sees the same stream from
+Protocol (``docs/bench-protocol.md``): every method sees the same stream from
 :func:`kons.datasets.load_dataset` (z-scored features and regression targets, labels in {-1, +1}, order
 ``default_rng(0).permutation(n)``); each row is first predicted, then learned. Metric: mean squared
 error (regression, z-scored units) or the error rate of ``sign(prediction)`` (classification; a

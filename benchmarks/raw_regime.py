@@ -1,4 +1,4 @@
-"""The raw regime of the quality benchmark (the headline of ``shared/notes/bench-protocol.md``).
+"""The raw regime of the quality benchmark (the headline of ``docs/bench-protocol.md``).
 
 Rows exactly as they are in the files (:func:`kons.datasets.load_dataset` with ``standardize=False``:
 no z-scoring of features or targets; binary labels in {-1, +1}), order ``default_rng(0).permutation(n)``,

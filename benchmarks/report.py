@@ -259,7 +259,7 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
              "Load averages at the end of each data set: "
              + ", ".join(f"{r['dataset']} {r['machine']['load_average'][0]:.1f}" for r in records) + ".",
              "", "## Protocol", "",
-             "`shared/notes/bench-protocol.md`: `kons.datasets.load_dataset` preprocessing for every method "
+             "`docs/bench-protocol.md`: `kons.datasets.load_dataset` preprocessing for every method "
              "(z-scored features and regression targets, labels in {-1,+1}, order "
              "`default_rng(0).permutation(n)`), predict-then-learn on each row; regression metric = MSE "
              "in z-scored units (a constant predictor scores about 1.0), classification = error rate of "

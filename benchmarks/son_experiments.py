@@ -15,7 +15,7 @@ Sections, each written to ``OUT/son_<name>.md`` (and a PNG for Fig. 1):
   squared loss and time next to kons's Oja-SON; and whether VW restores its sketch after save/load.
 * ``sparse``: seconds per round on a9a's raw sparse rows embedded in d = 123 ... 1,000,000 coordinates.
 
-Streams follow ``shared/notes/bench-protocol.md`` (z-scored features, labels in {-1, +1}, order
+Streams follow ``docs/bench-protocol.md`` (z-scored features, labels in {-1, +1}, order
 ``default_rng(0).permutation(n)``, predict then learn); all learners minimise the squared loss with
 predictions clipped to [-1, 1] (C = 1) and the default eta = sigma(C) = 1/8.
 
