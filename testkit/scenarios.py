@@ -236,13 +236,15 @@ async def _run_storm(
 
 
 async def crash_scenario(
-    workdir: Path, *, kills: int, clients: int = 4, gap: tuple[float, float] = (0.3, 1.5), seed: int = 0
+    workdir: Path, *, kills: int, clients: int = 4, gap: tuple[float, float] = (0.3, 1.5), seed: int = 0,
+    spec: dict[str, Any] = SPEC,
 ) -> dict[str, Any]:
-    """A feedback storm against one service process that is SIGKILLed ``kills`` times and restarted."""
+    """A feedback storm against one learner of ``spec`` in a service process that is SIGKILLed ``kills``
+    times and restarted."""
     rng = random.Random(seed)
     with services_on_redis(workdir, **_service_settings()) as (server, [service]):
         started = time.monotonic()
-        _create(service.url)
+        _create(service.url, spec)
 
         async def disturb() -> None:
             for _ in range(kills):
@@ -252,7 +254,8 @@ async def crash_scenario(
 
         ledger = await _run_storm([service.url], clients, disturb, seed)
         return {"kills": kills, "clients": clients, **ledger.summary(),
-                **audit([service.url], server.url, ledger), "seconds": round(time.monotonic() - started, 1)}
+                **audit([service.url], server.url, ledger, spec),
+                "seconds": round(time.monotonic() - started, 1)}
 
 
 async def redis_fault_scenario(
@@ -303,16 +306,18 @@ async def redis_fault_scenario(
 
 
 async def replica_scenario(
-    workdir: Path, *, replicas: int = 2, clients: int = 6, seconds: float = 5.0, seed: int = 0
+    workdir: Path, *, replicas: int = 2, clients: int = 6, seconds: float = 5.0, seed: int = 0,
+    spec: dict[str, Any] = SPEC,
 ) -> dict[str, Any]:
-    """Clients send feedback to one learner through ``replicas`` service processes on one Redis."""
+    """Clients send feedback to one learner of ``spec`` through ``replicas`` service processes on one
+    Redis."""
     with services_on_redis(workdir, replicas, **_service_settings()) as (server, services):
         started = time.monotonic()
         urls = [s.url for s in services]
-        _create(urls[0])
+        _create(urls[0], spec)
         ledger = await _run_storm(urls, clients, lambda: asyncio.sleep(seconds), seed)
         return {"replicas": replicas, "clients": clients, **ledger.summary(),
-                **audit(urls, server.url, ledger), "seconds": round(time.monotonic() - started, 1)}
+                **audit(urls, server.url, ledger, spec), "seconds": round(time.monotonic() - started, 1)}
 
 
 async def soak_scenario(

@@ -62,3 +62,15 @@ async def test_replicas_agree_bit_for_bit_with_a_serial_replay(tmp_path: Path) -
     result = await replica_scenario(tmp_path, replicas=2, clients=4, seconds=4.0)
     assert_kept(result)
     assert result["transport_errors"] == {}  # (a 503 under heavy load is allowed: clients retry)
+
+
+#: What a user gets with defaults: an ``auto`` learner (preprocessing, a mixture of bounded-cost bases).
+AUTO = {"algorithm": "auto", "dim": 3, "params": {}}
+
+
+async def test_auto_learner_survives_sigkills_and_its_replicas_agree(tmp_path: Path) -> None:
+    result = await crash_scenario(tmp_path / "crash", kills=3, clients=3, spec=AUTO)
+    assert_kept(result)
+    assert sum(result["transport_errors"].values()) > 0
+    result = await replica_scenario(tmp_path / "replicas", replicas=2, clients=4, seconds=3.0, spec=AUTO)
+    assert_kept(result)
