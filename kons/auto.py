@@ -11,6 +11,10 @@ learners on every round and combines their predictions by Vovk's aggregating alg
 * :class:`~kons.ONS` with an intercept on each view (linear models);
 * the constant prediction (the running mean of the target, or the base rate's log-odds).
 
+Until the median-heuristic width is known (the preprocessing's warm-up rows), ``auto`` plays the
+Bayesian linear model of the buffered rows rather than a constant (:meth:`Auto._warmup_prediction`): on
+short streams those first rows are a large share of the loss.
+
 Every expert ``i`` keeps a weight :math:`w_i \propto \exp(-\eta L_i)` where :math:`L_i` is its
 cumulative loss. For an :math:`\eta`-mixable loss the aggregating algorithm's cumulative loss is at most
 :math:`\min_i L_i + \ln(K)/\eta` for ``K`` experts (Vovk, "A game of prediction with expert advice",
@@ -239,6 +243,36 @@ class Auto(Pipeline):
             view = zlog if log else z
             forms[log, linear] = _with_intercept(view) if linear else _dense(view)
         return [forms[v] for v in self._views]
+
+    def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
+        r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
+
+        The linear bases need no width, so there is no reason to play a constant while the kernel
+        bases wait for it: the posterior mean of :math:`y = w^\top z + b + \epsilon`,
+        :math:`w \sim N(0, I/d)` (a unit prior variance of :math:`w^\top z` on standardised rows),
+        unit noise, on the buffered rows standardised by the current statistics, targets centred
+        (and, for regression, scaled) by the buffer's own mean and deviation, labels taken as
+        :math:`\pm 1`. In the dual, :math:`f(z) = k^\top (Z Z^\top + d I)^{-1} (t - \bar t)`,
+        O(n^2 d + n^3) for the at most :data:`~kons.preprocessing.WARMUP_ROWS` buffered rows, and a
+        function of the buffer alone (no state of its own).
+        """
+        if not self._buffer:
+            return self._prior()
+        scaler = self._x_scaler
+        Z = np.stack([scaler.standardise(row) for row, _ in self._buffer])
+        t = np.array([y for _, y in self._buffer])
+        mean, std = float(t.mean()), float(t.std())
+        if self._binary:
+            std = 1.0
+        elif std == 0.0:
+            return self._prior()
+        gram = Z @ Z.T + self._dim * np.eye(len(t))
+        coef = np.linalg.solve(gram, (t - mean) / std)
+        f = float(Z @ scaler.standardise(_dense(x)) @ coef)
+        f = min(max(f, -TARGET_BOUND), TARGET_BOUND)
+        if self._binary:
+            return min(max(mean + f, -TARGET_BOUND), TARGET_BOUND)
+        return mean + std * f
 
     def _constant(self) -> float:
         return 0.0 if not self._binary else self._prior()

@@ -327,6 +327,10 @@ class Pipeline(Learner):
             return min(max(math.log((positive + 0.5) / (negative + 0.5)), -bound), bound)
         return self._y.to_user(0.0, self._user_bound)
 
+    def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
+        """The prediction during the warm-up (before the model exists): the prior."""
+        return self._prior()
+
     def _to_user(self, f: float) -> float:
         if self._binary:
             return f
@@ -338,7 +342,7 @@ class Pipeline(Learner):
             return self._prior()
         z = self._x_scaler.transform(x, commit=False)
         if not self._model_ready:
-            return self._prior()
+            return self._warmup_prediction(x)
         return self._to_user(self._model_predict(self._features(z), x))
 
     def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
@@ -353,7 +357,7 @@ class Pipeline(Learner):
             played = self._to_user(self._model_learn(z, target, x))
             self._x_scaler.transform(x, commit=True)
         else:
-            played = self._prior()
+            played = self._warmup_prediction(x)
             scaler = self._x_scaler
             saved = (scaler.count, scaler.mean, scaler.m2, scaler.maxabs)
             scaler.transform(x, commit=True)

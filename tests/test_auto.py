@@ -125,3 +125,32 @@ def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: b
     eta = 1.0 if binary else 1.0 / (2.0 * B * B)
     assert total <= expert_losses.min() + math.log(K) / eta + 1e-9
     assert total < np.mean(expert_losses)  # and it does learn which expert to follow
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_warmup_plays_the_bayesian_linear_model_of_the_buffered_rows(binary: bool) -> None:
+    """Before the width is known: the primal posterior mean (Z'Z + d I)^{-1} Z'(t - mean), from scratch."""
+    X, y = _raw_binary() if binary else _raw_regression()
+    n = WARMUP_ROWS // 2
+    learner = Auto(task="classification" if binary else "regression")
+    learner.learn_many(X[:n], y[:n])
+    rows = X[:n]
+    std = rows.std(axis=0)
+    Z = np.divide(rows - rows.mean(axis=0), std, out=np.zeros_like(rows), where=std > 0)
+    z = np.divide(X[n] - rows.mean(axis=0), std, out=np.zeros(X.shape[1]), where=std > 0)
+    t = np.where(y[:n], 1.0, -1.0) if binary else y[:n].astype(float)
+    scale = 1.0 if binary else t.std()
+    w = np.linalg.solve(Z.T @ Z + X.shape[1] * np.eye(X.shape[1]), Z.T @ (t - t.mean()) / scale)
+    f = float(np.clip(z @ w, -TARGET_BOUND, TARGET_BOUND))
+    expected = float(np.clip(t.mean() + f, -TARGET_BOUND, TARGET_BOUND)) if binary else t.mean() + scale * f
+    assert learner.predict_one(X[n]) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_warmup_beats_the_prior_on_a_linear_stream() -> None:
+    """The warm-up's plays on a noiseless linear stream: far below the running mean's squared error."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(WARMUP_ROWS, 3)) * [1.0, 10.0, 100.0] + 5.0
+    y = X @ np.array([2.0, 0.3, 0.01])
+    played = Auto().learn_many(X, y)
+    running_mean = np.array([y[:i].mean() if i else 0.0 for i in range(len(y))])
+    assert np.mean((played[4:] - y[4:]) ** 2) < 0.5 * np.mean((running_mean[4:] - y[4:]) ** 2)
