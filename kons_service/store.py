@@ -58,6 +58,7 @@ __all__ = [
 
 _SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "recall", "commit_snapshot",
             "replace_state", "delete", "history")
+_USE_CHUNKS = {"commit_snapshot", "replace_state"}
 _CHUNK_RETRIES = 5
 
 P = ParamSpec("P")
@@ -246,8 +247,12 @@ class Store:
     def __init__(self, client: Redis) -> None:
         self.client = client
         lua = resources.files("kons_service") / "lua"
+        # Redis scripts cannot load one another: a script that needs the shared chunk check gets it prepended.
+        chunks = (lua / "lib" / "chunks.lua").read_text()
         self._scripts: dict[str, AsyncScript] = {
-            name: client.register_script((lua / f"{name}.lua").read_text()) for name in _SCRIPTS
+            name: client.register_script(
+                (chunks if name in _USE_CHUNKS else "") + (lua / f"{name}.lua").read_text())
+            for name in _SCRIPTS
         }
 
     @classmethod

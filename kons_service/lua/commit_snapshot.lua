@@ -3,7 +3,7 @@
 -- The snapshot's round ``version`` must be on the store's history: its id (the head's tip, or the log
 -- entry's h) must be ``tip``; a process holding a history the store lost cannot publish it.
 -- Returns {1} | {-1} learner gone or replaced | {-2, snap_version} not newer (or not this history)
--- | {-3} chunks incomplete.
+-- | {-3} chunks incomplete.  Uses keep_chunks (lib/chunks.lua).
 local meta, snap, log = KEYS[1], KEYS[2], KEYS[3]
 local h = redis.call('HMGET', meta, 'incarnation', 'version', 'snap_version', 'tip')
 if not h[1] or h[1] ~= ARGV[1] then
@@ -30,18 +30,8 @@ end
 if tip ~= ARGV[6] then
   return {-2, h[3]}
 end
-local prefix = ARGV[3] .. ':'
-local total = 0
-for i = 0, tonumber(ARGV[4]) - 1 do
-  total = total + redis.call('HSTRLEN', snap, prefix .. i)
-end
-if total ~= tonumber(ARGV[5]) then
+if not keep_chunks(snap, ARGV[3], ARGV[4], ARGV[5]) then
   return {-3}
-end
-for _, field in ipairs(redis.call('HKEYS', snap)) do
-  if string.sub(field, 1, #prefix) ~= prefix then
-    redis.call('HDEL', snap, field)
-  end
 end
 redis.call('HSET', meta, 'snap_version', ARGV[2], 'snap_token', ARGV[3], 'snap_chunks', ARGV[4],
   'snap_bytes', ARGV[5], 'snap_tip', ARGV[6])

@@ -2,6 +2,7 @@
 -- a new incarnation whose history starts at the blob's round count; the old log is dropped.
 -- KEYS: meta, snap, log.  ARGV: expected config, new incarnation, version, token, n_chunks, n_bytes.
 -- Returns {1} | {-1} learner gone | {-2} config changed | {-3} chunks incomplete.
+-- Uses keep_chunks (lib/chunks.lua).
 local meta, snap, log = KEYS[1], KEYS[2], KEYS[3]
 local config = redis.call('HGET', meta, 'config')
 if not config then
@@ -10,18 +11,8 @@ end
 if config ~= ARGV[1] then
   return {-2}
 end
-local prefix = ARGV[4] .. ':'
-local total = 0
-for i = 0, tonumber(ARGV[5]) - 1 do
-  total = total + redis.call('HSTRLEN', snap, prefix .. i)
-end
-if total ~= tonumber(ARGV[6]) then
+if not keep_chunks(snap, ARGV[4], ARGV[5], ARGV[6]) then
   return {-3}
-end
-for _, field in ipairs(redis.call('HKEYS', snap)) do
-  if string.sub(field, 1, #prefix) ~= prefix then
-    redis.call('HDEL', snap, field)
-  end
 end
 redis.call('DEL', log)
 redis.call('HSET', meta, 'incarnation', ARGV[2], 'version', ARGV[3], 'snap_version', ARGV[3],
