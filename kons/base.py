@@ -336,6 +336,17 @@ class Learner(abc.ABC):
         """
 
     # ----------------------------------------------------------------- statistics
+    def _recent_loss_unbiased(self) -> float:
+        """The weighted average of the rounds' losses, the weights summing to 1 at every round.
+
+        The running average starts at 0, so early on it carries weight ``(1 - w)**rounds`` on that 0
+        and would read low (a dashboard curve starting near 0); dividing by the weight the rounds
+        actually got fixes that (the bias correction Adam uses for its moments).
+        """
+        if self._rounds == 0:
+            return 0.0
+        return self._recent_loss / -math.expm1(self._rounds * math.log1p(-_RECENT_WEIGHT))
+
     def stats(self) -> dict[str, Any]:
         """Counters of the run so far.
 
@@ -350,7 +361,7 @@ class Learner(abc.ABC):
             "dictionary_size": 0,
             "kors_size": 0,
             "cumulative_loss": self._cumulative_loss,
-            "recent_loss": self._recent_loss,
+            "recent_loss": self._recent_loss_unbiased(),
             "effective_dimension": self._effective_dimension,
         }
         if self._eta is not None:

@@ -230,6 +230,20 @@ def test_stats_are_counters_of_the_run(name: str) -> None:
     json.dumps(stats)
 
 
+def test_recent_loss_is_a_weighted_average_from_the_first_round() -> None:
+    """Recent loss = sum_s w_s loss_s / sum_s w_s with w_s = 0.99**(t - s): no pull towards 0 early on."""
+    learner = kons.ONS(dim=3)
+    rng = np.random.default_rng(5)
+    losses = []
+    for _ in range(30):
+        x, y = rng.normal(size=3), float(rng.normal() + 5.0)
+        before = learner.stats()["cumulative_loss"]
+        learner.learn_one(x, y)
+        losses.append(learner.stats()["cumulative_loss"] - before)
+        weights = 0.99 ** np.arange(len(losses))[::-1]
+        assert learner.stats()["recent_loss"] == pytest.approx(weights @ losses / weights.sum(), rel=1e-9)
+
+
 KERNEL_NAMES = [n for n in NAMES if _accepts(n, "kernel")]
 # Finite squared norm (passes input validation), but a cubic Polynomial kernel row overflows on it.
 HUGE = 1e150
