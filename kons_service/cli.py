@@ -46,6 +46,12 @@ def _value_type(annotation: Any) -> Any:
     return annotation
 
 
+def _is_secret(field: FieldInfo) -> bool:
+    """A credential (``settings.SECRET``): no flag, since every user can read a command line in ps."""
+    extra = field.json_schema_extra
+    return isinstance(extra, dict) and extra.get("secret") is True
+
+
 def _add_setting(parser: argparse.ArgumentParser, name: str, field: FieldInfo) -> None:
     env = f"KONS_{name.upper()}"
     default = field.get_default(call_default_factory=True)
@@ -69,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve", help="run the HTTP service (uvicorn; an embedded Redis unless --redis-url)",
+        allow_abbrev=False,  # else --api-keys (a credential, no flag) would silently mean --api-keys-file
         description="Run the kons service. Every flag overrides the KONS_* variable of the same name; "
                     "unset flags keep the environment's (or .env's) value, else the default.")
     settings = _settings()
@@ -76,7 +83,12 @@ def _parser() -> argparse.ArgumentParser:
         serve.description = _NO_SERVICE
     else:
         for name, field in settings.model_fields.items():
-            _add_setting(serve, name, field)
+            if not _is_secret(field):
+                _add_setting(serve, name, field)
+        secrets = [f"KONS_{name.upper()}" for name, field in settings.model_fields.items()
+                   if _is_secret(field)]
+        serve.epilog = (f"Credentials ({', '.join(secrets)}) are read only from the environment, .env or "
+                        "--api-keys-file: a command line is visible to every user of the machine (ps).")
 
     state = commands.add_parser("state", help="kons state blobs (GET /v1/learners/{name}/state)")
     state_commands = state.add_subparsers(dest="state_command", required=True, metavar="ACTION")
@@ -96,7 +108,8 @@ def _serve(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(_NO_SERVICE)
     from pydantic import ValidationError
 
-    given = {name: getattr(options, name) for name in settings.model_fields}
+    given = {name: getattr(options, name) for name, field in settings.model_fields.items()
+             if not _is_secret(field)}
     for name, value in given.items():
         if value is not None:
             os.environ[f"KONS_{name.upper()}"] = str(value).lower() if isinstance(value, bool) else value

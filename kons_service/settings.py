@@ -6,16 +6,19 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_TENANT", "NAME_PATTERN", "Settings"]
+__all__ = ["DEFAULT_TENANT", "NAME_PATTERN", "SECRET", "Settings"]
 
 #: Learner and tenant names: safe inside a Redis hash tag, a URL path segment and a metric label.
 NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 #: The tenant of every learner when no API key is configured.
 DEFAULT_TENANT = "default"
 _NAME = re.compile(NAME_PATTERN)
+#: Marks a setting whose value is a credential: read from the environment, .env or a file, never
+#: offered as a command-line flag (every user of the machine can read a process's arguments in ps).
+SECRET: dict[str, JsonValue] = {"secret": True}
 
 
 class Settings(BaseSettings):
@@ -35,7 +38,8 @@ class Settings(BaseSettings):
         "false only for a managed Redis that hides CONFIG and is known to be configured noeviction.")
 
     # Auth
-    api_keys: str | None = Field(None, description='"tenantA:keyA,tenantB:keyB"; unset = single-tenant.')
+    api_keys: str | None = Field(None, description='"tenantA:keyA,tenantB:keyB"; unset = single-tenant.',
+                                 json_schema_extra=SECRET)
     api_keys_file: Path | None = Field(None, description="File of tenant:key lines (# comments allowed).")
 
     # Server (python -m kons_service)
@@ -92,7 +96,7 @@ class Settings(BaseSettings):
     metrics_per_learner: bool = Field(True, description="Per-learner labels on /metrics (cardinality).")
     metrics_key: str | None = Field(
         None, description="Bearer key that shows /metrics whole when API keys are set (without it, series "
-        "naming a tenant or learner are left out).")
+        "naming a tenant or learner are left out).", json_schema_extra=SECRET)
 
     @field_validator("api_keys", "redis_url", "metrics_key", mode="before")
     @classmethod

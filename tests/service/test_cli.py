@@ -3,6 +3,7 @@ inspect`` and ``bench`` dispatch."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -14,7 +15,7 @@ import pytest
 import kons
 from kons_service import cli
 from kons_service.main import create_app
-from kons_service.settings import Settings
+from kons_service.settings import SECRET, Settings
 from testkit.processes import RedisServer, free_port, service_env, start_service, terminate
 
 KONS = [sys.executable, "-m", "kons_service.cli"]
@@ -34,8 +35,12 @@ def test_one_version_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
 def test_serve_help_lists_every_setting_and_starts_nothing(tmp_path: Path, argv: list[str]) -> None:
     shown = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=service_env())
     assert shown.returncode == 0 and shown.stderr == ""
-    for name in Settings.model_fields:
-        assert f"--{name.replace('_', '-')}" in shown.stdout
+    for name, field in Settings.model_fields.items():
+        flag = re.compile(f"--{name.replace('_', '-')}(?![\\w-])")
+        if field.json_schema_extra == SECRET:  # a credential is named, but only as a variable
+            assert not flag.search(shown.stdout) and f"KONS_{name.upper()}" in shown.stdout
+        else:
+            assert flag.search(shown.stdout)
     assert "KONS_REDIS_URL" in shown.stdout
     assert list(tmp_path.iterdir()) == []  # no ./data: nothing was started
 
@@ -45,6 +50,14 @@ def test_serve_rejects_a_bad_flag_before_starting(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60, env=service_env())
     assert bad.returncode == 2
     assert "--port" in bad.stderr and "--blas-threads" in bad.stderr and "Traceback" not in bad.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_credentials_are_not_flags(tmp_path: Path) -> None:
+    """A key given as an argument would be readable by every user of the machine in ps."""
+    refused = subprocess.run([*KONS, "serve", "--api-keys", "acme:secret"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60, env=service_env())
+    assert refused.returncode == 2 and "--api-keys" in refused.stderr and "Traceback" not in refused.stderr
     assert list(tmp_path.iterdir()) == []
 
 
