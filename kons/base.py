@@ -11,12 +11,14 @@ from __future__ import annotations
 import abc
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from kons import _state
+from kons._blas import one_blas_thread
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, as_features, as_label, check_real
 from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
@@ -27,10 +29,16 @@ __all__ = ["LEARNERS", "Learner", "learner_class", "learner_from_params", "load"
 #: Every concrete learner by its registry name (``"kons"``, ``"sketched_kons"``, ...).
 LEARNERS: dict[str, type[Learner]] = {}
 
-# Overflow inside a round is detected from its results (a learner raises NumericalError, the prediction
-# is checked above), so numpy's floating-point warnings would only reach the caller's stderr.
-def _quiet_numerics() -> np.errstate:
-    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+
+@contextmanager
+def _round_numerics() -> Iterator[None]:
+    """How every round (and a restore) computes: on one BLAS thread, so that its result does not depend
+    on the thread count of the embedding process (:mod:`kons._blas`), and without floating-point
+    warnings: overflow inside a round is detected from its results (a learner raises NumericalError, the
+    prediction is checked), so numpy's warnings would only reach the caller's stderr."""
+    with one_blas_thread(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        yield
+
 
 #: Bytes of one float64 of the state.
 _FLOAT_BYTES = 8
@@ -212,7 +220,8 @@ class Learner(abc.ABC):
         """The one place where the input dimension becomes known: create the model for it."""
         self._dim = dim
         self._has_model = True
-        self._reset_model()
+        with _round_numerics():  # a model may start from a factorisation (a QR, ...)
+            self._reset_model()
 
     @abc.abstractmethod
     def _reset_model(self) -> None:
@@ -280,7 +289,7 @@ class Learner(abc.ABC):
         x, _ = self.check_round(x)
         if not self._has_model:  # nothing learned yet: the zero function
             return 0.0
-        with _quiet_numerics():
+        with _round_numerics():
             y_bar = self._predict(x)
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
@@ -298,7 +307,7 @@ class Learner(abc.ABC):
         if first:
             self._fix_dim(len(x))
         try:
-            with _quiet_numerics():
+            with _round_numerics():
                 y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
@@ -432,7 +441,8 @@ class Learner(abc.ABC):
                 # Not _fix_dim: creating a model could draw from the (already restored) generator.
                 learner._dim = int(header["dim"])
                 learner._has_model = True
-                learner._restore(arrays, header["scalars"])
+                with _round_numerics():
+                    learner._restore(arrays, header["scalars"])
         except StateFormatError:
             raise
         except (InvalidParameterError, KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
