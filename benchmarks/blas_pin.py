@@ -1,0 +1,96 @@
+"""The per-round price of pinning OpenBLAS to one thread during a round (:mod:`kons._blas`).
+
+Each learner plays the same stream twice in this process, once as shipped and once with the pin
+replaced by a no-op (what every round did before), in alternating blocks of rounds so that both see the
+same machine load; the report gives microseconds per round of each and their ratio, and the cost of
+entering and leaving the pin alone. Run it with one BLAS thread (then the pin changes nothing but its own
+cost)::
+
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.blas_pin --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+import timeit
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_info
+
+import kons.base
+from benchmarks.common import command_line, git_commit, machine_summary, markdown_table
+from kons._blas import one_blas_thread
+from kons.base import learner_from_params
+
+#: (label, algorithm, parameters): the cheapest rounds (where a fixed cost shows most) and the defaults.
+LEARNERS = [
+    ("OGD, paper-exact", "ogd", {"preprocess": False}),
+    ("ONS, paper-exact", "ons", {"preprocess": False}),
+    ("ONS (defaults)", "ons", {}),
+    ("FD-SON (defaults)", "fd_son", {}),
+    ("Sketched-KONS (defaults)", "sketched_kons", {}),
+    ("Nystrom-KONS (defaults)", "nystrom_kons", {}),
+    ("auto (defaults)", "auto", {}),
+]
+DIM = 8
+
+
+def _seconds_per_round(
+    algorithm: str, params: dict[str, object], rounds: int, blocks: int
+) -> tuple[float, float]:
+    """Median over blocks of the seconds per round with the pin and without it (same rounds, alternated)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((rounds * blocks, DIM))
+    Y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(len(X))
+    pinned, unpinned = (learner_from_params(algorithm, dict(params)) for _ in range(2))
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for block in range(blocks):
+        rows = slice(block * rounds, (block + 1) * rounds)
+        for pin, learner in ((True, pinned), (False, unpinned)):
+            kons.base.one_blas_thread = one_blas_thread if pin else contextlib.nullcontext  # type: ignore[assignment]
+            start = time.perf_counter()
+            learner.learn_many(X[rows], Y[rows])
+            times[pin].append((time.perf_counter() - start) / rounds)
+    kons.base.one_blas_thread = one_blas_thread  # type: ignore[assignment]
+    return float(np.median(times[True])), float(np.median(times[False]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=300, help="rounds per block")
+    parser.add_argument("--blocks", type=int, default=7, help="alternated blocks per variant")
+    parser.add_argument("--out", type=Path, default=None, help="write blas_pin.md there")
+    args = parser.parse_args()
+    pin_alone = min(timeit.repeat("with pin(): pass", globals={"pin": one_blas_thread}, number=20_000,
+                                  repeat=5))
+    rows = []
+    for label, algorithm, params in LEARNERS:
+        with_pin, without = _seconds_per_round(algorithm, params, args.rounds, args.blocks)
+        rows.append((label, f"{without * 1e6:.1f}", f"{with_pin * 1e6:.1f}", f"{with_pin / without:.3f}"))
+        print(*rows[-1], flush=True)
+    threads = sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+    lines = [
+        "# The price of pinning BLAS to one thread per round",
+        "",
+        f"`{command_line('benchmarks.blas_pin', outputs=['--out'])}` at {git_commit()}; {machine_summary()}; "
+        f"BLAS threads of the process: {threads}. Stream: {args.blocks} alternated blocks of {args.rounds} "
+        f"rounds, d = {DIM}, standard normal features; median block.",
+        "",
+        f"Entering and leaving the pin alone: {pin_alone / 20_000 * 1e6:.2f} us.",
+        "",
+        *markdown_table(["learner", "us/round before (no pin)", "us/round with the pin", "ratio"], rows,
+                        "lrrr"),
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "blas_pin.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
