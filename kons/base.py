@@ -232,6 +232,22 @@ class Learner(abc.ABC):
         return self._dim if self._has_model else None
 
     @property
+    def input_dim(self) -> int | None:
+        """The input dimension: ``dim`` when given, else fixed by the first round; None before it.
+
+        Examples
+        --------
+        >>> from kons import OGD
+        >>> learner = OGD()
+        >>> learner.input_dim is None
+        True
+        >>> _ = learner.learn_one([1.0, 2.0], 1.0)
+        >>> learner.input_dim
+        2
+        """
+        return self._known_dim()
+
+    @property
     def _generator(self) -> np.random.Generator:
         """The learner's own random generator (for learners with a ``seed``)."""
         if self._rng is None:  # pragma: no cover - a learner without a seed never draws

@@ -195,7 +195,9 @@ def _learner(name: str) -> str:
     return f"/v1/learners/{name}"
 
 
-def _create(name: str, algorithm: str, dim: int, params: Mapping[str, Any] | None) -> _Call[LearnerSummary]:
+def _create(
+    name: str, algorithm: str, dim: int | None, params: Mapping[str, Any] | None
+) -> _Call[LearnerSummary]:
     body = {"algorithm": algorithm, "dim": dim, "params": dict(params or {})}
     return _Call("PUT", _learner(name), _model(LearnerSummary), json=body)
 
@@ -331,9 +333,10 @@ class Client(_Base):
         """``GET /metrics``: the Prometheus text exposition."""
         return self._send(_Call("GET", "/metrics", lambda r: r.text))
 
-    def create_learner(self, name: str, algorithm: str, dim: int,
+    def create_learner(self, name: str, algorithm: str = "auto", dim: int | None = None,
                        params: Mapping[str, Any] | None = None) -> LearnerSummary:
-        """``PUT /v1/learners/{name}``: create it (the same config again is a no-op; another is a 409)."""
+        """``PUT /v1/learners/{name}``: create it (the same config again is a no-op; another is a 409).
+        Without ``dim``, the first feedback row fixes it."""
         return self._send(_create(name, algorithm, dim, params))
 
     def list_learners(self, cursor: str | None = None, limit: int = 100) -> LearnerList:
@@ -422,7 +425,7 @@ class AsyncClient(_Base):
     async def metrics(self) -> str:
         return await self._send(_Call("GET", "/metrics", lambda r: r.text))
 
-    async def create_learner(self, name: str, algorithm: str, dim: int,
+    async def create_learner(self, name: str, algorithm: str = "auto", dim: int | None = None,
                              params: Mapping[str, Any] | None = None) -> LearnerSummary:
         return await self._send(_create(name, algorithm, dim, params))
 

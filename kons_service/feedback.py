@@ -35,7 +35,7 @@ from kons_service import codec
 from kons_service.cache import CachedLearner, LearnerCache, not_found
 from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
 from kons_service.history import HistoryRecorder
-from kons_service.learning import check_rows, finite, numerics, offload
+from kons_service.learning import check_budget, check_rows, finite, numerics, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
@@ -145,6 +145,8 @@ class FeedbackWriter:
             self._check_budget(ref, learner)
             xs = await self._features(ref, request.items)
             ys = check_rows(learner, xs, [it.y for it in request.items])
+            if learner.input_dim is None:  # created without dim: this batch's first row fixes it
+                check_budget(learner, len(xs[0]), self.settings.learner_max_bytes)
             try:
                 plays, losses = await self._play(learner, xs, ys)
                 outcome = await self._append(lease, request, xs, ys, plays, losses)

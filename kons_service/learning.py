@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 import kons
+from kons_service.errors import ResourceLimitError
 
-__all__ = ["build", "canonical", "check_rows", "config_of", "finite", "numerics", "offload"]
+__all__ = ["build", "canonical", "check_budget", "check_rows", "config_of", "finite", "numerics", "offload"]
 
 log = logging.getLogger("kons_service.learning")
 
@@ -49,14 +50,33 @@ def build(config: dict[str, Any]) -> kons.Learner:
     return kons.learner_from_params(config["algorithm"], {**config["params"], "dim": config["dim"]})
 
 
+def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> None:
+    """Refuse (nothing allocated) a learner whose state at input dimension ``dim`` would exceed ``budget``
+    bytes; ``learner`` may be one built without its dimension (kons's estimate from its parameters)."""
+    state_bytes = type(learner).state_bytes({**learner.get_params(), "dim": dim})
+    if state_bytes > budget:
+        raise ResourceLimitError(
+            f"This learner's state would take {state_bytes:.4g} bytes at dim {dim}; at most {budget} are "
+            "allowed per learner (a smaller dim or sketch_size fits)."
+        )
+
+
 def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | None = None) -> list[float]:
     """kons's own check of every row (and label) of a batch, before any round is played, so that bad input
     changes nothing; a message names the item when the batch has several. Returns the labels as the
-    learner uses them ({0, 1} and booleans of a preprocessing learner's binary loss become {-1, +1})."""
+    learner uses them ({0, 1} and booleans of a preprocessing learner's binary loss become {-1, +1}).
+
+    For a learner whose dimension is not known yet (created without ``dim``), the batch's first row fixes
+    it, so every other row must have its length (kons takes any length until its first round).
+    """
     labels = []
+    first_length = len(xs[0]) if xs and learner.input_dim is None else None
     for i, x in enumerate(xs):
         try:
             _, label = learner.check_round(x, None if ys is None else ys[i])
+            if first_length is not None and len(x) != first_length:
+                raise kons.InvalidInputError(
+                    f"x must have dimension {first_length} (the batch's first row's); got {len(x)}.")
         except kons.InvalidInputError as exc:
             raise kons.InvalidInputError(f"item {i}: {exc}" if len(xs) > 1 else str(exc)) from None
         if label is not None:

@@ -106,7 +106,10 @@ class LearnerSpec(_Body):
     """Body of ``PUT /v1/learners/{name}``."""
 
     algorithm: str = "auto"  # the self-tuning learner when the user names none
-    dim: Annotated[StrictInt, Field(ge=1)]
+    dim: Annotated[StrictInt | None, Field(ge=1, description=(
+        "Length of a feature vector. Optional: without it the learner's first feedback row fixes it (the "
+        "resource budget is then checked for that length before the row is played), and a predict "
+        "before any feedback answers 0 whatever the length."))] = None
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -118,6 +121,9 @@ class LearnerSummary(BaseModel):
 
 class LearnerInfo(LearnerSummary):
     stats: dict[str, Any]
+    input_dim: int | None = Field(description=(
+        "Length of a feature vector: the config's dim, else the one the first feedback row fixed "
+        "(null before it)."))
 
 
 class HistoryPoint(BaseModel):

@@ -24,12 +24,11 @@ from kons_service.cache import LearnerCache, not_found
 from kons_service.errors import (
     BatchTooLargeError,
     ConfigConflictError,
-    ResourceLimitError,
     StateMismatchError,
 )
 from kons_service.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.history import History, HistoryRecorder
-from kons_service.learning import canonical, check_rows, config_of, numerics, offload
+from kons_service.learning import canonical, check_budget, check_rows, config_of, numerics, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.snapshots import Snapshotter
@@ -63,6 +62,8 @@ class LearnerDetails(LearnerSummary):
     """A learner as described: its summary and the counters of its run (``Learner.stats``)."""
 
     stats: dict[str, Any]
+    #: The input dimension: the config's, else the one the first feedback row fixed (None before it).
+    input_dim: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +130,11 @@ class LearnerService:
         return None
 
     # ------------------------------------------------------------------ learners
-    async def create(self, ref: LearnerRef, algorithm: str, dim: int, params: dict[str, Any]) -> Created:
-        """Create the learner; not created if this very config exists, 409 if another does."""
+    async def create(
+        self, ref: LearnerRef, algorithm: str, dim: int | None, params: dict[str, Any]
+    ) -> Created:
+        """Create the learner; not created if this very config exists, 409 if another does. Without
+        ``dim``, the first feedback row fixes it (and the budget is checked then: :mod:`.feedback`)."""
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
         text = self._sized_config(kons.learner_from_params(algorithm, {**params, "dim": None}), dim)
@@ -147,7 +151,7 @@ class LearnerService:
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
-            return LearnerDetails(ref.name, entry.config, entry.version, stats)
+            return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim)
 
     async def history(self, ref: LearnerRef) -> History:
         """The learner's recorded history (see :mod:`kons_service.history`)."""
@@ -196,16 +200,8 @@ class LearnerService:
     def _sized_config(self, unsized: kons.Learner, dim: int | None) -> str:
         """The stored text of the config of ``unsized`` (a learner built without its dimension, so that
         nothing of its state is allocated) at ``dim``, once kons's size of that state fits the budget."""
-        self._check_budget(type(unsized).state_bytes({**unsized.get_params(), "dim": dim}))
+        check_budget(unsized, dim, self.settings.learner_max_bytes)
         return canonical({**config_of(unsized), "dim": dim})
-
-    def _check_budget(self, state_bytes: int) -> None:
-        budget = self.settings.learner_max_bytes
-        if state_bytes > budget:
-            raise ResourceLimitError(
-                f"This learner's state would take {state_bytes:.4g} bytes; at most {budget} are allowed "
-                "per learner (a smaller dim or sketch_size fits)."
-            )
 
     def _check_batch(self, rows: int) -> None:
         if rows > self.settings.max_batch:
@@ -234,7 +230,9 @@ class LearnerService:
         theirs = self._sized_config(unsized, params.get("dim"))
         if theirs != stored:
             raise StateMismatchError(f"The state is for {theirs}, not this learner's configuration {stored}.")
-        learner = await anyio.to_thread.run_sync(kons.load, blob)
+        # The stored config may leave the dimension to the first row: the blob's own is checked here.
+        budget = self.settings.learner_max_bytes
+        learner = await anyio.to_thread.run_sync(lambda: kons.load(blob, max_bytes=budget))
         version = int(learner.stats()["rounds"])
         incarnation = uuid.uuid4().hex
         head = Head(incarnation, version, version, incarnation)  # a new history: its tip is its incarnation

@@ -101,7 +101,7 @@ async def server_metadata() -> ServerMetadata:
 @router.get("/models/{name}", response_model=ModelMetadata, operation_id="v2_model_metadata")
 async def model_metadata(ref: LearnerDep, service: ServiceDep) -> ModelMetadata:
     learner = await service.describe(ref)
-    dim = int(learner.config["dim"])
+    dim = -1 if learner.input_dim is None else learner.input_dim  # -1: any length, until the first row
     return ModelMetadata(
         name=ref.name, versions=[str(learner.version)], platform=f"kons/{learner.config['algorithm']}",
         inputs=[TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])],

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import tracemalloc
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 
 import httpx
 import numpy as np
@@ -14,25 +12,12 @@ import pytest
 import kons
 from kons import _state
 from kons_service.store import LearnerRef
+from testkit.memory import SMALL_PEAK, traced_peak
 
 pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
 OCTETS = {"content-type": "application/octet-stream"}
-#: Far below any of the refused states (hundreds of MB to exabytes), far above a request's own needs.
-SMALL_PEAK = 64 * 2**20
-
-
-@contextmanager
-def traced_peak() -> Iterator[list[int]]:
-    """The peak of Python and NumPy allocations inside the block (NumPy reports to tracemalloc)."""
-    result: list[int] = []
-    tracemalloc.start()
-    try:
-        yield result
-        result.append(tracemalloc.get_traced_memory()[1])
-    finally:
-        tracemalloc.stop()
 
 
 @pytest.mark.parametrize(("spec", "what"), [
