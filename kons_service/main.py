@@ -59,7 +59,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         url = settings.redis_url
         if url is None:
             embedded = EmbeddedRedis(settings.data_dir)
-            url = embedded.start()
+            try:
+                url = embedded.start()
+            except RuntimeError as exc:  # e.g. one of several `uvicorn --workers N` (see embedded.py)
+                log.error("%s", exc)
+                raise
         store = Store.connect(url, settings.redis_timeout_seconds)
         service = LearnerService(store, settings, metrics)
         started = False
