@@ -35,7 +35,7 @@ _OUTPUT = {"name": "prediction", "shape": [2], "datatype": "FP64", "data": [1.24
 
 #: Examples by schema name; request bodies first in the order a session sends them.
 EXAMPLES: dict[str, list[dict[str, Any]]] = {
-    "LearnerSpec": [{"algorithm": "sketched_kons", "dim": 3, "params": _PARAMS}, {}],
+    "LearnerSpec": [{"algorithm": "sketched_kons", "dim": 3, "params": _PARAMS}],
     "PredictRequest": [{"x": [0.0, 1.0, 2.0], "id": "q-1"}, {"xs": [[0.0, 1.0, 2.0], [1.0, 2.0, 3.0]]}],
     "FeedbackRequest": [
         {"x": [0.0, 1.0, 2.0], "y": 0.5, "request_id": "r-1"},

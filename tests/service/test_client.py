@@ -221,3 +221,11 @@ def test_sync_client_against_a_service_process(tmp_path: Path) -> None:
     with Client(f"http://127.0.0.1:{free_port()}", retry=FAST) as nobody, \
             pytest.raises(ServiceConnectionError, match="4 attempt"):
         nobody.live()
+
+
+async def test_create_learner_defaults_to_auto_whose_first_row_fixes_dim(kons_client: AsyncClient) -> None:
+    created = await kons_client.create_learner("d")
+    assert created.config["algorithm"] == "auto" and created.config["dim"] is None
+    assert (await kons_client.get_learner("d")).input_dim is None
+    await kons_client.feedback("d", 2.0, x=[1.0, 2.0])
+    assert (await kons_client.get_learner("d")).input_dim == 2
