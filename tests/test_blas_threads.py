@@ -69,7 +69,8 @@ def test_after_a_round_the_thread_follows_the_process_thread_count_again() -> No
     with threadpool_limits(1):
         one_thread = A @ x
     with threadpool_limits(2):
-        assert (A @ x).tobytes() != one_thread.tobytes()  # a product whose last bits show the threads
+        if (A @ x).tobytes() == one_thread.tobytes():  # a product whose last bits show the threads
+            pytest.skip("this machine's BLAS does not split the product between 2 threads")
         learner_from_params("ons", {"dim": 3}).learn_one([1.0, 2.0, 3.0], 1.0)
         assert (A @ x).tobytes() != one_thread.tobytes()  # still two threads outside the round
 
