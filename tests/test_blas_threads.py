@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from kons._blas import pinned_libraries
+from kons._blas import one_blas_thread, pinned_libraries
 from kons.base import Learner, learner_from_params
 
 ROUNDS = 30
@@ -73,6 +73,20 @@ def test_after_a_round_the_thread_follows_the_process_thread_count_again() -> No
             pytest.skip("this machine's BLAS does not split the product between 2 threads")
         learner_from_params("ons", {"dim": 3}).learn_one([1.0, 2.0, 3.0], 1.0)
         assert (A @ x).tobytes() != one_thread.tobytes()  # still two threads outside the round
+
+
+def test_a_dot_product_past_10000_terms_is_the_one_thread_one_inside_the_pin() -> None:
+    """The audit's divergence at round 10,002: exact KONS's products with 10,001 stored points are dot
+    products that OpenBLAS splits between threads from 10,001 terms on (too slow to replay here)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(20_001), rng.standard_normal(20_001)
+    with threadpool_limits(1):
+        one_thread = float(a @ b)
+    with threadpool_limits(2):
+        if float(a @ b) == one_thread:
+            pytest.skip("this machine's BLAS does not split the product between 2 threads")
+        with one_blas_thread():
+            assert float(a @ b) == one_thread
 
 
 def test_a_restored_learner_continues_identically_on_another_thread_count() -> None:

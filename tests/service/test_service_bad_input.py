@@ -125,7 +125,7 @@ CREATE_CASES = [  # (body, code, words)
     ({"algorithm": "kons", "dim": 3, "params": {"dim": 3}}, "invalid_parameter", ["dim"]),
     ({"algorithm": "kons", "dim": 0}, "validation_error", ["dim"]),
     ({"algorithm": "kons", "dim": "3"}, "validation_error", ["dim"]),
-    ({"algorithm": "kons"}, "validation_error", ["dim"]),
+    ({"algorithm": "kons", "dim": 2.5}, "validation_error", ["dim"]),  # omitted: test_service_dimless
     ({"algorithm": None, "dim": 3}, "validation_error", ["algorithm"]),  # omitted: auto (test_service_auto)
     ({"algorithm": "kons", "dim": 3, "extra": 1}, "validation_error", ["extra"]),
 ]
