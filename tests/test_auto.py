@@ -11,7 +11,7 @@ import pytest
 from streams import load_stream
 
 import kons
-from kons.auto import Auto
+from kons.auto import MIX_BOUND, REGRESSION_BOUND, SCORE_BOUND, Auto
 from kons.preprocessing import TARGET_BOUND, WARMUP_ROWS
 
 
@@ -105,7 +105,7 @@ def _mixture(binary: bool, experts: int) -> Auto:
 def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: bool) -> None:
     """Vovk's bound: L_AA <= min_i L_i + ln(K) / eta, eta = 1/(2 B^2) (squared) or 1 (log loss)."""
     rng = np.random.default_rng(0)
-    K, T, B = 7, 2000, TARGET_BOUND
+    K, T, B = 7, 2000, MIX_BOUND
     mixture = _mixture(binary, K)
     truth = np.clip(rng.normal(size=T), -B, B)
     noise = np.array([0.1, 0.4, 0.8, 1.2, 2.0, 3.0, 0.6])
@@ -125,6 +125,18 @@ def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: b
     eta = 1.0 if binary else 1.0 / (2.0 * B * B)
     assert total <= expert_losses.min() + math.log(K) / eta + 1e-9
     assert total < np.mean(expert_losses)  # and it does learn which expert to follow
+
+
+@pytest.mark.parametrize(("binary", "bound"), [(False, REGRESSION_BOUND), (True, SCORE_BOUND)])
+def test_the_mixture_plays_beyond_its_interval_up_to_the_bases_bound(binary: bool, bound: float) -> None:
+    """Bases that agree beyond [-MIX_BOUND, MIX_BOUND] are followed there, up to the bases' bound."""
+    mixture = _mixture(binary, 3)
+    mixture._log_weights = np.log([0.2, 0.3, 0.5])
+    inside = (MIX_BOUND + bound) / 2.0
+    assert MIX_BOUND < inside < bound
+    assert mixture._mix(np.full(3, -inside)) == pytest.approx(-inside, rel=1e-9)
+    assert mixture._mix(np.full(3, inside)) == pytest.approx(inside, rel=1e-9)
+    assert mixture._mix(np.full(3, 2.0 * bound)) == pytest.approx(bound, rel=1e-9)
 
 
 @pytest.mark.parametrize("binary", [False, True])
