@@ -30,7 +30,7 @@ import random
 import statistics
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,9 @@ import numpy as np
 import redis
 
 import kons
+from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store
-from testkit.processes import SPEC, services_on_redis, vm_rss_kib
+from testkit.processes import SPEC, RedisServer, ServiceProcess, services_on_redis, vm_rss_kib
 
 __all__ = [
     "HEADERS",
@@ -49,8 +50,10 @@ __all__ = [
     "Ledger",
     "audit",
     "crash_scenario",
+    "eviction_scenario",
     "redis_fault_scenario",
     "replica_scenario",
+    "rollback_scenario",
     "round_body",
     "soak_scenario",
     "storm",
@@ -215,10 +218,15 @@ def _create(url: str, spec: dict[str, Any] = SPEC) -> None:
     response.raise_for_status()
 
 
-def _service_settings(**overrides: Any) -> dict[str, Any]:
-    return {"api_keys": TENANT_KEYS, "lease_ttl_ms": 1000, "lease_wait_seconds": 2.0,
-            "snapshot_every_rounds": 150, "snapshot_interval_seconds": 2.0, "redis_timeout_seconds": 0.5,
-            **overrides}
+def _service_settings(overrides: Mapping[str, object] | None = None) -> dict[str, object]:
+    """The settings of a scenario's service processes: the defaults of :class:`Settings` (what an operator
+    gets), two tenants' keys, and the caller's ``overrides`` (reported with the scenario's figures)."""
+    return {"api_keys": TENANT_KEYS, **(overrides or {})}
+
+
+def _effective(overrides: Mapping[str, object] | None, name: str) -> Any:
+    """The value of setting ``name`` in a service run with ``overrides``."""
+    return (overrides or {}).get(name, Settings.model_fields[name].default)
 
 
 async def _run_storm(
@@ -237,12 +245,15 @@ async def _run_storm(
 
 async def crash_scenario(
     workdir: Path, *, kills: int, clients: int = 4, gap: tuple[float, float] = (0.3, 1.5), seed: int = 0,
-    spec: dict[str, Any] = SPEC,
+    spec: dict[str, Any] = SPEC, settings: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """A feedback storm against one learner of ``spec`` in a service process that is SIGKILLed ``kills``
-    times and restarted."""
+    times and restarted. ``stall_after_restart_s``: for each kill, how long after the restarted process
+    answered /healthz the first round was acknowledged (the killed writer's lease, up to
+    ``lease_ttl_ms``, is in that figure)."""
     rng = random.Random(seed)
-    with services_on_redis(workdir, **_service_settings()) as (server, [service]):
+    restarts: list[float] = []  # when each restarted process was healthy
+    with services_on_redis(workdir, **_service_settings(settings)) as (server, [service]):
         started = time.monotonic()
         _create(service.url, spec)
 
@@ -251,16 +262,31 @@ async def crash_scenario(
                 await asyncio.sleep(rng.uniform(*gap))
                 service.kill()
                 await asyncio.to_thread(service.start)
+                restarts.append(time.monotonic())
 
         ledger = await _run_storm([service.url], clients, disturb, seed)
-        return {"kills": kills, "clients": clients, **ledger.summary(),
+        stalls = [_first_ack_after(ledger, t) for t in restarts]
+        measured = [s for s in stalls if s is not None]
+        return {"kills": kills, "clients": clients, "settings": dict(settings or {}), **ledger.summary(),
                 **audit([service.url], server.url, ledger, spec),
+                "lease_ttl_ms": _effective(settings, "lease_ttl_ms"),
+                "stall_after_restart_s": {
+                    "median": round(statistics.median(measured), 3) if measured else None,
+                    "max": round(max(measured), 3) if measured else None,
+                    "kills_without_an_ack_after": len(stalls) - len(measured)},
                 "seconds": round(time.monotonic() - started, 1)}
+
+
+def _first_ack_after(ledger: Ledger, moment: float) -> float | None:
+    """Seconds from ``moment`` to the first acknowledgement of a request sent after it (None: none)."""
+    answered = [end for sent, end, status in ledger.events if sent >= moment and status == 200]
+    return min(answered) - moment if answered else None
 
 
 async def redis_fault_scenario(
     workdir: Path, *, clients: int = 4, outage_seconds: float = 3.0, pause_seconds: float = 3.0,
-    calm_seconds: float = 2.0, kill_redis: bool = False, redis_timeout: float = 0.5, seed: int = 0,
+    calm_seconds: float = 2.0, kill_redis: bool = False, seed: int = 0,
+    settings: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """A storm through a restart of Redis (SIGTERM, AOF replayed), an outage (stopped for
     ``outage_seconds``) and a freeze (SIGSTOP for ``pause_seconds``); optionally a SIGKILL of Redis."""
@@ -274,8 +300,7 @@ async def redis_fault_scenario(
         await asyncio.to_thread(up)
         phases.append((name, t0, time.monotonic()))
 
-    with services_on_redis(workdir, **_service_settings(redis_timeout_seconds=redis_timeout)) as (
-            server, [service]):
+    with services_on_redis(workdir, **_service_settings(settings)) as (server, [service]):
         started = time.monotonic()
         _create(service.url)
 
@@ -300,24 +325,32 @@ async def redis_fault_scenario(
                 "seconds_down": round(t1 - t0, 2),
                 "first_200_after_s": round(min(after) - t1, 3) if after else None,
             }
-        return {"clients": clients, "redis_timeout_s": redis_timeout, **ledger.summary(),
+        return {"clients": clients, "settings": dict(settings or {}),
+                "redis_timeout_s": _effective(settings, "redis_timeout_seconds"),
+                "lease_wait_s": _effective(settings, "lease_wait_seconds"), **ledger.summary(),
                 **audit([service.url], server.url, ledger), "phases": per_phase,
                 "service_restarted": service.starts - 1, "seconds": round(time.monotonic() - started, 1)}
 
 
 async def replica_scenario(
     workdir: Path, *, replicas: int = 2, clients: int = 6, seconds: float = 5.0, seed: int = 0,
-    spec: dict[str, Any] = SPEC,
+    spec: dict[str, Any] = SPEC, settings: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """Clients send feedback to one learner of ``spec`` through ``replicas`` service processes on one
     Redis."""
-    with services_on_redis(workdir, replicas, **_service_settings()) as (server, services):
+    with services_on_redis(workdir, replicas, **_service_settings(settings)) as (server, services):
         started = time.monotonic()
         urls = [s.url for s in services]
         _create(urls[0], spec)
         ledger = await _run_storm(urls, clients, lambda: asyncio.sleep(seconds), seed)
-        return {"replicas": replicas, "clients": clients, **ledger.summary(),
+        return {"replicas": replicas, "clients": clients, "settings": dict(settings or {}),
+                **ledger.summary(),
                 **audit(urls, server.url, ledger, spec), "seconds": round(time.monotonic() - started, 1)}
+
+
+#: The soak shortens the lives of predict ids and request ids so that their expiry happens within the run.
+_SOAK_SETTINGS = {"id_ttl_seconds": 5, "request_id_ttl_seconds": 5, "request_ids_max": 2000}
+_SOAK_SETTINGS_WHY = "ids expire within the run, so that the id stores are seen to shrink back"
 
 
 async def soak_scenario(
@@ -326,7 +359,7 @@ async def soak_scenario(
 ) -> dict[str, Any]:
     """A bounded soak: feedback, predicts with ids (some never consumed) and batches over several
     learners of bounded state (ONS, dim 8), sampling the service's VmRSS and Redis's memory."""
-    settings = _service_settings(id_ttl_seconds=5, request_id_ttl_seconds=5, request_ids_max=2000)
+    settings = _service_settings(_SOAK_SETTINGS)
     spec = {"algorithm": "ons", "dim": 8, "params": {"loss": "squared", "C": 3.0}}
     samples: list[tuple[float, int, int]] = []
     statuses: Counter[int] = Counter()
@@ -382,6 +415,7 @@ async def soak_scenario(
     rss = [s[1] for s in samples]
     return {
         "seconds": round(seconds, 1), "clients": clients, "learners": learners, "rounds": rounds,
+        "settings": _SOAK_SETTINGS, "settings_why": _SOAK_SETTINGS_WHY,
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
         "samples": len(samples),
         "rss_kib_first": rss[0] if rss else None, "rss_kib_max": max(rss) if rss else None,
@@ -402,3 +436,217 @@ def _slope(samples: Sequence[tuple[float, int, int]], column: int) -> float:
     mt, my = statistics.fmean(ts), statistics.fmean(ys)
     den = sum((t - mt) ** 2 for t in ts)
     return sum((t - mt) * (y - my) for t, y in zip(ts, ys, strict=True)) / den if den else 0.0
+
+
+# ---------------------------------------------------------------------------------------------- rollback
+#: key -> (its DUMP, its absolute expiry in ms or None), or None for an absent key
+_Saved = dict[str, tuple[bytes, int | None] | None]
+
+
+def _save_keys(client: redis.Redis, keys: Sequence[str]) -> _Saved:
+    """The keys as they are now, read in one transaction (no script runs between two reads)."""
+    pipe = client.pipeline(transaction=True)
+    for key in keys:
+        pipe.dump(key)
+        pipe.pttl(key)
+    replies = pipe.execute()
+    now_ms = int(time.time() * 1000)
+    saved: _Saved = {}
+    for key, value, ttl in zip(keys, replies[::2], replies[1::2], strict=True):
+        saved[key] = None if value is None else (value, now_ms + ttl if ttl >= 0 else None)
+    return saved
+
+
+def _restore_keys(client: redis.Redis, saved: _Saved) -> None:
+    """Put the keys back as saved, in one transaction; an expiry is kept absolute (a key whose expiry
+    has passed stays absent), as Redis does when it loads an append-only file."""
+    now_ms = int(time.time() * 1000)
+    pipe = client.pipeline(transaction=True)
+    for key, entry in saved.items():
+        pipe.delete(key)
+        if entry is None:
+            continue
+        value, expire_at = entry
+        if expire_at is None:
+            pipe.restore(key, 0, value)
+        elif expire_at > now_ms:
+            pipe.restore(key, expire_at, value, absttl=True)
+    pipe.execute()
+
+
+#: What a service process logs when it finds that the store lost rounds it held (kons_service.cache).
+ROLLBACK_LOG_LINE = "the store lost rounds of"
+
+
+async def rollback_scenario(
+    workdir: Path, *, rollbacks: int = 2, replicas: int = 2, clients: int = 4,
+    loss_window: tuple[float, float] = (0.3, 1.0), calm: tuple[float, float] = (1.0, 2.0), seed: int = 0,
+    settings: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """A storm through ``replicas`` service processes while Redis loses its newest acknowledged rounds
+    ``rollbacks`` times, and the storm goes on.
+
+    A rollback saves the learner's keys (``DUMP``) and puts them back as they were (``RESTORE``) a
+    ``loss_window`` later: what a Redis that restarts from an append-only file missing its last second
+    (``appendfsync everysec`` and a host crash), or a failover to a replica that had not received them,
+    leaves behind. The rounds acknowledged in the window are gone, their versions are taken again by
+    other rounds, and the replicas that held them must notice instead of serving or extending them.
+
+    The surviving history is read from the learner's request-id records in Redis (written by the same
+    script as the log entry, one per round, ``<version>:<answer>``): an acknowledged round whose id is no
+    longer there was lost by a rollback. The surviving acknowledged rounds are then audited like any storm
+    (:func:`audit`): each in the learner exactly once, every replica bit-identical to a serial replay.
+    """
+    rng = random.Random(seed)
+    windows: list[tuple[float, float]] = []
+    with services_on_redis(workdir, replicas, **_service_settings(settings)) as (server, services), \
+            contextlib.closing(server.client()) as client:
+        started = time.monotonic()
+        urls = [s.url for s in services]
+        _create(urls[0])
+        ref = LearnerRef("alpha", NAME)
+        keys = Store(client).keys_of(ref)
+
+        async def disturb() -> None:
+            for _ in range(rollbacks):
+                await asyncio.sleep(rng.uniform(*calm))
+                saved = await asyncio.to_thread(_save_keys, client, keys)
+                t0 = time.monotonic()
+                await asyncio.sleep(rng.uniform(*loss_window))
+                await asyncio.to_thread(_restore_keys, client, saved)
+                windows.append((t0, time.monotonic()))
+            await asyncio.sleep(calm[1])  # the storm goes on: every replica meets the rolled-back store
+
+        ledger = await _run_storm(urls, clients, disturb, seed)
+        remembered = {rid.decode(): int(record.split(b":", 1)[0])
+                      for rid, record in client.hgetall(Store._key(ref, "reqs")).items()}
+        survivors = Ledger(acked={rid: vb for rid, vb in ledger.acked.items() if rid in remembered})
+        moved = sum(1 for rid, (v, _) in survivors.acked.items() if remembered[rid] != v)
+        lost = len(ledger.acked) - len(survivors.acked)
+        detections = [s.log.read_text().count(ROLLBACK_LOG_LINE) for s in services]
+        return {
+            "rollbacks": rollbacks, "replicas": replicas, "clients": clients,
+            "settings": dict(settings or {}),
+            "loss_windows_s": [round(t1 - t0, 2) for t0, t1 in windows],
+            **ledger.summary(),
+            "lost_by_the_rollbacks": lost,
+            "survivors_at_another_version": moved,
+            "request_ids_cap": _effective(settings, "request_ids_max"),
+            "rollbacks_detected_per_replica": detections,
+            **{f"survivors_{k}": v for k, v in audit(urls, server.url, survivors).items()},
+            "seconds": round(time.monotonic() - started, 1),
+        }
+
+
+# ---------------------------------------------------------------------------------------------- eviction
+#: The eviction scenario's learners: linear, small state, so that Redis's memory is the logs' and ids'.
+_EVICTION_SPEC = {"algorithm": "ons", "dim": 8, "params": {"loss": "squared", "C": 3.0}}
+
+
+async def _fill(
+    url: str, server: RedisServer, *, learners: int, batches: int, rows: int, headroom_bytes: int,
+    concurrency: int = 4,
+) -> dict[str, Any]:
+    """Create ``learners``, cap Redis's memory at what it uses plus ``headroom_bytes``, send each learner
+    ``batches`` feedback batches of ``rows`` rounds, then count what the learners still hold."""
+    names = [f"ev{i}" for i in range(learners)]
+    statuses: Counter[int] = Counter()
+    acked = dict.fromkeys(names, 0)
+    with contextlib.closing(server.client()) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=60, headers=HEADERS) as http:
+            for name in names:
+                (await http.put(f"/v1/learners/{name}", json=_EVICTION_SPEC)).raise_for_status()
+            used = int(client.info("memory")["used_memory"])
+            client.config_set("maxmemory", used + headroom_bytes)
+            gate = asyncio.Semaphore(concurrency)
+
+            async def send(name: str, batch: int) -> None:
+                rng = random.Random(f"{name}/{batch}")
+                items = []
+                for _ in range(rows):
+                    x = [rng.uniform(-1, 1) for _ in range(8)]
+                    items.append({"x": x, "y": x[0] - 0.5 * x[1]})
+                async with gate:
+                    response = await http.post(f"/v1/learners/{name}/feedback",
+                                               json={"items": items, "request_id": f"{name}-{batch}"})
+                statuses[response.status_code] += 1
+                if response.status_code == 200:
+                    acked[name] += rows
+
+            for batch in range(batches):
+                await asyncio.gather(*(send(name, batch) for name in names))
+            versions = {}
+            for name in names:
+                response = await http.get(f"/v1/learners/{name}")
+                statuses[response.status_code] += 1
+                versions[name] = response.json()["version"] if response.status_code == 200 else None
+        memory = client.info("memory")
+        evicted = int(client.info("stats")["evicted_keys"])
+    gone = [n for n in names if versions[n] is None]
+    return {
+        "learners": learners, "rounds_sent": learners * batches * rows,
+        "maxmemory_bytes": int(memory["maxmemory"]), "used_memory_bytes": int(memory["used_memory"]),
+        "evicted_keys": evicted,
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "acknowledged_rounds": sum(acked.values()),
+        "learners_gone": len(gone),
+        "acknowledged_rounds_gone": sum(acked[n] - (versions[n] or 0) for n in names
+                                        if (versions[n] or 0) < acked[n]),
+        "learners_above_acknowledged": sum(1 for n in names if (versions[n] or 0) > acked[n]),
+    }
+
+
+async def eviction_scenario(
+    workdir: Path, *, learners: int = 12, batches: int = 8, rows: int = 100, headroom_bytes: int = 2**20,
+) -> dict[str, Any]:
+    """What the service does on a Redis whose ``maxmemory-policy`` may evict keys (``allkeys-lru``).
+
+    * ``refused``: a service started on such a Redis exits, naming the policy;
+    * ``readiness``: a service whose Redis is switched to that policy at run time answers /readyz 503;
+    * ``override``: with ``KONS_REDIS_REQUIRE_NOEVICTION=false`` it runs on it; Redis's memory is capped
+      just above its use and the learners are fed (:func:`_fill`): what vanished;
+    * ``noeviction``: the same load on the required policy: writes are refused when memory runs out,
+      nothing acknowledged vanishes.
+    """
+    started = time.monotonic()
+    evicting = RedisServer(workdir / "lru", eviction="allkeys-lru").start()
+    try:
+        service = ServiceProcess(evicting.url, workdir / "refused.log", **_service_settings())
+        try:
+            service.start()
+        except RuntimeError:
+            refused = True
+        else:
+            refused = False
+            service.stop()
+        log = (workdir / "refused.log").read_text()
+        refusal = next((line for line in log.splitlines() if "refusing to start" in line), "")
+        service = ServiceProcess(evicting.url, workdir / "override.log",
+                                 **_service_settings({"redis_require_noeviction": "false"})).start()
+        try:
+            override = await _fill(service.url, evicting, learners=learners, batches=batches, rows=rows,
+                                   headroom_bytes=headroom_bytes)
+        finally:
+            service.stop()
+        override["service_log_tracebacks"] = (workdir / "override.log").read_text().count("Traceback")
+    finally:
+        evicting.stop()
+    with services_on_redis(workdir / "noeviction", **_service_settings()) as (server, [service]):
+        with contextlib.closing(server.client()) as client:
+            client.config_set("maxmemory-policy", "allkeys-lru")
+            try:
+                ready = httpx.get(f"{service.url}/readyz", timeout=10)
+            finally:
+                client.config_set("maxmemory-policy", "noeviction")
+            ready_again = httpx.get(f"{service.url}/readyz", timeout=10).status_code
+        readiness = {"status": ready.status_code, "code": ready.json().get("error", {}).get("code"),
+                     "status_after_policy_restored": ready_again}
+        noeviction = await _fill(service.url, server, learners=learners, batches=batches, rows=rows,
+                                 headroom_bytes=headroom_bytes)
+        noeviction["service_log_tracebacks"] = service.log.read_text().count("Traceback")
+    return {
+        "refused_to_start": refused, "refusal_log_line": refusal.strip()[-300:],
+        "readiness_when_policy_changes": readiness,
+        "override_allkeys_lru": override, "noeviction": noeviction,
+        "seconds": round(time.monotonic() - started, 1),
+    }
