@@ -182,7 +182,9 @@ _EXPLAINED = {
         "Two service processes take a storm while the learner's keys in Redis are put back, several times, "
         "as they were up to a second earlier (`DUMP`/`RESTORE`, expiries kept): what a Redis restarted from "
         "an append-only file that misses its last second, or a failover to a replica that missed it, leaves "
-        "behind. `lost_by_the_rollbacks` are acknowledged rounds the rollbacks removed (the request-id "
+        "behind. During each loss window the storm goes to the first process only (it holds the rounds "
+        "that are lost), right after it to the second only (it takes their versions again with other "
+        "rounds), then to both. `lost_by_the_rollbacks` are acknowledged rounds the rollbacks removed (the request-id "
         "records Redis keeps with every round are the oracle); the `survivors_*` figures audit the other "
         "acknowledged rounds like any storm; `rollbacks_detected_per_replica` counts each process's log "
         "lines `the store lost rounds of ...`.", ""],
@@ -250,11 +252,11 @@ def _eviction_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
          f"{over['learners']} learners, {over['acknowledged_rounds']} rounds acknowledged under a "
          f"{over['maxmemory_bytes'] / 2**20:.1f} MiB cap: **{over['learners_gone']} learners and "
          f"{over['acknowledged_rounds_gone']} acknowledged rounds vanished** ({over['evicted_keys']} keys "
-         f"evicted; answers {_counts(over['statuses'])})"),
+         f"evicted; answers {_counts(over['feedback_statuses'])})"),
         ("Full Redis on `noeviction`",
          f"same load: {kept['acknowledged_rounds']} acknowledged, **{kept['learners_gone']} learners and "
          f"{kept['acknowledged_rounds_gone']} acknowledged rounds vanished**; answers "
-         f"{_counts(kept['statuses'])}"),
+         f"{_counts(kept['feedback_statuses'])}"),
     ]
 
 
@@ -372,7 +374,8 @@ _NOTES = """## How to read these figures
   The SIGKILL storm alone seldom kills a process between its append and its answer (its in-flight
   requests mostly died before the append); that window is covered deterministically by the lost-reply
   tests in `tests/reliability/test_retry_safety.py`, which drop the reply of the append script in a proxy.
-  Before the history fence, the rollback scenario's replicas served the lost history (issue 14).
+  Run against the service as it was before the history fence (the parent of commit cba4bee), the
+  rollback scenario ends with the replicas different from each other and from the serial replay.
 * **Byte format**: random corruption of state blobs is covered by the hypothesis tests in
   `tests/test_state.py` (`test_random_corruption_is_always_a_state_format_error`,
   `test_resigned_corruption_never_escapes_as_another_error`) and over HTTP by
@@ -494,8 +497,8 @@ def _eviction_failures(results: dict[str, Any]) -> list[str]:
     kept = r["noeviction"]
     if kept["acknowledged_rounds_gone"] or kept["learners_gone"]:
         out.append(f"eviction: noeviction lost {kept['acknowledged_rounds_gone']} acknowledged rounds")
-    if any(s.startswith("5") and s != "503" for s in kept["statuses"]):
-        out.append(f"eviction: a full noeviction Redis gave {kept['statuses']}")
+    if any(s.startswith("5") and s != "503" for s in kept["feedback_statuses"]):
+        out.append(f"eviction: a full noeviction Redis gave {kept['feedback_statuses']}")
     return out
 
 

@@ -489,20 +489,25 @@ async def rollback_scenario(
     A rollback saves the learner's keys (``DUMP``) and puts them back as they were (``RESTORE``) a
     ``loss_window`` later: what a Redis that restarts from an append-only file missing its last second
     (``appendfsync everysec`` and a host crash), or a failover to a replica that had not received them,
-    leaves behind. The rounds acknowledged in the window are gone, their versions are taken again by
-    other rounds, and the replicas that held them must notice instead of serving or extending them.
+    leaves behind. During the window the storm goes to the first replica only, which thus holds the
+    rounds that are lost; for a ``loss_window`` after it, to the others only, which take those versions
+    again with other rounds; then to all. The first replica must notice that the log no longer continues
+    its history, and neither serve nor extend the lost rounds.
 
     The surviving history is read from the learner's request-id records in Redis (written by the same
     script as the log entry, one per round, ``<version>:<answer>``): an acknowledged round whose id is no
     longer there was lost by a rollback. The surviving acknowledged rounds are then audited like any storm
     (:func:`audit`): each in the learner exactly once, every replica bit-identical to a serial replay.
     """
+    if replicas < 2:
+        raise ValueError("a rollback scenario needs a replica that held the lost rounds and another one")
     rng = random.Random(seed)
     windows: list[tuple[float, float]] = []
     with services_on_redis(workdir, replicas, **_service_settings(settings)) as (server, services), \
             contextlib.closing(server.client()) as client:
         started = time.monotonic()
         urls = [s.url for s in services]
+        routed = list(urls)  # the replicas the storm sends to, changed in place below
         _create(urls[0])
         ref = LearnerRef("alpha", NAME)
         keys = Store(client).keys_of(ref)
@@ -511,13 +516,17 @@ async def rollback_scenario(
             for _ in range(rollbacks):
                 await asyncio.sleep(rng.uniform(*calm))
                 saved = await asyncio.to_thread(_save_keys, client, keys)
+                routed[:] = urls[:1]
                 t0 = time.monotonic()
                 await asyncio.sleep(rng.uniform(*loss_window))
                 await asyncio.to_thread(_restore_keys, client, saved)
                 windows.append((t0, time.monotonic()))
-            await asyncio.sleep(calm[1])  # the storm goes on: every replica meets the rolled-back store
+                routed[:] = urls[1:]
+                await asyncio.sleep(loss_window[1])
+                routed[:] = urls
+            await asyncio.sleep(calm[1])
 
-        ledger = await _run_storm(urls, clients, disturb, seed)
+        ledger = await _run_storm(routed, clients, disturb, seed)
         remembered = {rid.decode(): int(record.split(b":", 1)[0])
                       for rid, record in client.hgetall(Store._key(ref, "reqs")).items()}
         survivors = Ledger(acked={rid: vb for rid, vb in ledger.acked.items() if rid in remembered})
@@ -578,7 +587,6 @@ async def _fill(
             versions = {}
             for name in names:
                 response = await http.get(f"/v1/learners/{name}")
-                statuses[response.status_code] += 1
                 versions[name] = response.json()["version"] if response.status_code == 200 else None
         memory = client.info("memory")
         evicted = int(client.info("stats")["evicted_keys"])
@@ -587,7 +595,7 @@ async def _fill(
         "learners": learners, "rounds_sent": learners * batches * rows,
         "maxmemory_bytes": int(memory["maxmemory"]), "used_memory_bytes": int(memory["used_memory"]),
         "evicted_keys": evicted,
-        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "feedback_statuses": {str(k): v for k, v in sorted(statuses.items())},
         "acknowledged_rounds": sum(acked.values()),
         "learners_gone": len(gone),
         "acknowledged_rounds_gone": sum(acked[n] - (versions[n] or 0) for n in names

@@ -45,9 +45,11 @@ async def test_twenty_sigkills(tmp_path: Path) -> None:
 
 
 async def test_redis_restart_outage_and_freeze_are_503s_and_recover(tmp_path: Path) -> None:
+    # short timeouts (the defaults are 2 s and 10 s) keep this test fast and its bound tight
     timeout, lease_wait = 0.5, 2.0
-    result = await redis_fault_scenario(tmp_path, outage_seconds=1.5, pause_seconds=2.5, calm_seconds=1.0,
-                                        redis_timeout=timeout)
+    result = await redis_fault_scenario(
+        tmp_path, outage_seconds=1.5, pause_seconds=2.5, calm_seconds=1.0,
+        settings={"redis_timeout_seconds": timeout, "lease_wait_seconds": lease_wait})
     assert_kept(result)
     assert result["status_503"] > 0 and result["service_restarted"] == 0
     # bound: the learner's lock (lease_wait) + one failing command and the lease release, each
