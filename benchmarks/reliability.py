@@ -151,6 +151,8 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
              f"{soak['learners_state_bytes'] / 1024:.1f} KiB"),
         ]),
         "",
+        _verdict(results),
+        "",
     ]
     for title, key in _SECTIONS:
         if key not in results:
@@ -169,6 +171,13 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
     return "\n".join(lines)
 
 
+def _verdict(results: dict[str, Any]) -> str:
+    failures = _failures(results)
+    if not failures:
+        return "Every promise the battery checks was kept in this run."
+    return "**Not kept in this run:** " + "; ".join(failures) + "."
+
+
 _SECTIONS = [("Crash durability", "crash"), ("Redis faults", "redis_faults"),
              ("Redis SIGKILL (appendfsync everysec)", "redis_sigkill"), ("Replicas", "replicas"),
              ("Redis rollback", "rollback"), ("Evicting Redis", "eviction"), ("Hostile senders", "hostile"),
@@ -184,10 +193,10 @@ _EXPLAINED = {
         "an append-only file that misses its last second, or a failover to a replica that missed it, leaves "
         "behind. During each loss window the storm goes to the first process only (it holds the rounds "
         "that are lost), right after it to the second only (it takes their versions again with other "
-        "rounds), then to both. `lost_by_the_rollbacks` are acknowledged rounds the rollbacks removed (the request-id "
-        "records Redis keeps with every round are the oracle); the `survivors_*` figures audit the other "
-        "acknowledged rounds like any storm; `rollbacks_detected_per_replica` counts each process's log "
-        "lines `the store lost rounds of ...`.", ""],
+        "rounds), then to both. `lost_by_the_rollbacks` are acknowledged rounds the rollbacks removed (the "
+        "request-id records Redis keeps with every round are the oracle); the `survivors_*` figures audit "
+        "the other acknowledged rounds like any storm; `rollbacks_detected_per_replica` counts each "
+        "process's log lines `the store lost rounds of ...`.", ""],
     "eviction": [
         "A real redis-server with `maxmemory-policy allkeys-lru`: the service refuses to start on it; a "
         "service whose Redis is switched to it at run time reports not ready; with the explicit override "
@@ -215,12 +224,14 @@ def _settings_paragraph(results: dict[str, Any]) -> str:
 
 
 def _stall_row(crash: dict[str, Any]) -> list[tuple[str, str]]:
-    stall = crash.get("stall_after_restart_s")
+    stall = crash.get("write_stall_s")
     if not stall:
         return []
-    return [("Write stall after a SIGKILL",
-             f"first acknowledgement after the restarted process answered /healthz: median "
-             f"{stall['median']} s, max {stall['max']} s (lease TTL {crash['lease_ttl_ms']} ms)")]
+    return [("Write stall after a SIGKILL (one process, restarted)",
+             f"first acknowledgement after the kill: median {stall['from_kill']['median']} s, max "
+             f"{stall['from_kill']['max']} s, of which the restart until /healthz answers: median "
+             f"{stall['restart']['median']} s (the killed writer's lease has a TTL of "
+             f"{crash['lease_ttl_ms']} ms)")]
 
 
 def _rollback_row(results: dict[str, Any]) -> list[tuple[str, str]]:
@@ -228,7 +239,7 @@ def _rollback_row(results: dict[str, Any]) -> list[tuple[str, str]]:
         return []
     r = results["rollback"]
     return [("Redis rollback",
-             f"{r['rollbacks']} rollbacks under {r['replicas']} replicas: {r['acknowledged_rounds']} "
+             f"{r['rollbacks']} rollbacks under {r['replicas']} replicas: {r['acknowledged']} "
              f"acknowledged, {r['lost_by_the_rollbacks']} lost by the rollbacks (Redis forgot them), "
              f"detected {sum(r['rollbacks_detected_per_replica'])} times "
              f"({'/'.join(map(str, r['rollbacks_detected_per_replica']))} per replica); the "
@@ -336,7 +347,7 @@ answered 503 and nothing acknowledged is lost (measured below: Evicting Redis).
 
 **The lease TTL (`KONS_LEASE_TTL_MS`, default 2000).** One process writes to a learner at a time, under a
 lease it renews while it works. If that process dies, other processes wait for its lease to expire, at most
-the TTL, before they can write to that learner (measured below: write stall after a SIGKILL); requests wait
+the TTL, before they can write to that learner (below: the write stall after a SIGKILL); requests wait
 up to `KONS_LEASE_WAIT_SECONDS` (default 10) for the lease before they are answered 503 `learner_busy`.
 Correctness does not rest on the lease: every append is checked against the log's head in Redis.
 
