@@ -115,7 +115,7 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
              f"{crash['kills']} SIGKILLs survived; {crash['acknowledged_rounds']} rounds acknowledged, "
              f"**{crash['lost']} lost, {crash['duplicated']} duplicated**; state == serial replay: "
              f"{crash['state_equals_replay']}"),
-            *_stall_row(crash),
+            *_rows(results["crash"], "write_stall_s", lambda _: _stall_row(crash)),
             ("Redis faults",
              f"restart, {faults['phases']['outage']['seconds_down']} s outage, "
              f"{faults['phases']['freeze']['seconds_down']} s freeze: {faults['status_503']} answers 503, "
@@ -130,15 +130,15 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
              f"{faults['redis_timeout_s']} s); first 200 after Redis came back: "
              + ", ".join(f"{n} {p['first_200_after_s']} s" for n, p in faults["phases"].items())
              + f"; service restarts needed: {faults['service_restarted']}"),
-            *_sigkill_row(results),
+            *_rows(results, "redis_sigkill", _sigkill_row),
             ("Replicas",
              f"{replicas['replicas']} processes, {replicas['acknowledged_rounds']} rounds: "
              f"version == acknowledged: {replicas['final_version'] == replicas['acknowledged_rounds']}; "
              f"probes bit-identical: {replicas['replicas_agree_on_probes']}; "
              f"state == serial replay: {replicas['state_equals_replay']}"),
-            *_rollback_row(results),
-            *_eviction_rows(results),
-            *_hostile_row(results),
+            *_rows(results, "rollback", _rollback_row),
+            *_rows(results, "eviction", _eviction_rows),
+            *_rows(results, "hostile", _hostile_row),
             ("Failover", "measured: see below" if "failover" in results else "**not measured in this run**"),
             ("Fuzzing",
              f"{fuzz.get('requests', '?')} requests over {fuzz.get('operations', '?')} operations: "
@@ -223,10 +223,16 @@ def _settings_paragraph(results: dict[str, Any]) -> str:
             "(`tests/reliability/test_fuzz.py`) so that generated requests stay fast.")
 
 
-def _stall_row(crash: dict[str, Any]) -> list[tuple[str, str]]:
-    stall = crash.get("write_stall_s")
-    if not stall:
-        return []
+Rows = list[tuple[str, str]]
+
+
+def _rows(results: dict[str, Any], key: str, render: Callable[[dict[str, Any]], Rows]) -> Rows:
+    """The summary rows of scenario ``key``; none when a run (an older one) does not have it."""
+    return render(results[key]) if key in results else []
+
+
+def _stall_row(crash: dict[str, Any]) -> Rows:
+    stall = crash["write_stall_s"]
     return [("Write stall after a SIGKILL (one process, restarted)",
              f"first acknowledgement after the kill: median {stall['from_kill']['median']} s, max "
              f"{stall['from_kill']['max']} s, of which the restart until /healthz answers: median "
@@ -234,25 +240,22 @@ def _stall_row(crash: dict[str, Any]) -> list[tuple[str, str]]:
              f"{crash['lease_ttl_ms']} ms)")]
 
 
-def _rollback_row(results: dict[str, Any]) -> list[tuple[str, str]]:
-    if "rollback" not in results:
-        return []
-    r = results["rollback"]
-    return [("Redis rollback",
-             f"{r['rollbacks']} rollbacks under {r['replicas']} replicas: {r['acknowledged']} "
-             f"acknowledged, {r['lost_by_the_rollbacks']} lost by the rollbacks (Redis forgot them), "
-             f"detected {sum(r['rollbacks_detected_per_replica'])} times "
-             f"({'/'.join(map(str, r['rollbacks_detected_per_replica']))} per replica); the "
-             f"{r['survivors_acknowledged_rounds']} others: **{r['survivors_lost']} lost, "
-             f"{r['survivors_duplicated']} duplicated**, replicas bit-identical: "
-             f"{r['survivors_replicas_agree_on_probes']}, state == serial replay of the surviving log: "
-             f"{r['survivors_state_equals_replay']}; **{r['status_5xx_other_than_503']} 5xx**")]
+def _rollback_row(r: dict[str, Any]) -> Rows:
+    detected = r["rollbacks_detected_per_replica"]
+    survivors = {key[len("survivors_"):]: value for key, value in r.items() if key.startswith("survivors_")}
+    return [("Redis rollback", "; ".join([
+        f"{r['rollbacks']} rollbacks under {r['replicas']} replicas: {r['acknowledged']} acknowledged",
+        f"{r['lost_by_the_rollbacks']} lost by the rollbacks (Redis forgot them)",
+        f"detected {sum(detected)} times ({'/'.join(map(str, detected))} per replica)",
+        f"the {survivors['acknowledged_rounds']} others: **{survivors['lost']} lost, "
+        f"{survivors['duplicated']} duplicated**, replicas bit-identical: "
+        f"{survivors['replicas_agree_on_probes']}, state == serial replay of the surviving log: "
+        f"{survivors['state_equals_replay']}",
+        f"**{r['status_5xx_other_than_503']} 5xx**",
+    ]))]
 
 
-def _eviction_rows(results: dict[str, Any]) -> list[tuple[str, str]]:
-    if "eviction" not in results:
-        return []
-    r = results["eviction"]
+def _eviction_rows(r: dict[str, Any]) -> Rows:
     ready = r["readiness_when_policy_changes"]
     over, kept = r["override_allkeys_lru"], r["noeviction"]
     return [
@@ -275,10 +278,7 @@ def _counts(statuses: dict[str, int]) -> str:
     return ", ".join(f"{n} x {s}" for s, n in statuses.items())
 
 
-def _hostile_row(results: dict[str, Any]) -> list[tuple[str, str]]:
-    if "hostile" not in results:
-        return []
-    r = results["hostile"]
+def _hostile_row(r: dict[str, Any]) -> Rows:
     if r.get("exit"):
         return [("Hostile senders", f"**the measurement failed** (exit {r['exit']})")]
     idle = r["phases"]["idle"]["p99 ms"]
@@ -294,10 +294,7 @@ def _statuses(phase: dict[str, Any]) -> str:
     return ", ".join(shown) or "none"
 
 
-def _sigkill_row(results: dict[str, Any]) -> list[tuple[str, str]]:
-    if "redis_sigkill" not in results:
-        return []
-    r = results["redis_sigkill"]
+def _sigkill_row(r: dict[str, Any]) -> Rows:
     return [("Redis SIGKILL (appendfsync everysec)",
              f"{r['acknowledged_rounds']} acknowledged, **{r['lost']} lost, {r['duplicated']} duplicated** "
              "(a process kill: written AOF data survives in the page cache)")]
