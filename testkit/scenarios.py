@@ -42,6 +42,7 @@ import redis
 import kons
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store
+from testkit import scrape
 from testkit.processes import SPEC, RedisServer, ServiceProcess, services_on_redis, vm_rss_kib
 
 __all__ = [
@@ -64,6 +65,10 @@ TENANT_KEYS = "alpha:alpha-key,beta:beta-key"
 HEADERS = {"Authorization": "Bearer alpha-key"}
 PROBES = [[0.0, 0.0, 0.0], [0.5, -0.5, 0.25], [-1.0, 1.0, 0.9], [3.0, 0.1, -2.0]]
 _BACKOFF = (0.02, 0.25)
+
+#: The soak shortens the lives of predict ids and request ids so that their expiry happens within the run.
+_SOAK_SETTINGS = {"id_ttl_seconds": 5, "request_id_ttl_seconds": 5, "request_ids_max": 2000}
+_SOAK_SETTINGS_WHY = "ids expire within the run, so that the id stores are seen to shrink back"
 
 
 def round_body(client: int, seq: int) -> dict[str, Any]:
@@ -218,10 +223,10 @@ def _create(url: str, spec: dict[str, Any] = SPEC) -> None:
     response.raise_for_status()
 
 
-def _service_settings(overrides: Mapping[str, object] | None = None) -> dict[str, object]:
+def _service_settings(**overrides: Any) -> dict[str, Any]:
     """The settings of a scenario's service processes: the defaults of :class:`Settings` (what an operator
     gets), two tenants' keys, and the caller's ``overrides`` (reported with the scenario's figures)."""
-    return {"api_keys": TENANT_KEYS, **(overrides or {})}
+    return {"api_keys": TENANT_KEYS, **overrides}
 
 
 def _effective(overrides: Mapping[str, object] | None, name: str) -> Any:
@@ -253,7 +258,7 @@ async def crash_scenario(
     (``restart``); the killed writer's lease (``lease_ttl_ms``) runs out meanwhile."""
     rng = random.Random(seed)
     kills_and_restarts: list[tuple[float, float]] = []
-    with services_on_redis(workdir, **_service_settings(settings)) as (server, [service]):
+    with services_on_redis(workdir, **_service_settings(**(settings or {}))) as (server, [service]):
         started = time.monotonic()
         _create(service.url, spec)
 
@@ -305,7 +310,7 @@ async def redis_fault_scenario(
         await asyncio.to_thread(up)
         phases.append((name, t0, time.monotonic()))
 
-    with services_on_redis(workdir, **_service_settings(settings)) as (server, [service]):
+    with services_on_redis(workdir, **_service_settings(**(settings or {}))) as (server, [service]):
         started = time.monotonic()
         _create(service.url)
 
@@ -343,7 +348,7 @@ async def replica_scenario(
 ) -> dict[str, Any]:
     """Clients send feedback to one learner of ``spec`` through ``replicas`` service processes on one
     Redis."""
-    with services_on_redis(workdir, replicas, **_service_settings(settings)) as (server, services):
+    with services_on_redis(workdir, replicas, **_service_settings(**(settings or {}))) as (server, services):
         started = time.monotonic()
         urls = [s.url for s in services]
         _create(urls[0], spec)
@@ -353,9 +358,10 @@ async def replica_scenario(
                 **audit(urls, server.url, ledger, spec), "seconds": round(time.monotonic() - started, 1)}
 
 
-#: The soak shortens the lives of predict ids and request ids so that their expiry happens within the run.
-_SOAK_SETTINGS = {"id_ttl_seconds": 5, "request_id_ttl_seconds": 5, "request_ids_max": 2000}
-_SOAK_SETTINGS_WHY = "ids expire within the run, so that the id stores are seen to shrink back"
+#: The line a service process logs when it finds that Redis lost rounds it held (kons_service.cache).
+ROLLBACK_LOG = "the store lost rounds of"
+#: The counter of those findings, where the service has it.
+ROLLBACK_METRIC = "kons_history_rollbacks_total"
 
 
 async def soak_scenario(
@@ -364,7 +370,7 @@ async def soak_scenario(
 ) -> dict[str, Any]:
     """A bounded soak: feedback, predicts with ids (some never consumed) and batches over several
     learners of bounded state (ONS, dim 8), sampling the service's VmRSS and Redis's memory."""
-    settings = _service_settings(_SOAK_SETTINGS)
+    settings = _service_settings(**_SOAK_SETTINGS)
     spec = {"algorithm": "ons", "dim": 8, "params": {"loss": "squared", "C": 3.0}}
     samples: list[tuple[float, int, int]] = []
     statuses: Counter[int] = Counter()
@@ -479,10 +485,6 @@ def _restore_keys(client: redis.Redis, saved: _Saved) -> None:
     pipe.execute()
 
 
-#: What a service process logs when it finds that the store lost rounds it held (kons_service.cache).
-ROLLBACK_LOG_LINE = "the store lost rounds of"
-
-
 async def rollback_scenario(
     workdir: Path, *, rollbacks: int = 2, replicas: int = 2, clients: int = 4,
     loss_window: tuple[float, float] = (0.3, 1.0), calm: tuple[float, float] = (1.0, 2.0), seed: int = 0,
@@ -508,7 +510,8 @@ async def rollback_scenario(
         raise ValueError("a rollback scenario needs a replica that held the lost rounds and another one")
     rng = random.Random(seed)
     windows: list[tuple[float, float]] = []
-    with services_on_redis(workdir, replicas, **_service_settings(settings)) as (server, services), \
+    service_settings = _service_settings(**(settings or {}))
+    with services_on_redis(workdir, replicas, **service_settings) as (server, services), \
             contextlib.closing(server.client()) as client:
         started = time.monotonic()
         urls = [s.url for s in services]
@@ -537,7 +540,8 @@ async def rollback_scenario(
         survivors = Ledger(acked={rid: vb for rid, vb in ledger.acked.items() if rid in remembered})
         moved = sum(1 for rid, (v, _) in survivors.acked.items() if remembered[rid] != v)
         lost = len(ledger.acked) - len(survivors.acked)
-        detections = [s.log.read_text().count(ROLLBACK_LOG_LINE) for s in services]
+        detections = [s.log.read_text().count(ROLLBACK_LOG) for s in services]
+        counted = [scrape.value(httpx.get(f"{u}/metrics", timeout=30).text, ROLLBACK_METRIC) for u in urls]
         return {
             "rollbacks": rollbacks, "replicas": replicas, "clients": clients,
             "settings": dict(settings or {}),
@@ -547,6 +551,7 @@ async def rollback_scenario(
             "survivors_at_another_version": moved,
             "request_ids_cap": _effective(settings, "request_ids_max"),
             "rollbacks_detected_per_replica": detections,
+            "rollback_metric_per_replica": counted,  # None: this service version has no such metric
             **{f"survivors_{k}": v for k, v in audit(urls, server.url, survivors).items()},
             "seconds": round(time.monotonic() - started, 1),
         }
@@ -639,7 +644,7 @@ async def eviction_scenario(
         log = (workdir / "refused.log").read_text()
         refusal = next((line for line in log.splitlines() if "refusing to start" in line), "")
         service = ServiceProcess(evicting.url, workdir / "override.log",
-                                 **_service_settings({"redis_require_noeviction": "false"})).start()
+                                 **_service_settings(redis_require_noeviction="false")).start()
         try:
             override = await _fill(service.url, evicting, learners=learners, batches=batches, rows=rows,
                                    headroom_bytes=headroom_bytes)
