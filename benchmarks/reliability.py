@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.common import REPO, blas_env, command_line, machine_summary, markdown_table
 from kons_service.embedded import redis_server_binary
@@ -122,7 +122,7 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
              f"{crash['kills']} SIGKILLs survived; {crash['acknowledged_rounds']} rounds acknowledged, "
              f"**{crash['lost']} lost, {crash['duplicated']} duplicated**; state == serial replay: "
              f"{crash['state_equals_replay']}"),
-            *_rows(results["crash"], "write_stall_s", lambda _: _stall_row(crash)),
+            *_if_run(results["crash"], "write_stall_s", lambda _: _stall_row(crash)),
             ("Redis faults",
              f"restart, {faults['phases']['outage']['seconds_down']} s outage, "
              f"{faults['phases']['freeze']['seconds_down']} s freeze: {faults['status_503']} answers 503, "
@@ -137,15 +137,15 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
              f"{faults['redis_timeout_s']} s); first 200 after Redis came back: "
              + ", ".join(f"{n} {p['first_200_after_s']} s" for n, p in faults["phases"].items())
              + f"; service restarts needed: {faults['service_restarted']}"),
-            *_rows(results, "redis_sigkill", _sigkill_row),
+            *_if_run(results, "redis_sigkill", _sigkill_row),
             ("Replicas",
              f"{replicas['replicas']} processes, {replicas['acknowledged_rounds']} rounds: "
              f"version == acknowledged: {replicas['final_version'] == replicas['acknowledged_rounds']}; "
              f"probes bit-identical: {replicas['replicas_agree_on_probes']}; "
              f"state == serial replay: {replicas['state_equals_replay']}"),
-            *_rows(results, "rollback", _rollback_row),
-            *_rows(results, "eviction", _eviction_rows),
-            *_rows(results, "hostile", _hostile_row),
+            *_if_run(results, "rollback", _rollback_row),
+            *_if_run(results, "eviction", _eviction_rows),
+            *_if_run(results, "hostile", _hostile_row),
             *_failover_rows(results),
             ("Fuzzing",
              f"{fuzz.get('requests', '?')} requests over {fuzz.get('operations', '?')} operations: "
@@ -235,10 +235,11 @@ def _settings_paragraph(results: dict[str, Any]) -> str:
 
 
 Rows = list[tuple[str, str]]
+T = TypeVar("T")
 
 
-def _rows(results: dict[str, Any], key: str, render: Callable[[dict[str, Any]], Rows]) -> Rows:
-    """The summary rows of scenario ``key``; none when a run (an older one) does not have it."""
+def _if_run(results: dict[str, Any], key: str, render: Callable[[dict[str, Any]], list[T]]) -> list[T]:
+    """``render`` applied to the figures of scenario ``key``; nothing when the run did not have it."""
     return render(results[key]) if key in results else []
 
 
@@ -488,61 +489,52 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _failures(results: dict[str, Any]) -> list[str]:
     out = []
     for name in ("crash", "redis_faults", "replicas"):
-        r = results[name]
-        for key in ("lost", "duplicated", "unresolved", "status_5xx_other_than_503", "log_mismatches",
-                    "inconsistent_retries"):
-            if r[key]:
-                out.append(f"{name}.{key}={r[key]}")
-        if not r["state_equals_replay"] or not r["replicas_agree_on_probes"]:
-            out.append(f"{name}: state differs from the serial replay")
+        out += _storm_failures(name, results[name])
     fuzz = results.get("fuzz", {})
     if fuzz.get("server_errors") or fuzz.get("schema_violations") or fuzz.get("pytest_exit"):
         out.append(f"fuzz: {fuzz}")
     with contextlib.suppress(KeyError):
         if results["redis_sigkill"]["lost"]:
             out.append(f"redis_sigkill.lost={results['redis_sigkill']['lost']} (appendfsync everysec)")
-    return (out + _rollback_failures(results) + _eviction_failures(results) + _failover_failures(results)
-            + _hostile_failures(results))
+    return (out + _if_run(results, "rollback", _rollback_failures)
+            + _if_run(results, "eviction", _eviction_failures) + _failover_failures(results)
+            + _if_run(results, "hostile", _hostile_failures))
 
 
-def _failover_failures(results: dict[str, Any]) -> list[str]:
-    """With WAIT nothing acknowledged is lost; without it rounds may be lost, but must be reported, and
-    what survives must be served consistently."""
-    out = []
-    for key in ("failover_wait", "failover_no_wait"):
-        r = results.get(key)
-        if r is None:
-            continue
-        if key == "failover_wait" and r["lost"]:
-            out.append(f"{key}.lost={r['lost']}")
-        if r["lost"] and not r["rollbacks_reported"]:
-            out.append(f"{key}: rounds were lost and no replica reported it")
-        for name in ("duplicated", "log_mismatches", "unresolved", "status_5xx_other_than_503"):
-            if r[name]:
-                out.append(f"{key}.{name}={r[name]}")
-        if not (r["state_equals_replay"] and r["replicas_agree_on_probes"]):
-            out.append(f"{key}: the replicas differ from a serial replay")
+def _storm_failures(name: str, r: dict[str, Any], audited: str = "", lost_allowed: bool = False) -> list[str]:
+    """What a storm's figures show broken: counts that must be 0, a state that must equal the serial
+    replay. ``audited`` prefixes the audit's figures (the rollback audits its surviving rounds)."""
+    audit_zeros = [audited + key for key in ("lost", "duplicated", "log_mismatches")
+                   if not (lost_allowed and key == "lost")]
+    zeros = [*audit_zeros, "unresolved", "status_5xx_other_than_503", "inconsistent_retries"]
+    out = [f"{name}.{key}={r[key]}" for key in zeros if r[key]]
+    if not (r[audited + "state_equals_replay"] and r[audited + "replicas_agree_on_probes"]):
+        out.append(f"{name}: the state differs from the serial replay")
     return out
 
 
-def _rollback_failures(results: dict[str, Any]) -> list[str]:
-    r = results.get("rollback")
-    if r is None:
-        return []
-    out = [f"rollback.{key}={r[key]}" for key in (
-        "survivors_lost", "survivors_duplicated", "survivors_log_mismatches", "survivors_at_another_version",
-        "unresolved", "status_5xx_other_than_503") if r[key]]
-    if not (r["survivors_state_equals_replay"] and r["survivors_replicas_agree_on_probes"]):
-        out.append("rollback: the replicas differ from a serial replay of the surviving log")
+def _failover_failures(results: dict[str, Any]) -> list[str]:
+    """With WAIT nothing acknowledged is lost; without it rounds may be lost, but must be reported."""
+    out = []
+    for key in ("failover_wait", "failover_no_wait"):
+        if key in results:
+            r = results[key]
+            out += _storm_failures(key, r, lost_allowed=key == "failover_no_wait")
+            if r["lost"] and not r["rollbacks_reported"]:
+                out.append(f"{key}: rounds were lost and no replica reported it")
+    return out
+
+
+def _rollback_failures(r: dict[str, Any]) -> list[str]:
+    out = _storm_failures("rollback", r, audited="survivors_")
+    if r["survivors_at_another_version"]:
+        out.append(f"rollback.survivors_at_another_version={r['survivors_at_another_version']}")
     if r["lost_by_the_rollbacks"] and not sum(r["rollbacks_detected_per_replica"]):
         out.append("rollback: rounds were lost and no replica reported it")
     return out
 
 
-def _eviction_failures(results: dict[str, Any]) -> list[str]:
-    r = results.get("eviction")
-    if r is None:
-        return []
+def _eviction_failures(r: dict[str, Any]) -> list[str]:
     out = []
     if not r["refused_to_start"]:
         out.append("eviction: the service started on an allkeys-lru Redis")
@@ -556,11 +548,8 @@ def _eviction_failures(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def _hostile_failures(results: dict[str, Any]) -> list[str]:
+def _hostile_failures(r: dict[str, Any]) -> list[str]:
     """The victim's p99 under hostile senders must stay within 3 x its idle p99 (issue 14)."""
-    r = results.get("hostile")
-    if r is None:
-        return []
     if r.get("exit"):
         return [f"hostile: the measurement failed: {r.get('error', '')[-300:]}"]
     idle = r["phases"]["idle"]["p99 ms"]
