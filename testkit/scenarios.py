@@ -66,9 +66,12 @@ HEADERS = {"Authorization": "Bearer alpha-key"}
 PROBES = [[0.0, 0.0, 0.0], [0.5, -0.5, 0.25], [-1.0, 1.0, 0.9], [3.0, 0.1, -2.0]]
 _BACKOFF = (0.02, 0.25)
 
-#: The soak shortens the lives of predict ids and request ids so that their expiry happens within the run.
-_SOAK_SETTINGS = {"id_ttl_seconds": 5, "request_id_ttl_seconds": 5, "request_ids_max": 2000}
-_SOAK_SETTINGS_WHY = "ids expire within the run, so that the id stores are seen to shrink back"
+#: The soak shortens the lives of predict ids and request ids, and snapshots more often, so that the id
+#: stores and the logs are seen to shrink back within the run.
+_SOAK_SETTINGS = {"id_ttl_seconds": 5, "request_id_ttl_seconds": 5, "request_ids_max": 2000,
+                  "snapshot_every_rounds": 150, "snapshot_interval_seconds": 2.0}
+_SOAK_SETTINGS_WHY = ("ids expire and snapshots trim the logs within the run, so that the id stores and the "
+                      "logs are seen to shrink back")
 
 
 def round_body(client: int, seq: int) -> dict[str, Any]:
