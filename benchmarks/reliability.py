@@ -334,11 +334,12 @@ _FSYNC_TABLE = markdown_table(
          "survives: Redis flushes the append-only file to disk (fsync) before it sends the replies of the "
          "commands it just ran (as far as the disk honours fsync)"),
         ("`everysec` (compose, the embedded server, this battery)", "survives",
-         "survives: Redis has handed the command to the operating system before replying (measured below: "
-         "Redis SIGKILL)",
+         "survives: Redis writes the command to the file (into the operating system's cache) before "
+         "replying, unless a slow disk is still busy with the previous fsync; it then holds that write back "
+         "for up to 2 s (measured below: Redis SIGKILL)",
          "can lose about the last second of acknowledged rounds (up to about two when the disk is slow: "
          "Redis then postpones writes rather than fall further behind)"),
-        ("`no`", "survives", "survives, as for `everysec`",
+        ("`no`", "survives", "survives: the command is written to the file before the reply",
          "can lose whatever the operating system had not yet written, often tens of seconds on Linux"),
     ])
 
