@@ -7,8 +7,8 @@ with the big ones and the service's default settings, adds the hostile-sender me
 (:mod:`benchmarks.hostile`) and the fuzzing run, and writes the report, which opens with what each
 durability setting promises::
 
-    python -m benchmarks.reliability --out docs/reliability.md          # the full battery (~10 min)
-    python -m benchmarks.reliability --quick                             # a smoke run (~2 min)
+    python -m benchmarks.reliability --out docs/reliability.md          # the full battery (~11 min)
+    python -m benchmarks.reliability --quick                             # a smoke run (~4 min)
 """
 
 from __future__ import annotations
@@ -247,9 +247,10 @@ def _stall_row(crash: dict[str, Any]) -> Rows:
     stall = crash["write_stall_s"]
     return [("Write stall after a SIGKILL (one process, restarted)",
              f"first acknowledgement after the kill: median {stall['from_kill']['median']} s, max "
-             f"{stall['from_kill']['max']} s, of which the restart until /healthz answers: median "
-             f"{stall['restart']['median']} s (the killed writer's lease has a TTL of "
-             f"{crash['lease_ttl_ms']} ms)")]
+             f"{stall['from_kill']['max']} s; the restart alone (until /healthz answers): median "
+             f"{stall['restart']['median']} s, max {stall['restart']['max']} s; the rest includes the wait "
+             f"for the killed writer's lease (TTL {crash['lease_ttl_ms']} ms) and the replay of the rounds "
+             "logged since the newest snapshot")]
 
 
 def _rollback_row(r: dict[str, Any]) -> Rows:
