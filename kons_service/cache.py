@@ -187,6 +187,7 @@ class LearnerCache:
             entry.snap_version = max(entry.snap_version, head.snap_version)
             return
         if same and (entry.version > head.version or entry.lost_history):
+            self.metrics.count_rollback(entry.ref)
             log.error("the store lost rounds of %s that this process held: it was at version %d (round %s), "
                       "the store's head is version %d (round %s); versions after the common history are "
                       "gone, rebuilding from the store", entry.ref, entry.version, entry.tip, head.version,
