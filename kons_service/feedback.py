@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -48,10 +49,13 @@ from kons_service.store import (
     RequestTag,
     Store,
     StoreUnavailableError,
+    process_of,
     round_id,
 )
 
 __all__ = ["Feedback", "FeedbackResult", "FeedbackWriter"]
+
+log = logging.getLogger("kons_service.feedback")
 
 _ATTEMPTS = 5  # compare-and-append attempts before answering 503
 
@@ -110,7 +114,8 @@ class FeedbackWriter:
         self.metrics = metrics
         self.cache = cache
         self.history = history
-        self._tokens = (f"{uuid.uuid4().hex}:{i}" for i in itertools.count())
+        self._tokens = (store.writer_token(i) for i in itertools.count())
+        self._held: set[str] = set()  # tokens of the leases this process's writers hold (or wait for)
 
     async def write(
         self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None
@@ -165,17 +170,21 @@ class FeedbackWriter:
         """Hold the learner's writer lease for the block; given back at its end unless an append used it
         (a successful append releases it in the same script)."""
         token = next(self._tokens)
-        lease = _Lease(ref, token, await self._acquire(ref, token))
-        renewal = asyncio.create_task(self._renew(ref, token))
+        self._held.add(token)
         try:
-            yield lease
+            lease = _Lease(ref, token, await self._acquire(ref, token))
+            renewal = asyncio.create_task(self._renew(ref, token))
+            try:
+                yield lease
+            finally:
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+                if not lease.consumed:
+                    with contextlib.suppress(StoreUnavailableError):  # it expires, or is taken over
+                        await self.store.release_lease(ref, token)
         finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
-            if not lease.consumed:
-                with contextlib.suppress(StoreUnavailableError):  # it expires on its own
-                    await self.store.release_lease(ref, token)
+            self._held.discard(token)
 
     async def _renew(self, ref: LearnerRef, token: str) -> None:
         """Keep the lease while the writer works (a long batch, a slow replay), so that its TTL can be
@@ -190,20 +199,41 @@ class FeedbackWriter:
                 continue  # the append's own check decides; try again next period
 
     async def _acquire(self, ref: LearnerRef, token: str) -> Head:
-        """Wait for the writer lease (bounded), returning the head it was taken at."""
+        """Wait for the writer lease (bounded), returning the head it was taken at. A holder found gone
+        (see :meth:`_gone`) has its lease taken over at once instead of waiting for its TTL."""
         deadline = time.monotonic() + self.settings.lease_wait_seconds
         delay = 0.001
+        gone, checked = "", set()
         while True:
-            got = await self.store.acquire_lease(ref, token, self.settings.lease_ttl_ms)
+            got = await self.store.acquire_lease(ref, token, self.settings.lease_ttl_ms, gone)
             if got is None:
                 raise not_found(ref)
             if isinstance(got, Head):
+                if gone:
+                    self.metrics.takeovers.inc()
+                    log.warning("took over the writer lease of %s from %s, whose process is gone", ref, gone)
                 return got
+            if got.holder not in checked:  # once per holder: a live one is not asked about again
+                checked.add(got.holder)
+                if await self._gone(got.holder):
+                    gone = got.holder
+                    continue
             if time.monotonic() + delay > deadline:
                 raise BusyError(f"Learner {ref.name!r} is busy with another writer; retry.")
             self.metrics.lease_waits.inc()
             await asyncio.sleep(min(delay, got.wait_ms / 1000))
             delay = min(delay * 2, 0.05)
+
+    async def _gone(self, holder: str) -> bool:
+        """Whether the writer holding the lease token ``holder`` is known to be gone: a token of this
+        process that none of its writers holds (left by a write whose release failed, e.g. during a Redis
+        restart), or one of a process with no connection to Redis (SIGKILLed, crashed). Unknown (an
+        unnamed process, a Redis refusing CLIENT LIST) is not gone: the lease's TTL decides."""
+        if not self.settings.lease_takeover or not holder:
+            return False
+        if process_of(holder) == self.store.process_name:
+            return holder not in self._held
+        return await self.store.holder_connected(holder) is False
 
     def _check_budget(self, ref: LearnerRef, learner: kons.Learner) -> None:
         """Refuse more rounds to a learner (a kernel one: its state grows with them) that holds more than

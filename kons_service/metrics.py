@@ -102,6 +102,8 @@ class Metrics:
         self.rollbacks = Counter("kons_history_rollbacks", "Times a process found that the store lost rounds "
                                  "its cached learner held (a Redis rollback) and rebuilt from the store.",
                                  registry=r)
+        self.takeovers = Counter("kons_lease_takeovers", "Writer leases taken over from a holder whose "
+                                 "process was gone (instead of waiting for the lease to expire).", registry=r)
         self.lease_waits = Counter("kons_lease_waits", "Times a write waited for another writer.", registry=r)
         self.conflicts = Counter("kons_append_conflicts", "Compare-and-append attempts that lost.",
                                  registry=r)

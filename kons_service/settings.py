@@ -69,6 +69,11 @@ class Settings(BaseSettings):
         2_000, ge=100, description="Per-learner writer lease, renewed every third of it while its writer "
         "works: a crashed writer blocks its learner at most this long. Correctness does not depend on it "
         "(appends are fenced by the head).")
+    lease_takeover: bool = Field(
+        True, description="Name this process's Redis connections (CLIENT SETNAME) and take a writer lease "
+        "over at once when its holder has no connection left (a SIGKILLed or crashed process; checked once "
+        "with CLIENT LIST), instead of waiting for lease_ttl_ms. Set false for a Redis that refuses CLIENT "
+        "SETNAME; a Redis that refuses CLIENT LIST just falls back to the TTL.")
     lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
     cache_size: int = Field(256, ge=1, description="Learners kept in memory per process ...")
     history_points: int = Field(

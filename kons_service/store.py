@@ -54,6 +54,7 @@ __all__ = [
     "StoreUnavailableError",
     "StoredState",
     "answers_ping",
+    "process_of",
 ]
 
 _SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "recall", "commit_snapshot",
@@ -102,9 +103,10 @@ class Head:
 
 @dataclass(frozen=True, slots=True)
 class LeaseBusy:
-    """Another writer holds the learner's lease for about ``wait_ms`` more milliseconds."""
+    """Another writer, ``holder`` (its token), holds the learner's lease for about ``wait_ms`` more ms."""
 
     wait_ms: int
+    holder: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,10 @@ _PUBLISH_CODES = {1: Publication.PUBLISHED, -1: Publication.GONE, -2: Publicatio
                   -3: Publication.INCOMPLETE}
 
 
+#: The prefix of the names of a process's Redis connections, followed by its process id.
+_NAMED = "kons:"
+
+
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -244,8 +250,13 @@ class Store:
     Every coroutine raises :class:`StoreUnavailableError` when Redis fails; nothing Redis-specific leaves it.
     """
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis, connection_name: str | None = None) -> None:
         self.client = client
+        #: The prefix of this process's writer tokens: the name of its Redis connections when they are
+        #: named (``kons:<process id>``, see :meth:`connect`), so that another process can tell from a
+        #: lease's token whether its holder still has a connection; else just a process id.
+        self.process_name = connection_name or uuid.uuid4().hex
+        self._client_list_refused = False
         lua = resources.files("kons_service") / "lua"
         # Redis scripts cannot load one another: a script that needs the shared chunk check gets it prepended.
         chunks = (lua / "lib" / "chunks.lua").read_text()
@@ -256,15 +267,17 @@ class Store:
         }
 
     @classmethod
-    def connect(cls, url: str, timeout_seconds: float) -> Store:
+    def connect(cls, url: str, timeout_seconds: float, named: bool = True) -> Store:
         """A store on the Redis at ``url``; every command times out after ``timeout_seconds`` and is
-        re-sent twice after a lost connection (which is why every script is idempotent)."""
+        re-sent twice after a lost connection (which is why every script is idempotent). ``named``: each
+        connection is named ``kons:<process id>`` (``CLIENT SETNAME``, see :meth:`holder_connected`)."""
+        name = f"{_NAMED}{uuid.uuid4().hex}" if named else None
         client = Redis.from_url(
             url, decode_responses=False, socket_timeout=timeout_seconds,
-            socket_connect_timeout=timeout_seconds,
+            socket_connect_timeout=timeout_seconds, client_name=name,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), retries=2), health_check_interval=15,
         )
-        return cls(client)
+        return cls(client, name)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -342,15 +355,37 @@ class Store:
         return rows, more
 
     # ------------------------------------------------------------------ ordered log
+    def writer_token(self, serial: int) -> str:
+        """A lease token of this process: ``<process name>:<serial>`` (see :func:`process_of`)."""
+        return f"{self.process_name}:{serial}"
+
     @_translated
-    async def acquire_lease(self, ref: LearnerRef, token: str, ttl_ms: int) -> Head | LeaseBusy | None:
-        """Take the writer lease: the head if taken, how long to wait if busy, None if the learner is gone."""
-        reply = await self._run("acquire", ref, ("meta", "lease"), [token, ttl_ms])
+    async def acquire_lease(self, ref: LearnerRef, token: str, ttl_ms: int,
+                            gone: str = "") -> Head | LeaseBusy | None:
+        """Take the writer lease: the head if taken, who holds it and how long to wait if busy, None if the
+        learner is gone. A lease still held by the token ``gone`` (a writer known to be dead) is taken."""
+        reply = await self._run("acquire", ref, ("meta", "lease"), [token, ttl_ms, gone])
         if reply[0] == -1:
             return None
         if reply[0] == 0:
-            return LeaseBusy(max(int(reply[1]), 1))
+            return LeaseBusy(max(int(reply[1]), 1), _s(reply[2]))
         return Head(_s(reply[1]), int(reply[2]), int(reply[3]), _s(reply[4]))
+
+    @_translated
+    async def holder_connected(self, token: str) -> bool | None:
+        """Whether the process that took the lease token ``token`` has a connection to Redis; None when
+        that cannot be told (a token of an unnamed process, or a Redis that refuses ``CLIENT LIST``, as
+        some managed ones do). A SIGKILLed process's connections close with it, and Redis sees that at
+        once; a host that vanished leaves them open until TCP keepalive notices (then: True)."""
+        name = process_of(token)
+        if not name.startswith(_NAMED) or self._client_list_refused:
+            return None
+        try:
+            clients = await self.client.client_list(_type="normal")
+        except redis.exceptions.ResponseError:
+            self._client_list_refused = True
+            return None
+        return any(_s(client.get("name", "")) == name for client in clients)
 
     @_translated
     async def release_lease(self, ref: LearnerRef, token: str) -> None:
@@ -518,6 +553,11 @@ def answers_ping(url: str, timeout_seconds: float = 1.0) -> bool:
         return False
     finally:
         client.close()
+
+
+def process_of(token: str) -> str:
+    """The name of the process that made a lease token (see :meth:`Store.writer_token`)."""
+    return token.rpartition(":")[0]
 
 
 def _applied(value: Any) -> AppliedRequest:
