@@ -58,6 +58,7 @@ __all__ = ["Feedback", "FeedbackResult", "FeedbackWriter"]
 log = logging.getLogger("kons_service.feedback")
 
 _ATTEMPTS = 5  # compare-and-append attempts before answering 503
+_RELEASE_RETRY_SECONDS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,7 @@ class FeedbackWriter:
         self.history = history
         self._tokens = (store.writer_token(i) for i in itertools.count())
         self._held: set[str] = set()  # tokens of the leases this process's writers hold (or wait for)
+        self._late_releases: set[asyncio.Task[None]] = set()
 
     async def write(
         self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None
@@ -181,10 +183,34 @@ class FeedbackWriter:
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewal
                 if not lease.consumed:
-                    with contextlib.suppress(StoreUnavailableError):  # it expires, or is taken over
-                        await self.store.release_lease(ref, token)
+                    await self._release(ref, token)
         finally:
             self._held.discard(token)
+
+    async def _release(self, ref: LearnerRef, token: str) -> None:
+        """Give the lease back; if Redis does not answer (restarting), keep trying in the background
+        until it does or the lease has expired: another process cannot tell that a live process's lease
+        is left over, and would wait for its TTL."""
+        try:
+            await self.store.release_lease(ref, token)
+        except StoreUnavailableError:
+            task = asyncio.create_task(self._release_when_back(ref, token))
+            self._late_releases.add(task)
+            task.add_done_callback(self._late_releases.discard)
+
+    async def _release_when_back(self, ref: LearnerRef, token: str) -> None:
+        deadline = time.monotonic() + self.settings.lease_ttl_ms / 1000
+        while time.monotonic() < deadline:
+            await asyncio.sleep(_RELEASE_RETRY_SECONDS)
+            with contextlib.suppress(StoreUnavailableError):
+                await self.store.release_lease(ref, token)
+                return
+
+    async def close(self) -> None:
+        """Stop the background releases (their leases expire on their own)."""
+        for task in list(self._late_releases):
+            task.cancel()
+        await asyncio.gather(*self._late_releases, return_exceptions=True)
 
     async def _renew(self, ref: LearnerRef, token: str) -> None:
         """Keep the lease while the writer works (a long batch, a slow replay), so that its TTL can be

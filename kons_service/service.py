@@ -111,8 +111,9 @@ class LearnerService:
         self.snapshots.start(self.cache)
 
     async def close(self, timeout: float = 60.0) -> None:
-        """Stop the background task and snapshot every learner with unsnapshotted rounds (all within
+        """Stop the background tasks and snapshot every learner with unsnapshotted rounds (all within
         ``timeout`` seconds)."""
+        await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
 
     async def store_problem(self) -> str | None:

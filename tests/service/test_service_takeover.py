@@ -114,6 +114,25 @@ async def test_a_lease_left_by_this_very_process_is_taken_over(
     assert response.status_code == 200 and _takeovers(client) == 1
 
 
+async def test_a_lease_whose_release_failed_in_a_redis_restart_is_given_back_when_redis_is_back(
+    make_client, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's write fails while Redis restarts, and so does its release: the lease survives the restart (the
+    append-only file has it). A is alive and connected again, so B cannot take it over; A gives it back."""
+    a, b = await make_client(**LONG_LEASE), await make_client(**LONG_LEASE)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    stuck, proceed = await _held_by_stuck_writer(a, monkeypatch, redis_server)
+    redis_server.stop()
+    proceed.set()
+    failed = await stuck
+    assert failed.status_code == 503 and failed.json()["error"]["code"] == "store_unavailable"
+    redis_server.start()
+    assert (await a.get(URL)).status_code == 200  # a serves again: its connections are back
+    response = await b.post(f"{URL}/feedback", json=_body(ROWS[1]))
+    assert response.status_code == 200 and response.json()["version"] == 1
+    assert _takeovers(b) == 0
+
+
 async def test_without_client_list_the_ttl_decides(
     make_client, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
