@@ -33,6 +33,7 @@ from typing import Any
 import kons
 from kons.losses import get_loss
 from kons_service import codec
+from kons_service.budget import TenantBudget
 from kons_service.cache import CachedLearner, LearnerCache, not_found
 from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
 from kons_service.history import HistoryRecorder
@@ -109,8 +110,9 @@ class FeedbackWriter:
     """Play feedback rounds on the cached learner and append them to its log, at most once per request."""
 
     def __init__(self, store: Store, settings: Settings, metrics: Metrics, cache: LearnerCache,
-                 history: HistoryRecorder) -> None:
+                 history: HistoryRecorder, budget: TenantBudget) -> None:
         self.store = store
+        self.budget = budget
         self.settings = settings
         self.metrics = metrics
         self.cache = cache
@@ -149,7 +151,7 @@ class FeedbackWriter:
             if not entry.at(lease.head):
                 return None
             learner = entry.loaded()
-            self._check_budget(ref, learner)
+            await self._check_budget(entry, learner)
             xs = await self._features(ref, request.items)
             ys = check_rows(learner, xs, [it.y for it in request.items])
             if learner.input_dim is None:  # created without dim: this batch's first row fixes it
@@ -261,10 +263,12 @@ class FeedbackWriter:
             return holder not in self._held
         return await self.store.holder_connected(holder) is False
 
-    def _check_budget(self, ref: LearnerRef, learner: kons.Learner) -> None:
+    async def _check_budget(self, entry: CachedLearner, learner: kons.Learner) -> None:
         """Refuse more rounds to a learner (a kernel one: its state grows with them) that holds more than
-        its budget; it still predicts. Checked before a batch, which may overshoot the budget once."""
-        held, budget = learner.state_nbytes(), self.settings.learner_max_bytes
+        its budget, or than its tenant's budget has room for; it still predicts. Checked before a batch,
+        which may overshoot the budget once."""
+        ref, held, budget = entry.ref, learner.state_nbytes(), self.settings.learner_max_bytes
+        entry.reserved_bytes = await self.budget.cover(ref, held, entry.reserved_bytes)
         if held > budget:
             raise ResourceLimitError(
                 f"Learner {ref.name!r} holds {held} bytes, over the budget of {budget} per learner: it takes "

@@ -88,6 +88,11 @@ class Settings(BaseSettings):
         "(kons's Learner.state_bytes: d^2 for ONS, m*d for the sketches, the first stored points for the "
         "kernel learners); a larger config is refused at PUT. A round and a snapshot briefly need up to "
         "about twice that again.")
+    tenant_max_bytes: int = Field(
+        2**30, ge=1024, description="Most bytes the states of one tenant's learners may take together "
+        "(each counted as in learner_max_bytes, a kernel learner at its actual size as it grows); a create, "
+        "a state upload or a feedback that would go over it is refused with 422 resource_limit. Kept in "
+        "Redis, so it holds across replicas.")
     max_state_bytes: int = Field(
         257 * 2**20, ge=1024, description="Largest state blob accepted by PUT /state (the state budget "
         "plus room for the header); a larger upload is refused as it streams in.")

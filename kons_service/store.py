@@ -17,6 +17,10 @@ and every script touches only keys of one slot, all declared in ``KEYS``::
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
+And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and their total; see
+``reserve.lua``) holds the tenant's byte budget. Both are in the tenant's slot, not in its learners' ones,
+so no script touches them together with a learner's keys: a reservation is made before the learner
+exists and dropped after it is gone (see :meth:`Store.reserve_bytes`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ __all__ = [
     "LoggedRound",
     "Publication",
     "RequestTag",
+    "Reservation",
     "SnapshotUnstableError",
     "Store",
     "StoreError",
@@ -58,7 +63,7 @@ __all__ = [
 ]
 
 _SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "recall", "commit_snapshot",
-            "replace_state", "delete", "history")
+            "replace_state", "delete", "history", "reserve", "unreserve")
 _USE_CHUNKS = {"commit_snapshot", "replace_state"}
 _CHUNK_RETRIES = 5
 
@@ -156,6 +161,16 @@ class StoredState:
     head: Head
     snapshot: bytes | None
     snap_tip: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A reservation against the tenant's byte budget: granted or not, the learner's reserved bytes and
+    the tenant's total after it."""
+
+    granted: bool
+    learner_bytes: int
+    tenant_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +306,10 @@ class Store:
     def _index(tenant: str) -> str:
         return f"kons:tenant:{{{tenant}}}:learners"
 
+    @staticmethod
+    def _tenant_bytes(tenant: str) -> str:
+        return f"kons:tenant:{{{tenant}}}:bytes"
+
     def keys_of(self, ref: LearnerRef) -> list[str]:
         """Every key one learner may own (meta first)."""
         parts = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist")
@@ -325,6 +344,7 @@ class Store:
     async def delete(self, ref: LearnerRef) -> bool:
         existed = await self._scripts["delete"](keys=self.keys_of(ref))
         await self.client.zrem(self._index(ref.tenant), ref.name)
+        await self.unreserve_bytes(ref)  # last: see reserve_bytes
         return bool(existed)
 
     @_translated
@@ -353,6 +373,41 @@ class Store:
             if config is not None:  # the index may briefly name a learner being created or deleted
                 rows.append(ListedLearner(_s(raw), _s(config), int(version)))
         return rows, more
+
+    # ------------------------------------------------------------------ the tenant's byte budget
+    @_translated
+    async def reserve_bytes(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+        """Grow the learner's reservation to at least ``nbytes`` unless the tenant's total would exceed
+        ``budget`` (see ``reserve.lua``).
+
+        The reservation lives in the tenant's slot, the learner in its own, so the two cannot change in
+        one atomic step: a create reserves first and a delete unreserves last. Concurrent creates (on any
+        replica) therefore never take the tenant over its budget; a process that dies between the two
+        steps leaves a reservation without a learner, which only refuses early until
+        :meth:`reclaim_bytes` drops it."""
+        reply = await self._scripts["reserve"](keys=[self._tenant_bytes(ref.tenant)],
+                                               args=[ref.name, nbytes, budget])
+        return Reservation(bool(reply[0]), int(reply[1]), int(reply[2]))
+
+    @_translated
+    async def unreserve_bytes(self, ref: LearnerRef) -> None:
+        await self._scripts["unreserve"](keys=[self._tenant_bytes(ref.tenant)], args=[0, ref.name])
+
+    @_translated
+    async def reclaim_bytes(self, tenant: str, min_age_ms: int) -> int:
+        """Drop the reservations, older than ``min_age_ms``, of names that have no learner (left by a
+        process that died between the two steps of a create or a delete); returns how many."""
+        key = self._tenant_bytes(tenant)
+        names = [_s(n) for n in await self.client.hkeys(key) if not _s(n).startswith("*")]
+        if not names:
+            return 0
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.exists(self._key(LearnerRef(tenant, name), "meta"))
+        missing = [name for name, exists in zip(names, await pipe.execute(), strict=True) if not exists]
+        if not missing:
+            return 0
+        return int(await self._scripts["unreserve"](keys=[key], args=[min_age_ms, *missing]))
 
     # ------------------------------------------------------------------ ordered log
     def writer_token(self, serial: int) -> str:
