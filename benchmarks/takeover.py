@@ -9,10 +9,11 @@ Two real service processes share one real Redis and one learner:
   to the first acknowledgement after it, and ``gap`` the time between the last acknowledgement before the
   stop and the first after the restart.
 
-Each scenario runs with the fast takeover on (the default) and off (``KONS_LEASE_TAKEOVER=false``: the
-lease's TTL only), side by side::
+Each scenario runs on this checkout with the fast takeover on (the default) and off
+(``KONS_LEASE_TAKEOVER=false``), and on a baseline commit (``--baseline``, default ``main``: its service
+processes run from a ``git archive`` of it), side by side::
 
-    python -m benchmarks.takeover --runs 5 --out benchmarks/results/takeover.md
+    python -m benchmarks.takeover --runs 10 --baseline main --out benchmarks/results/takeover.md
 """
 
 from __future__ import annotations
@@ -22,19 +23,22 @@ import contextlib
 import functools
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
-from benchmarks.common import blas_env, command_line, git_commit, machine_summary, markdown_table
+from benchmarks.common import REPO, blas_env, command_line, git_commit, machine_summary, markdown_table
 from kons_service.store import LearnerRef, Store
-from testkit.processes import SPEC, RedisServer, ServiceProcess
+from testkit.processes import SPEC, RedisServer, ServiceProcess, start_service
 
 __all__ = ["main"]
 
@@ -68,16 +72,40 @@ def _acknowledged(http: httpx.Client, body: dict[str, Any], timeout: float) -> f
     raise TimeoutError(f"no acknowledgement in {timeout} s")
 
 
+@dataclass(frozen=True)
+class Mode:
+    """What runs: the service code in ``code`` (None: this checkout), with the takeover on or off."""
+
+    name: str
+    takeover: bool = True
+    code: Path | None = None
+
+
+class _Service(ServiceProcess):
+    """A service process that may run another checkout's code (``-P``: not this directory's)."""
+
+    def __init__(self, redis_url: str, log: Path, code: Path | None, **settings: object) -> None:
+        super().__init__(redis_url, log, **settings)
+        self.code = code
+        self.env.update(blas_env(1))
+        if code is not None:
+            self.env["PYTHONPATH"] = str(code)
+
+    def start(self) -> _Service:
+        argv = [sys.executable, "-P", "-m", "kons_service"]
+        self.proc = start_service(self.port, self.env, self.log, argv=argv)
+        return self
+
+
 @contextlib.contextmanager
-def _pair(workdir: Path, takeover: bool) -> Iterator[tuple[RedisServer, list[ServiceProcess]]]:
+def _pair(workdir: Path, mode: Mode) -> Iterator[tuple[RedisServer, list[ServiceProcess]]]:
     """A Redis and two service processes with default settings (but the takeover switch)."""
     server = RedisServer(workdir / "redis").start()
     services: list[ServiceProcess] = []
     try:
         for i in range(2):
-            service = ServiceProcess(server.url, workdir / f"service{i}.log",
-                                     lease_takeover=str(takeover).lower(), max_batch=BIG_BATCH)
-            service.env.update(blas_env(1))
+            service = _Service(server.url, workdir / f"service{i}.log", mode.code,
+                               lease_takeover=str(mode.takeover).lower(), max_batch=BIG_BATCH)
             services.append(service.start())
         assert httpx.put(services[0].url + URL, json=SPEC).status_code == 201
         yield server, services
@@ -87,11 +115,11 @@ def _pair(workdir: Path, takeover: bool) -> Iterator[tuple[RedisServer, list[Ser
         server.stop()
 
 
-def sigkill_stalls(workdir: Path, takeover: bool, runs: int) -> list[float]:
+def sigkill_stalls(workdir: Path, mode: Mode, runs: int) -> list[float]:
     """Per run: seconds from SIGKILL of the lease holder to the survivor's first acknowledgement."""
     rng = np.random.default_rng(0)
     stalls = []
-    with _pair(workdir, takeover) as (server, (survivor, victim)):
+    with _pair(workdir, mode) as (server, (survivor, victim)):
         redis = server.client()
         with httpx.Client(base_url=survivor.url, timeout=30) as http:
             for _ in range(runs):
@@ -115,11 +143,11 @@ def _post_quietly(base: str, body: dict[str, Any]) -> None:
         httpx.post(f"{base}{URL}/feedback", json=body, timeout=60)
 
 
-def restart_stalls(workdir: Path, takeover: bool, runs: int) -> list[dict[str, float]]:
+def restart_stalls(workdir: Path, mode: Mode, runs: int) -> list[dict[str, float]]:
     """Per run: ``stall`` (Redis answering again -> first acknowledgement) and ``gap`` (last
     acknowledgement before the stop -> first after the restart), with both processes writing."""
     results = []
-    with _pair(workdir, takeover) as (server, services):
+    with _pair(workdir, mode) as (server, services):
         for run in range(runs):
             acks: list[float] = []
             stop = threading.Event()
@@ -162,14 +190,13 @@ def _summary(values: Sequence[float]) -> str:
 
 def _markdown(results: dict[str, Any], command: str) -> str:
     rows = []
-    for mode in ("takeover", "ttl"):
-        r = results[mode]
+    for mode, r in results["modes"].items():
         rows.append([mode, _summary(r["sigkill"]), _summary([x["stall"] for x in r["restart"]]),
                      _summary([x["gap"] for x in r["restart"]])])
     lines = ["# Writer takeover: stalls after a SIGKILL and after a Redis restart", "",
              f"`{command}` at commit {results['commit']}. {machine_summary()}", "",
-             "Default settings (lease TTL 2 s) but `KONS_LEASE_TAKEOVER`: `takeover` is the default, `ttl` "
-             "waits for the lease to expire. Two service processes, one Redis, one learner.", "",
+             "Default settings (lease TTL 2 s) but `KONS_LEASE_TAKEOVER`. Two service processes, one Redis, "
+             f"one learner. `baseline` is commit {results['baseline']} (before the takeover).", "",
              *markdown_table(["mode", "SIGKILL of the lease holder -> survivor's first ack",
                               "Redis SIGTERM restart: back -> first ack", "last ack -> first ack"],
                              rows),
@@ -180,17 +207,26 @@ def _markdown(results: dict[str, Any], command: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--baseline", default="main", help="git commit to compare with (its service code)")
     parser.add_argument("--out", type=Path, default=None, help="Markdown report (default: stdout only)")
     args = parser.parse_args(argv)
-    results: dict[str, Any] = {"commit": git_commit()}
+    baseline = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=REPO, check=True,
+                              capture_output=True, text=True).stdout.strip()
+    results: dict[str, Any] = {"commit": git_commit(), "baseline": baseline, "modes": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        for mode, takeover in (("takeover", True), ("ttl", False)):
-            kills = sigkill_stalls(Path(tmp) / f"{mode}-kill", takeover, args.runs)
-            restarts = restart_stalls(Path(tmp) / f"{mode}-restart", takeover, args.runs)
-            results[mode] = {"sigkill": [round(s, 4) for s in kills],
-                             "restart": [{k: round(v, 4) for k, v in r.items()} for r in restarts]}
-            print(mode, json.dumps(results[mode]), flush=True)
+        code = Path(tmp) / "baseline"
+        code.mkdir()
+        archive = subprocess.run(["git", "archive", baseline], cwd=REPO, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(code)], input=archive.stdout, check=True)
+        for mode in (Mode("takeover"), Mode("lease_takeover=false", takeover=False),
+                     Mode("baseline", code=code)):
+            kills = sigkill_stalls(Path(tmp) / f"{mode.name}-kill", mode, args.runs)
+            restarts = restart_stalls(Path(tmp) / f"{mode.name}-restart", mode, args.runs)
+            results["modes"][mode.name] = {
+                "sigkill": [round(s, 4) for s in kills],
+                "restart": [{k: round(v, 4) for k, v in r.items()} for r in restarts]}
+            print(mode.name, json.dumps(results["modes"][mode.name]), flush=True)
     text = _markdown(results, command_line("benchmarks.takeover", argv, outputs=("--out",)))
     if args.out:
         args.out.write_text(text)
