@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import kons
-from kons_service.store import LearnerRef, Store, process_of
+from kons_service.store import LearnerRef, LeaseBusy, Store, process_of
 from testkit.processes import SPEC, RedisServer, services_on_redis, wait_until
 from testkit.scrape import value
 
@@ -131,6 +131,19 @@ async def test_a_lease_whose_release_failed_in_a_redis_restart_is_given_back_whe
     response = await b.post(f"{URL}/feedback", json=_body(ROWS[1]))
     assert response.status_code == 200 and response.json()["version"] == 1
     assert _takeovers(b) == 0
+
+
+async def test_an_acquire_sent_again_after_its_reply_was_lost_gets_the_lease(
+    make_client, redis_server: RedisServer
+) -> None:
+    """redis-py re-sends a script whose reply a broken connection lost (Redis restarting): the second
+    acquire of one token finds the lease held by that very token and must get it, not wait for it."""
+    client = await make_client(**LONG_LEASE)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    store = client.app.state.service.store  # type: ignore[attr-defined]
+    first = await store.acquire_lease(REF, "w1", 60_000)
+    assert await store.acquire_lease(REF, "w1", 60_000) == first
+    assert isinstance(await store.acquire_lease(REF, "w2", 60_000), LeaseBusy)
 
 
 async def test_without_client_list_the_ttl_decides(
