@@ -185,7 +185,9 @@ def _write_loop(base: str, acks: list[float], stop: threading.Event, seed: int) 
 
 
 def _summary(values: Sequence[float]) -> str:
-    return f"median {statistics.median(values):.3f} s, max {max(values):.3f} s ({len(values)} runs)"
+    slow = sum(v > 1.0 for v in values)
+    return (f"median {statistics.median(values):.3f} s, max {max(values):.3f} s; "
+            f"{slow} of {len(values)} runs over 1 s")
 
 
 def _markdown(results: dict[str, Any], command: str) -> str:

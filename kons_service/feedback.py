@@ -176,7 +176,11 @@ class FeedbackWriter:
         token = next(self._tokens)
         self._held.add(token)
         try:
-            lease = _Lease(ref, token, await self._acquire(ref, token))
+            try:
+                lease = _Lease(ref, token, await self._acquire(ref, token))
+            except StoreUnavailableError:
+                await self._release(ref, token)  # Redis may have applied the acquire and lost its reply
+                raise
             renewal = asyncio.create_task(self._renew(ref, token))
             try:
                 yield lease
@@ -268,13 +272,13 @@ class FeedbackWriter:
         its budget, or than its tenant's budget has room for; it still predicts. Checked before a batch,
         which may overshoot the budget once."""
         ref, held, budget = entry.ref, learner.state_nbytes(), self.settings.learner_max_bytes
-        entry.reserved_bytes = await self.budget.cover(ref, held, entry.reserved_bytes)
         if held > budget:
             raise ResourceLimitError(
                 f"Learner {ref.name!r} holds {held} bytes, over the budget of {budget} per learner: it takes "
                 "no more feedback (it still predicts). Export it and start a bounded learner (e.g. "
                 "sketched_kons or nystrom_kons)."
             )
+        entry.reserved_bytes = await self.budget.cover(ref, held, entry.reserved_bytes)
 
     async def _features(self, ref: LearnerRef, items: Sequence[Feedback]) -> list[Any]:
         """Each item's features, fetching those remembered under an id."""

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import kons
-from kons_service.store import LearnerRef, LeaseBusy, Store, process_of
+from kons_service.store import LearnerRef, LeaseBusy, Store, StoreUnavailableError, process_of
 from testkit.processes import SPEC, RedisServer, services_on_redis, wait_until
 from testkit.scrape import value
 
@@ -144,6 +144,29 @@ async def test_an_acquire_sent_again_after_its_reply_was_lost_gets_the_lease(
     first = await store.acquire_lease(REF, "w1", 60_000)
     assert await store.acquire_lease(REF, "w1", 60_000) == first
     assert isinstance(await store.acquire_lease(REF, "w2", 60_000), LeaseBusy)
+
+
+async def test_a_lease_acquired_by_a_call_that_then_failed_is_given_back(
+    make_client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis applied A's acquire, but its reply was lost and redis-py's re-sends failed too (Redis still
+    restarting): A answers 503 without knowing it holds the lease. It gives it back anyway; B, seeing A
+    alive and connected, could not take it over."""
+    a, b = await make_client(**LONG_LEASE), await make_client(**LONG_LEASE)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    store_a = a.app.state.service.store  # type: ignore[attr-defined]
+    acquire = store_a.acquire_lease
+
+    async def applied_but_unanswered(*args, **kwargs):
+        await acquire(*args, **kwargs)
+        raise StoreUnavailableError("ConnectionError")
+
+    monkeypatch.setattr(store_a, "acquire_lease", applied_but_unanswered)
+    failed = await a.post(f"{URL}/feedback", json=_body(ROWS[0]))
+    assert failed.status_code == 503 and failed.json()["error"]["code"] == "store_unavailable"
+    response = await b.post(f"{URL}/feedback", json=_body(ROWS[1]))
+    assert response.status_code == 200 and response.json()["version"] == 1
+    assert _takeovers(b) == 0
 
 
 async def test_without_client_list_the_ttl_decides(
