@@ -155,7 +155,8 @@ class FeedbackWriter:
             xs = await self._features(ref, request.items)
             ys = check_rows(learner, xs, [it.y for it in request.items])
             if learner.input_dim is None:  # created without dim: this batch's first row fixes it
-                check_budget(learner, len(xs[0]), self.settings.learner_max_bytes)
+                sized = check_budget(learner, len(xs[0]), self.settings.learner_max_bytes)
+                entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
             try:
                 plays, losses = await self._play(learner, xs, ys)
                 outcome = await self._append(lease, request, xs, ys, plays, losses)

@@ -89,6 +89,21 @@ async def test_a_kernel_learner_growing_over_the_tenants_budget_takes_no_more_fe
     assert again.status_code == 200 and again.json()["version"] == accepted + 1
 
 
+async def test_a_learner_created_without_dim_is_counted_when_its_first_row_fixes_it(
+    make_client, redis_server: RedisServer
+) -> None:
+    client = await make_client(tenant_max_bytes=ONS_BYTES + ONS_BYTES // 2)
+    assert (await client.put("/v1/learners/filler", json=ONS)).status_code == 201
+    dimless = {"algorithm": "ons", "params": EXACT}
+    assert (await client.put("/v1/learners/d", json=dimless)).status_code == 201  # nothing to count yet
+    refused = await client.post("/v1/learners/d/feedback", json={"x": [0.1] * 40, "y": 0.5})
+    assert _refused_for_the_tenant(refused, "default"), refused.text
+    assert (await client.get("/v1/learners/d")).json()["version"] == 0
+    small = await client.post("/v1/learners/d/feedback", json={"x": [0.1] * 10, "y": 0.5})
+    assert small.status_code == 200 and small.json()["version"] == 1
+    assert _reserved(redis_server, "default") >= ONS_BYTES + kons.ONS.state_bytes({"dim": 10})
+
+
 async def test_a_state_upload_over_the_tenants_budget_is_not_installed(
     make_client, redis_server: RedisServer
 ) -> None:
