@@ -68,6 +68,7 @@ class CachedLearner:
     users: int = 0  # requests holding or waiting for the lock: an entry in use is never evicted
     nbytes: int = 0  # the learner's state size when it was last left alone
     history_stride: int = 1  # of the learner's history series, as last heard from the store
+    reserved_bytes: int = 0  # of the tenant's byte budget, as last heard from the store (0: not asked)
 
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
@@ -88,6 +89,7 @@ class CachedLearner:
         self.snap_version = head.snap_version
         self.last_snapshot = time.monotonic()
         self.history_stride = 1
+        self.reserved_bytes = 0
 
 
 class LearnerCache:
@@ -187,6 +189,7 @@ class LearnerCache:
             entry.snap_version = max(entry.snap_version, head.snap_version)
             return
         if same and (entry.version > head.version or entry.lost_history):
+            self.metrics.count_rollback(entry.ref)
             log.error("the store lost rounds of %s that this process held: it was at version %d (round %s), "
                       "the store's head is version %d (round %s); versions after the common history are "
                       "gone, rebuilding from the store", entry.ref, entry.version, entry.tip, head.version,

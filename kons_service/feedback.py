@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -32,6 +33,7 @@ from typing import Any
 import kons
 from kons.losses import get_loss
 from kons_service import codec
+from kons_service.budget import TenantBudget
 from kons_service.cache import CachedLearner, LearnerCache, not_found
 from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
 from kons_service.history import HistoryRecorder
@@ -48,12 +50,16 @@ from kons_service.store import (
     RequestTag,
     Store,
     StoreUnavailableError,
+    process_of,
     round_id,
 )
 
 __all__ = ["Feedback", "FeedbackResult", "FeedbackWriter"]
 
+log = logging.getLogger("kons_service.feedback")
+
 _ATTEMPTS = 5  # compare-and-append attempts before answering 503
+_RELEASE_RETRY_SECONDS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +110,16 @@ class FeedbackWriter:
     """Play feedback rounds on the cached learner and append them to its log, at most once per request."""
 
     def __init__(self, store: Store, settings: Settings, metrics: Metrics, cache: LearnerCache,
-                 history: HistoryRecorder) -> None:
+                 history: HistoryRecorder, budget: TenantBudget) -> None:
         self.store = store
+        self.budget = budget
         self.settings = settings
         self.metrics = metrics
         self.cache = cache
         self.history = history
-        self._tokens = (f"{uuid.uuid4().hex}:{i}" for i in itertools.count())
+        self._tokens = (store.writer_token(i) for i in itertools.count())
+        self._held: set[str] = set()  # tokens of the leases this process's writers hold (or wait for)
+        self._late_releases: set[asyncio.Task[None]] = set()
 
     async def write(
         self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None
@@ -142,11 +151,12 @@ class FeedbackWriter:
             if not entry.at(lease.head):
                 return None
             learner = entry.loaded()
-            self._check_budget(ref, learner)
+            await self._check_budget(entry, learner)
             xs = await self._features(ref, request.items)
             ys = check_rows(learner, xs, [it.y for it in request.items])
             if learner.input_dim is None:  # created without dim: this batch's first row fixes it
-                check_budget(learner, len(xs[0]), self.settings.learner_max_bytes)
+                sized = check_budget(learner, len(xs[0]), self.settings.learner_max_bytes)
+                entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
             try:
                 plays, losses = await self._play(learner, xs, ys)
                 outcome = await self._append(lease, request, xs, ys, plays, losses)
@@ -165,17 +175,49 @@ class FeedbackWriter:
         """Hold the learner's writer lease for the block; given back at its end unless an append used it
         (a successful append releases it in the same script)."""
         token = next(self._tokens)
-        lease = _Lease(ref, token, await self._acquire(ref, token))
-        renewal = asyncio.create_task(self._renew(ref, token))
+        self._held.add(token)
         try:
-            yield lease
+            try:
+                lease = _Lease(ref, token, await self._acquire(ref, token))
+            except StoreUnavailableError:
+                await self._release(ref, token)  # Redis may have applied the acquire and lost its reply
+                raise
+            renewal = asyncio.create_task(self._renew(ref, token))
+            try:
+                yield lease
+            finally:
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+                if not lease.consumed:
+                    await self._release(ref, token)
         finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
-            if not lease.consumed:
-                with contextlib.suppress(StoreUnavailableError):  # it expires on its own
-                    await self.store.release_lease(ref, token)
+            self._held.discard(token)
+
+    async def _release(self, ref: LearnerRef, token: str) -> None:
+        """Give the lease back; if Redis does not answer (restarting), keep trying in the background
+        until it does or the lease has expired: another process cannot tell that a live process's lease
+        is left over, and would wait for its TTL."""
+        try:
+            await self.store.release_lease(ref, token)
+        except StoreUnavailableError:
+            task = asyncio.create_task(self._release_when_back(ref, token))
+            self._late_releases.add(task)
+            task.add_done_callback(self._late_releases.discard)
+
+    async def _release_when_back(self, ref: LearnerRef, token: str) -> None:
+        deadline = time.monotonic() + self.settings.lease_ttl_ms / 1000
+        while time.monotonic() < deadline:
+            await asyncio.sleep(_RELEASE_RETRY_SECONDS)
+            with contextlib.suppress(StoreUnavailableError):
+                await self.store.release_lease(ref, token)
+                return
+
+    async def close(self) -> None:
+        """Stop the background releases (their leases expire on their own)."""
+        for task in list(self._late_releases):
+            task.cancel()
+        await asyncio.gather(*self._late_releases, return_exceptions=True)
 
     async def _renew(self, ref: LearnerRef, token: str) -> None:
         """Keep the lease while the writer works (a long batch, a slow replay), so that its TTL can be
@@ -190,31 +232,54 @@ class FeedbackWriter:
                 continue  # the append's own check decides; try again next period
 
     async def _acquire(self, ref: LearnerRef, token: str) -> Head:
-        """Wait for the writer lease (bounded), returning the head it was taken at."""
+        """Wait for the writer lease (bounded), returning the head it was taken at. A holder found gone
+        (see :meth:`_gone`) has its lease taken over at once instead of waiting for its TTL."""
         deadline = time.monotonic() + self.settings.lease_wait_seconds
         delay = 0.001
+        gone, checked = "", set()
         while True:
-            got = await self.store.acquire_lease(ref, token, self.settings.lease_ttl_ms)
+            got = await self.store.acquire_lease(ref, token, self.settings.lease_ttl_ms, gone)
             if got is None:
                 raise not_found(ref)
             if isinstance(got, Head):
+                if gone:
+                    self.metrics.takeovers.inc()
+                    log.warning("took over the writer lease of %s from %s, whose process is gone", ref, gone)
                 return got
+            if got.holder not in checked:  # once per holder: a live one is not asked about again
+                checked.add(got.holder)
+                if await self._gone(got.holder):
+                    gone = got.holder
+                    continue
             if time.monotonic() + delay > deadline:
                 raise BusyError(f"Learner {ref.name!r} is busy with another writer; retry.")
             self.metrics.lease_waits.inc()
             await asyncio.sleep(min(delay, got.wait_ms / 1000))
             delay = min(delay * 2, 0.05)
 
-    def _check_budget(self, ref: LearnerRef, learner: kons.Learner) -> None:
+    async def _gone(self, holder: str) -> bool:
+        """Whether the writer holding the lease token ``holder`` is known to be gone: a token of this
+        process that none of its writers holds (left by a write whose release failed, e.g. during a Redis
+        restart), or one of a process with no connection to Redis (SIGKILLed, crashed). Unknown (an
+        unnamed process, a Redis refusing CLIENT LIST) is not gone: the lease's TTL decides."""
+        if not self.settings.lease_takeover or not holder:
+            return False
+        if process_of(holder) == self.store.process_name:
+            return holder not in self._held
+        return await self.store.holder_connected(holder) is False
+
+    async def _check_budget(self, entry: CachedLearner, learner: kons.Learner) -> None:
         """Refuse more rounds to a learner (a kernel one: its state grows with them) that holds more than
-        its budget; it still predicts. Checked before a batch, which may overshoot the budget once."""
-        held, budget = learner.state_nbytes(), self.settings.learner_max_bytes
+        its budget, or than its tenant's budget has room for; it still predicts. Checked before a batch,
+        which may overshoot the budget once."""
+        ref, held, budget = entry.ref, learner.state_nbytes(), self.settings.learner_max_bytes
         if held > budget:
             raise ResourceLimitError(
                 f"Learner {ref.name!r} holds {held} bytes, over the budget of {budget} per learner: it takes "
                 "no more feedback (it still predicts). Export it and start a bounded learner (e.g. "
                 "sketched_kons or nystrom_kons)."
             )
+        entry.reserved_bytes = await self.budget.cover(ref, held, entry.reserved_bytes)
 
     async def _features(self, ref: LearnerRef, items: Sequence[Feedback]) -> list[Any]:
         """Each item's features, fetching those remembered under an id."""

@@ -50,15 +50,17 @@ def build(config: dict[str, Any]) -> kons.Learner:
     return kons.learner_from_params(config["algorithm"], {**config["params"], "dim": config["dim"]})
 
 
-def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> None:
+def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> int:
     """Refuse (nothing allocated) a learner whose state at input dimension ``dim`` would exceed ``budget``
-    bytes; ``learner`` may be one built without its dimension (kons's estimate from its parameters)."""
+    bytes; ``learner`` may be one built without its dimension (kons's estimate from its parameters).
+    Returns that estimate."""
     state_bytes = type(learner).state_bytes({**learner.get_params(), "dim": dim})
     if state_bytes > budget:
         raise ResourceLimitError(
             f"This learner's state would take {state_bytes:.4g} bytes at dim {dim}; at most {budget} are "
             "allowed per learner (a smaller dim or sketch_size fits)."
         )
+    return state_bytes
 
 
 def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | None = None) -> list[float]:

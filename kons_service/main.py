@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except RuntimeError as exc:  # e.g. one of several `uvicorn --workers N` (see embedded.py)
                 log.error("%s", exc)
                 raise
-        store = Store.connect(url, settings.redis_timeout_seconds)
+        store = Store.connect(url, settings.redis_timeout_seconds, named=settings.lease_takeover)
         service = LearnerService(store, settings, metrics)
         started = False
         try:

@@ -99,6 +99,11 @@ class Metrics:
         self.divergence = Counter("kons_replay_divergence",
                                   "Replayed rounds whose prediction differed from the logged one.",
                                   registry=r)
+        self.rollbacks = Counter("kons_history_rollbacks", "Times a process found that the store lost rounds "
+                                 "its cached learner held (a Redis rollback) and rebuilt from the store.",
+                                 registry=r)
+        self.takeovers = Counter("kons_lease_takeovers", "Writer leases taken over from a holder whose "
+                                 "process was gone (instead of waiting for the lease to expire).", registry=r)
         self.lease_waits = Counter("kons_lease_waits", "Times a write waited for another writer.", registry=r)
         self.conflicts = Counter("kons_append_conflicts", "Compare-and-append attempts that lost.",
                                  registry=r)
@@ -121,6 +126,8 @@ class Metrics:
                                       labels, registry=r)
         self.learner_loss = Counter("kons_learner_loss", "Sum of the losses of the acknowledged rounds, "
                                     "per learner and loss.", [*labels, "loss"], registry=r)
+        self.learner_rollbacks = Counter("kons_learner_history_rollbacks", "Redis rollbacks found, per "
+                                         "learner (see kons_history_rollbacks).", labels, registry=r)
         # ... and gauges of its state, as last set by any worker
         self.learner_version = Gauge("kons_learner_version", "Rounds in the learner's history.", labels,
                                      registry=r, multiprocess_mode="mostrecent")
@@ -159,6 +166,12 @@ class Metrics:
         if self.per_learner:
             self.learner_rounds.labels(ref.tenant, ref.name).inc(len(losses))
             self.learner_loss.labels(ref.tenant, ref.name, loss).inc(sum(losses))
+
+    def count_rollback(self, ref: LearnerRef) -> None:
+        """The store lost rounds of ``ref`` that this process held."""
+        self.rollbacks.inc()
+        if self.per_learner:
+            self.learner_rollbacks.labels(ref.tenant, ref.name).inc()
 
     def observe_learner(self, ref: LearnerRef, version: int, stats: dict[str, Any], state_bytes: int) -> None:
         if not self.per_learner:

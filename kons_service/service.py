@@ -20,6 +20,7 @@ import anyio.to_thread
 import kons
 from kons_service import codec
 from kons_service.body import read_limited
+from kons_service.budget import TenantBudget
 from kons_service.cache import LearnerCache, not_found
 from kons_service.errors import (
     BatchTooLargeError,
@@ -104,15 +105,17 @@ class LearnerService:
         self.snapshots = Snapshotter(store, settings, metrics)
         self.cache = LearnerCache(store, settings, metrics, on_evict=self.snapshots.schedule)
         self.history_recorder = HistoryRecorder(store, settings)
-        self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder)
+        self.budget = TenantBudget(store, settings)
+        self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.snapshots.start(self.cache)
 
     async def close(self, timeout: float = 60.0) -> None:
-        """Stop the background task and snapshot every learner with unsnapshotted rounds (all within
+        """Stop the background tasks and snapshot every learner with unsnapshotted rounds (all within
         ``timeout`` seconds)."""
+        await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
 
     async def store_problem(self) -> str | None:
@@ -137,7 +140,9 @@ class LearnerService:
         ``dim``, the first feedback row fixes it (and the budget is checked then: :mod:`.feedback`)."""
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
-        text = self._sized_config(kons.learner_from_params(algorithm, {**params, "dim": None}), dim)
+        text, estimate = self._sized_config(kons.learner_from_params(algorithm, {**params, "dim": None}), dim)
+        if await self.store.config(ref) is None:  # a new learner: its bytes are reserved before it exists
+            await self.budget.reserve(ref, estimate, "it was not created")
         created, stored = await self.store.create(ref, text, uuid.uuid4().hex, int(time.time() * 1000))
         if not created and stored != text:
             raise ConfigConflictError(
@@ -197,11 +202,12 @@ class LearnerService:
         self._check_batch(len(items))
         return await self.writer.write(ref, items, request_id)
 
-    def _sized_config(self, unsized: kons.Learner, dim: int | None) -> str:
+    def _sized_config(self, unsized: kons.Learner, dim: int | None) -> tuple[str, int]:
         """The stored text of the config of ``unsized`` (a learner built without its dimension, so that
-        nothing of its state is allocated) at ``dim``, once kons's size of that state fits the budget."""
-        check_budget(unsized, dim, self.settings.learner_max_bytes)
-        return canonical({**config_of(unsized), "dim": dim})
+        nothing of its state is allocated) at ``dim``, and kons's size of that state, once it fits the
+        per-learner budget."""
+        estimate = check_budget(unsized, dim, self.settings.learner_max_bytes)
+        return canonical({**config_of(unsized), "dim": dim}), estimate
 
     def _check_batch(self, rows: int) -> None:
         if rows > self.settings.max_batch:
@@ -227,12 +233,13 @@ class LearnerService:
             unsized = kons.learner_class(algorithm).from_params({**params, "dim": None})
         except kons.InvalidParameterError as exc:
             raise kons.StateFormatError(f"the state's parameters are invalid: {exc}") from None
-        theirs = self._sized_config(unsized, params.get("dim"))
+        theirs, _ = self._sized_config(unsized, params.get("dim"))
         if theirs != stored:
             raise StateMismatchError(f"The state is for {theirs}, not this learner's configuration {stored}.")
         # The stored config may leave the dimension to the first row: the blob's own is checked here.
         budget = self.settings.learner_max_bytes
         learner = await anyio.to_thread.run_sync(lambda: kons.load(blob, max_bytes=budget))
+        reserved = await self.budget.reserve(ref, learner.state_nbytes(), "the state was not installed")
         version = int(learner.stats()["rounds"])
         incarnation = uuid.uuid4().hex
         head = Head(incarnation, version, version, incarnation)  # a new history: its tip is its incarnation
@@ -243,6 +250,7 @@ class LearnerService:
             raise StateMismatchError(f"Learner {ref.name!r} was re-created meanwhile; retry.")
         async with self.cache.locked(self.cache.entry(ref)) as entry:
             entry.adopt(learner, json.loads(stored), head)
+            entry.reserved_bytes = reserved
             await self.history_recorder.offer(entry, before=-1)
         self.metrics.observe_learner(ref, version, learner.stats(), learner.state_nbytes())
         return version

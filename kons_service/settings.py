@@ -69,6 +69,11 @@ class Settings(BaseSettings):
         2_000, ge=100, description="Per-learner writer lease, renewed every third of it while its writer "
         "works: a crashed writer blocks its learner at most this long. Correctness does not depend on it "
         "(appends are fenced by the head).")
+    lease_takeover: bool = Field(
+        True, description="Name this process's Redis connections (CLIENT SETNAME) and take a writer lease "
+        "over at once when its holder has no connection left (a SIGKILLed or crashed process; checked once "
+        "with CLIENT LIST), instead of waiting for lease_ttl_ms. Set false for a Redis that refuses CLIENT "
+        "SETNAME; a Redis that refuses CLIENT LIST just falls back to the TTL.")
     lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
     cache_size: int = Field(256, ge=1, description="Learners kept in memory per process ...")
     history_points: int = Field(
@@ -83,6 +88,11 @@ class Settings(BaseSettings):
         "(kons's Learner.state_bytes: d^2 for ONS, m*d for the sketches, the first stored points for the "
         "kernel learners); a larger config is refused at PUT. A round and a snapshot briefly need up to "
         "about twice that again.")
+    tenant_max_bytes: int = Field(
+        2**30, ge=1024, description="Most bytes the states of one tenant's learners may take together "
+        "(each counted as in learner_max_bytes, a kernel learner at its actual size as it grows); a create, "
+        "a state upload or a feedback that would go over it is refused with 422 resource_limit. Kept in "
+        "Redis, so it holds across replicas.")
     max_state_bytes: int = Field(
         257 * 2**20, ge=1024, description="Largest state blob accepted by PUT /state (the state budget "
         "plus room for the header); a larger upload is refused as it streams in.")

@@ -17,6 +17,10 @@ and every script touches only keys of one slot, all declared in ``KEYS``::
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
+And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and their total; see
+``reserve.lua``) holds the tenant's byte budget. Both are in the tenant's slot, not in its learners' ones,
+so no script touches them together with a learner's keys: a reservation is made before the learner
+exists and dropped after it is gone (see :meth:`Store.reserve_bytes`).
 """
 
 from __future__ import annotations
@@ -48,16 +52,18 @@ __all__ = [
     "LoggedRound",
     "Publication",
     "RequestTag",
+    "Reservation",
     "SnapshotUnstableError",
     "Store",
     "StoreError",
     "StoreUnavailableError",
     "StoredState",
     "answers_ping",
+    "process_of",
 ]
 
 _SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "recall", "commit_snapshot",
-            "replace_state", "delete", "history")
+            "replace_state", "delete", "history", "reserve", "unreserve")
 _USE_CHUNKS = {"commit_snapshot", "replace_state"}
 _CHUNK_RETRIES = 5
 
@@ -102,9 +108,10 @@ class Head:
 
 @dataclass(frozen=True, slots=True)
 class LeaseBusy:
-    """Another writer holds the learner's lease for about ``wait_ms`` more milliseconds."""
+    """Another writer, ``holder`` (its token), holds the learner's lease for about ``wait_ms`` more ms."""
 
     wait_ms: int
+    holder: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +161,16 @@ class StoredState:
     head: Head
     snapshot: bytes | None
     snap_tip: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A reservation against the tenant's byte budget: granted or not, the learner's reserved bytes and
+    the tenant's total after it."""
+
+    granted: bool
+    learner_bytes: int
+    tenant_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +224,10 @@ _PUBLISH_CODES = {1: Publication.PUBLISHED, -1: Publication.GONE, -2: Publicatio
                   -3: Publication.INCOMPLETE}
 
 
+#: The prefix of the names of a process's Redis connections, followed by its process id.
+_NAMED = "kons:"
+
+
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -244,8 +265,13 @@ class Store:
     Every coroutine raises :class:`StoreUnavailableError` when Redis fails; nothing Redis-specific leaves it.
     """
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis, connection_name: str | None = None) -> None:
         self.client = client
+        #: The prefix of this process's writer tokens: the name of its Redis connections when they are
+        #: named (``kons:<process id>``, see :meth:`connect`), so that another process can tell from a
+        #: lease's token whether its holder still has a connection; else just a process id.
+        self.process_name = connection_name or uuid.uuid4().hex
+        self._client_list_refused = False
         lua = resources.files("kons_service") / "lua"
         # Redis scripts cannot load one another: a script that needs the shared chunk check gets it prepended.
         chunks = (lua / "lib" / "chunks.lua").read_text()
@@ -256,15 +282,17 @@ class Store:
         }
 
     @classmethod
-    def connect(cls, url: str, timeout_seconds: float) -> Store:
+    def connect(cls, url: str, timeout_seconds: float, named: bool = True) -> Store:
         """A store on the Redis at ``url``; every command times out after ``timeout_seconds`` and is
-        re-sent twice after a lost connection (which is why every script is idempotent)."""
+        re-sent twice after a lost connection (which is why every script is idempotent). ``named``: each
+        connection is named ``kons:<process id>`` (``CLIENT SETNAME``, see :meth:`holder_connected`)."""
+        name = f"{_NAMED}{uuid.uuid4().hex}" if named else None
         client = Redis.from_url(
             url, decode_responses=False, socket_timeout=timeout_seconds,
-            socket_connect_timeout=timeout_seconds,
+            socket_connect_timeout=timeout_seconds, client_name=name,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), retries=2), health_check_interval=15,
         )
-        return cls(client)
+        return cls(client, name)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -277,6 +305,10 @@ class Store:
     @staticmethod
     def _index(tenant: str) -> str:
         return f"kons:tenant:{{{tenant}}}:learners"
+
+    @staticmethod
+    def _tenant_bytes(tenant: str) -> str:
+        return f"kons:tenant:{{{tenant}}}:bytes"
 
     def keys_of(self, ref: LearnerRef) -> list[str]:
         """Every key one learner may own (meta first)."""
@@ -312,6 +344,7 @@ class Store:
     async def delete(self, ref: LearnerRef) -> bool:
         existed = await self._scripts["delete"](keys=self.keys_of(ref))
         await self.client.zrem(self._index(ref.tenant), ref.name)
+        await self.unreserve_bytes(ref)  # last: see reserve_bytes
         return bool(existed)
 
     @_translated
@@ -341,16 +374,73 @@ class Store:
                 rows.append(ListedLearner(_s(raw), _s(config), int(version)))
         return rows, more
 
-    # ------------------------------------------------------------------ ordered log
+    # ------------------------------------------------------------------ the tenant's byte budget
     @_translated
-    async def acquire_lease(self, ref: LearnerRef, token: str, ttl_ms: int) -> Head | LeaseBusy | None:
-        """Take the writer lease: the head if taken, how long to wait if busy, None if the learner is gone."""
-        reply = await self._run("acquire", ref, ("meta", "lease"), [token, ttl_ms])
+    async def reserve_bytes(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+        """Grow the learner's reservation to at least ``nbytes`` unless the tenant's total would exceed
+        ``budget`` (see ``reserve.lua``).
+
+        The reservation lives in the tenant's slot, the learner in its own, so the two cannot change in
+        one atomic step: a create reserves first and a delete unreserves last. Concurrent creates (on any
+        replica) therefore never take the tenant over its budget; a process that dies between the two
+        steps leaves a reservation without a learner, which only refuses early until
+        :meth:`reclaim_bytes` drops it."""
+        reply = await self._scripts["reserve"](keys=[self._tenant_bytes(ref.tenant)],
+                                               args=[ref.name, nbytes, budget])
+        return Reservation(bool(reply[0]), int(reply[1]), int(reply[2]))
+
+    @_translated
+    async def unreserve_bytes(self, ref: LearnerRef) -> None:
+        await self._scripts["unreserve"](keys=[self._tenant_bytes(ref.tenant)], args=[0, ref.name])
+
+    @_translated
+    async def reclaim_bytes(self, tenant: str, min_age_ms: int) -> int:
+        """Drop the reservations, older than ``min_age_ms``, of names that have no learner (left by a
+        process that died between the two steps of a create or a delete); returns how many."""
+        key = self._tenant_bytes(tenant)
+        names = [_s(n) for n in await self.client.hkeys(key) if not _s(n).startswith("*")]
+        if not names:
+            return 0
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.exists(self._key(LearnerRef(tenant, name), "meta"))
+        missing = [name for name, exists in zip(names, await pipe.execute(), strict=True) if not exists]
+        if not missing:
+            return 0
+        return int(await self._scripts["unreserve"](keys=[key], args=[min_age_ms, *missing]))
+
+    # ------------------------------------------------------------------ ordered log
+    def writer_token(self, serial: int) -> str:
+        """A lease token of this process: ``<process name>:<serial>`` (see :func:`process_of`)."""
+        return f"{self.process_name}:{serial}"
+
+    @_translated
+    async def acquire_lease(self, ref: LearnerRef, token: str, ttl_ms: int,
+                            gone: str = "") -> Head | LeaseBusy | None:
+        """Take the writer lease: the head if taken, who holds it and how long to wait if busy, None if the
+        learner is gone. A lease still held by the token ``gone`` (a writer known to be dead) is taken."""
+        reply = await self._run("acquire", ref, ("meta", "lease"), [token, ttl_ms, gone])
         if reply[0] == -1:
             return None
         if reply[0] == 0:
-            return LeaseBusy(max(int(reply[1]), 1))
+            return LeaseBusy(max(int(reply[1]), 1), _s(reply[2]))
         return Head(_s(reply[1]), int(reply[2]), int(reply[3]), _s(reply[4]))
+
+    @_translated
+    async def holder_connected(self, token: str) -> bool | None:
+        """Whether the process that took the lease token ``token`` has a connection to Redis; None when
+        that cannot be told (a token of an unnamed process, or a Redis that refuses ``CLIENT LIST``, as
+        some managed ones do). A SIGKILLed process's connections close with it, and Redis sees that at
+        once; a host that vanished leaves them open until TCP keepalive notices (then: True)."""
+        name = process_of(token)
+        if not name.startswith(_NAMED) or self._client_list_refused:
+            return None
+        try:
+            clients = await self.client.client_list(_type="normal")
+        except redis.exceptions.ResponseError:
+            self._client_list_refused = True
+            return None
+        return any(_s(client.get("name", "")) == name for client in clients)
 
     @_translated
     async def release_lease(self, ref: LearnerRef, token: str) -> None:
@@ -518,6 +608,11 @@ def answers_ping(url: str, timeout_seconds: float = 1.0) -> bool:
         return False
     finally:
         client.close()
+
+
+def process_of(token: str) -> str:
+    """The name of the process that made a lease token (see :meth:`Store.writer_token`)."""
+    return token.rpartition(":")[0]
 
 
 def _applied(value: Any) -> AppliedRequest:

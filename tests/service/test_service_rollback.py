@@ -15,6 +15,7 @@ import kons
 from kons_service.codec import unpack_float
 from kons_service.store import LearnerRef, Store
 from testkit.processes import SPEC, RedisServer
+from testkit.scrape import value
 
 pytestmark = pytest.mark.anyio
 
@@ -33,18 +34,18 @@ async def _feed(client: httpx.AsyncClient, rounds: list[tuple[list[float], float
         assert response.status_code == 200, response.text
 
 
-def _dump(server: RedisServer, app_client: httpx.AsyncClient) -> dict[str, bytes | None]:
+def _dump(server: RedisServer, app: httpx.AsyncClient, ref: LearnerRef = REF) -> dict[str, bytes | None]:
     """The learner's keys as they are now (None: absent)."""
-    client, store = server.client(), app_client.app.state.service.store  # type: ignore[attr-defined]
-    return {key: client.dump(key) for key in store.keys_of(REF)}
+    client, store = server.client(), app.app.state.service.store  # type: ignore[attr-defined]
+    return {key: client.dump(key) for key in store.keys_of(ref)}
 
 
 def _restore(server: RedisServer, dumped: dict[str, bytes | None]) -> None:
     client = server.client()
-    for key, value in dumped.items():
+    for key, dumped_value in dumped.items():
         client.delete(key)
-        if value is not None:
-            client.restore(key, 0, value)
+        if dumped_value is not None:
+            client.restore(key, 0, dumped_value)
 
 
 async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
@@ -74,6 +75,10 @@ async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
         answers = [(await c.post(f"{URL}/predict", json={"x": PROBE})).json() for c in (a, b)]
     assert answers == [{"prediction": reference.predict_one(PROBE), "version": 8}] * 2
     assert any("lost rounds" in r.getMessage() and "version 8" in r.getMessage() for r in caplog.records)
+    # ... and counts it where an operator's alert looks: a's /metrics, not b's (b never held lost rounds)
+    scraped = [(await c.get("/metrics")).text for c in (a, b)]
+    assert [value(text, "kons_history_rollbacks_total") for text in scraped] == [1, 0]
+    assert value(scraped[0], "kons_learner_history_rollbacks_total", tenant="default", learner="m") == 1
 
     # ... nor extend it: a's next round is played on the store's history and logged as such
     x, y = PROBE, 0.7
@@ -104,3 +109,32 @@ async def test_a_replica_behind_the_rollback_replays_only_its_own_history(
     answers = [(await c.post(f"{URL}/predict", json={"x": PROBE})).json() for c in (a, b)]
     assert answers == [{"prediction": reference.predict_one(PROBE), "version": 9}] * 2
 
+
+
+async def test_a_rollback_is_counted_without_naming_the_learner_to_anonymous_scrapers(
+    make_client, redis_server: RedisServer
+) -> None:
+    keys = {"api_keys": "acme:key-a,beta:key-b", "metrics_key": "scrape-key"}
+    a, b = await make_client(**keys), await make_client(**keys)
+    for c in (a, b):
+        c.headers["Authorization"] = "Bearer key-a"
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, _rounds(1, 3, 0.0))
+    before_loss = _dump(redis_server, a, LearnerRef("acme", "m"))
+    await _feed(a, _rounds(4, 1, 1.0))
+    _restore(redis_server, before_loss)
+    await _feed(b, _rounds(4, 1, -1.0))
+    assert (await a.post(f"{URL}/predict", json={"x": PROBE})).json()["version"] == 4
+
+    scrape = {who: (await a.get("/metrics", headers={"Authorization": f"Bearer {key}"})).text
+              for who, key in (("operator", "scrape-key"), ("owner", "key-a"), ("other", "key-b"))}
+    del a.headers["Authorization"]
+    scrape["anonymous"] = (await a.get("/metrics")).text
+    for text in scrape.values():
+        assert value(text, "kons_history_rollbacks_total") == 1
+    mine = {"tenant": "acme", "learner": "m"}
+    assert value(scrape["operator"], "kons_learner_history_rollbacks_total", **mine) == 1
+    assert value(scrape["owner"], "kons_learner_history_rollbacks_total", **mine) == 1
+    for hidden in ("other", "anonymous"):
+        assert value(scrape[hidden], "kons_learner_history_rollbacks_total") is None
+        assert "acme" not in scrape[hidden]

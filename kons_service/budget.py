@@ -1,0 +1,56 @@
+"""The per-tenant byte budget: the summed state bytes of a tenant's learners stay within
+``tenant_max_bytes``, whichever replica creates, grows or replaces them.
+
+Each learner holds a reservation in Redis (:meth:`~kons_service.store.Store.reserve_bytes`): its estimated
+state size from its config when it is created, grown to its actual size when it outgrows that (a kernel
+learner storing points, an uploaded state) and dropped when it is deleted. A reservation is granted
+atomically against the tenant's total, so concurrent creates on several replicas cannot overshoot; since
+it cannot be made in the same atomic step as the learner itself (another Redis Cluster slot), a create
+reserves first and a delete unreserves last: a process dying in between leaves a reservation without a
+learner, which over-counts (refuses early) until a refused reservation reclaims it.
+"""
+
+from __future__ import annotations
+
+from kons_service.errors import ResourceLimitError
+from kons_service.settings import Settings
+from kons_service.store import LearnerRef, Store
+
+__all__ = ["TenantBudget"]
+
+#: A reservation younger than this may belong to a create in progress, so it is never reclaimed.
+RECLAIM_MIN_AGE_MS = 60_000
+
+
+class TenantBudget:
+    """Reserve learners' state bytes against their tenant's budget."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+
+    async def reserve(self, ref: LearnerRef, nbytes: int, refused: str) -> int:
+        """Make the learner's reservation at least ``nbytes``; returns it. Raises 422 ``resource_limit``
+        (``refused`` says what was not done) when the tenant's total would go over its budget, once the
+        reservations of learners that no longer exist are reclaimed."""
+        budget = self.settings.tenant_max_bytes
+        got = await self.store.reserve_bytes(ref, nbytes, budget)
+        if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
+            got = await self.store.reserve_bytes(ref, nbytes, budget)
+        if not got.granted:
+            raise ResourceLimitError(
+                f"Learner {ref.name!r} needs {nbytes} bytes of state, and the other learners of tenant "
+                f"{ref.tenant!r} already hold {got.tenant_bytes - got.learner_bytes} of its budget of "
+                f"{budget} bytes (KONS_TENANT_MAX_BYTES): {refused}. Delete learners, or use smaller ones.")
+        return got.learner_bytes
+
+    async def cover(self, ref: LearnerRef, held: int, reserved: int) -> int:
+        """The reservation of a learner that holds ``held`` bytes and had ``reserved``: asks Redis only
+        when it has outgrown it, then with a quarter of headroom (so a growing kernel learner asks once per
+        quarter of growth, not every round). Raises 422 when the tenant's budget cannot cover ``held``."""
+        if held <= reserved:
+            return reserved
+        refused = "it takes no more feedback (it still predicts)"
+        roomy = max(held, min(held + held // 4, self.settings.learner_max_bytes))
+        got = await self.store.reserve_bytes(ref, roomy, self.settings.tenant_max_bytes)
+        return got.learner_bytes if got.granted else await self.reserve(ref, held, refused)
