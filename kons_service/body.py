@@ -1,81 +1,28 @@
-"""Request bodies: authentication first, a size limit, and strict JSON parsing off the event loop.
+"""Request bodies: authentication first, a size limit, and strict JSON parsing out of the serving process.
 
-``json.loads`` accepts the non-standard tokens ``NaN``, ``Infinity`` and ``-Infinity`` and turns
-``1e999`` into ``inf``; none of them may reach a learner. Routes built with :class:`KonsRoute` check the
-caller's key before a byte of the body is read (an unauthenticated sender costs a header check), and read
-their body through :class:`StrictRequest`, so FastAPI's own body parsing applies the size limit and both
-rules. A large body is parsed in a worker thread by pydantic-core's parser (about 7x faster than
-``json.loads`` on feature vectors), so that it does not stall the other tenants' requests.
+Routes built with :class:`KonsRoute` check the caller's key before a byte of the body is read (an
+unauthenticated sender costs a header check), and read their body through :class:`StrictRequest`, so
+FastAPI's own body parsing applies the size limit and :mod:`kons_service.parsers`' strict JSON rules. A
+large body is parsed and validated by a worker process (see there why not a thread), so that it does not
+stall the other tenants' requests.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any
 
-import anyio.to_thread
-import pydantic_core
 from fastapi import Request, Response
 from fastapi.dependencies.utils import get_flat_params
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from starlette.types import Receive, Scope
 
-from kons_service.errors import InvalidJSONError, PayloadTooLargeError, TooManyRequestsError
+from kons_service.errors import PayloadTooLargeError, TooManyRequestsError
+from kons_service.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 
-__all__ = ["KonsRoute", "LargeBodies", "StrictRequest", "loads_strict", "parse_json", "read_limited"]
-
-
-def _reject_constant(token: str) -> Any:
-    raise InvalidJSONError(f"The body is not valid JSON: the token {token!r} is not a number JSON allows.")
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise InvalidJSONError(f"The body is not valid JSON: the number {text[:40]!r} is out of range.")
-    return value
-
-
-#: Bodies larger than this are parsed in a worker thread.
-_INLINE_BYTES = 64 * 1024
-
-
-def loads_strict(body: bytes) -> Any:
-    """``json.loads`` without NaN/Infinity tokens or overflowing numbers."""
-    try:  # the fast parser, whose floats are Python's (correctly rounded); it gives inf for 1e999
-        value = pydantic_core.from_json(body, allow_inf_nan=False)
-    except ValueError:
-        value = None
-    else:
-        if _finite_numbers(value):
-            return value
-    # A malformed body or a number out of range: the standard parser names the offending token.
-    return json.loads(body, parse_constant=_reject_constant, parse_float=_parse_float)
-
-
-def _finite_numbers(value: Any) -> bool:
-    """Whether every float inside a parsed JSON value is finite (a list of numbers is summed in C)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite_numbers(v) for v in value.values())
-    if isinstance(value, list):
-        try:
-            if math.isfinite(sum(value)):
-                return True
-        except (TypeError, OverflowError):  # not all numbers, or an int beyond float range
-            pass
-        return all(_finite_numbers(v) for v in value)
-    return True
-
-
-async def parse_json(body: bytes) -> Any:
-    """:func:`loads_strict`, in a worker thread for a large body."""
-    if len(body) <= _INLINE_BYTES:
-        return loads_strict(body)
-    return await anyio.to_thread.run_sync(loads_strict, body)
+__all__ = ["KonsRoute", "LargeBodies", "StrictRequest", "read_limited"]
 
 
 async def read_limited(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
@@ -92,12 +39,12 @@ async def read_limited(stream: AsyncIterator[bytes], declared: str | None, limit
 
 
 def _large_body(request: Request) -> bool:
-    """Whether the request announces a body over :data:`_INLINE_BYTES`, or one of unknown size (chunked);
+    """Whether the request announces a body over :data:`INLINE_BYTES`, or one of unknown size (chunked);
     a request without a body (a GET) has neither header."""
     length = request.headers.get("content-length")
     if "chunked" in request.headers.get("transfer-encoding", "").lower():
         return True
-    return length is not None and (not length.isdigit() or int(length) > _INLINE_BYTES)
+    return length is not None and (not length.isdigit() or int(length) > INLINE_BYTES)
 
 
 class LargeBodies:
@@ -114,7 +61,7 @@ class LargeBodies:
         count = self._in_flight.get(tenant, 0)
         if count >= self.limit:
             raise TooManyRequestsError(
-                f"At most {self.limit} request(s) with a body over {_INLINE_BYTES} bytes may be in flight "
+                f"At most {self.limit} request(s) with a body over {INLINE_BYTES} bytes may be in flight "
                 "per tenant; retry when one is answered."
             )
         self._in_flight[tenant] = count + 1
@@ -127,7 +74,12 @@ class LargeBodies:
 
 
 class StrictRequest(Request):
-    """A request whose body is size-limited (``max_request_bytes``) and parsed by :func:`loads_strict`."""
+    """A request whose body is size-limited (``max_request_bytes``) and parsed by :func:`loads_strict`,
+    in the parser pool when large: what comes back is then already validated as ``body_type``."""
+
+    def __init__(self, scope: Scope, receive: Receive, body_type: Any) -> None:
+        super().__init__(scope, receive)
+        self.body_type = body_type
 
     async def body(self) -> bytes:
         if not hasattr(self, "_body"):
@@ -137,7 +89,19 @@ class StrictRequest(Request):
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            self._json = await parse_json(await self.body())
+            body = await self.body()
+            if len(body) <= INLINE_BYTES:
+                self._json = loads_strict(body)
+                return self._json
+            outcome = await self.app.state.parsers.parse(self.body_type, body)
+            if isinstance(outcome, Malformed):
+                outcome.raise_()
+            if isinstance(outcome, Invalid):
+                # Before the dependencies' own checks (the learner's name), as a malformed body is.
+                raise RequestValidationError(outcome.errors)
+            assert isinstance(outcome, Parsed)
+            # FastAPI validates it again, which gives a valid model instance back as it is.
+            self._json = outcome.body
         return self._json
 
 
@@ -147,9 +111,10 @@ class KonsRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        body_type = None if self.body_field is None else self.body_field.field_info.annotation
 
         async def strict_handler(request: Request) -> Response:
-            return await handler(StrictRequest(request.scope, request.receive))
+            return await handler(StrictRequest(request.scope, request.receive, body_type))
 
         # The routes that take a key are those whose dependencies read the Authorization header (health
         # and server metadata routes do not).

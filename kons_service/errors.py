@@ -28,6 +28,7 @@ __all__ = [
     "InvalidJSONError",
     "InvalidNameError",
     "LearnerNotFoundError",
+    "ParserUnavailableError",
     "PayloadTooLargeError",
     "RequestIdConflictError",
     "ResourceLimitError",
@@ -118,6 +119,12 @@ class BusyError(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"Retry-After": "1"})
+
+
+class ParserUnavailableError(BusyError):
+    """The process parsing a large body died (the pool starts a new one for the next body)."""
+
+    code = "parser_unavailable"
 
 
 #: kons's errors: all are the caller's doing and leave the learner unchanged.

@@ -101,9 +101,15 @@ class _Lease:
 
 
 def _fingerprint(items: Sequence[Feedback]) -> str:
-    """A digest of a feedback body, so that a request_id reused for another body is caught."""
-    text = json.dumps([[it.x, it.id, it.y] for it in items], separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    """A digest of a feedback body, so that a request_id reused for another body is caught. Dense
+    features go in as their float64 bytes (the log's encoding), not as text: a large batch is hashed
+    without turning its arrays back into Python floats."""
+    digest = hashlib.sha256()
+    for it in items:
+        x = b"" if it.x is None else codec.encode_features(codec.to_kons(it.x))
+        head = json.dumps([it.id, it.y, len(x)], separators=(",", ":"), allow_nan=False).encode()
+        digest.update(len(head).to_bytes(4, "little") + head + x)
+    return digest.hexdigest()[:32]
 
 
 class FeedbackWriter:

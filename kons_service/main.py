@@ -21,6 +21,7 @@ from kons_service.errors import install_error_handlers
 from kons_service.logs import RequestContextMiddleware, stamp_records
 from kons_service.metrics import Metrics
 from kons_service.openapi import install_openapi, operation_id
+from kons_service.parsers import ParserPool
 from kons_service.routers import learners, ops, rounds, v2
 from kons_service.service import LearnerService
 from kons_service.settings import Settings
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     stamp_records()
     auth = Authenticator(settings)  # fails fast on a malformed key list
     metrics = Metrics(per_learner=settings.metrics_per_learner)
+    parsers = ParserPool(settings.parse_workers)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -79,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     await service.close()
             finally:
                 await store.close()
+                parsers.close()
                 metrics.worker_exits()
                 if embedded is not None:
                     embedded.stop()
@@ -95,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.auth = auth
     app.state.large_bodies = LargeBodies(settings.tenant_large_bodies)
+    app.state.parsers = parsers
     app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(learners.router)

@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     tenant_large_bodies: int = Field(
         1, ge=1, description="Requests with a body over 64 KiB (or of unknown size) one tenant may have in "
         "flight when API keys are configured; more are answered 429 with Retry-After.")
+    parse_workers: int = Field(
+        1, ge=1, description="Processes (per server process) that parse and validate bodies over 64 KiB, "
+        "so that a large body never holds the serving process's GIL.")
     max_batch: int = Field(1000, ge=1, description="Most rows in one predict or feedback batch.")
     page_size_max: int = Field(1000, ge=1)
 

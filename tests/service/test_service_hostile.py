@@ -10,8 +10,8 @@ import anyio
 import httpx
 import pytest
 
-from kons_service.body import loads_strict
 from kons_service.errors import InvalidJSONError
+from kons_service.parsers import loads_strict
 from testkit.processes import SPEC
 
 pytestmark = pytest.mark.anyio
