@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope
 
-from kons_service.errors import PayloadTooLargeError, TooManyRequestsError
+from kons_service.errors import ApiError, PayloadTooLargeError, TooManyRequestsError
 from kons_service.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 
 __all__ = ["KonsRoute", "LargeBodies", "StrictRequest", "read_limited"]
@@ -73,6 +73,19 @@ class LargeBodies:
                 del self._in_flight[tenant]
 
 
+@contextlib.contextmanager
+def _closing_unread(large: bool) -> Iterator[None]:
+    """An error answered before a large body is read also closes the connection: otherwise the server
+    would go on receiving (and dropping) the whole body, up to ``max_request_bytes``, to keep the
+    connection alive (as Go's net/http does past 256 KiB)."""
+    try:
+        yield
+    except ApiError as exc:
+        if large:
+            exc.headers = {**(exc.headers or {}), "Connection": "close"}
+        raise
+
+
 class StrictRequest(Request):
     """A request whose body is size-limited (``max_request_bytes``) and parsed by :func:`loads_strict`,
     in the parser pool when large: what comes back is then already validated as ``body_type``."""
@@ -124,10 +137,12 @@ class KonsRoute(APIRoute):
 
         async def authenticated_handler(request: Request) -> Response:
             auth = request.app.state.auth
-            tenant = auth.tenant(request.headers.get("authorization"))
-            if auth.single_tenant or not _large_body(request):
-                return await strict_handler(request)
-            with request.app.state.large_bodies.slot(tenant):
+            large = _large_body(request)
+            with contextlib.ExitStack() as stack:
+                with _closing_unread(large):
+                    tenant = auth.tenant(request.headers.get("authorization"))
+                    if large and not auth.single_tenant:
+                        stack.enter_context(request.app.state.large_bodies.slot(tenant))
                 return await strict_handler(request)
 
         return authenticated_handler

@@ -90,7 +90,13 @@ class RequestIdConflictError(ApiError):
 
 
 class PayloadTooLargeError(ApiError):
+    """A body over the limit, refused before its end is read: the connection is closed rather than
+    drained."""
+
     status, code = 413, "payload_too_large"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"Connection": "close"})
 
 
 class BatchTooLargeError(ApiError):

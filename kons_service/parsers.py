@@ -15,7 +15,8 @@ have used. The serving process only moves bytes.
 
 The pool is small (``KONS_PARSE_WORKERS``, 1 by default: on a machine of few cores a second parser would
 take the core the event loop needs) and starts with the first large body; its processes are spawned, not
-forked, since the serving process runs threads.
+forked, since the serving process runs threads, and run at a lower CPU priority (:data:`NICENESS`): when
+the cores are busy, bulk bodies wait, not the small requests of everyone else.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import functools
 import json
 import math
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -35,11 +37,13 @@ from pydantic import TypeAdapter, ValidationError
 
 from kons_service.errors import InvalidJSONError, ParserUnavailableError
 
-__all__ = ["INLINE_BYTES", "Invalid", "Malformed", "Outcome", "Parsed", "ParserPool", "loads_strict",
-           "parse_and_validate"]
+__all__ = ["INLINE_BYTES", "NICENESS", "Invalid", "Malformed", "Outcome", "Parsed", "ParserPool",
+           "loads_strict", "parse_and_validate"]
 
 #: Bodies larger than this are parsed in a worker process.
 INLINE_BYTES = 64 * 1024
+#: The parser processes' niceness, added to the serving process's.
+NICENESS = 10
 
 
 def _reject_constant(token: str) -> Any:
@@ -141,7 +145,8 @@ class ParserPool:
 
     async def parse(self, body_type: Any, body: bytes) -> Outcome:
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(self.workers, multiprocessing.get_context("spawn"))
+            self._executor = ProcessPoolExecutor(self.workers, multiprocessing.get_context("spawn"),
+                                                 initializer=os.nice, initargs=(NICENESS,))
         executor = self._executor
         try:
             return await asyncio.wrap_future(executor.submit(parse_and_validate, body_type, body))

@@ -47,8 +47,8 @@ class V2Route(KonsRoute):
             except Exception as exc:
                 answer = await _service_answer(request, exc)
                 message = json.loads(bytes(answer.body))["error"]["message"]
-                headers = {k: v for k, v in answer.headers.items() if k.lower() in ("retry-after",
-                                                                                    "www-authenticate")}
+                headers = {k: v for k, v in answer.headers.items()
+                           if k.lower() in ("retry-after", "www-authenticate", "connection")}
                 return JSONResponse({"error": message}, status_code=answer.status_code, headers=headers)
 
         return v2_handler
