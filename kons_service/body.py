@@ -15,11 +15,10 @@ from typing import Any
 
 from fastapi import Request, Response
 from fastapi.dependencies.utils import get_flat_params
-from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope
 
-from kons_service.errors import ApiError, PayloadTooLargeError, TooManyRequestsError
+from kons_service.errors import ApiError, InvalidBodyError, PayloadTooLargeError, TooManyRequestsError
 from kons_service.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 
 __all__ = ["KonsRoute", "LargeBodies", "StrictRequest", "read_limited"]
@@ -110,8 +109,8 @@ class StrictRequest(Request):
             if isinstance(outcome, Malformed):
                 outcome.raise_()
             if isinstance(outcome, Invalid):
-                # Before the dependencies' own checks (the learner's name), as a malformed body is.
-                raise RequestValidationError(outcome.errors)
+                # Found before the dependencies' own checks (the learner's name), as a malformed body is.
+                raise InvalidBodyError(outcome.errors)
             assert isinstance(outcome, Parsed)
             # FastAPI validates it again, which gives a valid model instance back as it is.
             self._json = outcome.body

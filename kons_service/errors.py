@@ -25,6 +25,7 @@ __all__ = [
     "BatchTooLargeError",
     "BusyError",
     "ConfigConflictError",
+    "InvalidBodyError",
     "InvalidJSONError",
     "InvalidNameError",
     "LearnerNotFoundError",
@@ -60,6 +61,20 @@ class ApiError(StarletteHTTPException):
 
 class InvalidJSONError(ApiError):
     status, code = 400, "invalid_json"
+
+
+class InvalidBodyError(ApiError):
+    """A body that does not match its route's schema, found by the parser process: answered as FastAPI's
+    ``RequestValidationError`` is (which, raised while the body is read, FastAPI would make a bare 400)."""
+
+    status, code = 422, "validation_error"
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__("The request does not match the schema.")
+        self._errors = errors
+
+    def errors(self) -> list[dict[str, Any]]:
+        return self._errors
 
 
 class UnauthorizedError(ApiError):
@@ -158,7 +173,9 @@ def _response(status: int, code: str, message: str, headers: Mapping[str, str] |
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 
-def _describe_validation(exc: RequestValidationError) -> tuple[int, str, str, list[dict[str, Any]]]:
+def _describe_validation(
+    exc: RequestValidationError | InvalidBodyError,
+) -> tuple[int, str, str, list[dict[str, Any]]]:
     errors = exc.errors()
     for err in errors:
         if err.get("type") == "json_invalid":
@@ -188,7 +205,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return _response(status, code, str(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    @app.exception_handler(InvalidBodyError)
+    async def _validation(request: Request, exc: RequestValidationError | InvalidBodyError) -> JSONResponse:
         status, code, message, details = _describe_validation(exc)
         return _response(status, code, message, details=details)
 

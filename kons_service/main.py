@@ -93,6 +93,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Online kernel learners for many tenants, durable in Redis.",
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
+        openapi_url=None,  # install_openapi serves these three behind the API key
+        docs_url=None,
+        redoc_url=None,
     )
     install_openapi(app)
     app.state.settings = settings

@@ -1,6 +1,9 @@
 """The service's OpenAPI document, made for copying from: an example on every model, the HTTP Bearer
 security scheme (Swagger's Authorize button) on every route that takes an API key, ``algorithm`` as an
 enum of the kons registry, and operation ids named after the handlers (``predict``, ``feedback``, ...).
+The document and its pages (``/openapi.json``, ``/docs``, ``/redoc``) need an API key when keys are
+configured: they name every route and parameter of the service, which is not for anyone who can reach
+the port.
 
 The examples form one session on one learner ``m`` (Sketched-KONS, dimension 3): created, asked, taught;
 ``tests/service/test_openapi.py`` validates them against the document and sends them to a service.
@@ -10,11 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
 
 import kons
+from kons_service.deps import TenantDep
 
 __all__ = ["EXAMPLES", "SECURITY_SCHEME", "install_openapi", "operation_id"]
 
@@ -113,7 +119,9 @@ def _document(app: FastAPI) -> dict[str, Any]:
 
 
 def install_openapi(app: FastAPI) -> None:
-    """Serve the document above as the app's ``/openapi.json`` (built once, on first use)."""
+    """Serve the document above as the app's ``/openapi.json`` (built once, on first use), with Swagger
+    UI at ``/docs`` and ReDoc at ``/redoc``, all three behind the caller's API key (create the app with
+    FastAPI's own ``openapi_url``, ``docs_url`` and ``redoc_url`` set to None)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -121,3 +129,21 @@ def install_openapi(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    router = APIRouter(include_in_schema=False)
+
+    def document_url(request: Request) -> str:
+        return request.scope.get("root_path", "").rstrip("/") + "/openapi.json"
+
+    @router.get("/openapi.json")
+    async def openapi_document(_: TenantDep) -> JSONResponse:
+        return JSONResponse(openapi())
+
+    @router.get("/docs")
+    async def swagger_ui(request: Request, _: TenantDep) -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=document_url(request), title=f"{app.title} - Swagger UI")
+
+    @router.get("/redoc")
+    async def redoc(request: Request, _: TenantDep) -> HTMLResponse:
+        return get_redoc_html(openapi_url=document_url(request), title=f"{app.title} - ReDoc")
+
+    app.include_router(router)

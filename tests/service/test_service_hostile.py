@@ -1,18 +1,24 @@
 """Hostile bodies: the key is checked before a byte of the body is read, one tenant cannot hold many
-large bodies in flight, and the fast JSON path keeps the strict parser's answers."""
+large bodies in flight, a large body is parsed and validated by a worker process (with the answers the
+serving process gives), a body refused unread closes the connection, the fast JSON path keeps the strict
+parser's answers, and the API documents need a key when keys are configured."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 
 import anyio
 import httpx
 import pytest
 
+import kons_service.body
+import kons_service.parsers
 from kons_service.errors import InvalidJSONError
-from kons_service.parsers import loads_strict
-from testkit.processes import SPEC
+from kons_service.parsers import INLINE_BYTES, loads_strict
+from kons_service.settings import Settings
+from testkit.processes import SPEC, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -93,3 +99,129 @@ def test_the_fast_parser_gives_what_json_gives(body: bytes) -> None:
 def test_the_fast_parser_falls_back_to_the_strict_errors(body: bytes, error: str) -> None:
     with pytest.raises((InvalidJSONError, ValueError), match=error):
         loads_strict(body)
+
+
+PADDING = b" " * (INLINE_BYTES + 1)  # trailing whitespace: the same JSON, parsed by the worker process
+BODIES = [  # (path, raw body): every way a body can go wrong, and right ones
+    (f"{URL}/predict", b'{"x": [0.5, -1, 2e-3]}'),
+    (f"{URL}/predict", b'{"xs": [[0.5, -1, 2e-3], [1, 2, 3]], "ids": ["a", "b"]}'),
+    (f"{URL}/feedback", b'{"items": [{"x": [1, 2, 3], "y": 1}, {"x": [1, 2, 4], "y": -2}], '
+                        b'"request_id": "r"}'),
+    (f"{URL}/feedback", b'{"x": [1, 2, 3], "y": '),
+    (f"{URL}/feedback", b"not json"),
+    (f"{URL}/feedback", b'{"x": [NaN, 2, 3], "y": 1}'),
+    (f"{URL}/feedback", b'{"x": [1e999, 2, 3], "y": 1}'),
+    (f"{URL}/feedback", b'{"x": [1, 2, 3], "y": 1e400}'),
+    (f"{URL}/feedback", b'{"x": [1, 2, 3]}'),
+    (f"{URL}/feedback", b'{"x": [1, true, 3], "y": 1.0}'),
+    (f"{URL}/feedback", b'{"x": ["1", 2, 3], "y": 1.0}'),
+    (f"{URL}/feedback", b'{"x": [], "y": 1.0}'),
+    (f"{URL}/feedback", b'{"x": [1, 2, 3], "y": 1.0, "weight": 2}'),
+    (f"{URL}/feedback", b'{"items": [{"x": [1, 2, 3], "y": 1}, {"x": [1, 2, 3]}]}'),
+    (f"{URL}/feedback", b'{"x": [1, 2, 3, 4], "y": 1.0}'),
+    (f"{URL}/feedback", b"[1, 2, 3]"),
+    (f"{URL}/predict", b'{"x": [1, 2, 3], "xs": [[1, 2, 3]]}'),
+    (f"{URL}/predict", b'{"x": [1, 2, 3], "id": "bad id!"}'),
+    (f"{URL}/predict", b'{"x": {"indices": [0], "values": [1.0]}}'),
+    ("/v1/learners/bad name!/predict", b'{"x": [1, 2, 3]}'),
+    ("/v2/models/m/infer", b'{"inputs": [{"name": "x", "shape": [1, 3], "datatype": "FP64", '
+                           b'"data": [1, 2, 3]}]}'),
+    ("/v2/models/m/infer", b'{"inputs": [{"name": "x", "shape": [1, 3], "datatype": "INT8", '
+                           b'"data": [1, 2, 300]}]}'),
+    ("/v2/models/m/infer", b'{"inputs": []}'),
+]
+
+
+def _answer(response: httpx.Response) -> tuple[int, object]:
+    body = response.json()
+    if isinstance(body.get("error"), dict):
+        body["error"].pop("request_id", None)
+    return response.status_code, body
+
+
+async def test_a_large_body_gets_the_answer_its_small_twin_gets(make_client) -> None:
+    """The parser process answers as the serving process does: same status, same error, same result."""
+    client = await make_client()
+    headers = {"content-type": "application/json"}
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    for path, raw in BODIES:
+        small = await client.post(path, content=raw, headers=headers)
+        large = await client.post(path, content=raw + PADDING, headers=headers)
+        if small.status_code == 200 and "feedback" in path:
+            assert large.json()["version"] == small.json()["version"]  # a retry of the same request_id
+            continue
+        assert _answer(large) == _answer(small), (path, raw)
+        assert small.status_code < 500, small.text
+
+
+async def test_the_serving_process_does_not_parse_a_large_body(
+    make_client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[int] = []
+
+    def recording(body: bytes) -> object:
+        parsed.append(len(body))
+        return loads_strict(body)
+
+    monkeypatch.setattr(kons_service.body, "loads_strict", recording)
+    monkeypatch.setattr(kons_service.parsers, "loads_strict", recording)
+    client = await make_client()
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    raw = b'{"xs": [[0.5, -1, 2e-3], [1, 2, 3]]}'
+    headers = {"content-type": "application/json"}
+    small = await client.post(f"{URL}/predict", content=raw, headers=headers)
+    large = await client.post(f"{URL}/predict", content=raw + PADDING, headers=headers)
+    assert small.status_code == 200 and large.json() == small.json()
+    assert len(raw) in parsed  # the small one, inline; the large one in the parser process:
+    assert max(parsed) <= INLINE_BYTES
+
+
+async def test_the_parser_processes_end_with_the_app(redis_url: str) -> None:
+    settings = Settings(redis_url=redis_url, parse_workers=2)
+    async with serve(settings) as client:
+        parsers = client.app.state.parsers  # type: ignore[attr-defined]
+        headers = {"content-type": "application/json"}
+        answer = await client.put(URL, content=json.dumps(SPEC).encode() + PADDING, headers=headers)
+        assert answer.status_code == 201
+        processes = list(parsers._executor._processes.values())  # the pool's own record of its workers
+        assert processes and all(p.is_alive() for p in processes)
+        assert all(p.pid != os.getpid() for p in processes)
+    assert parsers._executor is None
+    assert not any(p.is_alive() for p in processes)
+
+
+async def test_a_body_refused_unread_closes_the_connection(multi: httpx.AsyncClient) -> None:
+    assert (await multi.put(URL, json=SPEC, headers=A)).status_code == 201
+    large = {"x": [0.5] * 20_000}
+    refused = await multi.post(f"{URL}/predict", json=large, headers={"Authorization": "Bearer wrong"})
+    assert refused.status_code == 401 and refused.headers["connection"] == "close"
+    small = await multi.post(f"{URL}/predict", json={"x": [1, 2, 3]}, headers={"Authorization": "Bearer no"})
+    assert small.status_code == 401 and "connection" not in small.headers  # drained: the connection stays
+    v2 = await multi.post("/v2/models/m/infer", json={"inputs": [large]}, headers={})
+    assert v2.status_code == 401 and v2.headers["connection"] == "close"
+    served = await multi.post(f"{URL}/predict", json=large, headers=A)
+    assert served.status_code == 422 and "connection" not in served.headers  # read: nothing to drain
+
+
+async def test_the_too_large_body_closes_the_connection(make_client) -> None:
+    client = await make_client(max_request_bytes=4096)
+    answer = await client.post(f"{URL}/predict", json={"x": [0.5] * 2000})
+    assert answer.status_code == 413 and answer.headers["connection"] == "close"
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc", "/openapi.json"])
+async def test_the_api_documents_need_a_key_when_keys_are_configured(make_client, path: str) -> None:
+    multi_tenant = await make_client(api_keys=KEYS)
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        refused = await multi_tenant.get(path, headers=headers)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+    assert (await multi_tenant.get(path, headers=A)).status_code == 200
+    assert (await multi_tenant.get("/dashboard")).status_code == 200  # a static page; its data needs a key
+    single_tenant = await make_client()
+    assert (await single_tenant.get(path)).status_code == 200
+    if path == "/openapi.json":
+        document = (await multi_tenant.get(path, headers=A)).json()
+        assert document == (await single_tenant.get(path)).json()
+        assert not {"/docs", "/redoc", "/openapi.json"} & set(document["paths"])
+    else:
+        assert "/openapi.json" in (await multi_tenant.get(path, headers=A)).text
