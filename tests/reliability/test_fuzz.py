@@ -68,7 +68,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
 
 @pytest.fixture(scope="module")
 def api_schema(service: ServiceProcess) -> Any:
-    return schemathesis.openapi.from_url(f"{service.url}/openapi.json")
+    return schemathesis.openapi.from_url(f"{service.url}/openapi.json", headers=HEADERS)  # keys are on
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
