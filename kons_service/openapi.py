@@ -132,7 +132,8 @@ def install_openapi(app: FastAPI) -> None:
     router = APIRouter(include_in_schema=False)
 
     def document_url(request: Request) -> str:
-        return request.scope.get("root_path", "").rstrip("/") + "/openapi.json"
+        root: str = request.scope.get("root_path", "")
+        return root.rstrip("/") + "/openapi.json"
 
     @router.get("/openapi.json")
     async def openapi_document(_: TenantDep) -> JSONResponse:
