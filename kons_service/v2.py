@@ -10,10 +10,10 @@ Only JSON tensors are supported, not the binary tensor extension.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, model_validator
 
 import kons
 
@@ -60,12 +60,30 @@ class RequestedOutput(_Body):
 
 
 class InferenceRequest(_Body):
-    """``POST /v2/models/{name}/infer``: one input tensor of shape ``[batch, dim]``."""
+    """``POST /v2/models/{name}/infer``: one input tensor of shape ``[batch, dim]``.
+
+    The tensor is decoded where the request is validated (by the parser process for a large body, so that
+    the serving process never walks its elements); the request then keeps the float64 rows, not the data.
+    """
 
     id: str | None = None
     parameters: dict[str, Any] | None = None
     inputs: Annotated[list[InputTensor], Field(min_length=1, max_length=1)]
     outputs: list[RequestedOutput] | None = None
+    _rows: np.ndarray | None = PrivateAttr(None)
+    _problem: str | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _decoded(self) -> Self:
+        if self._rows is not None or self._problem is not None:
+            return self  # an instance validated again (FastAPI, given the parser process's): decoded already
+        try:
+            self._rows = _decode(self)
+        except kons.InvalidInputError as exc:
+            self._problem = str(exc)  # raised by rows_of, in the handler, as before
+        else:
+            self.inputs = [self.inputs[0].model_copy(update={"data": []})]
+        return self
 
 
 class OutputTensor(BaseModel):
@@ -138,8 +156,17 @@ def _values(flat: list[Any], datatype: str) -> np.ndarray:
     return np.asarray(flat, dtype=kind).astype(np.float64)
 
 
-def rows_of(request: InferenceRequest) -> list[list[float]]:
-    """The rows of the request's input tensor (``[batch, dim]``), after checking its outputs and shape."""
+def rows_of(request: InferenceRequest) -> list[np.ndarray]:
+    """The rows of the request's input tensor, decoded when the request was validated; raises the
+    problem found then (kons's error, answered as any other once the key and learner name are checked)."""
+    if request._problem is not None:
+        raise kons.InvalidInputError(request._problem)
+    assert request._rows is not None  # set by the validator when there was no problem
+    return list(request._rows)
+
+
+def _decode(request: InferenceRequest) -> np.ndarray:
+    """The input tensor as float64 rows (``[batch, dim]``), after checking its outputs and shape."""
     for output in request.outputs or ():
         if output.name != OUTPUT:
             raise kons.InvalidInputError(f"unknown output {output.name!r}: a kons model has one, {OUTPUT!r}.")
@@ -158,5 +185,4 @@ def rows_of(request: InferenceRequest) -> list[list[float]]:
             f"not {math.prod(tensor.shape)}.")
     if not flat:
         raise kons.InvalidInputError(f"input {tensor.name!r} is empty.")
-    rows: list[list[float]] = _values(flat, tensor.datatype).reshape(tensor.shape).tolist()
-    return rows
+    return _values(flat, tensor.datatype).reshape(tensor.shape)

@@ -11,13 +11,16 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx
+import numpy as np
 import pytest
 
 import kons_service.body
 import kons_service.parsers
 from kons_service.errors import InvalidJSONError
-from kons_service.parsers import INLINE_BYTES, loads_strict
+from kons_service.parsers import INLINE_BYTES, Parsed, loads_strict, parse_and_validate
+from kons_service.schemas import PredictRequest
 from kons_service.settings import Settings
+from kons_service.v2 import InferenceRequest, rows_of
 from testkit.processes import SPEC, serve
 
 pytestmark = pytest.mark.anyio
@@ -225,3 +228,19 @@ async def test_the_api_documents_need_a_key_when_keys_are_configured(make_client
         assert not {"/docs", "/redoc", "/openapi.json"} & set(document["paths"])
     else:
         assert "/openapi.json" in (await multi_tenant.get(path, headers=A)).text
+
+
+def test_the_parser_process_sends_back_arrays_not_python_numbers() -> None:
+    """What crosses back to the serving process: float64 buffers (copied whole), never lists of Python
+    floats (rebuilt one by one, under the GIL)."""
+    x = [0.25 * i for i in range(20_000)]
+    predict = parse_and_validate(PredictRequest, json.dumps({"xs": [x, x]}).encode())
+    assert isinstance(predict, Parsed)
+    assert all(type(row) is np.ndarray and row.dtype == np.float64 for row in predict.body.rows())
+    assert np.array_equal(predict.body.rows()[1], x)
+    tensor = {"name": "x", "shape": [2, 20_000], "datatype": "FP32", "data": [x, x]}
+    infer = parse_and_validate(InferenceRequest, json.dumps({"inputs": [tensor]}).encode())
+    assert isinstance(infer, Parsed) and infer.body.inputs[0].data == []  # decoded: the rows, not the data
+    rows = rows_of(infer.body)
+    assert all(type(row) is np.ndarray for row in rows)
+    assert np.array_equal(rows[0], np.array(x, dtype=np.float32).astype(np.float64))
