@@ -76,7 +76,7 @@ class LargeBodies:
 def _closing_unread(large: bool) -> Iterator[None]:
     """An error answered before a large body is read also closes the connection: otherwise the server
     would go on receiving (and dropping) the whole body, up to ``max_request_bytes``, to keep the
-    connection alive (as Go's net/http does past 256 KiB)."""
+    connection alive (Go's net/http closes the same way past 256 KiB)."""
     try:
         yield
     except ApiError as exc:
@@ -112,7 +112,7 @@ class StrictRequest(Request):
                 # Found before the dependencies' own checks (the learner's name), as a malformed body is.
                 raise InvalidBodyError(outcome.errors)
             assert isinstance(outcome, Parsed)
-            # FastAPI validates it again, which gives a valid model instance back as it is.
+            # FastAPI validates it again: a model instance passes as it is (its after-validators run again).
             self._json = outcome.body
         return self._json
 
