@@ -244,3 +244,19 @@ def test_the_parser_process_sends_back_arrays_not_python_numbers() -> None:
     rows = rows_of(infer.body)
     assert all(type(row) is np.ndarray for row in rows)
     assert np.array_equal(rows[0], np.array(x, dtype=np.float32).astype(np.float64))
+
+
+async def test_a_dead_parser_process_costs_one_503_and_is_replaced(make_client) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    body, headers = b'{"x": [0.5, -1, 2e-3]}' + PADDING, {"content-type": "application/json"}
+    first = await client.post(f"{URL}/predict", content=body, headers=headers)
+    assert first.status_code == 200
+    for process in client.app.state.parsers._executor._processes.values():  # as the OOM killer would
+        process.kill()
+        process.join()
+    lost = await client.post(f"{URL}/predict", content=body, headers=headers)
+    assert lost.status_code == 503 and lost.headers["retry-after"] == "1"
+    assert lost.json()["error"]["code"] == "parser_unavailable"
+    again = await client.post(f"{URL}/predict", content=body, headers=headers)
+    assert again.status_code == 200 and again.json() == first.json()
