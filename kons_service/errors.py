@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
 from kons_service.logs import current_request_id
-from kons_service.store import SnapshotUnstableError, StoreUnavailableError
+from kons_service.store import NotReplicatedError, SnapshotUnstableError, StoreUnavailableError
 
 __all__ = [
     "ApiError",
@@ -220,6 +220,11 @@ def install_error_handlers(app: FastAPI) -> None:
         log.warning("store error on %s %s: %s", request.method, request.url.path, exc)
         return _response(503, "store_unavailable", "The learner store (Redis) is unavailable; retry later.",
                          {"Retry-After": "1"})
+
+    @app.exception_handler(NotReplicatedError)
+    async def _not_replicated(request: Request, exc: NotReplicatedError) -> JSONResponse:
+        log.warning("not replicated on %s %s: %s", request.method, request.url.path, exc)
+        return _response(503, "not_replicated", str(exc), {"Retry-After": "1"})
 
     @app.exception_handler(SnapshotUnstableError)
     async def _unstable(request: Request, exc: SnapshotUnstableError) -> JSONResponse:

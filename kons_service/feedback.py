@@ -5,7 +5,9 @@
 2. it checks every round of the batch (kons's :meth:`~kons.Learner.check_round`) and plays them on the
    cached learner (``learn_one``: one kernel row per round);
 3. it appends them with a compare-and-append: only if the head is still the one it computed on and the
-   lease is still its own. Only then is the answer sent, so a 2xx is durable.
+   lease is still its own. Only then is the answer sent, so a 2xx is durable (with
+   ``KONS_REDIS_WAIT_REPLICAS``, only once that many replicas confirm the append too: else the answer
+   is 503 ``not_replicated``, and a retry with the same ``request_id`` waits for them again).
 
 Every feedback request is applied at most once: the append remembers the request's id (the client's
 ``request_id``, else a private one) with a record of its answer, and answers a repeat from that record
@@ -47,6 +49,7 @@ from kons_service.store import (
     Head,
     LearnerRef,
     LogEntry,
+    NotReplicatedError,
     RequestTag,
     Store,
     StoreUnavailableError,
@@ -152,7 +155,7 @@ class FeedbackWriter:
             if request.fingerprint is not None:
                 earlier = await self.store.applied(ref, request.id)
                 if earlier is not None:  # a retry: answer it before playing anything
-                    return self._answered(earlier, request.fingerprint)
+                    return self._answered(earlier, request.fingerprint, ref)
             await self.cache.sync(entry, lease.head)
             if not entry.at(lease.head):
                 return None
@@ -174,6 +177,8 @@ class FeedbackWriter:
         result = self._conclude(entry, request, outcome, plays, losses)
         if outcome.ok:
             await self.history.offer(entry, lease.head.version)
+            if not outcome.replicated:
+                raise self._unconfirmed(ref, outcome.version)
         return result
 
     @contextlib.asynccontextmanager
@@ -332,7 +337,7 @@ class FeedbackWriter:
         if done and json.loads(outcome.detail)["token"] == lease.token:
             # our own script, re-sent by redis-py after its reply was lost: it was applied
             outcome = AppendOutcome(AppendStatus.APPLIED, outcome.version,
-                                    tip=round_id(lease.token, outcome.version))
+                                    tip=round_id(lease.token, outcome.version), replicated=outcome.replicated)
         lease.consumed = outcome.ok
         return outcome
 
@@ -353,9 +358,17 @@ class FeedbackWriter:
                 raise UnknownIdError(
                     f"The id {outcome.detail!r} was used by another feedback or has expired.")
             case AppendStatus.ALREADY_APPLIED if request.fingerprint is not None:
-                return self._answered(AppliedRequest(outcome.version, outcome.detail), request.fingerprint)
+                return self._answered(AppliedRequest(outcome.version, outcome.detail, outcome.replicated),
+                                      request.fingerprint, ref)
             case _:
                 return None
+
+    def _unconfirmed(self, ref: LearnerRef, version: int) -> NotReplicatedError:
+        wanted, ms = self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms
+        return NotReplicatedError(
+            f"The feedback is logged on Redis's primary as version {version} of learner {ref.name!r}, but "
+            f"fewer than {wanted} replica(s) confirmed it within {ms} ms, so a failover could lose it: it "
+            "is not acknowledged. Retry with the same request_id (it is applied at most once).")
 
     def _request_ttl_ms(self, request: _Request) -> int:
         if request.fingerprint is not None:
@@ -363,10 +376,13 @@ class FeedbackWriter:
         # a private id only has to outlive redis-py's retries of one script call
         return int(max(60.0, 10 * self.settings.redis_timeout_seconds) * 1000)
 
-    def _answered(self, earlier: AppliedRequest, fingerprint: str) -> FeedbackResult:
-        """The original answer of an applied request_id (409 if the id came with another body)."""
+    def _answered(self, earlier: AppliedRequest, fingerprint: str, ref: LearnerRef) -> FeedbackResult:
+        """The original answer of an applied request_id (409 if the id came with another body; 503 if
+        the replicas required do not hold it yet)."""
         answer = json.loads(earlier.record)
         if answer.get("body") != fingerprint:
             raise RequestIdConflictError("This request_id was already used for a different feedback body.")
+        if not earlier.replicated:
+            raise self._unconfirmed(ref, earlier.version)
         self.metrics.deduplicated.inc()
         return FeedbackResult(answer["predictions"], answer["losses"], earlier.version)

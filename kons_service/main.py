@@ -66,7 +66,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except RuntimeError as exc:  # e.g. one of several `uvicorn --workers N` (see embedded.py)
                 log.error("%s", exc)
                 raise
-        store = Store.connect(url, settings.redis_timeout_seconds, named=settings.lease_takeover)
+        store = Store.connect(url, settings.redis_timeout_seconds, named=settings.lease_takeover,
+                              cluster=settings.redis_cluster, wait_replicas=settings.redis_wait_replicas,
+                              wait_timeout_ms=settings.redis_wait_timeout_ms)
         service = LearnerService(store, settings, metrics)
         started = False
         try:

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, JsonValue, field_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["DEFAULT_TENANT", "NAME_PATTERN", "SECRET", "Settings"]
@@ -28,8 +28,19 @@ class Settings(BaseSettings):
 
     # Store
     redis_url: str | None = Field(
-        None, description="redis:// or unix:// URL; unset = an embedded Redis server under data_dir."
+        None, description="redis://, rediss:// or unix:// URL; redis+cluster:// (rediss+cluster://) for a "
+        "Redis Cluster, given any one of its nodes; unset = an embedded Redis server under data_dir."
     )
+    redis_cluster: bool = Field(
+        False, description="Use a cluster-aware client (as a redis+cluster:// URL does): commands and "
+        "scripts go to the primary owning each learner's slot, MOVED and ASK redirections are followed.")
+    redis_wait_replicas: int = Field(
+        0, ge=0, description="Acknowledge a feedback only once this many replicas of the learner's primary "
+        "hold it (Redis WAIT); otherwise answer 503 not_replicated (a retry with the same request_id is "
+        "applied at most once). 0 = acknowledge once the primary has it.")
+    redis_wait_timeout_ms: int = Field(
+        500, ge=1, description="How long a feedback waits for KONS_REDIS_WAIT_REPLICAS replicas; must be "
+        "shorter than KONS_REDIS_TIMEOUT_SECONDS.")
     data_dir: Path = Field(Path("data"), description="Directory of the embedded Redis server's files.")
     redis_timeout_seconds: float = Field(2.0, gt=0, description="Socket timeout of Redis commands.")
     redis_require_noeviction: bool = Field(
@@ -110,6 +121,13 @@ class Settings(BaseSettings):
     metrics_key: str | None = Field(
         None, description="Bearer key that shows /metrics whole when API keys are set (without it, series "
         "naming a tenant or learner are left out).", json_schema_extra=SECRET)
+
+    @model_validator(mode="after")
+    def _wait_within_timeout(self) -> Settings:
+        if self.redis_wait_replicas and self.redis_wait_timeout_ms >= self.redis_timeout_seconds * 1000:
+            raise ValueError("KONS_REDIS_WAIT_TIMEOUT_MS must be shorter than KONS_REDIS_TIMEOUT_SECONDS: a "
+                             "WAIT outlasting the socket timeout would be cut off and re-sent.")
+        return self
 
     @field_validator("api_keys", "redis_url", "metrics_key", mode="before")
     @classmethod

@@ -14,6 +14,7 @@ and every script touches only keys of one slot, all declared in ``KEYS``::
     kons:{t/n}:reqs_exp  zset: request id -> expiry (ms); trimmed by ``append.lua`` (TTL and a count cap)
     kons:{t/n}:lease     string: the writer lease token;  kons:{t/n}:snaplock  string: snapshot lock
     kons:{t/n}:hist      list: the learner's history, one JSON point per entry (``history.lua``)
+    kons:{t/n}:ack       string, short-lived: written just before a ``WAIT`` that confirms earlier writes
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
@@ -21,6 +22,12 @@ And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and t
 ``reserve.lua``) holds the tenant's byte budget. Both are in the tenant's slot, not in its learners' ones,
 so no script touches them together with a learner's keys: a reservation is made before the learner
 exists and dropped after it is gone (see :meth:`Store.reserve_bytes`).
+Those tenant keys are updated with their own idempotent commands, never inside a learner's script.
+
+The client is a :class:`redis.asyncio.cluster.RedisCluster` for a ``redis+cluster://`` (or
+``rediss+cluster://``) URL: it routes each command and script to the primary owning its slot and follows
+MOVED and ASK redirections. With ``wait_replicas`` set, every append is followed by ``WAIT`` on the very
+connection that ran it (see :meth:`Store.append`).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 import redis
 import redis.exceptions
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry  # the asyncio one: a sync Retry never retries here
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
@@ -50,6 +58,7 @@ __all__ = [
     "ListedLearner",
     "LogEntry",
     "LoggedRound",
+    "NotReplicatedError",
     "Publication",
     "RequestTag",
     "Reservation",
@@ -66,6 +75,10 @@ _SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "reca
             "replace_state", "delete", "history", "reserve", "unreserve")
 _USE_CHUNKS = {"commit_snapshot", "replace_state"}
 _CHUNK_RETRIES = 5
+_REDIRECTS = 3  # tries of commands pinned to a slot's primary while the cluster moves that slot
+_REDIRECTED = (redis.exceptions.AskError, redis.exceptions.TryAgainError)  # (MovedError is an AskError)
+#: URL schemes that ask for a cluster-aware client, and the scheme redis-py is given instead.
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -77,6 +90,11 @@ class StoreError(Exception):
 
 class StoreUnavailableError(StoreError):
     """Redis did not answer, or answered with an error: the operation may or may not have happened."""
+
+
+class NotReplicatedError(StoreError):
+    """A write reached the primary but fewer replicas than required confirmed it in time: it may be
+    lost by a failover. A retry with the same request id is applied at most once."""
 
 
 class SnapshotUnstableError(StoreError):
@@ -150,6 +168,7 @@ class AppliedRequest:
 
     version: int
     record: str
+    replicated: bool = True  # False: fewer replicas than required confirmed it in time
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +222,7 @@ class AppendOutcome:
     version: int = 0
     detail: str = ""
     tip: str = ""
+    replicated: bool = True  # False: fewer replicas than required confirmed the rounds in time
 
     @property
     def ok(self) -> bool:
@@ -247,12 +267,13 @@ def _int(value: bytes | str | None) -> int:
 def _translated(
     method: Callable[Concatenate[Store, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[Store, P], Coroutine[Any, Any, R]]:
-    """Raise :class:`StoreUnavailableError` for every Redis error of ``method`` (Redis stays here)."""
+    """Raise :class:`StoreUnavailableError` for every Redis error of ``method`` (Redis stays here), the
+    cluster client's own ones (a slot not covered during a failover) included."""
 
     async def wrapper(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await method(self, *args, **kwargs)
-        except redis.exceptions.RedisError as exc:
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
             raise StoreUnavailableError(type(exc).__name__) from exc
 
     functools.update_wrapper(wrapper, method)
@@ -260,13 +281,19 @@ def _translated(
 
 
 class Store:
-    """Typed access to learners in Redis (a ``redis.asyncio.Redis`` with ``decode_responses=False``).
+    """Typed access to learners in Redis (a ``redis.asyncio.Redis`` or ``RedisCluster`` with
+    ``decode_responses=False``).
 
     Every coroutine raises :class:`StoreUnavailableError` when Redis fails; nothing Redis-specific leaves it.
+    With ``wait_replicas`` > 0 an append is confirmed only once that many replicas have it (``WAIT``, at
+    most ``wait_timeout_ms``), else :class:`NotReplicatedError` is the caller's to raise.
     """
 
-    def __init__(self, client: Redis, connection_name: str | None = None) -> None:
+    def __init__(self, client: Redis | RedisCluster, connection_name: str | None = None, *,
+                 wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
         self.client = client
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         #: The prefix of this process's writer tokens: the name of its Redis connections when they are
         #: named (``kons:<process id>``, see :meth:`connect`), so that another process can tell from a
         #: lease's token whether its holder still has a connection; else just a process id.
@@ -282,17 +309,22 @@ class Store:
         }
 
     @classmethod
-    def connect(cls, url: str, timeout_seconds: float, named: bool = True) -> Store:
-        """A store on the Redis at ``url``; every command times out after ``timeout_seconds`` and is
+    def connect(cls, url: str, timeout_seconds: float, named: bool = True, *, cluster: bool = False,
+                wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> Store:
+        """A store on the Redis at ``url`` (a Redis Cluster if ``cluster`` or if the scheme is
+        ``redis+cluster``/``rediss+cluster``); every command times out after ``timeout_seconds`` and is
         re-sent twice after a lost connection (which is why every script is idempotent). ``named``: each
         connection is named ``kons:<process id>`` (``CLIENT SETNAME``, see :meth:`holder_connected`)."""
+        scheme, sep, rest = url.partition("://")
+        if scheme in _CLUSTER_SCHEMES:
+            url, cluster = f"{_CLUSTER_SCHEMES[scheme]}{sep}{rest}", True
         name = f"{_NAMED}{uuid.uuid4().hex}" if named else None
-        client = Redis.from_url(
-            url, decode_responses=False, socket_timeout=timeout_seconds,
-            socket_connect_timeout=timeout_seconds, client_name=name,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), retries=2), health_check_interval=15,
-        )
-        return cls(client, name)
+        options: dict[str, Any] = {
+            "decode_responses": False, "socket_timeout": timeout_seconds,
+            "socket_connect_timeout": timeout_seconds, "client_name": name,
+            "retry": Retry(ExponentialBackoff(cap=0.2, base=0.01), retries=2), "health_check_interval": 15}
+        client = RedisCluster.from_url(url, **options) if cluster else Redis.from_url(url, **options)
+        return cls(client, name, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -312,11 +344,69 @@ class Store:
 
     def keys_of(self, ref: LearnerRef) -> list[str]:
         """Every key one learner may own (meta first)."""
-        parts = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist")
+        parts = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist",
+                 "ack")
         return [self._key(ref, p) for p in parts]
 
     async def _run(self, script: str, ref: LearnerRef, parts: tuple[str, ...], args: list[Any]) -> Any:
         return await self._scripts[script](keys=[self._key(ref, p) for p in parts], args=args)
+
+    # ------------------------------------------------------------------ replication
+    async def _pinned(self, ref: LearnerRef, commands: list[tuple[Any, ...]],
+                      script: AsyncScript | None = None) -> list[Any]:
+        """The replies of ``commands``, sent back to back on one connection to the primary owning
+        ``ref``'s slot, so that a trailing ``WAIT`` counts the replicas holding the writes before it
+        (Redis tracks the replication offset per connection). If the first command is ``script``'s
+        EVALSHA and the server lacks it, it is loaded and everything is sent again; in a cluster, a moved
+        slot is looked up again through the client, which follows the redirection (a slot being migrated,
+        ASK, is answered with the error after a few tries: the caller's 503 is retried)."""
+        meta = self._key(ref, "meta")
+        replies: list[Any] = []
+        for _ in range(_REDIRECTS):
+            if isinstance(self.client, RedisCluster):
+                await self.client.initialize()  # (a no-op once the slot map is known)
+                owner = self.client.get_node_from_key(meta)
+                cluster_pipe = self.client.pipeline(transaction=False)
+                for command in commands:
+                    cluster_pipe.execute_command(*command, target_nodes=owner)
+                replies = await cluster_pipe.execute(raise_on_error=False, allow_redirections=False)
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                for command in commands:
+                    pipe.execute_command(*command)
+                replies = await pipe.execute(raise_on_error=False)
+            if script is not None and isinstance(replies[0], redis.exceptions.NoScriptError):
+                await self.client.script_load(script.script)
+            elif any(isinstance(r, _REDIRECTED) for r in replies):
+                await self.client.exists(meta)  # the client follows the redirection and learns the owner
+            else:
+                break
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    async def _replicated_script(self, script: str, ref: LearnerRef, parts: tuple[str, ...],
+                                 args: list[Any]) -> tuple[Any, bool]:
+        """Run a script, then ``WAIT`` on its connection: its reply, and whether enough replicas confirmed
+        every write of that connection in time."""
+        keys = [self._key(ref, p) for p in parts]
+        code = self._scripts[script]
+        reply, replicas = await self._pinned(
+            ref, [("EVALSHA", code.sha, len(keys), *keys, *args),
+                  ("WAIT", self.wait_replicas, self.wait_timeout_ms)], code)
+        return reply, int(replicas) >= self.wait_replicas
+
+    async def _confirmed(self, ref: LearnerRef, request_id: str) -> tuple[AppliedRequest | None, bool]:
+        """A request id's record as the primary of ``ref``'s slot has it, and whether enough replicas
+        hold it (at most ``wait_timeout_ms``). The read and the ``WAIT`` go together on one connection:
+        after a reconnection (a failover) both are sent again, so the answer is about one server's data.
+        A connection that wrote nothing has nothing for ``WAIT`` to count: a short-lived key is written
+        between them."""
+        value, _, replicas = await self._pinned(ref, [
+            ("HGET", self._key(ref, "reqs"), request_id), ("SET", self._key(ref, "ack"), b"1", "PX", 60_000),
+            ("WAIT", self.wait_replicas, self.wait_timeout_ms)])
+        return (None if value is None else _applied(value)), int(replicas) >= self.wait_replicas
 
     # ------------------------------------------------------------------ lifecycle
     @_translated
@@ -325,13 +415,23 @@ class Store:
 
     @_translated
     async def eviction_policy(self) -> str | None:
-        """Redis's ``maxmemory-policy``, or None when the server refuses ``CONFIG GET`` (managed Redis)."""
+        """Redis's ``maxmemory-policy`` (in a cluster: of every primary, the first that is not
+        ``noeviction`` if any), or None when a server refuses ``CONFIG GET`` (managed Redis)."""
+        replies: list[Any]
         try:
-            reply = await self.client.config_get("maxmemory-policy")
+            if isinstance(self.client, RedisCluster):
+                by_node: Any = await self.client.config_get("maxmemory-policy",
+                                                            target_nodes=RedisCluster.PRIMARIES)
+                replies = list(by_node.values())
+            else:
+                replies = [await self.client.config_get("maxmemory-policy")]
         except redis.exceptions.ResponseError:
             return None
-        values = [_s(value) for key, value in reply.items() if _s(key) == "maxmemory-policy"]
-        return values[0] if values else None
+        policies = [next((_s(value) for key, value in reply.items() if _s(key) == "maxmemory-policy"), None)
+                    for reply in replies]
+        if not policies or None in policies:
+            return None
+        return next((p for p in policies if p != "noeviction"), "noeviction")
 
     @_translated
     async def create(self, ref: LearnerRef, config: str, incarnation: str, now_ms: int) -> tuple[bool, str]:
@@ -436,7 +536,12 @@ class Store:
         if not name.startswith(_NAMED) or self._client_list_refused:
             return None
         try:
-            clients = await self.client.client_list(_type="normal")
+            if isinstance(self.client, RedisCluster):  # the holder talked to its slot's primary at least
+                by_node: Any = await self.client.client_list(_type="normal",
+                                                             target_nodes=RedisCluster.PRIMARIES)
+                clients = [c for listed in by_node.values() for c in listed]
+            else:
+                clients = await self.client.client_list(_type="normal")
         except redis.exceptions.ResponseError:
             self._client_list_refused = True
             return None
@@ -463,14 +568,22 @@ class Store:
                            tag.max_records, head.tip]
         for e in entries:
             args += [e.x, e.y, e.played, e.id]
-        reply = await self._run("append", ref, ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp"),
-                                args)
+        parts = ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp")
+        if self.wait_replicas:
+            reply, replicated = await self._replicated_script("append", ref, parts, args)
+        else:
+            reply, replicated = await self._run("append", ref, parts, args), True
         code = int(reply[0])
         if code == 1:
-            return AppendOutcome(AppendStatus.APPLIED, int(reply[1]), tip=round_id(token, int(reply[1])))
-        if code == 2:
+            return AppendOutcome(AppendStatus.APPLIED, int(reply[1]), tip=round_id(token, int(reply[1])),
+                                 replicated=replicated)
+        if code == 2:  # applied earlier, maybe through another connection: confirm what the primary holds
             earlier = _applied(reply[1])
-            return AppendOutcome(AppendStatus.ALREADY_APPLIED, earlier.version, earlier.record)
+            if self.wait_replicas:
+                now, replicated = await self._confirmed(ref, tag.id)
+                replicated = replicated and now is not None and now.version == earlier.version
+            return AppendOutcome(AppendStatus.ALREADY_APPLIED, earlier.version, earlier.record,
+                                 replicated=replicated)
         return AppendOutcome(_APPEND_CODES[code], detail=_s(reply[1]) if len(reply) > 1 else "")
 
     @_translated
@@ -487,9 +600,15 @@ class Store:
 
     @_translated
     async def applied(self, ref: LearnerRef, request_id: str) -> AppliedRequest | None:
-        """The earlier application of a request id (see ``append.lua``), else None."""
+        """The earlier application of a request id (see ``append.lua``), else None; with
+        ``wait_replicas``, ``replicated`` says whether enough replicas hold it (a failover may lose it)."""
         value = await self.client.hget(self._key(ref, "reqs"), request_id)
-        return None if value is None else _applied(value)
+        if value is None or not self.wait_replicas:
+            return None if value is None else _applied(value)
+        earlier, replicated = await self._confirmed(ref, request_id)
+        if earlier is None:  # (a failover in between: the primary now serving has no such request)
+            return None
+        return AppliedRequest(earlier.version, earlier.record, replicated)
 
     # ------------------------------------------------------------------ ids
     @_translated

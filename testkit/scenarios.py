@@ -15,7 +15,8 @@ storm, with ``V`` the learner's version and the acknowledgements' versions ``v_1
 * ``duplicated``: slots of ``1..V`` that no acknowledgement claims (a round applied that no request
   owns: a retry applied twice);
 * ``state_equals_replay``: the exported state is byte-identical to one kons learner that replays the
-  acknowledged rounds in version order, in this process. With ``lost = duplicated = 0`` this proves the
+  acknowledged rounds in version order, in this process (of two acknowledged at one version, the later:
+  after a Redis rollback only it can be in the log). With ``lost = duplicated = 0`` this proves the
   service holds exactly the acknowledged rounds, each once, in the acknowledged order;
 * ``log_mismatches``: log entries still in Redis (the tail after the newest snapshot) whose request id is
   not the one acknowledged at that version.
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import math
 import random
 import statistics
@@ -43,15 +46,26 @@ import kons
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store
 from testkit import scrape
-from testkit.processes import SPEC, RedisServer, ServiceProcess, services_on_redis, vm_rss_kib
+from testkit.processes import (
+    SPEC,
+    LocalCluster,
+    RedisServer,
+    ReplicatedRedis,
+    ServiceProcess,
+    services_on_redis,
+    sync_client,
+    vm_rss_kib,
+)
 
 __all__ = [
     "HEADERS",
     "TENANT_KEYS",
     "Ledger",
     "audit",
+    "cluster_failover_scenario",
     "crash_scenario",
     "eviction_scenario",
+    "failover_scenario",
     "redis_fault_scenario",
     "replica_scenario",
     "rollback_scenario",
@@ -180,10 +194,17 @@ async def storm(
             task.result()
 
 
+def surviving(ledger: Ledger) -> dict[int, dict[str, Any]]:
+    """Version -> the body of the round acknowledged last at that version (``acked`` is in the order of
+    the acknowledgements): a round acknowledged before a Redis rollback is overwritten by the one
+    acknowledged after it at its version."""
+    return {version: body for version, body in ledger.acked.values()}
+
+
 def local_replay(spec: dict[str, Any], ledger: Ledger) -> kons.Learner:
-    """One kons learner fed the acknowledged rounds in version order, in this process."""
+    """One kons learner fed the surviving acknowledged rounds in version order, in this process."""
     learner = kons.learner_from_params(spec["algorithm"], {**spec["params"], "dim": spec["dim"]})
-    for _, body in sorted(ledger.acked.values(), key=lambda vb: vb[0]):
+    for _, body in sorted(surviving(ledger).items()):
         learner.learn_one(np.asarray(body["x"], dtype=np.float64), body["y"])
     return learner
 
@@ -200,7 +221,7 @@ def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, A
     duplicated = sum(1 for v in range(1, version + 1) if v not in claimed)
     local = local_replay(spec, ledger)
     by_version = {v: rid for rid, (v, _) in ledger.acked.items()}
-    client = redis.Redis.from_url(redis_url)
+    client = sync_client(redis_url)
     try:
         log_key = next(k for k in Store(client).keys_of(LearnerRef("alpha", NAME)) if k.endswith(":log"))
         tail = client.xrange(log_key)
@@ -224,6 +245,11 @@ def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, A
 def _create(url: str, spec: dict[str, Any] = SPEC) -> None:
     response = httpx.put(f"{url}/v1/learners/{NAME}", json=spec, headers=HEADERS, timeout=30)
     response.raise_for_status()
+
+
+def _store(cluster: bool) -> Callable[[Path], Any]:
+    """The Redis deployment of a scenario: one redis-server, or a Redis Cluster of 3 primaries."""
+    return LocalCluster if cluster else RedisServer
 
 
 def _service_settings(**overrides: Any) -> dict[str, Any]:
@@ -253,15 +279,17 @@ async def _run_storm(
 
 async def crash_scenario(
     workdir: Path, *, kills: int, clients: int = 4, gap: tuple[float, float] = (0.3, 1.5), seed: int = 0,
-    spec: dict[str, Any] = SPEC, settings: Mapping[str, object] | None = None,
+    spec: dict[str, Any] = SPEC, settings: Mapping[str, object] | None = None, cluster: bool = False,
 ) -> dict[str, Any]:
     """A feedback storm against one learner of ``spec`` in a service process that is SIGKILLed ``kills``
-    times and restarted. ``write_stall_s``: for each kill, how long until the first round sent after it
+    times and restarted (on one redis-server, or on a Redis Cluster of 3 primaries if ``cluster``).
+    ``write_stall_s``: for each kill, how long until the first round sent after it
     was acknowledged (``from_kill``), and how much of that was the restart until /healthz answered
     (``restart``); the killed writer's lease (``lease_ttl_ms``) runs out meanwhile."""
     rng = random.Random(seed)
     kills_and_restarts: list[tuple[float, float]] = []
-    with services_on_redis(workdir, **_service_settings(**(settings or {}))) as (server, [service]):
+    with services_on_redis(workdir, store=_store(cluster), **_service_settings(**(settings or {}))) as (
+            server, [service]):
         started = time.monotonic()
         _create(service.url, spec)
 
@@ -347,11 +375,12 @@ async def redis_fault_scenario(
 
 async def replica_scenario(
     workdir: Path, *, replicas: int = 2, clients: int = 6, seconds: float = 5.0, seed: int = 0,
-    spec: dict[str, Any] = SPEC, settings: Mapping[str, object] | None = None,
+    spec: dict[str, Any] = SPEC, settings: Mapping[str, object] | None = None, cluster: bool = False,
 ) -> dict[str, Any]:
     """Clients send feedback to one learner of ``spec`` through ``replicas`` service processes on one
-    Redis."""
-    with services_on_redis(workdir, replicas, **_service_settings(**(settings or {}))) as (server, services):
+    Redis (a Redis Cluster of 3 primaries if ``cluster``)."""
+    options = _service_settings(**(settings or {}))
+    with services_on_redis(workdir, replicas, store=_store(cluster), **options) as (server, services):
         started = time.monotonic()
         urls = [s.url for s in services]
         _create(urls[0], spec)
@@ -365,6 +394,91 @@ async def replica_scenario(
 ROLLBACK_LOG = "the store lost rounds of"
 #: The counter of those findings, where the service has it.
 ROLLBACK_METRIC = "kons_history_rollbacks_total"
+
+
+async def failover_scenario(
+    workdir: Path, *, wait: bool, replicas: int = 2, clients: int = 4, calm_seconds: float = 2.0,
+    lag_seconds: float = 1.5, after_seconds: float = 4.0, wait_timeout_ms: int = 250, seed: int = 0,
+) -> dict[str, Any]:
+    """A storm through ``replicas`` service processes on a primary + replica pair behind a movable
+    endpoint (:class:`~testkit.processes.ReplicatedRedis`, the model of a managed Redis): after
+    ``calm_seconds`` the replication link is cut for ``lag_seconds``, then the primary's host is lost and
+    the replica is promoted with what it has; the old host rejoins as a replica. With ``wait``,
+    acknowledgements wait for one replica (``KONS_REDIS_WAIT_REPLICAS=1``).
+
+    Besides the audit: ``rollbacks_reported``, the service log lines reporting a history Redis lost;
+    ``acknowledged_during_lag``, acknowledgements received while the link was cut; ``failover_s``, from
+    the primary's loss to the rejoined replica; ``longest_ack_gap_s``, the longest time without an
+    acknowledgement after the link was cut."""
+
+    async def fail(pair: ReplicatedRedis, marks: dict[str, float]) -> None:
+        await asyncio.to_thread(pair.partition)  # rounds now reach the primary only
+        marks["lag"] = time.monotonic()
+        await asyncio.sleep(lag_seconds)
+        marks["lost"] = time.monotonic()
+        await asyncio.to_thread(pair.fail_over)
+
+    return await _failover_storm(workdir, ReplicatedRedis, fail, wait=wait, replicas=replicas,
+                                 clients=clients, calm_seconds=calm_seconds, after_seconds=after_seconds,
+                                 wait_timeout_ms=wait_timeout_ms, seed=seed)
+
+
+async def cluster_failover_scenario(
+    workdir: Path, *, wait: bool = True, replicas: int = 2, clients: int = 4, calm_seconds: float = 2.0,
+    after_seconds: float = 4.0, wait_timeout_ms: int = 250, seed: int = 0,
+) -> dict[str, Any]:
+    """A storm through ``replicas`` service processes on a Redis Cluster of 3 primaries with a replica
+    each: after ``calm_seconds`` the host of the primary serving the learner is lost (SIGKILL) and its
+    replica takes over (``CLUSTER FAILOVER TAKEOVER``); the lost node comes back as a replica. The
+    service follows the slot to its new primary. Same figures as :func:`failover_scenario`."""
+
+    async def fail(cluster: LocalCluster, marks: dict[str, float]) -> None:
+        marks["lag"] = marks["lost"] = time.monotonic()
+        key = Store(redis.Redis()).keys_of(LearnerRef("alpha", NAME))[0]
+        lost = cluster.primary_of(key)
+        await asyncio.to_thread(cluster.fail_over, key)
+        if cluster.primary_of(key) is lost:
+            raise RuntimeError("the learner's slot is still served by the node that was lost")
+
+    return await _failover_storm(workdir, functools.partial(LocalCluster, replicas_each=1), fail, wait=wait,
+                                 replicas=replicas, clients=clients, calm_seconds=calm_seconds,
+                                 after_seconds=after_seconds, wait_timeout_ms=wait_timeout_ms, seed=seed)
+
+
+async def _failover_storm(
+    workdir: Path, store: Callable[[Path], Any], fail: Callable[[Any, dict[str, float]], Awaitable[None]], *,
+    wait: bool, replicas: int, clients: int, calm_seconds: float, after_seconds: float, wait_timeout_ms: int,
+    seed: int,
+) -> dict[str, Any]:
+    """A storm on the Redis deployment ``store`` during which ``fail`` fails it over (marking the times
+    ``lag``, replication stopped, and ``lost``, the primary lost); see :func:`failover_scenario`."""
+    settings = _service_settings(**({"redis_wait_replicas": 1, "redis_wait_timeout_ms": wait_timeout_ms}
+                                    if wait else {}))
+    marks: dict[str, float] = {}
+    with services_on_redis(workdir, replicas, store=store, **settings) as (deployment, services):
+        started = time.monotonic()
+        urls = [s.url for s in services]
+        _create(urls[0])
+
+        async def disturb() -> None:
+            await asyncio.sleep(calm_seconds)
+            await fail(deployment, marks)
+            marks["rejoined"] = time.monotonic()
+            await asyncio.sleep(after_seconds)
+
+        ledger = await _run_storm(urls, clients, disturb, seed)
+        result = {"wait_replicas": 1 if wait else 0, "replicas": replicas, "clients": clients,
+                  "settings": {k: v for k, v in settings.items() if k != "api_keys"},
+                  **ledger.summary(), **audit(urls, deployment.url, ledger)}
+    acks = sorted(end for _, end, status in ledger.events if status == 200 and end >= marks["lag"])
+    gaps = [b - a for a, b in itertools.pairwise([marks["lag"], *acks])]
+    logs = "".join((workdir / f"service{i}.log").read_text() for i in range(replicas))
+    return {**result, "rollbacks_reported": logs.count(ROLLBACK_LOG),
+            "acknowledged_during_lag": sum(1 for _, end, status in ledger.events
+                                           if status == 200 and marks["lag"] <= end < marks["lost"]),
+            "failover_s": round(marks["rejoined"] - marks["lost"], 2),
+            "longest_ack_gap_s": round(max(gaps, default=0.0), 2),
+            "seconds": round(time.monotonic() - started, 1)}
 
 
 async def soak_scenario(

@@ -1,5 +1,6 @@
 """Feedback storms from several clients against real service processes (``python -m kons_service``) and a real
-redis-server: SIGKILLs of the service, Redis restarts, outages and freezes, and several replicas.
+redis-server: SIGKILLs of the service, Redis restarts, outages and freezes, and several replicas; the
+same on a Redis Cluster, and a failover of a primary + replica pair mid-storm.
 
 Each storm is audited by :func:`testkit.scenarios.audit`: every acknowledged round is in the
 learner exactly once, in the acknowledged order (the state is byte-identical to a serial replay in
@@ -14,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from testkit.scenarios import crash_scenario, redis_fault_scenario, replica_scenario
+from testkit.scenarios import (
+    cluster_failover_scenario,
+    crash_scenario,
+    failover_scenario,
+    redis_fault_scenario,
+    replica_scenario,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
@@ -76,3 +83,42 @@ async def test_auto_learner_survives_sigkills_and_its_replicas_agree(tmp_path: P
     assert sum(result["transport_errors"].values()) > 0
     result = await replica_scenario(tmp_path / "replicas", replicas=2, clients=4, seconds=3.0, spec=AUTO)
     assert_kept(result)
+
+
+# ---- on a Redis Cluster (3 primaries), and a failover of a primary + replica pair mid-storm
+
+@pytest.mark.slow
+async def test_sigkills_mid_storm_on_a_cluster_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    result = await crash_scenario(tmp_path, kills=4, clients=3, cluster=True)
+    assert_kept(result)
+    assert sum(result["transport_errors"].values()) > 0
+
+
+@pytest.mark.slow
+async def test_replicas_on_a_cluster_agree_with_a_serial_replay(tmp_path: Path) -> None:
+    result = await replica_scenario(tmp_path, replicas=2, clients=4, seconds=4.0, cluster=True)
+    assert_kept(result)
+
+
+async def test_a_failover_with_wait_loses_no_acknowledged_round(tmp_path: Path) -> None:
+    result = await failover_scenario(tmp_path, wait=True)
+    assert_kept(result)  # lost == 0: every acknowledged round was on the replica that took over
+    assert result["status_503"] > 0, result  # not_replicated while the link was cut
+
+
+async def test_a_failover_without_wait_loses_rounds_but_reports_and_never_serves_them(tmp_path: Path) -> None:
+    result = await failover_scenario(tmp_path, wait=False)
+    # the rounds acknowledged while the replica lagged are gone ...
+    assert result["acknowledged_during_lag"] > 0 and result["lost"] > 0, result
+    # ... each process that held them says so, and serves the surviving history only
+    assert result["rollbacks_reported"] >= 1, result
+    assert result["duplicated"] == 0 and result["log_mismatches"] == 0, result
+    assert result["state_equals_replay"] and result["probes_equal_replay"], result
+    assert result["replicas_agree_on_probes"], result
+    assert result["unresolved"] == 0 and result["rejected_4xx"] == 0 and result["status_500"] == 0, result
+
+
+@pytest.mark.slow
+async def test_a_cluster_failover_with_wait_loses_no_acknowledged_round(tmp_path: Path) -> None:
+    result = await cluster_failover_scenario(tmp_path, wait=True)
+    assert_kept(result)  # the service followed the slot to the replica that took over
