@@ -63,6 +63,7 @@ log = logging.getLogger("kons_service.feedback")
 
 _ATTEMPTS = 5  # compare-and-append attempts before answering 503
 _RELEASE_RETRY_SECONDS = 0.05
+_RECHECK_SECONDS = 0.1  # how often a waiting writer asks whether the lease's holder is still connected
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +248,7 @@ class FeedbackWriter:
         (see :meth:`_gone`) has its lease taken over at once instead of waiting for its TTL."""
         deadline = time.monotonic() + self.settings.lease_wait_seconds
         delay = 0.001
-        gone, checked = "", set()
+        gone, next_check = "", dict[str, float]()  # holder -> when to ask about it again
         while True:
             got = await self.store.acquire_lease(ref, token, self.settings.lease_ttl_ms, gone)
             if got is None:
@@ -257,8 +258,12 @@ class FeedbackWriter:
                     self.metrics.takeovers.inc()
                     log.warning("took over the writer lease of %s from %s, whose process is gone", ref, gone)
                 return got
-            if got.holder not in checked:  # once per holder: a live one is not asked about again
-                checked.add(got.holder)
+            now = time.monotonic()
+            if now >= next_check.get(got.holder, now):
+                # asked again now and then, not every poll (CLIENT LIST costs Redis a walk of its clients):
+                # a live holder may die while we wait, and Redis may not yet have seen a dead one's
+                # sockets close when first asked
+                next_check[got.holder] = now + _RECHECK_SECONDS
                 if await self._gone(got.holder):
                     gone = got.holder
                     continue
