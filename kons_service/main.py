@@ -32,15 +32,19 @@ __all__ = ["app", "create_app"]
 log = logging.getLogger("kons_service")
 
 
-async def _refuse_an_evicting_store(service: LearnerService) -> None:
-    """Stop the start-up if Redis may evict keys (an unreachable Redis is left to /readyz)."""
+async def _check_the_store(service: LearnerService) -> None:
+    """Stop the start-up if Redis may evict keys, and say what an acknowledged feedback survives (an
+    unreachable Redis is left to /readyz)."""
     try:
         problem = await service.store_problem()
+        report, survives = await service.durability()
     except StoreUnavailableError:
         return
     if problem is not None:
         log.error("refusing to start: %s", problem)
         raise RuntimeError(f"refusing to start: {problem}")
+    weak = report["appendonly"] is False or report["appendfsync"] == "no"
+    log.log(logging.WARNING if weak else logging.INFO, "%s", survives)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -72,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         service = LearnerService(store, settings, metrics)
         started = False
         try:
-            await _refuse_an_evicting_store(service)
+            await _check_the_store(service)
             app.state.service = service
             service.start()
             started = True

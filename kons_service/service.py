@@ -132,6 +132,28 @@ class LearnerService:
                     "instead).")
         return None
 
+    async def durability(self) -> tuple[dict[str, Any], str]:
+        """How an acknowledged feedback is kept, as Redis runs (for ``/readyz``), and what it survives in
+        plain words (logged at start-up); see docs/reliability.md, "What each durability setting
+        promises"."""
+        persistence = await self.store.persistence()
+        replicas = self.settings.redis_wait_replicas
+        waited = f"; every feedback waits for {replicas} replica(s) (WAIT)" if replicas else ""
+        if persistence is None:
+            return ({"appendonly": None, "appendfsync": None, "wait_replicas": replicas},
+                    f"Redis refuses CONFIG GET: its persistence cannot be reported{waited}.")
+        report = {"appendonly": persistence.appendonly, "appendfsync": persistence.appendfsync,
+                  "wait_replicas": replicas}
+        if not persistence.appendonly:
+            return report, ("Redis runs without its append-only file (appendonly no): a restart of Redis "
+                            "loses every acknowledged round since its last RDB snapshot. Run it with "
+                            f"appendonly yes{waited}.")
+        host_crash = {"always": "survives a crash of Redis's host too",
+                      "everysec": "may lose about the last second in a crash of Redis's host",
+                      "no": "may lose tens of seconds in a crash of Redis's host"}[persistence.appendfsync]
+        return report, (f"Redis appendonly yes, appendfsync {persistence.appendfsync}: an acknowledged "
+                        f"feedback survives a crash of the service or of Redis, and {host_crash}{waited}.")
+
     # ------------------------------------------------------------------ learners
     async def create(
         self, ref: LearnerRef, algorithm: str, dim: int | None, params: dict[str, Any]

@@ -59,6 +59,7 @@ __all__ = [
     "LogEntry",
     "LoggedRound",
     "NotReplicatedError",
+    "Persistence",
     "Publication",
     "RequestTag",
     "Reservation",
@@ -190,6 +191,19 @@ class Reservation:
     granted: bool
     learner_bytes: int
     tenant_bytes: int
+
+
+#: Redis's ``appendfsync`` values, from the one that loses least in a crash of its host to the one that
+#: loses most.
+_FSYNC_WEAKNESS = ("always", "everysec", "no")
+
+
+@dataclass(frozen=True, slots=True)
+class Persistence:
+    """Redis's append-only file: on or off, and how often it is flushed to disk (``appendfsync``)."""
+
+    appendonly: bool
+    appendfsync: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,21 +431,37 @@ class Store:
     async def eviction_policy(self) -> str | None:
         """Redis's ``maxmemory-policy`` (in a cluster: of every primary, the first that is not
         ``noeviction`` if any), or None when a server refuses ``CONFIG GET`` (managed Redis)."""
+        policies = await self._server_config("maxmemory-policy")
+        if policies is None:
+            return None
+        return next((p[0] for p in policies if p[0] != "noeviction"), "noeviction")
+
+    @_translated
+    async def persistence(self) -> Persistence | None:
+        """How Redis keeps what it acknowledged (in a cluster: the weakest primary), or None when a server
+        refuses ``CONFIG GET``."""
+        replies = await self._server_config("appendonly", "appendfsync")
+        if replies is None:
+            return None
+        return Persistence(appendonly=all(on == "yes" for on, _ in replies),
+                           appendfsync=max((fsync for _, fsync in replies), key=_FSYNC_WEAKNESS.index))
+
+    async def _server_config(self, *names: str) -> list[tuple[str, ...]] | None:
+        """The values of Redis settings ``names``, one tuple per server (every primary of a cluster); None
+        when a server refuses ``CONFIG GET`` or does not know one of them."""
         replies: list[Any]
         try:
             if isinstance(self.client, RedisCluster):
-                by_node: Any = await self.client.config_get("maxmemory-policy",
-                                                            target_nodes=RedisCluster.PRIMARIES)
+                by_node: Any = await self.client.config_get(*names, target_nodes=RedisCluster.PRIMARIES)
                 replies = list(by_node.values())
             else:
-                replies = [await self.client.config_get("maxmemory-policy")]
+                replies = [await self.client.config_get(*names)]
         except redis.exceptions.ResponseError:
             return None
-        policies = [next((_s(value) for key, value in reply.items() if _s(key) == "maxmemory-policy"), None)
-                    for reply in replies]
-        if not policies or None in policies:
+        values = [{_s(key): _s(value) for key, value in reply.items()} for reply in replies]
+        if not values or any(name not in server for server in values for name in names):
             return None
-        return next((p for p in policies if p != "noeviction"), "noeviction")
+        return [tuple(server[name] for name in names) for server in values]
 
     @_translated
     async def create(self, ref: LearnerRef, config: str, incarnation: str, now_ms: int) -> tuple[bool, str]:

@@ -47,7 +47,12 @@ async def readyz(request: Request) -> JSONResponse:
     if problem is not None:
         error = {"code": "store_may_evict", "message": problem}
         return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
-    return JSONResponse({"status": "ready"})
+    try:
+        async with asyncio.timeout(2.0):
+            durability, _ = await request.app.state.service.durability()
+    except (StoreUnavailableError, OSError, TimeoutError):
+        durability = None  # a probe answers on reachability and eviction; this part is informative
+    return JSONResponse({"status": "ready", "durability": durability})
 
 
 @router.get("/dashboard", response_class=HTMLResponse)

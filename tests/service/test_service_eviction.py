@@ -55,6 +55,37 @@ async def test_readyz_reports_a_policy_changed_at_run_time(make_client, redis_se
     assert (await client.get("/readyz")).status_code == 200
 
 
+async def test_readyz_reports_what_an_acknowledged_feedback_survives(make_client, redis_server: RedisServer
+                                                                     ) -> None:
+    client = await make_client()
+    assert (await client.get("/readyz")).json()["durability"] == {
+        "appendonly": True, "appendfsync": redis_server.fsync, "wait_replicas": 0}
+    redis = redis_server.client()
+    redis.config_set("appendfsync", "always")
+    redis.config_set("appendonly", "no")
+    try:
+        durability = (await client.get("/readyz")).json()["durability"]
+    finally:
+        redis.config_set("appendonly", "yes")
+        redis.config_set("appendfsync", redis_server.fsync)
+    assert durability == {"appendonly": False, "appendfsync": "always", "wait_replicas": 0}
+
+
+def test_a_redis_without_its_append_only_file_is_a_warning_at_start(redis_server: RedisServer,
+                                                                    tmp_path: Path) -> None:
+    """Not a refusal (an operator may accept losing rounds since the last RDB snapshot), but said once,
+    at start, in words: what a restart of Redis would lose."""
+    redis_server.client().config_set("appendonly", "no")
+    service = ServiceProcess(redis_server.url, tmp_path / "service.log")
+    try:
+        service.start()
+        service.stop()
+    finally:
+        redis_server.client().config_set("appendonly", "yes")
+    log = (tmp_path / "service.log").read_text()
+    assert "WARNING" in log and "appendonly no" in log and "last RDB snapshot" in log
+
+
 def test_the_embedded_redis_never_evicts(tmp_path: Path) -> None:
     embedded = EmbeddedRedis(tmp_path / "data")
     url = embedded.start()
