@@ -53,7 +53,8 @@ _SCENARIOS = """\
 * **Cluster**: a real Redis Cluster of 3 primaries on loopback (`redis-server --cluster-enabled yes`,
   slots assigned by `redis-cli --cluster create`), the service on `redis+cluster://`. The SIGKILL storm
   of the service and the storm through 3 service processes are audited like the storms above.
-* **Pair failover** (`pair_failover_*`): 2 service processes on a primary and one replica behind a
+* **Pair failover** (`pair_failover_*`; the reliability battery runs it as its two Failover sections):
+  2 service processes on a primary and one replica behind a
   movable endpoint (the model of a managed Redis's primary endpoint). Mid-storm the replication link is
   cut for 1.5 s, then the primary's host is lost (SIGKILL), the replica is promoted (`REPLICAOF NO ONE`),
   the endpoint moves to it, and the old host rejoins as its replica.

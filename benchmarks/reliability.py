@@ -244,9 +244,10 @@ def _stall_row(crash: dict[str, Any]) -> Rows:
     return [("Write stall after a SIGKILL (one process, restarted)",
              f"first acknowledgement after the kill: median {stall['from_kill']['median']} s, max "
              f"{stall['from_kill']['max']} s; the restart alone (until /healthz answers): median "
-             f"{stall['restart']['median']} s, max {stall['restart']['max']} s; the rest includes the wait "
-             f"for the killed writer's lease (TTL {crash['lease_ttl_ms']} ms) and the replay of the rounds "
-             "logged since the newest snapshot")]
+             f"{stall['restart']['median']} s, max {stall['restart']['max']} s; the rest is the "
+             "replay of the rounds logged since the newest snapshot and the takeover of the killed "
+             f"writer's lease (its TTL, {crash['lease_ttl_ms']} ms, only where Redis cannot tell that "
+             "the writer is gone)")]
 
 
 def _rollback_row(r: dict[str, Any]) -> Rows:
