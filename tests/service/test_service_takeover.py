@@ -40,21 +40,22 @@ def _body(row: tuple[list[float], float]) -> dict:
 async def _held_by_stuck_writer(client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch,
                                 server: RedisServer) -> tuple[asyncio.Task, asyncio.Event]:
     """Start a feedback on ``client`` whose writer takes the lease and then waits for the returned event
-    before playing its round; returns once the lease is held."""
+    before playing its round; returns once the writer waits there (so that it sends Redis nothing more
+    until the event: a command after the lease, a budget check say, would reconnect a process the test
+    disconnected, and a connected holder is rightly not taken over)."""
     writer = client.app.state.service.writer  # type: ignore[attr-defined]
-    play, proceed = writer._play, asyncio.Event()
+    play, proceed, waiting = writer._play, asyncio.Event(), asyncio.Event()
 
     async def stuck_play(learner, xs, ys):
+        waiting.set()
         await proceed.wait()
         return await play(learner, xs, ys)
 
     monkeypatch.setattr(writer, "_play", stuck_play)
     task = asyncio.create_task(client.post(f"{URL}/feedback", json=_body(ROWS[0])))
-    for _ in range(500):
-        if server.client().get(LEASE) is not None:
-            return task, proceed
-        await asyncio.sleep(0.01)
-    raise TimeoutError("the writer never took the lease")
+    await asyncio.wait_for(waiting.wait(), 5.0)
+    assert server.client().get(LEASE) is not None
+    return task, proceed
 
 
 def _takeovers(client: httpx.AsyncClient) -> float:
