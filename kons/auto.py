@@ -61,7 +61,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf
-from kons.base import Learner
+from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
@@ -145,6 +145,13 @@ def _standardised(rows: list[np.ndarray | SparseVector], dim: int) -> np.ndarray
     return np.stack([scaler.standardise(_dense(row)) for row in rows])
 
 
+def _base_name(view: str, kind: str, width_factor: float, step_factor: float) -> str:
+    """A grid member's name in :meth:`Auto.stats`'s weights."""
+    if kind == "ons":
+        return f"ons+intercept({view}, eta x{step_factor:g})"
+    return f"nystrom_kons({view}, width x{width_factor:g}, eta x{step_factor:g})"
+
+
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
     logged: np.ndarray = -np.logaddexp(0.0, -margin)
     return logged
@@ -169,6 +176,9 @@ class Auto(Pipeline):
     """
 
     name = "auto"
+    # Its Nystrom bases grow up to their dictionary bound; held, they keep learning at their size.
+    grows = True
+    can_hold_growth = True
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "task": OneOf(tuple(TASKS)),
         "C": NoneOr(POSITIVE),
@@ -225,28 +235,50 @@ class Auto(Pipeline):
         return members + 6 * dim
 
     def _build_grid(self, width: float, log_width: float) -> None:
-        eta = STEP[self.loss]
         self._widths = (width, log_width)
         self._log_scaler = FeatureScaler(self._dim, self._x_scaler.sparse)
-        self._bases = []
-        self._views: list[tuple[bool, bool]] = []
-        names = []
+        self._bases = self._new_bases(width, log_width)
+        self._views: list[tuple[bool, bool]] = [(view == "log", kind == "ons") for view, kind, _, _ in GRID]
+        self._names = [*(_base_name(*member) for member in GRID), "constant"]
+        self._log_weights = np.zeros(len(self._names))
+
+    def _new_bases(self, width: float, log_width: float) -> list[Learner]:
+        """The grid's learners, fresh (held if the mixture is)."""
+        eta = STEP[self.loss]
+        bases: list[Learner] = []
         for view, kind, wf, sf in GRID:
             base: Learner
             if kind == "ons":
                 base = ONS(loss=self.loss, alpha=float(self._dim + 1), eta=eta * sf, C=self._model_bound(),
                            dim=self._dim + 1)
-                names.append(f"ons+intercept({view}, eta x{sf:g})")
             else:
-                gamma = self._widths[view == "log"] * wf
+                gamma = (log_width if view == "log" else width) * wf
                 base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0,
                                    eta=eta * sf, C=self._model_bound(), max_dictionary=MAX_DICTIONARY,
                                    seed=self.seed, dim=self._dim)
-                names.append(f"nystrom_kons({view}, width x{wf:g}, eta x{sf:g})")
-            self._bases.append(base)
-            self._views.append((view == "log", kind == "ons"))
-        self._names = [*names, "constant"]
-        self._log_weights = np.zeros(len(self._names))
+            base.hold_growth(self._growth_held)
+            bases.append(base)
+        return bases
+
+    # ----------------------------------------------------------------- size and growth
+    def _set_growth_held(self, held: bool) -> None:
+        super()._set_growth_held(held)
+        for base in self._bases:
+            base.hold_growth(held)
+
+    def _own_arrays(self) -> dict[str, np.ndarray]:
+        """The mixture's own arrays: its weights and the log view's scaler."""
+        return {"log_weights": self._log_weights, **self._log_view.arrays("log")}
+
+    def _model_nbytes(self) -> int:
+        return sum(b.state_nbytes() for b in self._bases) + arrays_nbytes(self._own_arrays())
+
+    def _model_growth_nbytes(self, rounds: int) -> int:
+        return sum(b.max_growth_nbytes(rounds) for b in self._bases)
+
+    def _fresh_model_nbytes(self, rounds: int) -> int:
+        own = 8 * (len(GRID) + 1 + 3 * self._dim)  # the weights and the log view's scaler
+        return own + sum(b.state_nbytes() + b.max_growth_nbytes(rounds) for b in self._new_bases(1.0, 1.0))
 
     @property
     def _log_view(self) -> FeatureScaler:
@@ -357,9 +389,7 @@ class Auto(Pipeline):
 
     # ----------------------------------------------------------------- persistence
     def _model_arrays(self) -> dict[str, np.ndarray]:
-        arrays = {f"base{i}": nested_blob(b) for i, b in enumerate(self._bases)}
-        arrays["log_weights"] = self._log_weights
-        return {**arrays, **self._log_view.arrays("log")}
+        return {**{f"base{i}": nested_blob(b) for i, b in enumerate(self._bases)}, **self._own_arrays()}
 
     def _model_scalars(self) -> dict[str, Any]:
         if not self._model_ready:

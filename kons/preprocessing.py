@@ -73,6 +73,8 @@ __all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Pipeline", "Preproce
 WARMUP_ROWS = 32
 #: Clipping bound of the base learner on standardised regression targets (standard deviations).
 TARGET_BOUND = 3.0
+#: Bytes of one float64.
+_FLOAT_BYTES = 8
 #: Default step of the second-order learners on preprocessed data, by loss (see the module docstring).
 STEP = {"squared": 0.5, "logistic": 1.0, "squared_hinge": 0.5}
 
@@ -398,6 +400,43 @@ class Pipeline(Learner):
         score = self.predict_one(x)
         return 1.0 / (1.0 + math.exp(-score)) if score >= 0 else math.exp(score) / (1.0 + math.exp(score))
 
+    # ----------------------------------------------------------------- size
+    def state_nbytes(self) -> int:
+        """The scaler's and warm-up buffer's bytes plus the model's (its parts' ``state_nbytes``)."""
+        if self._scaler is None:
+            return 0
+        buffered = _FLOAT_BYTES * len(self._buffer) * (self._dim + 1)  # buffer_x and buffer_y
+        own = _base.arrays_nbytes(self._x_scaler.arrays()) + buffered
+        return own + (self._model_nbytes() if self._model_ready else 0)
+
+    def _model_nbytes(self) -> int:
+        """Bytes of the model's state (called once it is ready)."""
+        raise NotImplementedError
+
+    def _growth_nbytes(self, rounds: int) -> int:
+        """The model's growth once it is ready; before, what the scaler, the warm-up buffer and the
+        model about to be built (its initial size, and its growth over the buffered rows replayed into
+        it and the rounds after them) may add."""
+        if self._model_ready:
+            return self._model_growth_nbytes(rounds)
+        scaler = 0 if self._scaler is not None else _FLOAT_BYTES * 3 * self._dim
+        if self._scaler is None and not (self._kernel_model() and self._needs_width()):
+            return scaler + self._fresh_model_nbytes(rounds)  # built by the first row
+        left = WARMUP_ROWS - len(self._buffer)
+        buffered = _FLOAT_BYTES * min(rounds, left) * (self._dim + 1)
+        if rounds < left:
+            return scaler + buffered
+        return scaler + buffered + self._fresh_model_nbytes(WARMUP_ROWS + rounds - left)
+
+    def _model_growth_nbytes(self, rounds: int) -> int:
+        """:meth:`max_growth_nbytes` of the model (called once it is ready)."""
+        raise NotImplementedError
+
+    def _fresh_model_nbytes(self, rounds: int) -> int:
+        """The bytes of a model not built yet after ``rounds`` rounds, at most (its size does not
+        depend on the kernel width, so a placeholder width gives it)."""
+        raise NotImplementedError
+
     # ----------------------------------------------------------------- persistence
     def _arrays(self) -> dict[str, np.ndarray]:
         if self._scaler is None:
@@ -533,6 +572,8 @@ class Preprocessed(Pipeline):
         probe = cls.from_params(self._base_params)  # validates the base's parameters now
         self._init_pipeline(loss=probe.loss, C=self._params.get("C") if not probe._loss.binary else None,
                             dim=dim)
+        self.grows = cls.grows
+        self.can_hold_growth = cls.can_hold_growth
         self._base: Learner | None = None
         self._reset()
 
@@ -572,13 +613,33 @@ class Preprocessed(Pipeline):
         return self._dim if self._kernel_model() else self._dim + 1
 
     def _build_model(self, width: float | None) -> None:
+        self._base = self._new_base(width)
+
+    def _new_base(self, width: float | None) -> Learner:
         params = {**self._base_params, "dim": self._base_dim()}
         scaled_alpha = "alpha" in self._base_cls._param_names() and "alpha" not in self._params
         if scaled_alpha and not self._kernel_model():
             params["alpha"] = float(self._base_dim())
         if width is not None:
             params["kernel"] = {"name": "rbf", "gamma": width}
-        self._base = self._base_cls.from_params(params)
+        base = self._base_cls.from_params(params)
+        base.hold_growth(self._growth_held)
+        return base
+
+    def _set_growth_held(self, held: bool) -> None:
+        super()._set_growth_held(held)
+        if self._base is not None:
+            self._base.hold_growth(held)
+
+    def _model_nbytes(self) -> int:
+        return self._model.state_nbytes()
+
+    def _model_growth_nbytes(self, rounds: int) -> int:
+        return self._model.max_growth_nbytes(rounds)
+
+    def _fresh_model_nbytes(self, rounds: int) -> int:
+        base = self._new_base(None)
+        return base.state_nbytes() + base.max_growth_nbytes(rounds)
 
     @property
     def _model(self) -> Learner:
