@@ -71,6 +71,7 @@ from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
     Pipeline,
+    checked_form,
     median_width,
     nested_blob,
     restore_nested,
@@ -239,6 +240,7 @@ class Auto(Pipeline):
         self._log_scaler = FeatureScaler(self._dim, self._x_scaler.sparse)
         self._bases = self._new_bases(width, log_width)
         self._views: list[tuple[bool, bool]] = [(view == "log", kind == "ons") for view, kind, _, _ in GRID]
+        self._forms = sorted(set(self._views))
         self._names = [*(_base_name(*member) for member in GRID), "constant"]
         self._log_weights = np.zeros(len(self._names))
 
@@ -286,15 +288,17 @@ class Auto(Pipeline):
             raise RuntimeError("the log view's scaler is created with the grid")
         return self._log_scaler
 
-    def _inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, *, commit: bool
-                ) -> list[np.ndarray | SparseVector]:
-        """Each base's input: the standardised or the signed-log view, dense or with the intercept."""
-        zlog = self._log_view.transform(_signed_log(x), commit=commit)
+    def _inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
+                ) -> tuple[list[np.ndarray | SparseVector], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each base's input (the standardised or the signed-log view, dense or with the intercept),
+        each form computed and checked once for all the bases that take it, and the log view's pending
+        statistics (:meth:`FeatureScaler.pending`)."""
+        zlog, log_stats = self._log_view.pending(_signed_log(x))
         forms = {}
-        for log, linear in set(self._views):
+        for log, linear in self._forms:
             view = zlog if log else z
-            forms[log, linear] = _with_intercept(view) if linear else _dense(view)
-        return [forms[v] for v in self._views]
+            forms[log, linear] = checked_form(_with_intercept(view) if linear else _dense(view))
+        return [forms[v] for v in self._views], log_stats
 
     def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
         r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
@@ -352,14 +356,17 @@ class Auto(Pipeline):
         # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
         return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
 
+    # The bases take the checked forms through their unchecked round (_learn_checked), inside the
+    # numerics context the mixture's round entered once.
     def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
-        inputs = self._inputs(z, x, commit=False)
-        preds = [_guarded(b.predict_one, row) for b, row in zip(self._bases, inputs, strict=True)]
+        inputs, _ = self._inputs(z, x)
+        preds = [_guarded(b._predict_checked, row) for b, row in zip(self._bases, inputs, strict=True)]
         return self._mix(np.array([*preds, self._constant()]))
 
     def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
-        inputs = self._inputs(z, x, commit=True)
-        played_by = [_guarded(b.learn_one, row, t) for b, row in zip(self._bases, inputs, strict=True)]
+        inputs, log_stats = self._inputs(z, x)
+        played_by = [_guarded(b._learn_checked, row, t) for b, row in zip(self._bases, inputs, strict=True)]
+        self._log_view.commit(log_stats)
         plays = np.array([*played_by, self._constant()])
         played = self._mix(plays)
         self._update_weights(plays, t)

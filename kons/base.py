@@ -322,7 +322,14 @@ class Learner(abc.ABC):
         if not self._has_model:  # nothing learned yet: the zero function
             return 0.0
         with _round_numerics():
-            y_bar = self._predict(x)
+            return self._predict_checked(x)
+
+    def _predict_checked(self, x: Any) -> float:
+        """:meth:`predict_one` of an ``x`` as :meth:`check_round` returns it, inside the numerics
+        context (a composite calls it for its parts: its own round validates and enters it once)."""
+        if not self._has_model:
+            return 0.0
+        y_bar = self._predict(x)
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
         return self._clip(y_bar)
@@ -335,12 +342,17 @@ class Learner(abc.ABC):
         """
         x, label = self.check_round(x, y)
         y = as_label(y) if label is None else label  # check_round skips a missing label; a round needs one
+        with _round_numerics():
+            return self._learn_checked(x, y)
+
+    def _learn_checked(self, x: Any, y: float) -> float:
+        """:meth:`learn_one` of ``(x, y)`` as :meth:`check_round` returns them, inside the numerics
+        context (a composite calls it for its parts: its own round validates and enters it once)."""
         first = not self._has_model
         if first:
             self._fix_dim(len(x))
         try:
-            with _round_numerics():
-                y_hat, leverage = self._learn(x, y)
+            y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
                 self._reset()

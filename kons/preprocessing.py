@@ -59,7 +59,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons import base as _base
-from kons._validation import Constraint, Integer, NoneOr, as_features, as_label, check_int, check_real
+from kons._validation import (
+    Constraint,
+    Integer,
+    NoneOr,
+    as_features,
+    as_label,
+    check_feature_values,
+    check_int,
+    check_real,
+)
 from kons.base import Learner
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
 from kons.kernels import Kernel
@@ -100,6 +109,13 @@ def median_width(Z: np.ndarray) -> float:
     return 1.0 / median if median > 0.0 else 1.0 / Z.shape[1]
 
 
+def checked_form(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+    """A standardised row as a base learner's validation would pass it (finite, with a finite squared
+    norm), checked once for the bases that take it unchecked (``_learn_checked``)."""
+    check_feature_values(z.values if isinstance(z, SparseVector) else z)
+    return z
+
+
 def nested_blob(learner: Learner) -> np.ndarray:
     """A learner's state blob as a byte array, to be saved inside another learner's state."""
     return np.frombuffer(learner.to_bytes(), dtype=np.uint8)
@@ -135,6 +151,15 @@ class FeatureScaler:
 
     def transform(self, x: np.ndarray | SparseVector, *, commit: bool) -> np.ndarray | SparseVector:
         """``x`` scaled by the statistics that include it; ``commit`` keeps those statistics."""
+        z, stats = self.pending(x)
+        if commit:
+            self.commit(stats)
+        return z
+
+    def pending(self, x: np.ndarray | SparseVector
+                ) -> tuple[np.ndarray | SparseVector, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``x`` scaled by the statistics that include it, and those statistics, to :meth:`commit` once
+        the round that uses them has succeeded."""
         mean, m2, maxabs = self._with(x)
         if isinstance(x, SparseVector):
             scale = maxabs[x.indices]
@@ -143,10 +168,12 @@ class FeatureScaler:
         else:
             std = np.sqrt(m2 / (self.count + 1))
             z = np.divide(x - mean, std, out=np.zeros(self.dim), where=std > 0)
-        if commit:
-            self.count += 1
-            self.mean, self.m2, self.maxabs = mean, m2, maxabs
-        return z
+        return z, (mean, m2, maxabs)
+
+    def commit(self, stats: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Keep the statistics :meth:`pending` computed."""
+        self.count += 1
+        self.mean, self.m2, self.maxabs = stats
 
     def standardise(self, x: np.ndarray) -> np.ndarray:
         """A dense ``x`` scaled by the current statistics (the buffered warm-up rows)."""
@@ -355,9 +382,9 @@ class Pipeline(Learner):
         else:
             target, y_stats = self._y.standardised(y)
         if self._model_ready:
-            z = self._features(self._x_scaler.transform(x, commit=False))
-            played = self._to_user(self._model_learn(z, target, x))
-            self._x_scaler.transform(x, commit=True)
+            z, scaled = self._x_scaler.pending(x)
+            played = self._to_user(self._model_learn(self._features(z), target, x))
+            self._x_scaler.commit(scaled)
         else:
             played = self._warmup_prediction(x)
             scaler = self._x_scaler
@@ -648,10 +675,10 @@ class Preprocessed(Pipeline):
         return self._base
 
     def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
-        return self._model.predict_one(z)
+        return self._model._predict_checked(checked_form(z))
 
     def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
-        return self._model.learn_one(z, t)
+        return self._model._learn_checked(checked_form(z), t)
 
     def _model_stats(self) -> dict[str, Any]:
         if self._base is None:

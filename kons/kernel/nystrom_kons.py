@@ -252,7 +252,7 @@ class NystromKONS(Learner):
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
         try:
-            check_finite(new_weights, s, shrink * float(np.max(v * v, initial=0.0)))
+            check_finite(new_weights, s, shrink * float((v * v).max(initial=0.0)))
         except NumericalError:
             if rng_state is not None:
                 self._generator.bit_generator.state = rng_state
