@@ -13,6 +13,7 @@ The checkouts run alternately (``--repeats`` times each), so that both see the s
 report gives microseconds per round (medians of the repeats), the round/floor ratio of each checkout
 and the before/after ratio. Run it with one BLAS thread::
 
+    git worktree add /tmp/kons-old main   # the code to compare with
     OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_round --old /tmp/kons-old --out benchmarks/results
 """
 
@@ -79,7 +80,9 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[int, np.ndarray]) -> No
         s = phi @ v
         _ = base._weights - 0.1 * v
         _ = (v * v).max(initial=0.0)
-        work = scratch.setdefault(i, base._inverse.packed.copy())
+        work = scratch.get(i)
+        if work is None or len(work) != len(base._inverse.packed):  # the dictionary grew: a new copy
+            work = scratch[i] = base._inverse.packed.copy()
         dspr(j, -1e-12, v, work, lower=0, overwrite_ap=1)
     w = np.exp(auto._log_weights - auto._log_weights.max())
     w /= w.sum()
@@ -136,50 +139,55 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", type=Path, help="a checkout of the code to compare with (e.g. main)")
-    parser.add_argument("--warmup", type=int, default=600)
-    parser.add_argument("--rounds", type=int, default=600)
+    parser.add_argument("--warmup", type=int, nargs="+", default=[150, 600],
+                        help="warm-up rounds of each case (150: dictionaries growing; 600: full)")
+    parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, help="folder for auto_round.md (else: stdout only)")
     args = parser.parse_args(argv)
     commit = git_commit(("kons", "benchmarks"))
-    trees = {"this checkout": REPO, **({"old": args.old} if args.old else {})}
-    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
-    for _ in range(args.repeats):
-        for label, tree in trees.items():
-            runs[label].append(_run_child(tree.resolve(), args.warmup, args.rounds))
-    load = os.getloadavg()
-    median = {label: {key: statistics.median(r[key] for r in rs) for key in ("round_us", "floor_us")}
-              for label, rs in runs.items()}
-    rows = [[label, f"{m['round_us']:.0f}", f"{m['floor_us']:.0f}", f"{m['round_us'] / m['floor_us']:.2f}"]
-            for label, m in median.items()]
     old_commit = ""
     if args.old:
         head = ["git", "rev-parse", "--short", "HEAD"]
         old_commit = subprocess.run(head, cwd=args.old, capture_output=True, text=True).stdout.strip()
-    sizes = runs["this checkout"][-1]["dictionary_sizes"]
-    average = " / ".join(f"{v:.2f}" for v in load)
+    trees = {"this checkout": REPO, **({"old": args.old} if args.old else {})}
+    command = command_line("benchmarks.auto_round", argv, outputs=("--out",))
     lines = [
         "# An `auto` round against its numerical floor",
         "",
-        f"Command: `OPENBLAS_NUM_THREADS=1 {command_line('benchmarks.auto_round', argv, outputs=('--out',))}`"
-        f" at commit {commit}" + (f"; old: {old_commit}" if old_commit else "") + ".",
-        f"Machine: {machine_summary()}; load average at the end {average} "
-        "(a shared machine: the ratios, measured in alternating child processes, are the result).",
+        f"Command: `OPENBLAS_NUM_THREADS=1 {command}` at commit {commit}"
+        + (f"; old: {old_commit}" if old_commit else "") + f". Machine: {machine_summary()}.",
         "",
-        f"Dimension {DIM}, {args.warmup} warm-up rounds, then {args.rounds} timed rounds; medians of "
-        f"{args.repeats} repeats. Nystrom dictionary sizes at the end: {sizes}.",
-        "",
-        *markdown_table(["code", "round (us)", "floor (us)", "round / floor"], rows),
+        f"Dimension {DIM}; after the warm-up rounds, {args.rounds} rounds timed in blocks alternating with "
+        f"their floor; medians of {args.repeats} repeats, the checkouts alternating. On a shared machine the "
+        "ratios are the result, not the times.",
     ]
-    if args.old:
-        new, old = median["this checkout"], median["old"]
-        ratio = new["round_us"] / old["round_us"]
-        normalised = (new["round_us"] / new["floor_us"]) / (old["round_us"] / old["floor_us"])
-        lines += ["", f"Round time, this checkout / old: **{ratio:.2f}** (with each run's round divided by "
-                  f"its own floor, the same code in both, as a load-independent measure: {normalised:.2f})."]
-    each = ["{}: {}".format(label, ", ".join(f"{r['round_us']:.0f}/{r['floor_us']:.0f}" for r in rs))
-            for label, rs in runs.items()]
-    lines += ["", "Every repeat (round us / floor us): " + "; ".join(each) + "."]
+    for warmup in args.warmup:
+        runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
+        for _ in range(args.repeats):
+            for label, tree in trees.items():
+                runs[label].append(_run_child(tree.resolve(), warmup, args.rounds))
+        median = {label: {key: statistics.median(r[key] for r in rs) for key in ("round_us", "floor_us")}
+                  for label, rs in runs.items()}
+        rows = [[label, f"{m['round_us']:.0f}", f"{m['floor_us']:.0f}",
+                 f"{m['round_us'] / m['floor_us']:.2f}"] for label, m in median.items()]
+        average = " / ".join(f"{v:.2f}" for v in os.getloadavg())
+        lines += [
+            "",
+            f"## {warmup} warm-up rounds (Nystrom dictionaries at the end: "
+            f"{runs['this checkout'][-1]['dictionary_sizes']}, bound 200; load average {average})",
+            "",
+            *markdown_table(["code", "round (us)", "floor (us)", "round / floor"], rows),
+        ]
+        if args.old:
+            new, old = median["this checkout"], median["old"]
+            ratio = new["round_us"] / old["round_us"]
+            normalised = (new["round_us"] / new["floor_us"]) / (old["round_us"] / old["floor_us"])
+            lines += ["", f"Round time, this checkout / old: **{ratio:.2f}** (each run's round divided by "
+                      f"its own floor, the same code in both, load-independent: {normalised:.2f})."]
+        each = ["{}: {}".format(label, ", ".join(f"{r['round_us']:.0f}/{r['floor_us']:.0f}" for r in rs))
+                for label, rs in runs.items()]
+        lines += ["", "Every repeat (round us / floor us): " + "; ".join(each) + "."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
