@@ -1,4 +1,8 @@
-"""FastAPI dependencies: the service, the caller's tenant and the addressed learner."""
+"""FastAPI dependencies: the service, the caller's tenant and the addressed learner.
+
+They are coroutines although they never wait: FastAPI runs a plain function dependency in a worker thread,
+a thread hop (and a GIL hand-over) per dependency on every request.
+"""
 
 from __future__ import annotations
 
@@ -18,17 +22,17 @@ __all__ = ["LearnerDep", "ServiceDep", "SettingsDep", "TenantDep"]
 _NAME = re.compile(NAME_PATTERN)
 
 
-def _service(request: Request) -> LearnerService:
+async def _service(request: Request) -> LearnerService:
     service: LearnerService = request.app.state.service
     return service
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def _tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+async def _tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
     auth: Authenticator = request.app.state.auth
     return auth.tenant(authorization)
 
@@ -38,7 +42,7 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 TenantDep = Annotated[str, Depends(_tenant)]
 
 
-def _learner(name: str, tenant: TenantDep) -> LearnerRef:
+async def _learner(name: str, tenant: TenantDep) -> LearnerRef:
     if not _NAME.match(name):
         raise InvalidNameError(f"Invalid learner name {name[:80]!r}: it must match {NAME_PATTERN}.")
     return LearnerRef(tenant, name)
