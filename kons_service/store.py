@@ -1,7 +1,8 @@
 """The learner store: the only module that talks to Redis. Lua scripts live in ``kons_service/lua``.
 
-It knows the key names, runs the scripts and gives their replies back as typed values; every Redis error
-comes out as :class:`StoreUnavailableError` (the HTTP answers are chosen in :mod:`kons_service.errors`).
+It knows the key names, runs the scripts and gives their replies back as typed values; every failure of
+the Redis client, whatever its type, comes out as :class:`StoreUnavailableError` (the HTTP answers are
+chosen in :mod:`kons_service.errors`).
 
 Every key of one learner carries the hash tag ``{tenant/name}`` so that they share a Redis Cluster slot
 and every script touches only keys of one slot, all declared in ``KEYS``::
@@ -281,14 +282,21 @@ def _int(value: bytes | str | None) -> int:
 def _translated(
     method: Callable[Concatenate[Store, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[Store, P], Coroutine[Any, Any, R]]:
-    """Raise :class:`StoreUnavailableError` for every Redis error of ``method`` (Redis stays here), the
-    cluster client's own ones (a slot not covered during a failover) included."""
+    """Raise :class:`StoreUnavailableError` for every failure of ``method`` other than the store's own
+    errors (Redis stays here): Redis's errors, the cluster client's (a slot not covered during a
+    failover), and whatever else redis-py lets out of a connection that a dead node closed under it
+    (``RuntimeError``, ``AttributeError``, ``OSError``, ``TimeoutError`` seen on a real cluster), which
+    would otherwise be a 500 and kill the background task that made the call."""
 
     async def wrapper(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await method(self, *args, **kwargs)
+        except StoreError:
+            raise
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
             raise StoreUnavailableError(type(exc).__name__) from exc
+        except Exception as exc:
+            raise StoreUnavailableError(f"{type(exc).__name__}: {exc}") from exc
 
     functools.update_wrapper(wrapper, method)
     return wrapper
