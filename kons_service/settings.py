@@ -112,6 +112,9 @@ class Settings(BaseSettings):
         "(each counted as in learner_max_bytes, a kernel learner at its actual size as it grows); a create, "
         "a state upload or a feedback that would go over it is refused with 422 resource_limit. Kept in "
         "Redis, so it holds across replicas.")
+    tenant_max_learners: int = Field(
+        10_000, ge=1, description="Most learners one tenant may have; a create beyond it is refused with 422 "
+        "resource_limit. Counted in Redis with the byte budget, so it holds across replicas.")
     max_state_bytes: int = Field(
         257 * 2**20, ge=1024, description="Largest state blob accepted by PUT /state (the state budget "
         "plus room for the header); a larger upload is refused as it streams in.")

@@ -187,11 +187,14 @@ class StoredState:
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """A reservation against the tenant's byte budget: granted or not, the learner's reserved bytes and
-    the tenant's total after it."""
+    the tenant's total after it, and the number of the tenant's learners (``too_many``: refused because a
+    new learner would exceed their cap, not for its bytes)."""
 
     granted: bool
     learner_bytes: int
     tenant_bytes: int
+    tenant_learners: int = 0
+    too_many: bool = False
 
 
 #: Redis's ``appendfsync`` values, from the one that loses least in a crash of its host to the one that
@@ -514,18 +517,21 @@ class Store:
 
     # ------------------------------------------------------------------ the tenant's byte budget
     @_translated
-    async def reserve_bytes(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+    async def reserve_bytes(self, ref: LearnerRef, nbytes: int, budget: int,
+                            max_learners: int) -> Reservation:
         """Grow the learner's reservation to at least ``nbytes`` unless the tenant's total would exceed
-        ``budget`` (see ``reserve.lua``).
+        ``budget``, or, for a learner without one yet, the tenant would hold more than ``max_learners``
+        reservations (see ``reserve.lua``: a reservation is what counts a tenant's learners).
 
         The reservation lives in the tenant's slot, the learner in its own, so the two cannot change in
         one atomic step: a create reserves first and a delete unreserves last. Concurrent creates (on any
         replica) therefore never take the tenant over its budget; a process that dies between the two
         steps leaves a reservation without a learner, which only refuses early until
         :meth:`reclaim_bytes` drops it."""
-        reply = await self._scripts["reserve"](keys=[self._tenant_bytes(ref.tenant)],
-                                               args=[ref.name, nbytes, budget])
-        return Reservation(bool(reply[0]), int(reply[1]), int(reply[2]))
+        code, learner_bytes, tenant_bytes, learners = await self._scripts["reserve"](
+            keys=[self._tenant_bytes(ref.tenant)], args=[ref.name, nbytes, budget, max_learners])
+        return Reservation(int(code) == 1, int(learner_bytes), int(tenant_bytes), int(learners),
+                           too_many=int(code) == -1)
 
     @_translated
     async def unreserve_bytes(self, ref: LearnerRef) -> None:

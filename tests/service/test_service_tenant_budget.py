@@ -141,6 +141,25 @@ async def test_a_reservation_left_by_a_dead_process_is_reclaimed_once_old(
     assert not redis_server.client().hexists(key, "ghost")
     store = client.app.state.service.store  # type: ignore[attr-defined]
     assert (await client.delete("/v1/learners/a2")).status_code == 204
-    assert (await store.reserve_bytes(LearnerRef("default", "young"), ONS_BYTES, 2 * ONS_BYTES)).granted
+    assert (await store.reserve_bytes(LearnerRef("default", "young"), ONS_BYTES, 2 * ONS_BYTES, 10)).granted
     refused = await client.put("/v1/learners/a2", json=ONS)
     assert _refused_for_the_tenant(refused, "default")  # a reservation made just now is left alone
+
+
+async def test_a_tenants_learner_count_is_capped_across_replicas(make_client) -> None:
+    """``{}`` learners take no bytes until their first row: their number is capped on its own
+    (``KONS_TENANT_MAX_LEARNERS``), atomically across replicas, per tenant; a delete makes room."""
+    replicas = [await make_client(tenant_max_learners=5, **KEYS) for _ in range(2)]
+    creates = (replicas[i % 2].put(f"/v1/learners/n{i}", json={}, headers=A) for i in range(12))
+    answers = await asyncio.gather(*creates)
+    assert sorted(a.status_code for a in answers) == [201] * 5 + [422] * 7
+    refused = next(a for a in answers if a.status_code == 422).json()["error"]
+    assert refused["code"] == "resource_limit" and "KONS_TENANT_MAX_LEARNERS" in refused["message"]
+    listed = (await replicas[0].get("/v1/learners", headers=A)).json()["learners"]
+    assert len(listed) == 5
+    again = await replicas[1].put(f"/v1/learners/{listed[0]['name']}", json={}, headers=A)
+    assert again.status_code == 200  # it exists: not a new learner
+    assert (await replicas[0].put("/v1/learners/other", json={}, headers=B)).status_code == 201
+    assert (await replicas[0].delete(f"/v1/learners/{listed[0]['name']}", headers=A)).status_code == 204
+    assert (await replicas[1].put("/v1/learners/late", json={}, headers=A)).status_code == 201
+    assert (await replicas[1].put("/v1/learners/later", json={}, headers=A)).status_code == 422
