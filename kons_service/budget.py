@@ -1,5 +1,6 @@
-"""The per-tenant budget: the summed state bytes of a tenant's learners stay within ``tenant_max_bytes``,
-and their number within ``tenant_max_learners``, whichever replica creates, grows or replaces them.
+"""The per-tenant budget: the summed state bytes of a tenant's learners, with the features they keep under
+prediction ids, stay within ``tenant_max_bytes``, and their number within ``tenant_max_learners``,
+whichever replica creates, grows or replaces them.
 
 Each learner holds a reservation in Redis (:meth:`~kons_service.store.Store.reserve_bytes`): its estimated
 state size from its config when it is created, grown to its actual size when it outgrows that (a kernel
@@ -60,6 +61,20 @@ class TenantBudget:
         roomy = max(held, min(held + held // 4, self.settings.learner_max_bytes))
         got = await self._reserve(ref, roomy)
         return got.learner_bytes if got.granted else await self.reserve(ref, held, refused)
+
+    async def reserve_ids(self, ref: LearnerRef, nbytes: int) -> None:
+        """Make the reservation for the features the learner keeps under prediction ids at least
+        ``nbytes``; raises 422 ``resource_limit`` when the tenant's budget cannot cover it."""
+        budget = self.settings.tenant_max_bytes
+        got = await self.store.reserve_id_bytes(ref, nbytes, budget)
+        if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
+            got = await self.store.reserve_id_bytes(ref, nbytes, budget)
+        if not got.granted:
+            raise ResourceLimitError(
+                f"Keeping the features of learner {ref.name!r}'s predictions under ids needs {nbytes} bytes, "
+                f"and tenant {ref.tenant!r} already holds {got.tenant_bytes - got.learner_bytes} of its "
+                f"budget of {budget} bytes (KONS_TENANT_MAX_BYTES): nothing was predicted. Predict without "
+                "ids (send x with the feedback), or delete learners.")
 
     async def _reserve(self, ref: LearnerRef, nbytes: int) -> Reservation:
         return await self.store.reserve_bytes(ref, nbytes, self.settings.tenant_max_bytes,

@@ -78,6 +78,11 @@ class Settings(BaseSettings):
     id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
     ids_max: int = Field(
         100_000, ge=1, description="Most predict ids remembered per learner (the oldest are dropped first).")
+    ids_max_bytes: int = Field(
+        8 * 2**20, ge=1024, description="Most bytes of features one learner keeps under predict ids (the "
+        "oldest are dropped first). A learner's first predict with an id reserves that much of its tenant's "
+        "KONS_TENANT_MAX_BYTES (less if ids_max ids of its rows take less), or is refused with 422 "
+        "resource_limit: what a tenant makes Redis hold stays within its budget.")
     request_id_ttl_seconds: int = Field(
         3600, ge=1, description="How long a feedback request_id is remembered (a retry is applied once)."
     )

@@ -1,15 +1,18 @@
--- Reserve learner-state bytes against the tenant's budget: the learner's reservation grows to at least
--- nbytes, unless that would take the tenant's total over budget; a name without a reservation gets one
--- (even of 0 bytes: it is what counts the tenant's learners) unless the tenant already has max_learners.
--- KEYS: the tenant's bytes hash (learner name -> "<bytes> <reserved at, ms>", and '*total' -> the sum;
--- '*' is not allowed in a learner name).  ARGV: name, nbytes, budget, max_learners.
+-- Reserve bytes against the tenant's budget: the reservation grows to at least nbytes, unless that would
+-- take the tenant's total over budget. A learner's state reservation lives in the tenant's bytes hash,
+-- where a name without one gets one (even of 0 bytes: it is what counts the tenant's learners) unless the
+-- tenant already has max_learners; the bytes of its remembered prediction ids are reserved apart (in the
+-- ids hash, not counted as a learner), against the same total.
+-- KEYS: the tenant's bytes hash (learner name -> "<bytes> <reserved at, ms>", and '*total' -> the sum of
+-- both hashes; '*' is not allowed in a learner name), then the hash holding this reservation (the same
+-- key, or the tenant's ids hash).  ARGV: name, nbytes, budget, max_learners (0 for an ids reservation).
 -- A reservation never shrinks here (unreserve.lua drops it), so a learner's own concurrent growth and a
 -- create of the same name cannot lower it. Returns {1 granted | 0 over the byte budget | -1 over the
--- learner count, the learner's bytes, the tenant's total, the tenant's learners}.
-local bytes = KEYS[1]
+-- learner count, the reservation's bytes, the tenant's total, the tenant's learners}.
+local bytes, entries = KEYS[1], KEYS[2]
 local name, want, budget, max_learners = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local held = 0
-local entry = redis.call('HGET', bytes, name)
+local entry = redis.call('HGET', entries, name)
 if entry then
   held = tonumber(string.match(entry, '^(%d+)'))
 end
@@ -21,7 +24,7 @@ end
 if entry and want <= held then
   return reply(1)
 end
-if not entry and learners >= max_learners then
+if not entry and max_learners > 0 and learners >= max_learners then
   return reply(-1)
 end
 if total - held + want > budget then
@@ -30,9 +33,10 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 total = total - held + want
-if not entry then
+if not entry and max_learners > 0 then
   learners = learners + 1
 end
 held = want
-redis.call('HSET', bytes, name, string.format('%d %d', want, now), '*total', string.format('%d', total))
+redis.call('HSET', entries, name, string.format('%d %d', want, now))
+redis.call('HSET', bytes, '*total', string.format('%d', total))
 return reply(1)
