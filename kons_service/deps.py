@@ -6,7 +6,6 @@ a thread hop (and a GIL hand-over) per dependency on every request.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
@@ -14,13 +13,10 @@ from fastapi import Depends, Header, Request
 from kons_service.auth import Authenticator
 from kons_service.errors import InvalidNameError
 from kons_service.service import LearnerService
-from kons_service.settings import NAME_PATTERN, Settings
+from kons_service.settings import NAME_RULE, Settings, valid_name
 from kons_service.store import LearnerRef
 
 __all__ = ["LearnerDep", "ServiceDep", "SettingsDep", "TenantDep"]
-
-_NAME = re.compile(NAME_PATTERN)
-
 
 async def _service(request: Request) -> LearnerService:
     service: LearnerService = request.app.state.service
@@ -43,8 +39,8 @@ TenantDep = Annotated[str, Depends(_tenant)]
 
 
 async def _learner(name: str, tenant: TenantDep) -> LearnerRef:
-    if not _NAME.match(name):
-        raise InvalidNameError(f"Invalid learner name {name[:80]!r}: it must match {NAME_PATTERN}.")
+    if not valid_name(name):
+        raise InvalidNameError(f"Invalid learner name {name[:80]!r}: a name is {NAME_RULE}.")
     return LearnerRef(tenant, name)
 
 

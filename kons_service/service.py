@@ -49,6 +49,11 @@ __all__ = [
 ]
 
 
+#: What Redis spends on one remembered id besides its id and features (a hash field and a sorted-set
+#: member with its score), rounded up.
+_ID_OVERHEAD_BYTES = 128
+
+
 @dataclass(frozen=True, slots=True)
 class LearnerSummary:
     """A learner as listed: its name, config (``{"algorithm", "dim", "params"}``) and version."""
@@ -207,12 +212,19 @@ class LearnerService:
                 predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
             version = entry.version
         if ids:
-            payloads = [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)]
-            ttl_ms = self.settings.id_ttl_seconds * 1000
-            if not await self.store.remember(ref, payloads, ttl_ms, self.settings.ids_max):
-                raise not_found(ref)
+            await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
         return Predictions(predictions, version)
+
+    async def _remember(self, ref: LearnerRef, payloads: Sequence[tuple[str, bytes]]) -> None:
+        """Keep features under their ids, within the learner's share of its tenant's budget: as many ids
+        of rows of this size as ``ids_max_bytes`` holds (at most ``ids_max``), reserved first."""
+        per_id = max(len(i) + len(payload) for i, payload in payloads) + _ID_OVERHEAD_BYTES
+        share = max(min(self.settings.ids_max_bytes, self.settings.ids_max * per_id), len(payloads) * per_id)
+        await self.budget.reserve_ids(ref, share)
+        ttl_ms = self.settings.id_ttl_seconds * 1000
+        if not await self.store.remember(ref, payloads, ttl_ms, share // per_id):
+            raise not_found(ref)
 
     async def feedback(
         self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None = None

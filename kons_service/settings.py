@@ -9,13 +9,21 @@ from typing import Literal
 from pydantic import Field, JsonValue, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_TENANT", "NAME_PATTERN", "SECRET", "Settings"]
+__all__ = ["DEFAULT_TENANT", "NAME_PATTERN", "NAME_RULE", "SECRET", "Settings", "valid_name"]
 
-#: Learner and tenant names: safe inside a Redis hash tag, a URL path segment and a metric label.
-NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+#: Learner and tenant names: safe inside a Redis hash tag, a URL path segment and a metric label. Matched
+#: whole (a ``$`` would also match before a final newline); only dots (``.``, ``..``) is refused, as
+#: browsers and HTTP clients resolve such a path segment instead of sending it.
+NAME_PATTERN = r"(?!\.+\Z)[A-Za-z0-9_.-]{1,64}"
+NAME_RULE = "1 to 64 letters, digits, '_', '.' or '-', not only dots"
 #: The tenant of every learner when no API key is configured.
 DEFAULT_TENANT = "default"
 _NAME = re.compile(NAME_PATTERN)
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` is a valid learner or tenant name (:data:`NAME_PATTERN`, matched whole)."""
+    return _NAME.fullmatch(name) is not None
 #: Marks a setting whose value is a credential: read from the environment, .env or a file, never
 #: offered as a command-line flag (every user of the machine can read a process's arguments in ps).
 SECRET: dict[str, JsonValue] = {"secret": True}
@@ -70,6 +78,11 @@ class Settings(BaseSettings):
     id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
     ids_max: int = Field(
         100_000, ge=1, description="Most predict ids remembered per learner (the oldest are dropped first).")
+    ids_max_bytes: int = Field(
+        8 * 2**20, ge=1024, description="Most bytes of features one learner keeps under predict ids (the "
+        "oldest are dropped first). A learner's first predict with an id reserves that much of its tenant's "
+        "KONS_TENANT_MAX_BYTES (less if ids_max ids of its rows take less), or is refused with 422 "
+        "resource_limit: what a tenant makes Redis hold stays within its budget.")
     request_id_ttl_seconds: int = Field(
         3600, ge=1, description="How long a feedback request_id is remembered (a retry is applied once)."
     )
@@ -108,6 +121,9 @@ class Settings(BaseSettings):
         "(each counted as in learner_max_bytes, a kernel learner at its actual size as it grows); a create, "
         "a state upload or a feedback that would go over it is refused with 422 resource_limit. Kept in "
         "Redis, so it holds across replicas.")
+    tenant_max_learners: int = Field(
+        10_000, ge=1, description="Most learners one tenant may have; a create beyond it is refused with 422 "
+        "resource_limit. Counted in Redis with the byte budget, so it holds across replicas.")
     max_state_bytes: int = Field(
         257 * 2**20, ge=1024, description="Largest state blob accepted by PUT /state (the state budget "
         "plus room for the header); a larger upload is refused as it streams in.")
@@ -152,10 +168,9 @@ class Settings(BaseSettings):
                 continue
             tenant, sep, key = entry.partition(":")
             tenant, key = tenant.strip(), key.strip()
-            if not sep or not key or not _NAME.match(tenant):
+            if not sep or not key or not valid_name(tenant):
                 raise ValueError(
-                    f"API key entry #{number + 1} must be 'tenant:key' with a tenant matching {NAME_PATTERN}."
-                )
+                    f"API key entry #{number + 1} must be 'tenant:key' with a tenant of {NAME_RULE}.")
             if keys.get(key, tenant) != tenant:
                 raise ValueError(f"API key entry #{number + 1} reuses another tenant's key.")
             keys[key] = tenant

@@ -1,7 +1,8 @@
 """The learner store: the only module that talks to Redis. Lua scripts live in ``kons_service/lua``.
 
-It knows the key names, runs the scripts and gives their replies back as typed values; every Redis error
-comes out as :class:`StoreUnavailableError` (the HTTP answers are chosen in :mod:`kons_service.errors`).
+It knows the key names, runs the scripts and gives their replies back as typed values; every failure of
+the Redis client, whatever its type, comes out as :class:`StoreUnavailableError` (the HTTP answers are
+chosen in :mod:`kons_service.errors`).
 
 Every key of one learner carries the hash tag ``{tenant/name}`` so that they share a Redis Cluster slot
 and every script touches only keys of one slot, all declared in ``KEYS``::
@@ -18,10 +19,12 @@ and every script touches only keys of one slot, all declared in ``KEYS``::
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
-And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and their total; see
-``reserve.lua``) holds the tenant's byte budget. Both are in the tenant's slot, not in its learners' ones,
-so no script touches them together with a learner's keys: a reservation is made before the learner
-exists and dropped after it is gone (see :meth:`Store.reserve_bytes`).
+And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and the total of both
+hashes; see ``reserve.lua``) and ``kons:tenant:{t}:id_bytes`` (learner name -> bytes reserved for the
+features it keeps under prediction ids) hold the tenant's byte budget. All three are in the tenant's
+slot, not in its learners' ones, so no script touches them together with a learner's keys: a
+reservation is made before the learner exists and dropped after it is gone (see
+:meth:`Store.reserve_bytes`).
 Those tenant keys are updated with their own idempotent commands, never inside a learner's script.
 
 The client is a :class:`redis.asyncio.cluster.RedisCluster` for a ``redis+cluster://`` (or
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -198,11 +201,14 @@ class StoredState:
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """A reservation against the tenant's byte budget: granted or not, the learner's reserved bytes and
-    the tenant's total after it."""
+    the tenant's total after it, and the number of the tenant's learners (``too_many``: refused because a
+    new learner would exceed their cap, not for its bytes)."""
 
     granted: bool
     learner_bytes: int
     tenant_bytes: int
+    tenant_learners: int = 0
+    too_many: bool = False
 
 
 #: Redis's ``appendfsync`` values, from the one that loses least in a crash of its host to the one that
@@ -297,14 +303,21 @@ def _int(value: bytes | str | None) -> int:
 def _translated(
     method: Callable[Concatenate[Store, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[Store, P], Coroutine[Any, Any, R]]:
-    """Raise :class:`StoreUnavailableError` for every Redis error of ``method`` (Redis stays here), the
-    cluster client's own ones (a slot not covered during a failover) included."""
+    """Raise :class:`StoreUnavailableError` for every failure of ``method`` other than the store's own
+    errors (Redis stays here): Redis's errors, the cluster client's (a slot not covered during a
+    failover), and whatever else redis-py lets out of a connection that a dead node closed under it
+    (``RuntimeError``, ``AttributeError``, ``OSError``, ``TimeoutError`` seen on a real cluster), which
+    would otherwise be a 500 and kill the background task that made the call."""
 
     async def wrapper(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await method(self, *args, **kwargs)
+        except StoreError:
+            raise
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
             raise StoreUnavailableError(type(exc).__name__) from exc
+        except Exception as exc:
+            raise StoreUnavailableError(f"{type(exc).__name__}: {exc}") from exc
 
     functools.update_wrapper(wrapper, method)
     return wrapper
@@ -365,6 +378,10 @@ class Store:
     @staticmethod
     def _tenant_bytes(tenant: str) -> str:
         return f"kons:tenant:{{{tenant}}}:bytes"
+
+    @staticmethod
+    def _tenant_id_bytes(tenant: str) -> str:
+        return f"kons:tenant:{{{tenant}}}:id_bytes"
 
     def keys_of(self, ref: LearnerRef) -> list[str]:
         """Every key one learner may own (meta first)."""
@@ -456,6 +473,26 @@ class Store:
         return Persistence(appendonly=all(on == "yes" for on, _ in replies),
                            appendfsync=max((fsync for _, fsync in replies), key=_FSYNC_WEAKNESS.index))
 
+    @_translated
+    async def write_refusal(self) -> str | None:
+        """Why Redis (in a cluster: any primary) would refuse a write now, else None: it is over its
+        ``maxmemory`` (under ``noeviction`` every write is then refused), or it cannot write its
+        append-only file (a full disk)."""
+        if isinstance(self.client, RedisCluster):
+            by_node: Any = await self.client.info("memory", "persistence",
+                                                  target_nodes=RedisCluster.PRIMARIES)
+            servers = list(by_node.values())
+        else:
+            servers = [await self.client.info("memory", "persistence")]
+        for info in servers:
+            used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+            if limit and used >= limit:
+                return (f"Redis is full: it uses {used} bytes of its maxmemory of {limit}, so it refuses "
+                        "writes (feedback, creates).")
+            if info.get("aof_enabled") and info.get("aof_last_write_status", "ok") != "ok":
+                return "Redis cannot write its append-only file (a full disk?), so it refuses writes."
+        return None
+
     async def _server_config(self, *names: str) -> list[tuple[str, ...]] | None:
         """The values of Redis settings ``names``, one tuple per server (every primary of a cluster); None
         when a server refuses ``CONFIG GET`` or does not know one of them."""
@@ -516,29 +553,46 @@ class Store:
 
     # ------------------------------------------------------------------ the tenant's byte budget
     @_translated
-    async def reserve_bytes(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+    async def reserve_bytes(self, ref: LearnerRef, nbytes: int, budget: int,
+                            max_learners: int) -> Reservation:
         """Grow the learner's reservation to at least ``nbytes`` unless the tenant's total would exceed
-        ``budget`` (see ``reserve.lua``).
+        ``budget``, or, for a learner without one yet, the tenant would hold more than ``max_learners``
+        reservations (see ``reserve.lua``: a reservation is what counts a tenant's learners).
 
         The reservation lives in the tenant's slot, the learner in its own, so the two cannot change in
         one atomic step: a create reserves first and a delete unreserves last. Concurrent creates (on any
         replica) therefore never take the tenant over its budget; a process that dies between the two
         steps leaves a reservation without a learner, which only refuses early until
         :meth:`reclaim_bytes` drops it."""
-        reply = await self._scripts["reserve"](keys=[self._tenant_bytes(ref.tenant)],
-                                               args=[ref.name, nbytes, budget])
-        return Reservation(bool(reply[0]), int(reply[1]), int(reply[2]))
+        return await self._reserve(ref, self._tenant_bytes(ref.tenant), nbytes, budget, max_learners)
+
+    @_translated
+    async def reserve_id_bytes(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+        """Grow the reservation for the features the learner keeps under prediction ids to at least
+        ``nbytes``, against the same tenant budget as its state (``reserve.lua``)."""
+        return await self._reserve(ref, self._tenant_id_bytes(ref.tenant), nbytes, budget, 0)
+
+    async def _reserve(self, ref: LearnerRef, entries: str, nbytes: int, budget: int,
+                       max_learners: int) -> Reservation:
+        code, held, tenant_bytes, learners = await self._scripts["reserve"](
+            keys=[self._tenant_bytes(ref.tenant), entries], args=[ref.name, nbytes, budget, max_learners])
+        return Reservation(int(code) == 1, int(held), int(tenant_bytes), int(learners),
+                           too_many=int(code) == -1)
 
     @_translated
     async def unreserve_bytes(self, ref: LearnerRef) -> None:
-        await self._scripts["unreserve"](keys=[self._tenant_bytes(ref.tenant)], args=[0, ref.name])
+        await self._scripts["unreserve"](keys=self._tenant_budget_keys(ref.tenant), args=[0, ref.name])
+
+    def _tenant_budget_keys(self, tenant: str) -> list[str]:
+        return [self._tenant_bytes(tenant), self._tenant_id_bytes(tenant)]
 
     @_translated
     async def reclaim_bytes(self, tenant: str, min_age_ms: int) -> int:
         """Drop the reservations, older than ``min_age_ms``, of names that have no learner (left by a
         process that died between the two steps of a create or a delete); returns how many."""
-        key = self._tenant_bytes(tenant)
-        names = [_s(n) for n in await self.client.hkeys(key) if not _s(n).startswith("*")]
+        keys = self._tenant_budget_keys(tenant)
+        listed = [_s(n) for key in keys for n in await self.client.hkeys(key)]
+        names = sorted({name for name in listed if not name.startswith("*")})
         if not names:
             return 0
         pipe = self.client.pipeline(transaction=False)
@@ -547,7 +601,7 @@ class Store:
         missing = [name for name, exists in zip(names, await pipe.execute(), strict=True) if not exists]
         if not missing:
             return 0
-        return int(await self._scripts["unreserve"](keys=[key], args=[min_age_ms, *missing]))
+        return int(await self._scripts["unreserve"](keys=keys, args=[min_age_ms, *missing]))
 
     # ------------------------------------------------------------------ ordered log
     def writer_token(self, serial: int) -> str:
@@ -661,7 +715,7 @@ class Store:
 
     # ------------------------------------------------------------------ ids
     @_translated
-    async def remember(self, ref: LearnerRef, items: list[tuple[str, bytes]], ttl_ms: int,
+    async def remember(self, ref: LearnerRef, items: Sequence[tuple[str, bytes]], ttl_ms: int,
                        max_ids: int) -> bool:
         """Keep each payload under its id for ``ttl_ms`` (at most ``max_ids``, the oldest dropped first);
         False if the learner is gone."""

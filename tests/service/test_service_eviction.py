@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from kons_service.embedded import EmbeddedRedis
-from testkit.processes import RedisServer, ServiceProcess
+from testkit.processes import SPEC, RedisServer, ServiceProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -95,3 +95,23 @@ def test_the_embedded_redis_never_evicts(tmp_path: Path) -> None:
         client.close()
     finally:
         embedded.stop()
+
+
+async def test_readyz_reports_a_full_redis_as_not_ready(make_client, redis_server: RedisServer) -> None:
+    """Redis over its maxmemory refuses every write (feedback, creates): the audit saw every tenant's
+    feedback answered 503 while /readyz said ready."""
+    client = await make_client()
+    assert (await client.put("/v1/learners/m", json=SPEC)).status_code == 201
+    assert (await client.get("/readyz")).status_code == 200
+    server = redis_server.client()
+    server.config_set("maxmemory", 1)  # any use is over it
+    try:
+        fed = await client.post("/v1/learners/m/feedback", json={"x": [0.1, 0.2, 0.3], "y": 1.0})
+        response = await client.get("/readyz")
+    finally:
+        server.config_set("maxmemory", 0)
+    assert fed.status_code == 503, fed.text  # what a full Redis does to a feedback
+    assert response.status_code == 503, response.text
+    error = response.json()["error"]
+    assert error["code"] == "store_full" and "maxmemory" in error["message"]
+    assert (await client.get("/readyz")).status_code == 200
