@@ -51,16 +51,27 @@ class TenantBudget:
                 f"{budget} bytes (KONS_TENANT_MAX_BYTES): {refused}. Delete learners, or use smaller ones.")
         return got.learner_bytes
 
-    async def cover(self, ref: LearnerRef, held: int, reserved: int) -> int:
-        """The reservation of a learner that holds ``held`` bytes and had ``reserved``: asks Redis only
-        when it has outgrown it, then with a quarter of headroom (so a growing kernel learner asks once per
-        quarter of growth, not every round). Raises 422 when the tenant's budget cannot cover ``held``."""
-        if held <= reserved:
+    async def cover(self, ref: LearnerRef, need: int, reserved: int) -> int:
+        """:meth:`try_cover`, raising 422 when the tenant's budget cannot cover ``need``."""
+        got = await self.try_cover(ref, need, reserved)
+        if got is None:
+            return await self.reserve(ref, need, "it takes no more feedback (it still predicts)")
+        return got
+
+    async def try_cover(self, ref: LearnerRef, need: int, reserved: int) -> int | None:
+        """The reservation of a learner that needs ``need`` bytes and had ``reserved``, or None if the
+        tenant's budget cannot cover ``need``. Asks Redis only when the learner has outgrown its reservation,
+        then with a quarter of headroom (so a growing kernel learner asks once per quarter of growth, not
+        every round), and for ``need`` alone if that is refused."""
+        if need <= reserved:
             return reserved
-        refused = "it takes no more feedback (it still predicts)"
-        roomy = max(held, min(held + held // 4, self.settings.learner_max_bytes))
+        roomy = max(need, min(need + need // 4, self.settings.learner_max_bytes))
         got = await self._reserve(ref, roomy)
-        return got.learner_bytes if got.granted else await self.reserve(ref, held, refused)
+        if not got.granted and not got.too_many:
+            got = await self._reserve(ref, need)
+            if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
+                got = await self._reserve(ref, need)
+        return got.learner_bytes if got.granted else None
 
     async def reserve_ids(self, ref: LearnerRef, nbytes: int) -> None:
         """Make the reservation for the features the learner keeps under prediction ids at least

@@ -76,6 +76,7 @@ class CachedLearner:
     optimistic: bool = False
     leased_until: float = 0.0
     leased_backoff: float = 0.0
+    resume_at: float = 0.0  # when a learner whose growth is held asks for room again (monotonic)
 
     def appended(self, version: int, tip: str, stride: int) -> None:
         """This process appended rounds up to ``version`` (round ``tip``); ``stride``: the history's, if
@@ -255,6 +256,8 @@ class LearnerCache:
         learner = entry.loaded()
         for version, logged, tip, _ in rows:
             x = codec.decode_features(logged.x)
+            if learner.grows:  # where the writer held it (its tenant's budget was full)
+                learner.hold_growth(logged.held)
             played = learner.learn_one(x, codec.unpack_float(logged.y))
             entry.version, entry.tip = version, tip
             if played != codec.unpack_float(logged.played):

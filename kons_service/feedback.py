@@ -77,6 +77,7 @@ _RECHECK_SECONDS = 0.1  # how often a waiting writer asks whether the lease's ho
 #: After a conflict a learner's writes take the lease for this long, doubling with each further conflict
 #: up to the maximum (each conflict of an optimistic write costs a rebuild of the learner).
 _LEASED_SECONDS, _LEASED_SECONDS_MAX = 1.0, 60.0
+_RESUME_SECONDS = 60.0  # how often a learner whose growth is held asks its tenant's budget for room again
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,8 @@ class _Played:
     ys: list[list[float]] = field(default_factory=list)
     plays: list[list[float]] = field(default_factory=list)
     losses: list[list[float]] = field(default_factory=list)
+    #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
+    held: bool = False
 
 
 class _RegroupError(Exception):
@@ -256,11 +259,9 @@ class FeedbackWriter:
             if not entry.at(head):
                 return None
         learner = entry.loaded()
-        await self._check_budget(entry, learner)
         played = await self._checked(ref, learner, group)
-        if learner.input_dim is None:  # created without dim: this batch's first row fixes it
-            sized = check_budget(learner, len(played.xs[0][0]), self.settings.learner_max_bytes)
-            entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
+        played.held = await self._growth_held(entry, learner, len(played.xs[0][0]),
+                                              sum(len(xs) for xs in played.xs))
         token = lease.token if lease is not None else next(self._tokens)
         try:
             await self._play(learner, played)
@@ -390,18 +391,51 @@ class FeedbackWriter:
             return holder not in self._held
         return await self.store.holder_connected(holder) is False
 
-    async def _check_budget(self, entry: CachedLearner, learner: kons.Learner) -> None:
-        """Refuse more rounds to a learner (a kernel one: its state grows with them) that holds more than
-        its budget, or than its tenant's budget has room for; it still predicts. Checked before a batch,
-        which may overshoot the budget once."""
+    async def _growth_held(self, entry: CachedLearner, learner: kons.Learner, dim: int, rows: int) -> bool:
+        """Whether the learner's growth is held for the next ``rows`` rounds, once its reservation covers
+        what it holds plus the most those rounds can add (:meth:`kons.Learner.max_growth_nbytes`); ``dim``:
+        the length of the batch's first row (for a learner whose dimension it fixes).
+
+        A learner that can learn without growing (``nystrom_kons``, ``auto``) is held instead of refused
+        when its tenant's budget, or its own, has no room for that growth: it keeps learning with the
+        dictionary it has (``stats()["growth_held"]``), and resumes growing when room is found again
+        (looked for every ``_RESUME_SECONDS``). Any other learner that cannot be covered is refused
+        (422): a kernel learner that learns by storing points, or one holding more than its own budget."""
         ref, held, budget = entry.ref, learner.state_nbytes(), self.settings.learner_max_bytes
-        if held > budget:
+        holdable = learner.grows and learner.can_hold_growth
+        if held > budget and not holdable:
             raise ResourceLimitError(
                 f"Learner {ref.name!r} holds {held} bytes, over the budget of {budget} per learner: it takes "
                 "no more feedback (it still predicts). Export it and start a bounded learner (e.g. "
                 "sketched_kons or nystrom_kons)."
             )
-        entry.reserved_bytes = await self.budget.cover(ref, held, entry.reserved_bytes)
+        if learner.input_dim is None:  # the first batch fixes the dimension: bounded by the config
+            sized = check_budget(learner, dim, self.settings.learner_max_bytes)
+            if not holdable:
+                entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
+            return False
+        if not holdable:
+            need = held + learner.max_growth_nbytes(rows)
+            entry.reserved_bytes = await self.budget.cover(ref, need, entry.reserved_bytes)
+            return False
+        was_held = learner.growth_held
+        if was_held and time.monotonic() < entry.resume_at:
+            return True
+        learner.hold_growth(False)  # (its bound as a growing learner; set again before the rounds)
+        need = held + learner.max_growth_nbytes(rows)
+        learner.hold_growth(was_held)
+        got = None if need > budget else await self.budget.try_cover(ref, need, entry.reserved_bytes)
+        if got is not None:
+            entry.reserved_bytes = got
+            if was_held:
+                log.info("learner %s grows again: its tenant's budget has room", ref)
+            return False
+        entry.resume_at = time.monotonic() + _RESUME_SECONDS
+        if not was_held:
+            self.metrics.growth_held.inc()
+            log.warning("learner %s stopped growing at %d bytes: its %s budget is full; it keeps learning "
+                        "with the dictionary it has", ref, held, "own" if need > budget else "tenant's")
+        return True
 
     async def _checked(self, ref: LearnerRef, learner: kons.Learner, group: list[_Request]) -> _Played:
         """Each request's rows (features fetched for ids) and labels, checked by kons before any round is
@@ -438,6 +472,8 @@ class FeedbackWriter:
         finite, else the round is refused)."""
         rows = [(x, y) for xs, ys in zip(played.xs, played.ys, strict=True)
                 for x, y in zip(xs, ys, strict=True)]
+        if learner.grows:
+            learner.hold_growth(played.held)
         with numerics():
             plays = await offload(lambda: [learner.learn_one(x, y) for x, y in rows], len(rows))
             loss = get_loss(learner.loss)
@@ -454,7 +490,8 @@ class FeedbackWriter:
                       played: _Played, *, leased: bool) -> AppendOutcome:
         """Compare-and-append the group's played rounds after ``head``, with a history point if due."""
         entries = [
-            LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "")
+            LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "",
+                     played.held)
             for request, xs, ys, plays in zip(group, played.xs, played.ys, played.plays, strict=True)
             for x, y, p, it in zip(xs, ys, plays, request.items, strict=True)
         ]

@@ -107,6 +107,9 @@ class Metrics:
         self.lease_waits = Counter("kons_lease_waits", "Times a write waited for another writer.", registry=r)
         self.conflicts = Counter("kons_append_conflicts", "Compare-and-append attempts that lost.",
                                  registry=r)
+        self.growth_held = Counter("kons_learner_growth_held",
+                                   "Times a learner stopped growing because its byte budget was full (it "
+                                   "keeps learning with the dictionary it has).", registry=r)
         self.deduplicated = Counter("kons_feedback_deduplicated",
                                     "Feedback requests answered from their request_id, not applied again.",
                                     registry=r)

@@ -167,7 +167,13 @@ class LearnerService:
         ``dim``, the first feedback row fixes it (and the budget is checked then: :mod:`.feedback`)."""
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
-        text, estimate = self._sized_config(kons.learner_from_params(algorithm, {**params, "dim": None}), dim)
+        unsized = kons.learner_from_params(algorithm, {**params, "dim": None})
+        text, estimate = self._sized_config(unsized, dim)
+        if unsized.grows and unsized.can_hold_growth:
+            # it reserves what it holds, then its growth before each batch, and is held when there is no
+            # room: not the worst case of its config, which may be 30x what it ends up using
+            sized = None if dim is None else kons.learner_from_params(algorithm, {**params, "dim": dim})
+            estimate = 0 if sized is None else sized.state_nbytes()
         if await self.store.config(ref) is None:  # a new learner: its bytes are reserved before it exists
             await self.budget.reserve(ref, estimate, "it was not created")
         created, stored = await self.store.create(ref, text, uuid.uuid4().hex, int(time.time() * 1000))

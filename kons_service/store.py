@@ -8,7 +8,8 @@ Every key of one learner carries the hash tag ``{tenant/name}`` so that they sha
 and every script touches only keys of one slot, all declared in ``KEYS``::
 
     kons:{t/n}:meta      hash: config (JSON), incarnation, version, snap_version, snap_token, ...
-    kons:{t/n}:log       stream: one entry per feedback round, id "<version>-0" (x, y, played, request id)
+    kons:{t/n}:log       stream: one entry per feedback round, id "<version>-0" (x, y, played, request id,
+                         whether the learner's growth was held)
     kons:{t/n}:snap      hash: "<token>:<i>" -> i-th binary chunk of the newest snapshot
     kons:{t/n}:ids       hash: client id -> remembered features;  kons:{t/n}:ids_exp  zset: id -> expiry
     kons:{t/n}:reqs      hash: feedback request id -> "<version>:<record of the answer>" (at most once)
@@ -142,12 +143,14 @@ class LeaseBusy:
 
 @dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One feedback round as logged: encoded features, label and played prediction; consumed id."""
+    """One feedback round as logged: encoded features, label and played prediction; consumed id; whether
+    its learner's growth was held in that round (its tenant's budget was full), which a replay repeats."""
 
     x: bytes
     y: bytes
     played: bytes
     id: str = ""
+    held: bool = False
 
 
 class LoggedRound(NamedTuple):
@@ -668,7 +671,7 @@ class Store:
         for tag in tags:
             args += [tag.id, tag.record, tag.rounds]
         for e in entries:
-            args += [e.x, e.y, e.played, e.id]
+            args += [e.x, e.y, e.played, e.id, "1" if e.held else ""]
         parts = ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp", "hist")
         if self.wait_replicas:
             reply, replicated = await self._replicated_script("append", ref, parts, args)
@@ -696,7 +699,7 @@ class Store:
             self._key(ref, "log"), min=f"{after + 1}-0", max="+", count=count))
         return [
             LoggedRound(int(_s(entry_id).split("-", 1)[0]),
-                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"]),
+                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"], held=b"g" in fields),
                         _s(fields.get(b"h", b"")), _s(fields.get(b"b", b"")))
             for entry_id, fields in rows
         ]

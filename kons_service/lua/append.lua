@@ -4,13 +4,15 @@
 -- ARGV: token, incarnation, expected_version, expected_tip, leased, record_ttl_ms, max_records,
 --       history_point ('' for none), history_cap, n_requests,
 --       then for each request: request_id ('' for none), record, n_rounds,
---       then for each round, in the requests' order: x, y, played, id ('' for none).
+--       then for each round, in the requests' order: x, y, played, id ('' for none), held ('1' when the
+--       learner's growth was held in that round, else '').
 -- The rounds get log ids (v+1)-0, (v+2)-0, ... only if the learner is still at (incarnation,
 -- expected_version, expected_tip): that check is the fence. The tip is the id of the newest round,
 -- '<token>/<version>' (the incarnation before the first): a Redis that lost its last rounds and took others at
 -- the same versions has another tip, so a process holding the lost history cannot append to the new one.
--- Each entry records its id (h), its parent's (b) and its request's client id (r), so that a replay notices
--- when the log it continues is not the history it holds.
+-- Each entry records its id (h), its parent's (b), its request's client id (r) and whether the learner's
+-- growth was held (g), so that a replay notices when the log it continues is not the history it holds, and
+-- holds the growth where the writer did.
 -- The writer lease only avoids wasted work: with leased = '1' the caller holds it under ``token`` (checked,
 -- then released); with '0' the caller took none (its learner was at the head already) and nobody may hold it.
 -- Redis-py re-sends a script whose reply was lost: such a re-send finds its own rounds (its token's id at
@@ -26,7 +28,7 @@ local meta, lease, log, ids, ids_exp, reqs, reqs_exp, hist = KEYS[1], KEYS[2], K
 local token, incarnation, expected, expected_tip = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local n_requests = tonumber(ARGV[10])
 local first_round = 11 + 3 * n_requests
-local n_rounds = (#ARGV - first_round + 1) / 4
+local n_rounds = (#ARGV - first_round + 1) / 5
 local final = tonumber(expected) + n_rounds
 local mine = token .. '/' .. string.format('%d', final)
 
@@ -65,7 +67,7 @@ if h[1] ~= incarnation or h[2] ~= expected or (h[3] or '') ~= expected_tip then
   end
   return {-3, h[2]}
 end
-for i = first_round, #ARGV, 4 do
+for i = first_round, #ARGV, 5 do
   local id = ARGV[i + 3]
   if id ~= '' and redis.call('HEXISTS', ids, id) == 0 then
     return {-4, id}
@@ -83,18 +85,19 @@ for r = 0, n_requests - 1 do
     local id = ARGV[i + 3]
     local parent = tip
     tip = token .. '/' .. string.format('%d', v)
+    local fields = {'x', ARGV[i], 'y', ARGV[i + 1], 'p', ARGV[i + 2], 'h', tip, 'b', parent}
     if rid ~= '' then
-      redis.call('XADD', log, string.format('%d-0', v), 'x', ARGV[i], 'y', ARGV[i + 1], 'p', ARGV[i + 2],
-        'h', tip, 'b', parent, 'r', rid)
-    else
-      redis.call('XADD', log, string.format('%d-0', v), 'x', ARGV[i], 'y', ARGV[i + 1], 'p', ARGV[i + 2],
-        'h', tip, 'b', parent)
+      fields[#fields + 1], fields[#fields + 2] = 'r', rid
     end
+    if ARGV[i + 4] ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'g', '1'
+    end
+    redis.call('XADD', log, string.format('%d-0', v), unpack(fields))
     if id ~= '' then
       redis.call('HDEL', ids, id)
       redis.call('ZREM', ids_exp, id)
     end
-    i = i + 4
+    i = i + 5
   end
   if rid ~= '' then
     if not client_ids then
