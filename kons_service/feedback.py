@@ -36,7 +36,7 @@ import kons
 from kons.losses import get_loss
 from kons_service import codec
 from kons_service.budget import TenantBudget
-from kons_service.cache import CachedLearner, LearnerCache, not_found
+from kons_service.cache import CachedLearner, LearnerCache, logged_bytes, not_found
 from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
 from kons_service.history import HistoryRecorder
 from kons_service.learning import check_budget, check_rows, finite, numerics, offload
@@ -102,6 +102,7 @@ class _Lease:
     token: str
     head: Head
     consumed: bool = False
+    logged_bytes: int = 0  # of the rounds its append carried
 
 
 def _fingerprint(items: Sequence[Feedback]) -> str:
@@ -168,7 +169,9 @@ class FeedbackWriter:
                 sized = check_budget(learner, len(xs[0]), self.settings.learner_max_bytes)
                 entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
             try:
+                started = time.perf_counter()
                 plays, losses = await self._play(learner, xs, ys)
+                played_seconds = time.perf_counter() - started
                 outcome = await self._append(lease, request, xs, ys, plays, losses)
             except BaseException:
                 entry.invalidate()  # it may hold (parts of) rounds the log does not
@@ -177,6 +180,8 @@ class FeedbackWriter:
                 entry.invalidate()
         result = self._conclude(entry, request, outcome, plays, losses)
         if outcome.ok:
+            entry.count_rounds(len(xs), lease.logged_bytes, played_seconds)
+            self.metrics.log_bytes.inc(lease.logged_bytes)
             await self.history.offer(entry, lease.head.version)
             if not outcome.replicated:
                 raise self._unconfirmed(ref, outcome.version)
@@ -332,6 +337,7 @@ class FeedbackWriter:
             LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "")
             for x, y, p, it in zip(xs, ys, plays, request.items, strict=True)
         ]
+        lease.logged_bytes = logged_bytes(entries)
         record: dict[str, Any] = {"token": lease.token}
         if request.fingerprint is not None:
             record |= {"body": request.fingerprint, "predictions": plays, "losses": losses}
