@@ -784,7 +784,7 @@ def render(record: dict[str, Any], command: str) -> str:
                 "cold / hot",
             ],
             cells,
-            "lrllllrrr",
+            "lrlllrrr",
         )
         lines.append("")
     if all("snapshots" in targets[label] for label in labels):
