@@ -25,9 +25,10 @@ b. **16 clients, one learner.** For ``auto`` and ``nystrom_kons``, with ``KONS_G
 c. **Many learners.** ``--learners`` ``auto`` learners (dim 8) created in one tenant under the default
    budget: how many are accepted, and whether each accepted one keeps taking feedback as it grows (two
    batches of ``--grow-rows`` rows each). Then ``--many`` learners in one process with
-   ``KONS_CACHE_SIZE=--cache-size`` (tenant budget lifted): each created and given one feedback, the
-   service's RSS sampled as they come; and the p50 of a predict on a cold learner (evicted long ago)
-   against a hot one, interleaved.
+   ``KONS_CACHE_SIZE=--cache-size`` (tenant budget lifted): each created and given one batch of
+   ``--grow-rows`` rows, the service's RSS sampled as they come (against the state of all of them and
+   of a cache's worth, from one learner's exported state); and the p50 of a predict on a cold learner
+   (evicted long ago) against a hot one, interleaved.
 d. **Snapshots.** One ``auto`` learner fed at ``--rate`` requests/s (open loop, up to 8 in flight) for
    ``--snapshot-seconds``: snapshot bytes written per acknowledged round, exactly from the snapshotter's
    ``kons_snapshot_bytes_total`` when the service has it, else the snapshots written
@@ -118,7 +119,7 @@ class Config:
     cache_size: int = 256  # c: KONS_CACHE_SIZE of that process
     cold_probes: int = 30  # c: cold (and as many hot) predicts
     rate: float = 100.0  # d: requests per second
-    snapshot_seconds: float = 60.0  # d
+    snapshot_seconds: float = 120.0  # d
     dataset: str = "cadata"
 
 
@@ -405,7 +406,7 @@ async def many_learners(
             codes += await _bounded(
                 4,
                 [
-                    _create_and_feed(client, n, spec, rows.rows(i, 1)[0])
+                    _create_and_feed(client, n, spec, rows.rows(i, config.grow_rows))
                     for i, n in zip(range(start, config.many), names, strict=False)
                 ],
             )
@@ -416,9 +417,11 @@ async def many_learners(
         for i in range(config.cold_probes):  # the first learners were evicted long ago
             hot.append(await timed(client, f"/v1/learners/{last}/predict", {"x": x}))
             cold.append(await timed(client, f"/v1/learners/m{i}/predict", {"x": x}))
+        each = len((await client.get(f"/v1/learners/{last}/state")).content)
         result["many"] = {
             "learners": config.many,
             "cache_size": config.cache_size,
+            "state_bytes_each": each,
             "outcomes": _tally(codes),
             "rss": samples,
             "hot_p50_ms": percentiles(hot)["p50"],
@@ -430,10 +433,10 @@ async def many_learners(
 
 
 async def _create_and_feed(
-    client: httpx.AsyncClient, name: str, spec: dict[str, Any], row: tuple[list[float], float]
+    client: httpx.AsyncClient, name: str, spec: dict[str, Any], rows: Sequence[tuple[list[float], float]]
 ) -> int:
     code = await create(client, name, spec)
-    return code if code != 201 else await feed(client, name, [row])
+    return code if code != 201 else await feed(client, name, rows)
 
 
 async def _bounded(limit: int, jobs: Sequence[Any]) -> list[int]:
@@ -467,7 +470,13 @@ async def snapshot_traffic(
         with contextlib.closing(server.client()) as r:
             net = int(r.info("stats")["total_net_input_bytes"])
             before = await version(client, name)
-            paced = await _paced(client, f"/v1/learners/{name}/feedback", stream[WARM_ROWS:], config.rate)
+            paced = await _paced(
+                client,
+                f"/v1/learners/{name}/feedback",
+                stream[WARM_ROWS:],
+                config.rate,
+                config.snapshot_seconds,
+            )
             rounds = await version(client, name) - before
             net = int(r.info("stats")["total_net_input_bytes"]) - net
         after = await metrics_text(client)
@@ -508,9 +517,14 @@ def _counter(text: str, name: str, **labels: str) -> float:
 
 
 async def _paced(
-    client: httpx.AsyncClient, path: str, rows: Sequence[tuple[list[float], float]], rate: float
+    client: httpx.AsyncClient,
+    path: str,
+    rows: Sequence[tuple[list[float], float]],
+    rate: float,
+    seconds: float,
 ) -> dict[str, Any]:
-    """Open loop: row i is sent at start + i / rate (or as soon as one of the senders is free)."""
+    """Open loop for ``seconds``: row i is sent at start + i / rate (or as soon as one of the senders is
+    free, when the service is slower than that)."""
     ok, errors, started = 0, dict[str, int](), time.perf_counter()
     queue = iter(enumerate(rows))
 
@@ -518,6 +532,8 @@ async def _paced(
         nonlocal ok
         for i, (x, y) in queue:
             await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
+            if time.perf_counter() - started >= seconds:
+                return
             try:
                 code = str((await client.post(path, json={"x": x, "y": y})).status_code)
             except httpx.HTTPError as exc:
@@ -748,7 +764,7 @@ def render(record: dict[str, Any], command: str) -> str:
             f"{cfg['learners']} `auto` learners (dim 8) created in one tenant, default budget; each "
             f"accepted one then gets two feedback batches of {cfg['grow_rows']} rows (4 at a time). "
             f"Then {cfg['many']} learners in one process with `KONS_CACHE_SIZE={cfg['cache_size']}` "
-            "(tenant budget lifted), each created and given one feedback; cold/hot: "
+            f"(tenant budget lifted), each created and given one batch of {cfg['grow_rows']} rows; cold/hot: "
             f"{cfg['cold_probes']} predicts each, interleaved.",
             "",
         ]
@@ -767,6 +783,8 @@ def render(record: dict[str, Any], command: str) -> str:
                     passes,
                     ", ".join(f"{k}: {v}" for k, v in many["outcomes"].items()),
                     " ".join(f"{s['learners']}:{s['rss_mib']:.0f}" for s in rss),
+                    f"{many['learners'] * many['state_bytes_each'] / 2**20:,.0f} / "
+                    f"{many['cache_size'] * many['state_bytes_each'] / 2**20:,.0f}",
                     _n(many["hot_p50_ms"], 2),
                     _n(many["cold_p50_ms"], 2),
                     _x(many["cold_p50_ms"], many["hot_p50_ms"]),
@@ -779,12 +797,13 @@ def render(record: dict[str, Any], command: str) -> str:
                 "feedback passes (status: count)",
                 f"{cfg['many']} learners: outcomes",
                 "RSS MiB by learners created",
+                "state MiB of all / of a cache's worth",
                 "hot predict p50 ms",
                 "cold predict p50 ms",
                 "cold / hot",
             ],
             cells,
-            "lrlllrrr",
+            "lrllllrrr",
         )
         lines.append("")
     if all("snapshots" in targets[label] for label in labels):
