@@ -52,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ import httpx
 import redis
 
 from benchmarks.common import blas_env, command_line, machine, markdown_table
-from benchmarks.load import http_client, percentiles, uvicorn_server
+from benchmarks.load import percentiles, uvicorn_server
 from benchmarks.provenance import provenance, stamp_json, stamp_markdown
 from kons.datasets import load_dataset
 from testkit.processes import REPO, RedisServer, ServiceProcess, service_env, vm_rss_kib
@@ -188,6 +188,13 @@ def in_process(
 
 
 # ---------------------------------------------------------------------------------------------- set-up
+def http_client(base_url: str) -> httpx.AsyncClient:
+    """Keep-alive connections dropped after 1 s idle: uvicorn closes them after 5 s, and a request sent
+    on one just as it closes fails (httpx.ReadError) instead of measuring anything."""
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=1.0)
+    return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120.0)
+
+
 class Rows:
     """The benchmark stream, cycled: ``rows(start, count)`` as (features, target) pairs."""
 
@@ -212,25 +219,33 @@ async def service(
     proc = ServiceProcess(server.url, directory / "service.log", checkout=target.checkout, **settings)
     try:
         proc.start()
-        async with http_client(proc.url, 64) as client:
+        async with http_client(proc.url) as client:
             yield proc, server, client
     finally:
         proc.stop()
         server.stop()
 
 
-async def create(client: httpx.AsyncClient, name: str, spec: dict[str, Any]) -> int:
-    return (await client.put(f"/v1/learners/{name}", json=spec)).status_code
+async def status(request: Awaitable[httpx.Response]) -> str:
+    """The status code of a request, or the name of the transport error that ended it."""
+    try:
+        return str((await request).status_code)
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
 
 
-async def feed(client: httpx.AsyncClient, name: str, rows: Sequence[tuple[list[float], float]]) -> int:
-    """One feedback request with ``rows`` (a batch if several); its status code."""
+async def create(client: httpx.AsyncClient, name: str, spec: dict[str, Any]) -> str:
+    return await status(client.put(f"/v1/learners/{name}", json=spec))
+
+
+async def feed(client: httpx.AsyncClient, name: str, rows: Sequence[tuple[list[float], float]]) -> str:
+    """One feedback request with ``rows`` (a batch if several); its status."""
     body: dict[str, Any] = (
         {"x": rows[0][0], "y": rows[0][1]}
         if len(rows) == 1
         else {"items": [{"x": x, "y": y} for x, y in rows]}
     )
-    return (await client.post(f"/v1/learners/{name}/feedback", json=body)).status_code
+    return await status(client.post(f"/v1/learners/{name}/feedback", json=body))
 
 
 async def version(client: httpx.AsyncClient, name: str) -> int:
@@ -285,8 +300,8 @@ async def single_client(
     single = rows.rows(WARM_ROWS, config.single_rounds)
     counted = rows.rows(WARM_ROWS + config.single_rounds, config.cpu_rounds)
     async with service(target, workdir, "single") as (proc, server, client):
-        assert await create(client, name, spec) == 201
-        assert await feed(client, name, warm) == 200
+        assert await create(client, name, spec) == "201"
+        assert await feed(client, name, warm) == "200"
         latency: dict[str, list[float]] = {
             "feedback": [],
             "echo_feedback": [],
@@ -345,8 +360,8 @@ async def concurrent_clients(
             client,
         ):
             for algorithm, spec in LEARNERS.items():
-                assert await create(client, algorithm, spec) == 201
-                assert await feed(client, algorithm, warm) == 200
+                assert await create(client, algorithm, spec) == "201"
+                assert await feed(client, algorithm, warm) == "200"
                 floor = await closed_loop(echo, "/echo", bodies, config.clients, config.seconds)
                 before = await version(client, algorithm)
                 served = await closed_loop(
@@ -380,8 +395,8 @@ async def many_learners(
     spec = LEARNERS["auto"]
     result: dict[str, Any] = {}
     async with service(target, workdir, "budget") as (_, _, client):
-        created = await asyncio.gather(*(create(client, f"b{i}", spec) for i in range(config.learners)))
-        accepted = [f"b{i}" for i, code in enumerate(created) if code == 201]
+        created = await _bounded(4, [create(client, f"b{i}", spec) for i in range(config.learners)])
+        accepted = [f"b{i}" for i, code in enumerate(created) if code == "201"]
         passes = []
         for batch in range(2):
             chunk = rows.rows(batch * config.grow_rows, config.grow_rows)
@@ -434,26 +449,26 @@ async def many_learners(
 
 async def _create_and_feed(
     client: httpx.AsyncClient, name: str, spec: dict[str, Any], rows: Sequence[tuple[list[float], float]]
-) -> int:
+) -> str:
     code = await create(client, name, spec)
-    return code if code != 201 else await feed(client, name, rows)
+    return code if code != "201" else await feed(client, name, rows)
 
 
-async def _bounded(limit: int, jobs: Sequence[Any]) -> list[int]:
+async def _bounded(limit: int, jobs: Sequence[Awaitable[str]]) -> list[str]:
     """Await ``jobs`` (coroutines), at most ``limit`` at a time, in order."""
     gate = asyncio.Semaphore(limit)
 
-    async def one(job: Any) -> int:
+    async def one(job: Awaitable[str]) -> str:
         async with gate:
-            return int(await job)
+            return await job
 
     return list(await asyncio.gather(*(one(j) for j in jobs)))
 
 
-def _tally(codes: Sequence[int]) -> dict[str, int]:
+def _tally(codes: Sequence[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for code in codes:
-        counts[str(code)] = counts.get(str(code), 0) + 1
+        counts[code] = counts.get(code, 0) + 1
     return counts
 
 
@@ -464,8 +479,8 @@ async def snapshot_traffic(
     spec, name = LEARNERS["auto"], "snap"
     stream = rows.rows(0, int(config.rate * config.snapshot_seconds) + WARM_ROWS)
     async with service(target, workdir, "snapshots") as (_, server, client):
-        assert await create(client, name, spec) == 201
-        assert await feed(client, name, stream[:WARM_ROWS]) == 200
+        assert await create(client, name, spec) == "201"
+        assert await feed(client, name, stream[:WARM_ROWS]) == "200"
         text = await metrics_text(client)
         with contextlib.closing(server.client()) as r:
             net = int(r.info("stats")["total_net_input_bytes"])
@@ -575,7 +590,7 @@ async def run(
         workdir = Path(tmp)
         echo_env = {**service_env(), **blas_env(1)}
         with uvicorn_server("benchmarks.echo_app:app", echo_env, workdir / "echo.log") as echo_url:
-            async with http_client(echo_url, 64) as echo:
+            async with http_client(echo_url) as echo:
                 for part in parts:
                     for target in targets:
                         t = record["targets"][target.label]
