@@ -37,10 +37,12 @@ from typing import Any
 
 import httpx
 import numpy as np
-from kons_service.testing import RedisServer, ServiceProcess
 
+from benchmarks import registry
 from benchmarks.long_stream import PARAMS
+from benchmarks.provenance import provenance, stamp_json, stamp_markdown
 from kons.datasets import load_dataset
+from testkit.processes import RedisServer, ServiceProcess
 
 __all__ = ["main"]
 
@@ -70,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--snapshot-every", type=int, default=20_000)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args(argv)
+    stamp = provenance(registry.sources_of("nystrom_http.md") or ())
     data = load_dataset("cadata")
     n = len(data.y)
     rows = [{"x": x.tolist(), "y": float(label)} for x, label in zip(data.X, data.y, strict=True)]
@@ -141,13 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "params": PARAMS, "batch": args.batch, "probes": args.probes, "snapshot_every": args.snapshot_every,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "nystrom_http.json").write_text(json.dumps({"meta": meta, "checkpoints": results}, indent=1))
-    _write_markdown(args.out / "nystrom_http.md", results, meta)
+    record = stamp_json({"meta": meta, "checkpoints": results}, stamp)
+    (args.out / "nystrom_http.json").write_text(json.dumps(record, indent=1))
+    _write_markdown(args.out / "nystrom_http.md", results, meta, stamp)
     print(f"wrote {args.out / 'nystrom_http.md'}", flush=True)
     return 0
 
 
-def _write_markdown(path: Path, results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+def _write_markdown(path: Path, results: list[dict[str, Any]], meta: dict[str, Any],
+                    stamp: dict[str, Any]) -> None:
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.3g}"
 
@@ -158,7 +163,8 @@ def _write_markdown(path: Path, results: list[dict[str, Any]], meta: dict[str, A
         "",
         f"One learner, `nystrom_kons` with `{json.dumps(meta['params'])}`, dim 8, fed the cycled cadata "
         f"stream in feedback batches of {meta['batch']} rows; one service process and one redis-server "
-        f"(append-only file) on loopback, snapshots every {meta['snapshot_every']:,} rounds. At each "
+        f"(append-only file) on loopback, snapshots by cost with `KONS_SNAPSHOT_EVERY_ROUNDS` = "
+        f"{meta['snapshot_every']:,} as a cap (`docs/service-design.md`). At each "
         f"checkpoint: {meta['probes']} single-row feedbacks one at a time (p50, p90), each followed by one "
         "to a second learner `ref` with the same parameters, fed 10,000 rounds at the start (its p50 is the "
         "paired reference: same moments, same load), the mean time of the "
@@ -188,8 +194,7 @@ def _write_markdown(path: Path, results: list[dict[str, Any]], meta: dict[str, A
                       "changes between checkpoints included); paired with the 10,000-round learner at "
                       f"{last['rounds']:,} rounds: "
                       f"**{last['feedback_p50_ms'] / last['reference_p50_ms']:.2f}x**."]
-    lines.append("")
-    path.write_text("\n".join(lines))
+    path.write_text(stamp_markdown("\n".join(lines), stamp))
 
 
 if __name__ == "__main__":

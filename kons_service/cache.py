@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,14 +36,20 @@ from kons_service.errors import BusyError, LearnerNotFoundError
 from kons_service.learning import build, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
-from kons_service.store import Head, LearnerRef, LoggedRound, Store
+from kons_service.store import Head, LearnerRef, LogEntry, LoggedRound, Store
 
-__all__ = ["CachedLearner", "LearnerCache", "not_found"]
+__all__ = ["CachedLearner", "LearnerCache", "logged_bytes", "not_found"]
 
 log = logging.getLogger("kons_service.cache")
 
 _LOAD_ATTEMPTS = 5  # rebuilds from a snapshot before answering 503
 _REPLAY_PAGE = 512
+_ROUND_SECONDS_WEIGHT = 0.1  # of the newest batch in a learner's moving average of its round time
+
+
+def logged_bytes(entries: Iterable[LogEntry]) -> int:
+    """The bytes of logged rounds' payloads (features, label, play, consumed id)."""
+    return sum(len(e.x) + len(e.y) + len(e.played) + len(e.id) for e in entries)
 
 
 def not_found(ref: LearnerRef) -> LearnerNotFoundError:
@@ -92,6 +98,11 @@ class CachedLearner:
         self.leased_backoff = min(cap, max(base, 2 * self.leased_backoff)) if recent else base
         self.leased_until = now + self.leased_backoff
         self.optimistic = False
+    #: What replaying its log since its snapshot would cost, for the snapshot policy: the bytes of the
+    #: logged rounds after ``snap_version`` that it has played here, and a moving average of the seconds
+    #: one round takes to play here (0.0: none timed yet).
+    log_bytes: int = 0
+    round_seconds: float = 0.0
 
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
@@ -114,6 +125,14 @@ class CachedLearner:
         self.last_snapshot = time.monotonic()
         self.history_stride = 1
         self.reserved_bytes = 0
+        self.log_bytes = 0
+
+    def count_rounds(self, rounds: int, log_bytes: int, seconds: float) -> None:
+        """``rounds`` logged rounds of ``log_bytes`` bytes were played here in ``seconds``."""
+        self.log_bytes += log_bytes
+        per_round = seconds / max(rounds, 1)
+        self.round_seconds = per_round if not self.round_seconds else (
+            (1 - _ROUND_SECONDS_WEIGHT) * self.round_seconds + _ROUND_SECONDS_WEIGHT * per_round)
 
 
 class LearnerCache:
@@ -254,6 +273,7 @@ class LearnerCache:
 
     def _replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
         learner = entry.loaded()
+        started = time.perf_counter()
         for version, logged, tip, _ in rows:
             x = codec.decode_features(logged.x)
             if learner.grows:  # where the writer held it (its tenant's budget was full)
@@ -264,4 +284,5 @@ class LearnerCache:
                 self.metrics.divergence.inc()
                 log.error("replay of %s round %d played %r, the log says %r (non-deterministic numerics?)",
                           entry.ref, version, played, codec.unpack_float(logged.played))
+        entry.count_rounds(len(rows), logged_bytes(row.entry for row in rows), time.perf_counter() - started)
         self.metrics.replayed.inc(len(rows))

@@ -46,7 +46,7 @@ import kons
 from kons.losses import get_loss
 from kons_service import codec
 from kons_service.budget import TenantBudget
-from kons_service.cache import CachedLearner, LearnerCache, not_found
+from kons_service.cache import CachedLearner, LearnerCache, logged_bytes, not_found
 from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
 from kons_service.history import HistoryRecorder
 from kons_service.learning import check_budget, check_rows, finite, numerics, offload
@@ -141,6 +141,8 @@ class _Played:
     losses: list[list[float]] = field(default_factory=list)
     #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
     held: bool = False
+    seconds: float = 0.0  # the time they took to play
+    logged_bytes: int = 0  # of the log entries that carry them
 
 
 class _RegroupError(Exception):
@@ -474,8 +476,10 @@ class FeedbackWriter:
                 for x, y in zip(xs, ys, strict=True)]
         if learner.grows:
             learner.hold_growth(played.held)
+        started = time.perf_counter()
         with numerics():
             plays = await offload(lambda: [learner.learn_one(x, y) for x, y in rows], len(rows))
+            played.seconds = time.perf_counter() - started
             loss = get_loss(learner.loss)
             losses = [loss.value(p, y) for p, (_, y) in zip(plays, rows, strict=True)]
         if not finite(plays, losses, learner.stats()):
@@ -495,6 +499,7 @@ class FeedbackWriter:
             for request, xs, ys, plays in zip(group, played.xs, played.ys, played.plays, strict=True)
             for x, y, p, it in zip(xs, ys, plays, request.items, strict=True)
         ]
+        played.logged_bytes = logged_bytes(entries)
         tags = []
         for request, plays, losses in zip(group, played.plays, played.losses, strict=True):
             record = "" if request.fingerprint is None else json.dumps(
@@ -514,6 +519,8 @@ class FeedbackWriter:
                 entry.appended(outcome.version, outcome.tip, outcome.stride)
                 learner = entry.loaded()
                 losses = [loss for request_losses in played.losses for loss in request_losses]
+                entry.count_rounds(len(losses), played.logged_bytes, played.seconds)
+                self.metrics.log_bytes.inc(played.logged_bytes)
                 self.metrics.count_rounds(ref, learner.loss, losses)
                 self.metrics.observe_learner(ref, entry.version, learner.stats(), learner.state_nbytes())
                 if not outcome.replicated:

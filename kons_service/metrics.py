@@ -116,6 +116,11 @@ class Metrics:
                                     "Feedback requests answered from their request_id, not applied again.",
                                     registry=r)
         self.snapshots = Counter("kons_snapshots", "Snapshot attempts by outcome.", ["outcome"], registry=r)
+        # write amplification = snapshot bytes / log bytes
+        self.snapshot_bytes = Counter("kons_snapshot_bytes", "Bytes of snapshots written to Redis.",
+                                      registry=r)
+        self.log_bytes = Counter("kons_log_bytes", "Bytes of feedback rounds appended to the logs (features, "
+                                 "label, play, id).", registry=r)
         self.snapshot_seconds = Histogram("kons_snapshot_duration_seconds", "Time to write one snapshot.",
                                           registry=r)
         # the cache, per process (summed over live workers)

@@ -72,8 +72,14 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field("text", description="text, or json: one JSON object a line.")
 
     # Durability and background work
-    snapshot_every_rounds: int = Field(1000, ge=1, description="Snapshot after this many new rounds ...")
-    snapshot_interval_seconds: float = Field(60.0, gt=0, description="... or this long after the last one.")
+    snapshot_min_seconds: float = Field(
+        30.0, ge=0, description="A learner is snapshotted at most this often (capped at "
+        "snapshot_interval_seconds), and, past it, once its log since the last snapshot would take longer to "
+        "replay than the snapshot to write, or more bytes to keep than the snapshot ...")
+    snapshot_every_rounds: int = Field(
+        1000, ge=1, description="... or once it is this many rounds behind ...")
+    snapshot_interval_seconds: float = Field(
+        60.0, gt=0, description="... and at the latest this long after the last one, if it has new rounds.")
     snapshot_chunk_bytes: int = Field(8 * 2**20, ge=1024, description="Size of one snapshot chunk value.")
     id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
     ids_max: int = Field(

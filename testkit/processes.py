@@ -459,11 +459,13 @@ def service_env(**env: str) -> dict[str, str]:
 
 
 def start_service(
-    port: int, env: dict[str, str], log: Path, argv: list[str] | None = None, timeout: float = 60.0
+    port: int, env: dict[str, str], log: Path, argv: list[str] | None = None, timeout: float = 60.0,
+    cwd: Path = REPO,
 ) -> subprocess.Popen[bytes]:
-    """Start a real service process (``python -m kons_service`` by default) and wait for /healthz."""
+    """Start a real service process (``python -m kons_service`` by default, run in ``cwd``) and wait for
+    /healthz."""
     argv = argv or [sys.executable, "-m", "kons_service"]
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log.open("ab"),
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT)
 
     def healthy() -> bool:
@@ -483,14 +485,17 @@ def start_service(
 
 
 class ServiceProcess:
-    """One ``python -m kons_service`` process on a fixed loopback port, restartable after a SIGKILL."""
+    """One ``python -m kons_service`` process on a fixed loopback port, restartable after a SIGKILL;
+    ``checkout`` is the source tree it runs (another one than this, e.g. a baseline's worktree)."""
 
-    def __init__(self, redis_url: str, log: Path, **settings: object) -> None:
+    def __init__(self, redis_url: str, log: Path, checkout: Path = REPO, **settings: object) -> None:
         self.port = free_port()
         self.log = log
+        self.checkout = checkout
         env = {"KONS_REDIS_URL": redis_url, "KONS_HOST": "127.0.0.1", "KONS_PORT": str(self.port),
                "KONS_LOG_LEVEL": "warning", **{f"KONS_{k.upper()}": str(v) for k, v in settings.items()}}
         self.env = service_env(**env)
+        self.env["PYTHONPATH"] = self.env["PYTHONPATH"].replace(str(REPO), str(checkout), 1)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -504,7 +509,7 @@ class ServiceProcess:
         return self.proc.pid
 
     def start(self) -> ServiceProcess:
-        self.proc = start_service(self.port, self.env, self.log)
+        self.proc = start_service(self.port, self.env, self.log, cwd=self.checkout)
         self.starts += 1
         return self
 

@@ -1,0 +1,82 @@
+"""Where a result came from: the commit and the git blob hashes of the source files it measures.
+
+A benchmark calls :func:`provenance` when its run starts (the code that runs is the code imported then)
+with the files and folders it measures, and writes the record into its results with :func:`stamp_json`
+(a ``"provenance"`` key) and :func:`stamp_markdown` (an HTML comment on the file's last line, invisible
+when rendered). :func:`changed_sources` compares a record with the checkout as it is now; it is what
+``python -m benchmarks.stale`` reports.
+
+The hashes are ``git hash-object`` of the files in the working tree, so a run from a checkout with local
+changes records what actually ran; folders are expanded to the files git sees in them (tracked, or
+untracked but not ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks.common import REPO
+
+__all__ = ["PROVENANCE_COMMENT", "changed_sources", "provenance", "read_markdown_stamp", "stamp_json",
+           "stamp_markdown"]
+
+#: The comment that carries a Markdown result's provenance: ``<!-- provenance {...} -->``.
+PROVENANCE_COMMENT = re.compile(r"^<!-- provenance (\{.*\}) -->$", re.MULTILINE)
+
+
+def _git(*args: str, stdin: str | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, input=stdin, capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
+def _files(sources: Sequence[str]) -> list[str]:
+    """The files of ``sources`` (paths relative to the repository; a folder stands for its files)."""
+    listed = _git("ls-files", "--cached", "--others", "--exclude-standard", "--", *sources).split("\n")
+    return sorted({path for path in listed if path and (REPO / path).is_file()})
+
+
+def blob_hashes(sources: Sequence[str]) -> dict[str, str]:
+    """``{path: git blob hash}`` of the files of ``sources`` as they are in the working tree now."""
+    files = _files(sources)
+    if not files:
+        return {}
+    hashes = _git("hash-object", "--stdin-paths", stdin="\n".join(files) + "\n").split()
+    return dict(zip(files, hashes, strict=True))
+
+
+def provenance(sources: Sequence[str]) -> dict[str, Any]:
+    """The record of a run measuring ``sources``: the commit (full hash), whether they had local changes,
+    and the blob hash of each of their files."""
+    commit = _git("rev-parse", "HEAD").strip()
+    dirty = bool(_git("status", "--porcelain", "--", *sources).strip())
+    return {"commit": commit, "dirty": dirty, "sources": list(sources), "blobs": blob_hashes(sources)}
+
+
+def changed_sources(record: dict[str, Any]) -> list[str]:
+    """The files of a provenance record that differ now: changed, deleted (``-path``) or new in one of
+    its folders (``+path``); empty when the measured code is the one that produced the result."""
+    before: dict[str, str] = record["blobs"]
+    now = blob_hashes(record["sources"])
+    changed = [path for path in sorted(before) if path in now and now[path] != before[path]]
+    return changed + [f"-{p}" for p in sorted(set(before) - set(now))] + \
+        [f"+{p}" for p in sorted(set(now) - set(before))]
+
+
+def stamp_json(record: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its provenance under the key ``"provenance"``."""
+    return {**record, "provenance": stamp}
+
+
+def stamp_markdown(text: str, stamp: dict[str, Any]) -> str:
+    """A Markdown report with its provenance as an HTML comment on its last line."""
+    return text.rstrip("\n") + "\n\n<!-- provenance " + json.dumps(stamp, separators=(",", ":")) + " -->\n"
+
+
+def read_markdown_stamp(text: str) -> dict[str, Any] | None:
+    """The provenance comment of a Markdown report (None without one)."""
+    found = PROVENANCE_COMMENT.findall(text)
+    return json.loads(found[-1]) if found else None

@@ -1,0 +1,96 @@
+"""The benchmarks whose results the documentation cites: the claim each backs, its command, its outputs
+and the source files it measures.
+
+``benchmarks/README.md``'s registry table is :func:`markdown` of :data:`BENCHMARKS`
+(``python -m benchmarks.stale --registry`` prints it); ``python -m benchmarks.stale`` uses the sources to
+tell whether a result predates the code it measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks.common import markdown_table
+
+__all__ = ["BENCHMARKS", "Benchmark", "markdown", "sources_of"]
+
+_LIBRARY = ("kons",)
+_SERVICE = ("kons", "kons_service", "testkit/processes.py")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark: what it backs, how to run it, what it writes (under ``benchmarks/results``) and the
+    files and folders whose change makes its results stale."""
+
+    claim: str
+    command: str
+    outputs: tuple[str, ...]
+    sources: tuple[str, ...]
+
+
+BENCHMARKS = (
+    Benchmark("Service hot path (issue 18): feedback/predict vs echo, CPU and Redis commands per feedback, "
+              "16-client throughput vs its ceiling, 1,000 and 10,000 learners, snapshot bytes per round",
+              "python -m benchmarks.hotpath --many 10000 --snapshot-seconds 300 --baseline PATH",
+              ("hotpath.md", "hotpath.json"),
+              (*_SERVICE, "benchmarks/hotpath.py", "benchmarks/echo_app.py", "benchmarks/load.py")),
+    Benchmark("Service latency vs a bare echo endpoint, lost updates, chantilly peer",
+              "python -m benchmarks.load --out benchmarks/results", ("load.md", "raw/load.json"),
+              (*_SERVICE, "benchmarks/load.py", "benchmarks/echo_app.py")),
+    Benchmark("nystrom_kons over HTTP: feedback p50 at 10k-1M rounds, snapshot and restart times (README)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.nystrom_http --out benchmarks/results",
+              ("nystrom_http.md", "nystrom_http.json"),
+              (*_SERVICE, "benchmarks/nystrom_http.py", "benchmarks/long_stream.py")),
+    Benchmark("Cost per round of the kernel learners; one BLAS thread (README, 'How it is fast')",
+              "python -m benchmarks.scaling --data cadata --out benchmarks/results",
+              ("scaling.md", "scaling.json"),
+              (*_LIBRARY, "benchmarks/scaling.py")),
+    Benchmark("NystromKONS flat cost and memory to 1,000,000 rounds (README, kernel learner table)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.scaling --long-stream --out benchmarks/results",
+              ("long_stream.md", "long_stream.json"),
+              (*_LIBRARY, "benchmarks/scaling.py", "benchmarks/long_stream.py")),
+    Benchmark("The BLAS pin costs about 2 us a round (README)", "python -m benchmarks.blas_pin",
+              ("blas_pin.md",), (*_LIBRARY, "benchmarks/blas_pin.py")),
+    Benchmark("NystromKONS error vs Sketched-KONS on 12 data sets (README)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.nystrom_quality --T 5000 --out benchmarks/results",
+              ("nystrom_quality.md", "nystrom_quality.json"),
+              (*_LIBRARY, "benchmarks/nystrom_quality.py", "benchmarks/methods.py")),
+    Benchmark("auto vs River / Vowpal Wabbit on 12 raw data sets (README, quick start)",
+              "python -m benchmarks.quality --regime raw --T 5000 --methods auto ... (see the file)",
+              ("quality_raw_regime.md", "quality_raw_regime/"),
+              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("auto on 14 held-out raw data sets (README, quick start)",
+              "python -m benchmarks.quality --regime raw --T 5000 ... (see the file)",
+              ("quality_raw_holdout.md", "quality_raw_holdout/"),
+              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("auto variants tried and rejected (README, quick start)", "(see the file)",
+              ("quality_raw_auto_variants.md",),
+              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("Lease takeover after a SIGKILL (README, docs/reliability.md)",
+              "python -m benchmarks.takeover --runs 10 --baseline main", ("takeover.md",),
+              (*_SERVICE, "benchmarks/takeover.py")),
+    Benchmark("Hostile senders do not starve others (docs/reliability.md)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.hostile --seconds 5 --rounds 3 --baseline PATH",
+              ("hostile.md",), (*_SERVICE, "benchmarks/hostile.py")),
+    Benchmark("Reliability battery: every promise kept (docs/reliability.md)",
+              "python -m benchmarks.reliability --out docs/reliability.md "
+              "--json benchmarks/results/reliability.json",
+              ("reliability.json",), (*_SERVICE, "testkit/scenarios.py", "benchmarks/reliability.py")),
+)
+
+
+def sources_of(output: str) -> tuple[str, ...] | None:
+    """The sources measured by the registered benchmark that writes ``output`` (None if none does); an
+    output ending in ``/`` is a folder of results."""
+    for benchmark in BENCHMARKS:
+        if any(output == o or (o.endswith("/") and output.startswith(o)) for o in benchmark.outputs):
+            return benchmark.sources
+    return None
+
+
+def markdown() -> list[str]:
+    """The registry as the lines of a Markdown table."""
+    return markdown_table(
+        ["claim", "command", "output (benchmarks/results/)"],
+        [(b.claim, f"`{b.command}`", ", ".join(f"`{o}`" for o in b.outputs)) for b in BENCHMARKS])

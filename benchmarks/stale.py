@@ -1,0 +1,130 @@
+"""List the result files whose measured code changed after they were produced, or that cannot tell.
+
+    python -m benchmarks.stale              # every file under benchmarks/results; exit 1 if any is stale
+    python -m benchmarks.stale --registry   # the registry table of benchmarks/README.md
+
+A result written by a harness that records its provenance (:mod:`benchmarks.provenance`) is checked file
+by file against the blob hashes it records. An older result is checked through the registry
+(:mod:`benchmarks.registry`): if it names the commit it was produced at, the registered sources are
+compared between that commit and the working tree; otherwise it has no provenance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import registry
+from benchmarks.common import REPO
+from benchmarks.provenance import changed_sources, read_markdown_stamp
+
+__all__ = ["Verdict", "check", "main"]
+
+RESULTS = REPO / "benchmarks" / "results"
+#: How an older harness (benchmarks.load) wrote its run's commit into its report.
+_OWN_COMMIT = re.compile(r"\bcommit `([0-9a-f]{7,40})(?:\+dirty)?`")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``status`` is ``current``, ``stale`` (``detail`` lists what changed) or ``unknown``."""
+
+    path: str
+    status: str
+    detail: str
+
+
+def _stamp(path: Path) -> dict[str, Any] | None:
+    text = path.read_text(errors="replace")
+    if path.suffix == ".json":
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return None
+        stamp = record.get("provenance") if isinstance(record, dict) else None
+        return stamp if isinstance(stamp, dict) and "blobs" in stamp else None
+    return read_markdown_stamp(text)
+
+
+def _produced_at(path: Path) -> tuple[str, str] | None:
+    """For an older result: the commit it names as its own (a harness-written ``commit `X` `` or a JSON
+    ``"commit"``), else the commit that last changed it in git (results are committed after their run,
+    so the run was at or before it); with how it was found. None if neither is known."""
+    text = path.read_text(errors="replace")
+    named = None
+    if path.suffix == ".json":
+        with contextlib.suppress(ValueError):
+            record = json.loads(text)
+            named = str(record.get("commit", "")) if isinstance(record, dict) else None
+    else:
+        found = _OWN_COMMIT.search(text)
+        named = found[1] if found else None
+    if named and _git("cat-file", "-e", f"{named.split('+')[0]}^{{commit}}", check=False) is not None:
+        return named.split("+")[0], "named in the file"
+    last = _git("log", "-1", "--format=%H", "--", str(path.relative_to(REPO)), check=False)
+    return (last.strip(), "the commit that last changed the file") if last and last.strip() else None
+
+
+def _git(*args: str, check: bool = True) -> str | None:
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        if check:
+            raise RuntimeError(f"git {' '.join(args)}: {done.stderr.strip()}")
+        return None
+    return done.stdout
+
+
+def _summary(paths: Sequence[str], limit: int = 6) -> str:
+    shown = ", ".join(paths[:limit])
+    return f"{len(paths)} file(s) changed: {shown}" + (", ..." if len(paths) > limit else "")
+
+
+def check(path: Path) -> Verdict:
+    """Whether the result ``path`` still describes the code it measures."""
+    name = str(path.relative_to(RESULTS))
+    stamp = _stamp(path)
+    if stamp is not None:
+        changed = changed_sources(stamp)
+        if changed:
+            return Verdict(name, "stale", f"since {stamp['commit'][:9]}: {_summary(changed)}")
+        return Verdict(name, "current", f"at {stamp['commit'][:9]}" + (" (+local changes)" * stamp["dirty"]))
+    sources = registry.sources_of(name)
+    if sources is None:
+        return Verdict(name, "unknown", "no provenance, not in the registry")
+    produced = _produced_at(path)
+    if produced is None:
+        return Verdict(name, "unknown", "no provenance, not committed")
+    commit, how = produced
+    changed = (_git("diff", "--name-only", commit, "--", *sources) or "").split()
+    if changed:
+        return Verdict(name, "stale", f"predates the code it measures; since {commit[:9]} ({how}): "
+                       f"{_summary(changed)}")
+    return Verdict(name, "unknown", f"no provenance; its sources are unchanged since {commit[:9]} ({how})")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.stale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--registry", action="store_true", help="print the registry table and exit")
+    parser.add_argument("--all", action="store_true", help="also list the current results")
+    args = parser.parse_args(argv)
+    if args.registry:
+        print("\n".join(registry.markdown()))
+        return 0
+    verdicts = [check(p) for p in sorted(RESULTS.rglob("*")) if p.is_file() and p.suffix in (".md", ".json")]
+    for v in verdicts:
+        if args.all or v.status != "current":
+            print(f"{v.status:8s} {v.path}: {v.detail}")
+    counts = {s: sum(v.status == s for v in verdicts) for s in ("current", "stale", "unknown")}
+    print(", ".join(f"{n} {s}" for s, n in counts.items()))
+    return 1 if counts["stale"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
