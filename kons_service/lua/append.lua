@@ -109,7 +109,18 @@ for r = 0, n_requests - 1 do
   end
 end
 local version = string.format('%d', v)
-redis.call('HSET', meta, 'version', version, 'tip', tip)
+local stride = 0
+if ARGV[8] ~= '' then
+  local kept = record_point(meta, hist, incarnation, v, ARGV[8], tonumber(ARGV[9]), {h[4], h[5], h[6]})
+  stride = kept[2]
+  if kept[1] == 1 then
+    redis.call('HSET', meta, 'version', version, 'tip', tip, 'hist_version', version)
+  else
+    redis.call('HSET', meta, 'version', version, 'tip', tip)
+  end
+else
+  redis.call('HSET', meta, 'version', version, 'tip', tip)
+end
 if ARGV[5] == '1' then
   redis.call('DEL', lease)
 end
@@ -132,9 +143,5 @@ if client_ids then
     redis.call('PEXPIRE', reqs, ttl)
     redis.call('PEXPIRE', reqs_exp, ttl)
   end
-end
-local stride = 0
-if ARGV[8] ~= '' then
-  stride = record_point(meta, hist, incarnation, v, ARGV[8], tonumber(ARGV[9]), {h[4], h[5], h[6]})[2]
 end
 return {1, version, stride}

@@ -8,4 +8,9 @@ end
 if h[1] ~= ARGV[1] then
   return {-2, 0}
 end
-return record_point(KEYS[1], KEYS[2], h[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), {h[2], h[3], h[4]})
+local kept = record_point(KEYS[1], KEYS[2], h[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]),
+  {h[2], h[3], h[4]})
+if kept[1] == 1 then
+  redis.call('HSET', KEYS[1], 'hist_version', ARGV[2])
+end
+return kept

@@ -2,7 +2,8 @@
 -- list downsampled as it grows.
 -- record_point(meta, hist, incarnation, version, point, cap, known) -> {1, stride} kept | {0, stride} not
 -- needed; ``known`` holds the meta fields hist_stride, hist_version and hist_incarnation as HMGET gave them
--- (read by the caller with its own fields, one command instead of two).
+-- (read by the caller with its own fields, one command instead of two). The caller sets hist_version to
+-- ``version`` in meta when the point is kept (with its own fields: one command instead of two).
 -- A point is kept when its version crosses a multiple of the stride since the last kept one (so points
 -- from several writers, in any order, give one series); when the list exceeds cap, every other point is
 -- dropped (the newest is kept) and the stride doubles. A new incarnation starts a new series. The caller
@@ -18,7 +19,6 @@ local function record_point(meta, hist, incarnation, version, point, cap, known)
     return {0, stride}
   end
   local length = redis.call('RPUSH', hist, point)
-  redis.call('HSET', meta, 'hist_version', version)
   if length > cap then
     local points = redis.call('LRANGE', hist, 0, -1)
     local kept = {}
