@@ -78,6 +78,7 @@ _RECHECK_SECONDS = 0.1  # how often a waiting writer asks whether the lease's ho
 #: up to the maximum (each conflict of an optimistic write costs a rebuild of the learner).
 _LEASED_SECONDS, _LEASED_SECONDS_MAX = 1.0, 60.0
 _RESUME_SECONDS = 60.0  # how often a learner whose growth is held asks its tenant's budget for room again
+_GROWTH_AHEAD = 32  # rounds of growth a reservation covers ahead (the bound grows with them: keep it short)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ class _Played:
     #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
     held: bool = False
     seconds: float = 0.0  # the time they took to play
+    stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
     logged_bytes: int = 0  # of the log entries that carry them
 
 
@@ -403,7 +405,10 @@ class FeedbackWriter:
         dictionary it has (``stats()["growth_held"]``), and resumes growing when room is found again
         (looked for every ``_RESUME_SECONDS``). Any other learner that cannot be covered is refused
         (422): a kernel learner that learns by storing points, or one holding more than its own budget."""
-        ref, held, budget = entry.ref, learner.state_nbytes(), self.settings.learner_max_bytes
+        if not learner.growth_held and rows <= entry.growth_credit:  # covered by an earlier reservation
+            entry.growth_credit -= rows
+            return False
+        ref, held, budget = entry.ref, entry.state_nbytes(), self.settings.learner_max_bytes
         holdable = learner.grows and learner.can_hold_growth
         if held > budget and not holdable:
             raise ResourceLimitError(
@@ -416,19 +421,24 @@ class FeedbackWriter:
             if not holdable:
                 entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
             return False
-        if not holdable:
-            need = held + learner.max_growth_nbytes(rows)
-            entry.reserved_bytes = await self.budget.cover(ref, need, entry.reserved_bytes)
-            return False
         was_held = learner.growth_held
         if was_held and time.monotonic() < entry.resume_at:
             return True
         learner.hold_growth(False)  # (its bound as a growing learner; set again before the rounds)
         need = held + learner.max_growth_nbytes(rows)
+        # if it can, the reservation covers the growth of more rounds, so that most batches need no check
+        ahead = max(rows, _GROWTH_AHEAD) if learner.grows else rows
+        need_ahead = held + learner.max_growth_nbytes(ahead)
         learner.hold_growth(was_held)
-        got = None if need > budget else await self.budget.try_cover(ref, need, entry.reserved_bytes)
+        got, credit = None, ahead - rows
+        if need_ahead <= budget:
+            got = await self.budget.try_cover(ref, need_ahead, entry.reserved_bytes)
+        if got is None and not holdable:
+            got, credit = await self.budget.cover(ref, need, entry.reserved_bytes), 0
+        if got is None and need <= budget:
+            got, credit = await self.budget.try_cover(ref, need, entry.reserved_bytes), 0
         if got is not None:
-            entry.reserved_bytes = got
+            entry.reserved_bytes, entry.growth_credit = got, credit
             if was_held:
                 log.info("learner %s grows again: its tenant's budget has room", ref)
             return False
@@ -482,7 +492,8 @@ class FeedbackWriter:
             played.seconds = time.perf_counter() - started
             loss = get_loss(learner.loss)
             losses = [loss.value(p, y) for p, (_, y) in zip(plays, rows, strict=True)]
-        if not finite(plays, losses, learner.stats()):
+        played.stats = learner.stats()
+        if not finite(plays, losses, played.stats):
             raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
         start = 0
         for xs in played.xs:
@@ -522,7 +533,7 @@ class FeedbackWriter:
                 entry.count_rounds(len(losses), played.logged_bytes, played.seconds)
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 self.metrics.count_rounds(ref, learner.loss, losses)
-                self.metrics.observe_learner(ref, entry.version, learner.stats(), learner.state_nbytes())
+                self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version
