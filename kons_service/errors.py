@@ -18,7 +18,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
 from kons_service.logs import current_request_id
-from kons_service.store import NotReplicatedError, SnapshotUnstableError, StoreUnavailableError
+from kons_service.store import (
+    NotReplicatedError,
+    SnapshotUnstableError,
+    StoreFullError,
+    StoreUnavailableError,
+)
 
 __all__ = [
     "ApiError",
@@ -34,6 +39,7 @@ __all__ = [
     "RequestIdConflictError",
     "ResourceLimitError",
     "StateMismatchError",
+    "StoreMayEvictError",
     "TooManyRequestsError",
     "UnauthorizedError",
     "UnknownIdError",
@@ -142,6 +148,16 @@ class BusyError(ApiError):
         super().__init__(message, headers={"Retry-After": "1"})
 
 
+class StoreMayEvictError(ApiError):
+    """Redis's eviction policy may delete keys: a write is not acknowledged (see
+    :mod:`kons_service.eviction`)."""
+
+    status, code = 503, "store_may_evict"
+
+    def __init__(self, message: str, retry_after: str) -> None:
+        super().__init__(message, headers={"Retry-After": retry_after})
+
+
 class ParserUnavailableError(BusyError):
     """The process parsing a large body died (the pool starts a new one for the next body)."""
 
@@ -218,6 +234,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StoreUnavailableError)
     async def _store(request: Request, exc: StoreUnavailableError) -> JSONResponse:
         log.warning("store error on %s %s: %s", request.method, request.url.path, exc)
+        if isinstance(exc, StoreFullError):  # memory pressure: has an evicting policy been switched on?
+            request.app.state.service.eviction.suspect()
         return _response(503, "store_unavailable", "The learner store (Redis) is unavailable; retry later.",
                          {"Retry-After": "1"})
 

@@ -2,7 +2,8 @@
 
 The work is done in rooms of its own: :mod:`kons_service.cache` (the learners this process holds and
 their replay from the log), :mod:`kons_service.feedback` (the durable write protocol of feedback rounds),
-:mod:`kons_service.snapshots` (snapshot writing) and :mod:`kons_service.store` (every Redis call).
+:mod:`kons_service.snapshots` (snapshot writing), :mod:`kons_service.eviction` (no write acknowledged
+while Redis may evict keys) and :mod:`kons_service.store` (every Redis call).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kons_service.errors import (
     ConfigConflictError,
     StateMismatchError,
 )
+from kons_service.eviction import EvictionGuard
 from kons_service.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.history import History, HistoryRecorder
 from kons_service.learning import canonical, check_budget, check_rows, config_of, numerics, offload
@@ -112,14 +114,17 @@ class LearnerService:
         self.history_recorder = HistoryRecorder(store, settings)
         self.budget = TenantBudget(store, settings)
         self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
+        self.eviction = EvictionGuard(self.store_problem, settings, metrics)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.snapshots.start(self.cache)
+        self.eviction.start()
 
     async def close(self, timeout: float = 60.0) -> None:
         """Stop the background tasks and snapshot every learner with unsnapshotted rounds (all within
         ``timeout`` seconds)."""
+        await self.eviction.close()
         await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
 
@@ -168,6 +173,7 @@ class LearnerService:
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
         text, estimate = self._sized_config(kons.learner_from_params(algorithm, {**params, "dim": None}), dim)
+        self.eviction.check()
         if await self.store.config(ref) is None:  # a new learner: its bytes are reserved before it exists
             await self.budget.reserve(ref, estimate, "it was not created")
         created, stored = await self.store.create(ref, text, uuid.uuid4().hex, int(time.time() * 1000))
@@ -234,6 +240,7 @@ class LearnerService:
         A ``request_id`` that was already applied returns that request's answer and changes nothing.
         """
         self._check_batch(len(items))
+        self.eviction.check()
         return await self.writer.write(ref, items, request_id)
 
     def _sized_config(self, unsized: kons.Learner, dim: int | None) -> tuple[str, int]:
@@ -258,6 +265,7 @@ class LearnerService:
         The body is read only for an existing learner and only up to ``max_state_bytes``; the blob's
         header is compared with the stored config before any of its arrays or its learner is built.
         """
+        self.eviction.check()
         stored = await self.store.config(ref)
         if stored is None:
             raise not_found(ref)

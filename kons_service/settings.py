@@ -55,6 +55,10 @@ class Settings(BaseSettings):
         True, description="Refuse to start (and report not ready) unless Redis's maxmemory-policy is "
         "noeviction: any other policy deletes learners and request ids silently when memory runs short. Set "
         "false only for a managed Redis that hides CONFIG and is known to be configured noeviction.")
+    eviction_check_seconds: float = Field(
+        2.0, gt=0, description="How often Redis's maxmemory-policy is checked again while the service runs "
+        "(and at once after an OOM error): while it is not noeviction, feedback, creates and state uploads "
+        "are refused with 503 store_may_evict.")
 
     # Auth
     api_keys: str | None = Field(None, description='"tenantA:keyA,tenantB:keyB"; unset = single-tenant.',
