@@ -137,8 +137,8 @@ class InvalidNameError(ApiError):
 class TooManyRequestsError(ApiError):
     status, code = 429, "too_many_requests"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, headers={"Retry-After": "1"})
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(retry_after, 1))})
 
 
 class BusyError(ApiError):

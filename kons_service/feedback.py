@@ -39,7 +39,7 @@ from kons_service.budget import TenantBudget
 from kons_service.cache import CachedLearner, LearnerCache, not_found
 from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
 from kons_service.history import HistoryRecorder
-from kons_service.learning import check_budget, check_rows, finite, numerics, offload
+from kons_service.learning import check_budget, check_rows, check_work, finite, numerics, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
@@ -161,6 +161,7 @@ class FeedbackWriter:
             if not entry.at(lease.head):
                 return None
             learner = entry.loaded()
+            check_work(learner, len(request.items), self.settings.batch_max_work_bytes)
             await self._check_budget(entry, learner)
             xs = await self._features(ref, request.items)
             ys = check_rows(learner, xs, [it.y for it in request.items])

@@ -31,7 +31,15 @@ from kons_service.errors import (
 from kons_service.eviction import EvictionGuard
 from kons_service.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.history import History, HistoryRecorder
-from kons_service.learning import canonical, check_budget, check_rows, config_of, numerics, offload
+from kons_service.learning import (
+    canonical,
+    check_budget,
+    check_rows,
+    check_work,
+    config_of,
+    numerics,
+    offload,
+)
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.snapshots import Snapshotter
@@ -214,6 +222,7 @@ class LearnerService:
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
             check_rows(learner, rows)
+            check_work(learner, len(rows), self.settings.batch_max_work_bytes)
             with numerics():
                 predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
             version = entry.version
