@@ -151,7 +151,8 @@ class KonsRoute(APIRoute):
                 with _closing_unread(large):
                     tenant = auth.tenant(request.headers.get("authorization"))
                     if not auth.single_tenant:
-                        stack.enter_context(request.app.state.limiter.admit(tenant, _body_bytes(request)))
+                        limiter = request.app.state.service.limiter
+                        stack.enter_context(limiter.admit(tenant, _body_bytes(request)))
                     if large and not auth.single_tenant:
                         stack.enter_context(request.app.state.large_bodies.slot(tenant))
                 return await strict_handler(request)

@@ -18,7 +18,6 @@ from kons_service.auth import Authenticator
 from kons_service.body import LargeBodies
 from kons_service.embedded import EmbeddedRedis
 from kons_service.errors import install_error_handlers
-from kons_service.fairness import TenantLimiter
 from kons_service.logs import RequestContextMiddleware, stamp_records
 from kons_service.metrics import Metrics
 from kons_service.openapi import install_openapi, operation_id
@@ -108,7 +107,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.auth = auth
     app.state.large_bodies = LargeBodies(settings.tenant_large_bodies)
-    app.state.limiter = TenantLimiter(settings)
     app.state.parsers = parsers
     app.state.metrics = metrics
     install_error_handlers(app)

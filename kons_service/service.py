@@ -29,6 +29,7 @@ from kons_service.errors import (
     StateMismatchError,
 )
 from kons_service.eviction import EvictionGuard
+from kons_service.fairness import TenantLimiter
 from kons_service.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.history import History, HistoryRecorder
 from kons_service.learning import (
@@ -123,6 +124,7 @@ class LearnerService:
         self.budget = TenantBudget(store, settings)
         self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
         self.eviction = EvictionGuard(self.store_problem, settings, metrics)
+        self.limiter = TenantLimiter(settings)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -226,6 +228,7 @@ class LearnerService:
             with numerics():
                 predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
             version = entry.version
+            self.limiter.charge_work(ref.tenant, len(rows) * learner.state_nbytes())
         if ids:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
@@ -250,7 +253,10 @@ class LearnerService:
         """
         self._check_batch(len(items))
         self.eviction.check()
-        return await self.writer.write(ref, items, request_id)
+        result = await self.writer.write(ref, items, request_id)
+        if (learner := self.cache.held(ref)) is not None:
+            self.limiter.charge_work(ref.tenant, len(items) * learner.state_nbytes())
+        return result
 
     def _sized_config(self, unsized: kons.Learner, dim: int | None) -> tuple[str, int]:
         """The stored text of the config of ``unsized`` (a learner built without its dimension, so that

@@ -138,6 +138,11 @@ class Settings(BaseSettings):
         8 * 2**20, gt=0, description="Body bytes a second one tenant may send, per process, when API keys "
         "are configured (a token bucket; a body of unknown size counts as max_request_bytes) ...")
     tenant_bytes_burst: float = Field(16 * 2**20, ge=1024, description="... in bursts of up to this many.")
+    tenant_work_rate: float = Field(
+        512 * 2**20, gt=0, description="Learner work one tenant may have done a second, per process, when "
+        "API keys are configured, in batch rows times the learner's state bytes (as batch_max_work_bytes; "
+        "512 MiB is about a quarter of a core): past it, its requests get 429 with Retry-After ...")
+    tenant_work_burst: float = Field(2**30, ge=1, description="... once more than this is owed.")
     tenant_concurrency: int = Field(
         32, ge=1, description="Requests one tenant may have in flight, per process, when API keys are "
         "configured; more are answered 429 with Retry-After.")

@@ -82,3 +82,16 @@ async def test_a_batch_too_much_work_for_the_learners_size_is_refused(make_clien
     fed = await client.post("/v1/learners/m/feedback", json={"items": [{"x": ROW, "y": 0.5}] * 12})
     assert fed.status_code == 200 and fed.json()["version"] == 12
     assert (await client.post("/v1/learners/m/predict", json={"xs": [ROW] * 12})).status_code == 200
+
+
+async def test_a_tenant_that_used_its_share_of_learner_work_waits(make_client) -> None:
+    """Work (rows x state bytes) is charged after each batch: past the bucket, that tenant's next
+    requests get 429 until it is paid back, while another tenant is served."""
+    client = await make_client(api_keys=KEYS, tenant_work_rate=100_000, tenant_work_burst=1_000_000)
+    for headers in (A, B):
+        assert (await client.put("/v1/learners/m", json=ONS, headers=headers)).status_code == 201
+    batch = {"items": [{"x": ROW, "y": 0.5}] * 12}  # 12 x 80,800 bytes: just under the burst
+    assert (await client.post("/v1/learners/m/feedback", json=batch, headers=A)).status_code == 200
+    assert (await client.post("/v1/learners/m/feedback", json=batch, headers=A)).status_code == 200
+    assert _limited(await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)) >= 8
+    assert (await client.post("/v1/learners/m/feedback", json=batch, headers=B)).status_code == 200
