@@ -167,6 +167,11 @@ class LearnerCache:
         self._entries.move_to_end(ref)
         return entry
 
+    def held(self, ref: LearnerRef) -> kons.Learner | None:
+        """The learner of ``ref`` if this process holds it (no entry is made, none is marked as used)."""
+        entry = self._entries.get(ref)
+        return None if entry is None else entry.learner
+
     def entries(self) -> list[CachedLearner]:
         return list(self._entries.values())
 

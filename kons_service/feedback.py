@@ -47,9 +47,15 @@ from kons.losses import get_loss
 from kons_service import codec
 from kons_service.budget import TenantBudget
 from kons_service.cache import CachedLearner, LearnerCache, logged_bytes, not_found
-from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
+from kons_service.errors import (
+    BatchTooLargeError,
+    BusyError,
+    RequestIdConflictError,
+    ResourceLimitError,
+    UnknownIdError,
+)
 from kons_service.history import HistoryRecorder
-from kons_service.learning import check_budget, check_rows, finite, numerics, offload
+from kons_service.learning import check_budget, check_rows, check_work, finite, numerics, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
@@ -204,7 +210,9 @@ class FeedbackWriter:
         queue = entry.queue
         group = [queue.pop(0)]
         rows = len(group[0].items)
-        while self.settings.group_commit and queue and rows + len(queue[0].items) <= self.settings.max_batch:
+        # a group is bounded like one batch: in rows, and in work (rows x the learner's state bytes)
+        most = min(self.settings.max_batch, self.settings.batch_max_work_bytes // max(entry.nbytes, 1))
+        while self.settings.group_commit and queue and rows + len(queue[0].items) <= most:
             rows += len(queue[0].items)
             group.append(queue.pop(0))
         return group
@@ -458,9 +466,10 @@ class FeedbackWriter:
         played = _Played()
         for request in group:
             try:
+                check_work(learner, len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
                 played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
-            except (kons.KonsError, UnknownIdError):
+            except (kons.KonsError, UnknownIdError, BatchTooLargeError):
                 if len(group) > 1:
                     raise _RegroupError from None
                 raise

@@ -71,6 +71,7 @@ __all__ = [
     "SnapshotUnstableError",
     "Store",
     "StoreError",
+    "StoreFullError",
     "StoreUnavailableError",
     "StoredState",
     "answers_ping",
@@ -99,6 +100,11 @@ class StoreError(Exception):
 
 class StoreUnavailableError(StoreError):
     """Redis did not answer, or answered with an error: the operation may or may not have happened."""
+
+
+class StoreFullError(StoreUnavailableError):
+    """Redis refused a write for want of memory (an OOM reply): full under ``noeviction``, or under a
+    policy that may evict keys but found none to evict."""
 
 
 class NotReplicatedError(StoreError):
@@ -317,6 +323,9 @@ def _translated(
             return await method(self, *args, **kwargs)
         except StoreError:
             raise
+        except redis.exceptions.ResponseError as exc:  # Redis's own words (an OOM, a full disk)
+            full = isinstance(exc, redis.exceptions.OutOfMemoryError) or str(exc).startswith("OOM")
+            raise (StoreFullError if full else StoreUnavailableError)(f"{type(exc).__name__}: {exc}") from exc
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
             raise StoreUnavailableError(type(exc).__name__) from exc
         except Exception as exc:
