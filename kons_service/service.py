@@ -87,6 +87,8 @@ class LearnerPage:
 class Predictions:
     predictions: list[float]
     version: int
+    #: The learner's configuration (``{"algorithm", "dim", "params"}``) that made them.
+    config: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +207,14 @@ class LearnerService:
             check_rows(learner, rows)
             with numerics():
                 predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
-            version = entry.version
+            version, config = entry.version, entry.config
         if ids:
             payloads = [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)]
             ttl_ms = self.settings.id_ttl_seconds * 1000
             if not await self.store.remember(ref, payloads, ttl_ms, self.settings.ids_max):
                 raise not_found(ref)
         self.metrics.predictions.inc(len(rows))
-        return Predictions(predictions, version)
+        return Predictions(predictions, version, config)
 
     async def feedback(
         self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None = None
