@@ -1,9 +1,12 @@
 """The service's OpenAPI document, made for copying from: an example on every model, the HTTP Bearer
 security scheme (Swagger's Authorize button) on every route that takes an API key, ``algorithm`` as an
 enum of the kons registry, and operation ids named after the handlers (``predict``, ``feedback``, ...).
-The document and its pages (``/openapi.json``, ``/docs``, ``/redoc``) need an API key when keys are
-configured: they name every route and parameter of the service, which is not for anyone who can reach
-the port.
+The document (``/openapi.json``) needs an API key when keys are configured: it names every route and
+parameter of the service, which is not for anyone who can reach the port. Its pages, Swagger UI at
+``/docs`` and ReDoc at ``/redoc`` (``static/docs.html``), are public and load their scripts from the
+package (fastapi-offline's copies of Swagger UI and ReDoc, under ``/docs-assets``), so they work offline
+and behind firewalls; the page asks for the key, fetches the document with it and hands it to Swagger
+UI's Authorize button.
 
 The examples form one session on one learner ``m`` (Sketched-KONS, dimension 3): created, asked, taught;
 ``tests/service/test_openapi.py`` validates them against the document and sends them to a service.
@@ -11,13 +14,15 @@ The examples form one session on one learner ``m`` (Sketched-KONS, dimension 3):
 
 from __future__ import annotations
 
+import json
+from importlib import resources
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
 
 import kons
 from kons_service.deps import TenantDep
@@ -118,10 +123,27 @@ def _document(app: FastAPI) -> dict[str, Any]:
     return document
 
 
+#: Where the pages' scripts and styles are served from (the package's files; no key needed).
+DOCS_ASSETS = "/docs-assets"
+_VIEWER_SCRIPTS = {"swagger": "swagger-ui-bundle.js", "redoc": "redoc.standalone.js"}
+
+
+def _docs_page(request: Request, viewer: str, title: str) -> HTMLResponse:
+    """``static/docs.html`` showing the document in ``viewer`` (``swagger`` or ``redoc``)."""
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    config = {"openapi": f"{root}/openapi.json", "viewer": viewer, "scheme": SECURITY_SCHEME}
+    page = (resources.files("kons_service") / "static" / "docs.html").read_text()
+    for placeholder, value in (("__CONFIG__", json.dumps(config).replace("<", "\\u003c")),
+                               ("__ASSETS__", root + DOCS_ASSETS), ("__SCRIPT__", _VIEWER_SCRIPTS[viewer]),
+                               ("__TITLE__", title)):
+        page = page.replace(placeholder, value)
+    return HTMLResponse(page, headers={"Cache-Control": "no-cache", "X-Frame-Options": "DENY"})
+
+
 def install_openapi(app: FastAPI) -> None:
-    """Serve the document above as the app's ``/openapi.json`` (built once, on first use), with Swagger
-    UI at ``/docs`` and ReDoc at ``/redoc``, all three behind the caller's API key (create the app with
-    FastAPI's own ``openapi_url``, ``docs_url`` and ``redoc_url`` set to None)."""
+    """Serve the document above as the app's ``/openapi.json`` (built once, on first use, behind the
+    caller's API key), with Swagger UI at ``/docs`` and ReDoc at ``/redoc`` on assets of the package
+    (create the app with FastAPI's own ``openapi_url``, ``docs_url`` and ``redoc_url`` set to None)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -131,20 +153,18 @@ def install_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
     router = APIRouter(include_in_schema=False)
 
-    def document_url(request: Request) -> str:
-        root: str = request.scope.get("root_path", "")
-        return root.rstrip("/") + "/openapi.json"
-
     @router.get("/openapi.json")
     async def openapi_document(_: TenantDep) -> JSONResponse:
         return JSONResponse(openapi())
 
     @router.get("/docs")
-    async def swagger_ui(request: Request, _: TenantDep) -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url=document_url(request), title=f"{app.title} - Swagger UI")
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        return _docs_page(request, "swagger", f"{app.title} - Swagger UI")
 
     @router.get("/redoc")
-    async def redoc(request: Request, _: TenantDep) -> HTMLResponse:
-        return get_redoc_html(openapi_url=document_url(request), title=f"{app.title} - ReDoc")
+    async def redoc(request: Request) -> HTMLResponse:
+        return _docs_page(request, "redoc", f"{app.title} - ReDoc")
 
     app.include_router(router)
+    assets = resources.files("fastapi_offline") / "static"
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(assets)), name="docs-assets")

@@ -7,9 +7,6 @@ otherwise these tests are skipped, saying so.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import uuid
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,9 +16,9 @@ import numpy as np
 import pytest
 from matplotlib import image
 
+from testkit.browser import CHROMIUM, chromium
 from testkit.processes import SPEC, ServiceProcess, services_on_redis
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.redis,
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (scripts/test.sh installs Debian's "
@@ -48,16 +45,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
                 items = [{"x": x.tolist(), "y": float(np.sin(x[0]))} for x in X]
                 assert http.post(f"/v1/learners/{LEARNER}/feedback", json={"items": items}).status_code == 200
         yield svc
-
-
-def chromium(url: str, profile_root: Path, *args: str) -> str:
-    """Load ``url`` in headless Chromium (8 s of virtual time for the page's requests); its stdout."""
-    profile = profile_root / f"profile-{uuid.uuid4().hex}"
-    assert CHROMIUM is not None
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-               "--virtual-time-budget=8000", "--window-size=1280,900", "--hide-scrollbars", *args, url]
-    return subprocess.run(command, capture_output=True, timeout=120, check=True).stdout.decode()
 
 
 class Elements(HTMLParser):
