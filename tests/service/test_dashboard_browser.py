@@ -7,6 +7,7 @@ otherwise these tests are skipped, saying so.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -115,3 +116,28 @@ def test_without_a_key_the_page_asks_for_one_and_shows_nothing(service: ServiceP
     assert LEARNER not in html and dom.of(None, "section") == []
     (form,) = dom.of(None, "form", id="keyform")
     assert "display: block" in form.get("style", "")
+
+
+
+def test_an_auto_learner_shows_its_input_dim_and_large_losses_keep_short_axis_labels(
+        service: ServiceProcess, tmp_path: Path) -> None:
+    """An ``auto`` learner has no dim in its config (its first row fixes it): the card shows that one,
+    never "dim null"; targets in the hundreds of thousands give squared losses of ~1e10, whose axis labels
+    must still fit the chart's margin (they were cut to "8534e+9")."""
+    rng = np.random.default_rng(1)
+    with httpx.Client(base_url=service.url, headers=HEADERS, timeout=30) as http:
+        assert http.put("/v1/learners/prices", json={}).status_code == 201
+        try:
+            for _ in range(3):
+                X = rng.normal(size=(20, 4))
+                items = [{"x": x.tolist(), "y": float(2e5 + 1e5 * x[0])} for x in X]
+                assert http.post("/v1/learners/prices/feedback", json={"items": items}).status_code == 200
+            html = chromium(f"{service.url}/dashboard#key={KEY}", tmp_path, "--dump-dom")
+        finally:
+            http.delete("/v1/learners/prices")
+    card = html[html.index('data-learner="prices"'):]
+    card = card[:card.index("</section>")]
+    assert "<small>auto, dim 4</small>" in card
+    ticks = re.findall(r'<text[^>]*class="tick"[^>]*>([^<]*)</text>', card)
+    assert len(ticks) == 4 and all(len(t) <= 7 for t in ticks), ticks
+    assert any("e10" in t or "e9" in t for t in ticks), ticks  # the losses are that large
