@@ -91,6 +91,12 @@ async def test_without_a_metrics_key_only_tenants_see_their_names(make_client) -
     assert 'learner="m"' not in (await client.get("/metrics")).text
     assert 'learner="m"' in (await client.get("/metrics", headers=A)).text
     assert (await client.get("/metrics", headers={"Authorization": "Bearer scrape-key"})).status_code == 401
+    # Prometheus with an empty credentials file (compose's blank KONS_METRICS_KEY) sends a blank bearer:
+    # the scrape works, as an anonymous one (its target up, no tenant's or learner's name).
+    for blank in ("Bearer ", "Bearer", "bearer   "):
+        scraped = await client.get("/metrics", headers={"Authorization": blank})
+        assert scraped.status_code == 200 and 'learner="m"' not in scraped.text, blank
+        assert value(scraped.text, "kons_feedback_rounds_total") == 2
 
 
 # ---------------------------------------------------------------------- cache
