@@ -69,9 +69,32 @@ class CachedLearner:
     nbytes: int = 0  # the learner's state size when it was last left alone
     history_stride: int = 1  # of the learner's history series, as last heard from the store
     reserved_bytes: int = 0  # of the tenant's byte budget, as last heard from the store (0: not asked)
+    #: Feedback requests waiting for the learner's writer (see :mod:`kons_service.feedback`).
+    queue: list[Any] = field(default_factory=list)
+    #: Whether this process made the newest append it knows of, so that the next may skip the lease; and
+    #: until when (monotonic) it must take the lease anyway, after a conflict, with the current back-off.
+    optimistic: bool = False
+    leased_until: float = 0.0
+    leased_backoff: float = 0.0
+
+    def appended(self, version: int, tip: str, stride: int) -> None:
+        """This process appended rounds up to ``version`` (round ``tip``); ``stride``: the history's, if
+        the append reported it."""
+        self.version, self.tip, self.optimistic = version, tip, True
+        if stride > 0:
+            self.history_stride = stride
+
+    def conflicted(self, base: float, cap: float) -> None:
+        """An optimistic append lost to another writer: take the lease for a while (doubling each time)."""
+        now = time.monotonic()
+        recent = now < self.leased_until + cap  # else an old conflict: start again from ``base``
+        self.leased_backoff = min(cap, max(base, 2 * self.leased_backoff)) if recent else base
+        self.leased_until = now + self.leased_backoff
+        self.optimistic = False
 
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
+        self.optimistic = False
 
     def at(self, head: Head) -> bool:
         here = (self.incarnation, self.version, self.tip)

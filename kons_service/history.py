@@ -51,13 +51,22 @@ class HistoryRecorder:
         self.store = store
         self.settings = settings
 
-    async def offer(self, entry: CachedLearner, before: int) -> None:
-        """The cached learner (lock held) went from version ``before`` to its version: record a point if
-        that crossed a multiple of the stride. A failure only costs a point: it is logged, not raised."""
+    @staticmethod
+    def due(entry: CachedLearner, before: int, after: int) -> str | None:
+        """The point (JSON) to offer when rounds take the cached learner (lock held, rounds played) from
+        version ``before`` to ``after``: None unless that crosses a multiple of the stride. The append of
+        the rounds offers it in the same call."""
         stride = entry.history_stride
-        if before >= 0 and entry.version // stride == before // stride:
+        if after // stride == before // stride:
+            return None
+        return json.dumps(point(entry.loaded(), after), allow_nan=False)
+
+    async def offer(self, entry: CachedLearner, before: int) -> None:
+        """The cached learner (lock held) went from version ``before`` to its version outside a feedback
+        (a state upload): record a point if due. A failure only costs a point: it is logged, not raised."""
+        text = self.due(entry, before, entry.version)
+        if text is None:
             return
-        text = json.dumps(point(entry.loaded(), entry.version), allow_nan=False)
         try:
             stride = await self.store.record_history(entry.ref, entry.incarnation, entry.version, text,
                                                      self.settings.history_points)

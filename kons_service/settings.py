@@ -86,6 +86,10 @@ class Settings(BaseSettings):
         "with CLIENT LIST), instead of waiting for lease_ttl_ms. Set false for a Redis that refuses CLIENT "
         "SETNAME; a Redis that refuses CLIENT LIST just falls back to the TTL.")
     lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
+    group_commit: bool = Field(
+        True, description="Feedbacks to one learner that arrive while its writer is busy are played and "
+        "appended together, in arrival order, in one Redis call (each answered with its own rounds); false: "
+        "one request per append.")
     cache_size: int = Field(256, ge=1, description="Learners kept in memory per process ...")
     history_points: int = Field(
         512, ge=16, description="Most points of a learner's history (then every other one is dropped).")

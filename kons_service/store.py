@@ -61,6 +61,7 @@ __all__ = [
     "NotReplicatedError",
     "Persistence",
     "Publication",
+    "RequestRetention",
     "RequestTag",
     "Reservation",
     "SnapshotUnstableError",
@@ -70,11 +71,14 @@ __all__ = [
     "StoredState",
     "answers_ping",
     "process_of",
+    "script_text",
 ]
 
 _SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "recall", "commit_snapshot",
             "replace_state", "delete", "history", "reserve", "unreserve")
-_USE_CHUNKS = {"commit_snapshot", "replace_state"}
+#: The shared Lua a script needs prepended (Redis scripts cannot load one another), from ``lua/lib``.
+_LIBRARIES = {"commit_snapshot": "chunks", "replace_state": "chunks", "append": "history",
+              "history": "history"}
 _CHUNK_RETRIES = 5
 _REDIRECTS = 3  # tries of commands pinned to a slot's primary while the cluster moves that slot
 _REDIRECTED = (redis.exceptions.AskError, redis.exceptions.TryAgainError)  # (MovedError is an AskError)
@@ -155,10 +159,18 @@ class LoggedRound(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class RequestTag:
-    """A feedback request's id, the record of its answer, and how long (and how many) ids are kept."""
+    """One feedback request of an append: its client's id (``""``: none), the record of its answer kept
+    under that id, and how many of the append's rounds are its own (in order)."""
 
     id: str
     record: str
+    rounds: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRetention:
+    """How long (ms) and how many (per learner) client request ids are remembered."""
+
     ttl_ms: int
     max_records: int
 
@@ -237,6 +249,10 @@ class AppendOutcome:
     detail: str = ""
     tip: str = ""
     replicated: bool = True  # False: fewer replicas than required confirmed the rounds in time
+    #: ``ALREADY_APPLIED``: which of the append's requests (0-based) was applied before.
+    request: int = 0
+    #: The history series' stride after a point was offered with the append (0: none was, or unknown).
+    stride: int = 0
 
     @property
     def ok(self) -> bool:
@@ -313,14 +329,8 @@ class Store:
         #: lease's token whether its holder still has a connection; else just a process id.
         self.process_name = connection_name or uuid.uuid4().hex
         self._client_list_refused = False
-        lua = resources.files("kons_service") / "lua"
-        # Redis scripts cannot load one another: a script that needs the shared chunk check gets it prepended.
-        chunks = (lua / "lib" / "chunks.lua").read_text()
-        self._scripts: dict[str, AsyncScript] = {
-            name: client.register_script(
-                (chunks if name in _USE_CHUNKS else "") + (lua / f"{name}.lua").read_text())
-            for name in _SCRIPTS
-        }
+        self._scripts: dict[str, AsyncScript] = {name: client.register_script(script_text(name))
+                                                 for name in _SCRIPTS}
 
     @classmethod
     def connect(cls, url: str, timeout_seconds: float, named: bool = True, *, cluster: bool = False,
@@ -596,31 +606,40 @@ class Store:
     @_translated
     async def append(
         self, ref: LearnerRef, token: str, head: Head, entries: list[LogEntry],
-        request: RequestTag | None = None,
+        requests: list[RequestTag] | None = None, *, leased: bool = True,
+        retention: RequestRetention = RequestRetention(0, 0), history: tuple[str, int] | None = None,
     ) -> AppendOutcome:
-        """Append rounds after ``head`` iff the learner is still there, at most once per request id
-        (see ``append.lua``)."""
-        tag = request or RequestTag("", "", 0, 0)
-        args: list[Any] = [token, head.incarnation, str(head.version), tag.id, tag.record, tag.ttl_ms,
-                           tag.max_records, head.tip]
+        """Append rounds after ``head`` iff the learner is still there, at most once per client request id,
+        in one script call (see ``append.lua``). ``requests`` split the rounds among the requests they
+        answer (default: one request without a client id); ``leased``: the writer holds the lease under
+        ``token`` (released by the append), else nobody may hold it; ``history``: a point of the learner's
+        history at the new version and the series' cap, offered in the same call."""
+        tags = requests if requests is not None else [RequestTag("", "", len(entries))]
+        point, cap = history or ("", 0)
+        args: list[Any] = [token, head.incarnation, str(head.version), head.tip, "1" if leased else "0",
+                           retention.ttl_ms, retention.max_records, point, cap, len(tags)]
+        for tag in tags:
+            args += [tag.id, tag.record, tag.rounds]
         for e in entries:
             args += [e.x, e.y, e.played, e.id]
-        parts = ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp")
+        parts = ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp", "hist")
         if self.wait_replicas:
             reply, replicated = await self._replicated_script("append", ref, parts, args)
         else:
             reply, replicated = await self._run("append", ref, parts, args), True
         code = int(reply[0])
         if code == 1:
-            return AppendOutcome(AppendStatus.APPLIED, int(reply[1]), tip=round_id(token, int(reply[1])),
-                                 replicated=replicated)
+            version = int(reply[1])
+            return AppendOutcome(AppendStatus.APPLIED, version, tip=round_id(token, version),
+                                 replicated=replicated, stride=int(reply[2]))
         if code == 2:  # applied earlier, maybe through another connection: confirm what the primary holds
-            earlier = _applied(reply[1])
+            index = int(reply[1]) - 1
+            earlier = _applied(reply[2])
             if self.wait_replicas:
-                now, replicated = await self._confirmed(ref, tag.id)
+                now, replicated = await self._confirmed(ref, tags[index].id)
                 replicated = replicated and now is not None and now.version == earlier.version
             return AppendOutcome(AppendStatus.ALREADY_APPLIED, earlier.version, earlier.record,
-                                 replicated=replicated)
+                                 replicated=replicated, request=index)
         return AppendOutcome(_APPEND_CODES[code], detail=_s(reply[1]) if len(reply) > 1 else "")
 
     @_translated
@@ -753,6 +772,16 @@ class Store:
                     return StoredState(_s(config), head, blob, _s(snap_tip or b""))
         raise SnapshotUnstableError(
             f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
+
+
+@functools.cache
+def script_text(name: str) -> str:
+    """The text of the Lua script ``name`` as Redis runs it: ``lua/<name>.lua`` after the shared library
+    it needs (Redis scripts cannot load one another)."""
+    lua = resources.files("kons_service") / "lua"
+    library = _LIBRARIES.get(name)
+    return ("" if library is None else (lua / "lib" / f"{library}.lua").read_text()) + (
+        lua / f"{name}.lua").read_text()
 
 
 def answers_ping(url: str, timeout_seconds: float = 1.0) -> bool:
