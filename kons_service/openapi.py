@@ -39,8 +39,11 @@ _STATS = {"rounds": 3, "stored_points": 3, "dictionary_size": 2, "kors_size": 2,
           "recent_loss": 0.0873, "effective_dimension": 1.0309, "eta": 0.1}
 _ERROR = {"code": "learner_not_found", "message": "No learner 'm' in this tenant.",
           "request_id": "3f2b8c1e9a7d4e0f8b6c5a4d3e2f1a0b"}
-_POINT = {"version": 3, "time": 1795450000.125, "recent_loss": 0.0873, "cumulative_loss": 8.7435,
-          "dictionary_size": 2, "stored_points": 3, "effective_dimension": 1.0309, "state_bytes": 1024}
+_TOTALS = {"rounds": 3, "abs_error": 4.1133, "squared_error": 8.7435, "correct": 0.0, "log_loss": 0.0}
+_POINT = {"version": 3, "task": "regression", "totals": _TOTALS, "time": 1795450000.125,
+          "recent_loss": 0.0873,
+          "cumulative_loss": 8.7435, "dictionary_size": 2, "stored_points": 3, "effective_dimension": 1.0309,
+          "state_bytes": 1024}
 _TENSOR = {"name": "x", "shape": [2, 3], "datatype": "FP64", "data": [0.0, 1.0, 2.0, 1.0, 2.0, 3.0]}
 _OUTPUT = {"name": "prediction", "shape": [2], "datatype": "FP64", "data": [1.2457, 0.7763]}
 
@@ -68,7 +71,8 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
     "FeedbackResponse": [{"prediction": 0.0, "loss": 0.25, "version": 1}],
     "BatchFeedbackResponse": [{"predictions": [0.2231, 0.8089], "losses": [0.6036, 7.8899], "version": 3}],
     "StateImported": [{"version": 3}],
-    "HistoryPoint": [_POINT],
+    "ErrorTotals": [_TOTALS],
+    "HistoryPoint": [_POINT, {"version": 2, "task": "regression", "totals": {**_TOTALS, "rounds": 2}}],
     "LearnerHistory": [{"stride": 1, "points": [_POINT]}],
     "ErrorDetail": [_ERROR],
     "ErrorResponse": [{"error": _ERROR}],

@@ -1,5 +1,5 @@
 -- Record one point of a learner's history (see record_point in lib/history.lua, prepended by the store).
--- KEYS: meta, hist.  ARGV: incarnation, version, point (JSON), cap.
+-- KEYS: meta, hist.  ARGV: incarnation, version, offer (JSON: see lib/history.lua), cap.
 -- Returns {1, stride} kept | {0, stride} not needed | {-1, 0} learner gone | {-2, 0} replaced meanwhile.
 local h = redis.call('HMGET', KEYS[1], 'incarnation', 'hist_stride', 'hist_version', 'hist_incarnation')
 if not h[1] then
