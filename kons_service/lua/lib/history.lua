@@ -13,8 +13,8 @@
 -- crosses a multiple of the stride since the last kept one (so points from several writers, in any order,
 -- give one series, and one large batch gives a point per window, not one); the stats point at the end,
 -- when the call's rounds cross one. When the list exceeds cap,
--- every other point is dropped (the newest is kept; the totals are cumulative, so nothing is lost) and
--- the stride doubles. A new incarnation starts a new series. The caller has checked that the learner
+-- every other point is dropped (the newest is kept, and a point with the learner's stats rather than its
+-- neighbour without; the totals are cumulative, so no round's error is lost) and the stride doubles. A new incarnation starts a new series. The caller has checked that the learner
 -- exists at ``incarnation``.
 local TOTALS = {'rounds', 'abs_error', 'squared_error', 'correct', 'log_loss'}
 
@@ -58,9 +58,16 @@ local function record_point(meta, hist, incarnation, version, offer, cap, known)
         local points = redis.call('LRANGE', hist, 0, -1)
         local thinned = {}
         for j = 1, #points, 2 do
-          thinned[#thinned + 1] = points[j]
+          -- of each pair, the first, unless only the second holds the learner's stats (a request's last
+          -- point): the sizes' curve would lose every point of requests of an even number of rounds
+          local pick = points[j]
+          if j < #points and not string.find(pick, '"time"', 1, true)
+              and string.find(points[j + 1], '"time"', 1, true) then
+            pick = points[j + 1]
+          end
+          thinned[#thinned + 1] = pick
         end
-        if #points % 2 == 0 then
+        if #points % 2 == 0 and thinned[#thinned] ~= points[#points] then
           thinned[#thinned + 1] = points[#points]
         end
         redis.call('DEL', hist)
