@@ -512,7 +512,7 @@ class FeedbackWriter:
 
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
                       played: _Played, *, leased: bool) -> AppendOutcome:
-        """Compare-and-append the group's played rounds after ``head``, with a history point if due."""
+        """Compare-and-append the group's played rounds after ``head``, with their errors for the history."""
         entries = [
             LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "",
                      played.held)
@@ -525,8 +525,8 @@ class FeedbackWriter:
             record = "" if request.fingerprint is None else json.dumps(
                 {"body": request.fingerprint, "predictions": plays, "losses": losses})
             tags.append(RequestTag(request.id or "", record, len(request.items)))
-        point = self.history.due(entry, head.version, head.version + len(entries))
-        history = None if point is None else (point, self.settings.history_points)
+        errors = self.history.due(entry, head.version, played.ys, played.plays)
+        history = (errors, self.settings.history_points)
         return await self.store.append(entry.ref, token, head, entries, tags, leased=leased,
                                        retention=self._retention, history=history)
 

@@ -103,6 +103,8 @@ class LearnerPage:
 class Predictions:
     predictions: list[float]
     version: int
+    #: The learner's configuration (``{"algorithm", "dim", "params"}``) that made them.
+    config: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,12 +235,12 @@ class LearnerService:
             check_work(learner, len(rows), self.settings.batch_max_work_bytes)
             with numerics():
                 predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
-            version = entry.version
+            version, config = entry.version, entry.config
             self.limiter.charge_work(ref.tenant, len(rows) * learner.state_nbytes())
         if ids:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
-        return Predictions(predictions, version)
+        return Predictions(predictions, version, config)
 
     async def _remember(self, ref: LearnerRef, payloads: Sequence[tuple[str, bytes]]) -> None:
         """Keep features under their ids, within the learner's share of its tenant's budget: as many ids

