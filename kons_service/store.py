@@ -490,13 +490,17 @@ class Store:
         """Why Redis (in a cluster: any primary) would refuse a write now, else None: it is over its
         ``maxmemory`` (under ``noeviction`` every write is then refused), or it cannot write its
         append-only file (a full disk)."""
-        if isinstance(self.client, RedisCluster):
-            by_node: Any = await self.client.info("memory", "persistence",
-                                                  target_nodes=RedisCluster.PRIMARIES)
-            servers = list(by_node.values())
-        else:
-            servers = [await self.client.info("memory", "persistence")]
-        for info in servers:
+        # one INFO section per call: several in one are Redis 7's (Redis 6 answers them with an error)
+        servers: dict[str, dict[str, Any]] = {}
+        for section in ("memory", "persistence"):
+            if isinstance(self.client, RedisCluster):
+                by_node: Any = await self.client.info(section, target_nodes=RedisCluster.PRIMARIES)
+                replies = {str(node): reply for node, reply in by_node.items()}
+            else:
+                replies = {"": await self.client.info(section)}
+            for server, reply in replies.items():
+                servers.setdefault(server, {}).update(reply)
+        for info in servers.values():
             used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
             if limit and used >= limit:
                 return (f"Redis is full: it uses {used} bytes of its maxmemory of {limit}, so it refuses "
