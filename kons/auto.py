@@ -61,7 +61,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf
-from kons.base import Learner
+from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
@@ -71,6 +71,7 @@ from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
     Pipeline,
+    checked_form,
     median_width,
     nested_blob,
     restore_nested,
@@ -145,6 +146,13 @@ def _standardised(rows: list[np.ndarray | SparseVector], dim: int) -> np.ndarray
     return np.stack([scaler.standardise(_dense(row)) for row in rows])
 
 
+def _base_name(view: str, kind: str, width_factor: float, step_factor: float) -> str:
+    """A grid member's name in :meth:`Auto.stats`'s weights."""
+    if kind == "ons":
+        return f"ons+intercept({view}, eta x{step_factor:g})"
+    return f"nystrom_kons({view}, width x{width_factor:g}, eta x{step_factor:g})"
+
+
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
     logged: np.ndarray = -np.logaddexp(0.0, -margin)
     return logged
@@ -169,6 +177,9 @@ class Auto(Pipeline):
     """
 
     name = "auto"
+    # Its Nystrom bases grow up to their dictionary bound; held, they keep learning at their size.
+    grows = True
+    can_hold_growth = True
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "task": OneOf(tuple(TASKS)),
         "C": NoneOr(POSITIVE),
@@ -225,28 +236,51 @@ class Auto(Pipeline):
         return members + 6 * dim
 
     def _build_grid(self, width: float, log_width: float) -> None:
-        eta = STEP[self.loss]
         self._widths = (width, log_width)
         self._log_scaler = FeatureScaler(self._dim, self._x_scaler.sparse)
-        self._bases = []
-        self._views: list[tuple[bool, bool]] = []
-        names = []
+        self._bases = self._new_bases(width, log_width)
+        self._views: list[tuple[bool, bool]] = [(view == "log", kind == "ons") for view, kind, _, _ in GRID]
+        self._forms = sorted(set(self._views))
+        self._names = [*(_base_name(*member) for member in GRID), "constant"]
+        self._log_weights = np.zeros(len(self._names))
+
+    def _new_bases(self, width: float, log_width: float) -> list[Learner]:
+        """The grid's learners, fresh (held if the mixture is)."""
+        eta = STEP[self.loss]
+        bases: list[Learner] = []
         for view, kind, wf, sf in GRID:
             base: Learner
             if kind == "ons":
                 base = ONS(loss=self.loss, alpha=float(self._dim + 1), eta=eta * sf, C=self._model_bound(),
                            dim=self._dim + 1)
-                names.append(f"ons+intercept({view}, eta x{sf:g})")
             else:
-                gamma = self._widths[view == "log"] * wf
+                gamma = (log_width if view == "log" else width) * wf
                 base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0,
                                    eta=eta * sf, C=self._model_bound(), max_dictionary=MAX_DICTIONARY,
                                    seed=self.seed, dim=self._dim)
-                names.append(f"nystrom_kons({view}, width x{wf:g}, eta x{sf:g})")
-            self._bases.append(base)
-            self._views.append((view == "log", kind == "ons"))
-        self._names = [*names, "constant"]
-        self._log_weights = np.zeros(len(self._names))
+            base.hold_growth(self._growth_held)
+            bases.append(base)
+        return bases
+
+    # ----------------------------------------------------------------- size and growth
+    def _set_growth_held(self, held: bool) -> None:
+        super()._set_growth_held(held)
+        for base in self._bases:
+            base.hold_growth(held)
+
+    def _own_arrays(self) -> dict[str, np.ndarray]:
+        """The mixture's own arrays: its weights and the log view's scaler."""
+        return {"log_weights": self._log_weights, **self._log_view.arrays("log")}
+
+    def _model_nbytes(self) -> int:
+        return sum(b.state_nbytes() for b in self._bases) + arrays_nbytes(self._own_arrays())
+
+    def _model_growth_nbytes(self, rounds: int) -> int:
+        return sum(b.max_growth_nbytes(rounds) for b in self._bases)
+
+    def _fresh_model_nbytes(self, rounds: int) -> int:
+        own = 8 * (len(GRID) + 1 + 3 * self._dim)  # the weights and the log view's scaler
+        return own + sum(b.state_nbytes() + b.max_growth_nbytes(rounds) for b in self._new_bases(1.0, 1.0))
 
     @property
     def _log_view(self) -> FeatureScaler:
@@ -254,15 +288,17 @@ class Auto(Pipeline):
             raise RuntimeError("the log view's scaler is created with the grid")
         return self._log_scaler
 
-    def _inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, *, commit: bool
-                ) -> list[np.ndarray | SparseVector]:
-        """Each base's input: the standardised or the signed-log view, dense or with the intercept."""
-        zlog = self._log_view.transform(_signed_log(x), commit=commit)
+    def _inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
+                ) -> tuple[list[np.ndarray | SparseVector], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each base's input (the standardised or the signed-log view, dense or with the intercept),
+        each form computed and checked once for all the bases that take it, and the log view's pending
+        statistics (:meth:`FeatureScaler.pending`)."""
+        zlog, log_stats = self._log_view.pending(_signed_log(x))
         forms = {}
-        for log, linear in set(self._views):
+        for log, linear in self._forms:
             view = zlog if log else z
-            forms[log, linear] = _with_intercept(view) if linear else _dense(view)
-        return [forms[v] for v in self._views]
+            forms[log, linear] = checked_form(_with_intercept(view) if linear else _dense(view))
+        return [forms[v] for v in self._views], log_stats
 
     def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
         r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
@@ -320,14 +356,17 @@ class Auto(Pipeline):
         # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
         return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
 
+    # The bases take the checked forms through their unchecked round (_learn_checked), inside the
+    # numerics context the mixture's round entered once.
     def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
-        inputs = self._inputs(z, x, commit=False)
-        preds = [_guarded(b.predict_one, row) for b, row in zip(self._bases, inputs, strict=True)]
+        inputs, _ = self._inputs(z, x)
+        preds = [_guarded(b._predict_checked, row) for b, row in zip(self._bases, inputs, strict=True)]
         return self._mix(np.array([*preds, self._constant()]))
 
     def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
-        inputs = self._inputs(z, x, commit=True)
-        played_by = [_guarded(b.learn_one, row, t) for b, row in zip(self._bases, inputs, strict=True)]
+        inputs, log_stats = self._inputs(z, x)
+        played_by = [_guarded(b._learn_checked, row, t) for b, row in zip(self._bases, inputs, strict=True)]
+        self._log_view.commit(log_stats)
         plays = np.array([*played_by, self._constant()])
         played = self._mix(plays)
         self._update_weights(plays, t)
@@ -357,9 +396,7 @@ class Auto(Pipeline):
 
     # ----------------------------------------------------------------- persistence
     def _model_arrays(self) -> dict[str, np.ndarray]:
-        arrays = {f"base{i}": nested_blob(b) for i, b in enumerate(self._bases)}
-        arrays["log_weights"] = self._log_weights
-        return {**arrays, **self._log_view.arrays("log")}
+        return {**{f"base{i}": nested_blob(b) for i, b in enumerate(self._bases)}, **self._own_arrays()}
 
     def _model_scalars(self) -> dict[str, Any]:
         if not self._model_ready:

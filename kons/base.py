@@ -19,7 +19,16 @@ import numpy as np
 
 from kons import _state
 from kons._blas import one_blas_thread
-from kons._validation import POSITIVE, Constraint, Integer, NoneOr, as_features, as_label, check_real
+from kons._validation import (
+    POSITIVE,
+    Constraint,
+    Integer,
+    NoneOr,
+    as_features,
+    as_label,
+    check_int,
+    check_real,
+)
 from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
@@ -91,6 +100,13 @@ class Learner(abc.ABC):
     _eta_from_curvature: ClassVar[bool] = False
     #: The resolved step, reported by :meth:`stats` (None: the learner has no such step).
     _eta: float | None = None
+    #: Whether the learned state grows with the rounds (kernel learners storing points); linear ones:
+    #: False. A class attribute, except for :class:`~kons.preprocessing.Preprocessed`, which takes its
+    #: base learner's.
+    grows: bool = False
+    #: Whether it can keep learning with its state held at its current size (see :meth:`hold_growth`).
+    can_hold_growth: bool = True
+    _growth_held: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -306,7 +322,14 @@ class Learner(abc.ABC):
         if not self._has_model:  # nothing learned yet: the zero function
             return 0.0
         with _round_numerics():
-            y_bar = self._predict(x)
+            return self._predict_checked(x)
+
+    def _predict_checked(self, x: Any) -> float:
+        """:meth:`predict_one` of an ``x`` as :meth:`check_round` returns it, inside the numerics
+        context (a composite calls it for its parts: its own round validates and enters it once)."""
+        if not self._has_model:
+            return 0.0
+        y_bar = self._predict(x)
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
         return self._clip(y_bar)
@@ -319,12 +342,17 @@ class Learner(abc.ABC):
         """
         x, label = self.check_round(x, y)
         y = as_label(y) if label is None else label  # check_round skips a missing label; a round needs one
+        with _round_numerics():
+            return self._learn_checked(x, y)
+
+    def _learn_checked(self, x: Any, y: float) -> float:
+        """:meth:`learn_one` of ``(x, y)`` as :meth:`check_round` returns them, inside the numerics
+        context (a composite calls it for its parts: its own round validates and enters it once)."""
         first = not self._has_model
         if first:
             self._fix_dim(len(x))
         try:
-            with _round_numerics():
-                y_hat, leverage = self._learn(x, y)
+            y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
                 self._reset()
@@ -391,13 +419,94 @@ class Learner(abc.ABC):
         }
         if self._eta is not None:
             stats["eta"] = self._eta
+        if self.grows:
+            stats["growth_held"] = self._growth_held
         if self._has_model:
             stats.update(self._model_stats())
         return stats
 
     def state_nbytes(self) -> int:
-        """Bytes of the learned arrays: about the size of :meth:`to_bytes` and of the state in memory."""
-        return sum(a.nbytes for a in self._arrays().values()) if self._has_model else 0
+        """Bytes of the learned arrays: about the size of :meth:`to_bytes` and of the state in memory.
+
+        O(number of arrays): nothing is copied or encoded (a composite adds up its parts'). It differs
+        from ``len(to_bytes())`` by the blob's JSON headers (a few hundred bytes per learner in it).
+        """
+        return arrays_nbytes(self._arrays()) if self._has_model else 0
+
+    # ----------------------------------------------------------------- bounded growth
+    @property
+    def growth_held(self) -> bool:
+        """Whether the learned state is held at its size (:meth:`hold_growth`)."""
+        return self._growth_held
+
+    def hold_growth(self, held: bool) -> None:
+        """Stop (``held=True``) or resume the growth of the learned state; the learner keeps learning.
+
+        A learner whose state can grow and that can learn without growing (``can_hold_growth``:
+        :class:`~kons.NystromKONS`, whose dictionary then admits no new point and draws no coin, and
+        the composites of such learners) keeps its size while held; a fixed-size learner
+        (``grows=False``) ignores the call. Held-ness is part of the state: :meth:`to_bytes` saves it, and
+        a replay that holds and resumes at the same rounds plays the same bits.
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``held`` is not a bool, or to hold a learner that cannot learn without growing
+            (:class:`~kons.KONS`, :class:`~kons.SketchedKONS`, :class:`~kons.KernelOGD`).
+
+        Examples
+        --------
+        >>> from kons import KONS, NystromKONS
+        >>> learner = NystromKONS(dim=2)
+        >>> learner.hold_growth(True)
+        >>> learner.stats()["growth_held"], learner.max_growth_nbytes(1000)
+        (True, 0)
+        >>> KONS(dim=2).hold_growth(True)
+        Traceback (most recent call last):
+        ...
+        kons.errors.InvalidParameterError: KONS cannot hold its growth: it learns by storing points.
+        """
+        if not isinstance(held, bool):
+            raise InvalidParameterError(f"hold_growth takes true or false; got {held!r}.")
+        if not self.grows:
+            return
+        if held and not self.can_hold_growth:
+            owner = type(self).__name__
+            raise InvalidParameterError(f"{owner} cannot hold its growth: it learns by storing points.")
+        self._set_growth_held(held)
+
+    def _set_growth_held(self, held: bool) -> None:
+        """Record held-ness (a composite passes it on to its parts too)."""
+        self._growth_held = held
+
+    def max_growth_nbytes(self, rounds: int) -> int:
+        """An upper bound of the growth of :meth:`state_nbytes` over the next ``rounds`` rounds.
+
+        0 for a fixed-size learner and for a held one (:meth:`hold_growth`); O(1), from the current
+        sizes (a kernel learner's bound grows with the square of ``rounds``: its factor gains a row per
+        stored point).
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``rounds`` is not a non-negative int, or before the input dimension is known (a learner
+            built without ``dim`` that has played no round).
+        """
+        rounds = check_int(type(self).__name__, "rounds", rounds, low=0)
+        if not self._has_model:
+            raise InvalidParameterError(
+                "max_growth_nbytes needs the input dimension: build the learner with 'dim' or play a round.")
+        return self._growth_nbytes(rounds) if rounds else 0
+
+    def _growth_nbytes(self, rounds: int) -> int:
+        """:meth:`max_growth_nbytes` for ``rounds > 0`` once the dimension is known."""
+        if self._growth_held or not self.grows:
+            return 0
+        return _FLOAT_BYTES * self._growth_floats(rounds)
+
+    def _growth_floats(self, rounds: int) -> int:
+        """Float64 entries (int64 ones count the same) a growing learner may add in ``rounds`` rounds."""
+        return 0
 
     def _model_stats(self) -> dict[str, Any]:
         """The subclass's counters (called once the model exists); they may replace the zeros above."""
@@ -416,6 +525,8 @@ class Learner(abc.ABC):
             "rng": None if self._rng is None else self._rng.bit_generator.state,
             "scalars": self._scalars() if self._has_model else {},
         }
+        if self._growth_held:  # only then: the blobs of learners that were never held are unchanged
+            header["growth_held"] = True
         arrays = self._arrays() if self._has_model else {}
         return _state.encode(header, arrays)
 
@@ -449,6 +560,10 @@ class Learner(abc.ABC):
             learner._cumulative_loss = float(cumulative)
             learner._recent_loss = float(recent)
             learner._effective_dimension = float(effective)
+            held = header.get("growth_held", False)
+            if not isinstance(held, bool):
+                raise StateFormatError("the state's 'growth_held' is not a bool.")
+            learner._growth_held = held  # its parts (a composite's) carry their own, in their blobs
             if (header["rng"] is None) != (learner._rng is None):
                 raise StateFormatError("the random generator's state is missing or unexpected.")
             if learner._rng is not None:
@@ -496,6 +611,10 @@ class Learner(abc.ABC):
         ``self._dim`` is set; raise ValueError (or KeyError) if the arrays do not fit together. It must
         not draw random numbers (the generator's state is already restored).
         """
+
+
+def arrays_nbytes(arrays: Mapping[str, np.ndarray]) -> int:
+    return sum(a.nbytes for a in arrays.values())
 
 
 def learner_class(algorithm: str) -> type[Learner]:

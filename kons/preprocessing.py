@@ -59,7 +59,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons import base as _base
-from kons._validation import Constraint, Integer, NoneOr, as_features, as_label, check_int, check_real
+from kons._validation import (
+    Constraint,
+    Integer,
+    NoneOr,
+    as_features,
+    as_label,
+    check_feature_values,
+    check_int,
+    check_real,
+)
 from kons.base import Learner
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
 from kons.kernels import Kernel
@@ -73,6 +82,8 @@ __all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Pipeline", "Preproce
 WARMUP_ROWS = 32
 #: Clipping bound of the base learner on standardised regression targets (standard deviations).
 TARGET_BOUND = 3.0
+#: Bytes of one float64.
+_FLOAT_BYTES = 8
 #: Default step of the second-order learners on preprocessed data, by loss (see the module docstring).
 STEP = {"squared": 0.5, "logistic": 1.0, "squared_hinge": 0.5}
 
@@ -96,6 +107,13 @@ def median_width(Z: np.ndarray) -> float:
     pairs = np.maximum(dist[np.triu_indices(len(Z), k=1)], 0.0)
     median = float(np.median(pairs)) if len(pairs) else 0.0
     return 1.0 / median if median > 0.0 else 1.0 / Z.shape[1]
+
+
+def checked_form(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+    """A standardised row as a base learner's validation would pass it (finite, with a finite squared
+    norm), checked once for the bases that take it unchecked (``_learn_checked``)."""
+    check_feature_values(z.values if isinstance(z, SparseVector) else z)
+    return z
 
 
 def nested_blob(learner: Learner) -> np.ndarray:
@@ -133,6 +151,15 @@ class FeatureScaler:
 
     def transform(self, x: np.ndarray | SparseVector, *, commit: bool) -> np.ndarray | SparseVector:
         """``x`` scaled by the statistics that include it; ``commit`` keeps those statistics."""
+        z, stats = self.pending(x)
+        if commit:
+            self.commit(stats)
+        return z
+
+    def pending(self, x: np.ndarray | SparseVector
+                ) -> tuple[np.ndarray | SparseVector, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``x`` scaled by the statistics that include it, and those statistics, to :meth:`commit` once
+        the round that uses them has succeeded."""
         mean, m2, maxabs = self._with(x)
         if isinstance(x, SparseVector):
             scale = maxabs[x.indices]
@@ -141,10 +168,12 @@ class FeatureScaler:
         else:
             std = np.sqrt(m2 / (self.count + 1))
             z = np.divide(x - mean, std, out=np.zeros(self.dim), where=std > 0)
-        if commit:
-            self.count += 1
-            self.mean, self.m2, self.maxabs = mean, m2, maxabs
-        return z
+        return z, (mean, m2, maxabs)
+
+    def commit(self, stats: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Keep the statistics :meth:`pending` computed."""
+        self.count += 1
+        self.mean, self.m2, self.maxabs = stats
 
     def standardise(self, x: np.ndarray) -> np.ndarray:
         """A dense ``x`` scaled by the current statistics (the buffered warm-up rows)."""
@@ -353,9 +382,9 @@ class Pipeline(Learner):
         else:
             target, y_stats = self._y.standardised(y)
         if self._model_ready:
-            z = self._features(self._x_scaler.transform(x, commit=False))
-            played = self._to_user(self._model_learn(z, target, x))
-            self._x_scaler.transform(x, commit=True)
+            z, scaled = self._x_scaler.pending(x)
+            played = self._to_user(self._model_learn(self._features(z), target, x))
+            self._x_scaler.commit(scaled)
         else:
             played = self._warmup_prediction(x)
             scaler = self._x_scaler
@@ -397,6 +426,43 @@ class Pipeline(Learner):
             raise InvalidParameterError(f"probabilities need the logistic loss; this learner has {self.loss}")
         score = self.predict_one(x)
         return 1.0 / (1.0 + math.exp(-score)) if score >= 0 else math.exp(score) / (1.0 + math.exp(score))
+
+    # ----------------------------------------------------------------- size
+    def state_nbytes(self) -> int:
+        """The scaler's and warm-up buffer's bytes plus the model's (its parts' ``state_nbytes``)."""
+        if self._scaler is None:
+            return 0
+        buffered = _FLOAT_BYTES * len(self._buffer) * (self._dim + 1)  # buffer_x and buffer_y
+        own = _base.arrays_nbytes(self._x_scaler.arrays()) + buffered
+        return own + (self._model_nbytes() if self._model_ready else 0)
+
+    def _model_nbytes(self) -> int:
+        """Bytes of the model's state (called once it is ready)."""
+        raise NotImplementedError
+
+    def _growth_nbytes(self, rounds: int) -> int:
+        """The model's growth once it is ready; before, what the scaler, the warm-up buffer and the
+        model about to be built (its initial size, and its growth over the buffered rows replayed into
+        it and the rounds after them) may add."""
+        if self._model_ready:
+            return self._model_growth_nbytes(rounds)
+        scaler = 0 if self._scaler is not None else _FLOAT_BYTES * 3 * self._dim
+        if self._scaler is None and not (self._kernel_model() and self._needs_width()):
+            return scaler + self._fresh_model_nbytes(rounds)  # built by the first row
+        left = WARMUP_ROWS - len(self._buffer)
+        buffered = _FLOAT_BYTES * min(rounds, left) * (self._dim + 1)
+        if rounds < left:
+            return scaler + buffered
+        return scaler + buffered + self._fresh_model_nbytes(WARMUP_ROWS + rounds - left)
+
+    def _model_growth_nbytes(self, rounds: int) -> int:
+        """:meth:`max_growth_nbytes` of the model (called once it is ready)."""
+        raise NotImplementedError
+
+    def _fresh_model_nbytes(self, rounds: int) -> int:
+        """The bytes of a model not built yet after ``rounds`` rounds, at most (its size does not
+        depend on the kernel width, so a placeholder width gives it)."""
+        raise NotImplementedError
 
     # ----------------------------------------------------------------- persistence
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -533,6 +599,8 @@ class Preprocessed(Pipeline):
         probe = cls.from_params(self._base_params)  # validates the base's parameters now
         self._init_pipeline(loss=probe.loss, C=self._params.get("C") if not probe._loss.binary else None,
                             dim=dim)
+        self.grows = cls.grows
+        self.can_hold_growth = cls.can_hold_growth
         self._base: Learner | None = None
         self._reset()
 
@@ -572,13 +640,33 @@ class Preprocessed(Pipeline):
         return self._dim if self._kernel_model() else self._dim + 1
 
     def _build_model(self, width: float | None) -> None:
+        self._base = self._new_base(width)
+
+    def _new_base(self, width: float | None) -> Learner:
         params = {**self._base_params, "dim": self._base_dim()}
         scaled_alpha = "alpha" in self._base_cls._param_names() and "alpha" not in self._params
         if scaled_alpha and not self._kernel_model():
             params["alpha"] = float(self._base_dim())
         if width is not None:
             params["kernel"] = {"name": "rbf", "gamma": width}
-        self._base = self._base_cls.from_params(params)
+        base = self._base_cls.from_params(params)
+        base.hold_growth(self._growth_held)
+        return base
+
+    def _set_growth_held(self, held: bool) -> None:
+        super()._set_growth_held(held)
+        if self._base is not None:
+            self._base.hold_growth(held)
+
+    def _model_nbytes(self) -> int:
+        return self._model.state_nbytes()
+
+    def _model_growth_nbytes(self, rounds: int) -> int:
+        return self._model.max_growth_nbytes(rounds)
+
+    def _fresh_model_nbytes(self, rounds: int) -> int:
+        base = self._new_base(None)
+        return base.state_nbytes() + base.max_growth_nbytes(rounds)
 
     @property
     def _model(self) -> Learner:
@@ -587,10 +675,10 @@ class Preprocessed(Pipeline):
         return self._base
 
     def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
-        return self._model.predict_one(z)
+        return self._model._predict_checked(checked_form(z))
 
     def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
-        return self._model.learn_one(z, t)
+        return self._model._learn_checked(checked_form(z), t)
 
     def _model_stats(self) -> dict[str, Any]:
         if self._base is None:

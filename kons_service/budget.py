@@ -1,5 +1,6 @@
-"""The per-tenant byte budget: the summed state bytes of a tenant's learners stay within
-``tenant_max_bytes``, whichever replica creates, grows or replaces them.
+"""The per-tenant budget: the summed state bytes of a tenant's learners, with the features they keep under
+prediction ids, stay within ``tenant_max_bytes``, and their number within ``tenant_max_learners``,
+whichever replica creates, grows or replaces them.
 
 Each learner holds a reservation in Redis (:meth:`~kons_service.store.Store.reserve_bytes`): its estimated
 state size from its config when it is created, grown to its actual size when it outgrows that (a kernel
@@ -7,14 +8,16 @@ learner storing points, an uploaded state) and dropped when it is deleted. A res
 atomically against the tenant's total, so concurrent creates on several replicas cannot overshoot; since
 it cannot be made in the same atomic step as the learner itself (another Redis Cluster slot), a create
 reserves first and a delete unreserves last: a process dying in between leaves a reservation without a
-learner, which over-counts (refuses early) until a refused reservation reclaims it.
+learner, which over-counts (refuses early) until a refused reservation reclaims it. Every learner has a
+reservation (one of 0 bytes for a config whose size is not known yet), so their number is the tenant's
+count of learners, capped in the same atomic step.
 """
 
 from __future__ import annotations
 
 from kons_service.errors import ResourceLimitError
 from kons_service.settings import Settings
-from kons_service.store import LearnerRef, Store
+from kons_service.store import LearnerRef, Reservation, Store
 
 __all__ = ["TenantBudget"]
 
@@ -34,9 +37,13 @@ class TenantBudget:
         (``refused`` says what was not done) when the tenant's total would go over its budget, once the
         reservations of learners that no longer exist are reclaimed."""
         budget = self.settings.tenant_max_bytes
-        got = await self.store.reserve_bytes(ref, nbytes, budget)
+        got = await self._reserve(ref, nbytes)
         if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
-            got = await self.store.reserve_bytes(ref, nbytes, budget)
+            got = await self._reserve(ref, nbytes)
+        if got.too_many:
+            raise ResourceLimitError(
+                f"Tenant {ref.tenant!r} already has {got.tenant_learners} learners, the most it may have "
+                f"(KONS_TENANT_MAX_LEARNERS): {refused}. Delete learners first.")
         if not got.granted:
             raise ResourceLimitError(
                 f"Learner {ref.name!r} needs {nbytes} bytes of state, and the other learners of tenant "
@@ -44,13 +51,42 @@ class TenantBudget:
                 f"{budget} bytes (KONS_TENANT_MAX_BYTES): {refused}. Delete learners, or use smaller ones.")
         return got.learner_bytes
 
-    async def cover(self, ref: LearnerRef, held: int, reserved: int) -> int:
-        """The reservation of a learner that holds ``held`` bytes and had ``reserved``: asks Redis only
-        when it has outgrown it, then with a quarter of headroom (so a growing kernel learner asks once per
-        quarter of growth, not every round). Raises 422 when the tenant's budget cannot cover ``held``."""
-        if held <= reserved:
+    async def cover(self, ref: LearnerRef, need: int, reserved: int) -> int:
+        """:meth:`try_cover`, raising 422 when the tenant's budget cannot cover ``need``."""
+        got = await self.try_cover(ref, need, reserved)
+        if got is None:
+            return await self.reserve(ref, need, "it takes no more feedback (it still predicts)")
+        return got
+
+    async def try_cover(self, ref: LearnerRef, need: int, reserved: int) -> int | None:
+        """The reservation of a learner that needs ``need`` bytes and had ``reserved``, or None if the
+        tenant's budget cannot cover ``need``. Asks Redis only when the learner has outgrown its reservation,
+        then with a quarter of headroom (so a growing kernel learner asks once per quarter of growth, not
+        every round), and for ``need`` alone if that is refused."""
+        if need <= reserved:
             return reserved
-        refused = "it takes no more feedback (it still predicts)"
-        roomy = max(held, min(held + held // 4, self.settings.learner_max_bytes))
-        got = await self.store.reserve_bytes(ref, roomy, self.settings.tenant_max_bytes)
-        return got.learner_bytes if got.granted else await self.reserve(ref, held, refused)
+        roomy = max(need, min(need + need // 4, self.settings.learner_max_bytes))
+        got = await self._reserve(ref, roomy)
+        if not got.granted and not got.too_many:
+            got = await self._reserve(ref, need)
+            if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
+                got = await self._reserve(ref, need)
+        return got.learner_bytes if got.granted else None
+
+    async def reserve_ids(self, ref: LearnerRef, nbytes: int) -> None:
+        """Make the reservation for the features the learner keeps under prediction ids at least
+        ``nbytes``; raises 422 ``resource_limit`` when the tenant's budget cannot cover it."""
+        budget = self.settings.tenant_max_bytes
+        got = await self.store.reserve_id_bytes(ref, nbytes, budget)
+        if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
+            got = await self.store.reserve_id_bytes(ref, nbytes, budget)
+        if not got.granted:
+            raise ResourceLimitError(
+                f"Keeping the features of learner {ref.name!r}'s predictions under ids needs {nbytes} bytes, "
+                f"and tenant {ref.tenant!r} already holds {got.tenant_bytes - got.learner_bytes} of its "
+                f"budget of {budget} bytes (KONS_TENANT_MAX_BYTES): nothing was predicted. Predict without "
+                "ids (send x with the feedback), or delete learners.")
+
+    async def _reserve(self, ref: LearnerRef, nbytes: int) -> Reservation:
+        return await self.store.reserve_bytes(ref, nbytes, self.settings.tenant_max_bytes,
+                                              self.settings.tenant_max_learners)

@@ -75,6 +75,32 @@ class CachedLearner:
     nbytes: int = 0  # the learner's state size when it was last left alone
     history_stride: int = 1  # of the learner's history series, as last heard from the store
     reserved_bytes: int = 0  # of the tenant's byte budget, as last heard from the store (0: not asked)
+    #: Feedback requests waiting for the learner's writer (see :mod:`kons_service.feedback`).
+    queue: list[Any] = field(default_factory=list)
+    #: Whether this process made the newest append it knows of, so that the next may skip the lease; and
+    #: until when (monotonic) it must take the lease anyway, after a conflict, with the current back-off.
+    optimistic: bool = False
+    leased_until: float = 0.0
+    leased_backoff: float = 0.0
+    resume_at: float = 0.0  # when a learner whose growth is held asks for room again (monotonic)
+    #: Rounds its reservation still covers the growth of (see :meth:`FeedbackWriter._growth_held`).
+    growth_credit: int = 0
+    _nbytes_at: tuple[str, int, str] = ("", -1, "")  # where ``nbytes`` was measured
+
+    def appended(self, version: int, tip: str, stride: int) -> None:
+        """This process appended rounds up to ``version`` (round ``tip``); ``stride``: the history's, if
+        the append reported it."""
+        self.version, self.tip, self.optimistic = version, tip, True
+        if stride > 0:
+            self.history_stride = stride
+
+    def conflicted(self, base: float, cap: float) -> None:
+        """An optimistic append lost to another writer: take the lease for a while (doubling each time)."""
+        now = time.monotonic()
+        recent = now < self.leased_until + cap  # else an old conflict: start again from ``base``
+        self.leased_backoff = min(cap, max(base, 2 * self.leased_backoff)) if recent else base
+        self.leased_until = now + self.leased_backoff
+        self.optimistic = False
     #: What replaying its log since its snapshot would cost, for the snapshot policy: the bytes of the
     #: logged rounds after ``snap_version`` that it has played here, and a moving average of the seconds
     #: one round takes to play here (0.0: none timed yet).
@@ -83,6 +109,14 @@ class CachedLearner:
 
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
+        self.optimistic, self.growth_credit = False, 0
+
+    def state_nbytes(self) -> int:
+        """The learner's :meth:`~kons.Learner.state_nbytes`, measured once per version (lock held)."""
+        here = (self.incarnation, self.version, self.tip)
+        if here != self._nbytes_at:
+            self.nbytes, self._nbytes_at = self.loaded().state_nbytes(), here
+        return self.nbytes
 
     def at(self, head: Head) -> bool:
         here = (self.incarnation, self.version, self.tip)
@@ -101,6 +135,7 @@ class CachedLearner:
         self.last_snapshot = time.monotonic()
         self.history_stride = 1
         self.reserved_bytes = 0
+        self.growth_credit = 0
         self.log_bytes = 0
 
     def count_rounds(self, rounds: int, log_bytes: int, seconds: float) -> None:
@@ -132,6 +167,11 @@ class LearnerCache:
         self._entries.move_to_end(ref)
         return entry
 
+    def held(self, ref: LearnerRef) -> kons.Learner | None:
+        """The learner of ``ref`` if this process holds it (no entry is made, none is marked as used)."""
+        entry = self._entries.get(ref)
+        return None if entry is None else entry.learner
+
     def entries(self) -> list[CachedLearner]:
         return list(self._entries.values())
 
@@ -146,7 +186,7 @@ class LearnerCache:
                 if self._entries.get(entry.ref) is entry:
                     del self._entries[entry.ref]
             else:  # nobody plays on it now, so its arrays can be measured
-                entry.nbytes = entry.learner.state_nbytes()
+                entry.state_nbytes()
         self._evict()
 
     def _evict(self) -> None:
@@ -252,6 +292,8 @@ class LearnerCache:
         started = time.perf_counter()
         for version, logged, tip, _ in rows:
             x = codec.decode_features(logged.x)
+            if learner.grows:  # where the writer held it (its tenant's budget was full)
+                learner.hold_growth(logged.held)
             played = learner.learn_one(x, codec.unpack_float(logged.y))
             entry.version, entry.tip = version, tip
             if played != codec.unpack_float(logged.played):

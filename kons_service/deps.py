@@ -1,8 +1,11 @@
-"""FastAPI dependencies: the service, the caller's tenant and the addressed learner."""
+"""FastAPI dependencies: the service, the caller's tenant and the addressed learner.
+
+They are coroutines although they never wait: FastAPI runs a plain function dependency in a worker thread,
+a thread hop (and a GIL hand-over) per dependency on every request.
+"""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
@@ -10,25 +13,22 @@ from fastapi import Depends, Header, Request
 from kons_service.auth import Authenticator
 from kons_service.errors import InvalidNameError
 from kons_service.service import LearnerService
-from kons_service.settings import NAME_PATTERN, Settings
+from kons_service.settings import NAME_RULE, Settings, valid_name
 from kons_service.store import LearnerRef
 
 __all__ = ["LearnerDep", "ServiceDep", "SettingsDep", "TenantDep"]
 
-_NAME = re.compile(NAME_PATTERN)
-
-
-def _service(request: Request) -> LearnerService:
+async def _service(request: Request) -> LearnerService:
     service: LearnerService = request.app.state.service
     return service
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def _tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+async def _tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
     auth: Authenticator = request.app.state.auth
     return auth.tenant(authorization)
 
@@ -38,9 +38,9 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 TenantDep = Annotated[str, Depends(_tenant)]
 
 
-def _learner(name: str, tenant: TenantDep) -> LearnerRef:
-    if not _NAME.match(name):
-        raise InvalidNameError(f"Invalid learner name {name[:80]!r}: it must match {NAME_PATTERN}.")
+async def _learner(name: str, tenant: TenantDep) -> LearnerRef:
+    if not valid_name(name):
+        raise InvalidNameError(f"Invalid learner name {name[:80]!r}: a name is {NAME_RULE}.")
     return LearnerRef(tenant, name)
 
 

@@ -1,21 +1,32 @@
 """The feedback write protocol: every feedback round of a learner goes through one total order, its log.
 
-1. the process takes the learner's writer lease, which also returns the head ``(incarnation, version)``,
-   and brings its cached learner to that head (:meth:`LearnerCache.sync`);
-2. it checks every round of the batch (kons's :meth:`~kons.Learner.check_round`) and plays them on the
-   cached learner (``learn_one``: one kernel row per round);
-3. it appends them with a compare-and-append: only if the head is still the one it computed on and the
-   lease is still its own. Only then is the answer sent, so a 2xx is durable (with
-   ``KONS_REDIS_WAIT_REPLICAS``, only once that many replicas confirm the append too: else the answer
-   is 503 ``not_replicated``, and a retry with the same ``request_id`` waits for them again).
+A feedback is played on the process's cached learner and acknowledged only once its rounds are appended to
+the log by a compare-and-append (``append.lua``): it succeeds only if the learner's head is still the one the
+rounds were computed on (the fence), so a 2xx is durable (with ``KONS_REDIS_WAIT_REPLICAS``, only once that
+many replicas confirm the append too: else the answer is 503 ``not_replicated``, and a retry with the same
+``request_id`` waits for them again). Two ways to get there:
 
-Every feedback request is applied at most once: the append remembers the request's id (the client's
-``request_id``, else a private one) with a record of its answer, and answers a repeat from that record
-instead of appending again. A client retries with its ``request_id`` after a timeout or a crash; the
-private id covers redis-py re-sending the script after a lost reply (a dropped connection or a timeout).
+* **optimistic** (the common case, one Redis call): the cached learner is at the head this process last
+  appended, so the rounds are played at once and appended with the fence (and a check that no other writer
+  holds the lease);
+* **leased** (a learner just loaded, or after a conflict): the process takes the learner's writer lease,
+  which returns the head, brings its cached learner to that head (:meth:`LearnerCache.sync`), plays and
+  appends; other processes wait for the lease instead of computing on a head that is about to move.
 
-If the append loses (lease expired, learner deleted or replaced) the cached learner is dropped, since it
-holds rounds that are not in the log, and the attempt is made again on a rebuilt one.
+If an append loses (another writer moved the head, the learner was deleted or replaced), the cached learner
+is dropped, since it holds rounds that are not in the log, and the attempt is made again, leased, on a rebuilt
+one; after such a conflict the learner stays on the leased path for a while (longer after each conflict), so
+that several processes writing one learner take turns instead of rebuilding it again and again.
+
+**Group commit.** Feedbacks to one learner that arrive while its writer is busy queue behind it; the next
+writer takes every queued request (up to ``max_batch`` rounds) and plays and appends them as one group, in
+arrival order, in one script call; each request is answered with its own predictions, losses and version.
+A request of the group that would fail on its own (bad input, an unknown id, a request id already applied)
+makes the group fall back to writing its requests one by one, so each gets its own answer.
+
+Every feedback request is applied at most once: a client's ``request_id`` is remembered with a record of its
+answer, and a repeat is answered from that record instead of appended again; redis-py re-sending the append
+after a lost reply finds its own rounds in the log and answers as the first run did.
 """
 
 from __future__ import annotations
@@ -27,9 +38,8 @@ import itertools
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kons
@@ -37,9 +47,15 @@ from kons.losses import get_loss
 from kons_service import codec
 from kons_service.budget import TenantBudget
 from kons_service.cache import CachedLearner, LearnerCache, logged_bytes, not_found
-from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
+from kons_service.errors import (
+    BatchTooLargeError,
+    BusyError,
+    RequestIdConflictError,
+    ResourceLimitError,
+    UnknownIdError,
+)
 from kons_service.history import HistoryRecorder
-from kons_service.learning import check_budget, check_rows, finite, numerics, offload
+from kons_service.learning import check_budget, check_rows, check_work, finite, numerics, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
@@ -50,11 +66,11 @@ from kons_service.store import (
     LearnerRef,
     LogEntry,
     NotReplicatedError,
+    RequestRetention,
     RequestTag,
     Store,
     StoreUnavailableError,
     process_of,
-    round_id,
 )
 
 __all__ = ["Feedback", "FeedbackResult", "FeedbackWriter"]
@@ -64,6 +80,11 @@ log = logging.getLogger("kons_service.feedback")
 _ATTEMPTS = 5  # compare-and-append attempts before answering 503
 _RELEASE_RETRY_SECONDS = 0.05
 _RECHECK_SECONDS = 0.1  # how often a waiting writer asks whether the lease's holder is still connected
+#: After a conflict a learner's writes take the lease for this long, doubling with each further conflict
+#: up to the maximum (each conflict of an optimistic write costs a rebuild of the learner).
+_LEASED_SECONDS, _LEASED_SECONDS_MAX = 1.0, 60.0
+_RESUME_SECONDS = 60.0  # how often a learner whose growth is held asks its tenant's budget for room again
+_GROWTH_AHEAD = 32  # rounds of growth a reservation covers ahead (the bound grows with them: keep it short)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +105,27 @@ class FeedbackResult:
     version: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(eq=False, slots=True)
 class _Request:
-    """A feedback request: its items, its id (a private one if the client gave none) and, for a client's
-    id, the digest of its body."""
+    """A feedback request waiting for its writer: its items, its client's id and the digest of its body
+    (None without an id), and, once written, its answer or error."""
 
     items: Sequence[Feedback]
-    id: str
+    id: str | None
     fingerprint: str | None
+    result: FeedbackResult | None = None
+    error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None or self.error is not None
+
+    def answer(self) -> FeedbackResult:
+        if self.error is not None:
+            raise self.error
+        if self.result is None:  # pragma: no cover - a programming error
+            raise RuntimeError("a feedback request was not written")
+        return self.result
 
 
 @dataclass(slots=True)
@@ -102,7 +136,25 @@ class _Lease:
     token: str
     head: Head
     consumed: bool = False
-    logged_bytes: int = 0  # of the rounds its append carried
+
+
+@dataclass(slots=True)
+class _Played:
+    """A group's rounds as played: each request's rows, labels, predictions and losses, in order."""
+
+    xs: list[list[Any]] = field(default_factory=list)
+    ys: list[list[float]] = field(default_factory=list)
+    plays: list[list[float]] = field(default_factory=list)
+    losses: list[list[float]] = field(default_factory=list)
+    #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
+    held: bool = False
+    seconds: float = 0.0  # the time they took to play
+    stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
+    logged_bytes: int = 0  # of the log entries that carry them
+
+
+class _RegroupError(Exception):
+    """A request of a group would fail on its own: write the group's requests one by one."""
 
 
 def _fingerprint(items: Sequence[Feedback]) -> str:
@@ -131,6 +183,7 @@ class FeedbackWriter:
         self._tokens = (store.writer_token(i) for i in itertools.count())
         self._held: set[str] = set()  # tokens of the leases this process's writers hold (or wait for)
         self._late_releases: set[asyncio.Task[None]] = set()
+        self._retention = RequestRetention(settings.request_id_ttl_seconds * 1000, settings.request_ids_max)
 
     async def write(
         self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None
@@ -139,53 +192,114 @@ class FeedbackWriter:
         ids = [it.id for it in items if it.id is not None]
         if len(set(ids)) != len(ids):
             raise kons.InvalidInputError("a batch must not name the same id twice.")
-        # A private id ('~' is not allowed in a client's) makes redis-py's re-sent script harmless.
-        request = (_Request(items, request_id, _fingerprint(items)) if request_id
-                   else _Request(items, f"~{uuid.uuid4().hex}", None))
-        async with self.cache.locked(self.cache.entry(ref)) as entry:
-            for _ in range(_ATTEMPTS):
-                result = await self._attempt(entry, request)
-                if result is not None:
-                    return result
-                self.metrics.conflicts.inc()
-        raise BusyError(f"Learner {ref.name!r} kept changing under this request; retry.")
+        request = _Request(items, request_id, _fingerprint(items) if request_id else None)
+        entry = self.cache.entry(ref)
+        entry.queue.append(request)
+        try:
+            async with self.cache.locked(entry):
+                while not request.done:  # an earlier writer may have written it with its own group
+                    await self._commit(entry, self._group(entry))
+        finally:
+            if not request.done and request in entry.queue:  # (it waited too long for the lock)
+                entry.queue.remove(request)
+        return request.answer()
 
-    async def _attempt(self, entry: CachedLearner, request: _Request) -> FeedbackResult | None:
-        """One try under the writer lease; None if the learner moved meanwhile (the caller tries again)."""
-        ref = entry.ref
-        async with self._lease(ref) as lease:
-            if request.fingerprint is not None:
-                earlier = await self.store.applied(ref, request.id)
-                if earlier is not None:  # a retry: answer it before playing anything
-                    return self._answered(earlier, request.fingerprint, ref)
-            await self.cache.sync(entry, lease.head)
-            if not entry.at(lease.head):
-                return None
-            learner = entry.loaded()
-            await self._check_budget(entry, learner)
-            xs = await self._features(ref, request.items)
-            ys = check_rows(learner, xs, [it.y for it in request.items])
-            if learner.input_dim is None:  # created without dim: this batch's first row fixes it
-                sized = check_budget(learner, len(xs[0]), self.settings.learner_max_bytes)
-                entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
+    def _group(self, entry: CachedLearner) -> list[_Request]:
+        """The queued requests the writer takes (lock held): the oldest, and with group commit those after
+        it while their rounds fit in one batch."""
+        queue = entry.queue
+        group = [queue.pop(0)]
+        rows = len(group[0].items)
+        # a group is bounded like one batch: in rows, and in work (rows x the learner's state bytes)
+        most = min(self.settings.max_batch, self.settings.batch_max_work_bytes // max(entry.nbytes, 1))
+        while self.settings.group_commit and queue and rows + len(queue[0].items) <= most:
+            rows += len(queue[0].items)
+            group.append(queue.pop(0))
+        return group
+
+    async def _commit(self, entry: CachedLearner, group: list[_Request]) -> None:
+        """Write a group (lock held) and settle each of its requests."""
+        try:
             try:
-                started = time.perf_counter()
-                plays, losses = await self._play(learner, xs, ys)
-                played_seconds = time.perf_counter() - started
-                outcome = await self._append(lease, request, xs, ys, plays, losses)
-            except BaseException:
-                entry.invalidate()  # it may hold (parts of) rounds the log does not
-                raise
-            if not outcome.ok:  # not logged: the rounds it played must go as well
-                entry.invalidate()
-        result = self._conclude(entry, request, outcome, plays, losses)
-        if outcome.ok:
-            entry.count_rounds(len(xs), lease.logged_bytes, played_seconds)
-            self.metrics.log_bytes.inc(lease.logged_bytes)
-            await self.history.offer(entry, lease.head.version)
-            if not outcome.replicated:
-                raise self._unconfirmed(ref, outcome.version)
-        return result
+                results = await self._attempts(entry, group)
+            except _RegroupError:
+                for request in group:
+                    await self._commit(entry, [request])
+                return
+        except Exception as exc:  # every request of the group gets the group's error
+            for request in group:
+                request.error = exc
+            return
+        except BaseException:  # this writer's task is cancelled: the others cannot know what happened
+            for request in group:
+                if not request.done:
+                    request.error = BusyError(f"Learner {entry.ref.name!r}'s writer was interrupted; retry "
+                                              "(with a request_id, a retry is applied at most once).")
+            raise
+        for request, result in zip(group, results, strict=True):
+            request.result = result
+
+    async def _attempts(self, entry: CachedLearner, group: list[_Request]) -> list[FeedbackResult]:
+        for _ in range(_ATTEMPTS):
+            if entry.optimistic and entry.learner is not None and time.monotonic() >= entry.leased_until:
+                results = await self._attempt(entry, group, None)
+            else:
+                async with self._lease(entry.ref) as lease:
+                    results = await self._attempt(entry, group, lease)
+            if results is not None:
+                return results
+            self.metrics.conflicts.inc()
+        raise BusyError(f"Learner {entry.ref.name!r} kept changing under this request; retry.")
+
+    async def _attempt(self, entry: CachedLearner, group: list[_Request],
+                       lease: _Lease | None) -> list[FeedbackResult] | None:
+        """One try, under the writer lease or optimistic; None if the learner moved meanwhile (the caller
+        tries again)."""
+        ref = entry.ref
+        # A retry is answered before anything is played. Optimistic writes leave that to the append
+        # (one call), unless the request names remembered ids, which its first run has used up.
+        recalls = any(it.x is None for request in group if request.fingerprint for it in request.items)
+        if lease is not None or recalls:
+            answered = await self._applied_before(ref, group)
+            if answered is not None:
+                return answered
+        if lease is None:
+            head = Head(entry.incarnation, entry.version, entry.snap_version, entry.tip)
+        else:
+            head = lease.head
+            await self.cache.sync(entry, head)
+            if not entry.at(head):
+                return None
+        learner = entry.loaded()
+        played = await self._checked(ref, learner, group)
+        played.held = await self._growth_held(entry, learner, len(played.xs[0][0]),
+                                              sum(len(xs) for xs in played.xs))
+        token = lease.token if lease is not None else next(self._tokens)
+        try:
+            await self._play(learner, played)
+            outcome = await self._append(entry, head, token, group, played, leased=lease is not None)
+        except BaseException:
+            entry.invalidate()  # it may hold (parts of) rounds the log does not
+            raise
+        if lease is not None:
+            lease.consumed = outcome.ok
+        if not outcome.ok:  # not logged: the rounds it played must go as well
+            entry.invalidate()
+            if lease is None:
+                entry.conflicted(_LEASED_SECONDS, _LEASED_SECONDS_MAX)
+        return self._conclude(entry, head, group, outcome, played)
+
+    async def _applied_before(self, ref: LearnerRef, group: list[_Request]) -> list[FeedbackResult] | None:
+        """The earlier answer of a request id already applied (one request), else None."""
+        for request in group:
+            if request.fingerprint is None or request.id is None:
+                continue
+            earlier = await self.store.applied(ref, request.id)
+            if earlier is not None:
+                if len(group) > 1:
+                    raise _RegroupError
+                return [self._answered(earlier, request.fingerprint, ref)]
+        return None
 
     @contextlib.asynccontextmanager
     async def _lease(self, ref: LearnerRef) -> AsyncIterator[_Lease]:
@@ -289,88 +403,165 @@ class FeedbackWriter:
             return holder not in self._held
         return await self.store.holder_connected(holder) is False
 
-    async def _check_budget(self, entry: CachedLearner, learner: kons.Learner) -> None:
-        """Refuse more rounds to a learner (a kernel one: its state grows with them) that holds more than
-        its budget, or than its tenant's budget has room for; it still predicts. Checked before a batch,
-        which may overshoot the budget once."""
-        ref, held, budget = entry.ref, learner.state_nbytes(), self.settings.learner_max_bytes
-        if held > budget:
+    async def _growth_held(self, entry: CachedLearner, learner: kons.Learner, dim: int, rows: int) -> bool:
+        """Whether the learner's growth is held for the next ``rows`` rounds, once its reservation covers
+        what it holds plus the most those rounds can add (:meth:`kons.Learner.max_growth_nbytes`); ``dim``:
+        the length of the batch's first row (for a learner whose dimension it fixes).
+
+        A learner that can learn without growing (``nystrom_kons``, ``auto``) is held instead of refused
+        when its tenant's budget, or its own, has no room for that growth: it keeps learning with the
+        dictionary it has (``stats()["growth_held"]``), and resumes growing when room is found again
+        (looked for every ``_RESUME_SECONDS``). Any other learner that cannot be covered is refused
+        (422): a kernel learner that learns by storing points, or one holding more than its own budget."""
+        if not learner.growth_held and rows <= entry.growth_credit:  # covered by an earlier reservation
+            entry.growth_credit -= rows
+            return False
+        ref, held, budget = entry.ref, entry.state_nbytes(), self.settings.learner_max_bytes
+        holdable = learner.grows and learner.can_hold_growth
+        if held > budget and not holdable:
             raise ResourceLimitError(
                 f"Learner {ref.name!r} holds {held} bytes, over the budget of {budget} per learner: it takes "
                 "no more feedback (it still predicts). Export it and start a bounded learner (e.g. "
                 "sketched_kons or nystrom_kons)."
             )
-        entry.reserved_bytes = await self.budget.cover(ref, held, entry.reserved_bytes)
+        if learner.input_dim is None:  # the first batch fixes the dimension: bounded by the config
+            sized = check_budget(learner, dim, self.settings.learner_max_bytes)
+            if not holdable:
+                entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
+            return False
+        was_held = learner.growth_held
+        if was_held and time.monotonic() < entry.resume_at:
+            return True
+        learner.hold_growth(False)  # (its bound as a growing learner; set again before the rounds)
+        need = held + learner.max_growth_nbytes(rows)
+        # if it can, the reservation covers the growth of more rounds, so that most batches need no check
+        ahead = max(rows, _GROWTH_AHEAD) if learner.grows else rows
+        need_ahead = held + learner.max_growth_nbytes(ahead)
+        learner.hold_growth(was_held)
+        got, credit = None, ahead - rows
+        if need_ahead <= budget:
+            got = await self.budget.try_cover(ref, need_ahead, entry.reserved_bytes)
+        if got is None and not holdable:
+            got, credit = await self.budget.cover(ref, need, entry.reserved_bytes), 0
+        if got is None and need <= budget:
+            got, credit = await self.budget.try_cover(ref, need, entry.reserved_bytes), 0
+        if got is not None:
+            entry.reserved_bytes, entry.growth_credit = got, credit
+            if was_held:
+                log.info("learner %s grows again: its tenant's budget has room", ref)
+            return False
+        entry.resume_at = time.monotonic() + _RESUME_SECONDS
+        if not was_held:
+            self.metrics.growth_held.inc()
+            log.warning("learner %s stopped growing at %d bytes: its %s budget is full; it keeps learning "
+                        "with the dictionary it has", ref, held, "own" if need > budget else "tenant's")
+        return True
 
-    async def _features(self, ref: LearnerRef, items: Sequence[Feedback]) -> list[Any]:
-        """Each item's features, fetching those remembered under an id."""
-        wanted = [it.id for it in items if it.x is None and it.id is not None]
+    async def _checked(self, ref: LearnerRef, learner: kons.Learner, group: list[_Request]) -> _Played:
+        """Each request's rows (features fetched for ids) and labels, checked by kons before any round is
+        played, so that bad input changes nothing. A request of a group that fails raises
+        :class:`_RegroupError`."""
+        wanted = [it.id for request in group for it in request.items if it.x is None and it.id is not None]
         recalled = dict(zip(wanted, await self.store.recall(ref, wanted), strict=True)) if wanted else {}
-        xs = []
-        for it in items:
-            if it.x is not None:
-                xs.append(codec.to_kons(it.x))
-                continue
-            payload = recalled.get(it.id) if it.id is not None else None
-            if payload is None:
-                raise UnknownIdError(f"No remembered features for id {it.id!r} (unknown, used or expired).")
-            xs.append(codec.decode_features(payload))
-        return xs
+        played = _Played()
+        for request in group:
+            try:
+                check_work(learner, len(request.items), self.settings.batch_max_work_bytes)
+                xs = [self._features(it, recalled) for it in request.items]
+                played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
+            except (kons.KonsError, UnknownIdError, BatchTooLargeError):
+                if len(group) > 1:
+                    raise _RegroupError from None
+                raise
+            played.xs.append(xs)
+        if len(group) > 1 and learner.input_dim is None and len({len(xs[0]) for xs in played.xs}) > 1:
+            raise _RegroupError  # the first row fixes the dimension: each request is checked against it alone
+        return played
 
     @staticmethod
-    async def _play(learner: kons.Learner, xs: list[Any], ys: list[float]) -> tuple[list[float], list[float]]:
-        """Play the rounds on ``learner``: the predictions played and their losses (all finite)."""
-        plays: list[float] = []
-        with numerics():
-            await offload(lambda: plays.extend(learner.learn_one(x, y) for x, y in zip(xs, ys, strict=True)),
-                          len(xs))
-            loss = get_loss(learner.loss)
-            losses = [loss.value(p, y) for p, y in zip(plays, ys, strict=True)]
-        if not finite(plays, losses, learner.stats()):
-            raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
-        return plays, losses
+    def _features(item: Feedback, recalled: dict[str, bytes | None]) -> Any:
+        if item.x is not None:
+            return codec.to_kons(item.x)
+        payload = recalled.get(item.id) if item.id is not None else None
+        if payload is None:
+            raise UnknownIdError(f"No remembered features for id {item.id!r} (unknown, used or expired).")
+        return codec.decode_features(payload)
 
-    async def _append(self, lease: _Lease, request: _Request, xs: list[Any], ys: list[float],
-                      plays: list[float], losses: list[float]) -> AppendOutcome:
-        """Compare-and-append the played rounds after the lease's head."""
+    @staticmethod
+    async def _play(learner: kons.Learner, played: _Played) -> None:
+        """Play the group's rounds on ``learner``, request after request (all predictions and losses
+        finite, else the round is refused)."""
+        rows = [(x, y) for xs, ys in zip(played.xs, played.ys, strict=True)
+                for x, y in zip(xs, ys, strict=True)]
+        if learner.grows:
+            learner.hold_growth(played.held)
+        started = time.perf_counter()
+        with numerics():
+            plays = await offload(lambda: [learner.learn_one(x, y) for x, y in rows], len(rows))
+            played.seconds = time.perf_counter() - started
+            loss = get_loss(learner.loss)
+            losses = [loss.value(p, y) for p, (_, y) in zip(plays, rows, strict=True)]
+        played.stats = learner.stats()
+        if not finite(plays, losses, played.stats):
+            raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
+        start = 0
+        for xs in played.xs:
+            played.plays.append(plays[start : start + len(xs)])
+            played.losses.append(losses[start : start + len(xs)])
+            start += len(xs)
+
+    async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
+                      played: _Played, *, leased: bool) -> AppendOutcome:
+        """Compare-and-append the group's played rounds after ``head``, with their errors for the history."""
         entries = [
-            LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "")
+            LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "",
+                     played.held)
+            for request, xs, ys, plays in zip(group, played.xs, played.ys, played.plays, strict=True)
             for x, y, p, it in zip(xs, ys, plays, request.items, strict=True)
         ]
-        lease.logged_bytes = logged_bytes(entries)
-        record: dict[str, Any] = {"token": lease.token}
-        if request.fingerprint is not None:
-            record |= {"body": request.fingerprint, "predictions": plays, "losses": losses}
-        tag = RequestTag(request.id, json.dumps(record), self._request_ttl_ms(request),
-                         self.settings.request_ids_max)
-        outcome = await self.store.append(lease.ref, lease.token, lease.head, entries, tag)
-        done = outcome.reason is AppendStatus.ALREADY_APPLIED
-        if done and json.loads(outcome.detail)["token"] == lease.token:
-            # our own script, re-sent by redis-py after its reply was lost: it was applied
-            outcome = AppendOutcome(AppendStatus.APPLIED, outcome.version,
-                                    tip=round_id(lease.token, outcome.version), replicated=outcome.replicated)
-        lease.consumed = outcome.ok
-        return outcome
+        played.logged_bytes = logged_bytes(entries)
+        tags = []
+        for request, plays, losses in zip(group, played.plays, played.losses, strict=True):
+            record = "" if request.fingerprint is None else json.dumps(
+                {"body": request.fingerprint, "predictions": plays, "losses": losses})
+            tags.append(RequestTag(request.id or "", record, len(request.items)))
+        errors = self.history.due(entry, head.version, played.ys, played.plays)
+        history = (errors, self.settings.history_points)
+        return await self.store.append(entry.ref, token, head, entries, tags, leased=leased,
+                                       retention=self._retention, history=history)
 
-    def _conclude(self, entry: CachedLearner, request: _Request, outcome: AppendOutcome,
-                  plays: list[float], losses: list[float]) -> FeedbackResult | None:
-        """The answer to an attempt whose append ended with ``outcome`` (None: try again)."""
+    def _conclude(self, entry: CachedLearner, head: Head, group: list[_Request], outcome: AppendOutcome,
+                  played: _Played) -> list[FeedbackResult] | None:
+        """The answers of an attempt whose append ended with ``outcome`` (None: try again)."""
         ref = entry.ref
         match outcome.reason:
             case AppendStatus.APPLIED:
-                entry.version, entry.tip = outcome.version, outcome.tip
+                entry.appended(outcome.version, outcome.tip, outcome.stride)
                 learner = entry.loaded()
+                losses = [loss for request_losses in played.losses for loss in request_losses]
+                entry.count_rounds(len(losses), played.logged_bytes, played.seconds)
+                self.metrics.log_bytes.inc(played.logged_bytes)
                 self.metrics.count_rounds(ref, learner.loss, losses)
-                self.metrics.observe_learner(ref, entry.version, learner.stats(), learner.state_nbytes())
-                return FeedbackResult(plays, losses, entry.version)
+                self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
+                if not outcome.replicated:
+                    raise self._unconfirmed(ref, outcome.version)
+                results, version = [], head.version
+                for plays, request_losses in zip(played.plays, played.losses, strict=True):
+                    version += len(plays)
+                    results.append(FeedbackResult(plays, request_losses, version))
+                return results
             case AppendStatus.GONE:
                 raise not_found(ref)
             case AppendStatus.UNKNOWN_ID:
+                if len(group) > 1:
+                    raise _RegroupError
                 raise UnknownIdError(
                     f"The id {outcome.detail!r} was used by another feedback or has expired.")
-            case AppendStatus.ALREADY_APPLIED if request.fingerprint is not None:
-                return self._answered(AppliedRequest(outcome.version, outcome.detail, outcome.replicated),
-                                      request.fingerprint, ref)
+            case AppendStatus.ALREADY_APPLIED if len(group) > 1:
+                raise _RegroupError
+            case AppendStatus.ALREADY_APPLIED if group[0].fingerprint is not None:
+                return [self._answered(AppliedRequest(outcome.version, outcome.detail, outcome.replicated),
+                                       group[0].fingerprint, ref)]
             case _:
                 return None
 
@@ -380,12 +571,6 @@ class FeedbackWriter:
             f"The feedback is logged on Redis's primary as version {version} of learner {ref.name!r}, but "
             f"fewer than {wanted} replica(s) confirmed it within {ms} ms, so a failover could lose it: it "
             "is not acknowledged. Retry with the same request_id (it is applied at most once).")
-
-    def _request_ttl_ms(self, request: _Request) -> int:
-        if request.fingerprint is not None:
-            return self.settings.request_id_ttl_seconds * 1000
-        # a private id only has to outlive redis-py's retries of one script call
-        return int(max(60.0, 10 * self.settings.redis_timeout_seconds) * 1000)
 
     def _answered(self, earlier: AppliedRequest, fingerprint: str, ref: LearnerRef) -> FeedbackResult:
         """The original answer of an applied request_id (409 if the id came with another body; 503 if

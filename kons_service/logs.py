@@ -2,6 +2,10 @@
 ``KONS_LOG_FORMAT=json``), one access line per request with its status and latency, and the request's id
 in every line.
 
+In the text format, control characters in a line (a decoded path such as ``/v1/learners/x%0A...``, any
+client's text an error message quotes) are written escaped (``\\n``, ``\\x1b``), so that a client cannot
+start a line of its own; the JSON format escapes them as JSON does.
+
 A request's id is its ``X-Request-ID`` header when it is a sane token (else one is generated); it is echoed
 in the response's ``X-Request-ID``, put in error bodies (``error.request_id``) and in every log line written
 while the request is served. A W3C ``traceparent`` header is echoed and logged the same way.
@@ -21,13 +25,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kons_service.metrics import Metrics
 
-__all__ = ["RequestContextMiddleware", "current_request_id", "logging_config", "stamp_records"]
+__all__ = [
+    "RequestContextMiddleware", "TextFormatter", "current_request_id", "escape_controls", "logging_config",
+    "stamp_records",
+]
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _request_id: contextvars.ContextVar[str] = contextvars.ContextVar("kons_request_id", default="")
 _traceparent: contextvars.ContextVar[str] = contextvars.ContextVar("kons_traceparent", default="")
 _ACCESS_FIELDS = ("method", "path", "route", "status", "duration_ms", "client")
+#: C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: any of them from a
+#: client could end a text log line early and start a forged one (or rewrite the terminal showing it).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
 
 access_log = logging.getLogger("kons_service.access")
 
@@ -87,12 +98,26 @@ class JsonFormatter(logging.Formatter):
 JsonFormatter.converter = time.gmtime
 
 
+def escape_controls(text: str) -> str:
+    """``text`` with each control character written as its Python escape (``\\n``, ``\\r``, ``\\x85``)."""
+    return _CONTROL.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+class TextFormatter(logging.Formatter):
+    """The text format: one line per record, whatever its message holds (a traceback follows on lines of
+    its own, as the logging module writes it)."""
+
+    def __init__(self) -> None:
+        super().__init__(_TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        return escape_controls(super().formatMessage(record))
+
+
 def logging_config(level: str, fmt: str) -> dict[str, Any]:
     """A ``logging.config.dictConfig`` for the service and uvicorn (uvicorn applies it in every worker).
     uvicorn's own access log is off: the service writes one line per request with its latency."""
-    formatter: dict[str, Any] = (
-        {"()": JsonFormatter} if fmt == "json"
-        else {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"})
+    formatter: dict[str, Any] = {"()": JsonFormatter if fmt == "json" else TextFormatter}
     handler = {"class": "logging.StreamHandler", "formatter": "kons", "filters": ["context"],
                "stream": "ext://sys.stderr"}
     quiet = {"handlers": [], "propagate": True}

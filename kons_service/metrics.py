@@ -53,6 +53,8 @@ LEARNER_GAUGES = {
     "dictionary_size": "Points in the learner's dictionary (KORS / sketch size).",
     "stored_points": "Points the learner stores (its support).",
     "effective_dimension": "Online effective dimension: the sum of the rounds' ridge leverage scores.",
+    "growth_held": "1 while the learner's growth is held (its byte budget is full: it learns with the "
+                   "dictionary it has), else 0.",
 }
 
 
@@ -107,9 +109,17 @@ class Metrics:
         self.lease_waits = Counter("kons_lease_waits", "Times a write waited for another writer.", registry=r)
         self.conflicts = Counter("kons_append_conflicts", "Compare-and-append attempts that lost.",
                                  registry=r)
+        self.growth_held = Counter("kons_growth_holds",
+                                   "Times a learner stopped growing because its byte budget was full (it "
+                                   "keeps learning with the dictionary it has).", registry=r)
         self.deduplicated = Counter("kons_feedback_deduplicated",
                                     "Feedback requests answered from their request_id, not applied again.",
                                     registry=r)
+        self.store_may_evict = Gauge("kons_store_may_evict", "1 while Redis's eviction policy may delete "
+                                     "keys (writes are then refused), else 0.", registry=r,
+                                     multiprocess_mode="max")
+        self.refused_may_evict = Counter("kons_writes_refused_store_may_evict", "Writes (feedback, creates, "
+                                         "state uploads) refused because Redis may evict keys.", registry=r)
         self.snapshots = Counter("kons_snapshots", "Snapshot attempts by outcome.", ["outcome"], registry=r)
         # write amplification = snapshot bytes / log bytes
         self.snapshot_bytes = Counter("kons_snapshot_bytes", "Bytes of snapshots written to Redis.",
@@ -184,7 +194,7 @@ class Metrics:
         self.learner_version.labels(ref.tenant, ref.name).set(version)
         self.learner_state_bytes.labels(ref.tenant, ref.name).set(state_bytes)
         for stat, gauge in self.learner_gauges.items():
-            gauge.labels(ref.tenant, ref.name).set(stats.get(stat, 0))
+            gauge.labels(ref.tenant, ref.name).set(float(stats.get(stat, 0)))
 
     def forget_learner(self, ref: LearnerRef) -> None:
         """Drop a deleted learner's gauges. Not possible in multiprocess mode (prometheus-client keeps the

@@ -16,7 +16,8 @@ have used. The serving process only moves bytes.
 The pool is small (``KONS_PARSE_WORKERS``, 1 by default: on a machine of few cores a second parser would
 take the core the event loop needs) and starts with the first large body; its processes are spawned, not
 forked, since the serving process runs threads, and run at a lower CPU priority (:data:`NICENESS`): when
-the cores are busy, bulk bodies wait, not the small requests of everyone else.
+the cores are busy, bulk bodies wait, not the small requests of everyone else. They die with the serving
+process, even a SIGKILLed one (:mod:`kons_service.children`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
+from kons_service.children import die_with_parent
 from kons_service.errors import InvalidJSONError, ParserUnavailableError
 
 __all__ = ["INLINE_BYTES", "NICENESS", "Invalid", "Malformed", "Outcome", "Parsed", "ParserPool",
@@ -136,6 +138,12 @@ def parse_and_validate(body_type: Any, body: bytes) -> Outcome:
         return Invalid([{**err, "loc": ("body", *err["loc"])} for err in exc.errors(include_url=False)])
 
 
+def _start_worker(parent_pid: int) -> None:
+    """A parser process's set-up: it dies with the serving process, and yields the CPU to it."""
+    die_with_parent(parent_pid)
+    os.nice(NICENESS)
+
+
 class ParserPool:
     """The worker processes that parse large bodies; closed with the app's lifespan."""
 
@@ -146,7 +154,7 @@ class ParserPool:
     async def parse(self, body_type: Any, body: bytes) -> Outcome:
         if self._executor is None:
             self._executor = ProcessPoolExecutor(self.workers, multiprocessing.get_context("spawn"),
-                                                 initializer=os.nice, initargs=(NICENESS,))
+                                                 initializer=_start_worker, initargs=(os.getpid(),))
         executor = self._executor
         try:
             return await asyncio.wrap_future(executor.submit(parse_and_validate, body_type, body))

@@ -9,13 +9,21 @@ from typing import Literal
 from pydantic import Field, JsonValue, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_TENANT", "NAME_PATTERN", "SECRET", "Settings"]
+__all__ = ["DEFAULT_TENANT", "NAME_PATTERN", "NAME_RULE", "SECRET", "Settings", "valid_name"]
 
-#: Learner and tenant names: safe inside a Redis hash tag, a URL path segment and a metric label.
-NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+#: Learner and tenant names: safe inside a Redis hash tag, a URL path segment and a metric label. Matched
+#: whole (a ``$`` would also match before a final newline); only dots (``.``, ``..``) is refused, as
+#: browsers and HTTP clients resolve such a path segment instead of sending it.
+NAME_PATTERN = r"(?!\.+\Z)[A-Za-z0-9_.-]{1,64}"
+NAME_RULE = "1 to 64 letters, digits, '_', '.' or '-', not only dots"
 #: The tenant of every learner when no API key is configured.
 DEFAULT_TENANT = "default"
 _NAME = re.compile(NAME_PATTERN)
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` is a valid learner or tenant name (:data:`NAME_PATTERN`, matched whole)."""
+    return _NAME.fullmatch(name) is not None
 #: Marks a setting whose value is a credential: read from the environment, .env or a file, never
 #: offered as a command-line flag (every user of the machine can read a process's arguments in ps).
 SECRET: dict[str, JsonValue] = {"secret": True}
@@ -47,6 +55,10 @@ class Settings(BaseSettings):
         True, description="Refuse to start (and report not ready) unless Redis's maxmemory-policy is "
         "noeviction: any other policy deletes learners and request ids silently when memory runs short. Set "
         "false only for a managed Redis that hides CONFIG and is known to be configured noeviction.")
+    eviction_check_seconds: float = Field(
+        2.0, gt=0, description="How often Redis's maxmemory-policy is checked again while the service runs "
+        "(and at once after an OOM error): while it is not noeviction, feedback, creates and state uploads "
+        "are refused with 503 store_may_evict.")
 
     # Auth
     api_keys: str | None = Field(None, description='"tenantA:keyA,tenantB:keyB"; unset = single-tenant.',
@@ -76,6 +88,11 @@ class Settings(BaseSettings):
     id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
     ids_max: int = Field(
         100_000, ge=1, description="Most predict ids remembered per learner (the oldest are dropped first).")
+    ids_max_bytes: int = Field(
+        8 * 2**20, ge=1024, description="Most bytes of features one learner keeps under predict ids (the "
+        "oldest are dropped first). A learner's first predict with an id reserves that much of its tenant's "
+        "KONS_TENANT_MAX_BYTES (less if ids_max ids of its rows take less), or is refused with 422 "
+        "resource_limit: what a tenant makes Redis hold stays within its budget.")
     request_id_ttl_seconds: int = Field(
         3600, ge=1, description="How long a feedback request_id is remembered (a retry is applied once)."
     )
@@ -92,6 +109,10 @@ class Settings(BaseSettings):
         "with CLIENT LIST), instead of waiting for lease_ttl_ms. Set false for a Redis that refuses CLIENT "
         "SETNAME; a Redis that refuses CLIENT LIST just falls back to the TTL.")
     lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
+    group_commit: bool = Field(
+        True, description="Feedbacks to one learner that arrive while its writer is busy are played and "
+        "appended together, in arrival order, in one Redis call (each answered with its own rounds); false: "
+        "one request per append.")
     cache_size: int = Field(256, ge=1, description="Learners kept in memory per process ...")
     history_points: int = Field(
         512, ge=16, description="Most points of a learner's history (then every other one is dropped).")
@@ -110,16 +131,40 @@ class Settings(BaseSettings):
         "(each counted as in learner_max_bytes, a kernel learner at its actual size as it grows); a create, "
         "a state upload or a feedback that would go over it is refused with 422 resource_limit. Kept in "
         "Redis, so it holds across replicas.")
+    tenant_max_learners: int = Field(
+        10_000, ge=1, description="Most learners one tenant may have; a create beyond it is refused with 422 "
+        "resource_limit. Counted in Redis with the byte budget, so it holds across replicas.")
     max_state_bytes: int = Field(
         257 * 2**20, ge=1024, description="Largest state blob accepted by PUT /state (the state budget "
         "plus room for the header); a larger upload is refused as it streams in.")
     tenant_large_bodies: int = Field(
         1, ge=1, description="Requests with a body over 64 KiB (or of unknown size) one tenant may have in "
         "flight when API keys are configured; more are answered 429 with Retry-After.")
+    tenant_rate: float = Field(
+        1000.0, gt=0, description="Requests a second one tenant may make, per process, when API keys are "
+        "configured (a token bucket; more are answered 429 with Retry-After) ...")
+    tenant_burst: float = Field(2000.0, ge=1, description="... in bursts of up to this many.")
+    tenant_bytes_rate: float = Field(
+        8 * 2**20, gt=0, description="Body bytes a second one tenant may send, per process, when API keys "
+        "are configured (a token bucket; a body of unknown size counts as max_request_bytes) ...")
+    tenant_bytes_burst: float = Field(16 * 2**20, ge=1024, description="... in bursts of up to this many.")
+    tenant_work_rate: float = Field(
+        512 * 2**20, gt=0, description="Learner work one tenant may have done a second, per process, when "
+        "API keys are configured, in batch rows times the learner's state bytes (as batch_max_work_bytes; "
+        "512 MiB is about a quarter of a core): past it, its requests get 429 with Retry-After ...")
+    tenant_work_burst: float = Field(2**30, ge=1, description="... once more than this is owed.")
+    tenant_concurrency: int = Field(
+        32, ge=1, description="Requests one tenant may have in flight, per process, when API keys are "
+        "configured; more are answered 429 with Retry-After.")
     parse_workers: int = Field(
         1, ge=1, description="Processes (per server process) that parse and validate bodies over 64 KiB, "
         "so that a large body never holds the serving process's GIL.")
     max_batch: int = Field(1000, ge=1, description="Most rows in one predict or feedback batch.")
+    batch_max_work_bytes: int = Field(
+        512 * 2**20, ge=1, description="Most work of one predict or feedback batch, as its rows times the "
+        "learner's state bytes (about 0.5 ns a byte per round: 512 MiB is about a quarter of a second); a "
+        "larger batch is refused with 413 batch_too_large, naming the rows allowed. Bounds how long one "
+        "request of a large learner (exact KONS, ONS at a large dim) holds the process.")
     page_size_max: int = Field(1000, ge=1)
 
     # Metrics
@@ -154,10 +199,9 @@ class Settings(BaseSettings):
                 continue
             tenant, sep, key = entry.partition(":")
             tenant, key = tenant.strip(), key.strip()
-            if not sep or not key or not _NAME.match(tenant):
+            if not sep or not key or not valid_name(tenant):
                 raise ValueError(
-                    f"API key entry #{number + 1} must be 'tenant:key' with a tenant matching {NAME_PATTERN}."
-                )
+                    f"API key entry #{number + 1} must be 'tenant:key' with a tenant of {NAME_RULE}.")
             if keys.get(key, tenant) != tenant:
                 raise ValueError(f"API key entry #{number + 1} reuses another tenant's key.")
             keys[key] = tenant

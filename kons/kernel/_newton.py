@@ -38,6 +38,9 @@ class KernelNewton(Learner):
     }
 
     _eta_from_curvature = True
+    # Every round with a non-zero gradient stores its point: there is no learning without growing.
+    grows = True
+    can_hold_growth = False
     _eta: float  # resolved in _set_params, never None here
     _sqrt_eta: float
 
@@ -58,6 +61,12 @@ class KernelNewton(Learner):
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
         # the first stored point's buffers: points (16, d), squared norms, beta and the dictionary's
         return MIN_CAPACITY * (dim + 7)
+
+    def _growth_floats(self, rounds: int) -> int:
+        # Per stored point: the point, its squared norm, beta and, as a dictionary member, its index,
+        # scale, (K beta) entry, whitened entry and a row of the factor (one longer for each member).
+        members = self._chol.size
+        return rounds * (self._dim + 6 + members) + rounds * (rounds + 1) // 2
 
     # ----------------------------------------------------------------- the round
     def _dual_terms(self, x: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, float, float, float]:

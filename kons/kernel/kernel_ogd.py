@@ -47,6 +47,9 @@ class KernelOGD(Learner):
     """
 
     name = "kernel_ogd"
+    # Every round with a non-zero gradient stores its point: there is no learning without growing.
+    grows = True
+    can_hold_growth = False
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         **Learner._parameter_constraints,
         "kernel": KernelParameter(),
@@ -79,6 +82,9 @@ class KernelOGD(Learner):
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
         # the first stored point's buffers: points (16, d), their squared norms and coefficients
         return MIN_CAPACITY * (dim + 2)
+
+    def _growth_floats(self, rounds: int) -> int:
+        return rounds * (self._dim + 2)  # a point, its squared norm and its coefficient per round
 
     def _predict(self, x: np.ndarray) -> float:
         points = self._points

@@ -85,6 +85,10 @@ class NystromKONS(Learner):
     factor of 2 to 3 in error: the dictionary grows most often early in the stream, and each restart
     throws the model away.
 
+    **Held growth.** While :meth:`hold_growth` holds it (a service at its byte budget), the learner
+    behaves as with a full dictionary: KORS is not consulted, no coin is drawn, and the Newton steps go
+    on in the embedding it has.
+
     **Memory bound.** Once ``max_dictionary`` members are in :math:`D`, KORS is no longer consulted (no
     coin is drawn) and the embedding stays fixed: the learner is then exactly ONS on fixed features, a
     round costs O(j d + j^2) and the state stays at its size, whatever the stream (even an adversarial one
@@ -138,6 +142,9 @@ class NystromKONS(Learner):
         "max_dictionary": Integer(low=1),
     }
     _eta_from_curvature = True
+    # The dictionary grows up to max_dictionary; held, it admits no new point (the embedding stays).
+    grows = True
+    can_hold_growth = True
     _eta: float  # resolved in _set_params, never None here
     _sqrt_eta: float
 
@@ -183,6 +190,13 @@ class NystromKONS(Learner):
         rows = max(MIN_CAPACITY, 2 * m)
         return rows * (dim + 2) + 3 * max(MIN_CAPACITY, m * (m + 1)) + m
 
+    def _growth_floats(self, rounds: int) -> int:
+        # Per new member: KORS's point, squared norm, weight and factor row, a row of L and of A^{-1}
+        # (each as long as the dictionary with it) and a weight; at most max_dictionary members.
+        size = self._factor.size
+        joins = min(rounds, self.max_dictionary - size)
+        return joins * (self._dim + 3) + 3 * (joins * size + joins * (joins + 1) // 2)
+
     def _new_kors(self) -> KORS:
         return KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
 
@@ -219,7 +233,7 @@ class NystromKONS(Learner):
 
         weights, inverse = self._weights, self._inverse
         rng_state, joining = None, None
-        if self._factor.size < self.max_dictionary:
+        if self._factor.size < self.max_dictionary and not self._growth_held:
             rng_state = self._generator.bit_generator.state
             proposal = self._kors.propose(x, kxx, 1.0)  # the embedding's dictionary: unscaled points
             residual = kxx - float(phi @ phi)  # rho^2: squared distance of phi(x) to the span of D
@@ -238,7 +252,7 @@ class NystromKONS(Learner):
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
         try:
-            check_finite(new_weights, s, shrink * float(np.max(v * v, initial=0.0)))
+            check_finite(new_weights, s, shrink * float((v * v).max(initial=0.0)))
         except NumericalError:
             if rng_state is not None:
                 self._generator.bit_generator.state = rng_state

@@ -93,6 +93,12 @@ class SketchedKONS(KernelNewton):
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
         return super()._model_floats(dim, params) + MIN_CAPACITY * (dim + 3)  # KORS's points, weights, factor
 
+    def _growth_floats(self, rounds: int) -> int:
+        # and KORS's dictionary: the point, its squared norm, its weight and a row of its factor
+        kors = self._kors.size
+        return (super()._growth_floats(rounds) + rounds * (self._dim + 2 + kors)
+                + rounds * (rounds + 1) // 2)
+
     def _uniform(self) -> float:
         """One U[0, 1) draw from the learner's generator (tests override it to force coins)."""
         return float(self._generator.random())

@@ -30,7 +30,8 @@ from kons.errors import NumericalError
 from kons.linear._linalg import check_finite, checked_matrix, checked_vector, gram_schmidt
 from kons.linear.sparse import SparseVector, as_sparse, is_sparse_input
 
-__all__ = ["FactoredBasis", "Features", "LinearLearner", "SketchedNewton"]
+__all__ = ["SECOND_ORDER_CONSTRAINTS", "FactoredBasis", "Features", "LinearLearner", "leverage",
+           "projection_step"]
 
 #: D_1 of the diagonal adaptation (Sec. 5.2, footnote 6).
 DIAGONAL_INIT = 0.1
@@ -146,40 +147,31 @@ def _rows(X: Any) -> Any:
     return X
 
 
-class SketchedNewton(LinearLearner):
-    r"""Base of the second-order linear learners (ONS and the SON family): ``alpha``, ``eta``.
-
-    The matrix is :math:`A_t = \alpha I + \sum_s \hat g_s \hat g_s^\top` (or its sketch) with the
-    to-sketch vector :math:`\hat g_t = \sqrt{\eta}\, g_t` (Eq. 2 with :math:`\sigma_t + \eta_t = \eta`).
-    """
-
-    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
-        **Learner._parameter_constraints,
-        "alpha": REGULARISER,
-        "eta": NoneOr(POSITIVE),
-        "diagonal": Flag(),
-        "sketch_size": Integer(low=0),
-        "seed": Integer(low=0),
-    }
-
-    _eta_from_curvature = True
-    _eta: float  # resolved in _set_params, never None here
-    _sqrt_eta: float
-
-    alpha: float
-    eta: float | None
-
-    @staticmethod
-    def _leverage(scale: float, quad: float) -> float:
-        """Ridge leverage :math:`r/(1+r)` with :math:`r = \\eta\\dot g^2\\, x^\\top A^{-1} x` (``quad``)."""
-        return ridge_leverage(scale * scale * max(quad, 0.0))
-
-    def _gamma(self, excess: float, denom: float) -> float:
-        """Alg. 1, line 5: :math:`\\gamma = \\tau_C(\\bar y)/(x^\\top x - \\hat x^\\top H \\hat x)`."""
-        return 0.0 if excess == 0.0 else excess / max(denom, TINY)
+#: The hyper-parameters of the second-order linear learners (ONS and the SON family). Their matrix is
+#: :math:`A_t = \alpha I + \sum_s \hat g_s \hat g_s^\top` (or its sketch) with the to-sketch vector
+#: :math:`\hat g_t = \sqrt{\eta}\, g_t` (Eq. 2 with :math:`\sigma_t + \eta_t = \eta`); ``eta`` defaults to
+#: the loss's curvature (each sets ``_eta_from_curvature``).
+SECOND_ORDER_CONSTRAINTS: dict[str, Constraint] = {
+    **Learner._parameter_constraints,
+    "alpha": REGULARISER,
+    "eta": NoneOr(POSITIVE),
+    "diagonal": Flag(),
+    "sketch_size": Integer(low=0),
+    "seed": Integer(low=0),
+}
 
 
-class FactoredBasis(SketchedNewton):
+def leverage(scale: float, quad: float) -> float:
+    """Ridge leverage :math:`r/(1+r)` with :math:`r = \\eta\\dot g^2\\, x^\\top A^{-1} x` (``quad``)."""
+    return ridge_leverage(scale * scale * max(quad, 0.0))
+
+
+def projection_step(excess: float, denom: float) -> float:
+    """Alg. 1, line 5: :math:`\\gamma = \\tau_C(\\bar y)/(x^\\top x - \\hat x^\\top H \\hat x)` (Lemma 1)."""
+    return 0.0 if excess == 0.0 else excess / max(denom, TINY)
+
+
+class FactoredBasis(LinearLearner):
     r"""State shared by the sparse FD and Oja sketches (Sec. 4, App. G.2 and H).
 
     The sketch's orthonormal directions are kept factored as :math:`V = F Z` with :math:`F` (k, k),
@@ -195,6 +187,13 @@ class FactoredBasis(SketchedNewton):
     support and happens about O(log T) times; ``stats()["rebases"]`` counts them.
     """
 
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = SECOND_ORDER_CONSTRAINTS
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
+
+    alpha: float
+    eta: float | None
     sketch_size: int
 
     #: Re-base once ||F||_F^2 tr(K) / k^2 (at least cond(K) / k^2, 1 for orthonormal rows of Z) exceeds

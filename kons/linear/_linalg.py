@@ -17,7 +17,9 @@ __all__ = [
 def check_finite(*parts: Any, bound: float = np.inf) -> None:
     """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite and below ``bound``."""
     for part in parts:
-        if not np.all(np.abs(part) < bound):  # also False for NaN
+        # also False for NaN; a float is checked without numpy's dispatch (a round checks several)
+        within = abs(part) < bound if isinstance(part, float) else bool((np.abs(part) < bound).all())
+        if not within:
             raise NumericalError("the round would put a non-finite or overflowing number into the state.")
 
 

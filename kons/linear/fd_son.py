@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kons.linear._learner import FactoredBasis, Features
+from kons.linear._learner import FactoredBasis, Features, leverage, projection_step
 from kons.linear._linalg import (
     apply_deltas,
     check_finite,
@@ -165,7 +165,7 @@ class FDSON(FactoredBasis):
         hx = H @ sx
         denom = xx - float(sx @ hx)
         y_hat, excess = self._play(f.dot(self._ubar) + float(self._b @ zx))
-        gamma = self._gamma(excess, denom)
+        gamma = projection_step(excess, denom)
         # Projection (Alg. 10, line 6): w_bar = u_bar + gamma (G'H_2 x_hat - x), b += gamma F'D H_1 x_hat.
         b = self._b + gamma * (F.T @ (D * hx[:k]))
         x_coef = -gamma
@@ -218,7 +218,7 @@ class FDSON(FactoredBasis):
         elif grows:
             self._Gd[n, f.index] = c * f.values
             self._g_index.append(f.index)
-        return y_hat, self._leverage(c, denom / alpha), gdot
+        return y_hat, leverage(c, denom / alpha), gdot
 
     def _eigen_step(self, f: Features, c: float, b: np.ndarray, zx: np.ndarray, gx: np.ndarray) -> _Epoch:
         """Alg. 11 lines 8-12 on the full G (the current rows plus g_hat = c x), into temporaries.

@@ -8,7 +8,7 @@ import numpy as np
 from scipy.linalg.blas import dtrsm
 
 from kons.errors import NumericalError
-from kons.linear._learner import FactoredBasis, Features
+from kons.linear._learner import FactoredBasis, Features, leverage, projection_step
 from kons.linear._linalg import check_finite, checked_vector
 
 __all__ = ["OjaSON"]
@@ -111,7 +111,7 @@ class OjaSON(FactoredBasis):
         weight = t * self._lam * self._h  # (t-1) Lambda H of the previous round, as in Alg. 4
         denom = xx - float(vx @ (weight * vx))
         y_hat, excess = self._play(f.dot(self._ubar) + float(self._b @ zx))
-        gamma = self._gamma(excess, denom)
+        gamma = projection_step(excess, denom)
         b = self._b + gamma * (F.T @ (weight * vx))  # Eq. 6
         gdot = self._loss.derivative(y_hat, y)
         c = self._sqrt_eta * gdot  # g_hat = c x
@@ -155,7 +155,7 @@ class OjaSON(FactoredBasis):
             self._K, self._F = K, F1
         self._t, self._lam, self._h, self._b = t1, lam, h, b
         self._ubar[f.index] += delta_u
-        return y_hat, self._leverage(c, denom / alpha), gdot
+        return y_hat, leverage(c, denom / alpha), gdot
 
     def eigenvalues(self) -> np.ndarray:
         """Eigenvalue estimates :math:`t\\Lambda_t` of :math:`\\sum_s \\hat g_s \\hat g_s^\\top` (k,)."""

@@ -2,17 +2,18 @@ r"""Online Newton Step with the prediction projection (Luo et al., NIPS 2016, Eq
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons.linear._learner import Features, SketchedNewton
+from kons._validation import Constraint
+from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
 from kons.linear._linalg import check_finite, checked_matrix, checked_vector
 
 __all__ = ["ONS"]
 
 
-class ONS(SketchedNewton):
+class ONS(LinearLearner):
     r"""Full-matrix Online Newton Step in the invariant setting (the d x d reference of the SON family).
 
     Round :math:`t` (Eq. 1 with Lemma 1's closed-form projection onto :math:`|w^\top x_t| \le C`):
@@ -56,6 +57,13 @@ class ONS(SketchedNewton):
     """
 
     name = "ons"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = SECOND_ORDER_CONSTRAINTS
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
+
+    alpha: float
+    eta: float | None
 
     def __init__(
         self,
@@ -86,7 +94,7 @@ class ONS(SketchedNewton):
         v = f.cols(self._Ainv)  # A^{-1} x (A^{-1} is symmetric)
         s = f.dot(v)
         y_hat, excess = self._play(f.dot(self._u))
-        gamma = self._gamma(excess, s)  # Lemma 1
+        gamma = projection_step(excess, s)  # Lemma 1
         gdot = self._loss.derivative(y_hat, y)
         c2 = self._eta * gdot * gdot
         # u_{t+1} = u_t - gamma v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)
@@ -97,7 +105,7 @@ class ONS(SketchedNewton):
         self._u = u
         if shrink is not None:
             self._Ainv -= shrink  # Sherman-Morrison (Eq. 2)
-        return y_hat, self._leverage(self._sqrt_eta * gdot, s), gdot
+        return y_hat, leverage(self._sqrt_eta * gdot, s), gdot
 
     def _arrays(self) -> dict[str, np.ndarray]:
         return {"u": self._u, "Ainv": self._Ainv, **super()._arrays()}

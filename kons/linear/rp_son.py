@@ -3,11 +3,12 @@ r"""RP-SON: Sketched Online Newton with a Gaussian random-projection sketch (Alg
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from kons.linear._learner import Features, SketchedNewton
+from kons._validation import Constraint
+from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
 from kons.linear._linalg import check_finite, checked_matrix, checked_vector, sherman_morrison
 
 __all__ = ["RPSON"]
@@ -16,7 +17,7 @@ __all__ = ["RPSON"]
 _STATE_BOUND = 1e150
 
 
-class RPSON(SketchedNewton):
+class RPSON(LinearLearner):
     r"""Sketched Online Newton whose sketch is :math:`S_t = S_{t-1} + r_t \hat g_t^\top` (Alg. 6).
 
     :math:`A_t = \alpha I + S_t^\top S_t` with :math:`r_t \sim \mathcal N(0, I_m/m)` (so that
@@ -67,6 +68,13 @@ class RPSON(SketchedNewton):
     """
 
     name = "rp_son"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = SECOND_ORDER_CONSTRAINTS
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
+
+    alpha: float
+    eta: float | None
 
     sketch_size: int
     seed: int
@@ -109,7 +117,7 @@ class RPSON(SketchedNewton):
         hx = self._H @ sx
         denom = xx - float(sx @ hx)  # alpha x'A^{-1}x
         y_hat, excess = self._play(f.dot(self._ubar) + float(self._b @ sx))
-        gamma = self._gamma(excess, denom)
+        gamma = projection_step(excess, denom)
         b = self._b + gamma * hx  # projection step (Alg. 7, line 4)
         gdot = self._loss.derivative(y_hat, y)
         c = self._sqrt_eta * gdot  # g_hat = c x
@@ -137,7 +145,7 @@ class RPSON(SketchedNewton):
             self._H = H
         self._b = b
         self._ubar[f.index] += delta
-        return y_hat, self._leverage(c, denom / alpha), gdot
+        return y_hat, leverage(c, denom / alpha), gdot
 
     def sketch_drift(self) -> float:
         """Max relative gap between :math:`H` and a fresh :math:`(\\alpha I + S S^\\top)^{-1}`; O(m^2 d)."""

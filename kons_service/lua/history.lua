@@ -1,42 +1,15 @@
--- Record one point of a learner's history: a capped list, downsampled as it grows.
--- KEYS: meta, hist.  ARGV: incarnation, version, point (JSON), cap.
--- A point is kept when its version crosses a multiple of the stride since the last kept one (so points
--- from several writers, in any order, give one series); when the list exceeds cap, every other point is
--- dropped (the newest is kept) and the stride doubles. A new incarnation starts a new series.
+-- Record the history of rounds played outside a feedback (a state upload; see record_point in
+-- lib/history.lua, prepended by the store).
+-- KEYS: meta, hist.  ARGV: incarnation, version, offer (JSON: see lib/history.lua), cap.
 -- Returns {1, stride} kept | {0, stride} not needed | {-1, 0} learner gone | {-2, 0} replaced meanwhile.
-local meta, hist = KEYS[1], KEYS[2]
-local incarnation = redis.call('HGET', meta, 'incarnation')
-if not incarnation then
+local h = redis.call('HMGET', KEYS[1], 'incarnation', 'hist_stride', 'hist_version', 'hist_incarnation',
+  'hist_totals')
+if not h[1] then
   return {-1, 0}
 end
-if incarnation ~= ARGV[1] then
+if h[1] ~= ARGV[1] then
   return {-2, 0}
 end
-local version, cap = tonumber(ARGV[2]), tonumber(ARGV[4])
-local stride = tonumber(redis.call('HGET', meta, 'hist_stride') or '1')
-local last = tonumber(redis.call('HGET', meta, 'hist_version') or '-1')
-if redis.call('HGET', meta, 'hist_incarnation') ~= incarnation then
-  redis.call('DEL', hist)
-  stride, last = 1, -1
-  redis.call('HSET', meta, 'hist_incarnation', incarnation, 'hist_stride', stride)
-end
-if version <= last or math.floor(version / stride) == math.floor(last / stride) then
-  return {0, stride}
-end
-redis.call('RPUSH', hist, ARGV[3])
-redis.call('HSET', meta, 'hist_version', version)
-if redis.call('LLEN', hist) > cap then
-  local points = redis.call('LRANGE', hist, 0, -1)
-  local kept = {}
-  for i = 1, #points, 2 do
-    kept[#kept + 1] = points[i]
-  end
-  if #points % 2 == 0 then
-    kept[#kept + 1] = points[#points]
-  end
-  redis.call('DEL', hist)
-  redis.call('RPUSH', hist, unpack(kept))
-  stride = stride * 2
-  redis.call('HSET', meta, 'hist_stride', stride)
-end
-return {1, stride}
+local kept = record_point(KEYS[2], h[1], ARGV[3], tonumber(ARGV[4]), {h[2], h[3], h[4], h[5]})
+redis.call('HSET', KEYS[1], unpack(kept[3]))
+return {kept[1], kept[2]}

@@ -1,25 +1,42 @@
--- Reserve learner-state bytes against the tenant's budget: the learner's reservation grows to at least
--- nbytes, unless that would take the tenant's total over budget.
--- KEYS: the tenant's bytes hash (learner name -> "<bytes> <reserved at, ms>", and '*total' -> the sum;
--- '*' is not allowed in a learner name).  ARGV: name, nbytes, budget.
+-- Reserve bytes against the tenant's budget: the reservation grows to at least nbytes, unless that would
+-- take the tenant's total over budget. A learner's state reservation lives in the tenant's bytes hash,
+-- where a name without one gets one (even of 0 bytes: it is what counts the tenant's learners) unless the
+-- tenant already has max_learners; the bytes of its remembered prediction ids are reserved apart (in the
+-- ids hash, not counted as a learner), against the same total.
+-- KEYS: the tenant's bytes hash (learner name -> "<bytes> <reserved at, ms>", and '*total' -> the sum of
+-- both hashes; '*' is not allowed in a learner name), then the hash holding this reservation (the same
+-- key, or the tenant's ids hash).  ARGV: name, nbytes, budget, max_learners (0 for an ids reservation).
 -- A reservation never shrinks here (unreserve.lua drops it), so a learner's own concurrent growth and a
--- create of the same name cannot lower it. Returns {1 | 0 refused, the learner's bytes, the tenant's total}.
-local bytes = KEYS[1]
-local name, want, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+-- create of the same name cannot lower it. Returns {1 granted | 0 over the byte budget | -1 over the
+-- learner count, the reservation's bytes, the tenant's total, the tenant's learners}.
+local bytes, entries = KEYS[1], KEYS[2]
+local name, want, budget, max_learners = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local held = 0
-local entry = redis.call('HGET', bytes, name)
+local entry = redis.call('HGET', entries, name)
 if entry then
   held = tonumber(string.match(entry, '^(%d+)'))
 end
 local total = tonumber(redis.call('HGET', bytes, '*total') or '0')
-if want <= held then
-  return {1, string.format('%d', held), string.format('%d', total)}
+local learners = redis.call('HLEN', bytes) - redis.call('HEXISTS', bytes, '*total')
+local function reply(code)
+  return {code, string.format('%d', held), string.format('%d', total), learners}
+end
+if entry and want <= held then
+  return reply(1)
+end
+if not entry and max_learners > 0 and learners >= max_learners then
+  return reply(-1)
 end
 if total - held + want > budget then
-  return {0, string.format('%d', held), string.format('%d', total)}
+  return reply(0)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 total = total - held + want
-redis.call('HSET', bytes, name, string.format('%d %d', want, now), '*total', string.format('%d', total))
-return {1, string.format('%d', want), string.format('%d', total)}
+if not entry and max_learners > 0 then
+  learners = learners + 1
+end
+held = want
+redis.call('HSET', entries, name, string.format('%d %d', want, now))
+redis.call('HSET', bytes, '*total', string.format('%d', total))
+return reply(1)

@@ -30,23 +30,26 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "Redis is unreachable or may evict keys.", "content": {
-    "application/json": {"schema": {"type": "object", "properties": {"status": {"type": "string"}}}}}}})
+@router.get("/readyz", responses={503: {
+    "description": "Redis is unreachable, may evict keys or refuses writes.", "content": {
+        "application/json": {"schema": {"type": "object", "properties": {"status": {"type": "string"}}}}}}})
 async def readyz(request: Request) -> JSONResponse:
-    problem = None
+    problem = refusal = None
     reachable = await store_reachable(request)
     if reachable:
         try:
             async with asyncio.timeout(2.0):
                 problem = await request.app.state.service.store_problem()
+                refusal = await request.app.state.service.store.write_refusal()
         except (StoreUnavailableError, OSError, TimeoutError):
             reachable = False
     if not reachable:
         error = {"code": "store_unavailable", "message": "The learner store (Redis) is unreachable."}
         return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
-    if problem is not None:
-        error = {"code": "store_may_evict", "message": problem}
-        return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
+    for code, message in (("store_may_evict", problem), ("store_full", refusal)):
+        if message is not None:
+            error = {"code": code, "message": message}
+            return JSONResponse({"status": "unavailable", "error": error}, status_code=503)
     try:
         async with asyncio.timeout(2.0):
             durability, _ = await request.app.state.service.durability()

@@ -6,21 +6,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from importlib import resources
 
 import httpx
 import pytest
 import redis
 
-from kons_service.store import LearnerRef, Store
+from kons_service.store import LearnerRef, Store, script_text
 from testkit.processes import SPEC, RedisServer, ReplyDropper
 from testkit.scenarios import round_body
 
 pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
-APPEND_LUA = (resources.files("kons_service") / "lua" / "append.lua").read_bytes()
-APPEND_SHA = hashlib.sha1(APPEND_LUA).hexdigest().encode()
+APPEND_SHA = hashlib.sha1(script_text("append").encode()).hexdigest().encode()
 
 
 def feedback_body(i: int, request_id: str | None = None) -> dict:

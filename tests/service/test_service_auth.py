@@ -74,7 +74,7 @@ def test_bind_host_follows_the_tenancy() -> None:
     assert Settings(api_keys="a:k", host="10.1.2.3").bind_host() == "10.1.2.3"
 
 
-@pytest.mark.parametrize("keys", ["nocolon", "bad tenant:k", "a:", "a:k,b:k"])
+@pytest.mark.parametrize("keys", ["nocolon", "bad tenant:k", "a:", "a:k,b:k", "..:k", "a\nb:k"])
 def test_malformed_key_lists_fail_at_startup(keys: str) -> None:
     with pytest.raises(ValueError, match="entry"):
         create_app(Settings(api_keys=keys, redis_url="redis://127.0.0.1:1"))

@@ -143,7 +143,10 @@ async def test_bad_spec_for_an_existing_name_changes_nothing(trained: httpx.Asyn
     assert await _fingerprint(trained) == before
 
 
-@pytest.mark.parametrize("name", ["a" * 65, "white space", "semi;colon", "br{ace}", "ünï"])
+# Percent-encoded where a client would otherwise resolve or refuse the segment: "secret\n" (a '$' matches
+# before a final newline), ".", ".." and "..." (dot-only names are refused).
+@pytest.mark.parametrize("name", ["a" * 65, "white space", "semi;colon", "br{ace}", "ünï", "secret%0A",
+                                  "%0Asecret", "%2E", "%2E%2E", "..."])
 async def test_invalid_names(trained: httpx.AsyncClient, name: str) -> None:
     _expect(await trained.put(f"/v1/learners/{name}", json=SPEC), 422, "invalid_name", "name")
     _expect(await trained.get(f"/v1/learners/{name}"), 422, "invalid_name")

@@ -22,9 +22,9 @@ async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(make_client, mon
     service = client.app.state.service
     play = service.writer._play
 
-    async def slow_play(learner, xs, ys):  # the writer works for more than three TTLs
+    async def slow_play(learner, played):  # the writer works for more than three TTLs
         await asyncio.sleep(1.0)
-        return await play(learner, xs, ys)
+        return await play(learner, played)
 
     monkeypatch.setattr(service.writer, "_play", slow_play)
     write = asyncio.create_task(client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 0.5}))

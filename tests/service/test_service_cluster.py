@@ -20,7 +20,16 @@ from redis.asyncio.cluster import RedisCluster
 import kons
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store
-from testkit.processes import SPEC, LocalCluster, RedisServer, ReplicatedRedis, running, serve, sync_client
+from testkit.processes import (
+    SPEC,
+    LocalCluster,
+    RedisServer,
+    ReplicatedRedis,
+    running,
+    serve,
+    sync_client,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
@@ -188,3 +197,46 @@ async def test_without_wait_a_frozen_replica_does_not_delay_acknowledgements(pai
         with paused(pair.replica):
             assert (await feedback(client, "fast", "only")).status_code == 200
 
+
+
+async def test_a_shard_down_with_its_replica_is_503s_never_500s(
+    cluster: LocalCluster, cluster_url: str
+) -> None:
+    """A primary and its replica SIGKILLed under concurrent traffic, twice: redis-py then raises
+    ``AttributeError`` or ``RuntimeError`` on connections the dead nodes closed (not only its own
+    errors); each must be a 503 like any store failure, and the shard's learners work again once it is
+    back. (The old code answered a 500 in about one run in three.)"""
+    names = [f"s{i}" for i in range(9)]
+    primary = cluster.primary_of(meta_key(names[0]))
+    replica = cluster.replica_of(primary)
+    statuses: dict[int, int] = {}
+    async with app_on(cluster_url, redis_timeout_seconds=1.0, lease_wait_seconds=2.0) as client:
+        for name in names:
+            assert (await client.put(f"/v1/learners/{name}", json=SPEC)).status_code == 201
+        stop = asyncio.Event()
+
+        async def traffic(k: int) -> None:
+            for i in range(10**6):
+                if stop.is_set():
+                    return
+                name = names[(k + i) % len(names)]
+                for response in (await feedback(client, name, f"{k}-{i}", i % len(ROWS)),
+                                 await client.get(f"/v1/learners/{name}")):
+                    statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+
+        async def outages() -> None:
+            for _ in range(2):
+                await asyncio.sleep(1.5)
+                primary.kill()
+                await asyncio.sleep(0.3)
+                replica.kill()
+                await asyncio.sleep(2.5)
+                primary.start()
+                replica.start()
+                await asyncio.to_thread(wait_until, cluster._settled, 60, "the shard back")
+            stop.set()
+
+        await asyncio.gather(outages(), *(traffic(k) for k in range(6)))
+        assert set(statuses) <= {200, 503} and statuses.get(503, 0) > 0, statuses
+        for name in names:
+            assert (await feedback(client, name, f"after-{name}")).status_code == 200

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -202,3 +204,53 @@ def test_python_m_app_refuses_a_malformed_key_list(tmp_path: Path) -> None:
                           timeout=60)
     assert done.returncode != 0
     assert b"tenant:key" in done.stderr and b"no-colon-here" not in done.stderr
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """``pid -> command line`` of every live descendant of ``pid``."""
+    found: dict[int, str] = {}
+    listed = subprocess.run(["pgrep", "-a", "-P", str(pid)], capture_output=True, text=True)
+    for line in listed.stdout.splitlines():
+        child, _, command = line.partition(" ")
+        found[int(child)] = command
+        found.update(_descendants(int(child)))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_sigkilled_service_leaves_no_child_behind(redis_url: str, tmp_path: Path) -> None:
+    """The parser process (started by the first body over 64 KiB) and multiprocessing's resource
+    tracker used to outlive a SIGKILLed service for ever (about 100 MB per crash under a supervisor that
+    restarts only the main process)."""
+    port = free_port()
+    proc = start_service(port, service_env(KONS_REDIS_URL=redis_url, KONS_PORT=str(port)),
+                         tmp_path / "service.log")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.put(f"{base}{URL}", json=SPEC, timeout=30).status_code == 201
+        items = [{"x": [i / 7, i / 11, i / 13], "y": 0.5} for i in range(1000)]
+        body = json.dumps({"items": items}).encode()
+        assert len(body) > 64 * 1024  # parsed by the parser process
+        fed = httpx.post(f"{base}{URL}/feedback", content=body, timeout=60,
+                         headers={"content-type": "application/json"})
+        assert fed.status_code == 200, fed.text
+        children = _descendants(proc.pid)
+        assert any("spawn_main" in command for command in children.values()), children
+        assert any("resource_tracker" in command for command in children.values()), children
+    finally:
+        proc.kill()
+        proc.wait(30)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+        time.sleep(0.1)
+    left = {pid: command for pid, command in children.items() if _alive(pid)}
+    for pid in left:  # (so that a failure of this test does not leave them running either)
+        os.kill(pid, signal.SIGKILL)
+    assert not left, left

@@ -46,10 +46,10 @@ async def _held_by_stuck_writer(client: httpx.AsyncClient, monkeypatch: pytest.M
     writer = client.app.state.service.writer  # type: ignore[attr-defined]
     play, proceed, waiting = writer._play, asyncio.Event(), asyncio.Event()
 
-    async def stuck_play(learner, xs, ys):
+    async def stuck_play(learner, played):
         waiting.set()
         await proceed.wait()
-        return await play(learner, xs, ys)
+        return await play(learner, played)
 
     monkeypatch.setattr(writer, "_play", stuck_play)
     task = asyncio.create_task(client.post(f"{URL}/feedback", json=_body(ROWS[0])))

@@ -1,7 +1,8 @@
 """Several uvicorn workers and several replicas. Metrics: a scrape may reach any worker, and each replica is
 a Prometheus target of its own; counters must still never go down, and add up. Their logs, in JSON, stay
-one object per line in every worker. The embedded Redis: one server for all workers of `kons serve`, and
-plain `uvicorn --workers N` without a Redis URL refused at once."""
+one object per line in every worker; in text, a client's control characters cannot start a line. The
+embedded Redis: one server for all workers of `kons serve`, and plain `uvicorn --workers N` without a
+Redis URL refused at once."""
 
 from __future__ import annotations
 
@@ -56,6 +57,22 @@ def test_counters_never_decrease_with_two_workers_and_two_replicas(tmp_path: Pat
         assert len(fed) == 20 and {line["status"] for line in fed} == {200}
 
 
+
+
+def test_a_client_cannot_forge_a_text_log_line(tmp_path: Path) -> None:
+    """The access line writes the decoded path: %0A, %0D, an escape sequence or a C1 / Unicode line break
+    in it used to end the line and start the client's own."""
+    forged = "2030-01-01 00:00:00,000 INFO kons_service.access [x]: GET /admin 200"
+    with services_on_redis(tmp_path, log_level="info") as (_, (service,)):
+        for brk in ("%0A", "%0D%0A", "%0D", "%1B[2K%0D", "%C2%85", "%E2%80%A8"):
+            missing = httpx.get(f"{service.url}/v1/learners/x{brk}{forged.replace(' ', '%20')}", timeout=30)
+            assert missing.status_code in (404, 422), missing.text
+    lines = service.log.read_text().splitlines()
+    assert not [line for line in lines if line.startswith("2030")], lines
+    access = [line for line in lines if " kons_service.access " in line and "/v1/learners/x" in line]
+    assert len(access) == 6, lines
+    assert "/v1/learners/x\\n2030" in access[0] and "x\\x1b[2K\\r2030" in access[3], access
+    assert "x\\x852030" in access[4] and "x\\u20282030" in access[5], access
 
 
 def test_plain_uvicorn_workers_without_a_redis_url_are_refused_at_once(tmp_path: Path) -> None:

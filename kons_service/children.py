@@ -1,0 +1,46 @@
+"""Child processes that die with the service.
+
+A SIGKILLed service (the OOM killer, a supervisor's hard stop) runs no shutdown code, so its parser
+processes (:mod:`kons_service.parsers`) used to live on for ever, waiting for work, and with them
+multiprocessing's resource tracker, which exits only once every process holding its pipe is gone: about
+100 MB per crash under a supervisor that restarts only the main process. A child calls
+:func:`die_with_parent` first thing: on Linux the kernel then kills it when its parent dies
+(``prctl(PR_SET_PDEATHSIG)``); elsewhere a thread checks the parent's pid every half second.
+
+The kernel's signal follows the parent *thread* that started the child: the parser pool starts its
+processes from the thread that submits work, the event loop's, which lives as long as the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+
+__all__ = ["die_with_parent"]
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_POLL_SECONDS = 0.5
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this process exit when ``parent_pid``, its parent, does (see the module's docstring)."""
+    if not (sys.platform.startswith("linux") and _ask_the_kernel()):
+        threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), name="kons-parent-watch",
+                         daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before the signal was asked for
+        os._exit(1)
+
+
+def _ask_the_kernel() -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0)
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(_POLL_SECONDS)
+    os._exit(1)

@@ -1,0 +1,84 @@
+"""Write ``pinned_streams.npz``: the exact plays of ``auto`` and of preprocessed learners on fixed streams.
+
+The test ``tests/test_pinned_streams.py`` replays these streams with the current code and compares every
+play, every prediction and the final state's checksum with ``==``: a change meant to make a round faster
+(validation once per round, the numerics contexts entered once, ...) must not change a single bit.
+The file was written at commit 9891fb8, before those changes; rerunning this script rewrites it with the
+code of the checkout, which is only right after a deliberate change of what the learners compute.
+Run ``python tests/data/make_pinned_streams.py``.
+
+Each case ``c`` stores the stream ``c/X``, ``c/y``, the plays ``c/played`` of ``learn_one`` (the learner
+is saved and restored after :data:`RESTORE_AT` rounds), ``c/predicted`` (``predict_one`` on the first
+:data:`PREDICTED` rows after the last round) and ``c/sha256`` (of the final ``to_bytes()``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import kons
+from kons import SparseVector
+from kons.base import Learner
+
+#: name -> (algorithm, parameters, binary labels, sparse input)
+CASES: dict[str, tuple[str, dict[str, Any], bool, bool]] = {
+    "auto_regression": ("auto", {}, False, False),
+    "auto_classification": ("auto", {"task": "classification"}, True, False),
+    "auto_regression_sparse": ("auto", {}, False, True),
+    "auto_classification_sparse": ("auto", {"task": "classification", "seed": 3}, True, True),
+    "nystrom_kons": ("nystrom_kons", {"max_dictionary": 40}, False, False),
+    "nystrom_kons_logistic": ("nystrom_kons", {"loss": "logistic"}, True, False),
+    "ons": ("ons", {}, False, False),
+    "fd_son_sparse": ("fd_son", {"loss": "logistic", "sketch_size": 3}, True, True),
+    "sketched_kons": ("sketched_kons", {}, False, False),
+}
+ROUNDS = 240
+RESTORE_AT = 110  # after the warm-up (32 rows), in the middle of the stream
+PREDICTED = 20
+_BLOBS = Path(__file__).parent / "pinned_streams.npz"
+
+
+def stream(seed: int, binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Raw rows (features on very different scales, some exact zeros, a heavy tail) and targets."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(ROUNDS, 6)) * [1.0, 50.0, 0.01, 3.0, 1.0, 7.0] + [0.0, 300.0, 2.0, 0.0, -4.0, 0.0]
+    X[:, 4] = rng.lognormal(1.0, 1.5, size=ROUNDS)
+    X[rng.random(X.shape) < 0.25] = 0.0
+    y = 40.0 * np.sin(X[:, 0]) + 0.2 * (X[:, 1] - 300.0) + np.log1p(X[:, 4]) + rng.normal(size=ROUNDS)
+    return X, (y > np.median(y)) if binary else y
+
+
+def example(x: np.ndarray, sparse: bool) -> Any:
+    return SparseVector.from_dense(x) if sparse else x
+
+
+def play(case: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """The plays, the final predictions and the final state of ``case`` on ``(X, y)``."""
+    algorithm, params, _, sparse = CASES[case]
+    learner: Learner = kons.learner_from_params(algorithm, params)
+    played = []
+    for t, (x, label) in enumerate(zip(X, y, strict=True)):
+        if t == RESTORE_AT:
+            learner = kons.load(learner.to_bytes())
+        played.append(learner.learn_one(example(x, sparse), label))
+    predicted = [learner.predict_one(example(x, sparse)) for x in X[:PREDICTED]]
+    return np.array(played), np.array(predicted), learner.to_bytes()
+
+
+def main() -> None:
+    saved: dict[str, np.ndarray] = {}
+    for seed, (case, (_, _, binary, _)) in enumerate(CASES.items()):
+        X, y = stream(seed, binary)
+        played, predicted, blob = play(case, X, y)
+        saved |= {f"{case}/X": X, f"{case}/y": np.asarray(y), f"{case}/played": played,
+                  f"{case}/predicted": predicted,
+                  f"{case}/sha256": np.frombuffer(hashlib.sha256(blob).digest(), dtype=np.uint8)}
+    np.savez_compressed(_BLOBS, **saved)  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()

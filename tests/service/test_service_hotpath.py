@@ -1,0 +1,137 @@
+"""The feedback hot path: one Redis call for a feedback on a loaded learner, and group commit of
+concurrent feedbacks to one learner (each answered with its own rounds; the log replays to the same bits)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import redis
+
+import kons
+from kons_service.learning import build
+from kons_service.settings import Settings
+from testkit.processes import SPEC
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+URL = "/v1/learners/m"
+ROWS = np.random.default_rng(3).normal(size=(64, 3))
+
+
+def _body(i: int) -> dict:
+    x = ROWS[i]
+    return {"x": x.tolist(), "y": float(x[0] - 0.5 * x[1])}
+
+
+def _commands(server: redis.Redis) -> dict[str, int]:
+    """Redis's count of each command run so far (commands inside scripts included)."""
+    stats = server.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
+
+
+async def _local(client) -> kons.Learner:
+    """A fresh learner of the service's learner's stored config."""
+    return build((await client.get(URL)).json()["config"])
+
+
+async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(make_client, redis_url: str) -> None:
+    client = await make_client(history_points=16)
+    server = redis.Redis.from_url(redis_url)
+    # a learner of fixed size (a growing one also asks for more of its tenant's budget now and then)
+    assert (await client.put(URL, json={"algorithm": "ons", "dim": 3})).status_code == 201
+    for i in range(40):  # the first takes the lease (the learner is loaded); the stride grows to 4
+        assert (await client.post(f"{URL}/feedback", json=_body(i))).status_code == 200
+    calls = []
+    for i in range(40, 48):
+        before = _commands(server)
+        response = await client.post(f"{URL}/feedback", json=_body(i))
+        after = _commands(server)
+        assert response.status_code == 200 and response.json()["version"] == i + 1
+        calls.append({name: n - before.get(name, 0) for name, n in after.items()
+                      if n != before.get(name, 0) and name != "info"})
+    for used in calls:
+        assert used["evalsha"] == 1  # one call: the append script, nothing before it
+        assert "set" not in used and "del" not in used  # no lease taken
+    # the script's own commands: HMGET (the head and the history's totals), GET (is a lease held?), XADD,
+    # HSET (the head and the totals); with a history point, an RPUSH more
+    assert [sum(used.values()) for used in calls].count(5) >= 4
+    assert max(sum(used.values()) for used in calls) <= 6
+
+
+async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_answer(
+    make_client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.post(f"{URL}/feedback", json=_body(0))).status_code == 200
+    writer = client.app.state.service.writer  # type: ignore[attr-defined]
+    play, groups = writer._play, []
+
+    async def slow_play(learner, played):  # a busy writer: the next requests queue behind it
+        groups.append(len(played.xs))
+        await asyncio.sleep(0.2)
+        return await play(learner, played)
+
+    store, appends = writer.store, []
+
+    async def counted_append(*args, **kwargs):
+        appends.append(1)
+        return await append(*args, **kwargs)
+
+    append = store.append
+    monkeypatch.setattr(writer, "_play", slow_play)
+    monkeypatch.setattr(store, "append", counted_append)
+    responses = await asyncio.gather(*(client.post(f"{URL}/feedback", json=_body(i)) for i in range(1, 17)))
+    assert all(r.status_code == 200 for r in responses)
+    assert sorted(r.json()["version"] for r in responses) == list(range(2, 18))  # each its own round
+    assert max(groups) > 1 and len(groups) < 16  # requests were coalesced
+    assert len(appends) == len(groups)  # one append per group
+    # the acknowledged order replays to the acknowledged predictions, and the log to the same state
+    local = await _local(client)
+    local.learn_one(*_row(0))
+    for response in sorted(responses, key=lambda r: r.json()["version"]):
+        i = next(j for j in range(1, 17) if responses[j - 1] is response)
+        assert response.json()["prediction"] == local.learn_one(*_row(i))
+    fresh = await make_client()
+    assert (await fresh.get(f"{URL}/state")).content == (await client.get(f"{URL}/state")).content
+    assert (await client.get(f"{URL}/state")).content == local.to_bytes()
+
+
+async def test_a_bad_request_in_a_group_fails_alone(make_client, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.post(f"{URL}/feedback", json=_body(0))).status_code == 200
+    writer = client.app.state.service.writer  # type: ignore[attr-defined]
+    play = writer._play
+
+    async def slow_play(learner, played):
+        await asyncio.sleep(0.2)
+        return await play(learner, played)
+
+    monkeypatch.setattr(writer, "_play", slow_play)
+    bodies = [_body(1), _body(2), {"x": [1.0, 2.0], "y": 0.0}, {"id": "never-predicted", "y": 1.0}, _body(3)]
+    responses = await asyncio.gather(*(client.post(f"{URL}/feedback", json=b) for b in bodies))
+    assert [r.status_code for r in responses] == [200, 200, 422, 404, 200]
+    assert sorted(r.json()["version"] for r in responses if r.status_code == 200) == [2, 3, 4]
+    assert (await client.get(URL)).json()["version"] == 4
+
+
+def _row(i: int) -> tuple[np.ndarray, float]:
+    body = _body(i)
+    return np.asarray(body["x"]), body["y"]
+
+
+async def test_without_group_commit_each_request_is_its_own_append(make_client, redis_url: str) -> None:
+    client = await make_client(group_commit=False)
+    server = redis.Redis.from_url(redis_url)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    before = _commands(server).get("evalsha", 0)
+    responses = await asyncio.gather(*(client.post(f"{URL}/feedback", json=_body(i)) for i in range(8)))
+    assert sorted(r.json()["version"] for r in responses) == list(range(1, 9))
+    assert _commands(server)["evalsha"] - before >= 8 + 1  # 8 appends, and the first's lease
+
+
+def test_group_commit_is_on_by_default() -> None:
+    assert Settings().group_commit
