@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from benchmarks import cluster_failover
 from benchmarks.common import REPO, blas_env, command_line, machine_summary, markdown_table
-from kons_service.embedded import redis_server_binary
+from kons_service.store.embedded import redis_server_binary
 from testkit.scenarios import (
     crash_scenario,
     eviction_scenario,

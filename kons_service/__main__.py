@@ -3,7 +3,7 @@ settings; the same as ``kons serve [flags]`` (``--help`` lists the flags and sta
 
 Without ``KONS_REDIS_URL`` the embedded Redis server is started here, once, and shared by the workers.
 With several workers, their metrics go to a directory made fresh for this run (see
-:mod:`kons_service.metrics`), removed on the way out.
+:mod:`kons_service.core.metrics`), removed on the way out.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from types import FrameType
 
 import uvicorn
 
-from kons_service.embedded import EmbeddedRedis
-from kons_service.logs import logging_config
+from kons_service.http.logs import logging_config
 from kons_service.settings import Settings
+from kons_service.store.embedded import EmbeddedRedis
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:

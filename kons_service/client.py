@@ -32,7 +32,7 @@ from typing import Any, Generic, Self, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from kons_service.schemas import (
+from kons_service.http.schemas import (
     BatchFeedbackResponse,
     BatchPredictResponse,
     FeedbackResponse,

@@ -23,9 +23,9 @@ import numpy as np
 import uvicorn
 
 import kons
-from kons_service.embedded import redis_server_binary
 from kons_service.main import create_app
 from kons_service.settings import Settings
+from kons_service.store.embedded import redis_server_binary
 
 SPECS = {
     "kernel_ogd": {"kernel": {"name": "rbf", "gamma": 0.1}, "loss": "squared", "eta": 0.5, "C": 3.0},

@@ -27,9 +27,9 @@ import httpx
 import redis
 import redis.cluster
 
-from kons_service.embedded import redis_server_binary
 from kons_service.main import create_app
 from kons_service.settings import Settings
+from kons_service.store.embedded import redis_server_binary
 
 __all__ = [
     "REPO",

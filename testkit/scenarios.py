@@ -390,7 +390,7 @@ async def replica_scenario(
                 **audit(urls, server.url, ledger, spec), "seconds": round(time.monotonic() - started, 1)}
 
 
-#: The line a service process logs when it finds that Redis lost rounds it held (kons_service.cache).
+#: The line a service process logs when it finds that Redis lost rounds it held (kons_service.core.cache).
 ROLLBACK_LOG = "the store lost rounds of"
 #: The counter of those findings, where the service has it.
 ROLLBACK_METRIC = "kons_history_rollbacks_total"

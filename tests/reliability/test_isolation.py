@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kons_service.auth import Authenticator
+from kons_service.http.auth import Authenticator
 from kons_service.settings import Settings
 from testkit.processes import SPEC, services_on_redis
 

@@ -12,8 +12,8 @@ import jsonschema_rs
 import pytest
 
 import kons
+from kons_service.http.openapi import EXAMPLES
 from kons_service.main import create_app
-from kons_service.openapi import EXAMPLES
 from kons_service.settings import Settings
 
 pytestmark = pytest.mark.anyio

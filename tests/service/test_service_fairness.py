@@ -1,6 +1,6 @@
-"""Fair sharing between tenants (:mod:`kons_service.fairness`): per-tenant request and body-byte rates and
-requests in flight, each a 429 with Retry-After beyond its limit (for every body, not only large ones),
-leaving the other tenants alone; and one batch's work bounded by the learner's size (an exact learner's
+"""Fair sharing between tenants (:mod:`kons_service.core.fairness`): per-tenant request and body-byte
+rates and requests in flight, each a 429 with Retry-After beyond its limit (for every body, not only large
+ones), leaving the other tenants alone; and one batch's work bounded by the learner's size (an exact learner's
 500-row batch held the process for 41 s in an audit)."""
 
 from __future__ import annotations

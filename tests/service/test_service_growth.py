@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import redis
 
-from kons_service.learning import build
+from kons_service.core.learning import build
 from kons_service.store import LearnerRef, Store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]

@@ -15,13 +15,13 @@ import httpx
 import numpy as np
 import pytest
 
-import kons_service.body
-import kons_service.parsers
-from kons_service.errors import InvalidJSONError
-from kons_service.parsers import INLINE_BYTES, Parsed, loads_strict, parse_and_validate
-from kons_service.schemas import PredictRequest
+import kons_service.http.body
+import kons_service.http.parsers
+from kons_service.http.errors import InvalidJSONError
+from kons_service.http.parsers import INLINE_BYTES, Parsed, loads_strict, parse_and_validate
+from kons_service.http.schemas import PredictRequest
+from kons_service.http.v2 import InferenceRequest, rows_of
 from kons_service.settings import Settings
-from kons_service.v2 import InferenceRequest, rows_of
 from testkit.processes import SPEC, serve
 
 pytestmark = pytest.mark.anyio
@@ -167,8 +167,8 @@ async def test_the_serving_process_does_not_parse_a_large_body(
         parsed.append(len(body))
         return loads_strict(body)
 
-    monkeypatch.setattr(kons_service.body, "loads_strict", recording)
-    monkeypatch.setattr(kons_service.parsers, "loads_strict", recording)
+    monkeypatch.setattr(kons_service.http.body, "loads_strict", recording)
+    monkeypatch.setattr(kons_service.http.parsers, "loads_strict", recording)
     client = await make_client()
     assert (await client.put(URL, json=SPEC)).status_code == 201
     raw = b'{"xs": [[0.5, -1, 2e-3], [1, 2, 3]]}'

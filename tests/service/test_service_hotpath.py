@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import kons
-from kons_service.learning import build
+from kons_service.core.learning import build
 from kons_service.settings import Settings
 from testkit.processes import SPEC
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 import kons
-from kons_service.codec import unpack_float
+from kons_service.core.codec import unpack_float
 from kons_service.store import LearnerRef, Store
 from testkit.processes import SPEC, RedisServer
 from testkit.scrape import value

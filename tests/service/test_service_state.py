@@ -167,8 +167,8 @@ async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_ur
     import asyncio
     import contextlib
 
-    from kons_service.metrics import Metrics
-    from kons_service.service import Feedback, LearnerService
+    from kons_service.core.metrics import Metrics
+    from kons_service.core.service import Feedback, LearnerService
     from kons_service.settings import Settings
     from kons_service.store import LearnerRef, Store
 

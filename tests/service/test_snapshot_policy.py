@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import kons
-from kons_service.cache import CachedLearner
-from kons_service.metrics import Metrics
+from kons_service.core.cache import CachedLearner
+from kons_service.core.metrics import Metrics
+from kons_service.core.snapshots import LogCost, Snapshotter, log_dearer, snapshot_due
 from kons_service.settings import Settings
-from kons_service.snapshots import LogCost, Snapshotter, log_dearer, snapshot_due
 from kons_service.store import Head, LearnerRef
 from testkit.processes import SPEC, RedisServer, ServiceProcess, wait_until
 from testkit.scrape import value

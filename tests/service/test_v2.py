@@ -12,7 +12,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 import kons
-from kons_service.v2 import model_version
+from kons_service.http.v2 import model_version
 from testkit.processes import SPEC, ServiceProcess, services_on_redis
 
 pytestmark = pytest.mark.anyio

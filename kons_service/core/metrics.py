@@ -8,7 +8,7 @@ learner are the value most recently set by any worker, gauges of the workers the
 A fresh directory per run matters: files left by an earlier run would be added to this one's counts.
 
 Per-learner series carry the labels ``tenant`` and ``learner``; :meth:`Metrics.render` shows a caller only
-those of the tenants it may see (see ``/metrics`` in :mod:`kons_service.routers.ops`).
+those of the tenants it may see (see ``/metrics`` in :mod:`kons_service.http.routers.ops`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Request bodies: authentication first, a size limit, and strict JSON parsing out of the serving process.
 
 Routes built with :class:`KonsRoute` check the caller's key, then its tenant's limits
-(:mod:`kons_service.fairness`), before a byte of the body is read (an unauthenticated sender costs a
+(:mod:`kons_service.core.fairness`), before a byte of the body is read (an unauthenticated sender costs a
 header check), and read their body through :class:`StrictRequest`, so
-FastAPI's own body parsing applies the size limit and :mod:`kons_service.parsers`' strict JSON rules. A
+FastAPI's own body parsing applies the size limit and :mod:`kons_service.http.parsers`' strict JSON rules. A
 large body is parsed and validated by a worker process (see there why not a thread), so that it does not
 stall the other tenants' requests.
 """
@@ -19,8 +19,8 @@ from fastapi.dependencies.utils import get_flat_params
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope
 
-from kons_service.errors import ApiError, InvalidBodyError, PayloadTooLargeError, TooManyRequestsError
-from kons_service.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
+from kons_service.http.errors import ApiError, InvalidBodyError, PayloadTooLargeError, TooManyRequestsError
+from kons_service.http.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 
 __all__ = ["KonsRoute", "LargeBodies", "StrictRequest", "read_limited"]
 

@@ -21,8 +21,8 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 
-from kons_service.errors import StoreMayEvictError
-from kons_service.metrics import Metrics
+from kons_service.core.metrics import Metrics
+from kons_service.http.errors import StoreMayEvictError
 from kons_service.settings import Settings
 from kons_service.store import StoreUnavailableError
 

@@ -1,5 +1,5 @@
 """Operations: liveness, readiness (no authentication) and Prometheus metrics (whole only to a caller who
-may see tenants' names: see :meth:`kons_service.auth.Authenticator.metrics_tenants`)."""
+may see tenants' names: see :meth:`kons_service.http.auth.Authenticator.metrics_tenants`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from importlib import resources
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from kons_service.schemas import error_responses
+from kons_service.http.schemas import error_responses
 from kons_service.store import StoreUnavailableError
 
 router = APIRouter(tags=["ops"])

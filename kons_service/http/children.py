@@ -1,7 +1,7 @@
 """Child processes that die with the service.
 
 A SIGKILLed service (the OOM killer, a supervisor's hard stop) runs no shutdown code, so its parser
-processes (:mod:`kons_service.parsers`) used to live on for ever, waiting for work, and with them
+processes (:mod:`kons_service.http.parsers`) used to live on for ever, waiting for work, and with them
 multiprocessing's resource tracker, which exits only once every process holding its pipe is gone: about
 100 MB per crash under a supervisor that restarts only the main process. A child calls
 :func:`die_with_parent` first thing: on Linux the kernel then kills it when its parent dies

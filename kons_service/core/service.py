@@ -1,9 +1,9 @@
 """The learner service the routers call: one method per operation, each returning a typed result.
 
-The work is done in rooms of its own: :mod:`kons_service.cache` (the learners this process holds and
-their replay from the log), :mod:`kons_service.feedback` (the durable write protocol of feedback rounds),
-:mod:`kons_service.snapshots` (snapshot writing), :mod:`kons_service.eviction` (no write acknowledged
-while Redis may evict keys) and :mod:`kons_service.store` (every Redis call).
+The work is done in rooms of its own: :mod:`.cache` (the learners this process holds and their replay
+from the log), :mod:`.feedback` (the durable write protocol of feedback rounds), :mod:`.snapshots`
+(snapshot writing), :mod:`.eviction` (no write acknowledged while Redis may evict keys) and
+:mod:`kons_service.store` (every Redis call).
 """
 
 from __future__ import annotations
@@ -19,20 +19,14 @@ from typing import Any
 import anyio.to_thread
 
 import kons
-from kons_service import codec
-from kons_service.body import read_limited
-from kons_service.budget import TenantBudget
-from kons_service.cache import LearnerCache, not_found
-from kons_service.errors import (
-    BatchTooLargeError,
-    ConfigConflictError,
-    StateMismatchError,
-)
-from kons_service.eviction import EvictionGuard
-from kons_service.fairness import TenantLimiter
-from kons_service.feedback import Feedback, FeedbackResult, FeedbackWriter
-from kons_service.history import History, HistoryRecorder
-from kons_service.learning import (
+from kons_service.core import codec
+from kons_service.core.budget import TenantBudget
+from kons_service.core.cache import LearnerCache, not_found
+from kons_service.core.eviction import EvictionGuard
+from kons_service.core.fairness import TenantLimiter
+from kons_service.core.feedback import Feedback, FeedbackResult, FeedbackWriter
+from kons_service.core.history import History, HistoryRecorder
+from kons_service.core.learning import (
     canonical,
     check_budget,
     check_rows,
@@ -41,9 +35,15 @@ from kons_service.learning import (
     numerics,
     offload,
 )
-from kons_service.metrics import Metrics
+from kons_service.core.metrics import Metrics
+from kons_service.core.snapshots import Snapshotter
+from kons_service.http.body import read_limited
+from kons_service.http.errors import (
+    BatchTooLargeError,
+    ConfigConflictError,
+    StateMismatchError,
+)
 from kons_service.settings import Settings
-from kons_service.snapshots import Snapshotter
 from kons_service.store import Head, LearnerRef, Publication, Store
 
 __all__ = [
@@ -210,7 +210,7 @@ class LearnerService:
             return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim)
 
     async def history(self, ref: LearnerRef) -> History:
-        """The learner's recorded history (see :mod:`kons_service.history`)."""
+        """The learner's recorded history (see :mod:`kons_service.core.history`)."""
         return await self.history_recorder.read(ref)
 
     async def list(self, tenant: str, cursor: str | None, limit: int) -> LearnerPage:
@@ -255,7 +255,7 @@ class LearnerService:
     async def feedback(
         self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None = None
     ) -> FeedbackResult:
-        """Apply the rounds in order once logged (see :mod:`kons_service.feedback`).
+        """Apply the rounds in order once logged (see :mod:`kons_service.core.feedback`).
 
         A ``request_id`` that was already applied returns that request's answer and changes nothing.
         """

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
-from kons_service.logs import current_request_id
+from kons_service.http.logs import current_request_id
 from kons_service.store import (
     NotReplicatedError,
     SnapshotUnstableError,
@@ -150,7 +150,7 @@ class BusyError(ApiError):
 
 class StoreMayEvictError(ApiError):
     """Redis's eviction policy may delete keys: a write is not acknowledged (see
-    :mod:`kons_service.eviction`)."""
+    :mod:`kons_service.core.eviction`)."""
 
     status, code = 503, "store_may_evict"
 

@@ -27,8 +27,8 @@ import numpy as np
 
 import kons
 from kons.losses import get_loss
-from kons_service.cache import CachedLearner, not_found
-from kons_service.metrics import LEARNER_GAUGES
+from kons_service.core.cache import CachedLearner, not_found
+from kons_service.core.metrics import LEARNER_GAUGES
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store, StoreUnavailableError
 

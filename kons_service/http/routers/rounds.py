@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from kons_service.body import KonsRoute
-from kons_service.deps import LearnerDep, ServiceDep
-from kons_service.schemas import (
+from kons_service.core.service import Feedback
+from kons_service.http.body import KonsRoute
+from kons_service.http.deps import LearnerDep, ServiceDep
+from kons_service.http.schemas import (
     BatchFeedbackResponse,
     BatchPredictResponse,
     FeedbackRequest,
@@ -15,7 +16,6 @@ from kons_service.schemas import (
     PredictResponse,
     error_responses,
 )
-from kons_service.service import Feedback
 
 router = APIRouter(prefix="/v1/learners", tags=["rounds"], route_class=KonsRoute,
                    responses=error_responses(400, 401, 404, 409, 413, 422, 503))

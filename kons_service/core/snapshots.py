@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
-from kons_service.cache import CachedLearner, LearnerCache
-from kons_service.metrics import Metrics
+from kons_service.core.cache import CachedLearner, LearnerCache
+from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import Head, Publication, Store, StoreUnavailableError
 

@@ -10,8 +10,8 @@ import hashlib
 import hmac
 import logging
 
-from kons_service.errors import UnauthorizedError
-from kons_service.metrics import EVERY_TENANT, Visible
+from kons_service.core.metrics import EVERY_TENANT, Visible
+from kons_service.http.errors import UnauthorizedError
 from kons_service.settings import DEFAULT_TENANT, Settings
 
 __all__ = ["Authenticator"]

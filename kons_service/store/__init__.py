@@ -2,7 +2,7 @@
 
 It knows the key names, runs the scripts and gives their replies back as typed values; every failure of
 the Redis client, whatever its type, comes out as :class:`StoreUnavailableError` (the HTTP answers are
-chosen in :mod:`kons_service.errors`).
+chosen in :mod:`kons_service.http.errors`).
 
 Every key of one learner carries the hash tag ``{tenant/name}`` so that they share a Redis Cluster slot
 and every script touches only keys of one slot, all declared in ``KEYS``::
@@ -95,7 +95,7 @@ R = TypeVar("R")
 
 
 class StoreError(Exception):
-    """Base of the store's errors (the HTTP answer to each is chosen in :mod:`kons_service.errors`)."""
+    """Base of the store's errors (the HTTP answer to each is chosen in :mod:`kons_service.http.errors`)."""
 
 
 class StoreUnavailableError(StoreError):

@@ -23,7 +23,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kons_service.metrics import Metrics
+from kons_service.core.metrics import Metrics
 
 __all__ = [
     "RequestContextMiddleware", "TextFormatter", "current_request_id", "escape_controls", "logging_config",

@@ -25,7 +25,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 import kons
-from kons_service.deps import TenantDep
+from kons_service.http.deps import TenantDep
 
 __all__ = ["EXAMPLES", "SECURITY_SCHEME", "install_openapi", "operation_id"]
 

@@ -1,5 +1,5 @@
 """The Open Inference Protocol (V2, as spoken by KServe, Triton, MLServer and Seldon Core 2): bodies and
-tensor decoding. Routes are in :mod:`kons_service.routers.v2`.
+tensor decoding. Routes are in :mod:`kons_service.http.routers.v2`.
 
 A kons learner is a V2 model with one input, a batch of rows (shape ``[batch, dim]``, any of the
 protocol's numeric datatypes, data flat in row-major order or nested) and one output ``prediction``

@@ -31,10 +31,10 @@ from typing import Any
 import anyio.to_thread
 
 import kons
-from kons_service import codec
-from kons_service.errors import BusyError, LearnerNotFoundError
-from kons_service.learning import build, offload
-from kons_service.metrics import Metrics
+from kons_service.core import codec
+from kons_service.core.learning import build, offload
+from kons_service.core.metrics import Metrics
+from kons_service.http.errors import BusyError, LearnerNotFoundError
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef, LogEntry, LoggedRound, Store
 
@@ -75,7 +75,7 @@ class CachedLearner:
     nbytes: int = 0  # the learner's state size when it was last left alone
     history_stride: int = 1  # of the learner's history series, as last heard from the store
     reserved_bytes: int = 0  # of the tenant's byte budget, as last heard from the store (0: not asked)
-    #: Feedback requests waiting for the learner's writer (see :mod:`kons_service.feedback`).
+    #: Feedback requests waiting for the learner's writer (see :mod:`kons_service.core.feedback`).
     queue: list[Any] = field(default_factory=list)
     #: Whether this process made the newest append it knows of, so that the next may skip the lease; and
     #: until when (monotonic) it must take the lease anyway, after a conflict, with the current back-off.

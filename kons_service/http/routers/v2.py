@@ -1,6 +1,6 @@
 """Open Inference Protocol V2 routes (``/v2/...``): health, server and model metadata, readiness, infer.
 
-Errors are the service's (same statuses, one mapping in :mod:`kons_service.errors`) in V2's body shape,
+Errors are the service's (same statuses, one mapping in :mod:`kons_service.http.errors`) in V2's body shape,
 ``{"error": "<message>"}``, which V2 clients (tritonclient, KServe's) print.
 """
 
@@ -14,10 +14,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 import kons
-from kons_service.body import KonsRoute
-from kons_service.deps import LearnerDep, ServiceDep
-from kons_service.routers.ops import store_reachable
-from kons_service.v2 import (
+from kons_service.http.body import KonsRoute
+from kons_service.http.deps import LearnerDep, ServiceDep
+from kons_service.http.routers.ops import store_reachable
+from kons_service.http.v2 import (
     INPUT,
     OUTPUT,
     InferenceRequest,

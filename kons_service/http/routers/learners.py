@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from kons_service.body import KonsRoute
-from kons_service.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
-from kons_service.schemas import (
+from kons_service.http.body import KonsRoute
+from kons_service.http.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
+from kons_service.http.schemas import (
     LearnerHistory,
     LearnerInfo,
     LearnerList,
