@@ -15,7 +15,7 @@ count of learners, capped in the same atomic step.
 
 from __future__ import annotations
 
-from kons_service.http.errors import ResourceLimitError
+from kons_service.core.errors import ResourceLimitError
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Reservation, Store
 

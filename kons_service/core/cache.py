@@ -32,9 +32,9 @@ import anyio.to_thread
 
 import kons
 from kons_service.core import codec
+from kons_service.core.errors import BusyError, LearnerNotFoundError
 from kons_service.core.learning import build, offload
 from kons_service.core.metrics import Metrics
-from kons_service.http.errors import BusyError, LearnerNotFoundError
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef, LogEntry, LoggedRound, Store
 

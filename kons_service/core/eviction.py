@@ -21,8 +21,8 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 
+from kons_service.core.errors import StoreMayEvictError
 from kons_service.core.metrics import Metrics
-from kons_service.http.errors import StoreMayEvictError
 from kons_service.settings import Settings
 from kons_service.store import StoreUnavailableError
 
@@ -49,7 +49,7 @@ class EvictionGuard:
         """Raise 503 ``store_may_evict`` if Redis may evict keys (the one hook in each write path)."""
         if self.problem is not None:
             self.metrics.refused_may_evict.inc()
-            retry = str(math.ceil(self.settings.eviction_check_seconds))
+            retry = math.ceil(self.settings.eviction_check_seconds)
             raise StoreMayEvictError(f"Not acknowledged, nothing written: {self.problem}", retry)
 
     def suspect(self) -> None:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kons_service.http.errors import TooManyRequestsError
+from kons_service.core.errors import TooManyRequestsError
 from kons_service.settings import Settings
 
 __all__ = ["TenantLimiter"]

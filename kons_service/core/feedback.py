@@ -47,16 +47,16 @@ from kons.losses import get_loss
 from kons_service.core import codec
 from kons_service.core.budget import TenantBudget
 from kons_service.core.cache import CachedLearner, LearnerCache, logged_bytes, not_found
-from kons_service.core.history import HistoryRecorder
-from kons_service.core.learning import check_budget, check_rows, check_work, finite, numerics, offload
-from kons_service.core.metrics import Metrics
-from kons_service.http.errors import (
+from kons_service.core.errors import (
     BatchTooLargeError,
     BusyError,
     RequestIdConflictError,
     ResourceLimitError,
     UnknownIdError,
 )
+from kons_service.core.history import HistoryRecorder
+from kons_service.core.learning import check_budget, check_rows, check_work, finite, numerics, offload
+from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
     AppendOutcome,

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 import kons
-from kons_service.http.errors import BatchTooLargeError, ResourceLimitError
+from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
 __all__ = ["build", "canonical", "check_budget", "check_rows", "check_work", "config_of", "finite",
            "numerics", "offload"]

@@ -22,6 +22,11 @@ import kons
 from kons_service.core import codec
 from kons_service.core.budget import TenantBudget
 from kons_service.core.cache import LearnerCache, not_found
+from kons_service.core.errors import (
+    BatchTooLargeError,
+    ConfigConflictError,
+    StateMismatchError,
+)
 from kons_service.core.eviction import EvictionGuard
 from kons_service.core.fairness import TenantLimiter
 from kons_service.core.feedback import Feedback, FeedbackResult, FeedbackWriter
@@ -37,12 +42,7 @@ from kons_service.core.learning import (
 )
 from kons_service.core.metrics import Metrics
 from kons_service.core.snapshots import Snapshotter
-from kons_service.http.body import read_limited
-from kons_service.http.errors import (
-    BatchTooLargeError,
-    ConfigConflictError,
-    StateMismatchError,
-)
+from kons_service.core.streams import read_limited
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef, Publication, Store
 

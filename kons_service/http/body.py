@@ -11,7 +11,7 @@ stall the other tenants' requests.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from fastapi import Request, Response
@@ -19,23 +19,12 @@ from fastapi.dependencies.utils import get_flat_params
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope
 
-from kons_service.http.errors import ApiError, InvalidBodyError, PayloadTooLargeError, TooManyRequestsError
+from kons_service.core.errors import TooManyRequestsError
+from kons_service.core.streams import read_limited
+from kons_service.http.errors import InvalidBodyError, carried
 from kons_service.http.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 
-__all__ = ["KonsRoute", "LargeBodies", "StrictRequest", "read_limited"]
-
-
-async def read_limited(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
-    """Read a body of at most ``limit`` bytes (checking Content-Length first), else 413."""
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLargeError(f"The body is {declared} bytes; at most {limit} are accepted.")
-    chunks, size = [], 0
-    async for chunk in stream:
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLargeError(f"The body exceeds the limit of {limit} bytes.")
-        chunks.append(chunk)
-    return b"".join(chunks)
+__all__ = ["KonsRoute", "LargeBodies", "StrictRequest"]
 
 
 def _large_body(request: Request) -> bool:
@@ -82,17 +71,11 @@ class LargeBodies:
                 del self._in_flight[tenant]
 
 
-@contextlib.contextmanager
-def _closing_unread(large: bool) -> Iterator[None]:
+def _closing_unread(large: bool) -> contextlib.AbstractContextManager[None]:
     """An error answered before a large body is read also closes the connection: otherwise the server
     would go on receiving (and dropping) the whole body, up to ``max_request_bytes``, to keep the
     connection alive (Go's net/http closes the same way past 256 KiB)."""
-    try:
-        yield
-    except ApiError as exc:
-        if large:
-            exc.headers = {**(exc.headers or {}), "Connection": "close"}
-        raise
+    return carried({"Connection": "close"}) if large else contextlib.nullcontext()
 
 
 class StrictRequest(Request):
@@ -106,25 +89,29 @@ class StrictRequest(Request):
     async def body(self) -> bytes:
         if not hasattr(self, "_body"):
             limit = self.app.state.settings.max_request_bytes
-            self._body = await read_limited(self.stream(), self.headers.get("content-length"), limit)
+            with carried():  # (raised while FastAPI reads the body)
+                self._body = await read_limited(self.stream(), self.headers.get("content-length"), limit)
         return self._body
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            body = await self.body()
-            if len(body) <= INLINE_BYTES:
-                self._json = loads_strict(body)
-                return self._json
-            outcome = await self.app.state.parsers.parse(self.body_type, body)
-            if isinstance(outcome, Malformed):
-                outcome.raise_()
-            if isinstance(outcome, Invalid):
-                # Found before the dependencies' own checks (the learner's name), as a malformed body is.
-                raise InvalidBodyError(outcome.errors)
-            assert isinstance(outcome, Parsed)
-            # FastAPI validates it again: a model instance passes as it is (its after-validators run again).
-            self._json = outcome.body
+            with carried():  # (raised while FastAPI reads the body)
+                self._json = await self._parsed()
         return self._json
+
+    async def _parsed(self) -> Any:
+        body = await self.body()
+        if len(body) <= INLINE_BYTES:
+            return loads_strict(body)
+        outcome = await self.app.state.parsers.parse(self.body_type, body)
+        if isinstance(outcome, Malformed):
+            outcome.raise_()
+        if isinstance(outcome, Invalid):
+            # Found before the dependencies' own checks (the learner's name), as a malformed body is.
+            raise InvalidBodyError(outcome.errors)
+        assert isinstance(outcome, Parsed)
+        # FastAPI validates it again: a model instance passes as it is (its after-validators run again).
+        return outcome.body
 
 
 class KonsRoute(APIRoute):

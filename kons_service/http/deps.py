@@ -10,9 +10,9 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from kons_service.core.errors import InvalidNameError
 from kons_service.core.service import LearnerService
 from kons_service.http.auth import Authenticator
-from kons_service.http.errors import InvalidNameError
 from kons_service.settings import NAME_RULE, Settings, valid_name
 from kons_service.store import LearnerRef
 

@@ -1,14 +1,19 @@
-"""The service's one error tree and the single place where every error becomes an HTTP answer.
+"""The one place where every error becomes an HTTP answer: :data:`ANSWERS`, a table from error type to
+status and headers, and the handlers that apply it.
 
 Every error body has the shape ``{"error": {"code": "...", "message": "..."}}`` (plus ``"details"`` for
-schema errors). kons's own errors (bad input, bad parameters, rejected rounds, bad state blobs) are all
-4xx; an unreachable store is a 503; anything else is a logged 500 with no internals in the body.
+schema errors). The core's errors (:mod:`kons_service.core.errors`) and kons's own (bad input, bad
+parameters, rejected rounds, bad state blobs) are all 4xx or a 503 to retry; an unreachable store is a
+503; anything else is a logged 500 with no internals in the body. The few errors only the edge raises,
+while it reads a request, are defined here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,6 +22,21 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
+from kons_service.core.errors import (
+    BatchTooLargeError,
+    BusyError,
+    ConfigConflictError,
+    InvalidNameError,
+    LearnerNotFoundError,
+    PayloadTooLargeError,
+    RequestIdConflictError,
+    ResourceLimitError,
+    RetryLaterError,
+    ServiceError,
+    StateMismatchError,
+    TooManyRequestsError,
+    UnknownIdError,
+)
 from kons_service.http.logs import current_request_id
 from kons_service.store import (
     NotReplicatedError,
@@ -26,23 +46,14 @@ from kons_service.store import (
 )
 
 __all__ = [
-    "ApiError",
-    "BatchTooLargeError",
-    "BusyError",
-    "ConfigConflictError",
+    "ANSWERS",
+    "Answer",
+    "Carried",
     "InvalidBodyError",
     "InvalidJSONError",
-    "InvalidNameError",
-    "LearnerNotFoundError",
     "ParserUnavailableError",
-    "PayloadTooLargeError",
-    "RequestIdConflictError",
-    "ResourceLimitError",
-    "StateMismatchError",
-    "StoreMayEvictError",
-    "TooManyRequestsError",
     "UnauthorizedError",
-    "UnknownIdError",
+    "carried",
     "error_body",
     "install_error_handlers",
 ]
@@ -50,30 +61,17 @@ __all__ = [
 log = logging.getLogger("kons_service.errors")
 
 
-class ApiError(StarletteHTTPException):
-    """Base of the service's errors: an HTTP status, a stable machine-readable code and a message.
+class InvalidJSONError(ServiceError):
+    """A body that is not JSON, or holds a number JSON does not allow (``NaN``, ``1e999``)."""
 
-    It derives from Starlette's ``HTTPException`` so that FastAPI passes it through unchanged when it
-    is raised while the request body is read.
-    """
-
-    status: int = 400
-    code: str = "bad_request"
-
-    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
-        super().__init__(status_code=self.status, detail=message, headers=headers)
-        self.message = message
+    code = "invalid_json"
 
 
-class InvalidJSONError(ApiError):
-    status, code = 400, "invalid_json"
-
-
-class InvalidBodyError(ApiError):
+class InvalidBodyError(ServiceError):
     """A body that does not match its route's schema, found by the parser process: answered as FastAPI's
-    ``RequestValidationError`` is (which, raised while the body is read, FastAPI would make a bare 400)."""
+    ``RequestValidationError`` is."""
 
-    status, code = 422, "validation_error"
+    code = "validation_error"
 
     def __init__(self, errors: list[dict[str, Any]]) -> None:
         super().__init__("The request does not match the schema.")
@@ -83,79 +81,10 @@ class InvalidBodyError(ApiError):
         return self._errors
 
 
-class UnauthorizedError(ApiError):
-    status, code = 401, "unauthorized"
+class UnauthorizedError(ServiceError):
+    """A missing or unknown API key."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
-
-
-class LearnerNotFoundError(ApiError):
-    status, code = 404, "learner_not_found"
-
-
-class UnknownIdError(ApiError):
-    status, code = 404, "unknown_id"
-
-
-class ConfigConflictError(ApiError):
-    status, code = 409, "config_conflict"
-
-
-class StateMismatchError(ApiError):
-    status, code = 409, "state_mismatch"
-
-
-class RequestIdConflictError(ApiError):
-    status, code = 409, "request_id_conflict"
-
-
-class PayloadTooLargeError(ApiError):
-    """A body over the limit, refused before its end is read: the connection is closed rather than
-    drained."""
-
-    status, code = 413, "payload_too_large"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, headers={"Connection": "close"})
-
-
-class BatchTooLargeError(ApiError):
-    status, code = 413, "batch_too_large"
-
-
-class ResourceLimitError(ApiError):
-    """A learner whose state would exceed the service's memory budget (nothing was allocated)."""
-
-    status, code = 422, "resource_limit"
-
-
-class InvalidNameError(ApiError):
-    status, code = 422, "invalid_name"
-
-
-class TooManyRequestsError(ApiError):
-    status, code = 429, "too_many_requests"
-
-    def __init__(self, message: str, retry_after: int = 1) -> None:
-        super().__init__(message, headers={"Retry-After": str(max(retry_after, 1))})
-
-
-class BusyError(ApiError):
-    status, code = 503, "learner_busy"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, headers={"Retry-After": "1"})
-
-
-class StoreMayEvictError(ApiError):
-    """Redis's eviction policy may delete keys: a write is not acknowledged (see
-    :mod:`kons_service.core.eviction`)."""
-
-    status, code = 503, "store_may_evict"
-
-    def __init__(self, message: str, retry_after: str) -> None:
-        super().__init__(message, headers={"Retry-After": retry_after})
+    code = "unauthorized"
 
 
 class ParserUnavailableError(BusyError):
@@ -164,15 +93,74 @@ class ParserUnavailableError(BusyError):
     code = "parser_unavailable"
 
 
-#: kons's errors: all are the caller's doing and leave the learner unchanged.
-_KONS_ERRORS: dict[type[kons.KonsError], tuple[int, str]] = {
-    kons.InvalidInputError: (422, "invalid_input"),
-    kons.InvalidParameterError: (422, "invalid_parameter"),
-    kons.NumericalError: (422, "numerical_error"),
-    kons.StateFormatError: (422, "invalid_state"),
+class Carried(StarletteHTTPException):
+    """A service error on its way out of FastAPI's reading of a body, which would turn any other exception
+    into a bare 400, with the headers the edge adds to its answer (``Connection: close``)."""
+
+    def __init__(self, error: ServiceError, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(status_code=_answer_to(error).status, detail=error.message, headers=headers)
+        self.error = error
+
+
+def _retry_after(exc: RetryLaterError) -> dict[str, str]:
+    return {"Retry-After": str(exc.retry_after)}
+
+
+def _retry_at_once(exc: Exception) -> dict[str, str]:
+    return {"Retry-After": "1"}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """How the edge answers one type of error: its status, and its code, message and headers when they
+    are not the error's own (``code``/``message`` None)."""
+
+    status: int
+    code: str | None = None
+    message: str | None = None
+    headers: Callable[[Any], dict[str, str]] = field(default=lambda exc: {})
+
+
+#: Every error the service answers, by type: an error takes the answer of the nearest class of its MRO
+#: that is here. The status is HTTP's; the code (the error's own unless given) is the body's, stable.
+ANSWERS: dict[type[BaseException], Answer] = {
+    ServiceError: Answer(400),
+    InvalidJSONError: Answer(400),
+    UnauthorizedError: Answer(401, headers=lambda exc: {"WWW-Authenticate": "Bearer"}),
+    LearnerNotFoundError: Answer(404),
+    UnknownIdError: Answer(404),
+    ConfigConflictError: Answer(409),
+    StateMismatchError: Answer(409),
+    RequestIdConflictError: Answer(409),
+    # refused before its end is read: the connection is closed rather than drained
+    PayloadTooLargeError: Answer(413, headers=lambda exc: {"Connection": "close"}),
+    BatchTooLargeError: Answer(413),
+    ResourceLimitError: Answer(422),
+    InvalidNameError: Answer(422),
+    InvalidBodyError: Answer(422),  # (its body is a schema error's: see _describe_validation)
+    TooManyRequestsError: Answer(429, headers=_retry_after),
+    RetryLaterError: Answer(503, headers=_retry_after),  # learner_busy, parser_unavailable, store_may_evict
+    # kons's errors: all are the caller's doing and leave the learner unchanged
+    kons.KonsError: Answer(422, "invalid_request"),
+    kons.InvalidInputError: Answer(422, "invalid_input"),
+    kons.InvalidParameterError: Answer(422, "invalid_parameter"),
+    kons.NumericalError: Answer(422, "numerical_error"),
+    kons.StateFormatError: Answer(422, "invalid_state"),
+    # the store's: the operation may or may not have happened, a retry with the same request id is safe
+    StoreUnavailableError: Answer(503, "store_unavailable",
+                                  "The learner store (Redis) is unavailable; retry later.", _retry_at_once),
+    NotReplicatedError: Answer(503, "not_replicated", headers=_retry_at_once),
+    SnapshotUnstableError: Answer(503, BusyError.code, headers=_retry_at_once),
+    # the budget refuses configs before they allocate: this is the last line, never a 500
+    MemoryError: Answer(422, ResourceLimitError.code, "The request needs more memory than this server has."),
 }
 
+#: Starlette's own errors (no route, a method the route does not take, ...): their code by status.
 _STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
+def _answer_to(exc: BaseException) -> Answer:
+    return next(ANSWERS[cls] for cls in type(exc).__mro__ if cls in ANSWERS)
 
 
 def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -206,23 +194,44 @@ def _describe_validation(
     return 422, "validation_error", f"The request does not match the schema: {summary}.", details
 
 
+def _answer(exc: BaseException, extra_headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The answer :data:`ANSWERS` gives ``exc``, with ``extra_headers`` after its own."""
+    if isinstance(exc, InvalidBodyError):
+        status, code, message, details = _describe_validation(exc)
+        return _response(status, code, message, extra_headers, details)
+    answer = _answer_to(exc)
+    code = answer.code or (exc.code if isinstance(exc, ServiceError) else "invalid_request")
+    message = answer.message or (exc.message if isinstance(exc, ServiceError) else str(exc))
+    headers = {**answer.headers(exc), **(extra_headers or {})}
+    return _response(answer.status, code, message, headers or None)
+
+
+@contextlib.contextmanager
+def carried(extra_headers: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Raise the service errors of the block as :class:`Carried` (with ``extra_headers``)."""
+    try:
+        yield
+    except ServiceError as exc:
+        raise Carried(exc, extra_headers) from exc
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Map every exception to the one JSON error shape (the only such mapping in the service)."""
+    """Map every exception to the one JSON error shape, through :data:`ANSWERS`."""
 
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return _response(exc.status, exc.code, exc.message, exc.headers)
-
+    @app.exception_handler(ServiceError)
     @app.exception_handler(kons.KonsError)
-    async def _kons_error(request: Request, exc: kons.KonsError) -> JSONResponse:
-        status, code = next(
-            (v for cls, v in _KONS_ERRORS.items() if isinstance(exc, cls)), (422, "invalid_request")
-        )
-        return _response(status, code, str(exc))
+    @app.exception_handler(MemoryError)
+    async def _listed(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, MemoryError):
+            log.warning("out of memory on %s %s", request.method, request.url.path)
+        return _answer(exc)
+
+    @app.exception_handler(Carried)
+    async def _carried(request: Request, exc: Carried) -> JSONResponse:
+        return _answer(exc.error, exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    @app.exception_handler(InvalidBodyError)
-    async def _validation(request: Request, exc: RequestValidationError | InvalidBodyError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         status, code, message, details = _describe_validation(exc)
         return _response(status, code, message, details=details)
 
@@ -232,28 +241,16 @@ def install_error_handlers(app: FastAPI) -> None:
         return _response(exc.status_code, code, str(exc.detail), exc.headers)
 
     @app.exception_handler(StoreUnavailableError)
-    async def _store(request: Request, exc: StoreUnavailableError) -> JSONResponse:
-        log.warning("store error on %s %s: %s", request.method, request.url.path, exc)
-        if isinstance(exc, StoreFullError):  # memory pressure: has an evicting policy been switched on?
-            request.app.state.service.eviction.suspect()
-        return _response(503, "store_unavailable", "The learner store (Redis) is unavailable; retry later.",
-                         {"Retry-After": "1"})
-
     @app.exception_handler(NotReplicatedError)
-    async def _not_replicated(request: Request, exc: NotReplicatedError) -> JSONResponse:
-        log.warning("not replicated on %s %s: %s", request.method, request.url.path, exc)
-        return _response(503, "not_replicated", str(exc), {"Retry-After": "1"})
-
     @app.exception_handler(SnapshotUnstableError)
-    async def _unstable(request: Request, exc: SnapshotUnstableError) -> JSONResponse:
-        return _response(BusyError.status, BusyError.code, str(exc), {"Retry-After": "1"})
-
-    @app.exception_handler(MemoryError)
-    async def _memory(request: Request, exc: MemoryError) -> JSONResponse:
-        # The budget refuses configs before they allocate; this is the last line, never a 500.
-        log.warning("out of memory on %s %s", request.method, request.url.path)
-        return _response(ResourceLimitError.status, ResourceLimitError.code,
-                         "The request needs more memory than this server has.")
+    async def _store(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, StoreUnavailableError):
+            log.warning("store error on %s %s: %s", request.method, request.url.path, exc)
+            if isinstance(exc, StoreFullError):  # memory pressure: has an evicting policy been switched on?
+                request.app.state.service.eviction.suspect()
+        elif isinstance(exc, NotReplicatedError):
+            log.warning("not replicated on %s %s: %s", request.method, request.url.path, exc)
+        return _answer(exc)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
