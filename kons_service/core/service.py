@@ -213,7 +213,7 @@ class LearnerService:
         """The learner's recorded history (see :mod:`kons_service.core.history`)."""
         return await self.history_recorder.read(ref)
 
-    async def list(self, tenant: str, cursor: str | None, limit: int) -> LearnerPage:
+    async def list_learners(self, tenant: str, cursor: str | None, limit: int) -> LearnerPage:
         rows, more = await self.store.learners(tenant, cursor, limit)
         items = [LearnerSummary(row.name, json.loads(row.config), row.version) for row in rows]
         return LearnerPage(items, items[-1].name if more and items else None)

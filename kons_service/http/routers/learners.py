@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
+from kons_service.http.routers import V1
 from kons_service.http.schemas import (
     LearnerHistory,
     LearnerInfo,
@@ -20,7 +21,7 @@ from kons_service.http.schemas import (
     error_responses,
 )
 
-router = APIRouter(prefix="/v1/learners", tags=["learners"], route_class=KonsRoute,
+router = APIRouter(prefix=f"{V1}/learners", tags=["learners"], route_class=KonsRoute,
                    responses=error_responses(400, 401, 404, 409, 413, 422, 503))
 
 _OCTETS = "application/octet-stream"
@@ -40,7 +41,7 @@ async def list_learners(
     cursor: Annotated[str | None, Query(description="Name of the last learner of the previous page.")] = None,
     limit: Annotated[int, Query(ge=1)] = 100,
 ) -> LearnerList:
-    page = await service.list(tenant, cursor, min(limit, settings.page_size_max))
+    page = await service.list_learners(tenant, cursor, min(limit, settings.page_size_max))
     return LearnerList(learners=[LearnerSummary(**asdict(row)) for row in page.learners],
                        next_cursor=page.next_cursor)
 

@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, ServiceDep
+from kons_service.http.routers import V1
 from kons_service.http.schemas import (
     BatchFeedbackResponse,
     BatchPredictResponse,
@@ -17,7 +18,7 @@ from kons_service.http.schemas import (
     error_responses,
 )
 
-router = APIRouter(prefix="/v1/learners", tags=["rounds"], route_class=KonsRoute,
+router = APIRouter(prefix=f"{V1}/learners", tags=["rounds"], route_class=KonsRoute,
                    responses=error_responses(400, 401, 404, 409, 413, 422, 503))
 
 
