@@ -37,13 +37,14 @@ import httpx
 import numpy as np
 
 from benchmarks.common import REPO, blas_env, command_line, git_commit, machine_summary, markdown_table
-from kons_service.store import LearnerRef, Store
+from kons_service.store import LearnerRef
+from kons_service.store.keys import learner_key
 from testkit.processes import SPEC, RedisServer, ServiceProcess, start_service
 
 __all__ = ["main"]
 
 URL = "/v1/learners/m"
-LEASE_KEY = Store._key(LearnerRef("default", "m"), "lease")
+LEASE_KEY = learner_key(LearnerRef("default", "m"), "lease")
 BIG_BATCH = 20_000  # rows: long enough for a kill to land while the lease is held
 
 

@@ -44,7 +44,8 @@ import redis
 
 import kons
 from kons_service.settings import Settings
-from kons_service.store import LearnerRef, Store
+from kons_service.store import LearnerRef
+from kons_service.store.keys import learner_key, learner_keys
 from testkit import scrape
 from testkit.processes import (
     SPEC,
@@ -223,7 +224,7 @@ def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, A
     by_version = {v: rid for rid, (v, _) in ledger.acked.items()}
     client = sync_client(redis_url)
     try:
-        log_key = next(k for k in Store(client).keys_of(LearnerRef("alpha", NAME)) if k.endswith(":log"))
+        log_key = next(k for k in learner_keys(LearnerRef("alpha", NAME)) if k.endswith(":log"))
         tail = client.xrange(log_key)
     finally:
         client.close()
@@ -434,7 +435,7 @@ async def cluster_failover_scenario(
 
     async def fail(cluster: LocalCluster, marks: dict[str, float]) -> None:
         marks["lag"] = marks["lost"] = time.monotonic()
-        key = Store(redis.Redis()).keys_of(LearnerRef("alpha", NAME))[0]
+        key = learner_keys(LearnerRef("alpha", NAME))[0]
         lost = cluster.primary_of(key)
         await asyncio.to_thread(cluster.fail_over, key)
         if cluster.primary_of(key) is lost:
@@ -530,10 +531,9 @@ async def soak_scenario(
         state_bytes = sum(len(httpx.get(f"{service.url}/v1/learners/s{i}/state", headers=HEADERS).content)
                           for i in range(learners))
         await asyncio.sleep(6)  # past both TTLs: the id stores must be gone or nearly empty
-        store = Store(r)
         leftovers = {"ids": 0, "reqs": 0, "log": 0}
         for i in range(learners):
-            for key in store.keys_of(LearnerRef("alpha", f"s{i}")):
+            for key in learner_keys(LearnerRef("alpha", f"s{i}")):
                 kind = key.rsplit(":", 1)[1]
                 if kind in ("ids", "reqs"):
                     leftovers[kind] += r.hlen(key)
@@ -635,7 +635,7 @@ async def rollback_scenario(
         routed = list(urls)  # the replicas the storm sends to, changed in place below
         _create(urls[0])
         ref = LearnerRef("alpha", NAME)
-        keys = Store(client).keys_of(ref)
+        keys = learner_keys(ref)
 
         async def disturb() -> None:
             for _ in range(rollbacks):
@@ -653,7 +653,7 @@ async def rollback_scenario(
 
         ledger = await _run_storm(routed, clients, disturb, seed)
         remembered = {rid.decode(): int(record.split(b":", 1)[0])
-                      for rid, record in client.hgetall(Store._key(ref, "reqs")).items()}
+                      for rid, record in client.hgetall(learner_key(ref, "reqs")).items()}
         survivors = Ledger(acked={rid: vb for rid, vb in ledger.acked.items() if rid in remembered})
         moved = sum(1 for rid, (v, _) in survivors.acked.items() if remembered[rid] != v)
         lost = len(ledger.acked) - len(survivors.acked)

@@ -2,7 +2,7 @@
 prediction ids, stay within ``tenant_max_bytes``, and their number within ``tenant_max_learners``,
 whichever replica creates, grows or replaces them.
 
-Each learner holds a reservation in Redis (:meth:`~kons_service.store.Store.reserve_bytes`): its estimated
+Each learner holds a reservation in Redis (:meth:`.TenantBytes.reserve`): its estimated
 state size from its config when it is created, grown to its actual size when it outgrows that (a kernel
 learner storing points, an uploaded state) and dropped when it is deleted. A reservation is granted
 atomically against the tenant's total, so concurrent creates on several replicas cannot overshoot; since
@@ -38,7 +38,7 @@ class TenantBudget:
         reservations of learners that no longer exist are reclaimed."""
         budget = self.settings.tenant_max_bytes
         got = await self._reserve(ref, nbytes)
-        if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
+        if not got.granted and await self.store.budget.reclaim(ref.tenant, RECLAIM_MIN_AGE_MS):
             got = await self._reserve(ref, nbytes)
         if got.too_many:
             raise ResourceLimitError(
@@ -69,7 +69,7 @@ class TenantBudget:
         got = await self._reserve(ref, roomy)
         if not got.granted and not got.too_many:
             got = await self._reserve(ref, need)
-            if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
+            if not got.granted and await self.store.budget.reclaim(ref.tenant, RECLAIM_MIN_AGE_MS):
                 got = await self._reserve(ref, need)
         return got.learner_bytes if got.granted else None
 
@@ -77,9 +77,9 @@ class TenantBudget:
         """Make the reservation for the features the learner keeps under prediction ids at least
         ``nbytes``; raises 422 ``resource_limit`` when the tenant's budget cannot cover it."""
         budget = self.settings.tenant_max_bytes
-        got = await self.store.reserve_id_bytes(ref, nbytes, budget)
-        if not got.granted and await self.store.reclaim_bytes(ref.tenant, RECLAIM_MIN_AGE_MS):
-            got = await self.store.reserve_id_bytes(ref, nbytes, budget)
+        got = await self.store.budget.reserve_ids(ref, nbytes, budget)
+        if not got.granted and await self.store.budget.reclaim(ref.tenant, RECLAIM_MIN_AGE_MS):
+            got = await self.store.budget.reserve_ids(ref, nbytes, budget)
         if not got.granted:
             raise ResourceLimitError(
                 f"Keeping the features of learner {ref.name!r}'s predictions under ids needs {nbytes} bytes, "
@@ -88,5 +88,5 @@ class TenantBudget:
                 "ids (send x with the feedback), or delete learners.")
 
     async def _reserve(self, ref: LearnerRef, nbytes: int) -> Reservation:
-        return await self.store.reserve_bytes(ref, nbytes, self.settings.tenant_max_bytes,
+        return await self.store.budget.reserve(ref, nbytes, self.settings.tenant_max_bytes,
                                               self.settings.tenant_max_learners)

@@ -255,7 +255,7 @@ class LearnerCache:
                       head.tip)
         for _ in range(_LOAD_ATTEMPTS):
             entry.invalidate()
-            stored = await self.store.read_state(entry.ref)
+            stored = await self.store.snapshots.read_state(entry.ref)
             if stored is None:
                 raise not_found(entry.ref)
             config = json.loads(stored.config)
@@ -276,7 +276,7 @@ class LearnerCache:
         ``entry.lost_history`` is set): the caller rebuilds."""
         entry.lost_history = False
         while entry.version < head.version:
-            rows = await self.store.read_log(entry.ref, entry.version, _REPLAY_PAGE)
+            rows = await self.store.log.read(entry.ref, entry.version, _REPLAY_PAGE)
             expected = list(range(entry.version + 1, entry.version + 1 + len(rows)))
             if not rows or [row.version for row in rows] != expected:
                 return False

@@ -180,7 +180,7 @@ class FeedbackWriter:
         self.metrics = metrics
         self.cache = cache
         self.history = history
-        self._tokens = (store.writer_token(i) for i in itertools.count())
+        self._tokens = (store.leases.writer_token(i) for i in itertools.count())
         self._held: set[str] = set()  # tokens of the leases this process's writers hold (or wait for)
         self._late_releases: set[asyncio.Task[None]] = set()
         self._retention = RequestRetention(settings.request_id_ttl_seconds * 1000, settings.request_ids_max)
@@ -294,7 +294,7 @@ class FeedbackWriter:
         for request in group:
             if request.fingerprint is None or request.id is None:
                 continue
-            earlier = await self.store.applied(ref, request.id)
+            earlier = await self.store.log.applied(ref, request.id)
             if earlier is not None:
                 if len(group) > 1:
                     raise _RegroupError
@@ -330,7 +330,7 @@ class FeedbackWriter:
         until it does or the lease has expired: another process cannot tell that a live process's lease
         is left over, and would wait for its TTL."""
         try:
-            await self.store.release_lease(ref, token)
+            await self.store.leases.release(ref, token)
         except StoreUnavailableError:
             task = asyncio.create_task(self._release_when_back(ref, token))
             self._late_releases.add(task)
@@ -341,7 +341,7 @@ class FeedbackWriter:
         while time.monotonic() < deadline:
             await asyncio.sleep(_RELEASE_RETRY_SECONDS)
             with contextlib.suppress(StoreUnavailableError):
-                await self.store.release_lease(ref, token)
+                await self.store.leases.release(ref, token)
                 return
 
     async def close(self) -> None:
@@ -357,7 +357,7 @@ class FeedbackWriter:
         while True:
             await asyncio.sleep(ttl / 3000)
             try:
-                if not await self.store.renew_lease(ref, token, ttl):
+                if not await self.store.leases.renew(ref, token, ttl):
                     return
             except StoreUnavailableError:
                 continue  # the append's own check decides; try again next period
@@ -369,7 +369,7 @@ class FeedbackWriter:
         delay = 0.001
         gone, next_check = "", dict[str, float]()  # holder -> when to ask about it again
         while True:
-            got = await self.store.acquire_lease(ref, token, self.settings.lease_ttl_ms, gone)
+            got = await self.store.leases.acquire(ref, token, self.settings.lease_ttl_ms, gone)
             if got is None:
                 raise not_found(ref)
             if isinstance(got, Head):
@@ -401,7 +401,7 @@ class FeedbackWriter:
             return False
         if process_of(holder) == self.store.process_name:
             return holder not in self._held
-        return await self.store.holder_connected(holder) is False
+        return await self.store.leases.holder_connected(holder) is False
 
     async def _growth_held(self, entry: CachedLearner, learner: kons.Learner, dim: int, rows: int) -> bool:
         """Whether the learner's growth is held for the next ``rows`` rounds, once its reservation covers
@@ -464,7 +464,7 @@ class FeedbackWriter:
         wanted = [it.id for request in group for it in request.items if it.x is None and it.id is not None]
         recalled = {}
         if wanted:
-            recalled = dict(zip(wanted, await self.store.recall(entry.ref, wanted), strict=True))
+            recalled = dict(zip(wanted, await self.store.ids.recall(entry.ref, wanted), strict=True))
         played = _Played()
         for request in group:
             try:
@@ -529,7 +529,7 @@ class FeedbackWriter:
             tags.append(RequestTag(request.id or "", record, len(request.items)))
         errors = self.history.due(entry, head.version, played.ys, played.plays)
         history = (errors, self.settings.history_points)
-        return await self.store.append(entry.ref, token, head, entries, tags, leased=leased,
+        return await self.store.log.append(entry.ref, token, head, entries, tags, leased=leased,
                                        retention=self._retention, history=history)
 
     def _conclude(self, entry: CachedLearner, head: Head, group: list[_Request], outcome: AppendOutcome,

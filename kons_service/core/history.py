@@ -81,7 +81,7 @@ class HistoryRecorder:
         text = json.dumps({"task": _task(entry.loaded()), "segments": [[entry.version, 0, 0, 0, 0, 0]],
                            "point": json.dumps(point(entry.loaded(), entry.version), allow_nan=False)})
         try:
-            stride = await self.store.record_history(entry.ref, entry.incarnation, entry.version, text,
+            stride = await self.store.history.record(entry.ref, entry.incarnation, entry.version, text,
                                                      self.settings.history_points)
         except StoreUnavailableError as exc:
             log.warning("history point of %s at version %d not recorded: %s", entry.ref, entry.version, exc)
@@ -89,7 +89,7 @@ class HistoryRecorder:
         entry.history_stride = max(stride, 1)
 
     async def read(self, ref: LearnerRef) -> History:
-        found = await self.store.history(ref)
+        found = await self.store.history.read(ref)
         if found is None:
             raise not_found(ref)
         stride, points = found

@@ -144,7 +144,7 @@ class LearnerService:
         """Why the store could silently lose acknowledged rounds or learners (None: no known reason)."""
         if not self.settings.redis_require_noeviction:
             return None
-        policy = await self.store.eviction_policy()
+        policy = await self.store.server.eviction_policy()
         if policy is None:
             return ("Redis refuses CONFIG GET, so its maxmemory-policy cannot be checked; if it is "
                     "noeviction, set KONS_REDIS_REQUIRE_NOEVICTION=false.")
@@ -158,7 +158,7 @@ class LearnerService:
         """How an acknowledged feedback is kept, as Redis runs (for ``/readyz``), and what it survives in
         plain words (logged at start-up); see docs/reliability.md, "What each durability setting
         promises"."""
-        persistence = await self.store.persistence()
+        persistence = await self.store.server.persistence()
         replicas = self.settings.redis_wait_replicas
         waited = f"; every feedback waits for {replicas} replica(s) (WAIT)" if replicas else ""
         if persistence is None:
@@ -249,7 +249,7 @@ class LearnerService:
         share = max(min(self.settings.ids_max_bytes, self.settings.ids_max * per_id), len(payloads) * per_id)
         await self.budget.reserve_ids(ref, share)
         ttl_ms = self.settings.id_ttl_seconds * 1000
-        if not await self.store.remember(ref, payloads, ttl_ms, share // per_id):
+        if not await self.store.ids.remember(ref, payloads, ttl_ms, share // per_id):
             raise not_found(ref)
 
     async def feedback(
@@ -308,7 +308,8 @@ class LearnerService:
         version = int(learner.stats()["rounds"])
         incarnation = uuid.uuid4().hex
         head = Head(incarnation, version, version, incarnation)  # a new history: its tip is its incarnation
-        replaced = await self.store.replace_state(ref, stored, head, blob, self.settings.snapshot_chunk_bytes)
+        replaced = await self.store.snapshots.replace_state(ref, stored, head, blob,
+                                                            self.settings.snapshot_chunk_bytes)
         if replaced is Publication.GONE:
             raise not_found(ref)
         if replaced is not Publication.PUBLISHED:

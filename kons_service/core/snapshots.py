@@ -164,7 +164,7 @@ class Snapshotter:
         if entry.learner is None or entry.version <= entry.snap_version:
             return False
         lock = uuid.uuid4().hex
-        if not await self.store.lock_snapshot(ref, lock, _SNAPSHOT_LOCK_MS):
+        if not await self.store.snapshots.lock(ref, lock, _SNAPSHOT_LOCK_MS):
             return False  # another process is writing one
         started = time.perf_counter()
         try:
@@ -174,14 +174,15 @@ class Snapshotter:
                 head = Head(entry.incarnation, entry.version, entry.snap_version, entry.tip)
                 covered_bytes = entry.log_bytes  # of the rounds this snapshot holds
                 blob = await anyio.to_thread.run_sync(entry.learner.to_bytes)
-            published = await self.store.publish_snapshot(ref, head, blob, self.settings.snapshot_chunk_bytes)
+            published = await self.store.snapshots.publish(ref, head, blob,
+                                                           self.settings.snapshot_chunk_bytes)
             self.metrics.snapshot_bytes.inc(len(blob))
             seconds_per_byte = (time.perf_counter() - started) / max(len(blob), 1)
             self._seconds_per_byte += _WRITE_SPEED_WEIGHT * (seconds_per_byte - self._seconds_per_byte)
         finally:
             entry.last_snapshot = time.monotonic()
             with contextlib.suppress(StoreUnavailableError):
-                await self.store.unlock_snapshot(ref, lock)
+                await self.store.snapshots.unlock(ref, lock)
         done = published is Publication.PUBLISHED
         if done and entry.incarnation == head.incarnation:
             entry.snap_version = max(entry.snap_version, head.version)

@@ -13,7 +13,8 @@ import httpx
 import pytest
 import redis
 
-from kons_service.store import LearnerRef, Store
+from kons_service.store import LearnerRef
+from kons_service.store.keys import learner_keys
 from testkit.processes import SPEC, ServiceProcess, services_on_redis
 from testkit.scenarios import soak_scenario
 
@@ -82,7 +83,7 @@ async def test_the_id_join_store_expires_in_redis(make_client, redis_url: str) -
                                                           "ids": [f"q{i}" for i in range(5)]})
     assert response.status_code == 200
     r = redis.Redis.from_url(redis_url)
-    keys = Store(r).keys_of(LearnerRef("default", "m"))
+    keys = learner_keys(LearnerRef("default", "m"))
     ids, ids_exp = (k for k in keys if k.endswith((":ids", ":ids_exp")))
     assert r.hlen(ids) == 5 and 0 < r.pttl(ids) <= 1000 and 0 < r.pttl(ids_exp) <= 1000
     deadline = time.monotonic() + 5

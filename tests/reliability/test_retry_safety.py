@@ -11,7 +11,8 @@ import httpx
 import pytest
 import redis
 
-from kons_service.store import LearnerRef, Store, script_text
+from kons_service.store import LearnerRef, script_text
+from kons_service.store.keys import learner_keys
 from testkit.processes import SPEC, RedisServer, ReplyDropper
 from testkit.scenarios import round_body
 
@@ -125,7 +126,7 @@ async def test_remembered_request_ids_expire_and_are_capped(make_client, redis_u
         sent = await client.post(f"{URL}/feedback", json=feedback_body(i, request_id=f"r-{i}"))
         assert sent.status_code == 200
     r = redis.Redis.from_url(redis_url)
-    keys = Store(r).keys_of(LearnerRef("default", "m"))
+    keys = learner_keys(LearnerRef("default", "m"))
     reqs, reqs_exp = (k for k in keys if k.endswith((":reqs", ":reqs_exp")))
     assert r.hlen(reqs) == r.zcard(reqs_exp) == 5
     assert set(r.hkeys(reqs)) == {f"r-{i}".encode() for i in range(7, 12)}  # the newest five

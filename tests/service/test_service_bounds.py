@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from kons_service.store import LearnerRef, LeaseBusy
+from kons_service.store.keys import learner_key
 from testkit.processes import SPEC
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +30,7 @@ async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(make_client, mon
     monkeypatch.setattr(service.writer, "_play", slow_play)
     write = asyncio.create_task(client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 0.5}))
     await asyncio.sleep(0.7)
-    assert isinstance(await service.store.acquire_lease(REF, "intruder", 300), LeaseBusy)
+    assert isinstance(await service.store.leases.acquire(REF, "intruder", 300), LeaseBusy)
     response = await write
     assert response.status_code == 200 and response.json()["version"] == 1
     assert service.metrics.conflicts._value.get() == 0  # applied at the first attempt
@@ -38,12 +39,12 @@ async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(make_client, mon
 async def test_renewal_only_extends_the_holders_lease(client) -> None:
     assert (await client.put(URL, json=SPEC)).status_code == 201
     store = client.app.state.service.store
-    await store.acquire_lease(REF, "holder", 200)
-    assert not await store.renew_lease(REF, "other", 60_000)
-    assert await store.renew_lease(REF, "holder", 60_000)
-    assert await store.client.pttl(store._key(REF, "lease")) > 30_000
-    await store.release_lease(REF, "holder")
-    assert not await store.renew_lease(REF, "holder", 60_000)  # released: nothing to extend
+    await store.leases.acquire(REF, "holder", 200)
+    assert not await store.leases.renew(REF, "other", 60_000)
+    assert await store.leases.renew(REF, "holder", 60_000)
+    assert await store.client.pttl(learner_key(REF, "lease")) > 30_000
+    await store.leases.release(REF, "holder")
+    assert not await store.leases.renew(REF, "holder", 60_000)  # released: nothing to extend
 
 
 async def test_predict_ids_are_capped_per_learner_oldest_first(make_client) -> None:
@@ -53,7 +54,7 @@ async def test_predict_ids_are_capped_per_learner_oldest_first(make_client) -> N
         response = await client.post(f"{URL}/predict", json={"x": [1, 2, i], "id": f"p{i}"})
         assert response.status_code == 200
     store = client.app.state.service.store
-    assert await store.client.hlen(store._key(REF, "ids")) == 3
+    assert await store.client.hlen(learner_key(REF, "ids")) == 3
     dropped = await client.post(f"{URL}/feedback", json={"id": "p1", "y": 0.5})
     assert dropped.status_code == 404 and dropped.json()["error"]["code"] == "unknown_id"
     kept = await client.post(f"{URL}/feedback", json={"id": "p4", "y": 0.5})

@@ -20,6 +20,7 @@ from redis.asyncio.cluster import RedisCluster
 import kons
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store
+from kons_service.store.keys import learner_keys
 from testkit.processes import (
     SPEC,
     LocalCluster,
@@ -69,7 +70,7 @@ def paused(server: RedisServer) -> Iterator[None]:
 
 
 def meta_key(name: str) -> str:
-    return Store(redis.Redis()).keys_of(LearnerRef("default", name))[0]
+    return learner_keys(LearnerRef("default", name))[0]
 
 
 def test_the_url_or_the_setting_selects_the_cluster_client() -> None:

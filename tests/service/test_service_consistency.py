@@ -160,19 +160,19 @@ async def test_append_is_fenced_by_version_and_lease(redis_url: str) -> None:
     created, _ = await store.create(ref, "{}", "inc-1", 0)
     assert created
     entry = LogEntry(b"D" + np.zeros(1).tobytes(), b"\0" * 8, b"\0" * 8)
-    head = await store.acquire_lease(ref, "w1", 50)
+    head = await store.leases.acquire(ref, "w1", 50)
     assert head == Head("inc-1", 0, 0, "inc-1")
-    assert (await store.acquire_lease(ref, "w2", 1000)).wait_ms > 0  # busy: w1 holds it
+    assert (await store.leases.acquire(ref, "w2", 1000)).wait_ms > 0  # busy: w1 holds it
     await asyncio.sleep(0.1)  # w1 stalls past its lease
-    head2 = await store.acquire_lease(ref, "w2", 1000)
+    head2 = await store.leases.acquire(ref, "w2", 1000)
     assert head2 == Head("inc-1", 0, 0, "inc-1")
-    assert (await store.append(ref, "w1", head, [entry])).reason == "lease_lost"
-    assert (await store.append(ref, "w2", head2, [entry, entry])).version == 2
-    head3 = await store.acquire_lease(ref, "w1", 1000)
+    assert (await store.log.append(ref, "w1", head, [entry])).reason == "lease_lost"
+    assert (await store.log.append(ref, "w2", head2, [entry, entry])).version == 2
+    head3 = await store.leases.acquire(ref, "w1", 1000)
     assert head3.version == 2
-    assert (await store.append(ref, "w1", head, [entry])).reason == "moved"  # a stale head never forks
-    assert [row.version for row in await store.read_log(ref, 0, 10)] == [1, 2]
-    await store.release_lease(ref, "w1")
+    assert (await store.log.append(ref, "w1", head, [entry])).reason == "moved"  # a stale head never forks
+    assert [row.version for row in await store.log.read(ref, 0, 10)] == [1, 2]
+    await store.leases.release(ref, "w1")
     assert await store.delete(ref)
-    assert await store.acquire_lease(ref, "w1", 1000) is None
+    assert await store.leases.acquire(ref, "w1", 1000) is None
     await store.client.aclose()

@@ -8,7 +8,8 @@ import pytest
 import redis
 
 from kons_service.core.learning import build
-from kons_service.store import LearnerRef, Store
+from kons_service.store import LearnerRef
+from kons_service.store.keys import tenant_bytes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
@@ -22,7 +23,7 @@ def _items(rows: np.ndarray) -> list[dict]:
 def _reserved(redis_url: str, tenant: str = "default") -> int:
     """The tenant's reserved bytes as Redis holds them (the total of its reservations)."""
     client = redis.Redis.from_url(redis_url)
-    return int(client.hget(Store(client)._tenant_bytes(tenant), "*total") or 0)
+    return int(client.hget(tenant_bytes(tenant), "*total") or 0)
 
 
 async def test_a_thousand_auto_learners_fit_the_default_tenant_budget(make_client) -> None:

@@ -82,9 +82,9 @@ async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_a
         appends.append(1)
         return await append(*args, **kwargs)
 
-    append = store.append
+    append = store.log.append
     monkeypatch.setattr(writer, "_play", slow_play)
-    monkeypatch.setattr(store, "append", counted_append)
+    monkeypatch.setattr(store.log, "append", counted_append)
     responses = await asyncio.gather(*(client.post(f"{URL}/feedback", json=_body(i)) for i in range(1, 17)))
     assert all(r.status_code == 200 for r in responses)
     assert sorted(r.json()["version"] for r in responses) == list(range(2, 18))  # each its own round

@@ -13,7 +13,8 @@ import pytest
 
 import kons
 from kons_service.core.codec import unpack_float
-from kons_service.store import LearnerRef, Store
+from kons_service.store import LearnerRef
+from kons_service.store.keys import learner_key, learner_keys
 from testkit.processes import SPEC, RedisServer
 from testkit.scrape import value
 
@@ -34,10 +35,10 @@ async def _feed(client: httpx.AsyncClient, rounds: list[tuple[list[float], float
         assert response.status_code == 200, response.text
 
 
-def _dump(server: RedisServer, app: httpx.AsyncClient, ref: LearnerRef = REF) -> dict[str, bytes | None]:
+def _dump(server: RedisServer, ref: LearnerRef = REF) -> dict[str, bytes | None]:
     """The learner's keys as they are now (None: absent)."""
-    client, store = server.client(), app.app.state.service.store  # type: ignore[attr-defined]
-    return {key: client.dump(key) for key in store.keys_of(ref)}
+    client = server.client()
+    return {key: client.dump(key) for key in learner_keys(ref)}
 
 
 def _restore(server: RedisServer, dumped: dict[str, bytes | None]) -> None:
@@ -56,7 +57,7 @@ async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
     common, lost, taken = _rounds(1, 6, 0.0), _rounds(7, 2, 1.0), _rounds(7, 2, -1.0)
     await _feed(a, common)
     assert (await b.post(f"{URL}/predict", json={"x": PROBE})).json()["version"] == 6
-    before_loss = _dump(redis_server, a)
+    before_loss = _dump(redis_server)
     await _feed(a, lost)  # acknowledged to the client, then lost by Redis
     _restore(redis_server, before_loss)
     await _feed(b, taken)  # the same versions 7 and 8, other rounds
@@ -68,7 +69,7 @@ async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
     # a's cached learner is at (incarnation, 8) too, on the lost history: it must not publish it ...
     service_a = a.app.state.service  # type: ignore[attr-defined]
     assert not await service_a.snapshots.snapshot(service_a.cache.entry(REF))
-    assert int(redis_server.client().hget(Store._key(REF, "meta"), "snap_version")) == 0
+    assert int(redis_server.client().hget(learner_key(REF, "meta"), "snap_version")) == 0
 
     # ... nor serve it: both replicas answer what the store's history gives
     with caplog.at_level(logging.ERROR, logger="kons_service.cache"):
@@ -85,7 +86,7 @@ async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
     fed = (await a.post(f"{URL}/feedback", json={"x": x, "y": y})).json()
     expected = reference.learn_one(x, y)
     assert fed["prediction"] == expected and fed["version"] == 9
-    logged = redis_server.client().xrange(Store._key(REF, "log"), "9-0", "9-0")
+    logged = redis_server.client().xrange(learner_key(REF, "log"), "9-0", "9-0")
     assert unpack_float(logged[0][1][b"p"]) == expected
     assert (await b.post(f"{URL}/predict", json={"x": PROBE})).json() == {
         "prediction": reference.predict_one(PROBE), "version": 9}
@@ -99,7 +100,7 @@ async def test_a_replica_behind_the_rollback_replays_only_its_own_history(
     a, b = await make_client(), await make_client()
     assert (await a.put(URL, json=SPEC)).status_code == 201
     await _feed(a, _rounds(1, 6, 0.0))
-    before_loss = _dump(redis_server, a)
+    before_loss = _dump(redis_server)
     await _feed(a, _rounds(7, 1, 1.0))
     _restore(redis_server, before_loss)
     await _feed(b, _rounds(7, 3, -1.0))
@@ -120,7 +121,7 @@ async def test_a_rollback_is_counted_without_naming_the_learner_to_anonymous_scr
         c.headers["Authorization"] = "Bearer key-a"
     assert (await a.put(URL, json=SPEC)).status_code == 201
     await _feed(a, _rounds(1, 3, 0.0))
-    before_loss = _dump(redis_server, a, LearnerRef("acme", "m"))
+    before_loss = _dump(redis_server, LearnerRef("acme", "m"))
     await _feed(a, _rounds(4, 1, 1.0))
     _restore(redis_server, before_loss)
     await _feed(b, _rounds(4, 1, -1.0))

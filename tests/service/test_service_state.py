@@ -180,7 +180,7 @@ async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_ur
     for x in ([0.1, 0.2, 0.3], [0.3, -0.1, 0.2], [-0.2, 0.4, 0.1]):
         await service.feedback(ref, [Feedback(y=0.5, x=x)])
     entered = asyncio.Event()
-    lock_snapshot = service.store.lock_snapshot
+    lock_snapshot = service.store.snapshots.lock
 
     async def swallowing_lock_snapshot(*args: object) -> bool:
         entered.set()
@@ -189,7 +189,7 @@ async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_ur
             await asyncio.sleep(1)
         return await lock_snapshot(*args)
 
-    service.store.lock_snapshot = swallowing_lock_snapshot
+    service.store.snapshots.lock = swallowing_lock_snapshot
     closing = None
     try:
         service.start()

@@ -19,6 +19,7 @@ import pytest
 from redis.asyncio.connection import AbstractConnection
 
 from kons_service.store import LearnerRef, Store
+from kons_service.store.keys import learner_keys
 from testkit.processes import SPEC, RedisServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -55,7 +56,7 @@ def failing(fault: Exception, when: Callable[[bytes], bool] = lambda command: Tr
 
 
 def script(store: Store, name: str) -> Callable[[bytes], bool]:
-    sha = store._scripts[name].sha.encode()
+    sha = store.connection.scripts[name].sha.encode()
     return lambda command: sha in command
 
 
@@ -89,7 +90,7 @@ async def test_a_lease_whose_release_failed_is_released_once_redis_answers(
     background (a long TTL: only that release can free it so soon)."""
     client = await make_client(lease_ttl_ms=60_000)
     store: Store = client.app.state.service.store
-    lease = store.keys_of(LearnerRef("default", "m"))[7]
+    lease = learner_keys(LearnerRef("default", "m"))[7]
     assert (await client.put(URL, json=SPEC)).status_code == 201
     appends_and_releases = script(store, "append"), script(store, "release")
     with failing(fault, lambda command: any(is_it(command) for is_it in appends_and_releases)) as refused:
@@ -109,7 +110,7 @@ async def test_the_lease_renewal_outlives_failures(make_client, redis_server: Re
     client = await make_client(lease_ttl_ms=600)  # renewed every 0.2 s
     writer = client.app.state.service.writer
     ref = LearnerRef("default", "m")
-    lease = writer.store.keys_of(ref)[7]
+    lease = learner_keys(ref)[7]
     redis_server.client().set(lease, "token", px=60_000)
     renewal = asyncio.create_task(writer._renew(ref, "token"))
     try:

@@ -20,7 +20,8 @@ import pytest
 import redis
 
 import kons
-from kons_service.store import LearnerRef, LeaseBusy, Store, StoreUnavailableError, process_of
+from kons_service.store import LearnerRef, LeaseBusy, StoreUnavailableError, process_of
+from kons_service.store.keys import learner_key
 from testkit.processes import SPEC, RedisServer, services_on_redis, wait_until
 from testkit.scrape import value
 
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
 URL = "/v1/learners/m"
 REF = LearnerRef("default", "m")
-LEASE = Store._key(REF, "lease")
+LEASE = learner_key(REF, "lease")
 LONG_LEASE = {"lease_ttl_ms": 60_000, "lease_wait_seconds": 3.0}
 ROWS = [([0.1, 0.2, 0.3], 0.5), ([-0.4, 0.1, 0.0], -0.2)]
 
@@ -110,7 +111,7 @@ async def test_a_lease_left_by_this_very_process_is_taken_over(
     client = await make_client(**LONG_LEASE)
     assert (await client.put(URL, json=SPEC)).status_code == 201
     store = client.app.state.service.store  # type: ignore[attr-defined]
-    redis_server.client().set(LEASE, store.writer_token(10**6), px=60_000)
+    redis_server.client().set(LEASE, store.leases.writer_token(10**6), px=60_000)
     response = await client.post(f"{URL}/feedback", json=_body(ROWS[0]))
     assert response.status_code == 200 and _takeovers(client) == 1
 
@@ -142,9 +143,9 @@ async def test_an_acquire_sent_again_after_its_reply_was_lost_gets_the_lease(
     client = await make_client(**LONG_LEASE)
     assert (await client.put(URL, json=SPEC)).status_code == 201
     store = client.app.state.service.store  # type: ignore[attr-defined]
-    first = await store.acquire_lease(REF, "w1", 60_000)
-    assert await store.acquire_lease(REF, "w1", 60_000) == first
-    assert isinstance(await store.acquire_lease(REF, "w2", 60_000), LeaseBusy)
+    first = await store.leases.acquire(REF, "w1", 60_000)
+    assert await store.leases.acquire(REF, "w1", 60_000) == first
+    assert isinstance(await store.leases.acquire(REF, "w2", 60_000), LeaseBusy)
 
 
 async def test_a_lease_acquired_by_a_call_that_then_failed_is_given_back(
@@ -156,13 +157,13 @@ async def test_a_lease_acquired_by_a_call_that_then_failed_is_given_back(
     a, b = await make_client(**LONG_LEASE), await make_client(**LONG_LEASE)
     assert (await a.put(URL, json=SPEC)).status_code == 201
     store_a = a.app.state.service.store  # type: ignore[attr-defined]
-    acquire = store_a.acquire_lease
+    acquire = store_a.leases.acquire
 
     async def applied_but_unanswered(*args, **kwargs):
         await acquire(*args, **kwargs)
         raise StoreUnavailableError("ConnectionError")
 
-    monkeypatch.setattr(store_a, "acquire_lease", applied_but_unanswered)
+    monkeypatch.setattr(store_a.leases, "acquire", applied_but_unanswered)
     failed = await a.post(f"{URL}/feedback", json=_body(ROWS[0]))
     assert failed.status_code == 503 and failed.json()["error"]["code"] == "store_unavailable"
     response = await b.post(f"{URL}/feedback", json=_body(ROWS[1]))

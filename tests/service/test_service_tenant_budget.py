@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import kons
-from kons_service.store import LearnerRef, Store
+from kons_service.store import LearnerRef
+from kons_service.store.keys import learner_keys, tenant_bytes
 from testkit.processes import RedisServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -27,7 +28,7 @@ B = {"Authorization": "Bearer key-b"}
 
 def _reserved(server: RedisServer, tenant: str) -> int:
     """The tenant's total as Redis holds it."""
-    return int(server.client().hget(Store._tenant_bytes(tenant), "*total") or 0)
+    return int(server.client().hget(tenant_bytes(tenant), "*total") or 0)
 
 
 def _refused_for_the_tenant(response: httpx.Response, tenant: str) -> bool:
@@ -134,14 +135,14 @@ async def test_a_reservation_left_by_a_dead_process_is_reclaimed_once_old(
     """A process that died between reserving and creating leaves a reservation without a learner: it is
     reclaimed when it is in the way, unless it is recent (a create may be in progress)."""
     client = await make_client(tenant_max_bytes=2 * ONS_BYTES)
-    key = Store._tenant_bytes("default")
+    key = tenant_bytes("default")
     redis_server.client().hset(key, mapping={"ghost": f"{ONS_BYTES} 1000", "*total": ONS_BYTES})
     assert (await client.put("/v1/learners/a1", json=ONS)).status_code == 201
     assert (await client.put("/v1/learners/a2", json=ONS)).status_code == 201  # the ghost was reclaimed
     assert not redis_server.client().hexists(key, "ghost")
     store = client.app.state.service.store  # type: ignore[attr-defined]
     assert (await client.delete("/v1/learners/a2")).status_code == 204
-    assert (await store.reserve_bytes(LearnerRef("default", "young"), ONS_BYTES, 2 * ONS_BYTES, 10)).granted
+    assert (await store.budget.reserve(LearnerRef("default", "young"), ONS_BYTES, 2 * ONS_BYTES, 10)).granted
     refused = await client.put("/v1/learners/a2", json=ONS)
     assert _refused_for_the_tenant(refused, "default")  # a reservation made just now is left alone
 
@@ -184,7 +185,7 @@ async def test_predict_ids_count_against_the_tenants_budget(make_client, redis_s
         answer = await predict("p1", [f"id-{batch}-{i}" for i in range(100)])
         assert answer.status_code == 200, answer.text
     redis = redis_server.client()
-    ids, ids_exp = Store(redis).keys_of(LearnerRef("acme", "p1"))[3:5]
+    ids, ids_exp = learner_keys(LearnerRef("acme", "p1"))[3:5]
     held = redis.memory_usage(ids) + redis.memory_usage(ids_exp)
     assert redis.hlen(ids) < 2000 and held <= share, held
     kept = await client.post("/v1/learners/p1/feedback", json={"id": "id-19-99", "y": 1.0}, headers=A)

@@ -19,7 +19,7 @@ async def store_reachable(request: Request) -> bool:
     """Whether the service's store (Redis) answers a ping within two seconds."""
     try:
         async with asyncio.timeout(2.0):
-            await request.app.state.service.store.ping()
+            await request.app.state.service.store.server.ping()
     except (StoreUnavailableError, OSError, TimeoutError):
         return False
     return True
@@ -40,7 +40,7 @@ async def readyz(request: Request) -> JSONResponse:
         try:
             async with asyncio.timeout(2.0):
                 problem = await request.app.state.service.store_problem()
-                refusal = await request.app.state.service.store.write_refusal()
+                refusal = await request.app.state.service.store.server.write_refusal()
         except (StoreUnavailableError, OSError, TimeoutError):
             reachable = False
     if not reachable:

@@ -1,0 +1,66 @@
+"""The tenant's byte budget (``reserve.lua``, ``unreserve.lua``): bytes reserved for each learner's state
+and for the features it keeps under prediction ids, against one total per tenant.
+
+The reservations live in the tenant's slot, the learner in its own, so the two cannot change in one
+atomic step: a create reserves first and a delete unreserves last. Concurrent creates (on any replica)
+therefore never take the tenant over its budget; a process that dies between the two steps leaves a
+reservation without a learner, which only refuses early until :meth:`TenantBytes.reclaim` drops it.
+Those tenant keys are updated with their own idempotent commands, never inside a learner's script.
+"""
+
+from __future__ import annotations
+
+from kons_service.store import keys
+from kons_service.store.connection import Connection, text
+from kons_service.store.errors import translated
+from kons_service.store.records import LearnerRef, Reservation
+
+__all__ = ["TenantBytes"]
+
+
+class TenantBytes:
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    @translated
+    async def reserve(self, ref: LearnerRef, nbytes: int, budget: int, max_learners: int) -> Reservation:
+        """Grow the learner's reservation to at least ``nbytes`` unless the tenant's total would exceed
+        ``budget``, or, for a learner without one yet, the tenant would hold more than ``max_learners``
+        reservations (see ``reserve.lua``: a reservation is what counts a tenant's learners)."""
+        return await self._reserve(ref, keys.tenant_bytes(ref.tenant), nbytes, budget, max_learners)
+
+    @translated
+    async def reserve_ids(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+        """Grow the reservation for the features the learner keeps under prediction ids to at least
+        ``nbytes``, against the same tenant budget as its state (``reserve.lua``)."""
+        return await self._reserve(ref, keys.tenant_id_bytes(ref.tenant), nbytes, budget, 0)
+
+    async def _reserve(self, ref: LearnerRef, entries: str, nbytes: int, budget: int,
+                       max_learners: int) -> Reservation:
+        code, held, tenant_bytes, learners = await self.connection.scripts["reserve"](
+            keys=[keys.tenant_bytes(ref.tenant), entries], args=[ref.name, nbytes, budget, max_learners])
+        return Reservation(int(code) == 1, int(held), int(tenant_bytes), int(learners),
+                           too_many=int(code) == -1)
+
+    @translated
+    async def unreserve(self, ref: LearnerRef) -> None:
+        await self.connection.scripts["unreserve"](keys=keys.tenant_budget_keys(ref.tenant),
+                                                   args=[0, ref.name])
+
+    @translated
+    async def reclaim(self, tenant: str, min_age_ms: int) -> int:
+        """Drop the reservations, older than ``min_age_ms``, of names that have no learner (left by a
+        process that died between the two steps of a create or a delete); returns how many."""
+        client = self.connection.client
+        budget_keys = keys.tenant_budget_keys(tenant)
+        listed = [text(n) for key in budget_keys for n in await client.hkeys(key)]
+        names = sorted({name for name in listed if not name.startswith("*")})
+        if not names:
+            return 0
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.exists(keys.learner_key(LearnerRef(tenant, name), "meta"))
+        missing = [name for name, exists in zip(names, await pipe.execute(), strict=True) if not exists]
+        if not missing:
+            return 0
+        return int(await self.connection.scripts["unreserve"](keys=budget_keys, args=[min_age_ms, *missing]))

@@ -1,0 +1,62 @@
+"""Every Redis key name of the service, as pure functions (the scripts in ``kons_service/lua`` get them
+in ``KEYS``, never build one).
+
+Every key of one learner carries the hash tag ``{tenant/name}`` so that they share a Redis Cluster slot
+and every script touches only keys of one slot::
+
+    kons:{t/n}:meta      hash: config (JSON), incarnation, version, snap_version, snap_token, ...
+    kons:{t/n}:log       stream: one entry per feedback round, id "<version>-0" (x, y, played, request id,
+                         whether the learner's growth was held)
+    kons:{t/n}:snap      hash: "<token>:<i>" -> i-th binary chunk of the newest snapshot
+    kons:{t/n}:ids       hash: client id -> remembered features;  kons:{t/n}:ids_exp  zset: id -> expiry
+    kons:{t/n}:reqs      hash: feedback request id -> "<version>:<record of the answer>" (at most once)
+    kons:{t/n}:reqs_exp  zset: request id -> expiry (ms); trimmed by ``append.lua`` (TTL and a count cap)
+    kons:{t/n}:lease     string: the writer lease token;  kons:{t/n}:snaplock  string: snapshot lock
+    kons:{t/n}:hist      list: the learner's history, one JSON point per entry (``history.lua``)
+    kons:{t/n}:ack       string, short-lived: written just before a ``WAIT`` that confirms earlier writes
+
+Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
+a superset of the tenant's learners (names are added before and removed after the learner's keys).
+And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and the total of both
+hashes; see ``reserve.lua``) and ``kons:tenant:{t}:id_bytes`` (learner name -> bytes reserved for the
+features it keeps under prediction ids) hold the tenant's byte budget. All three are in the tenant's
+slot, not in its learners' ones, so no script touches them together with a learner's keys (see
+:mod:`.budget`).
+"""
+
+from __future__ import annotations
+
+from kons_service.store.records import LearnerRef
+
+__all__ = ["LEARNER_PARTS", "learner_key", "learner_keys", "tenant_budget_keys", "tenant_bytes",
+           "tenant_id_bytes", "tenant_index"]
+
+#: The keys one learner may own, by the part that ends their name (meta first).
+LEARNER_PARTS = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist",
+                 "ack")
+
+
+def learner_key(ref: LearnerRef, part: str) -> str:
+    return f"kons:{{{ref.tenant}/{ref.name}}}:{part}"
+
+
+def learner_keys(ref: LearnerRef, parts: tuple[str, ...] = LEARNER_PARTS) -> list[str]:
+    """The learner's keys of ``parts`` (default: every key it may own), in that order."""
+    return [learner_key(ref, part) for part in parts]
+
+
+def tenant_index(tenant: str) -> str:
+    return f"kons:tenant:{{{tenant}}}:learners"
+
+
+def tenant_bytes(tenant: str) -> str:
+    return f"kons:tenant:{{{tenant}}}:bytes"
+
+
+def tenant_id_bytes(tenant: str) -> str:
+    return f"kons:tenant:{{{tenant}}}:id_bytes"
+
+
+def tenant_budget_keys(tenant: str) -> list[str]:
+    """The two hashes of the tenant's byte budget (state bytes first)."""
+    return [tenant_bytes(tenant), tenant_id_bytes(tenant)]

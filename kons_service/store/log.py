@@ -1,0 +1,123 @@
+"""A learner's ordered log of feedback rounds (``append.lua``): compare-and-append after a known head, at
+most once per client request id, and the rounds read back for a replay.
+
+With ``wait_replicas`` set, every append is followed by ``WAIT`` on the very connection that ran it (see
+:meth:`.Connection.run_replicated`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kons_service.store import keys
+from kons_service.store.connection import Connection, text
+from kons_service.store.errors import translated
+from kons_service.store.records import (
+    AppendOutcome,
+    AppendStatus,
+    AppliedRequest,
+    Head,
+    LearnerRef,
+    LogEntry,
+    LoggedRound,
+    RequestRetention,
+    RequestTag,
+)
+
+__all__ = ["Log", "round_id"]
+
+_APPEND_CODES = {-1: AppendStatus.GONE, -2: AppendStatus.LEASE_LOST, -3: AppendStatus.MOVED,
+                 -4: AppendStatus.UNKNOWN_ID}
+_NO_RETENTION = RequestRetention(0, 0)
+_APPEND_PARTS = ("meta", "lease", "log", "ids", "ids_exp", "reqs", "reqs_exp", "hist")
+
+
+def round_id(token: str, version: int) -> str:
+    """The id ``append.lua`` gives the round that a writer holding ``token`` logged as ``version``."""
+    return f"{token}/{version}"
+
+
+def _applied(value: Any) -> AppliedRequest:
+    """Parse a request record as ``append.lua`` stores it: ``<version>:<record>``."""
+    version, _, record = text(value).partition(":")
+    return AppliedRequest(int(version), record)
+
+
+class Log:
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    @translated
+    async def append(
+        self, ref: LearnerRef, token: str, head: Head, entries: list[LogEntry],
+        requests: list[RequestTag] | None = None, *, leased: bool = True,
+        retention: RequestRetention = _NO_RETENTION, history: tuple[str, int] | None = None,
+    ) -> AppendOutcome:
+        """Append rounds after ``head`` iff the learner is still there, at most once per client request id,
+        in one script call (see ``append.lua``). ``requests`` split the rounds among the requests they
+        answer (default: one request without a client id); ``leased``: the writer holds the lease under
+        ``token`` (released by the append), else nobody may hold it; ``history``: a point of the learner's
+        history at the new version and the series' cap, offered in the same call."""
+        tags = requests if requests is not None else [RequestTag("", "", len(entries))]
+        point, cap = history or ("", 0)
+        args: list[Any] = [token, head.incarnation, str(head.version), head.tip, "1" if leased else "0",
+                           retention.ttl_ms, retention.max_records, point, cap, len(tags)]
+        for tag in tags:
+            args += [tag.id, tag.record, tag.rounds]
+        for e in entries:
+            args += [e.x, e.y, e.played, e.id, "1" if e.held else ""]
+        if self.connection.wait_replicas:
+            reply, replicated = await self.connection.run_replicated("append", ref, _APPEND_PARTS, args)
+        else:
+            reply, replicated = await self.connection.run("append", ref, _APPEND_PARTS, args), True
+        code = int(reply[0])
+        if code == 1:
+            version = int(reply[1])
+            return AppendOutcome(AppendStatus.APPLIED, version, tip=round_id(token, version),
+                                 replicated=replicated, stride=int(reply[2]))
+        if code == 2:  # applied earlier, maybe through another connection: confirm what the primary holds
+            index = int(reply[1]) - 1
+            earlier = _applied(reply[2])
+            if self.connection.wait_replicas:
+                now, replicated = await self._confirmed(ref, tags[index].id)
+                replicated = replicated and now is not None and now.version == earlier.version
+            return AppendOutcome(AppendStatus.ALREADY_APPLIED, earlier.version, earlier.record,
+                                 replicated=replicated, request=index)
+        return AppendOutcome(_APPEND_CODES[code], detail=text(reply[1]) if len(reply) > 1 else "")
+
+    @translated
+    async def read(self, ref: LearnerRef, after: int, count: int) -> list[LoggedRound]:
+        """Up to ``count`` logged rounds with version > ``after``, in order."""
+        rows: list[tuple[bytes, dict[bytes, bytes]]] = cast(Any, await self.connection.client.xrange(
+            keys.learner_key(ref, "log"), min=f"{after + 1}-0", max="+", count=count))
+        return [
+            LoggedRound(int(text(entry_id).split("-", 1)[0]),
+                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"], held=b"g" in fields),
+                        text(fields.get(b"h", b"")), text(fields.get(b"b", b"")))
+            for entry_id, fields in rows
+        ]
+
+    @translated
+    async def applied(self, ref: LearnerRef, request_id: str) -> AppliedRequest | None:
+        """The earlier application of a request id (see ``append.lua``), else None; with
+        ``wait_replicas``, ``replicated`` says whether enough replicas hold it (a failover may lose it)."""
+        value = await self.connection.client.hget(keys.learner_key(ref, "reqs"), request_id)
+        if value is None or not self.connection.wait_replicas:
+            return None if value is None else _applied(value)
+        earlier, replicated = await self._confirmed(ref, request_id)
+        if earlier is None:  # (a failover in between: the primary now serving has no such request)
+            return None
+        return AppliedRequest(earlier.version, earlier.record, replicated)
+
+    async def _confirmed(self, ref: LearnerRef, request_id: str) -> tuple[AppliedRequest | None, bool]:
+        """A request id's record as the primary of ``ref``'s slot has it, and whether enough replicas
+        hold it (at most ``wait_timeout_ms``). The read and the ``WAIT`` go together on one connection:
+        after a reconnection (a failover) both are sent again, so the answer is about one server's data.
+        A connection that wrote nothing has nothing for ``WAIT`` to count: a short-lived key is written
+        between them."""
+        connection = self.connection
+        value, _, replicas = await connection.pinned(ref, [
+            ("HGET", keys.learner_key(ref, "reqs"), request_id),
+            ("SET", keys.learner_key(ref, "ack"), b"1", "PX", 60_000),
+            ("WAIT", connection.wait_replicas, connection.wait_timeout_ms)])
+        return (None if value is None else _applied(value)), int(replicas) >= connection.wait_replicas

@@ -1,0 +1,189 @@
+"""The values the store gives and takes: a learner's identity and head, logged rounds, outcomes of its
+scripts, reservations. Plain frozen records: nothing here talks to Redis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import NamedTuple
+
+__all__ = [
+    "AppendOutcome",
+    "AppendStatus",
+    "AppliedRequest",
+    "Head",
+    "LearnerRef",
+    "LeaseBusy",
+    "ListedLearner",
+    "LogEntry",
+    "LoggedRound",
+    "Persistence",
+    "Publication",
+    "RequestRetention",
+    "RequestTag",
+    "Reservation",
+    "StoredState",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerRef:
+    """A learner's identity: its tenant and its name."""
+
+    tenant: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """Where a learner's history stands: which incarnation, how many rounds, the newest snapshot, and
+    ``tip``, the id of the newest round (``<writer token>/<version>``; the incarnation before the first).
+
+    Two histories with the same incarnation and version (a Redis that lost its last rounds and then
+    took others) differ in their tip: comparing it is what keeps a process from serving a lost history.
+    """
+
+    incarnation: str
+    version: int
+    snap_version: int
+    tip: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseBusy:
+    """Another writer, ``holder`` (its token), holds the learner's lease for about ``wait_ms`` more ms."""
+
+    wait_ms: int
+    holder: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One feedback round as logged: encoded features, label and played prediction; consumed id; whether
+    its learner's growth was held in that round (its tenant's budget was full), which a replay repeats."""
+
+    x: bytes
+    y: bytes
+    played: bytes
+    id: str = ""
+    held: bool = False
+
+
+class LoggedRound(NamedTuple):
+    """A logged round read back: the learner version it produced, its entry, its id and its parent's
+    (``""`` in logs written before rounds had ids)."""
+
+    version: int
+    entry: LogEntry
+    tip: str = ""
+    parent: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTag:
+    """One feedback request of an append: its client's id (``""``: none), the record of its answer kept
+    under that id, and how many of the append's rounds are its own (in order)."""
+
+    id: str
+    record: str
+    rounds: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRetention:
+    """How long (ms) and how many (per learner) client request ids are remembered."""
+
+    ttl_ms: int
+    max_records: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedRequest:
+    """A feedback request id already applied: the version it produced and the record of its answer."""
+
+    version: int
+    record: str
+    replicated: bool = True  # False: fewer replicas than required confirmed it in time
+
+
+@dataclass(frozen=True, slots=True)
+class StoredState:
+    """What a process needs to rebuild a learner: its config, head and newest snapshot (or None), and
+    the id of the snapshot's last round."""
+
+    config: str
+    head: Head
+    snapshot: bytes | None
+    snap_tip: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A reservation against the tenant's byte budget: granted or not, the learner's reserved bytes and
+    the tenant's total after it, and the number of the tenant's learners (``too_many``: refused because a
+    new learner would exceed their cap, not for its bytes)."""
+
+    granted: bool
+    learner_bytes: int
+    tenant_bytes: int
+    tenant_learners: int = 0
+    too_many: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Persistence:
+    """Redis's append-only file: on or off, and how often it is flushed to disk (``appendfsync``)."""
+
+    appendonly: bool
+    appendfsync: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListedLearner:
+    """One row of a tenant's learner list."""
+
+    name: str
+    config: str
+    version: int
+
+
+class AppendStatus(StrEnum):
+    """How a compare-and-append ended (the codes of ``append.lua``)."""
+
+    APPLIED = "applied"
+    ALREADY_APPLIED = "done"  # the request id was applied before
+    GONE = "gone"  # the learner was deleted or replaced
+    LEASE_LOST = "lease_lost"
+    MOVED = "moved"  # the head moved since the caller read it
+    UNKNOWN_ID = "id"  # a feedback item names an id with no remembered features
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    """Result of a compare-and-append. ``version`` is the new head when applied, or the version the
+    earlier request produced when ``ALREADY_APPLIED`` (``detail`` is then its record); ``detail`` is the
+    offending id when ``UNKNOWN_ID``."""
+
+    reason: AppendStatus
+    version: int = 0
+    detail: str = ""
+    tip: str = ""
+    replicated: bool = True  # False: fewer replicas than required confirmed the rounds in time
+    #: ``ALREADY_APPLIED``: which of the append's requests (0-based) was applied before.
+    request: int = 0
+    #: The history series' stride after a point was offered with the append (0: none was, or unknown).
+    stride: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is AppendStatus.APPLIED
+
+
+class Publication(StrEnum):
+    """How publishing a snapshot or replacing a state ended (the codes of its script)."""
+
+    PUBLISHED = "published"
+    GONE = "gone"  # the learner was deleted (or, for a snapshot, replaced)
+    STALE = "stale"  # a snapshot: not newer than the published one; a replacement: the config changed
+    INCOMPLETE = "incomplete"  # a chunk went missing before the commit
+
