@@ -41,7 +41,6 @@ class SnapshotUnstableError(StoreError):
     """A learner's snapshot kept being replaced while it was read; the caller may retry."""
 
 
-
 def translated(
     method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
