@@ -32,6 +32,7 @@ from kons._validation import (
 from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
+from kons.sparse import as_sparse, is_sparse_input
 
 __all__ = ["LEARNERS", "Learner", "learner_class", "learner_from_params", "load", "peek"]
 
@@ -78,6 +79,11 @@ class Learner(abc.ABC):
     name: ClassVar[str]
     #: Whether the learner preprocesses its input itself (:mod:`kons.preprocessing`).
     preprocesses: ClassVar[bool] = False
+    #: Whether it takes sparse examples (:class:`~kons.sparse.SparseVector`, a dict of indices and
+    #: values, a scipy.sparse row) as well as dense ones.
+    accepts_sparse: ClassVar[bool] = False
+    #: Whether it learns in a kernel's feature space (it has a ``kernel`` parameter and takes dense rows).
+    uses_kernel: ClassVar[bool] = False
     #: Version of the subclass's own arrays and scalars inside the state blob.
     state_version: ClassVar[int] = 1
     #: The domain of each hyper-parameter, checked by :meth:`_set_params`.
@@ -272,6 +278,8 @@ class Learner(abc.ABC):
 
     def _check_x(self, x: Any) -> Any:
         """``x`` validated against the learner's dimension (what ``_predict`` and ``_learn`` receive)."""
+        if self.accepts_sparse and is_sparse_input(x):
+            return as_sparse(x, self._known_dim())
         return as_features(x, self._known_dim())
 
     def _check_y(self, y: Any) -> float:

@@ -37,6 +37,7 @@ class KernelNewton(Learner):
         "eta": NoneOr(POSITIVE),
     }
 
+    uses_kernel = True
     _eta_from_curvature = True
     # Every round with a non-zero gradient stores its point: there is no learning without growing.
     grows = True

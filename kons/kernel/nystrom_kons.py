@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, ridge_leverage
+from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
 from kons.base import Learner
 from kons.errors import NumericalError
@@ -20,7 +20,6 @@ from kons.kernel._newton import KernelNewton
 from kons.kernel.kors import KORS
 from kons.kernel.sketched_kons import SketchedKONS
 from kons.kernels import RBF, Kernel
-from kons.linear._linalg import check_finite
 
 __all__ = ["NystromKONS"]
 
@@ -141,6 +140,7 @@ class NystromKONS(Learner):
         **{k: SketchedKONS._parameter_constraints[k] for k in ("beta", "epsilon", "seed")},
         "max_dictionary": Integer(low=1),
     }
+    uses_kernel = True
     _eta_from_curvature = True
     # The dictionary grows up to max_dictionary; held, it admits no new point (the embedding stays).
     grows = True

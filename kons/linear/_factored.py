@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from kons._numerics import check_finite
 from kons.errors import NumericalError
 from kons.linear._learner import Features
-from kons.linear._linalg import check_finite, checked_matrix, checked_vector, gram_schmidt
+from kons.linear._linalg import checked_matrix, checked_vector, gram_schmidt
 
 __all__ = ["REBASE_AT", "FactoredBasis"]
 

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from kons._numerics import TINY, ridge_leverage
-from kons._validation import POSITIVE, REGULARISER, Constraint, Flag, Integer, NoneOr, as_features
+from kons._validation import POSITIVE, REGULARISER, Constraint, Flag, Integer, NoneOr
 from kons.base import Learner
 from kons.errors import NumericalError
 from kons.linear._linalg import checked_vector
-from kons.linear.sparse import SparseVector, as_sparse, is_sparse_input
+from kons.sparse import SparseVector
 
 __all__ = ["SECOND_ORDER_CONSTRAINTS", "Features", "LinearLearner", "leverage", "projection_step"]
 
@@ -69,6 +69,7 @@ class LinearLearner(Learner):
     ``(y_hat, leverage, gdot)``, and ``_arrays``/``_restore`` (each adding to ``super()``'s).
     """
 
+    accepts_sparse = True
     diagonal: bool = False
     _diag: np.ndarray | None
 
@@ -81,11 +82,6 @@ class LinearLearner(Learner):
         return dim if params.get("diagonal") else 0
 
     # ----------------------------------------------------------------- input
-    def _check_x(self, x: Any) -> np.ndarray | SparseVector:
-        if is_sparse_input(x):
-            return as_sparse(x, self._known_dim())
-        return as_features(x, self._known_dim())
-
     def _features(self, x: np.ndarray | SparseVector) -> Features:
         index, values = (x.indices, x.values) if isinstance(x, SparseVector) else (slice(None), x)
         if self._diag is not None:

@@ -6,12 +6,12 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from kons._numerics import check_finite
 from kons._validation import Constraint
 from kons.linear._factored import FactoredBasis
 from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
 from kons.linear._linalg import (
     apply_deltas,
-    check_finite,
     checked_matrix,
     checked_vector,
     gram_schmidt,

@@ -7,11 +7,12 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.linalg.blas import dtrsm
 
+from kons._numerics import check_finite
 from kons._validation import Constraint
 from kons.errors import NumericalError
 from kons.linear._factored import REBASE_AT, FactoredBasis
 from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
-from kons.linear._linalg import check_finite, checked_vector
+from kons.linear._linalg import checked_vector
 
 __all__ = ["OjaSON"]
 
