@@ -359,11 +359,16 @@ class Learner(abc.ABC):
         first = not self._has_model
         if first:
             self._fix_dim(len(x))
+        # A round that raises leaves the state unchanged (``_learn`` commits nothing before it can no
+        # longer fail), and the random draws it made are taken back here, for every learner.
+        draws_from = None if self._rng is None else self._rng.bit_generator.state
         try:
             y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
                 self._reset()
+            elif draws_from is not None:
+                self._generator.bit_generator.state = draws_from
             raise
         loss = self._loss.value(y_hat, y)
         self._rounds += 1
@@ -393,7 +398,8 @@ class Learner(abc.ABC):
     def _learn(self, x: Any, y: float) -> tuple[float, float]:
         """One round on validated input: return ``(y_hat, ridge leverage score of the round)``.
 
-        Must leave the state unchanged if it raises.
+        Must leave the state unchanged if it raises (but for the random generator: the draws of a round
+        that raises are taken back by :meth:`_learn_checked`).
         """
 
     # ----------------------------------------------------------------- statistics
