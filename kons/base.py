@@ -149,8 +149,15 @@ class Learner(abc.ABC):
         return check_real(owner, "eta", eta, low=0.0, low_open=True)
 
     @classmethod
+    def _defaults(cls) -> dict[str, Any]:
+        """The hyper-parameters with their defaults, in the constructor's order (scikit-learn's
+        convention: the signature of ``__init__`` is the list of parameters)."""
+        return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+                if name != "self"}
+
+    @classmethod
     def _param_names(cls) -> list[str]:
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+        return list(cls._defaults())
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``).
@@ -203,10 +210,9 @@ class Learner(abc.ABC):
         8008000
         """
         cls._check_known(params)
-        signature = inspect.signature(cls.__init__).parameters
         checked = {
             name: cls._parameter_constraints[name].check(cls.__name__, name, params.get(name, default))
-            for name, default in ((n, p.default) for n, p in signature.items() if n != "self")
+            for name, default in cls._defaults().items()
         }
         dim = checked["dim"]
         return 0 if dim is None else _FLOAT_BYTES * cls._model_floats(dim, checked)

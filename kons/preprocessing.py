@@ -488,7 +488,7 @@ _DATA_DRIVEN = ("kernel", "eta", "C", "alpha", "dim")
 def _canonical(cls: type[Learner], params: dict[str, Any]) -> dict[str, Any]:
     """The base's parameters as JSON values in sorted order, with the defaults that preprocessing keeps
     filled in: the same learner has the same parameters however it was asked for."""
-    defaults = {k: v for k, v in (cls.__init__.__kwdefaults__ or {}).items() if k not in _DATA_DRIVEN}
+    defaults = {k: v for k, v in cls._defaults().items() if k not in _DATA_DRIVEN}
     merged = {**defaults, **params}
     merged = {k: v.to_dict() if isinstance(v, Kernel) else v for k, v in merged.items()}
     try:
