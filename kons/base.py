@@ -64,12 +64,16 @@ class Learner(abc.ABC):
 
     * ``name``, the registry key, and ``_parameter_constraints``, the limits of every hyper-parameter
       of ``__init__`` (extend the parent's: ``{**Parent._parameter_constraints, "beta": Interval(...)}``);
+    * its capabilities, as class attributes: ``accepts_sparse``, ``uses_kernel``, ``grows``,
+      ``can_hold_growth``, ``_eta_from_curvature``, ``preprocesses``;
     * ``__init__`` with keyword-only hyper-parameters that calls ``self._set_params(**those)`` (which
       checks each value against its constraint and stores it under its own name) and then
       ``self._reset()``;
     * the abstract hooks: ``_reset_model`` creates the learned state, ``_predict`` and ``_learn`` play a
       round, ``_arrays`` (with ``_scalars``, optional) saves the state and ``_restore`` loads it;
-      ``_model_stats`` (optional) adds counters to :meth:`stats`.
+      ``_model_stats`` (optional) adds counters to :meth:`stats`. What a learner shares with others
+      is a member object (a sketch, a dictionary, a :class:`~kons.preprocessing.Preprocessor`), so no
+      learner is more than three kons classes deep.
 
     The input dimension is fixed in one place, :meth:`_fix_dim`: at construction when ``dim`` is given,
     else at the first round. Every hook runs after it, so ``self._dim`` is always an int inside them;

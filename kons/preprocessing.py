@@ -35,7 +35,9 @@ A learner fed raw rows (features in their own units, targets in the tens or thou
   :meth:`Preprocessed.predict_proba_one` gives the probability next to the score.
 
 :func:`kons.learner_from_params` wraps every algorithm in :class:`Preprocessed` unless the parameters say
-``"preprocess": false``; the classes themselves (``kons.KONS(...)``) stay paper-exact.
+``"preprocess": false``; the classes themselves (``kons.KONS(...)``) stay paper-exact. The preprocessing
+itself is a :class:`Preprocessor`, an object that :class:`Preprocessed` and :class:`~kons.Auto` own next
+to their model.
 
 Examples
 --------
