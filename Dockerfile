@@ -7,14 +7,17 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /srv/kons
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY kons ./kons
 COPY kons_service ./kons_service
-RUN pip install ".[service]" \
-    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin kons \
-    && mkdir -p /data && chown kons:kons /data
+# constraints.txt pins every dependency (CI installs the tests' environment from it too: scripts/test.sh).
+RUN pip install -c constraints.txt ".[service]" \
+    && groupadd --gid 10001 kons \
+    && useradd --uid 10001 --gid 10001 --create-home --shell /usr/sbin/nologin kons \
+    && mkdir -p /data && chown 10001:10001 /data
 
-USER kons
+# Numeric, so that Kubernetes' runAsNonRoot can verify it without reading the image's /etc/passwd.
+USER 10001:10001
 # KONS_WORKERS: uvicorn worker processes; KONS_DATA_DIR: the embedded Redis's files (no KONS_REDIS_URL).
 # The service binds 0.0.0.0 when API keys are configured, 127.0.0.1 (unreachable from outside) otherwise.
 ENV KONS_PORT=8000 \

@@ -3,6 +3,9 @@
 * Provenance: the command line that reproduces a report (:func:`command_line`), the checkout's commit
   (:func:`git_commit`) and the machine (:func:`machine` as a record, :func:`machine_summary` as a line).
 * :func:`markdown_table`: the lines of a table, one row per sequence of cells.
+* Where results go: :func:`results_dir` (the directory named by ``--out``, else a fresh temporary one:
+  a run never overwrites the committed ``benchmarks/results`` unless asked to); :func:`require_datasets`
+  stops a run whose data files are missing with a message and exit code 2.
 * BLAS threads: :func:`blas_threads` limits them in this process, :func:`blas_env` in a child process.
   On shared cores a second BLAS thread makes timings wait on a busy core (``scaling.md`` has figures),
   so benchmarks run with one.
@@ -17,17 +20,48 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["REPO", "blas_env", "blas_threads", "command_line", "git_commit", "machine", "machine_summary",
-           "markdown_table"]
+           "markdown_table", "require_datasets", "results_dir"]
 
 REPO = Path(__file__).resolve().parents[1]
 #: The environment variables that fix the thread pools of OpenBLAS, OpenMP and MKL when a process starts.
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+# ------------------------------------------------------------------------------------------- inputs, outputs
+def results_dir(out: Path | None, benchmark: str) -> Path:
+    """``out`` (created), or a new temporary directory when none is named; says where on stderr."""
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix=f"kons-{benchmark}-"))
+        print(f"{benchmark}: results go to {out} (name a directory with --out)", file=sys.stderr, flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def require_datasets(names: Iterable[str], benchmark: str) -> None:
+    """Exit with code 2 and a message (no traceback) unless every data set ``names`` is in the data
+    directory (:func:`kons.datasets.data_dir`)."""
+    from kons.datasets import data_dir
+
+    try:
+        root = data_dir()
+    except FileNotFoundError as exc:
+        _usage_error(f"{benchmark}: {exc} (the benchmark data sets: see docs/bench-protocol.md).")
+    missing = [n for n in names if not any((root / f"{n}.{ext}.gz").exists() for ext in ("csv", "libsvm"))]
+    if missing:
+        _usage_error(f"{benchmark}: no data set {', '.join(missing)} in {root} (KONS_BENCH_DATA_DIR).")
+
+
+def _usage_error(message: str) -> NoReturn:
+    """Exit as argparse does on bad usage: the message on stderr, exit code 2, no traceback."""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 # ---------------------------------------------------------------------------------------------- provenance

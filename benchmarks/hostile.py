@@ -7,11 +7,15 @@ One run starts, on 127.0.0.1 only, a ``redis-server`` and one service process wi
 predicts while, in turn: nobody else sends (idle); two senders post bodies of about 8 MiB of JSON numbers
 with a wrong key (unauthenticated); two senders post the same bodies with the attacker's own key to the
 attacker's own learner (authenticated; each is refused after validation, the features having the wrong
-dimension, or refused unread with a 429 while the attacker already has a large body in flight). Each
+dimension, or refused unread with a 429 while the attacker already has a large body in flight); four
+tenants each post 60 KiB bodies (just under the large-body gate: parsed by the serving process) to their
+own learners; a neighbour trains an exact KONS learner with 500-row feedback batches (halved on a 413;
+the learner grows over the whole run, so each round is heavier). Each
 phase lasts ``--seconds`` and runs ``--rounds`` times, interleaved, so that the machine's other load
 spreads over every cell. The table gives the victim's p50 and p99 (and p99 over the same service's idle
 p99), the hostile requests sent (answered or cut off), the service process's CPU time per hostile request
-(its parser process not included) and the senders' own CPU. ``--baseline DIR`` also runs a service from
+(its parser process not included) and the senders' own CPU; a second table gives each round's p99 over
+that round's idle p99. ``--baseline DIR`` also runs a service from
 another checkout (e.g. ``git archive main`` unpacked there), on a Redis of its own, each phase on it
 right before this checkout's: a before/after comparison in the same run conditions.
 """
@@ -37,27 +41,46 @@ import numpy as np
 from benchmarks.common import blas_env, machine_summary
 from testkit.processes import SPEC, RedisServer, free_port, service_env, sigkill, start_service, terminate
 
-KEYS = {"victim": "victim-key", "attacker": "attacker-key"}
+#: The tenants and their keys: the victim, the 8 MiB attacker, four senders of medium bodies and a
+#: neighbour training an exact learner.
+KEYS = {"victim": "victim-key", "attacker": "attacker-key",
+        **{f"medium{i}": f"medium{i}-key" for i in range(4)}, "trainer": "trainer-key"}
 #: Just under the default 8 MiB body limit: 590,000 numbers of 13 characters and a comma.
 HOSTILE_NUMBERS = 590_000
+#: Just under the 64 KiB of a large body (parsed by the serving process itself): 4,600 such numbers.
+MEDIUM_NUMBERS = 4_600
+#: The exact learner the neighbour trains (every round joins its second-order matrix: O(t^2) a round),
+#: and the batch it sends (halved while the service answers 413, as a client reading the error would).
+EXACT = {"algorithm": "kons", "dim": 3, "params": {"preprocess": False}}
+TRAINER_BATCH = 500
 
 
-def _hostile_body() -> bytes:
-    numbers = ",".join(["0.12345678901"] * HOSTILE_NUMBERS)
+def _numbers_body(count: int) -> bytes:
+    numbers = ",".join(["0.12345678901"] * count)
     return ('{"x":[' + numbers + "]}").encode()
 
 
-def _sender(url: str, key: str, nice: int, stop: EventType, sent: Synchronized[int]) -> None:
-    """One hostile sender, in a process of its own (so that it does not share the victim's GIL). A
-    request counts once answered or cut off (the service closes the connection on a body it refuses
-    unread)."""
+def _sender(url: str, key: str, kind: str, nice: int, stop: EventType, sent: Synchronized[int]) -> None:
+    """One hostile sender, in a process of its own (so that it does not share the victim's GIL): ``kind``
+    "large" posts 8 MiB bodies, "medium" 60 KiB ones (both of features of the wrong dimension, refused
+    once validated), "trainer" feedback batches to an exact learner. A request counts once answered or cut
+    off (the service closes the connection on a body it refuses unread)."""
     os.nice(nice)
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
-    body = _hostile_body()
-    with httpx.Client(base_url=url, timeout=60) as client:
+    body = _numbers_body(HOSTILE_NUMBERS if kind == "large" else MEDIUM_NUMBERS)
+    rng = np.random.default_rng(len(key))
+    batch = TRAINER_BATCH
+    with httpx.Client(base_url=url, timeout=120) as client:
         while not stop.is_set():
             with contextlib.suppress(httpx.HTTPError):
-                client.post("/v1/learners/target/predict", content=body, headers=headers)
+                if kind != "trainer":
+                    client.post("/v1/learners/target/predict", content=body, headers=headers)
+                else:
+                    rows = rng.normal(size=(batch, 4))
+                    items = [{"x": row[:3].tolist(), "y": float(row[3])} for row in rows]
+                    fed = client.post("/v1/learners/target/feedback", json={"items": items}, headers=headers)
+                    if fed.status_code == 413:
+                        batch = max(batch // 2, 1)
             with sent.get_lock():
                 sent.value += 1
 
@@ -83,13 +106,14 @@ def _cpu_seconds(pid: int) -> float:
 
 @dataclass
 class _Tally:
-    """One (phase, service) cell, summed over the rounds."""
+    """One (phase, service) cell, summed over the rounds (and the victim's latencies of each round)."""
 
     latencies_ms: list[float] = field(default_factory=list)
     seconds: float = 0.0
     service_cpu: float = 0.0
     sender_cpu: float = 0.0
     hostile: int = 0
+    rounds_ms: list[list[float]] = field(default_factory=list)
 
     def cells(self, idle_p99: float) -> str:
         p50, p99 = np.percentile(self.latencies_ms, [50, 99])
@@ -99,19 +123,20 @@ class _Tally:
                 f"{self.hostile} | {per_request} | {sender_cores}")
 
 
-def _phase(tally: _Tally, url: str, pid: int, key: str | None, seconds: float, nice: int) -> None:
-    """One phase against one service: the victim's latencies while two senders (none if ``key`` is None)
-    post hostile bodies with ``key``, added to ``tally``."""
+def _phase(tally: _Tally, url: str, pid: int, senders_of: list[tuple[str, str]], seconds: float,
+           nice: int) -> None:
+    """One phase against one service: the victim's latencies while one sender per ``(key, kind)`` of
+    ``senders_of`` posts (see :func:`_sender`), added to ``tally``."""
     stop, sent = multiprocessing.Event(), multiprocessing.Value("i", 0)
-    senders = [] if key is None else [
-        multiprocessing.Process(target=_sender, args=(url, key, nice, stop, sent)) for _ in range(2)
-    ]
+    senders = [multiprocessing.Process(target=_sender, args=(url, key, kind, nice, stop, sent))
+               for key, kind in senders_of]
     for sender in senders:
         sender.start()
     time.sleep(1.0 if senders else 0.0)
     pids = [pid, *(sender.pid for sender in senders if sender.pid is not None)]
     cpu, hostile, start = [_cpu_seconds(p) for p in pids], sent.value, time.monotonic()
-    tally.latencies_ms += [1000 * t for t in _victim_latencies(url, seconds)]
+    tally.rounds_ms.append([1000 * t for t in _victim_latencies(url, seconds)])
+    tally.latencies_ms += tally.rounds_ms[-1]
     cpu = [_cpu_seconds(p) - c for p, c in zip(pids, cpu, strict=True)]
     tally.seconds += time.monotonic() - start
     tally.hostile += sent.value - hostile
@@ -140,9 +165,10 @@ def _service(workdir: Path, source: Path | None) -> Iterator[tuple[str, int]]:
     proc = start_service(port, env, workdir / "service.log", argv)
     try:
         url = f"http://127.0.0.1:{port}"
-        for tenant, name in (("victim", "victim"), ("attacker", "target")):
-            response = httpx.put(f"{url}/v1/learners/{name}", json=SPEC,
-                                 headers={"authorization": f"Bearer {KEYS[tenant]}"})
+        for tenant, key in KEYS.items():
+            name = "victim" if tenant == "victim" else "target"
+            response = httpx.put(f"{url}/v1/learners/{name}", json=EXACT if tenant == "trainer" else SPEC,
+                                 headers={"authorization": f"Bearer {key}"})
             assert response.status_code == 201, response.text
         yield url, proc.pid
     finally:
@@ -168,13 +194,16 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         services = {name: stack.enter_context(_service(Path(tmp) / str(i), source))
                     for i, (name, source) in enumerate(sources.items())}
-        phases = {"idle": None, "2 unauthenticated senders": "wrong-key",
-                  "2 authenticated senders": KEYS["attacker"]}
+        phases: dict[str, list[tuple[str, str]]] = {
+            "idle": [], "2 unauthenticated senders": [("wrong-key", "large")] * 2,
+            "2 authenticated senders": [(KEYS["attacker"], "large")] * 2,
+            "4 tenants sending 60 KiB bodies": [(KEYS[f"medium{i}"], "medium") for i in range(4)],
+            "a neighbour training an exact learner": [(KEYS["trainer"], "trainer")]}
         tallies = {(phase, name): _Tally() for phase in phases for name in services}
         for _ in range(args.rounds):  # interleaved, so that the machine's other load spreads over all cells
-            for phase, key in phases.items():
+            for phase, senders_of in phases.items():
                 for name, (url, pid) in services.items():
-                    _phase(tallies[phase, name], url, pid, key, args.seconds, args.sender_nice)
+                    _phase(tallies[phase, name], url, pid, senders_of, args.seconds, args.sender_nice)
         print(f"machine: {machine_summary()}; {args.rounds} rounds of {args.seconds:g} s per cell; "
               f"senders at niceness {args.sender_nice}")
         print("| phase | service | victim predicts | p50 ms | p99 ms | p99 / idle p99 | hostile requests | "
@@ -183,6 +212,18 @@ def main(argv: list[str] | None = None) -> None:
         for (phase, name), tally in tallies.items():
             idle_p99 = float(np.percentile(tallies["idle", name].latencies_ms, 99))
             print(f"| {phase} | {name} | {tally.cells(idle_p99)} |")
+        print()
+        print("Per round: the victim's p99 ms, and over the same round's idle p99")
+        print()
+        rounds = " | ".join(f"round {i + 1}" for i in range(args.rounds))
+        print(f"| phase | service | {rounds} | worst |")
+        print("|---|---|" + "---|" * (args.rounds + 1))
+        for (phase, name), tally in tallies.items():
+            ratios = [float(np.percentile(ms, 99) / np.percentile(idle, 99))
+                      for ms, idle in zip(tally.rounds_ms, tallies["idle", name].rounds_ms, strict=True)]
+            cells = [f"{np.percentile(ms, 99):.1f} ({ratio:.1f}x)"
+                     for ms, ratio in zip(tally.rounds_ms, ratios, strict=True)]
+            print(f"| {phase} | {name} | {' | '.join(cells)} | {max(ratios):.1f}x |")
 
 if __name__ == "__main__":
     main()

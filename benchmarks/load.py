@@ -40,7 +40,16 @@ import httpx
 import numpy as np
 
 import kons
-from benchmarks.common import blas_env, blas_threads, command_line, git_commit, machine, markdown_table
+from benchmarks.common import (
+    blas_env,
+    blas_threads,
+    command_line,
+    git_commit,
+    machine,
+    markdown_table,
+    require_datasets,
+    results_dir,
+)
 from benchmarks.methods import median_gamma
 from kons.datasets import load_dataset
 from kons.kernels import RBF
@@ -573,7 +582,8 @@ def render(record: dict[str, Any], command: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where results go (default: a new temporary directory)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(LoadConfig.sizes))
     parser.add_argument("--requests", type=int, default=LoadConfig.requests, help="per phase")
     parser.add_argument("--concurrency", type=int, default=LoadConfig.concurrency)
@@ -590,6 +600,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-chantilly", action="store_true")
     parser.add_argument("--name", default="load", help="stem of the result files")
     args = parser.parse_args(argv)
+    require_datasets([args.dataset], "benchmarks.load")
+    args.out = results_dir(args.out, "load")
     config = LoadConfig(
         sizes=tuple(args.sizes), requests=args.requests, concurrency=args.concurrency,
         max_seconds=args.max_seconds, warmup=args.warmup, blocks=args.blocks,

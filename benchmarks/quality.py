@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, git_commit, machine
+from benchmarks.common import command_line, git_commit, machine, require_datasets, results_dir
 from benchmarks.methods import RAW_DIR, Context, Method, median_gamma, missing_extras, select_methods
 from kons.datasets import load_dataset
 
@@ -220,7 +220,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-reference", action="store_true", help="skip the offline KernelRidge")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: T=300, 150 tuning rows, 2 configurations, no reference")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where results go (default: a new temporary directory)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--regime", choices=("paper", "raw"), default="paper",
                         help="raw: rows as in the files, every method at defaults (benchmarks/raw_regime.py)")
@@ -239,6 +240,8 @@ def _datasets(spec: str) -> Iterator[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    require_datasets(_datasets(args.datasets), "benchmarks.quality")
+    args.out = results_dir(args.out, "quality")
     if args.regime == "raw":
         return _main_raw(args, argv)
     methods = select_methods(args.methods)

@@ -62,8 +62,9 @@ def _hostile(seconds: float) -> dict[str, Any]:
            "--sender-nice", "19"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
                           env={**os.environ, **blas_env(1)})
+    first_table = proc.stdout.split("\n\n")[0]  # (the per-round table follows it)
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
-            for line in proc.stdout.splitlines() if line.startswith("|") and not line.startswith("|---")]
+            for line in first_table.splitlines() if line.startswith("|") and not line.startswith("|---")]
     if proc.returncode or len(rows) < 2:
         return {"exit": proc.returncode, "error": (proc.stderr or proc.stdout).strip()[-1500:]}
     header = rows[0]

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import kons
-from benchmarks.common import blas_threads, command_line, machine_summary
+from benchmarks.common import blas_threads, command_line, machine_summary, require_datasets, results_dir
 from kons.base import Learner
 from kons.datasets import load_dataset
 from kons.kernels import RBF
@@ -261,7 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return long_stream(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="cadata")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where results go (default: a new temporary directory)")
     parser.add_argument("--checkpoints", default=",".join(map(str, CHECKPOINTS)))
     parser.add_argument("--block", type=int, default=50)
     parser.add_argument("--kons-max", type=int, default=5000, help="largest n for exact KONS")
@@ -275,15 +276,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="rebuild scaling.md and scaling.png from OUT/scaling.json without timing")
     args = parser.parse_args(argv)
     if args.report_only:
+        if args.out is None:
+            parser.error("--report-only rebuilds the report of the directory named by --out")
         raw = json.loads((args.out / "scaling.json").read_text())
         all_series = [Series(s["label"], s["params"], [Checkpoint(**c) for c in s["checkpoints"]],
                              {int(k): v for k, v in s["rounds_to"].items()}) for s in raw["series"]]
         write_markdown(args.out / "scaling.md", all_series, raw["meta"])
         write_plot(args.out / "scaling.png", all_series, raw["meta"])
         return 0
+    require_datasets([args.data], "benchmarks.scaling")
+    args.out = results_dir(args.out, "scaling")
     with blas_threads(args.blas_threads) as blas:
         all_series, meta = _measure(args, argv, blas)
-    args.out.mkdir(parents=True, exist_ok=True)
     raw = {"meta": meta, "series": [asdict(s) for s in all_series]}
     (args.out / "scaling.json").write_text(json.dumps(raw, indent=1, default=str))
     write_markdown(args.out / "scaling.md", all_series, meta)

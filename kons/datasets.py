@@ -4,8 +4,9 @@ Features are z-scored with whole-data mean and standard deviation (a zero deviat
 regression targets likewise, binary labels map to {-1, +1} (the larger value is +1), and rows are put in
 the order ``numpy.random.default_rng(0).permutation(n)``.
 
-The data directory is ``$KONS_DATA_DIR`` if set, else the first ``shared/data`` found beside the
-working directory or any of its parents (the layout of the repository's checkout).
+The data directory is ``$KONS_BENCH_DATA_DIR`` if set, else the first ``shared/data`` found beside the
+working directory or any of its parents (the layout of the repository's checkout). (``KONS_DATA_DIR`` is
+the service's: the directory of its embedded Redis.)
 """
 
 from __future__ import annotations
@@ -32,15 +33,15 @@ class Dataset:
 
 def data_dir() -> Path:
     """Where the data files are; raises FileNotFoundError naming the places looked at."""
-    if "KONS_DATA_DIR" in os.environ:
-        return Path(os.environ["KONS_DATA_DIR"])
+    if "KONS_BENCH_DATA_DIR" in os.environ:
+        return Path(os.environ["KONS_BENCH_DATA_DIR"])
     here = Path.cwd().resolve()
     places = [here, *here.parents]
     for base in places:
         for candidate in (base / "shared" / "data", base / "data"):
             if (candidate / "README.md").exists() and any(candidate.glob("*.gz")):
                 return candidate
-    raise FileNotFoundError("no data directory: set KONS_DATA_DIR or run beside ../shared/data")
+    raise FileNotFoundError("no data directory: set KONS_BENCH_DATA_DIR or run beside ../shared/data")
 
 
 def read_libsvm(path: Path, n_features: int | None = None) -> tuple[np.ndarray, np.ndarray]:

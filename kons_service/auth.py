@@ -39,10 +39,13 @@ class Authenticator:
 
     def metrics_tenants(self, authorization: str | None) -> Visible:
         """Whose names ``/metrics`` may show this caller: every tenant's when single-tenant or with the
-        metrics key, its own with a tenant's API key, nobody's without a key; an unknown key is a 401."""
+        metrics key, its own with a tenant's API key, nobody's without a key; an unknown key is a 401.
+        A blank bearer is no key: it is what Prometheus sends from an empty credentials file (compose's
+        default KONS_METRICS_KEY), and the scrape must still work."""
         if self.single_tenant:
             return EVERY_TENANT
-        if authorization is None:
+        scheme, _, key = (authorization or "").partition(" ")
+        if authorization is None or (scheme.lower() == "bearer" and not key.strip()):
             return frozenset()
         digest = hashlib.sha256(self._bearer(authorization).encode()).digest()
         if self._metrics_digest is not None and hmac.compare_digest(digest, self._metrics_digest):

@@ -1,7 +1,8 @@
 """Request bodies: authentication first, a size limit, and strict JSON parsing out of the serving process.
 
-Routes built with :class:`KonsRoute` check the caller's key before a byte of the body is read (an
-unauthenticated sender costs a header check), and read their body through :class:`StrictRequest`, so
+Routes built with :class:`KonsRoute` check the caller's key, then its tenant's limits
+(:mod:`kons_service.fairness`), before a byte of the body is read (an unauthenticated sender costs a
+header check), and read their body through :class:`StrictRequest`, so
 FastAPI's own body parsing applies the size limit and :mod:`kons_service.parsers`' strict JSON rules. A
 large body is parsed and validated by a worker process (see there why not a thread), so that it does not
 stall the other tenants' requests.
@@ -44,6 +45,15 @@ def _large_body(request: Request) -> bool:
     if "chunked" in request.headers.get("transfer-encoding", "").lower():
         return True
     return length is not None and (not length.isdigit() or int(length) > INLINE_BYTES)
+
+
+def _body_bytes(request: Request) -> int:
+    """The size the request announces for its body (0 without one); a body of unknown size (chunked, or
+    a malformed length) counts as the largest allowed."""
+    length = request.headers.get("content-length")
+    if "chunked" in request.headers.get("transfer-encoding", "").lower() or not (length or "0").isdigit():
+        return int(request.app.state.settings.max_request_bytes)
+    return int(length or 0)
 
 
 class LargeBodies:
@@ -140,6 +150,9 @@ class KonsRoute(APIRoute):
             with contextlib.ExitStack() as stack:
                 with _closing_unread(large):
                     tenant = auth.tenant(request.headers.get("authorization"))
+                    if not auth.single_tenant:
+                        limiter = request.app.state.service.limiter
+                        stack.enter_context(limiter.admit(tenant, _body_bytes(request)))
                     if large and not auth.single_tenant:
                         stack.enter_context(request.app.state.large_bodies.slot(tenant))
                 return await strict_handler(request)

@@ -83,6 +83,9 @@ class CachedLearner:
     leased_until: float = 0.0
     leased_backoff: float = 0.0
     resume_at: float = 0.0  # when a learner whose growth is held asks for room again (monotonic)
+    #: Rounds its reservation still covers the growth of (see :meth:`FeedbackWriter._growth_held`).
+    growth_credit: int = 0
+    _nbytes_at: tuple[str, int, str] = ("", -1, "")  # where ``nbytes`` was measured
 
     def appended(self, version: int, tip: str, stride: int) -> None:
         """This process appended rounds up to ``version`` (round ``tip``); ``stride``: the history's, if
@@ -106,7 +109,14 @@ class CachedLearner:
 
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
-        self.optimistic = False
+        self.optimistic, self.growth_credit = False, 0
+
+    def state_nbytes(self) -> int:
+        """The learner's :meth:`~kons.Learner.state_nbytes`, measured once per version (lock held)."""
+        here = (self.incarnation, self.version, self.tip)
+        if here != self._nbytes_at:
+            self.nbytes, self._nbytes_at = self.loaded().state_nbytes(), here
+        return self.nbytes
 
     def at(self, head: Head) -> bool:
         here = (self.incarnation, self.version, self.tip)
@@ -125,6 +135,7 @@ class CachedLearner:
         self.last_snapshot = time.monotonic()
         self.history_stride = 1
         self.reserved_bytes = 0
+        self.growth_credit = 0
         self.log_bytes = 0
 
     def count_rounds(self, rounds: int, log_bytes: int, seconds: float) -> None:
@@ -156,6 +167,11 @@ class LearnerCache:
         self._entries.move_to_end(ref)
         return entry
 
+    def held(self, ref: LearnerRef) -> kons.Learner | None:
+        """The learner of ``ref`` if this process holds it (no entry is made, none is marked as used)."""
+        entry = self._entries.get(ref)
+        return None if entry is None else entry.learner
+
     def entries(self) -> list[CachedLearner]:
         return list(self._entries.values())
 
@@ -170,7 +186,7 @@ class LearnerCache:
                 if self._entries.get(entry.ref) is entry:
                     del self._entries[entry.ref]
             else:  # nobody plays on it now, so its arrays can be measured
-                entry.nbytes = entry.learner.state_nbytes()
+                entry.state_nbytes()
         self._evict()
 
     def _evict(self) -> None:

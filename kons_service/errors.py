@@ -18,7 +18,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
 from kons_service.logs import current_request_id
-from kons_service.store import NotReplicatedError, SnapshotUnstableError, StoreUnavailableError
+from kons_service.store import (
+    NotReplicatedError,
+    SnapshotUnstableError,
+    StoreFullError,
+    StoreUnavailableError,
+)
 
 __all__ = [
     "ApiError",
@@ -34,6 +39,7 @@ __all__ = [
     "RequestIdConflictError",
     "ResourceLimitError",
     "StateMismatchError",
+    "StoreMayEvictError",
     "TooManyRequestsError",
     "UnauthorizedError",
     "UnknownIdError",
@@ -131,8 +137,8 @@ class InvalidNameError(ApiError):
 class TooManyRequestsError(ApiError):
     status, code = 429, "too_many_requests"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, headers={"Retry-After": "1"})
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(retry_after, 1))})
 
 
 class BusyError(ApiError):
@@ -140,6 +146,16 @@ class BusyError(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"Retry-After": "1"})
+
+
+class StoreMayEvictError(ApiError):
+    """Redis's eviction policy may delete keys: a write is not acknowledged (see
+    :mod:`kons_service.eviction`)."""
+
+    status, code = 503, "store_may_evict"
+
+    def __init__(self, message: str, retry_after: str) -> None:
+        super().__init__(message, headers={"Retry-After": retry_after})
 
 
 class ParserUnavailableError(BusyError):
@@ -218,6 +234,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StoreUnavailableError)
     async def _store(request: Request, exc: StoreUnavailableError) -> JSONResponse:
         log.warning("store error on %s %s: %s", request.method, request.url.path, exc)
+        if isinstance(exc, StoreFullError):  # memory pressure: has an evicting policy been switched on?
+            request.app.state.service.eviction.suspect()
         return _response(503, "store_unavailable", "The learner store (Redis) is unavailable; retry later.",
                          {"Retry-After": "1"})
 

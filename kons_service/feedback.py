@@ -47,9 +47,15 @@ from kons.losses import get_loss
 from kons_service import codec
 from kons_service.budget import TenantBudget
 from kons_service.cache import CachedLearner, LearnerCache, logged_bytes, not_found
-from kons_service.errors import BusyError, RequestIdConflictError, ResourceLimitError, UnknownIdError
+from kons_service.errors import (
+    BatchTooLargeError,
+    BusyError,
+    RequestIdConflictError,
+    ResourceLimitError,
+    UnknownIdError,
+)
 from kons_service.history import HistoryRecorder
-from kons_service.learning import check_budget, check_rows, finite, numerics, offload
+from kons_service.learning import check_budget, check_rows, check_work, finite, numerics, offload
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
@@ -78,6 +84,7 @@ _RECHECK_SECONDS = 0.1  # how often a waiting writer asks whether the lease's ho
 #: up to the maximum (each conflict of an optimistic write costs a rebuild of the learner).
 _LEASED_SECONDS, _LEASED_SECONDS_MAX = 1.0, 60.0
 _RESUME_SECONDS = 60.0  # how often a learner whose growth is held asks its tenant's budget for room again
+_GROWTH_AHEAD = 32  # rounds of growth a reservation covers ahead (the bound grows with them: keep it short)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +149,7 @@ class _Played:
     #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
     held: bool = False
     seconds: float = 0.0  # the time they took to play
+    stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
     logged_bytes: int = 0  # of the log entries that carry them
 
 
@@ -202,7 +210,9 @@ class FeedbackWriter:
         queue = entry.queue
         group = [queue.pop(0)]
         rows = len(group[0].items)
-        while self.settings.group_commit and queue and rows + len(queue[0].items) <= self.settings.max_batch:
+        # a group is bounded like one batch: in rows, and in work (rows x the learner's state bytes)
+        most = min(self.settings.max_batch, self.settings.batch_max_work_bytes // max(entry.nbytes, 1))
+        while self.settings.group_commit and queue and rows + len(queue[0].items) <= most:
             rows += len(queue[0].items)
             group.append(queue.pop(0))
         return group
@@ -261,7 +271,7 @@ class FeedbackWriter:
             if not entry.at(head):
                 return None
         learner = entry.loaded()
-        played = await self._checked(ref, learner, group)
+        played = await self._checked(entry, learner, group)
         played.held = await self._growth_held(entry, learner, len(played.xs[0][0]),
                                               sum(len(xs) for xs in played.xs))
         token = lease.token if lease is not None else next(self._tokens)
@@ -403,7 +413,10 @@ class FeedbackWriter:
         dictionary it has (``stats()["growth_held"]``), and resumes growing when room is found again
         (looked for every ``_RESUME_SECONDS``). Any other learner that cannot be covered is refused
         (422): a kernel learner that learns by storing points, or one holding more than its own budget."""
-        ref, held, budget = entry.ref, learner.state_nbytes(), self.settings.learner_max_bytes
+        if not learner.growth_held and rows <= entry.growth_credit:  # covered by an earlier reservation
+            entry.growth_credit -= rows
+            return False
+        ref, held, budget = entry.ref, entry.state_nbytes(), self.settings.learner_max_bytes
         holdable = learner.grows and learner.can_hold_growth
         if held > budget and not holdable:
             raise ResourceLimitError(
@@ -416,19 +429,24 @@ class FeedbackWriter:
             if not holdable:
                 entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
             return False
-        if not holdable:
-            need = held + learner.max_growth_nbytes(rows)
-            entry.reserved_bytes = await self.budget.cover(ref, need, entry.reserved_bytes)
-            return False
         was_held = learner.growth_held
         if was_held and time.monotonic() < entry.resume_at:
             return True
         learner.hold_growth(False)  # (its bound as a growing learner; set again before the rounds)
         need = held + learner.max_growth_nbytes(rows)
+        # if it can, the reservation covers the growth of more rounds, so that most batches need no check
+        ahead = max(rows, _GROWTH_AHEAD)
+        need_ahead = held + learner.max_growth_nbytes(ahead)
         learner.hold_growth(was_held)
-        got = None if need > budget else await self.budget.try_cover(ref, need, entry.reserved_bytes)
+        got, credit = None, ahead - rows
+        if need_ahead <= budget:
+            got = await self.budget.try_cover(ref, need_ahead, entry.reserved_bytes)
+        if got is None and not holdable:
+            got, credit = await self.budget.cover(ref, need, entry.reserved_bytes), 0
+        if got is None and need <= budget:
+            got, credit = await self.budget.try_cover(ref, need, entry.reserved_bytes), 0
         if got is not None:
-            entry.reserved_bytes = got
+            entry.reserved_bytes, entry.growth_credit = got, credit
             if was_held:
                 log.info("learner %s grows again: its tenant's budget has room", ref)
             return False
@@ -439,18 +457,21 @@ class FeedbackWriter:
                         "with the dictionary it has", ref, held, "own" if need > budget else "tenant's")
         return True
 
-    async def _checked(self, ref: LearnerRef, learner: kons.Learner, group: list[_Request]) -> _Played:
+    async def _checked(self, entry: CachedLearner, learner: kons.Learner, group: list[_Request]) -> _Played:
         """Each request's rows (features fetched for ids) and labels, checked by kons before any round is
         played, so that bad input changes nothing. A request of a group that fails raises
         :class:`_RegroupError`."""
         wanted = [it.id for request in group for it in request.items if it.x is None and it.id is not None]
-        recalled = dict(zip(wanted, await self.store.recall(ref, wanted), strict=True)) if wanted else {}
+        recalled = {}
+        if wanted:
+            recalled = dict(zip(wanted, await self.store.recall(entry.ref, wanted), strict=True))
         played = _Played()
         for request in group:
             try:
+                check_work(entry.state_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
                 played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
-            except (kons.KonsError, UnknownIdError):
+            except (kons.KonsError, UnknownIdError, BatchTooLargeError):
                 if len(group) > 1:
                     raise _RegroupError from None
                 raise
@@ -482,7 +503,8 @@ class FeedbackWriter:
             played.seconds = time.perf_counter() - started
             loss = get_loss(learner.loss)
             losses = [loss.value(p, y) for p, (_, y) in zip(plays, rows, strict=True)]
-        if not finite(plays, losses, learner.stats()):
+        played.stats = learner.stats()
+        if not finite(plays, losses, played.stats):
             raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
         start = 0
         for xs in played.xs:
@@ -492,7 +514,7 @@ class FeedbackWriter:
 
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
                       played: _Played, *, leased: bool) -> AppendOutcome:
-        """Compare-and-append the group's played rounds after ``head``, with a history point if due."""
+        """Compare-and-append the group's played rounds after ``head``, with their errors for the history."""
         entries = [
             LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "",
                      played.held)
@@ -505,8 +527,8 @@ class FeedbackWriter:
             record = "" if request.fingerprint is None else json.dumps(
                 {"body": request.fingerprint, "predictions": plays, "losses": losses})
             tags.append(RequestTag(request.id or "", record, len(request.items)))
-        point = self.history.due(entry, head.version, head.version + len(entries))
-        history = None if point is None else (point, self.settings.history_points)
+        errors = self.history.due(entry, head.version, played.ys, played.plays)
+        history = (errors, self.settings.history_points)
         return await self.store.append(entry.ref, token, head, entries, tags, leased=leased,
                                        retention=self._retention, history=history)
 
@@ -522,7 +544,7 @@ class FeedbackWriter:
                 entry.count_rounds(len(losses), played.logged_bytes, played.seconds)
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 self.metrics.count_rounds(ref, learner.loss, losses)
-                self.metrics.observe_learner(ref, entry.version, learner.stats(), learner.state_nbytes())
+                self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version

@@ -1,10 +1,17 @@
 """A learner's history: a capped, downsampled series of points recorded as it learns, kept in the store.
 
-After feedback rounds take a learner from version ``before`` to ``after``, the writer offers a point
-(version, time, losses, sizes) when the rounds crossed a multiple of the series' stride; ``history.lua``
-keeps it, and when the series holds more than ``history_points`` it drops every other point and doubles
-the stride. So a series of a million rounds stays at most ``history_points`` long, evenly spread, the
-same for every replica (it lives with the learner in the store and is deleted with it).
+Every append of feedback rounds offers the history its rounds' errors, in the user's units, cut into
+segments at the multiples of the series' stride: for regression the absolute and squared errors of the
+played predictions, for labels the correct signs and the log loss of the played log-odds. The store
+(``lib/history.lua``, in the append's own script call) adds them to the learner's running totals and
+keeps a point, with the totals so far, for each segment whose last round crosses a multiple of the
+stride; the last point of an append also carries the learner's stats (losses, sizes, time). So one
+request of 442 rounds gives a point per window of ``stride`` rounds, not one, and the error over any
+window between two points (MAE, RMSE, accuracy, log loss) is the difference of their totals over the
+difference of their rounds, exactly. When the series holds more than ``history_points`` every other
+point is dropped and the stride doubles: a series of a million rounds stays at most ``history_points``
+long, evenly spread, the same for every replica (it lives with the learner in the store and is deleted
+with it).
 """
 
 from __future__ import annotations
@@ -12,10 +19,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 import kons
+from kons.losses import get_loss
 from kons_service.cache import CachedLearner, not_found
 from kons_service.metrics import LEARNER_GAUGES
 from kons_service.settings import Settings
@@ -52,21 +63,23 @@ class HistoryRecorder:
         self.settings = settings
 
     @staticmethod
-    def due(entry: CachedLearner, before: int, after: int) -> str | None:
-        """The point (JSON) to offer when rounds take the cached learner (lock held, rounds played) from
-        version ``before`` to ``after``: None unless that crosses a multiple of the stride. The append of
-        the rounds offers it in the same call."""
-        stride = entry.history_stride
-        if after // stride == before // stride:
-            return None
-        return json.dumps(point(entry.loaded(), after), allow_nan=False)
+    def due(entry: CachedLearner, before: int, ys: Sequence[Sequence[float]],
+            plays: Sequence[Sequence[float]]) -> str:
+        """What to offer the history (JSON, see ``lib/history.lua``) when the rounds of targets ``ys`` and
+        played predictions ``plays`` (per request, in order) take the cached learner (lock held, rounds
+        played) from version ``before``: their errors by stride window, and the learner's stats if the
+        rounds cross a multiple of the stride. The append of the rounds offers it in the same call."""
+        y = np.array([v for request in ys for v in request], dtype=np.float64)
+        played = np.array([v for request in plays for v in request], dtype=np.float64)
+        return _offer(entry, before, y, played)
 
     async def offer(self, entry: CachedLearner, before: int) -> None:
         """The cached learner (lock held) went from version ``before`` to its version outside a feedback
         (a state upload): record a point if due. A failure only costs a point: it is logged, not raised."""
-        text = self.due(entry, before, entry.version)
-        if text is None:
+        if entry.version // entry.history_stride == before // entry.history_stride:
             return
+        text = json.dumps({"task": _task(entry.loaded()), "segments": [[entry.version, 0, 0, 0, 0, 0]],
+                           "point": json.dumps(point(entry.loaded(), entry.version), allow_nan=False)})
         try:
             stride = await self.store.record_history(entry.ref, entry.incarnation, entry.version, text,
                                                      self.settings.history_points)
@@ -81,3 +94,35 @@ class HistoryRecorder:
             raise not_found(ref)
         stride, points = found
         return History(stride, [json.loads(p) for p in points])
+
+
+def _task(learner: kons.Learner) -> str:
+    """``regression`` for a learner of numbers, ``classification`` for one of labels (a binary loss)."""
+    return "classification" if get_loss(learner.loss).binary else "regression"
+
+
+def _offer(entry: CachedLearner, before: int, y: np.ndarray, played: np.ndarray) -> str:
+    """The offer for rounds ``before + 1 ..`` with targets ``y`` and plays ``played`` (both (n,)): one
+    segment per stride window they touch, ``[last version, rounds, sum |error|, sum error^2, correct,
+    log loss]`` (the two of the task; the others 0), and the stats point if a window boundary is crossed."""
+    learner = entry.loaded()
+    task, stride, after = _task(learner), entry.history_stride, before + len(y)
+    zeros = np.zeros(len(y))
+    if task == "regression":
+        error = y - played
+        columns = [np.abs(error), error * error, zeros, zeros]
+    else:
+        label = np.where(y > 0, 1.0, -1.0)
+        margin = label * played
+        log_loss = np.logaddexp(0.0, -margin) if learner.loss == "logistic" else zeros
+        columns = [zeros, zeros, (margin > 0).astype(np.float64), log_loss]
+    # segment k ends at the k-th multiple of the stride after ``before`` (the last one at ``after``)
+    ends = [*range((before // stride + 1) * stride, after, stride), after]
+    starts = [0, *(end - before for end in ends[:-1])]
+    sums = [np.add.reduceat(column, starts) if len(y) else np.zeros(0) for column in columns]
+    segments = [[end, end - before - start, *(float(s[k]) for s in sums)]
+                for k, (end, start) in enumerate(zip(ends, starts, strict=True))] if len(y) else []
+    offer: dict[str, Any] = {"task": task, "segments": segments}
+    if after // stride != before // stride:
+        offer["point"] = json.dumps(point(learner, after), allow_nan=False)
+    return json.dumps(offer, allow_nan=False)

@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 import kons
-from kons_service.errors import ResourceLimitError
+from kons_service.errors import BatchTooLargeError, ResourceLimitError
 
-__all__ = ["build", "canonical", "check_budget", "check_rows", "config_of", "finite", "numerics", "offload"]
+__all__ = ["build", "canonical", "check_budget", "check_rows", "check_work", "config_of", "finite",
+           "numerics", "offload"]
 
 log = logging.getLogger("kons_service.learning")
 
@@ -61,6 +62,18 @@ def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> int:
             "allowed per learner (a smaller dim or sketch_size fits)."
         )
     return state_bytes
+
+
+def check_work(state: int, rows: int, max_work_bytes: int) -> None:
+    """Refuse (413, nothing played) a batch whose work, about ``rows`` times the learner's ``state`` bytes
+    (a round of every learner reads or updates most of its state: d^2 for ONS, t^2 for exact KONS), is over
+    ``max_work_bytes``: one request may not hold the process for long. A single row always passes."""
+    if rows > 1 and rows * state > max_work_bytes:
+        allowed = max(max_work_bytes // max(state, 1), 1)
+        raise BatchTooLargeError(
+            f"This learner's state is {state} bytes, so a batch may hold at most {allowed} rows now "
+            f"(rows x state bytes <= KONS_BATCH_MAX_WORK_BYTES = {max_work_bytes}); got {rows}. Send smaller "
+            "batches.")
 
 
 def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | None = None) -> list[float]:

@@ -115,6 +115,11 @@ class Metrics:
         self.deduplicated = Counter("kons_feedback_deduplicated",
                                     "Feedback requests answered from their request_id, not applied again.",
                                     registry=r)
+        self.store_may_evict = Gauge("kons_store_may_evict", "1 while Redis's eviction policy may delete "
+                                     "keys (writes are then refused), else 0.", registry=r,
+                                     multiprocess_mode="max")
+        self.refused_may_evict = Counter("kons_writes_refused_store_may_evict", "Writes (feedback, creates, "
+                                         "state uploads) refused because Redis may evict keys.", registry=r)
         self.snapshots = Counter("kons_snapshots", "Snapshot attempts by outcome.", ["outcome"], registry=r)
         # write amplification = snapshot bytes / log bytes
         self.snapshot_bytes = Counter("kons_snapshot_bytes", "Bytes of snapshots written to Redis.",

@@ -1,9 +1,12 @@
 """The service's OpenAPI document, made for copying from: an example on every model, the HTTP Bearer
 security scheme (Swagger's Authorize button) on every route that takes an API key, ``algorithm`` as an
 enum of the kons registry, and operation ids named after the handlers (``predict``, ``feedback``, ...).
-The document and its pages (``/openapi.json``, ``/docs``, ``/redoc``) need an API key when keys are
-configured: they name every route and parameter of the service, which is not for anyone who can reach
-the port.
+The document (``/openapi.json``) needs an API key when keys are configured: it names every route and
+parameter of the service, which is not for anyone who can reach the port. Its pages, Swagger UI at
+``/docs`` and ReDoc at ``/redoc`` (``static/docs.html``), are public and load their scripts from the
+package (fastapi-offline's copies of Swagger UI and ReDoc, under ``/docs-assets``), so they work offline
+and behind firewalls; the page asks for the key, fetches the document with it and hands it to Swagger
+UI's Authorize button.
 
 The examples form one session on one learner ``m`` (Sketched-KONS, dimension 3): created, asked, taught;
 ``tests/service/test_openapi.py`` validates them against the document and sends them to a service.
@@ -11,13 +14,15 @@ The examples form one session on one learner ``m`` (Sketched-KONS, dimension 3):
 
 from __future__ import annotations
 
+import json
+from importlib import resources
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
 
 import kons
 from kons_service.deps import TenantDep
@@ -34,8 +39,11 @@ _STATS = {"rounds": 3, "stored_points": 3, "dictionary_size": 2, "kors_size": 2,
           "recent_loss": 0.0873, "effective_dimension": 1.0309, "eta": 0.1}
 _ERROR = {"code": "learner_not_found", "message": "No learner 'm' in this tenant.",
           "request_id": "3f2b8c1e9a7d4e0f8b6c5a4d3e2f1a0b"}
-_POINT = {"version": 3, "time": 1795450000.125, "recent_loss": 0.0873, "cumulative_loss": 8.7435,
-          "dictionary_size": 2, "stored_points": 3, "effective_dimension": 1.0309, "state_bytes": 1024}
+_TOTALS = {"rounds": 3, "abs_error": 4.1133, "squared_error": 8.7435, "correct": 0.0, "log_loss": 0.0}
+_POINT = {"version": 3, "task": "regression", "totals": _TOTALS, "time": 1795450000.125,
+          "recent_loss": 0.0873,
+          "cumulative_loss": 8.7435, "dictionary_size": 2, "stored_points": 3, "effective_dimension": 1.0309,
+          "state_bytes": 1024}
 _TENSOR = {"name": "x", "shape": [2, 3], "datatype": "FP64", "data": [0.0, 1.0, 2.0, 1.0, 2.0, 3.0]}
 _OUTPUT = {"name": "prediction", "shape": [2], "datatype": "FP64", "data": [1.2457, 0.7763]}
 
@@ -63,7 +71,8 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
     "FeedbackResponse": [{"prediction": 0.0, "loss": 0.25, "version": 1}],
     "BatchFeedbackResponse": [{"predictions": [0.2231, 0.8089], "losses": [0.6036, 7.8899], "version": 3}],
     "StateImported": [{"version": 3}],
-    "HistoryPoint": [_POINT],
+    "ErrorTotals": [_TOTALS],
+    "HistoryPoint": [_POINT, {"version": 2, "task": "regression", "totals": {**_TOTALS, "rounds": 2}}],
     "LearnerHistory": [{"stride": 1, "points": [_POINT]}],
     "ErrorDetail": [_ERROR],
     "ErrorResponse": [{"error": _ERROR}],
@@ -118,10 +127,27 @@ def _document(app: FastAPI) -> dict[str, Any]:
     return document
 
 
+#: Where the pages' scripts and styles are served from (the package's files; no key needed).
+DOCS_ASSETS = "/docs-assets"
+_VIEWER_SCRIPTS = {"swagger": "swagger-ui-bundle.js", "redoc": "redoc.standalone.js"}
+
+
+def _docs_page(request: Request, viewer: str, title: str) -> HTMLResponse:
+    """``static/docs.html`` showing the document in ``viewer`` (``swagger`` or ``redoc``)."""
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    config = {"openapi": f"{root}/openapi.json", "viewer": viewer, "scheme": SECURITY_SCHEME}
+    page = (resources.files("kons_service") / "static" / "docs.html").read_text()
+    for placeholder, value in (("__CONFIG__", json.dumps(config).replace("<", "\\u003c")),
+                               ("__ASSETS__", root + DOCS_ASSETS), ("__SCRIPT__", _VIEWER_SCRIPTS[viewer]),
+                               ("__TITLE__", title)):
+        page = page.replace(placeholder, value)
+    return HTMLResponse(page, headers={"Cache-Control": "no-cache", "X-Frame-Options": "DENY"})
+
+
 def install_openapi(app: FastAPI) -> None:
-    """Serve the document above as the app's ``/openapi.json`` (built once, on first use), with Swagger
-    UI at ``/docs`` and ReDoc at ``/redoc``, all three behind the caller's API key (create the app with
-    FastAPI's own ``openapi_url``, ``docs_url`` and ``redoc_url`` set to None)."""
+    """Serve the document above as the app's ``/openapi.json`` (built once, on first use, behind the
+    caller's API key), with Swagger UI at ``/docs`` and ReDoc at ``/redoc`` on assets of the package
+    (create the app with FastAPI's own ``openapi_url``, ``docs_url`` and ``redoc_url`` set to None)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -131,20 +157,18 @@ def install_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
     router = APIRouter(include_in_schema=False)
 
-    def document_url(request: Request) -> str:
-        root: str = request.scope.get("root_path", "")
-        return root.rstrip("/") + "/openapi.json"
-
     @router.get("/openapi.json")
     async def openapi_document(_: TenantDep) -> JSONResponse:
         return JSONResponse(openapi())
 
     @router.get("/docs")
-    async def swagger_ui(request: Request, _: TenantDep) -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url=document_url(request), title=f"{app.title} - Swagger UI")
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        return _docs_page(request, "swagger", f"{app.title} - Swagger UI")
 
     @router.get("/redoc")
-    async def redoc(request: Request, _: TenantDep) -> HTMLResponse:
-        return get_redoc_html(openapi_url=document_url(request), title=f"{app.title} - ReDoc")
+    async def redoc(request: Request) -> HTMLResponse:
+        return _docs_page(request, "redoc", f"{app.title} - ReDoc")
 
     app.include_router(router)
+    assets = resources.files("fastapi_offline") / "static"
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(assets)), name="docs-assets")

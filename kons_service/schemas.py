@@ -127,19 +127,35 @@ class LearnerInfo(LearnerSummary):
         "(null before it)."))
 
 
+class ErrorTotals(BaseModel):
+    """Sums over the learner's rounds up to a point, in the user's units, of its played predictions'
+    errors: the error over the rounds between two points is the difference of their sums over the
+    difference of their ``rounds``."""
+
+    rounds: int
+    abs_error: float = Field(description="Regression: sum of |y - prediction| (0 for labels).")
+    squared_error: float = Field(description="Regression: sum of (y - prediction)^2 (0 for labels).")
+    correct: float = Field(description="Labels: rounds predicted with the label's sign (0 for numbers).")
+    log_loss: float = Field(description="Labels, logistic loss: sum of the log loss of the predicted "
+                            "log-odds (0 otherwise).")
+
+
 class HistoryPoint(BaseModel):
-    """The learner at one version: its losses and sizes (``stats()``) and when the point was taken."""
+    """The learner at one version: the error totals of its rounds so far and, at the last version of a
+    feedback request, its losses and sizes (``stats()``) and when the point was taken."""
 
     model_config = ConfigDict(extra="allow")
 
     version: int
-    time: float = Field(description="Unix time (seconds) of the point.")
-    recent_loss: float
-    cumulative_loss: float
-    dictionary_size: float
-    stored_points: float
-    effective_dimension: float
-    state_bytes: int = Field(description="Bytes of the learned arrays.")
+    task: str | None = Field(None, description="regression or classification (which totals are kept).")
+    totals: ErrorTotals | None = None
+    time: float | None = Field(None, description="Unix time (seconds) of the point.")
+    recent_loss: float | None = None
+    cumulative_loss: float | None = None
+    dictionary_size: float | None = None
+    stored_points: float | None = None
+    effective_dimension: float | None = None
+    state_bytes: int | None = Field(None, description="Bytes of the learned arrays.")
     leader: str | None = Field(None, description="For an auto learner: the base leading its mixture.")
 
 

@@ -2,7 +2,8 @@
 
 The work is done in rooms of its own: :mod:`kons_service.cache` (the learners this process holds and
 their replay from the log), :mod:`kons_service.feedback` (the durable write protocol of feedback rounds),
-:mod:`kons_service.snapshots` (snapshot writing) and :mod:`kons_service.store` (every Redis call).
+:mod:`kons_service.snapshots` (snapshot writing), :mod:`kons_service.eviction` (no write acknowledged
+while Redis may evict keys) and :mod:`kons_service.store` (every Redis call).
 """
 
 from __future__ import annotations
@@ -27,9 +28,19 @@ from kons_service.errors import (
     ConfigConflictError,
     StateMismatchError,
 )
+from kons_service.eviction import EvictionGuard
+from kons_service.fairness import TenantLimiter
 from kons_service.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.history import History, HistoryRecorder
-from kons_service.learning import canonical, check_budget, check_rows, config_of, numerics, offload
+from kons_service.learning import (
+    canonical,
+    check_budget,
+    check_rows,
+    check_work,
+    config_of,
+    numerics,
+    offload,
+)
 from kons_service.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.snapshots import Snapshotter
@@ -92,6 +103,8 @@ class LearnerPage:
 class Predictions:
     predictions: list[float]
     version: int
+    #: The learner's configuration (``{"algorithm", "dim", "params"}``) that made them.
+    config: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +125,18 @@ class LearnerService:
         self.history_recorder = HistoryRecorder(store, settings)
         self.budget = TenantBudget(store, settings)
         self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
+        self.eviction = EvictionGuard(self.store_problem, settings, metrics)
+        self.limiter = TenantLimiter(settings)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.snapshots.start(self.cache)
+        self.eviction.start()
 
     async def close(self, timeout: float = 60.0) -> None:
         """Stop the background tasks and snapshot every learner with unsnapshotted rounds (all within
         ``timeout`` seconds)."""
+        await self.eviction.close()
         await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
 
@@ -174,6 +191,7 @@ class LearnerService:
             # room: not the worst case of its config, which may be 30x what it ends up using
             sized = None if dim is None else kons.learner_from_params(algorithm, {**params, "dim": dim})
             estimate = 0 if sized is None else sized.state_nbytes()
+        self.eviction.check()
         if await self.store.config(ref) is None:  # a new learner: its bytes are reserved before it exists
             await self.budget.reserve(ref, estimate, "it was not created")
         created, stored = await self.store.create(ref, text, uuid.uuid4().hex, int(time.time() * 1000))
@@ -214,13 +232,15 @@ class LearnerService:
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
             check_rows(learner, rows)
+            check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
                 predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
-            version = entry.version
+            version, config = entry.version, entry.config
+            self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
         if ids:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
-        return Predictions(predictions, version)
+        return Predictions(predictions, version, config)
 
     async def _remember(self, ref: LearnerRef, payloads: Sequence[tuple[str, bytes]]) -> None:
         """Keep features under their ids, within the learner's share of its tenant's budget: as many ids
@@ -240,7 +260,11 @@ class LearnerService:
         A ``request_id`` that was already applied returns that request's answer and changes nothing.
         """
         self._check_batch(len(items))
-        return await self.writer.write(ref, items, request_id)
+        self.eviction.check()
+        result = await self.writer.write(ref, items, request_id)
+        if (learner := self.cache.held(ref)) is not None:
+            self.limiter.charge_work(ref.tenant, len(items) * learner.state_nbytes())
+        return result
 
     def _sized_config(self, unsized: kons.Learner, dim: int | None) -> tuple[str, int]:
         """The stored text of the config of ``unsized`` (a learner built without its dimension, so that
@@ -264,6 +288,7 @@ class LearnerService:
         The body is read only for an existing learner and only up to ``max_state_bytes``; the blob's
         header is compared with the stored config before any of its arrays or its learner is built.
         """
+        self.eviction.check()
         stored = await self.store.config(ref)
         if stored is None:
             raise not_found(ref)

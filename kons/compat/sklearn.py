@@ -1,6 +1,6 @@
 """scikit-learn estimators around the kons learners: ``partial_fit`` is one online round per row.
 
-``KonsRegressor(algorithm="sketched_kons", params={"kernel": {"name": "rbf", "gamma": 0.5}, "C": 3.0})``
+``KonsRegressor(algorithm="sketched_kons", params={"kernel": {"name": "rbf", "gamma": 0.5}})``
 names the learner by its registry key (:data:`kons.LEARNERS`) and passes ``params`` to it unchanged, so
 the estimator has the same two parameters as the service's ``POST /v1/learners``. The learner's own
 parameters are nested under ``params__``, the kernel's under ``params__kernel__``, as scikit-learn nests a
@@ -9,7 +9,10 @@ sub-estimator's: ``get_params(deep=True)`` lists them (with the learner's defaul
 
 ``partial_fit(X, y)`` plays one round per row, in order, on the current learner; ``fit(X, y)`` starts a
 fresh learner and makes one such pass (an online learner sees each example once: there are no epochs).
-Predictions are the learner's, clipped to ``[-C, C]``: scale the target or raise ``C``.
+Learners are built from their parameter dict, so they rescale features and target online and predict in
+the target's own units, within the range of targets seen; a ``C`` in ``params`` caps predictions at
+``[-C, C]`` in those units too, so give it only to mean that cap (a ``C`` tuned for a scaled target
+would cut off an unscaled one).
 
 Examples
 --------

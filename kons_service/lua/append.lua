@@ -2,7 +2,7 @@
 -- per request id. Uses record_point (lib/history.lua, prepended by the store).
 -- KEYS: meta, lease, log, ids, ids_exp, reqs, reqs_exp, hist.
 -- ARGV: token, incarnation, expected_version, expected_tip, leased, record_ttl_ms, max_records,
---       history_point ('' for none), history_cap, n_requests,
+--       history_offer ('' for none: see lib/history.lua), history_cap, n_requests,
 --       then for each request: request_id ('' for none), record, n_rounds,
 --       then for each round, in the requests' order: x, y, played, id ('' for none), held ('1' when the
 --       learner's growth was held in that round, else '').
@@ -20,7 +20,8 @@
 -- A client's request id already in ``reqs`` means that request was applied before: nothing is appended and
 -- {2, index, "<version>:<record>"} is returned (index: 1-based, of the first such request). Otherwise each
 -- client id is remembered with "<its version>:<record>" for record_ttl_ms (at most max_records per learner,
--- the oldest dropped first). A history point, if given, is offered at the new version in the same call.
+-- the oldest dropped first). The rounds' errors (and, when due, a point) go into the learner's history in the
+-- same call.
 -- Returns {1, new_version, stride} (stride 0: no point offered) | {2, index, stored} | {-1} gone
 -- | {-2} lease lost or held by another writer | {-3, version} moved on | {-4, id} id gone.
 local meta, lease, log, ids, ids_exp, reqs, reqs_exp, hist = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
@@ -33,7 +34,7 @@ local final = tonumber(expected) + n_rounds
 local mine = token .. '/' .. string.format('%d', final)
 
 local h = redis.call('HMGET', meta, 'incarnation', 'version', 'tip', 'hist_stride', 'hist_version',
-  'hist_incarnation')
+  'hist_incarnation', 'hist_totals')
 if not h[1] then
   return {-1}
 end
@@ -111,13 +112,9 @@ end
 local version = string.format('%d', v)
 local stride = 0
 if ARGV[8] ~= '' then
-  local kept = record_point(meta, hist, incarnation, v, ARGV[8], tonumber(ARGV[9]), {h[4], h[5], h[6]})
+  local kept = record_point(hist, incarnation, ARGV[8], tonumber(ARGV[9]), {h[4], h[5], h[6], h[7]})
   stride = kept[2]
-  if kept[1] == 1 then
-    redis.call('HSET', meta, 'version', version, 'tip', tip, 'hist_version', version)
-  else
-    redis.call('HSET', meta, 'version', version, 'tip', tip)
-  end
+  redis.call('HSET', meta, 'version', version, 'tip', tip, unpack(kept[3]))
 else
   redis.call('HSET', meta, 'version', version, 'tip', tip)
 end

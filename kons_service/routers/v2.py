@@ -26,6 +26,7 @@ from kons_service.v2 import (
     OutputTensor,
     ServerMetadata,
     TensorMetadata,
+    model_version,
     rows_of,
 )
 
@@ -103,7 +104,8 @@ async def model_metadata(ref: LearnerDep, service: ServiceDep) -> ModelMetadata:
     learner = await service.describe(ref)
     dim = -1 if learner.input_dim is None else learner.input_dim  # -1: any length, until the first row
     return ModelMetadata(
-        name=ref.name, versions=[str(learner.version)], platform=f"kons/{learner.config['algorithm']}",
+        name=ref.name, versions=[model_version(learner.config)],
+        platform=f"kons/{learner.config['algorithm']}",
         inputs=[TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])],
         outputs=[TensorMetadata(name=OUTPUT, datatype="FP64", shape=[-1])],
     )
@@ -120,5 +122,5 @@ async def infer(ref: LearnerDep, body: InferenceRequest, service: ServiceDep) ->
     result = await service.predict(ref, rows_of(body), None)
     output = OutputTensor(name=OUTPUT, shape=[len(result.predictions)], datatype="FP64",
                           data=result.predictions)
-    return InferenceResponse(model_name=ref.name, model_version=str(result.version), id=body.id,
+    return InferenceResponse(model_name=ref.name, model_version=model_version(result.config), id=body.id,
                              outputs=[output])

@@ -115,3 +115,27 @@ def test_bench_outside_a_checkout_says_so(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(cli, "_checkout", lambda: None)
     assert cli.main(["bench", "load"]) == 2
     assert "checkout of the kons repository" in capsys.readouterr().err
+
+
+def test_bench_quality_without_data_is_a_usage_error_without_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A fresh clone has no data sets: a message naming where to put them, exit code 2, nothing written."""
+    monkeypatch.setenv("KONS_BENCH_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert cli.main(["bench", "quality", "--quick"]) == 2
+    err = capfd.readouterr().err
+    assert "no data set" in err and "KONS_BENCH_DATA_DIR" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_a_data_directory_the_benchmarks_say_where_to_find_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.common import require_datasets
+
+    monkeypatch.delenv("KONS_BENCH_DATA_DIR", raising=False)
+    monkeypatch.setenv("KONS_DATA_DIR", str(tmp_path))  # the service's directory: not the data sets'
+    monkeypatch.chdir(tmp_path)  # no shared/data beside it
+    with pytest.raises(SystemExit) as done:
+        require_datasets(["space_ga"], "benchmarks.quality")
+    assert done.value.code == 2
+    assert "set KONS_BENCH_DATA_DIR or run beside ../shared/data" in capsys.readouterr().err

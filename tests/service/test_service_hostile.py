@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 
 import anyio
@@ -212,22 +213,32 @@ async def test_the_too_large_body_closes_the_connection(make_client) -> None:
     assert answer.status_code == 413 and answer.headers["connection"] == "close"
 
 
-@pytest.mark.parametrize("path", ["/docs", "/redoc", "/openapi.json"])
-async def test_the_api_documents_need_a_key_when_keys_are_configured(make_client, path: str) -> None:
+async def test_the_api_document_needs_a_key_when_keys_are_configured(make_client) -> None:
     multi_tenant = await make_client(api_keys=KEYS)
     for headers in ({}, {"Authorization": "Bearer wrong"}):
-        refused = await multi_tenant.get(path, headers=headers)
+        refused = await multi_tenant.get("/openapi.json", headers=headers)
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
-    assert (await multi_tenant.get(path, headers=A)).status_code == 200
-    assert (await multi_tenant.get("/dashboard")).status_code == 200  # a static page; its data needs a key
+    document = (await multi_tenant.get("/openapi.json", headers=A)).json()
     single_tenant = await make_client()
-    assert (await single_tenant.get(path)).status_code == 200
-    if path == "/openapi.json":
-        document = (await multi_tenant.get(path, headers=A)).json()
-        assert document == (await single_tenant.get(path)).json()
-        assert not {"/docs", "/redoc", "/openapi.json"} & set(document["paths"])
-    else:
-        assert "/openapi.json" in (await multi_tenant.get(path, headers=A)).text
+    assert document == (await single_tenant.get("/openapi.json")).json()
+    assert not {"/docs", "/redoc", "/openapi.json"} & set(document["paths"])
+
+
+@pytest.mark.parametrize(("path", "script"), [("/docs", "swagger-ui-bundle.js"),
+                                              ("/redoc", "redoc.standalone.js")])
+async def test_the_documentation_pages_are_public_and_load_nothing_from_elsewhere(
+        make_client, path: str, script: str) -> None:
+    """The pages (and the dashboard) hold no data: a browser reaches them without a key, and they ask
+    for one before fetching the document. Their scripts come from the package, not a CDN."""
+    client = await make_client(api_keys=KEYS)
+    page = await client.get(path)
+    assert page.status_code == 200 and (await client.get("/dashboard")).status_code == 200
+    assert "/openapi.json" in page.text and "https://" not in page.text and "http://" not in page.text
+    sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert f"/docs-assets/{script}" in sources and all(s.startswith("/docs-assets/") for s in sources)
+    for source in sources:
+        asset = await client.get(source)
+        assert asset.status_code == 200 and len(asset.content) > 1000, source
 
 
 def test_the_parser_process_sends_back_arrays_not_python_numbers() -> None:

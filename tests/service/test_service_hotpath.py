@@ -4,6 +4,7 @@ concurrent feedbacks to one learner (each answered with its own rounds; the log 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import redis
 import kons
 from kons_service.learning import build
 from kons_service.settings import Settings
+from kons_service.store import LearnerRef
 from testkit.processes import SPEC
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -54,7 +56,8 @@ async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(make_client, red
     for used in calls:
         assert used["evalsha"] == 1  # one call: the append script, nothing before it
         assert "set" not in used and "del" not in used  # no lease taken
-    # the script's own commands: HMGET, GET (is a lease held?), XADD, HSET; with a history point, RPUSH
+    # the script's own commands: HMGET (the head and the history's totals), GET (is a lease held?), XADD,
+    # HSET (the head and the totals); with a history point, an RPUSH more
     assert [sum(used.values()) for used in calls].count(5) >= 4
     assert max(sum(used.values()) for used in calls) <= 6
 
@@ -134,3 +137,21 @@ async def test_without_group_commit_each_request_is_its_own_append(make_client, 
 
 def test_group_commit_is_on_by_default() -> None:
     assert Settings().group_commit
+
+
+async def test_an_optimistic_append_that_loses_is_retried_leased_and_backs_off(make_client) -> None:
+    a, b = await make_client(), await make_client()
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    for i in range(2):  # a made the last append: its next one is optimistic
+        assert (await a.post(f"{URL}/feedback", json=_body(i))).json()["version"] == i + 1
+    assert (await b.post(f"{URL}/feedback", json=_body(2))).json()["version"] == 3  # moves the head
+    conflicts = a.app.state.metrics.conflicts._value.get()  # type: ignore[attr-defined]
+    answer = (await a.post(f"{URL}/feedback", json=_body(3))).json()
+    assert answer["version"] == 4
+    assert a.app.state.metrics.conflicts._value.get() == conflicts + 1  # type: ignore[attr-defined]
+    entry = a.app.state.service.cache.entry(LearnerRef("default", "m"))  # type: ignore[attr-defined]
+    assert entry.leased_until > time.monotonic()  # it takes the lease for a while now
+    local = await _local(a)
+    plays = [local.learn_one(*_row(i)) for i in range(4)]
+    assert answer["prediction"] == plays[-1]  # played on the rebuilt learner, as a replay does
+    assert (await a.get(f"{URL}/state")).content == (await b.get(f"{URL}/state")).content == local.to_bytes()

@@ -91,6 +91,12 @@ async def test_without_a_metrics_key_only_tenants_see_their_names(make_client) -
     assert 'learner="m"' not in (await client.get("/metrics")).text
     assert 'learner="m"' in (await client.get("/metrics", headers=A)).text
     assert (await client.get("/metrics", headers={"Authorization": "Bearer scrape-key"})).status_code == 401
+    # Prometheus with an empty credentials file (compose's blank KONS_METRICS_KEY) sends a blank bearer:
+    # the scrape works, as an anonymous one (its target up, no tenant's or learner's name).
+    for blank in ("Bearer ", "Bearer", "bearer   "):
+        scraped = await client.get("/metrics", headers={"Authorization": blank})
+        assert scraped.status_code == 200 and 'learner="m"' not in scraped.text, blank
+        assert value(scraped.text, "kons_feedback_rounds_total") == 2
 
 
 # ---------------------------------------------------------------------- cache
@@ -173,8 +179,60 @@ async def test_batches_that_cross_a_stride_are_recorded_once(make_client) -> Non
     await client.put(URL, json=SPEC)
     for seed in range(30):
         await feed(client, URL, rows(7, seed))  # versions 7, 14, ...: every batch crosses a multiple
-    versions = [p["version"] for p in (await client.get(f"{URL}/history")).json()["points"]]
-    assert len(versions) <= 16 and len(set(versions)) == len(versions) and versions[-1] >= 200
+    history = (await client.get(f"{URL}/history")).json()
+    versions = [p["version"] for p in history["points"]]
+    assert len(versions) <= 16 and len(set(versions)) == len(versions)
+    assert versions[-1] > 210 - history["stride"]  # the newest point at most a stride behind
+
+
+async def test_one_large_request_gives_a_point_per_round_window_with_exact_error_totals(make_client) -> None:
+    """A learner fed by one request of 442 rounds still has a curve: the append keeps a point per stride
+    window (thinned to the cap), each with the error totals of the rounds up to it, in the user's units."""
+    client = await make_client(history_points=64)
+    await client.put(URL, json={})  # auto: the played predictions are in the target's units
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(442, 4))
+    y = 150.0 + 60.0 * X[:, 0] + 10.0 * rng.normal(size=442)
+    items = [{"x": x.tolist(), "y": float(t)} for x, t in zip(X, y, strict=True)]
+    played = np.array(feed_answer := (await feed(client, URL, items))["predictions"])
+    assert len(feed_answer) == 442
+    history = (await client.get(f"{URL}/history")).json()
+    points, stride = history["points"], history["stride"]
+    assert 32 <= len(points) <= 64 and stride == 8  # 442 windows of 1 round, thinned: 1 -> 2 -> 4 -> 8
+    versions = [p["version"] for p in points]
+    assert versions == sorted(versions) and versions[-1] == 442 and np.diff(versions).max() <= stride
+    error = y - played
+    for point in points:
+        v, totals = point["version"], point["totals"]
+        assert point["task"] == "regression" and totals["rounds"] == v
+        assert totals["abs_error"] == pytest.approx(np.abs(error[:v]).sum(), rel=1e-12)
+        assert totals["squared_error"] == pytest.approx((error[:v] ** 2).sum(), rel=1e-12)
+    # only the request's last point carries the learner's stats; the others are its error windows
+    assert points[-1]["stored_points"] is not None and points[-1]["time"] > 0
+    assert all(p["time"] is None for p in points[:-1])
+    # the window between two points: MAE in the target's units, exactly
+    a, b = points[-5], points[-1]
+    rounds = b["totals"]["rounds"] - a["totals"]["rounds"]
+    mae = (b["totals"]["abs_error"] - a["totals"]["abs_error"]) / rounds
+    assert mae == pytest.approx(np.abs(error[a["version"]:]).mean(), rel=1e-12)
+
+
+async def test_history_of_labels_counts_correct_signs_and_log_loss(client: httpx.AsyncClient) -> None:
+    await client.put(URL, json={"params": {"task": "classification"}})
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, 3))
+    labels = (X[:, 0] + 0.3 * rng.normal(size=60) > 0).astype(int)  # 0/1 labels, as users send them
+    played = []
+    for start in range(0, 60, 20):
+        items = [{"x": x.tolist(), "y": int(t)} for x, t in zip(X[start:start + 20], labels[start:start + 20],
+                                                                 strict=True)]
+        played += (await feed(client, URL, items))["predictions"]
+    margin = np.where(labels == 1, 1.0, -1.0) * np.array(played)
+    (last,) = [p for p in (await client.get(f"{URL}/history")).json()["points"] if p["version"] == 60]
+    assert last["task"] == "classification" and last["totals"]["rounds"] == 60
+    assert last["totals"]["correct"] == (margin > 0).sum() > 30
+    assert last["totals"]["log_loss"] == pytest.approx(np.logaddexp(0, -margin).sum(), rel=1e-12)
+    assert last["totals"]["abs_error"] == last["totals"]["squared_error"] == 0
 
 
 async def test_history_survives_a_restart_and_goes_with_the_learner(make_client) -> None:

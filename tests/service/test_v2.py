@@ -12,6 +12,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 import kons
+from kons_service.v2 import model_version
 from testkit.processes import SPEC, ServiceProcess, services_on_redis
 
 pytestmark = pytest.mark.anyio
@@ -52,12 +53,13 @@ def test_tritonclient_round_trip(service: ServiceProcess) -> None:
         assert client.get_server_metadata()["name"] == "kons"
         assert client.is_model_ready("m") and not client.is_model_ready("nothing")
         metadata = client.get_model_metadata("m")
-        assert metadata["versions"] == ["4"] and metadata["platform"] == "kons/sketched_kons"
+        config_version = model_version(httpx.get(f"{service.url}/v1/learners/m").json()["config"])
+        assert metadata["versions"] == [config_version] and metadata["platform"] == "kons/sketched_kons"
         assert metadata["inputs"] == [{"name": "x", "datatype": "FP64", "shape": [-1, 3]}]
 
         result = _infer(client, ROWS, "FP64")
         response = result.get_response()
-        assert response["model_version"] == "4" and response["id"] == "req-7"
+        assert response["model_version"] == config_version and response["id"] == "req-7"
         expected = [reference.predict_one(list(row)) for row in ROWS]
         assert result.as_numpy("prediction").tolist() == expected
 
@@ -91,7 +93,23 @@ async def test_nested_data_and_id_echo(client: httpx.AsyncClient) -> None:
     assert flat.status_code == nested.status_code == 200, flat.text
     assert flat.json()["id"] == "a" and nested.json()["id"] is None
     assert flat.json()["outputs"] == nested.json()["outputs"]
-    assert flat.json()["outputs"][0]["shape"] == [2] and flat.json()["model_version"] == "0"
+    assert flat.json()["outputs"][0]["shape"] == [2]
+
+
+async def test_model_version_names_the_configuration_not_the_round(client: httpx.AsyncClient) -> None:
+    """A V2 client pins ``model_version``: feedback must not move it, another configuration must."""
+    await client.put("/v1/learners/m", json=SPEC)
+    before = (await client.post(INFER, json=_tensor([0, 1, 2], [1, 3]))).json()["model_version"]
+    for t in range(3):
+        fed = await client.post("/v1/learners/m/feedback", json={"x": [t, 1, 2], "y": 0.5})
+        assert fed.status_code == 200
+    after = await client.post(INFER, json=_tensor([0, 1, 2], [1, 3]))
+    assert after.json()["model_version"] == before and len(before) == 12
+    assert (await client.get("/v2/models/m")).json()["versions"] == [before]
+    await client.delete("/v1/learners/m")
+    await client.put("/v1/learners/m", json={**SPEC, "params": {**SPEC["params"], "eta": 0.2}})
+    other = (await client.post(INFER, json=_tensor([0, 1, 2], [1, 3]))).json()["model_version"]
+    assert other != before
 
 
 @pytest.mark.parametrize(("body", "status", "words"), [

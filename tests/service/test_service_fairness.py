@@ -1,0 +1,97 @@
+"""Fair sharing between tenants (:mod:`kons_service.fairness`): per-tenant request and body-byte rates and
+requests in flight, each a 429 with Retry-After beyond its limit (for every body, not only large ones),
+leaving the other tenants alone; and one batch's work bounded by the learner's size (an exact learner's
+500-row batch held the process for 41 s in an audit)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+KEYS = "alpha:key-a,beta:key-b"
+A = {"Authorization": "Bearer key-a"}
+B = {"Authorization": "Bearer key-b"}
+ONS = {"algorithm": "ons", "dim": 100, "params": {"preprocess": False}}  # 80,800 bytes of state
+ROW = [0.01] * 100
+
+
+def _limited(response: httpx.Response) -> int:
+    """The Retry-After of a 429 too_many_requests."""
+    assert response.status_code == 429, response.text
+    assert response.json()["error"]["code"] == "too_many_requests"
+    return int(response.headers["retry-after"])
+
+
+async def test_a_tenant_over_its_request_rate_gets_429_and_the_others_do_not(make_client) -> None:
+    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=3)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    for _ in range(2):
+        assert (await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)).status_code == 200
+    assert _limited(await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)) == 2
+    assert _limited(await client.get("/v1/learners/m", headers=A)) >= 1  # every request, any body
+    assert (await client.put("/v1/learners/m", json=ONS, headers=B)).status_code == 201
+
+
+async def test_a_tenant_over_its_body_bytes_gets_429(make_client) -> None:
+    client = await make_client(api_keys=KEYS, tenant_bytes_rate=2000, tenant_bytes_burst=20_000)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    body = {"xs": [ROW] * 30}  # about 18 KB of JSON: under the 64 KiB gate of large bodies
+    assert (await client.post("/v1/learners/m/predict", json=body, headers=A)).status_code == 200
+    assert _limited(await client.post("/v1/learners/m/predict", json=body, headers=A)) >= 5
+    assert (await client.get("/v1/learners/m", headers=A)).status_code == 200  # no body: no bytes
+    assert (await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=B)).status_code == 404
+
+
+async def test_a_tenant_over_its_requests_in_flight_gets_429(make_client) -> None:
+    client = await make_client(api_keys=KEYS, tenant_concurrency=1)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    release = asyncio.Event()
+
+    async def slow_body() -> AsyncIterator[bytes]:  # a request held in flight until released
+        yield b'{"x": '
+        await release.wait()
+        yield str(ROW).encode() + b"}"
+
+    held = asyncio.create_task(client.post("/v1/learners/m/predict", content=slow_body(),
+                                           headers={**A, "content-type": "application/json"}))
+    await asyncio.sleep(0.2)
+    try:
+        _limited(await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A))
+        assert (await client.get("/v1/learners/nope", headers=B)).status_code == 404  # B is not held
+    finally:
+        release.set()
+    assert (await held).status_code == 200
+    assert (await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)).status_code == 200
+
+
+async def test_a_batch_too_much_work_for_the_learners_size_is_refused(make_client) -> None:
+    client = await make_client(batch_max_work_bytes=1_000_000)  # 12 rows of an 80,800-byte state
+    assert (await client.put("/v1/learners/m", json=ONS)).status_code == 201
+    for path, body in (("predict", {"xs": [ROW] * 13}),
+                       ("feedback", {"items": [{"x": ROW, "y": 0.5}] * 13})):
+        refused = await client.post(f"/v1/learners/m/{path}", json=body)
+        assert refused.status_code == 413, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "batch_too_large" and "at most 12 rows" in error["message"], error
+    assert (await client.get("/v1/learners/m")).json()["version"] == 0  # nothing played
+    fed = await client.post("/v1/learners/m/feedback", json={"items": [{"x": ROW, "y": 0.5}] * 12})
+    assert fed.status_code == 200 and fed.json()["version"] == 12
+    assert (await client.post("/v1/learners/m/predict", json={"xs": [ROW] * 12})).status_code == 200
+
+
+async def test_a_tenant_that_used_its_share_of_learner_work_waits(make_client) -> None:
+    """Work (rows x state bytes) is charged after each batch: past the bucket, that tenant's next
+    requests get 429 until it is paid back, while another tenant is served."""
+    client = await make_client(api_keys=KEYS, tenant_work_rate=100_000, tenant_work_burst=1_000_000)
+    for headers in (A, B):
+        assert (await client.put("/v1/learners/m", json=ONS, headers=headers)).status_code == 201
+    batch = {"items": [{"x": ROW, "y": 0.5}] * 12}  # 12 x 80,800 bytes: just under the burst
+    assert (await client.post("/v1/learners/m/feedback", json=batch, headers=A)).status_code == 200
+    assert (await client.post("/v1/learners/m/feedback", json=batch, headers=A)).status_code == 200
+    assert _limited(await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)) >= 8
+    assert (await client.post("/v1/learners/m/feedback", json=batch, headers=B)).status_code == 200
