@@ -40,8 +40,6 @@ class FactoredBasis:
     are finite), and asks it for the prediction, the conditioning and a re-basing.
     """
 
-    __slots__ = ("F", "K", "Z", "b", "rebases", "ubar")
-
     def __init__(self, Z: np.ndarray, K: np.ndarray, F: np.ndarray, b: np.ndarray, ubar: np.ndarray,
                  rebases: int) -> None:
         self.Z, self.K, self.F, self.b, self.ubar, self.rebases = Z, K, F, b, ubar, rebases
