@@ -112,10 +112,12 @@ class PayloadTooLargeError(KonsServiceError):
 
 
 class UnavailableError(KonsServiceError):
-    """503 (or 429) once the retries are spent: the store (Redis) is unreachable or may evict keys, the
-    learner stays busy, or the tenant is over its rate or keeps too many requests in flight."""
+    """503 (or 429) once the retries are spent: the store (Redis) is unreachable, may evict keys or did not
+    replicate a write in time, the learner stays busy (or the body parser restarted), or the tenant is over
+    its rate or keeps too many requests in flight."""
 
-    codes = ("store_unavailable", "store_may_evict", "learner_busy", "too_many_requests")
+    codes = ("store_unavailable", "store_may_evict", "not_replicated", "learner_busy", "parser_unavailable",
+             "too_many_requests")
 
 
 class ServerError(KonsServiceError):

@@ -15,7 +15,6 @@ import pytest
 import kons
 from kons_service import AsyncClient, Client
 from kons_service import client as client_module
-from kons_service import errors as server_errors
 from kons_service.client import (
     AuthenticationError,
     ConflictError,
@@ -26,6 +25,8 @@ from kons_service.client import (
     ServiceConnectionError,
     UnavailableError,
 )
+from kons_service.core import errors as core_errors
+from kons_service.http import errors as edge_errors
 from testkit.processes import SPEC, free_port, services_on_redis
 
 pytestmark = pytest.mark.anyio
@@ -145,11 +146,15 @@ async def test_batch_limit_and_authentication(make_client) -> None:
             await client.get_learner("m")
 
 
+def _service_errors(cls: type[core_errors.ServiceError]) -> list[type[core_errors.ServiceError]]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _service_errors(direct))]
+
+
 def test_every_error_code_of_the_service_has_its_family() -> None:
-    codes = {cls.code for cls in server_errors.ApiError.__subclasses__()}
-    codes |= {code for _, code in server_errors._KONS_ERRORS.values()}
-    codes |= set(server_errors._STATUS_CODES.values()) - {"method_not_allowed"}
-    codes |= {"store_unavailable", "internal_error", "validation_error", "invalid_request"}
+    codes = {cls.code for cls in _service_errors(core_errors.ServiceError)} - {core_errors.ServiceError.code}
+    codes |= {answer.code for answer in edge_errors.ANSWERS.values() if answer.code is not None}
+    codes |= set(edge_errors._STATUS_CODES.values()) - {"method_not_allowed"}
+    codes |= {"internal_error", "validation_error", "invalid_request"}
     assert codes <= set(client_module._BY_CODE), codes - set(client_module._BY_CODE)
 
 
