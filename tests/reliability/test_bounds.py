@@ -17,7 +17,7 @@ from kons_service.store import LearnerRef, Store
 from testkit.processes import SPEC, ServiceProcess, services_on_redis
 from testkit.scenarios import soak_scenario
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]  # every test starts a server
 
 URL = "/v1/learners/m"
 MIB = 1024

@@ -103,6 +103,7 @@ def test_keys_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> 
     assert hashlib.sha256(b"k1").digest_size == 32
 
 
+@pytest.mark.redis
 def test_no_key_or_feature_vector_in_the_logs(tmp_path: Path) -> None:
     """A real process at log level debug: good and bad keys, features in good and bad bodies, rejected
     numerics and a Redis outage; then the log must hold none of the keys and none of the numbers."""

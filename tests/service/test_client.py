@@ -199,6 +199,7 @@ class Refusals(httpx.HTTPTransport):
             raise
 
 
+@pytest.mark.redis
 def test_sync_client_against_a_service_process(tmp_path: Path) -> None:
     with services_on_redis(tmp_path) as (_, [service]), Client(service.url, retry=FAST) as client:
         assert client.live() and client.ready()

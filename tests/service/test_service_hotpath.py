@@ -14,7 +14,7 @@ from kons_service.learning import build
 from kons_service.settings import Settings
 from testkit.processes import SPEC
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
 ROWS = np.random.default_rng(3).normal(size=(64, 3))

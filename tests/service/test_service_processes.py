@@ -20,8 +20,6 @@ import redis
 import kons
 from testkit.processes import REPO, SPEC, RedisServer, free_port, service_env, start_service
 
-pytestmark = pytest.mark.redis
-
 URL = "/v1/learners/m"
 
 
@@ -133,6 +131,7 @@ def _docker_cmd() -> list[str]:
     return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
 
 
+@pytest.mark.redis
 def test_image_command_with_embedded_redis_persists_across_restarts_and_kills(tmp_path: Path) -> None:
     """The Dockerfile's CMD, run here with no KONS_REDIS_URL: the embedded Redis keeps every round."""
     port = free_port()

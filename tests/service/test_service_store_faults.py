@@ -21,7 +21,7 @@ from redis.asyncio.connection import AbstractConnection
 from kons_service.store import LearnerRef, Store
 from testkit.processes import SPEC, RedisServer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
 ROW = {"x": [0.1, 0.2, 0.3], "y": 0.5}

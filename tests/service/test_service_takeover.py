@@ -24,7 +24,7 @@ from kons_service.store import LearnerRef, LeaseBusy, Store, StoreUnavailableErr
 from testkit.processes import SPEC, RedisServer, services_on_redis, wait_until
 from testkit.scrape import value
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
 REF = LearnerRef("default", "m")
@@ -195,6 +195,7 @@ async def test_without_client_list_the_ttl_decides(
         admin.acl_deluser("nolist")
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_sigkill_of_the_lease_holder_stalls_its_learner_well_under_the_ttl(tmp_path: Path) -> None:
     """Real processes: B is SIGKILLed in the middle of a large batch, holding the lease (TTL 60 s); A's

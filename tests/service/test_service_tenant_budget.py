@@ -14,7 +14,7 @@ import kons
 from kons_service.store import LearnerRef, Store
 from testkit.processes import RedisServer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 EXACT = {"preprocess": False}  # the paper learners: state sizes exactly as kons's state_bytes says
 ONS = {"algorithm": "ons", "dim": 40, "params": EXACT}

@@ -70,7 +70,6 @@ def test_an_evicted_learner_whose_log_is_cheaper_is_not_snapshotted() -> None:
     assert not snapshots._pending
 
 
-@pytest.mark.redis
 def test_a_learner_snapshotted_by_cost_is_rebuilt_exactly_after_a_sigkill(redis_server: RedisServer,
                                                                            tmp_path: Path) -> None:
     redis_server.client().flushall()

@@ -41,6 +41,7 @@ def _infer(client: triton.InferenceServerClient, rows: np.ndarray, datatype: str
     return client.infer(model, [tensor], outputs=[wanted], request_id="req-7")
 
 
+@pytest.mark.redis
 def test_tritonclient_round_trip(service: ServiceProcess) -> None:
     httpx.put(f"{service.url}/v1/learners/m", json=SPEC).raise_for_status()
     for t in range(4):
