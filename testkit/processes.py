@@ -68,7 +68,8 @@ SPEC = {
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -273,7 +274,7 @@ class LocalCluster:
         """The node serving ``key``'s slot now."""
         with contextlib.closing(next(n for n in self.nodes if n.proc is not None).client()) as r:
             slot = int(r.cluster("keyslot", key))
-            for start, end, owner, *_ in r.execute_command("CLUSTER", "SLOTS"):
+            for start, end, owner, *_ in r.cluster("slots"):
                 if start <= slot <= end:
                     return next(n for n in self.nodes if n.port == int(owner[1]))
         raise LookupError(f"no node serves the slot of {key!r}")
@@ -286,7 +287,7 @@ class LocalCluster:
     def take_over(self, replica: RedisServer) -> None:
         """``CLUSTER FAILOVER TAKEOVER`` on ``replica``; returns once every live node routes to it."""
         with contextlib.closing(replica.client()) as r:
-            r.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+            r.cluster("failover", "takeover")
         wait_until(lambda: self.role(replica) == "master", 20, "replica promotion")
 
     def fail_over(self, key: str) -> None:
@@ -426,12 +427,12 @@ class ReplicatedRedis:
         confirm writes again; returns once it is in sync."""
         self.primary.kill()
         with contextlib.closing(self.replica.client()) as r:
-            r.execute_command("REPLICAOF", "NO", "ONE")
+            r.replicaof("NO", "ONE")
         self.endpoint.move_to(self.replica.port)
         self.primary, self.replica = self.replica, self.primary
         self.replica.start()
         with contextlib.closing(self.replica.client()) as r:
-            r.execute_command("REPLICAOF", "127.0.0.1", str(self.primary.port))
+            r.replicaof("127.0.0.1", str(self.primary.port))
         wait_until(self.in_sync, 20, "the rejoined replica")
 
     def stop(self) -> None:
@@ -546,7 +547,7 @@ def services_on_redis(
         stack.callback(server.stop)
         services = []
         for i in range(replicas):
-            services.append(ServiceProcess(server.url, workdir / f"service{i}.log", **settings).start())
+            services.append(ServiceProcess(server.url, workdir / f"service{i}.log", REPO, **settings).start())
             stack.callback(services[-1].stop)
         yield server, services
 

@@ -36,11 +36,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
 import redis
+import redis.asyncio
 
 import kons
 from kons_service.settings import Settings
@@ -209,6 +210,11 @@ def local_replay(spec: dict[str, Any], ledger: Ledger) -> kons.Learner:
     return learner
 
 
+def learner_keys(ref: LearnerRef) -> list[str]:
+    """The Redis keys one learner may own, named as the service's store names them (no connection)."""
+    return Store(redis.asyncio.Redis()).keys_of(ref)
+
+
 def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, Any] = SPEC) -> dict[str, Any]:
     """Count lost and duplicated rounds; compare the state with a serial replay (see the module doc)."""
     with httpx.Client(timeout=60, headers=HEADERS) as http:
@@ -223,8 +229,9 @@ def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, A
     by_version = {v: rid for rid, (v, _) in ledger.acked.items()}
     client = sync_client(redis_url)
     try:
-        log_key = next(k for k in Store(client).keys_of(LearnerRef("alpha", NAME)) if k.endswith(":log"))
-        tail = client.xrange(log_key)
+        log_key = next(k for k in learner_keys(LearnerRef("alpha", NAME)) if k.endswith(":log"))
+        # entry ids and fields as bytes: the client does not decode responses
+        tail = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(log_key))
     finally:
         client.close()
     mismatches = sum(1 for entry_id, fields in tail
@@ -434,7 +441,7 @@ async def cluster_failover_scenario(
 
     async def fail(cluster: LocalCluster, marks: dict[str, float]) -> None:
         marks["lag"] = marks["lost"] = time.monotonic()
-        key = Store(redis.Redis()).keys_of(LearnerRef("alpha", NAME))[0]
+        key = learner_keys(LearnerRef("alpha", NAME))[0]
         lost = cluster.primary_of(key)
         await asyncio.to_thread(cluster.fail_over, key)
         if cluster.primary_of(key) is lost:
@@ -507,6 +514,7 @@ async def soak_scenario(
                 name = f"s{rng.randrange(learners)}"
                 x = [rng.uniform(-1, 1) for _ in range(8)]
                 kind = seq % 4
+                body: dict[str, object]
                 if kind == 0:  # predict with an id that is never consumed: the id store must expire it
                     body, path = {"x": x, "id": f"orphan-{c}-{seq}"}, "predict"
                 elif kind == 1:
@@ -530,10 +538,9 @@ async def soak_scenario(
         state_bytes = sum(len(httpx.get(f"{service.url}/v1/learners/s{i}/state", headers=HEADERS).content)
                           for i in range(learners))
         await asyncio.sleep(6)  # past both TTLs: the id stores must be gone or nearly empty
-        store = Store(r)
         leftovers = {"ids": 0, "reqs": 0, "log": 0}
         for i in range(learners):
-            for key in store.keys_of(LearnerRef("alpha", f"s{i}")):
+            for key in learner_keys(LearnerRef("alpha", f"s{i}")):
                 kind = key.rsplit(":", 1)[1]
                 if kind in ("ids", "reqs"):
                     leftovers[kind] += r.hlen(key)
