@@ -18,22 +18,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import redis
+import redis.asyncio
 import redis.cluster
 
 from kons_service.embedded import redis_server_binary
 from kons_service.main import create_app
 from kons_service.settings import Settings
+from kons_service.store import LearnerRef, Store
 
 __all__ = [
     "REPO",
     "SPEC",
+    "AppFactory",
     "Endpoint",
     "LocalCluster",
     "RedisServer",
@@ -41,6 +44,7 @@ __all__ = [
     "ReplyDropper",
     "ServiceProcess",
     "free_port",
+    "learner_keys",
     "redis_cli_binary",
     "running",
     "serve",
@@ -57,7 +61,7 @@ __all__ = [
 REPO = Path(__file__).resolve().parents[1]
 
 #: A small learner spec for tests and benchmarks: Sketched-KONS, RBF kernel, squared loss, C = 3.
-SPEC = {
+SPEC: dict[str, Any] = {
     "algorithm": "sketched_kons",
     "dim": 3,
     "params": {"kernel": {"name": "rbf", "gamma": 0.5}, "loss": "squared", "alpha": 1.0, "eta": 0.1,
@@ -451,6 +455,15 @@ async def serve(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
         async with httpx.AsyncClient(transport=transport, base_url="http://kons.test", timeout=60) as client:
             client.app = app  # type: ignore[attr-defined]
             yield client
+
+
+#: ``await factory(**settings)``: a client of a fresh in-process app (the tests' ``make_client`` fixture).
+AppFactory = Callable[..., Awaitable[httpx.AsyncClient]]
+
+
+def learner_keys(ref: LearnerRef) -> list[str]:
+    """The Redis keys one learner may own, named as the service's store names them (no connection)."""
+    return Store(redis.asyncio.Redis()).keys_of(ref)
 
 
 def service_env(**env: str) -> dict[str, str]:

@@ -41,7 +41,6 @@ from typing import Any, cast
 import httpx
 import numpy as np
 import redis
-import redis.asyncio
 
 import kons
 from kons_service.settings import Settings
@@ -53,6 +52,7 @@ from testkit.processes import (
     RedisServer,
     ReplicatedRedis,
     ServiceProcess,
+    learner_keys,
     services_on_redis,
     sync_client,
     vm_rss_kib,
@@ -208,11 +208,6 @@ def local_replay(spec: dict[str, Any], ledger: Ledger) -> kons.Learner:
     for _, body in sorted(surviving(ledger).items()):
         learner.learn_one(np.asarray(body["x"], dtype=np.float64), body["y"])
     return learner
-
-
-def learner_keys(ref: LearnerRef) -> list[str]:
-    """The Redis keys one learner may own, named as the service's store names them (no connection)."""
-    return Store(redis.asyncio.Redis()).keys_of(ref)
 
 
 def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, Any] = SPEC) -> dict[str, Any]:
@@ -642,7 +637,7 @@ async def rollback_scenario(
         routed = list(urls)  # the replicas the storm sends to, changed in place below
         _create(urls[0])
         ref = LearnerRef("alpha", NAME)
-        keys = Store(client).keys_of(ref)
+        keys = learner_keys(ref)
 
         async def disturb() -> None:
             for _ in range(rollbacks):

@@ -6,7 +6,7 @@ The process helpers themselves (Redis servers, service processes) are in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from kons_service.settings import Settings
-from testkit.processes import RedisServer, serve
+from testkit.processes import AppFactory, RedisServer, serve
 
 # The fixtures that start (or hand out) the shared Redis server; item.fixturenames is the closure of a
 # test's fixtures, so a test also gets the marker through a fixture of its own built on one of these.
@@ -46,6 +46,13 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
 _start_redis = RedisServer.start
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _redis_only_in_redis_tests() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RedisServer, "start", _start_in_a_redis_test)
+        yield
+
+
 def _start_in_a_redis_test(server: RedisServer) -> RedisServer:
     """``RedisServer.start``, refused in a test without the ``redis`` marker (a fixture's server included:
     it starts in the setup of the first test that asks for it), so that ``-m "not redis"`` never needs one.
@@ -53,9 +60,6 @@ def _start_in_a_redis_test(server: RedisServer) -> RedisServer:
     if _running and _running[-1].get_closest_marker("redis") is None:
         pytest.fail(f"{_running[-1].nodeid} starts a Redis server: mark it @pytest.mark.redis", pytrace=False)
     return _start_redis(server)
-
-
-RedisServer.start = _start_in_a_redis_test  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -75,9 +79,6 @@ def redis_url(redis_server: RedisServer) -> str:
     """The shared server, emptied for this test."""
     redis_server.client().flushall()
     return redis_server.url
-
-
-AppFactory = Callable[..., Any]
 
 
 @pytest.fixture

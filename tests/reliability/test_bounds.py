@@ -13,8 +13,8 @@ import httpx
 import pytest
 import redis
 
-from kons_service.store import LearnerRef, Store
-from testkit.processes import SPEC, ServiceProcess, services_on_redis
+from kons_service.store import LearnerRef
+from testkit.processes import SPEC, AppFactory, ServiceProcess, learner_keys, services_on_redis
 from testkit.scenarios import soak_scenario
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]  # every test starts a server
@@ -75,14 +75,14 @@ def test_batch_size_limits(limited: ServiceProcess) -> None:
         assert ten.json()["version"] == 10
 
 
-async def test_the_id_join_store_expires_in_redis(make_client, redis_url: str) -> None:
+async def test_the_id_join_store_expires_in_redis(make_client: AppFactory, redis_url: str) -> None:
     client = await make_client(id_ttl_seconds=1)
     await client.put(URL, json=SPEC)
     response = await client.post(f"{URL}/predict", json={"xs": [[0.1, 0.2, 0.3]] * 5,
                                                           "ids": [f"q{i}" for i in range(5)]})
     assert response.status_code == 200
     r = redis.Redis.from_url(redis_url)
-    keys = Store(r).keys_of(LearnerRef("default", "m"))
+    keys = learner_keys(LearnerRef("default", "m"))
     ids, ids_exp = (k for k in keys if k.endswith((":ids", ":ids_exp")))
     assert r.hlen(ids) == 5 and 0 < r.pttl(ids) <= 1000 and 0 < r.pttl(ids_exp) <= 1000
     deadline = time.monotonic() + 5
