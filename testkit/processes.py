@@ -27,6 +27,7 @@ import httpx
 import redis
 import redis.asyncio
 import redis.cluster
+from fastapi import FastAPI
 
 from kons_service.embedded import redis_server_binary
 from kons_service.main import create_app
@@ -36,6 +37,7 @@ from kons_service.store import LearnerRef, Store
 __all__ = [
     "REPO",
     "SPEC",
+    "AppClient",
     "AppFactory",
     "Endpoint",
     "LocalCluster",
@@ -44,6 +46,7 @@ __all__ = [
     "ReplyDropper",
     "ServiceProcess",
     "free_port",
+    "hash_int",
     "learner_keys",
     "redis_cli_binary",
     "running",
@@ -446,19 +449,32 @@ class ReplicatedRedis:
         self.primary.stop()
 
 
+class AppClient(httpx.AsyncClient):
+    """An HTTP client bound to an in-process app; ``app`` lets a test reach the service behind it."""
+
+    def __init__(self, app: FastAPI) -> None:
+        super().__init__(transport=httpx.ASGITransport(app=app), base_url="http://kons.test", timeout=60)
+        self.app = app
+
+
 @asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def serve(settings: Settings) -> AsyncIterator[AppClient]:
     """Run one app (lifespan included) in this process and yield an HTTP client bound to it."""
     app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://kons.test", timeout=60) as client:
-            client.app = app  # type: ignore[attr-defined]
-            yield client
+    async with app.router.lifespan_context(app), AppClient(app) as client:
+        yield client
 
 
 #: ``await factory(**settings)``: a client of a fresh in-process app (the tests' ``make_client`` fixture).
-AppFactory = Callable[..., Awaitable[httpx.AsyncClient]]
+AppFactory = Callable[..., Awaitable[AppClient]]
+
+
+def hash_int(client: redis.Redis, key: str, field: str) -> int:
+    """An integer field of a Redis hash (e.g. a learner's version in its meta); KeyError if absent."""
+    value = client.hget(key, field)
+    if value is None:
+        raise KeyError(f"{key} has no field {field!r}")
+    return int(value)
 
 
 def learner_keys(ref: LearnerRef) -> list[str]:

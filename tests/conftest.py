@@ -10,11 +10,10 @@ from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
-import httpx
 import pytest
 
 from kons_service.settings import Settings
-from testkit.processes import AppFactory, RedisServer, serve
+from testkit.processes import AppClient, AppFactory, RedisServer, serve
 
 # The fixtures that start (or hand out) the shared Redis server; item.fixturenames is the closure of a
 # test's fixtures, so a test also gets the marker through a fixture of its own built on one of these.
@@ -86,7 +85,7 @@ async def make_client(redis_url: str) -> AsyncIterator[AppFactory]:
     """``await make_client(**settings)``: a client of a fresh app on the test's Redis (closed at the end)."""
     async with AsyncExitStack() as stack:
 
-        async def factory(**overrides: Any) -> httpx.AsyncClient:
+        async def factory(**overrides: Any) -> AppClient:
             fields = {"redis_url": redis_url, "snapshot_interval_seconds": 3600.0, **overrides}
             return await stack.enter_async_context(serve(Settings(**fields)))
 
@@ -94,5 +93,5 @@ async def make_client(redis_url: str) -> AsyncIterator[AppFactory]:
 
 
 @pytest.fixture
-async def client(make_client: AppFactory) -> httpx.AsyncClient:
+async def client(make_client: AppFactory) -> AppClient:
     return await make_client()

@@ -4,7 +4,9 @@ concurrent feedbacks to one learner (each answered with its own rounds; the log 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import redis
@@ -12,7 +14,7 @@ import redis
 import kons
 from kons_service.learning import build
 from kons_service.settings import Settings
-from testkit.processes import SPEC
+from testkit.processes import SPEC, AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -20,7 +22,7 @@ URL = "/v1/learners/m"
 ROWS = np.random.default_rng(3).normal(size=(64, 3))
 
 
-def _body(i: int) -> dict:
+def _body(i: int) -> dict[str, Any]:
     x = ROWS[i]
     return {"x": x.tolist(), "y": float(x[0] - 0.5 * x[1])}
 
@@ -31,12 +33,14 @@ def _commands(server: redis.Redis) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
 
 
-async def _local(client) -> kons.Learner:
+async def _local(client: httpx.AsyncClient) -> kons.Learner:
     """A fresh learner of the service's learner's stored config."""
     return build((await client.get(URL)).json()["config"])
 
 
-async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(make_client, redis_url: str) -> None:
+async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(
+    make_client: AppFactory, redis_url: str
+) -> None:
     client = await make_client(history_points=16)
     server = redis.Redis.from_url(redis_url)
     # a learner of fixed size (a growing one also asks for more of its tenant's budget now and then)
@@ -61,22 +65,22 @@ async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(make_client, red
 
 
 async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_answer(
-    make_client, monkeypatch: pytest.MonkeyPatch
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = await make_client()
     assert (await client.put(URL, json=SPEC)).status_code == 201
     assert (await client.post(f"{URL}/feedback", json=_body(0))).status_code == 200
-    writer = client.app.state.service.writer  # type: ignore[attr-defined]
+    writer = client.app.state.service.writer
     play, groups = writer._play, []
 
-    async def slow_play(learner, played):  # a busy writer: the next requests queue behind it
+    async def slow_play(learner: Any, played: Any) -> Any:  # a busy writer: the next requests queue behind it
         groups.append(len(played.xs))
         await asyncio.sleep(0.2)
         return await play(learner, played)
 
     store, appends = writer.store, []
 
-    async def counted_append(*args, **kwargs):
+    async def counted_append(*args: Any, **kwargs: Any) -> Any:
         appends.append(1)
         return await append(*args, **kwargs)
 
@@ -99,14 +103,16 @@ async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_a
     assert (await client.get(f"{URL}/state")).content == local.to_bytes()
 
 
-async def test_a_bad_request_in_a_group_fails_alone(make_client, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_bad_request_in_a_group_fails_alone(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = await make_client()
     assert (await client.put(URL, json=SPEC)).status_code == 201
     assert (await client.post(f"{URL}/feedback", json=_body(0))).status_code == 200
-    writer = client.app.state.service.writer  # type: ignore[attr-defined]
+    writer = client.app.state.service.writer
     play = writer._play
 
-    async def slow_play(learner, played):
+    async def slow_play(learner: Any, played: Any) -> Any:
         await asyncio.sleep(0.2)
         return await play(learner, played)
 
@@ -123,7 +129,9 @@ def _row(i: int) -> tuple[np.ndarray, float]:
     return np.asarray(body["x"]), body["y"]
 
 
-async def test_without_group_commit_each_request_is_its_own_append(make_client, redis_url: str) -> None:
+async def test_without_group_commit_each_request_is_its_own_append(
+    make_client: AppFactory, redis_url: str
+) -> None:
     client = await make_client(group_commit=False)
     server = redis.Redis.from_url(redis_url)
     assert (await client.put(URL, json=SPEC)).status_code == 201

@@ -7,6 +7,7 @@ lost history. Real Redis; the rollback is simulated by restoring the learner's k
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ import pytest
 import kons
 from kons_service.codec import unpack_float
 from kons_service.store import LearnerRef, Store
-from testkit.processes import SPEC, RedisServer
+from testkit.processes import SPEC, AppClient, AppFactory, RedisServer, hash_int
 from testkit.scrape import value
 
 pytestmark = pytest.mark.anyio
@@ -34,9 +35,9 @@ async def _feed(client: httpx.AsyncClient, rounds: list[tuple[list[float], float
         assert response.status_code == 200, response.text
 
 
-def _dump(server: RedisServer, app: httpx.AsyncClient, ref: LearnerRef = REF) -> dict[str, bytes | None]:
+def _dump(server: RedisServer, app: AppClient, ref: LearnerRef = REF) -> dict[str, bytes | None]:
     """The learner's keys as they are now (None: absent)."""
-    client, store = server.client(), app.app.state.service.store  # type: ignore[attr-defined]
+    client, store = server.client(), app.app.state.service.store
     return {key: client.dump(key) for key in store.keys_of(ref)}
 
 
@@ -49,7 +50,7 @@ def _restore(server: RedisServer, dumped: dict[str, bytes | None]) -> None:
 
 
 async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
-    make_client, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     a, b = await make_client(), await make_client()
     assert (await a.put(URL, json=SPEC)).status_code == 201
@@ -66,9 +67,9 @@ async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
         reference.learn_one(x, y)
 
     # a's cached learner is at (incarnation, 8) too, on the lost history: it must not publish it ...
-    service_a = a.app.state.service  # type: ignore[attr-defined]
+    service_a = a.app.state.service
     assert not await service_a.snapshots.snapshot(service_a.cache.entry(REF))
-    assert int(redis_server.client().hget(Store._key(REF, "meta"), "snap_version")) == 0
+    assert hash_int(redis_server.client(), Store._key(REF, "meta"), "snap_version") == 0
 
     # ... nor serve it: both replicas answer what the store's history gives
     with caplog.at_level(logging.ERROR, logger="kons_service.cache"):
@@ -85,14 +86,15 @@ async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
     fed = (await a.post(f"{URL}/feedback", json={"x": x, "y": y})).json()
     expected = reference.learn_one(x, y)
     assert fed["prediction"] == expected and fed["version"] == 9
-    logged = redis_server.client().xrange(Store._key(REF, "log"), "9-0", "9-0")
+    logged = cast(list[tuple[bytes, dict[bytes, bytes]]],  # a client without decode_responses: bytes
+                  redis_server.client().xrange(Store._key(REF, "log"), "9-0", "9-0"))
     assert unpack_float(logged[0][1][b"p"]) == expected
     assert (await b.post(f"{URL}/predict", json={"x": PROBE})).json() == {
         "prediction": reference.predict_one(PROBE), "version": 9}
 
 
 async def test_a_replica_behind_the_rollback_replays_only_its_own_history(
-    make_client, redis_server: RedisServer
+    make_client: AppFactory, redis_server: RedisServer
 ) -> None:
     """a held rounds 1..7 with round 7 lost; the store took other rounds 7..9: a is behind the head
     (7 < 9), and a replay from its version would continue a history it does not hold."""
@@ -112,7 +114,7 @@ async def test_a_replica_behind_the_rollback_replays_only_its_own_history(
 
 
 async def test_a_rollback_is_counted_without_naming_the_learner_to_anonymous_scrapers(
-    make_client, redis_server: RedisServer
+    make_client: AppFactory, redis_server: RedisServer
 ) -> None:
     keys = {"api_keys": "acme:key-a,beta:key-b", "metrics_key": "scrape-key"}
     a, b = await make_client(**keys), await make_client(**keys)

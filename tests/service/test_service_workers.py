@@ -24,16 +24,16 @@ ME = {"tenant": "default", "learner": "m"}
 
 @pytest.mark.redis
 def test_counters_never_decrease_with_two_workers_and_two_replicas(tmp_path: Path) -> None:
-    json_logs = {"log_format": "json", "log_level": "info"}
-    with services_on_redis(tmp_path, replicas=2, workers=2, **json_logs) as (_, services):
+    with services_on_redis(tmp_path, replicas=2, workers=2, log_format="json", log_level="info") as (
+            _, services):
         assert httpx.put(f"{services[0].url}{URL}", json=SPEC, timeout=30).status_code == 201
         scrapes: list[list[tuple[float, float]]] = [[] for _ in services]
         acknowledged = 0
         for step in range(20):
             for service in services:  # a new connection per request: the kernel picks the worker
-                fed = httpx.post(f"{service.url}{URL}/feedback", json={"x": [step, 1.0, 2.0], "y": 1.0},
-                                 timeout=30)
-                assert fed.status_code == 200, fed.text
+                sent = httpx.post(f"{service.url}{URL}/feedback", json={"x": [step, 1.0, 2.0], "y": 1.0},
+                                  timeout=30)
+                assert sent.status_code == 200, sent.text
                 acknowledged += 1
             for service, seen in zip(services, scrapes, strict=True):
                 text = httpx.get(f"{service.url}/metrics", timeout=30).text
