@@ -1,6 +1,6 @@
 """Write ``state_blobs.npz``: learner states saved by an earlier version of :mod:`kons`, and what follows.
 
-The test ``tests/test_state_compat.py`` loads these blobs with the current code and checks that the
+The test ``tests/kons/test_state_compat.py`` loads these blobs with the current code and checks that the
 restored learners play exactly the recorded predictions on the recorded continuation, so a change of the
 package layout or of the learner template that alters the byte format (or what a state means) fails.
 The file was written at commit 8496649 (before ``kons/`` was split into ``kons.kernel``/``kons.linear``);
