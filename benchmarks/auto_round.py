@@ -47,7 +47,7 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[int, np.ndarray]) -> No
     """The numerical calls of one ``auto`` round on ``x``, without the Python around them."""
     from scipy.linalg.blas import dspmv, dspr, dtpsv
 
-    scaler, log_scaler = auto._scaler, auto._log_scaler
+    scaler, log_scaler = auto._prep.scaler, auto._grid.log_scaler
     views = []
     for s, row in ((scaler, x), (log_scaler, np.sign(x) * np.log1p(np.abs(x)))):
         delta = row - s.mean
@@ -55,8 +55,8 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[int, np.ndarray]) -> No
         std = np.sqrt((s.m2 + delta * (row - mean)) / (s.count + 1))
         views.append(np.divide(row - mean, std, out=np.zeros(DIM), where=std > 0))
     with_intercept = [np.append(v, 1.0) for v in views]
-    plays = np.zeros(len(auto._bases) + 1)
-    for i, (base, (log, linear)) in enumerate(zip(auto._bases, auto._views, strict=True)):
+    plays = np.zeros(len(auto._grid.bases) + 1)
+    for i, (base, (log, linear)) in enumerate(zip(auto._grid.bases, auto._grid.views, strict=True)):
         z = (with_intercept if linear else views)[log]
         if linear:
             v = base._Ainv @ z
@@ -84,12 +84,12 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[int, np.ndarray]) -> No
         if work is None or len(work) != len(base._inverse.packed):  # the dictionary grew: a new copy
             work = scratch[i] = base._inverse.packed.copy()
         dspr(j, -1e-12, v, work, lower=0, overwrite_ap=1)
-    w = np.exp(auto._log_weights - auto._log_weights.max())
+    w = np.exp(auto._grid.mixture.log_weights - auto._grid.mixture.log_weights.max())
     w /= w.sum()
     log_w = np.log(np.maximum(w, 1e-300))
     for y in (-3.0, 3.0):
         np.logaddexp.reduce(log_w - 0.05 * (plays - y) ** 2)
-    _ = auto._log_weights - (plays - 0.5) ** 2 / 18.0
+    _ = auto._grid.mixture.log_weights - (plays - 0.5) ** 2 / 18.0
 
 
 def child(warmup: int, rounds: int) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def child(warmup: int, rounds: int) -> dict[str, Any]:
             auto.learn_one(x, label)
         floor, round_ = floor + middle - start, round_ + time.perf_counter() - middle
     floor, round_ = floor / rounds, round_ / rounds
-    sizes = [b.stats()["dictionary_size"] for b in auto._bases if hasattr(b, "max_dictionary")]
+    sizes = [b.stats()["dictionary_size"] for b in auto._grid.bases if hasattr(b, "max_dictionary")]
     return {"kons": kons.__file__, "round_us": round_ * 1e6, "floor_us": floor * 1e6,
             "dictionary_sizes": sizes}
 

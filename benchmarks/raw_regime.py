@@ -60,7 +60,7 @@ class RawMethod:
 def _kons_default(name: str) -> Callable[[bool], Runner]:
     def build(regression: bool) -> Runner:
         learner = kons.learner_from_params(name, {} if regression else {"loss": "logistic"})
-        return KonsRunner(learner, kernel="kernel" in kons.LEARNERS[name]._param_names())
+        return KonsRunner(learner, kernel=kons.LEARNERS[name].uses_kernel)
 
     return build
 

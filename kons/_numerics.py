@@ -8,9 +8,12 @@ leverage of a round, and the step-size schedules of the first-order learners.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy.linalg.blas import dspmv, dspr, dtpsv
+
+from kons.errors import NumericalError
 
 __all__ = [
     "MIN_CAPACITY",
@@ -20,6 +23,7 @@ __all__ = [
     "GrowableVector",
     "PackedCholesky",
     "PackedSymmetric",
+    "check_finite",
     "ridge_leverage",
     "scheduled_step",
 ]
@@ -31,6 +35,15 @@ MIN_CAPACITY = 16
 TINY = 1e-300
 #: Step-size schedules of the first-order learners: ``eta`` or ``eta / sqrt(t)`` in round ``t``.
 SCHEDULES = ("constant", "inverse_sqrt")
+
+
+def check_finite(*parts: Any, bound: float = np.inf) -> None:
+    """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite and below ``bound``."""
+    for part in parts:
+        # also False for NaN; a float is checked without numpy's dispatch (a round checks several)
+        within = abs(part) < bound if isinstance(part, float) else bool((np.abs(part) < bound).all())
+        if not within:
+            raise NumericalError("the round would put a non-finite or overflowing number into the state.")
 
 
 def ridge_leverage(ridge: float) -> float:

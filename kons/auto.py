@@ -60,24 +60,27 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf
+from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
 from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
-from kons.linear.sparse import SparseVector
+from kons.losses import get_loss
 from kons.preprocessing import (
     STEP,
     TARGET_BOUND,
     FeatureScaler,
-    Pipeline,
+    Preprocessor,
     checked_form,
     median_width,
     nested_blob,
     restore_nested,
+    user_bound,
+    with_intercept,
 )
+from kons.sparse import SparseVector
 
-__all__ = ["GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "Auto"]
+__all__ = ["GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "Auto", "Mixture"]
 
 #: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
 #: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
@@ -113,12 +116,6 @@ TASKS = {"regression": "squared", "classification": "logistic"}
 
 def _dense(z: np.ndarray | SparseVector) -> np.ndarray:
     return z.to_dense() if isinstance(z, SparseVector) else z
-
-
-def _with_intercept(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
-    if isinstance(z, SparseVector):
-        return SparseVector(np.append(z.indices, z.dim), np.append(z.values, 1.0), z.dim + 1)
-    return np.append(z, 1.0)
 
 
 def _guarded(call: Callable[..., float], *args: Any) -> float:
@@ -158,7 +155,158 @@ def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
     return logged
 
 
-class Auto(Pipeline):
+class Mixture:
+    r"""Vovk's aggregating algorithm over ``experts`` predictions on standardised data.
+
+    ``binary``: the log loss of probabilities, plays the score of the Bayes mixture; else the squared loss
+    on :math:`[-B, B]`, :math:`B` = :data:`MIX_BOUND`. Every play is clipped at ``bound`` (the bases' own).
+    """
+
+    def __init__(self, *, binary: bool, bound: float, experts: int) -> None:
+        self.binary = binary
+        self.bound = bound
+        self.log_weights = np.zeros(experts)
+
+    def weights(self) -> np.ndarray:
+        w = np.exp(self.log_weights - self.log_weights.max())
+        normalised: np.ndarray = w / w.sum()
+        return normalised
+
+    def mix(self, preds: np.ndarray) -> float:
+        """The aggregating algorithm's play for the experts' predictions ``preds``."""
+        w = self.weights()
+        bound = self.bound
+        if self.binary:
+            p = float(w @ np.exp(_log_sigmoid(preds)))
+            p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
+            return math.log(p / (1.0 - p))
+        eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
+        log_w = np.log(np.maximum(w, 1e-300))
+
+        def g(y: float) -> float:
+            return -float(np.logaddexp.reduce(log_w - eta * (preds - y) ** 2)) / eta
+
+        # Vovk's substitution on [-MIX_BOUND, MIX_BOUND]; it follows bases that agree beyond that
+        # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
+        return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
+
+    def update(self, plays: np.ndarray, t: float) -> None:
+        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}` (in logs)."""
+        if self.binary:
+            self.log_weights += _log_sigmoid(t * plays)
+        else:
+            target = min(max(t, -self.bound), self.bound)
+            self.log_weights -= (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
+        self.log_weights -= self.log_weights.max()  # keep them bounded; only differences matter
+
+
+class _Grid:
+    """The grid's learners on their views of the row, the log view's scaler and their :class:`Mixture`
+    with the constant prediction: :class:`Auto`'s model once the kernel widths are known."""
+
+    def __init__(self, bases: list[Learner], widths: tuple[float, float], log_scaler: FeatureScaler,
+                 mixture: Mixture) -> None:
+        self.bases = bases
+        self.widths = widths
+        self.log_scaler = log_scaler
+        self.mixture = mixture
+        self.views: list[tuple[bool, bool]] = [(view == "log", kind == "ons") for view, kind, _, _ in GRID]
+        self.forms = sorted(set(self.views))
+        self.names = [*(_base_name(*member) for member in GRID), "constant"]
+
+    @staticmethod
+    def new_bases(loss: str, dim: int, bound: float, seed: int, width: float, log_width: float,
+                  held: bool) -> list[Learner]:
+        """The grid's learners, fresh (``held``: with their growth held)."""
+        eta = STEP[loss]
+        bases: list[Learner] = []
+        for view, kind, wf, sf in GRID:
+            base: Learner
+            if kind == "ons":
+                base = ONS(loss=loss, alpha=float(dim + 1), eta=eta * sf, C=bound, dim=dim + 1)
+            else:
+                gamma = (log_width if view == "log" else width) * wf
+                base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=loss, alpha=1.0,
+                                   eta=eta * sf, C=bound, max_dictionary=MAX_DICTIONARY, seed=seed, dim=dim)
+            base.hold_growth(held)
+            bases.append(base)
+        return bases
+
+    def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
+               ) -> tuple[list[np.ndarray | SparseVector], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each base's input (the standardised or the signed-log view, dense or with the intercept),
+        each form computed and checked once for all the bases that take it, and the log view's pending
+        statistics (:meth:`FeatureScaler.pending`)."""
+        zlog, log_stats = self.log_scaler.pending(_signed_log(x))
+        forms = {}
+        for log, linear in self.forms:
+            view = zlog if log else z
+            forms[log, linear] = checked_form(with_intercept(view) if linear else _dense(view))
+        return [forms[v] for v in self.views], log_stats
+
+    # The bases take the checked forms through their unchecked round (_learn_checked), inside the
+    # numerics context the mixture's round entered once.
+    def predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, constant: float) -> float:
+        inputs, _ = self.inputs(z, x)
+        preds = [_guarded(b._predict_checked, row) for b, row in zip(self.bases, inputs, strict=True)]
+        return self.mixture.mix(np.array([*preds, constant]))
+
+    def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
+              constant: float) -> float:
+        inputs, log_stats = self.inputs(z, x)
+        played_by = [_guarded(b._learn_checked, row, t) for b, row in zip(self.bases, inputs, strict=True)]
+        self.log_scaler.commit(log_stats)
+        plays = np.array([*played_by, constant])
+        played = self.mixture.mix(plays)
+        self.mixture.update(plays, t)
+        return played
+
+    def hold_growth(self, held: bool) -> None:
+        for base in self.bases:
+            base.hold_growth(held)
+
+    def stats(self) -> dict[str, Any]:
+        w = self.mixture.weights()
+        sizes = [b.stats() for b in self.bases[:-1]]
+        return {"weights": {n: float(v) for n, v in zip(self.names, w, strict=True)},
+                "leader": self.names[int(np.argmax(w))],
+                # the largest base (each base stores at most one point per round); the total is memory
+                "stored_points": int(max(s["stored_points"] for s in sizes)),
+                "dictionary_size": int(max(s["dictionary_size"] for s in sizes)),
+                "stored_points_all_bases": int(sum(s["stored_points"] for s in sizes))}
+
+    def own_arrays(self) -> dict[str, np.ndarray]:
+        """The mixture's own arrays: its weights and the log view's scaler."""
+        return {"log_weights": self.mixture.log_weights, **self.log_scaler.arrays("log")}
+
+    def nbytes(self) -> int:
+        return sum(b.state_nbytes() for b in self.bases) + arrays_nbytes(self.own_arrays())
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return sum(b.max_growth_nbytes(rounds) for b in self.bases)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {**{f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}, **self.own_arrays()}
+
+    def scalars(self) -> dict[str, Any]:
+        return {"widths": list(self.widths), "log_count": self.log_scaler.count}
+
+    def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid, built with the saved
+        widths (its bases must match the restored ones)."""
+        self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
+        bases = [restore_nested(arrays[f"base{i}"]) for i in range(len(self.bases))]
+        for fresh, restored in zip(self.bases, bases, strict=True):
+            if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
+                raise StateFormatError("a nested base learner does not match the grid.")
+        self.bases = bases
+        log_weights = arrays["log_weights"]
+        if log_weights.shape != (len(self.names),):
+            raise StateFormatError("the mixture weights do not match the grid.")
+        self.mixture.log_weights = log_weights
+
+
+class Auto(Learner):
     r"""Self-tuning learner: preprocessing plus a mixture of a grid of learners (see :mod:`kons.auto`).
 
     Parameters
@@ -177,6 +325,8 @@ class Auto(Pipeline):
     """
 
     name = "auto"
+    preprocesses = True
+    accepts_sparse = True
     # Its Nystrom bases grow up to their dictionary bound; held, they keep learning at their size.
     grows = True
     can_hold_growth = True
@@ -191,39 +341,22 @@ class Auto(Pipeline):
                  dim: int | None = None) -> None:
         self.task = self._parameter_constraints["task"].check("Auto", "task", task)
         self.seed = self._parameter_constraints["seed"].check("Auto", "seed", seed)
-        binary = task == "classification"
-        self._init_pipeline(loss=TASKS[task], C=None if binary else C, dim=dim)
+        self.loss = TASKS[task]
+        self._loss = get_loss(self.loss)
+        self._binary = bool(self._loss.binary)
+        self._user_bound = None if self._binary else user_bound("Auto", C)
+        self.dim = None if dim is None else check_int("Auto", "dim", dim, low=1)
         self.C_param = C  # kept for get_params: C is the live bound
         self._reset()
 
+    def _reset(self) -> None:
+        self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
+                                  warms_up=True)
+        self._grid: _Grid | None = None  # built once the warm-up gives the kernel widths
+        super()._reset()
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {"task": self.task, "C": self.C_param, "seed": self.seed, "dim": self.dim}
-
-    # ----------------------------------------------------------------- the grid
-    def _kernel_model(self) -> bool:
-        return True
-
-    def _needs_width(self) -> bool:
-        return True
-
-    def _model_bound(self) -> float:
-        return SCORE_BOUND if self._binary else REGRESSION_BOUND
-
-    def _features(self, z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
-        return z  # each base takes its own form in _inputs
-
-    def _drop_model(self) -> None:
-        self._bases: list[Learner] = []
-        self._names: list[str] = []
-        self._log_weights = np.zeros(0)
-        self._log_scaler: FeatureScaler | None = None
-
-    def _build_model(self, width: float | None) -> None:
-        """The grid; ``width`` is the median-heuristic width of the standardised view."""
-        if width is None:  # pragma: no cover - auto always sets the width from the data
-            raise RuntimeError("auto needs the median width")
-        log_rows = [_signed_log(x) for x, _ in self._buffer]
-        self._build_grid(width, median_width(_standardised(log_rows, self._dim)) if log_rows else width)
 
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
@@ -235,70 +368,50 @@ class Auto(Pipeline):
         )
         return members + 6 * dim
 
-    def _build_grid(self, width: float, log_width: float) -> None:
-        self._widths = (width, log_width)
-        self._log_scaler = FeatureScaler(self._dim, self._x_scaler.sparse)
-        self._bases = self._new_bases(width, log_width)
-        self._views: list[tuple[bool, bool]] = [(view == "log", kind == "ons") for view, kind, _, _ in GRID]
-        self._forms = sorted(set(self._views))
-        self._names = [*(_base_name(*member) for member in GRID), "constant"]
-        self._log_weights = np.zeros(len(self._names))
-
-    def _new_bases(self, width: float, log_width: float) -> list[Learner]:
-        """The grid's learners, fresh (held if the mixture is)."""
-        eta = STEP[self.loss]
-        bases: list[Learner] = []
-        for view, kind, wf, sf in GRID:
-            base: Learner
-            if kind == "ons":
-                base = ONS(loss=self.loss, alpha=float(self._dim + 1), eta=eta * sf, C=self._model_bound(),
-                           dim=self._dim + 1)
-            else:
-                gamma = (log_width if view == "log" else width) * wf
-                base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0,
-                                   eta=eta * sf, C=self._model_bound(), max_dictionary=MAX_DICTIONARY,
-                                   seed=self.seed, dim=self._dim)
-            base.hold_growth(self._growth_held)
-            bases.append(base)
-        return bases
-
-    # ----------------------------------------------------------------- size and growth
-    def _set_growth_held(self, held: bool) -> None:
-        super()._set_growth_held(held)
-        for base in self._bases:
-            base.hold_growth(held)
-
-    def _own_arrays(self) -> dict[str, np.ndarray]:
-        """The mixture's own arrays: its weights and the log view's scaler."""
-        return {"log_weights": self._log_weights, **self._log_view.arrays("log")}
-
-    def _model_nbytes(self) -> int:
-        return sum(b.state_nbytes() for b in self._bases) + arrays_nbytes(self._own_arrays())
-
-    def _model_growth_nbytes(self, rounds: int) -> int:
-        return sum(b.max_growth_nbytes(rounds) for b in self._bases)
-
-    def _fresh_model_nbytes(self, rounds: int) -> int:
-        own = 8 * (len(GRID) + 1 + 3 * self._dim)  # the weights and the log view's scaler
-        return own + sum(b.state_nbytes() + b.max_growth_nbytes(rounds) for b in self._new_bases(1.0, 1.0))
+    # ----------------------------------------------------------------- bounds and labels
+    @property
+    def C(self) -> float:  # type: ignore[override]  # noqa: N802 - the learners' name for the bound
+        """The bound on every prediction: the user's ``C``, else the largest target magnitude seen."""
+        return self._prep.bound
 
     @property
-    def _log_view(self) -> FeatureScaler:
-        if self._log_scaler is None:  # pragma: no cover - a programming error
-            raise RuntimeError("the log view's scaler is created with the grid")
-        return self._log_scaler
+    def _model_bound(self) -> float:
+        """The bound on the bases' and the mixture's plays on standardised data."""
+        return SCORE_BOUND if self._binary else REGRESSION_BOUND
 
-    def _inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-                ) -> tuple[list[np.ndarray | SparseVector], tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Each base's input (the standardised or the signed-log view, dense or with the intercept),
-        each form computed and checked once for all the bases that take it, and the log view's pending
-        statistics (:meth:`FeatureScaler.pending`)."""
-        zlog, log_stats = self._log_view.pending(_signed_log(x))
-        forms = {}
-        for log, linear in self._forms:
-            view = zlog if log else z
-            forms[log, linear] = checked_form(_with_intercept(view) if linear else _dense(view))
-        return [forms[v] for v in self._views], log_stats
+    def _check_y(self, y: Any) -> float:
+        return self._prep.check_label(y)
+
+    def _clip(self, y_bar: float) -> float:
+        return y_bar  # the preprocessing clips in the user's units itself
+
+    def predict_proba_one(self, x: Any) -> float:
+        """The probability of the label +1 (classification): the sigmoid of the score."""
+        return self._prep.probability(self.predict_one(x))
+
+    # ----------------------------------------------------------------- the grid
+    def _reset_model(self) -> None:
+        """Nothing yet: the scalers start with the first row, the grid after the warm-up."""
+
+    @property
+    def _model(self) -> _Grid:
+        if self._grid is None:  # pragma: no cover - a programming error
+            raise RuntimeError("the grid is built after the warm-up")
+        return self._grid
+
+    def _new_grid(self, width: float, log_width: float) -> _Grid:
+        """The grid for the median-heuristic widths of the standardised and of the log view."""
+        bases = _Grid.new_bases(self.loss, self._dim, self._model_bound, self.seed, width, log_width,
+                                self._growth_held)
+        mixture = Mixture(binary=self._binary, bound=self._model_bound, experts=len(GRID) + 1)
+        return _Grid(bases, (width, log_width), FeatureScaler(self._dim, self._prep.x_scaler.sparse), mixture)
+
+    def _warmed_up_grid(self, Z: np.ndarray) -> _Grid:
+        """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
+        view's."""
+        log_rows = [_signed_log(x) for x, _ in self._prep.buffer]
+        width = median_width(Z)
+        return self._new_grid(width, median_width(_standardised(log_rows, self._dim)) if log_rows else width)
 
     def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
         r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
@@ -312,16 +425,17 @@ class Auto(Pipeline):
         O(n^2 d + n^3) for the at most :data:`~kons.preprocessing.WARMUP_ROWS` buffered rows, and a
         function of the buffer alone (no state of its own).
         """
-        if not self._buffer:
-            return self._prior()
-        scaler = self._x_scaler
-        Z = np.stack([scaler.standardise(row) for row, _ in self._buffer])
-        t = np.array([y for _, y in self._buffer])
+        prep = self._prep
+        if not prep.buffer:
+            return prep.prior()
+        scaler = prep.x_scaler
+        Z = prep.standardised_buffer()
+        t = np.array([y for _, y in prep.buffer])
         mean, std = float(t.mean()), float(t.std())
         if self._binary:
             std = 1.0
         elif std == 0.0:
-            return self._prior()
+            return prep.prior()
         gram = Z @ Z.T + self._dim * np.eye(len(t))
         coef = np.linalg.solve(gram, (t - mean) / std)
         f = float(Z @ scaler.standardise(_dense(x)) @ coef)
@@ -331,88 +445,81 @@ class Auto(Pipeline):
         return mean + std * f
 
     def _constant(self) -> float:
-        return 0.0 if not self._binary else self._prior()
+        """The constant expert: the mean of the standardised target, or the base rate's log-odds."""
+        return 0.0 if not self._binary else self._prep.prior()
 
-    # ----------------------------------------------------------------- the mixture
-    def _weights(self) -> np.ndarray:
-        w = np.exp(self._log_weights - self._log_weights.max())
-        normalised: np.ndarray = w / w.sum()
-        return normalised
+    # ----------------------------------------------------------------- rounds
+    def _predict(self, x: np.ndarray | SparseVector) -> float:
+        prep = self._prep
+        if prep.scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
+            return prep.prior()
+        if not prep.ready:
+            return self._warmup_prediction(x)
+        return prep.to_user(self._model.predict(prep.scaled(x), x, self._constant()))
 
-    def _mix(self, preds: np.ndarray) -> float:
-        w = self._weights()
-        bound = self._model_bound()
-        if self._binary:
-            p = float(w @ np.exp(_log_sigmoid(preds)))
-            p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
-            return math.log(p / (1.0 - p))
-        eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
-        log_w = np.log(np.maximum(w, 1e-300))
-
-        def g(y: float) -> float:
-            return -float(np.logaddexp.reduce(log_w - eta * (preds - y) ** 2)) / eta
-
-        # Vovk's substitution on [-MIX_BOUND, MIX_BOUND]; it follows bases that agree beyond that
-        # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
-        return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
-
-    # The bases take the checked forms through their unchecked round (_learn_checked), inside the
-    # numerics context the mixture's round entered once.
-    def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
-        inputs, _ = self._inputs(z, x)
-        preds = [_guarded(b._predict_checked, row) for b, row in zip(self._bases, inputs, strict=True)]
-        return self._mix(np.array([*preds, self._constant()]))
-
-    def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
-        inputs, log_stats = self._inputs(z, x)
-        played_by = [_guarded(b._learn_checked, row, t) for b, row in zip(self._bases, inputs, strict=True)]
-        self._log_view.commit(log_stats)
-        plays = np.array([*played_by, self._constant()])
-        played = self._mix(plays)
-        self._update_weights(plays, t)
-        return played
-
-    def _update_weights(self, plays: np.ndarray, t: float) -> None:
-        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}` (in logs)."""
-        if self._binary:
-            self._log_weights += _log_sigmoid(t * plays)
+    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
+        prep = self._prep
+        prep.begin(x, self._dim)
+        target, y_stats = prep.target(y)
+        if prep.ready:
+            played = prep.scaled_round(x, lambda z: self._model.learn(z, target, x, self._constant()))
         else:
-            bound = self._model_bound()
-            target = min(max(t, -bound), bound)
-            self._log_weights -= (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
-        self._log_weights -= self._log_weights.max()  # keep them bounded; only differences matter
+            played = self._warmup_prediction(x)
+            with prep.warm_up(x, y) as full:
+                if full:  # the widths of the buffered rows, then the rows replayed into the grid
+                    Z = prep.standardised_buffer()
+                    grid = self._warmed_up_grid(Z)
+                    for z, t, row in prep.replay(Z, y_stats):
+                        grid.learn(z, t, row, self._constant())
+                    self._grid = grid
+        prep.commit_target(y, y_stats)
+        return played, 0.0
+
+    # ----------------------------------------------------------------- size, growth and statistics
+    def state_nbytes(self) -> int:
+        """The scalers' and warm-up buffer's bytes plus the grid's (its bases' ``state_nbytes``)."""
+        return self._prep.nbytes() + (self._model.nbytes() if self._prep.ready else 0)
+
+    def _growth_nbytes(self, rounds: int) -> int:
+        if self._prep.ready:
+            return self._model.growth_nbytes(rounds)
+        return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_grid_nbytes)
+
+    def _fresh_grid_nbytes(self, rounds: int) -> int:
+        """The bytes of the grid after ``rounds`` rounds, at most, before it is built (its size does not
+        depend on the kernel widths)."""
+        own = 8 * (len(GRID) + 1 + 3 * self._dim)  # the weights and the log view's scaler
+        bases = _Grid.new_bases(self.loss, self._dim, self._model_bound, self.seed, 1.0, 1.0,
+                                self._growth_held)
+        return own + sum(b.state_nbytes() + b.max_growth_nbytes(rounds) for b in bases)
+
+    def _set_growth_held(self, held: bool) -> None:
+        super()._set_growth_held(held)
+        if self._grid is not None:
+            self._grid.hold_growth(held)
 
     def _model_stats(self) -> dict[str, Any]:
-        if not self._model_ready:
+        if self._grid is None:
             return {"weights": {}, "leader": None}
-        w = self._weights()
-        sizes = [b.stats() for b in self._bases[:-1]]
-        return {"weights": {n: float(v) for n, v in zip(self._names, w, strict=True)},
-                "leader": self._names[int(np.argmax(w))],
-                # the largest base (each base stores at most one point per round); the total is memory
-                "stored_points": int(max(s["stored_points"] for s in sizes)),
-                "dictionary_size": int(max(s["dictionary_size"] for s in sizes)),
-                "stored_points_all_bases": int(sum(s["stored_points"] for s in sizes))}
+        return self._grid.stats()
 
     # ----------------------------------------------------------------- persistence
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {**{f"base{i}": nested_blob(b) for i, b in enumerate(self._bases)}, **self._own_arrays()}
+    def _arrays(self) -> dict[str, np.ndarray]:
+        arrays = self._prep.arrays()
+        if self._prep.ready:
+            arrays.update(self._model.arrays())
+        return arrays
 
-    def _model_scalars(self) -> dict[str, Any]:
-        if not self._model_ready:
-            return {}
-        return {"widths": list(self._widths), "log_count": self._log_view.count}
+    def _scalars(self) -> dict[str, Any]:
+        scalars = self._prep.scalars()
+        if self._prep.ready:
+            scalars.update(self._model.scalars())
+        return scalars
 
-    def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        width, log_width = (float(w) for w in scalars["widths"])
-        self._build_grid(width, log_width)
-        self._log_view.restore(arrays, int(scalars["log_count"]), "log")
-        bases = [restore_nested(arrays[f"base{i}"]) for i in range(len(self._bases))]
-        for fresh, restored in zip(self._bases, bases, strict=True):
-            if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
-                raise StateFormatError("a nested base learner does not match the grid.")
-        self._bases = bases
-        log_weights = arrays["log_weights"]
-        if log_weights.shape != (len(self._names),):
-            raise StateFormatError("the mixture weights do not match the grid.")
-        self._log_weights = log_weights
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        self._prep.restore(self._dim, arrays, scalars)
+        if self._prep.ready:
+            width, log_width = (float(w) for w in scalars["widths"])
+            grid = self._new_grid(width, log_width)
+            grid.restore(arrays, scalars)
+            self._grid = grid

@@ -32,6 +32,7 @@ from kons._validation import (
 from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
+from kons.sparse import as_sparse, is_sparse_input
 
 __all__ = ["LEARNERS", "Learner", "learner_class", "learner_from_params", "load", "peek"]
 
@@ -63,12 +64,16 @@ class Learner(abc.ABC):
 
     * ``name``, the registry key, and ``_parameter_constraints``, the limits of every hyper-parameter
       of ``__init__`` (extend the parent's: ``{**Parent._parameter_constraints, "beta": Interval(...)}``);
+    * its capabilities, as class attributes: ``accepts_sparse``, ``uses_kernel``, ``grows``,
+      ``can_hold_growth``, ``_eta_from_curvature``, ``preprocesses``;
     * ``__init__`` with keyword-only hyper-parameters that calls ``self._set_params(**those)`` (which
       checks each value against its constraint and stores it under its own name) and then
       ``self._reset()``;
     * the abstract hooks: ``_reset_model`` creates the learned state, ``_predict`` and ``_learn`` play a
       round, ``_arrays`` (with ``_scalars``, optional) saves the state and ``_restore`` loads it;
-      ``_model_stats`` (optional) adds counters to :meth:`stats`.
+      ``_model_stats`` (optional) adds counters to :meth:`stats`. What a learner shares with others
+      is a member object (a sketch, a dictionary, a :class:`~kons.preprocessing.Preprocessor`), so no
+      learner is more than three kons classes deep.
 
     The input dimension is fixed in one place, :meth:`_fix_dim`: at construction when ``dim`` is given,
     else at the first round. Every hook runs after it, so ``self._dim`` is always an int inside them;
@@ -78,6 +83,11 @@ class Learner(abc.ABC):
     name: ClassVar[str]
     #: Whether the learner preprocesses its input itself (:mod:`kons.preprocessing`).
     preprocesses: ClassVar[bool] = False
+    #: Whether it takes sparse examples (:class:`~kons.sparse.SparseVector`, a dict of indices and
+    #: values, a scipy.sparse row) as well as dense ones.
+    accepts_sparse: ClassVar[bool] = False
+    #: Whether it learns in a kernel's feature space (it has a ``kernel`` parameter and takes dense rows).
+    uses_kernel: ClassVar[bool] = False
     #: Version of the subclass's own arrays and scalars inside the state blob.
     state_version: ClassVar[int] = 1
     #: The domain of each hyper-parameter, checked by :meth:`_set_params`.
@@ -143,8 +153,15 @@ class Learner(abc.ABC):
         return check_real(owner, "eta", eta, low=0.0, low_open=True)
 
     @classmethod
+    def _defaults(cls) -> dict[str, Any]:
+        """The hyper-parameters with their defaults, in the constructor's order (scikit-learn's
+        convention: the signature of ``__init__`` is the list of parameters)."""
+        return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+                if name != "self"}
+
+    @classmethod
     def _param_names(cls) -> list[str]:
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+        return list(cls._defaults())
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The hyper-parameters as a JSON-able dict (kernels as ``{"name": ..., ...}``).
@@ -197,10 +214,9 @@ class Learner(abc.ABC):
         8008000
         """
         cls._check_known(params)
-        signature = inspect.signature(cls.__init__).parameters
         checked = {
             name: cls._parameter_constraints[name].check(cls.__name__, name, params.get(name, default))
-            for name, default in ((n, p.default) for n, p in signature.items() if n != "self")
+            for name, default in cls._defaults().items()
         }
         dim = checked["dim"]
         return 0 if dim is None else _FLOAT_BYTES * cls._model_floats(dim, checked)
@@ -272,6 +288,8 @@ class Learner(abc.ABC):
 
     def _check_x(self, x: Any) -> Any:
         """``x`` validated against the learner's dimension (what ``_predict`` and ``_learn`` receive)."""
+        if self.accepts_sparse and is_sparse_input(x):
+            return as_sparse(x, self._known_dim())
         return as_features(x, self._known_dim())
 
     def _check_y(self, y: Any) -> float:
@@ -351,11 +369,16 @@ class Learner(abc.ABC):
         first = not self._has_model
         if first:
             self._fix_dim(len(x))
+        # A round that raises leaves the state unchanged (``_learn`` commits nothing before it can no
+        # longer fail), and the random draws it made are taken back here, for every learner.
+        draws_from = None if self._rng is None else self._rng.bit_generator.state
         try:
             y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
                 self._reset()
+            elif draws_from is not None:
+                self._generator.bit_generator.state = draws_from
             raise
         loss = self._loss.value(y_hat, y)
         self._rounds += 1
@@ -385,7 +408,8 @@ class Learner(abc.ABC):
     def _learn(self, x: Any, y: float) -> tuple[float, float]:
         """One round on validated input: return ``(y_hat, ridge leverage score of the round)``.
 
-        Must leave the state unchanged if it raises.
+        Must leave the state unchanged if it raises (but for the random generator: the draws of a round
+        that raises are taken back by :meth:`_learn_checked`).
         """
 
     # ----------------------------------------------------------------- statistics

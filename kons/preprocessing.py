@@ -35,7 +35,9 @@ A learner fed raw rows (features in their own units, targets in the tens or thou
   :meth:`Preprocessed.predict_proba_one` gives the probability next to the score.
 
 :func:`kons.learner_from_params` wraps every algorithm in :class:`Preprocessed` unless the parameters say
-``"preprocess": false``; the classes themselves (``kons.KONS(...)``) stay paper-exact.
+``"preprocess": false``; the classes themselves (``kons.KONS(...)``) stay paper-exact. The preprocessing
+itself is a :class:`Preprocessor`, an object that :class:`Preprocessed` and :class:`~kons.Auto` own next
+to their model.
 
 Examples
 --------
@@ -54,6 +56,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
@@ -63,7 +67,6 @@ from kons._validation import (
     Constraint,
     Integer,
     NoneOr,
-    as_features,
     as_label,
     check_feature_values,
     check_int,
@@ -72,11 +75,11 @@ from kons._validation import (
 from kons.base import Learner
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
 from kons.kernels import Kernel
-from kons.linear.sparse import SparseVector, as_sparse, is_sparse_input
-from kons.losses import get_loss
+from kons.losses import Loss, get_loss
+from kons.sparse import SparseVector
 
-__all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Pipeline", "Preprocessed", "TargetScaler",
-           "binary_label", "median_width", "nested_blob", "restore_nested"]
+__all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Preprocessed", "Preprocessor", "TargetScaler",
+           "binary_label", "median_width", "nested_blob", "restore_nested", "user_bound", "with_intercept"]
 
 #: Rows buffered before a kernel learner is built with the median-heuristic width.
 WARMUP_ROWS = 32
@@ -114,6 +117,18 @@ def checked_form(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
     norm), checked once for the bases that take it unchecked (``_learn_checked``)."""
     check_feature_values(z.values if isinstance(z, SparseVector) else z)
     return z
+
+
+def with_intercept(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+    """``z`` with the constant feature 1 appended (the linear family's intercept)."""
+    if isinstance(z, SparseVector):
+        return SparseVector(np.append(z.indices, z.dim), np.append(z.values, 1.0), z.dim + 1)
+    return np.append(z, 1.0)
+
+
+def user_bound(owner: str, C: Any) -> float | None:
+    """The user's bound on predictions, in their units: None (the data's) or a positive float."""
+    return None if C is None else check_real(owner, "C", C, low=0.0, low_open=True)
 
 
 def nested_blob(learner: Learner) -> np.ndarray:
@@ -239,276 +254,211 @@ class TargetScaler:
             self.commit((int(stats[0]), float(stats[1]), float(stats[2]), float(stats[3]), float(stats[4])))
 
 
-class Pipeline(Learner):
-    """Scaling, intercept, target scaling, warm-up and label mapping around a model on standardised data.
+class Preprocessor:
+    """The online preprocessing a composite learner owns (:class:`Preprocessed`, :class:`~kons.Auto`).
 
-    Subclasses say whether the model uses a kernel (``_kernel_model``), build it (``_build_model`` with
-    the RBF width, None when the user gave the kernel) and drive it (``_model_predict``, ``_model_learn``,
-    ``_model_arrays``, ``_model_restore``). Labels of a binary loss are mapped to {-1, +1}; regression
-    targets are standardised. ``C`` is the user's bound (None: the data's range for regression, the base
-    learner's default for classification).
+    It holds the feature scaler (created by the first row, dense or sparse as that row), the target
+    scaler (regression) or the counts of the labels (binary losses), and the warm-up buffer of the rows
+    played before the model's kernel width is known. The owner builds its model (at the first row, or
+    from the buffered rows once :meth:`warm_up` says the buffer is full), plays it on the scaled rows
+    (:meth:`scaled_round`) and so learns the standardised target, in the user's units again.
+
+    Parameters
+    ----------
+    loss
+        The owner's loss: labels of a binary loss are mapped to {-1, +1}, regression targets standardised.
+    user_bound
+        The user's ``C`` (None: the data's range for regression, ``model_bound`` for a binary loss).
+    model_bound
+        The bound on the model's plays on standardised data (scores, for a binary loss).
+    warms_up
+        Whether the model waits for the warm-up rows (the median-heuristic kernel width).
     """
 
-    preprocesses = True
-    _binary: bool
-    _user_bound: float | None
-
-    def _init_pipeline(self, *, loss: str, C: float | None, dim: int | None) -> None:
-        self._loss = get_loss(loss)
+    def __init__(self, *, loss: Loss, user_bound: float | None, model_bound: float, warms_up: bool) -> None:
         self.loss = loss
-        self._binary = bool(self._loss.binary)
-        owner = type(self).__name__
-        self._user_bound = None if C is None else check_real(owner, "C", C, low=0.0, low_open=True)
-        self.dim = None if dim is None else check_int(owner, "dim", dim, low=1)
+        self.binary = bool(loss.binary)
+        self.user_bound = user_bound
+        self.model_bound = model_bound
+        self.warms_up = warms_up
+        self.scaler: FeatureScaler | None = None
+        self.y = TargetScaler()
+        self.labels = [0, 0]  # counts of -1 and +1 (binary losses)
+        self.buffer: list[tuple[np.ndarray, float]] = []
+        self.ready = False  # whether the owner's model exists
 
-    @property
-    def C(self) -> float:  # type: ignore[override]  # noqa: N802 - the learners' name for the bound
-        """The bound on every prediction: the user's ``C``, else the largest target magnitude seen."""
-        if self._user_bound is not None:
-            return self._user_bound
-        if self._binary:
-            return self._model_bound()
-        return max(abs(self._y.low), abs(self._y.high)) if self._y.count else 0.0
-
-    def _model_bound(self) -> float:
-        raise NotImplementedError
-
-    # ----------------------------------------------------------------- state
-    def _reset(self) -> None:
-        self._scaler: FeatureScaler | None = None  # created by the first row (dense or sparse)
-        self._y = TargetScaler()
-        self._labels = [0, 0]  # counts of -1 and +1 (binary losses)
-        self._buffer: list[tuple[np.ndarray, float]] = []
-        self._model_ready = False
-        self._drop_model()
-        super()._reset()
-
-    @property
-    def _x_scaler(self) -> FeatureScaler:
-        """The feature scaler (the hooks that use it run after the first row has created it)."""
-        if self._scaler is None:  # pragma: no cover - a programming error
-            raise RuntimeError("the feature scaler is created by the first row")
-        return self._scaler
-
-    def _reset_model(self) -> None:
-        """Nothing yet: the scalers and the model start with the first row (:meth:`_start`)."""
-
-    def _start(self, sparse: bool = False) -> None:
-        self._scaler = FeatureScaler(self._dim, sparse)
-        self._model_ready = not self._kernel_model() or not self._needs_width()
-        if self._model_ready:
-            self._build_model(None)
-
-    def _kernel_model(self) -> bool:
-        raise NotImplementedError
-
-    def _needs_width(self) -> bool:
-        raise NotImplementedError
-
-    def _build_model(self, width: float | None) -> None:
-        raise NotImplementedError
-
-    def _drop_model(self) -> None:
-        raise NotImplementedError
-
-    def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
-        """The model's prediction for the standardised ``z`` (``x``: the row as given)."""
-        raise NotImplementedError
-
-    def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
-        """One round of the model on ``z`` with the (standardised) target ``t``; returns its play."""
-        raise NotImplementedError
-
-    # ----------------------------------------------------------------- input
-    def _check_x(self, x: Any) -> np.ndarray | SparseVector:
-        if is_sparse_input(x):
-            return as_sparse(x, self._known_dim())
-        return as_features(x, self._known_dim())
-
-    def _check_y(self, y: Any) -> float:
-        if self._binary:
+    # ----------------------------------------------------------------- labels and bounds
+    def check_label(self, y: Any) -> float:
+        """The label as the model uses it: {-1, +1} for a binary loss (from {0, 1} or booleans too)."""
+        if self.binary:
             return binary_label(y)
         value = as_label(y)
         if not math.isfinite(value * value):  # the running variance of the target would overflow
             raise InvalidInputError(f"the label {value!r} is too large: its square overflows float64.")
         return value
 
-    def check_label(self, y: Any) -> float:
-        """The label as the learner uses it: {-1, +1} for a binary loss (from {0, 1} or booleans too)."""
-        return self._check_y(y)
+    @property
+    def bound(self) -> float:
+        """The bound on every prediction: the user's ``C``, else the largest target magnitude seen."""
+        if self.user_bound is not None:
+            return self.user_bound
+        if self.binary:
+            return self.model_bound
+        return max(abs(self.y.low), abs(self.y.high)) if self.y.count else 0.0
 
-    def _clip(self, y_bar: float) -> float:
-        return y_bar  # the pipeline clips in the user's units itself
-
-    def _features(self, z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
-        """What the model sees: dense for kernels; with the constant feature for the linear family."""
-        if self._kernel_model():
-            return z.to_dense() if isinstance(z, SparseVector) else z
-        if isinstance(z, SparseVector):
-            return SparseVector(np.append(z.indices, z.dim), np.append(z.values, 1.0), z.dim + 1)
-        return np.append(z, 1.0)
-
-    def _prior(self) -> float:
+    def prior(self) -> float:
         """The prediction before the model exists: the running mean, or the base rate's log-odds."""
-        if self._binary:
-            negative, positive = self._labels
-            bound = self._model_bound()
+        if self.binary:
+            negative, positive = self.labels
+            bound = self.model_bound
             return min(max(math.log((positive + 0.5) / (negative + 0.5)), -bound), bound)
-        return self._y.to_user(0.0, self._user_bound)
+        return self.y.to_user(0.0, self.user_bound)
 
-    def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
-        """The prediction during the warm-up (before the model exists): the prior."""
-        return self._prior()
+    def to_user(self, f: float) -> float:
+        """A play of the model on standardised data in the user's units (clipped to their range)."""
+        return f if self.binary else self.y.to_user(f, self.user_bound)
 
-    def _to_user(self, f: float) -> float:
-        if self._binary:
-            return f
-        return self._y.to_user(f, self._user_bound)
-
-    # ----------------------------------------------------------------- rounds
-    def _predict(self, x: np.ndarray | SparseVector) -> float:
-        if self._scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
-            return self._prior()
-        z = self._x_scaler.transform(x, commit=False)
-        if not self._model_ready:
-            return self._warmup_prediction(x)
-        return self._to_user(self._model_predict(self._features(z), x))
-
-    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
-        if self._scaler is None:
-            self._start(isinstance(x, SparseVector))
-        if self._binary:
-            target, y_stats = y, None
-        else:
-            target, y_stats = self._y.standardised(y)
-        if self._model_ready:
-            z, scaled = self._x_scaler.pending(x)
-            played = self._to_user(self._model_learn(self._features(z), target, x))
-            self._x_scaler.commit(scaled)
-        else:
-            played = self._warmup_prediction(x)
-            scaler = self._x_scaler
-            saved = (scaler.count, scaler.mean, scaler.m2, scaler.maxabs)
-            scaler.transform(x, commit=True)
-            dense = x.to_dense() if isinstance(x, SparseVector) else x
-            self._buffer.append((dense.copy(), y))
-            if len(self._buffer) >= WARMUP_ROWS:
-                try:
-                    self._finish_warmup(y_stats)
-                except BaseException:  # leave the learner as it was before the round
-                    self._buffer.pop()
-                    scaler.count, scaler.mean, scaler.m2, scaler.maxabs = saved
-                    self._drop_model()
-                    raise
-        if y_stats is not None:
-            self._y.commit(y_stats)
-        else:
-            self._labels[y > 0] += 1
-        return played, 0.0
-
-    def _finish_warmup(self, y_stats: tuple[int, float, float, float, float] | None) -> None:
-        """Build the model with the median width of the buffered rows, then replay them into it."""
-        Z = np.stack([self._x_scaler.standardise(x) for x, _ in self._buffer])
-        self._build_model(median_width(Z))
-        if y_stats is not None:  # standardise the buffered targets with the statistics including them all
-            mean, std = y_stats[1], math.sqrt(y_stats[2] / y_stats[0])
-        sparse = self._x_scaler.sparse
-        for z, (x, y) in zip(Z, self._buffer, strict=True):
-            t = y if y_stats is None else ((y - mean) / std if std > 0.0 else 0.0)
-            row = SparseVector.from_dense(x) if sparse else x
-            self._model_learn(self._features(SparseVector.from_dense(z) if sparse else z), t, row)
-        self._buffer = []
-        self._model_ready = True
-
-    def predict_proba_one(self, x: Any) -> float:
-        """The probability of the label +1 (the logistic loss only): the sigmoid of the score."""
-        if self.loss != "logistic":
-            raise InvalidParameterError(f"probabilities need the logistic loss; this learner has {self.loss}")
-        score = self.predict_one(x)
+    def probability(self, score: float) -> float:
+        """The probability of the label +1 for a ``score`` (the logistic loss only): its sigmoid."""
+        if self.loss.name != "logistic":
+            raise InvalidParameterError(
+                f"probabilities need the logistic loss; this learner has {self.loss.name}")
         return 1.0 / (1.0 + math.exp(-score)) if score >= 0 else math.exp(score) / (1.0 + math.exp(score))
 
+    # ----------------------------------------------------------------- rounds
+    def begin(self, x: np.ndarray | SparseVector, dim: int) -> bool:
+        """At the first row, create the feature scaler (sparse for a sparse row); True when the owner
+        builds its model now (it needs no warm-up)."""
+        if self.scaler is not None:
+            return False
+        self.scaler = FeatureScaler(dim, isinstance(x, SparseVector))
+        self.ready = not self.warms_up
+        return self.ready
+
+    @property
+    def x_scaler(self) -> FeatureScaler:
+        """The feature scaler (what uses it runs after the first row has created it)."""
+        if self.scaler is None:  # pragma: no cover - a programming error
+            raise RuntimeError("the feature scaler is created by the first row")
+        return self.scaler
+
+    def target(self, y: float) -> tuple[float, tuple[int, float, float, float, float] | None]:
+        """What the model learns for the label ``y`` (standardised for regression) and the target's
+        statistics including it, for :meth:`commit_target` once the round has succeeded."""
+        return (y, None) if self.binary else self.y.standardised(y)
+
+    def commit_target(self, y: float, stats: tuple[int, float, float, float, float] | None) -> None:
+        if stats is not None:
+            self.y.commit(stats)
+        else:
+            self.labels[y > 0] += 1
+
+    def scaled_round(self, x: np.ndarray | SparseVector,
+                     play: Callable[[np.ndarray | SparseVector], float]) -> float:
+        """The model's ``play`` on ``x`` scaled by the statistics that include it, in the user's units;
+        the scaler keeps those statistics only if ``play`` succeeds."""
+        z, scaled = self.x_scaler.pending(x)
+        played = self.to_user(play(z))
+        self.x_scaler.commit(scaled)
+        return played
+
+    def scaled(self, x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+        """``x`` scaled as :meth:`scaled_round` would, nothing kept (a prediction)."""
+        return self.x_scaler.transform(x, commit=False)
+
+    @contextmanager
+    def warm_up(self, x: np.ndarray | SparseVector, y: float) -> Iterator[bool]:
+        """Buffer a warm-up row (the scaler takes it) and yield whether the buffer is now full.
+
+        When it is, the owner builds its model from :meth:`standardised_buffer` and :meth:`replay` inside
+        the block; the buffer is then emptied and the model ready. If the block raises, the row is taken
+        back (the scaler and the buffer are as before the round).
+        """
+        scaler = self.x_scaler
+        saved = (scaler.count, scaler.mean, scaler.m2, scaler.maxabs)
+        scaler.transform(x, commit=True)
+        dense = x.to_dense() if isinstance(x, SparseVector) else x
+        self.buffer.append((dense.copy(), y))
+        full = len(self.buffer) >= WARMUP_ROWS
+        try:
+            yield full
+        except BaseException:
+            self.buffer.pop()
+            scaler.count, scaler.mean, scaler.m2, scaler.maxabs = saved
+            raise
+        if full:
+            self.buffer = []
+            self.ready = True
+
+    def standardised_buffer(self) -> np.ndarray:
+        """The buffered rows standardised by the current statistics (their median width)."""
+        return np.stack([self.x_scaler.standardise(x) for x, _ in self.buffer])
+
+    def replay(self, Z: np.ndarray, y_stats: tuple[int, float, float, float, float] | None
+               ) -> Iterator[tuple[np.ndarray | SparseVector, float, np.ndarray | SparseVector]]:
+        """``(z, t, x)`` for each buffered row: standardised (``Z``, sparse if the rows are), its target
+        standardised with the statistics including them all, and the row as it was given."""
+        if y_stats is not None:
+            mean, std = y_stats[1], math.sqrt(y_stats[2] / y_stats[0])
+        sparse = self.x_scaler.sparse
+        for z, (x, y) in zip(Z, self.buffer, strict=True):
+            t = y if y_stats is None else ((y - mean) / std if std > 0.0 else 0.0)
+            if sparse:
+                yield SparseVector.from_dense(z), t, SparseVector.from_dense(x)
+            else:
+                yield z, t, x
+
     # ----------------------------------------------------------------- size
-    def state_nbytes(self) -> int:
-        """The scaler's and warm-up buffer's bytes plus the model's (its parts' ``state_nbytes``)."""
-        if self._scaler is None:
+    def nbytes(self) -> int:
+        """The scaler's and the warm-up buffer's bytes."""
+        if self.scaler is None:
             return 0
-        buffered = _FLOAT_BYTES * len(self._buffer) * (self._dim + 1)  # buffer_x and buffer_y
-        own = _base.arrays_nbytes(self._x_scaler.arrays()) + buffered
-        return own + (self._model_nbytes() if self._model_ready else 0)
+        buffered = _FLOAT_BYTES * len(self.buffer) * (self.scaler.dim + 1)  # buffer_x and buffer_y
+        return _base.arrays_nbytes(self.scaler.arrays()) + buffered
 
-    def _model_nbytes(self) -> int:
-        """Bytes of the model's state (called once it is ready)."""
-        raise NotImplementedError
-
-    def _growth_nbytes(self, rounds: int) -> int:
-        """The model's growth once it is ready; before, what the scaler, the warm-up buffer and the
-        model about to be built (its initial size, and its growth over the buffered rows replayed into
-        it and the rounds after them) may add."""
-        if self._model_ready:
-            return self._model_growth_nbytes(rounds)
-        scaler = 0 if self._scaler is not None else _FLOAT_BYTES * 3 * self._dim
-        if self._scaler is None and not (self._kernel_model() and self._needs_width()):
-            return scaler + self._fresh_model_nbytes(rounds)  # built by the first row
-        left = WARMUP_ROWS - len(self._buffer)
-        buffered = _FLOAT_BYTES * min(rounds, left) * (self._dim + 1)
+    def warm_up_growth_nbytes(self, dim: int, rounds: int, fresh_model_nbytes: Callable[[int], int]) -> int:
+        """Before the model is ready: what the scaler, the warm-up buffer and the model about to be built
+        (its initial size and its growth over the buffered rows replayed into it and the rounds after
+        them, ``fresh_model_nbytes(rounds)``) may add in ``rounds`` rounds."""
+        scaler = 0 if self.scaler is not None else _FLOAT_BYTES * 3 * dim
+        if self.scaler is None and not self.warms_up:
+            return scaler + fresh_model_nbytes(rounds)  # built by the first row
+        left = WARMUP_ROWS - len(self.buffer)
+        buffered = _FLOAT_BYTES * min(rounds, left) * (dim + 1)
         if rounds < left:
             return scaler + buffered
-        return scaler + buffered + self._fresh_model_nbytes(WARMUP_ROWS + rounds - left)
-
-    def _model_growth_nbytes(self, rounds: int) -> int:
-        """:meth:`max_growth_nbytes` of the model (called once it is ready)."""
-        raise NotImplementedError
-
-    def _fresh_model_nbytes(self, rounds: int) -> int:
-        """The bytes of a model not built yet after ``rounds`` rounds, at most (its size does not
-        depend on the kernel width, so a placeholder width gives it)."""
-        raise NotImplementedError
+        return scaler + buffered + fresh_model_nbytes(WARMUP_ROWS + rounds - left)
 
     # ----------------------------------------------------------------- persistence
-    def _arrays(self) -> dict[str, np.ndarray]:
-        if self._scaler is None:
+    def arrays(self) -> dict[str, np.ndarray]:
+        if self.scaler is None:
             return {}
-        arrays = self._x_scaler.arrays()
-        if self._buffer:
-            arrays["buffer_x"] = np.stack([x for x, _ in self._buffer])
-            arrays["buffer_y"] = np.array([y for _, y in self._buffer])
-        if self._model_ready:
-            arrays.update(self._model_arrays())
+        arrays = self.scaler.arrays()
+        if self.buffer:
+            arrays["buffer_x"] = np.stack([x for x, _ in self.buffer])
+            arrays["buffer_y"] = np.array([y for _, y in self.buffer])
         return arrays
 
-    def _scalars(self) -> dict[str, Any]:
-        if self._scaler is None:
+    def scalars(self) -> dict[str, Any]:
+        if self.scaler is None:
             return {}
-        return {"sparse": self._x_scaler.sparse, "count": self._x_scaler.count, "labels": list(self._labels),
-                "ready": self._model_ready, **self._y.scalars(), **self._model_scalars()}
+        return {"sparse": self.scaler.sparse, "count": self.scaler.count, "labels": list(self.labels),
+                "ready": self.ready, **self.y.scalars()}
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def _model_scalars(self) -> dict[str, Any]:
-        return {}
-
-    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._buffer = []
-        self._scaler = None
-        self._model_ready = False
-        if not scalars:  # saved before the first round
+    def restore(self, dim: int, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        """Load what :meth:`arrays` and :meth:`scalars` saved (nothing: before the first row)."""
+        if not scalars:
             return
-        self._scaler = FeatureScaler(self._dim, bool(scalars["sparse"]))
-        self._scaler.restore(arrays, int(scalars["count"]))
-        self._labels = [int(v) for v in scalars["labels"]]
-        self._y.restore(scalars)
+        self.scaler = FeatureScaler(dim, bool(scalars["sparse"]))
+        self.scaler.restore(arrays, int(scalars["count"]))
+        self.labels = [int(v) for v in scalars["labels"]]
+        self.y.restore(scalars)
         if "buffer_x" in arrays:
             rows, ys = arrays["buffer_x"], arrays["buffer_y"]
-            if rows.shape != (len(ys), self._dim):
+            if rows.shape != (len(ys), dim):
                 raise StateFormatError("the warm-up buffer does not match the dimension.")
-            self._buffer = [(row, float(y)) for row, y in zip(rows, ys, strict=True)]
-        self._model_ready = bool(scalars["ready"])
-        if self._model_ready:
-            self._model_restore(arrays, scalars)
-
-    def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        raise NotImplementedError
+            self.buffer = [(row, float(y)) for row, y in zip(rows, ys, strict=True)]
+        self.ready = bool(scalars["ready"])
 
 
 class _Registered:
@@ -540,7 +490,7 @@ _DATA_DRIVEN = ("kernel", "eta", "C", "alpha", "dim")
 def _canonical(cls: type[Learner], params: dict[str, Any]) -> dict[str, Any]:
     """The base's parameters as JSON values in sorted order, with the defaults that preprocessing keeps
     filled in: the same learner has the same parameters however it was asked for."""
-    defaults = {k: v for k, v in (cls.__init__.__kwdefaults__ or {}).items() if k not in _DATA_DRIVEN}
+    defaults = {k: v for k, v in cls._defaults().items() if k not in _DATA_DRIVEN}
     merged = {**defaults, **params}
     merged = {k: v.to_dict() if isinstance(v, Kernel) else v for k, v in merged.items()}
     try:
@@ -550,7 +500,7 @@ def _canonical(cls: type[Learner], params: dict[str, Any]) -> dict[str, Any]:
     return canonical
 
 
-class Preprocessed(Pipeline):
+class Preprocessed(Learner):
     """Any registered learner behind online preprocessing (:mod:`kons.preprocessing`).
 
     Parameters
@@ -578,6 +528,8 @@ class Preprocessed(Pipeline):
     """
 
     name = "preprocessed"
+    preprocesses = True
+    accepts_sparse = True
     # "algorithm" and "params" are checked against the registry and the base's own constraints in
     # __init__ (the base is built once there to validate them).
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
@@ -597,12 +549,20 @@ class Preprocessed(Pipeline):
         self._base_cls = cls
         self._base_params = self._resolved(cls, self._params)
         probe = cls.from_params(self._base_params)  # validates the base's parameters now
-        self._init_pipeline(loss=probe.loss, C=self._params.get("C") if not probe._loss.binary else None,
-                            dim=dim)
+        self.loss = probe.loss
+        self._loss = probe._loss
+        self._user_bound = None if probe._loss.binary else user_bound("Preprocessed", self._params.get("C"))
+        self._score_bound = probe.C
+        self.dim = None if dim is None else check_int("Preprocessed", "dim", dim, low=1)
         self.grows = cls.grows
         self.can_hold_growth = cls.can_hold_growth
-        self._base: Learner | None = None
         self._reset()
+
+    def _reset(self) -> None:
+        self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._score_bound,
+                                  warms_up=self._base_cls.uses_kernel and "kernel" not in self._params)
+        self._base: Learner | None = None  # built at the first row, or after the warm-up
+        super()._reset()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """``algorithm``, ``params`` (in canonical form: JSON values, sorted, the defaults that
@@ -613,9 +573,8 @@ class Preprocessed(Pipeline):
     def _resolved(cls: type[Learner], params: dict[str, Any]) -> dict[str, Any]:
         """The base's parameters with the preprocessing defaults (step, regression bound) filled in."""
         resolved = dict(params)
-        curvature_step = (cls.__init__.__kwdefaults__ or {}).get("eta", 0.0) is None  # eta=None: sigma(C)
         loss = get_loss(params.get("loss", "squared"))
-        if curvature_step and params.get("eta") is None:
+        if cls._eta_from_curvature and params.get("eta") is None:
             resolved["eta"] = STEP.get(loss.name, loss.curvature(1.0))
         if not loss.binary:
             resolved["C"] = TARGET_BOUND
@@ -627,25 +586,23 @@ class Preprocessed(Pipeline):
         base = _base.LEARNERS[params["algorithm"]]
         return base.state_bytes({**params["params"], "dim": dim + 1}) // 8 + 3 * dim
 
-    def _kernel_model(self) -> bool:
-        return "kernel" in self._base_cls._param_names()
+    # ----------------------------------------------------------------- the base learner
+    @property
+    def C(self) -> float:  # type: ignore[override]  # noqa: N802 - the learners' name for the bound
+        """The bound on every prediction: the user's ``C``, else the largest target magnitude seen."""
+        return self._prep.bound
 
-    def _needs_width(self) -> bool:
-        return "kernel" not in self._params
-
-    def _model_bound(self) -> float:
-        return self._base.C if self._base is not None else self._base_cls.from_params(self._base_params).C
+    def _reset_model(self) -> None:
+        """Nothing yet: the scalers and the base start with the first row."""
 
     def _base_dim(self) -> int:
-        return self._dim if self._kernel_model() else self._dim + 1
-
-    def _build_model(self, width: float | None) -> None:
-        self._base = self._new_base(width)
+        return self._dim if self._base_cls.uses_kernel else self._dim + 1
 
     def _new_base(self, width: float | None) -> Learner:
+        """The base learner, fresh (held if this learner is); ``width``: the RBF width from the data."""
         params = {**self._base_params, "dim": self._base_dim()}
-        scaled_alpha = "alpha" in self._base_cls._param_names() and "alpha" not in self._params
-        if scaled_alpha and not self._kernel_model():
+        scaled_alpha = "alpha" in self._base_cls._parameter_constraints and "alpha" not in self._params
+        if scaled_alpha and not self._base_cls.uses_kernel:
             params["alpha"] = float(self._base_dim())
         if width is not None:
             params["kernel"] = {"name": "rbf", "gamma": width}
@@ -653,32 +610,74 @@ class Preprocessed(Pipeline):
         base.hold_growth(self._growth_held)
         return base
 
-    def _set_growth_held(self, held: bool) -> None:
-        super()._set_growth_held(held)
-        if self._base is not None:
-            self._base.hold_growth(held)
-
-    def _model_nbytes(self) -> int:
-        return self._model.state_nbytes()
-
-    def _model_growth_nbytes(self, rounds: int) -> int:
-        return self._model.max_growth_nbytes(rounds)
-
-    def _fresh_model_nbytes(self, rounds: int) -> int:
-        base = self._new_base(None)
-        return base.state_nbytes() + base.max_growth_nbytes(rounds)
-
     @property
     def _model(self) -> Learner:
         if self._base is None:  # pragma: no cover - a programming error
             raise RuntimeError("the base learner is built after the warm-up")
         return self._base
 
-    def _model_predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> float:
-        return self._model._predict_checked(checked_form(z))
+    def _features(self, z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
+        """What the base sees, checked once (it takes it unchecked, :meth:`_learn_checked`): dense for
+        kernels; with the constant feature for the linear family."""
+        if self._base_cls.uses_kernel:
+            return checked_form(z.to_dense() if isinstance(z, SparseVector) else z)
+        return checked_form(with_intercept(z))
 
-    def _model_learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector) -> float:
-        return self._model._learn_checked(checked_form(z), t)
+    def _check_y(self, y: Any) -> float:
+        return self._prep.check_label(y)
+
+    def _clip(self, y_bar: float) -> float:
+        return y_bar  # the preprocessing clips in the user's units itself
+
+    def predict_proba_one(self, x: Any) -> float:
+        """The probability of the label +1 (the logistic loss only): the sigmoid of the score."""
+        return self._prep.probability(self.predict_one(x))
+
+    # ----------------------------------------------------------------- rounds
+    def _predict(self, x: np.ndarray | SparseVector) -> float:
+        if not self._prep.ready:  # no row yet, or the warm-up: the prior
+            return self._prep.prior()
+        return self._prep.to_user(self._model._predict_checked(self._features(self._prep.scaled(x))))
+
+    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
+        prep = self._prep
+        if prep.begin(x, self._dim):
+            self._base = self._new_base(None)
+        target, y_stats = prep.target(y)
+        if prep.ready:
+            played = prep.scaled_round(x, lambda z: self._model._learn_checked(self._features(z), target))
+        else:
+            played = prep.prior()
+            with prep.warm_up(x, y) as full:
+                if full:  # the median width of the buffered rows, then the rows replayed into the base
+                    Z = prep.standardised_buffer()
+                    base = self._new_base(median_width(Z))
+                    for z, t, _ in prep.replay(Z, y_stats):
+                        base._learn_checked(self._features(z), t)
+                    self._base = base
+        prep.commit_target(y, y_stats)
+        return played, 0.0
+
+    # ----------------------------------------------------------------- size, growth and statistics
+    def state_nbytes(self) -> int:
+        """The scaler's and warm-up buffer's bytes plus the base's."""
+        return self._prep.nbytes() + (self._model.state_nbytes() if self._prep.ready else 0)
+
+    def _growth_nbytes(self, rounds: int) -> int:
+        if self._prep.ready:
+            return self._model.max_growth_nbytes(rounds)
+        return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_base_nbytes)
+
+    def _fresh_base_nbytes(self, rounds: int) -> int:
+        """The bytes of a base not built yet after ``rounds`` rounds, at most (its size does not depend
+        on the kernel width, so the default width gives it)."""
+        base = self._new_base(None)
+        return base.state_nbytes() + base.max_growth_nbytes(rounds)
+
+    def _set_growth_held(self, held: bool) -> None:
+        super()._set_growth_held(held)
+        if self._base is not None:
+            self._base.hold_growth(held)
 
     def _model_stats(self) -> dict[str, Any]:
         if self._base is None:
@@ -687,18 +686,20 @@ class Preprocessed(Pipeline):
         keys = ("stored_points", "dictionary_size", "kors_size", "effective_dimension")
         return {k: inner[k] for k in keys if k in inner}
 
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        return {"base": nested_blob(self._model)}
+    # ----------------------------------------------------------------- persistence
+    def _arrays(self) -> dict[str, np.ndarray]:
+        arrays = self._prep.arrays()
+        if self._prep.ready:
+            arrays["base"] = nested_blob(self._model)
+        return arrays
 
-    def _model_restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        base = restore_nested(arrays["base"])
-        if type(base) is not self._base_cls or base.dim != self._base_dim():
-            raise StateFormatError("the nested base learner does not match the configuration.")
-        self._base = base
-
-    def _drop_model(self) -> None:
-        self._base = None
+    def _scalars(self) -> dict[str, Any]:
+        return self._prep.scalars()
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        self._base = None
-        super()._restore(arrays, scalars)
+        self._prep.restore(self._dim, arrays, scalars)
+        if self._prep.ready:
+            base = restore_nested(arrays["base"])
+            if type(base) is not self._base_cls or base.dim != self._base_dim():
+                raise StateFormatError("the nested base learner does not match the configuration.")
+            self._base = base

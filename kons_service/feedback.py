@@ -271,7 +271,7 @@ class FeedbackWriter:
             if not entry.at(head):
                 return None
         learner = entry.loaded()
-        played = await self._checked(ref, learner, group)
+        played = await self._checked(entry, learner, group)
         played.held = await self._growth_held(entry, learner, len(played.xs[0][0]),
                                               sum(len(xs) for xs in played.xs))
         token = lease.token if lease is not None else next(self._tokens)
@@ -435,7 +435,7 @@ class FeedbackWriter:
         learner.hold_growth(False)  # (its bound as a growing learner; set again before the rounds)
         need = held + learner.max_growth_nbytes(rows)
         # if it can, the reservation covers the growth of more rounds, so that most batches need no check
-        ahead = max(rows, _GROWTH_AHEAD) if learner.grows else rows
+        ahead = max(rows, _GROWTH_AHEAD)
         need_ahead = held + learner.max_growth_nbytes(ahead)
         learner.hold_growth(was_held)
         got, credit = None, ahead - rows
@@ -457,16 +457,18 @@ class FeedbackWriter:
                         "with the dictionary it has", ref, held, "own" if need > budget else "tenant's")
         return True
 
-    async def _checked(self, ref: LearnerRef, learner: kons.Learner, group: list[_Request]) -> _Played:
+    async def _checked(self, entry: CachedLearner, learner: kons.Learner, group: list[_Request]) -> _Played:
         """Each request's rows (features fetched for ids) and labels, checked by kons before any round is
         played, so that bad input changes nothing. A request of a group that fails raises
         :class:`_RegroupError`."""
         wanted = [it.id for request in group for it in request.items if it.x is None and it.id is not None]
-        recalled = dict(zip(wanted, await self.store.recall(ref, wanted), strict=True)) if wanted else {}
+        recalled = {}
+        if wanted:
+            recalled = dict(zip(wanted, await self.store.recall(entry.ref, wanted), strict=True))
         played = _Played()
         for request in group:
             try:
-                check_work(learner, len(request.items), self.settings.batch_max_work_bytes)
+                check_work(entry.state_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
                 played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
             except (kons.KonsError, UnknownIdError, BatchTooLargeError):

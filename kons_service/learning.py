@@ -64,11 +64,10 @@ def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> int:
     return state_bytes
 
 
-def check_work(learner: kons.Learner, rows: int, max_work_bytes: int) -> None:
-    """Refuse (413, nothing played) a batch whose work, about ``rows`` times the learner's state bytes
+def check_work(state: int, rows: int, max_work_bytes: int) -> None:
+    """Refuse (413, nothing played) a batch whose work, about ``rows`` times the learner's ``state`` bytes
     (a round of every learner reads or updates most of its state: d^2 for ONS, t^2 for exact KONS), is over
     ``max_work_bytes``: one request may not hold the process for long. A single row always passes."""
-    state = learner.state_nbytes()
     if rows > 1 and rows * state > max_work_bytes:
         allowed = max(max_work_bytes // max(state, 1), 1)
         raise BatchTooLargeError(

@@ -232,11 +232,11 @@ class LearnerService:
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
             check_rows(learner, rows)
-            check_work(learner, len(rows), self.settings.batch_max_work_bytes)
+            check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
                 predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
             version, config = entry.version, entry.config
-            self.limiter.charge_work(ref.tenant, len(rows) * learner.state_nbytes())
+            self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
         if ids:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))

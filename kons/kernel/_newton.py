@@ -37,6 +37,7 @@ class KernelNewton(Learner):
         "eta": NoneOr(POSITIVE),
     }
 
+    uses_kernel = True
     _eta_from_curvature = True
     # Every round with a non-zero gradient stores its point: there is no learning without growing.
     grows = True
@@ -116,7 +117,6 @@ class KernelNewton(Learner):
             extra = ()
         if not (math.isfinite(beta_t) and np.isfinite(extra).all()
                 and np.isfinite(kbeta_dict).all() and np.isfinite(whitened).all()):
-            self._abandon(pending)
             raise NumericalError("the round would put a non-finite number into the state.")
 
         # Commit: nothing above has touched the state.
@@ -139,14 +139,12 @@ class KernelNewton(Learner):
     def _decide(self, x: np.ndarray, kxx: float, scale: float) -> tuple[bool, Any]:
         """Whether the round (with ``scale = sqrt(eta) gdot != 0``) joins the dictionary.
 
-        May draw random numbers; returns a token passed to :meth:`_commit` or :meth:`_abandon`.
+        May draw random numbers (a round that then fails takes them back, :meth:`Learner._learn_checked`);
+        returns a token passed to :meth:`_commit` once the round has succeeded.
         """
 
     def _commit(self, pending: Any) -> None:
         """Make the side effects of :meth:`_decide` permanent (the round succeeded)."""
-
-    def _abandon(self, pending: Any) -> None:
-        """Undo the side effects of :meth:`_decide` (the round is rejected)."""
 
     # ----------------------------------------------------------------- statistics and state
     def _model_stats(self) -> dict[str, Any]:

@@ -47,6 +47,7 @@ class KernelOGD(Learner):
     """
 
     name = "kernel_ogd"
+    uses_kernel = True
     # Every round with a non-zero gradient stores its point: there is no learning without growing.
     grows = True
     can_hold_growth = False

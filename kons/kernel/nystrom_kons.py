@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, ridge_leverage
+from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
 from kons.base import Learner
 from kons.errors import NumericalError
@@ -20,7 +20,6 @@ from kons.kernel._newton import KernelNewton
 from kons.kernel.kors import KORS
 from kons.kernel.sketched_kons import SketchedKONS
 from kons.kernels import RBF, Kernel
-from kons.linear._linalg import check_finite
 
 __all__ = ["NystromKONS"]
 
@@ -141,6 +140,7 @@ class NystromKONS(Learner):
         **{k: SketchedKONS._parameter_constraints[k] for k in ("beta", "epsilon", "seed")},
         "max_dictionary": Integer(low=1),
     }
+    uses_kernel = True
     _eta_from_curvature = True
     # The dictionary grows up to max_dictionary; held, it admits no new point (the embedding stays).
     grows = True
@@ -232,9 +232,8 @@ class NystromKONS(Learner):
         scale = self._sqrt_eta * gdot
 
         weights, inverse = self._weights, self._inverse
-        rng_state, joining = None, None
+        joining = None
         if self._factor.size < self.max_dictionary and not self._growth_held:
-            rng_state = self._generator.bit_generator.state
             proposal = self._kors.propose(x, kxx, 1.0)  # the embedding's dictionary: unscaled points
             residual = kxx - float(phi @ phi)  # rho^2: squared distance of phi(x) to the span of D
             if self._uniform() < proposal.probability and residual > MIN_RELATIVE_RESIDUAL * kxx:
@@ -251,12 +250,7 @@ class NystromKONS(Learner):
         # u_{t+1} = u_t - (h/s) v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
-        try:
-            check_finite(new_weights, s, shrink * float((v * v).max(initial=0.0)))
-        except NumericalError:
-            if rng_state is not None:
-                self._generator.bit_generator.state = rng_state
-            raise
+        check_finite(new_weights, s, shrink * float((v * v).max(initial=0.0)))
 
         # Commit: nothing above has touched the state.
         if joining is not None:

@@ -103,20 +103,15 @@ class SketchedKONS(KernelNewton):
         """One U[0, 1) draw from the learner's generator (tests override it to force coins)."""
         return float(self._generator.random())
 
-    def _decide(self, x: np.ndarray, kxx: float, scale: float) -> tuple[bool, Any]:
-        rng_state = self._generator.bit_generator.state
+    def _decide(self, x: np.ndarray, kxx: float, scale: float) -> tuple[bool, KORSProposal | None]:
         proposal = self._kors.propose(x, kxx, scale)
         kors_keeps = self._uniform() < proposal.probability  # KORS's coin (Alg. 2)
         joins = self._uniform() < max(proposal.probability, self.gamma)  # z_t (Alg. 3)
-        return joins, (proposal if kors_keeps else None, rng_state)
+        return joins, proposal if kors_keeps else None
 
-    def _commit(self, pending: tuple[KORSProposal | None, dict[str, Any]] | None) -> None:
-        if pending is not None and pending[0] is not None:
-            self._kors.add(pending[0])
-
-    def _abandon(self, pending: tuple[KORSProposal | None, dict[str, Any]] | None) -> None:
+    def _commit(self, pending: KORSProposal | None) -> None:
         if pending is not None:
-            self._generator.bit_generator.state = pending[1]
+            self._kors.add(pending)
 
     def _model_stats(self) -> dict[str, Any]:
         return {**super()._model_stats(), "kors_size": self._kors.size}

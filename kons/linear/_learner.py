@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from kons._numerics import TINY, ridge_leverage
-from kons._validation import POSITIVE, REGULARISER, Constraint, Flag, Integer, NoneOr, as_features
+from kons._validation import POSITIVE, REGULARISER, Constraint, Flag, Integer, NoneOr
 from kons.base import Learner
 from kons.errors import NumericalError
-from kons.linear._linalg import check_finite, checked_matrix, checked_vector, gram_schmidt
-from kons.linear.sparse import SparseVector, as_sparse, is_sparse_input
+from kons.linear._linalg import checked_vector
+from kons.sparse import SparseVector
 
-__all__ = ["SECOND_ORDER_CONSTRAINTS", "FactoredBasis", "Features", "LinearLearner", "leverage",
-           "projection_step"]
+__all__ = ["SECOND_ORDER_CONSTRAINTS", "Features", "LinearLearner", "leverage", "projection_step"]
 
 #: D_1 of the diagonal adaptation (Sec. 5.2, footnote 6).
 DIAGONAL_INIT = 0.1
@@ -70,6 +69,7 @@ class LinearLearner(Learner):
     ``(y_hat, leverage, gdot)``, and ``_arrays``/``_restore`` (each adding to ``super()``'s).
     """
 
+    accepts_sparse = True
     diagonal: bool = False
     _diag: np.ndarray | None
 
@@ -82,11 +82,6 @@ class LinearLearner(Learner):
         return dim if params.get("diagonal") else 0
 
     # ----------------------------------------------------------------- input
-    def _check_x(self, x: Any) -> np.ndarray | SparseVector:
-        if is_sparse_input(x):
-            return as_sparse(x, self._known_dim())
-        return as_features(x, self._known_dim())
-
     def _features(self, x: np.ndarray | SparseVector) -> Features:
         index, values = (x.indices, x.values) if isinstance(x, SparseVector) else (slice(None), x)
         if self._diag is not None:
@@ -169,114 +164,3 @@ def leverage(scale: float, quad: float) -> float:
 def projection_step(excess: float, denom: float) -> float:
     """Alg. 1, line 5: :math:`\\gamma = \\tau_C(\\bar y)/(x^\\top x - \\hat x^\\top H \\hat x)` (Lemma 1)."""
     return 0.0 if excess == 0.0 else excess / max(denom, TINY)
-
-
-class FactoredBasis(LinearLearner):
-    r"""State shared by the sparse FD and Oja sketches (Sec. 4, App. G.2 and H).
-
-    The sketch's orthonormal directions are kept factored as :math:`V = F Z` with :math:`F` (k, k),
-    :math:`Z` (k, d) and the Gram matrix :math:`K = Z Z^\top`, and the weights as
-    :math:`u = \bar u + Z^\top b`, so that a round changes :math:`Z` and :math:`\bar u` only on the
-    support of the example. Non-zero columns of :math:`Z` are confined to ``_support()`` (all columns
-    for Oja's random start, the features seen so far for FD's empty start).
-
-    :math:`Z` may keep growing along the top directions (Oja's update is a power iteration on it) while
-    :math:`F` shrinks to compensate; once :math:`K` gets ill-conditioned (see ``rebase_at``) the learner
-    re-bases: :math:`\bar u \leftarrow \bar u + Z^\top b,\ b \leftarrow 0,\ Z \leftarrow F Z,
-    F \leftarrow` Gram-Schmidt of :math:`I` in :math:`K = ZZ^\top`. That costs O(k^2) per column of the
-    support and happens about O(log T) times; ``stats()["rebases"]`` counts them.
-    """
-
-    _parameter_constraints: ClassVar[dict[str, Constraint]] = SECOND_ORDER_CONSTRAINTS
-    _eta_from_curvature = True
-    _eta: float  # resolved in _set_params, never None here
-    _sqrt_eta: float
-
-    alpha: float
-    eta: float | None
-    sketch_size: int
-
-    #: Re-base once ||F||_F^2 tr(K) / k^2 (at least cond(K) / k^2, 1 for orthonormal rows of Z) exceeds
-    #: this: Gram-Schmidt in the K inner product loses about cond(K) * 1e-16 relative accuracy.
-    rebase_at: float = 1e2
-
-    def _allocate_basis(self, k: int, *, random: bool) -> None:
-        """Z (k, d), K and F (k, k), b (k,), u_bar (d,): :meth:`_basis_floats` entries."""
-        d = self._dim
-        if random and k:
-            # Random orthonormal rows: Q factor of a Gaussian (d, k) matrix.
-            self._Z = np.ascontiguousarray(np.linalg.qr(self._generator.standard_normal((d, k)))[0].T)
-        else:
-            self._Z = np.zeros((k, d))
-        self._K = self._Z @ self._Z.T
-        self._F = np.eye(k)
-        self._b = np.zeros(k)
-        self._ubar = np.zeros(d)
-        self._rebases = 0
-
-    @staticmethod
-    def _basis_floats(k: int, dim: int) -> int:
-        return k * dim + 2 * k * k + k + dim
-
-    def _support(self) -> slice | np.ndarray:
-        """Columns where :math:`Z` may be non-zero."""
-        return slice(None)
-
-    def _margin(self, f: Features) -> float:
-        return f.dot(self._ubar) + float(self._b @ f.cols(self._Z))
-
-    @staticmethod
-    def _conditioning(F: np.ndarray, K: np.ndarray) -> float:
-        """:math:`\\|F\\|_F^2 \\mathrm{tr}(K) / k^2`: between :math:`\\mathrm{cond}(K)/k^2` and cond(K)."""
-        k = len(F)
-        return float((F * F).sum() * np.trace(K)) / (k * k) if k else 1.0
-
-    def _rebased(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The same weights and directions with :math:`Z \\leftarrow FZ`, :math:`b = 0`, as new arrays.
-
-        Returns ``(fold, Z_s, F, K)`` on the support ``s``: ``u_bar[s] += fold``, ``Z[:, s] = Z_s``.
-        """
-        support = self._support()
-        Zs = self._F @ self._Z[:, support]
-        K = Zs @ Zs.T
-        _, F = gram_schmidt(np.eye(len(K)), K)
-        if F.shape != K.shape:
-            raise NumericalError("the sketch's directions became linearly dependent.")
-        return self._Z[:, support].T @ b, Zs, F, K
-
-    def _maybe_rebase(self) -> None:
-        """Re-base after a round if :math:`K` got ill-conditioned (never fails the round)."""
-        if self._conditioning(self._F, self._K) <= self.rebase_at:
-            return
-        try:
-            fold, Zs, F, K = self._rebased(self._b)
-            check_finite(fold, Zs, F, K)
-        except NumericalError:
-            return  # keep the old (valid, if ill-conditioned) representation
-        support = self._support()
-        self._ubar[support] += fold
-        self._Z[:, support] = Zs
-        self._K, self._F = K, F
-        self._b = np.zeros_like(self._b)
-        self._rebases += 1
-
-    def _model_stats(self) -> dict[str, Any]:
-        return {**super()._model_stats(), "rebases": self._rebases}
-
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {"ubar": self._ubar, "b": self._b, "Z": self._Z, "F": self._F, "K": self._K,
-                **super()._arrays()}
-
-    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        super()._restore(arrays, scalars)
-        d = self._dim
-        k = min(self.sketch_size, d)
-        self._ubar = checked_vector(arrays["ubar"], d)
-        self._b = checked_vector(arrays["b"], k)
-        self._Z = checked_matrix(arrays["Z"], k, d)
-        self._F = checked_matrix(arrays["F"], k, k)
-        self._K = checked_matrix(arrays["K"], k, k)
-        self._rebases = int(scalars["rebases"])
-
-    def _scalars(self) -> dict[str, Any]:
-        return {**super()._scalars(), "rebases": self._rebases}

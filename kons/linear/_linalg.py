@@ -3,24 +3,12 @@ r"""Dense linear algebra of the sketched learners: rank-one updates, Gram-Schmid
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
-from kons.errors import NumericalError
-
 __all__ = [
-    "apply_deltas", "check_finite", "checked_matrix", "checked_vector", "gram_schmidt", "sherman_morrison",
+    "apply_deltas", "checked_matrix", "checked_vector", "gram_schmidt", "sherman_morrison",
 ]
-
-
-def check_finite(*parts: Any, bound: float = np.inf) -> None:
-    """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite and below ``bound``."""
-    for part in parts:
-        # also False for NaN; a float is checked without numpy's dispatch (a round checks several)
-        within = abs(part) < bound if isinstance(part, float) else bool((np.abs(part) < bound).all())
-        if not within:
-            raise NumericalError("the round would put a non-finite or overflowing number into the state.")
 
 
 def sherman_morrison(H: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -6,9 +6,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._numerics import check_finite
 from kons._validation import POSITIVE, Constraint
 from kons.linear._learner import Features, LinearLearner
-from kons.linear._linalg import check_finite, checked_vector
+from kons.linear._linalg import checked_vector
 
 __all__ = ["AdaGrad"]
 

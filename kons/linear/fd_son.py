@@ -2,14 +2,16 @@ r"""FD-SON: Sketched Online Newton with a Frequent Directions sketch (Alg. 1, 8-
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from kons.linear._learner import FactoredBasis, Features, leverage, projection_step
+from kons._numerics import check_finite
+from kons._validation import Constraint
+from kons.linear._factored import FactoredBasis
+from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
 from kons.linear._linalg import (
     apply_deltas,
-    check_finite,
     checked_matrix,
     checked_vector,
     gram_schmidt,
@@ -56,7 +58,7 @@ def _columns(support: slice | np.ndarray, index: slice | np.ndarray) -> slice | 
     return np.searchsorted(support, index)
 
 
-class FDSON(FactoredBasis):
+class FDSON(LinearLearner):
     r"""Sketched Online Newton with the epoch version of Frequent Directions (App. G.2, Alg. 8).
 
     The sketch is :math:`S = \binom{D V}{G}`: ``k = min(m, d)`` orthonormal directions :math:`V` with
@@ -114,7 +116,13 @@ class FDSON(FactoredBasis):
     """
 
     name = "fd_son"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = SECOND_ORDER_CONSTRAINTS
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
 
+    alpha: float
+    eta: float | None
     sketch_size: int
 
     def __init__(
@@ -136,7 +144,7 @@ class FDSON(FactoredBasis):
         super()._reset_model()
         m, d = self.sketch_size, self._dim
         k = min(m, d)
-        self._allocate_basis(k, random=False)  # Z = 0: no direction yet
+        self._basis = FactoredBasis.start(k, d)  # Z = 0: no direction yet
         self._full = False  # whether all k rows of V = F Z are unit directions (else: direct epochs)
         self._support_index: slice | np.ndarray = np.zeros(0, dtype=np.int64)
         self._D = np.zeros(k)
@@ -150,24 +158,24 @@ class FDSON(FactoredBasis):
         m: int = params["sketch_size"]
         k = min(m, dim)
         # the basis, D (k,), the rows of G (m, d) and H (k + m, k + m)
-        return super()._model_floats(dim, params) + cls._basis_floats(k, dim) + k + m * dim + (k + m) ** 2
+        return super()._model_floats(dim, params) + FactoredBasis.floats(k, dim) + k + m * dim + (k + m) ** 2
 
     # ----------------------------------------------------------------- the round
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
         alpha, xx, m = self.alpha, f.sq_norm, self.sketch_size
         k, n = len(self._D), len(self._g_index)
-        F, D, H = self._F, self._D, self._H
-        zx = f.cols(self._Z)
+        F, D, H = self._basis.F, self._D, self._H
+        zx = f.cols(self._basis.Z)
         gx = f.cols(self._Gd[:n])
         top = D * (F @ zx)
         sx = np.zeros(k + m)  # x_hat = S x
         sx[:k], sx[k : k + n] = top, gx
         hx = H @ sx
         denom = xx - float(sx @ hx)
-        y_hat, excess = self._play(f.dot(self._ubar) + float(self._b @ zx))
+        y_hat, excess = self._play(f.dot(self._basis.ubar) + float(self._basis.b @ zx))
         gamma = projection_step(excess, denom)
         # Projection (Alg. 10, line 6): w_bar = u_bar + gamma (G'H_2 x_hat - x), b += gamma F'D H_1 x_hat.
-        b = self._b + gamma * (F.T @ (D * hx[:k]))
+        b = self._basis.b + gamma * (F.T @ (D * hx[:k]))
         x_coef = -gamma
         row_coef = gamma * hx[k : k + n]
         gdot = self._loss.derivative(y_hat, y)
@@ -211,8 +219,8 @@ class FDSON(FactoredBasis):
             deltas.append((epoch.support, epoch.fold))
         check_finite(b, H, *(v for _, v in deltas))
         # Commit.
-        apply_deltas(self._ubar, deltas)
-        self._b, self._H = b, H
+        apply_deltas(self._basis.ubar, deltas)
+        self._basis.b, self._H = b, H
         if epoch is not None:
             self._commit_epoch(epoch)
         elif grows:
@@ -228,7 +236,7 @@ class FDSON(FactoredBasis):
         """
         m = self.sketch_size
         k = len(self._D)
-        F, Z, K = self._F, self._Z, self._K
+        F, Z, K = self._basis.F, self._basis.Z, self._basis.K
         n = len(self._g_index)  # = m - 1: the new row g_hat = c x completes G
         new_values = c * f.values
         rows = [(index, self._Gd[j, index]) for j, index in enumerate(self._g_index)]
@@ -302,12 +310,12 @@ class FDSON(FactoredBasis):
         ``stats()["direct_epochs"]`` counts these.
         """
         k, m = len(self._D), self.sketch_size
-        Zs = self._Z[:, support]
+        Zs = self._basis.Z[:, support]
         n = Zs.shape[1]
         G = np.zeros((m, n))
         for j, (index, values) in enumerate(rows):
             G[j, _columns(support, index)] = values
-        S = np.vstack([self._D[:, None] * (self._F @ Zs), G])
+        S = np.vstack([self._D[:, None] * (self._basis.F @ Zs), G])
         _, singular, Vt = np.linalg.svd(S, full_matrices=False)
         kk = min(k, len(singular))
         D = np.zeros(k)
@@ -324,33 +332,34 @@ class FDSON(FactoredBasis):
     def _commit_epoch(self, epoch: _Epoch) -> None:
         if epoch.z_steps is not None:
             for (index, _), step in zip(epoch.rows, epoch.z_steps, strict=True):
-                self._Z[:, index] += step  # Z += Delta G (Alg. 11, line 11), one row of G at a time
+                self._basis.Z[:, index] += step  # Z += Delta G (Alg. 11, line 11), one row of G at a time
         else:
-            self._Z[:, epoch.support] = epoch.Z  # (u_bar took the fold with the round's deltas)
+            self._basis.Z[:, epoch.support] = epoch.Z  # (u_bar took the fold with the round's deltas)
             self._direct_epochs += 1
-        self._F, self._D, self._K, self._full = epoch.F, epoch.D, epoch.K, epoch.full
+        self._basis.F, self._D, self._basis.K, self._full = epoch.F, epoch.D, epoch.K, epoch.full
         self._support_index = epoch.support
         for j, index in enumerate(self._g_index):
             self._Gd[j, index] = 0.0
         self._g_index = []
-        self._maybe_rebase()
+        self._basis.maybe_rebase(self._support_index)
 
-    def _support(self) -> slice | np.ndarray:
-        return self._support_index
+    def _margin(self, f: Features) -> float:
+        return self._basis.margin(f)
 
     # ----------------------------------------------------------------- state
     def _model_stats(self) -> dict[str, Any]:
-        return {**super()._model_stats(), "buffered_rows": len(self._g_index),
+        return {"rebases": self._basis.rebases, "buffered_rows": len(self._g_index),
                 "direct_epochs": self._direct_epochs}
 
     def _scalars(self) -> dict[str, Any]:
-        return {**super()._scalars(), "direct_epochs": self._direct_epochs}
+        return {"rebases": self._basis.rebases, "direct_epochs": self._direct_epochs}
 
     def _arrays(self) -> dict[str, np.ndarray]:
         support = self._support_index
         dense = np.array([isinstance(index, slice) for index in self._g_index], dtype=bool)
         sparse = [index for index in self._g_index if not isinstance(index, slice)]
         return {
+            **self._basis.arrays(),
             **super()._arrays(),
             "D": self._D,
             "H": self._H,
@@ -366,6 +375,7 @@ class FDSON(FactoredBasis):
         super()._restore(arrays, scalars)
         m, d = self.sketch_size, self._dim
         k = min(m, d)
+        self._basis = FactoredBasis.restore(arrays, scalars, k, d)
         self._D = checked_vector(arrays["D"], k)
         self._direct_epochs = int(scalars["direct_epochs"])
         self._H = checked_matrix(arrays["H"], k + m, k + m)

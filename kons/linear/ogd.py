@@ -6,10 +6,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._numerics import SCHEDULES, scheduled_step
+from kons._numerics import SCHEDULES, check_finite, scheduled_step
 from kons._validation import POSITIVE, Constraint, OneOf
 from kons.linear._learner import Features, LinearLearner
-from kons.linear._linalg import check_finite, checked_vector
+from kons.linear._linalg import checked_vector
 
 __all__ = ["OGD"]
 

@@ -2,19 +2,22 @@ r"""Oja-SON: Sketched Online Newton with Oja's sketch, in the sparse form of Alg
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.linalg.blas import dtrsm
 
+from kons._numerics import check_finite
+from kons._validation import Constraint
 from kons.errors import NumericalError
-from kons.linear._learner import FactoredBasis, Features, leverage, projection_step
-from kons.linear._linalg import check_finite, checked_vector
+from kons.linear._factored import REBASE_AT, FactoredBasis
+from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
+from kons.linear._linalg import checked_vector
 
 __all__ = ["OjaSON"]
 
 
-class OjaSON(FactoredBasis):
+class OjaSON(LinearLearner):
     r"""Sketched Online Newton whose sketch tracks the top eigenvectors of :math:`G^\top G` by Oja's rule.
 
     Oja's update (Eq. 4) with the paper's step :math:`\Gamma_t = I/t` (Sec. 5):
@@ -34,7 +37,7 @@ class OjaSON(FactoredBasis):
     Gram-Schmidt is this Cholesky factor; forming it before :math:`K` grows along :math:`\delta` keeps
     it accurate where Alg. 13 in the grown :math:`K` loses digits). The weights are
     :math:`u = \bar u + Z^\top b` (Eq. 5-6), so a round with ``s`` non-zeros costs O(m^3 + m s),
-    independent of the dimension ``d`` (see :class:`~kons.linear._learner.FactoredBasis` for the
+    independent of the dimension ``d`` (see :class:`~kons.linear._factored.FactoredBasis` for the
     rare O(m^2 d) re-basing). The sketch has ``k = min(sketch_size, d)`` rows; ``sketch_size=0`` is
     :class:`~kons.OGD` with the constant step :math:`1/\alpha`.
 
@@ -70,7 +73,13 @@ class OjaSON(FactoredBasis):
     """
 
     name = "oja_son"
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = SECOND_ORDER_CONSTRAINTS
+    _eta_from_curvature = True
+    _eta: float  # resolved in _set_params, never None here
+    _sqrt_eta: float
 
+    alpha: float
+    eta: float | None
     sketch_size: int
     seed: int
 
@@ -93,7 +102,7 @@ class OjaSON(FactoredBasis):
     def _reset_model(self) -> None:
         super()._reset_model()
         k = min(self.sketch_size, self._dim)
-        self._allocate_basis(k, random=True)
+        self._basis = FactoredBasis.start(k, self._dim, self._generator)  # random directions
         self._t = 0
         self._lam = np.zeros(k)  # Lambda
         self._h = np.full(k, 1.0 / self.alpha)  # H = diag(1 / (alpha + t Lambda))
@@ -102,26 +111,26 @@ class OjaSON(FactoredBasis):
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
         k: int = min(params["sketch_size"], dim)
         # the basis (its random start draws a Gaussian (d, k) first), Lambda and H (k,)
-        return super()._model_floats(dim, params) + cls._basis_floats(k, dim) + k * dim + 2 * k
+        return super()._model_floats(dim, params) + FactoredBasis.floats(k, dim) + k * dim + 2 * k
 
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
-        alpha, xx, F, t = self.alpha, f.sq_norm, self._F, self._t
-        zx = f.cols(self._Z)
+        alpha, xx, F, t = self.alpha, f.sq_norm, self._basis.F, self._t
+        zx = f.cols(self._basis.Z)
         vx = F @ zx  # V x
         weight = t * self._lam * self._h  # (t-1) Lambda H of the previous round, as in Alg. 4
         denom = xx - float(vx @ (weight * vx))
-        y_hat, excess = self._play(f.dot(self._ubar) + float(self._b @ zx))
+        y_hat, excess = self._play(f.dot(self._basis.ubar) + float(self._basis.b @ zx))
         gamma = projection_step(excess, denom)
-        b = self._b + gamma * (F.T @ (weight * vx))  # Eq. 6
+        b = self._basis.b + gamma * (F.T @ (weight * vx))  # Eq. 6
         gdot = self._loss.derivative(y_hat, y)
         c = self._sqrt_eta * gdot  # g_hat = c x
         t1 = t + 1
         rate = 1.0 / t1  # Gamma_t = I / t
         lam = (1.0 - rate) * self._lam + rate * (c * vx) ** 2  # Eq. 4
-        Z, K, F1, zx1, cols, shift, rebased = self._Z, self._K, F, zx, None, 0.0, None
+        Z, K, F1, zx1, cols, shift, rebased = self._basis.Z, self._basis.K, F, zx, None, 0.0, None
         if c != 0.0 and len(zx) and f.nonzero:
-            if self._conditioning(F, K) > self.rebase_at:  # keep K = ZZ' well-conditioned
-                rebased = self._rebased(b)  # the support is every column (random start)
+            if FactoredBasis.conditioning(F, K) > REBASE_AT:  # keep K = ZZ' well-conditioned
+                rebased = self._basis.rebased(b, slice(None))  # the support: every column (random start)
                 _, Z, F, K = rebased
                 b = np.zeros_like(b)
                 zx = f.cols(Z)
@@ -147,14 +156,14 @@ class OjaSON(FactoredBasis):
         check_finite(b, lam, h, K, F1, delta_u, 0.0 if cols is None else cols,
                      0.0 if rebased is None else rebased[0])
         if rebased is not None:
-            self._ubar += rebased[0]
-            self._Z = Z
-            self._rebases += 1
+            self._basis.ubar += rebased[0]
+            self._basis.Z = Z
+            self._basis.rebases += 1
         if cols is not None:
-            self._Z[:, f.index] = cols
-            self._K, self._F = K, F1
-        self._t, self._lam, self._h, self._b = t1, lam, h, b
-        self._ubar[f.index] += delta_u
+            self._basis.Z[:, f.index] = cols
+            self._basis.K, self._basis.F = K, F1
+        self._t, self._lam, self._h, self._basis.b = t1, lam, h, b
+        self._basis.ubar[f.index] += delta_u
         return y_hat, leverage(c, denom / alpha), gdot
 
     def eigenvalues(self) -> np.ndarray:
@@ -163,20 +172,24 @@ class OjaSON(FactoredBasis):
 
     def directions(self) -> np.ndarray:
         """The current orthonormal directions :math:`V = FZ` (k, d); O(k^2 d)."""
-        return self._F @ self._Z if self._has_model else np.zeros((0, 0))
+        return self._basis.F @ self._basis.Z if self._has_model else np.zeros((0, 0))
+
+    def _margin(self, f: Features) -> float:
+        return self._basis.margin(f)
 
     def _model_stats(self) -> dict[str, Any]:
-        return {**super()._model_stats(), "top_eigenvalue": float(self.eigenvalues().max(initial=0.0))}
+        return {"rebases": self._basis.rebases, "top_eigenvalue": float(self.eigenvalues().max(initial=0.0))}
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        return {**super()._arrays(), "lam": self._lam, "h": self._h}
+        return {**self._basis.arrays(), **super()._arrays(), "lam": self._lam, "h": self._h}
 
     def _scalars(self) -> dict[str, Any]:
-        return {**super()._scalars(), "t": self._t}
+        return {"rebases": self._basis.rebases, "t": self._t}
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         super()._restore(arrays, scalars)
         k = min(self.sketch_size, self._dim)
+        self._basis = FactoredBasis.restore(arrays, scalars, k, self._dim)
         self._lam = checked_vector(arrays["lam"], k)
         self._h = checked_vector(arrays["h"], k)
         self._t = int(scalars["t"])

@@ -6,9 +6,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._numerics import check_finite
 from kons._validation import Constraint
 from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
-from kons.linear._linalg import check_finite, checked_matrix, checked_vector
+from kons.linear._linalg import checked_matrix, checked_vector
 
 __all__ = ["ONS"]
 

@@ -7,9 +7,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._numerics import check_finite
 from kons._validation import Constraint
 from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
-from kons.linear._linalg import check_finite, checked_matrix, checked_vector, sherman_morrison
+from kons.linear._linalg import checked_matrix, checked_vector, sherman_morrison
 
 __all__ = ["RPSON"]
 
@@ -123,7 +124,6 @@ class RPSON(LinearLearner):
         c = self._sqrt_eta * gdot  # g_hat = c x
         H, sx_new, cols, shift = self._H, sx, None, 0.0
         if c != 0.0 and m and f.nonzero:
-            rng_state = self._generator.bit_generator.state
             r = self._generator.standard_normal(m) / math.sqrt(m)
             sx_new = sx + (c * xx) * r  # S_t x  with S_t = S_{t-1} + r g_hat'
             q = c * sx_new - (0.5 * c * c * xx) * r  # Alg. 6, line 2
@@ -132,14 +132,9 @@ class RPSON(LinearLearner):
             shift = c * float(r @ b)  # keeps w = u_bar + S'b fixed while S moves
         b = b + (gdot / alpha) * (H @ sx_new)  # b += H S g / alpha
         delta = -(gamma + shift + gdot / alpha) * f.values  # u_bar = w_bar - (r'b) g_hat - g / alpha
-        try:
-            # The sketch and coefficients are sums of gradients: entries past sqrt(float max) mean a round
-            # so extreme that every later product overflows and the learner would be stuck for good.
-            check_finite(b, H, delta, 0.0 if cols is None else cols, bound=_STATE_BOUND)
-        except Exception:
-            if cols is not None:
-                self._generator.bit_generator.state = rng_state
-            raise
+        # The sketch and coefficients are sums of gradients: entries past sqrt(float max) mean a round
+        # so extreme that every later product overflows and the learner would be stuck for good.
+        check_finite(b, H, delta, 0.0 if cols is None else cols, bound=_STATE_BOUND)
         if cols is not None:
             self._S[:, f.index] = cols
             self._H = H

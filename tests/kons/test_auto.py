@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import kons
-from kons.auto import MIX_BOUND, REGRESSION_BOUND, SCORE_BOUND, Auto
+from kons.auto import MIX_BOUND, REGRESSION_BOUND, SCORE_BOUND, Auto, Mixture
 from kons.preprocessing import TARGET_BOUND, WARMUP_ROWS
 from tests.streams import load_stream
 
@@ -94,11 +94,9 @@ def test_damaged_nested_state_is_a_state_format_error() -> None:
         kons.load(kons._state.encode(header, arrays))
 
 
-def _mixture(binary: bool, experts: int) -> Auto:
-    """An Auto whose mixture alone is exercised: weights over ``experts`` uniform, model ready."""
-    learner = Auto(task="classification" if binary else "regression")
-    learner._log_weights = np.zeros(experts)
-    return learner
+def _mixture(binary: bool, experts: int) -> Mixture:
+    """Auto's mixture alone, as Auto builds it: weights over ``experts`` uniform."""
+    return Mixture(binary=binary, bound=SCORE_BOUND if binary else REGRESSION_BOUND, experts=experts)
 
 
 @pytest.mark.parametrize("binary", [False, True])
@@ -115,13 +113,13 @@ def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: b
         if binary:
             y = 1.0 if rng.random() < 1.0 / (1.0 + math.exp(-2.0 * truth[t])) else -1.0
             losses = np.logaddexp(0.0, -y * plays)
-            total += math.log1p(math.exp(-y * mixture._mix(plays)))
+            total += math.log1p(math.exp(-y * mixture.mix(plays)))
         else:
             y = float(np.clip(truth[t] + 0.3 * rng.normal(), -B, B))
             losses = (plays - y) ** 2
-            total += (mixture._mix(plays) - y) ** 2
+            total += (mixture.mix(plays) - y) ** 2
         expert_losses += losses
-        mixture._update_weights(plays, y)
+        mixture.update(plays, y)
     eta = 1.0 if binary else 1.0 / (2.0 * B * B)
     assert total <= expert_losses.min() + math.log(K) / eta + 1e-9
     assert total < np.mean(expert_losses)  # and it does learn which expert to follow
@@ -131,12 +129,12 @@ def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: b
 def test_the_mixture_plays_beyond_its_interval_up_to_the_bases_bound(binary: bool, bound: float) -> None:
     """Bases that agree beyond [-MIX_BOUND, MIX_BOUND] are followed there, up to the bases' bound."""
     mixture = _mixture(binary, 3)
-    mixture._log_weights = np.log([0.2, 0.3, 0.5])
+    mixture.log_weights = np.log([0.2, 0.3, 0.5])
     inside = (MIX_BOUND + bound) / 2.0
     assert MIX_BOUND < inside < bound
-    assert mixture._mix(np.full(3, -inside)) == pytest.approx(-inside, rel=1e-9)
-    assert mixture._mix(np.full(3, inside)) == pytest.approx(inside, rel=1e-9)
-    assert mixture._mix(np.full(3, 2.0 * bound)) == pytest.approx(bound, rel=1e-9)
+    assert mixture.mix(np.full(3, -inside)) == pytest.approx(-inside, rel=1e-9)
+    assert mixture.mix(np.full(3, inside)) == pytest.approx(inside, rel=1e-9)
+    assert mixture.mix(np.full(3, 2.0 * bound)) == pytest.approx(bound, rel=1e-9)
 
 
 @pytest.mark.parametrize("binary", [False, True])

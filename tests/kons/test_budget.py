@@ -13,7 +13,6 @@ import pytest
 
 import kons
 from kons import _state
-from kons._numerics import GrowableRows, GrowableVector, PackedCholesky, PackedSymmetric
 
 #: The paper learners (the pipelines' bounds are those of their full grid or base, see kons.preprocessing).
 NAMES = sorted(name for name, cls in kons.LEARNERS.items() if not cls.preprocesses)
@@ -35,9 +34,8 @@ def _array_bytes(obj: object, seen: set[int] | None = None) -> int:
     seen.add(id(obj))
     if isinstance(obj, np.ndarray):
         return obj.nbytes
-    buffers = GrowableRows | GrowableVector | PackedCholesky | PackedSymmetric
-    if isinstance(obj, buffers) or hasattr(obj, "_reset_model") or type(obj).__name__ == "KORS":
-        return sum(_array_bytes(v, seen) for v in vars(obj).values())
+    if type(obj).__module__.startswith("kons."):  # a learner and its parts (buffers, sketches, KORS, ...)
+        return sum(_array_bytes(v, seen) for v in getattr(obj, "__dict__", {}).values())
     return 0
 
 

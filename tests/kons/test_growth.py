@@ -115,7 +115,7 @@ def test_state_nbytes_encodes_nothing(kind: str, monkeypatch: pytest.MonkeyPatch
 def test_capabilities_are_declared() -> None:
     for name in LEAVES:
         cls = kons.LEARNERS[name]
-        kernel = "kernel" in cls._param_names()
+        kernel = cls.uses_kernel
         assert cls.grows is kernel, name  # the kernel learners store points; the linear ones do not
         assert cls.can_hold_growth is (name not in UNHOLDABLE), name
     assert kons.Auto.grows and kons.Auto.can_hold_growth

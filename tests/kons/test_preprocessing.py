@@ -18,7 +18,7 @@ from kons.preprocessing import WARMUP_ROWS, Preprocessed, binary_label, median_w
 from tests.streams import load_stream
 
 PAPER = sorted(n for n, c in kons.LEARNERS.items() if not c.preprocesses)
-KERNEL = [n for n in PAPER if "kernel" in kons.LEARNERS[n]._param_names()]
+KERNEL = [n for n in PAPER if kons.LEARNERS[n].uses_kernel]
 
 
 def _unstandardise(X: np.ndarray, seed: int) -> np.ndarray:

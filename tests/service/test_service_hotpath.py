@@ -4,6 +4,7 @@ concurrent feedbacks to one learner (each answered with its own rounds; the log 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ import redis
 import kons
 from kons_service.learning import build
 from kons_service.settings import Settings
+from kons_service.store import LearnerRef
 from testkit.processes import SPEC, AppFactory
 
 pytestmark = pytest.mark.anyio
@@ -143,3 +145,23 @@ async def test_without_group_commit_each_request_is_its_own_append(
 
 def test_group_commit_is_on_by_default() -> None:
     assert Settings().group_commit
+
+
+async def test_an_optimistic_append_that_loses_is_retried_leased_and_backs_off(
+    make_client: AppFactory,
+) -> None:
+    a, b = await make_client(), await make_client()
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    for i in range(2):  # a made the last append: its next one is optimistic
+        assert (await a.post(f"{URL}/feedback", json=_body(i))).json()["version"] == i + 1
+    assert (await b.post(f"{URL}/feedback", json=_body(2))).json()["version"] == 3  # moves the head
+    conflicts = a.app.state.metrics.conflicts._value.get()
+    answer = (await a.post(f"{URL}/feedback", json=_body(3))).json()
+    assert answer["version"] == 4
+    assert a.app.state.metrics.conflicts._value.get() == conflicts + 1
+    entry = a.app.state.service.cache.entry(LearnerRef("default", "m"))
+    assert entry.leased_until > time.monotonic()  # it takes the lease for a while now
+    local = await _local(a)
+    plays = [local.learn_one(*_row(i)) for i in range(4)]
+    assert answer["prediction"] == plays[-1]  # played on the rebuilt learner, as a replay does
+    assert (await a.get(f"{URL}/state")).content == (await b.get(f"{URL}/state")).content == local.to_bytes()

@@ -331,3 +331,17 @@ def test_stats_report_the_sketch() -> None:
     assert {"rebases", "direct_epochs", "buffered_rows", "eta"} <= set(fd.stats())
     assert oja.stats()["top_eigenvalue"] == pytest.approx(oja.eigenvalues().max())
     assert 0 < fd.stats()["effective_dimension"] < 100
+
+
+def test_rp_son_rejected_round_after_the_draw_restores_the_generator() -> None:
+    """RP-SON draws its projection before it knows the round overflows; a rejection must undo the draw."""
+    learner = RPSON(sketch_size=3, seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        learner.learn_one(rng.normal(size=4), 1.0)
+    before = learner.to_bytes()
+    draws_before = learner._generator.bit_generator.state
+    with pytest.raises(kons.NumericalError):
+        learner.learn_one([1e100, 0.0, 0.0, 0.0], 1.0)  # g_hat != 0: the projection is drawn first
+    assert learner._generator.bit_generator.state == draws_before
+    assert learner.to_bytes() == before

@@ -1,7 +1,9 @@
 r"""Sparse examples: ``indices`` and ``values`` of the non-zero features of a ``dim``-dimensional vector.
 
-The linear learners (:class:`~kons.ONS`, :class:`~kons.FDSON`, :class:`~kons.RPSON`,
-:class:`~kons.OjaSON`, :class:`~kons.AdaGrad`, :class:`~kons.OGD`) accept a :class:`SparseVector`, a
+The learners that declare ``accepts_sparse`` (the linear ones, :class:`~kons.ONS`, :class:`~kons.FDSON`,
+:class:`~kons.RPSON`, :class:`~kons.OjaSON`, :class:`~kons.AdaGrad`, :class:`~kons.OGD`, and the
+preprocessed ones, :class:`~kons.Auto` and :class:`~kons.preprocessing.Preprocessed`) accept a
+:class:`SparseVector`, a
 plain dict ``{"indices": [...], "values": [...]}`` (optionally with ``"dim"``, as the service sends it
 in JSON), or a one-row :mod:`scipy.sparse` matrix wherever they accept a dense 1-D array. The example is
 validated once, at the boundary (:func:`as_sparse`): indices are integers in ``[0, dim)`` without
@@ -10,7 +12,7 @@ finite and as many as the indices.
 
 Examples
 --------
->>> from kons.linear.sparse import SparseVector, as_sparse
+>>> from kons.sparse import SparseVector, as_sparse
 >>> v = as_sparse({"indices": [7, 2], "values": [1.5, -1.0]}, dim=10)
 >>> v.indices.tolist(), v.values.tolist(), v.dim, len(v)
 ([2, 7], [-1.0, 1.5], 10, 10)
