@@ -66,7 +66,8 @@ def main() -> None:
             [learner.learn_one(_example(x, sparse), float(label)) for x, label in zip(Xc, yc, strict=True)]
         )
         saved[f"{case}/predicted"] = np.array([learner.predict_one(_example(x, sparse)) for x in Xc])
-    np.savez_compressed(Path(__file__).parent / "state_blobs.npz", **saved)
+    # numpy's stub types every keyword of savez_compressed as its allow_pickle flag
+    np.savez_compressed(Path(__file__).parent / "state_blobs.npz", **saved)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
