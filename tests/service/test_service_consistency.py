@@ -83,8 +83,9 @@ async def test_service_equals_kons_in_process(
         if step % 9 == 0:
             await asyncio.sleep(0.12)  # let the background snapshotter run
     probes = rng.normal(size=(5, 4))
+    predictions = [local.predict_one(p) for p in probes]
     got = (await client.post(f"{url}/predict", json={"xs": probes.tolist()})).json()
-    assert got == {"predictions": [local.predict_one(p) for p in probes], "version": version}
+    assert got == {"predictions": predictions, "version": version}
     stats = (await client.get(url)).json()["stats"]
     assert stats == {**local.stats(), "rounds": version}
 
@@ -95,7 +96,7 @@ async def test_service_equals_kons_in_process(
     assert r.xlen(f"{key}:log") == version - snap_version  # the log is trimmed behind the snapshot
     cold = await make_client()  # recovery = newest snapshot + replay of the log after it
     got = (await cold.post(f"{url}/predict", json={"xs": probes.tolist()})).json()
-    assert got == {"predictions": expected, "version": version}
+    assert got == {"predictions": predictions, "version": version}
     assert (await cold.get(f"{url}/state")).content == local.to_bytes()
 
 
