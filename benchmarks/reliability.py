@@ -417,7 +417,7 @@ _NOTES = """## How to read these figures
   Run against the service as it was before the history fence (the parent of commit cba4bee), the
   rollback scenario ends with the replicas different from each other and from the serial replay.
 * **Byte format**: random corruption of state blobs is covered by the hypothesis tests in
-  `tests/test_state.py` (`test_random_corruption_is_always_a_state_format_error`,
+  `tests/kons/test_state.py` (`test_random_corruption_is_always_a_state_format_error`,
   `test_resigned_corruption_never_escapes_as_another_error`) and over HTTP by
   `tests/reliability/test_numerics.py`.
 """

@@ -367,7 +367,7 @@ def vw(out: Path, command: str, quick: bool, table: dict | None) -> None:
     diff, size = kons_save_load(data.X, data.y, cut)
     lines += ["", f"kons Oja-SON (`to_bytes` / `kons.load`, {size} bytes), (b) learning: max |difference| = "
               f"{diff:.3g} (bit-identical continuation of every linear learner is tested in "
-              "tests/test_linear.py)."]
+              "tests/kons/linear/test_linear.py)."]
     (out / "son_vw.md").write_text("\n".join(lines) + "\n")
 
 

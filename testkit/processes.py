@@ -18,22 +18,27 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import redis
+import redis.asyncio
 import redis.cluster
+from fastapi import FastAPI
 
 from kons_service.main import create_app
 from kons_service.settings import Settings
 from kons_service.store.embedded import redis_server_binary
+from kons_service.store.keys import learner_keys
 
 __all__ = [
     "REPO",
     "SPEC",
+    "AppClient",
+    "AppFactory",
     "Endpoint",
     "LocalCluster",
     "RedisServer",
@@ -41,6 +46,8 @@ __all__ = [
     "ReplyDropper",
     "ServiceProcess",
     "free_port",
+    "hash_int",
+    "learner_keys",
     "redis_cli_binary",
     "running",
     "serve",
@@ -57,7 +64,7 @@ __all__ = [
 REPO = Path(__file__).resolve().parents[1]
 
 #: A small learner spec for tests and benchmarks: Sketched-KONS, RBF kernel, squared loss, C = 3.
-SPEC = {
+SPEC: dict[str, Any] = {
     "algorithm": "sketched_kons",
     "dim": 3,
     "params": {"kernel": {"name": "rbf", "gamma": 0.5}, "loss": "squared", "alpha": 1.0, "eta": 0.1,
@@ -68,7 +75,8 @@ SPEC = {
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -273,7 +281,7 @@ class LocalCluster:
         """The node serving ``key``'s slot now."""
         with contextlib.closing(next(n for n in self.nodes if n.proc is not None).client()) as r:
             slot = int(r.cluster("keyslot", key))
-            for start, end, owner, *_ in r.execute_command("CLUSTER", "SLOTS"):
+            for start, end, owner, *_ in r.cluster("slots"):
                 if start <= slot <= end:
                     return next(n for n in self.nodes if n.port == int(owner[1]))
         raise LookupError(f"no node serves the slot of {key!r}")
@@ -286,7 +294,7 @@ class LocalCluster:
     def take_over(self, replica: RedisServer) -> None:
         """``CLUSTER FAILOVER TAKEOVER`` on ``replica``; returns once every live node routes to it."""
         with contextlib.closing(replica.client()) as r:
-            r.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+            r.cluster("failover", "takeover")
         wait_until(lambda: self.role(replica) == "master", 20, "replica promotion")
 
     def fail_over(self, key: str) -> None:
@@ -426,12 +434,12 @@ class ReplicatedRedis:
         confirm writes again; returns once it is in sync."""
         self.primary.kill()
         with contextlib.closing(self.replica.client()) as r:
-            r.execute_command("REPLICAOF", "NO", "ONE")
+            r.replicaof("NO", "ONE")
         self.endpoint.move_to(self.replica.port)
         self.primary, self.replica = self.replica, self.primary
         self.replica.start()
         with contextlib.closing(self.replica.client()) as r:
-            r.execute_command("REPLICAOF", "127.0.0.1", str(self.primary.port))
+            r.replicaof("127.0.0.1", str(self.primary.port))
         wait_until(self.in_sync, 20, "the rejoined replica")
 
     def stop(self) -> None:
@@ -441,15 +449,32 @@ class ReplicatedRedis:
         self.primary.stop()
 
 
+class AppClient(httpx.AsyncClient):
+    """An HTTP client bound to an in-process app; ``app`` lets a test reach the service behind it."""
+
+    def __init__(self, app: FastAPI) -> None:
+        super().__init__(transport=httpx.ASGITransport(app=app), base_url="http://kons.test", timeout=60)
+        self.app = app
+
+
 @asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def serve(settings: Settings) -> AsyncIterator[AppClient]:
     """Run one app (lifespan included) in this process and yield an HTTP client bound to it."""
     app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://kons.test", timeout=60) as client:
-            client.app = app  # type: ignore[attr-defined]
-            yield client
+    async with app.router.lifespan_context(app), AppClient(app) as client:
+        yield client
+
+
+#: ``await factory(**settings)``: a client of a fresh in-process app (the tests' ``make_client`` fixture).
+AppFactory = Callable[..., Awaitable[AppClient]]
+
+
+def hash_int(client: redis.Redis, key: str, field: str) -> int:
+    """An integer field of a Redis hash (e.g. a learner's version in its meta); KeyError if absent."""
+    value = client.hget(key, field)
+    if value is None:
+        raise KeyError(f"{key} has no field {field!r}")
+    return int(value)
 
 
 def service_env(**env: str) -> dict[str, str]:
@@ -546,7 +571,7 @@ def services_on_redis(
         stack.callback(server.stop)
         services = []
         for i in range(replicas):
-            services.append(ServiceProcess(server.url, workdir / f"service{i}.log", **settings).start())
+            services.append(ServiceProcess(server.url, workdir / f"service{i}.log", REPO, **settings).start())
             stack.callback(services[-1].stop)
         yield server, services
 

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
@@ -225,7 +225,8 @@ def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, A
     client = sync_client(redis_url)
     try:
         log_key = next(k for k in learner_keys(LearnerRef("alpha", NAME)) if k.endswith(":log"))
-        tail = client.xrange(log_key)
+        # entry ids and fields as bytes: the client does not decode responses
+        tail = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(log_key))
     finally:
         client.close()
     mismatches = sum(1 for entry_id, fields in tail
@@ -508,6 +509,7 @@ async def soak_scenario(
                 name = f"s{rng.randrange(learners)}"
                 x = [rng.uniform(-1, 1) for _ in range(8)]
                 kind = seq % 4
+                body: dict[str, object]
                 if kind == 0:  # predict with an id that is never consumed: the id store must expire it
                     body, path = {"x": x, "id": f"orphan-{c}-{seq}"}, "predict"
                 elif kind == 1:

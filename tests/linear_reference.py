@@ -10,10 +10,19 @@ except the losses.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
 from kons.losses import get_loss
+
+
+class Sketch(Protocol):
+    """What :func:`son` asks of a sketch: the matrix it stands for, and its update by a gradient."""
+
+    def matrix(self) -> np.ndarray: ...
+
+    def update(self, g: np.ndarray) -> None: ...
 
 
 class FullSketch:
@@ -39,7 +48,8 @@ class FrequentDirections:
 
     def matrix(self) -> np.ndarray:
         S = np.vstack([self.top, *(g[None] for g in self.rows)])
-        return S.T @ S
+        result: np.ndarray = S.T @ S
+        return result
 
     def update(self, g: np.ndarray) -> None:
         if self.m == 0 or not g.any():
@@ -81,7 +91,8 @@ class Oja:
         self.t = 0
 
     def matrix(self) -> np.ndarray:
-        return self.V.T @ np.diag(self.t * self.lam) @ self.V
+        result: np.ndarray = self.V.T @ np.diag(self.t * self.lam) @ self.V
+        return result
 
     def update(self, g: np.ndarray) -> None:
         self.t += 1
@@ -94,7 +105,7 @@ class Oja:
             self.V = (q * signs).T
 
 
-def son(X: np.ndarray, Y: np.ndarray, sketch, *, loss: str = "squared", alpha: float = 1.0,
+def son(X: np.ndarray, Y: np.ndarray, sketch: Sketch, *, loss: str = "squared", alpha: float = 1.0,
         eta: float | None = None, C: float = 1.0) -> np.ndarray:
     """Alg. 1 with explicit inverses; returns the played (clipped) predictions."""
     L = get_loss(loss)
@@ -138,7 +149,8 @@ def adagrad(X: np.ndarray, Y: np.ndarray, *, eta: float, delta: float, loss: str
     sum_sq = np.zeros(X.shape[1])
 
     def metric(g: np.ndarray, t: int) -> np.ndarray:
-        return eta / (delta + np.sqrt(sum_sq + g * g))
+        result: np.ndarray = eta / (delta + np.sqrt(sum_sq + g * g))
+        return result
 
     def after(g: np.ndarray) -> None:
         sum_sq[:] += g * g

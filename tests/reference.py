@@ -61,7 +61,8 @@ def loss_derivative(loss: str, y_hat: float, y: float) -> float:
     if loss == "squared":
         return 2.0 * (y_hat - y)
     if loss == "logistic":
-        return -y / (1.0 + np.exp(y * y_hat))
+        result: float = -y / (1.0 + np.exp(y * y_hat))
+        return result
     if loss == "squared_hinge":
         return -2.0 * y * max(0.0, 1.0 - y * y_hat)
     if loss == "hinge":
@@ -76,7 +77,8 @@ def rbf_gram(gamma: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """Gram function of the Gaussian kernel via ``scipy.spatial.distance.cdist``."""
 
     def gram(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        return np.exp(-gamma * cdist(np.atleast_2d(A), np.atleast_2d(B), "sqeuclidean"))
+        result: np.ndarray = np.exp(-gamma * cdist(np.atleast_2d(A), np.atleast_2d(B), "sqeuclidean"))
+        return result
 
     return gram
 
@@ -91,7 +93,8 @@ def empirical_features(X: np.ndarray, gram: Callable[[np.ndarray, np.ndarray], n
     K = gram(X, X)
     K = 0.5 * (K + K.T)
     values, vectors = np.linalg.eigh(K)
-    return vectors * np.sqrt(np.clip(values, 0.0, None))
+    result: np.ndarray = vectors * np.sqrt(np.clip(values, 0.0, None))
+    return result
 
 
 # ----------------------------------------------------------------------------- the ONS round, explicitly
@@ -109,16 +112,19 @@ class Trace:
 
     @property
     def clipped(self) -> np.ndarray:
-        return self.excess != 0.0
+        result: np.ndarray = self.excess != 0.0
+        return result
 
     @property
     def zero_gradient(self) -> np.ndarray:
-        return self.gdot == 0.0
+        result: np.ndarray = self.gdot == 0.0
+        return result
 
     @property
     def unstored(self) -> np.ndarray:
         """Rounds whose dual coefficient is zero and that cannot join the dictionary."""
-        return self.zero_gradient & ~self.clipped
+        result: np.ndarray = self.zero_gradient & ~self.clipped
+        return result
 
 
 def _trace(rows: list[tuple[float, float, float, float, float]]) -> Trace:

@@ -24,8 +24,6 @@ import pytest
 
 from testkit.processes import REPO, free_port, service_env, start_service, terminate
 
-pytestmark = pytest.mark.redis
-
 README = REPO / "README.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PRINTED = re.compile(r"^\s*print\(.*\)\s+# (.*)$")
@@ -108,6 +106,7 @@ def _run_curl(block: Block, service: str, cwd: Path) -> None:
             assert answer == json.loads(following[2:]), where
 
 
+@pytest.mark.redis
 def test_every_readme_example_prints_what_the_readme_says(service_url: str, tmp_path: Path) -> None:
     namespace: dict[str, object] = {"__name__": "readme"}
     ran = 0

@@ -73,6 +73,7 @@ def _installed(tmp_path: Path, extras: str, way: str = "wheel") -> tuple[Path, d
     return venv, env
 
 
+@pytest.mark.redis
 @pytest.mark.parametrize("way", sorted(INSTALL))
 def test_the_installed_service_works_in_a_fresh_virtualenv(tmp_path: Path, way: str) -> None:
     venv, env = _installed(tmp_path, "[service]", way)

@@ -1,6 +1,6 @@
 """Write ``pinned_streams.npz``: the exact plays of ``auto`` and of preprocessed learners on fixed streams.
 
-The test ``tests/test_pinned_streams.py`` replays these streams with the current code and compares every
+The test ``tests/kons/test_pinned_streams.py`` replays these streams with the current code and compares every
 play, every prediction and the final state's checksum with ``==``: a change meant to make a round faster
 (validation once per round, the numerics contexts entered once, ...) must not change a single bit.
 The file was written at commit 9891fb8, before those changes; rerunning this script rewrites it with the

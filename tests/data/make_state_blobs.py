@@ -1,6 +1,6 @@
 """Write ``state_blobs.npz``: learner states saved by an earlier version of :mod:`kons`, and what follows.
 
-The test ``tests/test_state_compat.py`` loads these blobs with the current code and checks that the
+The test ``tests/kons/test_state_compat.py`` loads these blobs with the current code and checks that the
 restored learners play exactly the recorded predictions on the recorded continuation, so a change of the
 package layout or of the learner template that alters the byte format (or what a state means) fails.
 The file was written at commit 8496649 (before ``kons/`` was split into ``kons.kernel``/``kons.linear``);
@@ -66,7 +66,8 @@ def main() -> None:
             [learner.learn_one(_example(x, sparse), float(label)) for x, label in zip(Xc, yc, strict=True)]
         )
         saved[f"{case}/predicted"] = np.array([learner.predict_one(_example(x, sparse)) for x in Xc])
-    np.savez_compressed(Path(__file__).parent / "state_blobs.npz", **saved)
+    # numpy's stub types every keyword of savez_compressed as its allow_pickle flag
+    np.savez_compressed(Path(__file__).parent / "state_blobs.npz", **saved)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ STREAMS: dict[str, int | None] = {
     "australian": None,
     "diabetes": None,
     "breast-cancer": None,
-    "cadata": 20_000,  # tests/test_drift.py replays 20,000 rounds
+    "cadata": 20_000,  # tests/kons/kernel/test_drift.py replays 20,000 rounds
 }
 
 

@@ -14,11 +14,10 @@ import pytest
 import redis
 
 from kons_service.store import LearnerRef
-from kons_service.store.keys import learner_keys
-from testkit.processes import SPEC, ServiceProcess, services_on_redis
+from testkit.processes import SPEC, AppFactory, ServiceProcess, learner_keys, services_on_redis
 from testkit.scenarios import soak_scenario
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]  # every test starts a server
 
 URL = "/v1/learners/m"
 MIB = 1024
@@ -76,7 +75,7 @@ def test_batch_size_limits(limited: ServiceProcess) -> None:
         assert ten.json()["version"] == 10
 
 
-async def test_the_id_join_store_expires_in_redis(make_client, redis_url: str) -> None:
+async def test_the_id_join_store_expires_in_redis(make_client: AppFactory, redis_url: str) -> None:
     client = await make_client(id_ttl_seconds=1)
     await client.put(URL, json=SPEC)
     response = await client.post(f"{URL}/predict", json={"xs": [[0.1, 0.2, 0.3]] * 5,

@@ -13,6 +13,7 @@ from testkit.scenarios import eviction_scenario
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
 
+@pytest.mark.slow  # ~25 s; quick: test_service_eviction
 async def test_an_evicting_redis_is_refused_and_noeviction_loses_nothing_when_full(tmp_path: Path) -> None:
     result = await eviction_scenario(tmp_path, learners=8, batches=8, rows=100, headroom_bytes=2**19)
     assert result["refused_to_start"] and "allkeys-lru" in result["refusal_log_line"], result

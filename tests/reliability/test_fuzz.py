@@ -74,6 +74,7 @@ def api_schema(service: ServiceProcess) -> Any:
 schema = schemathesis.pytest.from_fixture("api_schema")
 
 
+@pytest.mark.slow  # ~22 s with its server; quick: test_service_bad_input, test_service_hostile, test_openapi
 @schema.parametrize()
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_the_api_keeps_its_schema_and_never_answers_5xx(case: Any) -> None:

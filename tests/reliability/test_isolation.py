@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from kons_service.http.auth import Authenticator
 from kons_service.settings import Settings
-from testkit.processes import SPEC, services_on_redis
+from testkit.processes import SPEC, AppFactory, services_on_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -27,12 +28,12 @@ KEYS = "alpha:key-of-alpha,beta:key-of-beta"
 URL = "/v1/learners/m"
 
 
-async def _fingerprint(client: httpx.AsyncClient) -> tuple[dict, bytes]:
+async def _fingerprint(client: httpx.AsyncClient) -> tuple[dict[str, Any], bytes]:
     info = (await client.get(URL, headers=A)).json()
     return info, (await client.get(f"{URL}/state", headers=A)).content
 
 
-async def test_tenant_b_cannot_touch_tenant_a_learners(make_client) -> None:
+async def test_tenant_b_cannot_touch_tenant_a_learners(make_client: AppFactory) -> None:
     client = await make_client(api_keys=KEYS)
     assert (await client.put(URL, json=SPEC, headers=A)).status_code == 201
     await client.post(f"{URL}/predict", json={"x": [0.1, 0.2, 0.3], "id": "q-a"}, headers=A)
@@ -73,7 +74,7 @@ async def test_tenant_b_cannot_touch_tenant_a_learners(make_client) -> None:
 
 
 @pytest.mark.parametrize("name", ["alpha%2Fm", "%7Balpha%2Fm%7D", "m%7D", "..%2Fm", "m:log", "*"])
-async def test_names_cannot_reach_into_another_namespace(make_client, name: str) -> None:
+async def test_names_cannot_reach_into_another_namespace(make_client: AppFactory, name: str) -> None:
     client = await make_client(api_keys=KEYS)
     await client.put(URL, json=SPEC, headers=A)
     response = await client.get(f"/v1/learners/{name}", headers=B)
@@ -103,6 +104,7 @@ def test_keys_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> 
     assert hashlib.sha256(b"k1").digest_size == 32
 
 
+@pytest.mark.redis
 def test_no_key_or_feature_vector_in_the_logs(tmp_path: Path) -> None:
     """A real process at log level debug: good and bad keys, features in good and bad bodies, rejected
     numerics and a Redis outage; then the log must hold none of the keys and none of the numbers."""

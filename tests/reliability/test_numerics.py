@@ -137,7 +137,7 @@ async def test_a_rejected_item_rejects_the_whole_batch(client: httpx.AsyncClient
 
 
 async def test_randomly_corrupted_state_uploads_are_422_and_change_nothing(client: httpx.AsyncClient) -> None:
-    """The HTTP side of the byte-format property tests in ``tests/test_state.py``: seeded random byte
+    """The HTTP side of the byte-format property tests in ``tests/kons/test_state.py``: seeded random byte
     flips and cuts of a real exported blob, uploaded with PUT /state."""
     url = "/v1/learners/blob"
     await client.put(url, json={"algorithm": "sketched_kons", "dim": 3, "params": {"loss": "squared"}})

@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from typing import Any
 
 import httpx
 import pytest
 import redis
 
 from kons_service.store import LearnerRef, script_text
-from kons_service.store.keys import learner_keys
-from testkit.processes import SPEC, RedisServer, ReplyDropper
+from testkit.processes import SPEC, AppFactory, RedisServer, ReplyDropper, learner_keys
 from testkit.scenarios import round_body
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +22,7 @@ URL = "/v1/learners/m"
 APPEND_SHA = hashlib.sha1(script_text("append").encode()).hexdigest().encode()
 
 
-def feedback_body(i: int, request_id: str | None = None) -> dict:
+def feedback_body(i: int, request_id: str | None = None) -> dict[str, Any]:
     """The i-th round of a fixed stream, with the given request_id (or none)."""
     body = round_body(0, i)
     del body["request_id"]
@@ -78,7 +78,9 @@ async def test_a_batch_is_one_request(client: httpx.AsyncClient) -> None:
     assert (await client.get(URL)).json()["version"] == 4
 
 
-async def test_a_retry_of_feedback_by_id_is_answered_although_the_id_is_used(client) -> None:
+async def test_a_retry_of_feedback_by_id_is_answered_although_the_id_is_used(
+    client: httpx.AsyncClient,
+) -> None:
     await client.put(URL, json=SPEC)
     await client.post(f"{URL}/predict", json={"x": [0.1, 0.2, 0.3], "id": "q-1"})
     body = {"id": "q-1", "y": 0.4, "request_id": "r-1"}
@@ -89,7 +91,7 @@ async def test_a_retry_of_feedback_by_id_is_answered_although_the_id_is_used(cli
     assert used.status_code == 404 and used.json()["error"]["code"] == "unknown_id"
 
 
-async def test_concurrent_duplicates_through_two_instances_apply_once(make_client) -> None:
+async def test_concurrent_duplicates_through_two_instances_apply_once(make_client: AppFactory) -> None:
     one, two = await make_client(), await make_client()
     await one.put(URL, json=SPEC)
     sends = [(one if i % 2 else two).post(f"{URL}/feedback", json=feedback_body(7, request_id="dup"))
@@ -101,7 +103,7 @@ async def test_concurrent_duplicates_through_two_instances_apply_once(make_clien
 
 @pytest.mark.parametrize("request_id", [None, "r-1"])
 async def test_a_lost_reply_of_the_append_is_not_applied_twice(
-    make_client, redis_server: RedisServer, redis_url: str, request_id: str | None
+    make_client: AppFactory, redis_server: RedisServer, redis_url: str, request_id: str | None
 ) -> None:
     """The append runs in Redis, its reply is lost, redis-py re-sends it: still one round."""
     async with ReplyDropper(redis_server.port) as proxy:
@@ -119,7 +121,7 @@ async def test_a_lost_reply_of_the_append_is_not_applied_twice(
     assert (await fresh.get(f"{URL}/state")).content == (await client.get(f"{URL}/state")).content
 
 
-async def test_remembered_request_ids_expire_and_are_capped(make_client, redis_url: str) -> None:
+async def test_remembered_request_ids_expire_and_are_capped(make_client: AppFactory, redis_url: str) -> None:
     client = await make_client(request_id_ttl_seconds=1, request_ids_max=5)
     await client.put(URL, json=SPEC)
     for i in range(12):

@@ -15,6 +15,7 @@ from testkit.scenarios import rollback_scenario
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
 
+@pytest.mark.slow  # ~19 s; quick: test_service_rollback
 async def test_replicas_report_a_rollback_and_agree_on_the_surviving_log(tmp_path: Path) -> None:
     result = await rollback_scenario(tmp_path, rollbacks=2, replicas=2, clients=3)
     assert result["lost_by_the_rollbacks"] > 0, result  # the rollbacks did remove acknowledged rounds

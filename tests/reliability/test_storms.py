@@ -39,6 +39,7 @@ def assert_kept(result: dict[str, Any]) -> None:
     assert result["status_500"] == result["status_5xx_other_than_503"] == 0, result
 
 
+@pytest.mark.slow  # ~25 s; quick: test_service_processes' SIGKILL mid-stream
 async def test_sigkills_mid_storm_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     result = await crash_scenario(tmp_path, kills=4, clients=3)
     assert_kept(result)
@@ -51,6 +52,7 @@ async def test_twenty_sigkills(tmp_path: Path) -> None:
     assert_kept(result)
 
 
+@pytest.mark.slow  # ~22 s; quick: test_service_store_faults, the outage in test_service_processes
 async def test_redis_restart_outage_and_freeze_are_503s_and_recover(tmp_path: Path) -> None:
     # short timeouts (the defaults are 2 s and 10 s) keep this test fast and its bound tight
     timeout, lease_wait = 0.5, 2.0
@@ -77,6 +79,7 @@ async def test_replicas_agree_bit_for_bit_with_a_serial_replay(tmp_path: Path) -
 AUTO = {"algorithm": "auto", "dim": 3, "params": {}}
 
 
+@pytest.mark.slow  # ~18 s; quick: test_service_auto, the SIGKILL in test_service_processes
 async def test_auto_learner_survives_sigkills_and_its_replicas_agree(tmp_path: Path) -> None:
     result = await crash_scenario(tmp_path / "crash", kills=3, clients=3, spec=AUTO)
     assert_kept(result)
@@ -106,6 +109,7 @@ async def test_a_failover_with_wait_loses_no_acknowledged_round(tmp_path: Path) 
     assert result["status_503"] > 0, result  # not_replicated while the link was cut
 
 
+@pytest.mark.slow  # ~11 s; the failover with WAIT stays quick
 async def test_a_failover_without_wait_loses_rounds_but_reports_and_never_serves_them(tmp_path: Path) -> None:
     result = await failover_scenario(tmp_path, wait=False)
     # the rounds acknowledged while the replica lagged are gone ...

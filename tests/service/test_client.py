@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -27,7 +28,7 @@ from kons_service.client import (
 )
 from kons_service.core import errors as core_errors
 from kons_service.http import errors as edge_errors
-from testkit.processes import SPEC, free_port, services_on_redis
+from testkit.processes import SPEC, AppFactory, free_port, services_on_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -59,8 +60,8 @@ class Faulty(httpx.AsyncBaseTransport):
                               headers={"Retry-After": "0"})
 
 
-async def _kons(make_client, fault: tuple[str, ...] | None = None, api_key: str | None = None,
-                **settings) -> AsyncClient:
+async def _kons(make_client: AppFactory, fault: tuple[Any, ...] | None = None, api_key: str | None = None,
+                **settings: Any) -> AsyncClient:
     """An AsyncClient of a fresh in-process app (on the test's Redis), behind ``Faulty(*fault)`` if given."""
     http = await make_client(**settings)
     transport: httpx.AsyncBaseTransport = httpx.ASGITransport(app=http.app)
@@ -70,7 +71,7 @@ async def _kons(make_client, fault: tuple[str, ...] | None = None, api_key: str 
 
 
 @pytest.fixture
-async def kons_client(make_client) -> AsyncIterator[AsyncClient]:
+async def kons_client(make_client: AppFactory) -> AsyncIterator[AsyncClient]:
     async with await _kons(make_client) as client:
         yield client
 
@@ -85,7 +86,9 @@ async def test_every_endpoint_round_trips(kons_client: AsyncClient) -> None:
     reference = kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": 3})
     first = await kons_client.feedback("m", 0.5, x=np.array([0.0, 1.0, 2.0]))
     assert first.prediction == reference.learn_one([0.0, 1.0, 2.0], 0.5) and first.version == 1
-    batch = await kons_client.feedback_batch("m", np.array([1.0, -2.0]), xs=np.array([[1, 2, 3], [1, 2, 4]]))
+    # arrays where the hints say sequences: what a NumPy user passes, and the client takes
+    batch = await kons_client.feedback_batch("m", np.array([1.0, -2.0]),  # type: ignore[arg-type]
+                                             xs=np.array([[1, 2, 3], [1, 2, 4]]))  # type: ignore[arg-type]
     expected = [reference.learn_one(x, y) for x, y in (([1.0, 2, 3], 1.0), ([1.0, 2, 4], -2.0))]
     assert batch.predictions == expected and batch.version == 3
 
@@ -135,7 +138,7 @@ async def test_error_codes_become_exceptions(kons_client: AsyncClient) -> None:
     assert (await kons_client.get_learner("m")).version == 1  # nothing else was applied
 
 
-async def test_batch_limit_and_authentication(make_client) -> None:
+async def test_batch_limit_and_authentication(make_client: AppFactory) -> None:
     async with await _kons(make_client, api_key="secret", api_keys="acme:secret", max_batch=2) as client:
         await client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
         with pytest.raises(PayloadTooLargeError) as big:
@@ -159,7 +162,9 @@ def test_every_error_code_of_the_service_has_its_family() -> None:
 
 
 @pytest.mark.parametrize("fault", ["drop", "503"])
-async def test_a_feedback_retried_after_a_lost_answer_is_applied_once(make_client, fault: str) -> None:
+async def test_a_feedback_retried_after_a_lost_answer_is_applied_once(
+    make_client: AppFactory, fault: str
+) -> None:
     async with await _kons(make_client, fault=("/feedback", fault)) as client:
         await client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
         reference = kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": 3})
@@ -172,7 +177,7 @@ async def test_a_feedback_retried_after_a_lost_answer_is_applied_once(make_clien
         assert batch.version == 3 and (await client.get_learner("m")).version == 3
 
 
-async def test_a_delete_retried_after_a_lost_answer_succeeds(make_client) -> None:
+async def test_a_delete_retried_after_a_lost_answer_succeeds(make_client: AppFactory) -> None:
     async with await _kons(make_client, fault=("/m", "drop", 1, "DELETE")) as client:
         await client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
         await client.delete_learner("m")  # deleted, the answer lost, the retry finds it gone
@@ -180,7 +185,7 @@ async def test_a_delete_retried_after_a_lost_answer_succeeds(make_client) -> Non
             await client.delete_learner("m")  # a first attempt's 404 is an error
 
 
-async def test_a_503_that_lasts_is_raised_after_the_retries(make_client) -> None:
+async def test_a_503_that_lasts_is_raised_after_the_retries(make_client: AppFactory) -> None:
     http = await make_client()
     transport = Faulty(httpx.ASGITransport(app=http.app), "/predict", "503", times=10)
     async with AsyncClient("http://kons.test", retry=FAST, transport=transport) as client:
@@ -204,6 +209,7 @@ class Refusals(httpx.HTTPTransport):
             raise
 
 
+@pytest.mark.redis
 def test_sync_client_against_a_service_process(tmp_path: Path) -> None:
     with services_on_redis(tmp_path) as (_, [service]), Client(service.url, retry=FAST) as client:
         assert client.live() and client.ready()

@@ -15,6 +15,7 @@ import kons
 from kons_service.http.openapi import EXAMPLES
 from kons_service.main import create_app
 from kons_service.settings import Settings
+from testkit.processes import AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +71,8 @@ def test_operation_ids_are_readable_and_the_key_is_a_bearer_scheme(document: dic
 def _request_examples(document: dict[str, Any], path: str, method: str) -> list[dict[str, Any]]:
     schema = document["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
     name = schema["$ref"].rsplit("/", 1)[-1]
-    return document["components"]["schemas"][name]["examples"]
+    examples: list[dict[str, Any]] = document["components"]["schemas"][name]["examples"]
+    return examples
 
 
 def _check_answer(document: dict[str, Any], path: str, method: str, response: httpx.Response) -> None:
@@ -81,7 +83,9 @@ def _check_answer(document: dict[str, Any], path: str, method: str, response: ht
     assert not errors, (path, response.json(), errors)
 
 
-async def test_the_request_examples_succeed_against_a_service(make_client, document: dict[str, Any]) -> None:
+async def test_the_request_examples_succeed_against_a_service(
+    make_client: AppFactory, document: dict[str, Any]
+) -> None:
     client = await make_client(api_keys="acme:secret")
     client.headers["Authorization"] = "Bearer secret"
     session = [("/v1/learners/{name}", "put"), ("/v1/learners/{name}/predict", "post"),

@@ -11,7 +11,7 @@ import redis
 from threadpoolctl import threadpool_info
 
 import kons
-from testkit.processes import SPEC
+from testkit.processes import SPEC, AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -103,7 +103,7 @@ async def test_feedback_by_id_uses_the_remembered_features_once(client: httpx.As
     assert fed.json()["predictions"][0] == batch_ids.json()["predictions"][1]
 
 
-async def test_ids_expire(make_client) -> None:
+async def test_ids_expire(make_client: AppFactory) -> None:
     client = await make_client(id_ttl_seconds=1)
     await client.put(URL, json=SPEC)
     await client.post(f"{URL}/predict", json={"x": [0.1, 0.2, 0.3], "id": "late"})
@@ -130,7 +130,7 @@ async def test_listing_is_paginated(client: httpx.AsyncClient) -> None:
     assert page["learners"][-1]["config"]["algorithm"] == "sketched_kons"
 
 
-async def test_delete_removes_every_key(make_client, redis_url: str) -> None:
+async def test_delete_removes_every_key(make_client: AppFactory, redis_url: str) -> None:
     client = await make_client(snapshot_every_rounds=3, snapshot_interval_seconds=0.1)
     await client.put(URL, json=SPEC)
     await client.post(f"{URL}/predict", json={"x": [1, 2, 3], "id": "pending"})
@@ -141,7 +141,7 @@ async def test_delete_removes_every_key(make_client, redis_url: str) -> None:
         if r.hget("kons:{default/m}:meta", "snap_version") == b"5":
             break
         await asyncio.sleep(0.05)
-    parts = {k.decode().rsplit(":", 1)[1] for k in r.keys("kons:{default/m}:*")}
+    parts = {k.decode().rsplit(":", 1)[1] for k in r.keys("kons:{default/m}:*") if isinstance(k, bytes)}
     assert parts >= {"meta", "log", "snap", "ids", "ids_exp"}
     assert (await client.delete(URL)).status_code == 204
     assert r.keys("kons:{default/m}:*") == []
@@ -164,7 +164,7 @@ async def test_health_readiness_and_metrics(client: httpx.AsyncClient) -> None:
     assert "kons_learner_cumulative_loss" in text
 
 
-async def test_per_learner_metrics_can_be_switched_off(make_client) -> None:
+async def test_per_learner_metrics_can_be_switched_off(make_client: AppFactory) -> None:
     client = await make_client(metrics_per_learner=False)
     await client.put(URL, json=SPEC)
     await client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 1.0})
@@ -182,7 +182,7 @@ async def test_openapi_documents_the_routes(client: httpx.AsyncClient) -> None:
 
 
 @pytest.mark.anyio
-async def test_the_app_limits_blas_threads_while_it_runs(make_client) -> None:
+async def test_the_app_limits_blas_threads_while_it_runs(make_client: AppFactory) -> None:
     """However the app is started (plain uvicorn included), its lifespan caps BLAS at KONS_BLAS_THREADS."""
     def blas_threads() -> list[int]:
         return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]

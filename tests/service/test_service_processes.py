@@ -18,9 +18,7 @@ import pytest
 import redis
 
 import kons
-from testkit.processes import REPO, SPEC, RedisServer, free_port, service_env, start_service
-
-pytestmark = pytest.mark.redis
+from testkit.processes import REPO, SPEC, AppFactory, RedisServer, free_port, service_env, start_service
 
 URL = "/v1/learners/m"
 
@@ -35,7 +33,7 @@ def _stream(n: int) -> tuple[np.ndarray, np.ndarray]:
     return X, np.sin(X[:, 0])
 
 
-def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
     if proc.poll() is None:
         proc.send_signal(sig)
         proc.wait(60)
@@ -95,7 +93,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_feedback(redis_url: str, tmp_p
 
 def test_replica_processes_on_one_redis_agree(redis_url: str, tmp_path: Path) -> None:
     ports = [free_port(), free_port()]
-    def start(port: int) -> subprocess.Popen:
+    def start(port: int) -> subprocess.Popen[bytes]:
         return start_service(port, service_env(KONS_REDIS_URL=redis_url, KONS_PORT=str(port)),
                              tmp_path / f"{port}.log")
 
@@ -133,6 +131,7 @@ def _docker_cmd() -> list[str]:
     return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
 
 
+@pytest.mark.redis
 def test_image_command_with_embedded_redis_persists_across_restarts_and_kills(tmp_path: Path) -> None:
     """The Dockerfile's CMD, run here with no KONS_REDIS_URL: the embedded Redis keeps every round."""
     port = free_port()
@@ -175,7 +174,9 @@ def test_image_command_with_embedded_redis_persists_across_restarts_and_kills(tm
 
 
 @pytest.mark.anyio
-async def test_redis_outage_is_a_503_and_the_service_recovers(make_client, tmp_path: Path) -> None:
+async def test_redis_outage_is_a_503_and_the_service_recovers(
+    make_client: AppFactory, tmp_path: Path
+) -> None:
     server = RedisServer(tmp_path / "redis").start()
     try:
         client = await make_client(redis_url=server.url, redis_timeout_seconds=0.5)

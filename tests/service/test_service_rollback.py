@@ -7,6 +7,7 @@ lost history. Real Redis; the rollback is simulated by restoring the learner's k
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 import httpx
 import pytest
@@ -15,7 +16,7 @@ import kons
 from kons_service.core.codec import unpack_float
 from kons_service.store import LearnerRef
 from kons_service.store.keys import learner_key, learner_keys
-from testkit.processes import SPEC, RedisServer
+from testkit.processes import SPEC, AppFactory, RedisServer, hash_int
 from testkit.scrape import value
 
 pytestmark = pytest.mark.anyio
@@ -50,7 +51,7 @@ def _restore(server: RedisServer, dumped: dict[str, bytes | None]) -> None:
 
 
 async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
-    make_client, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     a, b = await make_client(), await make_client()
     assert (await a.put(URL, json=SPEC)).status_code == 201
@@ -67,9 +68,9 @@ async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
         reference.learn_one(x, y)
 
     # a's cached learner is at (incarnation, 8) too, on the lost history: it must not publish it ...
-    service_a = a.app.state.service  # type: ignore[attr-defined]
+    service_a = a.app.state.service
     assert not await service_a.snapshots.snapshot(service_a.cache.entry(REF))
-    assert int(redis_server.client().hget(learner_key(REF, "meta"), "snap_version")) == 0
+    assert hash_int(redis_server.client(), learner_key(REF, "meta"), "snap_version") == 0
 
     # ... nor serve it: both replicas answer what the store's history gives
     with caplog.at_level(logging.ERROR, logger="kons_service.cache"):
@@ -86,14 +87,15 @@ async def test_a_replica_holding_lost_rounds_rebuilds_and_agrees(
     fed = (await a.post(f"{URL}/feedback", json={"x": x, "y": y})).json()
     expected = reference.learn_one(x, y)
     assert fed["prediction"] == expected and fed["version"] == 9
-    logged = redis_server.client().xrange(learner_key(REF, "log"), "9-0", "9-0")
+    logged = cast(list[tuple[bytes, dict[bytes, bytes]]],  # a client without decode_responses: bytes
+                  redis_server.client().xrange(learner_key(REF, "log"), "9-0", "9-0"))
     assert unpack_float(logged[0][1][b"p"]) == expected
     assert (await b.post(f"{URL}/predict", json={"x": PROBE})).json() == {
         "prediction": reference.predict_one(PROBE), "version": 9}
 
 
 async def test_a_replica_behind_the_rollback_replays_only_its_own_history(
-    make_client, redis_server: RedisServer
+    make_client: AppFactory, redis_server: RedisServer
 ) -> None:
     """a held rounds 1..7 with round 7 lost; the store took other rounds 7..9: a is behind the head
     (7 < 9), and a replay from its version would continue a history it does not hold."""
@@ -113,7 +115,7 @@ async def test_a_replica_behind_the_rollback_replays_only_its_own_history(
 
 
 async def test_a_rollback_is_counted_without_naming_the_learner_to_anonymous_scrapers(
-    make_client, redis_server: RedisServer
+    make_client: AppFactory, redis_server: RedisServer
 ) -> None:
     keys = {"api_keys": "acme:key-a,beta:key-b", "metrics_key": "scrape-key"}
     a, b = await make_client(**keys), await make_client(**keys)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import numpy as np
@@ -11,7 +13,7 @@ import redis
 
 import kons
 from kons import _state
-from testkit.processes import SPEC
+from testkit.processes import SPEC, AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +21,7 @@ URL = "/v1/learners/m"
 OCTETS = {"content-type": "application/octet-stream"}
 
 
-def _local(spec: dict) -> kons.Learner:
+def _local(spec: dict[str, Any]) -> kons.Learner:
     return kons.learner_from_params(spec["algorithm"], {**spec["params"], "dim": spec["dim"]})
 
 
@@ -33,7 +35,8 @@ async def _feed(client: httpx.AsyncClient, url: str, X: np.ndarray, Y: np.ndarra
     items = [{"x": x.tolist(), "y": float(y)} for x, y in zip(X, Y, strict=True)]
     response = await client.post(f"{url}/feedback", json={"items": items})
     assert response.status_code == 200, response.text
-    return response.json()["predictions"]
+    predictions: list[float] = response.json()["predictions"]
+    return predictions
 
 
 async def test_export_is_the_kons_blob_and_import_restores_it(client: httpx.AsyncClient) -> None:
@@ -58,7 +61,7 @@ async def test_export_is_the_kons_blob_and_import_restores_it(client: httpx.Asyn
     assert (await client.get("/v1/learners/copy/state")).content == local.to_bytes()
 
 
-async def test_import_rewinds_a_learner_and_other_caches_follow(make_client) -> None:
+async def test_import_rewinds_a_learner_and_other_caches_follow(make_client: AppFactory) -> None:
     a, b = await make_client(), await make_client()
     X, Y = _stream(20, 3)
     await a.put(URL, json=SPEC)
@@ -83,7 +86,9 @@ async def test_import_rewinds_a_learner_and_other_caches_follow(make_client) -> 
     lambda blob: b"\x80\x04\x95pickle" + blob,
     lambda blob: blob[:100] + bytes([blob[100] ^ 1]) + blob[101:],
 ])
-async def test_invalid_blobs_are_rejected_and_change_nothing(client: httpx.AsyncClient, mutate) -> None:
+async def test_invalid_blobs_are_rejected_and_change_nothing(
+    client: httpx.AsyncClient, mutate: Callable[[bytes], bytes]
+) -> None:
     X, Y = _stream(10, 3)
     await client.put(URL, json=SPEC)
     await _feed(client, URL, X, Y)
@@ -107,7 +112,7 @@ async def test_a_blob_of_another_config_is_a_conflict(client: httpx.AsyncClient)
     assert missing.status_code == 404
 
 
-async def test_state_size_limit(make_client) -> None:
+async def test_state_size_limit(make_client: AppFactory) -> None:
     client = await make_client(max_state_bytes=1024)
     await client.put(URL, json=SPEC)
     response = await client.put(f"{URL}/state", content=b"x" * 2000, headers=OCTETS)
@@ -128,7 +133,7 @@ def _big_kernel_ogd_blob(n: int, dim: int) -> bytes:
 
 
 @pytest.mark.slow
-async def test_a_100k_by_50_state_snapshots_and_restores(make_client, redis_url: str) -> None:
+async def test_a_100k_by_50_state_snapshots_and_restores(make_client: AppFactory, redis_url: str) -> None:
     blob = _big_kernel_ogd_blob(100_000, 50)
     local = kons.load(blob)
     params = {"kernel": {"name": "rbf", "gamma": 0.02}, "C": 2.0, "preprocess": False}  # the paper learner
@@ -161,7 +166,9 @@ async def test_a_100k_by_50_state_snapshots_and_restores(make_client, redis_url:
     assert exported.content == local.to_bytes()
 
 
-async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_url: str) -> None:
+async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On Python 3.11 redis-py's ``asyncio.wait_for`` may swallow the cancel that ``close`` sends to the
     snapshot loop (CPython gh-86296): ``close`` must still end, after the snapshot under way is written."""
     import asyncio
@@ -182,14 +189,14 @@ async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_ur
     entered = asyncio.Event()
     lock_snapshot = service.store.snapshots.lock
 
-    async def swallowing_lock_snapshot(*args: object) -> bool:
+    async def swallowing_lock_snapshot(ref: LearnerRef, token: str, ttl_ms: int) -> bool:
         entered.set()
         # what asyncio.wait_for does on 3.11 when the cancel races the end of its inner task
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.sleep(1)
-        return await lock_snapshot(*args)
+        return await lock_snapshot(ref, token, ttl_ms)
 
-    service.store.snapshots.lock = swallowing_lock_snapshot
+    monkeypatch.setattr(service.store.snapshots, "lock", swallowing_lock_snapshot)
     closing = None
     try:
         service.start()
@@ -197,7 +204,8 @@ async def test_close_stops_the_snapshot_loop_even_if_its_cancel_is_lost(redis_ur
         closing = asyncio.create_task(service.close(timeout=10))
         done, _ = await asyncio.wait({closing}, timeout=3)  # (wait_for would cancel, and hide, the hang)
         assert done, "close() hung on a snapshot loop that lost its cancel"
-        assert (await service.store.head(ref)).snap_version == 3
+        head = await service.store.head(ref)
+        assert head is not None and head.snap_version == 3
     finally:
         for task in (service.snapshots.task, closing):
             if task is not None:

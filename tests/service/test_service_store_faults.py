@@ -20,9 +20,9 @@ from redis.asyncio.connection import AbstractConnection
 
 from kons_service.store import LearnerRef, Store
 from kons_service.store.keys import learner_keys
-from testkit.processes import SPEC, RedisServer
+from testkit.processes import SPEC, AppFactory, RedisServer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
 ROW = {"x": [0.1, 0.2, 0.3], "y": 0.5}
@@ -67,7 +67,9 @@ def assert_unavailable(response: httpx.Response) -> None:
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: type(fault).__name__)
-async def test_any_client_failure_is_a_503_and_the_service_recovers(make_client, fault: Exception) -> None:
+async def test_any_client_failure_is_a_503_and_the_service_recovers(
+    make_client: AppFactory, fault: Exception
+) -> None:
     client = await make_client()
     assert (await client.put(URL, json=SPEC)).status_code == 201
     with failing(fault) as refused:
@@ -84,7 +86,7 @@ async def test_any_client_failure_is_a_503_and_the_service_recovers(make_client,
 
 @pytest.mark.parametrize("fault", FAULTS[:2], ids=lambda fault: type(fault).__name__)
 async def test_a_lease_whose_release_failed_is_released_once_redis_answers(
-    make_client, redis_server: RedisServer, fault: Exception
+    make_client: AppFactory, redis_server: RedisServer, fault: Exception
 ) -> None:
     """A failed append leaves the lease to give back; its release fails too, so it is retried in the
     background (a long TTL: only that release can free it so soon)."""
@@ -106,7 +108,9 @@ async def test_a_lease_whose_release_failed_is_released_once_redis_answers(
     assert (await client.post(f"{URL}/feedback", json=ROW)).status_code == 200
 
 
-async def test_the_lease_renewal_outlives_failures(make_client, redis_server: RedisServer) -> None:
+async def test_the_lease_renewal_outlives_failures(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
     client = await make_client(lease_ttl_ms=600)  # renewed every 0.2 s
     writer = client.app.state.service.writer
     ref = LearnerRef("default", "m")

@@ -13,6 +13,7 @@ import contextlib
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -22,32 +23,32 @@ import redis
 import kons
 from kons_service.store import LearnerRef, LeaseBusy, StoreUnavailableError, process_of
 from kons_service.store.keys import learner_key
-from testkit.processes import SPEC, RedisServer, services_on_redis, wait_until
+from testkit.processes import SPEC, AppClient, AppFactory, RedisServer, services_on_redis, wait_until
 from testkit.scrape import value
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
 REF = LearnerRef("default", "m")
 LEASE = learner_key(REF, "lease")
-LONG_LEASE = {"lease_ttl_ms": 60_000, "lease_wait_seconds": 3.0}
+LONG_LEASE: dict[str, Any] = {"lease_ttl_ms": 60_000, "lease_wait_seconds": 3.0}
 ROWS = [([0.1, 0.2, 0.3], 0.5), ([-0.4, 0.1, 0.0], -0.2)]
 
 
-def _body(row: tuple[list[float], float]) -> dict:
+def _body(row: tuple[list[float], float]) -> dict[str, Any]:
     return {"x": row[0], "y": row[1]}
 
 
-async def _held_by_stuck_writer(client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch,
-                                server: RedisServer) -> tuple[asyncio.Task, asyncio.Event]:
+async def _held_by_stuck_writer(client: AppClient, monkeypatch: pytest.MonkeyPatch,
+                                server: RedisServer) -> tuple[asyncio.Task[httpx.Response], asyncio.Event]:
     """Start a feedback on ``client`` whose writer takes the lease and then waits for the returned event
     before playing its round; returns once the writer waits there (so that it sends Redis nothing more
     until the event: a command after the lease, a budget check say, would reconnect a process the test
     disconnected, and a connected holder is rightly not taken over)."""
-    writer = client.app.state.service.writer  # type: ignore[attr-defined]
+    writer = client.app.state.service.writer
     play, proceed, waiting = writer._play, asyncio.Event(), asyncio.Event()
 
-    async def stuck_play(learner, played):
+    async def stuck_play(learner: Any, played: Any) -> Any:
         waiting.set()
         await proceed.wait()
         return await play(learner, played)
@@ -59,18 +60,20 @@ async def _held_by_stuck_writer(client: httpx.AsyncClient, monkeypatch: pytest.M
     return task, proceed
 
 
-def _takeovers(client: httpx.AsyncClient) -> float:
-    return client.app.state.metrics.takeovers._value.get()  # type: ignore[attr-defined]
+def _takeovers(client: AppClient) -> float:
+    return float(client.app.state.metrics.takeovers._value.get())
 
 
 async def test_the_lease_of_a_writer_without_connections_is_taken_over_and_the_zombie_is_fenced(
-    make_client, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+    make_client: AppFactory, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = await make_client(**LONG_LEASE), await make_client(**LONG_LEASE)
     assert (await a.put(URL, json=SPEC)).status_code == 201
     stuck, proceed = await _held_by_stuck_writer(a, monkeypatch, redis_server)
-    holder = redis_server.client().get(LEASE).decode()
-    store_a = a.app.state.service.store  # type: ignore[attr-defined]
+    lease = redis_server.client().get(LEASE)
+    assert isinstance(lease, bytes)
+    holder = lease.decode()
+    store_a = a.app.state.service.store
     assert process_of(holder) == store_a.process_name
     # a looks dead to Redis: its connections are closed (a SIGKILL closes them the same way)
     await store_a.client.connection_pool.disconnect()
@@ -91,7 +94,7 @@ async def test_the_lease_of_a_writer_without_connections_is_taken_over_and_the_z
 
 
 async def test_a_live_holders_lease_is_not_taken_over(
-    make_client, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+    make_client: AppFactory, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = await make_client(**LONG_LEASE), await make_client(**{**LONG_LEASE, "lease_wait_seconds": 0.3})
     assert (await a.put(URL, json=SPEC)).status_code == 201
@@ -104,20 +107,20 @@ async def test_a_live_holders_lease_is_not_taken_over(
 
 
 async def test_a_lease_left_by_this_very_process_is_taken_over(
-    make_client, redis_server: RedisServer
+    make_client: AppFactory, redis_server: RedisServer
 ) -> None:
     """A write whose lease release failed (Redis restarting) leaves a lease of a live process; that
     process knows none of its writers holds it."""
     client = await make_client(**LONG_LEASE)
     assert (await client.put(URL, json=SPEC)).status_code == 201
-    store = client.app.state.service.store  # type: ignore[attr-defined]
+    store = client.app.state.service.store
     redis_server.client().set(LEASE, store.leases.writer_token(10**6), px=60_000)
     response = await client.post(f"{URL}/feedback", json=_body(ROWS[0]))
     assert response.status_code == 200 and _takeovers(client) == 1
 
 
 async def test_a_lease_whose_release_failed_in_a_redis_restart_is_given_back_when_redis_is_back(
-    make_client, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+    make_client: AppFactory, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A's write fails while Redis restarts, and so does its release: the lease survives the restart (the
     append-only file has it). A is alive and connected again, so B cannot take it over; A gives it back."""
@@ -136,30 +139,30 @@ async def test_a_lease_whose_release_failed_in_a_redis_restart_is_given_back_whe
 
 
 async def test_an_acquire_sent_again_after_its_reply_was_lost_gets_the_lease(
-    make_client, redis_server: RedisServer
+    make_client: AppFactory, redis_server: RedisServer
 ) -> None:
     """redis-py re-sends a script whose reply a broken connection lost (Redis restarting): the second
     acquire of one token finds the lease held by that very token and must get it, not wait for it."""
     client = await make_client(**LONG_LEASE)
     assert (await client.put(URL, json=SPEC)).status_code == 201
-    store = client.app.state.service.store  # type: ignore[attr-defined]
+    store = client.app.state.service.store
     first = await store.leases.acquire(REF, "w1", 60_000)
     assert await store.leases.acquire(REF, "w1", 60_000) == first
     assert isinstance(await store.leases.acquire(REF, "w2", 60_000), LeaseBusy)
 
 
 async def test_a_lease_acquired_by_a_call_that_then_failed_is_given_back(
-    make_client, monkeypatch: pytest.MonkeyPatch
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Redis applied A's acquire, but its reply was lost and redis-py's re-sends failed too (Redis still
     restarting): A answers 503 without knowing it holds the lease. It gives it back anyway; B, seeing A
     alive and connected, could not take it over."""
     a, b = await make_client(**LONG_LEASE), await make_client(**LONG_LEASE)
     assert (await a.put(URL, json=SPEC)).status_code == 201
-    store_a = a.app.state.service.store  # type: ignore[attr-defined]
+    store_a = a.app.state.service.store
     acquire = store_a.leases.acquire
 
-    async def applied_but_unanswered(*args, **kwargs):
+    async def applied_but_unanswered(*args: Any, **kwargs: Any) -> Any:
         await acquire(*args, **kwargs)
         raise StoreUnavailableError("ConnectionError")
 
@@ -172,7 +175,7 @@ async def test_a_lease_acquired_by_a_call_that_then_failed_is_given_back(
 
 
 async def test_without_client_list_the_ttl_decides(
-    make_client, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+    make_client: AppFactory, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A managed Redis may refuse CLIENT LIST (here: an ACL user without it): no takeover, no error."""
     admin = redis_server.client()
@@ -186,7 +189,7 @@ async def test_without_client_list_the_ttl_decides(
         b = await make_client(redis_url=url, **{**LONG_LEASE, "lease_wait_seconds": 0.3})
         assert (await a.put(URL, json=SPEC)).status_code == 201
         stuck, proceed = await _held_by_stuck_writer(a, monkeypatch, redis_server)
-        await a.app.state.service.store.client.connection_pool.disconnect()  # type: ignore[attr-defined]
+        await a.app.state.service.store.client.connection_pool.disconnect()
         busy = await b.post(f"{URL}/feedback", json=_body(ROWS[1]))
         assert busy.status_code == 503 and busy.json()["error"]["code"] == "learner_busy"
         assert _takeovers(b) == 0
@@ -196,11 +199,12 @@ async def test_without_client_list_the_ttl_decides(
         admin.acl_deluser("nolist")
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_sigkill_of_the_lease_holder_stalls_its_learner_well_under_the_ttl(tmp_path: Path) -> None:
     """Real processes: B is SIGKILLed in the middle of a large batch, holding the lease (TTL 60 s); A's
     next write is acknowledged although A waits at most 10 s for a lease."""
-    settings = {**LONG_LEASE, "lease_wait_seconds": 10, "max_batch": 20_000}
+    settings: dict[str, Any] = {**LONG_LEASE, "lease_wait_seconds": 10, "max_batch": 20_000}
     with services_on_redis(tmp_path, replicas=2, **settings) as (server, (survivor, victim)):
         assert httpx.put(survivor.url + URL, json=SPEC).status_code == 201
         rng = np.random.default_rng(0)
@@ -218,6 +222,6 @@ def test_sigkill_of_the_lease_holder_stalls_its_learner_well_under_the_ttl(tmp_p
         assert server.client().pttl(LEASE) == -2  # the survivor's append released the lease it took
 
 
-def _post_ignoring_errors(base: str, body: dict) -> None:
+def _post_ignoring_errors(base: str, body: dict[str, Any]) -> None:
     with contextlib.suppress(httpx.HTTPError):  # the process is killed under it
         httpx.post(f"{base}{URL}/feedback", json=body, timeout=120)

@@ -18,23 +18,22 @@ import pytest
 from testkit.processes import REPO, SPEC, free_port, service_env, services_on_redis, start_service, terminate
 from testkit.scrape import samples, value
 
-pytestmark = pytest.mark.redis
-
 URL = "/v1/learners/m"
 ME = {"tenant": "default", "learner": "m"}
 
 
+@pytest.mark.redis
 def test_counters_never_decrease_with_two_workers_and_two_replicas(tmp_path: Path) -> None:
-    json_logs = {"log_format": "json", "log_level": "info"}
-    with services_on_redis(tmp_path, replicas=2, workers=2, **json_logs) as (_, services):
+    with services_on_redis(tmp_path, replicas=2, workers=2, log_format="json", log_level="info") as (
+            _, services):
         assert httpx.put(f"{services[0].url}{URL}", json=SPEC, timeout=30).status_code == 201
         scrapes: list[list[tuple[float, float]]] = [[] for _ in services]
         acknowledged = 0
         for step in range(20):
             for service in services:  # a new connection per request: the kernel picks the worker
-                fed = httpx.post(f"{service.url}{URL}/feedback", json={"x": [step, 1.0, 2.0], "y": 1.0},
-                                 timeout=30)
-                assert fed.status_code == 200, fed.text
+                sent = httpx.post(f"{service.url}{URL}/feedback", json={"x": [step, 1.0, 2.0], "y": 1.0},
+                                  timeout=30)
+                assert sent.status_code == 200, sent.text
                 acknowledged += 1
             for service, seen in zip(services, scrapes, strict=True):
                 text = httpx.get(f"{service.url}/metrics", timeout=30).text
@@ -59,6 +58,7 @@ def test_counters_never_decrease_with_two_workers_and_two_replicas(tmp_path: Pat
 
 
 
+@pytest.mark.redis
 def test_a_client_cannot_forge_a_text_log_line(tmp_path: Path) -> None:
     """The access line writes the decoded path: %0A, %0D, an escape sequence or a C1 / Unicode line break
     in it used to end the line and start the client's own."""
@@ -96,6 +96,7 @@ def _children(pid: int) -> list[str]:
     return listed.stdout.splitlines()
 
 
+@pytest.mark.redis
 @pytest.mark.slow
 def test_kons_serve_with_two_workers_shares_one_embedded_redis_for_a_minute(tmp_path: Path) -> None:
     """`kons serve --workers 2` without a Redis URL: one embedded server, started by the parent, serves

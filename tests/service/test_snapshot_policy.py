@@ -22,7 +22,7 @@ from testkit.scrape import value
 # 100 rounds of 0.4 ms and 100 bytes behind a 1 MB snapshot that takes 50 ms to write: the log is cheaper
 CHEAP = LogCost(rounds_behind=100, log_bytes=10_000, round_seconds=0.0004, snapshot_bytes=1_000_000,
                 write_seconds=0.05, since_snapshot=40.0)
-POLICY = {"floor_seconds": 30.0, "every_rounds": 1000, "interval_seconds": 60.0}
+POLICY: dict[str, Any] = {"floor_seconds": 30.0, "every_rounds": 1000, "interval_seconds": 60.0}
 
 
 def test_a_log_cheaper_than_its_snapshot_waits_for_the_interval() -> None:
@@ -48,7 +48,7 @@ def test_the_rounds_setting_still_forces_a_snapshot_but_not_within_the_floor() -
 def test_nothing_new_is_never_due_and_the_floor_is_at_most_the_interval() -> None:
     nothing = dataclasses.replace(CHEAP, rounds_behind=0, log_bytes=0, since_snapshot=1e6)
     assert not log_dearer(nothing) and not snapshot_due(nothing, **POLICY)
-    quick = {"floor_seconds": 30.0, "every_rounds": 1000, "interval_seconds": 0.1}
+    quick: dict[str, Any] = {"floor_seconds": 30.0, "every_rounds": 1000, "interval_seconds": 0.1}
     assert snapshot_due(dataclasses.replace(CHEAP, since_snapshot=0.1), **quick)
 
 
@@ -70,7 +70,6 @@ def test_an_evicted_learner_whose_log_is_cheaper_is_not_snapshotted() -> None:
     assert not snapshots._pending
 
 
-@pytest.mark.redis
 def test_a_learner_snapshotted_by_cost_is_rebuilt_exactly_after_a_sigkill(redis_server: RedisServer,
                                                                            tmp_path: Path) -> None:
     redis_server.client().flushall()

@@ -4,6 +4,7 @@ the protocol's error bodies and tensor checks in-process."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import numpy as np
@@ -13,7 +14,7 @@ from tritonclient.utils import InferenceServerException
 
 import kons
 from kons_service.http.v2 import model_version
-from testkit.processes import SPEC, ServiceProcess, services_on_redis
+from testkit.processes import SPEC, AppFactory, ServiceProcess, services_on_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -41,6 +42,7 @@ def _infer(client: triton.InferenceServerClient, rows: np.ndarray, datatype: str
     return client.infer(model, [tensor], outputs=[wanted], request_id="req-7")
 
 
+@pytest.mark.redis
 def test_tritonclient_round_trip(service: ServiceProcess) -> None:
     httpx.put(f"{service.url}/v1/learners/m", json=SPEC).raise_for_status()
     for t in range(4):
@@ -63,8 +65,8 @@ def test_tritonclient_round_trip(service: ServiceProcess) -> None:
         expected = [reference.predict_one(list(row)) for row in ROWS]
         assert result.as_numpy("prediction").tolist() == expected
 
-        single = _infer(client, np.float32(ROWS[:1]), "FP32").as_numpy("prediction")
-        assert single.tolist() == [reference.predict_one([float(v) for v in np.float32(ROWS[0])])]
+        single = _infer(client, ROWS[:1].astype(np.float32), "FP32").as_numpy("prediction")
+        assert single.tolist() == [reference.predict_one([float(v) for v in ROWS[0].astype(np.float32)])]
         integers = np.array([[1, 2, 3], [0, 0, 1]], dtype=np.int32)
         assert _infer(client, integers, "INT32").as_numpy("prediction").tolist() == [
             reference.predict_one([float(v) for v in row]) for row in integers]
@@ -82,7 +84,7 @@ def test_tritonclient_round_trip(service: ServiceProcess) -> None:
 INFER = "/v2/models/m/infer"
 
 
-def _tensor(data: list, shape: list[int], datatype: str = "FP64", **extra) -> dict:
+def _tensor(data: list[Any], shape: list[int], datatype: str = "FP64", **extra: Any) -> dict[str, Any]:
     return {"inputs": [{"name": "x", "shape": shape, "datatype": datatype, "data": data}], **extra}
 
 
@@ -125,8 +127,9 @@ async def test_model_version_names_the_configuration_not_the_round(client: httpx
     ({"inputs": []}, 422, "inputs"),
     ({"id": "no inputs"}, 422, "inputs"),
 ])
-async def test_bad_inference_requests_get_a_v2_error(client: httpx.AsyncClient, body: dict, status: int,
-                                                     words: str) -> None:
+async def test_bad_inference_requests_get_a_v2_error(
+    client: httpx.AsyncClient, body: dict[str, Any], status: int, words: str
+) -> None:
     await client.put("/v1/learners/m", json=SPEC)
     response = await client.post(INFER, json=body)
     assert response.status_code == status
@@ -145,7 +148,7 @@ async def test_v2_errors_keep_the_service_statuses(client: httpx.AsyncClient) ->
     assert (await client.get("/v2/health/ready")).json() == {"ready": True}
 
 
-async def test_v2_needs_the_api_key(make_client) -> None:
+async def test_v2_needs_the_api_key(make_client: AppFactory) -> None:
     client = await make_client(api_keys="acme:secret")
     denied = await client.get("/v2/models/m")
     assert denied.status_code == 401 and isinstance(denied.json()["error"], str)

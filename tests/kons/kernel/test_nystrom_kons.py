@@ -12,13 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from reference import Trace, explicit_ons, loss_derivative, rbf_gram, single_threaded, unclipped_run
 from scipy.linalg import cholesky, solve_triangular
-from streams import load_stream
 
 import kons
 from kons import NystromKONS
 from kons._numerics import PackedSymmetric
+from tests.reference import Trace, explicit_ons, loss_derivative, rbf_gram, single_threaded, unclipped_run
+from tests.streams import load_stream
 
 GAMMA = 0.5
 PARAMS = {"kernel": {"name": "rbf", "gamma": GAMMA}, "loss": "squared", "alpha": 1.0, "eta": 0.1,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference import make_learner, stream_for
-from streams import load_stream
 
 import kons
 from kons.base import Learner, learner_from_params
 from kons.kernels import Polynomial
+from tests.reference import make_learner, stream_for
+from tests.streams import load_stream
 
 NAMES = sorted(kons.LEARNERS)
 ROUNDS = 40

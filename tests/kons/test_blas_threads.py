@@ -125,8 +125,7 @@ def test_rounds_in_concurrent_threads_stay_on_one_blas_thread() -> None:
 
 _REPLAY = """
 import sys
-sys.path.insert(0, "tests")
-from test_blas_threads import _plays
+from tests.kons.test_blas_threads import _plays
 sys.stdout.write(_plays("fd_son", {"sketch_size": 100}, 20_000).tobytes().hex())
 """
 
@@ -137,7 +136,7 @@ def test_replays_agree_across_processes_with_different_openblas_num_threads() ->
     for threads in ("1", "2"):
         env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
         done = subprocess.run([sys.executable, "-c", _REPLAY], env=env, capture_output=True, text=True,
-                              check=True, timeout=300, cwd=Path(__file__).parents[1])
+                              check=True, timeout=300, cwd=Path(__file__).parents[2])
         assert done.stderr == ""
         outputs.append(done.stdout)
     assert outputs[0] and outputs[0] == outputs[1]

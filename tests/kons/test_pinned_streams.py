@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
 from make_pinned_streams import _BLOBS, CASES, play
 
 

@@ -8,11 +8,11 @@ import warnings
 
 import numpy as np
 import pytest
-from streams import load_stream
 
 import kons
 from kons.auto import MIX_BOUND, REGRESSION_BOUND, SCORE_BOUND, Auto, Mixture
 from kons.preprocessing import TARGET_BOUND, WARMUP_ROWS
+from tests.streams import load_stream
 
 
 @functools.cache

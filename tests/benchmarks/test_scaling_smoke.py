@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from streams import benchmark_data
 
 from benchmarks.scaling import main
+from tests.streams import benchmark_data
 
 
 @pytest.mark.skipif(not benchmark_data("cadata"), reason="benchmark data (../shared/data) not found")

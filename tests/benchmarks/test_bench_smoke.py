@@ -8,9 +8,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from streams import benchmark_data
 
 from testkit.processes import REPO
+from tests.streams import benchmark_data
 
 
 @pytest.mark.skipif(not benchmark_data("space_ga"), reason="benchmark data (../shared/data) not found")

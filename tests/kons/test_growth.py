@@ -15,8 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from reference import make_learner, stream_for
-from streams import load_stream
 
 import kons
 import kons._state
@@ -24,6 +22,8 @@ import kons.auto
 import kons.preprocessing
 from kons.base import Learner
 from kons.errors import InvalidParameterError
+from tests.reference import make_learner, stream_for
+from tests.streams import load_stream
 
 PREFIX = struct.Struct("<8sHI")  # magic, format version, header length (documented in kons._state)
 DIGEST = 32

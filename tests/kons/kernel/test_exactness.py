@@ -13,7 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from reference import (
+
+from kons import KONS, SketchedKONS
+from kons.kernels import RBF, Linear
+from kons.losses import get_loss
+from tests.reference import (
     Trace,
     dual_bruteforce,
     empirical_features,
@@ -23,11 +27,7 @@ from reference import (
     relative_gap,
     unclipped_run,
 )
-from streams import load_stream
-
-from kons import KONS, SketchedKONS
-from kons.kernels import RBF, Linear
-from kons.losses import get_loss
+from tests.streams import load_stream
 
 # Observed gaps are 1e-15 .. 1e-12 (two different but both backward-stable solvers); 1e-9 leaves room
 # for other BLAS builds while still catching any error in the update formulas.

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
-from reference import rbf_gram, single_threaded
-from streams import load_stream
 
 from kons import SketchedKONS
 from kons.kernels import RBF
+from tests.reference import rbf_gram, single_threaded
+from tests.streams import load_stream
 
 # Measured (cadata, this machine, OpenBLAS, one thread):
 #   20,000 rounds, alpha=0.3, eta=0.2, beta=0.3 (|R| = 1325, cond(E) ~ 600): drift 1.0e-14, m_R 8.0e-15,

@@ -8,16 +8,16 @@ from river import stream
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
-from streams import load_stream
 
 import kons
 from kons.compat import river as kons_river
 from kons.compat.sklearn import KonsClassifier, KonsRegressor
 from kons.kernels import RBF
+from tests.streams import load_stream
 
 # The learners of the paper (each through the dict path, so with kons.preprocessing's online scaling);
 # "preprocessed" and "auto" are built differently (an algorithm to wrap; a task) and tested in
-# tests/test_preprocessing.py and tests/test_auto.py.
+# tests/kons/test_preprocessing.py and tests/kons/test_auto.py.
 NAMES = sorted(n for n, cls in kons.LEARNERS.items() if not cls.preprocesses)
 ESTIMATORS = [cls(algorithm=name) for name in NAMES for cls in (KonsRegressor, KonsClassifier)]
 

@@ -9,15 +9,15 @@ import sys
 import numpy as np
 import pytest
 from river import checks, compose, dummy, evaluate, metrics, preprocessing, stats, stream
-from streams import load_stream
 
 import kons
 from kons.compat.river import DEFAULT_DIM, KonsClassifier, KonsRegressor
 from kons.errors import InvalidInputError, InvalidParameterError, NumericalError, StateFormatError
+from tests.streams import load_stream
 
 # The learners of the paper (each through the dict path, so with kons.preprocessing's online scaling);
 # "preprocessed" and "auto" are built differently (an algorithm to wrap; a task) and tested in
-# tests/test_preprocessing.py and tests/test_auto.py.
+# tests/kons/test_preprocessing.py and tests/kons/test_auto.py.
 NAMES = sorted(n for n, cls in kons.LEARNERS.items() if not cls.preprocesses)
 REGRESSION = {"C": 100.0}  # River's regression check data (TrumpApproval) has targets around 40
 CLASSIFICATION = {"loss": "logistic", "C": 5.0}

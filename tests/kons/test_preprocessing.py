@@ -12,10 +12,10 @@ import warnings
 
 import numpy as np
 import pytest
-from streams import load_stream
 
 import kons
 from kons.preprocessing import WARMUP_ROWS, Preprocessed, binary_label, median_width
+from tests.streams import load_stream
 
 PAPER = sorted(n for n, c in kons.LEARNERS.items() if not c.preprocesses)
 KERNEL = [n for n in PAPER if kons.LEARNERS[n].uses_kernel]

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from streams import benchmark_data
+
+from tests.streams import benchmark_data
 
 
 @pytest.mark.skipif(not benchmark_data("cadata"), reason="benchmark data (../shared/data) not found")

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from reference import make_learner, stream_for
-from streams import load_stream
 
 import kons
 from kons import KONS, SketchedKONS
 from kons.base import Learner
+from tests.reference import make_learner, stream_for
+from tests.streams import load_stream
 
 NAMES = sorted(kons.LEARNERS)
 PREFIX = struct.Struct("<8sHI")  # magic, format version, header length (documented in kons._state)
@@ -83,7 +83,7 @@ def test_restore_mid_stream_continues_bit_identically(name: str, cut: int) -> No
 @pytest.mark.parametrize("name", [n for n in NAMES if not kons.LEARNERS[n].preprocesses])
 def test_state_nbytes_is_the_array_part_of_the_blob(name: str) -> None:
     """The service budgets its cache with ``state_nbytes``: it must be the blob's array bytes (the
-    composites, whose parts are nested blobs with headers of their own: ``tests/test_growth.py``)."""
+    composites, whose parts are nested blobs with headers of their own: ``tests/kons/test_growth.py``)."""
     assert make_learner(name).state_nbytes() == 0
     learner = _learned(name)
     _, data = _split(learner.to_bytes())

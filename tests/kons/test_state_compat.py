@@ -16,7 +16,7 @@ import kons
 import kons._state
 from kons import SparseVector
 
-_BLOBS = Path(__file__).parent / "data" / "state_blobs.npz"
+_BLOBS = Path(__file__).parents[1] / "data" / "state_blobs.npz"
 # The cases with sparse input (see CASES in tests/data/make_state_blobs.py).
 _SPARSE = {"fd_son", "oja_son", "adagrad"}
 

@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
-from streams import benchmark_data
+
+from tests.streams import benchmark_data
 
 
 @pytest.mark.redis

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import time
 
-import linear_reference as ref
 import numpy as np
 import pytest
 import scipy.sparse
-from streams import load_stream
 
 import kons
 from kons import FDSON, KONS, OGD, ONS, RPSON, AdaGrad, OjaSON, SparseVector
 from kons.kernels import Linear
+from tests import linear_reference as ref
+from tests.streams import load_stream
 
 #: The dict path preprocesses by default (kons.preprocessing); these tests check the paper-exact learners.
 EXACT = {"preprocess": False}
