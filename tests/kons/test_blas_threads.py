@@ -23,7 +23,7 @@ from kons.base import Learner, learner_from_params
 
 ROUNDS = 30
 #: (algorithm, parameters, input dimension) that reach OpenBLAS's threading thresholds.
-CASES = [
+CASES: list[tuple[str, dict[str, object], int]] = [
     ("ons", {}, 1200),  # (d, d) products
     ("fd_son", {"preprocess": False, "sketch_size": 100}, 20_000),  # the (m, d) sketch times x
     ("fd_son", {"sketch_size": 100}, 20_000),  # behind the online preprocessing

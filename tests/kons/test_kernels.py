@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -22,9 +23,9 @@ def direct(kernel: Kernel, x: np.ndarray, p: np.ndarray) -> float:
         return math.exp(-kernel.gamma * sum(abs(a - b) for a, b in zip(x, p, strict=True)))
     dot = sum(a * b for a, b in zip(x, p, strict=True))
     if isinstance(kernel, Polynomial):
-        return (kernel.scale * dot + kernel.coef0) ** kernel.degree
+        return float((kernel.scale * dot + kernel.coef0) ** kernel.degree)
     assert isinstance(kernel, Linear)
-    return dot
+    return float(dot)
 
 
 KERNEL_CASES = [
@@ -75,8 +76,8 @@ def test_rbf_near_duplicates(offset: float) -> None:
         bound = 8 * len(x) * EPS * kernel.gamma * (p_sq + x @ x) + 4 * EPS
         assert abs(value - expected) <= bound, (value, expected, bound)
     if offset == 0.0:  # small norms: the near-duplicates are resolved to full relative accuracy
-        expected = np.array([direct(kernel, x, p) for p in P])
-        np.testing.assert_allclose(row, expected, rtol=0, atol=1e-14)
+        expected_row = np.array([direct(kernel, x, p) for p in P])
+        np.testing.assert_allclose(row, expected_row, rtol=0, atol=1e-14)
 
 
 @pytest.mark.parametrize("kernel", KERNEL_CASES, ids=repr)
@@ -95,7 +96,7 @@ def test_to_dict_round_trip(kernel: Kernel) -> None:
 
 def test_kernels_with_different_parameters_differ() -> None:
     assert RBF(gamma=1.0) != RBF(gamma=2.0)
-    assert RBF(gamma=1.0) != Laplacian(gamma=1.0)
+    assert RBF(gamma=1.0) != Laplacian(gamma=1.0)  # type: ignore[comparison-overlap]  # kinds differ on purpose
     assert set(KERNELS) == {"rbf", "laplacian", "polynomial", "linear"}
 
 
@@ -106,11 +107,11 @@ def test_kernels_with_different_parameters_differ() -> None:
         lambda: RBF(gamma=-1.0),
         lambda: RBF(gamma=float("nan")),
         lambda: RBF(gamma=float("inf")),
-        lambda: RBF(gamma="1"),
+        lambda: RBF(gamma="1"),  # type: ignore[arg-type]  # a wrong type on purpose
         lambda: RBF(gamma=True),
         lambda: Laplacian(gamma=0),
         lambda: Polynomial(degree=0),
-        lambda: Polynomial(degree=2.5),
+        lambda: Polynomial(degree=2.5),  # type: ignore[arg-type]  # a wrong type on purpose
         lambda: Polynomial(degree=33),
         lambda: Polynomial(coef0=-1.0),
         lambda: Polynomial(scale=0.0),
@@ -123,7 +124,7 @@ def test_kernels_with_different_parameters_differ() -> None:
         lambda: kernel_from_dict(None),
     ],
 )
-def test_invalid_parameters_raise(build) -> None:
+def test_invalid_parameters_raise(build: Callable[[], object]) -> None:
     with pytest.raises(kons.InvalidParameterError) as info:
         build()
     assert isinstance(info.value, ValueError)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -9,7 +12,7 @@ import kons
 from kons.losses import LOSSES, get_loss
 
 # Independent closed forms of the values (numpy, not the package's code paths).
-VALUES = {
+VALUES: dict[str, Callable[[Any, Any], Any]] = {
     "squared": lambda y_hat, y: (y_hat - y) ** 2,
     "logistic": lambda y_hat, y: np.logaddexp(0.0, -y * y_hat),
     "squared_hinge": lambda y_hat, y: np.maximum(0.0, 1.0 - y * y_hat) ** 2,

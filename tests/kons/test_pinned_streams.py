@@ -8,14 +8,11 @@ prediction and the final state must be bit-identical (``==``, not approximately 
 from __future__ import annotations
 
 import hashlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from make_pinned_streams import _BLOBS, CASES, play
+from tests.data.make_pinned_streams import _BLOBS, CASES, play
 
 
 def _saved() -> dict[str, np.ndarray]:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from typing import cast
 
 import numpy as np
 import pytest
 
 import kons
+from kons.kernels import RBF
 from kons.preprocessing import WARMUP_ROWS, Preprocessed, binary_label, median_width
 from tests.streams import load_stream
 
@@ -25,7 +27,8 @@ def _unstandardise(X: np.ndarray, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     scale = 10.0 ** rng.uniform(-3, 5, size=X.shape[1])
     offset = rng.choice([0.0, 1e3, -5e4, 2e6], size=X.shape[1])
-    return X * scale + offset
+    raw: np.ndarray = X * scale + offset
+    return raw
 
 
 @functools.cache
@@ -146,13 +149,13 @@ def test_binary_labels_in_any_form_give_the_same_run() -> None:
 
 def test_probability_sits_next_to_the_score() -> None:
     X, y = _raw_binary(120)
-    learner = kons.learner_from_params("ons", {"loss": "logistic"})
+    learner = cast(Preprocessed, kons.learner_from_params("ons", {"loss": "logistic"}))
     learner.learn_many(X, y)
     for x in X[:10]:
         score, p = learner.predict_one(x), learner.predict_proba_one(x)
         assert 0.0 < p < 1.0 and math.isclose(p, 1.0 / (1.0 + math.exp(-score)), rel_tol=1e-12)
     with pytest.raises(kons.InvalidParameterError):
-        kons.learner_from_params("ons", {}).predict_proba_one(X[0])
+        cast(Preprocessed, kons.learner_from_params("ons", {})).predict_proba_one(X[0])
 
 
 def test_bad_input_leaves_the_learner_unchanged_during_and_after_warmup() -> None:
@@ -176,9 +179,10 @@ def test_median_width_is_the_inverse_median_squared_distance() -> None:
 
 def test_user_given_kernel_and_bound_are_kept() -> None:
     X, y = _raw_regression(80)
-    learner = kons.learner_from_params("kons", {"kernel": {"name": "rbf", "gamma": 0.1}, "C": 2.5e5})
+    learner = cast(Preprocessed, kons.learner_from_params("kons", {"kernel": {"name": "rbf", "gamma": 0.1},
+                                                                   "C": 2.5e5}))
     played = learner.learn_many(X, y)
-    assert learner._base.kernel.gamma == 0.1 and learner.C == 2.5e5
+    assert cast(kons.KONS, learner._base).kernel == RBF(gamma=0.1) and learner.C == 2.5e5
     assert np.all(played <= 2.5e5)
     with pytest.raises(kons.InvalidParameterError):
         kons.learner_from_params("kons", {"preprocess": "no"})

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
@@ -47,14 +48,14 @@ def _resign(body: bytes) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-def _split(blob: bytes) -> tuple[dict, bytes]:
+def _split(blob: bytes) -> tuple[dict[str, Any], bytes]:
     """The JSON header and the array bytes of a blob."""
     _, _, head_len = PREFIX.unpack_from(blob)
     head = json.loads(blob[PREFIX.size : PREFIX.size + head_len])
     return head, blob[PREFIX.size + head_len : -DIGEST]
 
 
-def _join(head: dict, data: bytes, version: int = 1) -> bytes:
+def _join(head: dict[str, Any], data: bytes, version: int = 1) -> bytes:
     text = json.dumps(head, separators=(",", ":")).encode()
     return _resign(PREFIX.pack(b"KONSSTAT", version, len(text)) + text + data)
 
@@ -131,9 +132,9 @@ def test_damaged_blobs_are_rejected(name: str) -> None:
 
 
 @pytest.mark.parametrize("bad", ["text", None, 3, [1, 2]])
-def test_non_bytes_are_rejected(bad) -> None:
+def test_non_bytes_are_rejected(bad: object) -> None:
     with pytest.raises(kons.StateFormatError):
-        kons.load(bad)
+        kons.load(bad)  # type: ignore[arg-type]  # not bytes, on purpose
 
 
 def test_wrong_class_is_rejected() -> None:
@@ -173,8 +174,8 @@ def _edit_header_text(blob: bytes, old: str, new: str) -> bytes:
     _, _, head_len = PREFIX.unpack_from(blob)
     text = blob[PREFIX.size : PREFIX.size + head_len].decode()
     assert old in text
-    text = text.replace(old, new, 1).encode()
-    return _resign(PREFIX.pack(b"KONSSTAT", 1, len(text)) + text + blob[PREFIX.size + head_len : -DIGEST])
+    edited = text.replace(old, new, 1).encode()
+    return _resign(PREFIX.pack(b"KONSSTAT", 1, len(edited)) + edited + blob[PREFIX.size + head_len : -DIGEST])
 
 
 @pytest.mark.parametrize(
@@ -208,7 +209,9 @@ def test_deeply_nested_header_is_rejected() -> None:
                    max_size=4),
     cut=st.one_of(st.none(), st.floats(0.0, 1.0, exclude_max=True)),
 )
-def test_random_corruption_is_always_a_state_format_error(name, edits, cut) -> None:
+def test_random_corruption_is_always_a_state_format_error(
+    name: str, edits: list[tuple[float, int]], cut: float | None
+) -> None:
     blob = bytearray(_blob(name))
     for where, mask in edits:
         blob[int(where * len(blob))] ^= mask  # a non-zero xor: the byte really changes
@@ -226,7 +229,9 @@ def test_random_corruption_is_always_a_state_format_error(name, edits, cut) -> N
                    max_size=3),
     in_header=st.booleans(),
 )
-def test_resigned_corruption_never_escapes_as_another_error(name, edits, in_header) -> None:
+def test_resigned_corruption_never_escapes_as_another_error(
+    name: str, edits: list[tuple[float, int]], in_header: bool
+) -> None:
     """Behind a valid checksum, a corrupted body gives a StateFormatError or a learner that still works."""
     blob = _blob(name)
     _, _, head_len = PREFIX.unpack_from(blob)
