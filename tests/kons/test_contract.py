@@ -6,7 +6,9 @@ import functools
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -27,7 +29,7 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
     return data.X, data.y
 
 
-def _learned(name: str, rounds: int = ROUNDS, **overrides) -> tuple[Learner, np.ndarray, np.ndarray]:
+def _learned(name: str, rounds: int = ROUNDS, **overrides: Any) -> tuple[Learner, np.ndarray, np.ndarray]:
     learner = make_learner(name, **overrides)
     X, y = stream_for(learner, *_data())
     learner.learn_many(X[:rounds], y[:rounds])
@@ -38,7 +40,7 @@ def _accepts(name: str, param: str) -> bool:
     return param in kons.LEARNERS[name]._param_names()
 
 
-def _raises_kons_value_error(call, *args) -> None:
+def _raises_kons_value_error(call: Callable[..., object], *args: object) -> None:
     with pytest.raises(kons.KonsError) as info:
         call(*args)
     assert isinstance(info.value, ValueError)
@@ -85,7 +87,7 @@ def test_predict_never_mutates_the_learner_or_the_input(name: str) -> None:
     assert learner.to_bytes() != before
 
 
-def _bad_inputs(dim: int) -> list:
+def _bad_inputs(dim: int) -> list[object]:
     ok = np.zeros(dim)
     nan, inf = ok.copy(), ok.copy()
     nan[1], inf[2] = np.nan, -np.inf
@@ -142,7 +144,7 @@ def test_invalid_first_example_leaves_a_fresh_learner(name: str) -> None:
 @pytest.mark.parametrize("name", [n for n in NAMES if _accepts(n, "loss")])
 @pytest.mark.parametrize("loss", ["logistic", "squared_hinge", "hinge"])
 def test_binary_losses_reject_other_labels(name: str, loss: str) -> None:
-    overrides = {"loss": loss}
+    overrides: dict[str, Any] = {"loss": loss}
     if loss == "hinge" and _accepts(name, "eta"):
         overrides["eta"] = 0.1  # the hinge loss has no curvature, so no default step
     learner, X, _ = _learned(name, **overrides)
@@ -216,7 +218,7 @@ def test_params_round_trip_through_json(name: str) -> None:
     with pytest.raises(kons.InvalidParameterError):
         type(learner).from_params({**params, "no_such_parameter": 1})
     with pytest.raises(kons.InvalidParameterError):
-        type(learner).from_params([("C", 1.0)])
+        type(learner).from_params([("C", 1.0)])  # type: ignore[arg-type]  # not a dict, on purpose
     with pytest.raises(kons.InvalidParameterError):
         type(learner).from_params({**params, "C": -1.0})
 
@@ -296,7 +298,7 @@ def test_overflowing_point_is_never_stored(name: str) -> None:
     assert np.all(np.isfinite(played))
 
 
-def _recording(draw, draws: list[float]):
+def _recording(draw: Callable[[], float], draws: list[float]) -> Callable[[], float]:
     """``draw`` that also appends each value to ``draws``."""
 
     def recorded() -> float:
@@ -313,9 +315,9 @@ def test_rejected_round_after_the_coins_restores_the_generator() -> None:
     rejected_after_coins = 0
     # Polynomial values near the top of the float range: k(x, x) is finite, later products are not.
     for c in np.geomspace(1e50, 3e51, 60):
-        trial = kons.load(blob)
+        trial = cast(kons.SketchedKONS, kons.load(blob))
         draws: list[float] = []
-        trial._uniform = _recording(trial._uniform, draws)
+        trial._uniform = _recording(trial._uniform, draws)  # type: ignore[method-assign]  # records the coins
         with np.errstate(over="ignore", invalid="ignore"):
             try:
                 trial.learn_one(np.full(X.shape[1], c), 1.0)
@@ -385,7 +387,7 @@ def test_a_learner_missing_a_hook_cannot_be_built() -> None:
             return {"w": self._w}
 
     with pytest.raises(TypeError, match="_restore"):
-        NoRestore()
+        NoRestore()  # type: ignore[abstract]  # the missing _restore is what the test is about
 
 
 @pytest.mark.parametrize("name", sorted(kons.LEARNERS))
