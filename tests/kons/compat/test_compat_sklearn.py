@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 import numpy as np
 import pytest
 from river import stream
@@ -28,23 +31,24 @@ ESTIMATORS = [cls(algorithm=name) for name in NAMES for cls in (KonsRegressor, K
 ONE_PASS_TOO_SHORT: set[str] = set()  # both pass since the dict path preprocesses (see above)
 
 
-def _expected_failed_checks(estimator) -> dict[str, str]:
+def _expected_failed_checks(estimator: object) -> dict[str, str]:
     if isinstance(estimator, KonsRegressor) and estimator.algorithm in ONE_PASS_TOO_SHORT:
         return {"check_regressors_train": "fit is one online pass; the check assumes batch training"}
     return {}
 
 
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks, xfail_strict=True)
-def test_sklearn_checks(estimator, check):
+# scikit-learn ships no type information: its decorator is untyped.
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks, xfail_strict=True)  # type: ignore[untyped-decorator]
+def test_sklearn_checks(estimator: object, check: Callable[[object], object]) -> None:
     check(estimator)
 
 
-def test_nested_kernel_parameters_get_set_and_clone():
+def test_nested_kernel_parameters_get_set_and_clone() -> None:
     model = KonsRegressor(algorithm="sketched_kons", params={"kernel": RBF(gamma=0.5), "C": 3.0})
     deep = model.get_params(deep=True)
     assert deep["params__kernel__gamma"] == 0.5 and deep["params__C"] == 3.0
     assert deep["params__beta"] == 1.0  # the learner's default, listed as scikit-learn lists nested ones
-    given = model.params
+    given = cast(dict[str, Any], model.params)
     model.set_params(params__kernel__gamma=2.0, params__beta=0.5)
     assert model.params == {"kernel": {"name": "rbf", "gamma": 2.0}, "C": 3.0, "beta": 0.5}
     assert given["kernel"] == RBF(gamma=0.5)  # set_params builds a new dict
@@ -58,7 +62,7 @@ def test_nested_kernel_parameters_get_set_and_clone():
         model.set_params(params__C__x=1.0)
 
 
-def test_grid_search_over_a_nested_kernel_parameter():
+def test_grid_search_over_a_nested_kernel_parameter() -> None:
     data = load_stream("housing", 150)
     search = GridSearchCV(
         # the paper learner (opt-out of the dict path's preprocessing), whose kernel the search sets
@@ -70,7 +74,7 @@ def test_grid_search_over_a_nested_kernel_parameter():
     assert search.best_estimator_.learner_.kernel.gamma == search.best_params_["params__kernel__gamma"]
 
 
-def test_partial_fit_batches_play_the_learners_rounds():
+def test_partial_fit_batches_play_the_learners_rounds() -> None:
     """partial_fit in batches equals one learner fed row by row (an independent loop)."""
     data = load_stream("australian", 120)
     model = KonsClassifier(algorithm="sketched_kons", params={"C": 5.0})
@@ -90,7 +94,7 @@ def test_partial_fit_batches_play_the_learners_rounds():
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
 
 
-def test_probabilities_only_for_the_logistic_loss():
+def test_probabilities_only_for_the_logistic_loss() -> None:
     assert hasattr(KonsClassifier(), "predict_proba")
     hinge = KonsClassifier(algorithm="ons", params={"loss": "squared_hinge"})
     assert not hasattr(hinge, "predict_proba")
@@ -99,7 +103,7 @@ def test_probabilities_only_for_the_logistic_loss():
     assert hinge.fit(X, y).decision_function(X).shape == (50,)
 
 
-def test_classifier_rejects_a_third_class_and_a_missing_first_classes():
+def test_classifier_rejects_a_third_class_and_a_missing_first_classes() -> None:
     X = load_stream("breast-cancer", 30).X
     model = KonsClassifier()
     with pytest.raises(ValueError, match="Only binary"):
@@ -109,13 +113,13 @@ def test_classifier_rejects_a_third_class_and_a_missing_first_classes():
         model.partial_fit(X[10:20], np.full(10, 2))
 
 
-def test_river_and_sklearn_adapters_see_the_same_rounds():
+def test_river_and_sklearn_adapters_see_the_same_rounds() -> None:
     """The same stream through River's learn_one and scikit-learn's partial_fit gives the same model."""
     data = load_stream("housing", 200)
     names = [f"x{i}" for i in range(data.X.shape[1])]
     params = {"kernel": {"name": "rbf", "gamma": 0.1}, "C": 3.0}
     river_model = kons_river.KonsRegressor(kons.learner_from_params("sketched_kons", params), features=names)
-    for x, y in stream.iter_array(data.X[:150], data.y[:150], feature_names=names):
+    for x, y in stream.iter_array(data.X[:150], data.y[:150], feature_names=list(names)):
         river_model.learn_one(x, y)
     sklearn_model = KonsRegressor(algorithm="sketched_kons", params=params)
     for start in range(0, 150, 50):
@@ -124,7 +128,7 @@ def test_river_and_sklearn_adapters_see_the_same_rounds():
     np.testing.assert_array_equal(sklearn_model.predict(data.X[150:]), river_predictions)
 
 
-def test_core_learners_clone_with_sklearn():
+def test_core_learners_clone_with_sklearn() -> None:
     """The core learners' get_params takes scikit-learn's deep argument, so sklearn.base.clone works."""
     for name in NAMES:
         learner = kons.learner_from_params(name, {"C": 2.0})
