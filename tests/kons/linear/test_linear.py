@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,9 @@ SKETCHED = [FDSON, RPSON, OjaSON]
 TIGHT = 1e-9
 
 
-def _stream(n: int = 200, d: int = 6, *, seed: int = 0, density: float = 1.0, scale: float = 1.0):
+def _stream(
+    n: int = 200, d: int = 6, *, seed: int = 0, density: float = 1.0, scale: float | np.ndarray = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gaussian features (``1 - density`` of them zeroed), binary labels, a clipped regression target."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d)) * scale
@@ -41,7 +44,7 @@ def _sparse_rows(X: np.ndarray) -> list[SparseVector]:
 def test_ons_equals_kons_with_the_linear_kernel(loss: str) -> None:
     X, yb, yr = _stream(250, 7, seed=1, scale=2.0)
     y = yr if loss == "squared" else yb
-    params = {"loss": loss, "alpha": 0.5, "C": 1.5}
+    params: dict[str, Any] = {"loss": loss, "alpha": 0.5, "C": 1.5}
     ons, kons_ = ONS(**params), KONS(kernel=Linear(), **params)
     played = ons.learn_many(X, y)
     assert np.max(np.abs(played - kons_.learn_many(X, y))) < TIGHT
@@ -192,7 +195,9 @@ def test_sparse_and_dense_inputs_give_the_same_predictions(name: str) -> None:
         ({"indices": [0], "values": [1.0], "extra": 1}, "keys"),
     ],
 )
-def test_invalid_sparse_examples_are_rejected_without_changing_the_learner(x: dict, message: str) -> None:
+def test_invalid_sparse_examples_are_rejected_without_changing_the_learner(
+    x: dict[str, Any], message: str
+) -> None:
     learner = FDSON(sketch_size=2, dim=5)
     learner.learn_one(np.ones(5), 1.0)
     before = learner.to_bytes()
@@ -228,7 +233,7 @@ def test_kernel_learners_reject_sparse_input() -> None:
     [("fd_son", {"sketch_size": 8}), ("oja_son", {"sketch_size": 8}), ("rp_son", {"sketch_size": 8}),
      ("adagrad", {}), ("ogd", {})],
 )
-def test_sparse_round_time_does_not_grow_with_the_dimension(name: str, params: dict) -> None:
+def test_sparse_round_time_does_not_grow_with_the_dimension(name: str, params: dict[str, Any]) -> None:
     rng = np.random.default_rng(13)
     n, s, used = 400, 12, 150
     index = [np.sort(rng.choice(used, s, replace=False)) for _ in range(n)]
@@ -254,7 +259,7 @@ def test_sparse_round_time_does_not_grow_with_the_dimension(name: str, params: d
 
 # ----------------------------------------------------------------- persistence and protocol
 def _for_persistence(name: str, diagonal: bool) -> kons.Learner:
-    params: dict = {"ons": {"alpha": 2.0}, "adagrad": {"eta": 0.5}, "ogd": {"eta": 0.3}}.get(
+    params: dict[str, Any] = {"ons": {"alpha": 2.0}, "adagrad": {"eta": 0.5}, "ogd": {"eta": 0.3}}.get(
         name, {"alpha": 2.0, "sketch_size": 3}
     )
     if diagonal:
@@ -290,7 +295,7 @@ def test_learners_are_built_from_json_params(name: str) -> None:
     full = learner.get_params()
     assert json.loads(json.dumps(full)) == full and {**full, **params} == full
     assert kons.learner_from_params(name, {**full, **EXACT}).get_params() == full
-    bad = [{"unknown": 1}, {"C": 0.0}, {"loss": "absolute"}, {"dim": 0}]
+    bad: list[dict[str, Any]] = [{"unknown": 1}, {"C": 0.0}, {"loss": "absolute"}, {"dim": 0}]
     if "sketch_size" in full:
         bad += [{"sketch_size": -1}, {"sketch_size": 2.5}, {"sketch_size": "3"}]
     if "diagonal" in full:
