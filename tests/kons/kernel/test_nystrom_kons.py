@@ -8,7 +8,8 @@ explicitly; none of the package's numerics (kernels, packed factors, Sherman-Mor
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -21,8 +22,8 @@ from tests.reference import Trace, explicit_ons, loss_derivative, rbf_gram, sing
 from tests.streams import load_stream
 
 GAMMA = 0.5
-PARAMS = {"kernel": {"name": "rbf", "gamma": GAMMA}, "loss": "squared", "alpha": 1.0, "eta": 0.1,
-          "C": 2.0, "seed": 5}
+PARAMS: dict[str, Any] = {"kernel": {"name": "rbf", "gamma": GAMMA}, "loss": "squared", "alpha": 1.0,
+                          "eta": 0.1, "C": 2.0, "seed": 5}
 TOL = 1e-9
 
 
@@ -49,7 +50,7 @@ class ForcedJoins(NystromKONS):
         return -1.0 if self._rounds in self.joins else 2.0
 
 
-def _forced(joins: Sequence[int], **overrides) -> ForcedJoins:
+def _forced(joins: Sequence[int], **overrides: Any) -> ForcedJoins:
     learner = ForcedJoins(**{**PARAMS, **overrides})
     learner.joins = frozenset(joins)
     learner.coin_rounds = []
@@ -60,7 +61,8 @@ def _nystrom_features(members: np.ndarray, X: np.ndarray) -> np.ndarray:
     """Rows :math:`L^{-1} k_D(x)` with a fresh Cholesky factor of :math:`K_{DD}`."""
     gram = rbf_gram(GAMMA)
     L = cholesky(gram(members, members), lower=True)
-    return solve_triangular(L, gram(members, X), lower=True).T
+    features: np.ndarray = solve_triangular(L, gram(members, X), lower=True).T
+    return features
 
 
 @single_threaded
@@ -218,10 +220,14 @@ def test_rejected_round_after_the_coin_restores_the_generator() -> None:
     # A huge label whose loss is finite (below about 1e154): with eta = 1e10 its scaled squared gradient
     # overflows in the Newton step, after KORS's coin.
     for label in np.geomspace(1e140, 1e153, 8):
-        trial = kons.load(blob)
+        trial = cast(NystromKONS, kons.load(blob))
         draws: list[float] = []
-        draw = trial._uniform
-        trial._uniform = lambda draw=draw, draws=draws: draws.append(draw()) or draws[-1]
+
+        def recorded(draw: Callable[[], float] = trial._uniform, draws: list[float] = draws) -> float:
+            draws.append(draw())
+            return draws[-1]
+
+        trial._uniform = recorded  # type: ignore[method-assign]  # records the coin
         with np.errstate(over="ignore", invalid="ignore"):
             try:
                 trial.learn_one(X[40], label)
