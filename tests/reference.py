@@ -141,7 +141,7 @@ def explicit_ons(
     alpha: float,
     eta: float,
     C: float,
-    z: Sequence[bool] | None = None,
+    z: Sequence[bool] | np.ndarray | None = None,
 ) -> Trace:
     """ONS with the prediction projection on explicit features (docs/kons-math.md, "The round").
 
@@ -180,7 +180,7 @@ def dual_bruteforce(
     alpha: float,
     eta: float,
     C: float,
-    z: Sequence[bool],
+    z: Sequence[bool] | np.ndarray,
 ) -> Trace:
     """The dual form of docs/kons-math.md recomputed from scratch every round.
 
@@ -257,7 +257,7 @@ class ForcedCoinSketchedKONS(SketchedKONS):
         return -1.0 if self.forced_z[self._rounds] else 2.0
 
 
-def forced_coin_learner(z: Sequence[bool], **params: Any) -> ForcedCoinSketchedKONS:
+def forced_coin_learner(z: Sequence[bool] | np.ndarray, **params: Any) -> ForcedCoinSketchedKONS:
     """A :class:`ForcedCoinSketchedKONS` with the coin sequence ``z``."""
     learner = ForcedCoinSketchedKONS(**params)
     learner.forced_z = np.asarray(z, dtype=bool)

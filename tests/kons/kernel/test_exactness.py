@@ -10,11 +10,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
 
 from kons import KONS, SketchedKONS
+from kons.base import Learner
 from kons.kernels import RBF, Linear
 from kons.losses import get_loss
 from tests.reference import (
@@ -72,7 +74,7 @@ def _assert_exercises_clipping(ref: Trace) -> None:
     assert 0 < ref.clipped.sum() < len(ref.clipped)
 
 
-def _assert_storage(learner, ref: Trace, joined: np.ndarray) -> None:
+def _assert_storage(learner: Learner, ref: Trace, joined: np.ndarray) -> None:
     """Stored points are the rounds with a non-zero dual coefficient; the dictionary is ``joined``."""
     stats = learner.stats()
     assert stats["rounds"] == len(ref.y_hat)
@@ -121,7 +123,7 @@ def test_rbf_kons_is_ons_on_the_empirical_kernel_map(case: Case) -> None:
 )
 def test_sketched_with_gamma_one_is_kons_bit_for_bit(case: Case) -> None:
     X, y = case.stream()
-    params = {"kernel": RBF(gamma=0.2), "loss": case.loss, "alpha": ALPHA, "C": case.C}
+    params: dict[str, Any] = {"kernel": RBF(gamma=0.2), "loss": case.loss, "alpha": ALPHA, "C": case.C}
     exact = KONS(**params)
     sketched = SketchedKONS(**params, gamma=1.0, beta=0.5, seed=11)
     assert np.array_equal(exact.learn_many(X, y), sketched.learn_many(X, y))
