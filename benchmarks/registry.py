@@ -31,9 +31,15 @@ class Benchmark:
 
 BENCHMARKS = (
     Benchmark("Service hot path (issue 18): feedback/predict vs echo, CPU and Redis commands per feedback, "
-              "16-client throughput vs its ceiling, 1,000 and 10,000 learners, snapshot bytes per round",
-              "python -m benchmarks.hotpath --many 10000 --snapshot-seconds 300 --baseline PATH",
+              "16-client throughput vs its ceiling, snapshot bytes per round, against a baseline checkout",
+              "python -m benchmarks.hotpath --parts single clients snapshots --baseline PATH --seconds 10 "
+              "--snapshot-seconds 120 --out benchmarks/results",
               ("hotpath.md", "hotpath.json"),
+              (*_SERVICE, "benchmarks/hotpath.py", "benchmarks/echo_app.py", "benchmarks/load.py")),
+    Benchmark("Service hot path (issue 18): 1,000 auto learners under the default budget, 10,000 learners "
+              "against the cache size, cold vs hot predict",
+              "python -m benchmarks.hotpath --parts many --many 10000 --out benchmarks/results/hotpath_many",
+              ("hotpath_many/hotpath.md", "hotpath_many/hotpath.json"),
               (*_SERVICE, "benchmarks/hotpath.py", "benchmarks/echo_app.py", "benchmarks/load.py")),
     Benchmark("Service latency vs a bare echo endpoint, lost updates, chantilly peer",
               "python -m benchmarks.load --out benchmarks/results", ("load.md", "raw/load.json"),
