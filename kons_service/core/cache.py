@@ -83,6 +83,8 @@ class CachedLearner:
     leased_until: float = 0.0
     leased_backoff: float = 0.0
     resume_at: float = 0.0  # when a learner whose growth is held asks for room again (monotonic)
+    #: The head of a learner dropped after it played rounds that were not logged (:meth:`drop_played`).
+    held: Head | None = None
     #: Rounds its reservation still covers the growth of (see :meth:`FeedbackWriter._growth_held`).
     growth_credit: int = 0
     _nbytes_at: tuple[str, int, str] = ("", -1, "")  # where ``nbytes`` was measured
@@ -110,6 +112,14 @@ class CachedLearner:
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
         self.optimistic, self.growth_credit = False, 0
+
+    def drop_played(self) -> None:
+        """Drop a learner that played rounds the log does not hold, remembering the head it was at: the
+        next :meth:`LearnerCache.sync` checks that the store still has that history (see
+        :meth:`LearnerCache.check_held`)."""
+        if self.learner is not None:
+            self.held = Head(self.incarnation, self.version, self.snap_version, self.tip)
+        self.invalidate()
 
     def state_nbytes(self) -> int:
         """The learner's :meth:`~kons.Learner.state_nbytes`, measured once per version (lock held)."""
@@ -243,16 +253,15 @@ class LearnerCache:
     # ------------------------------------------------------------------ replay
     async def sync(self, entry: CachedLearner, head: Head) -> None:
         """Bring the cached learner (lock held) to at least ``head``: replay the log, or rebuild."""
+        if entry.learner is None and entry.held is not None:
+            held, entry.held = entry.held, None
+            await self.check_held(entry.ref, held)
         same = entry.learner is not None and entry.incarnation == head.incarnation
         if same and entry.version <= head.version and await self._catch_up(entry, head):
             entry.snap_version = max(entry.snap_version, head.snap_version)
             return
         if same and (entry.version > head.version or entry.lost_history):
-            self.metrics.count_rollback(entry.ref)
-            log.error("the store lost rounds of %s that this process held: it was at version %d (round %s), "
-                      "the store's head is version %d (round %s); versions after the common history are "
-                      "gone, rebuilding from the store", entry.ref, entry.version, entry.tip, head.version,
-                      head.tip)
+            self._report_rollback(entry.ref, entry.version, entry.tip, head)
         for _ in range(_LOAD_ATTEMPTS):
             entry.invalidate()
             stored = await self.store.snapshots.read_state(entry.ref)
@@ -269,6 +278,28 @@ class LearnerCache:
                 return
         entry.invalidate()
         raise BusyError(f"Learner {entry.ref.name!r} could not be loaded consistently; retry.")
+
+    async def check_held(self, ref: LearnerRef, held: Head) -> None:
+        """This process's learner was at ``held`` and was dropped (it had played rounds its append did not
+        log): if the store no longer has that history (a Redis that lost rounds this process held), report
+        it as :meth:`sync` does for a learner it still holds. Unknowable when the log was trimmed past
+        ``held`` (then not reported)."""
+        head = await self.store.head(ref)
+        if head is None or head.incarnation != held.incarnation or held.version == 0:
+            return
+        if head.version <= held.version:
+            lost = head.version < held.version or head.tip != held.tip
+        else:  # others appended after it, or after a loss: is the round at ``held.version`` still ours?
+            rows = await self.store.log.read(ref, held.version - 1, 1)
+            lost = bool(rows) and rows[0].version == held.version and rows[0].tip != held.tip
+        if lost:
+            self._report_rollback(ref, held.version, held.tip, head)
+
+    def _report_rollback(self, ref: LearnerRef, version: int, tip: str, head: Head) -> None:
+        self.metrics.count_rollback(ref)
+        log.error("the store lost rounds of %s that this process held: it was at version %d (round %s), "
+                  "the store's head is version %d (round %s); versions after the common history are "
+                  "gone, rebuilding from the store", ref, version, tip, head.version, head.tip)
 
     async def _catch_up(self, entry: CachedLearner, head: Head) -> bool:
         """Replay logged rounds up to ``head``; False if the log no longer holds the next one (trimmed

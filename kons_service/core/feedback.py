@@ -279,12 +279,12 @@ class FeedbackWriter:
             await self._play(learner, played)
             outcome = await self._append(entry, head, token, group, played, leased=lease is not None)
         except BaseException:
-            entry.invalidate()  # it may hold (parts of) rounds the log does not
+            entry.drop_played()  # it may hold (parts of) rounds the log does not
             raise
         if lease is not None:
             lease.consumed = outcome.ok
         if not outcome.ok:  # not logged: the rounds it played must go as well
-            entry.invalidate()
+            entry.drop_played()
             if lease is None:
                 entry.conflicted(_LEASED_SECONDS, _LEASED_SECONDS_MAX)
         return self._conclude(entry, head, group, outcome, played)

@@ -141,3 +141,23 @@ async def test_a_rollback_is_counted_without_naming_the_learner_to_anonymous_scr
     for hidden in ("other", "anonymous"):
         assert value(scrape[hidden], "kons_learner_history_rollbacks_total") is None
         assert "acme" not in scrape[hidden]
+
+
+async def test_a_replica_whose_next_write_finds_its_rounds_lost_reports_it(
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The replica that held the lost rounds writes next, without the lease (it made the last append):
+    its append loses to the store's other history, and it reports the loss before rebuilding."""
+    a, b = await make_client(), await make_client()
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, _rounds(1, 6, 0.0))
+    before_loss = _dump(redis_server)
+    await _feed(a, _rounds(7, 2, 1.0))  # acknowledged to the client, then lost by Redis
+    _restore(redis_server, before_loss)
+    await _feed(b, _rounds(7, 3, -1.0))  # versions 7 to 9, other rounds: the store moved past a's head
+    with caplog.at_level(logging.ERROR, logger="kons_service.cache"):
+        fed = await a.post(f"{URL}/feedback", json={"x": PROBE, "y": 0.5})
+    assert fed.status_code == 200 and fed.json()["version"] == 10
+    assert any("lost rounds" in r.getMessage() and "version 8" in r.getMessage() for r in caplog.records)
+    assert value((await a.get("/metrics")).text, "kons_history_rollbacks_total") == 1
+    assert (await a.get(f"{URL}/state")).content == (await b.get(f"{URL}/state")).content
