@@ -16,7 +16,7 @@ import kons
 from kons_service.core.learning import build
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef
-from testkit.processes import SPEC, AppFactory
+from testkit.processes import SPEC, AppClient, AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -66,20 +66,29 @@ async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(
     assert max(sum(used.values()) for used in calls) <= 6
 
 
-async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_answer(
-    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    client = await make_client()
+async def _busy_writer(client: AppClient, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A learner with one round, whose writer takes 0.2 s per group so that the next requests queue behind
+    it; returns the list the size (in requests) of each group it plays is appended to."""
     assert (await client.put(URL, json=SPEC)).status_code == 201
     assert (await client.post(f"{URL}/feedback", json=_body(0))).status_code == 200
-    writer = client.app.state.service.writer
-    play, groups = writer._play, []
+    writer, groups = client.app.state.service.writer, []
+    play = writer._play
 
-    async def slow_play(learner: Any, played: Any) -> Any:  # a busy writer: the next requests queue behind it
+    async def slow_play(learner: Any, played: Any) -> Any:
         groups.append(len(played.xs))
         await asyncio.sleep(0.2)
         return await play(learner, played)
 
+    monkeypatch.setattr(writer, "_play", slow_play)
+    return groups
+
+
+async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_answer(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = await make_client()
+    groups = await _busy_writer(client, monkeypatch)
+    writer = client.app.state.service.writer
     store, appends = writer.store, []
 
     async def counted_append(*args: Any, **kwargs: Any) -> Any:
@@ -87,7 +96,6 @@ async def test_concurrent_feedbacks_are_written_as_one_group_each_with_its_own_a
         return await append(*args, **kwargs)
 
     append = store.log.append
-    monkeypatch.setattr(writer, "_play", slow_play)
     monkeypatch.setattr(store.log, "append", counted_append)
     responses = await asyncio.gather(*(client.post(f"{URL}/feedback", json=_body(i)) for i in range(1, 17)))
     assert all(r.status_code == 200 for r in responses)
@@ -109,16 +117,7 @@ async def test_a_bad_request_in_a_group_fails_alone(
     make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = await make_client()
-    assert (await client.put(URL, json=SPEC)).status_code == 201
-    assert (await client.post(f"{URL}/feedback", json=_body(0))).status_code == 200
-    writer = client.app.state.service.writer
-    play = writer._play
-
-    async def slow_play(learner: Any, played: Any) -> Any:
-        await asyncio.sleep(0.2)
-        return await play(learner, played)
-
-    monkeypatch.setattr(writer, "_play", slow_play)
+    await _busy_writer(client, monkeypatch)
     bodies = [_body(1), _body(2), {"x": [1.0, 2.0], "y": 0.0}, {"id": "never-predicted", "y": 1.0}, _body(3)]
     responses = await asyncio.gather(*(client.post(f"{URL}/feedback", json=b) for b in bodies))
     assert [r.status_code for r in responses] == [200, 200, 422, 404, 200]
