@@ -55,7 +55,21 @@ from kons_service.core.errors import (
     UnknownIdError,
 )
 from kons_service.core.history import HistoryRecorder
-from kons_service.core.learning import check_budget, check_rows, check_work, finite, numerics, offload
+from kons_service.core.learning import (
+    REGRESSION,
+    canonical,
+    check_budget,
+    check_labels,
+    check_rows,
+    check_work,
+    decided,
+    finite,
+    numerics,
+    offload,
+    task_of,
+    task_of_label,
+    undecided,
+)
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
@@ -89,9 +103,10 @@ _GROWTH_AHEAD = 32  # rounds of growth a reservation covers ahead (the bound gro
 
 @dataclass(frozen=True, slots=True)
 class Feedback:
-    """One feedback item: features ``x`` (or the ``id`` of a remembered predict) and the label ``y``."""
+    """One feedback item: features ``x`` (or the ``id`` of a remembered predict) and the label ``y`` (a
+    number, string or boolean, as the client sent it)."""
 
-    y: float
+    y: Any
     x: Any = None
     id: str | None = None
 
@@ -270,6 +285,11 @@ class FeedbackWriter:
             await self.cache.sync(entry, head)
             if not entry.at(head):
                 return None
+        if undecided(entry.config):  # this learner's first feedback decides its task
+            await self._decide_task(entry, group)
+            await self.cache.sync(entry, head)
+            if not entry.at(head):
+                return None
         learner = entry.loaded()
         played = await self._checked(entry, learner, group)
         played.held = await self._growth_held(entry, learner, len(played.xs[0][0]),
@@ -288,6 +308,19 @@ class FeedbackWriter:
             if lease is None:
                 entry.conflicted(_LEASED_SECONDS, _LEASED_SECONDS_MAX)
         return self._conclude(entry, head, group, outcome, played)
+
+    async def _decide_task(self, entry: CachedLearner, group: list[_Request]) -> None:
+        """Record the task the group's first label decides in the learner's config, unless another writer
+        decided it first (a compare-and-set in the store), and drop the cached learner, built for no task:
+        the caller rebuilds it from the config now stored, whose task then checks every label."""
+        task = task_of_label(group[0].items[0].y)
+        stored = await self.store.decide_config(entry.ref, entry.incarnation, canonical(entry.config),
+                                                canonical(decided(entry.config, task)))
+        if stored is None:
+            raise not_found(entry.ref)
+        log.info("learner %s does %s (decided by its first feedback)", entry.ref,
+                 json.loads(stored)["params"].get("task"))
+        entry.invalidate()
 
     async def _applied_before(self, ref: LearnerRef, group: list[_Request]) -> list[FeedbackResult] | None:
         """The earlier answer of a request id already applied (one request), else None."""
@@ -470,6 +503,7 @@ class FeedbackWriter:
             try:
                 check_work(entry.state_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
+                check_labels(task_of(entry.config, learner) or REGRESSION, [it.y for it in request.items])
                 played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
             except (kons.KonsError, UnknownIdError, BatchTooLargeError):
                 if len(group) > 1:
@@ -516,7 +550,7 @@ class FeedbackWriter:
                       played: _Played, *, leased: bool) -> AppendOutcome:
         """Compare-and-append the group's played rounds after ``head``, with their errors for the history."""
         entries = [
-            LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "",
+            LogEntry(codec.encode_features(x), codec.encode_label(y), codec.pack_float(p), it.id or "",
                      played.held)
             for request, xs, ys, plays in zip(group, played.xs, played.ys, played.plays, strict=True)
             for x, y, p, it in zip(xs, ys, plays, request.items, strict=True)

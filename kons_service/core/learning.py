@@ -1,7 +1,15 @@
-"""Running kons learners inside the service: configs, input checks, numeric guards, worker threads.
+"""Running kons learners inside the service: configs, tasks, input checks, numeric guards, worker threads.
 
 A learner's config is the JSON object ``{"algorithm", "dim", "params"}``; its canonical text is what the
 store keeps, so two configs are the same iff their texts are equal.
+
+**Tasks.** A learner does regression (labels are numbers) or classification (labels are strings, integers
+or booleans). A learner whose algorithm has a ``task`` parameter (``auto``) may leave it to its first
+feedback: its config then holds ``"task": null`` (it predicts as a regression learner that learned
+nothing) and the first feedback's label decides it, by its JSON type (:func:`task_of_label`); the store
+replaces the config by the decided one with a compare-and-set (``Store.decide_config``), so that two
+replicas racing on the first feedback agree, and every replay and restart reads the decided config. Any
+other learner's task is its loss's: classification for a binary loss.
 """
 
 from __future__ import annotations
@@ -16,15 +24,21 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 import kons
+from kons.losses import get_loss
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
-__all__ = ["build", "canonical", "check_budget", "check_rows", "check_work", "config_of", "finite",
-           "numerics", "offload"]
+__all__ = ["CLASSIFICATION", "REGRESSION", "build", "canonical", "check_budget", "check_labels", "check_rows",
+           "check_work", "config_of", "decided", "finite", "numerics", "offload", "task_of", "task_of_label",
+           "undecided", "undecided_config"]
 
 log = logging.getLogger("kons_service.learning")
 
 T = TypeVar("T")
 _INLINE_ROWS = 1  # more rows than this run in a worker thread
+
+REGRESSION, CLASSIFICATION = "regression", "classification"
+#: The task a learner whose config leaves it undecided plays with until its first feedback.
+_PLACEHOLDER_TASK = REGRESSION
 
 
 def canonical(config: dict[str, Any]) -> str:
@@ -47,8 +61,57 @@ def config_of(learner: kons.Learner) -> dict[str, Any]:
 
 
 def build(config: dict[str, Any]) -> kons.Learner:
-    """A fresh learner of ``config``."""
-    return kons.learner_from_params(config["algorithm"], {**config["params"], "dim": config["dim"]})
+    """A fresh learner of ``config`` (one whose task is undecided: a regression learner until decided)."""
+    params = {**config["params"], "dim": config["dim"]}
+    if undecided(config):
+        params["task"] = _PLACEHOLDER_TASK
+    return kons.learner_from_params(config["algorithm"], params)
+
+
+def undecided(config: dict[str, Any]) -> bool:
+    """Whether ``config`` leaves its learner's task to the first feedback's label."""
+    params = config["params"]
+    return "task" in params and params["task"] is None
+
+
+def undecided_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` (of a learner with a ``task`` parameter) with its task left to the first feedback."""
+    return {**config, "params": {**config["params"], "task": None}}
+
+
+def decided(config: dict[str, Any], task: str) -> dict[str, Any]:
+    """``config`` with its task decided as ``task``."""
+    return {**config, "params": {**config["params"], "task": task}}
+
+
+def task_of(config: dict[str, Any], learner: kons.Learner) -> str | None:
+    """The task of a learner of ``config``: None while undecided, else its ``task`` parameter, or its
+    loss's (classification for a binary loss)."""
+    if "task" in config["params"]:
+        task: str | None = config["params"]["task"]
+        return task
+    return CLASSIFICATION if get_loss(learner.loss).binary else REGRESSION
+
+
+def task_of_label(y: Any) -> str:
+    """The task a first label decides, by its JSON type: a number means regression; a string or a
+    boolean, classification."""
+    return REGRESSION if isinstance(y, int | float) and not isinstance(y, bool) else CLASSIFICATION
+
+
+def check_labels(task: str, ys: Sequence[Any]) -> None:
+    """Refuse (422, naming the task) a label of the wrong kind: a string or boolean for regression, a
+    number with a fraction for classification (whose labels are strings, integers or booleans; ``1.0``
+    is JSON's ``1``)."""
+    for i, y in enumerate(ys):
+        if task == REGRESSION and task_of_label(y) != REGRESSION:
+            problem = "this learner does regression: a label must be a number"
+        elif task == CLASSIFICATION and isinstance(y, float) and not y.is_integer():
+            problem = "this learner does classification: a label must be a string, an integer or a boolean"
+        else:
+            continue
+        where = f"item {i}: " if len(ys) > 1 else ""
+        raise kons.InvalidInputError(f"{where}{problem}; got {json.dumps(y)[:40]}.")
 
 
 def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> int:

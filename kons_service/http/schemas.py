@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 import numpy as np
 from pydantic import (
@@ -14,7 +14,6 @@ from pydantic import (
     Field,
     PlainValidator,
     Strict,
-    StrictBool,
     StrictInt,
     model_validator,
 )
@@ -66,9 +65,44 @@ def _finite(value: Any) -> bool:
         return False
 
 
+#: Bounds of a record ``{name: value}``: its fields, the length of a name and of a string value. A wider
+#: row is an array; the bound refuses a body of 10^5 names before anything is encoded or learned.
+RECORD_MAX_FIELDS = 4096
+NAME_MAX_CHARS = 128
+TEXT_MAX_CHARS = 256
+
+
+def _text(value: str, what: str) -> str:
+    if not value or len(value) > TEXT_MAX_CHARS:
+        raise PydanticCustomError("text", "{what} must be a string of 1 to {most} characters",
+                                  {"what": what, "most": TEXT_MAX_CHARS})
+    return value
+
+
+def _record(value: dict[str, Any]) -> dict[str, Any]:
+    """A record ``{name: number | string | bool | null}``, checked field by field (never nested)."""
+    if not value:
+        raise PydanticCustomError("features", "a record must have at least one field")
+    if len(value) > RECORD_MAX_FIELDS:
+        raise PydanticCustomError("features", "a record may have at most {most} fields; got {count}",
+                                  {"most": RECORD_MAX_FIELDS, "count": len(value)})
+    for name, v in value.items():
+        if not name or len(name) > NAME_MAX_CHARS:
+            raise PydanticCustomError("features", "a field name must have 1 to {most} characters: {name}",
+                                      {"most": NAME_MAX_CHARS, "name": repr(name[:40])})
+        if isinstance(v, str):
+            _text(v, f"the value of {name[:40]!r}")
+        elif not (v is None or isinstance(v, bool) or _finite(v)):
+            kind = "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else repr(v)[:40]
+            raise PydanticCustomError(
+                "features", "the value of {name} is {kind}: a record's values are numbers, strings, booleans "
+                "or null", {"name": repr(name[:40]), "kind": kind})
+    return value
+
+
 def _features(value: Any) -> Any:
     """A dense list of finite numbers (as a float64 array: what kons takes, and one buffer to copy when a
-    worker process validated it) or the sparse dict, with one clear error otherwise."""
+    worker process validated it), the sparse dict, or a record, with one clear error otherwise."""
     if isinstance(value, list):
         if not value:
             raise PydanticCustomError("features", "features must not be empty")
@@ -88,13 +122,33 @@ def _features(value: Any) -> Any:
         if isinstance(indices, list) and all(type(i) is int and i >= 0 for i in indices) \
                 and isinstance(values, list) and all(_finite(v) for v in values):
             return {"indices": indices, "values": [float(v) for v in values]}
+    elif isinstance(value, dict):
+        return _record(value)
     raise PydanticCustomError(
-        "features", 'features must be a list of numbers or {{"indices": [ints >= 0], "values": [numbers]}}'
+        "features", 'features must be a list of numbers, {{"indices": [ints >= 0], "values": [numbers]}} '
+        "or a record {{name: number, string, boolean or null}}"
     )
 
 
-#: Features: a dense list of finite numbers, or the sparse form; validated into what kons receives.
-Features = Annotated[Any, PlainValidator(_features, json_schema_input_type=list[float] | SparseFeatures)]
+#: A record's value: what one named feature may be.
+RecordValue = float | str | bool | None
+#: Features: a dense list of finite numbers, the sparse form or a record; validated into what kons receives.
+Features = Annotated[Any, PlainValidator(
+    _features, json_schema_input_type=list[float] | SparseFeatures | dict[str, RecordValue])]
+
+
+def _label(value: Any) -> Any:
+    """A label as given: a finite number (a regression target, or an integer class), a string or a
+    boolean (classes)."""
+    if isinstance(value, bool) or _finite(value):
+        return value
+    if isinstance(value, str):
+        return _text(value, "a label")
+    raise PydanticCustomError("label", "y must be a number, a string or a boolean")
+
+
+#: A feedback label: a number for regression, a string, integer or boolean for classification.
+Label = Annotated[Any, PlainValidator(_label, json_schema_input_type=float | str | bool)]
 
 
 def _exactly_one(model: BaseModel, *names: str) -> None:
@@ -112,6 +166,11 @@ class LearnerSpec(_Body):
         "resource budget is then checked for that length before the row is played), and a predict "
         "before any feedback answers 0 whatever the length."))] = None
     params: dict[str, Any] = Field(default_factory=dict)
+    task: Literal["regression", "classification"] | None = Field(None, description=(
+        "What the labels are: numbers (regression) or classes (classification: strings, integers or "
+        "booleans). For auto it is params.task; left out, the first feedback's label decides it (a number: "
+        "regression; a string or a boolean: classification) and the config records it. Another algorithm "
+        "does what its loss does (classification: a binary loss; asked for, the logistic loss by default)."))
 
 
 class LearnerSummary(BaseModel):
@@ -125,6 +184,8 @@ class LearnerInfo(LearnerSummary):
     input_dim: int | None = Field(description=(
         "Length of a feature vector: the config's dim, else the one the first feedback row fixed "
         "(null before it)."))
+    task: Literal["regression", "classification"] | None = Field(description=(
+        "What the learner's labels are (null: the first feedback's label will decide)."))
 
 
 class ErrorTotals(BaseModel):
@@ -203,7 +264,7 @@ class FeedbackItem(_Body):
 
     x: Features | None = None
     id: ClientId | None = None
-    y: Finite | StrictBool  # booleans: binary labels of a preprocessing learner
+    y: Label
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -221,7 +282,7 @@ class FeedbackRequest(_Body):
 
     x: Features | None = None
     id: ClientId | None = None
-    y: Finite | StrictBool | None = None
+    y: Label | None = None
     items: list[FeedbackItem] | None = None
     request_id: RequestId | None = None
 
@@ -241,7 +302,7 @@ class FeedbackRequest(_Body):
     def rounds(self) -> list[FeedbackItem]:
         if self.items is not None:
             return self.items
-        return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]  # type: ignore[arg-type]  # _shape: y is set
+        return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]  # _shape: y is set
 
 
 class PredictResponse(BaseModel):
