@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import anyio.to_thread
+import numpy as np
 
 import kons
 from kons.losses import get_loss
@@ -148,11 +149,11 @@ def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | Non
     it, so every other row must have its length (kons takes any length until its first round).
     """
     labels = []
-    first_length = len(xs[0]) if xs and learner.input_dim is None else None
+    first_length = len(xs[0]) if xs and learner.input_dim is None and isinstance(xs[0], np.ndarray) else None
     for i, x in enumerate(xs):
         try:
             _, label = learner.check_round(x, None if ys is None else ys[i])
-            if first_length is not None and len(x) != first_length:
+            if first_length is not None and isinstance(x, np.ndarray) and len(x) != first_length:
                 raise kons.InvalidInputError(
                     f"x must have dimension {first_length} (the batch's first row's); got {len(x)}.")
         except kons.InvalidInputError as exc:
