@@ -34,6 +34,7 @@ __all__ = [
     "PredictRequest",
     "PredictResponse",
     "StateImported",
+    "check_record",
     "error_responses",
 ]
 
@@ -79,7 +80,7 @@ def _text(value: str, what: str) -> str:
     return value
 
 
-def _record(value: dict[str, Any]) -> dict[str, Any]:
+def check_record(value: dict[str, Any]) -> dict[str, Any]:
     """A record ``{name: number | string | bool | null}``, checked field by field (never nested)."""
     if not value:
         raise PydanticCustomError("features", "a record must have at least one field")
@@ -123,7 +124,7 @@ def _features(value: Any) -> Any:
                 and isinstance(values, list) and all(_finite(v) for v in values):
             return {"indices": indices, "values": [float(v) for v in values]}
     elif isinstance(value, dict):
-        return _record(value)
+        return check_record(value)
     raise PydanticCustomError(
         "features", 'features must be a list of numbers, {{"indices": [ints >= 0], "values": [numbers]}} '
         "or a record {{name: number, string, boolean or null}}"

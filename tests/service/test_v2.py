@@ -88,6 +88,12 @@ def _tensor(data: list[Any], shape: list[int], datatype: str = "FP64", **extra: 
     return {"inputs": [{"name": "x", "shape": shape, "datatype": datatype, "data": data}], **extra}
 
 
+def _columns(*inputs: tuple[str, list[Any], list[int], str]) -> dict[str, Any]:
+    """A request of named inputs, one feature each: (name, data, shape, datatype)."""
+    return {"inputs": [{"name": name, "shape": shape, "datatype": datatype, "data": data}
+                       for name, data, shape, datatype in inputs]}
+
+
 async def test_nested_data_and_id_echo(client: httpx.AsyncClient) -> None:
     await client.put("/v1/learners/m", json=SPEC)
     flat = await client.post(INFER, json=_tensor([0, 1, 2, 1, 2, 3], [2, 3], id="a"))
@@ -121,7 +127,14 @@ async def test_model_version_names_the_configuration_not_the_round(client: httpx
     (_tensor([0, 1, 2.5], [1, 3], "INT32"), 422, "not a INT32 value"),
     (_tensor([0, 1, True], [1, 3]), 422, "not a finite FP64 value"),
     (_tensor([0, 1, 1e300], [1, 3], "FP32"), 422, "not a finite FP32 value"),
-    (_tensor([0, 1, 2], [1, 3], "BYTES"), 422, "not supported"),
+    (_tensor([0, 1, 2], [1, 3], "BYTES"), 422, "a named input is one feature"),
+    (_tensor([0, 1, 2], [3], "BYTES"), 422, "not a BYTES value"),
+    (_tensor(["a", "b"], [2], "BOOL"), 422, "not a BOOL value"),
+    (_columns(("a", [1, 2], [2], "FP64"), ("b", ["x"], [1], "BYTES")), 422, "input 'b' has 1 rows"),
+    (_columns(("a", [1, 2], [2], "FP64"), ("a", [1, 2], [2], "FP64")), 422, "same name"),
+    (_columns(("a", [1, 2], [2], "FP64"), ("b", ["x", "y", "z"], [2], "BYTES")), 422, "holds 3 elements"),
+    (_columns(("a", [], [0], "FP64"), ("b", [], [0], "BYTES")), 422, "empty"),
+    (_columns(("a", [1], [1], "FP64"), ("b", ["x" * 300], [1], "BYTES")), 422, "1 to 256 characters"),
     (_tensor([0, 1, 2], [1, 3], outputs=[{"name": "proba"}]), 422, "unknown output"),
     (_tensor([0, 1], [1, 2]), 422, "dimension"),
     ({"inputs": []}, 422, "inputs"),
@@ -146,6 +159,37 @@ async def test_v2_errors_keep_the_service_statuses(client: httpx.AsyncClient) ->
     assert binary.status_code == 422 and "binary" in binary.json()["error"]
     assert (await client.get("/v2/health/live")).json() == {"live": True}
     assert (await client.get("/v2/health/ready")).json() == {"ready": True}
+
+
+async def test_version_paths_answer_for_the_model_version_only(client: httpx.AsyncClient) -> None:
+    await client.put("/v1/learners/m", json=SPEC)
+    await client.post("/v1/learners/m/feedback", json={"x": [0, 1, 2], "y": 0.5})
+    version = (await client.get("/v2/models/m")).json()["versions"][0]
+    base = f"/v2/models/m/versions/{version}"
+    assert (await client.get(base)).json() == (await client.get("/v2/models/m")).json()
+    assert (await client.get(f"{base}/ready")).json() == {"name": "m", "ready": True}
+    pinned = await client.post(f"{base}/infer", json=_tensor([0, 1, 2], [1, 3]))
+    unpinned = await client.post(INFER, json=_tensor([0, 1, 2], [1, 3]))
+    assert pinned.status_code == 200 and pinned.json() == unpinned.json()
+    for path in ("/v2/models/m/versions/0", "/v2/models/m/versions/0/ready"):
+        other = await client.get(path)
+        assert other.status_code == 404 and version in other.json()["error"], other.text
+    wrong = await client.post("/v2/models/m/versions/0/infer", json=_tensor([0, 1, 2], [1, 3]))
+    assert wrong.status_code == 404 and isinstance(wrong.json()["error"], str)
+
+
+@pytest.mark.parametrize(("method", "path", "status"), [
+    ("GET", "/v2/nothing", 404), ("POST", "/v2/models/m/explain", 404), ("GET", "/v2/models/m/infer", 405),
+    ("DELETE", "/v2/models/m", 405), ("GET", "/v2/repository/index", 404), ("PUT", "/v2/health/live", 405),
+    ("GET", "/v2/", 404)])
+async def test_every_v2_route_answers_a_v2_error_body(client: httpx.AsyncClient, method: str, path: str,
+                                                      status: int) -> None:
+    await client.put("/v1/learners/m", json=SPEC)
+    answer = await client.request(method, path)
+    assert answer.status_code == status, answer.text
+    assert set(answer.json()) == {"error"} and isinstance(answer.json()["error"], str), answer.text
+    if status == 405:
+        assert answer.headers["allow"]
 
 
 async def test_v2_needs_the_api_key(make_client: AppFactory) -> None:

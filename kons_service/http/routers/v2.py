@@ -12,8 +12,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
+from kons_service.core.service import LearnerService
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, ServiceDep
 from kons_service.http.routers.ops import store_reachable
@@ -29,6 +32,7 @@ from kons_service.http.v2 import (
     model_version,
     rows_of,
 )
+from kons_service.store import LearnerRef
 
 __all__ = ["router"]
 
@@ -49,7 +53,7 @@ class V2Route(KonsRoute):
                 answer = await _service_answer(request, exc)
                 message = json.loads(bytes(answer.body))["error"]["message"]
                 headers = {k: v for k, v in answer.headers.items()
-                           if k.lower() in ("retry-after", "www-authenticate", "connection")}
+                           if k.lower() in ("retry-after", "www-authenticate", "connection", "allow")}
                 return JSONResponse({"error": message}, status_code=answer.status_code, headers=headers)
 
         return v2_handler
@@ -101,7 +105,61 @@ async def server_metadata() -> ServerMetadata:
 
 @router.get("/models/{name}", response_model=ModelMetadata, operation_id="v2_model_metadata")
 async def model_metadata(ref: LearnerDep, service: ServiceDep) -> ModelMetadata:
+    return await _metadata(ref, service, None)
+
+
+@router.get("/models/{name}/versions/{version}", response_model=ModelMetadata,
+            operation_id="v2_model_version_metadata")
+async def model_version_metadata(ref: LearnerDep, version: str, service: ServiceDep) -> ModelMetadata:
+    return await _metadata(ref, service, version)
+
+
+@router.get("/models/{name}/ready", operation_id="v2_model_ready")
+async def model_ready(ref: LearnerDep, service: ServiceDep) -> dict[str, Any]:
+    await service.describe(ref)  # a missing learner is a 404; one that cannot be loaded an error
+    return {"name": ref.name, "ready": True}
+
+
+@router.get("/models/{name}/versions/{version}/ready", operation_id="v2_model_version_ready")
+async def model_version_ready(ref: LearnerDep, version: str, service: ServiceDep) -> dict[str, Any]:
+    _check_version(ref, (await service.describe(ref)).config, version)
+    return {"name": ref.name, "ready": True}
+
+
+@router.post("/models/{name}/infer", response_model=InferenceResponse, operation_id="v2_infer")
+async def infer(ref: LearnerDep, body: InferenceRequest, service: ServiceDep) -> InferenceResponse:
+    return await _infer(ref, body, service, None)
+
+
+@router.post("/models/{name}/versions/{version}/infer", response_model=InferenceResponse,
+             operation_id="v2_version_infer")
+async def version_infer(ref: LearnerDep, version: str, body: InferenceRequest,
+                        service: ServiceDep) -> InferenceResponse:
+    return await _infer(ref, body, service, version)
+
+
+@router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"],
+                  include_in_schema=False)
+async def unknown_route(request: Request, path: str) -> None:
+    """Any other ``/v2`` path: V2's error body (a V2 client parses every answer), 405 for a path that
+    exists with another method."""
+    allowed = sorted({method for route in router.routes
+                      if isinstance(route, APIRoute) and route.path != _UNKNOWN
+                      and route.path_regex.fullmatch(request.url.path) for method in route.methods or ()})
+    if allowed:
+        raise StarletteHTTPException(405, f"{request.method} is not allowed on {request.url.path}; use "
+                                     f"{' or '.join(allowed)}.", headers={"Allow": ", ".join(allowed)})
+    raise StarletteHTTPException(404, f"No V2 route {request.url.path}: the protocol's are /v2, "
+                                 "/v2/health/{live,ready} and /v2/models/{name}[/versions/{version}]"
+                                 "[/ready|/infer].")
+
+
+_UNKNOWN = "/v2/{path:path}"
+
+
+async def _metadata(ref: LearnerRef, service: LearnerService, version: str | None) -> ModelMetadata:
     learner = await service.describe(ref)
+    _check_version(ref, learner.config, version)
     dim = -1 if learner.input_dim is None else learner.input_dim  # -1: any length, until the first row
     return ModelMetadata(
         name=ref.name, versions=[model_version(learner.config)],
@@ -111,16 +169,18 @@ async def model_metadata(ref: LearnerDep, service: ServiceDep) -> ModelMetadata:
     )
 
 
-@router.get("/models/{name}/ready", operation_id="v2_model_ready")
-async def model_ready(ref: LearnerDep, service: ServiceDep) -> dict[str, Any]:
-    await service.describe(ref)  # a missing learner is a 404; one that cannot be loaded an error
-    return {"name": ref.name, "ready": True}
-
-
-@router.post("/models/{name}/infer", response_model=InferenceResponse, operation_id="v2_infer")
-async def infer(ref: LearnerDep, body: InferenceRequest, service: ServiceDep) -> InferenceResponse:
+async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerService,
+                 version: str | None) -> InferenceResponse:
     result = await service.predict(ref, rows_of(body), None)
+    _check_version(ref, result.config, version)
     output = OutputTensor(name=OUTPUT, shape=[len(result.predictions)], datatype="FP64",
                           data=result.predictions)
     return InferenceResponse(model_name=ref.name, model_version=model_version(result.config), id=body.id,
                              outputs=[output])
+
+
+def _check_version(ref: LearnerRef, config: dict[str, Any], version: str | None) -> None:
+    """A version path names the learner's one version (its configuration's id), else it is a 404."""
+    if version is not None and version != model_version(config):
+        raise StarletteHTTPException(
+            404, f"Model {ref.name!r} has no version {version!r}; its version is {model_version(config)!r}.")
