@@ -40,10 +40,9 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kons
-from kons.losses import get_loss
 from kons_service.core import codec
 from kons_service.core.budget import TenantBudget
 from kons_service.core.cache import CachedLearner, LearnerCache, logged_bytes, not_found
@@ -57,6 +56,7 @@ from kons_service.core.errors import (
 from kons_service.core.history import HistoryRecorder
 from kons_service.core.learning import (
     REGRESSION,
+    Distribution,
     canonical,
     check_budget,
     check_labels,
@@ -64,8 +64,11 @@ from kons_service.core.learning import (
     check_work,
     decided,
     finite,
+    is_correct,
+    learn_round,
     numerics,
     offload,
+    round_loss,
     task_of,
     task_of_label,
     undecided,
@@ -113,11 +116,13 @@ class Feedback:
 
 @dataclass(frozen=True, slots=True)
 class FeedbackResult:
-    """The predictions played, their losses and the learner's version once the rounds are logged."""
+    """The predictions played, their losses and the learner's version once the rounds are logged; for a
+    classifier that gives class probabilities, the distribution each round played (else None)."""
 
     predictions: list[float]
     losses: list[float]
     version: int
+    distributions: list[Distribution] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -161,6 +166,10 @@ class _Played:
     ys: list[list[float]] = field(default_factory=list)
     plays: list[list[float]] = field(default_factory=list)
     losses: list[list[float]] = field(default_factory=list)
+    #: A probabilistic classifier's played distributions (see :func:`.learning.learn_round`), else None.
+    distributions: list[list[Distribution] | None] = field(default_factory=list)
+    #: Whether each round predicted its label (None: regression), in order over the requests.
+    correct: list[bool | None] = field(default_factory=list)
     #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
     held: bool = False
     seconds: float = 0.0  # the time they took to play
@@ -533,10 +542,11 @@ class FeedbackWriter:
             learner.hold_growth(played.held)
         started = time.perf_counter()
         with numerics():
-            plays = await offload(lambda: [learner.learn_one(x, y) for x, y in rows], len(rows))
+            rounds = await offload(lambda: [learn_round(learner, x, y) for x, y in rows], len(rows))
             played.seconds = time.perf_counter() - started
-            loss = get_loss(learner.loss)
-            losses = [loss.value(p, y) for p, (_, y) in zip(plays, rows, strict=True)]
+            losses = [round_loss(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
+            played.correct = [is_correct(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
+        plays = [r.value for r in rounds]
         played.stats = learner.stats()
         if not finite(plays, losses, played.stats):
             raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
@@ -544,6 +554,9 @@ class FeedbackWriter:
         for xs in played.xs:
             played.plays.append(plays[start : start + len(xs)])
             played.losses.append(losses[start : start + len(xs)])
+            distributions = [r.distribution for r in rounds[start : start + len(xs)]]
+            played.distributions.append(
+                None if any(d is None for d in distributions) else cast(list[Distribution], distributions))
             start += len(xs)
 
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
@@ -557,11 +570,13 @@ class FeedbackWriter:
         ]
         played.logged_bytes = logged_bytes(entries)
         tags = []
-        for request, plays, losses in zip(group, played.plays, played.losses, strict=True):
+        for request, plays, losses, distributions in zip(group, played.plays, played.losses,
+                                                         played.distributions, strict=True):
             record = "" if request.fingerprint is None else json.dumps(
-                {"body": request.fingerprint, "predictions": plays, "losses": losses})
+                {"body": request.fingerprint, "predictions": plays, "losses": losses,
+                 "distributions": distributions})
             tags.append(RequestTag(request.id or "", record, len(request.items)))
-        errors = self.history.due(entry, head.version, played.ys, played.plays)
+        errors = self.history.due(entry, head.version, played.ys, played.plays, played.distributions)
         history = (errors, self.settings.history_points)
         return await self.store.log.append(entry.ref, token, head, entries, tags, leased=leased,
                                        retention=self._retention, history=history)
@@ -577,14 +592,16 @@ class FeedbackWriter:
                 losses = [loss for request_losses in played.losses for loss in request_losses]
                 entry.count_rounds(len(losses), played.logged_bytes, played.seconds)
                 self.metrics.log_bytes.inc(played.logged_bytes)
-                self.metrics.count_rounds(ref, learner.loss, losses)
+                correct = None if None in played.correct else [bool(c) for c in played.correct]
+                self.metrics.count_rounds(ref, learner.loss, losses, correct)
                 self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version
-                for plays, request_losses in zip(played.plays, played.losses, strict=True):
+                for plays, request_losses, distributions in zip(played.plays, played.losses,
+                                                                played.distributions, strict=True):
                     version += len(plays)
-                    results.append(FeedbackResult(plays, request_losses, version))
+                    results.append(FeedbackResult(plays, request_losses, version, distributions))
                 return results
             case AppendStatus.GONE:
                 raise not_found(ref)
@@ -617,4 +634,7 @@ class FeedbackWriter:
         if not earlier.replicated:
             raise self._unconfirmed(ref, earlier.version)
         self.metrics.deduplicated.inc()
-        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version)
+        distributions = answer.get("distributions")  # (absent from records written before classes)
+        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version,
+                              None if distributions is None else
+                              [tuple((label, p) for label, p in d) for d in distributions])

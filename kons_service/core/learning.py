@@ -10,6 +10,12 @@ nothing) and the first feedback's label decides it, by its JSON type (:func:`tas
 replaces the config by the decided one with a compare-and-set (``Store.decide_config``), so that two
 replicas racing on the first feedback agree, and every replay and restart reads the decided config. Any
 other learner's task is its loss's: classification for a binary loss.
+
+**Rounds.** A learner that gives class probabilities (``auto`` for classification: ``classes``,
+``predict_proba_dict_one``, ``learn_proba_one``) plays each round through :func:`learn_round` and
+:func:`predict_round`, which keep kons's own play (``learn_one``'s and ``predict_one``'s float: the score
+of a binary round, the probability of the label in a multi-class one) and add the distribution over the
+classes that the round played; every other learner plays its float alone.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio.to_thread
 import numpy as np
@@ -28,9 +35,35 @@ import kons
 from kons.losses import get_loss
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
-__all__ = ["CLASSIFICATION", "REGRESSION", "build", "canonical", "check_budget", "check_labels", "check_rows",
-           "check_work", "config_of", "decided", "finite", "numerics", "offload", "task_of", "task_of_label",
-           "undecided", "undecided_config"]
+__all__ = [
+    "CLASSIFICATION",
+    "REGRESSION",
+    "Distribution",
+    "Round",
+    "build",
+    "canonical",
+    "check_budget",
+    "check_labels",
+    "check_rows",
+    "check_work",
+    "classifier",
+    "config_of",
+    "decided",
+    "finite",
+    "is_correct",
+    "learn_round",
+    "log_loss",
+    "numerics",
+    "offload",
+    "predict_round",
+    "predicted",
+    "round_loss",
+    "task_of",
+    "task_of_label",
+    "top_label",
+    "undecided",
+    "undecided_config",
+]
 
 log = logging.getLogger("kons_service.learning")
 
@@ -40,6 +73,104 @@ _INLINE_ROWS = 1  # more rows than this run in a worker thread
 REGRESSION, CLASSIFICATION = "regression", "classification"
 #: The task a learner whose config leaves it undecided plays with until its first feedback.
 _PLACEHOLDER_TASK = REGRESSION
+
+
+#: The probability a round's log loss gives a label its distribution did not hold (scikit-learn's clip in
+#: ``log_loss``): a class never seen costs 34.5 nats, not an infinite loss.
+PROBABILITY_FLOOR = 1e-15
+
+#: A played distribution over classes: (label, probability) pairs in the learner's class order.
+Distribution = tuple[tuple[Any, float], ...]
+
+
+@runtime_checkable
+class _Probabilistic(Protocol):
+    """A classifier that gives class probabilities (see "Rounds" above)."""
+
+    @property
+    def classes(self) -> list[Any]: ...
+
+    def predict_proba_dict_one(self, x: Any) -> dict[Any, float]: ...
+
+    def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """A round as played: kons's float, and a probabilistic classifier's distribution (else None)."""
+
+    value: float
+    distribution: Distribution | None = None
+
+
+def top_label(distribution: Distribution) -> Any:
+    """The most probable class (the first of a tie, in the learner's class order); None for no class."""
+    return max(distribution, key=lambda pair: pair[1])[0] if distribution else None
+
+
+def predicted(distribution: Distribution, y: Any) -> bool:
+    """Whether the most probable class of ``distribution`` is ``y`` (of the same JSON type: ``True`` and
+    ``1`` are two classes)."""
+    top = top_label(distribution)
+    return bool(top == y and type(top) is type(y))
+
+
+def log_loss(distribution: Distribution, y: Any) -> float:
+    """:math:`-\\log p(y)` of a played distribution, ``p`` at least :data:`PROBABILITY_FLOOR`."""
+    return -math.log(max(_probability(dict(distribution), y), PROBABILITY_FLOOR))
+
+
+def classifier(learner: kons.Learner) -> _Probabilistic | None:
+    """``learner`` if it is a classifier that gives class probabilities, else None."""
+    if isinstance(learner, _Probabilistic) and get_loss(learner.loss).binary:
+        return learner
+    return None
+
+
+def learn_round(learner: kons.Learner, x: Any, y: Any) -> Round:
+    """Play one feedback round of a checked ``x`` and label ``y`` (see "Rounds" above)."""
+    model = classifier(learner)
+    if model is None:
+        return Round(learner.learn_one(x, y))
+    # A binary round plays the score it predicts (kons's learn_one); a multi-class round the probability
+    # of the label, which its distribution holds.
+    score = learner.predict_one(x) if len(model.classes) < 3 else None
+    distribution = model.learn_proba_one(x, y)
+    value = score if score is not None and len(model.classes) < 3 else _probability(distribution, y)
+    return Round(value, tuple(distribution.items()))
+
+
+def predict_round(learner: kons.Learner, x: Any) -> Round:
+    """A prediction for ``x`` on the current state (see "Rounds" above); changes nothing."""
+    model = classifier(learner)
+    if model is None:
+        return Round(learner.predict_one(x))
+    distribution = model.predict_proba_dict_one(x)
+    # kons's multi-class prediction is the probability of the most probable class
+    value = max(distribution.values()) if len(model.classes) >= 3 else learner.predict_one(x)
+    return Round(value, tuple(distribution.items()))
+
+
+def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
+    """The loss of a played round: the log loss of its distribution for a probabilistic classifier, else
+    the learner's loss at its play."""
+    if played.distribution is None:
+        return get_loss(learner.loss).value(played.value, y)
+    return log_loss(played.distribution, y)
+
+
+def is_correct(learner: kons.Learner, played: Round, y: Any) -> bool | None:
+    """Whether a classifier's round predicted its label (:func:`predicted`, or for a binary learner
+    without probabilities the sign of its score); None for regression."""
+    if played.distribution is not None:
+        return predicted(played.distribution, y)
+    if not get_loss(learner.loss).binary:
+        return None
+    return (played.value if y > 0 else -played.value) > 0
+
+
+def _probability(distribution: dict[Any, float], label: Any) -> float:
+    return float(distribution.get(label, 0.0))
 
 
 def canonical(config: dict[str, Any]) -> str:

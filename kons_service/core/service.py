@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 
@@ -33,14 +33,17 @@ from kons_service.core.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.core.history import History, HistoryRecorder
 from kons_service.core.learning import (
     CLASSIFICATION,
+    Distribution,
     canonical,
     check_budget,
     check_rows,
     check_work,
+    classifier,
     config_of,
     decided,
     numerics,
     offload,
+    predict_round,
     task_of,
     undecided,
     undecided_config,
@@ -89,6 +92,8 @@ class LearnerDetails(LearnerSummary):
     input_dim: int | None
     #: regression or classification; None while the first feedback's label has not decided it.
     task: str | None
+    #: A classifier's classes (with their JSON types) in the learner's order; None for other learners.
+    classes: list[Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,8 @@ class Predictions:
     version: int
     #: The learner's configuration (``{"algorithm", "dim", "params"}``) that made them.
     config: dict[str, Any]
+    #: A classifier's class probabilities for each row (see :func:`.learning.predict_round`), else None.
+    distributions: list[Distribution] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +227,10 @@ class LearnerService:
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
+            model = classifier(learner)
+            classes = None if model is None else list(model.classes)
             return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim,
-                                  task_of(entry.config, learner))
+                                  task_of(entry.config, learner), classes)
 
     async def history(self, ref: LearnerRef) -> History:
         """The learner's recorded history (see :mod:`kons_service.core.history`)."""
@@ -248,13 +257,15 @@ class LearnerService:
             check_rows(learner, rows)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
-                predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
+                rounds = await offload(lambda: [predict_round(learner, x) for x in rows], len(rows))
             version, config = entry.version, entry.config
             self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
         if ids:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
-        return Predictions(predictions, version, config)
+        distributions = [r.distribution for r in rounds]
+        return Predictions([r.value for r in rounds], version, config,
+                           None if None in distributions else cast(list[Distribution], distributions))
 
     async def _remember(self, ref: LearnerRef, payloads: Sequence[tuple[str, bytes]]) -> None:
         """Keep features under their ids, within the learner's share of its tenant's budget: as many ids

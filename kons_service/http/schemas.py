@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Self
 
 import numpy as np
@@ -14,7 +16,9 @@ from pydantic import (
     Field,
     PlainValidator,
     Strict,
+    StrictBool,
     StrictInt,
+    StrictStr,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -36,10 +40,13 @@ __all__ = [
     "StateImported",
     "check_record",
     "error_responses",
+    "json_keyed",
 ]
 
 #: A finite number: ints and floats, never strings, booleans, NaN or infinities.
 Finite = Annotated[float, Strict(), AllowInfNan(False)]
+#: A class label in an answer, with its JSON type.
+ClassLabel = StrictStr | StrictInt | StrictBool
 #: Client ids that link a predict to a later feedback.
 ClientId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 #: A feedback request's idempotency key: a retry with the same one is answered, never applied again.
@@ -182,6 +189,8 @@ class LearnerSummary(BaseModel):
 
 class LearnerInfo(LearnerSummary):
     stats: dict[str, Any]
+    classes: list[ClassLabel] | None = Field(None, description=(
+        "A classifier's classes, with their JSON types, in the learner's order (absent otherwise)."))
     input_dim: int | None = Field(description=(
         "Length of a feature vector: the config's dim, else the one the first feedback row fixed "
         "(null before it)."))
@@ -306,26 +315,45 @@ class FeedbackRequest(_Body):
         return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]  # _shape: y is set
 
 
+_LABEL = ("A classifier's most probable class (its JSON type kept; absent before any class is known); "
+          "absent for regression.")
+_PROBABILITIES = ("A classifier's probability of each class it knows (summing to 1), keyed by the label as a "
+                  "JSON object key: strings as given, integers and booleans as their JSON text (2 -> \"2\", "
+                  "true -> \"true\"); absent for regression. The learner's classes with their types: "
+                  "GET /v1/learners/{name}.")
+
+
 class PredictResponse(BaseModel):
     prediction: float
     version: int
+    label: ClassLabel | None = Field(None, description=_LABEL)
+    probabilities: dict[str, float] | None = Field(None, description=_PROBABILITIES)
 
 
 class BatchPredictResponse(BaseModel):
     predictions: list[float]
     version: int
+    labels: list[ClassLabel | None] | None = Field(None, description=f"Per row: {_LABEL}")
+    probabilities: list[dict[str, float]] | None = Field(None, description=f"Per row: {_PROBABILITIES}")
 
 
 class FeedbackResponse(BaseModel):
     prediction: float
     loss: float
     version: int
+    label: ClassLabel | None = Field(None, description=f"The class the round predicted. {_LABEL}")
+    probabilities: dict[str, float] | None = Field(None, description=(
+        f"The distribution the round played, before it learnt (the label's class included when new). "
+        f"{_PROBABILITIES}"))
 
 
 class BatchFeedbackResponse(BaseModel):
     predictions: list[float]
     losses: list[float]
     version: int
+    labels: list[ClassLabel | None] | None = Field(None, description=f"Per round: {_LABEL}")
+    probabilities: list[dict[str, float]] | None = Field(None, description=(
+        f"Per round, the distribution it played. {_PROBABILITIES}"))
 
 
 class StateImported(BaseModel):
@@ -354,6 +382,12 @@ _ERRORS = {
     422: "The request does not match the schema, or kons rejected the input; nothing changed.",
     503: "The learner store (Redis) is unavailable or the learner is busy; retry after Retry-After.",
 }
+
+
+def json_keyed(distribution: Sequence[tuple[Any, float]]) -> dict[str, float]:
+    """A distribution over classes as a JSON object: each label as an object key (strings as given,
+    other labels as their JSON text)."""
+    return {label if isinstance(label, str) else json.dumps(label): p for label, p in distribution}
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

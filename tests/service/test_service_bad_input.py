@@ -172,7 +172,7 @@ async def test_unknown_learner(trained: httpx.AsyncClient, method: str, suffix: 
 
 
 async def test_unknown_route_and_method(trained: httpx.AsyncClient) -> None:
-    _expect(await trained.get("/v2/nothing"), 404, "not_found")
+    _expect(await trained.get("/v1/nothing"), 404, "not_found")  # (/v2 answers V2 bodies: test_v2)
     _expect(await trained.patch(URL), 405, "method_not_allowed")
 
 
