@@ -26,7 +26,7 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio.to_thread
 import numpy as np
@@ -83,7 +83,6 @@ PROBABILITY_FLOOR = 1e-15
 Distribution = tuple[tuple[Any, float], ...]
 
 
-@runtime_checkable
 class _Probabilistic(Protocol):
     """A classifier that gives class probabilities (see "Rounds" above)."""
 
@@ -109,10 +108,12 @@ def top_label(distribution: Distribution) -> Any:
 
 
 def predicted(distribution: Distribution, y: Any) -> bool:
-    """Whether the most probable class of ``distribution`` is ``y`` (of the same JSON type: ``True`` and
-    ``1`` are two classes)."""
-    top = top_label(distribution)
-    return bool(top == y and type(top) is type(y))
+    """Whether ``distribution`` predicted ``y``: the class of ``y`` (of the same JSON type: ``True`` and
+    ``1`` are two classes) is more probable than every other one (a tie predicts nothing, as a score of 0
+    predicts no sign)."""
+    mine = [p for label, p in distribution if label == y and type(label) is type(y)]
+    others = [p for label, p in distribution if not (label == y and type(label) is type(y))]
+    return bool(mine) and mine[0] > max(others, default=-math.inf)
 
 
 def log_loss(distribution: Distribution, y: Any) -> float:
@@ -121,10 +122,13 @@ def log_loss(distribution: Distribution, y: Any) -> float:
 
 
 def classifier(learner: kons.Learner) -> _Probabilistic | None:
-    """``learner`` if it is a classifier that gives class probabilities, else None."""
-    if isinstance(learner, _Probabilistic) and get_loss(learner.loss).binary:
-        return learner
-    return None
+    """``learner`` if it is a classifier that gives class probabilities, else None: a binary loss and its
+    own ``learn_proba_one`` (kons's base class has one that refuses)."""
+    own = getattr(type(learner), "learn_proba_one", None)
+    refusing = getattr(kons.Learner, "learn_proba_one", None)
+    if own is None or own is refusing or not get_loss(learner.loss).binary:
+        return None
+    return cast(_Probabilistic, learner)
 
 
 def learn_round(learner: kons.Learner, x: Any, y: Any) -> Round:

@@ -4,6 +4,9 @@ continues from the durable log."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import httpx
 import numpy as np
 import pytest
@@ -32,14 +35,19 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
                                         "params": {"task": "classification", "C": None, "seed": 0}}
     local = kons.learner_from_params("auto", {"task": "classification", "dim": 4})
     X, y = _raw_rows(70, 0)
-    for i, (x, label) in enumerate(zip(X, y, strict=True)):
-        sent = bool(label) if i % 2 else int(label)  # booleans and {0, 1} alike
-        fed = await first.post("/v1/learners/a/feedback", json={"x": x.tolist(), "y": sent})
+    for x, label in zip(X, y, strict=True):
+        fed = await first.post("/v1/learners/a/feedback", json={"x": x.tolist(), "y": bool(label)})
         assert fed.status_code == 200, fed.text
-        assert fed.json()["prediction"] == local.learn_one(x, sent)
+        assert fed.json()["prediction"] == local.learn_one(x, bool(label))
     probe = {"x": [0.3, 5.01e4, 3.0, -650.0]}
     asked = (await first.post("/v1/learners/a/predict", json=probe)).json()
-    assert asked == {"prediction": local.predict_one(probe["x"]), "version": 70}
+    expected: dict[str, Any] = {"prediction": local.predict_one(probe["x"]), "version": 70}
+    if hasattr(local, "predict_proba_dict_one"):  # a classifier's answer: its class and probabilities
+        probabilities = local.predict_proba_dict_one(probe["x"])
+        expected |= {"label": max(probabilities, key=probabilities.__getitem__),
+                     "probabilities": {json.dumps(c): p for c, p in probabilities.items()}}
+        assert set(expected["probabilities"]) == {"true", "false"}
+    assert asked == expected
     stats = (await first.get("/v1/learners/a")).json()["stats"]
     assert stats["leader"] in stats["weights"] and stats["rounds"] == 70
     history = (await first.get("/v1/learners/a/history")).json()["points"]
