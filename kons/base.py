@@ -395,6 +395,22 @@ class Learner(abc.ABC):
         self._recent_loss += _RECENT_WEIGHT * (loss - self._recent_loss)
         self._effective_dimension += leverage
 
+    # ----------------------------------------------------------------- classes
+    @property
+    def classes(self) -> list[Any]:
+        """The classes seen, for a learner that learns classes (:class:`~kons.Auto`); else ``[]``."""
+        return []
+
+    def predict_proba_dict_one(self, x: Any) -> dict[Any, float]:
+        """Every known class's probability for ``x`` (a learner of classes: :class:`~kons.Auto`)."""
+        raise InvalidParameterError(
+            f"{type(self).__name__} gives no class probabilities: use 'auto' with task 'classification'.")
+
+    def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]:
+        """One round, returning the distribution played (a learner of classes: :class:`~kons.Auto`)."""
+        raise InvalidParameterError(
+            f"{type(self).__name__} gives no class probabilities: use 'auto' with task 'classification'.")
+
     # ----------------------------------------------------------------- multinomial rounds
     #: Whether the learner has the multinomial round (:mod:`kons._multinomial`) that :class:`~kons.Auto`
     #: drives once a third class appears: :class:`~kons.ONS` and :class:`~kons.NystromKONS`.

@@ -166,8 +166,8 @@ PROBABILITY_FLOOR = 1e-15
 
 
 def log_loss(probabilities: Mapping[Any, float], label: Any) -> float:
-    r""":math:`-\log p(y)` of a distribution over classes (``learn_proba_one``'s, ``predict_proba_dict_one``'s)
-    for the true ``label``; ``p`` is at least :data:`PROBABILITY_FLOOR`.
+    r""":math:`-\log p(y)` of a distribution over classes (``learn_proba_one``'s or
+    ``predict_proba_dict_one``'s) for the true ``label``; ``p`` is at least :data:`PROBABILITY_FLOOR`.
 
     >>> round(log_loss({"cat": 0.25, "dog": 0.75}, "dog"), 4)
     0.2877

@@ -197,7 +197,7 @@ class NystromKONS(Learner):
         # (each as long as the dictionary with it) and a weight per score; at most max_dictionary members.
         size = self._factor.size
         joins = min(rounds, self.max_dictionary - size)
-        scores = self._weights.shape[1] if self._weights.ndim == 2 else 1
+        scores = 1 if self._weights.ndim == 1 else int(self._weights.shape[-1])
         return joins * (self._dim + 2 + scores) + 3 * (joins * size + joins * (joins + 1) // 2)
 
     def _new_kors(self) -> KORS:

@@ -23,14 +23,15 @@ def _blobs(n: int = 700, classes: int = 10, seed: int = 0) -> tuple[np.ndarray, 
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(classes, 5)) * 2.0
     labels = rng.integers(classes, size=n)
-    X = (centres[labels] + rng.normal(size=(n, 5))) * [1.0, 100.0, 0.01, 5.0, 1.0] + [0.0, 500.0, 3.0, 0.0, -2.0]
+    X = (centres[labels] + rng.normal(size=(n, 5))) * [1.0, 100.0, 0.01, 5.0, 1.0] + [0, 500.0, 3.0, 0, -2.0]
     return X, labels
 
 
 def _softmax_reference(scores: np.ndarray) -> np.ndarray:
     z = np.concatenate([[0.0], scores])
     e = np.exp(z - z.max())
-    return e / e.sum()
+    probabilities: np.ndarray = e / e.sum()
+    return probabilities
 
 
 class _DenseMultinomialONS:
