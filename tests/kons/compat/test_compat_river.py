@@ -77,9 +77,10 @@ def test_the_default_classifier_learns_many_classes_of_any_kind() -> None:
     labels = ["red", 3, True, "blue"]
     rng = np.random.default_rng(0)
     hits = []
-    for t in range(400):
+    for _ in range(400):
         c = int(rng.integers(4))
-        x = {"a": c + 0.3 * rng.normal(), "b": 100.0 * (c % 2) + rng.normal(), "c": rng.normal()}
+        x: dict[Hashable, Any] = {"a": c + 0.3 * rng.normal(), "b": 100.0 * (c % 2) + rng.normal(),
+                                  "c": rng.normal()}
         hits.append(model.predict_one(x) == labels[c])
         model.learn_one(x, labels[c])
     proba = model.predict_proba_one({"a": 2.0, "b": 0.0, "c": 0.0})
