@@ -572,9 +572,10 @@ class FeedbackWriter:
         tags = []
         for request, plays, losses, distributions in zip(group, played.plays, played.losses,
                                                          played.distributions, strict=True):
+            # (the distributions as (label, p) pairs: JSON object keys would lose the labels' types)
+            pairs = None if distributions is None else [list(d.items()) for d in distributions]
             record = "" if request.fingerprint is None else json.dumps(
-                {"body": request.fingerprint, "predictions": plays, "losses": losses,
-                 "distributions": distributions})
+                {"body": request.fingerprint, "predictions": plays, "losses": losses, "distributions": pairs})
             tags.append(RequestTag(request.id or "", record, len(request.items)))
         errors = self.history.due(entry, head.version, played.ys, played.plays, played.distributions)
         history = (errors, self.settings.history_points)
@@ -636,5 +637,4 @@ class FeedbackWriter:
         self.metrics.deduplicated.inc()
         distributions = answer.get("distributions")  # (absent from records written before classes)
         return FeedbackResult(answer["predictions"], answer["losses"], earlier.version,
-                              None if distributions is None else
-                              [tuple((label, p) for label, p in d) for d in distributions])
+                              None if distributions is None else [dict(pairs) for pairs in distributions])

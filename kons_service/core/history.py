@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 import kons
-from kons.losses import get_loss
+from kons.losses import get_loss, log_loss
 from kons_service.core.cache import CachedLearner, not_found
-from kons_service.core.learning import Distribution, log_loss, predicted
+from kons_service.core.learning import Distribution, predicted
 from kons_service.core.metrics import LEARNER_GAUGES
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store, StoreUnavailableError
@@ -122,8 +122,8 @@ def _columns(learner: kons.Learner, y: np.ndarray, played: np.ndarray) -> list[n
         return [np.abs(error), error * error, zeros, zeros]
     label = np.where(y > 0, 1.0, -1.0)
     margin = label * played
-    log_loss = np.logaddexp(0.0, -margin) if learner.loss == "logistic" else zeros
-    return [zeros, zeros, (margin > 0).astype(np.float64), log_loss]
+    logistic = np.logaddexp(0.0, -margin) if learner.loss == "logistic" else zeros
+    return [zeros, zeros, (margin > 0).astype(np.float64), logistic]
 
 
 def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndarray]) -> str:

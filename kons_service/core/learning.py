@@ -26,13 +26,13 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar
 
 import anyio.to_thread
 import numpy as np
 
 import kons
-from kons.losses import get_loss
+from kons.losses import get_loss, log_loss
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
     "finite",
     "is_correct",
     "learn_round",
-    "log_loss",
     "numerics",
     "offload",
     "predict_round",
@@ -60,7 +59,6 @@ __all__ = [
     "round_loss",
     "task_of",
     "task_of_label",
-    "top_label",
     "undecided",
     "undecided_config",
 ]
@@ -75,23 +73,8 @@ REGRESSION, CLASSIFICATION = "regression", "classification"
 _PLACEHOLDER_TASK = REGRESSION
 
 
-#: The probability a round's log loss gives a label its distribution did not hold (scikit-learn's clip in
-#: ``log_loss``): a class never seen costs 34.5 nats, not an infinite loss.
-PROBABILITY_FLOOR = 1e-15
-
-#: A played distribution over classes: (label, probability) pairs in the learner's class order.
-Distribution = tuple[tuple[Any, float], ...]
-
-
-class _Probabilistic(Protocol):
-    """A classifier that gives class probabilities (see "Rounds" above)."""
-
-    @property
-    def classes(self) -> list[Any]: ...
-
-    def predict_proba_dict_one(self, x: Any) -> dict[Any, float]: ...
-
-    def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]: ...
+#: A played distribution over classes: each class's probability, in the learner's class order.
+Distribution = dict[Any, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,57 +85,33 @@ class Round:
     distribution: Distribution | None = None
 
 
-def top_label(distribution: Distribution) -> Any:
-    """The most probable class (the first of a tie, in the learner's class order); None for no class."""
-    return max(distribution, key=lambda pair: pair[1])[0] if distribution else None
-
-
-def predicted(distribution: Distribution, y: Any) -> bool:
-    """Whether ``distribution`` predicted ``y``: the class of ``y`` (of the same JSON type: ``True`` and
-    ``1`` are two classes) is more probable than every other one (a tie predicts nothing, as a score of 0
-    predicts no sign)."""
-    mine = [p for label, p in distribution if label == y and type(label) is type(y)]
-    others = [p for label, p in distribution if not (label == y and type(label) is type(y))]
-    return bool(mine) and mine[0] > max(others, default=-math.inf)
-
-
-def log_loss(distribution: Distribution, y: Any) -> float:
-    """:math:`-\\log p(y)` of a played distribution, ``p`` at least :data:`PROBABILITY_FLOOR`."""
-    return -math.log(max(_probability(dict(distribution), y), PROBABILITY_FLOOR))
-
-
-def classifier(learner: kons.Learner) -> _Probabilistic | None:
-    """``learner`` if it is a classifier that gives class probabilities, else None: a binary loss and its
-    own ``learn_proba_one`` (kons's base class has one that refuses)."""
-    own = getattr(type(learner), "learn_proba_one", None)
-    refusing = getattr(kons.Learner, "learn_proba_one", None)
-    if own is None or own is refusing or not get_loss(learner.loss).binary:
-        return None
-    return cast(_Probabilistic, learner)
+def classifier(learner: kons.Learner) -> bool:
+    """Whether ``learner`` is a classifier that gives class probabilities: a binary loss and a
+    ``learn_proba_one`` of its own (kons's base class has one that refuses)."""
+    own = type(learner).learn_proba_one is not kons.Learner.learn_proba_one
+    return own and get_loss(learner.loss).binary
 
 
 def learn_round(learner: kons.Learner, x: Any, y: Any) -> Round:
     """Play one feedback round of a checked ``x`` and label ``y`` (see "Rounds" above)."""
-    model = classifier(learner)
-    if model is None:
+    if not classifier(learner):
         return Round(learner.learn_one(x, y))
     # A binary round plays the score it predicts (kons's learn_one); a multi-class round the probability
     # of the label, which its distribution holds.
-    score = learner.predict_one(x) if len(model.classes) < 3 else None
-    distribution = model.learn_proba_one(x, y)
-    value = score if score is not None and len(model.classes) < 3 else _probability(distribution, y)
-    return Round(value, tuple(distribution.items()))
+    score = learner.predict_one(x) if len(learner.classes) < 3 else None
+    distribution = learner.learn_proba_one(x, y)
+    value = score if score is not None and len(learner.classes) < 3 else distribution[y]
+    return Round(value, distribution)
 
 
 def predict_round(learner: kons.Learner, x: Any) -> Round:
     """A prediction for ``x`` on the current state (see "Rounds" above); changes nothing."""
-    model = classifier(learner)
-    if model is None:
+    if not classifier(learner):
         return Round(learner.predict_one(x))
-    distribution = model.predict_proba_dict_one(x)
+    distribution = learner.predict_proba_dict_one(x)
     # kons's multi-class prediction is the probability of the most probable class
-    value = max(distribution.values()) if len(model.classes) >= 3 else learner.predict_one(x)
-    return Round(value, tuple(distribution.items()))
+    value = max(distribution.values()) if len(learner.classes) >= 3 else learner.predict_one(x)
+    return Round(value, distribution)
 
 
 def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
@@ -163,6 +122,13 @@ def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
     return log_loss(played.distribution, y)
 
 
+def predicted(distribution: Distribution, y: Any) -> bool:
+    """Whether ``distribution`` predicted ``y``: its class is more probable than every other one (a tie
+    predicts nothing, as a score of 0 predicts no sign)."""
+    rivals = [p for label, p in distribution.items() if label != y]
+    return y in distribution and distribution[y] > max(rivals, default=-math.inf)
+
+
 def is_correct(learner: kons.Learner, played: Round, y: Any) -> bool | None:
     """Whether a classifier's round predicted its label (:func:`predicted`, or for a binary learner
     without probabilities the sign of its score); None for regression."""
@@ -171,10 +137,6 @@ def is_correct(learner: kons.Learner, played: Round, y: Any) -> bool | None:
     if not get_loss(learner.loss).binary:
         return None
     return (played.value if y > 0 else -played.value) > 0
-
-
-def _probability(distribution: dict[Any, float], label: Any) -> float:
-    return float(distribution.get(label, 0.0))
 
 
 def canonical(config: dict[str, Any]) -> str:

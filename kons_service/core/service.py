@@ -227,8 +227,7 @@ class LearnerService:
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
-            model = classifier(learner)
-            classes = None if model is None else list(model.classes)
+            classes = list(learner.classes) if classifier(learner) else None
             return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim,
                                   task_of(entry.config, learner), classes)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
 import numpy as np
@@ -206,9 +206,10 @@ class ErrorTotals(BaseModel):
     rounds: int
     abs_error: float = Field(description="Regression: sum of |y - prediction| (0 for labels).")
     squared_error: float = Field(description="Regression: sum of (y - prediction)^2 (0 for labels).")
-    correct: float = Field(description="Labels: rounds predicted with the label's sign (0 for numbers).")
-    log_loss: float = Field(description="Labels, logistic loss: sum of the log loss of the predicted "
-                            "log-odds (0 otherwise).")
+    correct: float = Field(description="Labels: rounds whose played prediction was the label (its class "
+                           "the most probable, or the score's sign; 0 for numbers).")
+    log_loss: float = Field(description="Labels: sum of the log loss of the played class probabilities "
+                            "(of a binary learner with the logistic loss: of its log-odds), 0 otherwise.")
 
 
 class HistoryPoint(BaseModel):
@@ -384,10 +385,10 @@ _ERRORS = {
 }
 
 
-def json_keyed(distribution: Sequence[tuple[Any, float]]) -> dict[str, float]:
+def json_keyed(distribution: Mapping[Any, float]) -> dict[str, float]:
     """A distribution over classes as a JSON object: each label as an object key (strings as given,
     other labels as their JSON text)."""
-    return {label if isinstance(label, str) else json.dumps(label): p for label, p in distribution}
+    return {label if isinstance(label, str) else json.dumps(label): p for label, p in distribution.items()}
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
