@@ -68,8 +68,6 @@ async def test_first_label_decides_and_config_records_it(make_client: AppFactory
     before = await client.post(f"{URL}/predict", json={"x": ROWS[0]})
     assert before.json() == {"prediction": 0.0, "version": 0}
     first = await _feed(client, label)
-    if isinstance(label, str) and first.status_code == 422:  # pragma: no cover - until kons takes them
-        pytest.skip("kons does not take string labels yet")
     assert first.status_code == 200, first.text
     info = (await client.get(URL)).json()
     assert info["task"] == task and info["config"]["params"]["task"] == task and info["version"] == 1
