@@ -6,11 +6,15 @@ any of the protocol's numeric datatypes, data flat in row-major order or nested)
 inputs, one per feature (shape ``[batch]`` or ``[batch, 1]``, as KServe's and MLServer's clients send a
 table's columns), which form a record per row ``{name: value}``: numbers, ``BOOL`` values, and ``BYTES``
 strings for categories (a single ``BYTES`` or ``BOOL`` input is a record of one feature too). Its
-output is ``prediction`` (``FP64``, shape ``[batch]``). Its ``model_version`` is :func:`model_version`,
-an id of the learner's configuration: a V2 client pins or compares it, so it must not move with every
-feedback (the round count, which does, is the v1 API's ``version``); deleting the learner and creating it
-with another configuration gives another one. The version paths ``/v2/models/{name}/versions/{v}/...``
-answer for that version only.
+output is ``prediction`` (``FP64``, shape ``[batch]``); a classifier's are also ``label`` (``BYTES``,
+``[batch]``: each row's most probable class, as the v1 API's probabilities key it) and ``probabilities``
+(``FP64``, ``[batch, classes]``, the columns named by its parameter ``classes``). Without ``outputs``
+in the request every output is answered, else the ones asked for.
+
+Its ``model_version`` is :func:`model_version`, an id of the learner's configuration: a V2 client pins or
+compares it, so it must not move with every feedback (the round count, which does, is the v1 API's
+``version``); deleting the learner and creating it with another configuration gives another one. The
+version paths ``/v2/models/{name}/versions/{v}/...`` answer for that version only.
 Only JSON tensors are supported, not the binary tensor extension.
 """
 
@@ -22,7 +26,16 @@ import math
 from typing import Annotated, Any, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 import kons
@@ -31,8 +44,10 @@ from kons_service.http.schemas import RECORD_MAX_FIELDS, check_record
 __all__ = [
     "DATATYPES",
     "INPUT",
+    "LABEL",
     "OUTPUT",
     "OUTPUTS",
+    "PROBABILITIES",
     "InferenceRequest",
     "InferenceResponse",
     "ModelMetadata",
@@ -46,8 +61,10 @@ __all__ = [
 #: The name of a learner's output tensor (and the name its input is described with).
 OUTPUT = "prediction"
 INPUT = "x"
-#: Every output a model may be asked for (a classifier's ``label`` and ``probabilities`` too).
-OUTPUTS = (OUTPUT, "label", "probabilities")
+#: A classifier's outputs besides :data:`OUTPUT`.
+LABEL, PROBABILITIES = "label", "probabilities"
+#: Every output a model may be asked for.
+OUTPUTS = (OUTPUT, LABEL, PROBABILITIES)
 
 #: The datatypes of a named input that are not numbers: categories (strings) and booleans.
 BYTES, BOOL = "BYTES", "BOOL"
@@ -109,7 +126,17 @@ class OutputTensor(BaseModel):
     name: str
     shape: list[int]
     datatype: str
-    data: list[float]
+    parameters: dict[str, Any] | None = None
+    data: list[float] | list[str]
+
+    # (not annotated: pydantic would document the return type instead of the model in the OpenAPI schema)
+    @model_serializer(mode="wrap")
+    def _without_empty_parameters(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """An output without parameters is answered as before outputs could have them."""
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("parameters") is None:
+            dumped.pop("parameters", None)
+        return dumped
 
 
 class InferenceResponse(BaseModel):

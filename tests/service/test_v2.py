@@ -77,6 +77,47 @@ def test_tritonclient_round_trip(service: ServiceProcess) -> None:
         with pytest.raises(InferenceServerException) as wrong_dim:
             _infer(client, ROWS[:, :2].copy(), "FP64")
         assert wrong_dim.value.status() == "422" and "dimension" in wrong_dim.value.message()
+        # a route V2 clients know that kons does not serve: a V2 error, which the client reports
+        with pytest.raises(InferenceServerException) as unknown:
+            client.get_model_repository_index()
+        assert unknown.value.status() == "404" and "/v2/repository/index" in unknown.value.message()
+        # the version path of the model's one version
+        pinned = client.infer("m", [_input(ROWS)], model_version=config_version).as_numpy("prediction")
+        assert pinned.tolist() == expected
+    finally:
+        client.close()
+
+
+def _input(rows: np.ndarray, name: str = "x", datatype: str = "FP64") -> triton.InferInput:
+    tensor = triton.InferInput(name, list(rows.shape), datatype)
+    tensor.set_data_from_numpy(rows, binary_data=False)
+    return tensor
+
+
+@pytest.mark.redis
+def test_tritonclient_classifier_outputs(service: ServiceProcess) -> None:
+    httpx.put(f"{service.url}/v1/learners/pets", json={"task": "classification"}).raise_for_status()
+    labels = ["cat", "dog", "bird", "cat"]
+    local = kons.Auto(task="classification")
+    for t in range(12):
+        x, y = ROWS[t % 3] + t, labels[t % 4]
+        fed = httpx.post(f"{service.url}/v1/learners/pets/feedback", json={"x": x.tolist(), "y": y})
+        fed.raise_for_status()
+        local.learn_one(x, y)
+    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+    try:
+        outputs = client.get_model_metadata("pets")["outputs"]
+        assert outputs == [{"name": "prediction", "datatype": "FP64", "shape": [-1]},
+                           {"name": "label", "datatype": "BYTES", "shape": [-1]},
+                           {"name": "probabilities", "datatype": "FP64", "shape": [-1, 3]}]
+        wanted = [triton.InferRequestedOutput(name, binary_data=False) for name in ("label", "probabilities")]
+        result = client.infer("pets", [_input(ROWS)], outputs=wanted)
+        expected = [local.predict_proba_dict_one(row) for row in ROWS]
+        classes = result.get_output("probabilities")["parameters"]["classes"]
+        assert classes == local.classes
+        assert result.as_numpy("probabilities").tolist() == [[d[c] for c in classes] for d in expected]
+        assert result.as_numpy("label").tolist() == [max(d, key=d.__getitem__) for d in expected]
+        assert result.get_output("prediction") is None  # asked for two outputs: those two
     finally:
         client.close()
 
@@ -159,6 +200,14 @@ async def test_v2_errors_keep_the_service_statuses(client: httpx.AsyncClient) ->
     assert binary.status_code == 422 and "binary" in binary.json()["error"]
     assert (await client.get("/v2/health/live")).json() == {"live": True}
     assert (await client.get("/v2/health/ready")).json() == {"ready": True}
+
+
+async def test_a_regression_model_has_no_classifier_outputs(client: httpx.AsyncClient) -> None:
+    await client.put("/v1/learners/m", json=SPEC)
+    answer = await client.post(INFER, json=_tensor([0, 1, 2], [1, 3], outputs=[{"name": "label"}]))
+    assert answer.status_code == 422 and "not a classifier" in answer.json()["error"]
+    plain = (await client.post(INFER, json=_tensor([0, 1, 2], [1, 3]))).json()
+    assert [o["name"] for o in plain["outputs"]] == ["prediction"] and "parameters" not in plain["outputs"][0]
 
 
 async def test_version_paths_answer_for_the_model_version_only(client: httpx.AsyncClient) -> None:

@@ -20,9 +20,12 @@ from kons_service.core.service import LearnerService
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, ServiceDep
 from kons_service.http.routers.ops import store_reachable
+from kons_service.http.schemas import json_keyed
 from kons_service.http.v2 import (
     INPUT,
+    LABEL,
     OUTPUT,
+    PROBABILITIES,
     InferenceRequest,
     InferenceResponse,
     ModelMetadata,
@@ -161,22 +164,41 @@ async def _metadata(ref: LearnerRef, service: LearnerService, version: str | Non
     learner = await service.describe(ref)
     _check_version(ref, learner.config, version)
     dim = -1 if learner.input_dim is None else learner.input_dim  # -1: any length, until the first row
+    outputs = [TensorMetadata(name=OUTPUT, datatype="FP64", shape=[-1])]
+    if learner.classes is not None:
+        outputs += [TensorMetadata(name=LABEL, datatype="BYTES", shape=[-1]),
+                    TensorMetadata(name=PROBABILITIES, datatype="FP64", shape=[-1, len(learner.classes)])]
     return ModelMetadata(
         name=ref.name, versions=[model_version(learner.config)],
         platform=f"kons/{learner.config['algorithm']}",
         inputs=[TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])],
-        outputs=[TensorMetadata(name=OUTPUT, datatype="FP64", shape=[-1])],
+        outputs=outputs,
     )
 
 
 async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerService,
                  version: str | None) -> InferenceResponse:
-    result = await service.predict(ref, rows_of(body), None)
+    rows = rows_of(body)
+    result = await service.predict(ref, rows, None)
     _check_version(ref, result.config, version)
-    output = OutputTensor(name=OUTPUT, shape=[len(result.predictions)], datatype="FP64",
-                          data=result.predictions)
+    batch = len(rows)
+    outputs = [OutputTensor(name=OUTPUT, shape=[batch], datatype="FP64", data=result.predictions)]
+    if result.distributions is not None:
+        keyed = [json_keyed(d) for d in result.distributions]
+        classes = list(keyed[0])  # one state, so every row has the same classes
+        labels = [max(row, key=row.__getitem__) if row else "" for row in keyed]
+        outputs += [OutputTensor(name=LABEL, shape=[batch], datatype="BYTES", data=labels),
+                    OutputTensor(name=PROBABILITIES, shape=[batch, len(classes)], datatype="FP64",
+                                 parameters={"classes": classes},
+                                 data=[row[c] for row in keyed for c in classes])]
+    wanted = [o.name for o in body.outputs] if body.outputs else [o.name for o in outputs]
+    answered = {o.name: o for o in outputs}
+    missing = [name for name in wanted if name not in answered]
+    if missing:
+        raise kons.InvalidInputError(
+            f"model {ref.name!r} is not a classifier: it has no output {missing[0]!r}.")
     return InferenceResponse(model_name=ref.name, model_version=model_version(result.config), id=body.id,
-                             outputs=[output])
+                             outputs=[answered[name] for name in wanted])
 
 
 def _check_version(ref: LearnerRef, config: dict[str, Any], version: str | None) -> None:
