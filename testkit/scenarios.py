@@ -30,6 +30,7 @@ import functools
 import itertools
 import math
 import random
+import re
 import statistics
 import time
 from collections import Counter
@@ -69,6 +70,7 @@ __all__ = [
     "failover_scenario",
     "redis_fault_scenario",
     "replica_scenario",
+    "restart_rollback_scenario",
     "rollback_scenario",
     "round_body",
     "soak_scenario",
@@ -674,6 +676,89 @@ async def rollback_scenario(
             **{f"survivors_{k}": v for k, v in audit(urls, server.url, survivors).items()},
             "seconds": round(time.monotonic() - started, 1),
         }
+
+
+#: The line a service process logs when a client sends back a version its store no longer has.
+SEEN_ROLLBACK_LOG = re.compile(r"a client was answered: the client saw version (\d+), the store's head is "
+                               r"version (\d+); lost at least versions (\d+) to (\d+) \((\d+) rounds\)")
+
+
+async def restart_rollback_scenario(
+    workdir: Path, *, trials: int = 2, kept: int = 6, lost: int = 4,
+) -> dict[str, Any]:
+    """A host reboot that rolls Redis back, with the service on the same host: two service processes on
+    one redis-server that keeps only RDB snapshots (``appendonly no``); in each of ``trials``, ``SAVE``,
+    ``lost`` more rounds acknowledged through the first process, then Redis and that process are SIGKILLed
+    together and restarted: Redis comes back from the older snapshot, and no process holds the lost
+    rounds any more (the second one never did). The client sends back the newest version it was answered
+    (``Kons-Seen-Version``): in a predict to the second process, then in a feedback to the restarted one.
+
+    Figures per trial: the versions the store lost (the client's newest version minus the head after the
+    restart), and what each process reported (parsed from its log line: the versions named, the rounds),
+    with the metrics ``kons_rollbacks_seen_by_clients_total`` and ``kons_rollback_rounds_lost_total``
+    and ``/readyz``'s totals of each process at the end."""
+    snapshots_only = functools.partial(RedisServer, extra=("--appendonly", "no"))
+    started = time.monotonic()
+    runs = []
+    with services_on_redis(workdir, 2, store=snapshots_only, **_service_settings()) as (server, services):
+        _create(services[0].url)
+        url = f"/v1/learners/{NAME}"
+        seen = 0
+        seq = itertools.count()
+
+        async def feed(http: httpx.AsyncClient, rounds: int, **headers: str) -> None:
+            nonlocal seen
+            for _ in range(rounds):
+                answer = await http.post(f"{url}/feedback", json=round_body(0, next(seq)),
+                                         headers={**HEADERS, **headers})
+                answer.raise_for_status()
+                seen = answer.json()["version"]  # the newest answer's, not the highest ever seen
+
+        async with httpx.AsyncClient(base_url=services[0].url, timeout=30) as first, \
+                httpx.AsyncClient(base_url=services[1].url, timeout=30) as other:
+            await feed(first, kept)
+            for _ in range(trials):
+                await asyncio.to_thread(server.client().save)
+                await feed(first, lost)
+                acknowledged = seen
+                services[0].kill()
+                server.kill()
+                await asyncio.to_thread(server.start)
+                await asyncio.to_thread(services[0].start)
+                reports_before = [_seen_reports(s.log) for s in services]
+                predicted = await other.post(f"{url}/predict", json={"x": PROBES[1]},
+                                             headers={**HEADERS, "Kons-Seen-Version": str(seen)})
+                predicted.raise_for_status()
+                head = predicted.json()["version"]
+                await feed(first, 1, **{"Kons-Seen-Version": str(seen)})
+                reports = [_seen_reports(s.log)[len(before):] for s, before in zip(services, reports_before,
+                                                                                     strict=True)]
+                runs.append({"acknowledged_version": acknowledged, "head_after_restart": head,
+                             "lost_versions": [head + 1, acknowledged] if acknowledged > head else [],
+                             "lost_rounds": acknowledged - head,
+                             "reports_restarted_process": reports[0], "reports_other_process": reports[1]})
+            totals = [(await http.get("/readyz")).json().get("rollbacks") for http in (first, other)]
+            scraped = [(await http.get("/metrics")).text for http in (first, other)]
+    return {
+        "trials": runs,
+        "reported_with_the_right_extent": sum(
+            1 for r in runs for reports in (r["reports_restarted_process"], r["reports_other_process"])
+            if [[x["first"], x["last"]] for x in reports] == [r["lost_versions"]]),
+        "reports_expected": 2 * trials,
+        "metric_seen_by_clients_per_process": [
+            scrape.value(text, "kons_rollbacks_seen_by_clients_total") for text in scraped],
+        "metric_rounds_lost_per_process": [
+            scrape.value(text, "kons_rollback_rounds_lost_total") for text in scraped],
+        "readyz_rollbacks_per_process": totals,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def _seen_reports(log: Path) -> list[dict[str, int]]:
+    """The rollbacks a service's log reports from a client's seen version, oldest first."""
+    names = ("seen", "head", "first", "last", "rounds")
+    return [dict(zip(names, map(int, m.groups()), strict=True))
+            for m in SEEN_ROLLBACK_LOG.finditer(log.read_text())]
 
 
 # ---------------------------------------------------------------------------------------------- eviction
