@@ -39,6 +39,14 @@ def row(i: int) -> tuple[np.ndarray, float]:
     return x, float(x[0] - 0.5 * x[1])
 
 
+def fed(rows: int) -> kons.Learner:
+    """A fresh learner of :data:`CONFIG` after rows ``0`` to ``rows - 1`` (what :meth:`Core.feed` sends)."""
+    learner = build(CONFIG)
+    for i in range(rows):
+        learner.learn_one(*row(i))
+    return learner
+
+
 def item(i: int) -> Feedback:
     """Feedback ``i``: :func:`row` ``i`` as the service receives it."""
     x, y = row(i)
@@ -115,6 +123,36 @@ async def replay(store: Store, ref: LearnerRef = REF) -> Replay:
     assert [r.version for r in rows] == list(range(1, len(rows) + 1))
     plays = [learner.learn_one(codec.decode_features(r.entry.x), codec.unpack_float(r.entry.y)) for r in rows]
     return Replay(learner, plays)
+
+
+async def lose_and_retake(core: Core, keep: int, retaken: int) -> None:
+    """The store loses every round after ``keep`` (a Redis restarted from an older append-only file, a
+    failover) and another writer appends ``retaken`` rounds after them: the same incarnation, another
+    history from version ``keep + 1`` on."""
+    head = await core.store.head(REF)
+    assert head is not None
+    rows = await core.store.log.read(REF, 0, 10_000)
+    await core.store.delete(REF)
+    await core.create(incarnation=head.incarnation)
+    if keep:  # the common history: the same rounds under the ids they had (their writer's token)
+        token = rows[0].tip.rsplit("/", 1)[0]
+        start = Head(head.incarnation, 0, 0, head.incarnation)
+        outcome = await core.store.log.append(REF, token, start, [r.entry for r in rows[:keep]], leased=False)
+        assert outcome.ok
+    await core.append_raw("usurper", list(range(40, 40 + retaken)))
+
+
+def recorded_calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[tuple[Any, ...]]:
+    """The arguments of every call of the coroutine method ``owner.name`` from now on (still made)."""
+    calls: list[tuple[Any, ...]] = []
+    method = getattr(owner, name)
+
+    async def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return await method(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recorded)
+    return calls
 
 
 CoreFactory = Callable[..., Awaitable[Core]]

@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-import kons
 from kons_service.core.errors import LearnerNotFoundError
+from kons_service.core.learning import build
 from kons_service.store import Head, LearnerRef, Publication
-from tests.service.core.conftest import CONFIG, REF, Core, CoreFactory, replay, row
+from tests.service.core.conftest import CONFIG, REF, Core, CoreFactory, lose_and_retake, replay, row
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +66,7 @@ async def test_a_replaced_learner_is_rebuilt_from_its_new_state(core: Core) -> N
     await core.append_raw("other", [0, 1, 2])
     async with core.cache.current(REF) as (entry, _):
         old = entry.incarnation
-    upload = kons.learner_from_params(CONFIG["algorithm"], {**CONFIG["params"], "dim": CONFIG["dim"]})
+    upload = build(CONFIG)
     for i in range(10, 14):  # another history: 4 rounds the log never saw
         upload.learn_one(*row(i))
     stored = await core.store.config(REF)
@@ -88,23 +88,6 @@ async def test_an_unknown_learner_is_not_found_and_leaves_no_entry(core: Core) -
     assert core.cache.entries() == []
 
 
-async def _lost_and_retaken(core: Core, keep: int, retaken: int) -> None:
-    """The store loses every round after ``keep`` (a Redis restarted from an older append-only file, a
-    failover) and another writer appends ``retaken`` rounds after them: the same incarnation, another
-    history from version ``keep + 1`` on."""
-    head = await core.store.head(REF)
-    assert head is not None
-    rows = await core.store.log.read(REF, 0, 10_000)
-    await core.store.delete(REF)
-    await core.create(incarnation=head.incarnation)
-    if keep:  # the common history: the same rounds under the ids they had (their writer's token)
-        token = rows[0].tip.rsplit("/", 1)[0]
-        start = Head(head.incarnation, 0, 0, head.incarnation)
-        outcome = await core.store.log.append(REF, token, start, [r.entry for r in rows[:keep]], leased=False)
-        assert outcome.ok
-    await core.append_raw("usurper", list(range(40, 40 + retaken)))
-
-
 @pytest.mark.parametrize(("keep", "retaken"), [(0, 5), (3, 1), (3, 4)],
                          ids=["same-version", "store-behind", "store-ahead"])
 async def test_a_held_learner_whose_history_the_store_lost_is_rebuilt_and_reported(
@@ -112,7 +95,7 @@ async def test_a_held_learner_whose_history_the_store_lost_is_rebuilt_and_report
 ) -> None:
     await core.create()
     await core.feed(0, 5)  # this process holds versions 1-5 (its own rounds)
-    await _lost_and_retaken(core, keep, retaken)
+    await lose_and_retake(core, keep, retaken)
     async with core.cache.current(REF) as (entry, learner):
         assert entry.version == keep + retaken and entry.tip.startswith("usurper/")
         assert learner.to_bytes() == (await replay(core.store)).learner.to_bytes()
@@ -133,7 +116,7 @@ async def test_a_dropped_learner_reports_a_lost_history_at_its_next_sync_but_not
         assert learner.to_bytes() == (await replay(core.store)).learner.to_bytes()
     assert core.sample("kons_history_rollbacks_total") == 0
     core.cache.entry(REF).drop_played()  # held at version 6
-    await _lost_and_retaken(core, keep=2, retaken=5)  # the store lost 3-6, then others went on to 7
+    await lose_and_retake(core, keep=2, retaken=5)  # the store lost 3-6, then others went on to 7
     async with core.cache.current(REF):
         pass
     assert core.sample("kons_history_rollbacks_total") == 1

@@ -15,22 +15,9 @@ import pytest
 from kons_service.core.cache import CachedLearner
 from kons_service.core.errors import BusyError, RequestIdConflictError
 from kons_service.store import Head
-from tests.service.core.conftest import REF, Core, CoreFactory, item, replay
+from tests.service.core.conftest import REF, Core, CoreFactory, item, recorded_calls, replay
 
 pytestmark = pytest.mark.anyio
-
-
-def _calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[tuple[Any, ...]]:
-    """The arguments of every call of the coroutine method ``owner.name`` from now on (still made)."""
-    calls: list[tuple[Any, ...]] = []
-    method = getattr(owner, name)
-
-    async def recorded(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return await method(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, recorded)
-    return calls
 
 
 def _before_each_play(monkeypatch: pytest.MonkeyPatch, core: Core,
@@ -62,7 +49,7 @@ async def test_a_loaded_learner_writes_optimistically_without_the_lease(
     core: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await core.create()
-    acquires = _calls(monkeypatch, core.store.leases, "acquire")
+    acquires = recorded_calls(monkeypatch, core.store.leases, "acquire")
     plays = await core.feed(0, 4)
     assert len(acquires) == 1  # the first, which loaded the learner; then its own appends are the fence
     assert core.cache.entry(REF).optimistic
@@ -94,7 +81,7 @@ async def test_an_optimistic_append_that_loses_is_played_again_leased_on_the_sto
     await a.create()
     answers = {v: p for v, p in enumerate(await a.feed(0, 2), start=1)}
     answers[3] = (await b.writer.write(REF, [item(10)], None)).predictions[0]  # moves the head under a
-    acquires = _calls(monkeypatch, a.store.leases, "acquire")
+    acquires = recorded_calls(monkeypatch, a.store.leases, "acquire")
     result = await a.writer.write(REF, [item(2)], None)
     assert result.version == 4 and len(acquires) == 1
     assert a.sample("kons_append_conflicts_total") == 1
