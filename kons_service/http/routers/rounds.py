@@ -10,7 +10,7 @@ from kons.losses import top_label
 from kons_service.core.learning import Distribution
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
-from kons_service.http.deps import LearnerDep, ServiceDep
+from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
 from kons_service.http.routers import V1
 from kons_service.http.schemas import (
     BatchFeedbackResponse,
@@ -33,9 +33,9 @@ router = APIRouter(prefix=f"{V1}/learners", tags=["rounds"], route_class=KonsRou
 @router.post("/{name}/predict", response_model=PredictResponse | BatchPredictResponse,
              response_model_exclude_none=True)
 async def predict(
-    ref: LearnerDep, body: PredictRequest, service: ServiceDep
+    ref: LearnerDep, body: PredictRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> PredictResponse | BatchPredictResponse:
-    result = await service.predict(ref, body.rows(), body.row_ids())
+    result = await service.predict(ref, body.rows(), body.row_ids(), seen)
     labels, probabilities = _classes(result.distributions)
     if body.xs is None:
         return PredictResponse(prediction=result.predictions[0], version=result.version,
@@ -47,10 +47,10 @@ async def predict(
 @router.post("/{name}/feedback", response_model=FeedbackResponse | BatchFeedbackResponse,
              response_model_exclude_none=True)
 async def feedback(
-    ref: LearnerDep, body: FeedbackRequest, service: ServiceDep
+    ref: LearnerDep, body: FeedbackRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> FeedbackResponse | BatchFeedbackResponse:
     rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
-    result = await service.feedback(ref, rounds, body.request_id)
+    result = await service.feedback(ref, rounds, body.request_id, seen)
     predictions, losses, version = result.predictions, result.losses, result.version
     labels, probabilities = _classes(result.distributions)
     if body.items is None:
