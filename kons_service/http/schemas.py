@@ -324,21 +324,28 @@ _PROBABILITIES = ("A classifier's probability of each class it knows (summing to
                   "GET /v1/learners/{name}.")
 
 
-class PredictResponse(BaseModel):
+class _Answer(BaseModel):
+    """An answer whose classifier fields, None for every other learner, are left out of its repr too."""
+
+    def __repr_args__(self) -> Any:
+        return [(name, value) for name, value in super().__repr_args__() if value is not None]
+
+
+class PredictResponse(_Answer):
     prediction: float
     version: int
     label: ClassLabel | None = Field(None, description=_LABEL)
     probabilities: dict[str, float] | None = Field(None, description=_PROBABILITIES)
 
 
-class BatchPredictResponse(BaseModel):
+class BatchPredictResponse(_Answer):
     predictions: list[float]
     version: int
     labels: list[ClassLabel | None] | None = Field(None, description=f"Per row: {_LABEL}")
     probabilities: list[dict[str, float]] | None = Field(None, description=f"Per row: {_PROBABILITIES}")
 
 
-class FeedbackResponse(BaseModel):
+class FeedbackResponse(_Answer):
     prediction: float
     loss: float
     version: int
@@ -348,7 +355,7 @@ class FeedbackResponse(BaseModel):
         f"{_PROBABILITIES}"))
 
 
-class BatchFeedbackResponse(BaseModel):
+class BatchFeedbackResponse(_Answer):
     predictions: list[float]
     losses: list[float]
     version: int

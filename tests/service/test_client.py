@@ -242,6 +242,28 @@ async def test_create_learner_defaults_to_auto_whose_first_row_fixes_dim(kons_cl
     assert (await kons_client.get_learner("d")).input_dim == 2
 
 
+async def test_a_classifier_through_the_client(kons_client: AsyncClient) -> None:
+    created = await kons_client.create_learner("pets", task="classification")
+    assert created.config["params"]["task"] == "classification"
+    local = kons.Auto(task="classification")
+    rows = np.array([[0.0, 1.0], [1.0, 0.5], [2.0, -1.0], [0.5, 0.5]])
+    labels = ["cat", "dog", np.str_("bird"), "cat"]  # NumPy scalars as their Python values
+    batch = await kons_client.feedback_batch("pets", labels, xs=list(rows))
+    played = [local.learn_proba_one(x, str(y)) for x, y in zip(rows, labels, strict=True)]
+    assert batch.labels == [max(d, key=d.__getitem__) for d in played]
+    assert batch.probabilities == played
+    one = await kons_client.feedback("pets", np.bool_(True), x=rows[0])
+    assert one.probabilities == {(k if isinstance(k, str) else "true"): p
+                                 for k, p in local.learn_proba_one(rows[0], True).items()}
+    asked = await kons_client.predict("pets", rows[1])
+    assert asked.label in {"cat", "dog", "bird", True} and asked.probabilities is not None
+    assert sum(asked.probabilities.values()) == pytest.approx(1)
+    assert "label=" in repr(asked)
+    await kons_client.create_learner("numbers", task="regression")
+    assert repr(await kons_client.predict("numbers", [1.0])) == "PredictResponse(prediction=0.0, version=0)"
+    assert (await kons_client.get_learner("pets")).classes == local.classes
+
+
 class Recording(httpx.AsyncBaseTransport):
     """In front of the app: records each request's method, path and ``Kons-Seen-Version`` header."""
 
