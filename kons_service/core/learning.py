@@ -73,6 +73,7 @@ REGRESSION, CLASSIFICATION = "regression", "classification"
 _PLACEHOLDER_TASK = REGRESSION
 
 
+_LOGISTIC = get_loss("logistic")
 #: A played distribution over classes: each class's probability, in the learner's class order.
 Distribution = dict[Any, float]
 
@@ -96,22 +97,40 @@ def learn_round(learner: kons.Learner, x: Any, y: Any) -> Round:
     """Play one feedback round of a checked ``x`` and label ``y`` (see "Rounds" above)."""
     if not classifier(learner):
         return Round(learner.learn_one(x, y))
-    # A binary round plays the score it predicts (kons's learn_one); a multi-class round the probability
-    # of the label, which its distribution holds.
-    score = learner.predict_one(x) if len(learner.classes) < 3 else None
-    distribution = learner.learn_proba_one(x, y)
-    value = score if score is not None and len(learner.classes) < 3 else distribution[y]
-    return Round(value, distribution)
+    classes = learner.classes
+    if len(classes) >= 3 or (len(classes) == 2 and not _known(classes, y)):  # a multinomial round
+        distribution = learner.learn_proba_one(x, y)
+        return Round(distribution[y], distribution)  # kons's play: the probability of the label
+    score = learner.learn_one(x, y)  # a binary round: kons's play is the score, its log-odds
+    return Round(score, _binary(learner.classes, score))
 
 
 def predict_round(learner: kons.Learner, x: Any) -> Round:
     """A prediction for ``x`` on the current state (see "Rounds" above); changes nothing."""
     if not classifier(learner):
         return Round(learner.predict_one(x))
-    distribution = learner.predict_proba_dict_one(x)
-    # kons's multi-class prediction is the probability of the most probable class
-    value = max(distribution.values()) if len(learner.classes) >= 3 else learner.predict_one(x)
-    return Round(value, distribution)
+    if len(learner.classes) >= 3:
+        distribution = learner.predict_proba_dict_one(x)
+        return Round(max(distribution.values()), distribution)  # kons's: the most probable class's
+    score = learner.predict_one(x)
+    return Round(score, _binary(learner.classes, score))
+
+
+def _known(classes: list[Any], y: Any) -> bool:
+    """Whether ``y`` (a checked label) is one of ``classes``: kons tells classes apart by JSON type and
+    value (``True`` and ``1`` are two)."""
+    return any(type(c) is type(y) and c == y for c in classes)
+
+
+def _binary(classes: list[Any], score: float) -> Distribution:
+    """The distribution of a binary model's ``score``, the log-odds of ``classes[1]`` against
+    ``classes[0]`` (:mod:`kons.classes`); a single class known has all the probability. Computed from the
+    score kons played, so that a binary round costs one prediction, not two: the same numbers as
+    ``predict_proba_dict_one`` (``tests/service/test_service_classes.py`` pins them)."""
+    if len(classes) < 2:
+        return {c: 1.0 for c in classes}
+    positive = _LOGISTIC.derivative(score, -1.0)  # d/ds log(1 + e^s) = the sigmoid of s, overflow-free
+    return {classes[0]: 1.0 - positive, classes[1]: positive}
 
 
 def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:

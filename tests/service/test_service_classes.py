@@ -72,6 +72,29 @@ async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
     assert more["probabilities"] == _keyed(local.learn_proba_one(probe, "dog")) and more["version"] == 81
 
 
+@pytest.mark.parametrize("labels", [("no", "yes"), (False, True), (0, 1)])
+async def test_binary_answers_equal_kons(make_client: AppFactory, labels: tuple[Any, Any]) -> None:
+    """A binary round's distribution is computed from the score kons played (one prediction, not two):
+    the very numbers of kons's learn_proba_one and predict_proba_dict_one."""
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "classification"})).status_code == 201
+    local = kons.Auto(task="classification")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(150, 2))
+    y = [labels[int(x[0] + 0.05 * x[1] > 0)] for x in X]  # nearly separable: scores grow large
+    answer = (await client.post(f"{URL}/feedback", json={"items": [
+        {"x": x.tolist(), "y": label} for x, label in zip(X, y, strict=True)]})).json()
+    played = [local.learn_proba_one(x, label) for x, label in zip(X, y, strict=True)]
+    assert answer["probabilities"] == [_keyed(d) for d in played]
+    scores = kons.Auto(task="classification")
+    assert answer["predictions"] == [scores.learn_one(x, label) for x, label in zip(X, y, strict=True)]
+    probes = [[4.0, 0.0], [-4.0, 0.0], [0.01, 0.0], [40.0, 3.0]]
+    asked = (await client.post(f"{URL}/predict", json={"xs": probes})).json()
+    assert asked["probabilities"] == [_keyed(local.predict_proba_dict_one(p)) for p in probes]
+    assert asked["predictions"] == [local.predict_one(p) for p in probes]
+    assert min(asked["predictions"]) < -2 and max(asked["predictions"]) > 2  # both signs, far from 0
+
+
 async def test_remembered_ids_and_retried_requests_answer_the_classes(make_client: AppFactory) -> None:
     client = await make_client()
     assert (await client.put(URL, json={"task": "classification"})).status_code == 201
