@@ -305,8 +305,9 @@ class FeedbackWriter:
                 return None
         learner = entry.loaded()
         played = await self._checked(entry, learner, group)
-        played.held = await self._growth_held(entry, learner, len(played.xs[0][0]),
-                                              sum(len(xs) for xs in played.xs))
+        # (the length kons takes the first row as: an array's, a sparse vector's dim, a record's width)
+        first_length = len(learner.check_round(played.xs[0][0])[0])
+        played.held = await self._growth_held(entry, learner, first_length, sum(len(xs) for xs in played.xs))
         token = lease.token if lease is not None else next(self._tokens)
         try:
             await self._play(learner, played)
