@@ -23,6 +23,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from kons.classes import MAX_LABEL_CHARS
+
 __all__ = [
     "BatchFeedbackResponse",
     "BatchPredictResponse",
@@ -73,30 +75,29 @@ def _finite(value: Any) -> bool:
         return False
 
 
-#: Bounds of a record ``{name: value}``: its fields, the length of a name and of a string value. A wider
-#: row is an array; the bound refuses a body of 10^5 names before anything is encoded or learned.
-RECORD_MAX_FIELDS = 4096
-NAME_MAX_CHARS = 128
+#: Bounds of a record ``{name: value}``: its fields, the length of a name and of a string value (kons's
+#: own: a wider row is an array). Checked here, so that a body of 10^5 names is refused before its rows
+#: are built, encoded or logged.
+RECORD_MAX_FIELDS = 1000
+NAME_MAX_CHARS = 256
 TEXT_MAX_CHARS = 256
 
 
-def _text(value: str, what: str) -> str:
-    if not value or len(value) > TEXT_MAX_CHARS:
-        raise PydanticCustomError("text", "{what} must be a string of 1 to {most} characters",
-                                  {"what": what, "most": TEXT_MAX_CHARS})
+def _text(value: str, what: str, most: int = TEXT_MAX_CHARS) -> str:
+    if len(value) > most:
+        raise PydanticCustomError("text", "{what} must be a string of at most {most} characters",
+                                  {"what": what, "most": most})
     return value
 
 
 def check_record(value: dict[str, Any]) -> dict[str, Any]:
     """A record ``{name: number | string | bool | null}``, checked field by field (never nested)."""
-    if not value:
-        raise PydanticCustomError("features", "a record must have at least one field")
     if len(value) > RECORD_MAX_FIELDS:
         raise PydanticCustomError("features", "a record may have at most {most} fields; got {count}",
                                   {"most": RECORD_MAX_FIELDS, "count": len(value)})
     for name, v in value.items():
-        if not name or len(name) > NAME_MAX_CHARS:
-            raise PydanticCustomError("features", "a field name must have 1 to {most} characters: {name}",
+        if len(name) > NAME_MAX_CHARS:
+            raise PydanticCustomError("features", "a field name must have at most {most} characters: {name}",
                                       {"most": NAME_MAX_CHARS, "name": repr(name[:40])})
         if isinstance(v, str):
             _text(v, f"the value of {name[:40]!r}")
@@ -151,7 +152,7 @@ def _label(value: Any) -> Any:
     if isinstance(value, bool) or _finite(value):
         return value
     if isinstance(value, str):
-        return _text(value, "a label")
+        return _text(value, "a label", MAX_LABEL_CHARS)
     raise PydanticCustomError("label", "y must be a number, a string or a boolean")
 
 

@@ -175,7 +175,7 @@ async def test_model_version_names_the_configuration_not_the_round(client: httpx
     (_columns(("a", [1, 2], [2], "FP64"), ("a", [1, 2], [2], "FP64")), 422, "same name"),
     (_columns(("a", [1, 2], [2], "FP64"), ("b", ["x", "y", "z"], [2], "BYTES")), 422, "holds 3 elements"),
     (_columns(("a", [], [0], "FP64"), ("b", [], [0], "BYTES")), 422, "empty"),
-    (_columns(("a", [1], [1], "FP64"), ("b", ["x" * 300], [1], "BYTES")), 422, "1 to 256 characters"),
+    (_columns(("a", [1], [1], "FP64"), ("b", ["x" * 300], [1], "BYTES")), 422, "at most 256 characters"),
     (_tensor([0, 1, 2], [1, 3], outputs=[{"name": "proba"}]), 422, "unknown output"),
     (_tensor([0, 1], [1, 2]), 422, "dimension"),
     ({"inputs": []}, 422, "inputs"),
