@@ -53,7 +53,8 @@ Stream = tuple[np.ndarray, list[Any]]
 # ------------------------------------------------------------------------------------------------ streams
 def _permuted(X: np.ndarray, y: Any) -> Stream:
     order = np.random.default_rng(0).permutation(len(X))
-    return np.asarray(X, dtype=np.float64)[order], [y[i].item() if hasattr(y[i], "item") else y[i] for i in order]
+    labels = [y[i].item() if hasattr(y[i], "item") else y[i] for i in order]  # numpy scalars as Python's
+    return np.asarray(X, dtype=np.float64)[order], labels
 
 
 def _sklearn(name: str) -> Callable[[int], Stream]:
@@ -79,7 +80,7 @@ def _river_rows(rows: Iterator[tuple[dict[Any, Any], Any]], limit: int | None) -
 def _image_segments(rows: int) -> Stream:
     from river import datasets
 
-    X, y = _river_rows(iter(datasets.ImageSegments()), None)
+    X, y = _river_rows(iter(datasets.ImageSegments()), None)  # type: ignore[no-untyped-call]
     return _permuted(X, np.array(y, dtype=object))
 
 
@@ -212,8 +213,8 @@ def run_quality(streams: dict[str, Stream], methods: list[str]) -> dict[str, dic
             errors = sum(runner.step(x, label) != label for x, label in zip(X, y, strict=True))
             seconds = time.process_time() - start
             results[name][method] = (errors / len(y), 1e6 * seconds / len(y))
-            print(f"{name:15s} {method:40s} error {errors / len(y):.4f}  {1e6 * seconds / len(y):8.0f} us/row",
-                  flush=True)
+            print(f"{name:15s} {method:40s} error {errors / len(y):.4f} "
+                  f"{1e6 * seconds / len(y):8.0f} us/row", flush=True)
     return results
 
 
@@ -302,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     command = command_line("benchmarks.multiclass", argv, outputs=["--out"])
     commit, stamp = git_commit(), provenance(SOURCES)
     streams = {name: STREAMS[name](args.synthetic_rows) for name in args.streams}
-    for name, (X, y) in streams.items():
+    for name, (_, y) in streams.items():
         STREAM_SIZES[name] = (len(y), len(set(y)))
     methods = [m for m in METHODS if m != "VW --oaa K" or _vw_available()]
     cost = run_cost({name: load(WARM + TIMED) for name, load in COST_STREAMS.items()}) if args.cost else []
