@@ -77,7 +77,7 @@ import numpy as np
 from kons._multinomial import log_probability, reference_softmax
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
 from kons.base import Learner, _round_numerics, arrays_nbytes
-from kons.classes import Classes
+from kons.classes import Classes, class_label, legacy_sign
 from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
@@ -458,8 +458,24 @@ class Auto(Learner):
         return SCORE_BOUND if self._binary else REGRESSION_BOUND
 
     def _check_y(self, y: Any) -> Any:
-        """Regression: the target as a float; classification: the label as kept (:func:`class_label`)."""
-        return self._classes.check(y) if self._binary else self._prep.check_label(y)
+        """Regression: the target as a float. Classification: a label of the binary learners of before
+        (-1, 0, 1, false, true) as their -1.0 or +1.0, as :meth:`check_round` gave them before classes
+        were learnt (a caller that learns from those floats gets the classes -1 and 1 and the same
+        plays); any other label as kept (:func:`~kons.classes.class_label`)."""
+        if not self._binary:
+            return self._prep.check_label(y)
+        label = self._classes.check(y)
+        sign = legacy_sign(label)
+        return label if sign is None else sign
+
+    def learn_one(self, x: Any, y: Any) -> float:
+        """Play one round (see :class:`~kons.base.Learner`); classification learns the label ``y`` as
+        given (``True`` and ``1`` are two classes), whatever :meth:`check_round` maps it to."""
+        if not self._binary:
+            return super().learn_one(x, y)
+        x, _ = self.check_round(x, y)
+        with _round_numerics():
+            return self._learn_checked(x, class_label(y))
 
     def _clip(self, y_bar: float) -> float:
         return y_bar  # the preprocessing clips in the user's units itself
