@@ -76,7 +76,7 @@ def class_label(y: Any) -> bool | int | str:
     if isinstance(y, str):
         if len(y) > MAX_LABEL_CHARS:
             raise InvalidInputError(f"a class label has at most {MAX_LABEL_CHARS} characters; got {len(y)}.")
-        return y
+        return str(y)  # numpy's str_ too: the same class as the str
     raise InvalidInputError(
         f"a class label must be a string, an integer or a boolean; got {type(y).__name__}.")
 
