@@ -71,6 +71,7 @@ from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
     Preprocessor,
+    ScalerStats,
     checked_form,
     median_width,
     nested_blob,
@@ -78,6 +79,7 @@ from kons.preprocessing import (
     user_bound,
     with_intercept,
 )
+from kons.records import Record
 from kons.sparse import SparseVector
 
 __all__ = ["GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "Auto", "Mixture"]
@@ -233,7 +235,7 @@ class _Grid:
         return bases
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[list[np.ndarray | SparseVector], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+               ) -> tuple[list[np.ndarray | SparseVector], ScalerStats]:
         """Each base's input (the standardised or the signed-log view, dense or with the intercept),
         each form computed and checked once for all the bases that take it, and the log view's pending
         statistics (:meth:`FeatureScaler.pending`)."""
@@ -327,6 +329,7 @@ class Auto(Learner):
     name = "auto"
     preprocesses = True
     accepts_sparse = True
+    accepts_records = True
     # Its Nystrom bases grow up to their dictionary bound; held, they keep learning at their size.
     grows = True
     can_hold_growth = True
@@ -379,6 +382,9 @@ class Auto(Learner):
         """The bound on the bases' and the mixture's plays on standardised data."""
         return SCORE_BOUND if self._binary else REGRESSION_BOUND
 
+    def _check_x(self, x: Any) -> Any:
+        return self._prep.check_form(super()._check_x(x))
+
     def _check_y(self, y: Any) -> float:
         return self._prep.check_label(y)
 
@@ -388,6 +394,10 @@ class Auto(Learner):
     def predict_proba_one(self, x: Any) -> float:
         """The probability of the label +1 (classification): the sigmoid of the score."""
         return self._prep.probability(self.predict_one(x))
+
+    def encoding(self) -> dict[str, Any] | None:
+        """How records are encoded (:meth:`kons.records.RecordEncoder.encoding`); None for arrays."""
+        return self._prep.encoding()
 
     # ----------------------------------------------------------------- the grid
     def _reset_model(self) -> None:
@@ -449,16 +459,18 @@ class Auto(Learner):
         return 0.0 if not self._binary else self._prep.prior()
 
     # ----------------------------------------------------------------- rounds
-    def _predict(self, x: np.ndarray | SparseVector) -> float:
+    def _predict(self, x: np.ndarray | SparseVector | Record) -> float:
         prep = self._prep
         if prep.scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
             return prep.prior()
+        x = prep.encoded(x)
         if not prep.ready:
             return self._warmup_prediction(x)
         return prep.to_user(self._model.predict(prep.scaled(x), x, self._constant()))
 
-    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
+    def _learn(self, x: np.ndarray | SparseVector | Record, y: float) -> tuple[float, float]:
         prep = self._prep
+        x, encoding = prep.encode(x, self._dim)
         prep.begin(x, self._dim)
         target, y_stats = prep.target(y)
         if prep.ready:
@@ -473,6 +485,7 @@ class Auto(Learner):
                         grid.learn(z, t, row, self._constant())
                     self._grid = grid
         prep.commit_target(y, y_stats)
+        prep.commit_encoding(encoding)
         return played, 0.0
 
     # ----------------------------------------------------------------- size, growth and statistics
@@ -482,7 +495,7 @@ class Auto(Learner):
 
     def _growth_nbytes(self, rounds: int) -> int:
         if self._prep.ready:
-            return self._model.growth_nbytes(rounds)
+            return self._model.growth_nbytes(rounds) + self._prep.encoder_growth_nbytes()
         return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_grid_nbytes)
 
     def _fresh_grid_nbytes(self, rounds: int) -> int:
