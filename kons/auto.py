@@ -396,7 +396,6 @@ class Auto(Learner):
         return self._prep.probability(self.predict_one(x))
 
     def encoding(self) -> dict[str, Any] | None:
-        """How records are encoded (:meth:`kons.records.RecordEncoder.encoding`); None for arrays."""
         return self._prep.encoding()
 
     # ----------------------------------------------------------------- the grid

@@ -459,6 +459,12 @@ class Learner(abc.ABC):
             stats.update(self._model_stats())
         return stats
 
+    def encoding(self) -> dict[str, Any] | None:
+        """How the learner encodes records (:meth:`kons.records.RecordEncoder.encoding`: names, kinds,
+        coordinates, categories with counts, missing and overflow counts), JSON-able and bounded by the
+        width; None when it learns arrays or has learned nothing yet."""
+        return None
+
     def state_nbytes(self) -> int:
         """Bytes of the learned arrays: about the size of :meth:`to_bytes` and of the state in memory.
 

@@ -742,7 +742,6 @@ class Preprocessed(Learner):
         return self._prep.probability(self.predict_one(x))
 
     def encoding(self) -> dict[str, Any] | None:
-        """How records are encoded (:meth:`kons.records.RecordEncoder.encoding`); None for arrays."""
         return self._prep.encoding()
 
     # ----------------------------------------------------------------- rounds

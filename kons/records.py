@@ -97,7 +97,7 @@ Value = float | str | None
 
 def is_record(x: Any) -> bool:
     """Whether ``x`` is a record: a dict that is not the sparse form ``{"indices", "values"[, "dim"]}``."""
-    return isinstance(x, dict) and frozenset(x) not in _SPARSE_FORMS
+    return isinstance(x, dict) and not (len(x) in (2, 3) and frozenset(x) in _SPARSE_FORMS)
 
 
 @dataclass(frozen=True)
