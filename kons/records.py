@@ -14,10 +14,10 @@ How a record becomes a vector (:class:`RecordEncoder`)
 * **Numbers** (and booleans as 0/1) are the value of the name's numeric coordinate.
 * **Strings are categories**, one-hot: each category of a name takes its own coordinate, up to
   :data:`MAX_CATEGORIES` per name; later categories share the name's *other* coordinate (counted).
-* **None or absent** is missing: the name's numeric and category coordinates are left out of the
-  round (NaN in the encoded vector: the feature scaler imputes its running mean, i.e. 0 after
-  standardising, and does not count the round in that coordinate's statistics) and the name's
-  missing-indicator coordinate is 1 (0 when the value is given).
+* **None or absent** is missing (an empty record is all missing): the name's numeric and category
+  coordinates are left out of the round (NaN in the encoded vector: the feature scaler imputes its
+  running mean, i.e. 0 after standardising, and does not count the round in that coordinate's
+  statistics) and the name's missing-indicator coordinate is 1 (0 when the value is given).
 * **A name given both numbers and strings** (``"age": "unknown"`` in a numeric column) holds both kinds:
   a string leaves its numeric coordinate out of the round (as missing, without the indicator) and sets
   its category; a number sets the numeric coordinate and 0 on its categories.
@@ -145,8 +145,6 @@ def parse_record(x: dict[Any, Any], dim: int | None) -> Record:
     """
     if len(x) > MAX_KEYS:  # before reading any key: a record of 10^5 keys costs nothing
         raise InvalidInputError(f"a record has at most {MAX_KEYS} keys; got {len(x)}.")
-    if not x:
-        raise InvalidInputError("x must not be empty.")
     items = []
     for name, value in x.items():
         if not isinstance(name, str):

@@ -63,7 +63,6 @@ def _bad_records() -> list[Any]:
         {"x" * (MAX_NAME_LENGTH + 1): 1.0},
         {"a": "c" * (MAX_NAME_LENGTH + 1)},
         {"a": object()},
-        {},
         {f"k{i}": 1.0 for i in range(MAX_KEYS + 1)},
     ]
 
