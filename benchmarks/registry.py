@@ -73,6 +73,10 @@ BENCHMARKS = (
     Benchmark("auto variants tried and rejected (README, quick start)", "(see the file)",
               ("quality_raw_auto_variants.md",),
               (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("Records as features (issue 19): auto on records vs arrays per round; auto and ons on "
+              "record-shaped raw streams (gaps and categories kept) vs River's record pipeline",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.records --out benchmarks/results",
+              ("records.md",), (*_LIBRARY, "benchmarks/records.py")),
     Benchmark("Lease takeover after a SIGKILL (README, docs/reliability.md)",
               "python -m benchmarks.takeover --runs 10 --baseline main", ("takeover.md",),
               (*_SERVICE, "benchmarks/takeover.py")),
