@@ -36,7 +36,9 @@ from typing import Any
 import numpy as np
 
 import kons
+from benchmarks import registry
 from benchmarks.common import command_line, git_commit, machine_summary, markdown_table, require_datasets
+from benchmarks.provenance import provenance, stamp_markdown
 from kons.datasets import data_dir
 from kons.records import MIN_WIDTH, WIDTH_PER_KEY
 
@@ -205,6 +207,7 @@ def main() -> None:
     args = parser.parse_args()
     require_datasets(STREAMS, "records")
     commit = git_commit()
+    stamp = provenance(registry.sources_of("records.md") or ())  # the code imported now is what runs
     cost_rows, default_width = cost(args.rounds, args.blocks)
     quality_rows = quality(args.rows)
     lines = [
@@ -237,7 +240,7 @@ def main() -> None:
     print(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "records.md").write_text(text)
+        (args.out / "records.md").write_text(stamp_markdown(text, stamp))
 
 
 if __name__ == "__main__":
