@@ -509,7 +509,7 @@ class Preprocessor:
         """Before the model is ready: what the scaler, the warm-up buffer and the model about to be built
         (its initial size and its growth over the buffered rows replayed into it and the rounds after
         them, ``fresh_model_nbytes(rounds)``) may add in ``rounds`` rounds."""
-        scaler = 0 if self.scaler is not None else _FLOAT_BYTES * 3 * dim
+        scaler = (0 if self.scaler is not None else _FLOAT_BYTES * 3 * dim) + self.encoder_growth_nbytes()
         if self.scaler is None and not self.warms_up:
             return scaler + fresh_model_nbytes(rounds)  # built by the first row
         left = WARMUP_ROWS - len(self.buffer)

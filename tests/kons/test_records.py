@@ -3,6 +3,7 @@ learning."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import zlib
@@ -304,6 +305,7 @@ def test_the_width_is_bounded_and_the_state_flat_with_endless_new_names() -> Non
     (c,) = [f for f in encoding["features"] if f["name"] == "c"]
     assert len(c["categories"]) <= MAX_CATEGORIES
     assert len(encoding["features"]) <= encoding["width"]
+    assert len(json.dumps(encoding)) < 200 * encoding["width"]  # JSON, bounded by the width
     # The counters grow by a few digits; nothing else does.
     assert abs(sizes[1199][0] - sizes[300][0]) < 200
     assert sizes[1199][1] == sizes[300][1]
@@ -384,3 +386,14 @@ def test_preprocessed_learners_take_records() -> None:
     assert all(np.isfinite(played))
     encoding = learner.encoding()
     assert encoding is not None and {f["name"] for f in encoding["features"]} == {"city", "noise", "rooms"}
+
+
+@pytest.mark.parametrize("make", [kons.Auto, lambda: kons.learner_from_params("ons", {})])
+def test_the_growth_bound_holds_for_new_names_and_categories(make: Any) -> None:
+    learner = make()
+    for t in range(40):  # past the warm-up
+        learner.learn_one({"a": float(t % 3)}, float(t % 3))
+    before, bound = learner.state_nbytes(), learner.max_growth_nbytes(100)
+    for t in range(100):
+        learner.learn_one({"a": 1.0, "n" * 200 + str(t): "c" * 250 + str(t)}, float(t % 3))
+    assert 0 < learner.state_nbytes() - before <= bound
