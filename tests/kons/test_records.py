@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import kons
-from kons.preprocessing import Preprocessed
+from kons.preprocessing import FeatureScaler, Preprocessed
 from kons.records import MAX_CATEGORIES, MAX_KEYS, MAX_NAME_LENGTH, Record, RecordEncoder, parse_record
 
 CITIES = ("Paris", "Lyon", "Lille", "Nantes", "Nice")
@@ -282,7 +283,8 @@ def test_the_encoder_matches_a_slow_reference_on_a_random_stream(width: int) -> 
             else:
                 record[str(name)] = None
         vector, pending = encoder.pending(parse_record(record, width))
-        assert np.array_equal(vector, encoder.encode(parse_record(record, width)), equal_nan=True)
+        reordered = dict(reversed(list(record.items())))  # the hashed sums too are the same in any order
+        assert np.array_equal(vector, encoder.encode(parse_record(reordered, width)), equal_nan=True)
         encoder.commit(pending)
         np.testing.assert_array_equal(vector, reference.round(record), err_msg=f"round {t}")
     encoding = encoder.encoding()
@@ -397,3 +399,23 @@ def test_the_growth_bound_holds_for_new_names_and_categories(make: Any) -> None:
     for t in range(100):
         learner.learn_one({"a": 1.0, "n" * 200 + str(t): "c" * 250 + str(t)}, float(t % 3))
     assert 0 < learner.state_nbytes() - before <= bound
+
+
+def test_the_scaler_with_gaps_matches_numpy_on_the_values_given() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 6)) * [1.0, 10.0, 0.1, 5.0, 1.0, 2.0] + 3.0
+    X[rng.random(X.shape) < 0.3] = np.nan
+    X[:50, 5] = np.nan  # a coordinate first given at row 50
+    scaler = FeatureScaler(6, sparse=False)
+    for t, x in enumerate(X):
+        z = scaler.transform(x, commit=True)
+        with warnings.catch_warnings():  # numpy warns of the columns without a value yet
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, std = np.nanmean(X[: t + 1], axis=0), np.nanstd(X[: t + 1], axis=0)
+        expected = np.where(np.isnan(x) | ~(std > 0), 0.0, (x - mean) / np.where(std > 0, std, 1.0))
+        np.testing.assert_allclose(z, expected, rtol=1e-9, atol=1e-12)
+    assert scaler.counts is not None
+    np.testing.assert_array_equal(scaler.counts, np.sum(~np.isnan(X), axis=0))
+    np.testing.assert_allclose(scaler.mean, np.nanmean(X, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(scaler.standardise(X[-1]), (np.nan_to_num(X[-1] - scaler.mean))
+                               / np.sqrt(scaler.m2 / scaler.counts) * ~np.isnan(X[-1]), rtol=1e-12)
