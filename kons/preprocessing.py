@@ -102,7 +102,9 @@ def binary_label(y: Any) -> float:
         return 1.0
     if value in (0.0, -1.0):
         return -1.0
-    raise InvalidInputError(f"a binary label must be -1, 0, 1, true or false; got {y!r}.")
+    raise InvalidInputError(f"a binary label must be -1, 0, 1, true or false; got {y!r} (for labels of any "
+                            "kind and more than two classes, use the 'auto' learner with task "
+                            "'classification').")
 
 
 def median_width(Z: np.ndarray) -> float:
@@ -331,7 +333,7 @@ class Preprocessor:
         self.scaler: FeatureScaler | None = None
         self.encoder: RecordEncoder | None = None  # the first row was a record
         self.y = TargetScaler()
-        self.labels = [0, 0]  # counts of -1 and +1 (binary losses)
+        self.labels = [0, 0]  # counts of the labels by class index (binary losses: -1 and +1)
         self.buffer: list[tuple[np.ndarray, float]] = []
         self.ready = False  # whether the owner's model exists
 
@@ -391,13 +393,9 @@ class Preprocessor:
         vector, pending = encoder.pending(x)
         return vector, (encoder, pending)
 
-    def encoded(self, x: np.ndarray | SparseVector | Record) -> np.ndarray | SparseVector:
+    def encoded(self, x: np.ndarray | SparseVector | Record, dim: int) -> np.ndarray | SparseVector:
         """A record as its vector on the current encoding (a prediction: nothing kept)."""
-        if not isinstance(x, Record):
-            return x
-        if self.encoder is None:  # pragma: no cover - check_form lets a record in only then
-            raise RuntimeError("the record encoder is created by the first record")
-        return self.encoder.encode(x)
+        return self.encode(x, dim)[0]
 
     def commit_encoding(self, encoding: tuple[RecordEncoder, Any] | None) -> None:
         """Keep what :meth:`encode` computed."""
@@ -436,6 +434,12 @@ class Preprocessor:
             self.y.commit(stats)
         else:
             self.labels[y > 0] += 1
+
+    def count_class(self, index: int) -> None:
+        """Count a label of class ``index`` (a multi-class owner's; a new class is the next index)."""
+        if index == len(self.labels):
+            self.labels.append(0)
+        self.labels[index] += 1
 
     def scaled_round(self, x: np.ndarray | SparseVector,
                      play: Callable[[np.ndarray | SparseVector], float]) -> float:
@@ -748,7 +752,7 @@ class Preprocessed(Learner):
     def _predict(self, x: np.ndarray | SparseVector | Record) -> float:
         if not self._prep.ready:  # no row yet, or the warm-up: the prior
             return self._prep.prior()
-        z = self._prep.scaled(self._prep.encoded(x))
+        z = self._prep.scaled(self._prep.encoded(x, self._dim))
         return self._prep.to_user(self._model._predict_checked(self._features(z)))
 
     def _learn(self, x: np.ndarray | SparseVector | Record, y: float) -> tuple[float, float]:

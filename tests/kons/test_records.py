@@ -417,5 +417,24 @@ def test_the_scaler_with_gaps_matches_numpy_on_the_values_given() -> None:
     assert scaler.counts is not None
     np.testing.assert_array_equal(scaler.counts, np.sum(~np.isnan(X), axis=0))
     np.testing.assert_allclose(scaler.mean, np.nanmean(X, axis=0), rtol=1e-12)
-    np.testing.assert_allclose(scaler.standardise(X[-1]),  # the buffered warm-up rows' scaling (np.nan_to_num(X[-1] - scaler.mean))
-                               / np.sqrt(scaler.m2 / scaler.counts) * ~np.isnan(X[-1]), rtol=1e-12)
+    # the warm-up buffer's scaling: by the current statistics, 0 where a value is left out
+    expected = np.nan_to_num(X[-1] - scaler.mean) / np.sqrt(scaler.m2 / scaler.counts) * ~np.isnan(X[-1])
+    np.testing.assert_allclose(scaler.standardise(X[-1]), expected, rtol=1e-12)
+
+
+def test_a_multi_class_learner_takes_records_in_every_round_and_probability() -> None:
+    records, _ = _stream(400, seed=6)
+    labels = [{"Paris": "north", "Lille": "north", "Lyon": "centre"}.get(r["city"], "south") for r in records]
+    learner = kons.Auto(task="classification")
+    for record, label in zip(records[:200], labels[:200], strict=True):
+        learner.learn_one(record, label)
+    restored = kons.load(learner.to_bytes())
+    hits = 0
+    for record, label in zip(records[200:], labels[200:], strict=True):
+        distribution = learner.predict_proba_dict_one(record)
+        assert distribution == restored.predict_proba_dict_one(record)
+        assert sum(distribution.values()) == pytest.approx(1.0)
+        hits += max(distribution, key=lambda c: distribution[c]) == label
+        assert learner.learn_one(record, label) == restored.learn_one(record, label)
+    assert hits / 200 > 0.95
+    assert learner.to_bytes() == restored.to_bytes()
