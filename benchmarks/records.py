@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -208,12 +209,15 @@ def main() -> None:
     require_datasets(STREAMS, "records")
     commit = git_commit()
     stamp = provenance(registry.sources_of("records.md") or ())  # the code imported now is what runs
+    load_before = os.getloadavg()[0]
     cost_rows, default_width = cost(args.rounds, args.blocks)
     quality_rows = quality(args.rows)
+    load = f"1-minute load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
     lines = [
         "# Records as features: cost and quality",
         "",
-        f"`{command_line('benchmarks.records', outputs=['--out'])}` at {commit}; {machine_summary()}.",
+        f"`{command_line('benchmarks.records', outputs=['--out'])}` at {commit}; {machine_summary()}; {load} "
+        "(a shared machine: the ratios, measured side by side, are what to read).",
         "Written by `benchmarks/records.py`; do not edit by hand.",
         "",
         "## Cost of a round: `auto` on the same rows as arrays and as records",
