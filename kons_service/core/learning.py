@@ -32,6 +32,7 @@ import anyio.to_thread
 import numpy as np
 
 import kons
+from kons.classes import class_label
 from kons.losses import get_loss, log_loss
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
@@ -117,9 +118,10 @@ def predict_round(learner: kons.Learner, x: Any) -> Round:
 
 
 def _known(classes: list[Any], y: Any) -> bool:
-    """Whether ``y`` (a checked label) is one of ``classes``: kons tells classes apart by JSON type and
-    value (``True`` and ``1`` are two)."""
-    return any(type(c) is type(y) and c == y for c in classes)
+    """Whether the label ``y`` is one of ``classes``, as kons tells classes apart: by the label's JSON type
+    and value (``True`` and ``1`` are two; the float ``1.0`` is the integer ``1``)."""
+    label = class_label(y)
+    return any(type(c) is type(label) and c == label for c in classes)
 
 
 def _binary(classes: list[Any], score: float) -> Distribution:

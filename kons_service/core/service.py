@@ -94,6 +94,8 @@ class LearnerDetails(LearnerSummary):
     task: str | None
     #: A classifier's classes (with their JSON types) in the learner's order; None for other learners.
     classes: list[Any] | None
+    #: How it encodes records (:meth:`kons.Learner.encoding`); None for a learner of arrays.
+    encoding: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,7 @@ class LearnerService:
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
             classes = list(learner.classes) if classifier(learner) else None
             return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim,
-                                  task_of(entry.config, learner), classes)
+                                  task_of(entry.config, learner), classes, learner.encoding())
 
     async def history(self, ref: LearnerRef) -> History:
         """The learner's recorded history (see :mod:`kons_service.core.history`)."""

@@ -197,6 +197,9 @@ class LearnerInfo(LearnerSummary):
         "(null before it)."))
     task: Literal["regression", "classification"] | None = Field(description=(
         "What the learner's labels are (null: the first feedback's label will decide)."))
+    encoding: dict[str, Any] | None = Field(None, description=(
+        "How the learner encodes records (absent for a learner of arrays): its width, and each name's kind, "
+        "coordinates, categories with their counts, and its missing, overflow and hashed counts."))
 
 
 class ErrorTotals(BaseModel):

@@ -29,6 +29,7 @@ from kons_service.client import (
 from kons_service.core import errors as core_errors
 from kons_service.http import errors as edge_errors
 from testkit.processes import SPEC, AppFactory, free_port, services_on_redis
+from tests.service.classes import keyed, learnt
 
 pytestmark = pytest.mark.anyio
 
@@ -253,10 +254,9 @@ async def test_a_classifier_through_the_client(kons_client: AsyncClient) -> None
     assert batch.labels == [max(d, key=d.__getitem__) for d in played]
     assert batch.probabilities == played
     one = await kons_client.feedback("pets", np.bool_(True), x=rows[0])
-    assert one.probabilities == {(k if isinstance(k, str) else "true"): p
-                                 for k, p in local.learn_proba_one(rows[0], True).items()}
+    assert one.probabilities == keyed(local.learn_proba_one(rows[0], learnt(True)))
     asked = await kons_client.predict("pets", rows[1])
-    assert asked.label in {"cat", "dog", "bird", True} and asked.probabilities is not None
+    assert asked.label in {"cat", "dog", "bird", learnt(True)} and asked.probabilities is not None
     assert sum(asked.probabilities.values()) == pytest.approx(1)
     assert "label=" in repr(asked)
     await kons_client.create_learner("numbers", task="regression")

@@ -5,7 +5,6 @@ continues from the durable log."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 import numpy as np
@@ -35,19 +34,20 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
                                         "params": {"task": "classification", "C": None, "seed": 0}}
     local = kons.learner_from_params("auto", {"task": "classification", "dim": 4})
     X, y = _raw_rows(70, 0)
-    for x, label in zip(X, y, strict=True):
-        fed = await first.post("/v1/learners/a/feedback", json={"x": x.tolist(), "y": bool(label)})
+    for i, (x, label) in enumerate(zip(X, y, strict=True)):
+        sent = bool(label) if i % 2 else int(label)  # booleans and {0, 1} alike
+        fed = await first.post("/v1/learners/a/feedback", json={"x": x.tolist(), "y": sent})
         assert fed.status_code == 200, fed.text
-        assert fed.json()["prediction"] == local.learn_one(x, bool(label))
+        # the service learns the label check_round gives it: -1.0 or +1.0 for these (kons.Auto._check_y)
+        assert fed.json()["prediction"] == local.learn_one(x, local.check_round(x, sent)[1])
     probe = {"x": [0.3, 5.01e4, 3.0, -650.0]}
     asked = (await first.post("/v1/learners/a/predict", json=probe)).json()
-    expected: dict[str, Any] = {"prediction": local.predict_one(probe["x"]), "version": 70}
-    if hasattr(local, "predict_proba_dict_one"):  # a classifier's answer: its class and probabilities
-        probabilities = local.predict_proba_dict_one(probe["x"])
-        expected |= {"label": max(probabilities, key=probabilities.__getitem__),
+    # a classifier's answer: its class and probabilities (the binary labels of before are the classes -1, 1)
+    probabilities = local.predict_proba_dict_one(probe["x"])
+    assert asked == {"prediction": local.predict_one(probe["x"]), "version": 70,
+                     "label": max(probabilities, key=probabilities.__getitem__),
                      "probabilities": {json.dumps(c): p for c, p in probabilities.items()}}
-        assert set(expected["probabilities"]) == {"true", "false"}
-    assert asked == expected
+    assert set(asked["probabilities"]) == {"-1", "1"}
     stats = (await first.get("/v1/learners/a")).json()["stats"]
     assert stats["leader"] in stats["weights"] and stats["rounds"] == 70
     history = (await first.get("/v1/learners/a/history")).json()["points"]
@@ -56,7 +56,7 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
     second = await make_client()  # a fresh app: its learner comes from Redis alone
     assert (await second.post("/v1/learners/a/predict", json=probe)).json() == asked
     more = (await second.post("/v1/learners/a/feedback", json={"x": X[0].tolist(), "y": False})).json()
-    assert more["prediction"] == local.learn_one(X[0], False) and more["version"] == 71
+    assert more["prediction"] == local.learn_one(X[0], -1.0) and more["version"] == 71
     assert (await second.get("/v1/learners/a/state")).content == local.to_bytes()
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import kons
 from testkit.processes import AppFactory
+from tests.service.classes import key, keyed, learnt
 
 pytestmark = pytest.mark.anyio
 
@@ -28,10 +29,6 @@ def _stream(n: int, seed: int = 0) -> tuple[np.ndarray, list[Any]]:
     return X, [CLASSES[k] for k in which]
 
 
-def _keyed(distribution: dict[Any, float]) -> dict[str, float]:
-    return {c if isinstance(c, str) else json.dumps(c): p for c, p in distribution.items()}
-
-
 def _label(distribution: dict[Any, float]) -> Any:
     return max(distribution, key=distribution.__getitem__)
 
@@ -43,23 +40,23 @@ async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
     X, y = _stream(80)
     for x, label in zip(X[:40], y[:40], strict=True):  # one at a time
         fed = (await client.post(f"{URL}/feedback", json={"x": x.tolist(), "y": label})).json()
-        played = local.learn_proba_one(x, label)
-        assert fed["probabilities"] == _keyed(played) and fed["label"] == _label(played), fed
+        played = local.learn_proba_one(x, learnt(label))  # (True: the class 1, as before classes)
+        assert fed["probabilities"] == keyed(played) and fed["label"] == _label(played), fed
         assert math.isclose(sum(fed["probabilities"].values()), 1.0, rel_tol=1e-12)
         assert fed["loss"] == pytest.approx(-math.log(played[label]), rel=1e-12)
     batch = (await client.post(f"{URL}/feedback", json={"items": [
         {"x": x.tolist(), "y": label} for x, label in zip(X[40:], y[40:], strict=True)]})).json()
-    played_many = [local.learn_proba_one(x, label) for x, label in zip(X[40:], y[40:], strict=True)]
-    assert batch["probabilities"] == [_keyed(d) for d in played_many]
+    played_many = [local.learn_proba_one(x, learnt(label)) for x, label in zip(X[40:], y[40:], strict=True)]
+    assert batch["probabilities"] == [keyed(d) for d in played_many]
     assert batch["labels"] == [_label(d) for d in played_many]
-    assert batch["predictions"] == [d[label] for d, label in zip(played_many, y[40:], strict=True)]
-    assert set(batch["probabilities"][-1]) == {"setosa", "versicolor", "virginica", "7", "true"}
+    assert batch["predictions"] == [d[learnt(label)] for d, label in zip(played_many, y[40:], strict=True)]
+    assert set(batch["probabilities"][-1]) == {"setosa", "versicolor", "virginica", "7", "1"}
 
     probe = [0.5, -1.0, 2.0]
     asked = (await client.post(f"{URL}/predict", json={"x": probe})).json()
     expected = local.predict_proba_dict_one(probe)
     assert asked == {"prediction": max(expected.values()), "version": 80, "label": _label(expected),
-                     "probabilities": _keyed(expected)}
+                     "probabilities": keyed(expected)}
     info = (await client.get(URL)).json()
     assert info["classes"] == local.classes and info["task"] == "classification"
     assert (await client.get(f"{URL}/state")).content == local.to_bytes()
@@ -69,7 +66,7 @@ async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
     assert (await replica.post(f"{URL}/predict", json={"x": probe})).json() == asked
     assert (await replica.get(f"{URL}/state")).content == local.to_bytes()
     more = (await replica.post(f"{URL}/feedback", json={"x": probe, "y": "dog"})).json()
-    assert more["probabilities"] == _keyed(local.learn_proba_one(probe, "dog")) and more["version"] == 81
+    assert more["probabilities"] == keyed(local.learn_proba_one(probe, "dog")) and more["version"] == 81
 
 
 @pytest.mark.parametrize("labels", [("no", "yes"), (False, True), (0, 1)])
@@ -84,13 +81,14 @@ async def test_binary_answers_equal_kons(make_client: AppFactory, labels: tuple[
     y = [labels[int(x[0] + 0.05 * x[1] > 0)] for x in X]  # nearly separable: scores grow large
     answer = (await client.post(f"{URL}/feedback", json={"items": [
         {"x": x.tolist(), "y": label} for x, label in zip(X, y, strict=True)]})).json()
-    played = [local.learn_proba_one(x, label) for x, label in zip(X, y, strict=True)]
-    assert answer["probabilities"] == [_keyed(d) for d in played]
+    played = [local.learn_proba_one(x, learnt(label)) for x, label in zip(X, y, strict=True)]
+    assert answer["probabilities"] == [keyed(d) for d in played]
+    assert set(answer["labels"]) == {learnt(label) for label in labels}  # false/true, 0/1: -1 and 1
     scores = kons.Auto(task="classification")
-    assert answer["predictions"] == [scores.learn_one(x, label) for x, label in zip(X, y, strict=True)]
+    assert answer["predictions"] == [scores.learn_one(x, learnt(t)) for x, t in zip(X, y, strict=True)]
     probes = [[4.0, 0.0], [-4.0, 0.0], [0.01, 0.0], [40.0, 3.0]]
     asked = (await client.post(f"{URL}/predict", json={"xs": probes})).json()
-    assert asked["probabilities"] == [_keyed(local.predict_proba_dict_one(p)) for p in probes]
+    assert asked["probabilities"] == [keyed(local.predict_proba_dict_one(p)) for p in probes]
     assert asked["predictions"] == [local.predict_one(p) for p in probes]
     assert min(asked["predictions"]) < -2 and max(asked["predictions"]) > 2  # both signs, far from 0
 
@@ -110,7 +108,7 @@ async def test_remembered_ids_and_retried_requests_answer_the_classes(make_clien
     assert again.json() == fed.json()
     batch = {"items": [{"x": X[11].tolist(), "y": 3}, {"x": X[11].tolist(), "y": False}], "request_id": "r-2"}
     first = (await client.post(f"{URL}/feedback", json=batch)).json()
-    assert "3" in first["probabilities"][0] and "false" in first["probabilities"][1]
+    assert "3" in first["probabilities"][0] and key(False) in first["probabilities"][1]
     other = await make_client()  # another replica answers the retry from the store's record
     assert (await other.post(f"{URL}/feedback", json=batch)).json() == first
 
@@ -133,8 +131,8 @@ async def test_accuracy_and_log_loss_in_metrics(make_client: AppFactory) -> None
 
 
 def _label_is(probabilities: dict[str, float], label: Any) -> bool:
-    key = label if isinstance(label, str) else json.dumps(label)
-    return probabilities[key] > max((p for c, p in probabilities.items() if c != key), default=-1.0)
+    mine = key(label)
+    return probabilities[mine] > max((p for c, p in probabilities.items() if c != mine), default=-1.0)
 
 
 async def test_regression_answers_keep_their_shape(make_client: AppFactory) -> None:

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kons_service.store import LearnerRef
 from testkit.processes import REPO, SPEC, AppFactory
 from testkit.scrape import samples, value
+from tests.service.classes import key
 
 pytestmark = pytest.mark.anyio
 
@@ -234,9 +235,9 @@ async def test_history_of_labels_counts_correct_predictions_and_log_loss(client:
                                                                  strict=True)]
         played += (await feed(client, URL, items))["probabilities"]
     # the totals are the answers' own: the label's class strictly the most probable, and -log p(label)
-    mine = [p[str(t)] for p, t in zip(played, labels, strict=True)]
-    rivals = [max((q for c, q in p.items() if c != str(t)), default=-1.0) for p, t in zip(played, labels,
-                                                                                          strict=True)]
+    mine = [p[key(int(t))] for p, t in zip(played, labels, strict=True)]
+    rivals = [max((q for c, q in p.items() if c != key(int(t))), default=-1.0) for p, t in zip(played, labels,
+                                                                                               strict=True)]
     (last,) = [p for p in (await client.get(f"{URL}/history")).json()["points"] if p["version"] == 60]
     assert last["task"] == "classification" and last["totals"]["rounds"] == 60
     assert last["totals"]["correct"] == sum(m > r for m, r in zip(mine, rivals, strict=True)) > 30

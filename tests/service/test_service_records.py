@@ -11,6 +11,8 @@ import httpx
 import numpy as np
 import pytest
 
+import kons
+import kons.records
 from kons_service.core import codec
 from kons_service.http.schemas import NAME_MAX_CHARS, RECORD_MAX_FIELDS, TEXT_MAX_CHARS
 from testkit.processes import AppFactory
@@ -18,6 +20,10 @@ from testkit.processes import AppFactory
 pytestmark = pytest.mark.anyio
 
 URL = "/v1/learners/m"
+
+
+def _keyed(distribution: dict[Any, float]) -> dict[str, float]:
+    return {c if isinstance(c, str) else json.dumps(c): p for c, p in distribution.items()}
 
 
 async def _unchanged_probe(client: httpx.AsyncClient) -> tuple[int, bytes]:
@@ -107,3 +113,97 @@ def test_records_are_logged_exactly() -> None:
     record = {"age": 30, "income": 52311.25, "city": "Paris", "member": True, "note": None, "tiny": 5e-324}
     decoded = codec.decode_features(codec.encode_features(codec.to_kons(record)))
     assert decoded == record and [type(v) for v in decoded.values()] == [type(v) for v in record.values()]
+
+
+def _records(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Raw records as an HTTP client sends them: a number, a category, a flag, gaps, a name that appears
+    late; and their class."""
+    rng = np.random.default_rng(seed)
+    rows, labels = [], []
+    for t in range(n):
+        city = ("Paris", "Lyon", "Lille")[int(rng.integers(3))]
+        record: dict[str, Any] = {"rooms": int(rng.integers(1, 6)), "city": city,
+                                  "garden": bool(rng.integers(2)),
+                                  "floor": None if t % 7 == 0 else float(rng.normal() * 3)}
+        if t >= 25:
+            record["balcony"] = bool(rng.integers(2))
+        rows.append(record)
+        labels.append({"Paris": "dear", "Lyon": "fair", "Lille": "cheap"}[city] if t % 9 else "fair")
+    return rows, labels
+
+
+async def test_a_multi_class_records_learner_equals_kons_and_replays_identically(
+        make_client: AppFactory) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={})).status_code == 201  # the first label (a string) decides
+    local = kons.Auto(task="classification")
+    rows, labels = _records(60)
+    for record, label in zip(rows[:30], labels[:30], strict=True):
+        fed = (await client.post(f"{URL}/feedback", json={"x": record, "y": label})).json()
+        assert fed["probabilities"] == _keyed(local.learn_proba_one(record, label)), fed
+    # a predict remembers the record under its id; the feedback by id learns it as sent
+    asked = (await client.post(f"{URL}/predict", json={"x": rows[30], "id": "r30"})).json()
+    assert asked["probabilities"] == _keyed(local.predict_proba_dict_one(rows[30]))
+    by_id = (await client.post(f"{URL}/feedback", json={"id": "r30", "y": labels[30]})).json()
+    assert by_id["probabilities"] == _keyed(local.learn_proba_one(rows[30], labels[30]))
+    batch = (await client.post(f"{URL}/feedback", json={"items": [
+        {"x": r, "y": y} for r, y in zip(rows[31:], labels[31:], strict=True)]})).json()
+    assert batch["probabilities"] == [_keyed(local.learn_proba_one(r, y))
+                                      for r, y in zip(rows[31:], labels[31:], strict=True)]
+    info = (await client.get(URL)).json()
+    assert info["task"] == "classification" and info["encoding"] == local.encoding()
+    names = [f["name"] for f in info["encoding"]["features"]]
+    assert names == ["city", "floor", "garden", "rooms", "balcony"]
+    assert (await client.get(f"{URL}/state")).content == local.to_bytes()
+    # a restart, or another replica: the log replayed into the same learner, bit for bit
+    replica = await make_client()
+    assert (await replica.get(f"{URL}/state")).content == local.to_bytes()
+    probe = {"city": "Lyon", "rooms": 2, "garden": False, "floor": None, "cellar": "yes"}  # a new name too
+    assert (await replica.post(f"{URL}/predict", json={"x": probe})).json()["probabilities"] == \
+        _keyed(local.predict_proba_dict_one(probe))
+
+
+async def test_a_regression_records_learner_answers_in_the_targets_units(make_client: AppFactory) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={})).status_code == 201  # the first label (a number) decides
+    local = kons.Auto()
+    rows, _ = _records(50, seed=3)
+    prices = [100.0 * r["rooms"] + {"Paris": 300.0, "Lyon": 150.0, "Lille": 80.0}[r["city"]] for r in rows]
+    fed = (await client.post(f"{URL}/feedback", json={"items": [
+        {"x": r, "y": p} for r, p in zip(rows, prices, strict=True)]})).json()
+    assert fed["predictions"] == [local.learn_one(r, p) for r, p in zip(rows, prices, strict=True)]
+    assert set(fed) == {"predictions", "losses", "version"}
+    assert (await client.get(URL)).json()["encoding"] == local.encoding()
+
+
+async def test_more_categories_than_the_bound_share_one_coordinate_counted(make_client: AppFactory) -> None:
+    """kons keeps MAX_CATEGORIES categories of a name; later ones share its 'other' coordinate, counted
+    in the encoding (accepted: the vocabulary is bounded, the stream is not refused)."""
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "regression"})).status_code == 201
+    local = kons.Auto()
+    most = kons.records.MAX_CATEGORIES
+    # twelve numbers make the width 96: room for every category the bound keeps
+    numbers = {f"n{k}": 0.5 * k for k in range(11)}
+    items = [{"x": {"sku": f"item-{i}", **numbers}, "y": float(i % 5)} for i in range(most + 10)]
+    fed = await client.post(f"{URL}/feedback", json={"items": items})
+    assert fed.status_code == 200, fed.text
+    for item in items:
+        local.learn_one(item["x"], item["y"])
+    encoding = (await client.get(URL)).json()["encoding"]
+    assert encoding == local.encoding()
+    (sku,) = [f for f in encoding["features"] if f["name"] == "sku"]
+    assert len(sku["categories"]) == most and sku["other"]["count"] == 10
+
+
+async def test_records_refused_by_kons_change_nothing(make_client: AppFactory) -> None:
+    """What only kons can refuse (numbers whose squared norm overflows float64): a 422, nothing changed."""
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "regression"})).status_code == 201
+    for t in range(3):
+        fed = await client.post(f"{URL}/feedback", json={"x": {"a": float(t), "city": "Paris"}, "y": t})
+        assert fed.status_code == 200, fed.text
+    before = await _unchanged_probe(client)
+    answer = await client.post(f"{URL}/feedback", json={"x": {"a": 1e200, "b": 1e200}, "y": 1.0})
+    assert answer.status_code == 422 and answer.json()["error"]["code"] == "invalid_input", answer.text
+    assert await _unchanged_probe(client) == before

@@ -12,6 +12,7 @@ import pytest
 
 import kons
 from testkit.processes import AppFactory
+from tests.service.classes import learnt
 
 pytestmark = pytest.mark.anyio
 
@@ -95,7 +96,8 @@ async def test_learns_like_kons_after_the_decision(make_client: AppFactory) -> N
     fed = await client.post(f"{URL}/feedback", json={"items": [{"x": x, "y": y} for x, y in
                                                                zip(ROWS, labels, strict=True)]})
     assert fed.status_code == 200, fed.text
-    assert fed.json()["predictions"] == [local.learn_one(x, y) for x, y in zip(ROWS, labels, strict=True)]
+    played = [local.learn_one(x, learnt(y)) for x, y in zip(ROWS, labels, strict=True)]
+    assert fed.json()["predictions"] == played
     replica = await make_client()  # replays the log on a learner built from the decided config
     assert (await replica.post(f"{URL}/predict", json={"x": ROWS[0]})).json()["prediction"] == \
         local.predict_one(ROWS[0])

@@ -202,6 +202,34 @@ async def test_v2_errors_keep_the_service_statuses(client: httpx.AsyncClient) ->
     assert (await client.get("/v2/health/ready")).json() == {"ready": True}
 
 
+@pytest.mark.redis
+def test_tritonclient_named_inputs_and_bytes(service: ServiceProcess) -> None:
+    """A table's columns as a KServe or MLServer client sends them: one named input per feature, BYTES for
+    the categories, BOOL for a flag; the metadata names the inputs the learner has seen."""
+    rows: list[dict[str, Any]] = [{"rooms": 2.0, "city": "Paris", "garden": True},
+                                  {"rooms": 4.0, "city": "Lille", "garden": False},
+                                  {"rooms": 3.0, "city": "Lyon", "garden": True}]
+    httpx.put(f"{service.url}/v1/learners/flats", json={}).raise_for_status()
+    local = kons.Auto()
+    for t in range(30):
+        row, price = rows[t % 3], 100.0 * rows[t % 3]["rooms"] + 7.0 * t
+        fed = httpx.post(f"{service.url}/v1/learners/flats/feedback", json={"x": row, "y": price})
+        fed.raise_for_status()
+        local.learn_one(row, price)
+    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+    try:
+        inputs = client.get_model_metadata("flats")["inputs"]
+        assert sorted((i["name"], i["datatype"]) for i in inputs) == [
+            ("city", "BYTES"), ("garden", "FP64"), ("rooms", "FP64")]
+        columns = [_input(np.array([r["rooms"] for r in rows]), "rooms"),
+                   _input(np.array([r["city"] for r in rows], dtype=object), "city", "BYTES"),
+                   _input(np.array([r["garden"] for r in rows]), "garden", "BOOL")]
+        result = client.infer("flats", columns)
+        assert result.as_numpy("prediction").tolist() == [local.predict_one(r) for r in rows]
+    finally:
+        client.close()
+
+
 async def test_a_regression_model_has_no_classifier_outputs(client: httpx.AsyncClient) -> None:
     await client.put("/v1/learners/m", json=SPEC)
     answer = await client.post(INFER, json=_tensor([0, 1, 2], [1, 3], outputs=[{"name": "label"}]))
@@ -247,3 +275,17 @@ async def test_v2_needs_the_api_key(make_client: AppFactory) -> None:
     assert denied.status_code == 401 and isinstance(denied.json()["error"], str)
     assert denied.headers["www-authenticate"] == "Bearer"
     assert (await client.get("/v2/health/live")).status_code == 200
+
+
+async def test_named_inputs_are_a_record_per_row(client: httpx.AsyncClient) -> None:
+    await client.put("/v1/learners/r", json={})
+    rows = [{"rooms": 2.0, "city": "Paris", "garden": True}, {"rooms": 4.0, "city": "Lille", "garden": False}]
+    for t, row in enumerate(rows * 10):
+        fed = await client.post("/v1/learners/r/feedback", json={"x": row, "y": 100.0 + t})
+        assert fed.status_code == 200, fed.text
+    columns = _columns(("rooms", [2.0, 4.0], [2], "FP64"), ("city", ["Paris", "Lille"], [2, 1], "BYTES"),
+                       ("garden", [True, False], [2], "BOOL"))
+    answer = await client.post("/v2/models/r/infer", json=columns)
+    assert answer.status_code == 200, answer.text
+    v1 = (await client.post("/v1/learners/r/predict", json={"xs": rows})).json()["predictions"]
+    assert answer.json()["outputs"][0]["data"] == v1

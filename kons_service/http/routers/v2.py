@@ -22,6 +22,7 @@ from kons_service.http.deps import LearnerDep, ServiceDep
 from kons_service.http.routers.ops import store_reachable
 from kons_service.http.schemas import json_keyed
 from kons_service.http.v2 import (
+    BYTES,
     INPUT,
     LABEL,
     OUTPUT,
@@ -168,10 +169,14 @@ async def _metadata(ref: LearnerRef, service: LearnerService, version: str | Non
     if learner.classes is not None:
         outputs += [TensorMetadata(name=LABEL, datatype="BYTES", shape=[-1]),
                     TensorMetadata(name=PROBABILITIES, datatype="FP64", shape=[-1, len(learner.classes)])]
+    inputs = [TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])]
+    if learner.encoding is not None:  # a learner of records: one input per name it has seen
+        kinds = {f["name"]: "FP64" if f["kind"] == "numeric" else BYTES for f in learner.encoding["features"]}
+        inputs = [TensorMetadata(name=name, datatype=kind, shape=[-1]) for name, kind in kinds.items()]
     return ModelMetadata(
         name=ref.name, versions=[model_version(learner.config)],
         platform=f"kons/{learner.config['algorithm']}",
-        inputs=[TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])],
+        inputs=inputs,
         outputs=outputs,
     )
 
