@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from kons.classes import MAX_LABEL_CHARS
+from kons.records import MAX_KEYS, MAX_NAME_LENGTH
 
 __all__ = [
     "BatchFeedbackResponse",
@@ -78,9 +79,8 @@ def _finite(value: Any) -> bool:
 #: Bounds of a record ``{name: value}``: its fields, the length of a name and of a string value (kons's
 #: own: a wider row is an array). Checked here, so that a body of 10^5 names is refused before its rows
 #: are built, encoded or logged.
-RECORD_MAX_FIELDS = 1000
-NAME_MAX_CHARS = 256
-TEXT_MAX_CHARS = 256
+RECORD_MAX_FIELDS = MAX_KEYS
+NAME_MAX_CHARS = TEXT_MAX_CHARS = MAX_NAME_LENGTH
 
 
 def _text(value: str, what: str, most: int = TEXT_MAX_CHARS) -> str:
@@ -323,9 +323,9 @@ class FeedbackRequest(_Body):
 _LABEL = ("A classifier's most probable class (its JSON type kept; absent before any class is known); "
           "absent for regression.")
 _PROBABILITIES = ("A classifier's probability of each class it knows (summing to 1), keyed by the label as a "
-                  "JSON object key: strings as given, integers and booleans as their JSON text (2 -> \"2\", "
-                  "true -> \"true\"); absent for regression. The learner's classes with their types: "
-                  "GET /v1/learners/{name}.")
+                  "JSON object key: strings as given, integers as their JSON text (2 -> \"2\"); the labels "
+                  "of the binary learners of before (-1, 0, 1, false, true) are the classes -1 and 1. Absent "
+                  "for regression. The learner's classes with their types: GET /v1/learners/{name}.")
 
 
 class _Answer(BaseModel):
