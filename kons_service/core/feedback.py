@@ -305,9 +305,8 @@ class FeedbackWriter:
                 return None
         learner = entry.loaded()
         played = await self._checked(entry, learner, group)
-        # (the length kons takes the first row as: an array's, a sparse vector's dim, a record's width)
-        first_length = len(learner.check_round(played.xs[0][0])[0])
-        played.held = await self._growth_held(entry, learner, first_length, sum(len(xs) for xs in played.xs))
+        rows = sum(len(xs) for xs in played.xs)
+        played.held = await self._growth_held(entry, learner, played.xs[0][0], rows)
         token = lease.token if lease is not None else next(self._tokens)
         try:
             await self._play(learner, played)
@@ -450,10 +449,10 @@ class FeedbackWriter:
             return holder not in self._held
         return await self.store.leases.holder_connected(holder) is False
 
-    async def _growth_held(self, entry: CachedLearner, learner: kons.Learner, dim: int, rows: int) -> bool:
+    async def _growth_held(self, entry: CachedLearner, learner: kons.Learner, first: Any, rows: int) -> bool:
         """Whether the learner's growth is held for the next ``rows`` rounds, once its reservation covers
-        what it holds plus the most those rounds can add (:meth:`kons.Learner.max_growth_nbytes`); ``dim``:
-        the length of the batch's first row (for a learner whose dimension it fixes).
+        what it holds plus the most those rounds can add (:meth:`kons.Learner.max_growth_nbytes`); ``first``:
+        the batch's first row (for a learner whose dimension it fixes).
 
         A learner that can learn without growing (``nystrom_kons``, ``auto``) is held instead of refused
         when its tenant's budget, or its own, has no room for that growth: it keeps learning with the
@@ -472,7 +471,8 @@ class FeedbackWriter:
                 "sketched_kons or nystrom_kons)."
             )
         if learner.input_dim is None:  # the first batch fixes the dimension: bounded by the config
-            sized = check_budget(learner, dim, self.settings.learner_max_bytes)
+            # at the length kons takes the row as (an array's, a sparse vector's dim, a record's width)
+            sized = check_budget(learner, len(learner.check_round(first)[0]), self.settings.learner_max_bytes)
             if not holdable:
                 entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
             return False
