@@ -57,6 +57,7 @@ from kons_service.core.history import HistoryRecorder
 from kons_service.core.learning import (
     REGRESSION,
     Distribution,
+    build,
     canonical,
     check_budget,
     check_labels,
@@ -325,10 +326,12 @@ class FeedbackWriter:
     async def _decide_task(self, entry: CachedLearner, group: list[_Request]) -> None:
         """Record the task the group's first label decides in the learner's config, unless another writer
         decided it first (a compare-and-set in the store), and drop the cached learner, built for no task:
-        the caller rebuilds it from the config now stored, whose task then checks every label."""
-        task = task_of_label(group[0].items[0].y)
+        the caller rebuilds it from the config now stored, whose task then checks every label. The group
+        is checked first by a learner of that task: a request it refuses decides nothing."""
+        config = decided(entry.config, task_of_label(group[0].items[0].y))
+        await self._checked(entry, build(config), group, config)
         stored = await self.store.decide_config(entry.ref, entry.incarnation, canonical(entry.config),
-                                                canonical(decided(entry.config, task)))
+                                                canonical(config))
         if stored is None:
             raise not_found(entry.ref)
         log.info("learner %s does %s (decided by its first feedback)", entry.ref,
@@ -504,10 +507,12 @@ class FeedbackWriter:
                         "with the dictionary it has", ref, held, "own" if need > budget else "tenant's")
         return True
 
-    async def _checked(self, entry: CachedLearner, learner: kons.Learner, group: list[_Request]) -> _Played:
+    async def _checked(self, entry: CachedLearner, learner: kons.Learner, group: list[_Request],
+                       config: dict[str, Any] | None = None) -> _Played:
         """Each request's rows (features fetched for ids) and labels, checked by kons before any round is
-        played, so that bad input changes nothing. A request of a group that fails raises
-        :class:`_RegroupError`."""
+        played, so that bad input changes nothing; ``learner`` is of ``config`` (default: the entry's). A
+        request of a group that fails raises :class:`_RegroupError`."""
+        task = task_of(config or entry.config, learner) or REGRESSION
         wanted = [it.id for request in group for it in request.items if it.x is None and it.id is not None]
         recalled = {}
         if wanted:
@@ -517,7 +522,7 @@ class FeedbackWriter:
             try:
                 check_work(entry.state_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
-                check_labels(task_of(entry.config, learner) or REGRESSION, [it.y for it in request.items])
+                check_labels(task, [it.y for it in request.items])
                 played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
             except (kons.KonsError, UnknownIdError, BatchTooLargeError):
                 if len(group) > 1:

@@ -88,6 +88,20 @@ async def test_first_label_decides_and_config_records_it(make_client: AppFactory
     assert (await client.get(URL)).json()["version"] == 1
 
 
+async def test_a_refused_first_feedback_decides_nothing(make_client: AppFactory) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={})).status_code == 201
+    mixed = {"items": [{"x": ROWS[0], "y": 1.5}, {"x": ROWS[1], "y": "cat"}]}
+    overflowing = {"x": [1e200, 1e200], "y": "cat"}  # refused by kons: its squared norm overflows
+    for body in (mixed, overflowing):
+        refused = await client.post(f"{URL}/feedback", json=body)
+        assert refused.status_code == 422, refused.text
+        info = (await client.get(URL)).json()
+        assert info["task"] is None and info["config"]["params"]["task"] is None and info["version"] == 0
+    assert (await _feed(client, "dog")).status_code == 200
+    assert (await client.get(URL)).json()["task"] == "classification"
+
+
 async def test_learns_like_kons_after_the_decision(make_client: AppFactory) -> None:
     client = await make_client()
     assert (await client.put(URL, json={})).status_code == 201
