@@ -374,7 +374,7 @@ class Learner(abc.ABC):
         with _round_numerics():
             return self._learn_checked(x, y)
 
-    def _learn_checked(self, x: Any, y: float) -> float:
+    def _learn_checked(self, x: Any, y: Any) -> float:
         """:meth:`learn_one` of ``(x, y)`` as :meth:`check_round` returns them, inside the numerics
         context (a composite calls it for its parts: its own round validates and enters it once)."""
         first = not self._has_model

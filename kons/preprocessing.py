@@ -32,7 +32,8 @@ A learner fed raw rows (features in their own units, targets in the tens or thou
   by the median heuristic :math:`\gamma = 1/\mathrm{median}\|z_i - z_j\|^2` on their standardised values,
   then builds the kernel learner and replays the buffered rows into it.
 * **Binary labels** ``{-1, +1}``, ``{0, 1}`` or booleans for the binary losses; with the logistic loss,
-  :meth:`Preprocessed.predict_proba_one` gives the probability next to the score.
+  :meth:`Preprocessed.predict_proba_one` gives the probability next to the score. (Labels of any kind
+  and more than two classes: :class:`~kons.Auto` with ``task="classification"``, :mod:`kons.classes`.)
 
 :func:`kons.learner_from_params` wraps every algorithm in :class:`Preprocessed` unless the parameters say
 ``"preprocess": false``; the classes themselves (``kons.KONS(...)``) stay paper-exact. The preprocessing
