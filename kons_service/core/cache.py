@@ -194,10 +194,12 @@ class LearnerCache:
         self._evict()
 
     def _release(self, entry: CachedLearner) -> None:
-        """A request is done with ``entry``: take it out if it holds no learner, then keep the budgets."""
+        """A request is done with ``entry``: take it out if it holds no learner (unless it keeps the head of
+        a dropped learner for the next sync to check: :meth:`CachedLearner.drop_played`), then keep the
+        budgets."""
         if entry.users == 0:
             if entry.learner is None:
-                if self._entries.get(entry.ref) is entry:
+                if entry.held is None and self._entries.get(entry.ref) is entry:
                     del self._entries[entry.ref]
             else:  # nobody plays on it now, so its arrays can be measured
                 entry.state_nbytes()
