@@ -47,17 +47,25 @@ def _line(ref: LearnerRef, head: Head) -> bytes:
 
 
 def _read(path: Path, into: _Marks) -> None:
-    """Add the marks of the file at ``path`` (a torn last line, from a crash mid-write, is skipped)."""
+    """Add the marks of the file at ``path`` (a line that is not a mark, e.g. the torn last line of a
+    crash mid-write, is skipped)."""
     with contextlib.suppress(FileNotFoundError), path.open("rb") as lines:
         for raw in lines:
             try:
                 tenant, name, incarnation, version, tip = json.loads(raw)
-            except ValueError:
+                version = int(version)
+            except (ValueError, TypeError):
                 continue
             marks = into.setdefault(LearnerRef(tenant, name), {})
             known = marks.get(incarnation)
             if known is None or version >= known.version:
-                marks[incarnation] = Head(incarnation, int(version), 0, tip)
+                marks[incarnation] = Head(str(incarnation), version, 0, str(tip))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _locked(fd: int) -> bool:
@@ -81,17 +89,19 @@ class AckMarks:
         self._fd = -1
         self._lines = 0
         self._dirty = False
+        self._failing = False  # the last write or fsync failed (logged once until one succeeds)
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
         """Read the directory's marks, fold in the files no live process owns, and start this file."""
         self.directory.mkdir(parents=True, exist_ok=True)
         orphans = []
-        for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
+        for path in sorted([*self.directory.glob(f"*{_SUFFIX}"), *self.directory.glob("*.tmp")]):
             fd = os.open(path, os.O_RDONLY)
             try:
                 owned = not _locked(fd)
-                _read(path, self._unchecked)
+                if path.suffix == _SUFFIX:  # (a .tmp file is a rewrite that did not finish)
+                    _read(path, self._unchecked)
                 if not owned:
                     orphans.append(path)
             finally:
@@ -114,7 +124,10 @@ class AckMarks:
     async def flush(self) -> None:
         if self._dirty and self._fd >= 0:
             self._dirty = False
-            await asyncio.to_thread(os.fsync, self._fd)
+            try:
+                await asyncio.to_thread(os.fsync, self._fd)
+            except OSError as exc:
+                self._failed(exc)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -124,13 +137,28 @@ class AckMarks:
 
     # ------------------------------------------------------------------ marks
     def acknowledged(self, ref: LearnerRef, head: Head) -> None:
-        """Rounds of ``ref`` up to ``head`` were acknowledged (before the answer goes out)."""
+        """Rounds of ``ref`` up to ``head`` were acknowledged (before the answer goes out). A failure to
+        write (a full disk) is logged, not raised: the rounds are logged in Redis, only this witness of
+        their loss is weaker."""
         self._newest[ref] = {head.incarnation: head}
-        os.write(self._fd, _line(ref, head))
+        try:
+            _write_all(self._fd, _line(ref, head))
+            self._lines += 1
+            if self._lines > max(_REWRITE_MIN_LINES, _REWRITE_FACTOR * len(self._newest)):
+                self._rewrite()
+        except OSError as exc:
+            self._failed(exc)
+            return
         self._dirty = True
-        self._lines += 1
-        if self._lines > max(_REWRITE_MIN_LINES, _REWRITE_FACTOR * len(self._newest)):
-            self._rewrite()
+        if self._failing:
+            self._failing = False
+            log.warning("the acknowledged versions are written to %s again", self.path)
+
+    def _failed(self, exc: OSError) -> None:
+        if not self._failing:
+            self._failing = True
+            log.error("could not write the acknowledged versions to %s (%s): a rollback of Redis may go "
+                      "unseen after a restart until this is fixed", self.path, exc)
 
     def forget(self, ref: LearnerRef) -> None:
         """``ref`` was deleted by this process: its marks are of no incarnation any more."""
@@ -148,8 +176,12 @@ class AckMarks:
         fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         lines = [_line(ref, head) for ref, marks in self._newest.items() for head in marks.values()]
-        os.write(fd, b"".join(lines))
-        os.fsync(fd)
+        try:
+            _write_all(fd, b"".join(lines))
+            os.fsync(fd)
+        except OSError:
+            os.close(fd)
+            raise
         os.replace(fresh, self.path)
         with contextlib.suppress(OSError):  # the directory entry: best effort (not every filesystem)
             dir_fd = os.open(self.directory, os.O_RDONLY)

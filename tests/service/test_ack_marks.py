@@ -4,7 +4,11 @@ starts finds of its predecessors' marks, and a file that stays small however man
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
+
+import pytest
 
 from kons_service.core.marks import AckMarks
 from kons_service.store import Head, LearnerRef
@@ -57,3 +61,19 @@ def test_the_file_keeps_the_newest_mark_of_each_learner_only(tmp_path: Path) -> 
     later.open()
     assert later.unchecked(A) == [_head("i", 19_999)]
     later.close()
+
+
+def test_a_mark_that_cannot_be_written_is_logged_once_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rounds are logged in Redis already: a full disk must not turn their answer into an error."""
+    (tmp_path / "old.marks").write_bytes(b'5\n["t","a"]\n{"x":1}\n["t","a","i",2,"p/2"]\n')
+    marks = AckMarks(tmp_path, "p", 0.1)
+    marks.open()
+    assert marks.unchecked(A) == [_head("i", 2)]  # the lines that are not marks are skipped
+    os.close(marks._fd)  # every write now fails, as on a full disk
+    with caplog.at_level(logging.ERROR, logger="kons_service.marks"):
+        for version in (3, 4):
+            marks.acknowledged(A, _head("i", version))
+    assert len([r for r in caplog.records if "could not write" in r.getMessage()]) == 1
+    marks._fd = -1
