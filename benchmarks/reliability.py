@@ -475,6 +475,9 @@ _NOTES = """## How to read these figures
   tests in `tests/reliability/test_retry_safety.py`, which drop the reply of the append script in a proxy.
   Run against the service as it was before the history fence (the parent of commit cba4bee), the
   rollback scenario ends with the replicas different from each other and from the serial replay.
+* **Rollbacks reported with `WAIT` and none lost**: a round the old primary logged but no replica
+  confirmed was answered 503 `not_replicated`, so it was never acknowledged; a failover loses it, and a
+  process that held it reports that rollback all the same (the cluster runs' `rollbacks_reported`).
 * **Byte format**: random corruption of state blobs is covered by the hypothesis tests in
   `tests/kons/test_state.py` (`test_random_corruption_is_always_a_state_format_error`,
   `test_resigned_corruption_never_escapes_as_another_error`) and over HTTP by
