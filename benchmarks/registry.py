@@ -93,6 +93,10 @@ BENCHMARKS = (
               "--json benchmarks/results/cluster_failover.json",
               ("cluster_failover.json",),
               (*_SERVICE, "testkit/scenarios.py", "benchmarks/cluster_failover.py")),
+    Benchmark("The cost of acknowledged-version marks (KONS_ACK_MARKS_DIR) on a feedback "
+              "(docs/reliability.md)",
+              "python -m benchmarks.ack_marks --runs 4 --out benchmarks/results",
+              ("ack_marks.md", "ack_marks.json"), (*_SERVICE, "benchmarks/ack_marks.py")),
     Benchmark("Reliability battery: every promise kept (docs/reliability.md)",
               "python -m benchmarks.reliability --out docs/reliability.md "
               "--json benchmarks/results/reliability.json",
