@@ -432,7 +432,7 @@ that <witness>: ...; lost at least versions F to L (N rounds)` once per loss per
   head (`kons_service/core/marks.py`). Cost: a `write` of one line per acknowledged group, 11 µs
   (`benchmarks/results/ack_marks.md`) against a feedback of 1.7-12 ms median here; side by side, 4 x
   2,000 feedbacks each could not tell the two apart on this loaded machine (load 9-11; ratios of the
-  medians 0.38-1.02, the marks never the slower beyond noise). An `fsync` per acknowledgement would cost
+  medians 0.38-1.02: no run with marks more than 2% slower). An `fsync` per acknowledgement would cost
   about 4 ms here (median), hence the batches. What the
   marks cannot see: a host crash loses the marks of the last `fsync` period (Redis under `everysec`
   loses about a second: most of it is seen); a process on another host, or after its directory is
