@@ -470,7 +470,8 @@ class Auto(Learner):
 
     def learn_one(self, x: Any, y: Any) -> float:
         """Play one round (see :class:`~kons.base.Learner`); classification learns the label ``y`` as
-        given (``True`` and ``1`` are two classes), whatever :meth:`check_round` maps it to."""
+        given (``True`` and ``1`` are two classes, but for a learner of booleans: :mod:`kons.classes`),
+        whatever :meth:`check_round` maps it to."""
         if not self._binary:
             return super().learn_one(x, y)
         x, _ = self.check_round(x, y)
@@ -645,6 +646,7 @@ class Auto(Learner):
         if not self._binary:
             return self._learn_target(x, y), 0.0
         classes = self._classes
+        y = classes.label(y)
         index = classes.index(y)
         new = index < 0
         if new:
