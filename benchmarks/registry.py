@@ -77,6 +77,10 @@ BENCHMARKS = (
               "streams vs River's defaults and VW --oaa K (README, kons.auto)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.multiclass --out benchmarks/results",
               ("multiclass.md",), (*_LIBRARY, "benchmarks/multiclass.py")),
+    Benchmark("Records as features (issue 19): auto on records vs arrays per round; auto and ons on "
+              "record-shaped raw streams (gaps and categories kept) vs River's record pipeline",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.records --out benchmarks/results",
+              ("records.md",), (*_LIBRARY, "benchmarks/records.py")),
     Benchmark("Lease takeover after a SIGKILL (README, docs/reliability.md)",
               "python -m benchmarks.takeover --runs 10 --baseline main", ("takeover.md",),
               (*_SERVICE, "benchmarks/takeover.py")),

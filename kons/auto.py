@@ -87,6 +87,7 @@ from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
     Preprocessor,
+    ScalerStats,
     checked_form,
     median_width,
     nested_blob,
@@ -94,6 +95,7 @@ from kons.preprocessing import (
     user_bound,
     with_intercept,
 )
+from kons.records import Record
 from kons.sparse import SparseVector
 
 __all__ = ["GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "Auto", "Mixture"]
@@ -278,7 +280,7 @@ class _Grid:
         return bases
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[list[np.ndarray | SparseVector], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+               ) -> tuple[list[np.ndarray | SparseVector], ScalerStats]:
         """Each base's input (the standardised or the signed-log view, dense or with the intercept),
         each form computed and checked once for all the bases that take it, and the log view's pending
         statistics (:meth:`FeatureScaler.pending`)."""
@@ -402,6 +404,7 @@ class Auto(Learner):
     name = "auto"
     preprocesses = True
     accepts_sparse = True
+    accepts_records = True
     # Its Nystrom bases grow up to their dictionary bound; held, they keep learning at their size.
     grows = True
     can_hold_growth = True
@@ -457,6 +460,9 @@ class Auto(Learner):
         """The bound on the bases' and the mixture's plays on standardised data."""
         return SCORE_BOUND if self._binary else REGRESSION_BOUND
 
+    def _check_x(self, x: Any) -> Any:
+        return self._prep.check_form(super()._check_x(x))
+
     def _check_y(self, y: Any) -> Any:
         """Regression: the target as a float. Classification: a label of the binary learners of before
         (-1, 0, 1, false, true) as their -1.0 or +1.0, as :meth:`check_round` gave them before classes
@@ -500,6 +506,9 @@ class Auto(Learner):
                 f"this learner has {len(self._classes)} classes: use predict_proba_dict_one.")
         return self._prep.probability(self.predict_one(x))
 
+    def encoding(self) -> dict[str, Any] | None:
+        return self._prep.encoding()
+
     def predict_proba_dict_one(self, x: Any) -> dict[Any, float]:
         """Every known class's probability for ``x`` (summing to 1; ``{}`` before any class is known);
         never changes the state. Keys are the labels: ``True`` and ``1``, two classes, are one dict key
@@ -510,7 +519,7 @@ class Auto(Learner):
             return self._binary_distribution(self.predict_one(x))
         x, _ = self.check_round(x)
         with _round_numerics():
-            return self._distribution(self._class_probabilities(x))
+            return self._distribution(self._class_probabilities(self._prep.encoded(x, self._dim)))
 
     def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]:
         """Play one round (as :meth:`learn_one`) and return the distribution it played, before learning,
@@ -632,19 +641,26 @@ class Auto(Learner):
         return self._model.probabilities(prep.scaled(x), x, self._class_prior(classes))
 
     # ----------------------------------------------------------------- rounds
-    def _predict(self, x: np.ndarray | SparseVector) -> float:
+    def _predict(self, x: np.ndarray | SparseVector | Record) -> float:
+        prep = self._prep
+        x = prep.encoded(x, self._dim)
         if self._multiclass:  # the probability of the most probable class
             return float(self._class_probabilities(x).max())
-        prep = self._prep
         if prep.scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
             return prep.prior()
         if not prep.ready:
             return self._warmup_prediction(x)
         return prep.to_user(self._model.predict(prep.scaled(x), x, self._constant()))
 
-    def _learn(self, x: np.ndarray | SparseVector, y: Any) -> tuple[float, float]:
-        if not self._binary:
-            return self._learn_target(x, y), 0.0
+    def _learn(self, x: np.ndarray | SparseVector | Record, y: Any) -> tuple[float, float]:
+        prep = self._prep
+        x, encoding = prep.encode(x, self._dim)  # a record as its vector; its new names kept at the end
+        played = self._learn_label(x, y) if self._binary else self._learn_target(x, y)
+        prep.commit_encoding(encoding)
+        return played, 0.0
+
+    def _learn_label(self, x: np.ndarray | SparseVector, y: Any) -> float:
+        """A round of classification: the binary model, or the multinomial one from the third class."""
         classes = self._classes
         y = classes.label(y)
         index = classes.index(y)
@@ -666,7 +682,7 @@ class Auto(Learner):
             if new:
                 classes.add(y, index)
         self._played = (distribution, loss)
-        return played, 0.0
+        return played
 
     def _round_loss(self, y_hat: float, y: Any) -> float:
         return self._played[1] if self._binary else self._loss.value(y_hat, y)
@@ -724,7 +740,7 @@ class Auto(Learner):
 
     def _growth_nbytes(self, rounds: int) -> int:
         if self._prep.ready:
-            return self._model.growth_nbytes(rounds)
+            return self._model.growth_nbytes(rounds) + self._prep.encoder_growth_nbytes()
         return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_grid_nbytes)
 
     def _fresh_grid_nbytes(self, rounds: int) -> int:
