@@ -264,3 +264,24 @@ def test_the_binary_learner_refuses_a_third_class_naming_auto() -> None:
     learner.learn_one([1.0, 2.0], 1)
     with pytest.raises(kons.InvalidInputError, match="auto"):
         learner.learn_one([1.0, 2.0], 2)
+
+
+def test_records_with_categories_and_gaps_learn_many_classes_and_restore_bit_identically() -> None:
+    rng = np.random.default_rng(14)
+    cities, animals = ["Paris", "Lyon", "Nice"], ["cat", "dog", "bird"]
+    rows: list[tuple[dict[str, object], str]] = []
+    for t in range(240):
+        c = int(rng.integers(3))
+        x: dict[str, object] = {"age": 30.0 + 10.0 * c + rng.normal(), "city": cities[c]}
+        if t > 100 and rng.random() < 0.2:
+            x["income"] = None
+        if t > 150:
+            x["late"] = float(c)  # a feature first seen at round 151
+        rows.append((x, animals[c]))
+    learner = Auto(task="classification")
+    hits = [top_label(learner.learn_proba_one(x, y)) == y for x, y in rows[:160]]
+    restored = kons.load(learner.to_bytes())
+    for x, y in rows[160:]:
+        assert learner.learn_proba_one(x, y) == restored.learn_proba_one(x, y)
+    assert learner.to_bytes() == restored.to_bytes() and sorted(learner.classes) == sorted(animals)
+    assert np.mean(hits[60:]) > 0.8
