@@ -543,6 +543,8 @@ class FeedbackWriter:
         match outcome.reason:
             case AppendStatus.APPLIED:
                 entry.appended(outcome.version, outcome.tip, outcome.stride)
+                if self.cache.marks is not None:  # (a retry's earlier answer was marked when it was given)
+                    self.cache.marks.acknowledged(ref, Head(entry.incarnation, entry.version, 0, entry.tip))
                 learner = entry.loaded()
                 losses = [loss for request_losses in played.losses for loss in request_losses]
                 entry.count_rounds(len(losses), played.logged_bytes, played.seconds)

@@ -40,6 +40,7 @@ from kons_service.core.learning import (
     numerics,
     offload,
 )
+from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
@@ -122,7 +123,11 @@ class LearnerService:
         self.settings = settings
         self.metrics = metrics
         self.snapshots = Snapshotter(store, settings, metrics)
-        self.cache = LearnerCache(store, settings, metrics, on_evict=self.snapshots.schedule)
+        marks = None
+        if settings.ack_marks_dir is not None:
+            marks = AckMarks(settings.ack_marks_dir, store.process_name, settings.ack_marks_fsync_seconds)
+        self.cache = LearnerCache(store, settings, metrics, on_evict=self.snapshots.schedule, marks=marks)
+        self._marks_task: asyncio.Task[None] | None = None
         self.history_recorder = HistoryRecorder(store, settings)
         self.budget = TenantBudget(store, settings)
         self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
@@ -131,6 +136,9 @@ class LearnerService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        if self.cache.marks is not None:
+            self.cache.marks.open()
+            self._marks_task = asyncio.create_task(self.cache.marks.run())
         self.snapshots.start(self.cache)
         self.eviction.start()
 
@@ -140,6 +148,11 @@ class LearnerService:
         await self.eviction.close()
         await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
+        if self._marks_task is not None:
+            self._marks_task.cancel()
+            await asyncio.gather(self._marks_task, return_exceptions=True)
+        if self.cache.marks is not None:
+            self.cache.marks.close()
 
     async def store_problem(self) -> str | None:
         """Why the store could silently lose acknowledged rounds or learners (None: no known reason)."""
@@ -225,6 +238,8 @@ class LearnerService:
     async def delete(self, ref: LearnerRef) -> None:
         existed = await self.store.delete(ref)
         self.cache.drop(ref)
+        if self.cache.marks is not None:
+            self.cache.marks.forget(ref)
         self.metrics.forget_learner(ref)
         if not existed:
             raise not_found(ref)
