@@ -433,7 +433,7 @@ class Auto(Learner):
         self._grid: _Grid | None = None  # built once the warm-up gives the kernel widths
         self._classes = Classes()
         # The round just played (classification): its distribution over the classes and its log loss.
-        self._played: tuple[dict[Any, float], float] = ({}, 0.0)
+        self._played: tuple[list[tuple[Any, float]], float] = ([], 0.0)
         super()._reset()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -512,7 +512,16 @@ class Auto(Learner):
     def predict_proba_dict_one(self, x: Any) -> dict[Any, float]:
         """Every known class's probability for ``x`` (summing to 1; ``{}`` before any class is known);
         never changes the state. Keys are the labels: ``True`` and ``1``, two classes, are one dict key
-        (a learner given both reports them under that key, the later class's probability)."""
+        (a learner given both reports them under that key, the later class's probability): use
+        :meth:`predict_proba_by_class_one` to keep them apart."""
+        return dict(self._predicted_pairs(x))
+
+    def predict_proba_by_class_one(self, x: Any) -> np.ndarray:
+        """The probabilities of :attr:`classes` for ``x``, in their order (summing to 1; empty before any
+        class is known): :meth:`predict_proba_dict_one` by index, so ``True`` and ``1`` stay apart."""
+        return np.array([p for _, p in self._predicted_pairs(x)], dtype=np.float64)
+
+    def _predicted_pairs(self, x: Any) -> list[tuple[Any, float]]:
         if not self._binary:
             raise InvalidParameterError("class probabilities need task='classification'.")
         if not self._multiclass:
@@ -526,27 +535,45 @@ class Auto(Learner):
         over the classes known before the round and ``y`` if it is new. A new class's probability is
         the model's for a class it has not learnt: binary, the score's for the free role; else the
         mixture of the bases' (a new class's weights are zero, the score of the reference class 0)
-        and of the constant's (add-1/2 frequencies: :math:`1/(2n + K)` after n rounds)."""
+        and of the constant's (add-1/2 frequencies: :math:`1/(2n + K)` after n rounds). Keyed by label
+        as :meth:`predict_proba_dict_one` (see :meth:`learn_proba_by_class_one`)."""
+        return dict(self._learned_pairs(x, y))
+
+    def learn_proba_by_class_one(self, x: Any, y: Any) -> np.ndarray:
+        """:meth:`learn_proba_one` by index: the played probabilities of :attr:`classes` as they are after
+        the round (the label's class included), in their order, so ``True`` and ``1`` stay apart."""
+        return np.array([p for _, p in self._learned_pairs(x, y)], dtype=np.float64)
+
+    def class_of(self, y: Any) -> Any:
+        """The class this learner learns for the label ``y`` (:meth:`kons.classes.Classes.label`: ``y``
+        itself, or ``False``/``True`` for -1, 0 and 1 given to a learner of booleans), whether known or
+        new; :class:`InvalidInputError` for a label it cannot learn."""
+        if not self._binary:
+            raise InvalidParameterError("classes need task='classification'.")
+        return self._classes.label(y)
+
+    def _learned_pairs(self, x: Any, y: Any) -> list[tuple[Any, float]]:
         if not self._binary:
             raise InvalidParameterError("class probabilities need task='classification'.")
         self.learn_one(x, y)
         return self._played[0]
 
-    def _distribution(self, probabilities: np.ndarray) -> dict[Any, float]:
-        """The probabilities of the classes by index (the next index: a new class) as a dict by label."""
-        return {self._classes.label_of(i): float(p) for i, p in enumerate(probabilities)}
+    def _distribution(self, probabilities: np.ndarray) -> list[tuple[Any, float]]:
+        """The probabilities of the classes by index (the next index: a new class) as (label, p) pairs."""
+        return [(self._classes.label_of(i), float(p)) for i, p in enumerate(probabilities)]
 
-    def _binary_distribution(self, score: float, new: tuple[int, Any] | None = None) -> dict[Any, float]:
+    def _binary_distribution(self, score: float, new: tuple[int, Any] | None = None
+                             ) -> list[tuple[Any, float]]:
         """The distribution of the binary model's ``score`` over the classes known (and ``new``, its role
-        and label); one class has all the probability."""
+        and label), as (label, p) pairs by index; one class has all the probability."""
         labels = [self._classes.label_of(0), self._classes.label_of(1)]
         if new is not None:
             labels[new[0]] = new[1]
         present = [i for i, label in enumerate(labels) if label is not None]
         if len(present) < 2:
-            return {labels[i]: 1.0 for i in present}
+            return [(labels[i], 1.0) for i in present]
         positive = self._prep.probability(score)
-        return {labels[0]: 1.0 - positive, labels[1]: positive}
+        return [(labels[0], 1.0 - positive), (labels[1], positive)]
 
     def _class_prior(self, classes: int) -> np.ndarray:
         """The constant expert for ``classes`` classes: the add-1/2 (Krichevsky-Trofimov) frequencies,
@@ -667,7 +694,7 @@ class Auto(Learner):
         new = index < 0
         if new:
             index = classes.new_index(y)
-        distribution: dict[Any, float]
+        distribution: list[tuple[Any, float]]
         if index >= 2 or self._multiclass:  # the multinomial model
             probabilities = self._learn_classes(x, index, len(classes) + new)
             if new:

@@ -33,7 +33,7 @@ import anyio.to_thread
 import kons
 from kons_service.core import codec
 from kons_service.core.errors import BusyError, LearnerNotFoundError
-from kons_service.core.learning import build, offload, undecided
+from kons_service.core.learning import build, offload, replayed_label, undecided
 from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.rollbacks import RollbackReporter, Witness
@@ -330,7 +330,7 @@ class LearnerCache:
             x = codec.decode_features(logged.x)
             if learner.grows:  # where the writer held it (its tenant's budget was full)
                 learner.hold_growth(logged.held)
-            played = learner.learn_one(x, codec.decode_label(logged.y))
+            played = learner.learn_one(x, replayed_label(learner, codec.decode_label(logged.y)))
             entry.version, entry.tip = version, tip
             if played != codec.unpack_float(logged.played):
                 self.metrics.divergence.inc()

@@ -166,7 +166,9 @@ class _Played:
     """A group's rounds as played: each request's rows, labels, predictions and losses, in order."""
 
     xs: list[list[Any]] = field(default_factory=list)
-    ys: list[list[float]] = field(default_factory=list)
+    ys: list[list[Any]] = field(default_factory=list)  # as logged (see :func:`.learning.check_rows`)
+    #: The labels as the learner learnt them: a classifier's own classes (see :class:`.learning.Round`).
+    learned: list[list[Any]] = field(default_factory=list)
     plays: list[list[float]] = field(default_factory=list)
     losses: list[list[float]] = field(default_factory=list)
     #: A probabilistic classifier's played distributions (see :func:`.learning.learn_round`), else None.
@@ -557,6 +559,7 @@ class FeedbackWriter:
             losses = [round_loss(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
             played.correct = [is_correct(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
         plays = [r.value for r in rounds]
+        learned = [y if r.label is None else r.label for r, (_, y) in zip(rounds, rows, strict=True)]
         played.stats = learner.stats()
         if not finite(plays, losses, played.stats):
             raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
@@ -564,6 +567,7 @@ class FeedbackWriter:
         for xs in played.xs:
             played.plays.append(plays[start : start + len(xs)])
             played.losses.append(losses[start : start + len(xs)])
+            played.learned.append(learned[start : start + len(xs)])
             distributions = [r.distribution for r in rounds[start : start + len(xs)]]
             played.distributions.append(
                 None if any(d is None for d in distributions) else cast(list[Distribution], distributions))
@@ -583,11 +587,11 @@ class FeedbackWriter:
         for request, plays, losses, distributions in zip(group, played.plays, played.losses,
                                                          played.distributions, strict=True):
             # (the distributions as (label, p) pairs: JSON object keys would lose the labels' types)
-            pairs = None if distributions is None else [list(d.items()) for d in distributions]
+            pairs = None if distributions is None else [[list(pair) for pair in d] for d in distributions]
             record = "" if request.fingerprint is None else json.dumps(
                 {"body": request.fingerprint, "predictions": plays, "losses": losses, "distributions": pairs})
             tags.append(RequestTag(request.id or "", record, len(request.items)))
-        errors = self.history.due(entry, head.version, played.ys, played.plays, played.distributions)
+        errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions)
         history = (errors, self.settings.history_points)
         return await self.store.log.append(entry.ref, token, head, entries, tags, leased=leased,
                                        retention=self._retention, history=history)
@@ -651,5 +655,5 @@ class FeedbackWriter:
             raise self._unconfirmed(ref, earlier.version)
         self.metrics.deduplicated.inc()
         distributions = answer.get("distributions")  # (absent from records written before classes)
-        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version,
-                              None if distributions is None else [dict(pairs) for pairs in distributions])
+        played = None if distributions is None else [[(c, p) for c, p in pairs] for pairs in distributions]
+        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version, played)

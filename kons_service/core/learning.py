@@ -12,10 +12,14 @@ replicas racing on the first feedback agree, and every replay and restart reads 
 other learner's task is its loss's: classification for a binary loss.
 
 **Rounds.** A learner that gives class probabilities (``auto`` for classification: ``classes``,
-``predict_proba_dict_one``, ``learn_proba_one``) plays each round through :func:`learn_round` and
-:func:`predict_round`, which keep kons's own play (``learn_one``'s and ``predict_one``'s float: the score
-of a binary round, the probability of the label in a multi-class one) and add the distribution over the
-classes that the round played; every other learner plays its float alone.
+``predict_proba_by_class_one``, ``learn_proba_by_class_one``) plays each round through
+:func:`learn_round` and :func:`predict_round`, which keep kons's own play (``learn_one``'s and
+``predict_one``'s float: the score of a binary round, the probability of the label in a multi-class one)
+and add the distribution over the classes that the round played, as (class, probability) pairs in the
+learner's class order, so that ``True`` and ``1`` stay two classes; every other learner plays its float
+alone. Such a learner is given, and its log keeps, the labels as the user sent them, so its answers
+echo them: ``0``/``1`` in, ``0``/``1`` out (:func:`check_rows`, :func:`replayed_label` for its log of
+before).
 """
 
 from __future__ import annotations
@@ -26,14 +30,14 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import anyio.to_thread
 import numpy as np
 
 import kons
 from kons.classes import class_label
-from kons.losses import get_loss, log_loss
+from kons.losses import PROBABILITY_FLOOR, get_loss
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
 __all__ = [
@@ -47,6 +51,7 @@ __all__ = [
     "check_labels",
     "check_rows",
     "check_work",
+    "class_log_loss",
     "classifier",
     "config_of",
     "decided",
@@ -57,9 +62,12 @@ __all__ = [
     "offload",
     "predict_round",
     "predicted",
+    "probability",
+    "replayed_label",
     "round_loss",
     "task_of",
     "task_of_label",
+    "top_label",
     "undecided",
     "undecided_config",
 ]
@@ -75,35 +83,40 @@ _PLACEHOLDER_TASK = REGRESSION
 
 
 _LOGISTIC = get_loss("logistic")
-#: A played distribution over classes: each class's probability, in the learner's class order.
-Distribution = dict[Any, float]
+#: A played distribution over classes: each class with its probability, in the learner's class order
+#: (pairs, not a dict: ``True`` and ``1`` are two classes but one dict key).
+Distribution = list[tuple[Any, float]]
 
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """A round as played: kons's float, and a probabilistic classifier's distribution (else None)."""
+    """A round as played: kons's float, and for a probabilistic classifier the distribution it played and
+    the class it learnt or was asked about (``label``: the learner's own class of the user's label)."""
 
     value: float
     distribution: Distribution | None = None
+    label: Any = None
 
 
-def classifier(learner: kons.Learner) -> bool:
-    """Whether ``learner`` is a classifier that gives class probabilities: a binary loss and a
-    ``learn_proba_one`` of its own (kons's base class has one that refuses)."""
-    own = type(learner).learn_proba_one is not kons.Learner.learn_proba_one
-    return own and get_loss(learner.loss).binary
+def classifier(learner: kons.Learner) -> TypeGuard[kons.Auto]:
+    """Whether ``learner`` is a classifier that gives class probabilities (``auto`` for classification,
+    the one learner with ``learn_proba_by_class_one``)."""
+    return isinstance(learner, kons.Auto) and get_loss(learner.loss).binary
 
 
 def learn_round(learner: kons.Learner, x: Any, y: Any) -> Round:
     """Play one feedback round of a checked ``x`` and label ``y`` (see "Rounds" above)."""
     if not classifier(learner):
         return Round(learner.learn_one(x, y))
+    label = learner.class_of(y)
     classes = learner.classes
-    if len(classes) >= 3 or (len(classes) == 2 and not _known(classes, y)):  # a multinomial round
-        distribution = learner.learn_proba_one(x, y)
-        return Round(distribution[y], distribution)  # kons's play: the probability of the label
+    if len(classes) >= 3 or (len(classes) == 2 and _position(classes, label) < 0):  # a multinomial round
+        probabilities = learner.learn_proba_by_class_one(x, y).tolist()
+        distribution = list(zip(learner.classes, probabilities, strict=True))
+        # kons's play: the probability of the label
+        return Round(probabilities[_position(learner.classes, label)], distribution, label)
     score = learner.learn_one(x, y)  # a binary round: kons's play is the score, its log-odds
-    return Round(score, _binary(learner.classes, score))
+    return Round(score, _binary(learner.classes, score), label)
 
 
 def predict_round(learner: kons.Learner, x: Any) -> Round:
@@ -111,50 +124,68 @@ def predict_round(learner: kons.Learner, x: Any) -> Round:
     if not classifier(learner):
         return Round(learner.predict_one(x))
     if len(learner.classes) >= 3:
-        distribution = learner.predict_proba_dict_one(x)
-        return Round(max(distribution.values()), distribution)  # kons's: the most probable class's
+        probabilities = learner.predict_proba_by_class_one(x).tolist()
+        # kons's play: the most probable class's probability
+        return Round(max(probabilities), list(zip(learner.classes, probabilities, strict=True)))
     score = learner.predict_one(x)
     return Round(score, _binary(learner.classes, score))
 
 
-def _known(classes: list[Any], y: Any) -> bool:
-    """Whether the label ``y`` is one of ``classes``, as kons tells classes apart: by the label's JSON type
-    and value (``True`` and ``1`` are two; the float ``1.0`` is the integer ``1``)."""
-    label = class_label(y)
-    return any(type(c) is type(label) and c == label for c in classes)
+def _position(classes: list[Any], label: Any) -> int:
+    """The position of the class ``label`` in ``classes``, -1 if absent; classes are told apart as kons
+    tells them apart, by the label's JSON type and value (``True`` and ``1`` are two)."""
+    label = class_label(label)
+    return next((i for i, c in enumerate(classes) if type(c) is type(label) and c == label), -1)
 
 
 def _binary(classes: list[Any], score: float) -> Distribution:
     """The distribution of a binary model's ``score``, the log-odds of ``classes[1]`` against
     ``classes[0]`` (:mod:`kons.classes`); a single class known has all the probability. Computed from the
     score kons played, so that a binary round costs one prediction, not two: the same numbers as
-    ``predict_proba_dict_one`` (``tests/service/test_service_classes.py`` pins them)."""
+    ``predict_proba_by_class_one`` (``tests/service/test_service_classes.py`` pins them)."""
     if len(classes) < 2:
-        return {c: 1.0 for c in classes}
+        return [(c, 1.0) for c in classes]
     positive = _LOGISTIC.derivative(score, -1.0)  # d/ds log(1 + e^s) = the sigmoid of s, overflow-free
-    return {classes[0]: 1.0 - positive, classes[1]: positive}
+    return [(classes[0], 1.0 - positive), (classes[1], positive)]
+
+
+def probability(distribution: Distribution, label: Any) -> float:
+    """The probability ``distribution`` gives the class ``label`` (0 for a class it does not know)."""
+    position = _position([c for c, _ in distribution], label)
+    return 0.0 if position < 0 else distribution[position][1]
+
+
+def top_label(distribution: Distribution) -> Any:
+    """The most probable class (the first in the class order on a tie), None for no class."""
+    return max(distribution, key=lambda pair: pair[1], default=(None, 0.0))[0]
+
+
+def class_log_loss(distribution: Distribution, label: Any) -> float:
+    """The log loss of ``distribution`` for the class ``label`` (:func:`kons.losses.log_loss`)."""
+    return -math.log(max(probability(distribution, label), PROBABILITY_FLOOR))
 
 
 def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
-    """The loss of a played round: the log loss of its distribution for a probabilistic classifier, else
-    the learner's loss at its play."""
+    """The loss of a played round: the log loss of its distribution for its class for a probabilistic
+    classifier, else the learner's loss at its play."""
     if played.distribution is None:
         return get_loss(learner.loss).value(played.value, y)
-    return log_loss(played.distribution, y)
+    return class_log_loss(played.distribution, played.label)
 
 
-def predicted(distribution: Distribution, y: Any) -> bool:
-    """Whether ``distribution`` predicted ``y``: its class is more probable than every other one (a tie
-    predicts nothing, as a score of 0 predicts no sign)."""
-    rivals = [p for label, p in distribution.items() if label != y]
-    return y in distribution and distribution[y] > max(rivals, default=-math.inf)
+def predicted(distribution: Distribution, label: Any) -> bool:
+    """Whether ``distribution`` predicted the class ``label``: it is more probable than every other class
+    (a tie predicts nothing, as a score of 0 predicts no sign)."""
+    position = _position([c for c, _ in distribution], label)
+    rivals = [p for i, (_, p) in enumerate(distribution) if i != position]
+    return position >= 0 and distribution[position][1] > max(rivals, default=-math.inf)
 
 
 def is_correct(learner: kons.Learner, played: Round, y: Any) -> bool | None:
     """Whether a classifier's round predicted its label (:func:`predicted`, or for a binary learner
     without probabilities the sign of its score); None for regression."""
     if played.distribution is not None:
-        return predicted(played.distribution, y)
+        return predicted(played.distribution, played.label)
     if not get_loss(learner.loss).binary:
         return None
     return (played.value if y > 0 else -played.value) > 0
@@ -258,10 +289,12 @@ def check_work(state: int, rows: int, max_work_bytes: int) -> None:
             "batches.")
 
 
-def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | None = None) -> list[float]:
+def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | None = None) -> list[Any]:
     """kons's own check of every row (and label) of a batch, before any round is played, so that bad input
-    changes nothing; a message names the item when the batch has several. Returns the labels as the
-    learner uses them ({0, 1} and booleans of a preprocessing learner's binary loss become {-1, +1}).
+    changes nothing; a message names the item when the batch has several. Returns the labels to learn and
+    log: a probabilistic classifier's as the user sent them (:func:`kons.classes.class_label`: ``1.0`` is
+    the integer ``1``), any other learner's as it uses them ({0, 1} and booleans of a preprocessing
+    learner's binary loss become {-1, +1}).
 
     For a learner whose dimension is not known yet (created without ``dim``), the batch's first row fixes
     it, so every other row must have its length (kons takes any length until its first round).
@@ -277,8 +310,22 @@ def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | Non
         except kons.InvalidInputError as exc:
             raise kons.InvalidInputError(f"item {i}: {exc}" if len(xs) > 1 else str(exc)) from None
         if label is not None:
-            labels.append(label)
+            labels.append(class_label(ys[i]) if ys is not None and classifier(learner) else label)
     return labels
+
+
+def replayed_label(learner: kons.Learner, y: Any) -> Any:
+    """The label to replay for the logged label ``y``. A probabilistic classifier's labels are logged as
+    the user sent them (JSON), but the service of before logged them as the floats -1.0 and +1.0 (its
+    binary learners' labels, whatever the user sent): those replay as ``False`` and ``True`` to a learner
+    whose classes are booleans or none yet, the classes such a learner's snapshot restores
+    (:mod:`kons.classes`), with the same roles and plays. So a learner written before labels were echoed
+    has boolean classes whether it is restored from a snapshot or replayed from its first round, and goes
+    on learning the users' ``0``/``1`` or ``false``/``true`` as those two classes."""
+    if (isinstance(y, float) and classifier(learner)
+            and all(isinstance(c, bool) for c in learner.classes) and y in (-1.0, 1.0)):
+        return y > 0
+    return y
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal, Self
 
 import numpy as np
@@ -396,10 +396,10 @@ _ERRORS = {
 }
 
 
-def json_keyed(distribution: Mapping[Any, float]) -> dict[str, float]:
-    """A distribution over classes as a JSON object: each label as an object key (strings as given,
-    other labels as their JSON text)."""
-    return {label if isinstance(label, str) else json.dumps(label): p for label, p in distribution.items()}
+def json_keyed(distribution: Iterable[tuple[Any, float]]) -> dict[str, float]:
+    """A distribution over classes, (class, probability) pairs, as a JSON object: each label as an object
+    key (strings as given, other labels as their JSON text: ``true`` and ``1`` stay two keys)."""
+    return {label if isinstance(label, str) else json.dumps(label): p for label, p in distribution}
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

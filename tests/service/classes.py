@@ -4,22 +4,23 @@ learns for a label, and a distribution keyed as the answers key it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kons.classes import class_label, legacy_sign
+from kons.classes import class_label
 
 
 def learnt(label: Any) -> Any:
-    """The class the service learns for ``label``: the label as given, but the labels of the binary
-    learners of before (-1, 0, 1, false, true) as the classes -1 and 1 (what ``Auto.check_round`` gives,
-    so that a learner's log, floats for those labels, replays as it was played)."""
-    sign = legacy_sign(class_label(label))
-    return label if sign is None else int(sign)
+    """The label the service gives kons for ``label``: the user's own, as a class label (``1.0`` is the
+    integer ``1``); kons itself reads -1, 0 and 1 as ``False``/``True`` for a learner of booleans."""
+    return class_label(label)
 
 
-def keyed(distribution: dict[Any, float]) -> dict[str, float]:
-    """A distribution as the answers key it: each class as a JSON object key."""
-    return {c if isinstance(c, str) else json.dumps(c): p for c, p in distribution.items()}
+def keyed(distribution: Mapping[Any, float] | Iterable[tuple[Any, float]]) -> dict[str, float]:
+    """A distribution (a dict, or (class, probability) pairs) as the answers key it: each class as a JSON
+    object key."""
+    pairs = distribution.items() if isinstance(distribution, Mapping) else distribution
+    return {c if isinstance(c, str) else json.dumps(c): p for c, p in pairs}
 
 
 def key(label: Any) -> str:

@@ -40,7 +40,7 @@ async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
     X, y = _stream(80)
     for x, label in zip(X[:40], y[:40], strict=True):  # one at a time
         fed = (await client.post(f"{URL}/feedback", json={"x": x.tolist(), "y": label})).json()
-        played = local.learn_proba_one(x, learnt(label))  # (True: the class 1, as before classes)
+        played = local.learn_proba_one(x, learnt(label))  # (True: the class True, as the user sent it)
         assert fed["probabilities"] == keyed(played) and fed["label"] == _label(played), fed
         assert math.isclose(sum(fed["probabilities"].values()), 1.0, rel_tol=1e-12)
         assert fed["loss"] == pytest.approx(-math.log(played[label]), rel=1e-12)
@@ -50,7 +50,7 @@ async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
     assert batch["probabilities"] == [keyed(d) for d in played_many]
     assert batch["labels"] == [_label(d) for d in played_many]
     assert batch["predictions"] == [d[learnt(label)] for d, label in zip(played_many, y[40:], strict=True)]
-    assert set(batch["probabilities"][-1]) == {"setosa", "versicolor", "virginica", "7", "1"}
+    assert set(batch["probabilities"][-1]) == {"setosa", "versicolor", "virginica", "7", "true"}
 
     probe = [0.5, -1.0, 2.0]
     asked = (await client.post(f"{URL}/predict", json={"x": probe})).json()
@@ -83,7 +83,8 @@ async def test_binary_answers_equal_kons(make_client: AppFactory, labels: tuple[
         {"x": x.tolist(), "y": label} for x, label in zip(X, y, strict=True)]})).json()
     played = [local.learn_proba_one(x, learnt(label)) for x, label in zip(X, y, strict=True)]
     assert answer["probabilities"] == [keyed(d) for d in played]
-    assert set(answer["labels"]) == {learnt(label) for label in labels}  # false/true, 0/1: -1 and 1
+    assert answer["labels"] == [max(d, key=d.__getitem__) for d in played]  # the user's own labels
+    assert set(answer["labels"]) == set(labels)
     scores = kons.Auto(task="classification")
     assert answer["predictions"] == [scores.learn_one(x, learnt(t)) for x, t in zip(X, y, strict=True)]
     probes = [[4.0, 0.0], [-4.0, 0.0], [0.01, 0.0], [40.0, 3.0]]
