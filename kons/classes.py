@@ -18,10 +18,10 @@ So :attr:`Classes.labels` is the order of appearance except that the first two a
 **Booleans.** A learner whose classes are booleans saves exactly the state the binary learners saved
 before classes were recorded (the counts of its labels tell which booleans it has seen), so its state
 cannot tell whether it was given booleans or the numbers -1, 0 and 1, which those learners took alike
-(the service still passes its binary labels as -1.0 and +1.0, and its learners saved before this were
-given those). Such a learner therefore reads -1 and 0 as ``False`` and 1 as ``True``; any other learner
-keeps ``True`` and ``1`` apart (a learner given ``1`` first has the class ``1``, and ``True`` is then
-another class).
+(the service's logs of before hold its binary labels as -1.0 and +1.0, whatever its users sent, and it
+replays them to such a learner). Such a learner therefore reads -1 and 0 as ``False`` and 1 as ``True``;
+any other learner keeps ``True`` and ``1`` apart (a learner given ``1`` first has the class ``1``, and
+``True`` is then another class).
 
 Bounds: at most :data:`MAX_CLASSES` classes and labels of at most :data:`MAX_LABEL_CHARS` characters, so
 that the state stays bounded whatever the stream sends.

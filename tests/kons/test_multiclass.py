@@ -154,6 +154,38 @@ def test_true_and_one_are_different_classes() -> None:
     assert learner.classes == [True, 1, "1"] and [type(c) for c in learner.classes] == [bool, int, str]
 
 
+def test_probabilities_by_class_keep_true_and_one_apart() -> None:
+    """The dict by label merges ``True`` and ``1`` into one key; the arrays by class index do not, and are
+    the very probabilities of the dict's rounds, in the order of ``classes``."""
+    X, _ = _blobs(90, seed=6)
+    by_class, by_label = Auto(task="classification"), Auto(task="classification")
+    for t, x in enumerate(X):
+        y = [1, True, "cat"][t % 3]
+        played, as_dict = by_class.learn_proba_by_class_one(x, y), by_label.learn_proba_one(x, y)
+        assert len(played) == len(by_class.classes) and math.isclose(played.sum(), 1.0, rel_tol=1e-12)
+        assert played[-1] == as_dict[by_class.classes[-1]]  # (the last class of each kind keeps its key)
+    probe = X[0]
+    probabilities = by_class.predict_proba_by_class_one(probe)
+    assert by_class.classes == [True, 1, "cat"] and len(by_class.predict_proba_dict_one(probe)) == 2
+    assert len(probabilities) == 3 and math.isclose(probabilities.sum(), 1.0, rel_tol=1e-12)
+    assert probabilities[1:].tolist() == [by_label.predict_proba_dict_one(probe)[c] for c in (1, "cat")]
+    assert by_class.to_bytes() == by_label.to_bytes()
+    assert Auto(task="classification").predict_proba_by_class_one(probe).shape == (0,)
+
+
+def test_the_class_of_a_label() -> None:
+    X, _ = _blobs(4, seed=7)
+    booleans, integers = Auto(task="classification"), Auto(task="classification")
+    booleans.learn_one(X[0], True)
+    integers.learn_one(X[0], 1)
+    assert [booleans.class_of(y) for y in (0, 1, -1, 1.0, "x")] == [False, True, False, True, "x"]
+    assert [type(integers.class_of(y)) for y in (0, True, 1.0)] == [int, bool, int]
+    with pytest.raises(kons.InvalidInputError):
+        integers.class_of(0.5)
+    with pytest.raises(kons.InvalidParameterError):
+        Auto().class_of(1)
+
+
 def test_a_learner_of_booleans_reads_minus_one_zero_and_one_as_booleans() -> None:
     """Its state is the binary learners' of before, which took the numbers and the booleans alike: a
     saved learner of booleans (or one saved before classes were recorded) goes on with either."""
