@@ -323,9 +323,10 @@ class FeedbackRequest(_Body):
 _LABEL = ("A classifier's most probable class (its JSON type kept; absent before any class is known); "
           "absent for regression.")
 _PROBABILITIES = ("A classifier's probability of each class it knows (summing to 1), keyed by the label as a "
-                  "JSON object key: strings as given, integers as their JSON text (2 -> \"2\"); the labels "
-                  "of the binary learners of before (-1, 0, 1, false, true) are the classes -1 and 1. Absent "
-                  "for regression. The learner's classes with their types: GET /v1/learners/{name}.")
+                  "JSON object key: strings as given, integers and booleans as their JSON text (2 -> \"2\", "
+                  "true -> \"true\"): the user's own labels, 0/1 in, 0/1 out (a learner of booleans also "
+                  "reads -1, 0 and 1 as false and true). Absent for regression. The learner's classes with "
+                  "their types: GET /v1/learners/{name}.")
 
 
 class _Answer(BaseModel):
