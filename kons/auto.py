@@ -60,6 +60,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._tracking import RATES, LossChangeDetector, SwitchingWeights
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
 from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
@@ -80,7 +81,8 @@ from kons.preprocessing import (
 )
 from kons.sparse import SparseVector
 
-__all__ = ["GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "Auto", "Mixture"]
+__all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG", "Auto",
+           "Mixture"]
 
 #: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
 #: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
@@ -94,6 +96,12 @@ GRID = (
     ("raw", "ons", 1.0, 10.0),
     ("log", "ons", 1.0, 1.0),
 )
+#: The bases restarted at the changes the mixture's detector declares (Follow-the-Leading-History's idea,
+#: Hazan and Seshadhri 2009, with starts at detected changes rather than at every round): the linear
+#: bases of both views and the kernel base of the raw view at the middle width and step.
+YOUNG = (("raw", "ons", 1.0, 1.0), ("log", "ons", 1.0, 1.0), ("raw", "nystrom", 1.0, 1.0))
+#: Generations of :data:`YOUNG` alive at once (a new one replaces the lighter-weighted).
+GENERATIONS = 2
 #: Dictionary bound of each Nystrom base (bounded cost per round).
 MAX_DICTIONARY = 200
 #: Bound on every base's play and on the mixture's, in standard deviations of the target (regression).
@@ -112,6 +120,11 @@ MIX_BOUND = TARGET_BOUND
 #: cod-rna 0.086 -> 0.073, ijcnn1 0.077 -> 0.072 with 10.
 SCORE_BOUND = 10.0
 TASKS = {"regression": "squared", "classification": "logistic"}
+
+#: A grid member: (view, kind, width factor, step factor).
+Member = tuple[str, str, float, float]
+#: The mixture's slots: the grid, the constant, the generations of restarted bases.
+_EXPERTS = len(GRID) + 1 + GENERATIONS * len(YOUNG)
 
 
 def _dense(z: np.ndarray | SparseVector) -> np.ndarray:
@@ -150,27 +163,43 @@ def _base_name(view: str, kind: str, width_factor: float, step_factor: float) ->
     return f"nystrom_kons({view}, width x{width_factor:g}, eta x{step_factor:g})"
 
 
+def _form(member: Member) -> tuple[bool, bool]:
+    """The form of the row a member takes: (the log view?, with the intercept?)."""
+    return member[0] == "log", member[1] == "ons"
+
+
+def _young_slots(generation: int) -> range:
+    """The mixture's slots of a generation of restarted bases."""
+    start = len(GRID) + 1 + generation * len(YOUNG)
+    return range(start, start + len(YOUNG))
+
+
+def _young_slot(generation: int, index: int) -> int:
+    return _young_slots(generation)[index]
+
+
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
     logged: np.ndarray = -np.logaddexp(0.0, -margin)
     return logged
 
 
 class Mixture:
-    r"""Vovk's aggregating algorithm over ``experts`` predictions on standardised data.
+    r"""Vovk's aggregating algorithm over ``experts`` predictions on standardised data, with switching
+    weights (:class:`~kons._tracking.SwitchingWeights`): it competes with the best *sequence* of experts.
 
     ``binary``: the log loss of probabilities, plays the score of the Bayes mixture; else the squared loss
     on :math:`[-B, B]`, :math:`B` = :data:`MIX_BOUND`. Every play is clipped at ``bound`` (the bases' own).
+    ``active``: the experts in play at the start (the first ones; the others enter by :meth:`enter`).
     """
 
-    def __init__(self, *, binary: bool, bound: float, experts: int) -> None:
+    def __init__(self, *, binary: bool, bound: float, experts: int, active: int | None = None,
+                 rates: tuple[float, ...] = RATES) -> None:
         self.binary = binary
         self.bound = bound
-        self.log_weights = np.zeros(experts)
+        self.switching = SwitchingWeights(experts, experts if active is None else active, rates)
 
     def weights(self) -> np.ndarray:
-        w = np.exp(self.log_weights - self.log_weights.max())
-        normalised: np.ndarray = w / w.sum()
-        return normalised
+        return self.switching.weights()
 
     def mix(self, preds: np.ndarray) -> float:
         """The aggregating algorithm's play for the experts' predictions ``preds``."""
@@ -190,86 +219,157 @@ class Mixture:
         # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
         return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
 
-    def update(self, plays: np.ndarray, t: float) -> None:
-        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}` (in logs)."""
+    def losses(self, plays: np.ndarray, t: float) -> np.ndarray:
+        r"""The experts' losses times the mixture's learning rate: :math:`\eta \ell(f_i, t)`, whose
+        :math:`e^{-\eta \ell}` is each expert's likelihood (the log loss, or the squared loss on
+        :math:`[-B, B]` with :math:`\eta = 1/(2B^2)`)."""
         if self.binary:
-            self.log_weights += _log_sigmoid(t * plays)
-        else:
-            target = min(max(t, -self.bound), self.bound)
-            self.log_weights -= (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
-        self.log_weights -= self.log_weights.max()  # keep them bounded; only differences matter
+            scaled: np.ndarray = -_log_sigmoid(t * plays)
+            return scaled
+        target = min(max(t, -self.bound), self.bound)
+        return (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
+
+    def update(self, plays: np.ndarray, t: float) -> None:
+        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}`, then the switching weights' share."""
+        self.switching.apply(self.losses(plays, t))
+
+    def enter(self, slots: list[int]) -> None:
+        """Fresh experts enter ``slots``, each with the prior weight of one expert of the full mixture."""
+        self.switching.replace(slots, 1.0 / len(self.switching.active))
 
 
 class _Grid:
-    """The grid's learners on their views of the row, the log view's scaler and their :class:`Mixture`
-    with the constant prediction: :class:`Auto`'s model once the kernel widths are known."""
+    """The grid's learners on their views of the row, the log view's scaler, the restarted copies of
+    :data:`YOUNG` and their :class:`Mixture` with the constant prediction: :class:`Auto`'s model once the
+    kernel widths are known.
 
-    def __init__(self, bases: list[Learner], widths: tuple[float, float], log_scaler: FeatureScaler,
-                 mixture: Mixture) -> None:
-        self.bases = bases
-        self.widths = widths
+    The mixture's slots: the members of :data:`GRID`, the constant, then :data:`GENERATIONS` generations
+    of :data:`YOUNG` (empty slots until a generation starts). A :class:`LossChangeDetector` on the
+    mixture's loss starts a generation at each change it declares, in the empty or else the
+    lighter-weighted generation's slots, so at most ``GENERATIONS x len(YOUNG)`` copies are alive.
+    """
+
+    def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
+                 held: bool, log_scaler: FeatureScaler, binary: bool) -> None:
+        self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
+        self.held = held
         self.log_scaler = log_scaler
-        self.mixture = mixture
-        self.views: list[tuple[bool, bool]] = [(view == "log", kind == "ons") for view, kind, _, _ in GRID]
-        self.forms = sorted(set(self.views))
-        self.names = [*(_base_name(*member) for member in GRID), "constant"]
+        self.bases = [self.new_base(member) for member in GRID]
+        self.young: list[list[Learner] | None] = [None] * GENERATIONS
+        self.young_starts = [-1] * GENERATIONS
+        self.mixture = Mixture(binary=binary, bound=bound, experts=_EXPERTS, active=len(GRID) + 1)
+        self.detector = LossChangeDetector()
+        self.rounds = 0
+        self.changes = 0
+        self.last_change = -1
+        self.leader = 0
+        self.leader_since = 0
+        self.forms = sorted({_form(member) for member in (*GRID, *YOUNG)})
 
-    @staticmethod
-    def new_bases(loss: str, dim: int, bound: float, seed: int, width: float, log_width: float,
-                  held: bool) -> list[Learner]:
-        """The grid's learners, fresh (``held``: with their growth held)."""
-        eta = STEP[loss]
-        bases: list[Learner] = []
-        for view, kind, wf, sf in GRID:
-            base: Learner
-            if kind == "ons":
-                base = ONS(loss=loss, alpha=float(dim + 1), eta=eta * sf, C=bound, dim=dim + 1)
-            else:
-                gamma = (log_width if view == "log" else width) * wf
-                base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=loss, alpha=1.0,
-                                   eta=eta * sf, C=bound, max_dictionary=MAX_DICTIONARY, seed=seed, dim=dim)
-            base.hold_growth(held)
-            bases.append(base)
-        return bases
+    def new_base(self, member: Member) -> Learner:
+        """A fresh learner of a grid member (with the grid's growth hold)."""
+        view, kind, width_factor, step_factor = member
+        eta = STEP[self.loss] * step_factor
+        base: Learner
+        if kind == "ons":
+            base = ONS(loss=self.loss, alpha=float(self.dim + 1), eta=eta, C=self.bound, dim=self.dim + 1)
+        else:
+            gamma = self.widths[view == "log"] * width_factor
+            base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0, eta=eta,
+                               C=self.bound, max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self.dim)
+        base.hold_growth(self.held)
+        return base
+
+    def _members(self) -> list[tuple[int, Member, Learner]]:
+        """The alive learners: (mixture slot, grid member, learner)."""
+        alive = [(i, member, base) for i, (member, base) in enumerate(zip(GRID, self.bases, strict=True))]
+        for g, generation in enumerate(self.young):
+            if generation is not None:
+                alive += [(_young_slot(g, j), member, base)
+                          for j, (member, base) in enumerate(zip(YOUNG, generation, strict=True))]
+        return alive
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[list[np.ndarray | SparseVector], tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Each base's input (the standardised or the signed-log view, dense or with the intercept),
-        each form computed and checked once for all the bases that take it, and the log view's pending
+               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector],
+                          tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each form of the row the bases take (the standardised or the signed-log view, dense or with the
+        intercept), computed and checked once for all the bases that take it, and the log view's pending
         statistics (:meth:`FeatureScaler.pending`)."""
         zlog, log_stats = self.log_scaler.pending(_signed_log(x))
         forms = {}
         for log, linear in self.forms:
             view = zlog if log else z
             forms[log, linear] = checked_form(with_intercept(view) if linear else _dense(view))
-        return [forms[v] for v in self.views], log_stats
+        return forms, log_stats
 
     # The bases take the checked forms through their unchecked round (_learn_checked), inside the
-    # numerics context the mixture's round entered once.
+    # numerics context the mixture's round entered once; an empty slot plays 0 at weight 0.
     def predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, constant: float) -> float:
-        inputs, _ = self.inputs(z, x)
-        preds = [_guarded(b._predict_checked, row) for b, row in zip(self.bases, inputs, strict=True)]
-        return self.mixture.mix(np.array([*preds, constant]))
+        forms, _ = self.inputs(z, x)
+        preds = np.zeros(_EXPERTS)
+        preds[len(GRID)] = constant
+        for slot, member, base in self._members():
+            preds[slot] = _guarded(base._predict_checked, forms[_form(member)])
+        return self.mixture.mix(preds)
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
               constant: float) -> float:
-        inputs, log_stats = self.inputs(z, x)
-        played_by = [_guarded(b._learn_checked, row, t) for b, row in zip(self.bases, inputs, strict=True)]
+        forms, log_stats = self.inputs(z, x)
+        plays = np.zeros(_EXPERTS)
+        plays[len(GRID)] = constant
+        for slot, member, base in self._members():
+            plays[slot] = _guarded(base._learn_checked, forms[_form(member)], t)
         self.log_scaler.commit(log_stats)
-        plays = np.array([*played_by, constant])
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
+        self.rounds += 1
+        if self.detector.update(float(self.mixture.losses(np.array([played]), t)[0])):
+            self.changes += 1
+            self.last_change = self.rounds
+            self._restart()
+        leader = int(np.argmax(self.mixture.weights()))
+        if leader != self.leader:
+            self.leader, self.leader_since = leader, self.rounds
         return played
 
+    def _restart(self) -> None:
+        """Start a generation of :data:`YOUNG` in an empty generation's slots, else the lighter one's."""
+        weights = self.mixture.weights()
+        held = [float(weights[_young_slots(k)].sum()) if self.young[k] is not None else -1.0
+                for k in range(GENERATIONS)]
+        g = int(np.argmin(held))
+        self.young[g] = [self.new_base(member) for member in YOUNG]
+        self.young_starts[g] = self.rounds
+        self.mixture.enter(list(_young_slots(g)))
+        if self.leader in _young_slots(g):
+            self.leader_since = self.rounds
+
     def hold_growth(self, held: bool) -> None:
-        for base in self.bases:
+        self.held = held
+        for _, _, base in self._members():
             base.hold_growth(held)
+
+    def names(self) -> list[str]:
+        """The mixture's experts' names (an empty slot's is its member's with "not started")."""
+        names = [*(_base_name(*member) for member in GRID), "constant"]
+        for start in self.young_starts:
+            since = f"restarted at round {start}" if start >= 0 else "not started"
+            names += [f"{_base_name(*member)} {since}" for member in YOUNG]
+        return names
 
     def stats(self) -> dict[str, Any]:
         w = self.mixture.weights()
-        sizes = [b.stats() for b in self.bases[:-1]]
-        return {"weights": {n: float(v) for n, v in zip(self.names, w, strict=True)},
-                "leader": self.names[int(np.argmax(w))],
+        names = self.names()
+        alive = self.mixture.switching.active
+        sizes = [b.stats() for _, _, b in self._members()]
+        return {"weights": {n: float(v) for n, v, on in zip(names, w, alive, strict=True) if on},
+                "leader": names[self.leader],
+                "leader_since": self.leader_since,
+                "changes": self.changes,
+                "last_change_round": self.last_change if self.last_change >= 0 else None,
+                "switching_rates": {f"{r:g}": float(v) for r, v in
+                                    zip(self.mixture.switching.rates, self.mixture.switching.rate_weights(),
+                                        strict=True)},
                 # the largest base (each base stores at most one point per round); the total is memory
                 "stored_points": int(max(s["stored_points"] for s in sizes)),
                 "dictionary_size": int(max(s["dictionary_size"] for s in sizes)),
@@ -277,33 +377,59 @@ class _Grid:
 
     def own_arrays(self) -> dict[str, np.ndarray]:
         """The mixture's own arrays: its weights and the log view's scaler."""
-        return {"log_weights": self.mixture.log_weights, **self.log_scaler.arrays("log")}
+        return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log")}
 
     def nbytes(self) -> int:
-        return sum(b.state_nbytes() for b in self.bases) + arrays_nbytes(self.own_arrays())
+        return sum(b.state_nbytes() for _, _, b in self._members()) + arrays_nbytes(self.own_arrays())
 
     def growth_nbytes(self, rounds: int) -> int:
-        return sum(b.max_growth_nbytes(rounds) for b in self.bases)
+        """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew."""
+        grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
+        for generation in self.young:
+            for j, member in enumerate(YOUNG):
+                fresh = self.new_base(member)
+                current = 0 if generation is None else generation[j].state_nbytes()
+                at_most = fresh.state_nbytes() + fresh.max_growth_nbytes(rounds)
+                if generation is not None:
+                    at_most = max(at_most, current + generation[j].max_growth_nbytes(rounds))
+                grown += at_most - current
+        return grown
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {**{f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}, **self.own_arrays()}
+        young = {f"young{g}_{j}": nested_blob(b) for g, generation in enumerate(self.young)
+                 if generation is not None for j, b in enumerate(generation)}
+        grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
+        return {**grid, **young, **self.own_arrays()}
 
     def scalars(self) -> dict[str, Any]:
-        return {"widths": list(self.widths), "log_count": self.log_scaler.count}
+        return {"widths": list(self.widths), "log_count": self.log_scaler.count,
+                "young_starts": list(self.young_starts), "detector": self.detector.state(),
+                "tracking": [self.rounds, self.changes, self.last_change, self.leader, self.leader_since]}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid, built with the saved
         widths (its bases must match the restored ones)."""
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
-        bases = [restore_nested(arrays[f"base{i}"]) for i in range(len(self.bases))]
-        for fresh, restored in zip(self.bases, bases, strict=True):
-            if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
-                raise StateFormatError("a nested base learner does not match the grid.")
-        self.bases = bases
-        log_weights = arrays["log_weights"]
-        if log_weights.shape != (len(self.names),):
+        starts = [int(s) for s in scalars["young_starts"]]
+        if len(starts) != GENERATIONS:
+            raise StateFormatError("the restarted bases do not match the grid.")
+        self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
+        self.young = [None if start < 0 else [self._restored(arrays[f"young{g}_{j}"], member)
+                                              for j, member in enumerate(YOUNG)]
+                      for g, start in enumerate(starts)]
+        self.young_starts = starts
+        if not self.mixture.switching.restore(arrays):
             raise StateFormatError("the mixture weights do not match the grid.")
-        self.mixture.log_weights = log_weights
+        self.detector.restore(scalars["detector"])
+        self.rounds, self.changes, self.last_change, self.leader, self.leader_since = (
+            int(v) for v in scalars["tracking"])
+
+    def _restored(self, blob: np.ndarray, member: Member) -> Learner:
+        restored = restore_nested(blob)
+        fresh = self.new_base(member)
+        if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
+            raise StateFormatError("a nested base learner does not match the grid.")
+        return restored
 
 
 class Auto(Learner):
@@ -360,11 +486,12 @@ class Auto(Learner):
 
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
-        # The grid's members, each at most a full learner of its kind, and the two scalers (3 d each).
+        # The grid's members and the restarted copies, each at most a full learner of its kind, and the
+        # two scalers (3 d each).
         members = sum(
             ONS._model_floats(dim + 1, {"diagonal": False}) if kind == "ons"
             else NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY})
-            for _, kind, _, _ in GRID
+            for _, kind, _, _ in (*GRID, *GENERATIONS * YOUNG)
         )
         return members + 6 * dim
 
@@ -399,12 +526,13 @@ class Auto(Learner):
             raise RuntimeError("the grid is built after the warm-up")
         return self._grid
 
-    def _new_grid(self, width: float, log_width: float) -> _Grid:
-        """The grid for the median-heuristic widths of the standardised and of the log view."""
-        bases = _Grid.new_bases(self.loss, self._dim, self._model_bound, self.seed, width, log_width,
-                                self._growth_held)
-        mixture = Mixture(binary=self._binary, bound=self._model_bound, experts=len(GRID) + 1)
-        return _Grid(bases, (width, log_width), FeatureScaler(self._dim, self._prep.x_scaler.sparse), mixture)
+    def _new_grid(self, width: float, log_width: float, sparse: bool | None = None) -> _Grid:
+        """The grid for the median-heuristic widths of the standardised and of the log view (``sparse``:
+        the rows', by default the feature scaler's)."""
+        sparse = self._prep.x_scaler.sparse if sparse is None else sparse
+        return _Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
+                     widths=(width, log_width), held=self._growth_held,
+                     log_scaler=FeatureScaler(self._dim, sparse), binary=self._binary)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> _Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
@@ -488,10 +616,8 @@ class Auto(Learner):
     def _fresh_grid_nbytes(self, rounds: int) -> int:
         """The bytes of the grid after ``rounds`` rounds, at most, before it is built (its size does not
         depend on the kernel widths)."""
-        own = 8 * (len(GRID) + 1 + 3 * self._dim)  # the weights and the log view's scaler
-        bases = _Grid.new_bases(self.loss, self._dim, self._model_bound, self.seed, 1.0, 1.0,
-                                self._growth_held)
-        return own + sum(b.state_nbytes() + b.max_growth_nbytes(rounds) for b in bases)
+        grid = self._new_grid(1.0, 1.0, sparse=False)  # a scaler's arrays are 3 d floats either way
+        return grid.nbytes() + grid.growth_nbytes(rounds)
 
     def _set_growth_held(self, held: bool) -> None:
         super()._set_growth_held(held)
