@@ -19,6 +19,8 @@ __all__ = ["RATES", "LossChangeDetector", "SwitchingWeights"]
 #: stationary stream pays at most ``ln(len(RATES)) / eta`` for the others) and rates that let the
 #: weight move to another expert within about 1,000, 100 and 10 rounds.
 RATES = (0.0, 1e-3, 1e-2, 1e-1)
+#: The prior weight of the rates other than 0, together.
+SWITCHING_PRIOR = 0.05
 
 
 def _log_normalised(log_w: np.ndarray) -> np.ndarray:
@@ -65,11 +67,14 @@ class SwitchingWeights:
     1997), at the price :math:`\ln(1/\text{prior})/\eta` per entry.
     """
 
-    def __init__(self, experts: int, active: int, rates: tuple[float, ...] = RATES) -> None:
+    def __init__(self, experts: int, active: int, rates: tuple[float, ...] = RATES,
+                 switching_prior: float = SWITCHING_PRIOR) -> None:
         self.rates = rates
         self.active = np.zeros(experts, dtype=bool)
         self.active[:active] = True
-        self.log_rate_weights = np.full(len(rates), -math.log(len(rates)))
+        others = len(rates) - 1
+        prior = [1.0 - switching_prior, *[switching_prior / others] * others] if others else [1.0]
+        self.log_rate_weights = np.log(prior)
         self.log_weights = np.where(self.active, -math.log(active), -math.inf) * np.ones((len(rates), 1))
         self._log_keep = np.log1p(-np.array(rates))[:, None]
         with np.errstate(divide="ignore"):  # the rate 0 shares nothing: log 0 = -inf, exactly

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -81,8 +82,8 @@ from kons.preprocessing import (
 )
 from kons.sparse import SparseVector
 
-__all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG", "Auto",
-           "Mixture"]
+__all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG_LINEAR",
+           "Auto", "Mixture"]
 
 #: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
 #: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
@@ -96,12 +97,23 @@ GRID = (
     ("raw", "ons", 1.0, 10.0),
     ("log", "ons", 1.0, 1.0),
 )
-#: The bases restarted at the changes the mixture's detector declares (Follow-the-Leading-History's idea,
-#: Hazan and Seshadhri 2009, with starts at detected changes rather than at every round): the linear
-#: bases of both views and the kernel base of the raw view at the middle width and step.
-YOUNG = (("raw", "ons", 1.0, 1.0), ("log", "ons", 1.0, 1.0), ("raw", "nystrom", 1.0, 1.0))
-#: Generations of :data:`YOUNG` alive at once (a new one replaces the lighter-weighted).
+#: The members of :data:`GRID` restarted at the changes the mixture's detector declares
+#: (Follow-the-Leading-History's idea, Hazan and Seshadhri 2009, with starts at detected changes rather
+#: than at every round): the linear bases of both views at the default step, and the kernel member of
+#: the grid that weighs most at the restart (the geometry of the rows, which picks the width, tends to
+#: outlast a change of concept).
+YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
+#: Bases in a generation of restarted copies.
+YOUNG_SIZE = len(YOUNG_LINEAR) + 1
+#: Generations alive at once (a new one replaces the lighter-weighted).
 GENERATIONS = 2
+#: Rounds after a detected change at which a generation starts: at once, then again when a gradual
+#: change is over (a start inside the transition learns from both concepts).
+RESTART_DELAYS = (0, 128, 512)
+#: The prior weight of each restarted copy when it enters the mixture (under every switching rate):
+#: small, since a false alarm on a stationary stream then costs little, while a switching rate moves
+#: the weight to a copy that predicts better within tens of rounds.
+ENTRY_PRIOR = 0.01
 #: Dictionary bound of each Nystrom base (bounded cost per round).
 MAX_DICTIONARY = 200
 #: Bound on every base's play and on the mixture's, in standard deviations of the target (regression).
@@ -124,7 +136,8 @@ TASKS = {"regression": "squared", "classification": "logistic"}
 #: A grid member: (view, kind, width factor, step factor).
 Member = tuple[str, str, float, float]
 #: The mixture's slots: the grid, the constant, the generations of restarted bases.
-_EXPERTS = len(GRID) + 1 + GENERATIONS * len(YOUNG)
+_EXPERTS = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
+_KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
 
 
 def _dense(z: np.ndarray | SparseVector) -> np.ndarray:
@@ -170,12 +183,22 @@ def _form(member: Member) -> tuple[bool, bool]:
 
 def _young_slots(generation: int) -> range:
     """The mixture's slots of a generation of restarted bases."""
-    start = len(GRID) + 1 + generation * len(YOUNG)
-    return range(start, start + len(YOUNG))
+    start = len(GRID) + 1 + generation * YOUNG_SIZE
+    return range(start, start + YOUNG_SIZE)
 
 
-def _young_slot(generation: int, index: int) -> int:
-    return _young_slots(generation)[index]
+@dataclass
+class _Generation:
+    """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``."""
+
+    start: int
+    members: list[int]
+    bases: list[Learner]
+
+
+def _full_nbytes(base: Learner, rounds: int) -> int:
+    """A base's bytes after ``rounds`` more rounds, at most."""
+    return base.state_nbytes() + base.max_growth_nbytes(rounds)
 
 
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
@@ -233,20 +256,21 @@ class Mixture:
         r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}`, then the switching weights' share."""
         self.switching.apply(self.losses(plays, t))
 
-    def enter(self, slots: list[int]) -> None:
-        """Fresh experts enter ``slots``, each with the prior weight of one expert of the full mixture."""
-        self.switching.replace(slots, 1.0 / len(self.switching.active))
+    def enter(self, slots: list[int], prior: float) -> None:
+        """Fresh experts enter ``slots``, each with the weight ``prior``."""
+        self.switching.replace(slots, prior)
 
 
 class _Grid:
-    """The grid's learners on their views of the row, the log view's scaler, the restarted copies of
-    :data:`YOUNG` and their :class:`Mixture` with the constant prediction: :class:`Auto`'s model once the
-    kernel widths are known.
+    """The grid's learners on their views of the row, the log view's scaler, the restarted copies and
+    their :class:`Mixture` with the constant prediction: :class:`Auto`'s model once the kernel widths are
+    known.
 
     The mixture's slots: the members of :data:`GRID`, the constant, then :data:`GENERATIONS` generations
-    of :data:`YOUNG` (empty slots until a generation starts). A :class:`LossChangeDetector` on the
-    mixture's loss starts a generation at each change it declares, in the empty or else the
-    lighter-weighted generation's slots, so at most ``GENERATIONS x len(YOUNG)`` copies are alive.
+    of :data:`YOUNG_SIZE` restarted copies (empty slots until a generation starts). A
+    :class:`~kons._tracking.LossChangeDetector` on the mixture's loss starts a generation at each change
+    it declares and :data:`RESTART_DELAYS` rounds after it, in the empty or else the lighter-weighted
+    generation's slots, so at most ``GENERATIONS x YOUNG_SIZE`` copies are alive.
     """
 
     def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
@@ -255,16 +279,16 @@ class _Grid:
         self.held = held
         self.log_scaler = log_scaler
         self.bases = [self.new_base(member) for member in GRID]
-        self.young: list[list[Learner] | None] = [None] * GENERATIONS
-        self.young_starts = [-1] * GENERATIONS
+        self.young: list[_Generation | None] = [None] * GENERATIONS
         self.mixture = Mixture(binary=binary, bound=bound, experts=_EXPERTS, active=len(GRID) + 1)
         self.detector = LossChangeDetector()
         self.rounds = 0
         self.changes = 0
         self.last_change = -1
+        self.restarts_due = 0  # of RESTART_DELAYS after the last change
         self.leader = 0
         self.leader_since = 0
-        self.forms = sorted({_form(member) for member in (*GRID, *YOUNG)})
+        self.forms = sorted({_form(member) for member in GRID})
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -285,8 +309,8 @@ class _Grid:
         alive = [(i, member, base) for i, (member, base) in enumerate(zip(GRID, self.bases, strict=True))]
         for g, generation in enumerate(self.young):
             if generation is not None:
-                alive += [(_young_slot(g, j), member, base)
-                          for j, (member, base) in enumerate(zip(YOUNG, generation, strict=True))]
+                alive += [(slot, GRID[i], base) for slot, i, base in
+                          zip(_young_slots(g), generation.members, generation.bases, strict=True)]
         return alive
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
@@ -326,6 +350,9 @@ class _Grid:
         if self.detector.update(float(self.mixture.losses(np.array([played]), t)[0])):
             self.changes += 1
             self.last_change = self.rounds
+            self.restarts_due = len(RESTART_DELAYS)
+        if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
+            self.restarts_due -= 1
             self._restart()
         leader = int(np.argmax(self.mixture.weights()))
         if leader != self.leader:
@@ -333,14 +360,16 @@ class _Grid:
         return played
 
     def _restart(self) -> None:
-        """Start a generation of :data:`YOUNG` in an empty generation's slots, else the lighter one's."""
+        """Start a generation (:data:`YOUNG_LINEAR` and the heaviest kernel member) in an empty
+        generation's slots, else the lighter one's."""
         weights = self.mixture.weights()
         held = [float(weights[_young_slots(k)].sum()) if self.young[k] is not None else -1.0
                 for k in range(GENERATIONS)]
         g = int(np.argmin(held))
-        self.young[g] = [self.new_base(member) for member in YOUNG]
-        self.young_starts[g] = self.rounds
-        self.mixture.enter(list(_young_slots(g)))
+        kernel = max(_KERNEL_MEMBERS, key=lambda i: float(weights[i]))
+        members = [*YOUNG_LINEAR, kernel]
+        self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members])
+        self.mixture.enter(list(_young_slots(g)), ENTRY_PRIOR)
         if self.leader in _young_slots(g):
             self.leader_since = self.rounds
 
@@ -352,9 +381,10 @@ class _Grid:
     def names(self) -> list[str]:
         """The mixture's experts' names (an empty slot's is its member's with "not started")."""
         names = [*(_base_name(*member) for member in GRID), "constant"]
-        for start in self.young_starts:
-            since = f"restarted at round {start}" if start >= 0 else "not started"
-            names += [f"{_base_name(*member)} {since}" for member in YOUNG]
+        for g, generation in enumerate(self.young):
+            names += ([f"{_base_name(*GRID[i])} restarted at round {generation.start}"
+                       for i in generation.members] if generation is not None
+                      else [f"restarted copy {j} of generation {g}, not started" for j in range(YOUNG_SIZE)])
         return names
 
     def stats(self) -> dict[str, Any]:
@@ -385,44 +415,50 @@ class _Grid:
     def growth_nbytes(self, rounds: int) -> int:
         """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew."""
         grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
+        largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
         for generation in self.young:
-            for j, member in enumerate(YOUNG):
-                fresh = self.new_base(member)
-                current = 0 if generation is None else generation[j].state_nbytes()
-                at_most = fresh.state_nbytes() + fresh.max_growth_nbytes(rounds)
-                if generation is not None:
-                    at_most = max(at_most, current + generation[j].max_growth_nbytes(rounds))
-                grown += at_most - current
+            for j in range(YOUNG_SIZE):
+                if generation is None:
+                    grown += largest
+                else:
+                    base = generation.bases[j]
+                    grown += max(largest, _full_nbytes(base, rounds)) - base.state_nbytes()
         return grown
 
     def arrays(self) -> dict[str, np.ndarray]:
         young = {f"young{g}_{j}": nested_blob(b) for g, generation in enumerate(self.young)
-                 if generation is not None for j, b in enumerate(generation)}
+                 if generation is not None for j, b in enumerate(generation.bases)}
         grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
         return {**grid, **young, **self.own_arrays()}
 
     def scalars(self) -> dict[str, Any]:
         return {"widths": list(self.widths), "log_count": self.log_scaler.count,
-                "young_starts": list(self.young_starts), "detector": self.detector.state(),
-                "tracking": [self.rounds, self.changes, self.last_change, self.leader, self.leader_since]}
+                "young": [[generation.start, *generation.members] if generation is not None else []
+                          for generation in self.young],
+                "detector": self.detector.state(),
+                "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
+                             self.leader_since]}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid, built with the saved
         widths (its bases must match the restored ones)."""
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
-        starts = [int(s) for s in scalars["young_starts"]]
-        if len(starts) != GENERATIONS:
+        young = [[int(v) for v in generation] for generation in scalars["young"]]
+        if len(young) != GENERATIONS or any(
+                generation and (len(generation) != YOUNG_SIZE + 1
+                                or not all(0 <= i < len(GRID) for i in generation[1:]))
+                for generation in young):
             raise StateFormatError("the restarted bases do not match the grid.")
         self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
-        self.young = [None if start < 0 else [self._restored(arrays[f"young{g}_{j}"], member)
-                                              for j, member in enumerate(YOUNG)]
-                      for g, start in enumerate(starts)]
-        self.young_starts = starts
+        self.young = [_Generation(generation[0], generation[1:],
+                                  [self._restored(arrays[f"young{g}_{j}"], GRID[i])
+                                   for j, i in enumerate(generation[1:])]) if generation else None
+                      for g, generation in enumerate(young)]
         if not self.mixture.switching.restore(arrays):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])
-        self.rounds, self.changes, self.last_change, self.leader, self.leader_since = (
-            int(v) for v in scalars["tracking"])
+        (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
+         self.leader_since) = (int(v) for v in scalars["tracking"])
 
     def _restored(self, blob: np.ndarray, member: Member) -> Learner:
         restored = restore_nested(blob)
@@ -491,9 +527,11 @@ class Auto(Learner):
         members = sum(
             ONS._model_floats(dim + 1, {"diagonal": False}) if kind == "ons"
             else NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY})
-            for _, kind, _, _ in (*GRID, *GENERATIONS * YOUNG)
+            for _, kind, _, _ in GRID
         )
-        return members + 6 * dim
+        largest = max(ONS._model_floats(dim + 1, {"diagonal": False}),
+                      NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY}))
+        return members + GENERATIONS * YOUNG_SIZE * largest + 6 * dim
 
     # ----------------------------------------------------------------- bounds and labels
     @property
@@ -626,8 +664,17 @@ class Auto(Learner):
 
     def _model_stats(self) -> dict[str, Any]:
         if self._grid is None:
-            return {"weights": {}, "leader": None}
+            return {"weights": {}, "leader": None, "leader_since": None, "changes": 0,
+                    "last_change_round": None}
         return self._grid.stats()
+
+    @property
+    def changes_detected(self) -> int:
+        return 0 if self._grid is None else self._grid.changes
+
+    @property
+    def last_change_round(self) -> int | None:
+        return None if self._grid is None or self._grid.last_change < 0 else self._grid.last_change
 
     # ----------------------------------------------------------------- persistence
     def _arrays(self) -> dict[str, np.ndarray]:
