@@ -150,6 +150,7 @@ class _Played:
     held: bool = False
     seconds: float = 0.0  # the time they took to play
     stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
+    changes: int = 0  # of the data, that the learner's change detector declared in them
     logged_bytes: int = 0  # of the log entries that carry them
 
 
@@ -498,12 +499,14 @@ class FeedbackWriter:
         if learner.grows:
             learner.hold_growth(played.held)
         started = time.perf_counter()
+        changes_before = learner.changes_detected
         with numerics():
             plays = await offload(lambda: [learner.learn_one(x, y) for x, y in rows], len(rows))
             played.seconds = time.perf_counter() - started
             loss = get_loss(learner.loss)
             losses = [loss.value(p, y) for p, (_, y) in zip(plays, rows, strict=True)]
         played.stats = learner.stats()
+        played.changes = learner.changes_detected - changes_before
         if not finite(plays, losses, played.stats):
             raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
         start = 0
@@ -545,6 +548,8 @@ class FeedbackWriter:
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 self.metrics.count_rounds(ref, learner.loss, losses)
                 self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
+                if played.changes:
+                    self.metrics.count_changes(ref, played.changes)
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version

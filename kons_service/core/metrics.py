@@ -141,6 +141,10 @@ class Metrics:
                                       labels, registry=r)
         self.learner_loss = Counter("kons_learner_loss", "Sum of the losses of the acknowledged rounds, "
                                     "per learner and loss.", [*labels, "loss"], registry=r)
+        self.changes = Counter("kons_changes", "Changes of the data declared by the learners' change "
+                               "detectors (auto), in acknowledged feedback rounds.", registry=r)
+        self.learner_changes = Counter("kons_learner_changes", "Changes of the data declared by the "
+                                       "learner's change detector (see kons_changes).", labels, registry=r)
         self.learner_rollbacks = Counter("kons_learner_history_rollbacks", "Redis rollbacks found, per "
                                          "learner (see kons_history_rollbacks).", labels, registry=r)
         # ... and gauges of its state, as last set by any worker
@@ -181,6 +185,12 @@ class Metrics:
         if self.per_learner:
             self.learner_rounds.labels(ref.tenant, ref.name).inc(len(losses))
             self.learner_loss.labels(ref.tenant, ref.name, loss).inc(sum(losses))
+
+    def count_changes(self, ref: LearnerRef, changes: int) -> None:
+        """``changes`` changes of the data that ``ref``'s detector declared in acknowledged rounds."""
+        self.changes.inc(changes)
+        if self.per_learner:
+            self.learner_changes.labels(ref.tenant, ref.name).inc(changes)
 
     def count_rollback(self, ref: LearnerRef) -> None:
         """The store lost rounds of ``ref`` that this process held."""
