@@ -354,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                        if k not in ("auto", "oracle", *RIVER_KEYS)]
     if unknown:
         parser.error(f"unknown stream or method: {', '.join(unknown)}")
+    if "auto" not in keys or not set(RIVER_KEYS) & set(keys):
+        parser.error("the methods must include auto and at least one of River's (the goals compare them)")
     out = results_dir(args.out, "drift")
     command = command_line("benchmarks.drift", argv, outputs=("--out",))
     stamp = provenance(SOURCES)

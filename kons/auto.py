@@ -34,8 +34,38 @@ The bound on what the bases and the mixture may play is wider than the mixture's
 constraint on the bases' functions, which a tight one cuts down on targets far in a tail or on rows the
 model could be confident about, while the mixture's interval only sets how fast the weights move.
 
+Following a changing stream (issue 20). The weights above compete with the best single base since
+round 1, so after a change of concept the old leader would keep the weight for a long time, and the
+bases themselves (ONS's matrix, a full Nystrom dictionary) remember the old concept. Three parts:
+
+* the weights are Fixed-Share's, with the switching rate mixed over a small grid that includes 0
+  (:class:`~kons._tracking.SwitchingWeights`): the mixture competes with the best *sequence* of
+  experts, paying about :math:`\ln(KT/m)/\eta` per switch, and on a stationary stream at most
+  :math:`\ln(1/0.95)/\eta` more than the aggregating algorithm alone;
+* a change detector on the mixture's own loss (:class:`~kons._tracking.LossChangeDetector`, a
+  one-sided CUSUM on the ratio of the loss to its recent level) declares a change when the loss has
+  risen for good;
+* restarted bases: at each declared change, and :data:`RESTART_DELAYS` rounds after it, a generation of
+  fresh copies (the linear bases of both views and the heaviest kernel member) enters the mixture with
+  weight :data:`ENTRY_PRIOR` each; :data:`GENERATIONS` generations live at once, a new one replacing the
+  lighter. Against a comparator that may switch to a copy started after the change, the regret on the
+  rounds after the change is the detection delay's loss plus the copy's own regret on those rounds
+  (:math:`O(d \log n)` for ONS on exp-concave losses, Hazan et al. 2007) plus the switch's price
+  :math:`\ln(1/\text{ENTRY\_PRIOR})/\eta` and the Fixed-Share terms above. Assumptions: the concept
+  is piecewise stationary and a change raises the mixture's loss by a factor (about 2 over the
+  detector's horizon); a gradual change or one that moves the loss less is left to the switching
+  weights and to the bases' own learning. This is Follow-the-Leading-History (Hazan and Seshadhri
+  2009) with starts at detected changes instead of on a geometric cover, so the number of bases
+  alive is bounded (``len(GRID) + GENERATIONS * YOUNG_SIZE``) and the cost per round stays flat;
+  ``benchmarks/drift.py`` measures it against ``auto`` restarted by hand at each true change.
+
+:meth:`Auto.stats` says what leads and since when (``leader``, ``leader_since``), how many changes were
+declared (``changes``, ``last_change_round``) and the switching rates' weights.
+
 A round costs the sum of the bases' rounds: eight Nystrom rounds of bounded size (at most
-:data:`MAX_DICTIONARY` points, O(j d + j^2)) and three O(d^2) ONS rounds.
+:data:`MAX_DICTIONARY` points, O(j d + j^2)) and three O(d^2) ONS rounds, plus, after a declared
+change, at most :data:`GENERATIONS` x (two ONS rounds and one Nystrom round); the weights cost
+O((len(GRID) + GENERATIONS * YOUNG_SIZE) x len(RATES)).
 
 Examples
 --------
@@ -103,8 +133,10 @@ GRID = (
 #: the grid that weighs most at the restart (the geometry of the rows, which picks the width, tends to
 #: outlast a change of concept).
 YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
+#: The kernel members restarted: the heaviest ones at the restart.
+YOUNG_KERNELS = 1
 #: Bases in a generation of restarted copies.
-YOUNG_SIZE = len(YOUNG_LINEAR) + 1
+YOUNG_SIZE = len(YOUNG_LINEAR) + YOUNG_KERNELS
 #: Generations alive at once (a new one replaces the lighter-weighted).
 GENERATIONS = 2
 #: Rounds after a detected change at which a generation starts: at once, then again when a gradual
@@ -366,8 +398,8 @@ class _Grid:
         held = [float(weights[_young_slots(k)].sum()) if self.young[k] is not None else -1.0
                 for k in range(GENERATIONS)]
         g = int(np.argmin(held))
-        kernel = max(_KERNEL_MEMBERS, key=lambda i: float(weights[i]))
-        members = [*YOUNG_LINEAR, kernel]
+        kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
+        members = [*YOUNG_LINEAR, *kernels]
         self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members])
         self.mixture.enter(list(_young_slots(g)), ENTRY_PRIOR)
         if self.leader in _young_slots(g):
