@@ -142,30 +142,42 @@ class SwitchingWeights:
 
 
 class LossChangeDetector:
-    r"""A one-sided CUSUM (Page 1954; Page-Hinkley) on the ratio of a loss to its recent level.
+    r"""A one-sided CUSUM (Page 1954) on the ratio of the loss's block means to their recent level.
 
-    Each round's loss :math:`\ell_t` is divided by a reference level :math:`m` (its exponentially
-    weighted mean over about ``memory`` rounds, frozen while a rise is being accumulated) and capped at
-    ``cap``, so the detector is blind to the loss's units and one outlier moves it by at most ``cap``:
+    The losses are averaged over blocks of ``block`` rounds (a block mean of heavy-tailed losses, a
+    squared error or a log loss, varies far less than one round's loss), each block mean :math:`\bar\ell_k`
+    divided by a reference level :math:`m` (the losses' exponentially weighted mean over about ``memory``
+    rounds, frozen while a rise is being accumulated) and capped at ``cap``, so that the detector is
+    blind to the loss's units:
 
-    .. math:: g_t = \max\big(0,\ g_{t-1} + \min(\ell_t / m, c) - (1 + \delta)\big),
+    .. math:: g_k = \max\big(0,\ g_{k-1} + \min(\bar\ell_k / m, c) - (1 + \delta)\big),
 
-    and a change is declared when :math:`g_t > \lambda` (``threshold``): the loss has run about
-    :math:`1 + \delta` times above its level for long enough (at a ratio :math:`\rho`, after about
-    :math:`\lambda / (\rho - 1 - \delta)` rounds). Falls of the loss (a learner improving) never
-    accumulate. At a change the level becomes the mean ratio of the run times the old level (the new
-    regime's), and :math:`g` restarts at 0. The first ``warmup`` rounds only set the level.
+    and a change is declared when :math:`g_k > \lambda` (``threshold``): the loss has run more than
+    :math:`1 + \delta` times its level for long enough (at a ratio :math:`\rho`, after about
+    :math:`\lambda / (\rho - 1 - \delta)` blocks; one block when :math:`\rho > 1 + \delta + \lambda`, as
+    after a flip of the target). Falls of the loss (a learner improving) never accumulate. At a change
+    the level becomes the mean ratio of the run times the old level (the new regime's), and :math:`g`
+    restarts at 0. The first ``warmup`` rounds only set the level.
+
+    The defaults, measured on ``auto``'s loss streams: no false alarm in 200,000 rounds of chi-square
+    losses; on the 26 stationary raw data sets of the quality benchmark (about 75,000 rounds), 7 false
+    alarms; a flipped target declared within 4 rounds, Friedman's global abrupt drift within 24-36, a
+    gradual drift over 500 rounds after 100-200; SEA's and Agrawal's changes of concept, which raise
+    the log loss by less than half, not at all (the switching weights follow those). A block of 1 with a
+    cap of 10 and a threshold of 40 detected some of those sooner, at 18 false alarms.
     """
 
-    def __init__(self, *, threshold: float = 40.0, drift: float = 1.0, cap: float = 10.0,
+    def __init__(self, *, threshold: float = 10.0, drift: float = 1.0, cap: float = 30.0, block: int = 8,
                  memory: int = 500, warmup: int = 100) -> None:
         self.threshold = threshold
         self.drift = drift
         self.cap = cap
+        self.block = block
         self.memory = memory
         self.warmup = warmup
         self.seen = 0
         self.level = 0.0
+        self.block_sum = 0.0
         self.cusum = 0.0
         self.run_sum = 0.0
         self.run_length = 0
@@ -176,11 +188,15 @@ class LossChangeDetector:
         if self.seen <= self.warmup or self.level <= 0.0:
             self.level += (loss - self.level) / min(self.seen, self.memory)
             return False
-        ratio = min(loss / self.level, self.cap)
+        self.block_sum += loss
+        if (self.seen - self.warmup) % self.block:
+            return False
+        mean, self.block_sum = self.block_sum / self.block, 0.0
+        ratio = min(mean / self.level, self.cap)
         self.cusum = max(0.0, self.cusum + ratio - 1.0 - self.drift)
         if self.cusum == 0.0:
             self.run_sum, self.run_length = 0.0, 0
-            self.level += (loss - self.level) / self.memory
+            self.level += (mean - self.level) * self.block / self.memory
             return False
         self.run_sum += ratio
         self.run_length += 1
@@ -191,8 +207,9 @@ class LossChangeDetector:
         return True
 
     def state(self) -> list[float]:
-        return [float(self.seen), self.level, self.cusum, self.run_sum, float(self.run_length)]
+        return [float(self.seen), self.level, self.block_sum, self.cusum, self.run_sum,
+                float(self.run_length)]
 
     def restore(self, state: list[float]) -> None:
-        seen, self.level, self.cusum, self.run_sum, run_length = (float(v) for v in state)
+        seen, self.level, self.block_sum, self.cusum, self.run_sum, run_length = (float(v) for v in state)
         self.seen, self.run_length = int(seen), int(run_length)
