@@ -73,6 +73,17 @@ BENCHMARKS = (
     Benchmark("auto variants tried and rejected (README, quick start)", "(see the file)",
               ("quality_raw_auto_variants.md",),
               (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("auto follows a changing world (issue 20): drifting streams against River's defaults and "
+              "against auto restarted at each true change",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.drift --out benchmarks/results",
+              ("drift.md", "drift.json"),
+              (*_LIBRARY, "benchmarks/drift.py", "benchmarks/raw_regime.py", "benchmarks/methods.py")),
+    Benchmark("auto on stationary data before and after issue 20: the 26 raw sets within 1%",
+              "python -m benchmarks.drift_stationary --after DIR/quality_raw_regime --out benchmarks/results "
+              "(DIR: a raw-regime run of auto, see the file)",
+              ("drift_stationary.md",),
+              (*_LIBRARY, "benchmarks/drift_stationary.py", "benchmarks/raw_regime.py",
+               "benchmarks/methods.py")),
     Benchmark("Lease takeover after a SIGKILL (README, docs/reliability.md)",
               "python -m benchmarks.takeover --runs 10 --baseline main", ("takeover.md",),
               (*_SERVICE, "benchmarks/takeover.py")),

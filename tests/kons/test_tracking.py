@@ -28,7 +28,8 @@ def _brute_force_weights(losses: np.ndarray, rates: tuple[float, ...], rate_prio
                 p *= (1.0 - rate) * (a == b) + rate / K
             p *= math.exp(-sum(losses[t, e] for t, e in enumerate(sequence[:T])))
             marginal[sequence[T]] += p
-    return marginal / marginal.sum()
+    normalised: np.ndarray = marginal / marginal.sum()
+    return normalised
 
 
 def test_the_switching_weights_are_bayes_over_expert_sequences_and_rates() -> None:
