@@ -91,10 +91,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._multinomial import log_probability, reference_softmax
 from kons._tracking import RATES, LossChangeDetector, SwitchingWeights
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
-from kons.base import Learner, arrays_nbytes
-from kons.errors import NumericalError, StateFormatError
+from kons.base import Learner, _round_numerics, arrays_nbytes
+from kons.classes import Classes
+from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
 from kons.losses import get_loss
@@ -185,6 +187,19 @@ def _guarded(call: Callable[..., float], *args: Any) -> float:
         return 0.0
 
 
+def _guarded_probabilities(call: Callable[..., np.ndarray], classes: int, *args: Any) -> np.ndarray:
+    """A base's class probabilities, or the uniform ones when its round overflows (as :func:`_guarded`)."""
+    try:
+        return call(*args)
+    except NumericalError:
+        return np.full(classes, 1.0 / classes)
+
+
+def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
+    """A base's class probabilities for ``row``, nothing learnt."""
+    return reference_softmax(base._class_scores(row))
+
+
 def _signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
     """:math:`\\mathrm{sign}(x)\\log(1 + |x|)`, elementwise (zeros stay zeros)."""
     if isinstance(x, SparseVector):
@@ -233,6 +248,10 @@ def _full_nbytes(base: Learner, rounds: int) -> int:
     return base.state_nbytes() + base.max_growth_nbytes(rounds)
 
 
+#: Floor of a probability whose log is taken (the smallest positive normal float64).
+_TINY = float(np.finfo(float).tiny)
+
+
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
     logged: np.ndarray = -np.logaddexp(0.0, -margin)
     return logged
@@ -274,6 +293,12 @@ class Mixture:
         # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
         return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
 
+    def mix_probabilities(self, probabilities: np.ndarray) -> np.ndarray:
+        r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
+        log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i`."""
+        mixed: np.ndarray = self.weights() @ probabilities
+        return mixed
+
     def losses(self, plays: np.ndarray, t: float) -> np.ndarray:
         r"""The experts' losses times the mixture's learning rate: :math:`\eta \ell(f_i, t)`, whose
         :math:`e^{-\eta \ell}` is each expert's likelihood (the log loss, or the squared loss on
@@ -287,6 +312,16 @@ class Mixture:
     def update(self, plays: np.ndarray, t: float) -> None:
         r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}`, then the switching weights' share."""
         self.switching.apply(self.losses(plays, t))
+
+    @staticmethod
+    def class_losses(probabilities: np.ndarray, label: int) -> np.ndarray:
+        r"""The experts' log losses for K classes, :math:`-\log p_i(y)` (the log loss is 1-mixable)."""
+        losses: np.ndarray = -np.log(np.maximum(probabilities[..., label], _TINY))
+        return losses
+
+    def update_probabilities(self, probabilities: np.ndarray, label: int) -> None:
+        r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes."""
+        self.switching.apply(self.class_losses(probabilities, label))
 
     def enter(self, slots: list[int], prior: float) -> None:
         """Fresh experts enter ``slots``, each with the weight ``prior``."""
@@ -310,6 +345,7 @@ class _Grid:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
         self.held = held
         self.log_scaler = log_scaler
+        self.classes = 2  # the classes the bases play: 2 is the binary model, one score
         self.bases = [self.new_base(member) for member in GRID]
         self.young: list[_Generation | None] = [None] * GENERATIONS
         self.mixture = Mixture(binary=binary, bound=bound, experts=_EXPERTS, active=len(GRID) + 1)
@@ -334,6 +370,8 @@ class _Grid:
             base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0, eta=eta,
                                C=self.bound, max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self.dim)
         base.hold_growth(self.held)
+        if self.classes > 2:
+            base._widen(self.classes - 1)
         return base
 
     def _members(self) -> list[tuple[int, Member, Learner]]:
@@ -378,8 +416,14 @@ class _Grid:
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
+        self._track(float(self.mixture.losses(np.array([played]), t)[0]))
+        return played
+
+    def _track(self, loss: float) -> None:
+        """After a round whose mixture's loss (times its learning rate) was ``loss``: the detector, the
+        restarts it schedules, and the leader."""
         self.rounds += 1
-        if self.detector.update(float(self.mixture.losses(np.array([played]), t)[0])):
+        if self.detector.update(loss):
             self.changes += 1
             self.last_change = self.rounds
             self.restarts_due = len(RESTART_DELAYS)
@@ -389,7 +433,6 @@ class _Grid:
         leader = int(np.argmax(self.mixture.weights()))
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
-        return played
 
     def _restart(self) -> None:
         """Start a generation (:data:`YOUNG_LINEAR` and the heaviest kernel member) in an empty
@@ -404,6 +447,39 @@ class _Grid:
         self.mixture.enter(list(_young_slots(g)), ENTRY_PRIOR)
         if self.leader in _young_slots(g):
             self.leader_since = self.rounds
+
+    # The multinomial model (three classes or more): every base plays the clipped scores of classes 1..
+    # against class 0 (kons._multinomial), the constant its class frequencies; an empty slot the uniform
+    # probabilities, at weight 0.
+    def probabilities(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector,
+                      constant: np.ndarray) -> np.ndarray:
+        forms, _ = self.inputs(z, x)
+        experts = np.full((_EXPERTS, len(constant)), 1.0 / len(constant))
+        experts[len(GRID)] = constant
+        for slot, member, base in self._members():
+            experts[slot] = _guarded_probabilities(_scored, self.classes, base, forms[_form(member)])
+        return self.mixture.mix_probabilities(experts)
+
+    def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
+                    constant: np.ndarray) -> np.ndarray:
+        """A round with ``len(constant)`` classes (the bases widened to them first, which cannot fail
+        once the inputs are checked); the mixture's probabilities played."""
+        forms, log_stats = self.inputs(z, x)
+        classes = len(constant)
+        if classes > self.classes:
+            for _, _, base in self._members():
+                base._widen(classes - 1)
+            self.classes = classes
+        experts = np.full((_EXPERTS, classes), 1.0 / classes)
+        experts[len(GRID)] = constant
+        for slot, member, base in self._members():
+            experts[slot] = _guarded_probabilities(base._learn_class_checked, classes, forms[_form(member)],
+                                                   label)
+        self.log_scaler.commit(log_stats)
+        played = self.mixture.mix_probabilities(experts)
+        self.mixture.update_probabilities(experts, label)
+        self._track(float(self.mixture.class_losses(played, label)))
+        return played
 
     def hold_growth(self, held: bool) -> None:
         self.held = held
@@ -537,7 +613,7 @@ class Auto(Learner):
         self.seed = self._parameter_constraints["seed"].check("Auto", "seed", seed)
         self.loss = TASKS[task]
         self._loss = get_loss(self.loss)
-        self._binary = bool(self._loss.binary)
+        self._binary = bool(self._loss.binary)  # classification (binary or not): scores, not targets
         self._user_bound = None if self._binary else user_bound("Auto", C)
         self.dim = None if dim is None else check_int("Auto", "dim", dim, low=1)
         self.C_param = C  # kept for get_params: C is the live bound
@@ -547,6 +623,9 @@ class Auto(Learner):
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
                                   warms_up=True)
         self._grid: _Grid | None = None  # built once the warm-up gives the kernel widths
+        self._classes = Classes()
+        # The round just played (classification): its distribution over the classes and its log loss.
+        self._played: tuple[dict[Any, float], float] = ({}, 0.0)
         super()._reset()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -576,15 +655,78 @@ class Auto(Learner):
         """The bound on the bases' and the mixture's plays on standardised data."""
         return SCORE_BOUND if self._binary else REGRESSION_BOUND
 
-    def _check_y(self, y: Any) -> float:
-        return self._prep.check_label(y)
+    def _check_y(self, y: Any) -> Any:
+        """Regression: the target as a float; classification: the label as kept (:func:`class_label`)."""
+        return self._classes.check(y) if self._binary else self._prep.check_label(y)
 
     def _clip(self, y_bar: float) -> float:
         return y_bar  # the preprocessing clips in the user's units itself
 
+    @property
+    def _multiclass(self) -> bool:
+        return self._binary and not self._classes.binary
+
+    # ----------------------------------------------------------------- classes and probabilities
+    @property
+    def classes(self) -> list[Any]:
+        """The classes seen (classification), by index: the negative and the positive one first (the
+        binary roles, :mod:`kons.classes`), then in order of appearance; ``[]`` for regression."""
+        return self._classes.labels
+
     def predict_proba_one(self, x: Any) -> float:
-        """The probability of the label +1 (classification): the sigmoid of the score."""
+        """The probability of the positive class, ``classes[1]`` (binary classification): the sigmoid of
+        the score."""
+        if self._multiclass:
+            raise InvalidParameterError(
+                f"this learner has {len(self._classes)} classes: use predict_proba_dict_one.")
         return self._prep.probability(self.predict_one(x))
+
+    def predict_proba_dict_one(self, x: Any) -> dict[Any, float]:
+        """Every known class's probability for ``x`` (summing to 1; ``{}`` before any class is known);
+        never changes the state. Keys are the labels: ``True`` and ``1``, two classes, are one dict key
+        (a learner given both reports them under that key, the later class's probability)."""
+        if not self._binary:
+            raise InvalidParameterError("class probabilities need task='classification'.")
+        if not self._multiclass:
+            return self._binary_distribution(self.predict_one(x))
+        x, _ = self.check_round(x)
+        with _round_numerics():
+            return self._distribution(self._class_probabilities(x))
+
+    def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]:
+        """Play one round (as :meth:`learn_one`) and return the distribution it played, before learning,
+        over the classes known before the round and ``y`` if it is new. A new class's probability is
+        the model's for a class it has not learnt: binary, the score's for the free role; else the
+        mixture of the bases' (a new class's weights are zero, the score of the reference class 0)
+        and of the constant's (add-1/2 frequencies: :math:`1/(2n + K)` after n rounds)."""
+        if not self._binary:
+            raise InvalidParameterError("class probabilities need task='classification'.")
+        self.learn_one(x, y)
+        return self._played[0]
+
+    def _distribution(self, probabilities: np.ndarray) -> dict[Any, float]:
+        """The probabilities of the classes by index (the next index: a new class) as a dict by label."""
+        return {self._classes.label_of(i): float(p) for i, p in enumerate(probabilities)}
+
+    def _binary_distribution(self, score: float, new: tuple[int, Any] | None = None) -> dict[Any, float]:
+        """The distribution of the binary model's ``score`` over the classes known (and ``new``, its role
+        and label); one class has all the probability."""
+        labels = [self._classes.label_of(0), self._classes.label_of(1)]
+        if new is not None:
+            labels[new[0]] = new[1]
+        present = [i for i, label in enumerate(labels) if label is not None]
+        if len(present) < 2:
+            return {labels[i]: 1.0 for i in present}
+        positive = self._prep.probability(score)
+        return {labels[0]: 1.0 - positive, labels[1]: positive}
+
+    def _class_prior(self, classes: int) -> np.ndarray:
+        """The constant expert for ``classes`` classes: the add-1/2 (Krichevsky-Trofimov) frequencies,
+        the binary base rate's for two classes."""
+        counts = np.zeros(classes)
+        counts[:len(self._prep.labels)] = self._prep.labels
+        prior: np.ndarray = (counts + 0.5) / (counts.sum() + 0.5 * classes)
+        return prior
 
     # ----------------------------------------------------------------- the grid
     def _reset_model(self) -> None:
@@ -646,8 +788,35 @@ class Auto(Learner):
         """The constant expert: the mean of the standardised target, or the base rate's log-odds."""
         return 0.0 if not self._binary else self._prep.prior()
 
+    def _warmup_probabilities(self, x: np.ndarray | SparseVector, classes: int) -> np.ndarray:
+        r"""The warm-up play for ``classes`` classes: :meth:`_warmup_prediction` for each class against
+        the others (labels :math:`\pm 1`, one solve for all of them), and the softmax of half those
+        scores; for two classes, the sigmoid of the binary warm-up score (the two scores are opposite)."""
+        prep = self._prep
+        if not prep.buffer:
+            return self._class_prior(classes)
+        Z = prep.standardised_buffer()
+        targets = -np.ones((len(Z), classes))
+        targets[np.arange(len(Z)), [int(t) for _, t in prep.buffer]] = 1.0
+        mean = targets.mean(axis=0)
+        coef = np.linalg.solve(Z @ Z.T + self._dim * np.eye(len(Z)), targets - mean)
+        f = np.clip(Z @ prep.x_scaler.standardise(_dense(x)) @ coef, -TARGET_BOUND, TARGET_BOUND)
+        scores = np.clip(mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
+        return reference_softmax(scores[1:] - scores[0])
+
+    def _class_probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
+        """The probabilities of the classes (three or more) for a checked ``x``, nothing learnt."""
+        prep, classes = self._prep, len(self._classes)
+        if prep.scaler is None:
+            return self._class_prior(classes)
+        if not prep.ready:
+            return self._warmup_probabilities(x, classes)
+        return self._model.probabilities(prep.scaled(x), x, self._class_prior(classes))
+
     # ----------------------------------------------------------------- rounds
     def _predict(self, x: np.ndarray | SparseVector) -> float:
+        if self._multiclass:  # the probability of the most probable class
+            return float(self._class_probabilities(x).max())
         prep = self._prep
         if prep.scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
             return prep.prior()
@@ -655,7 +824,36 @@ class Auto(Learner):
             return self._warmup_prediction(x)
         return prep.to_user(self._model.predict(prep.scaled(x), x, self._constant()))
 
-    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
+    def _learn(self, x: np.ndarray | SparseVector, y: Any) -> tuple[float, float]:
+        if not self._binary:
+            return self._learn_target(x, y), 0.0
+        classes = self._classes
+        index = classes.index(y)
+        new = index < 0
+        if new:
+            index = classes.new_index(y)
+        distribution: dict[Any, float]
+        if index >= 2 or self._multiclass:  # the multinomial model
+            probabilities = self._learn_classes(x, index, len(classes) + new)
+            if new:
+                classes.add(y, index)
+            distribution = self._distribution(probabilities)
+            played, loss = float(probabilities[index]), -log_probability(probabilities, index)
+        else:  # the binary model: index 1 is the label +1
+            t = 1.0 if index == 1 else -1.0
+            played = self._learn_target(x, t)
+            distribution = self._binary_distribution(played, (index, y) if new else None)
+            loss = self._loss.value(played, t)
+            if new:
+                classes.add(y, index)
+        self._played = (distribution, loss)
+        return played, 0.0
+
+    def _round_loss(self, y_hat: float, y: Any) -> float:
+        return self._played[1] if self._binary else self._loss.value(y_hat, y)
+
+    def _learn_target(self, x: np.ndarray | SparseVector, y: float) -> float:
+        """A round of the one-score model: regression, or the binary classes as the labels -1 and +1."""
         prep = self._prep
         prep.begin(x, self._dim)
         target, y_stats = prep.target(y)
@@ -671,7 +869,34 @@ class Auto(Learner):
                         grid.learn(z, t, row, self._constant())
                     self._grid = grid
         prep.commit_target(y, y_stats)
-        return played, 0.0
+        return played
+
+    def _learn_classes(self, x: np.ndarray | SparseVector, label: int, classes: int) -> np.ndarray:
+        """A round of the multinomial model with ``classes`` classes (``label`` may be the new one)."""
+        prep = self._prep
+        constant = self._class_prior(classes)
+        if prep.ready:
+            z, scaled = prep.x_scaler.pending(x)
+            played = self._model.learn_class(z, label, x, constant)
+            prep.x_scaler.commit(scaled)
+        else:
+            played = self._warmup_probabilities(x, classes)
+            buffered = prep.buffer
+            if len(prep.labels) == 2:  # the third class: the buffered labels -1 and +1 become indices
+                prep.buffer = [(row, float(t > 0)) for row, t in buffered]
+            try:
+                with prep.warm_up(x, float(label)) as full:
+                    if full:  # as in _learn_target, with the classes' indices
+                        Z = prep.standardised_buffer()
+                        grid = self._warmed_up_grid(Z)
+                        for z, t, row in prep.replay(Z, None):
+                            grid.learn_class(z, int(t), row, constant)
+                        self._grid = grid
+            except BaseException:
+                prep.buffer = buffered
+                raise
+        prep.count_class(label)
+        return played
 
     # ----------------------------------------------------------------- size, growth and statistics
     def state_nbytes(self) -> int:
@@ -719,12 +944,18 @@ class Auto(Learner):
         scalars = self._prep.scalars()
         if self._prep.ready:
             scalars.update(self._model.scalars())
+        saved = self._classes.saved()
+        if saved is not None:  # not for booleans: a learner of booleans has the state it had before
+            scalars["classes"] = saved
         return scalars
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         self._prep.restore(self._dim, arrays, scalars)
+        if self._binary and scalars:
+            self._classes.restore(scalars.get("classes"), self._prep.labels)
         if self._prep.ready:
             width, log_width = (float(w) for w in scalars["widths"])
             grid = self._new_grid(width, log_width)
             grid.restore(arrays, scalars)
+            grid.classes = max(len(self._classes), 2)
             self._grid = grid

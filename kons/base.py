@@ -19,6 +19,7 @@ import numpy as np
 
 from kons import _state
 from kons._blas import one_blas_thread
+from kons._multinomial import log_probability
 from kons._validation import (
     POSITIVE,
     Constraint,
@@ -380,12 +381,66 @@ class Learner(abc.ABC):
             elif draws_from is not None:
                 self._generator.bit_generator.state = draws_from
             raise
-        loss = self._loss.value(y_hat, y)
+        self._record_round(self._round_loss(y_hat, y), leverage)
+        return y_hat
+
+    def _round_loss(self, y_hat: float, y: Any) -> float:
+        """The loss of the round just played (:meth:`stats`): the loss's value at the play."""
+        return self._loss.value(y_hat, y)
+
+    def _record_round(self, loss: float, leverage: float) -> None:
+        """Count a played round in :meth:`stats`."""
         self._rounds += 1
         self._cumulative_loss += loss
         self._recent_loss += _RECENT_WEIGHT * (loss - self._recent_loss)
         self._effective_dimension += leverage
-        return y_hat
+
+    # ----------------------------------------------------------------- classes
+    @property
+    def classes(self) -> list[Any]:
+        """The classes seen, for a learner that learns classes (:class:`~kons.Auto`); else ``[]``."""
+        return []
+
+    def predict_proba_dict_one(self, x: Any) -> dict[Any, float]:
+        """Every known class's probability for ``x`` (a learner of classes: :class:`~kons.Auto`)."""
+        raise InvalidParameterError(
+            f"{type(self).__name__} gives no class probabilities: use 'auto' with task 'classification'.")
+
+    def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]:
+        """One round, returning the distribution played (a learner of classes: :class:`~kons.Auto`)."""
+        raise InvalidParameterError(
+            f"{type(self).__name__} gives no class probabilities: use 'auto' with task 'classification'.")
+
+    # ----------------------------------------------------------------- multinomial rounds
+    #: Whether the learner has the multinomial round (:mod:`kons._multinomial`) that :class:`~kons.Auto`
+    #: drives once a third class appears: :class:`~kons.ONS` and :class:`~kons.NystromKONS`.
+    multinomial: ClassVar[bool] = False
+
+    def _learn_class_checked(self, x: Any, label: int) -> np.ndarray:
+        """A multinomial round on a checked ``x`` (with the model already widened to the classes by
+        ``_widen``): the probabilities played, the state unchanged (random draws too) if it raises.
+        Its loss in :meth:`stats` is the log loss."""
+        draws_from = None if self._rng is None else self._rng.bit_generator.state
+        try:
+            probabilities, leverage = self._learn_class(x, label)
+        except BaseException:
+            if draws_from is not None:
+                self._generator.bit_generator.state = draws_from
+            raise
+        self._record_round(-log_probability(probabilities, label), leverage)
+        return probabilities
+
+    def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
+        """The multinomial round: ``(probabilities played, leverage)`` (learners with ``multinomial``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
+
+    def _class_scores(self, x: Any) -> np.ndarray:
+        """The clipped scores (K-1,) of classes 1.. against class 0 for a checked ``x``."""
+        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
+
+    def _widen(self, outputs: int) -> None:
+        """Keep ``outputs`` scores (classes - 1): the binary weights become the first."""
+        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
 
     def predict_many(self, X: Any) -> np.ndarray:
         """:meth:`predict_one` for each row of ``X`` (n, d), on the same state; returns (n,)."""

@@ -100,7 +100,9 @@ def binary_label(y: Any) -> float:
         return 1.0
     if value in (0.0, -1.0):
         return -1.0
-    raise InvalidInputError(f"a binary label must be -1, 0, 1, true or false; got {y!r}.")
+    raise InvalidInputError(f"a binary label must be -1, 0, 1, true or false; got {y!r} (for labels of any "
+                            "kind and more than two classes, use the 'auto' learner with task "
+                            "'classification').")
 
 
 def median_width(Z: np.ndarray) -> float:
@@ -283,7 +285,7 @@ class Preprocessor:
         self.warms_up = warms_up
         self.scaler: FeatureScaler | None = None
         self.y = TargetScaler()
-        self.labels = [0, 0]  # counts of -1 and +1 (binary losses)
+        self.labels = [0, 0]  # counts of the labels by class index (binary losses: -1 and +1)
         self.buffer: list[tuple[np.ndarray, float]] = []
         self.ready = False  # whether the owner's model exists
 
@@ -352,6 +354,12 @@ class Preprocessor:
             self.y.commit(stats)
         else:
             self.labels[y > 0] += 1
+
+    def count_class(self, index: int) -> None:
+        """Count a label of class ``index`` (a multi-class owner's; a new class is the next index)."""
+        if index == len(self.labels):
+            self.labels.append(0)
+        self.labels[index] += 1
 
     def scaled_round(self, x: np.ndarray | SparseVector,
                      play: Callable[[np.ndarray | SparseVector], float]) -> float:

@@ -35,6 +35,7 @@ from kons_service.core import codec
 from kons_service.core.errors import BusyError, LearnerNotFoundError
 from kons_service.core.learning import build, offload
 from kons_service.core.metrics import Metrics
+from kons_service.core.rollbacks import RollbackReporter
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef, LogEntry, LoggedRound, Store
 
@@ -165,6 +166,7 @@ class LearnerCache:
         self.settings = settings
         self.metrics = metrics
         self._on_evict = on_evict
+        self.rollbacks = RollbackReporter(metrics)
         self._entries: OrderedDict[LearnerRef, CachedLearner] = OrderedDict()
 
     # ------------------------------------------------------------------ entries
@@ -261,7 +263,7 @@ class LearnerCache:
             entry.snap_version = max(entry.snap_version, head.snap_version)
             return
         if same and (entry.version > head.version or entry.lost_history):
-            self._report_rollback(entry.ref, entry.version, entry.tip, head)
+            self.rollbacks.held(entry.ref, entry.version, entry.tip, head)
         for _ in range(_LOAD_ATTEMPTS):
             entry.invalidate()
             stored = await self.store.snapshots.read_state(entry.ref)
@@ -293,13 +295,7 @@ class LearnerCache:
             rows = await self.store.log.read(ref, held.version - 1, 1)
             lost = bool(rows) and rows[0].version == held.version and rows[0].tip != held.tip
         if lost:
-            self._report_rollback(ref, held.version, held.tip, head)
-
-    def _report_rollback(self, ref: LearnerRef, version: int, tip: str, head: Head) -> None:
-        self.metrics.count_rollback(ref)
-        log.error("the store lost rounds of %s that this process held: it was at version %d (round %s), "
-                  "the store's head is version %d (round %s); versions after the common history are "
-                  "gone, rebuilding from the store", ref, version, tip, head.version, head.tip)
+            self.rollbacks.held(ref, held.version, held.tip, head)
 
     async def _catch_up(self, entry: CachedLearner, head: Head) -> bool:
         """Replay logged rounds up to ``head``; False if the log no longer holds the next one (trimmed

@@ -104,6 +104,12 @@ class Metrics:
         self.rollbacks = Counter("kons_history_rollbacks", "Times a process found that the store lost rounds "
                                  "its cached learner held (a Redis rollback) and rebuilt from the store.",
                                  registry=r)
+        self.rollbacks_seen_by_clients = Counter(
+            "kons_rollbacks_seen_by_clients", "Times a client sent back a version (Kons-Seen-Version) above "
+            "the store's head: a Redis rollback of rounds this process may never have held.", registry=r)
+        self.rollback_rounds_lost = Counter(
+            "kons_rollback_rounds_lost", "Acknowledged rounds the reported rollbacks removed (at least).",
+            registry=r)
         self.takeovers = Counter("kons_lease_takeovers", "Writer leases taken over from a holder whose "
                                  "process was gone (instead of waiting for the lease to expire).", registry=r)
         self.lease_waits = Counter("kons_lease_waits", "Times a write waited for another writer.", registry=r)

@@ -203,8 +203,11 @@ class LearnerService:
         version = 0 if created else (await self.cache.head(ref)).version
         return Created(created, LearnerSummary(ref.name, json.loads(text), version))
 
-    async def describe(self, ref: LearnerRef) -> LearnerDetails:
+    async def describe(self, ref: LearnerRef, seen: int | None = None) -> LearnerDetails:
+        """The learner's summary and stats; ``seen``: the newest version the caller was answered, if it
+        sent it back (a head below it is a rollback: :mod:`.rollbacks`)."""
         async with self.cache.current(ref) as (entry, learner):
+            self._check_seen(ref, seen, entry.incarnation, entry.version)
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
@@ -227,11 +230,14 @@ class LearnerService:
             raise not_found(ref)
 
     # ------------------------------------------------------------------ rounds
-    async def predict(self, ref: LearnerRef, xs: Sequence[Any], ids: Sequence[str] | None) -> Predictions:
-        """Predictions on the learner's newest state; remembers features under ``ids`` if given."""
+    async def predict(self, ref: LearnerRef, xs: Sequence[Any], ids: Sequence[str] | None,
+                      seen: int | None = None) -> Predictions:
+        """Predictions on the learner's newest state; remembers features under ``ids`` if given; ``seen``
+        as for :meth:`describe`."""
         self._check_batch(len(xs))
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
+            self._check_seen(ref, seen, entry.incarnation, entry.version)
             check_rows(learner, rows)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
@@ -254,15 +260,17 @@ class LearnerService:
             raise not_found(ref)
 
     async def feedback(
-        self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None = None
+        self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None = None,
+        seen: int | None = None
     ) -> FeedbackResult:
         """Apply the rounds in order once logged (see :mod:`kons_service.core.feedback`).
 
         A ``request_id`` that was already applied returns that request's answer and changes nothing.
+        ``seen`` as for :meth:`describe`, checked against the head the rounds are appended to.
         """
         self._check_batch(len(items))
         self.eviction.check()
-        result = await self.writer.write(ref, items, request_id)
+        result = await self.writer.write(ref, items, request_id, seen)
         if (learner := self.cache.held(ref)) is not None:
             self.limiter.charge_work(ref.tenant, len(items) * learner.state_nbytes())
         return result
@@ -273,6 +281,10 @@ class LearnerService:
         per-learner budget."""
         estimate = check_budget(unsized, dim, self.settings.learner_max_bytes)
         return canonical({**config_of(unsized), "dim": dim}), estimate
+
+    def _check_seen(self, ref: LearnerRef, seen: int | None, incarnation: str, version: int) -> None:
+        if seen is not None:
+            self.cache.rollbacks.seen(ref, seen, incarnation, version)
 
     def _check_batch(self, rows: int) -> None:
         if rows > self.settings.max_batch:

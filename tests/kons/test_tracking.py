@@ -185,3 +185,22 @@ def test_the_state_stays_within_its_declared_bound_through_restarts() -> None:
         sizes.append(learner.state_nbytes())
     assert learner.stats()["changes"] >= 2
     assert max(sizes) <= min(bound, grown)
+
+
+def test_a_multiclass_auto_declares_a_change_and_restores_its_widened_copies() -> None:
+    """Three classes whose regions rotate at round 700: the change is declared, the restarted copies play
+    all three classes, and a save after them restores bit-identically."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(1400, 2)) * [2.0, 50.0] + [0.0, 500.0]
+    region = np.digitize(X[:, 0], [-1.0, 1.0])
+    labels = np.where(np.arange(1400) < 700, region, (region + 1) % 3)
+    names = labels + 1  # the classes 1, 2, 3
+    learner = Auto(task="classification")
+    learner.learn_many(X[:1000], names[:1000])
+    stats = learner.stats()
+    assert stats["changes"] >= 1 and stats["last_change_round"] > 700
+    assert any("restarted at round" in name for name in stats["weights"])
+    restored = kons.load(learner.to_bytes())
+    rest = slice(1000, None)
+    assert np.array_equal(learner.learn_many(X[rest], names[rest]), restored.learn_many(X[rest], names[rest]))
+    assert learner.to_bytes() == restored.to_bytes()

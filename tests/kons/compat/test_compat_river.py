@@ -53,6 +53,43 @@ def _river_checks(kind: str) -> list[object]:
     return cases
 
 
+def _default_checks() -> list[object]:
+    """River's checks of the adapters with no learner: the self-tuning ``auto`` (multi-class)."""
+    cases: list[object] = []
+    for model in (KonsRegressor(), KonsClassifier()):
+        for i, check in enumerate(checks.yield_checks(model)):
+            marks = [pytest.mark.slow] if check.__name__ == "check_bounded_memory_growth" else []
+            cases.append(pytest.param(model, check, id=f"{type(model).__name__}-auto-{i}-{check.__name__}",
+                                      marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize(("model", "check"), _default_checks())
+def test_river_checks_of_the_default_auto_learners(model: KonsRegressor | KonsClassifier,
+                                                   check: Callable[[Any], object]) -> None:
+    check(model.clone())
+
+
+def test_the_default_classifier_learns_many_classes_of_any_kind() -> None:
+    model = KonsClassifier()
+    assert isinstance(model.fitted_learner, kons.Auto) and model._multiclass
+    assert model.predict_one({"a": 1.0}) is None and model.predict_proba_one({"a": 1.0}) == {}
+    labels = ["red", 3, True, "blue"]
+    rng = np.random.default_rng(0)
+    hits = []
+    for _ in range(400):
+        c = int(rng.integers(4))
+        x: dict[Hashable, Any] = {"a": c + 0.3 * rng.normal(), "b": 100.0 * (c % 2) + rng.normal(),
+                                  "c": rng.normal()}
+        hits.append(model.predict_one(x) == labels[c])
+        model.learn_one(x, labels[c])
+    proba = model.predict_proba_one({"a": 2.0, "b": 0.0, "c": 0.0})
+    assert set(proba) == set(labels) and abs(sum(proba.values()) - 1.0) < 1e-12
+    assert np.mean(hits[200:]) > 0.9
+    restored = KonsClassifier.from_bytes(model.to_bytes())
+    assert restored.predict_proba_one({"a": 2.0, "b": 0.0, "c": 0.0}) == proba
+
+
 @pytest.mark.parametrize(("model", "check"), _river_checks("regressor"))
 def test_river_regressor_checks(model: KonsRegressor, check: Callable[[KonsRegressor], object]) -> None:
     check(model.clone())

@@ -1,0 +1,124 @@
+"""The snapshot writer (:class:`kons_service.core.snapshots.Snapshotter`) against the store: what a
+published snapshot holds and trims, when none is written (nothing new, another writer's lock, a history the
+store lost), rounds that arrive while one is written, and the snapshots of eviction and shutdown. The
+policy itself, a pure function, is pinned in ``tests/service/test_snapshot_policy.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kons_service.core.cache import CachedLearner
+from kons_service.store import LearnerRef, Publication
+from tests.service.core.conftest import REF, Core, CoreFactory, fed, item, lose_and_retake
+
+pytestmark = pytest.mark.anyio
+
+
+async def _held(core: Core, ref: LearnerRef = REF) -> CachedLearner:
+    async with core.cache.current(ref) as (entry, _):
+        return entry
+
+
+async def test_a_snapshot_holds_the_learner_at_its_version_and_trims_the_log(make_core: CoreFactory) -> None:
+    core = await make_core()
+    await core.create()
+    await core.feed(0, 6)
+    entry = await _held(core)
+    assert entry.log_bytes > 0
+    assert await core.snapshots.snapshot(entry)
+    stored = await core.store.snapshots.read_state(REF)
+    assert stored is not None and stored.head.snap_version == 6 and stored.snap_tip == entry.tip
+    assert stored.snapshot == entry.loaded().to_bytes()
+    assert entry.snap_version == 6 and entry.log_bytes == 0
+    assert await core.store.log.read(REF, 0, 100) == []
+    assert core.sample("kons_snapshots_total", outcome="written") == 1
+    assert core.sample("kons_snapshot_bytes_total") == len(stored.snapshot)
+    fresh = await make_core()  # another process starts from it, replaying nothing
+    async with fresh.cache.current(REF) as (_, learner):
+        assert learner.to_bytes() == stored.snapshot
+    assert fresh.sample("kons_replayed_rounds_total") == 0
+
+
+async def test_no_snapshot_without_new_rounds_or_under_another_writer_s_lock(core: Core) -> None:
+    await core.create()
+    entry = await _held(core)
+    assert not await core.snapshots.snapshot(entry)  # version 0: nothing to write
+    await core.feed(0, 2)
+    assert await core.store.snapshots.lock(REF, "another process", 60_000)
+    assert not await core.snapshots.snapshot(entry)
+    stored = await core.store.snapshots.read_state(REF)
+    assert stored is not None and stored.snapshot is None and entry.snap_version == 0
+    await core.store.snapshots.unlock(REF, "another process")
+    assert await core.snapshots.snapshot(entry)
+    assert not await core.snapshots.snapshot(entry)  # (and now nothing new again)
+    assert core.sample("kons_snapshots_total", outcome="written") == 1
+
+
+async def test_a_history_the_store_lost_is_never_published(core: Core) -> None:
+    await core.create()
+    await core.feed(0, 5)
+    entry = await _held(core)
+    await lose_and_retake(core, keep=2, retaken=3)  # the store: our 1-2, then another writer's 3-5
+    assert not await core.snapshots.snapshot(entry)  # same incarnation and version, not the same rounds
+    stored = await core.store.snapshots.read_state(REF)
+    assert stored is not None and stored.snapshot is None
+    assert entry.snap_version == 0
+    assert core.sample("kons_snapshots_total", outcome="skipped") == 1
+
+
+async def test_rounds_logged_while_a_snapshot_is_written_stay_behind_it(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await core.create()
+    await core.feed(0, 4)
+    entry = await _held(core)
+    publish = core.store.snapshots.publish
+    during: list[int] = []
+
+    async def publish_after_a_feedback(*args: Any, **kwargs: Any) -> Publication:
+        # the learner's lock is free while the blob is written: a feedback gets in
+        during.append((await core.writer.write(REF, [item(4)], None)).version)
+        return await publish(*args, **kwargs)
+
+    monkeypatch.setattr(core.store.snapshots, "publish", publish_after_a_feedback)
+    log_bytes_before = entry.log_bytes
+    assert await core.snapshots.snapshot(entry)
+    assert during == [5]
+    assert entry.version == 5 and entry.snap_version == 4  # the snapshot holds 4 rounds, not 5
+    assert 0 < entry.log_bytes < log_bytes_before  # the bytes of round 5 alone: its cost still counts
+    assert entry.log_bytes == log_bytes_before / 4  # (rows of one size: each round logs as many bytes)
+    rows = await core.store.log.read(REF, 0, 100)
+    assert [r.version for r in rows] == [5]
+    stored = await core.store.snapshots.read_state(REF)
+    assert stored is not None and stored.head.snap_version == 4 and stored.head.version == 5
+
+
+async def test_shutdown_snapshots_every_learner_with_new_rounds_and_waits_for_the_evicted_ones(
+    make_core: CoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    core = await make_core(cache_size=2)
+    refs = [LearnerRef("t", f"m{i}") for i in range(3)]
+    for ref, rounds in zip(refs, [3, 2, 1], strict=True):
+        await core.create(ref)
+        await core.feed(0, rounds, ref)
+    assert [e.ref for e in core.evicted] == refs[:1]  # m0 left the cache with its 3 rounds unsnapshotted
+    publish = core.store.snapshots.publish
+
+    async def slow_publish(ref: LearnerRef, *args: Any) -> Publication:
+        if ref == refs[0]:  # still being written when the shutdown begins
+            await asyncio.sleep(0.3)
+        return await publish(ref, *args)
+
+    monkeypatch.setattr(core.store.snapshots, "publish", slow_publish)
+    core.snapshots.schedule(core.evicted[0])  # its log is the dearer (replaying beats writing 232 bytes)
+    core.snapshots.start(core.cache)
+    await core.snapshots.close(core.cache, asyncio.get_running_loop().time() + 30)
+    assert core.snapshots.task is not None and core.snapshots.task.done()
+    for ref, rounds in zip(refs, [3, 2, 1], strict=True):
+        stored = await core.store.snapshots.read_state(ref)
+        assert stored is not None and stored.head.snap_version == rounds, ref
+        assert stored.snapshot == fed(rounds).to_bytes()
+    assert core.sample("kons_snapshots_total", outcome="written") == 3
