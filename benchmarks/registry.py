@@ -73,6 +73,14 @@ BENCHMARKS = (
     Benchmark("auto variants tried and rejected (README, quick start)", "(see the file)",
               ("quality_raw_auto_variants.md",),
               (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("Multi-class auto (issue 19): a 10-class round vs a binary one, error on 7 multi-class "
+              "streams vs River's defaults and VW --oaa K (README, kons.auto)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.multiclass --out benchmarks/results",
+              ("multiclass.md",), (*_LIBRARY, "benchmarks/multiclass.py")),
+    Benchmark("Records as features (issue 19): auto on records vs arrays per round; auto and ons on "
+              "record-shaped raw streams (gaps and categories kept) vs River's record pipeline",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.records --out benchmarks/results",
+              ("records.md",), (*_LIBRARY, "benchmarks/records.py")),
     Benchmark("auto follows a changing world (issue 20): drifting streams against River's defaults and "
               "against auto restarted at each true change",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.drift --out benchmarks/results",

@@ -24,7 +24,10 @@ constant, :math:`O(\log K)`, for not knowing which configuration suits the strea
 
 * logistic loss (classification): the log loss of probabilities is 1-mixable and the aggregating
   algorithm is the Bayes mixture :math:`p = \sum_i w_i \sigma(f_i)`, played as the score
-  :math:`\log(p / (1 - p))`;
+  :math:`\log(p / (1 - p))`; with ``K`` classes the log loss :math:`-\log p_y` of a distribution over
+  them is 1-mixable too, for any ``K``: the mixture plays :math:`p = \sum_i w_i p_i` and updates
+  :math:`w_i \leftarrow w_i\, p_i(y)`, which telescopes to :math:`-\log \sum_i w_i^{(0)} \prod_t
+  p_{i,t}(y_t) \le \min_i L_i + \ln N` for ``N`` experts (the same bound, whatever ``K``);
 * squared loss (regression), on standardised targets in :math:`[-B, B]`, :math:`B` =
   :data:`MIX_BOUND`: mixable with :math:`\eta = 1/(2B^2)`, with Vovk's substitution
   :math:`\gamma = (g(-B) - g(B)) / (4B)`, :math:`g(y) = -\frac1\eta \ln \sum_i w_i e^{-\eta (f_i - y)^2}`.
@@ -67,6 +70,17 @@ A round costs the sum of the bases' rounds: eight Nystrom rounds of bounded size
 change, at most :data:`GENERATIONS` x (two ONS rounds and one Nystrom round); the weights cost
 O((len(GRID) + GENERATIONS * YOUNG_SIZE) x len(RATES)).
 
+**Classes** (:mod:`kons.classes`). Labels are strings, integers or booleans, learnt as they appear. With
+two classes, ``auto`` is the binary learner above: the score is the log-odds of ``classes[1]`` (``1`` or
+``True`` for the labels of the binary learners of before, whose streams play exactly as they did). A third
+class turns every base into the multinomial logistic model with the first class as reference
+(:mod:`kons._multinomial`): the binary weights become the first of ``K - 1`` score columns (a new class's
+column starts at zero, the reference's score), all sharing the base's one second-order matrix, so a round
+costs one O(j^2) update whatever ``K`` plus O(j K) for the columns, and with two classes it is the binary
+round. The constant expert plays the add-1/2 (Krichevsky-Trofimov) class frequencies, and the warm-up the
+Bayesian linear model of each class against the others (softmax of half their scores, which for two
+classes is the binary warm-up). At most :data:`~kons.classes.MAX_CLASSES` classes are kept.
+
 Examples
 --------
 >>> import numpy as np
@@ -95,7 +109,7 @@ from kons._multinomial import log_probability, reference_softmax
 from kons._tracking import RATES, LossChangeDetector, SwitchingWeights
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
 from kons.base import Learner, _round_numerics, arrays_nbytes
-from kons.classes import Classes
+from kons.classes import Classes, class_label, legacy_sign
 from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
@@ -105,6 +119,7 @@ from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
     Preprocessor,
+    ScalerStats,
     checked_form,
     median_width,
     nested_blob,
@@ -112,6 +127,7 @@ from kons.preprocessing import (
     user_bound,
     with_intercept,
 )
+from kons.records import Record
 from kons.sparse import SparseVector
 
 __all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG_LINEAR",
@@ -384,8 +400,7 @@ class _Grid:
         return alive
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector],
-                          tuple[np.ndarray, np.ndarray, np.ndarray]]:
+               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector], ScalerStats]:
         """Each form of the row the bases take (the standardised or the signed-log view, dense or with the
         intercept), computed and checked once for all the bases that take it, and the log view's pending
         statistics (:meth:`FeatureScaler.pending`)."""
@@ -583,8 +598,11 @@ class Auto(Learner):
     ----------
     task : {"regression", "classification"}, default "regression"
         Regression uses the squared loss on standardised targets, predictions in the user's units;
-        classification the logistic loss, labels in {-1, +1}, {0, 1} or booleans, and
-        :meth:`predict_proba_one` gives the probability of the positive label.
+        classification the log loss, labels strings, integers or booleans, any number of classes:
+        :attr:`classes`, :meth:`predict_proba_dict_one` and :meth:`learn_proba_one` give the classes and
+        their probabilities. ``learn_one`` plays the score (log-odds of ``classes[1]``) with two classes
+        and the probability played for the label with more; ``predict_one`` the score, or the
+        probability of the most probable class.
     C : float or None, default None
         Bound on the predictions in the user's units (regression); None: the range of the targets seen.
         Ignored for classification, whose scores (log-odds) lie in :math:`[-B, B]`, :math:`B` =
@@ -597,6 +615,7 @@ class Auto(Learner):
     name = "auto"
     preprocesses = True
     accepts_sparse = True
+    accepts_records = True
     # Its Nystrom bases grow up to their dictionary bound; held, they keep learning at their size.
     grows = True
     can_hold_growth = True
@@ -655,9 +674,28 @@ class Auto(Learner):
         """The bound on the bases' and the mixture's plays on standardised data."""
         return SCORE_BOUND if self._binary else REGRESSION_BOUND
 
+    def _check_x(self, x: Any) -> Any:
+        return self._prep.check_form(super()._check_x(x))
+
     def _check_y(self, y: Any) -> Any:
-        """Regression: the target as a float; classification: the label as kept (:func:`class_label`)."""
-        return self._classes.check(y) if self._binary else self._prep.check_label(y)
+        """Regression: the target as a float. Classification: a label of the binary learners of before
+        (-1, 0, 1, false, true) as their -1.0 or +1.0, as :meth:`check_round` gave them before classes
+        were learnt (a caller that learns from those floats gets the classes -1 and 1 and the same
+        plays); any other label as kept (:func:`~kons.classes.class_label`)."""
+        if not self._binary:
+            return self._prep.check_label(y)
+        label = self._classes.check(y)
+        sign = legacy_sign(label)
+        return label if sign is None else sign
+
+    def learn_one(self, x: Any, y: Any) -> float:
+        """Play one round (see :class:`~kons.base.Learner`); classification learns the label ``y`` as
+        given (``True`` and ``1`` are two classes), whatever :meth:`check_round` maps it to."""
+        if not self._binary:
+            return super().learn_one(x, y)
+        x, _ = self.check_round(x, y)
+        with _round_numerics():
+            return self._learn_checked(x, class_label(y))
 
     def _clip(self, y_bar: float) -> float:
         return y_bar  # the preprocessing clips in the user's units itself
@@ -681,6 +719,9 @@ class Auto(Learner):
                 f"this learner has {len(self._classes)} classes: use predict_proba_dict_one.")
         return self._prep.probability(self.predict_one(x))
 
+    def encoding(self) -> dict[str, Any] | None:
+        return self._prep.encoding()
+
     def predict_proba_dict_one(self, x: Any) -> dict[Any, float]:
         """Every known class's probability for ``x`` (summing to 1; ``{}`` before any class is known);
         never changes the state. Keys are the labels: ``True`` and ``1``, two classes, are one dict key
@@ -691,7 +732,7 @@ class Auto(Learner):
             return self._binary_distribution(self.predict_one(x))
         x, _ = self.check_round(x)
         with _round_numerics():
-            return self._distribution(self._class_probabilities(x))
+            return self._distribution(self._class_probabilities(self._prep.encoded(x, self._dim)))
 
     def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]:
         """Play one round (as :meth:`learn_one`) and return the distribution it played, before learning,
@@ -814,19 +855,26 @@ class Auto(Learner):
         return self._model.probabilities(prep.scaled(x), x, self._class_prior(classes))
 
     # ----------------------------------------------------------------- rounds
-    def _predict(self, x: np.ndarray | SparseVector) -> float:
+    def _predict(self, x: np.ndarray | SparseVector | Record) -> float:
+        prep = self._prep
+        x = prep.encoded(x, self._dim)
         if self._multiclass:  # the probability of the most probable class
             return float(self._class_probabilities(x).max())
-        prep = self._prep
         if prep.scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
             return prep.prior()
         if not prep.ready:
             return self._warmup_prediction(x)
         return prep.to_user(self._model.predict(prep.scaled(x), x, self._constant()))
 
-    def _learn(self, x: np.ndarray | SparseVector, y: Any) -> tuple[float, float]:
-        if not self._binary:
-            return self._learn_target(x, y), 0.0
+    def _learn(self, x: np.ndarray | SparseVector | Record, y: Any) -> tuple[float, float]:
+        prep = self._prep
+        x, encoding = prep.encode(x, self._dim)  # a record as its vector; its new names kept at the end
+        played = self._learn_label(x, y) if self._binary else self._learn_target(x, y)
+        prep.commit_encoding(encoding)
+        return played, 0.0
+
+    def _learn_label(self, x: np.ndarray | SparseVector, y: Any) -> float:
+        """A round of classification: the binary model, or the multinomial one from the third class."""
         classes = self._classes
         index = classes.index(y)
         new = index < 0
@@ -847,7 +895,7 @@ class Auto(Learner):
             if new:
                 classes.add(y, index)
         self._played = (distribution, loss)
-        return played, 0.0
+        return played
 
     def _round_loss(self, y_hat: float, y: Any) -> float:
         return self._played[1] if self._binary else self._loss.value(y_hat, y)
@@ -905,7 +953,7 @@ class Auto(Learner):
 
     def _growth_nbytes(self, rounds: int) -> int:
         if self._prep.ready:
-            return self._model.growth_nbytes(rounds)
+            return self._model.growth_nbytes(rounds) + self._prep.encoder_growth_nbytes()
         return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_grid_nbytes)
 
     def _fresh_grid_nbytes(self, rounds: int) -> int:

@@ -30,9 +30,10 @@ from kons._validation import (
     check_int,
     check_real,
 )
-from kons.errors import InvalidParameterError, NumericalError, StateFormatError
+from kons.errors import InvalidInputError, InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
+from kons.records import is_record, parse_record
 from kons.sparse import as_sparse, is_sparse_input
 
 __all__ = ["LEARNERS", "Learner", "learner_class", "learner_from_params", "load", "peek"]
@@ -65,8 +66,8 @@ class Learner(abc.ABC):
 
     * ``name``, the registry key, and ``_parameter_constraints``, the limits of every hyper-parameter
       of ``__init__`` (extend the parent's: ``{**Parent._parameter_constraints, "beta": Interval(...)}``);
-    * its capabilities, as class attributes: ``accepts_sparse``, ``uses_kernel``, ``grows``,
-      ``can_hold_growth``, ``_eta_from_curvature``, ``preprocesses``;
+    * its capabilities, as class attributes: ``accepts_sparse``, ``accepts_records``, ``uses_kernel``,
+      ``grows``, ``can_hold_growth``, ``_eta_from_curvature``, ``preprocesses``;
     * ``__init__`` with keyword-only hyper-parameters that calls ``self._set_params(**those)`` (which
       checks each value against its constraint and stores it under its own name) and then
       ``self._reset()``;
@@ -87,6 +88,8 @@ class Learner(abc.ABC):
     #: Whether it takes sparse examples (:class:`~kons.sparse.SparseVector`, a dict of indices and
     #: values, a scipy.sparse row) as well as dense ones.
     accepts_sparse: ClassVar[bool] = False
+    #: Whether it takes records, dicts of named numbers, strings, booleans and None (:mod:`kons.records`).
+    accepts_records: ClassVar[bool] = False
     #: Whether it learns in a kernel's feature space (it has a ``kernel`` parameter and takes dense rows).
     uses_kernel: ClassVar[bool] = False
     #: Version of the subclass's own arrays and scalars inside the state blob.
@@ -289,6 +292,13 @@ class Learner(abc.ABC):
 
     def _check_x(self, x: Any) -> Any:
         """``x`` validated against the learner's dimension (what ``_predict`` and ``_learn`` receive)."""
+        if is_record(x):
+            if not self.accepts_records:
+                raise InvalidInputError(
+                    f"{type(self).__name__} takes arrays of numbers; a record (a dict of named values) needs "
+                    "a learner that preprocesses: 'auto', or learner_from_params(...) without "
+                    "'preprocess': false.")
+            return parse_record(x, self._known_dim())
         if self.accepts_sparse and is_sparse_input(x):
             return as_sparse(x, self._known_dim())
         return as_features(x, self._known_dim())
@@ -364,7 +374,7 @@ class Learner(abc.ABC):
         with _round_numerics():
             return self._learn_checked(x, y)
 
-    def _learn_checked(self, x: Any, y: float) -> float:
+    def _learn_checked(self, x: Any, y: Any) -> float:
         """:meth:`learn_one` of ``(x, y)`` as :meth:`check_round` returns them, inside the numerics
         context (a composite calls it for its parts: its own round validates and enters it once)."""
         first = not self._has_model
@@ -503,6 +513,12 @@ class Learner(abc.ABC):
         if self._has_model:
             stats.update(self._model_stats())
         return stats
+
+    def encoding(self) -> dict[str, Any] | None:
+        """How the learner encodes records (:meth:`kons.records.RecordEncoder.encoding`: names, kinds,
+        coordinates, categories with counts, missing and overflow counts), JSON-able and bounded by the
+        width; None when it learns arrays or has learned nothing yet."""
+        return None
 
     def state_nbytes(self) -> int:
         """Bytes of the learned arrays: about the size of :meth:`to_bytes` and of the state in memory.

@@ -43,7 +43,7 @@ import numpy as np
 
 from kons.errors import InvalidInputError, StateFormatError
 
-__all__ = ["MAX_CLASSES", "MAX_LABEL_CHARS", "Classes", "class_label"]
+__all__ = ["MAX_CLASSES", "MAX_LABEL_CHARS", "Classes", "class_label", "legacy_sign"]
 
 #: Most classes a learner keeps. Each class adds a column of weights to every base of ``auto`` (at most
 #: 200 floats per Nystrom base, d + 1 per linear one): 256 classes add about 3.3 MB to a grid of 4 MB
@@ -76,9 +76,15 @@ def class_label(y: Any) -> bool | int | str:
     if isinstance(y, str):
         if len(y) > MAX_LABEL_CHARS:
             raise InvalidInputError(f"a class label has at most {MAX_LABEL_CHARS} characters; got {len(y)}.")
-        return y
+        return str(y)  # numpy's str_ too: the same class as the str
     raise InvalidInputError(
         f"a class label must be a string, an integer or a boolean; got {type(y).__name__}.")
+
+
+def legacy_sign(label: bool | int | str) -> float | None:
+    """The label of the binary learners of before as their -1.0 or +1.0 (None for any other label)."""
+    role = _LEGACY_ROLE.get(_key(label))
+    return None if role is None else (1.0 if role else -1.0)
 
 
 def _key(label: bool | int | str) -> _Key:

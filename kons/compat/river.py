@@ -5,8 +5,15 @@
 
 Dict features and the learner's fixed dimension
 -----------------------------------------------
-A kons learner works on vectors whose dimension is fixed when it is built; River examples are dicts whose
-keys may appear and disappear along the stream. The adapter maps names to coordinates:
+A learner that preprocesses (``kons.Auto()``, ``kons.learner_from_params(name, {})``) takes River's dicts
+as they are, as records (:mod:`kons.records`): strings are categories, ``None`` and absent names are
+missing values, names and categories may appear at any round, and the learner's ``encoding()`` shows
+how. Names that are not strings are taken as ``str(name)``. Give it ``features=[...]`` to use the map
+below instead.
+
+A paper-exact learner (``"preprocess": false``) works on vectors whose dimension is fixed when it is
+built; River examples are dicts whose keys may appear and disappear along the stream. The adapter maps
+names to coordinates:
 
 * ``features=[...]`` declares the schema: ``features[i]`` is coordinate ``i`` and the dimension is
   ``len(features)``; any other name is ignored.
@@ -95,9 +102,14 @@ class _DictAdapter:
             )
         self.learner = learner
         self.features = features
-        if features is None:
-            dim = DEFAULT_DIM if learner.dim is None else learner.dim
+        # A learner that takes records encodes the dicts itself (strings and None included).
+        self._records = features is None and learner.accepts_records
+        if self._records:
+            dim = 0  # no map: the learner's own encoding
             self._index: dict[Hashable, int] = {}
+        elif features is None:
+            dim = DEFAULT_DIM if learner.dim is None else learner.dim
+            self._index = {}
         else:
             self._index = {} if isinstance(features, str) else {name: i for i, name in enumerate(features)}
             dim = len(self._index)
@@ -111,7 +123,7 @@ class _DictAdapter:
                     f"{len(features)} features are declared but the learner's dim is {learner.dim}."
                 )
         self._dim = dim
-        self._learner = with_dim(learner, dim)
+        self._learner = learner.clone() if self._records else with_dim(learner, dim)
         self._ignored = 0
 
     @property
@@ -125,8 +137,11 @@ class _DictAdapter:
         return list(self._index)
 
     def stats(self) -> dict[str, Any]:
-        """The learner's counters, the number of mapped names and of feature values ignored in learning."""
-        return {**self._learner.stats(), "features": len(self._index), "ignored_features": self._ignored}
+        """The learner's counters, the number of mapped (or encoded) names and of feature values ignored
+        in learning."""
+        encoding = self._learner.encoding()
+        features = len(self._index) if encoding is None else len(encoding["features"])
+        return {**self._learner.stats(), "features": features, "ignored_features": self._ignored}
 
     # ----------------------------------------------------------------- the feature map
     def _encode(self, x: dict[Hashable, Any]) -> tuple[np.ndarray, list[Hashable]]:
@@ -143,10 +158,23 @@ class _DictAdapter:
                 vector[i] = _number(name, value)
         return vector, unmapped
 
+    def _record(self, x: dict[Hashable, Any]) -> dict[str, Any]:
+        """``x`` as a record for a learner that takes records (names as strings)."""
+        if not isinstance(x, dict):
+            raise InvalidInputError(f"x must be a dict of features; got {type(x).__name__}.")
+        return {name if isinstance(name, str) else str(name): value for name, value in x.items()}
+
+    def _features(self, x: dict[Hashable, Any]) -> Any:
+        """What the learner predicts ``x`` from: the record, or the mapped vector."""
+        return self._record(x) if self._records else self._encode(x)[0]
+
     def _margin(self, x: dict[Hashable, Any]) -> float:
-        return self._learner.predict_one(self._encode(x)[0])
+        return self._learner.predict_one(self._features(x))
 
     def _learn(self, x: dict[Hashable, Any], y: float) -> None:
+        if self._records:
+            self._learner.learn_one(self._record(x), y)
+            return
         vector, unmapped = self._encode(x)
         new: dict[Hashable, int] = {}
         if unmapped and self.features is None:
@@ -299,7 +327,7 @@ class KonsClassifier(_DictAdapter, base.Classifier):
         """Every known class's probability (``auto``); for a binary learner ``{False: 1 - p, True: p}``,
         ``p`` the sigmoid of the learner's (clipped) log-odds."""
         if self._classes_learnt:
-            return self._learner.predict_proba_dict_one(self._encode(x)[0])
+            return self._learner.predict_proba_dict_one(self._features(x))
         if self.learner.loss != PROBABILISTIC_LOSS:
             raise NotImplementedError(
                 f"the {self.learner.loss} loss gives no probability; use loss={PROBABILISTIC_LOSS!r}."

@@ -138,6 +138,14 @@ def test_ten_classes_of_every_kind_appearing_late_are_learnt() -> None:
     assert learner.learn_one(x, ys[3]) == proba[ys[3]]
 
 
+def test_numpy_scalars_are_the_classes_of_their_python_values() -> None:
+    X, _ = _blobs(6, seed=12)
+    learner = Auto(task="classification")
+    for x, label in zip(X, [np.str_("a"), "a", np.int64(2), 2.0, np.bool_(True), True], strict=True):
+        learner.learn_one(x, label)
+    assert learner.classes == ["a", 2, True] and [type(c) for c in learner.classes] == [str, int, bool]
+
+
 def test_true_and_one_are_different_classes() -> None:
     X, _ = _blobs(60, seed=5)
     learner = Auto(task="classification")
