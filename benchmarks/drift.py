@@ -311,7 +311,7 @@ def render(records: list[dict[str, Any]], command: str, commit: str) -> str:
         v = verdicts(record)
         oracle = runs.get("oracle")
         ratios = " ".join(f"{r:.2f}" + ("" if r <= ORACLE_FACTOR else "!") for r in v["oracle_ratios"])
-        ok_oracle = all(r <= ORACLE_FACTOR for r in v["oracle_ratios"])
+        ok_oracle = bool(record["changes"]) and all(r <= ORACLE_FACTOR for r in v["oracle_ratios"])
         ok_river = v["ahead_overall"] and all(v["ahead_windows"])
         met_oracle += ok_oracle
         met_river += ok_river

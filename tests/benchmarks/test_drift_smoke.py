@@ -31,8 +31,12 @@ def test_a_drifting_stream_is_scored_overall_and_after_its_change() -> None:
     assert runs["auto"]["detected"] and 250 < runs["auto"]["detected"][0] < 300  # the flip, declared
     v = verdicts(record)
     assert len(v["oracle_ratios"]) == 1 and v["best_river"] == "river_linear"
-    report = render([record], "python -m benchmarks.drift", "abc")
+    real = {**record, "stream": "real", "changes": [], "windows": [(400, 500)],
+            "runs": [{**r, "windows": r["windows"]} for r in record["runs"] if r["method"] != "oracle"]}
+    report = render([record, real], "python -m benchmarks.drift", "abc")
     assert "## Summary" in report and "| flip | abrupt |" in report
+    met = int(v["oracle_ratios"][0] <= 1.1)
+    assert f"**{met} of 1** streams with change points" in report  # a stream without any is not counted
 
 
 def test_the_stationary_comparison_flags_a_set_beyond_one_percent(tmp_path: Path) -> None:
