@@ -451,11 +451,16 @@ class _Grid:
 
     def _restart(self) -> None:
         """Start a generation (:data:`YOUNG_LINEAR` and the heaviest kernel member) in an empty
-        generation's slots, else the lighter one's."""
+        generation's slots, else the lighter one's; while the growth is held, only in place of a
+        generation (fresh copies, held, are no larger than those they replace: the slots' kinds are
+        fixed), so that a held learner keeps its size."""
         weights = self.mixture.weights()
-        held = [float(weights[_young_slots(k)].sum()) if self.young[k] is not None else -1.0
+        empty = -1.0 if not self.held else math.inf
+        held = [float(weights[_young_slots(k)].sum()) if self.young[k] is not None else empty
                 for k in range(GENERATIONS)]
         g = int(np.argmin(held))
+        if held[g] == math.inf:
+            return
         kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
         members = [*YOUNG_LINEAR, *kernels]
         self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members])
@@ -538,6 +543,8 @@ class _Grid:
     def growth_nbytes(self, rounds: int) -> int:
         """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew."""
         grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
+        if self.held:  # restarts only replace generations, by copies no larger (see _restart)
+            return grown
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
         for generation in self.young:
             for j in range(YOUNG_SIZE):
@@ -562,10 +569,13 @@ class _Grid:
                 "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
                              self.leader_since]}
 
-    def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid, built with the saved
-        widths (its bases must match the restored ones)."""
+    def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
+        """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
+        built with the saved widths (its bases must match the restored ones)."""
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
+        if "young" not in scalars:
+            self._restore_aggregating(arrays, rounds)
+            return
         young = [[int(v) for v in generation] for generation in scalars["young"]]
         if len(young) != GENERATIONS or any(
                 generation and (len(generation) != YOUNG_SIZE + 1
@@ -582,6 +592,17 @@ class _Grid:
         self.detector.restore(scalars["detector"])
         (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
          self.leader_since) = (int(v) for v in scalars["tracking"])
+
+    def _restore_aggregating(self, arrays: dict[str, np.ndarray], rounds: int) -> None:
+        """A state saved before the switching weights (issue 20): the grid's bases and the aggregating
+        algorithm's weights, which become the weights under every switching rate; no change declared
+        yet, the leader leading since the load."""
+        self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
+        log_weights = arrays["log_weights"]
+        if log_weights.shape != (len(GRID) + 1,):
+            raise StateFormatError("the mixture weights do not match the grid.")
+        self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
+        self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
 
     def _restored(self, blob: np.ndarray, member: Member) -> Learner:
         restored = restore_nested(blob)
@@ -1004,6 +1025,6 @@ class Auto(Learner):
         if self._prep.ready:
             width, log_width = (float(w) for w in scalars["widths"])
             grid = self._new_grid(width, log_width)
-            grid.restore(arrays, scalars)
+            grid.restore(arrays, scalars, self._rounds)
             grid.classes = max(len(self._classes), 2)
             self._grid = grid
