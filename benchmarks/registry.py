@@ -73,12 +73,30 @@ BENCHMARKS = (
     Benchmark("auto variants tried and rejected (README, quick start)", "(see the file)",
               ("quality_raw_auto_variants.md",),
               (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("Multi-class auto (issue 19): a 10-class round vs a binary one, error on 7 multi-class "
+              "streams vs River's defaults and VW --oaa K (README, kons.auto)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.multiclass --out benchmarks/results",
+              ("multiclass.md",), (*_LIBRARY, "benchmarks/multiclass.py")),
+    Benchmark("Records as features (issue 19): auto on records vs arrays per round; auto and ons on "
+              "record-shaped raw streams (gaps and categories kept) vs River's record pipeline",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.records --out benchmarks/results",
+              ("records.md",), (*_LIBRARY, "benchmarks/records.py")),
     Benchmark("Lease takeover after a SIGKILL (README, docs/reliability.md)",
               "python -m benchmarks.takeover --runs 10 --baseline main", ("takeover.md",),
               (*_SERVICE, "benchmarks/takeover.py")),
     Benchmark("Hostile senders do not starve others (docs/reliability.md)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.hostile --seconds 5 --rounds 3 --baseline PATH",
               ("hostile.md",), (*_SERVICE, "benchmarks/hostile.py")),
+    Benchmark("Redis Cluster under real failures, with and without WAIT; the write pause WAIT costs "
+              "(README, docs/reliability.md)",
+              "python -m benchmarks.cluster_failover --seeds 3 --kills 6 "
+              "--json benchmarks/results/cluster_failover.json",
+              ("cluster_failover.json",),
+              (*_SERVICE, "testkit/scenarios.py", "benchmarks/cluster_failover.py")),
+    Benchmark("The cost of acknowledged-version marks (KONS_ACK_MARKS_DIR) on a feedback "
+              "(docs/reliability.md)",
+              "python -m benchmarks.ack_marks --runs 4 --out benchmarks/results",
+              ("ack_marks.md", "ack_marks.json"), (*_SERVICE, "benchmarks/ack_marks.py")),
     Benchmark("Reliability battery: every promise kept (docs/reliability.md)",
               "python -m benchmarks.reliability --out docs/reliability.md "
               "--json benchmarks/results/reliability.json",

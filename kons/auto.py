@@ -24,7 +24,10 @@ constant, :math:`O(\log K)`, for not knowing which configuration suits the strea
 
 * logistic loss (classification): the log loss of probabilities is 1-mixable and the aggregating
   algorithm is the Bayes mixture :math:`p = \sum_i w_i \sigma(f_i)`, played as the score
-  :math:`\log(p / (1 - p))`;
+  :math:`\log(p / (1 - p))`; with ``K`` classes the log loss :math:`-\log p_y` of a distribution over
+  them is 1-mixable too, for any ``K``: the mixture plays :math:`p = \sum_i w_i p_i` and updates
+  :math:`w_i \leftarrow w_i\, p_i(y)`, which telescopes to :math:`-\log \sum_i w_i^{(0)} \prod_t
+  p_{i,t}(y_t) \le \min_i L_i + \ln N` for ``N`` experts (the same bound, whatever ``K``);
 * squared loss (regression), on standardised targets in :math:`[-B, B]`, :math:`B` =
   :data:`MIX_BOUND`: mixable with :math:`\eta = 1/(2B^2)`, with Vovk's substitution
   :math:`\gamma = (g(-B) - g(B)) / (4B)`, :math:`g(y) = -\frac1\eta \ln \sum_i w_i e^{-\eta (f_i - y)^2}`.
@@ -36,6 +39,17 @@ model could be confident about, while the mixture's interval only sets how fast 
 
 A round costs the sum of the bases' rounds: eight Nystrom rounds of bounded size (at most
 :data:`MAX_DICTIONARY` points, O(j d + j^2)) and three O(d^2) ONS rounds.
+
+**Classes** (:mod:`kons.classes`). Labels are strings, integers or booleans, learnt as they appear. With
+two classes, ``auto`` is the binary learner above: the score is the log-odds of ``classes[1]`` (``1`` or
+``True`` for the labels of the binary learners of before, whose streams play exactly as they did). A third
+class turns every base into the multinomial logistic model with the first class as reference
+(:mod:`kons._multinomial`): the binary weights become the first of ``K - 1`` score columns (a new class's
+column starts at zero, the reference's score), all sharing the base's one second-order matrix, so a round
+costs one O(j^2) update whatever ``K`` plus O(j K) for the columns, and with two classes it is the binary
+round. The constant expert plays the add-1/2 (Krichevsky-Trofimov) class frequencies, and the warm-up the
+Bayesian linear model of each class against the others (softmax of half their scores, which for two
+classes is the binary warm-up). At most :data:`~kons.classes.MAX_CLASSES` classes are kept.
 
 Examples
 --------
@@ -60,9 +74,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._multinomial import log_probability, reference_softmax
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
-from kons.base import Learner, arrays_nbytes
-from kons.errors import NumericalError, StateFormatError
+from kons.base import Learner, _round_numerics, arrays_nbytes
+from kons.classes import Classes, class_label, legacy_sign
+from kons.errors import InvalidParameterError, NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
 from kons.losses import get_loss
@@ -71,6 +87,7 @@ from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
     Preprocessor,
+    ScalerStats,
     checked_form,
     median_width,
     nested_blob,
@@ -78,6 +95,7 @@ from kons.preprocessing import (
     user_bound,
     with_intercept,
 )
+from kons.records import Record
 from kons.sparse import SparseVector
 
 __all__ = ["GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "Auto", "Mixture"]
@@ -127,6 +145,19 @@ def _guarded(call: Callable[..., float], *args: Any) -> float:
         return 0.0
 
 
+def _guarded_probabilities(call: Callable[..., np.ndarray], classes: int, *args: Any) -> np.ndarray:
+    """A base's class probabilities, or the uniform ones when its round overflows (as :func:`_guarded`)."""
+    try:
+        return call(*args)
+    except NumericalError:
+        return np.full(classes, 1.0 / classes)
+
+
+def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
+    """A base's class probabilities for ``row``, nothing learnt."""
+    return reference_softmax(base._class_scores(row))
+
+
 def _signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
     """:math:`\\mathrm{sign}(x)\\log(1 + |x|)`, elementwise (zeros stay zeros)."""
     if isinstance(x, SparseVector):
@@ -148,6 +179,10 @@ def _base_name(view: str, kind: str, width_factor: float, step_factor: float) ->
     if kind == "ons":
         return f"ons+intercept({view}, eta x{step_factor:g})"
     return f"nystrom_kons({view}, width x{width_factor:g}, eta x{step_factor:g})"
+
+
+#: Floor of a probability whose log is taken (the smallest positive normal float64).
+_TINY = float(np.finfo(float).tiny)
 
 
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
@@ -190,6 +225,17 @@ class Mixture:
         # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
         return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
 
+    def mix_probabilities(self, probabilities: np.ndarray) -> np.ndarray:
+        r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
+        log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i`."""
+        mixed: np.ndarray = self.weights() @ probabilities
+        return mixed
+
+    def update_probabilities(self, probabilities: np.ndarray, label: int) -> None:
+        r""":math:`w_i \leftarrow w_i\, p_i(y)` (in logs): the update of :meth:`update` for K classes."""
+        self.log_weights += np.log(np.maximum(probabilities[:, label], _TINY))
+        self.log_weights -= self.log_weights.max()
+
     def update(self, plays: np.ndarray, t: float) -> None:
         r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}` (in logs)."""
         if self.binary:
@@ -213,6 +259,7 @@ class _Grid:
         self.views: list[tuple[bool, bool]] = [(view == "log", kind == "ons") for view, kind, _, _ in GRID]
         self.forms = sorted(set(self.views))
         self.names = [*(_base_name(*member) for member in GRID), "constant"]
+        self.classes = 2  # the classes the bases play: 2 is the binary model, one score
 
     @staticmethod
     def new_bases(loss: str, dim: int, bound: float, seed: int, width: float, log_width: float,
@@ -233,7 +280,7 @@ class _Grid:
         return bases
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[list[np.ndarray | SparseVector], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+               ) -> tuple[list[np.ndarray | SparseVector], ScalerStats]:
         """Each base's input (the standardised or the signed-log view, dense or with the intercept),
         each form computed and checked once for all the bases that take it, and the log view's pending
         statistics (:meth:`FeatureScaler.pending`)."""
@@ -259,6 +306,33 @@ class _Grid:
         plays = np.array([*played_by, constant])
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
+        return played
+
+    # The multinomial model (three classes or more): every base plays the clipped scores of classes 1..
+    # against class 0 (kons._multinomial), the constant its class frequencies.
+    def probabilities(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector,
+                      constant: np.ndarray) -> np.ndarray:
+        inputs, _ = self.inputs(z, x)
+        experts = [_guarded_probabilities(_scored, self.classes, b, row)
+                   for b, row in zip(self.bases, inputs, strict=True)]
+        return self.mixture.mix_probabilities(np.array([*experts, constant]))
+
+    def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
+                    constant: np.ndarray) -> np.ndarray:
+        """A round with ``len(constant)`` classes (the bases widened to them first, which cannot fail
+        once the inputs are checked); the mixture's probabilities played."""
+        inputs, log_stats = self.inputs(z, x)
+        classes = len(constant)
+        if classes > self.classes:
+            for base in self.bases:
+                base._widen(classes - 1)
+            self.classes = classes
+        experts = [_guarded_probabilities(b._learn_class_checked, classes, row, label)
+                   for b, row in zip(self.bases, inputs, strict=True)]
+        self.log_scaler.commit(log_stats)
+        probabilities = np.array([*experts, constant])
+        played = self.mixture.mix_probabilities(probabilities)
+        self.mixture.update_probabilities(probabilities, label)
         return played
 
     def hold_growth(self, held: bool) -> None:
@@ -313,8 +387,11 @@ class Auto(Learner):
     ----------
     task : {"regression", "classification"}, default "regression"
         Regression uses the squared loss on standardised targets, predictions in the user's units;
-        classification the logistic loss, labels in {-1, +1}, {0, 1} or booleans, and
-        :meth:`predict_proba_one` gives the probability of the positive label.
+        classification the log loss, labels strings, integers or booleans, any number of classes:
+        :attr:`classes`, :meth:`predict_proba_dict_one` and :meth:`learn_proba_one` give the classes and
+        their probabilities. ``learn_one`` plays the score (log-odds of ``classes[1]``) with two classes
+        and the probability played for the label with more; ``predict_one`` the score, or the
+        probability of the most probable class.
     C : float or None, default None
         Bound on the predictions in the user's units (regression); None: the range of the targets seen.
         Ignored for classification, whose scores (log-odds) lie in :math:`[-B, B]`, :math:`B` =
@@ -327,6 +404,7 @@ class Auto(Learner):
     name = "auto"
     preprocesses = True
     accepts_sparse = True
+    accepts_records = True
     # Its Nystrom bases grow up to their dictionary bound; held, they keep learning at their size.
     grows = True
     can_hold_growth = True
@@ -343,7 +421,7 @@ class Auto(Learner):
         self.seed = self._parameter_constraints["seed"].check("Auto", "seed", seed)
         self.loss = TASKS[task]
         self._loss = get_loss(self.loss)
-        self._binary = bool(self._loss.binary)
+        self._binary = bool(self._loss.binary)  # classification (binary or not): scores, not targets
         self._user_bound = None if self._binary else user_bound("Auto", C)
         self.dim = None if dim is None else check_int("Auto", "dim", dim, low=1)
         self.C_param = C  # kept for get_params: C is the live bound
@@ -353,6 +431,9 @@ class Auto(Learner):
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
                                   warms_up=True)
         self._grid: _Grid | None = None  # built once the warm-up gives the kernel widths
+        self._classes = Classes()
+        # The round just played (classification): its distribution over the classes and its log loss.
+        self._played: tuple[dict[Any, float], float] = ({}, 0.0)
         super()._reset()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -379,15 +460,100 @@ class Auto(Learner):
         """The bound on the bases' and the mixture's plays on standardised data."""
         return SCORE_BOUND if self._binary else REGRESSION_BOUND
 
-    def _check_y(self, y: Any) -> float:
-        return self._prep.check_label(y)
+    def _check_x(self, x: Any) -> Any:
+        return self._prep.check_form(super()._check_x(x))
+
+    def _check_y(self, y: Any) -> Any:
+        """Regression: the target as a float. Classification: a label of the binary learners of before
+        (-1, 0, 1, false, true) as their -1.0 or +1.0, as :meth:`check_round` gave them before classes
+        were learnt (a caller that learns from those floats gets the classes -1 and 1 and the same
+        plays); any other label as kept (:func:`~kons.classes.class_label`)."""
+        if not self._binary:
+            return self._prep.check_label(y)
+        label = self._classes.check(y)
+        sign = legacy_sign(label)
+        return label if sign is None else sign
+
+    def learn_one(self, x: Any, y: Any) -> float:
+        """Play one round (see :class:`~kons.base.Learner`); classification learns the label ``y`` as
+        given (``True`` and ``1`` are two classes), whatever :meth:`check_round` maps it to."""
+        if not self._binary:
+            return super().learn_one(x, y)
+        x, _ = self.check_round(x, y)
+        with _round_numerics():
+            return self._learn_checked(x, class_label(y))
 
     def _clip(self, y_bar: float) -> float:
         return y_bar  # the preprocessing clips in the user's units itself
 
+    @property
+    def _multiclass(self) -> bool:
+        return self._binary and not self._classes.binary
+
+    # ----------------------------------------------------------------- classes and probabilities
+    @property
+    def classes(self) -> list[Any]:
+        """The classes seen (classification), by index: the negative and the positive one first (the
+        binary roles, :mod:`kons.classes`), then in order of appearance; ``[]`` for regression."""
+        return self._classes.labels
+
     def predict_proba_one(self, x: Any) -> float:
-        """The probability of the label +1 (classification): the sigmoid of the score."""
+        """The probability of the positive class, ``classes[1]`` (binary classification): the sigmoid of
+        the score."""
+        if self._multiclass:
+            raise InvalidParameterError(
+                f"this learner has {len(self._classes)} classes: use predict_proba_dict_one.")
         return self._prep.probability(self.predict_one(x))
+
+    def encoding(self) -> dict[str, Any] | None:
+        return self._prep.encoding()
+
+    def predict_proba_dict_one(self, x: Any) -> dict[Any, float]:
+        """Every known class's probability for ``x`` (summing to 1; ``{}`` before any class is known);
+        never changes the state. Keys are the labels: ``True`` and ``1``, two classes, are one dict key
+        (a learner given both reports them under that key, the later class's probability)."""
+        if not self._binary:
+            raise InvalidParameterError("class probabilities need task='classification'.")
+        if not self._multiclass:
+            return self._binary_distribution(self.predict_one(x))
+        x, _ = self.check_round(x)
+        with _round_numerics():
+            return self._distribution(self._class_probabilities(self._prep.encoded(x, self._dim)))
+
+    def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]:
+        """Play one round (as :meth:`learn_one`) and return the distribution it played, before learning,
+        over the classes known before the round and ``y`` if it is new. A new class's probability is
+        the model's for a class it has not learnt: binary, the score's for the free role; else the
+        mixture of the bases' (a new class's weights are zero, the score of the reference class 0)
+        and of the constant's (add-1/2 frequencies: :math:`1/(2n + K)` after n rounds)."""
+        if not self._binary:
+            raise InvalidParameterError("class probabilities need task='classification'.")
+        self.learn_one(x, y)
+        return self._played[0]
+
+    def _distribution(self, probabilities: np.ndarray) -> dict[Any, float]:
+        """The probabilities of the classes by index (the next index: a new class) as a dict by label."""
+        return {self._classes.label_of(i): float(p) for i, p in enumerate(probabilities)}
+
+    def _binary_distribution(self, score: float, new: tuple[int, Any] | None = None) -> dict[Any, float]:
+        """The distribution of the binary model's ``score`` over the classes known (and ``new``, its role
+        and label); one class has all the probability."""
+        labels = [self._classes.label_of(0), self._classes.label_of(1)]
+        if new is not None:
+            labels[new[0]] = new[1]
+        present = [i for i, label in enumerate(labels) if label is not None]
+        if len(present) < 2:
+            return {labels[i]: 1.0 for i in present}
+        positive = self._prep.probability(score)
+        return {labels[0]: 1.0 - positive, labels[1]: positive}
+
+    def _class_prior(self, classes: int) -> np.ndarray:
+        """The constant expert for ``classes`` classes: the add-1/2 (Krichevsky-Trofimov) frequencies,
+        the binary base rate's for two classes."""
+        counts = np.zeros(classes)
+        counts[:len(self._prep.labels)] = self._prep.labels
+        prior: np.ndarray = (counts + 0.5) / (counts.sum() + 0.5 * classes)
+        return prior
 
     # ----------------------------------------------------------------- the grid
     def _reset_model(self) -> None:
@@ -448,16 +614,79 @@ class Auto(Learner):
         """The constant expert: the mean of the standardised target, or the base rate's log-odds."""
         return 0.0 if not self._binary else self._prep.prior()
 
-    # ----------------------------------------------------------------- rounds
-    def _predict(self, x: np.ndarray | SparseVector) -> float:
+    def _warmup_probabilities(self, x: np.ndarray | SparseVector, classes: int) -> np.ndarray:
+        r"""The warm-up play for ``classes`` classes: :meth:`_warmup_prediction` for each class against
+        the others (labels :math:`\pm 1`, one solve for all of them), and the softmax of half those
+        scores; for two classes, the sigmoid of the binary warm-up score (the two scores are opposite)."""
         prep = self._prep
+        if not prep.buffer:
+            return self._class_prior(classes)
+        Z = prep.standardised_buffer()
+        targets = -np.ones((len(Z), classes))
+        targets[np.arange(len(Z)), [int(t) for _, t in prep.buffer]] = 1.0
+        mean = targets.mean(axis=0)
+        coef = np.linalg.solve(Z @ Z.T + self._dim * np.eye(len(Z)), targets - mean)
+        f = np.clip(Z @ prep.x_scaler.standardise(_dense(x)) @ coef, -TARGET_BOUND, TARGET_BOUND)
+        scores = np.clip(mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
+        return reference_softmax(scores[1:] - scores[0])
+
+    def _class_probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
+        """The probabilities of the classes (three or more) for a checked ``x``, nothing learnt."""
+        prep, classes = self._prep, len(self._classes)
+        if prep.scaler is None:
+            return self._class_prior(classes)
+        if not prep.ready:
+            return self._warmup_probabilities(x, classes)
+        return self._model.probabilities(prep.scaled(x), x, self._class_prior(classes))
+
+    # ----------------------------------------------------------------- rounds
+    def _predict(self, x: np.ndarray | SparseVector | Record) -> float:
+        prep = self._prep
+        x = prep.encoded(x, self._dim)
+        if self._multiclass:  # the probability of the most probable class
+            return float(self._class_probabilities(x).max())
         if prep.scaler is None:  # no row seen yet (the dimension was given): predicting changes nothing
             return prep.prior()
         if not prep.ready:
             return self._warmup_prediction(x)
         return prep.to_user(self._model.predict(prep.scaled(x), x, self._constant()))
 
-    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
+    def _learn(self, x: np.ndarray | SparseVector | Record, y: Any) -> tuple[float, float]:
+        prep = self._prep
+        x, encoding = prep.encode(x, self._dim)  # a record as its vector; its new names kept at the end
+        played = self._learn_label(x, y) if self._binary else self._learn_target(x, y)
+        prep.commit_encoding(encoding)
+        return played, 0.0
+
+    def _learn_label(self, x: np.ndarray | SparseVector, y: Any) -> float:
+        """A round of classification: the binary model, or the multinomial one from the third class."""
+        classes = self._classes
+        index = classes.index(y)
+        new = index < 0
+        if new:
+            index = classes.new_index(y)
+        distribution: dict[Any, float]
+        if index >= 2 or self._multiclass:  # the multinomial model
+            probabilities = self._learn_classes(x, index, len(classes) + new)
+            if new:
+                classes.add(y, index)
+            distribution = self._distribution(probabilities)
+            played, loss = float(probabilities[index]), -log_probability(probabilities, index)
+        else:  # the binary model: index 1 is the label +1
+            t = 1.0 if index == 1 else -1.0
+            played = self._learn_target(x, t)
+            distribution = self._binary_distribution(played, (index, y) if new else None)
+            loss = self._loss.value(played, t)
+            if new:
+                classes.add(y, index)
+        self._played = (distribution, loss)
+        return played
+
+    def _round_loss(self, y_hat: float, y: Any) -> float:
+        return self._played[1] if self._binary else self._loss.value(y_hat, y)
+
+    def _learn_target(self, x: np.ndarray | SparseVector, y: float) -> float:
+        """A round of the one-score model: regression, or the binary classes as the labels -1 and +1."""
         prep = self._prep
         prep.begin(x, self._dim)
         target, y_stats = prep.target(y)
@@ -473,7 +702,34 @@ class Auto(Learner):
                         grid.learn(z, t, row, self._constant())
                     self._grid = grid
         prep.commit_target(y, y_stats)
-        return played, 0.0
+        return played
+
+    def _learn_classes(self, x: np.ndarray | SparseVector, label: int, classes: int) -> np.ndarray:
+        """A round of the multinomial model with ``classes`` classes (``label`` may be the new one)."""
+        prep = self._prep
+        constant = self._class_prior(classes)
+        if prep.ready:
+            z, scaled = prep.x_scaler.pending(x)
+            played = self._model.learn_class(z, label, x, constant)
+            prep.x_scaler.commit(scaled)
+        else:
+            played = self._warmup_probabilities(x, classes)
+            buffered = prep.buffer
+            if len(prep.labels) == 2:  # the third class: the buffered labels -1 and +1 become indices
+                prep.buffer = [(row, float(t > 0)) for row, t in buffered]
+            try:
+                with prep.warm_up(x, float(label)) as full:
+                    if full:  # as in _learn_target, with the classes' indices
+                        Z = prep.standardised_buffer()
+                        grid = self._warmed_up_grid(Z)
+                        for z, t, row in prep.replay(Z, None):
+                            grid.learn_class(z, int(t), row, constant)
+                        self._grid = grid
+            except BaseException:
+                prep.buffer = buffered
+                raise
+        prep.count_class(label)
+        return played
 
     # ----------------------------------------------------------------- size, growth and statistics
     def state_nbytes(self) -> int:
@@ -482,7 +738,7 @@ class Auto(Learner):
 
     def _growth_nbytes(self, rounds: int) -> int:
         if self._prep.ready:
-            return self._model.growth_nbytes(rounds)
+            return self._model.growth_nbytes(rounds) + self._prep.encoder_growth_nbytes()
         return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_grid_nbytes)
 
     def _fresh_grid_nbytes(self, rounds: int) -> int:
@@ -514,12 +770,18 @@ class Auto(Learner):
         scalars = self._prep.scalars()
         if self._prep.ready:
             scalars.update(self._model.scalars())
+        saved = self._classes.saved()
+        if saved is not None:  # not for booleans: a learner of booleans has the state it had before
+            scalars["classes"] = saved
         return scalars
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         self._prep.restore(self._dim, arrays, scalars)
+        if self._binary and scalars:
+            self._classes.restore(scalars.get("classes"), self._prep.labels)
         if self._prep.ready:
             width, log_width = (float(w) for w in scalars["widths"])
             grid = self._new_grid(width, log_width)
             grid.restore(arrays, scalars)
+            grid.classes = max(len(self._classes), 2)
             self._grid = grid

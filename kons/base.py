@@ -19,6 +19,7 @@ import numpy as np
 
 from kons import _state
 from kons._blas import one_blas_thread
+from kons._multinomial import log_probability
 from kons._validation import (
     POSITIVE,
     Constraint,
@@ -29,9 +30,10 @@ from kons._validation import (
     check_int,
     check_real,
 )
-from kons.errors import InvalidParameterError, NumericalError, StateFormatError
+from kons.errors import InvalidInputError, InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
+from kons.records import is_record, parse_record
 from kons.sparse import as_sparse, is_sparse_input
 
 __all__ = ["LEARNERS", "Learner", "learner_class", "learner_from_params", "load", "peek"]
@@ -64,8 +66,8 @@ class Learner(abc.ABC):
 
     * ``name``, the registry key, and ``_parameter_constraints``, the limits of every hyper-parameter
       of ``__init__`` (extend the parent's: ``{**Parent._parameter_constraints, "beta": Interval(...)}``);
-    * its capabilities, as class attributes: ``accepts_sparse``, ``uses_kernel``, ``grows``,
-      ``can_hold_growth``, ``_eta_from_curvature``, ``preprocesses``;
+    * its capabilities, as class attributes: ``accepts_sparse``, ``accepts_records``, ``uses_kernel``,
+      ``grows``, ``can_hold_growth``, ``_eta_from_curvature``, ``preprocesses``;
     * ``__init__`` with keyword-only hyper-parameters that calls ``self._set_params(**those)`` (which
       checks each value against its constraint and stores it under its own name) and then
       ``self._reset()``;
@@ -86,6 +88,8 @@ class Learner(abc.ABC):
     #: Whether it takes sparse examples (:class:`~kons.sparse.SparseVector`, a dict of indices and
     #: values, a scipy.sparse row) as well as dense ones.
     accepts_sparse: ClassVar[bool] = False
+    #: Whether it takes records, dicts of named numbers, strings, booleans and None (:mod:`kons.records`).
+    accepts_records: ClassVar[bool] = False
     #: Whether it learns in a kernel's feature space (it has a ``kernel`` parameter and takes dense rows).
     uses_kernel: ClassVar[bool] = False
     #: Version of the subclass's own arrays and scalars inside the state blob.
@@ -288,6 +292,16 @@ class Learner(abc.ABC):
 
     def _check_x(self, x: Any) -> Any:
         """``x`` validated against the learner's dimension (what ``_predict`` and ``_learn`` receive)."""
+        if is_record(x):
+            if not self.accepts_records:
+                # A dict here is either a mistyped sparse row or a record: say what each needs.
+                sparse = (" (a sparse row is a dict with exactly the keys 'indices' and 'values', and "
+                          "optionally 'dim')") if self.accepts_sparse else ""
+                raise InvalidInputError(
+                    f"{type(self).__name__} takes arrays of numbers{sparse}; a record (a dict of named "
+                    "values) needs a learner that preprocesses: 'auto', or learner_from_params(...) without "
+                    "'preprocess': false.")
+            return parse_record(x, self._known_dim())
         if self.accepts_sparse and is_sparse_input(x):
             return as_sparse(x, self._known_dim())
         return as_features(x, self._known_dim())
@@ -363,7 +377,7 @@ class Learner(abc.ABC):
         with _round_numerics():
             return self._learn_checked(x, y)
 
-    def _learn_checked(self, x: Any, y: float) -> float:
+    def _learn_checked(self, x: Any, y: Any) -> float:
         """:meth:`learn_one` of ``(x, y)`` as :meth:`check_round` returns them, inside the numerics
         context (a composite calls it for its parts: its own round validates and enters it once)."""
         first = not self._has_model
@@ -380,12 +394,66 @@ class Learner(abc.ABC):
             elif draws_from is not None:
                 self._generator.bit_generator.state = draws_from
             raise
-        loss = self._loss.value(y_hat, y)
+        self._record_round(self._round_loss(y_hat, y), leverage)
+        return y_hat
+
+    def _round_loss(self, y_hat: float, y: Any) -> float:
+        """The loss of the round just played (:meth:`stats`): the loss's value at the play."""
+        return self._loss.value(y_hat, y)
+
+    def _record_round(self, loss: float, leverage: float) -> None:
+        """Count a played round in :meth:`stats`."""
         self._rounds += 1
         self._cumulative_loss += loss
         self._recent_loss += _RECENT_WEIGHT * (loss - self._recent_loss)
         self._effective_dimension += leverage
-        return y_hat
+
+    # ----------------------------------------------------------------- classes
+    @property
+    def classes(self) -> list[Any]:
+        """The classes seen, for a learner that learns classes (:class:`~kons.Auto`); else ``[]``."""
+        return []
+
+    def predict_proba_dict_one(self, x: Any) -> dict[Any, float]:
+        """Every known class's probability for ``x`` (a learner of classes: :class:`~kons.Auto`)."""
+        raise InvalidParameterError(
+            f"{type(self).__name__} gives no class probabilities: use 'auto' with task 'classification'.")
+
+    def learn_proba_one(self, x: Any, y: Any) -> dict[Any, float]:
+        """One round, returning the distribution played (a learner of classes: :class:`~kons.Auto`)."""
+        raise InvalidParameterError(
+            f"{type(self).__name__} gives no class probabilities: use 'auto' with task 'classification'.")
+
+    # ----------------------------------------------------------------- multinomial rounds
+    #: Whether the learner has the multinomial round (:mod:`kons._multinomial`) that :class:`~kons.Auto`
+    #: drives once a third class appears: :class:`~kons.ONS` and :class:`~kons.NystromKONS`.
+    multinomial: ClassVar[bool] = False
+
+    def _learn_class_checked(self, x: Any, label: int) -> np.ndarray:
+        """A multinomial round on a checked ``x`` (with the model already widened to the classes by
+        ``_widen``): the probabilities played, the state unchanged (random draws too) if it raises.
+        Its loss in :meth:`stats` is the log loss."""
+        draws_from = None if self._rng is None else self._rng.bit_generator.state
+        try:
+            probabilities, leverage = self._learn_class(x, label)
+        except BaseException:
+            if draws_from is not None:
+                self._generator.bit_generator.state = draws_from
+            raise
+        self._record_round(-log_probability(probabilities, label), leverage)
+        return probabilities
+
+    def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
+        """The multinomial round: ``(probabilities played, leverage)`` (learners with ``multinomial``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
+
+    def _class_scores(self, x: Any) -> np.ndarray:
+        """The clipped scores (K-1,) of classes 1.. against class 0 for a checked ``x``."""
+        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
+
+    def _widen(self, outputs: int) -> None:
+        """Keep ``outputs`` scores (classes - 1): the binary weights become the first."""
+        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
 
     def predict_many(self, X: Any) -> np.ndarray:
         """:meth:`predict_one` for each row of ``X`` (n, d), on the same state; returns (n,)."""
@@ -448,6 +516,12 @@ class Learner(abc.ABC):
         if self._has_model:
             stats.update(self._model_stats())
         return stats
+
+    def encoding(self) -> dict[str, Any] | None:
+        """How the learner encodes records (:meth:`kons.records.RecordEncoder.encoding`: names, kinds,
+        coordinates, categories with counts, missing and overflow counts), JSON-able and bounded by the
+        width; None when it learns arrays or has learned nothing yet."""
+        return None
 
     def state_nbytes(self) -> int:
         """Bytes of the learned arrays: about the size of :meth:`to_bytes` and of the state in memory.

@@ -18,11 +18,13 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kons.errors import InvalidInputError, InvalidParameterError
 
-__all__ = ["LOSSES", "Hinge", "Logistic", "Loss", "LossName", "Squared", "SquaredHinge", "get_loss"]
+__all__ = ["LOSSES", "PROBABILITY_FLOOR", "Hinge", "Logistic", "Loss", "LossName", "Squared", "SquaredHinge",
+           "get_loss", "log_loss", "top_label"]
 
 
 class Loss:
@@ -155,3 +157,29 @@ class LossName:
 
     def check(self, owner: str, name: str, value: Any) -> str:
         return get_loss(value).name
+
+
+# ----------------------------------------------------------------- a played distribution over classes
+#: The probability :func:`log_loss` gives a label the distribution does not hold (scikit-learn's clip of
+#: probabilities in its ``log_loss``): a label never seen costs 34.5 nats, not an infinite loss.
+PROBABILITY_FLOOR = 1e-15
+
+
+def log_loss(probabilities: Mapping[Any, float], label: Any) -> float:
+    r""":math:`-\log p(y)` of a distribution over classes (``learn_proba_one``'s or
+    ``predict_proba_dict_one``'s) for the true ``label``; ``p`` is at least :data:`PROBABILITY_FLOOR`.
+
+    >>> round(log_loss({"cat": 0.25, "dog": 0.75}, "dog"), 4)
+    0.2877
+    """
+    return -math.log(max(float(probabilities.get(label, 0.0)), PROBABILITY_FLOOR))
+
+
+def top_label(probabilities: Mapping[Any, float]) -> Any:
+    """The most probable class (the first in the distribution's order on a tie), None for ``{}``: the
+    prediction whose accuracy is counted.
+
+    >>> top_label({"cat": 0.25, "dog": 0.75}), top_label({})
+    ('dog', None)
+    """
+    return max(probabilities, key=lambda label: probabilities[label], default=None)

@@ -32,7 +32,8 @@ A learner fed raw rows (features in their own units, targets in the tens or thou
   by the median heuristic :math:`\gamma = 1/\mathrm{median}\|z_i - z_j\|^2` on their standardised values,
   then builds the kernel learner and replays the buffered rows into it.
 * **Binary labels** ``{-1, +1}``, ``{0, 1}`` or booleans for the binary losses; with the logistic loss,
-  :meth:`Preprocessed.predict_proba_one` gives the probability next to the score.
+  :meth:`Preprocessed.predict_proba_one` gives the probability next to the score. (Labels of any kind
+  and more than two classes: :class:`~kons.Auto` with ``task="classification"``, :mod:`kons.classes`.)
 
 :func:`kons.learner_from_params` wraps every algorithm in :class:`Preprocessed` unless the parameters say
 ``"preprocess": false``; the classes themselves (``kons.KONS(...)``) stay paper-exact. The preprocessing
@@ -76,9 +77,11 @@ from kons.base import Learner
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, get_loss
+from kons.records import Record, RecordEncoder
 from kons.sparse import SparseVector
 
-__all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Preprocessed", "Preprocessor", "TargetScaler",
+__all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Preprocessed", "Preprocessor", "ScalerStats",
+           "TargetScaler",
            "binary_label", "median_width", "nested_blob", "restore_nested", "user_bound", "with_intercept"]
 
 #: Rows buffered before a kernel learner is built with the median-heuristic width.
@@ -100,7 +103,9 @@ def binary_label(y: Any) -> float:
         return 1.0
     if value in (0.0, -1.0):
         return -1.0
-    raise InvalidInputError(f"a binary label must be -1, 0, 1, true or false; got {y!r}.")
+    raise InvalidInputError(f"a binary label must be -1, 0, 1, true or false; got {y!r} (for labels of any "
+                            "kind and more than two classes, use the 'auto' learner with task "
+                            "'classification').")
 
 
 def median_width(Z: np.ndarray) -> float:
@@ -143,8 +148,21 @@ def restore_nested(array: np.ndarray) -> Learner:
     return _base.load(array.tobytes())
 
 
+#: What :meth:`FeatureScaler.pending` computes and :meth:`FeatureScaler.commit` keeps: the mean, the
+#: sums of squared deviations, the largest magnitudes and the per-coordinate counts (None: every
+#: coordinate has the scaler's ``count``).
+ScalerStats = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
+
+
 class FeatureScaler:
-    """Running per-feature scaling: Welford mean/variance (dense) or running max |x_j| (sparse)."""
+    """Running per-feature scaling: Welford mean/variance (dense) or running max |x_j| (sparse).
+
+    A dense row may leave coordinates out (NaN, as a record's missing values are encoded,
+    :mod:`kons.records`): such a coordinate's value is imputed by its running mean (0 once
+    standardised) and the round does not count in its statistics. The scaler then keeps a count per
+    coordinate (``counts``); until the first such row it has none, and arrays give exactly the results
+    (and the saved state) they gave before gaps existed.
+    """
 
     def __init__(self, dim: int, sparse: bool) -> None:
         self.dim = dim
@@ -153,16 +171,28 @@ class FeatureScaler:
         self.mean = np.zeros(dim)
         self.m2 = np.zeros(dim)  # sum of squared deviations (dense) or unused (sparse)
         self.maxabs = np.zeros(dim)
+        self.counts: np.ndarray | None = None  # per coordinate, once a row has had a gap
 
-    def _with(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(mean, m2, maxabs)`` after including ``x`` (nothing committed)."""
+    def _with(self, x: np.ndarray | SparseVector) -> ScalerStats:
+        """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed)."""
         if isinstance(x, SparseVector):
             maxabs = self.maxabs.copy()
             maxabs[x.indices] = np.maximum(maxabs[x.indices], np.abs(x.values))
-            return self.mean, self.m2, maxabs
-        delta = x - self.mean
-        mean = self.mean + delta / (self.count + 1)
-        return mean, self.m2 + delta * (x - mean), self.maxabs
+            return self.mean, self.m2, maxabs, self.counts
+        present = ~np.isnan(x)
+        if self.counts is None and present.all():
+            delta = x - self.mean
+            mean = self.mean + delta / (self.count + 1)
+            return mean, self.m2 + delta * (x - mean), self.maxabs, None
+        counts = (np.full(self.dim, float(self.count)) if self.counts is None else self.counts) + present
+        delta = np.subtract(x, self.mean, out=np.zeros(self.dim), where=present)
+        mean = self.mean + np.divide(delta, counts, out=np.zeros(self.dim), where=present)
+        deviation = np.subtract(x, mean, out=np.zeros(self.dim), where=present)
+        return mean, self.m2 + delta * deviation, self.maxabs, counts
+
+    def _std(self, m2: np.ndarray, counts: np.ndarray | None, count: int) -> np.ndarray:
+        std: np.ndarray = np.sqrt(m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0)))
+        return std
 
     def transform(self, x: np.ndarray | SparseVector, *, commit: bool) -> np.ndarray | SparseVector:
         """``x`` scaled by the statistics that include it; ``commit`` keeps those statistics."""
@@ -171,44 +201,63 @@ class FeatureScaler:
             self.commit(stats)
         return z
 
-    def pending(self, x: np.ndarray | SparseVector
-                ) -> tuple[np.ndarray | SparseVector, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def pending(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray | SparseVector, ScalerStats]:
         """``x`` scaled by the statistics that include it, and those statistics, to :meth:`commit` once
         the round that uses them has succeeded."""
-        mean, m2, maxabs = self._with(x)
+        stats = self._with(x)
+        mean, m2, maxabs, counts = stats
         if isinstance(x, SparseVector):
             scale = maxabs[x.indices]
             z: np.ndarray | SparseVector = SparseVector(
                 x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
         else:
-            std = np.sqrt(m2 / (self.count + 1))
-            z = np.divide(x - mean, std, out=np.zeros(self.dim), where=std > 0)
-        return z, (mean, m2, maxabs)
+            z = self._standard(x, mean, self._std(m2, counts, self.count + 1))
+        return z, stats
 
-    def commit(self, stats: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    def _standard(self, x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+        """``(x - mean) / std``, 0 where the deviation is 0 or ``x`` is left out (NaN)."""
+        if self.counts is None and not np.isnan(x).any():
+            standard: np.ndarray = np.divide(x - mean, std, out=np.zeros(self.dim), where=std > 0)
+            return standard
+        given = (std > 0) & ~np.isnan(x)
+        standard = np.divide(np.subtract(x, mean, out=np.zeros(self.dim), where=given), std,
+                         out=np.zeros(self.dim), where=given)
+        return standard
+
+    def commit(self, stats: ScalerStats) -> None:
         """Keep the statistics :meth:`pending` computed."""
         self.count += 1
-        self.mean, self.m2, self.maxabs = stats
+        self.mean, self.m2, self.maxabs, self.counts = stats
 
     def standardise(self, x: np.ndarray) -> np.ndarray:
         """A dense ``x`` scaled by the current statistics (the buffered warm-up rows)."""
         if self.sparse:
             scaled: np.ndarray = np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
             return scaled
-        std = np.sqrt(self.m2 / max(self.count, 1))
-        standard: np.ndarray = np.divide(x - self.mean, std, out=np.zeros(self.dim), where=std > 0)
-        return standard
+        return self._standard(x, self.mean, self._std(self.m2, self.counts, self.count))
+
+    def snapshot(self) -> tuple[int, ScalerStats]:
+        """The statistics, to :meth:`rollback` to."""
+        return self.count, (self.mean, self.m2, self.maxabs, self.counts)
+
+    def rollback(self, snapshot: tuple[int, ScalerStats]) -> None:
+        self.count, (self.mean, self.m2, self.maxabs, self.counts) = snapshot
 
     def arrays(self, prefix: str = "x") -> dict[str, np.ndarray]:
-        return {f"{prefix}_mean": self.mean, f"{prefix}_m2": self.m2, f"{prefix}_maxabs": self.maxabs}
+        arrays = {f"{prefix}_mean": self.mean, f"{prefix}_m2": self.m2, f"{prefix}_maxabs": self.maxabs}
+        if self.counts is not None:
+            arrays[f"{prefix}_counts"] = self.counts
+        return arrays
 
     def restore(self, arrays: dict[str, np.ndarray], count: int, prefix: str = "x") -> None:
         keys = (f"{prefix}_mean", f"{prefix}_m2", f"{prefix}_maxabs")
-        for key in keys:
+        counts = arrays.get(f"{prefix}_counts")
+        for key in (*keys, f"{prefix}_counts") if counts is not None else keys:
             if arrays[key].shape != (self.dim,):
                 raise StateFormatError(f"array {key!r} does not match the dimension {self.dim}.")
         self.count = count
         self.mean, self.m2, self.maxabs = (arrays[k] for k in keys)
+        self.counts = counts
 
 
 class TargetScaler:
@@ -257,9 +306,10 @@ class TargetScaler:
 class Preprocessor:
     """The online preprocessing a composite learner owns (:class:`Preprocessed`, :class:`~kons.Auto`).
 
-    It holds the feature scaler (created by the first row, dense or sparse as that row), the target
-    scaler (regression) or the counts of the labels (binary losses), and the warm-up buffer of the rows
-    played before the model's kernel width is known. The owner builds its model (at the first row, or
+    It holds the feature scaler (created by the first row, dense or sparse as that row), the record
+    encoder (when the first row is a record, :mod:`kons.records`), the target scaler (regression) or the
+    counts of the labels (binary losses), and the warm-up buffer of the rows played before the model's
+    kernel width is known. The owner builds its model (at the first row, or
     from the buffered rows once :meth:`warm_up` says the buffer is full), plays it on the scaled rows
     (:meth:`scaled_round`) and so learns the standardised target, in the user's units again.
 
@@ -282,8 +332,9 @@ class Preprocessor:
         self.model_bound = model_bound
         self.warms_up = warms_up
         self.scaler: FeatureScaler | None = None
+        self.encoder: RecordEncoder | None = None  # the first row was a record
         self.y = TargetScaler()
-        self.labels = [0, 0]  # counts of -1 and +1 (binary losses)
+        self.labels = [0, 0]  # counts of the labels by class index (binary losses: -1 and +1)
         self.buffer: list[tuple[np.ndarray, float]] = []
         self.ready = False  # whether the owner's model exists
 
@@ -325,6 +376,38 @@ class Preprocessor:
                 f"probabilities need the logistic loss; this learner has {self.loss.name}")
         return 1.0 / (1.0 + math.exp(-score)) if score >= 0 else math.exp(score) / (1.0 + math.exp(score))
 
+    # ----------------------------------------------------------------- records
+    def check_form(self, x: np.ndarray | SparseVector | Record) -> np.ndarray | SparseVector | Record:
+        """``x`` if it has the form of the rows learned so far: records, or arrays (dense or sparse)."""
+        if self.scaler is not None and isinstance(x, Record) != (self.encoder is not None):
+            learned, given = ("records", "an array") if self.encoder is not None else ("arrays", "a record")
+            raise InvalidInputError(f"this learner has learned {learned}; it cannot take {given}.")
+        return x
+
+    def encode(self, x: np.ndarray | SparseVector | Record, dim: int
+               ) -> tuple[np.ndarray | SparseVector, tuple[RecordEncoder, Any] | None]:
+        """A record as its vector (left as it is: any other row), and what learning it adds to the
+        encoder, for :meth:`commit_encoding` once the round has succeeded."""
+        if not isinstance(x, Record):
+            return x, None
+        encoder = self.encoder if self.encoder is not None else RecordEncoder(dim)
+        vector, pending = encoder.pending(x)
+        return vector, (encoder, pending)
+
+    def encoded(self, x: np.ndarray | SparseVector | Record, dim: int) -> np.ndarray | SparseVector:
+        """A record as its vector on the current encoding (a prediction: nothing kept)."""
+        return self.encode(x, dim)[0]
+
+    def commit_encoding(self, encoding: tuple[RecordEncoder, Any] | None) -> None:
+        """Keep what :meth:`encode` computed."""
+        if encoding is not None:
+            self.encoder, pending = encoding
+            self.encoder.commit(pending)
+
+    def encoding(self) -> dict[str, Any] | None:
+        """:meth:`RecordEncoder.encoding` (None: the learner learns arrays, or has seen no row)."""
+        return None if self.encoder is None else self.encoder.encoding()
+
     # ----------------------------------------------------------------- rounds
     def begin(self, x: np.ndarray | SparseVector, dim: int) -> bool:
         """At the first row, create the feature scaler (sparse for a sparse row); True when the owner
@@ -353,6 +436,12 @@ class Preprocessor:
         else:
             self.labels[y > 0] += 1
 
+    def count_class(self, index: int) -> None:
+        """Count a label of class ``index`` (a multi-class owner's; a new class is the next index)."""
+        if index == len(self.labels):
+            self.labels.append(0)
+        self.labels[index] += 1
+
     def scaled_round(self, x: np.ndarray | SparseVector,
                      play: Callable[[np.ndarray | SparseVector], float]) -> float:
         """The model's ``play`` on ``x`` scaled by the statistics that include it, in the user's units;
@@ -375,7 +464,7 @@ class Preprocessor:
         back (the scaler and the buffer are as before the round).
         """
         scaler = self.x_scaler
-        saved = (scaler.count, scaler.mean, scaler.m2, scaler.maxabs)
+        saved = scaler.snapshot()
         scaler.transform(x, commit=True)
         dense = x.to_dense() if isinstance(x, SparseVector) else x
         self.buffer.append((dense.copy(), y))
@@ -384,7 +473,7 @@ class Preprocessor:
             yield full
         except BaseException:
             self.buffer.pop()
-            scaler.count, scaler.mean, scaler.m2, scaler.maxabs = saved
+            scaler.rollback(saved)
             raise
         if full:
             self.buffer = []
@@ -410,17 +499,22 @@ class Preprocessor:
 
     # ----------------------------------------------------------------- size
     def nbytes(self) -> int:
-        """The scaler's and the warm-up buffer's bytes."""
+        """The scaler's, the record encoder's and the warm-up buffer's bytes."""
         if self.scaler is None:
             return 0
         buffered = _FLOAT_BYTES * len(self.buffer) * (self.scaler.dim + 1)  # buffer_x and buffer_y
-        return _base.arrays_nbytes(self.scaler.arrays()) + buffered
+        encoder = 0 if self.encoder is None else self.encoder.nbytes()
+        return _base.arrays_nbytes(self.scaler.arrays()) + buffered + encoder
+
+    def encoder_growth_nbytes(self) -> int:
+        """What the record encoder may still add (bounded by its width; 0 for arrays)."""
+        return 0 if self.encoder is None else self.encoder.growth_nbytes()
 
     def warm_up_growth_nbytes(self, dim: int, rounds: int, fresh_model_nbytes: Callable[[int], int]) -> int:
         """Before the model is ready: what the scaler, the warm-up buffer and the model about to be built
         (its initial size and its growth over the buffered rows replayed into it and the rounds after
         them, ``fresh_model_nbytes(rounds)``) may add in ``rounds`` rounds."""
-        scaler = 0 if self.scaler is not None else _FLOAT_BYTES * 3 * dim
+        scaler = (0 if self.scaler is not None else _FLOAT_BYTES * 3 * dim) + self.encoder_growth_nbytes()
         if self.scaler is None and not self.warms_up:
             return scaler + fresh_model_nbytes(rounds)  # built by the first row
         left = WARMUP_ROWS - len(self.buffer)
@@ -435,15 +529,23 @@ class Preprocessor:
             return {}
         arrays = self.scaler.arrays()
         if self.buffer:
-            arrays["buffer_x"] = np.stack([x for x, _ in self.buffer])
+            rows = np.stack([x for x, _ in self.buffer])
+            gaps = np.isnan(rows)
+            if gaps.any():  # a state holds finite numbers only: the records' gaps are saved as a mask
+                arrays["buffer_gaps"] = gaps
+                rows = np.where(gaps, 0.0, rows)
+            arrays["buffer_x"] = rows
             arrays["buffer_y"] = np.array([y for _, y in self.buffer])
         return arrays
 
     def scalars(self) -> dict[str, Any]:
         if self.scaler is None:
             return {}
-        return {"sparse": self.scaler.sparse, "count": self.scaler.count, "labels": list(self.labels),
-                "ready": self.ready, **self.y.scalars()}
+        scalars = {"sparse": self.scaler.sparse, "count": self.scaler.count, "labels": list(self.labels),
+                   "ready": self.ready, **self.y.scalars()}
+        if self.encoder is not None:
+            scalars["records"] = self.encoder.scalars()
+        return scalars
 
     def restore(self, dim: int, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         """Load what :meth:`arrays` and :meth:`scalars` saved (nothing: before the first row)."""
@@ -453,10 +555,17 @@ class Preprocessor:
         self.scaler.restore(arrays, int(scalars["count"]))
         self.labels = [int(v) for v in scalars["labels"]]
         self.y.restore(scalars)
+        if "records" in scalars:
+            self.encoder = RecordEncoder.from_scalars(scalars["records"], dim)
         if "buffer_x" in arrays:
             rows, ys = arrays["buffer_x"], arrays["buffer_y"]
             if rows.shape != (len(ys), dim):
                 raise StateFormatError("the warm-up buffer does not match the dimension.")
+            if "buffer_gaps" in arrays:
+                gaps = arrays["buffer_gaps"]
+                if gaps.shape != rows.shape or gaps.dtype != np.bool_:
+                    raise StateFormatError("the warm-up buffer's gaps do not match its rows.")
+                rows = np.where(gaps, np.nan, rows)
             self.buffer = [(row, float(y)) for row, y in zip(rows, ys, strict=True)]
         self.ready = bool(scalars["ready"])
 
@@ -530,6 +639,7 @@ class Preprocessed(Learner):
     name = "preprocessed"
     preprocesses = True
     accepts_sparse = True
+    accepts_records = True
     # "algorithm" and "params" are checked against the registry and the base's own constraints in
     # __init__ (the base is built once there to validate them).
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
@@ -623,6 +733,9 @@ class Preprocessed(Learner):
             return checked_form(z.to_dense() if isinstance(z, SparseVector) else z)
         return checked_form(with_intercept(z))
 
+    def _check_x(self, x: Any) -> Any:
+        return self._prep.check_form(super()._check_x(x))
+
     def _check_y(self, y: Any) -> float:
         return self._prep.check_label(y)
 
@@ -633,14 +746,19 @@ class Preprocessed(Learner):
         """The probability of the label +1 (the logistic loss only): the sigmoid of the score."""
         return self._prep.probability(self.predict_one(x))
 
+    def encoding(self) -> dict[str, Any] | None:
+        return self._prep.encoding()
+
     # ----------------------------------------------------------------- rounds
-    def _predict(self, x: np.ndarray | SparseVector) -> float:
+    def _predict(self, x: np.ndarray | SparseVector | Record) -> float:
         if not self._prep.ready:  # no row yet, or the warm-up: the prior
             return self._prep.prior()
-        return self._prep.to_user(self._model._predict_checked(self._features(self._prep.scaled(x))))
+        z = self._prep.scaled(self._prep.encoded(x, self._dim))
+        return self._prep.to_user(self._model._predict_checked(self._features(z)))
 
-    def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
+    def _learn(self, x: np.ndarray | SparseVector | Record, y: float) -> tuple[float, float]:
         prep = self._prep
+        x, encoding = prep.encode(x, self._dim)
         if prep.begin(x, self._dim):
             self._base = self._new_base(None)
         target, y_stats = prep.target(y)
@@ -656,6 +774,7 @@ class Preprocessed(Learner):
                         base._learn_checked(self._features(z), t)
                     self._base = base
         prep.commit_target(y, y_stats)
+        prep.commit_encoding(encoding)
         return played, 0.0
 
     # ----------------------------------------------------------------- size, growth and statistics
@@ -665,7 +784,7 @@ class Preprocessed(Learner):
 
     def _growth_nbytes(self, rounds: int) -> int:
         if self._prep.ready:
-            return self._model.max_growth_nbytes(rounds)
+            return self._model.max_growth_nbytes(rounds) + self._prep.encoder_growth_nbytes()
         return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_base_nbytes)
 
     def _fresh_base_nbytes(self, rounds: int) -> int:

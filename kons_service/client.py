@@ -14,6 +14,11 @@ a retry of an already applied feedback with the original answer; a predict's ``i
 again with the same features; a create of the same config is a no-op; a delete whose retry finds the
 learner gone has deleted it.
 
+Each client remembers the newest version of each learner it was answered and sends it back
+(``Kons-Seen-Version``) with its next predict, feedback or ``get_learner`` of that learner, so that a
+service whose Redis lost those rounds (a rollback) reports it even after a restart (see
+docs/reliability.md); a create, a delete or a state upload through the client forgets it.
+
 An error answer raises a :class:`KonsServiceError` subclass, one per family of the service's error
 codes (``error.code`` in the body). The client needs httpx and pydantic, not the server's dependencies.
 """
@@ -171,6 +176,11 @@ class _Call(Generic[T]):
     params: dict[str, Any] | None = None
     #: A 404 on a retry means that an earlier attempt did the job (delete).
     gone_is_done: bool = False
+    #: The learner whose newest version the client was answered this call sends back, and whose version
+    #: its answer (a ``version``) updates; with ``new_history`` (create, delete, state upload) the call
+    #: forgets it instead.
+    learner: str = ""
+    new_history: bool = False
 
     def conclude(self, outcome: httpx.Response | httpx.TransportError, attempts: int) -> T:
         if isinstance(outcome, httpx.TransportError):
@@ -201,7 +211,7 @@ def _create(
     name: str, algorithm: str, dim: int | None, params: Mapping[str, Any] | None
 ) -> _Call[LearnerSummary]:
     body = {"algorithm": algorithm, "dim": dim, "params": dict(params or {})}
-    return _Call("PUT", _learner(name), _model(LearnerSummary), json=body)
+    return _Call("PUT", _learner(name), _model(LearnerSummary), json=body, learner=name, new_history=True)
 
 
 def _list(cursor: str | None, limit: int) -> _Call[LearnerList]:
@@ -211,13 +221,13 @@ def _list(cursor: str | None, limit: int) -> _Call[LearnerList]:
 
 def _predict(name: str, x: FeaturesLike, id: str | None) -> _Call[PredictResponse]:
     body = {"x": _features(x), **({"id": id} if id is not None else {})}
-    return _Call("POST", _learner(name) + "/predict", _model(PredictResponse), json=body)
+    return _Call("POST", _learner(name) + "/predict", _model(PredictResponse), json=body, learner=name)
 
 
 def _predict_batch(name: str, xs: Sequence[FeaturesLike],
                    ids: Sequence[str] | None) -> _Call[BatchPredictResponse]:
     body = {"xs": [_features(x) for x in xs], **({"ids": list(ids)} if ids is not None else {})}
-    return _Call("POST", _learner(name) + "/predict", _model(BatchPredictResponse), json=body)
+    return _Call("POST", _learner(name) + "/predict", _model(BatchPredictResponse), json=body, learner=name)
 
 
 def _feedback(name: str, y: float, x: FeaturesLike | None, id: str | None,
@@ -227,7 +237,7 @@ def _feedback(name: str, y: float, x: FeaturesLike | None, id: str | None,
         body["x"] = _features(x)
     if id is not None:
         body["id"] = id
-    return _Call("POST", _learner(name) + "/feedback", _model(FeedbackResponse), json=body)
+    return _Call("POST", _learner(name) + "/feedback", _model(FeedbackResponse), json=body, learner=name)
 
 
 def _feedback_batch(name: str, ys: Sequence[float], xs: Sequence[FeaturesLike] | None,
@@ -243,7 +253,8 @@ def _feedback_batch(name: str, ys: Sequence[float], xs: Sequence[FeaturesLike] |
     field = "id" if ids is not None else "x"
     items = [{field: key, "y": float(y)} for key, y in zip(keys, ys, strict=True)]
     body = {"items": items, "request_id": request_id or uuid.uuid4().hex}
-    return _Call("POST", _learner(name) + "/feedback", _model(BatchFeedbackResponse), json=body)
+    return _Call("POST", _learner(name) + "/feedback", _model(BatchFeedbackResponse), json=body,
+                 learner=name)
 
 
 def _ok(response: httpx.Response) -> bool:
@@ -280,11 +291,20 @@ class _Base:
     def __init__(self, api_key: str | None, retry: RetryPolicy | None) -> None:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.retry = retry or RetryPolicy()
+        self._seen: dict[str, int] = {}  # learner -> the version of its newest answer
 
-    @staticmethod
-    def _request(call: _Call[Any]) -> dict[str, Any]:
+    def _request(self, call: _Call[Any]) -> dict[str, Any]:
+        seen = self._seen.get(call.learner) if call.learner and not call.new_history else None
         return {"method": call.method, "url": call.path, "json": call.json, "content": call.content,
-                "params": call.params}
+                "params": call.params, "headers": None if seen is None else {"Kons-Seen-Version": str(seen)}}
+
+    def _noted(self, call: _Call[T], result: T) -> T:
+        """``result``, once its version is remembered (or forgotten: a new history of the learner)."""
+        if call.new_history:
+            self._seen.pop(call.learner, None)
+        elif call.learner and isinstance(version := getattr(result, "version", None), int):
+            self._seen[call.learner] = version
+        return result
 
 
 class Client(_Base):
@@ -307,7 +327,7 @@ class Client(_Base):
                 outcome = exc
             delay = self.retry.delay(attempt, outcome)
             if delay is None:
-                return call.conclude(outcome, attempt + 1)
+                return self._noted(call, call.conclude(outcome, attempt + 1))
             time.sleep(delay)
             attempt += 1
 
@@ -347,11 +367,12 @@ class Client(_Base):
 
     def get_learner(self, name: str) -> LearnerInfo:
         """``GET /v1/learners/{name}``: config, version and stats."""
-        return self._send(_Call("GET", _learner(name), _model(LearnerInfo)))
+        return self._send(_Call("GET", _learner(name), _model(LearnerInfo), learner=name))
 
     def delete_learner(self, name: str) -> None:
         """``DELETE /v1/learners/{name}``."""
-        self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True))
+        self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True, learner=name,
+                                new_history=True))
 
     def export_state(self, name: str) -> bytes:
         """``GET /v1/learners/{name}/state``: the kons state blob (``kons.load`` reads it)."""
@@ -359,7 +380,8 @@ class Client(_Base):
 
     def import_state(self, name: str, blob: bytes) -> StateImported:
         """``PUT /v1/learners/{name}/state``: replace the state by a blob of the same config."""
-        return self._send(_Call("PUT", _learner(name) + "/state", _model(StateImported), content=blob))
+        return self._send(_Call("PUT", _learner(name) + "/state", _model(StateImported), content=blob,
+                                learner=name, new_history=True))
 
     def predict(self, name: str, x: FeaturesLike, *, id: str | None = None) -> PredictResponse:
         """``POST .../predict`` of one row; ``id`` remembers ``x`` for a later ``feedback(id=...)``."""
@@ -402,7 +424,7 @@ class AsyncClient(_Base):
                 outcome = exc
             delay = self.retry.delay(attempt, outcome)
             if delay is None:
-                return call.conclude(outcome, attempt + 1)
+                return self._noted(call, call.conclude(outcome, attempt + 1))
             await asyncio.sleep(delay)
             attempt += 1
 
@@ -435,16 +457,18 @@ class AsyncClient(_Base):
         return await self._send(_list(cursor, limit))
 
     async def get_learner(self, name: str) -> LearnerInfo:
-        return await self._send(_Call("GET", _learner(name), _model(LearnerInfo)))
+        return await self._send(_Call("GET", _learner(name), _model(LearnerInfo), learner=name))
 
     async def delete_learner(self, name: str) -> None:
-        await self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True))
+        await self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True, learner=name,
+                                new_history=True))
 
     async def export_state(self, name: str) -> bytes:
         return await self._send(_Call("GET", _learner(name) + "/state", lambda r: r.content))
 
     async def import_state(self, name: str, blob: bytes) -> StateImported:
-        return await self._send(_Call("PUT", _learner(name) + "/state", _model(StateImported), content=blob))
+        return await self._send(_Call("PUT", _learner(name) + "/state", _model(StateImported), content=blob,
+                                learner=name, new_history=True))
 
     async def predict(self, name: str, x: FeaturesLike, *, id: str | None = None) -> PredictResponse:
         return await self._send(_predict(name, x, id))

@@ -273,6 +273,20 @@ class LocalCluster:
         except redis.exceptions.RedisError:
             return False
 
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until every node sees all slots served and every replica in sync (see :meth:`start`)."""
+        wait_until(self._settled, timeout, "redis cluster")
+
+    def wait_promoted(self, replica: RedisServer, timeout: float = 60.0) -> None:
+        """Wait until ``replica`` says it is a primary (Redis Cluster's own election, polled every 20 ms)."""
+        def promoted() -> bool:
+            try:
+                return self.role(replica) == "master"
+            except redis.exceptions.RedisError:
+                return False
+
+        wait_until(promoted, timeout, "the replica's election")
+
     def role(self, node: RedisServer) -> str:
         with contextlib.closing(node.client()) as r:
             return str(r.info("replication")["role"])

@@ -30,6 +30,7 @@ import functools
 import itertools
 import math
 import random
+import re
 import statistics
 import time
 from collections import Counter
@@ -64,11 +65,13 @@ __all__ = [
     "Ledger",
     "audit",
     "cluster_failover_scenario",
+    "cluster_outage_scenario",
     "crash_scenario",
     "eviction_scenario",
     "failover_scenario",
     "redis_fault_scenario",
     "replica_scenario",
+    "restart_rollback_scenario",
     "rollback_scenario",
     "round_body",
     "soak_scenario",
@@ -103,6 +106,8 @@ class Ledger:
     acked: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # id -> (version, body)
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> first answer
     statuses: Counter[int] = field(default_factory=Counter)
+    codes_503: Counter[str] = field(default_factory=Counter)  # the error codes of the 503 answers
+    retry_after_missing: int = 0  # 503 answers without a Retry-After header
     transport_errors: Counter[str] = field(default_factory=Counter)
     rejected: list[tuple[int, str]] = field(default_factory=list)  # non-retryable answers
     unresolved: int = 0
@@ -122,6 +127,8 @@ class Ledger:
             "status_500": self.statuses[500],
             "status_5xx_other_than_503": sum(n for s, n in self.statuses.items() if s >= 500 and s != 503),
             "status_503": self.statuses[503],
+            "codes_503": dict(self.codes_503),
+            "retry_after_missing": self.retry_after_missing,
             "transport_errors": dict(self.transport_errors),
             "inconsistent_retries": self.inconsistent_retries,
             "max_latency_s": round(self.max_latency, 3),
@@ -160,6 +167,8 @@ async def _send_until_acked(
             if response.status_code != 503:
                 ledger.rejected.append((response.status_code, response.text[:200]))
                 return
+            ledger.codes_503[response.json().get("error", {}).get("code", "?")] += 1
+            ledger.retry_after_missing += "retry-after" not in response.headers
         if time.monotonic() > give_up:
             ledger.unresolved += 1
             return
@@ -447,6 +456,102 @@ async def cluster_failover_scenario(
                                  after_seconds=after_seconds, wait_timeout_ms=wait_timeout_ms, seed=seed)
 
 
+#: The failures :func:`cluster_outage_scenario` inflicts on the shard serving the learner.
+CLUSTER_OUTAGES = ("killed_primary", "lagging_replica", "shard_down")
+
+
+async def cluster_outage_scenario(
+    workdir: Path, *, outage: str, wait: bool, replicas: int = 2, clients: int = 4, calm_seconds: float = 2.0,
+    lag_seconds: float = 1.5, down_seconds: float = 3.0, rejoin_after_s: float = 0.0,
+    after_seconds: float = 3.0, wait_timeout_ms: int = 250, node_timeout_ms: int = 1000, seed: int = 0,
+) -> dict[str, Any]:
+    """A storm through ``replicas`` service processes on a Redis Cluster of 3 primaries with a replica each
+    (``cluster-node-timeout`` ``node_timeout_ms``) while the shard serving the learner fails for real,
+    with no forced takeover: Redis Cluster detects the failure and elects the replica by itself.
+
+    * ``killed_primary``: the primary is SIGKILLed; ``rejoin_after_s`` after its replica is promoted the
+      node restarts and rejoins as the new primary's replica (until then the shard has no replica);
+    * ``lagging_replica``: the replica is frozen (SIGSTOP) and its replication link dropped for
+      ``lag_seconds``, so it misses what the primary acknowledges meanwhile (a SIGKILL alone would not
+      lose it: the kernel still delivers a killed process's socket buffers on loopback); then the primary
+      is SIGKILLed and the replica thawed, and promoted with what it has; the old primary restarts and
+      rejoins as above;
+    * ``shard_down``: the primary and its replica are both SIGKILLed, for ``down_seconds``, then both
+      restart (from their append-only files) and the cluster settles again.
+
+    With ``wait``, acknowledgements wait for one replica (``KONS_REDIS_WAIT_REPLICAS=1``). Figures besides
+    the audit (:func:`audit`): ``promote_s`` (from the kill until the replica says it is primary),
+    ``rejoined_s`` (until every node agrees again with the restarted node in sync), ``writes_resumed_s``
+    (until the first acknowledgement of a request sent after the kill), ``acknowledged_during_lag``,
+    the statuses of requests sent while the shard had no primary (``statuses_while_down``), the 503s'
+    error codes and those without ``Retry-After``, and ``service_log_tracebacks`` (a background task
+    that died of a store error logs one)."""
+    if outage not in CLUSTER_OUTAGES:
+        raise ValueError(f"outage must be one of {CLUSTER_OUTAGES}")
+    settings = _service_settings(**({"redis_wait_replicas": 1, "redis_wait_timeout_ms": wait_timeout_ms}
+                                    if wait else {}))
+    store = functools.partial(LocalCluster, replicas_each=1, node_timeout_ms=node_timeout_ms)
+    marks: dict[str, float] = {}
+    with services_on_redis(workdir, replicas, store=store, **settings) as (cluster, services):
+        started = time.monotonic()
+        urls = [s.url for s in services]
+        _create(urls[0])
+        key = learner_keys(LearnerRef("alpha", NAME))[0]
+
+        async def disturb() -> None:
+            await asyncio.sleep(calm_seconds)
+            primary = await asyncio.to_thread(cluster.primary_of, key)
+            replica = await asyncio.to_thread(cluster.replica_of, primary)
+            marks["lag"] = time.monotonic()
+            if outage == "lagging_replica":
+                replica.pause()
+                # the link is dropped too: a SIGKILLed process's socket buffers still reach the replica,
+                # where a crashed host's would not
+                with contextlib.closing(primary.client()) as r:
+                    await asyncio.to_thread(r.execute_command, "CLIENT", "KILL", "TYPE", "replica")
+                await asyncio.sleep(lag_seconds)
+            marks["lost"] = time.monotonic()
+            primary.kill()
+            if outage == "shard_down":
+                replica.kill()
+                await asyncio.sleep(down_seconds)
+                marks["back"] = time.monotonic()
+                for node in (primary, replica):
+                    await asyncio.to_thread(node.start)
+            else:
+                replica.resume()
+                await asyncio.to_thread(cluster.wait_promoted, replica)
+                marks["promoted"] = time.monotonic()
+                marks["back"] = marks["promoted"]
+                await asyncio.sleep(rejoin_after_s)
+                await asyncio.to_thread(primary.start)
+            await asyncio.to_thread(cluster.settle)
+            marks["rejoined"] = time.monotonic()
+            await asyncio.sleep(after_seconds)
+
+        ledger = await _run_storm(urls, clients, disturb, seed)
+        result = {"outage": outage, "wait_replicas": 1 if wait else 0, "replicas": replicas,
+                  "clients": clients, "node_timeout_ms": node_timeout_ms, "rejoin_after_s": rejoin_after_s,
+                  "settings": {k: v for k, v in settings.items() if k != "api_keys"},
+                  **ledger.summary(), **audit(urls, cluster.url, ledger)}
+    logs = "".join(s.log.read_text() for s in services)
+    down = Counter(status for sent, _, status in ledger.events if marks["lost"] <= sent < marks["back"])
+    return {**result,
+            "acknowledged_during_lag": sum(1 for _, end, status in ledger.events
+                                           if status == 200 and marks["lag"] <= end < marks["lost"]),
+            "promote_s": round(marks["promoted"] - marks["lost"], 2) if "promoted" in marks else None,
+            "rejoined_s": round(marks["rejoined"] - marks["lost"], 2),
+            "writes_resumed_s": _rounded(_first_ack_after(ledger, marks["lost"])),
+            "statuses_while_down": {str(k): v for k, v in sorted(down.items())},
+            "rollbacks_reported": logs.count(ROLLBACK_LOG),
+            "service_log_tracebacks": logs.count("Traceback"),
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 2)
+
+
 async def _failover_storm(
     workdir: Path, store: Callable[[Path], Any], fail: Callable[[Any, dict[str, float]], Awaitable[None]], *,
     wait: bool, replicas: int, clients: int, calm_seconds: float, after_seconds: float, wait_timeout_ms: int,
@@ -674,6 +779,101 @@ async def rollback_scenario(
             **{f"survivors_{k}": v for k, v in audit(urls, server.url, survivors).items()},
             "seconds": round(time.monotonic() - started, 1),
         }
+
+
+#: A service's report of a rollback: who saw it, and the versions it names as lost.
+ROLLBACK_REPORT = re.compile(r"the store lost rounds of .*? that (this process held|a client was answered|"
+                             r"were acknowledged before this process started).*?; lost at least versions "
+                             r"(\d+) to (\d+) \((\d+) rounds\)")
+
+
+async def restart_rollback_scenario(
+    workdir: Path, *, trials: int = 2, kept: int = 6, lost: int = 4, marks: bool = False,
+) -> dict[str, Any]:
+    """A host reboot that rolls Redis back, with the service on the same host: two service processes on
+    one redis-server that keeps only RDB snapshots (``appendonly no``); in each of ``trials``, ``SAVE``,
+    ``lost`` more rounds acknowledged through the first process, then Redis and that process are SIGKILLed
+    together and restarted: Redis comes back from the older snapshot, and no process holds the lost
+    rounds any more (the second one never did).
+
+    Then, with ``marks`` (both processes keep their acknowledged versions in ``KONS_ACK_MARKS_DIR``), a
+    predict without any version goes to the restarted process first, which must report the loss from its
+    predecessor's marks. In every case the client then sends back the newest version it was answered
+    (``Kons-Seen-Version``): in a predict to the second process, then in a feedback to the restarted one
+    (which reports a loss once, whoever saw it first).
+
+    Figures per trial: the versions the store lost (the client's newest version minus the head after the
+    restart), and what each process reported (parsed from its log lines: who saw it, the versions named),
+    with the metrics ``kons_rollbacks_detected_total`` and ``kons_rollback_rounds_lost_total`` and
+    ``/readyz``'s totals of each process at the end."""
+    snapshots_only = functools.partial(RedisServer, extra=("--appendonly", "no"))
+    settings = _service_settings(**({"ack_marks_dir": workdir / "marks"} if marks else {}))
+    started = time.monotonic()
+    runs: list[dict[str, Any]] = []
+    with services_on_redis(workdir, 2, store=snapshots_only, **settings) as (server, services):
+        _create(services[0].url)
+        url = f"/v1/learners/{NAME}"
+        seen = 0
+        seq = itertools.count()
+
+        async def feed(http: httpx.AsyncClient, rounds: int, **headers: str) -> None:
+            nonlocal seen
+            for _ in range(rounds):
+                answer = await http.post(f"{url}/feedback", json=round_body(0, next(seq)),
+                                         headers={**HEADERS, **headers})
+                answer.raise_for_status()
+                seen = answer.json()["version"]  # the newest answer's, not the highest ever seen
+
+        async def predict(http: httpx.AsyncClient, **headers: str) -> int:
+            answer = await http.post(f"{url}/predict", json={"x": PROBES[1]}, headers={**HEADERS, **headers})
+            answer.raise_for_status()
+            return int(answer.json()["version"])
+
+        async with httpx.AsyncClient(base_url=services[0].url, timeout=30) as first, \
+                httpx.AsyncClient(base_url=services[1].url, timeout=30) as other:
+            await feed(first, kept)
+            for _ in range(trials):
+                await asyncio.to_thread(server.client().save)
+                await feed(first, lost)
+                acknowledged = seen
+                services[0].kill()
+                server.kill()
+                await asyncio.to_thread(server.start)
+                await asyncio.to_thread(services[0].start)
+                reports_before = [_rollback_reports(s.log) for s in services]
+                if marks:
+                    await predict(first)
+                head = await predict(other, **{"Kons-Seen-Version": str(seen)})
+                await feed(first, 1, **{"Kons-Seen-Version": str(seen)})
+                reports = [_rollback_reports(s.log)[len(before):]
+                           for s, before in zip(services, reports_before, strict=True)]
+                runs.append({"acknowledged_version": acknowledged, "head_after_restart": head,
+                             "lost_versions": [head + 1, acknowledged] if acknowledged > head else [],
+                             "lost_rounds": acknowledged - head,
+                             "reports_restarted_process": reports[0], "reports_other_process": reports[1]})
+            totals = [(await http.get("/readyz")).json().get("rollbacks") for http in (first, other)]
+            scraped = [(await http.get("/metrics")).text for http in (first, other)]
+    return {
+        "marks": marks,
+        "trials": runs,
+        "reported_with_the_right_extent": sum(
+            1 for r in runs for reports in (r["reports_restarted_process"], r["reports_other_process"])
+            if [[x["first"], x["last"]] for x in reports] == [r["lost_versions"]]),
+        "reports_expected": 2 * trials,
+        "metric_detected_per_process": [
+            {seen_by: scrape.value(text, "kons_rollbacks_detected_total", seen_by=seen_by)
+             for seen_by in ("process", "marks", "client")} for text in scraped],
+        "metric_rounds_lost_per_process": [
+            scrape.value(text, "kons_rollback_rounds_lost_total") for text in scraped],
+        "readyz_rollbacks_per_process": totals,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def _rollback_reports(log: Path) -> list[dict[str, Any]]:
+    """The rollbacks a service's log reports, oldest first: who saw each, the versions lost."""
+    return [{"seen_by": m[1], "first": int(m[2]), "last": int(m[3]), "rounds": int(m[4])}
+            for m in ROLLBACK_REPORT.finditer(log.read_text())]
 
 
 # ---------------------------------------------------------------------------------------------- eviction

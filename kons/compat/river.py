@@ -1,9 +1,19 @@
-"""River adapters: any kons learner as a River ``base.Regressor`` or binary ``base.Classifier``.
+"""River adapters: any kons learner as a River ``base.Regressor`` or ``base.Classifier``.
+
+``KonsRegressor()`` and ``KonsClassifier()`` with no learner are the self-tuning :class:`kons.Auto`
+(regression; classification with any labels and any number of classes).
 
 Dict features and the learner's fixed dimension
 -----------------------------------------------
-A kons learner works on vectors whose dimension is fixed when it is built; River examples are dicts whose
-keys may appear and disappear along the stream. The adapter maps names to coordinates:
+A learner that preprocesses (``kons.Auto()``, ``kons.learner_from_params(name, {})``) takes River's dicts
+as they are, as records (:mod:`kons.records`): strings are categories, ``None`` and absent names are
+missing values, names and categories may appear at any round, and the learner's ``encoding()`` shows
+how. Names that are not strings are taken as ``str(name)``. Give it ``features=[...]`` to use the map
+below instead.
+
+A paper-exact learner (``"preprocess": false``) works on vectors whose dimension is fixed when it is
+built; River examples are dicts whose keys may appear and disappear along the stream. The adapter maps
+names to coordinates:
 
 * ``features=[...]`` declares the schema: ``features[i]`` is coordinate ``i`` and the dimension is
   ``len(features)``; any other name is ignored.
@@ -48,9 +58,11 @@ import numpy as np
 from river import base
 
 from kons import _state
+from kons.auto import Auto
 from kons.base import Learner, learner_from_params, load
 from kons.compat._common import PROBABILISTIC_LOSS, positive_probability, with_dim
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
+from kons.losses import top_label
 
 __all__ = ["DEFAULT_DIM", "KonsClassifier", "KonsRegressor"]
 
@@ -77,7 +89,12 @@ def _number(name: Hashable, value: Any) -> float:
 class _DictAdapter:
     """What both River adapters share: the template, the feature map and the learner in use."""
 
-    def __init__(self, learner: Learner, features: Sequence[Hashable] | None = None) -> None:
+    #: The ``auto`` task of the template when none is given.
+    _task: str
+
+    def __init__(self, learner: Learner | None = None, features: Sequence[Hashable] | None = None) -> None:
+        if learner is None:
+            learner = Auto(task=self._task)
         if not isinstance(learner, Learner):
             raise InvalidParameterError(
                 f"The 'learner' parameter of {type(self).__name__} must be a kons learner "
@@ -85,9 +102,14 @@ class _DictAdapter:
             )
         self.learner = learner
         self.features = features
-        if features is None:
-            dim = DEFAULT_DIM if learner.dim is None else learner.dim
+        # A learner that takes records encodes the dicts itself (strings and None included).
+        self._records = features is None and learner.accepts_records
+        if self._records:
+            dim = 0  # no map: the learner's own encoding
             self._index: dict[Hashable, int] = {}
+        elif features is None:
+            dim = DEFAULT_DIM if learner.dim is None else learner.dim
+            self._index = {}
         else:
             self._index = {} if isinstance(features, str) else {name: i for i, name in enumerate(features)}
             dim = len(self._index)
@@ -101,7 +123,7 @@ class _DictAdapter:
                     f"{len(features)} features are declared but the learner's dim is {learner.dim}."
                 )
         self._dim = dim
-        self._learner = with_dim(learner, dim)
+        self._learner = learner.clone() if self._records else with_dim(learner, dim)
         self._ignored = 0
 
     @property
@@ -115,8 +137,11 @@ class _DictAdapter:
         return list(self._index)
 
     def stats(self) -> dict[str, Any]:
-        """The learner's counters, the number of mapped names and of feature values ignored in learning."""
-        return {**self._learner.stats(), "features": len(self._index), "ignored_features": self._ignored}
+        """The learner's counters, the number of mapped (or encoded) names and of feature values ignored
+        in learning."""
+        encoding = self._learner.encoding()
+        features = len(self._index) if encoding is None else len(encoding["features"])
+        return {**self._learner.stats(), "features": features, "ignored_features": self._ignored}
 
     # ----------------------------------------------------------------- the feature map
     def _encode(self, x: dict[Hashable, Any]) -> tuple[np.ndarray, list[Hashable]]:
@@ -133,10 +158,23 @@ class _DictAdapter:
                 vector[i] = _number(name, value)
         return vector, unmapped
 
+    def _record(self, x: dict[Hashable, Any]) -> dict[str, Any]:
+        """``x`` as a record for a learner that takes records (names as strings)."""
+        if not isinstance(x, dict):
+            raise InvalidInputError(f"x must be a dict of features; got {type(x).__name__}.")
+        return {name if isinstance(name, str) else str(name): value for name, value in x.items()}
+
+    def _features(self, x: dict[Hashable, Any]) -> Any:
+        """What the learner predicts ``x`` from: the record, or the mapped vector."""
+        return self._record(x) if self._records else self._encode(x)[0]
+
     def _margin(self, x: dict[Hashable, Any]) -> float:
-        return self._learner.predict_one(self._encode(x)[0])
+        return self._learner.predict_one(self._features(x))
 
     def _learn(self, x: dict[Hashable, Any], y: float) -> None:
+        if self._records:
+            self._learner.learn_one(self._record(x), y)
+            return
         vector, unmapped = self._encode(x)
         new: dict[Hashable, int] = {}
         if unmapped and self.features is None:
@@ -208,11 +246,14 @@ class KonsRegressor(_DictAdapter, base.Regressor):
 
     Parameters
     ----------
-    learner : kons.Learner
-        The template learner, e.g. ``kons.learner_from_params("sketched_kons", {"C": 3.0})``.
+    learner : kons.Learner or None, default None
+        The template learner, e.g. ``kons.learner_from_params("sketched_kons", {"C": 3.0})``; None: the
+        self-tuning :class:`kons.Auto`, which scales the target itself (predictions in its units).
     features : sequence of names or None, default None
         A declared schema (fixed map and dimension); None learns the map online.
     """
+
+    _task = "regression"
 
     @classmethod
     def _unit_test_params(cls) -> Any:
@@ -228,35 +269,65 @@ class KonsRegressor(_DictAdapter, base.Regressor):
 
 
 class KonsClassifier(_DictAdapter, base.Classifier):
-    """A kons learner as a binary River classifier (labels ``False``/``True``, River's convention).
+    """A kons learner as a River classifier: multi-class with :class:`kons.Auto`, else binary.
 
-    ``False`` is the learner's label -1 and ``True`` its +1 (0 and 1 are read as ``False`` and ``True``).
-    ``predict_one`` is the sign of the learner's prediction; ``predict_proba_one`` needs the logistic loss,
-    whose prediction is a log-odds (the other losses raise ``NotImplementedError``, River's way of saying
-    a classifier gives no probabilities).
+    With no learner (or a :class:`kons.Auto` for classification), labels are any of River's (str, int,
+    bool), classes are learnt as they appear, ``predict_proba_one`` gives every known class's probability
+    and ``predict_one`` the most probable class (None before any label).
+
+    With a binary learner, labels are ``False``/``True`` (River's convention; 0 and 1 are read as them):
+    ``False`` is the learner's label -1 and ``True`` its +1. ``predict_one`` is the sign of the learner's
+    prediction; ``predict_proba_one`` needs the logistic loss, whose prediction is a log-odds (the other
+    losses raise ``NotImplementedError``, River's way of saying a classifier gives no probabilities).
 
     Parameters
     ----------
-    learner : kons.Learner
-        The template learner with a classification loss, e.g.
-        ``kons.learner_from_params("sketched_kons", {"loss": "logistic", "C": 5.0})``.
+    learner : kons.Learner or None, default None
+        None: ``kons.Auto(task="classification")``; else a template learner with a classification loss,
+        e.g. ``kons.learner_from_params("sketched_kons", {"loss": "logistic", "C": 5.0})``.
     features : sequence of names or None, default None
         A declared schema (fixed map and dimension); None learns the map online.
+
+    Examples
+    --------
+    >>> from kons.compat.river import KonsClassifier
+    >>> model = KonsClassifier()
+    >>> for t in range(90):
+    ...     model.learn_one({"a": float(t % 3), "b": 1.0}, ["red", "green", "blue"][t % 3])
+    >>> model.predict_one({"a": 2.0, "b": 1.0})
+    'blue'
     """
+
+    _task = "classification"
 
     @classmethod
     def _unit_test_params(cls) -> Any:
         yield {"learner": learner_from_params("sketched_kons", {"loss": "logistic", "C": 5.0})}
 
+    @property
+    def _classes_learnt(self) -> bool:
+        """Whether the learner learns the classes itself (``auto``): labels of any kind, any number."""
+        return isinstance(self.learner, Auto)
+
+    @property
+    def _multiclass(self) -> bool:
+        return self._classes_learnt
+
     def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
-        """Play one round of the learner on ``x`` and the label ``y`` (``True``/``False``)."""
+        """Play one round of the learner on ``x`` and the label ``y``."""
+        if self._classes_learnt:
+            self._learn(x, y)
+            return
         is_number = isinstance(y, bool | int | float | np.bool_ | np.integer | np.floating)
         if not (is_number and y in (0, 1)):
             raise InvalidInputError(f"KonsClassifier is binary: y must be True or False; got {y!r}.")
         self._learn(x, 1.0 if y else -1.0)
 
     def predict_proba_one(self, x: dict[Hashable, Any], **kwargs: Any) -> dict[base.typing.ClfTarget, float]:
-        """``{False: 1 - p, True: p}`` with ``p`` the sigmoid of the learner's (clipped) log-odds."""
+        """Every known class's probability (``auto``); for a binary learner ``{False: 1 - p, True: p}``,
+        ``p`` the sigmoid of the learner's (clipped) log-odds."""
+        if self._classes_learnt:
+            return self._learner.predict_proba_dict_one(self._features(x))
         if self.learner.loss != PROBABILISTIC_LOSS:
             raise NotImplementedError(
                 f"the {self.learner.loss} loss gives no probability; use loss={PROBABILISTIC_LOSS!r}."
@@ -264,6 +335,9 @@ class KonsClassifier(_DictAdapter, base.Classifier):
         p = positive_probability(self._margin(x))
         return {False: 1.0 - p, True: p}
 
-    def predict_one(self, x: dict[Hashable, Any], **kwargs: Any) -> bool:
-        """``True`` where the learner's prediction is positive."""
+    def predict_one(self, x: dict[Hashable, Any], **kwargs: Any) -> Any:
+        """The most probable class (``auto``; None before any label); for a binary learner, ``True``
+        where its prediction is positive."""
+        if self._classes_learnt:
+            return top_label(self.predict_proba_one(x))
         return self._margin(x) > 0.0

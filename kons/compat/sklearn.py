@@ -40,13 +40,16 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from kons.base import Learner, learner_from_params
+from kons.base import Learner, learner_class, learner_from_params
 from kons.compat._common import PROBABILISTIC_LOSS, positive_probability
 from kons.kernels import Kernel
+from kons.losses import PROBABILITY_FLOOR
 
 __all__ = ["KonsClassifier", "KonsRegressor"]
 
 _NESTED = "params__"
+#: The default algorithm: the self-tuning learner (classification: multi-class).
+AUTO = "auto"
 
 
 def _plain(params: Any) -> dict[str, Any]:
@@ -61,19 +64,21 @@ def _plain(params: Any) -> dict[str, Any]:
 class _OnlineEstimator(BaseEstimator):
     """The parameters, their nesting and the online rounds shared by the regressor and the classifier."""
 
-    #: Learner parameters this estimator uses unless ``params`` gives them.
+    #: Learner parameters this estimator uses unless ``params`` gives them: for ``auto``, and for the others.
+    _default_auto_params: ClassVar[dict[str, Any]] = {}
     _default_params: ClassVar[dict[str, Any]] = {}
     #: Whether ``y`` is a number (regression) rather than a class label.
     _numeric_target: ClassVar[bool]
 
-    def __init__(self, algorithm: str = "sketched_kons", params: dict[str, Any] | None = None) -> None:
+    def __init__(self, algorithm: str = AUTO, params: dict[str, Any] | None = None) -> None:
         # Stored as given, validated when a learner is built (scikit-learn's convention, which clone checks).
         self.algorithm = algorithm
         self.params = params
 
     # ----------------------------------------------------------------- parameters
     def _learner_params(self) -> dict[str, Any]:
-        return {**self._default_params, **_plain(self.params)}
+        defaults = self._default_auto_params if self.algorithm == AUTO else self._default_params
+        return {**defaults, **_plain(self.params)}
 
     def _new_learner(self, dim: int) -> Learner:
         return learner_from_params(self.algorithm, {**self._learner_params(), "dim": dim})
@@ -86,7 +91,8 @@ class _OnlineEstimator(BaseEstimator):
             return {}
         try:
             # the paper learner's own parameters (the dict path would wrap it in kons.preprocessing)
-            return learner_from_params(self.algorithm, {**given, "preprocess": False}).get_params()
+            exact = {} if learner_class(self.algorithm).preprocesses else {"preprocess": False}
+            return learner_from_params(self.algorithm, {**given, **exact}).get_params()
         except (TypeError, ValueError):  # an unknown algorithm or an invalid parameter (KonsErrors)
             return given
 
@@ -153,8 +159,8 @@ class KonsRegressor(RegressorMixin, _OnlineEstimator):
 
     Parameters
     ----------
-    algorithm : str, default "sketched_kons"
-        The learner's registry name (a key of :data:`kons.LEARNERS`).
+    algorithm : str, default "auto"
+        The learner's registry name (a key of :data:`kons.LEARNERS`); "auto" is the self-tuning mixture.
     params : dict or None, default None
         The learner's parameters (``dim`` is set from the data).
 
@@ -181,72 +187,110 @@ class KonsRegressor(RegressorMixin, _OnlineEstimator):
 
 
 class KonsClassifier(ClassifierMixin, _OnlineEstimator):
-    """A kons learner as a binary scikit-learn classifier (see :mod:`kons.compat.sklearn`).
+    """A kons learner as a scikit-learn classifier (see :mod:`kons.compat.sklearn`).
 
-    ``classes_[0]`` is the learner's label -1 and ``classes_[1]`` its +1, so ``decision_function`` is the
-    learner's (clipped) prediction, positive for ``classes_[1]``. The loss is logistic unless ``params``
-    names another; ``predict_proba`` exists for the logistic loss only (its prediction is a log-odds).
+    With ``algorithm="auto"`` (the default) the classifier is multi-class: the learner takes the labels as
+    they are and learns the classes as they appear, and ``classes_`` (sorted, scikit-learn's convention)
+    grows with them; ``predict_proba`` has a column per class of ``classes_`` (0 for a class given in
+    ``partial_fit``'s ``classes`` but not seen yet) and ``predict`` is the most probable class.
+
+    Any other algorithm is binary: ``classes_[0]`` is the learner's label -1 and ``classes_[1]`` its +1,
+    so ``decision_function`` is the learner's (clipped) prediction, positive for ``classes_[1]``. The loss
+    is logistic unless ``params`` names another; ``predict_proba`` exists for the logistic loss only (its
+    prediction is a log-odds).
 
     Parameters
     ----------
-    algorithm : str, default "sketched_kons"
+    algorithm : str, default "auto"
         The learner's registry name (a key of :data:`kons.LEARNERS`).
     params : dict or None, default None
-        The learner's parameters (``dim`` is set from the data; ``loss`` defaults to ``"logistic"``).
+        The learner's parameters (``dim`` is set from the data; ``task`` defaults to "classification" for
+        ``auto``, ``loss`` to ``"logistic"`` for the others).
 
     Attributes
     ----------
     learner_ : kons.Learner
-    classes_ : ndarray of shape (2,)
+    classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
     """
 
     _numeric_target = False
+    _default_auto_params: ClassVar[dict[str, Any]] = {"task": "classification"}
     _default_params: ClassVar[dict[str, Any]] = {"loss": PROBABILISTIC_LOSS}
+
+    def _learns_classes(self) -> bool:
+        """Whether the learner learns the classes itself (``auto``): any number of them."""
+        return bool(self.algorithm == AUTO)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = self._learns_classes()
         return tags
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> Self:
         """One online round per row, continuing the current learner.
 
-        ``classes`` (both labels) is needed on the first call unless that batch already holds both.
+        Binary learners: ``classes`` (both labels) is needed on the first call unless that batch already
+        holds both. ``auto``: ``classes`` is optional, and a label not seen before is a new class.
         """
         X, y = self._validate(X, y)
         check_classification_targets(y)
         if not hasattr(self, "learner_"):
             found = np.unique(y if classes is None else classes)
-            if len(found) != 2:
+            if len(found) != 2 and not self._learns_classes():
                 # The wording is scikit-learn's, which its checks look for.
                 raise ValueError(
                     f"Only binary classification is supported: {type(self).__name__} needs exactly 2 "
                     f"classes; got {len(found)} class(es) {found.tolist()} (give partial_fit both classes "
-                    "on its first call)."
+                    "on its first call, or use algorithm='auto' for more classes)."
                 )
             self.classes_ = found
             self.learner_ = self._new_learner(self.n_features_in_)
         unknown = np.setdiff1d(y, self.classes_)
+        if self._learns_classes():
+            self.learner_.learn_many(X, y)  # the labels as given (new classes included)
+            self.classes_ = np.union1d(self.classes_, unknown) if len(unknown) else self.classes_
+            return self
         if len(unknown):
             raise ValueError(f"y holds labels {unknown.tolist()} that are not in classes_ {self.classes_}.")
         self.learner_.learn_many(X, np.where(y == self.classes_[1], 1.0, -1.0))
         return self
 
+    def _binary(self) -> bool:
+        return not self._learns_classes()
+
+    @available_if(_binary)
     def decision_function(self, X: Any) -> np.ndarray:
-        """The learner's clipped predictions (n,): positive for ``classes_[1]``."""
+        """The learner's clipped predictions (n,): positive for ``classes_[1]`` (binary learners)."""
         return self._margins(X)
 
     def predict(self, X: Any) -> np.ndarray:
-        """``classes_[1]`` where the decision function is positive, else ``classes_[0]``."""
+        """The most probable class (``auto``); binary learners: ``classes_[1]`` where the decision
+        function is positive, else ``classes_[0]``."""
+        if self._learns_classes():
+            proba = self.predict_proba(X)  # checks that the estimator is fitted first
+            return self.classes_[np.argmax(proba, axis=1)]
         positive = self.decision_function(X) > 0.0
         return self.classes_[positive.astype(int)]
 
     def _probabilistic(self) -> bool:
-        return self._learner_params().get("loss") == PROBABILISTIC_LOSS
+        return self._learns_classes() or self._learner_params().get("loss") == PROBABILISTIC_LOSS
 
     @available_if(_probabilistic)
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Columns ``classes_``: the sigmoid of the learner's (clipped) log-odds for ``classes_[1]``."""
-        p = np.array([positive_probability(m) for m in self.decision_function(X)])
-        return np.column_stack([1.0 - p, p])
+        """Columns ``classes_``: the learner's probability of each class (binary learners: the sigmoid of
+        the learner's (clipped) log-odds for ``classes_[1]``)."""
+        if not self._learns_classes():
+            p = np.array([positive_probability(m) for m in self.decision_function(X)])
+            return np.column_stack([1.0 - p, p])
+        check_is_fitted(self, "learner_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        proba = np.array([[d.get(c, 0.0) for c in self.classes_]
+                          for d in map(self.learner_.predict_proba_dict_one, X)]).reshape(len(X), -1)
+        return proba
+
+    @available_if(_probabilistic)
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """The log of :meth:`predict_proba` (a probability of 0 is taken as 1e-15)."""
+        logged: np.ndarray = np.log(np.maximum(self.predict_proba(X), PROBABILITY_FLOOR))
+        return logged

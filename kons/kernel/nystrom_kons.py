@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._multinomial import newton_outputs, widened
 from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
 from kons.base import Learner
@@ -133,6 +134,7 @@ class NystromKONS(Learner):
     """
 
     name = "nystrom_kons"
+    multinomial = True
     # kernel, alpha and eta as for the dual-form learners (not their state: this is not a KernelNewton),
     # and KORS's beta, epsilon and seed as for SketchedKONS.
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
@@ -192,10 +194,11 @@ class NystromKONS(Learner):
 
     def _growth_floats(self, rounds: int) -> int:
         # Per new member: KORS's point, squared norm, weight and factor row, a row of L and of A^{-1}
-        # (each as long as the dictionary with it) and a weight; at most max_dictionary members.
+        # (each as long as the dictionary with it) and a weight per score; at most max_dictionary members.
         size = self._factor.size
         joins = min(rounds, self.max_dictionary - size)
-        return joins * (self._dim + 3) + 3 * (joins * size + joins * (joins + 1) // 2)
+        scores = 1 if self._weights.ndim == 1 else int(self._weights.shape[-1])
+        return joins * (self._dim + 2 + scores) + 3 * (joins * size + joins * (joins + 1) // 2)
 
     def _new_kors(self) -> KORS:
         return KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
@@ -217,20 +220,16 @@ class NystromKONS(Learner):
         return float(self._generator.random())
 
     def _grown(self, weights: np.ndarray, inverse: PackedSymmetric) -> tuple[np.ndarray, PackedSymmetric]:
-        """The Newton state ``(u, A^{-1})`` in the embedding grown by one coordinate (new objects)."""
-        return np.append(weights, 0.0), inverse.extended(1.0 / self.alpha)
+        """The Newton state ``(u, A^{-1})`` in the embedding grown by one coordinate (new objects); the
+        weights of the multinomial round grow by a row."""
+        grown = np.concatenate([weights, np.zeros((1, *weights.shape[1:]))])
+        return grown, inverse.extended(1.0 / self.alpha)
 
     # ----------------------------------------------------------------- the round
-    def _learn(self, x: np.ndarray, y: float) -> tuple[float, float]:
-        phi, kxx = self._features(x)
-        y_bar = float(phi @ self._weights)
-        if not math.isfinite(y_bar):
-            raise NumericalError("the prediction overflowed for this input.")
-        y_hat = self._clip(y_bar)
-        excess = y_bar - y_hat  # h(ybar_t)
-        gdot = self._loss.derivative(y_hat, y)
-        scale = self._sqrt_eta * gdot
-
+    def _embedded(self, x: np.ndarray, phi: np.ndarray, kxx: float
+                  ) -> tuple[np.ndarray, PackedSymmetric, np.ndarray, tuple[Any, np.ndarray, float] | None]:
+        """KORS's decision on ``x`` (see *Growth*): the weights, ``A^{-1}`` and ``phi`` in the embedding
+        of this round, and what joins the dictionary (None: nothing); nothing committed."""
         weights, inverse = self._weights, self._inverse
         joining = None
         if self._factor.size < self.max_dictionary and not self._growth_held:
@@ -241,6 +240,30 @@ class NystromKONS(Learner):
                 joining = (proposal, phi, rho)
                 weights, inverse = self._grown(weights, inverse)
                 phi = np.append(phi, rho)  # x_t's coordinates in the grown embedding
+        return weights, inverse, phi, joining
+
+    def _commit(self, joining: tuple[Any, np.ndarray, float] | None, inverse: PackedSymmetric,
+                weights: np.ndarray, shrink: float, v: np.ndarray) -> None:
+        """Keep the round: the new member, the weights and the Sherman-Morrison update of ``A^{-1}``."""
+        if joining is not None:
+            self._kors.add(joining[0])
+            self._factor.append(joining[1], joining[2])
+        self._inverse = inverse
+        self._weights = weights
+        if shrink != 0.0:
+            inverse.rank_one_update(-shrink, v)  # Sherman-Morrison (Eq. 2)
+
+    def _learn(self, x: np.ndarray, y: float) -> tuple[float, float]:
+        phi, kxx = self._features(x)
+        y_bar = float(phi @ self._weights)
+        if not math.isfinite(y_bar):
+            raise NumericalError("the prediction overflowed for this input.")
+        y_hat = self._clip(y_bar)
+        excess = y_bar - y_hat  # h(ybar_t)
+        gdot = self._loss.derivative(y_hat, y)
+        scale = self._sqrt_eta * gdot
+
+        weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)  # A_{t-1}^{-1} phi_t
         # s_t > 0 in exact arithmetic; rounding can leave it at zero, and h/s then overflows and is
         # rejected below instead of corrupting the state.
@@ -251,16 +274,31 @@ class NystromKONS(Learner):
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
         check_finite(new_weights, s, shrink * float((v * v).max(initial=0.0)))
-
-        # Commit: nothing above has touched the state.
-        if joining is not None:
-            self._kors.add(joining[0])
-            self._factor.append(joining[1], joining[2])
-        self._inverse = inverse
-        self._weights = new_weights
-        if shrink != 0.0:
-            inverse.rank_one_update(-shrink, v)  # Sherman-Morrison (Eq. 2)
+        self._commit(joining, inverse, new_weights, shrink, v)  # nothing above has touched the state
         return y_hat, ridge_leverage(c2 * s)
+
+    # ----------------------------------------------------------------- the multinomial round
+    # The classes' scores share A^{-1} (kons._multinomial) and the embedding; the weights become the
+    # (j, K-1) matrix of their columns.
+    def _widen(self, outputs: int) -> None:
+        self._weights = widened(self._weights, outputs)
+
+    def _class_scores(self, x: np.ndarray) -> np.ndarray:
+        clipped: np.ndarray = np.clip(self._features(x)[0] @ self._weights, -self.C, self.C)
+        return clipped
+
+    def _learn_class(self, x: np.ndarray, label: int) -> tuple[np.ndarray, float]:
+        phi, kxx = self._features(x)
+        margins = phi @ self._weights
+        check_finite(margins)
+        weights, inverse, phi, joining = self._embedded(x, phi, kxx)
+        v = inverse.matvec(phi)
+        s = float(phi @ v)
+        probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
+        new_weights = weights - np.outer(v, step)
+        check_finite(new_weights, shrink * float((v * v).max(initial=0.0)))
+        self._commit(joining, inverse, new_weights, shrink, v)
+        return probabilities, shrink * max(s, TINY)
 
     # ----------------------------------------------------------------- statistics and state
     def _model_stats(self) -> dict[str, Any]:
@@ -279,8 +317,9 @@ class NystromKONS(Learner):
         self._inverse = PackedSymmetric(arrays["inverse"])
         self._weights = np.asarray(arrays["weights"], dtype=np.float64)
         size = self._kors.size
-        if (self._weights.shape != (size,) or not self._factor.size == self._inverse.size == size
-                or size > self.max_dictionary):
+        # the weights of one score, or the (j, K-1) columns of the multinomial round
+        if (self._weights.shape[:1] != (size,) or self._weights.ndim > 2
+                or not self._factor.size == self._inverse.size == size or size > self.max_dictionary):
             raise ValueError("dictionary arrays are inconsistent")
 
     # ----------------------------------------------------------------- diagnostics

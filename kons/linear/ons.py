@@ -6,10 +6,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._multinomial import newton_outputs, widened
 from kons._numerics import check_finite
 from kons._validation import Constraint
+from kons.errors import InvalidParameterError
 from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
 from kons.linear._linalg import checked_matrix, checked_vector
+from kons.sparse import SparseVector
 
 __all__ = ["ONS"]
 
@@ -58,6 +61,7 @@ class ONS(LinearLearner):
     """
 
     name = "ons"
+    multinomial = True
     _parameter_constraints: ClassVar[dict[str, Constraint]] = SECOND_ORDER_CONSTRAINTS
     _eta_from_curvature = True
     _eta: float  # resolved in _set_params, never None here
@@ -108,10 +112,39 @@ class ONS(LinearLearner):
             self._Ainv -= shrink  # Sherman-Morrison (Eq. 2)
         return y_hat, leverage(self._sqrt_eta * gdot, s), gdot
 
+    # ----------------------------------------------------------------- the multinomial round
+    # The classes' scores share A^{-1} (kons._multinomial); u becomes the (d, K-1) matrix of their
+    # weights. Without the diagonal adaptation, which would need one D per class.
+    def _widen(self, outputs: int) -> None:
+        if self.diagonal:
+            raise InvalidParameterError("the multinomial round of ONS has no diagonal adaptation.")
+        self._u = widened(self._u, outputs)
+
+    def _class_scores(self, x: np.ndarray | SparseVector) -> np.ndarray:
+        f = self._features(x)
+        clipped: np.ndarray = np.clip(f.values @ self._u[f.index], -self.C, self.C)
+        return clipped
+
+    def _learn_class(self, x: np.ndarray | SparseVector, label: int) -> tuple[np.ndarray, float]:
+        f = self._features(x)
+        v = f.cols(self._Ainv)  # A^{-1} x
+        s = f.dot(v)
+        margins = f.values @ self._u[f.index]
+        check_finite(margins)
+        probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
+        u = self._u - np.outer(v, step)
+        check_finite(u, shrink)
+        self._u = u
+        if shrink != 0.0:
+            self._Ainv -= shrink * np.outer(v, v)  # Sherman-Morrison
+        return probabilities, shrink * s
+
     def _arrays(self) -> dict[str, np.ndarray]:
         return {"u": self._u, "Ainv": self._Ainv, **super()._arrays()}
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         super()._restore(arrays, scalars)
-        self._u = checked_vector(arrays["u"], self._dim)
+        u = arrays["u"]
+        # the weights of one score, or the (d, K-1) columns of the multinomial round
+        self._u = checked_vector(u, self._dim) if u.ndim == 1 else checked_matrix(u, self._dim, u.shape[1])
         self._Ainv = checked_matrix(arrays["Ainv"], self._dim, self._dim)

@@ -108,11 +108,13 @@ class FeedbackResult:
 @dataclass(eq=False, slots=True)
 class _Request:
     """A feedback request waiting for its writer: its items, its client's id and the digest of its body
-    (None without an id), and, once written, its answer or error."""
+    (None without an id), the newest version its client was answered (None: not sent), and, once
+    written, its answer or error."""
 
     items: Sequence[Feedback]
     id: str | None
     fingerprint: str | None
+    seen: int | None = None
     result: FeedbackResult | None = None
     error: BaseException | None = None
 
@@ -186,13 +188,15 @@ class FeedbackWriter:
         self._retention = RequestRetention(settings.request_id_ttl_seconds * 1000, settings.request_ids_max)
 
     async def write(
-        self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None
+        self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None, seen: int | None = None
     ) -> FeedbackResult:
-        """Apply the rounds in order, once; a ``request_id`` already applied gets that request's answer."""
+        """Apply the rounds in order, once; a ``request_id`` already applied gets that request's answer.
+        ``seen``: the newest version the client was answered; the head the rounds are appended to must
+        not be below it (else a rollback is reported: :mod:`.rollbacks`)."""
         ids = [it.id for it in items if it.id is not None]
         if len(set(ids)) != len(ids):
             raise kons.InvalidInputError("a batch must not name the same id twice.")
-        request = _Request(items, request_id, _fingerprint(items) if request_id else None)
+        request = _Request(items, request_id, _fingerprint(items) if request_id else None, seen)
         entry = self.cache.entry(ref)
         entry.queue.append(request)
         try:
@@ -539,12 +543,17 @@ class FeedbackWriter:
         match outcome.reason:
             case AppendStatus.APPLIED:
                 entry.appended(outcome.version, outcome.tip, outcome.stride)
+                if self.cache.marks is not None:  # (a retry's earlier answer was marked when it was given)
+                    self.cache.marks.acknowledged(ref, Head(entry.incarnation, entry.version, 0, entry.tip))
                 learner = entry.loaded()
                 losses = [loss for request_losses in played.losses for loss in request_losses]
                 entry.count_rounds(len(losses), played.logged_bytes, played.seconds)
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 self.metrics.count_rounds(ref, learner.loss, losses)
                 self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
+                for request in group:  # the head appended to is the store's: no client saw beyond it
+                    if request.seen is not None:
+                        self.cache.rollbacks.seen(ref, request.seen, head.incarnation, head.version)
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version

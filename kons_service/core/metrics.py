@@ -104,6 +104,15 @@ class Metrics:
         self.rollbacks = Counter("kons_history_rollbacks", "Times a process found that the store lost rounds "
                                  "its cached learner held (a Redis rollback) and rebuilt from the store.",
                                  registry=r)
+        self.rollbacks_detected = Counter(
+            "kons_rollbacks_detected", "Redis rollbacks reported, by who saw them: this process's memory "
+            "(process), the acknowledged versions kept outside Redis (marks), a client's Kons-Seen-Version "
+            "(client); see kons_service/core/rollbacks.py.", ["seen_by"], registry=r)
+        for seen_by in ("process", "marks", "client"):
+            self.rollbacks_detected.labels(seen_by)
+        self.rollback_rounds_lost = Counter(
+            "kons_rollback_rounds_lost", "Acknowledged rounds the reported rollbacks removed (at least).",
+            registry=r)
         self.takeovers = Counter("kons_lease_takeovers", "Writer leases taken over from a holder whose "
                                  "process was gone (instead of waiting for the lease to expire).", registry=r)
         self.lease_waits = Counter("kons_lease_waits", "Times a write waited for another writer.", registry=r)
@@ -142,7 +151,7 @@ class Metrics:
         self.learner_loss = Counter("kons_learner_loss", "Sum of the losses of the acknowledged rounds, "
                                     "per learner and loss.", [*labels, "loss"], registry=r)
         self.learner_rollbacks = Counter("kons_learner_history_rollbacks", "Redis rollbacks found, per "
-                                         "learner (see kons_history_rollbacks).", labels, registry=r)
+                                         "learner (see kons_rollbacks_detected).", labels, registry=r)
         # ... and gauges of its state, as last set by any worker
         self.learner_version = Gauge("kons_learner_version", "Rounds in the learner's history.", labels,
                                      registry=r, multiprocess_mode="mostrecent")
@@ -182,9 +191,13 @@ class Metrics:
             self.learner_rounds.labels(ref.tenant, ref.name).inc(len(losses))
             self.learner_loss.labels(ref.tenant, ref.name, loss).inc(sum(losses))
 
-    def count_rollback(self, ref: LearnerRef) -> None:
-        """The store lost rounds of ``ref`` that this process held."""
-        self.rollbacks.inc()
+    def count_rollback(self, ref: LearnerRef, seen_by: str, rounds: int) -> None:
+        """The store lost at least ``rounds`` acknowledged rounds of ``ref``; ``seen_by`` as in
+        :mod:`kons_service.core.rollbacks`."""
+        self.rollbacks_detected.labels(seen_by).inc()
+        self.rollback_rounds_lost.inc(rounds)
+        if seen_by == "process":
+            self.rollbacks.inc()
         if self.per_learner:
             self.learner_rollbacks.labels(ref.tenant, ref.name).inc()
 

@@ -40,6 +40,7 @@ from kons_service.core.learning import (
     numerics,
     offload,
 )
+from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
@@ -122,7 +123,11 @@ class LearnerService:
         self.settings = settings
         self.metrics = metrics
         self.snapshots = Snapshotter(store, settings, metrics)
-        self.cache = LearnerCache(store, settings, metrics, on_evict=self.snapshots.schedule)
+        marks = None
+        if settings.ack_marks_dir is not None:
+            marks = AckMarks(settings.ack_marks_dir, store.process_name, settings.ack_marks_fsync_seconds)
+        self.cache = LearnerCache(store, settings, metrics, on_evict=self.snapshots.schedule, marks=marks)
+        self._marks_task: asyncio.Task[None] | None = None
         self.history_recorder = HistoryRecorder(store, settings)
         self.budget = TenantBudget(store, settings)
         self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
@@ -131,6 +136,9 @@ class LearnerService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        if self.cache.marks is not None:
+            self.cache.marks.open()
+            self._marks_task = asyncio.create_task(self.cache.marks.run())
         self.snapshots.start(self.cache)
         self.eviction.start()
 
@@ -140,6 +148,11 @@ class LearnerService:
         await self.eviction.close()
         await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
+        if self._marks_task is not None:
+            self._marks_task.cancel()
+            await asyncio.gather(self._marks_task, return_exceptions=True)
+        if self.cache.marks is not None:
+            self.cache.marks.close()
 
     async def store_problem(self) -> str | None:
         """Why the store could silently lose acknowledged rounds or learners (None: no known reason)."""
@@ -203,8 +216,11 @@ class LearnerService:
         version = 0 if created else (await self.cache.head(ref)).version
         return Created(created, LearnerSummary(ref.name, json.loads(text), version))
 
-    async def describe(self, ref: LearnerRef) -> LearnerDetails:
+    async def describe(self, ref: LearnerRef, seen: int | None = None) -> LearnerDetails:
+        """The learner's summary and stats; ``seen``: the newest version the caller was answered, if it
+        sent it back (a head below it is a rollback: :mod:`.rollbacks`)."""
         async with self.cache.current(ref) as (entry, learner):
+            self._check_seen(ref, seen, entry.incarnation, entry.version)
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
@@ -222,16 +238,21 @@ class LearnerService:
     async def delete(self, ref: LearnerRef) -> None:
         existed = await self.store.delete(ref)
         self.cache.drop(ref)
+        if self.cache.marks is not None:
+            self.cache.marks.forget(ref)
         self.metrics.forget_learner(ref)
         if not existed:
             raise not_found(ref)
 
     # ------------------------------------------------------------------ rounds
-    async def predict(self, ref: LearnerRef, xs: Sequence[Any], ids: Sequence[str] | None) -> Predictions:
-        """Predictions on the learner's newest state; remembers features under ``ids`` if given."""
+    async def predict(self, ref: LearnerRef, xs: Sequence[Any], ids: Sequence[str] | None,
+                      seen: int | None = None) -> Predictions:
+        """Predictions on the learner's newest state; remembers features under ``ids`` if given; ``seen``
+        as for :meth:`describe`."""
         self._check_batch(len(xs))
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
+            self._check_seen(ref, seen, entry.incarnation, entry.version)
             check_rows(learner, rows)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
@@ -254,15 +275,17 @@ class LearnerService:
             raise not_found(ref)
 
     async def feedback(
-        self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None = None
+        self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None = None,
+        seen: int | None = None
     ) -> FeedbackResult:
         """Apply the rounds in order once logged (see :mod:`kons_service.core.feedback`).
 
         A ``request_id`` that was already applied returns that request's answer and changes nothing.
+        ``seen`` as for :meth:`describe`, checked against the head the rounds are appended to.
         """
         self._check_batch(len(items))
         self.eviction.check()
-        result = await self.writer.write(ref, items, request_id)
+        result = await self.writer.write(ref, items, request_id, seen)
         if (learner := self.cache.held(ref)) is not None:
             self.limiter.charge_work(ref.tenant, len(items) * learner.state_nbytes())
         return result
@@ -273,6 +296,10 @@ class LearnerService:
         per-learner budget."""
         estimate = check_budget(unsized, dim, self.settings.learner_max_bytes)
         return canonical({**config_of(unsized), "dim": dim}), estimate
+
+    def _check_seen(self, ref: LearnerRef, seen: int | None, incarnation: str, version: int) -> None:
+        if seen is not None:
+            self.cache.rollbacks.seen(ref, seen, incarnation, version)
 
     def _check_batch(self, rows: int) -> None:
         if rows > self.settings.max_batch:

@@ -16,7 +16,7 @@ from kons_service.http.auth import Authenticator
 from kons_service.settings import NAME_RULE, Settings, valid_name
 from kons_service.store import LearnerRef
 
-__all__ = ["LearnerDep", "ServiceDep", "SettingsDep", "TenantDep"]
+__all__ = ["LearnerDep", "SeenVersion", "ServiceDep", "SettingsDep", "TenantDep"]
 
 async def _service(request: Request) -> LearnerService:
     service: LearnerService = request.app.state.service
@@ -45,3 +45,12 @@ async def _learner(name: str, tenant: TenantDep) -> LearnerRef:
 
 
 LearnerDep = Annotated[LearnerRef, Depends(_learner)]
+
+
+#: The newest learner version the client was answered, sent back so that a store that lost it (a Redis
+#: rollback) is reported even by a process that never held those rounds, or one restarted since.
+SeenVersion = Annotated[int | None, Header(
+    alias="Kons-Seen-Version", ge=0, description=(
+        "Optional: the newest version of this learner you were answered. If the learner's store is "
+        "below it, Redis lost acknowledged rounds (a rollback): the service logs and counts it (it does "
+        "not change the answer). Forget it after deleting, re-creating or uploading the learner."))]

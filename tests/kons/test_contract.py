@@ -105,8 +105,19 @@ def _bad_inputs(dim: int) -> list[object]:
         np.zeros(0),
         None,
         3.0,  # a scalar is 0-D
-        {"a": 1.0},
+        {"a": [1.0]},  # a list inside a record
+        {"a": {"b": 1.0}},  # a nested record
+        {"a": float("nan")},
     ]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not kons.LEARNERS[n].accepts_records])
+def test_a_paper_exact_learner_refuses_a_record_naming_auto(name: str) -> None:
+    learner = make_learner(name)
+    fresh = learner.to_bytes()
+    with pytest.raises(kons.InvalidInputError, match="'auto'"):
+        learner.learn_one({"a": 1.0}, 1.0)
+    assert learner.to_bytes() == fresh
 
 
 BAD_LABELS = [True, False, "1", None, float("nan"), float("inf"), [1.0], np.array([1.0, 2.0])]

@@ -1,7 +1,9 @@
 """States saved by an earlier kons still load and continue exactly (``tests/data/state_blobs.npz``).
 
 The blobs were written by ``tests/data/make_state_blobs.py`` with the flat ``kons/`` layout of commit
-8496649; the recorded plays and predictions are what that code produced after restoring them.
+8496649; the recorded plays and predictions are what that code produced after restoring them. The
+preprocessing learners' blobs (``tests/data/preprocessing_blobs.npz``) were written before records existed
+(5e630af) by ``tests/data/make_preprocessing_blobs.py``.
 """
 
 from __future__ import annotations
@@ -58,3 +60,31 @@ def test_an_old_blob_loads_and_continues_identically(case: str) -> None:
     np.testing.assert_array_equal(played, SAVED[f"{case}/played"])
     predicted = [learner.predict_one(_example(case, x)) for x in X]
     np.testing.assert_array_equal(predicted, SAVED[f"{case}/predicted"])
+
+
+_PREPROCESSING_BLOBS = Path(__file__).parents[1] / "data" / "preprocessing_blobs.npz"
+
+
+def _preprocessing_saved() -> dict[str, np.ndarray]:
+    with np.load(_PREPROCESSING_BLOBS) as data:
+        return {key: data[key] for key in data.files}
+
+
+PREPROCESSING_SAVED = _preprocessing_saved()
+
+
+@pytest.mark.parametrize("case", sorted({key.split("/")[0] for key in PREPROCESSING_SAVED}))
+def test_a_preprocessing_blob_from_before_records_loads_and_continues_identically(case: str) -> None:
+    # tests/data/make_preprocessing_blobs.py, run on the code before records (5e630af)
+    saved = {key.split("/")[1]: value for key, value in PREPROCESSING_SAVED.items()
+             if key.startswith(f"{case}/")}
+    blob = saved["blob"].tobytes()
+    learner = kons.load(blob)
+    assert learner.to_bytes() == blob  # no gap mask, no per-coordinate counts, no encoder for arrays
+    # Labels of a classifier as booleans: a blob saved before classes were kept restores its classes as
+    # False and True (the recorded plays are the same for 0/1 and booleans in the code that wrote them).
+    labels = [bool(t) if learner.loss == "logistic" else float(t) for t in saved["y"]]
+    played = [learner.learn_one(x, label) for x, label in zip(saved["X"], labels, strict=True)]
+    np.testing.assert_array_equal(played, saved["played"])
+    np.testing.assert_array_equal([learner.predict_one(x) for x in saved["X"]], saved["predicted"])
+    assert learner.encoding() is None

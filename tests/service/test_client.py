@@ -240,3 +240,36 @@ async def test_create_learner_defaults_to_auto_whose_first_row_fixes_dim(kons_cl
     assert (await kons_client.get_learner("d")).input_dim is None
     await kons_client.feedback("d", 2.0, x=[1.0, 2.0])
     assert (await kons_client.get_learner("d")).input_dim == 2
+
+
+class Recording(httpx.AsyncBaseTransport):
+    """In front of the app: records each request's method, path and ``Kons-Seen-Version`` header."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.sent: list[tuple[str, str, str | None]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append((request.method, request.url.path.rsplit("/", 1)[-1],
+                          request.headers.get("kons-seen-version")))
+        return await self.inner.handle_async_request(request)
+
+
+async def test_the_client_sends_back_the_newest_version_it_was_answered(make_client: AppFactory) -> None:
+    http = await make_client()
+    transport = Recording(httpx.ASGITransport(app=http.app))
+    async with AsyncClient("http://kons.test", retry=FAST, transport=transport) as kons_client:
+        await kons_client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+        await kons_client.feedback("m", 0.5, x=[0.1, 0.2, 0.3])
+        await kons_client.feedback_batch("m", [0.1, 0.2], xs=[[0.3, 0.2, 0.1], [0.0, 0.1, 0.0]])
+        await kons_client.predict("m", [0.0, 0.0, 1.0])
+        await kons_client.get_learner("m")
+        await kons_client.import_state("m", await kons_client.export_state("m"))  # a new history: forgotten
+        await kons_client.predict_batch("m", [[0.0, 0.0, 1.0]])
+        await kons_client.delete_learner("m")
+        await kons_client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+        await kons_client.predict("m", [0.0, 0.0, 1.0])
+    assert transport.sent == [
+        ("PUT", "m", None), ("POST", "feedback", None), ("POST", "feedback", "1"), ("POST", "predict", "3"),
+        ("GET", "m", "3"), ("GET", "state", None), ("PUT", "state", None), ("POST", "predict", None),
+        ("DELETE", "m", None), ("PUT", "m", None), ("POST", "predict", None)]

@@ -36,7 +36,8 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
         sent = bool(label) if i % 2 else int(label)  # booleans and {0, 1} alike
         fed = await first.post("/v1/learners/a/feedback", json={"x": x.tolist(), "y": sent})
         assert fed.status_code == 200, fed.text
-        assert fed.json()["prediction"] == local.learn_one(x, sent)
+        # the service learns the label check_round gives it: -1.0 or +1.0 for these (kons.Auto._check_y)
+        assert fed.json()["prediction"] == local.learn_one(x, local.check_round(x, sent)[1])
     probe = {"x": [0.3, 5.01e4, 3.0, -650.0]}
     asked = (await first.post("/v1/learners/a/predict", json=probe)).json()
     assert asked == {"prediction": local.predict_one(probe["x"]), "version": 70}
@@ -48,7 +49,7 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
     second = await make_client()  # a fresh app: its learner comes from Redis alone
     assert (await second.post("/v1/learners/a/predict", json=probe)).json() == asked
     more = (await second.post("/v1/learners/a/feedback", json={"x": X[0].tolist(), "y": False})).json()
-    assert more["prediction"] == local.learn_one(X[0], False) and more["version"] == 71
+    assert more["prediction"] == local.learn_one(X[0], -1.0) and more["version"] == 71
     assert (await second.get("/v1/learners/a/state")).content == local.to_bytes()
 
 

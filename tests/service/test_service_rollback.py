@@ -161,3 +161,48 @@ async def test_a_replica_whose_next_write_finds_its_rounds_lost_reports_it(
     assert any("lost rounds" in r.getMessage() and "version 8" in r.getMessage() for r in caplog.records)
     assert value((await a.get("/metrics")).text, "kons_history_rollbacks_total") == 1
     assert (await a.get(f"{URL}/state")).content == (await b.get(f"{URL}/state")).content
+
+
+async def test_a_replica_that_never_held_the_lost_rounds_reports_them_from_a_clients_seen_version(
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a, which has since lost its memory of them (a restart), held the lost rounds 7 and 8; the
+    client that was answered version 8 sends it back to b, which never held them: b reports the loss
+    with its extent, once, whichever route the version comes with."""
+    a, b = await make_client(), await make_client()
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, _rounds(1, 6, 0.0))
+    assert (await b.post(f"{URL}/predict", json={"x": PROBE})).json()["version"] == 6
+    before_loss = _dump(redis_server)
+    await _feed(a, _rounds(7, 2, 1.0))  # the client was answered version 8, then Redis lost 7 and 8
+    _restore(redis_server, before_loss)
+
+    seen = {"Kons-Seen-Version": "8"}
+    with caplog.at_level(logging.ERROR, logger="kons_service.cache"):
+        fed = await b.post(f"{URL}/feedback", json={"x": PROBE, "y": 0.5}, headers=seen)
+        assert fed.status_code == 200 and fed.json()["version"] == 7  # the answer is unchanged
+        for headers in (seen, {"Kons-Seen-Version": "7"}, {}):  # the same loss again; none; none sent
+            assert (await b.post(f"{URL}/predict", json={"x": PROBE}, headers=headers)).status_code == 200
+        assert (await b.get(URL, headers=seen)).status_code == 200
+    reports = [r.getMessage() for r in caplog.records if "a client was answered" in r.getMessage()]
+    assert len(reports) == 1, reports
+    assert ("saw version 8, the store's head is version 6; lost at least versions 7 to 8 (2 rounds)"
+            in reports[0])
+    scraped = (await b.get("/metrics")).text
+    assert value(scraped, "kons_rollbacks_detected_total", seen_by="client") == 1
+    assert value(scraped, "kons_rollback_rounds_lost_total") == 2
+    assert value(scraped, "kons_history_rollbacks_total") == 0  # b's own memory saw nothing
+    assert (await b.get("/readyz")).json()["rollbacks"] == {"detected": 1, "rounds_lost": 2}
+
+
+@pytest.mark.parametrize("sent", ["eight", "-1", "8.5", ""])
+async def test_a_malformed_seen_version_is_a_422_that_changes_nothing(
+    client: httpx.AsyncClient, sent: str
+) -> None:
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    answer = await client.post(f"{URL}/feedback", json={"x": PROBE, "y": 0.5},
+                               headers={"Kons-Seen-Version": sent})
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "validation_error" and error["details"][0]["field"] == "header.Kons-Seen-Version"
+    assert (await client.get(URL)).json()["version"] == 0

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from kons_service.http.body import KonsRoute
-from kons_service.http.deps import LearnerDep, ServiceDep, SettingsDep, TenantDep
+from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep, SettingsDep, TenantDep
 from kons_service.http.routers import V1
 from kons_service.http.schemas import (
     LearnerHistory,
@@ -47,8 +47,8 @@ async def list_learners(
 
 
 @router.get("/{name}", response_model=LearnerInfo)
-async def get_learner(ref: LearnerDep, service: ServiceDep) -> LearnerInfo:
-    return LearnerInfo(**asdict(await service.describe(ref)))
+async def get_learner(ref: LearnerDep, service: ServiceDep, seen: SeenVersion = None) -> LearnerInfo:
+    return LearnerInfo(**asdict(await service.describe(ref, seen)))
 
 
 @router.get("/{name}/history", response_model=LearnerHistory)

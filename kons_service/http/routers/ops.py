@@ -55,7 +55,8 @@ async def readyz(request: Request) -> JSONResponse:
             durability, _ = await request.app.state.service.durability()
     except (StoreUnavailableError, OSError, TimeoutError):
         durability = None  # a probe answers on reachability and eviction; this part is informative
-    return JSONResponse({"status": "ready", "durability": durability})
+    rollbacks = request.app.state.service.cache.rollbacks.summary()  # seen by this process since it started
+    return JSONResponse({"status": "ready", "durability": durability, "rollbacks": rollbacks})
 
 
 @router.get("/dashboard", response_class=HTMLResponse)

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
-from kons_service.http.deps import LearnerDep, ServiceDep
+from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
 from kons_service.http.routers import V1
 from kons_service.http.schemas import (
     BatchFeedbackResponse,
@@ -24,9 +24,9 @@ router = APIRouter(prefix=f"{V1}/learners", tags=["rounds"], route_class=KonsRou
 
 @router.post("/{name}/predict", response_model=PredictResponse | BatchPredictResponse)
 async def predict(
-    ref: LearnerDep, body: PredictRequest, service: ServiceDep
+    ref: LearnerDep, body: PredictRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> PredictResponse | BatchPredictResponse:
-    result = await service.predict(ref, body.rows(), body.row_ids())
+    result = await service.predict(ref, body.rows(), body.row_ids(), seen)
     if body.xs is None:
         return PredictResponse(prediction=result.predictions[0], version=result.version)
     return BatchPredictResponse(predictions=result.predictions, version=result.version)
@@ -34,10 +34,10 @@ async def predict(
 
 @router.post("/{name}/feedback", response_model=FeedbackResponse | BatchFeedbackResponse)
 async def feedback(
-    ref: LearnerDep, body: FeedbackRequest, service: ServiceDep
+    ref: LearnerDep, body: FeedbackRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> FeedbackResponse | BatchFeedbackResponse:
     rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
-    result = await service.feedback(ref, rounds, body.request_id)
+    result = await service.feedback(ref, rounds, body.request_id, seen)
     predictions, losses, version = result.predictions, result.losses, result.version
     if body.items is None:
         return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version)

@@ -53,6 +53,43 @@ def _river_checks(kind: str) -> list[object]:
     return cases
 
 
+def _default_checks() -> list[object]:
+    """River's checks of the adapters with no learner: the self-tuning ``auto`` (multi-class)."""
+    cases: list[object] = []
+    for model in (KonsRegressor(), KonsClassifier()):
+        for i, check in enumerate(checks.yield_checks(model)):
+            marks = [pytest.mark.slow] if check.__name__ == "check_bounded_memory_growth" else []
+            cases.append(pytest.param(model, check, id=f"{type(model).__name__}-auto-{i}-{check.__name__}",
+                                      marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize(("model", "check"), _default_checks())
+def test_river_checks_of_the_default_auto_learners(model: KonsRegressor | KonsClassifier,
+                                                   check: Callable[[Any], object]) -> None:
+    check(model.clone())
+
+
+def test_the_default_classifier_learns_many_classes_of_any_kind() -> None:
+    model = KonsClassifier()
+    assert isinstance(model.fitted_learner, kons.Auto) and model._multiclass
+    assert model.predict_one({"a": 1.0}) is None and model.predict_proba_one({"a": 1.0}) == {}
+    labels = ["red", 3, True, "blue"]
+    rng = np.random.default_rng(0)
+    hits = []
+    for _ in range(400):
+        c = int(rng.integers(4))
+        x: dict[Hashable, Any] = {"a": c + 0.3 * rng.normal(), "b": 100.0 * (c % 2) + rng.normal(),
+                                  "c": rng.normal()}
+        hits.append(model.predict_one(x) == labels[c])
+        model.learn_one(x, labels[c])
+    proba = model.predict_proba_one({"a": 2.0, "b": 0.0, "c": 0.0})
+    assert set(proba) == set(labels) and abs(sum(proba.values()) - 1.0) < 1e-12
+    assert np.mean(hits[200:]) > 0.9
+    restored = KonsClassifier.from_bytes(model.to_bytes())
+    assert restored.predict_proba_one({"a": 2.0, "b": 0.0, "c": 0.0}) == proba
+
+
 @pytest.mark.parametrize(("model", "check"), _river_checks("regressor"))
 def test_river_regressor_checks(model: KonsRegressor, check: Callable[[KonsRegressor], object]) -> None:
     check(model.clone())
@@ -103,7 +140,8 @@ def test_dict_rounds_equal_the_learners_rounds_on_arrays() -> None:
 
 
 def test_online_map_grows_in_sorted_order_and_ignores_names_past_the_dimension() -> None:
-    model = KonsRegressor(kons.learner_from_params("ons", {"dim": 3, "C": 5.0}))
+    # The map is for the paper-exact learners (a preprocessing learner encodes records itself).
+    model = KonsRegressor(kons.learner_from_params("ons", {"dim": 3, "C": 5.0, "preprocess": False}))
     model.learn_one({"b": 1.0, "a": 2.0}, 1.0)
     assert model.feature_names == ["a", "b"]
     assert model.predict_one({"a": 1.0, "zz": 5.0}) == model.predict_one({"a": 1.0})  # unknown: no weight
@@ -111,12 +149,13 @@ def test_online_map_grows_in_sorted_order_and_ignores_names_past_the_dimension()
     model.learn_one({"d": 1.0, "c": 1.0, "a": 0.5}, 0.5)  # one free coordinate: "c" takes it, "d" is dropped
     assert model.feature_names == ["a", "b", "c"]
     assert model.stats()["ignored_features"] == 1
-    assert KonsRegressor(kons.learner_from_params("ons", {})).fitted_learner.dim == DEFAULT_DIM
+    exact = kons.learner_from_params("ons", {"preprocess": False})
+    assert KonsRegressor(exact).fitted_learner.dim == DEFAULT_DIM
 
 
 def test_feature_hasher_in_front_fills_the_dimension_and_drops_nothing() -> None:
     model = preprocessing.FeatureHasher(n_features=16, seed=0) | KonsRegressor(
-        kons.learner_from_params("adagrad", {"dim": 16})
+        kons.learner_from_params("adagrad", {"dim": 16, "preprocess": False})
     )
     for i in range(200):  # 200 distinct names hashed into 16 coordinates
         model.learn_one({f"word{i}": 1.0, f"word{i + 1}": 0.5}, 0.1)
@@ -139,7 +178,7 @@ def test_declared_features_fix_the_map() -> None:
 
 
 def test_bad_input_is_rejected_and_changes_nothing() -> None:
-    model = KonsRegressor(kons.learner_from_params("sketched_kons", {}))
+    model = KonsRegressor(kons.learner_from_params("sketched_kons", {"preprocess": False}))
     model.learn_one({"a": 1.0}, 0.5)
     before = model.to_bytes()
     with pytest.raises(InvalidInputError, match="non-numeric"):
@@ -152,10 +191,45 @@ def test_bad_input_is_rejected_and_changes_nothing() -> None:
     clf = KonsClassifier(kons.learner_from_params("ons", {"loss": "logistic"}))
     with pytest.raises(InvalidInputError, match="binary"):
         clf.learn_one({"a": 1.0}, "spam")
+    records = KonsRegressor(kons.Auto())
+    records.learn_one({"a": 1.0, "b": "red"}, 0.5)
+    before = records.to_bytes()
+    bad_records: list[dict[Hashable, Any]] = [{"a": [1.0]}, {"a": {"b": 1.0}}, {"a": float("nan")}]
+    for bad in bad_records:
+        with pytest.raises(InvalidInputError):
+            records.learn_one(bad, 0.5)
+    assert records.to_bytes() == before
+
+
+def test_dicts_with_strings_and_none_go_through_the_records_path() -> None:
+    rng = np.random.default_rng(0)
+    rows = [{"city": ["Paris", "Lyon", "Lille"][i % 3], "rooms": None if i % 9 == 0 else float(i % 4),
+             7: float(rng.normal())} for i in range(120)]
+    targets = [{"Paris": 3.0, "Lyon": 2.0, "Lille": 1.0}[str(r["city"])] + float(rng.normal(scale=0.1))
+               for r in rows]
+    model, direct = KonsRegressor(kons.Auto()), kons.Auto()
+    for row, y in zip(rows, targets, strict=True):
+        record = {str(k): v for k, v in row.items()}
+        assert model.predict_one(row) == direct.predict_one(record)
+        model.learn_one(row, y)
+        direct.learn_one(record, y)
+    assert model.fitted_learner.to_bytes() == direct.to_bytes()
+    encoding = model.fitted_learner.encoding()
+    assert encoding is not None
+    assert {f["name"]: f["kind"] for f in encoding["features"]} == {"7": "numeric", "city": "categorical",
+                                                                    "rooms": "numeric"}
+    assert model.stats()["features"] == 3 and model.feature_names == []
+    restored = KonsRegressor.from_bytes(model.to_bytes())
+    assert restored.predict_one(rows[0]) == model.predict_one(rows[0])
+    classifier = KonsClassifier(kons.learner_from_params("ons", {"loss": "logistic"}))
+    for row, y in zip(rows, targets, strict=True):
+        classifier.learn_one(row, y > 2.5)
+    assert classifier.predict_one({"city": "Paris", "rooms": 1.0}) is True
+    assert classifier.predict_one({"city": "Lille", "rooms": None}) is False
 
 
 def test_classifier_probability_is_the_sigmoid_of_the_log_odds() -> None:
-    clf = KonsClassifier(kons.learner_from_params("ons", {"loss": "logistic", "C": 5.0}))
+    clf = KonsClassifier(kons.learner_from_params("ons", {"loss": "logistic", "C": 5.0, "preprocess": False}))
     for i in range(50):
         clf.learn_one({"a": float(i % 2), "b": 1.0}, i % 2 == 1)
     margin = clf.fitted_learner.predict_one(np.r_[1.0, 1.0, np.zeros(DEFAULT_DIM - 2)])
@@ -189,7 +263,7 @@ def test_state_round_trip_continues_identically(declared: bool) -> None:
 
 
 def test_state_from_elsewhere_is_rejected() -> None:
-    model = KonsRegressor(kons.learner_from_params("ons", {}))
+    model = KonsRegressor(kons.learner_from_params("ons", {"preprocess": False}))
     with pytest.raises(StateFormatError):
         KonsClassifier.from_bytes(model.to_bytes())
     with pytest.raises(StateFormatError):

@@ -22,7 +22,9 @@ from tests.streams import load_stream
 # "preprocessed" and "auto" are built differently (an algorithm to wrap; a task) and tested in
 # tests/kons/test_preprocessing.py and tests/kons/test_auto.py.
 NAMES = sorted(n for n, cls in kons.LEARNERS.items() if not cls.preprocesses)
+# and the defaults, the self-tuning "auto" (a multi-class classifier)
 ESTIMATORS = [cls(algorithm=name) for name in NAMES for cls in (KonsRegressor, KonsClassifier)]
+ESTIMATORS += [KonsRegressor(), KonsClassifier()]
 
 # check_regressors_train fits the 200 rows of scikit-learn's regression set and asks for R^2 > 0.5 on those
 # same rows: it assumes batch training run to convergence. fit() here is one online pass, and in one pass
@@ -54,7 +56,8 @@ def test_nested_kernel_parameters_get_set_and_clone() -> None:
     assert given["kernel"] == RBF(gamma=0.5)  # set_params builds a new dict
     copy = clone(model)
     assert copy.get_params(deep=True) == model.get_params(deep=True) and copy.params is not model.params
-    default = KonsClassifier().set_params(params__kernel__gamma=3.0)  # the default kernel, nested
+    # the default kernel, nested
+    default = KonsClassifier(algorithm="sketched_kons").set_params(params__kernel__gamma=3.0)
     assert default.params == {"kernel": {"name": "rbf", "gamma": 3.0}}
     with pytest.raises(ValueError, match="Invalid parameter"):
         model.set_params(kernel=1.0)
@@ -105,12 +108,34 @@ def test_probabilities_only_for_the_logistic_loss() -> None:
 
 def test_classifier_rejects_a_third_class_and_a_missing_first_classes() -> None:
     X = load_stream("breast-cancer", 30).X
-    model = KonsClassifier()
+    model = KonsClassifier(algorithm="sketched_kons")
     with pytest.raises(ValueError, match="Only binary"):
         model.partial_fit(X[:10], np.ones(10))  # one class and no classes= on the first call
     model.partial_fit(X[:10], np.ones(10), classes=[0, 1])
     with pytest.raises(ValueError, match="not in classes_"):
         model.partial_fit(X[10:20], np.full(10, 2))
+
+
+def test_the_default_classifier_is_multi_class_and_learns_new_classes() -> None:
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])[y]
+    model = KonsClassifier()
+    assert model.__sklearn_tags__().classifier_tags.multi_class and not hasattr(model, "decision_function")
+    model.partial_fit(X[:100][y[:100] < 5], names[:100][y[:100] < 5])  # five classes first
+    assert model.classes_.tolist() == sorted(["zero", "one", "two", "three", "four"])
+    model.partial_fit(X[100:600], names[100:600])  # then all ten
+    assert model.classes_.tolist() == sorted(set(names))
+    proba = model.predict_proba(X[600:800])
+    assert proba.shape == (200, 10) and np.allclose(proba.sum(axis=1), 1.0)
+    assert np.mean(model.predict(X[600:800]) == names[600:800]) > 0.7
+    # the rounds are the learner's own, labels as given
+    learner = kons.Auto(task="classification", dim=X.shape[1])
+    learner.learn_many(X[:100][y[:100] < 5], names[:100][y[:100] < 5])
+    learner.learn_many(X[100:600], names[100:600])
+    columns = model.predict_proba(X[700:701])[0]
+    assert learner.predict_proba_dict_one(X[700]) == dict(zip(model.classes_, columns, strict=True))
 
 
 def test_river_and_sklearn_adapters_see_the_same_rounds() -> None:

@@ -1,0 +1,251 @@
+"""Records as features: the cost of an ``auto`` round on records, and quality on record-shaped raw streams.
+
+Two parts, both written to ``records.md``:
+
+* **Cost.** ``auto`` plays the same rows as arrays, as records (width set by the first record: 8
+  coordinates a key, at least 32) and as records in a learner given a tight ``dim`` (the record's own
+  coordinates plus its hash buckets), in alternating blocks of rounds so that each sees the same machine
+  load; the report gives the median time per round and the median of the per-block ratios to arrays.
+* **Quality.** Record-shaped raw streams built from the shared data's CSVs with named columns: 10% of
+  the cells blanked at random to ``None`` (kept, not dropped), a categorical column as strings (abalone's
+  sex, housing's RAD index, a numeric column cut into decile labels for cpu_act and magic04), rows in
+  the protocol's order (``docs/bench-protocol.md``). Each
+  learner plays every row once, predicting before it learns (progressive validation): ``auto`` and
+  ``ons`` at their defaults on the records, against River's pipeline for records as its documentation
+  writes it: ``Select(numeric) | StatImputer(mean) | StandardScaler`` plus ``Select(categorical) |
+  OneHotEncoder`` into ``LinearRegression`` (also inside ``TargetStandardScaler``, as the raw regime
+  runs it) or ``LogisticRegression``. For reference, ``auto`` on the same rows before blanking and
+  encoding (complete arrays, the categorical column as its numbers) shows what the gaps cost.
+  Regression: MSE relative to the variance of the target; classification: error rate.
+
+Run::
+
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.records --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import kons
+from benchmarks import registry
+from benchmarks.common import command_line, git_commit, machine_summary, markdown_table, require_datasets
+from benchmarks.provenance import provenance, stamp_markdown
+from kons.datasets import data_dir
+from kons.records import MIN_WIDTH, WIDTH_PER_KEY
+
+Record = dict[str, Any]
+#: name -> (task, the column made categorical, how: "code" (keep its labels) or "deciles")
+STREAMS = {
+    "abalone": ("regression", "sex", "code"),
+    "housing": ("regression", "RAD", "code"),
+    "cpu_act": ("regression", "runqsz", "deciles"),
+    "magic04": ("classification", "FAlpha", "deciles"),
+}
+BLANKED = 0.1
+
+
+def _columns(name: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The named columns and the target of ``name``, rows in the protocol's order
+    (``default_rng(0).permutation(n)``, ``docs/bench-protocol.md``)."""
+    with gzip.open(data_dir() / f"{name}.csv.gz", "rt") as f:
+        rows = list(csv.reader(f))
+    header, values = rows[0], np.array(rows[1:], dtype=np.float64)
+    values = values[np.random.default_rng(0).permutation(len(values))]
+    return header[:-1], values[:, :-1], values[:, -1]
+
+
+def record_stream(name: str, n: int, seed: int = 0
+                  ) -> tuple[list[Record], np.ndarray, list[str], list[str], np.ndarray]:
+    """The first ``n`` rows of ``name`` as records (see the module docstring), their targets, the
+    numeric and categorical names, and the rows as they were (complete, all numbers)."""
+    _, column, how = STREAMS[name]
+    header, X, y = _columns(name)
+    X, y = X[:n], y[:n]
+    j = header.index(column)
+    if how == "deciles":
+        edges = np.quantile(X[:, j], np.linspace(0.1, 0.9, 9))
+        labels = [f"{column}_q{int(k)}" for k in np.searchsorted(edges, X[:, j])]
+    else:
+        labels = [f"{column}={value:g}" for value in X[:, j]]
+    rng = np.random.default_rng(seed)
+    blank = rng.random(X.shape) < BLANKED
+    records = []
+    for i in range(len(y)):
+        record: Record = {h: None if blank[i, k] else float(X[i, k])
+                          for k, h in enumerate(header) if k != j}
+        record[column] = None if blank[i, j] else labels[i]
+        records.append(record)
+    numeric = [h for h in header if h != column]
+    return records, y, numeric, [column], X
+
+
+# ----------------------------------------------------------------------------------------- quality
+def _river(numeric: list[str], categorical: list[str], regression: bool, target_scaled: bool) -> Any:
+    from river import compose, linear_model, preprocessing, stats
+
+    imputer = preprocessing.StatImputer(*[(n, stats.Mean()) for n in numeric])  # type: ignore[no-untyped-call]
+    features = (compose.Select(*numeric) | imputer | preprocessing.StandardScaler()) + \
+        (compose.Select(*categorical) | preprocessing.OneHotEncoder())
+    if not regression:
+        return features | linear_model.LogisticRegression()
+    model = features | linear_model.LinearRegression()
+    return preprocessing.TargetStandardScaler(regressor=model) if target_scaled else model
+
+
+def _play_kons(learner: kons.Learner, records: list[Record], y: np.ndarray, regression: bool) -> np.ndarray:
+    labels = y if regression else (y > 0.5)
+    return np.array([learner.learn_one(r, t) for r, t in zip(records, labels, strict=True)])
+
+
+def _play_river(model: Any, records: list[Record], y: np.ndarray, regression: bool) -> np.ndarray:
+    played = []
+    for record, target in zip(records, y, strict=True):
+        if regression:
+            played.append(float(model.predict_one(record)))
+            model.learn_one(record, float(target))
+        else:
+            proba = model.predict_proba_one(record)
+            played.append(proba.get(True, 0.0) - proba.get(False, 0.0))  # the sign is the class
+            model.learn_one(record, bool(target > 0.5))
+    return np.array(played)
+
+
+def _score(played: np.ndarray, y: np.ndarray, regression: bool) -> float:
+    if regression:
+        return float(np.mean((played - y) ** 2) / np.var(y))
+    return float(np.mean((played > 0) != (y > 0.5)))
+
+
+def _methods(task: str, records: list[Record], complete: np.ndarray, y: np.ndarray, numeric: list[str],
+             categorical: list[str]) -> dict[str, Callable[[], np.ndarray]]:
+    """Each method's run over one stream (its plays)."""
+    regression = task == "regression"
+    ons = {} if regression else {"loss": "logistic"}
+    methods: dict[str, Callable[[], np.ndarray]] = {
+        "auto": lambda: _play_kons(kons.Auto(task=task), records, y, regression),
+        "ons": lambda: _play_kons(kons.learner_from_params("ons", ons), records, y, regression),
+        "River linear": lambda: _play_river(_river(numeric, categorical, regression, False), records, y,
+                                            regression),
+    }
+    if regression:
+        methods["River TargetStandardScaler(linear)"] = lambda: _play_river(
+            _river(numeric, categorical, regression, True), records, y, regression)
+    methods["(auto on the complete rows as arrays)"] = lambda: _play_kons(
+        kons.Auto(task=task), list(complete), y, regression)
+    return methods
+
+
+def quality(n: int) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for name, (task, column, how) in STREAMS.items():
+        records, y, numeric, categorical, complete = record_stream(name, n)
+        regression = task == "regression"
+        scores = {}
+        for method, play in _methods(task, records, complete, y, numeric, categorical).items():
+            start = time.perf_counter()
+            played = play()
+            scores[method] = (_score(played, y, regression), (time.perf_counter() - start) / len(y))
+        best_river = min(v[0] for k, v in scores.items() if k.startswith("River"))
+        for method, (score, seconds) in scores.items():
+            rows.append((name, f"{len(y)} x {len(numeric) + 1} ({column}: {how})",
+                         "relative MSE" if regression else "error rate", method, f"{score:.4f}",
+                         f"{score / best_river:.2f}", f"{seconds * 1e6:.0f}"))
+            print(*rows[-1], flush=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------------------- cost
+def cost(rounds: int, blocks: int) -> tuple[list[tuple[str, ...]], int]:
+    """Seconds per round of ``auto`` on arrays, records (default width) and records (tight ``dim``)."""
+    header, X, y = _columns("abalone")
+    n = rounds * blocks
+    X, y = X[:n], y[:n]
+    # the same rows, with the sex as a string instead of its code
+    records: list[Record] = [{h: f"sex={v:g}" if h == "sex" else float(v)
+                              for h, v in zip(header, row, strict=True)} for row in X]
+    default_width = max(MIN_WIDTH, WIDTH_PER_KEY * len(header))
+    tight = (len(header) - 1) + 3 + 1  # 7 numbers, 3 sexes and the one hash bucket of a width of 11
+    variants: dict[str, tuple[kons.Learner, list[Any]]] = {
+        "arrays (d = 8)": (kons.Auto(), list(X)),
+        f"records, default width ({default_width})": (kons.Auto(), records),
+        f"records, dim = {tight}": (kons.Auto(dim=tight), records),
+    }
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for block in range(blocks):
+        rows = slice(block * rounds, (block + 1) * rounds)
+        order = list(variants) if block % 2 == 0 else list(reversed(variants))
+        for key in order:
+            learner, inputs = variants[key]
+            start = time.perf_counter()
+            for x, target in zip(inputs[rows], y[rows], strict=True):
+                learner.learn_one(x, target)
+            times[key].append((time.perf_counter() - start) / rounds)
+    base = np.array(times["arrays (d = 8)"])
+    table: list[tuple[str, ...]] = []
+    for key, measured in times.items():
+        warm = np.array(measured)[1:]  # the first block holds the warm-up and the kernel bases' growth
+        table.append((key, f"{np.median(warm) * 1e6:.0f}", f"{np.median(warm / base[1:]):.2f}"))
+        print(*table[-1], flush=True)
+    return table, default_width
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=3000, help="rows of each quality stream (at most)")
+    parser.add_argument("--rounds", type=int, default=100, help="rounds per cost block")
+    parser.add_argument("--blocks", type=int, default=12, help="cost blocks per variant (alternated)")
+    parser.add_argument("--out", type=Path, default=None, help="write records.md there")
+    args = parser.parse_args()
+    require_datasets(STREAMS, "records")
+    commit = git_commit()
+    stamp = provenance(registry.sources_of("records.md") or ())  # the code imported now is what runs
+    load_before = os.getloadavg()[0]
+    cost_rows, default_width = cost(args.rounds, args.blocks)
+    quality_rows = quality(args.rows)
+    load = f"1-minute load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    lines = [
+        "# Records as features: cost and quality",
+        "",
+        f"`{command_line('benchmarks.records', outputs=['--out'])}` at {commit}; {machine_summary()}; {load} "
+        "(a shared machine: the ratios, measured side by side, are what to read).",
+        "Written by `benchmarks/records.py`; do not edit by hand.",
+        "",
+        "## Cost of a round: `auto` on the same rows as arrays and as records",
+        "",
+        f"abalone's first {args.rounds * args.blocks} rows, {args.blocks} blocks of {args.rounds} rounds per "
+        "variant, alternated; medians over the blocks after the first (which holds the warm-up), and the "
+        "median of the per-block ratios to arrays. The records are the same rows with the sex as a string "
+        f"(one-hot: 3 coordinates instead of 1); the default width is {default_width} coordinates "
+        f"({WIDTH_PER_KEY} a key, at least {MIN_WIDTH}), of which {default_width // 8} are hash buckets.",
+        "",
+        *markdown_table(["variant", "us/round", "ratio to arrays"], cost_rows, "lrr"),
+        "",
+        "## Quality on record-shaped raw streams (progressive validation)",
+        "",
+        f"Each stream: its first rows (at most {args.rows}), {BLANKED:.0%} of the cells blanked to None at "
+        "random, one column as category strings; nothing dropped. `vs best River` is the score over the "
+        "best River pipeline's (below 1: better). us/round includes predicting and learning.",
+        "",
+        *markdown_table(["stream", "rows x keys", "metric", "method", "score", "vs best River", "us/round"],
+                        quality_rows, "lllllrr"),
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "records.md").write_text(stamp_markdown(text, stamp))
+
+
+if __name__ == "__main__":
+    main()

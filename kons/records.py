@@ -1,0 +1,388 @@
+r"""Records as features: a dict of named values, encoded online into the learner's fixed-width vector.
+
+The learners that preprocess (:class:`~kons.Auto`, :class:`~kons.preprocessing.Preprocessed`, i.e. those
+that declare ``accepts_records``) take a *record* wherever they take an array: a dict
+``{name: number | str | bool | None}``, as an HTTP client sends a JSON object. A dict whose keys are
+``{"indices", "values"}`` (optionally with ``"dim"``) is not a record but the sparse form
+(:mod:`kons.sparse`), whatever its values.
+
+How a record becomes a vector (:class:`RecordEncoder`)
+------------------------------------------------------
+* **Names take coordinates in order of first appearance** (the names new in one record in sorted order,
+  so a record's key order never changes a result). A name or a category first seen at any round is
+  accepted.
+* **Numbers** (and booleans as 0/1) are the value of the name's numeric coordinate.
+* **Strings are categories**, one-hot: each category of a name takes its own coordinate, up to
+  :data:`MAX_CATEGORIES` per name; later categories share the name's *other* coordinate (counted).
+* **None or absent** is missing (an empty record is all missing): the name's numeric and category
+  coordinates are left out of the round (NaN in the encoded vector: the feature scaler imputes its
+  running mean, i.e. 0 after standardising, and does not count the round in that coordinate's
+  statistics) and the name's missing-indicator coordinate is 1 (0 when the value is given).
+* **A name given both numbers and strings** (``"age": "unknown"`` in a numeric column) holds both kinds:
+  a string leaves its numeric coordinate out of the round (as missing, without the indicator) and sets
+  its category; a number sets the numeric coordinate and 0 on its categories.
+* **A coordinate's statistics start at its first value**: the coordinates a name or a category takes are
+  left out of the feature scaler's statistics (NaN) until then, so a feature first seen at round 10,000
+  is standardised by its own values, not diluted by 10,000 rounds in which it did not exist.
+
+The width is fixed (the second-order learners hold :math:`d \times d` matrices)
+-----------------------------------------------------------------------------------
+The learner's ``dim`` when it is given; otherwise the first record sets it, with headroom:
+:math:`\min(\mathrm{MAX\_WIDTH}, \max(\mathrm{MIN\_WIDTH}, \mathrm{WIDTH\_PER\_KEY} \cdot k))` for a
+first record of :math:`k` keys (32 to 256 coordinates). The last ``width // 8`` coordinates (at least
+one) are hash buckets; the others are taken one by one by names, categories and indicators as they
+appear. Once they are all taken, every further name, category or indicator is *hashed* (CRC-32 of the
+name, kind and category) into the buckets, where values add up, as River's ``FeatureHasher`` does; each
+hashed value is counted (:meth:`RecordEncoder.encoding`). Names that never got a coordinate are not
+remembered, so the encoder's state is bounded by the width whatever the stream: memory and per-round
+cost (O(keys + width)) are flat in the number of rounds.
+
+Bounds
+------
+A record is refused with :class:`~kons.errors.InvalidInputError` (the learner unchanged) when it has
+more than :data:`MAX_KEYS` keys (checked before anything else is read), a name that is not a string or
+is longer than :data:`MAX_NAME_LENGTH` characters, a string value longer than that, a nested dict, a
+list inside it, a non-finite number, or numbers whose squared norm overflows.
+
+Examples
+--------
+>>> import kons
+>>> model = kons.Auto()
+>>> for t in range(200):
+...     city = ("Paris", "Lyon", "Lille")[t % 3]
+...     _ = model.learn_one({"city": city, "rooms": t % 5, "floor": None if t % 7 == 0 else t % 4},
+...                         {"Paris": 300.0, "Lyon": 200.0, "Lille": 100.0}[city] + 10.0 * (t % 5))
+>>> round(model.predict_one({"city": "Lyon", "rooms": 2, "floor": 1}))
+220
+>>> encoding = model.encoding()
+>>> encoding["width"], [f["name"] for f in encoding["features"]]
+(32, ['city', 'floor', 'rooms'])
+>>> [(c["value"], c["count"]) for c in encoding["features"][0]["categories"]]
+[('Paris', 67), ('Lyon', 67), ('Lille', 66)]
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kons._validation import check_feature_values
+from kons.errors import InvalidInputError
+
+__all__ = ["MAX_CATEGORIES", "MAX_KEYS", "MAX_NAME_LENGTH", "MAX_WIDTH", "MIN_WIDTH", "WIDTH_PER_KEY",
+           "Record", "RecordEncoder", "is_record", "parse_record"]
+
+#: The most keys a record may have (a larger one is refused before its keys are read).
+MAX_KEYS = 1000
+#: The longest name, and the longest category string, in characters.
+MAX_NAME_LENGTH = 256
+#: Categories of one name with their own coordinate; later ones share the name's "other" coordinate.
+MAX_CATEGORIES = 64
+#: The width a first record of ``k`` keys sets (no ``dim`` given): ``WIDTH_PER_KEY * k`` within
+#: ``[MIN_WIDTH, MAX_WIDTH]``.
+MIN_WIDTH = 32
+WIDTH_PER_KEY = 8
+MAX_WIDTH = 256
+#: One coordinate in this many (at least one) is a hash bucket for what finds no free coordinate.
+_BUCKET_SHARE = 8
+#: The keys of the sparse form, which a dict with exactly these keys is (never a record).
+_SPARSE_FORMS = (frozenset({"indices", "values"}), frozenset({"indices", "values", "dim"}))
+
+Value = float | str | None
+
+
+def is_record(x: Any) -> bool:
+    """Whether ``x`` is a record: a dict that is not the sparse form ``{"indices", "values"[, "dim"]}``."""
+    return isinstance(x, dict) and not (len(x) in (2, 3) and frozenset(x) in _SPARSE_FORMS)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A validated record: its ``(name, value)`` pairs sorted by name (numbers as floats, bools as 0/1),
+    and the width a learner takes when this record is its first row."""
+
+    items: tuple[tuple[str, Value], ...]
+    width: int
+
+    def __len__(self) -> int:
+        """The width (what fixes a learner's dimension at its first row, as an array's length does)."""
+        return self.width
+
+
+def _value(name: str, value: Any) -> Value:
+    if value is None or isinstance(value, str):
+        if isinstance(value, str) and len(value) > MAX_NAME_LENGTH:
+            raise InvalidInputError(
+                f"the category of {name!r} is longer than {MAX_NAME_LENGTH} characters.")
+        return value
+    if isinstance(value, bool | np.bool_):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float | np.integer | np.floating):
+        try:
+            number = float(value)
+        except OverflowError:
+            raise InvalidInputError(f"the value of {name!r} is too large for float64.") from None
+        if not math.isfinite(number):
+            raise InvalidInputError(f"the value of {name!r} is not finite ({number!r}).")
+        return number
+    if isinstance(value, dict):
+        raise InvalidInputError(f"the value of {name!r} is a nested object; a record's values are "
+                                "numbers, strings, booleans or null.")
+    if isinstance(value, list | tuple | np.ndarray):
+        raise InvalidInputError(f"the value of {name!r} is a list; a record's values are numbers, "
+                                "strings, booleans or null.")
+    raise InvalidInputError(f"the value of {name!r} has the unsupported type {type(value).__name__}.")
+
+
+def parse_record(x: dict[Any, Any], dim: int | None) -> Record:
+    """``x`` validated as a record for a learner of dimension ``dim`` (None: fixed by this record).
+
+    Raises :class:`~kons.errors.InvalidInputError` naming the problem; never modifies ``x``.
+    """
+    if len(x) > MAX_KEYS:  # before reading any key: a record of 10^5 keys costs nothing
+        raise InvalidInputError(f"a record has at most {MAX_KEYS} keys; got {len(x)}.")
+    items = []
+    for name, value in x.items():
+        if not isinstance(name, str):
+            raise InvalidInputError(f"a record's names are strings; got {name!r}.")
+        if len(name) > MAX_NAME_LENGTH:
+            raise InvalidInputError(f"a record's names have at most {MAX_NAME_LENGTH} characters; "
+                                    f"got one of {len(name)}.")
+        items.append((name, _value(name, value)))
+    items.sort(key=lambda item: item[0])
+    numbers = np.array([v for _, v in items if isinstance(v, float)])
+    check_feature_values(numbers)
+    width = dim if dim is not None else min(MAX_WIDTH, max(MIN_WIDTH, WIDTH_PER_KEY * len(items)))
+    return Record(tuple(items), width)
+
+
+@dataclass
+class _Name:
+    """The coordinates a name holds (-1: none yet) and its counts over the learned rounds."""
+
+    numeric: int = -1
+    missing: int = -1
+    other: int = -1
+    categories: dict[str, int] = field(default_factory=dict)  # category -> coordinate
+    category_counts: dict[str, int] = field(default_factory=dict)
+    numbers: int = 0  # rounds with a number
+    missing_count: int = 0  # rounds with None or without the name
+    other_count: int = 0  # rounds with a category beyond MAX_CATEGORIES
+    hashed: int = 0  # values of this name that went to a hash bucket
+
+    def slot(self, kind: str, category: str) -> int:
+        """The coordinate of one of the name's kinds ("numeric", "missing", "other", "category")."""
+        return self.categories.get(category, -1) if kind == "category" else int(getattr(self, kind))
+
+    def slots(self) -> list[int]:
+        taken = [self.numeric, self.missing, self.other, *self.categories.values()]
+        return [s for s in taken if s >= 0]
+
+    def one_hot_slots(self) -> list[int]:
+        return [s for s in (self.other, *self.categories.values()) if s >= 0]
+
+
+@dataclass
+class _Pending:
+    """What a round adds to the encoder, kept only if the round succeeds (:meth:`RecordEncoder.commit`)."""
+
+    record: Record
+    taken: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (name, kind, category) -> slot
+    hashed: list[tuple[str, int]] = field(default_factory=list)  # (name, bucket)
+    absent: list[str] = field(default_factory=list)  # known names the record lacks
+
+
+class RecordEncoder:
+    """The online encoder of records into ``width`` coordinates (see :mod:`kons.records`).
+
+    Parameters
+    ----------
+    width : int
+        The learner's dimension; the last ``max(1, width // 8)`` coordinates are hash buckets.
+    """
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.buckets = max(1, width // _BUCKET_SHARE)
+        self.free = width - self.buckets  # coordinates [0, free) are taken in order of appearance
+        self.taken = 0
+        self.names: dict[str, _Name] = {}
+        self.bucket_counts = [0] * self.buckets
+        self.untracked = 0  # values of names that never got a coordinate (hashed)
+        # What a name absent from every record encodes to: NaN but 1 on missing indicators and 0 on the
+        # buckets used so far (a bucket sums what is hashed into it).
+        self.template = np.full(width, np.nan)
+
+    # ----------------------------------------------------------------- a round
+    def pending(self, record: Record) -> tuple[np.ndarray, _Pending]:
+        """The record's vector (NaN: left out of the round) and what learning it adds; nothing kept."""
+        pending = _Pending(record)
+        vector = self.template.copy()
+        hashed_sum: dict[int, float] = {}
+
+        def slot(name: str, kind: str, category: str = "") -> int:
+            """The coordinate of ``(name, kind, category)``, taking a free one if any; -1: hashed."""
+            known = self.names.get(name)
+            held = -1 if known is None else known.slot(kind, category)
+            if held >= 0:
+                return held
+            key = (name, kind, category)
+            if key not in pending.taken:
+                if self.taken + len(pending.taken) >= self.free:
+                    return -1
+                pending.taken[key] = self.taken + len(pending.taken)
+            return pending.taken[key]
+
+        def put(name: str, kind: str, value: float, category: str = "") -> None:
+            s = slot(name, kind, category)
+            if s >= 0:
+                vector[s] = value
+                return
+            bucket = self.free + zlib.crc32(f"{name}\x1f{kind}\x1f{category}".encode()) % self.buckets
+            hashed_sum[bucket] = hashed_sum.get(bucket, 0.0) + value
+            pending.hashed.append((name, bucket))
+
+        given = set()
+        for name, value in record.items:
+            given.add(name)
+            known = self.names.get(name)
+            if value is None:
+                put(name, "missing", 1.0)
+                continue
+            if known is not None:
+                if known.missing >= 0:
+                    vector[known.missing] = 0.0
+                vector[known.one_hot_slots()] = 0.0  # a value is given: not the other categories
+            if isinstance(value, float):
+                put(name, "numeric", value)
+            elif known is not None and value in known.categories:
+                vector[known.categories[value]] = 1.0
+            elif known is None or len(known.categories) < MAX_CATEGORIES:
+                put(name, "category", 1.0, value)
+            else:
+                put(name, "other", 1.0)
+        for name, known in self.names.items():
+            if name not in given:
+                pending.absent.append(name)
+                if known.missing < 0:
+                    put(name, "missing", 1.0)
+        # The hashed values were added in the order of the sorted names, then of the names known: the
+        # same sums whatever the record's key order.
+        for bucket, total in hashed_sum.items():
+            vector[bucket] = total if np.isnan(vector[bucket]) else vector[bucket] + total
+        return vector, pending
+
+    def encode(self, record: Record) -> np.ndarray:
+        """The record's vector on the current state (a prediction: nothing kept)."""
+        return self.pending(record)[0]
+
+    def commit(self, pending: _Pending) -> None:
+        """Keep what :meth:`pending` computed: the coordinates taken and the counts of the round."""
+        for (name, kind, category), s in pending.taken.items():
+            holder = self.names.setdefault(name, _Name())
+            if kind == "category":
+                holder.categories[category] = s
+                holder.category_counts[category] = 0
+            else:
+                setattr(holder, kind, s)
+            if kind == "missing":
+                self.template[s] = 1.0
+        self.taken += len(pending.taken)
+        for name, bucket in pending.hashed:
+            self.bucket_counts[bucket - self.free] += 1
+            self.template[bucket] = 0.0
+            if name in self.names:
+                self.names[name].hashed += 1
+            else:
+                self.untracked += 1
+        for name, value in pending.record.items:
+            if name not in self.names:
+                continue
+            known = self.names[name]
+            if value is None:
+                known.missing_count += 1
+            elif isinstance(value, float):
+                known.numbers += 1
+            elif value in known.categories:
+                known.category_counts[value] += 1
+            elif known.other >= 0:
+                known.other_count += 1
+        for name in pending.absent:
+            self.names[name].missing_count += 1
+
+    # ----------------------------------------------------------------- what it holds
+    def encoding(self) -> dict[str, Any]:
+        """Names, their kind, coordinates, categories with counts, missing and overflow counts (JSON)."""
+        features = []
+        for name, known in self.names.items():
+            kinds = [k for k, held in (("numeric", known.numeric >= 0),
+                                        ("categorical", bool(known.categories) or known.other >= 0)) if held]
+            features.append({
+                "name": name,
+                "kind": "mixed" if len(kinds) == 2 else (kinds[0] if kinds else "missing"),
+                "coordinate": None if known.numeric < 0 else known.numeric,
+                "numbers": known.numbers,
+                "categories": [{"value": c, "coordinate": s, "count": known.category_counts[c]}
+                               for c, s in known.categories.items()],
+                "other": None if known.other < 0 else {"coordinate": known.other, "count": known.other_count},
+                "missing": known.missing_count,
+                "missing_coordinate": None if known.missing < 0 else known.missing,
+                "hashed": known.hashed,
+            })
+        return {"width": self.width, "coordinates_taken": self.taken,
+                "coordinates_free": self.free - self.taken,
+                "buckets": {"first_coordinate": self.free, "count": self.buckets,
+                            "values": sum(self.bucket_counts), "untracked_names_values": self.untracked},
+                "features": features}
+
+    def nbytes(self) -> int:
+        """About the bytes of the encoder's state (its template and what :meth:`scalars` saves)."""
+        text = sum(len(n) + sum(len(c) + 16 for c in k.categories) + 64 for n, k in self.names.items())
+        return int(self.template.nbytes) + text + 8 * self.buckets
+
+    def growth_nbytes(self) -> int:
+        """An upper bound of what :meth:`nbytes` may still add (every free coordinate taken by a new
+        name or category of the longest length)."""
+        return (self.free - self.taken) * (MAX_NAME_LENGTH + 80)
+
+    # ----------------------------------------------------------------- persistence
+    def scalars(self) -> dict[str, Any]:
+        names = [[n, k.numeric, k.missing, k.other, k.numbers, k.missing_count, k.other_count, k.hashed,
+                  [[c, s, k.category_counts[c]] for c, s in k.categories.items()]]
+                 for n, k in self.names.items()]
+        return {"width": self.width, "names": names, "buckets": list(self.bucket_counts),
+                "untracked": self.untracked}
+
+    @classmethod
+    def from_scalars(cls, saved: dict[str, Any], width: int) -> RecordEncoder:
+        """Inverse of :meth:`scalars` (ValueError, KeyError or TypeError if it is inconsistent)."""
+        if saved["width"] != width:
+            raise ValueError("the record encoder's width does not match the dimension.")
+        encoder = cls(width)
+        for entry in saved["names"]:
+            name, numeric, missing, other, numbers, missing_count, other_count, hashed, categories = entry
+            known = _Name(int(numeric), int(missing), int(other), numbers=int(numbers),
+                          missing_count=int(missing_count), other_count=int(other_count), hashed=int(hashed))
+            for category, s, count in categories:
+                known.categories[str(category)] = int(s)
+                known.category_counts[str(category)] = int(count)
+            encoder.names[str(name)] = known
+            if known.missing >= 0:
+                encoder.template[known.missing] = 1.0
+        slots = sorted(s for known in encoder.names.values() for s in known.slots())
+        if slots != list(range(len(slots))) or len(slots) > encoder.free:
+            raise ValueError("the record encoder's coordinates are inconsistent.")
+        encoder.taken = len(slots)
+        counts = [int(c) for c in saved["buckets"]]
+        if len(counts) != encoder.buckets:
+            raise ValueError("the record encoder's buckets do not match the width.")
+        encoder.bucket_counts = counts
+        for i, count in enumerate(counts):
+            if count:
+                encoder.template[encoder.free + i] = 0.0
+        encoder.untracked = int(saved["untracked"])
+        return encoder

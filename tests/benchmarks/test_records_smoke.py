@@ -1,0 +1,32 @@
+"""Smoke test of the records benchmark: record-shaped streams keep their gaps and categories, and every
+method plays them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.streams import benchmark_data
+
+NEEDED = ("abalone", "housing", "cpu_act", "magic04")
+
+
+@pytest.mark.skipif(not all(benchmark_data(n) for n in NEEDED),
+                    reason="benchmark data (../shared/data) not found")
+@pytest.mark.timeout(120)
+def test_record_streams_keep_gaps_and_categories_and_every_method_plays_them() -> None:
+    pytest.importorskip("river")
+    from benchmarks.records import BLANKED, cost, quality, record_stream
+
+    records, _, numeric, categorical, complete = record_stream("abalone", 400)
+    values = [v for r in records for v in r.values()]
+    assert abs(sum(v is None for v in values) / len(values) - BLANKED) < 0.03  # gaps kept, not dropped
+    assert categorical == ["sex"] and len(numeric) == 7 and complete.shape == (400, 8)
+    assert {r["sex"] for r in records} == {"sex=0", "sex=1", "sex=2", None}
+    rows = quality(60)
+    assert {row[3] for row in rows} >= {"auto", "ons", "River linear"}
+    assert all(math.isfinite(float(row[4])) for row in rows)
+    table, width = cost(10, 2)
+    assert width == 64 and len(table) == 3 and all(np.isfinite(float(r[2])) for r in table)

@@ -1,0 +1,252 @@
+"""Multi-class classification: the multinomial rounds against a dense reference, labels of any kind in
+``kons.Auto``, classes appearing late, save/restore and replay, bad labels and the bound on classes."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import kons
+from kons import classes as kons_classes
+from kons.auto import Auto
+from kons.losses import log_loss, top_label
+from kons.preprocessing import WARMUP_ROWS
+
+
+@functools.cache
+def _blobs(n: int = 700, classes: int = 10, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Raw rows (features on very different scales) of ``classes`` Gaussian clusters; labels 0..K-1."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(classes, 5)) * 2.0
+    labels = rng.integers(classes, size=n)
+    X = (centres[labels] + rng.normal(size=(n, 5))) * [1.0, 100.0, 0.01, 5.0, 1.0] + [0, 500.0, 3.0, 0, -2.0]
+    return X, labels
+
+
+def _softmax_reference(scores: np.ndarray) -> np.ndarray:
+    z = np.concatenate([[0.0], scores])
+    e = np.exp(z - z.max())
+    probabilities: np.ndarray = e / e.sum()
+    return probabilities
+
+
+class _DenseMultinomialONS:
+    """The multinomial ONS with one shared matrix, written plainly: A kept dense and solved each round."""
+
+    def __init__(self, A: np.ndarray, W: np.ndarray, eta: float, C: float) -> None:
+        self.A, self.W, self.eta, self.C = A.copy(), W.copy(), eta, C
+
+    def round(self, phi: np.ndarray, label: int) -> np.ndarray:
+        margins = self.W.T @ phi
+        scores = np.clip(margins, -self.C, self.C)
+        v = np.linalg.solve(self.A, phi)
+        W = self.W - np.outer(v, (margins - scores) / (phi @ v))  # each score projected onto [-C, C]
+        p = _softmax_reference(scores)
+        residual = p - np.eye(len(p))[label]
+        self.A = self.A + self.eta * (residual[1:] @ residual[1:]) * np.outer(phi, phi)
+        self.W = W - np.outer(np.linalg.solve(self.A, phi), residual[1:])
+        return p
+
+
+def test_the_multinomial_ons_round_is_the_dense_reference() -> None:
+    rng = np.random.default_rng(1)
+    d, classes, eta, C = 6, 4, 0.7, 2.0
+    ons = kons.ONS(loss="logistic", alpha=2.0, eta=eta, C=C, dim=d)
+    ons._widen(classes - 1)
+    reference = _DenseMultinomialONS(2.0 * np.eye(d), np.zeros((d, classes - 1)), eta, C)
+    for _ in range(300):
+        x, label = rng.normal(size=d) * 2.0, int(rng.integers(classes))
+        played = ons._learn_class_checked(x, label)
+        assert np.allclose(played, reference.round(x, label), rtol=0, atol=1e-10)
+    assert np.allclose(ons._u, reference.W, rtol=1e-10, atol=1e-10)
+    assert np.allclose(np.linalg.inv(ons._Ainv), reference.A, rtol=1e-9)
+    assert ons.stats()["rounds"] == 300
+
+
+def test_the_multinomial_nystrom_round_is_the_dense_reference_on_a_full_dictionary() -> None:
+    rng = np.random.default_rng(2)
+    d, classes, eta, C, members = 3, 5, 0.5, 3.0, 6
+    learner = kons.NystromKONS(kernel={"name": "rbf", "gamma": 0.3}, loss="logistic", eta=eta, C=C,
+                               max_dictionary=members, dim=d)
+    learner._widen(classes - 1)
+    while learner.stats()["dictionary_size"] < members:  # grow the dictionary with multinomial rounds
+        learner._learn_class_checked(rng.normal(size=d) * 2.0, int(rng.integers(classes)))
+    D = learner._kors.points.view.copy()
+    L = np.linalg.cholesky(learner.kernel.gram(D, D))
+    reference = _DenseMultinomialONS(np.linalg.inv(learner._inverse.to_dense()), learner._weights, eta, C)
+    for _ in range(200):
+        x, label = rng.normal(size=d) * 2.0, int(rng.integers(classes))
+        phi = scipy.linalg.solve_triangular(L, np.exp(-0.3 * ((D - x) ** 2).sum(axis=1)), lower=True)
+        played = learner._learn_class_checked(x, label)
+        assert np.allclose(played, reference.round(phi, label), rtol=0, atol=1e-10)
+    assert np.allclose(learner._weights, reference.W, rtol=1e-8, atol=1e-8)
+
+
+def test_two_classes_of_the_multinomial_round_are_the_binary_logistic_ons() -> None:
+    rng = np.random.default_rng(3)
+    binary = kons.ONS(loss="logistic", alpha=1.0, eta=1.0, C=4.0, dim=4)
+    multinomial = binary.clone()
+    multinomial._widen(1)
+    for _ in range(200):
+        x, positive = rng.normal(size=4) * 3.0, bool(rng.random() < 0.4)
+        score = binary.learn_one(x, 1.0 if positive else -1.0)
+        p = multinomial._learn_class_checked(x, int(positive))
+        assert math.isclose(p[1], 1.0 / (1.0 + math.exp(-score)), rel_tol=0, abs_tol=1e-12)
+    assert np.allclose(multinomial._u[:, 0], binary._u, rtol=1e-10, atol=1e-12)
+
+
+def test_string_labels_play_as_zero_and_one() -> None:
+    X, labels = _blobs(200, classes=2, seed=4)
+    assert labels[0] == 0  # the first class seen is the negative role, as 0 is
+    numbers = Auto(task="classification").learn_many(X, labels)
+    strings = Auto(task="classification").learn_many(X, np.where(labels == 1, "b", "a"))
+    assert np.array_equal(numbers, strings)
+    # A stream starting with 1: 1 keeps the positive role, while its first string takes the negative one,
+    # so the string learner's scores are the opposite (up to rounding).
+    ones_first = 1 - labels
+    numbers = Auto(task="classification").learn_many(X, ones_first)
+    strings = Auto(task="classification").learn_many(X, np.where(ones_first == 1, "b", "a"))
+    assert np.allclose(strings, -numbers, rtol=0, atol=1e-9) and not np.array_equal(strings, numbers)
+
+
+def test_ten_classes_of_every_kind_appearing_late_are_learnt() -> None:
+    X, labels = _blobs()
+    # (not 0 and False together: two classes, but one key of the dicts of probabilities)
+    kinds: list[object] = ["cat", 7, True, "dog", 0, "False", "7", -3, "", "bird"]
+    ys = [kinds[int(c)] for c in labels]
+    ys[:500] = [kinds[int(c) % 5] for c in labels[:500]]  # the five last classes appear at round 500
+    learner = Auto(task="classification")
+    hits = []
+    for x, y in zip(X, ys, strict=True):
+        predicted = learner.predict_proba_dict_one(x)
+        played = learner.learn_proba_one(x, y)
+        assert math.isclose(sum(played.values()), 1.0, rel_tol=1e-12) and played[y] > 0.0
+        assert predicted.keys() <= played.keys() and math.isclose(sum(predicted.values() or [1.0]), 1.0)
+        hits.append(top_label(predicted) == y)
+    # 0 took the negative role and True the positive one, the others follow in order of appearance
+    assert learner.classes[:5] == [0, True, "dog", "cat", 7]
+    assert sorted(map(str, learner.classes[5:])) == sorted(map(str, kinds[5:]))
+    assert np.mean(hits[300:500]) > 0.8 and np.mean(hits[-100:]) > 0.6
+    # learn_one: the played probability of the label; predict_one: the top probability
+    x = X[3]
+    proba = learner.predict_proba_dict_one(x)
+    assert learner.predict_one(x) == max(proba.values())
+    assert learner.learn_one(x, ys[3]) == proba[ys[3]]
+
+
+def test_numpy_scalars_are_the_classes_of_their_python_values() -> None:
+    X, _ = _blobs(6, seed=12)
+    learner = Auto(task="classification")
+    for x, label in zip(X, [np.str_("a"), "a", np.int64(2), 2.0, np.bool_(True), True], strict=True):
+        learner.learn_one(x, label)
+    assert learner.classes == ["a", 2, True] and [type(c) for c in learner.classes] == [str, int, bool]
+
+
+def test_true_and_one_are_different_classes() -> None:
+    X, _ = _blobs(60, seed=5)
+    learner = Auto(task="classification")
+    for t, x in enumerate(X):
+        learner.learn_one(x, [True, 1, "1"][t % 3])
+    assert learner.classes == [True, 1, "1"] or learner.classes == [1, True, "1"]
+    assert len(learner.classes) == 3
+
+
+@pytest.mark.parametrize("cut", [0, 5, WARMUP_ROWS - 1, WARMUP_ROWS + 7, 260])
+def test_save_restore_and_replay_are_bit_identical(cut: int) -> None:
+    X, labels = _blobs(320, classes=6, seed=6)
+    ys = [["a", 2, True, "b", 5, False][c] for c in labels]
+    original = Auto(task="classification", seed=2)
+    original.learn_many(X[:cut], ys[:cut])
+    blob = original.to_bytes()
+    restored = kons.load(blob)
+    assert restored.to_bytes() == blob and restored.classes == original.classes
+    assert np.array_equal(original.learn_many(X[cut:], ys[cut:]), restored.learn_many(X[cut:], ys[cut:]))
+    assert original.to_bytes() == restored.to_bytes()
+    replayed = Auto(task="classification", seed=2)
+    replayed.learn_many(X, ys)
+    assert replayed.to_bytes() == original.to_bytes()
+
+
+def test_a_learner_of_booleans_saves_what_it_saved_before_classes_were_recorded() -> None:
+    X, labels = _blobs(80, classes=2, seed=7)
+    booleans, integers = Auto(task="classification"), Auto(task="classification")
+    booleans.learn_many(X, labels == 1)
+    integers.learn_many(X, labels)
+    assert "classes" not in kons._state.decode(booleans.to_bytes())[0]["scalars"]
+    assert kons._state.decode(integers.to_bytes())[0]["scalars"]["classes"] == [0, 1]
+    assert kons.load(booleans.to_bytes()).classes == [False, True]
+    assert kons.load(integers.to_bytes()).classes == [0, 1]
+
+
+@pytest.mark.parametrize("label", [None, float("nan"), float("inf"), 1.5, [1], {"a": 1}, b"x", "x" * 300])
+@pytest.mark.parametrize("rounds", [3, 200])
+def test_an_invalid_label_is_refused_and_changes_nothing(label: object, rounds: int) -> None:
+    X, labels = _blobs(rounds + 1, classes=3, seed=8)
+    learner = Auto(task="classification")
+    learner.learn_many(X[:rounds], labels[:rounds])
+    blob = learner.to_bytes()
+    with pytest.raises(kons.InvalidInputError):
+        learner.learn_one(X[rounds], label)
+    if label is not None:  # check_round(x, None) checks a prediction's x
+        with pytest.raises(kons.InvalidInputError):
+            learner.check_round(X[rounds], label)
+    assert learner.to_bytes() == blob
+
+
+def test_classes_beyond_the_bound_are_refused_and_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kons_classes, "MAX_CLASSES", 6)
+    X, _ = _blobs(80, seed=9)
+    learner = Auto(task="classification")
+    for t in range(70):
+        learner.learn_one(X[t], f"class {t % 6}")
+    blob = learner.to_bytes()
+    with pytest.raises(kons.InvalidInputError, match="6 classes"):
+        learner.learn_one(X[70], "one more")
+    assert learner.to_bytes() == blob
+    learner.learn_one(X[71], "class 2")  # a known class still learns
+
+
+def test_the_default_bound_on_classes_holds_after_the_warm_up() -> None:
+    X, _ = _blobs(kons_classes.MAX_CLASSES + 1, seed=10)
+    learner = Auto(task="classification")
+    for t in range(kons_classes.MAX_CLASSES):
+        assert math.isclose(sum(learner.learn_proba_one(X[t], t).values()), 1.0)
+    with pytest.raises(kons.InvalidInputError):
+        learner.learn_one(X[-1], "another")
+    assert len(learner.classes) == kons_classes.MAX_CLASSES
+
+
+def test_the_played_distribution_of_a_new_class() -> None:
+    X, _ = _blobs(3, seed=11)
+    learner = Auto(task="classification")
+    assert learner.predict_proba_dict_one(X[0]) == {} and learner.classes == []
+    assert learner.learn_proba_one(X[0], "a") == {"a": 1.0}  # one class: all the probability
+    second = learner.learn_proba_one(X[1], "b")
+    assert second.keys() == {"a", "b"} and math.isclose(sum(second.values()), 1.0)
+    third = learner.learn_proba_one(X[2], "c")
+    assert third.keys() == {"a", "b", "c"} and math.isclose(sum(third.values()), 1.0)
+    assert learner.predict_proba_dict_one(X[0]).keys() == {"a", "b", "c"}
+
+
+def test_a_regression_learner_has_no_classes() -> None:
+    learner = Auto()
+    assert learner.classes == []
+    with pytest.raises(kons.InvalidParameterError):
+        learner.predict_proba_dict_one([1.0])
+
+
+def test_round_losses_of_a_played_distribution() -> None:
+    played = {"a": 0.2, 7: 0.5, True: 0.3}
+    assert math.isclose(log_loss(played, 7), -math.log(0.5)) and top_label(played) == 7
+    assert math.isclose(log_loss(played, "never seen"), -math.log(1e-15))
+
+
+def test_the_binary_learner_refuses_a_third_class_naming_auto() -> None:
+    learner = kons.learner_from_params("ons", {"loss": "logistic"})
+    learner.learn_one([1.0, 2.0], 1)
+    with pytest.raises(kons.InvalidInputError, match="auto"):
+        learner.learn_one([1.0, 2.0], 2)

@@ -1,0 +1,440 @@
+"""Records as features (kons.records): bounds, the encoding against a slow reference, persistence and
+learning."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kons
+from kons.preprocessing import FeatureScaler, Preprocessed
+from kons.records import MAX_CATEGORIES, MAX_KEYS, MAX_NAME_LENGTH, Record, RecordEncoder, parse_record
+
+CITIES = ("Paris", "Lyon", "Lille", "Nantes", "Nice")
+CITY_EFFECT = {"Paris": 3.0, "Lyon": 1.0, "Lille": -1.0, "Nantes": 0.0, "Nice": -3.0}
+
+
+def _stream(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Records with a categorical signal (the city), a numeric one, missing values and a late name."""
+    rng = np.random.default_rng(seed)
+    records, targets = [], []
+    for t in range(n):
+        city = CITIES[int(rng.integers(len(CITIES)))]
+        rooms = int(rng.integers(1, 6))
+        record: dict[str, Any] = {"city": city, "rooms": rooms, "noise": float(rng.normal())}
+        if rng.random() < 0.1:
+            record["rooms"] = None
+        if rng.random() < 0.1:
+            del record["noise"]
+        if t >= 150:  # a name first seen late
+            record["garden"] = bool(rng.random() < 0.5)
+        records.append(record)
+        targets.append(100.0 + 20.0 * CITY_EFFECT[city] + 5.0 * (rooms if record["rooms"] is not None else 3)
+                       + rng.normal())
+    return records, np.array(targets)
+
+
+def _learners() -> list[kons.Learner]:
+    return [kons.Auto(), kons.learner_from_params("ons", {}), kons.Auto(task="classification")]
+
+
+def _label(learner: kons.Learner, y: float) -> Any:
+    return bool(y > 100.0) if learner.loss == "logistic" else y
+
+
+# ----------------------------------------------------------------------------- bounds
+
+def _bad_records() -> list[Any]:
+    return [
+        {"a": {"b": 1.0}},
+        {"a": [1.0, 2.0]},
+        {"a": (1.0,)},
+        {"a": float("nan")},
+        {"a": float("inf")},
+        {"a": 10**400},
+        {"a": 1e200, "b": 1e200},  # the squared norm overflows
+        {1: 2.0},
+        {"x" * (MAX_NAME_LENGTH + 1): 1.0},
+        {"a": "c" * (MAX_NAME_LENGTH + 1)},
+        {"a": object()},
+        {f"k{i}": 1.0 for i in range(MAX_KEYS + 1)},
+    ]
+
+
+@pytest.mark.parametrize("learned", [0, 5, 60])  # fresh, during the warm-up, after it
+def test_every_bound_is_an_input_error_that_changes_nothing(learned: int) -> None:
+    records, y = _stream(learned + 1)
+    learner = kons.Auto()
+    for record, target in zip(records[:learned], y[:learned], strict=True):
+        learner.learn_one(record, target)
+    before = learner.to_bytes()
+    for bad in _bad_records():
+        with pytest.raises(kons.InvalidInputError):
+            learner.learn_one(bad, 1.0)
+        with pytest.raises(kons.InvalidInputError):
+            learner.predict_one(bad)
+        assert learner.to_bytes() == before, bad
+    predicted = learner.predict_one(records[learned])
+    assert learner.learn_one(records[learned], y[learned]) == predicted  # it still plays as before
+
+
+class _Untouchable(dict[str, float]):
+    """A dict whose keys must not be read (a record too large is refused on its length alone)."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the keys were read")
+
+    def items(self) -> Any:
+        raise AssertionError("the keys were read")
+
+    def keys(self) -> Any:
+        raise AssertionError("the keys were read")
+
+
+def test_a_record_of_100000_keys_is_refused_without_reading_them() -> None:
+    huge = _Untouchable({f"k{i}": 1.0 for i in range(100_000)})
+    learner = kons.Auto()
+    start = time.perf_counter()
+    with pytest.raises(kons.InvalidInputError, match=f"at most {MAX_KEYS} keys"):
+        learner.learn_one(huge, 1.0)
+    assert time.perf_counter() - start < 0.05
+
+
+def test_the_sparse_form_stays_the_sparse_form() -> None:
+    learner = kons.Auto()
+    learner.learn_one({"indices": [0, 2], "values": [1.0, 2.0], "dim": 3}, 1.0)
+    assert learner.encoding() is None and learner.input_dim == 3
+    with pytest.raises(kons.InvalidInputError, match="cannot take a record"):
+        learner.learn_one({"a": 1.0}, 1.0)
+    records_learner = kons.Auto()
+    records_learner.learn_one({"a": 1.0}, 1.0)
+    before = records_learner.to_bytes()
+    arrays: list[Any] = [np.ones(records_learner.input_dim or 0), {"indices": [0], "values": [1.0]}]
+    for array in arrays:
+        with pytest.raises(kons.InvalidInputError, match="cannot take an array"):
+            records_learner.learn_one(array, 1.0)
+    assert records_learner.to_bytes() == before
+
+
+# ----------------------------------------------------------------------------- the encoding
+
+def test_key_order_never_changes_a_result() -> None:
+    records, y = _stream(120)
+    rng = np.random.default_rng(1)
+    shuffled = [dict(sorted(r.items(), key=lambda _: rng.random())) for r in records]
+    makers: list[Callable[[], kons.Learner]] = [kons.Auto, lambda: kons.learner_from_params("ons", {})]
+    for make in makers:
+        a, b = make(), make()
+        plays_a = [a.learn_one(r, t) for r, t in zip(records, y, strict=True)]
+        plays_b = [b.learn_one(r, t) for r, t in zip(shuffled, y, strict=True)]
+        assert plays_a == plays_b
+        assert a.to_bytes() == b.to_bytes()
+
+
+def test_a_name_first_seen_at_round_300_is_standardised_by_its_own_values() -> None:
+    learner = kons.learner_from_params("ons", {})
+    rng = np.random.default_rng(2)
+    late = []
+    for t in range(400):
+        record: dict[str, Any] = {"a": float(rng.normal())}
+        if t >= 300:
+            record["late"] = 1000.0 + float(rng.normal())
+            late.append(record["late"])
+        learner.learn_one(record, record["a"] + (record.get("late", 1000.0) - 1000.0))
+    encoding = learner.encoding()
+    assert encoding is not None
+    (feature,) = [f for f in encoding["features"] if f["name"] == "late"]
+    assert feature["kind"] == "numeric" and feature["numbers"] == 100
+    assert feature["missing"] == 0  # the rounds before its first appearance are not missing values
+    scaler = learner._prep.x_scaler  # type: ignore[attr-defined]
+    slot = feature["coordinate"]
+    assert scaler.counts[slot] == 100
+    assert scaler.mean[slot] == pytest.approx(np.mean(late), rel=1e-12)
+    assert scaler.m2[slot] == pytest.approx(np.sum((np.array(late) - np.mean(late)) ** 2), rel=1e-9)
+
+
+def test_categories_appearing_late_and_missing_values_are_counted() -> None:
+    learner = kons.Auto()
+    for t in range(300):
+        city = CITIES[t % 3] if t < 200 else CITIES[3 + t % 2]
+        record: dict[str, Any] = {"city": city, "size": None if t % 10 == 0 else float(t % 7)}
+        if t % 25 == 0:
+            del record["city"]
+        learner.learn_one(record, float(t % 7))
+    encoding = learner.encoding()
+    assert encoding is not None
+    features = {f["name"]: f for f in encoding["features"]}
+    city, size = features["city"], features["size"]
+    assert (city["kind"], size["kind"]) == ("categorical", "numeric")
+    counts = {c["value"]: c["count"] for c in city["categories"]}
+    given = [CITIES[t % 3] if t < 200 else CITIES[3 + t % 2] for t in range(300) if t % 25]
+    expected = {c: given.count(c) for c in CITIES}
+    assert counts == expected
+    # absent at t = 0, 25, ..., 275; round 0 is before the name was known
+    assert city["missing"] == 11 and city["missing_coordinate"] is not None
+    assert size["missing"] == 30 and size["numbers"] == 270
+    coordinates = [c["coordinate"] for c in city["categories"]]
+    assert coordinates == sorted(coordinates)  # in order of first appearance
+    mean = learner._prep.x_scaler.mean[size["coordinate"]]
+    assert mean == pytest.approx(np.mean([float(t % 7) for t in range(300) if t % 10]), rel=1e-12)
+
+
+def test_a_name_given_numbers_and_strings_holds_both_kinds() -> None:
+    encoder = RecordEncoder(16)
+    vectors = []
+    for value in (30.0, "unknown", 40.0, None):
+        vector, pending = encoder.pending(parse_record({"age": value}, 16))
+        encoder.commit(pending)
+        vectors.append(vector)
+    (age,) = encoder.encoding()["features"]
+    assert age["kind"] == "mixed" and age["numbers"] == 2 and age["missing"] == 1
+    number, missing = age["coordinate"], age["missing_coordinate"]
+    category = age["categories"][0]["coordinate"]
+    assert vectors[1][number] != vectors[1][number] and vectors[1][category] == 1.0  # NaN: left out
+    assert vectors[2][number] == 40.0 and vectors[2][category] == 0.0
+    assert math.isnan(vectors[3][number]) and math.isnan(vectors[3][category]) and vectors[3][missing] == 1.0
+
+
+class _ReferenceEncoder:
+    """The encoding rules of kons.records written out again, slowly, with plain dicts."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.buckets = max(1, width // 8)
+        self.free = width - self.buckets
+        self.slots: dict[tuple[str, str, str], int] = {}
+        self.vocabulary: dict[str, int] = {}
+        self.names: list[str] = []  # names holding a coordinate, in order
+        self.used_buckets: set[int] = set()
+
+    def _bucket(self, key: tuple[str, str, str]) -> int:
+        return self.free + zlib.crc32("\x1f".join(key).encode()) % self.buckets
+
+    def round(self, record: dict[str, Any]) -> np.ndarray:
+        vector = np.full(self.width, np.nan)
+        for (_, kind, _), slot in self.slots.items():
+            if kind == "missing":
+                vector[slot] = 1.0
+        for bucket in self.used_buckets:
+            vector[bucket] = 0.0
+        hashed: list[tuple[int, float]] = []
+
+        def put(key: tuple[str, str, str], value: float) -> None:
+            if key not in self.slots and len(self.slots) < self.free:
+                self.slots[key] = len(self.slots)
+                if key[0] not in self.names:
+                    self.names.append(key[0])
+                if key[1] == "category":
+                    self.vocabulary[key[0]] = self.vocabulary.get(key[0], 0) + 1
+            if key in self.slots:
+                vector[self.slots[key]] = value
+            else:
+                hashed.append((self._bucket(key), value))
+
+        known = list(self.names)
+        for name in sorted(record):
+            value = record[name]
+            if value is None:
+                put((name, "missing", ""), 1.0)
+                continue
+            for (owner, kind, _), slot in self.slots.items():
+                if owner == name and kind != "numeric":
+                    vector[slot] = 0.0
+            if isinstance(value, str):
+                if (name, "category", value) in self.slots or self.vocabulary.get(name, 0) < MAX_CATEGORIES:
+                    put((name, "category", value), 1.0)
+                else:
+                    put((name, "other", ""), 1.0)
+            else:
+                put((name, "numeric", ""), float(value))
+        for name in known:
+            if name not in record and (name, "missing", "") not in self.slots:
+                put((name, "missing", ""), 1.0)
+        for bucket, value in hashed:
+            vector[bucket] = value if math.isnan(vector[bucket]) else vector[bucket] + value
+            self.used_buckets.add(bucket)
+        return vector
+
+
+@pytest.mark.parametrize("width", [12, 40, 200])
+def test_the_encoder_matches_a_slow_reference_on_a_random_stream(width: int) -> None:
+    rng = np.random.default_rng(width)
+    names = [f"n{i}" for i in range(30)]
+    encoder, reference = RecordEncoder(width), _ReferenceEncoder(width)
+    for t in range(400):
+        record: dict[str, Any] = {}
+        present = names[: 8 + t // 20]
+        for name in rng.choice(present, size=int(rng.integers(1, 8)), replace=False):
+            kind = rng.random()
+            if kind < 0.4:
+                record[str(name)] = float(rng.normal())
+            elif kind < 0.8:
+                record[str(name)] = f"c{int(rng.integers(0, 3 + (MAX_CATEGORIES + 10) * (name == 'n0')))}"
+            elif kind < 0.9:
+                record[str(name)] = bool(rng.random() < 0.5)
+            else:
+                record[str(name)] = None
+        vector, pending = encoder.pending(parse_record(record, width))
+        reordered = dict(reversed(list(record.items())))  # the hashed sums too are the same in any order
+        assert np.array_equal(vector, encoder.encode(parse_record(reordered, width)), equal_nan=True)
+        encoder.commit(pending)
+        np.testing.assert_array_equal(vector, reference.round(record), err_msg=f"round {t}")
+    encoding = encoder.encoding()
+    assert encoding["coordinates_taken"] == len(reference.slots)
+    if width == 12:
+        assert encoding["buckets"]["values"] > 0  # the small width overflowed into the buckets
+
+
+def test_the_width_is_bounded_and_the_state_flat_with_endless_new_names() -> None:
+    learner = kons.learner_from_params("ons", {})
+    sizes = {}
+    for t in range(1200):
+        learner.learn_one({"a": float(t % 5), f"name{t}": float(t % 3), "c": f"v{t}"}, float(t % 5))
+        if t in (300, 1199):
+            sizes[t] = (len(learner.to_bytes()), learner.state_nbytes())
+    encoding = learner.encoding()
+    assert encoding is not None
+    assert encoding["width"] == 32 and encoding["coordinates_free"] == 0
+    assert encoding["buckets"]["values"] > 2000
+    (c,) = [f for f in encoding["features"] if f["name"] == "c"]
+    assert len(c["categories"]) <= MAX_CATEGORIES
+    assert len(encoding["features"]) <= encoding["width"]
+    assert len(json.dumps(encoding)) < 200 * encoding["width"]  # JSON, bounded by the width
+    # The counters grow by a few digits; nothing else does.
+    assert abs(sizes[1199][0] - sizes[300][0]) < 200
+    assert sizes[1199][1] == sizes[300][1]
+    assert learner.max_growth_nbytes(10) == 0  # every coordinate is taken: the encoder cannot grow
+
+
+def test_a_given_dim_is_the_width() -> None:
+    learner = kons.Auto(dim=10)
+    assert learner.predict_one({"a": 1.0}) == 0.0
+    learner.learn_one({"a": 1.0, "b": "x"}, 1.0)
+    encoding = learner.encoding()
+    assert encoding is not None and encoding["width"] == 10 and learner.input_dim == 10
+    assert isinstance(parse_record({"b": 1, "a": True}, None), Record)
+    assert parse_record({"b": 1, "a": True}, None).items == (("a", 1.0), ("b", 1.0))
+
+
+# ----------------------------------------------------------------------------- persistence
+
+@pytest.mark.parametrize("make", [kons.Auto, lambda: kons.learner_from_params("ons", {}),
+                                  lambda: kons.Auto(task="classification")])
+@pytest.mark.parametrize("split", [10, 200])  # during the warm-up (rows with gaps buffered), after it
+def test_save_restore_and_replay_are_bit_identical(make: Any, split: int) -> None:
+    records, y = _stream(320)
+    whole = make()
+    labels = [_label(whole, t) for t in y]
+    played = [whole.learn_one(r, t) for r, t in zip(records, labels, strict=True)]
+    first = make()
+    for r, t in zip(records[:split], labels[:split], strict=True):
+        first.learn_one(r, t)
+    restored = kons.load(first.to_bytes())
+    assert restored.to_bytes() == first.to_bytes()
+    assert restored.encoding() == first.encoding()
+    # records after the save, with names new after the restore ("garden" from round 150)
+    continued = [restored.learn_one(r, t) for r, t in zip(records[split:], labels[split:], strict=True)]
+    assert continued == played[split:]
+    assert restored.to_bytes() == whole.to_bytes()
+    assert [restored.predict_one(r) for r in records[:20]] == [whole.predict_one(r) for r in records[:20]]
+
+
+def test_a_corrupted_encoding_is_a_state_format_error() -> None:
+    learner = kons.Auto()
+    for r, t in zip(*_stream(5), strict=True):
+        learner.learn_one(r, t)
+    encoder = learner._prep.encoder
+    assert encoder is not None
+    saved = encoder.scalars()
+    saved["names"][0][1] = saved["names"][1][1]  # two names on one coordinate
+    with pytest.raises(ValueError, match="inconsistent"):
+        RecordEncoder.from_scalars(saved, encoder.width)
+
+
+# ----------------------------------------------------------------------------- learning
+
+@pytest.mark.parametrize("make", [kons.Auto, lambda: kons.learner_from_params("ons", {})])
+def test_records_with_a_categorical_signal_are_learned_far_better_than_the_constant(make: Any) -> None:
+    records, y = _stream(600, seed=3)
+    learner = make()
+    played = np.array([learner.learn_one(r, t) for r, t in zip(records, y, strict=True)])
+    means = np.concatenate([[0.0], np.cumsum(y)[:-1] / np.arange(1, len(y))])
+    late = slice(300, None)
+    mse, constant = np.mean((played[late] - y[late]) ** 2), np.mean((means[late] - y[late]) ** 2)
+    assert mse < 0.1 * constant  # the city explains most of the variance
+
+
+def test_a_classifier_learns_a_label_set_by_the_category() -> None:
+    records, _ = _stream(600, seed=4)
+    labels = [CITY_EFFECT[r["city"]] > 0 for r in records]
+    learner = kons.Auto(task="classification")
+    played = np.array([learner.learn_one(r, label) for r, label in zip(records, labels, strict=True)])
+    assert np.mean((played[300:] > 0) != np.array(labels[300:])) < 0.02
+
+
+def test_preprocessed_learners_take_records() -> None:
+    records, y = _stream(60)
+    learner = kons.learner_from_params("nystrom_kons", {})
+    assert isinstance(learner, Preprocessed) and learner.accepts_records
+    played = [learner.learn_one(r, t) for r, t in zip(records, y, strict=True)]
+    assert all(np.isfinite(played))
+    encoding = learner.encoding()
+    assert encoding is not None and {f["name"] for f in encoding["features"]} == {"city", "noise", "rooms"}
+
+
+@pytest.mark.parametrize("make", [kons.Auto, lambda: kons.learner_from_params("ons", {})])
+def test_the_growth_bound_holds_for_new_names_and_categories(make: Any) -> None:
+    learner = make()
+    for t in range(40):  # past the warm-up
+        learner.learn_one({"a": float(t % 3)}, float(t % 3))
+    before, bound = learner.state_nbytes(), learner.max_growth_nbytes(100)
+    for t in range(100):
+        learner.learn_one({"a": 1.0, "n" * 200 + str(t): "c" * 250 + str(t)}, float(t % 3))
+    assert 0 < learner.state_nbytes() - before <= bound
+
+
+def test_the_scaler_with_gaps_matches_numpy_on_the_values_given() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 6)) * [1.0, 10.0, 0.1, 5.0, 1.0, 2.0] + 3.0
+    X[rng.random(X.shape) < 0.3] = np.nan
+    X[:50, 5] = np.nan  # a coordinate first given at row 50
+    scaler = FeatureScaler(6, sparse=False)
+    for t, x in enumerate(X):
+        z = np.asarray(scaler.transform(x, commit=True))
+        with warnings.catch_warnings():  # numpy warns of the columns without a value yet
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, std = np.nanmean(X[: t + 1], axis=0), np.nanstd(X[: t + 1], axis=0)
+        expected = np.where(np.isnan(x) | ~(std > 0), 0.0, (x - mean) / np.where(std > 0, std, 1.0))
+        np.testing.assert_allclose(z, expected, rtol=1e-9, atol=1e-12)
+    assert scaler.counts is not None
+    np.testing.assert_array_equal(scaler.counts, np.sum(~np.isnan(X), axis=0))
+    np.testing.assert_allclose(scaler.mean, np.nanmean(X, axis=0), rtol=1e-12)
+    # the warm-up buffer's scaling: by the current statistics, 0 where a value is left out
+    expected = np.nan_to_num(X[-1] - scaler.mean) / np.sqrt(scaler.m2 / scaler.counts) * ~np.isnan(X[-1])
+    np.testing.assert_allclose(scaler.standardise(X[-1]), expected, rtol=1e-12)
+
+
+def test_a_multi_class_learner_takes_records_in_every_round_and_probability() -> None:
+    records, _ = _stream(400, seed=6)
+    labels = [{"Paris": "north", "Lille": "north", "Lyon": "centre"}.get(r["city"], "south") for r in records]
+    learner = kons.Auto(task="classification")
+    for record, label in zip(records[:200], labels[:200], strict=True):
+        learner.learn_one(record, label)
+    restored = kons.load(learner.to_bytes())
+    hits = 0
+    for record, label in zip(records[200:], labels[200:], strict=True):
+        distribution = learner.predict_proba_dict_one(record)
+        assert distribution == restored.predict_proba_dict_one(record)
+        assert sum(distribution.values()) == pytest.approx(1.0)
+        hits += max(distribution, key=lambda c: distribution[c]) == label
+        assert learner.learn_one(record, label) == restored.learn_one(record, label)
+    assert hits / 200 > 0.95
+    assert learner.to_bytes() == restored.to_bytes()
