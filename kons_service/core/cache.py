@@ -33,7 +33,7 @@ import anyio.to_thread
 import kons
 from kons_service.core import codec
 from kons_service.core.errors import BusyError, LearnerNotFoundError
-from kons_service.core.learning import build, offload
+from kons_service.core.learning import build, offload, undecided
 from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.rollbacks import RollbackReporter, Witness
@@ -265,7 +265,9 @@ class LearnerCache:
                 await self.check_held(entry.ref, held, "process")
             for mark in self.marks.unchecked(entry.ref) if self.marks is not None else ():
                 await self.check_held(entry.ref, mark, "marks")
-        same = entry.learner is not None and entry.incarnation == head.incarnation
+        # (a learner built before its task was decided cannot play the rounds logged since: rebuilt)
+        same = entry.learner is not None and entry.incarnation == head.incarnation and not (
+            undecided(entry.config) and head.version > entry.version)
         if same and entry.version <= head.version and await self._catch_up(entry, head):
             entry.snap_version = max(entry.snap_version, head.snap_version)
             return
@@ -328,7 +330,7 @@ class LearnerCache:
             x = codec.decode_features(logged.x)
             if learner.grows:  # where the writer held it (its tenant's budget was full)
                 learner.hold_growth(logged.held)
-            played = learner.learn_one(x, codec.unpack_float(logged.y))
+            played = learner.learn_one(x, codec.decode_label(logged.y))
             entry.version, entry.tip = version, tip
             if played != codec.unpack_float(logged.played):
                 self.metrics.divergence.inc()

@@ -95,6 +95,11 @@ class Metrics:
         self.rounds = Counter("kons_feedback_rounds", "Feedback rounds acknowledged.", registry=r)
         self.loss = Counter("kons_feedback_loss", "Sum of the losses of the acknowledged rounds, by loss.",
                             ["loss"], registry=r)
+        self.correct = Counter("kons_feedback_correct", "Acknowledged rounds of classifiers whose played "
+                               "prediction (most probable class, or the score's sign) was the label: "
+                               "accuracy = rate(correct) / rate(classified).", registry=r)
+        self.classified = Counter("kons_feedback_classified", "Acknowledged rounds of classifiers.",
+                                  registry=r)
         self.predictions = Counter("kons_predictions", "Predictions served.", registry=r)
         self.replayed = Counter("kons_replayed_rounds", "Logged rounds replayed into cached learners.",
                                 registry=r)
@@ -150,6 +155,9 @@ class Metrics:
                                       labels, registry=r)
         self.learner_loss = Counter("kons_learner_loss", "Sum of the losses of the acknowledged rounds, "
                                     "per learner and loss.", [*labels, "loss"], registry=r)
+        self.learner_correct = Counter("kons_learner_correct", "Acknowledged rounds of a classifier whose "
+                                       "played prediction was the label, per learner (accuracy = "
+                                       "rate(correct) / rate(rounds)).", labels, registry=r)
         self.learner_rollbacks = Counter("kons_learner_history_rollbacks", "Redis rollbacks found, per "
                                          "learner (see kons_rollbacks_detected).", labels, registry=r)
         # ... and gauges of its state, as last set by any worker
@@ -183,13 +191,20 @@ class Metrics:
         self.refresh_worker()
 
     # ------------------------------------------------------------------ learners
-    def count_rounds(self, ref: LearnerRef, loss: str, losses: Sequence[float]) -> None:
-        """Acknowledged feedback rounds of ``ref`` with their losses."""
+    def count_rounds(self, ref: LearnerRef, loss: str, losses: Sequence[float],
+                     correct: Sequence[bool] | None = None) -> None:
+        """Acknowledged feedback rounds of ``ref`` with their losses, and for a classifier whether each
+        round's prediction was its label."""
         self.rounds.inc(len(losses))
         self.loss.labels(loss).inc(sum(losses))
+        if correct is not None:
+            self.classified.inc(len(correct))
+            self.correct.inc(sum(correct))
         if self.per_learner:
             self.learner_rounds.labels(ref.tenant, ref.name).inc(len(losses))
             self.learner_loss.labels(ref.tenant, ref.name, loss).inc(sum(losses))
+            if correct is not None:
+                self.learner_correct.labels(ref.tenant, ref.name).inc(sum(correct))
 
     def count_rollback(self, ref: LearnerRef, seen_by: str, rounds: int) -> None:
         """The store lost at least ``rounds`` acknowledged rounds of ``ref``; ``seen_by`` as in
