@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -172,10 +173,12 @@ def markdown(results: dict[str, Any], command: str) -> str:
             rows.append([name, *(r.get(column, "") for column in _COLUMNS)])
     outages = results.get("cluster_outages", [])
     commit = results["run"].get("commit", "unknown")
+    load = results["run"].get("load")
+    loaded = f", load average {load[0]} at the start and {load[1]} at the end" if load else ""
     lines = [
         "## Redis Cluster and failover",
         "",
-        f"Reproduce with `{command}` (commit {commit}; machine: {machine_summary()}, shared; "
+        f"Reproduce with `{command}` (commit {commit}; machine: {machine_summary()}, shared{loaded}; "
         f"{results['run']['seconds'] / 60:.1f} min).",
         "",
         _SCENARIOS,
@@ -201,9 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     stamp, commit = provenance(SOURCES), git_commit()
+    load = [round(os.getloadavg()[0], 1)]  # the machine's 1-minute load average, at the start and the end
     with tempfile.TemporaryDirectory(prefix="kons-cluster-") as tmp:
         results = asyncio.run(run(Path(tmp), kills=args.kills, seeds=args.seeds))
-    results["run"] = {"seconds": round(time.monotonic() - started, 1), "commit": commit,
+    load.append(round(os.getloadavg()[0], 1))
+    results["run"] = {"seconds": round(time.monotonic() - started, 1), "commit": commit, "load": load,
                       "command": command_line("benchmarks.cluster_failover", argv,
                                               outputs=("--json", "--markdown"))}
     if args.json:

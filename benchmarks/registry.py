@@ -98,6 +98,16 @@ BENCHMARKS = (
     Benchmark("Hostile senders do not starve others (docs/reliability.md)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.hostile --seconds 5 --rounds 3 --baseline PATH",
               ("hostile.md",), (*_SERVICE, "benchmarks/hostile.py")),
+    Benchmark("Redis Cluster under real failures, with and without WAIT; the write pause WAIT costs "
+              "(README, docs/reliability.md)",
+              "python -m benchmarks.cluster_failover --seeds 3 --kills 6 "
+              "--json benchmarks/results/cluster_failover.json",
+              ("cluster_failover.json",),
+              (*_SERVICE, "testkit/scenarios.py", "benchmarks/cluster_failover.py")),
+    Benchmark("The cost of acknowledged-version marks (KONS_ACK_MARKS_DIR) on a feedback "
+              "(docs/reliability.md)",
+              "python -m benchmarks.ack_marks --runs 4 --out benchmarks/results",
+              ("ack_marks.md", "ack_marks.json"), (*_SERVICE, "benchmarks/ack_marks.py")),
     Benchmark("Reliability battery: every promise kept (docs/reliability.md)",
               "python -m benchmarks.reliability --out docs/reliability.md "
               "--json benchmarks/results/reliability.json",

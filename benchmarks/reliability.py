@@ -144,6 +144,7 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
              f"state == serial replay: {replicas['state_equals_replay']}"),
             *_if_run(results, "rollback", _rollback_row),
             *_if_run(results, "rollback_restart", _restart_rollback_row),
+            *_if_run(results, "rollback_restart_marks", _restart_rollback_row),
             *_if_run(results, "eviction", _eviction_rows),
             *_if_run(results, "hostile", _hostile_row),
             *_failover_rows(results),
@@ -188,6 +189,7 @@ def _verdict(results: dict[str, Any]) -> str:
 _SECTIONS = [("Crash durability", "crash"), ("Redis faults", "redis_faults"),
              ("Redis SIGKILL (appendfsync everysec)", "redis_sigkill"), ("Replicas", "replicas"),
              ("Redis rollback", "rollback"), ("Redis rollback across a restart", "rollback_restart"),
+             ("Redis rollback across a restart, with marks", "rollback_restart_marks"),
              ("Evicting Redis", "eviction"), ("Hostile senders", "hostile"),
              ("Failover with `KONS_REDIS_WAIT_REPLICAS=1`", "failover_wait"),
              ("Failover without waiting for replicas", "failover_no_wait"), ("Soak", "soak"),
@@ -210,7 +212,10 @@ _EXPLAINED = {
         "Redis and that process SIGKILLed and restarted: Redis comes back from the older file and no "
         "process holds the lost rounds any more. The client sends back the newest version it was answered "
         "(`Kons-Seen-Version`), in a predict to the second process and a feedback to the restarted one; "
-        "`reports_*` are their log lines, parsed: the versions each names as lost.", ""],
+        "`reports_*` are their log lines, parsed: who saw the loss, the versions each names as lost.", ""],
+    "rollback_restart_marks": [
+        "The same with `KONS_ACK_MARKS_DIR` set on both processes: the restarted process gets a predict "
+        "without any version first, and must report the loss from its predecessor's marks.", ""],
     "eviction": [
         "A real redis-server with `maxmemory-policy allkeys-lru`: the service refuses to start on it; a "
         "service whose Redis is switched to it at run time reports not ready; with the explicit override "
@@ -263,11 +268,13 @@ def _stall_row(crash: dict[str, Any]) -> Rows:
 
 def _restart_rollback_row(r: dict[str, Any]) -> Rows:
     lost = [trial["lost_rounds"] for trial in r["trials"]]
-    return [("Redis rollback across a restart", (
+    first = ("its predecessor's marks (`KONS_ACK_MARKS_DIR`)" if r["marks"]
+             else "the client's `Kons-Seen-Version`")
+    return [(f"Redis rollback across a restart{', with marks' if r['marks'] else ''}", (
         f"{len(lost)} host reboots (Redis back from an older RDB file, the service restarted with it): "
         f"{'/'.join(map(str, lost))} acknowledged rounds lost; reported with the right versions "
         f"**{r['reported_with_the_right_extent']} of {r['reports_expected']}** times (the restarted process "
-        "and one that never held them, from the client's `Kons-Seen-Version`)"))]
+        f"from {first}, and one that never held them from the client's version)"))]
 
 
 def _rollback_row(r: dict[str, Any]) -> Rows:
@@ -408,23 +415,39 @@ answers; it never serves or extends the lost history, and every process agrees w
 were applied, and their request ids were lost with them (a retry is applied as a new round). Only
 `appendfsync always` on the primary, and waiting for replicas before acknowledging, narrow that loss.
 
-**Rollbacks no process held (restarts, other replicas): the client's version.** The fence sees a loss only
-in a process that still holds the lost rounds in memory. A host reboot restarts the service with Redis, and
-another replica never held them: both would go on silently. What Redis cannot roll back is the client's
-memory, so a client may send back the newest version it was answered, in the header `Kons-Seen-Version`
-of a predict, a feedback or a `GET` of the learner (the Python client does it by itself). A store whose
-head is below it lost at least the versions after the head up to it: the process logs `the store lost
-rounds of <learner> that a client was answered: the client saw version S, the store's head is version H;
-lost at least versions H+1 to S (S-H rounds)`, counts it in `kons_rollbacks_seen_by_clients_total` and
-the rounds in `kons_rollback_rounds_lost_total` (the fence's reports count there too, and in
-`kons_history_rollbacks_total`), and `/readyz` shows the process's totals (`"rollbacks": {"detected",
-"rounds_lost"}`, no learner named). The answer itself is unchanged, and the same loss is reported once
-per process. What it cannot see: a loss no client comes back with a version of; a loss the store has
-already overtaken when the version comes back (others appended past S: the head is no longer below it);
-more than the client saw (rounds others were answered after S). It is a lower bound. It trusts the
-client: a version from before a delete, a re-create or a state upload of the learner is reported as a
-loss (clients must forget it then, as the Python client does), and a made-up version only costs a log
-line and a count. Measured below: Redis rollback across a restart.
+**Rollbacks no process held (restarts, other replicas): marks and the client's version.** The fence sees a
+loss only in a process that still holds the lost rounds in memory. A host reboot restarts the service with
+Redis, and another replica never held them: both would go on silently. Two witnesses Redis cannot roll back
+report it then; each names the versions lost (a lower bound), logs `the store lost rounds of <learner>
+that <witness>: ...; lost at least versions F to L (N rounds)` once per loss per process, counts in
+`kons_rollbacks_detected_total{seen_by="process"|"marks"|"client"}` (the fence's too) and its rounds in
+`kons_rollback_rounds_lost_total`, and `/readyz` shows the process's totals (`"rollbacks": {"detected",
+"rounds_lost"}`, no learner named). Answers are unchanged.
+
+* *Marks* (`KONS_ACK_MARKS_DIR`, off by default): each process appends the newest acknowledged version
+  of each learner to a file of its own in a local directory before it answers, and `fsync`s it every
+  `KONS_ACK_MARKS_FSYNC_SECONDS` (0.1) in the background. A process that starts reads the directory (its
+  predecessors' files, which it folds into its own, and those of live processes sharing it) and, the
+  first time it loads a learner, compares the newest mark of the learner's incarnation with the store's
+  head (`kons_service/core/marks.py`). Cost: a `write` of one line per acknowledged group, 11 µs
+  (`benchmarks/results/ack_marks.md`) against a feedback of 1.7-12 ms median here; side by side, 4 x
+  2,000 feedbacks each could not tell the two apart on this loaded machine (load 9-11; ratios of the
+  medians 0.38-1.02: no run with marks more than 2% slower). An `fsync` per acknowledgement would cost
+  about 4 ms here (median), hence the batches. What the
+  marks cannot see: a host crash loses the marks of the last `fsync` period (Redis under `everysec`
+  loses about a second: most of it is seen); a process on another host, or after its directory is
+  lost; a loss the log no longer shows (the store took other rounds past the mark and trimmed the log
+  behind a snapshot).
+* *The client's version*: a client may send back the newest version it was answered, in the header
+  `Kons-Seen-Version` of a predict, a feedback or a `GET` of the learner (the Python client does it by
+  itself). A store whose head is below it lost at least the versions after the head up to it; this
+  reaches a replica that never held the rounds and needs no local state. What it cannot see: a loss no
+  client comes back with a version of; a loss the store has already overtaken when the version comes
+  back (others appended past it); more than the client saw. It trusts the client: a version from before
+  a delete, a re-create or a state upload of the learner is reported as a loss (clients must forget it
+  then, as the Python client does), and a made-up version only costs a log line and a count.
+
+Measured below: Redis rollback across a restart.
 
 """.replace("{fsync_table}", "\n".join(_FSYNC_TABLE))
 
@@ -453,6 +476,9 @@ _NOTES = """## How to read these figures
   tests in `tests/reliability/test_retry_safety.py`, which drop the reply of the append script in a proxy.
   Run against the service as it was before the history fence (the parent of commit cba4bee), the
   rollback scenario ends with the replicas different from each other and from the serial replay.
+* **Rollbacks reported with `WAIT` and none lost**: a round the old primary logged but no replica
+  confirmed was answered 503 `not_replicated`, so it was never acknowledged; a failover loses it, and a
+  process that held it reports that rollback all the same (the cluster runs' `rollbacks_reported`).
 * **Byte format**: random corruption of state blobs is covered by the hypothesis tests in
   `tests/kons/test_state.py` (`test_random_corruption_is_always_a_state_format_error`,
   `test_resigned_corruption_never_escapes_as_another_error`) and over HTTP by
@@ -474,6 +500,8 @@ async def _battery(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         ("rollback", lambda: rollback_scenario(workdir / "rollback", rollbacks=6 if big else 2)),
         ("rollback_restart", lambda: restart_rollback_scenario(workdir / "rollback_restart",
                                                                trials=3 if big else 2)),
+        ("rollback_restart_marks", lambda: restart_rollback_scenario(
+            workdir / "rollback_restart_marks", trials=3 if big else 2, marks=True)),
         ("eviction", lambda: eviction_scenario(workdir / "eviction", learners=60 if big else 12,
                                                batches=20 if big else 8)),
         ("hostile", lambda: asyncio.to_thread(_hostile, 6.0 if big else 2.0)),
@@ -546,6 +574,7 @@ def _failures(results: dict[str, Any]) -> list[str]:
             + _if_run(results, "eviction", _eviction_failures) + _failover_failures(results)
             + _if_run(results, "hostile", _hostile_failures)
             + _if_run(results, "rollback_restart", _restart_rollback_failures)
+            + _if_run(results, "rollback_restart_marks", _restart_rollback_failures)
             + _if_run(results, "cluster", cluster_failover.failures))
 
 
@@ -576,8 +605,8 @@ def _failover_failures(results: dict[str, Any]) -> list[str]:
 def _restart_rollback_failures(r: dict[str, Any]) -> list[str]:
     if r["reported_with_the_right_extent"] == r["reports_expected"]:
         return []
-    return [f"rollback_restart: reported with the right extent {r['reported_with_the_right_extent']} of "
-            f"{r['reports_expected']} times"]
+    return [f"rollback_restart (marks: {r['marks']}): reported with the right extent "
+            f"{r['reported_with_the_right_extent']} of {r['reports_expected']} times"]
 
 
 def _rollback_failures(r: dict[str, Any]) -> list[str]:

@@ -22,9 +22,10 @@ What the sharing changes: the full-matrix ONS on :math:`\mathrm{vec}(W)` would a
 :math:`\eta\,\mathrm{vec}(G)\mathrm{vec}(G)^\top = \eta\,(g g^\top) \otimes (\phi\phi^\top)`, a
 (j(K-1))^2 matrix coupling the classes; the shared matrix replaces :math:`g g^\top` by
 :math:`\|g\|^2 I \succeq g g^\top`, which costs one O(j^2) update instead of O(j^2 K^2). What still holds:
-on scores in :math:`[-C, C]^{K-1}` the log loss is strongly convex in the scores (the Hessian
-:math:`\mathrm{diag}(p) - p p^\top` of the K-1 scores has its eigenvalues above some :math:`\mu(C, K) > 0`,
-of the order of :math:`e^{-2C}/K`), and :math:`\|g\|^2 \le 2`, so for :math:`\eta \le \mu/2`
+on scores in :math:`[-C, C]^{K-1}` the log loss is strongly convex in the scores: every probability is
+at least :math:`e^{-2C}/K`, so the Hessian :math:`\mathrm{diag}(p) - p p^\top` of the K-1 scores has its
+eigenvalues above some :math:`\mu(C, K) > 0`, at least of the order of :math:`e^{-4C}/K^2`. With
+:math:`\|g\|^2 \le 2`, for :math:`\eta \le \mu/2`
 
 .. math:: \ell(W^*) \ge \ell(W) + \langle G, W^* - W\rangle + \tfrac{\eta}{2}\|g\|^2
           \|(W^* - W)^\top\phi\|^2,
@@ -47,7 +48,7 @@ import numpy as np
 
 from kons._numerics import TINY
 
-__all__ = ["newton_outputs", "reference_softmax", "widened"]
+__all__ = ["log_probability", "newton_outputs", "reference_softmax", "widened"]
 
 
 def reference_softmax(scores: np.ndarray) -> np.ndarray:

@@ -711,7 +711,8 @@ class Auto(Learner):
 
     def learn_one(self, x: Any, y: Any) -> float:
         """Play one round (see :class:`~kons.base.Learner`); classification learns the label ``y`` as
-        given (``True`` and ``1`` are two classes), whatever :meth:`check_round` maps it to."""
+        given (``True`` and ``1`` are two classes, but for a learner of booleans: :mod:`kons.classes`),
+        whatever :meth:`check_round` maps it to."""
         if not self._binary:
             return super().learn_one(x, y)
         x, _ = self.check_round(x, y)
@@ -897,6 +898,7 @@ class Auto(Learner):
     def _learn_label(self, x: np.ndarray | SparseVector, y: Any) -> float:
         """A round of classification: the binary model, or the multinomial one from the third class."""
         classes = self._classes
+        y = classes.label(y)
         index = classes.index(y)
         new = index < 0
         if new:

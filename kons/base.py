@@ -294,9 +294,12 @@ class Learner(abc.ABC):
         """``x`` validated against the learner's dimension (what ``_predict`` and ``_learn`` receive)."""
         if is_record(x):
             if not self.accepts_records:
+                # A dict here is either a mistyped sparse row or a record: say what each needs.
+                sparse = (" (a sparse row is a dict with exactly the keys 'indices' and 'values', and "
+                          "optionally 'dim')") if self.accepts_sparse else ""
                 raise InvalidInputError(
-                    f"{type(self).__name__} takes arrays of numbers; a record (a dict of named values) needs "
-                    "a learner that preprocesses: 'auto', or learner_from_params(...) without "
+                    f"{type(self).__name__} takes arrays of numbers{sparse}; a record (a dict of named "
+                    "values) needs a learner that preprocesses: 'auto', or learner_from_params(...) without "
                     "'preprocess': false.")
             return parse_record(x, self._known_dim())
         if self.accepts_sparse and is_sparse_input(x):

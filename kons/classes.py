@@ -15,6 +15,14 @@ NaN, None, other floats and containers are refused). Classes are told apart by t
 
 So :attr:`Classes.labels` is the order of appearance except that the first two are listed negative first.
 
+**Booleans.** A learner whose classes are booleans saves exactly the state the binary learners saved
+before classes were recorded (the counts of its labels tell which booleans it has seen), so its state
+cannot tell whether it was given booleans or the numbers -1, 0 and 1, which those learners took alike
+(the service still passes its binary labels as -1.0 and +1.0, and its learners saved before this were
+given those). Such a learner therefore reads -1 and 0 as ``False`` and 1 as ``True``; any other learner
+keeps ``True`` and ``1`` apart (a learner given ``1`` first has the class ``1``, and ``True`` is then
+another class).
+
 Bounds: at most :data:`MAX_CLASSES` classes and labels of at most :data:`MAX_LABEL_CHARS` characters, so
 that the state stays bounded whatever the stream sends.
 
@@ -115,20 +123,29 @@ class Classes:
     def label_of(self, index: int) -> Any:
         return self._labels[index]
 
+    def label(self, y: Any) -> bool | int | str:
+        """The class label of ``y`` for this learner (:func:`class_label`; see *Booleans* in
+        :mod:`kons.classes` for -1, 0 and 1 given to a learner of booleans)."""
+        label = class_label(y)
+        if (type(label) is int and -1 <= label <= 1 and self._index
+                and all(kind == "bool" for kind, _ in self._index)):
+            return label == 1
+        return label
+
     def index(self, y: Any) -> int:
         """The index of the class of ``y``, ``-1`` if it is new (:class:`InvalidInputError` if invalid)."""
-        return self._index.get(_key(class_label(y)), -1)
+        return self._index.get(_key(self.label(y)), -1)
 
     def check(self, y: Any) -> bool | int | str:
         """``y`` as a label this learner can learn now (nothing added)."""
-        label = class_label(y)
+        label = self.label(y)
         if _key(label) not in self._index:
             self.new_index(label)
         return label
 
     def new_index(self, y: Any) -> int:
         """The index the new class ``y`` takes (:class:`InvalidInputError` beyond :data:`MAX_CLASSES`)."""
-        key = _key(class_label(y))
+        key = _key(self.label(y))
         if len(self._index) >= MAX_CLASSES:
             raise InvalidInputError(f"this learner already has {MAX_CLASSES} classes, the most it keeps; "
                                     f"got the new label {key[1]!r}.")
@@ -142,7 +159,7 @@ class Classes:
 
     def add(self, y: Any, index: int) -> None:
         """Add the new class ``y`` at the index :meth:`new_index` gave."""
-        key = _key(class_label(y))
+        key = _key(self.label(y))
         if index < len(self._labels):
             self._labels[index] = key[1]
         else:

@@ -62,8 +62,11 @@ __all__ = [
     "UnavailableError",
 ]
 
-#: Dense features (any sequence of numbers, numpy arrays included) or ``{"indices": [...], "values": [...]}``.
-FeaturesLike = Sequence[float] | Mapping[str, Sequence[float]] | Any
+#: Dense features (any sequence of numbers, numpy arrays included), ``{"indices": [...], "values": [...]}``
+#: or a record ``{name: number | str | bool | None}``.
+FeaturesLike = Sequence[float] | Mapping[str, Any] | Any
+#: A label: a number (regression) or a class (a string, an integer or a boolean); NumPy scalars too.
+LabelLike = float | int | str | bool | Any
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -197,10 +200,18 @@ def _model(model: type[M]) -> Callable[[httpx.Response], M]:
 
 
 def _features(x: FeaturesLike) -> Any:
-    """Features as JSON: a list of floats (from any sequence, numpy arrays included) or the sparse dict."""
-    if isinstance(x, Mapping):
+    """Features as JSON: a list of floats (from any sequence, numpy arrays included), the sparse dict, or a
+    record of JSON scalars."""
+    if isinstance(x, Mapping) and set(x) == {"indices", "values"}:
         return {"indices": [int(i) for i in x["indices"]], "values": [float(v) for v in x["values"]]}
+    if isinstance(x, Mapping):
+        return {str(name): _scalar(value) for name, value in x.items()}
     return [float(v) for v in x]
+
+
+def _scalar(value: Any) -> Any:
+    """A JSON scalar of a value as given (a NumPy scalar as its Python value)."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, str | bytes) else value
 
 
 def _learner(name: str) -> str:
@@ -208,9 +219,11 @@ def _learner(name: str) -> str:
 
 
 def _create(
-    name: str, algorithm: str, dim: int | None, params: Mapping[str, Any] | None
+    name: str, algorithm: str, dim: int | None, params: Mapping[str, Any] | None, task: str | None = None
 ) -> _Call[LearnerSummary]:
     body = {"algorithm": algorithm, "dim": dim, "params": dict(params or {})}
+    if task is not None:
+        body["task"] = task
     return _Call("PUT", _learner(name), _model(LearnerSummary), json=body, learner=name, new_history=True)
 
 
@@ -230,9 +243,9 @@ def _predict_batch(name: str, xs: Sequence[FeaturesLike],
     return _Call("POST", _learner(name) + "/predict", _model(BatchPredictResponse), json=body, learner=name)
 
 
-def _feedback(name: str, y: float, x: FeaturesLike | None, id: str | None,
+def _feedback(name: str, y: LabelLike, x: FeaturesLike | None, id: str | None,
               request_id: str | None) -> _Call[FeedbackResponse]:
-    body: dict[str, Any] = {"y": float(y), "request_id": request_id or uuid.uuid4().hex}
+    body: dict[str, Any] = {"y": _scalar(y), "request_id": request_id or uuid.uuid4().hex}
     if x is not None:
         body["x"] = _features(x)
     if id is not None:
@@ -240,7 +253,7 @@ def _feedback(name: str, y: float, x: FeaturesLike | None, id: str | None,
     return _Call("POST", _learner(name) + "/feedback", _model(FeedbackResponse), json=body, learner=name)
 
 
-def _feedback_batch(name: str, ys: Sequence[float], xs: Sequence[FeaturesLike] | None,
+def _feedback_batch(name: str, ys: Sequence[LabelLike], xs: Sequence[FeaturesLike] | None,
                     ids: Sequence[str] | None, request_id: str | None) -> _Call[BatchFeedbackResponse]:
     if xs is not None and ids is None:
         keys: Sequence[Any] = [_features(x) for x in xs]  # (xs may be a numpy array: no truth test)
@@ -251,7 +264,7 @@ def _feedback_batch(name: str, ys: Sequence[float], xs: Sequence[FeaturesLike] |
     if len(keys) != len(ys):
         raise ValueError(f"{len(ys)} labels for {len(keys)} rows")
     field = "id" if ids is not None else "x"
-    items = [{field: key, "y": float(y)} for key, y in zip(keys, ys, strict=True)]
+    items = [{field: key, "y": _scalar(y)} for key, y in zip(keys, ys, strict=True)]
     body = {"items": items, "request_id": request_id or uuid.uuid4().hex}
     return _Call("POST", _learner(name) + "/feedback", _model(BatchFeedbackResponse), json=body,
                  learner=name)
@@ -356,10 +369,11 @@ class Client(_Base):
         return self._send(_Call("GET", "/metrics", lambda r: r.text))
 
     def create_learner(self, name: str, algorithm: str = "auto", dim: int | None = None,
-                       params: Mapping[str, Any] | None = None) -> LearnerSummary:
+                       params: Mapping[str, Any] | None = None, task: str | None = None) -> LearnerSummary:
         """``PUT /v1/learners/{name}``: create it (the same config again is a no-op; another is a 409).
-        Without ``dim``, the first feedback row fixes it."""
-        return self._send(_create(name, algorithm, dim, params))
+        Without ``dim``, the first feedback row fixes it; ``task`` ("regression" or "classification"):
+        without it, the algorithm's parameters decide (for ``auto``, the first feedback's label)."""
+        return self._send(_create(name, algorithm, dim, params, task))
 
     def list_learners(self, cursor: str | None = None, limit: int = 100) -> LearnerList:
         """``GET /v1/learners``: a page of the tenant's learners in name order."""
@@ -392,12 +406,12 @@ class Client(_Base):
         """``POST .../predict`` of many rows, all on the same version."""
         return self._send(_predict_batch(name, xs, ids))
 
-    def feedback(self, name: str, y: float, *, x: FeaturesLike | None = None, id: str | None = None,
+    def feedback(self, name: str, y: LabelLike, *, x: FeaturesLike | None = None, id: str | None = None,
                  request_id: str | None = None) -> FeedbackResponse:
         """``POST .../feedback``: one round, on features ``x`` or a predict's ``id``; applied once."""
         return self._send(_feedback(name, y, x, id, request_id))
 
-    def feedback_batch(self, name: str, ys: Sequence[float], *, xs: Sequence[FeaturesLike] | None = None,
+    def feedback_batch(self, name: str, ys: Sequence[LabelLike], *, xs: Sequence[FeaturesLike] | None = None,
                        ids: Sequence[str] | None = None,
                        request_id: str | None = None) -> BatchFeedbackResponse:
         """``POST .../feedback`` of rounds applied in order, all or none, once."""
@@ -450,8 +464,9 @@ class AsyncClient(_Base):
         return await self._send(_Call("GET", "/metrics", lambda r: r.text))
 
     async def create_learner(self, name: str, algorithm: str = "auto", dim: int | None = None,
-                             params: Mapping[str, Any] | None = None) -> LearnerSummary:
-        return await self._send(_create(name, algorithm, dim, params))
+                             params: Mapping[str, Any] | None = None,
+                             task: str | None = None) -> LearnerSummary:
+        return await self._send(_create(name, algorithm, dim, params, task))
 
     async def list_learners(self, cursor: str | None = None, limit: int = 100) -> LearnerList:
         return await self._send(_list(cursor, limit))
@@ -477,11 +492,11 @@ class AsyncClient(_Base):
                             ids: Sequence[str] | None = None) -> BatchPredictResponse:
         return await self._send(_predict_batch(name, xs, ids))
 
-    async def feedback(self, name: str, y: float, *, x: FeaturesLike | None = None, id: str | None = None,
+    async def feedback(self, name: str, y: LabelLike, *, x: FeaturesLike | None = None, id: str | None = None,
                        request_id: str | None = None) -> FeedbackResponse:
         return await self._send(_feedback(name, y, x, id, request_id))
 
-    async def feedback_batch(self, name: str, ys: Sequence[float], *,
+    async def feedback_batch(self, name: str, ys: Sequence[LabelLike], *,
                              xs: Sequence[FeaturesLike] | None = None, ids: Sequence[str] | None = None,
                              request_id: str | None = None) -> BatchFeedbackResponse:
         return await self._send(_feedback_batch(name, ys, xs, ids, request_id))

@@ -109,6 +109,14 @@ class Settings(BaseSettings):
         "with CLIENT LIST), instead of waiting for lease_ttl_ms. Set false for a Redis that refuses CLIENT "
         "SETNAME; a Redis that refuses CLIENT LIST just falls back to the TTL.")
     lease_wait_seconds: float = Field(10.0, gt=0, description="How long a write waits for the lease.")
+    ack_marks_dir: Path | None = Field(
+        None, description="A local directory where each process keeps the newest acknowledged version of "
+        "each learner, outside Redis, so that a process started after a host reboot reports the rounds "
+        "Redis lost with it (see docs/reliability.md). Unset: no marks (rollbacks are still seen by a "
+        "process that held the rounds, and from a client's Kons-Seen-Version).")
+    ack_marks_fsync_seconds: float = Field(
+        0.1, gt=0, description="How often the marks are flushed to disk (fsync): a host crash loses at "
+        "most the marks of this last stretch.")
     group_commit: bool = Field(
         True, description="Feedbacks to one learner that arrive while its writer is busy are played and "
         "appended together, in arrival order, in one Redis call (each answered with its own rounds); false: "

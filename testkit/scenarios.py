@@ -781,29 +781,36 @@ async def rollback_scenario(
         }
 
 
-#: The line a service process logs when a client sends back a version its store no longer has.
-SEEN_ROLLBACK_LOG = re.compile(r"a client was answered: the client saw version (\d+), the store's head is "
-                               r"version (\d+); lost at least versions (\d+) to (\d+) \((\d+) rounds\)")
+#: A service's report of a rollback: who saw it, and the versions it names as lost.
+ROLLBACK_REPORT = re.compile(r"the store lost rounds of .*? that (this process held|a client was answered|"
+                             r"were acknowledged before this process started).*?; lost at least versions "
+                             r"(\d+) to (\d+) \((\d+) rounds\)")
 
 
 async def restart_rollback_scenario(
-    workdir: Path, *, trials: int = 2, kept: int = 6, lost: int = 4,
+    workdir: Path, *, trials: int = 2, kept: int = 6, lost: int = 4, marks: bool = False,
 ) -> dict[str, Any]:
     """A host reboot that rolls Redis back, with the service on the same host: two service processes on
     one redis-server that keeps only RDB snapshots (``appendonly no``); in each of ``trials``, ``SAVE``,
     ``lost`` more rounds acknowledged through the first process, then Redis and that process are SIGKILLed
     together and restarted: Redis comes back from the older snapshot, and no process holds the lost
-    rounds any more (the second one never did). The client sends back the newest version it was answered
-    (``Kons-Seen-Version``): in a predict to the second process, then in a feedback to the restarted one.
+    rounds any more (the second one never did).
+
+    Then, with ``marks`` (both processes keep their acknowledged versions in ``KONS_ACK_MARKS_DIR``), a
+    predict without any version goes to the restarted process first, which must report the loss from its
+    predecessor's marks. In every case the client then sends back the newest version it was answered
+    (``Kons-Seen-Version``): in a predict to the second process, then in a feedback to the restarted one
+    (which reports a loss once, whoever saw it first).
 
     Figures per trial: the versions the store lost (the client's newest version minus the head after the
-    restart), and what each process reported (parsed from its log line: the versions named, the rounds),
-    with the metrics ``kons_rollbacks_seen_by_clients_total`` and ``kons_rollback_rounds_lost_total``
-    and ``/readyz``'s totals of each process at the end."""
+    restart), and what each process reported (parsed from its log lines: who saw it, the versions named),
+    with the metrics ``kons_rollbacks_detected_total`` and ``kons_rollback_rounds_lost_total`` and
+    ``/readyz``'s totals of each process at the end."""
     snapshots_only = functools.partial(RedisServer, extra=("--appendonly", "no"))
+    settings = _service_settings(**({"ack_marks_dir": workdir / "marks"} if marks else {}))
     started = time.monotonic()
-    runs = []
-    with services_on_redis(workdir, 2, store=snapshots_only, **_service_settings()) as (server, services):
+    runs: list[dict[str, Any]] = []
+    with services_on_redis(workdir, 2, store=snapshots_only, **settings) as (server, services):
         _create(services[0].url)
         url = f"/v1/learners/{NAME}"
         seen = 0
@@ -817,6 +824,11 @@ async def restart_rollback_scenario(
                 answer.raise_for_status()
                 seen = answer.json()["version"]  # the newest answer's, not the highest ever seen
 
+        async def predict(http: httpx.AsyncClient, **headers: str) -> int:
+            answer = await http.post(f"{url}/predict", json={"x": PROBES[1]}, headers={**HEADERS, **headers})
+            answer.raise_for_status()
+            return int(answer.json()["version"])
+
         async with httpx.AsyncClient(base_url=services[0].url, timeout=30) as first, \
                 httpx.AsyncClient(base_url=services[1].url, timeout=30) as other:
             await feed(first, kept)
@@ -828,14 +840,13 @@ async def restart_rollback_scenario(
                 server.kill()
                 await asyncio.to_thread(server.start)
                 await asyncio.to_thread(services[0].start)
-                reports_before = [_seen_reports(s.log) for s in services]
-                predicted = await other.post(f"{url}/predict", json={"x": PROBES[1]},
-                                             headers={**HEADERS, "Kons-Seen-Version": str(seen)})
-                predicted.raise_for_status()
-                head = predicted.json()["version"]
+                reports_before = [_rollback_reports(s.log) for s in services]
+                if marks:
+                    await predict(first)
+                head = await predict(other, **{"Kons-Seen-Version": str(seen)})
                 await feed(first, 1, **{"Kons-Seen-Version": str(seen)})
-                reports = [_seen_reports(s.log)[len(before):] for s, before in zip(services, reports_before,
-                                                                                     strict=True)]
+                reports = [_rollback_reports(s.log)[len(before):]
+                           for s, before in zip(services, reports_before, strict=True)]
                 runs.append({"acknowledged_version": acknowledged, "head_after_restart": head,
                              "lost_versions": [head + 1, acknowledged] if acknowledged > head else [],
                              "lost_rounds": acknowledged - head,
@@ -843,13 +854,15 @@ async def restart_rollback_scenario(
             totals = [(await http.get("/readyz")).json().get("rollbacks") for http in (first, other)]
             scraped = [(await http.get("/metrics")).text for http in (first, other)]
     return {
+        "marks": marks,
         "trials": runs,
         "reported_with_the_right_extent": sum(
             1 for r in runs for reports in (r["reports_restarted_process"], r["reports_other_process"])
             if [[x["first"], x["last"]] for x in reports] == [r["lost_versions"]]),
         "reports_expected": 2 * trials,
-        "metric_seen_by_clients_per_process": [
-            scrape.value(text, "kons_rollbacks_seen_by_clients_total") for text in scraped],
+        "metric_detected_per_process": [
+            {seen_by: scrape.value(text, "kons_rollbacks_detected_total", seen_by=seen_by)
+             for seen_by in ("process", "marks", "client")} for text in scraped],
         "metric_rounds_lost_per_process": [
             scrape.value(text, "kons_rollback_rounds_lost_total") for text in scraped],
         "readyz_rollbacks_per_process": totals,
@@ -857,11 +870,10 @@ async def restart_rollback_scenario(
     }
 
 
-def _seen_reports(log: Path) -> list[dict[str, int]]:
-    """The rollbacks a service's log reports from a client's seen version, oldest first."""
-    names = ("seen", "head", "first", "last", "rounds")
-    return [dict(zip(names, map(int, m.groups()), strict=True))
-            for m in SEEN_ROLLBACK_LOG.finditer(log.read_text())]
+def _rollback_reports(log: Path) -> list[dict[str, Any]]:
+    """The rollbacks a service's log reports, oldest first: who saw each, the versions lost."""
+    return [{"seen_by": m[1], "first": int(m[2]), "last": int(m[3]), "rounds": int(m[4])}
+            for m in ROLLBACK_REPORT.finditer(log.read_text())]
 
 
 # ---------------------------------------------------------------------------------------------- eviction

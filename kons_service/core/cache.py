@@ -33,9 +33,10 @@ import anyio.to_thread
 import kons
 from kons_service.core import codec
 from kons_service.core.errors import BusyError, LearnerNotFoundError
-from kons_service.core.learning import build, offload
+from kons_service.core.learning import build, offload, undecided
+from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
-from kons_service.core.rollbacks import RollbackReporter
+from kons_service.core.rollbacks import RollbackReporter, Witness
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef, LogEntry, LoggedRound, Store
 
@@ -161,12 +162,13 @@ class LearnerCache:
     """The per-process cache of learners, and their replay from the store."""
 
     def __init__(self, store: Store, settings: Settings, metrics: Metrics,
-                 on_evict: Callable[[CachedLearner], None]) -> None:
+                 on_evict: Callable[[CachedLearner], None], marks: AckMarks | None = None) -> None:
         self.store = store
         self.settings = settings
         self.metrics = metrics
         self._on_evict = on_evict
         self.rollbacks = RollbackReporter(metrics)
+        self.marks = marks
         self._entries: OrderedDict[LearnerRef, CachedLearner] = OrderedDict()
 
     # ------------------------------------------------------------------ entries
@@ -192,10 +194,12 @@ class LearnerCache:
         self._evict()
 
     def _release(self, entry: CachedLearner) -> None:
-        """A request is done with ``entry``: take it out if it holds no learner, then keep the budgets."""
+        """A request is done with ``entry``: take it out if it holds no learner (unless it keeps the head of
+        a dropped learner for the next sync to check: :meth:`CachedLearner.drop_played`), then keep the
+        budgets."""
         if entry.users == 0:
             if entry.learner is None:
-                if self._entries.get(entry.ref) is entry:
+                if entry.held is None and self._entries.get(entry.ref) is entry:
                     del self._entries[entry.ref]
             else:  # nobody plays on it now, so its arrays can be measured
                 entry.state_nbytes()
@@ -255,10 +259,15 @@ class LearnerCache:
     # ------------------------------------------------------------------ replay
     async def sync(self, entry: CachedLearner, head: Head) -> None:
         """Bring the cached learner (lock held) to at least ``head``: replay the log, or rebuild."""
-        if entry.learner is None and entry.held is not None:
-            held, entry.held = entry.held, None
-            await self.check_held(entry.ref, held)
-        same = entry.learner is not None and entry.incarnation == head.incarnation
+        if entry.learner is None:
+            if entry.held is not None:
+                held, entry.held = entry.held, None
+                await self.check_held(entry.ref, held, "process")
+            for mark in self.marks.unchecked(entry.ref) if self.marks is not None else ():
+                await self.check_held(entry.ref, mark, "marks")
+        # (a learner built before its task was decided cannot play the rounds logged since: rebuilt)
+        same = entry.learner is not None and entry.incarnation == head.incarnation and not (
+            undecided(entry.config) and head.version > entry.version)
         if same and entry.version <= head.version and await self._catch_up(entry, head):
             entry.snap_version = max(entry.snap_version, head.snap_version)
             return
@@ -281,11 +290,11 @@ class LearnerCache:
         entry.invalidate()
         raise BusyError(f"Learner {entry.ref.name!r} could not be loaded consistently; retry.")
 
-    async def check_held(self, ref: LearnerRef, held: Head) -> None:
+    async def check_held(self, ref: LearnerRef, held: Head, witness: Witness) -> None:
         """This process's learner was at ``held`` and was dropped (it had played rounds its append did not
-        log): if the store no longer has that history (a Redis that lost rounds this process held), report
-        it as :meth:`sync` does for a learner it still holds. Unknowable when the log was trimmed past
-        ``held`` (then not reported)."""
+        log), or an earlier process's marks say it acknowledged up to ``held``: if the store no longer has
+        that history (a Redis that lost those rounds), report it as :meth:`sync` does for a learner it
+        still holds. Unknowable when the log was trimmed past ``held`` (then not reported)."""
         head = await self.store.head(ref)
         if head is None or head.incarnation != held.incarnation or held.version == 0:
             return
@@ -295,7 +304,7 @@ class LearnerCache:
             rows = await self.store.log.read(ref, held.version - 1, 1)
             lost = bool(rows) and rows[0].version == held.version and rows[0].tip != held.tip
         if lost:
-            self.rollbacks.held(ref, held.version, held.tip, head)
+            self.rollbacks.held(ref, held.version, held.tip, head, witness)
 
     async def _catch_up(self, entry: CachedLearner, head: Head) -> bool:
         """Replay logged rounds up to ``head``; False if the log no longer holds the next one (trimmed
@@ -321,7 +330,7 @@ class LearnerCache:
             x = codec.decode_features(logged.x)
             if learner.grows:  # where the writer held it (its tenant's budget was full)
                 learner.hold_growth(logged.held)
-            played = learner.learn_one(x, codec.unpack_float(logged.y))
+            played = learner.learn_one(x, codec.decode_label(logged.y))
             entry.version, entry.tip = version, tip
             if played != codec.unpack_float(logged.played):
                 self.metrics.divergence.inc()

@@ -1,8 +1,12 @@
 """Byte encodings of what the log and the id store hold: features, labels and played predictions.
 
-Dense features are stored as raw little-endian float64 (exact, compact); any other shape (such as a
-sparse ``{"indices": [...], "values": [...]}``) as JSON, whose floats round-trip exactly in Python.
-Decoding gives kons the same values bit for bit, so a replay reproduces the original rounds.
+Dense features are stored as raw little-endian float64 (exact, compact); any other shape (a sparse
+``{"indices": [...], "values": [...]}``, a record ``{name: number | string | bool | null}``) as JSON, whose
+floats round-trip exactly in Python. A label that is a float (a regression target, a binary label as the
+learner plays it) is its 8 bytes of float64, as the log has always held them; any other label (a class
+given as a string, an integer or a boolean) is JSON, padded so that it is never 8 bytes long: the length
+tells the two apart, and entries logged before labels could be anything still decode. Decoding gives kons
+the same values bit for bit, so a replay reproduces the original rounds.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["decode_features", "encode_features", "pack_float", "to_kons", "unpack_float"]
+__all__ = ["decode_features", "decode_label", "encode_features", "encode_label", "pack_float", "to_kons",
+           "unpack_float"]
 
 _DENSE, _JSON = b"D", b"J"
 _F64 = struct.Struct("<d")
@@ -45,3 +50,17 @@ def pack_float(value: float) -> bytes:
 
 def unpack_float(payload: bytes) -> float:
     return float(_F64.unpack(payload)[0])
+
+
+def encode_label(y: Any) -> bytes:
+    """A label as the log keeps it: a float as its float64 bytes, anything else as JSON (never 8 bytes)."""
+    if isinstance(y, float):  # (NumPy's float64 too)
+        return _F64.pack(y)
+    text = json.dumps(y, allow_nan=False, separators=(",", ":")).encode()
+    return text + b" " if len(text) == _F64.size else text  # (JSON allows the trailing space)
+
+
+def decode_label(payload: bytes) -> Any:
+    if len(payload) == _F64.size:
+        return float(_F64.unpack(payload)[0])
+    return json.loads(payload)

@@ -40,10 +40,9 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kons
-from kons.losses import get_loss
 from kons_service.core import codec
 from kons_service.core.budget import TenantBudget
 from kons_service.core.cache import CachedLearner, LearnerCache, logged_bytes, not_found
@@ -55,7 +54,26 @@ from kons_service.core.errors import (
     UnknownIdError,
 )
 from kons_service.core.history import HistoryRecorder
-from kons_service.core.learning import check_budget, check_rows, check_work, finite, numerics, offload
+from kons_service.core.learning import (
+    REGRESSION,
+    Distribution,
+    build,
+    canonical,
+    check_budget,
+    check_labels,
+    check_rows,
+    check_work,
+    decided,
+    finite,
+    is_correct,
+    learn_round,
+    numerics,
+    offload,
+    round_loss,
+    task_of,
+    task_of_label,
+    undecided,
+)
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
@@ -89,20 +107,23 @@ _GROWTH_AHEAD = 32  # rounds of growth a reservation covers ahead (the bound gro
 
 @dataclass(frozen=True, slots=True)
 class Feedback:
-    """One feedback item: features ``x`` (or the ``id`` of a remembered predict) and the label ``y``."""
+    """One feedback item: features ``x`` (or the ``id`` of a remembered predict) and the label ``y`` (a
+    number, string or boolean, as the client sent it)."""
 
-    y: float
+    y: Any
     x: Any = None
     id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class FeedbackResult:
-    """The predictions played, their losses and the learner's version once the rounds are logged."""
+    """The predictions played, their losses and the learner's version once the rounds are logged; for a
+    classifier that gives class probabilities, the distribution each round played (else None)."""
 
     predictions: list[float]
     losses: list[float]
     version: int
+    distributions: list[Distribution] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -148,6 +169,10 @@ class _Played:
     ys: list[list[float]] = field(default_factory=list)
     plays: list[list[float]] = field(default_factory=list)
     losses: list[list[float]] = field(default_factory=list)
+    #: A probabilistic classifier's played distributions (see :func:`.learning.learn_round`), else None.
+    distributions: list[list[Distribution] | None] = field(default_factory=list)
+    #: Whether each round predicted its label (None: regression), in order over the requests.
+    correct: list[bool | None] = field(default_factory=list)
     #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
     held: bool = False
     seconds: float = 0.0  # the time they took to play
@@ -275,10 +300,15 @@ class FeedbackWriter:
             await self.cache.sync(entry, head)
             if not entry.at(head):
                 return None
+        if undecided(entry.config):  # this learner's first feedback decides its task
+            await self._decide_task(entry, group)
+            await self.cache.sync(entry, head)
+            if not entry.at(head):
+                return None
         learner = entry.loaded()
         played = await self._checked(entry, learner, group)
-        played.held = await self._growth_held(entry, learner, len(played.xs[0][0]),
-                                              sum(len(xs) for xs in played.xs))
+        rows = sum(len(xs) for xs in played.xs)
+        played.held = await self._growth_held(entry, learner, played.xs[0][0], rows)
         token = lease.token if lease is not None else next(self._tokens)
         try:
             await self._play(learner, played)
@@ -293,6 +323,21 @@ class FeedbackWriter:
             if lease is None:
                 entry.conflicted(_LEASED_SECONDS, _LEASED_SECONDS_MAX)
         return self._conclude(entry, head, group, outcome, played)
+
+    async def _decide_task(self, entry: CachedLearner, group: list[_Request]) -> None:
+        """Record the task the group's first label decides in the learner's config, unless another writer
+        decided it first (a compare-and-set in the store), and drop the cached learner, built for no task:
+        the caller rebuilds it from the config now stored, whose task then checks every label. The group
+        is checked first by a learner of that task: a request it refuses decides nothing."""
+        config = decided(entry.config, task_of_label(group[0].items[0].y))
+        await self._checked(entry, build(config), group, config)
+        stored = await self.store.decide_config(entry.ref, entry.incarnation, canonical(entry.config),
+                                                canonical(config))
+        if stored is None:
+            raise not_found(entry.ref)
+        log.info("learner %s does %s (decided by its first feedback)", entry.ref,
+                 json.loads(stored)["params"].get("task"))
+        entry.invalidate()
 
     async def _applied_before(self, ref: LearnerRef, group: list[_Request]) -> list[FeedbackResult] | None:
         """The earlier answer of a request id already applied (one request), else None."""
@@ -408,10 +453,10 @@ class FeedbackWriter:
             return holder not in self._held
         return await self.store.leases.holder_connected(holder) is False
 
-    async def _growth_held(self, entry: CachedLearner, learner: kons.Learner, dim: int, rows: int) -> bool:
+    async def _growth_held(self, entry: CachedLearner, learner: kons.Learner, first: Any, rows: int) -> bool:
         """Whether the learner's growth is held for the next ``rows`` rounds, once its reservation covers
-        what it holds plus the most those rounds can add (:meth:`kons.Learner.max_growth_nbytes`); ``dim``:
-        the length of the batch's first row (for a learner whose dimension it fixes).
+        what it holds plus the most those rounds can add (:meth:`kons.Learner.max_growth_nbytes`); ``first``:
+        the batch's first row (for a learner whose dimension it fixes).
 
         A learner that can learn without growing (``nystrom_kons``, ``auto``) is held instead of refused
         when its tenant's budget, or its own, has no room for that growth: it keeps learning with the
@@ -430,7 +475,8 @@ class FeedbackWriter:
                 "sketched_kons or nystrom_kons)."
             )
         if learner.input_dim is None:  # the first batch fixes the dimension: bounded by the config
-            sized = check_budget(learner, dim, self.settings.learner_max_bytes)
+            # at the length kons takes the row as (an array's, a sparse vector's dim, a record's width)
+            sized = check_budget(learner, len(learner.check_round(first)[0]), self.settings.learner_max_bytes)
             if not holdable:
                 entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
             return False
@@ -462,10 +508,12 @@ class FeedbackWriter:
                         "with the dictionary it has", ref, held, "own" if need > budget else "tenant's")
         return True
 
-    async def _checked(self, entry: CachedLearner, learner: kons.Learner, group: list[_Request]) -> _Played:
+    async def _checked(self, entry: CachedLearner, learner: kons.Learner, group: list[_Request],
+                       config: dict[str, Any] | None = None) -> _Played:
         """Each request's rows (features fetched for ids) and labels, checked by kons before any round is
-        played, so that bad input changes nothing. A request of a group that fails raises
-        :class:`_RegroupError`."""
+        played, so that bad input changes nothing; ``learner`` is of ``config`` (default: the entry's). A
+        request of a group that fails raises :class:`_RegroupError`."""
+        task = task_of(config or entry.config, learner) or REGRESSION
         wanted = [it.id for request in group for it in request.items if it.x is None and it.id is not None]
         recalled = {}
         if wanted:
@@ -475,6 +523,7 @@ class FeedbackWriter:
             try:
                 check_work(entry.state_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
+                check_labels(task, [it.y for it in request.items])
                 played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
             except (kons.KonsError, UnknownIdError, BatchTooLargeError):
                 if len(group) > 1:
@@ -505,10 +554,11 @@ class FeedbackWriter:
         started = time.perf_counter()
         changes_before = learner.changes_detected
         with numerics():
-            plays = await offload(lambda: [learner.learn_one(x, y) for x, y in rows], len(rows))
+            rounds = await offload(lambda: [learn_round(learner, x, y) for x, y in rows], len(rows))
             played.seconds = time.perf_counter() - started
-            loss = get_loss(learner.loss)
-            losses = [loss.value(p, y) for p, (_, y) in zip(plays, rows, strict=True)]
+            losses = [round_loss(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
+            played.correct = [is_correct(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
+        plays = [r.value for r in rounds]
         played.stats = learner.stats()
         played.changes = learner.changes_detected - changes_before
         if not finite(plays, losses, played.stats):
@@ -517,24 +567,30 @@ class FeedbackWriter:
         for xs in played.xs:
             played.plays.append(plays[start : start + len(xs)])
             played.losses.append(losses[start : start + len(xs)])
+            distributions = [r.distribution for r in rounds[start : start + len(xs)]]
+            played.distributions.append(
+                None if any(d is None for d in distributions) else cast(list[Distribution], distributions))
             start += len(xs)
 
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
                       played: _Played, *, leased: bool) -> AppendOutcome:
         """Compare-and-append the group's played rounds after ``head``, with their errors for the history."""
         entries = [
-            LogEntry(codec.encode_features(x), codec.pack_float(y), codec.pack_float(p), it.id or "",
+            LogEntry(codec.encode_features(x), codec.encode_label(y), codec.pack_float(p), it.id or "",
                      played.held)
             for request, xs, ys, plays in zip(group, played.xs, played.ys, played.plays, strict=True)
             for x, y, p, it in zip(xs, ys, plays, request.items, strict=True)
         ]
         played.logged_bytes = logged_bytes(entries)
         tags = []
-        for request, plays, losses in zip(group, played.plays, played.losses, strict=True):
+        for request, plays, losses, distributions in zip(group, played.plays, played.losses,
+                                                         played.distributions, strict=True):
+            # (the distributions as (label, p) pairs: JSON object keys would lose the labels' types)
+            pairs = None if distributions is None else [list(d.items()) for d in distributions]
             record = "" if request.fingerprint is None else json.dumps(
-                {"body": request.fingerprint, "predictions": plays, "losses": losses})
+                {"body": request.fingerprint, "predictions": plays, "losses": losses, "distributions": pairs})
             tags.append(RequestTag(request.id or "", record, len(request.items)))
-        errors = self.history.due(entry, head.version, played.ys, played.plays)
+        errors = self.history.due(entry, head.version, played.ys, played.plays, played.distributions)
         history = (errors, self.settings.history_points)
         return await self.store.log.append(entry.ref, token, head, entries, tags, leased=leased,
                                        retention=self._retention, history=history)
@@ -546,11 +602,14 @@ class FeedbackWriter:
         match outcome.reason:
             case AppendStatus.APPLIED:
                 entry.appended(outcome.version, outcome.tip, outcome.stride)
+                if self.cache.marks is not None:  # (a retry's earlier answer was marked when it was given)
+                    self.cache.marks.acknowledged(ref, Head(entry.incarnation, entry.version, 0, entry.tip))
                 learner = entry.loaded()
                 losses = [loss for request_losses in played.losses for loss in request_losses]
                 entry.count_rounds(len(losses), played.logged_bytes, played.seconds)
                 self.metrics.log_bytes.inc(played.logged_bytes)
-                self.metrics.count_rounds(ref, learner.loss, losses)
+                correct = None if None in played.correct else [bool(c) for c in played.correct]
+                self.metrics.count_rounds(ref, learner.loss, losses, correct)
                 self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
                 if played.changes:
                     self.metrics.count_changes(ref, played.changes)
@@ -560,9 +619,10 @@ class FeedbackWriter:
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version
-                for plays, request_losses in zip(played.plays, played.losses, strict=True):
+                for plays, request_losses, distributions in zip(played.plays, played.losses,
+                                                                played.distributions, strict=True):
                     version += len(plays)
-                    results.append(FeedbackResult(plays, request_losses, version))
+                    results.append(FeedbackResult(plays, request_losses, version, distributions))
                 return results
             case AppendStatus.GONE:
                 raise not_found(ref)
@@ -595,4 +655,6 @@ class FeedbackWriter:
         if not earlier.replicated:
             raise self._unconfirmed(ref, earlier.version)
         self.metrics.deduplicated.inc()
-        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version)
+        distributions = answer.get("distributions")  # (absent from records written before classes)
+        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version,
+                              None if distributions is None else [dict(pairs) for pairs in distributions])

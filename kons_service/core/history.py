@@ -2,7 +2,8 @@
 
 Every append of feedback rounds offers the history its rounds' errors, in the user's units, cut into
 segments at the multiples of the series' stride: for regression the absolute and squared errors of the
-played predictions, for labels the correct signs and the log loss of the played log-odds. The store
+played predictions; for labels, the rounds whose most probable class was the label and the log loss of
+the played distribution (of the played log-odds for a binary learner without class probabilities). The store
 (``lib/history.lua``, in the append's own script call) adds them to the learner's running totals and
 keeps a point, with the totals so far, for each segment whose last round crosses a multiple of the
 stride; the last point of an append also carries the learner's stats (losses, sizes, time). So one
@@ -31,8 +32,9 @@ from typing import Any
 import numpy as np
 
 import kons
-from kons.losses import get_loss
+from kons.losses import get_loss, log_loss
 from kons_service.core.cache import CachedLearner, not_found
+from kons_service.core.learning import Distribution, predicted
 from kons_service.core.metrics import LEARNER_GAUGES
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store, StoreUnavailableError
@@ -81,15 +83,24 @@ class HistoryRecorder:
         self.settings = settings
 
     @staticmethod
-    def due(entry: CachedLearner, before: int, ys: Sequence[Sequence[float]],
-            plays: Sequence[Sequence[float]]) -> str:
-        """What to offer the history (JSON, see ``lib/history.lua``) when the rounds of targets ``ys`` and
-        played predictions ``plays`` (per request, in order) take the cached learner (lock held, rounds
-        played) from version ``before``: their errors by stride window, and the learner's stats if the
-        rounds cross a multiple of the stride. The append of the rounds offers it in the same call."""
-        y = np.array([v for request in ys for v in request], dtype=np.float64)
-        played = np.array([v for request in plays for v in request], dtype=np.float64)
-        return _offer(entry, before, y, played)
+    def due(entry: CachedLearner, before: int, ys: Sequence[Sequence[Any]], plays: Sequence[Sequence[float]],
+            distributions: Sequence[Sequence[Distribution] | None]) -> str:
+        """What to offer the history (JSON, see ``lib/history.lua``) when the rounds of labels ``ys``,
+        played predictions ``plays`` and, for a classifier that gives class probabilities, played
+        ``distributions`` (per request, in order) take the cached learner (lock held, rounds played) from
+        version ``before``: their errors by stride window, and the learner's stats if the rounds cross a
+        multiple of the stride. The append of the rounds offers it in the same call."""
+        labels = [v for request in ys for v in request]
+        zeros = np.zeros(len(labels))
+        if all(d is not None for d in distributions):
+            played_as = [d for request in distributions if request is not None for d in request]
+            correct = [predicted(d, y) for d, y in zip(played_as, labels, strict=True)]
+            losses = [log_loss(d, y) for d, y in zip(played_as, labels, strict=True)]
+            columns = [zeros, zeros, np.array(correct, dtype=np.float64), np.array(losses, dtype=np.float64)]
+        else:
+            played = np.array([v for request in plays for v in request], dtype=np.float64)
+            columns = _columns(entry.loaded(), np.array(labels, dtype=np.float64), played)
+        return _offer(entry, before, len(labels), columns)
 
     async def offer(self, entry: CachedLearner, before: int) -> None:
         """The cached learner (lock held) went from version ``before`` to its version outside a feedback
@@ -120,27 +131,32 @@ def _task(learner: kons.Learner) -> str:
     return "classification" if get_loss(learner.loss).binary else "regression"
 
 
-def _offer(entry: CachedLearner, before: int, y: np.ndarray, played: np.ndarray) -> str:
-    """The offer for rounds ``before + 1 ..`` with targets ``y`` and plays ``played`` (both (n,)): one
-    segment per stride window they touch, ``[last version, rounds, sum |error|, sum error^2, correct,
-    log loss]`` (the two of the task; the others 0), and the stats point if a window boundary is crossed."""
-    learner = entry.loaded()
-    task, stride, after = _task(learner), entry.history_stride, before + len(y)
+def _columns(learner: kons.Learner, y: np.ndarray, played: np.ndarray) -> list[np.ndarray]:
+    """The per-round sums of rounds of targets ``y`` and plays ``played`` (both (n,)): |error| and error^2
+    for regression; correct signs and, for the logistic loss, the log loss of the played log-odds for a
+    binary learner's labels (the others 0)."""
     zeros = np.zeros(len(y))
-    if task == "regression":
+    if _task(learner) == "regression":
         error = y - played
-        columns = [np.abs(error), error * error, zeros, zeros]
-    else:
-        label = np.where(y > 0, 1.0, -1.0)
-        margin = label * played
-        log_loss = np.logaddexp(0.0, -margin) if learner.loss == "logistic" else zeros
-        columns = [zeros, zeros, (margin > 0).astype(np.float64), log_loss]
+        return [np.abs(error), error * error, zeros, zeros]
+    label = np.where(y > 0, 1.0, -1.0)
+    margin = label * played
+    logistic = np.logaddexp(0.0, -margin) if learner.loss == "logistic" else zeros
+    return [zeros, zeros, (margin > 0).astype(np.float64), logistic]
+
+
+def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndarray]) -> str:
+    """The offer for ``rounds`` rounds ``before + 1 ..`` of per-round sums ``columns`` (|error|, error^2,
+    correct, log loss; each (rounds,)): one segment per stride window they touch, ``[last version,
+    rounds, sums...]``, and the stats point if a window boundary is crossed."""
+    learner = entry.loaded()
+    task, stride, after = _task(learner), entry.history_stride, before + rounds
     # segment k ends at the k-th multiple of the stride after ``before`` (the last one at ``after``)
     ends = [*range((before // stride + 1) * stride, after, stride), after]
     starts = [0, *(end - before for end in ends[:-1])]
-    sums = [np.add.reduceat(column, starts) if len(y) else np.zeros(0) for column in columns]
+    sums = [np.add.reduceat(column, starts) if rounds else np.zeros(0) for column in columns]
     segments = [[end, end - before - start, *(float(s[k]) for s in sums)]
-                for k, (end, start) in enumerate(zip(ends, starts, strict=True))] if len(y) else []
+                for k, (end, start) in enumerate(zip(ends, starts, strict=True))] if rounds else []
     offer: dict[str, Any] = {"task": task, "segments": segments}
     if after // stride != before // stride:
         offer["point"] = json.dumps(point(learner, after), allow_nan=False)

@@ -1,7 +1,21 @@
-"""Running kons learners inside the service: configs, input checks, numeric guards, worker threads.
+"""Running kons learners inside the service: configs, tasks, input checks, numeric guards, worker threads.
 
 A learner's config is the JSON object ``{"algorithm", "dim", "params"}``; its canonical text is what the
 store keeps, so two configs are the same iff their texts are equal.
+
+**Tasks.** A learner does regression (labels are numbers) or classification (labels are strings, integers
+or booleans). A learner whose algorithm has a ``task`` parameter (``auto``) may leave it to its first
+feedback: its config then holds ``"task": null`` (it predicts as a regression learner that learned
+nothing) and the first feedback's label decides it, by its JSON type (:func:`task_of_label`); the store
+replaces the config by the decided one with a compare-and-set (``Store.decide_config``), so that two
+replicas racing on the first feedback agree, and every replay and restart reads the decided config. Any
+other learner's task is its loss's: classification for a binary loss.
+
+**Rounds.** A learner that gives class probabilities (``auto`` for classification: ``classes``,
+``predict_proba_dict_one``, ``learn_proba_one``) plays each round through :func:`learn_round` and
+:func:`predict_round`, which keep kons's own play (``learn_one``'s and ``predict_one``'s float: the score
+of a binary round, the probability of the label in a multi-class one) and add the distribution over the
+classes that the round played; every other learner plays its float alone.
 """
 
 from __future__ import annotations
@@ -11,20 +25,139 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio.to_thread
+import numpy as np
 
 import kons
+from kons.classes import class_label
+from kons.losses import get_loss, log_loss
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
-__all__ = ["build", "canonical", "check_budget", "check_rows", "check_work", "config_of", "finite",
-           "numerics", "offload"]
+__all__ = [
+    "CLASSIFICATION",
+    "REGRESSION",
+    "Distribution",
+    "Round",
+    "build",
+    "canonical",
+    "check_budget",
+    "check_labels",
+    "check_rows",
+    "check_work",
+    "classifier",
+    "config_of",
+    "decided",
+    "finite",
+    "is_correct",
+    "learn_round",
+    "numerics",
+    "offload",
+    "predict_round",
+    "predicted",
+    "round_loss",
+    "task_of",
+    "task_of_label",
+    "undecided",
+    "undecided_config",
+]
 
 log = logging.getLogger("kons_service.learning")
 
 T = TypeVar("T")
 _INLINE_ROWS = 1  # more rows than this run in a worker thread
+
+REGRESSION, CLASSIFICATION = "regression", "classification"
+#: The task a learner whose config leaves it undecided plays with until its first feedback.
+_PLACEHOLDER_TASK = REGRESSION
+
+
+_LOGISTIC = get_loss("logistic")
+#: A played distribution over classes: each class's probability, in the learner's class order.
+Distribution = dict[Any, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """A round as played: kons's float, and a probabilistic classifier's distribution (else None)."""
+
+    value: float
+    distribution: Distribution | None = None
+
+
+def classifier(learner: kons.Learner) -> bool:
+    """Whether ``learner`` is a classifier that gives class probabilities: a binary loss and a
+    ``learn_proba_one`` of its own (kons's base class has one that refuses)."""
+    own = type(learner).learn_proba_one is not kons.Learner.learn_proba_one
+    return own and get_loss(learner.loss).binary
+
+
+def learn_round(learner: kons.Learner, x: Any, y: Any) -> Round:
+    """Play one feedback round of a checked ``x`` and label ``y`` (see "Rounds" above)."""
+    if not classifier(learner):
+        return Round(learner.learn_one(x, y))
+    classes = learner.classes
+    if len(classes) >= 3 or (len(classes) == 2 and not _known(classes, y)):  # a multinomial round
+        distribution = learner.learn_proba_one(x, y)
+        return Round(distribution[y], distribution)  # kons's play: the probability of the label
+    score = learner.learn_one(x, y)  # a binary round: kons's play is the score, its log-odds
+    return Round(score, _binary(learner.classes, score))
+
+
+def predict_round(learner: kons.Learner, x: Any) -> Round:
+    """A prediction for ``x`` on the current state (see "Rounds" above); changes nothing."""
+    if not classifier(learner):
+        return Round(learner.predict_one(x))
+    if len(learner.classes) >= 3:
+        distribution = learner.predict_proba_dict_one(x)
+        return Round(max(distribution.values()), distribution)  # kons's: the most probable class's
+    score = learner.predict_one(x)
+    return Round(score, _binary(learner.classes, score))
+
+
+def _known(classes: list[Any], y: Any) -> bool:
+    """Whether the label ``y`` is one of ``classes``, as kons tells classes apart: by the label's JSON type
+    and value (``True`` and ``1`` are two; the float ``1.0`` is the integer ``1``)."""
+    label = class_label(y)
+    return any(type(c) is type(label) and c == label for c in classes)
+
+
+def _binary(classes: list[Any], score: float) -> Distribution:
+    """The distribution of a binary model's ``score``, the log-odds of ``classes[1]`` against
+    ``classes[0]`` (:mod:`kons.classes`); a single class known has all the probability. Computed from the
+    score kons played, so that a binary round costs one prediction, not two: the same numbers as
+    ``predict_proba_dict_one`` (``tests/service/test_service_classes.py`` pins them)."""
+    if len(classes) < 2:
+        return {c: 1.0 for c in classes}
+    positive = _LOGISTIC.derivative(score, -1.0)  # d/ds log(1 + e^s) = the sigmoid of s, overflow-free
+    return {classes[0]: 1.0 - positive, classes[1]: positive}
+
+
+def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
+    """The loss of a played round: the log loss of its distribution for a probabilistic classifier, else
+    the learner's loss at its play."""
+    if played.distribution is None:
+        return get_loss(learner.loss).value(played.value, y)
+    return log_loss(played.distribution, y)
+
+
+def predicted(distribution: Distribution, y: Any) -> bool:
+    """Whether ``distribution`` predicted ``y``: its class is more probable than every other one (a tie
+    predicts nothing, as a score of 0 predicts no sign)."""
+    rivals = [p for label, p in distribution.items() if label != y]
+    return y in distribution and distribution[y] > max(rivals, default=-math.inf)
+
+
+def is_correct(learner: kons.Learner, played: Round, y: Any) -> bool | None:
+    """Whether a classifier's round predicted its label (:func:`predicted`, or for a binary learner
+    without probabilities the sign of its score); None for regression."""
+    if played.distribution is not None:
+        return predicted(played.distribution, y)
+    if not get_loss(learner.loss).binary:
+        return None
+    return (played.value if y > 0 else -played.value) > 0
 
 
 def canonical(config: dict[str, Any]) -> str:
@@ -47,8 +180,57 @@ def config_of(learner: kons.Learner) -> dict[str, Any]:
 
 
 def build(config: dict[str, Any]) -> kons.Learner:
-    """A fresh learner of ``config``."""
-    return kons.learner_from_params(config["algorithm"], {**config["params"], "dim": config["dim"]})
+    """A fresh learner of ``config`` (one whose task is undecided: a regression learner until decided)."""
+    params = {**config["params"], "dim": config["dim"]}
+    if undecided(config):
+        params["task"] = _PLACEHOLDER_TASK
+    return kons.learner_from_params(config["algorithm"], params)
+
+
+def undecided(config: dict[str, Any]) -> bool:
+    """Whether ``config`` leaves its learner's task to the first feedback's label."""
+    params = config["params"]
+    return "task" in params and params["task"] is None
+
+
+def undecided_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` (of a learner with a ``task`` parameter) with its task left to the first feedback."""
+    return {**config, "params": {**config["params"], "task": None}}
+
+
+def decided(config: dict[str, Any], task: str) -> dict[str, Any]:
+    """``config`` with its task decided as ``task``."""
+    return {**config, "params": {**config["params"], "task": task}}
+
+
+def task_of(config: dict[str, Any], learner: kons.Learner) -> str | None:
+    """The task of a learner of ``config``: None while undecided, else its ``task`` parameter, or its
+    loss's (classification for a binary loss)."""
+    if "task" in config["params"]:
+        task: str | None = config["params"]["task"]
+        return task
+    return CLASSIFICATION if get_loss(learner.loss).binary else REGRESSION
+
+
+def task_of_label(y: Any) -> str:
+    """The task a first label decides, by its JSON type: a number means regression; a string or a
+    boolean, classification."""
+    return REGRESSION if isinstance(y, int | float) and not isinstance(y, bool) else CLASSIFICATION
+
+
+def check_labels(task: str, ys: Sequence[Any]) -> None:
+    """Refuse (422, naming the task) a label of the wrong kind: a string or boolean for regression, a
+    number with a fraction for classification (whose labels are strings, integers or booleans; ``1.0``
+    is JSON's ``1``)."""
+    for i, y in enumerate(ys):
+        if task == REGRESSION and task_of_label(y) != REGRESSION:
+            problem = "this learner does regression: a label must be a number"
+        elif task == CLASSIFICATION and isinstance(y, float) and not y.is_integer():
+            problem = "this learner does classification: a label must be a string, an integer or a boolean"
+        else:
+            continue
+        where = f"item {i}: " if len(ys) > 1 else ""
+        raise kons.InvalidInputError(f"{where}{problem}; got {json.dumps(y)[:40]}.")
 
 
 def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> int:
@@ -85,11 +267,11 @@ def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | Non
     it, so every other row must have its length (kons takes any length until its first round).
     """
     labels = []
-    first_length = len(xs[0]) if xs and learner.input_dim is None else None
+    first_length = len(xs[0]) if xs and learner.input_dim is None and isinstance(xs[0], np.ndarray) else None
     for i, x in enumerate(xs):
         try:
             _, label = learner.check_round(x, None if ys is None else ys[i])
-            if first_length is not None and len(x) != first_length:
+            if first_length is not None and isinstance(x, np.ndarray) and len(x) != first_length:
                 raise kons.InvalidInputError(
                     f"x must have dimension {first_length} (the batch's first row's); got {len(x)}.")
         except kons.InvalidInputError as exc:

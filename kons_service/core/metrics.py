@@ -95,6 +95,11 @@ class Metrics:
         self.rounds = Counter("kons_feedback_rounds", "Feedback rounds acknowledged.", registry=r)
         self.loss = Counter("kons_feedback_loss", "Sum of the losses of the acknowledged rounds, by loss.",
                             ["loss"], registry=r)
+        self.correct = Counter("kons_feedback_correct", "Acknowledged rounds of classifiers whose played "
+                               "prediction (most probable class, or the score's sign) was the label: "
+                               "accuracy = rate(correct) / rate(classified).", registry=r)
+        self.classified = Counter("kons_feedback_classified", "Acknowledged rounds of classifiers.",
+                                  registry=r)
         self.predictions = Counter("kons_predictions", "Predictions served.", registry=r)
         self.replayed = Counter("kons_replayed_rounds", "Logged rounds replayed into cached learners.",
                                 registry=r)
@@ -104,9 +109,12 @@ class Metrics:
         self.rollbacks = Counter("kons_history_rollbacks", "Times a process found that the store lost rounds "
                                  "its cached learner held (a Redis rollback) and rebuilt from the store.",
                                  registry=r)
-        self.rollbacks_seen_by_clients = Counter(
-            "kons_rollbacks_seen_by_clients", "Times a client sent back a version (Kons-Seen-Version) above "
-            "the store's head: a Redis rollback of rounds this process may never have held.", registry=r)
+        self.rollbacks_detected = Counter(
+            "kons_rollbacks_detected", "Redis rollbacks reported, by who saw them: this process's memory "
+            "(process), the acknowledged versions kept outside Redis (marks), a client's Kons-Seen-Version "
+            "(client); see kons_service/core/rollbacks.py.", ["seen_by"], registry=r)
+        for seen_by in ("process", "marks", "client"):
+            self.rollbacks_detected.labels(seen_by)
         self.rollback_rounds_lost = Counter(
             "kons_rollback_rounds_lost", "Acknowledged rounds the reported rollbacks removed (at least).",
             registry=r)
@@ -151,8 +159,11 @@ class Metrics:
                                "detectors (auto), in acknowledged feedback rounds.", registry=r)
         self.learner_changes = Counter("kons_learner_changes", "Changes of the data declared by the "
                                        "learner's change detector (see kons_changes).", labels, registry=r)
+        self.learner_correct = Counter("kons_learner_correct", "Acknowledged rounds of a classifier whose "
+                                       "played prediction was the label, per learner (accuracy = "
+                                       "rate(correct) / rate(rounds)).", labels, registry=r)
         self.learner_rollbacks = Counter("kons_learner_history_rollbacks", "Redis rollbacks found, per "
-                                         "learner (see kons_history_rollbacks).", labels, registry=r)
+                                         "learner (see kons_rollbacks_detected).", labels, registry=r)
         # ... and gauges of its state, as last set by any worker
         self.learner_version = Gauge("kons_learner_version", "Rounds in the learner's history.", labels,
                                      registry=r, multiprocess_mode="mostrecent")
@@ -184,13 +195,20 @@ class Metrics:
         self.refresh_worker()
 
     # ------------------------------------------------------------------ learners
-    def count_rounds(self, ref: LearnerRef, loss: str, losses: Sequence[float]) -> None:
-        """Acknowledged feedback rounds of ``ref`` with their losses."""
+    def count_rounds(self, ref: LearnerRef, loss: str, losses: Sequence[float],
+                     correct: Sequence[bool] | None = None) -> None:
+        """Acknowledged feedback rounds of ``ref`` with their losses, and for a classifier whether each
+        round's prediction was its label."""
         self.rounds.inc(len(losses))
         self.loss.labels(loss).inc(sum(losses))
+        if correct is not None:
+            self.classified.inc(len(correct))
+            self.correct.inc(sum(correct))
         if self.per_learner:
             self.learner_rounds.labels(ref.tenant, ref.name).inc(len(losses))
             self.learner_loss.labels(ref.tenant, ref.name, loss).inc(sum(losses))
+            if correct is not None:
+                self.learner_correct.labels(ref.tenant, ref.name).inc(sum(correct))
 
     def count_changes(self, ref: LearnerRef, changes: int) -> None:
         """``changes`` changes of the data that ``ref``'s detector declared in acknowledged rounds."""
@@ -198,9 +216,13 @@ class Metrics:
         if self.per_learner:
             self.learner_changes.labels(ref.tenant, ref.name).inc(changes)
 
-    def count_rollback(self, ref: LearnerRef) -> None:
-        """The store lost rounds of ``ref`` that this process held."""
-        self.rollbacks.inc()
+    def count_rollback(self, ref: LearnerRef, seen_by: str, rounds: int) -> None:
+        """The store lost at least ``rounds`` acknowledged rounds of ``ref``; ``seen_by`` as in
+        :mod:`kons_service.core.rollbacks`."""
+        self.rollbacks_detected.labels(seen_by).inc()
+        self.rollback_rounds_lost.inc(rounds)
+        if seen_by == "process":
+            self.rollbacks.inc()
         if self.per_learner:
             self.learner_rollbacks.labels(ref.tenant, ref.name).inc()
 

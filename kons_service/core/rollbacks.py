@@ -1,20 +1,23 @@
 """Reports of Redis rollbacks: acknowledged rounds the store no longer has.
 
-Two witnesses can see one, and both name the versions lost (a lower bound: the store may have lost more
-than its witness held):
+Three witnesses can see one, and each report names the versions lost (a lower bound: the store may
+have lost more than its witness knew of):
 
-* **this process** held the lost rounds in memory (:class:`~kons_service.core.cache.LearnerCache`
+* ``process``: this process held the lost rounds in memory (:class:`~kons_service.core.cache.LearnerCache`
   finds that the store's log does not continue the history of its cached learner): lost at least the
   versions from the store's head (or the first round of another history) up to the one it held;
-* **a client** sends back the newest version it was answered (header ``Kons-Seen-Version``): a head
-  below it means the store lost at least the versions after the head up to the one the client saw. Unlike
-  the process's memory, a client's survives a restart of the service together with Redis (a host reboot),
-  and reaches a replica that never held the lost rounds.
+* ``marks``: the high-water marks of acknowledged versions kept outside Redis (:mod:`.marks`, with
+  ``KONS_ACK_MARKS_DIR``) by the processes that ran before this one on the host: the same comparison,
+  once per learner, when this process first loads it;
+* ``client``: a client sends back the newest version it was answered (header ``Kons-Seen-Version``): a
+  head below it means the store lost at least the versions after the head up to the one the client saw.
 
-The same loss seen again (by another client, or by the process and a client) is reported once: a report
-whose versions lie within the last one reported for that learner is left out. Each report is one log line
-and counts in ``kons_history_rollbacks`` (seen by the process) or ``kons_rollbacks_seen_by_clients``, and
-its rounds in ``kons_rollback_rounds_lost``; :meth:`RollbackReporter.summary` gives the totals to
+The marks and the client's memory survive a restart of the service together with Redis (a host reboot);
+the client's also reaches a replica that never held the lost rounds. The same loss seen again (by
+another witness, another client) is reported once: a report whose versions lie within the last one
+reported for that learner is left out. Each report is one log line, counts in
+``kons_rollbacks_detected{seen_by}`` (those of the process's memory in ``kons_history_rollbacks`` too),
+and its rounds in ``kons_rollback_rounds_lost``; :meth:`RollbackReporter.summary` gives the totals to
 ``/readyz``.
 """
 
@@ -23,16 +26,22 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Literal
 
 from kons_service.core.metrics import Metrics
 from kons_service.store import Head, LearnerRef
 
-__all__ = ["LostVersions", "RollbackReporter"]
+__all__ = ["LostVersions", "RollbackReporter", "Witness"]
 
 log = logging.getLogger("kons_service.cache")
 
 #: Learners whose last report is remembered to leave out repeats of it (least recently reported out).
 _REMEMBERED = 4096
+
+Witness = Literal["process", "marks", "client"]
+
+_SAW = {"process": "this process held", "marks": "were acknowledged before this process started",
+        "client": "a client was answered"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,43 +70,37 @@ class RollbackReporter:
         self.rounds_lost = 0
         self._last: OrderedDict[LearnerRef, LostVersions] = OrderedDict()
 
-    def held(self, ref: LearnerRef, version: int, tip: str, head: Head) -> None:
-        """This process held ``ref`` at ``version`` (newest round ``tip``) and the store's history, at
-        ``head``, no longer has it: lost at least from the version after the head (or ``version`` itself,
-        when the store has since moved past it on another history) to ``version``."""
+    def held(self, ref: LearnerRef, version: int, tip: str, head: Head, witness: Witness = "process") -> None:
+        """``ref`` was acknowledged (held by this process, or marked by an earlier one) up to ``version``
+        (newest round ``tip``) and the store's history, at ``head``, no longer has it: lost at least from
+        the version after the head (or ``version`` itself, when the store has since moved past it on
+        another history) to ``version``."""
         lost = LostVersions(head.incarnation, min(head.version + 1, version), version)
-        if self._new(ref, lost):
-            self.metrics.count_rollback(ref)
-            log.error("the store lost rounds of %s that this process held: it was at version %d (round %s), "
-                      "the store's head is version %d (round %s); lost at least versions %d to %d (%d "
-                      "rounds); rebuilding from the store", ref, version, tip, head.version, head.tip,
-                      lost.first, lost.last, lost.rounds)
+        what = "it was at" if witness == "process" else "acknowledged up to"
+        self._report(ref, lost, witness, f"{what} version {version} (round {tip}), the store's head is "
+                                          f"version {head.version} (round {head.tip})")
 
     def seen(self, ref: LearnerRef, seen: int, incarnation: str, head_version: int) -> None:
         """A client was answered version ``seen`` of ``ref``; the store's head (``incarnation``) is at
         ``head_version``: below it, the versions after the head up to ``seen`` are lost."""
-        if seen <= head_version:
-            return
-        lost = LostVersions(incarnation, head_version + 1, seen)
-        if self._new(ref, lost):
-            self.metrics.rollbacks_seen_by_clients.inc()
-            log.error("the store lost rounds of %s that a client was answered: the client saw version %d, "
-                      "the store's head is version %d; lost at least versions %d to %d (%d rounds)",
-                      ref, seen, head_version, lost.first, lost.last, lost.rounds)
+        if seen > head_version:
+            self._report(ref, LostVersions(incarnation, head_version + 1, seen), "client",
+                         f"the client saw version {seen}, the store's head is version {head_version}")
 
-    def _new(self, ref: LearnerRef, lost: LostVersions) -> bool:
-        """Whether ``lost`` is news (then remembered and counted)."""
+    def _report(self, ref: LearnerRef, lost: LostVersions, witness: Witness, detail: str) -> None:
         last = self._last.get(ref)
         if last is not None and lost.within(last):
-            return False
+            return
         self._last[ref] = lost
         self._last.move_to_end(ref)
         if len(self._last) > _REMEMBERED:
             self._last.popitem(last=False)
         self.detected += 1
         self.rounds_lost += lost.rounds
-        self.metrics.rollback_rounds_lost.inc(lost.rounds)
-        return True
+        self.metrics.count_rollback(ref, witness, lost.rounds)
+        log.error("the store lost rounds of %s that %s: %s; lost at least versions %d to %d (%d rounds)%s",
+                  ref, _SAW[witness], detail, lost.first, lost.last, lost.rounds,
+                  "; rebuilding from the store" if witness == "process" else "")
 
     def summary(self) -> dict[str, int]:
         """The totals of this process since it started (for ``/readyz``: no learner is named)."""

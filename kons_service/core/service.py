@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 
@@ -32,14 +32,23 @@ from kons_service.core.fairness import TenantLimiter
 from kons_service.core.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.core.history import History, HistoryRecorder
 from kons_service.core.learning import (
+    CLASSIFICATION,
+    Distribution,
     canonical,
     check_budget,
     check_rows,
     check_work,
+    classifier,
     config_of,
+    decided,
     numerics,
     offload,
+    predict_round,
+    task_of,
+    undecided,
+    undecided_config,
 )
+from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
@@ -82,6 +91,12 @@ class LearnerDetails(LearnerSummary):
     stats: dict[str, Any]
     #: The input dimension: the config's, else the one the first feedback row fixed (None before it).
     input_dim: int | None
+    #: regression or classification; None while the first feedback's label has not decided it.
+    task: str | None
+    #: A classifier's classes (with their JSON types) in the learner's order; None for other learners.
+    classes: list[Any] | None
+    #: How it encodes records (:meth:`kons.Learner.encoding`); None for a learner of arrays.
+    encoding: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +121,8 @@ class Predictions:
     version: int
     #: The learner's configuration (``{"algorithm", "dim", "params"}``) that made them.
     config: dict[str, Any]
+    #: A classifier's class probabilities for each row (see :func:`.learning.predict_round`), else None.
+    distributions: list[Distribution] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +139,11 @@ class LearnerService:
         self.settings = settings
         self.metrics = metrics
         self.snapshots = Snapshotter(store, settings, metrics)
-        self.cache = LearnerCache(store, settings, metrics, on_evict=self.snapshots.schedule)
+        marks = None
+        if settings.ack_marks_dir is not None:
+            marks = AckMarks(settings.ack_marks_dir, store.process_name, settings.ack_marks_fsync_seconds)
+        self.cache = LearnerCache(store, settings, metrics, on_evict=self.snapshots.schedule, marks=marks)
+        self._marks_task: asyncio.Task[None] | None = None
         self.history_recorder = HistoryRecorder(store, settings)
         self.budget = TenantBudget(store, settings)
         self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
@@ -131,6 +152,9 @@ class LearnerService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        if self.cache.marks is not None:
+            self.cache.marks.open()
+            self._marks_task = asyncio.create_task(self.cache.marks.run())
         self.snapshots.start(self.cache)
         self.eviction.start()
 
@@ -140,6 +164,11 @@ class LearnerService:
         await self.eviction.close()
         await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
+        if self._marks_task is not None:
+            self._marks_task.cancel()
+            await asyncio.gather(self._marks_task, return_exceptions=True)
+        if self.cache.marks is not None:
+            self.cache.marks.close()
 
     async def store_problem(self) -> str | None:
         """Why the store could silently lose acknowledged rounds or learners (None: no known reason)."""
@@ -179,14 +208,19 @@ class LearnerService:
 
     # ------------------------------------------------------------------ learners
     async def create(
-        self, ref: LearnerRef, algorithm: str, dim: int | None, params: dict[str, Any]
+        self, ref: LearnerRef, algorithm: str, dim: int | None, params: dict[str, Any],
+        task: str | None = None,
     ) -> Created:
         """Create the learner; not created if this very config exists, 409 if another does. Without
-        ``dim``, the first feedback row fixes it (and the budget is checked then: :mod:`.feedback`)."""
+        ``dim``, the first feedback row fixes it (and the budget is checked then: :mod:`.feedback`); without
+        ``task``, the learner's parameters (or, for ``auto``, its first feedback's label) decide it."""
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
+        params = _with_task(algorithm, params, task)
         unsized = kons.learner_from_params(algorithm, {**params, "dim": None})
         text, estimate = self._sized_config(unsized, dim)
+        if "task" in unsized.get_params() and "task" not in params:  # decided by the first feedback's label
+            text = canonical(undecided_config(json.loads(text)))
         if unsized.grows and unsized.can_hold_growth:
             # it reserves what it holds, then its growth before each batch, and is held when there is no
             # room: not the worst case of its config, which may be 30x what it ends up using
@@ -196,12 +230,12 @@ class LearnerService:
         if await self.store.config(ref) is None:  # a new learner: its bytes are reserved before it exists
             await self.budget.reserve(ref, estimate, "it was not created")
         created, stored = await self.store.create(ref, text, uuid.uuid4().hex, int(time.time() * 1000))
-        if not created and stored != text:
+        if not created and not _same_learner(json.loads(text), json.loads(stored)):
             raise ConfigConflictError(
                 f"Learner {ref.name!r} exists with another configuration: {stored}. Delete it first."
             )
         version = 0 if created else (await self.cache.head(ref)).version
-        return Created(created, LearnerSummary(ref.name, json.loads(text), version))
+        return Created(created, LearnerSummary(ref.name, json.loads(stored), version))
 
     async def describe(self, ref: LearnerRef, seen: int | None = None) -> LearnerDetails:
         """The learner's summary and stats; ``seen``: the newest version the caller was answered, if it
@@ -211,7 +245,9 @@ class LearnerService:
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
-            return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim)
+            classes = list(learner.classes) if classifier(learner) else None
+            return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim,
+                                  task_of(entry.config, learner), classes, learner.encoding())
 
     async def history(self, ref: LearnerRef) -> History:
         """The learner's recorded history (see :mod:`kons_service.core.history`)."""
@@ -225,6 +261,8 @@ class LearnerService:
     async def delete(self, ref: LearnerRef) -> None:
         existed = await self.store.delete(ref)
         self.cache.drop(ref)
+        if self.cache.marks is not None:
+            self.cache.marks.forget(ref)
         self.metrics.forget_learner(ref)
         if not existed:
             raise not_found(ref)
@@ -241,13 +279,15 @@ class LearnerService:
             check_rows(learner, rows)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
-                predictions = await offload(lambda: [learner.predict_one(x) for x in rows], len(rows))
+                rounds = await offload(lambda: [predict_round(learner, x) for x in rows], len(rows))
             version, config = entry.version, entry.config
             self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
         if ids:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
-        return Predictions(predictions, version, config)
+        distributions = [r.distribution for r in rounds]
+        return Predictions([r.value for r in rounds], version, config,
+                           None if None in distributions else cast(list[Distribution], distributions))
 
     async def _remember(self, ref: LearnerRef, payloads: Sequence[tuple[str, bytes]]) -> None:
         """Keep features under their ids, within the learner's share of its tenant's budget: as many ids
@@ -333,3 +373,33 @@ class LearnerService:
             await self.history_recorder.offer(entry, before=-1)
         self.metrics.observe_learner(ref, version, learner.stats(), learner.state_nbytes())
         return version
+
+
+def _with_task(algorithm: str, params: dict[str, Any], task: str | None) -> dict[str, Any]:
+    """The parameters of a learner of ``algorithm`` asked for with the top-level ``task`` (None: not
+    given): ``auto``'s own ``task`` parameter, else the loss must do it (classification: a binary loss;
+    ``logistic`` when no loss is given)."""
+    if task is None:
+        return params
+    if "task" in params and params["task"] != task:
+        raise kons.InvalidParameterError(
+            f"'task' is {task!r} at the top level of the body but {params['task']!r} in 'params'.")
+    learner = kons.learner_from_params(algorithm, {**params, "dim": None})
+    if "task" in learner.get_params():
+        return {**params, "task": task}
+    if task_of({"params": params}, learner) == task:
+        return params
+    if task == CLASSIFICATION and "loss" not in params:
+        return {**params, "loss": "logistic"}
+    raise kons.InvalidParameterError(
+        f"{algorithm!r} with the loss {learner.loss!r} does not do {task}; give a "
+        f"{'binary loss (logistic, hinge, squared_hinge)' if task == CLASSIFICATION else 'regression loss'}.")
+
+
+def _same_learner(requested: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether a create of ``requested`` asks for the learner ``stored``: the same config, or one that
+    left the task to the first feedback, which ``stored`` has since decided."""
+    if requested == stored:
+        return True
+    task = stored["params"].get("task")
+    return undecided(requested) and task is not None and decided(requested, task) == stored

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
-from typing import Annotated, Any, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
 import numpy as np
 from pydantic import (
@@ -16,9 +18,13 @@ from pydantic import (
     Strict,
     StrictBool,
     StrictInt,
+    StrictStr,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from kons.classes import MAX_LABEL_CHARS
+from kons.records import MAX_KEYS, MAX_NAME_LENGTH
 
 __all__ = [
     "BatchFeedbackResponse",
@@ -35,11 +41,15 @@ __all__ = [
     "PredictRequest",
     "PredictResponse",
     "StateImported",
+    "check_record",
     "error_responses",
+    "json_keyed",
 ]
 
 #: A finite number: ints and floats, never strings, booleans, NaN or infinities.
 Finite = Annotated[float, Strict(), AllowInfNan(False)]
+#: A class label in an answer, with its JSON type.
+ClassLabel = StrictStr | StrictInt | StrictBool
 #: Client ids that link a predict to a later feedback.
 ClientId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 #: A feedback request's idempotency key: a retry with the same one is answered, never applied again.
@@ -66,9 +76,42 @@ def _finite(value: Any) -> bool:
         return False
 
 
+#: Bounds of a record ``{name: value}``: its fields, the length of a name and of a string value (kons's
+#: own: a wider row is an array). Checked here, so that a body of 10^5 names is refused before its rows
+#: are built, encoded or logged.
+RECORD_MAX_FIELDS = MAX_KEYS
+NAME_MAX_CHARS = TEXT_MAX_CHARS = MAX_NAME_LENGTH
+
+
+def _text(value: str, what: str, most: int = TEXT_MAX_CHARS) -> str:
+    if len(value) > most:
+        raise PydanticCustomError("text", "{what} must be a string of at most {most} characters",
+                                  {"what": what, "most": most})
+    return value
+
+
+def check_record(value: dict[str, Any]) -> dict[str, Any]:
+    """A record ``{name: number | string | bool | null}``, checked field by field (never nested)."""
+    if len(value) > RECORD_MAX_FIELDS:
+        raise PydanticCustomError("features", "a record may have at most {most} fields; got {count}",
+                                  {"most": RECORD_MAX_FIELDS, "count": len(value)})
+    for name, v in value.items():
+        if len(name) > NAME_MAX_CHARS:
+            raise PydanticCustomError("features", "a field name must have at most {most} characters: {name}",
+                                      {"most": NAME_MAX_CHARS, "name": repr(name[:40])})
+        if isinstance(v, str):
+            _text(v, f"the value of {name[:40]!r}")
+        elif not (v is None or isinstance(v, bool) or _finite(v)):
+            kind = "an object" if isinstance(v, dict) else "a list" if isinstance(v, list) else repr(v)[:40]
+            raise PydanticCustomError(
+                "features", "the value of {name} is {kind}: a record's values are numbers, strings, booleans "
+                "or null", {"name": repr(name[:40]), "kind": kind})
+    return value
+
+
 def _features(value: Any) -> Any:
     """A dense list of finite numbers (as a float64 array: what kons takes, and one buffer to copy when a
-    worker process validated it) or the sparse dict, with one clear error otherwise."""
+    worker process validated it), the sparse dict, or a record, with one clear error otherwise."""
     if isinstance(value, list):
         if not value:
             raise PydanticCustomError("features", "features must not be empty")
@@ -88,13 +131,33 @@ def _features(value: Any) -> Any:
         if isinstance(indices, list) and all(type(i) is int and i >= 0 for i in indices) \
                 and isinstance(values, list) and all(_finite(v) for v in values):
             return {"indices": indices, "values": [float(v) for v in values]}
+    elif isinstance(value, dict):
+        return check_record(value)
     raise PydanticCustomError(
-        "features", 'features must be a list of numbers or {{"indices": [ints >= 0], "values": [numbers]}}'
+        "features", 'features must be a list of numbers, {{"indices": [ints >= 0], "values": [numbers]}} '
+        "or a record {{name: number, string, boolean or null}}"
     )
 
 
-#: Features: a dense list of finite numbers, or the sparse form; validated into what kons receives.
-Features = Annotated[Any, PlainValidator(_features, json_schema_input_type=list[float] | SparseFeatures)]
+#: A record's value: what one named feature may be.
+RecordValue = float | str | bool | None
+#: Features: a dense list of finite numbers, the sparse form or a record; validated into what kons receives.
+Features = Annotated[Any, PlainValidator(
+    _features, json_schema_input_type=list[float] | SparseFeatures | dict[str, RecordValue])]
+
+
+def _label(value: Any) -> Any:
+    """A label as given: a finite number (a regression target, or an integer class), a string or a
+    boolean (classes)."""
+    if isinstance(value, bool) or _finite(value):
+        return value
+    if isinstance(value, str):
+        return _text(value, "a label", MAX_LABEL_CHARS)
+    raise PydanticCustomError("label", "y must be a number, a string or a boolean")
+
+
+#: A feedback label: a number for regression, a string, integer or boolean for classification.
+Label = Annotated[Any, PlainValidator(_label, json_schema_input_type=float | str | bool)]
 
 
 def _exactly_one(model: BaseModel, *names: str) -> None:
@@ -112,6 +175,11 @@ class LearnerSpec(_Body):
         "resource budget is then checked for that length before the row is played), and a predict "
         "before any feedback answers 0 whatever the length."))] = None
     params: dict[str, Any] = Field(default_factory=dict)
+    task: Literal["regression", "classification"] | None = Field(None, description=(
+        "What the labels are: numbers (regression) or classes (classification: strings, integers or "
+        "booleans). For auto it is params.task; left out, the first feedback's label decides it (a number: "
+        "regression; a string or a boolean: classification) and the config records it. Another algorithm "
+        "does what its loss does (classification: a binary loss; asked for, the logistic loss by default)."))
 
 
 class LearnerSummary(BaseModel):
@@ -122,9 +190,16 @@ class LearnerSummary(BaseModel):
 
 class LearnerInfo(LearnerSummary):
     stats: dict[str, Any]
+    classes: list[ClassLabel] | None = Field(None, description=(
+        "A classifier's classes, with their JSON types, in the learner's order (absent otherwise)."))
     input_dim: int | None = Field(description=(
         "Length of a feature vector: the config's dim, else the one the first feedback row fixed "
         "(null before it)."))
+    task: Literal["regression", "classification"] | None = Field(description=(
+        "What the learner's labels are (null: the first feedback's label will decide)."))
+    encoding: dict[str, Any] | None = Field(None, description=(
+        "How the learner encodes records (absent for a learner of arrays): its width, and each name's kind, "
+        "coordinates, categories with their counts, and its missing, overflow and hashed counts."))
 
 
 class ErrorTotals(BaseModel):
@@ -135,9 +210,10 @@ class ErrorTotals(BaseModel):
     rounds: int
     abs_error: float = Field(description="Regression: sum of |y - prediction| (0 for labels).")
     squared_error: float = Field(description="Regression: sum of (y - prediction)^2 (0 for labels).")
-    correct: float = Field(description="Labels: rounds predicted with the label's sign (0 for numbers).")
-    log_loss: float = Field(description="Labels, logistic loss: sum of the log loss of the predicted "
-                            "log-odds (0 otherwise).")
+    correct: float = Field(description="Labels: rounds whose played prediction was the label (its class "
+                           "the most probable, or the score's sign; 0 for numbers).")
+    log_loss: float = Field(description="Labels: sum of the log loss of the played class probabilities "
+                            "(of a binary learner with the logistic loss: of its log-odds), 0 otherwise.")
 
 
 class HistoryPoint(BaseModel):
@@ -214,7 +290,7 @@ class FeedbackItem(_Body):
 
     x: Features | None = None
     id: ClientId | None = None
-    y: Finite | StrictBool  # booleans: binary labels of a preprocessing learner
+    y: Label
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -232,7 +308,7 @@ class FeedbackRequest(_Body):
 
     x: Features | None = None
     id: ClientId | None = None
-    y: Finite | StrictBool | None = None
+    y: Label | None = None
     items: list[FeedbackItem] | None = None
     request_id: RequestId | None = None
 
@@ -252,29 +328,55 @@ class FeedbackRequest(_Body):
     def rounds(self) -> list[FeedbackItem]:
         if self.items is not None:
             return self.items
-        return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]  # type: ignore[arg-type]  # _shape: y is set
+        return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]  # _shape: y is set
 
 
-class PredictResponse(BaseModel):
+_LABEL = ("A classifier's most probable class (its JSON type kept; absent before any class is known); "
+          "absent for regression.")
+_PROBABILITIES = ("A classifier's probability of each class it knows (summing to 1), keyed by the label as a "
+                  "JSON object key: strings as given, integers as their JSON text (2 -> \"2\"); the labels "
+                  "of the binary learners of before (-1, 0, 1, false, true) are the classes -1 and 1. Absent "
+                  "for regression. The learner's classes with their types: GET /v1/learners/{name}.")
+
+
+class _Answer(BaseModel):
+    """An answer whose classifier fields, None for every other learner, are left out of its repr too."""
+
+    def __repr_args__(self) -> Any:
+        return [(name, value) for name, value in super().__repr_args__() if value is not None]
+
+
+class PredictResponse(_Answer):
     prediction: float
     version: int
+    label: ClassLabel | None = Field(None, description=_LABEL)
+    probabilities: dict[str, float] | None = Field(None, description=_PROBABILITIES)
 
 
-class BatchPredictResponse(BaseModel):
+class BatchPredictResponse(_Answer):
     predictions: list[float]
     version: int
+    labels: list[ClassLabel | None] | None = Field(None, description=f"Per row: {_LABEL}")
+    probabilities: list[dict[str, float]] | None = Field(None, description=f"Per row: {_PROBABILITIES}")
 
 
-class FeedbackResponse(BaseModel):
+class FeedbackResponse(_Answer):
     prediction: float
     loss: float
     version: int
+    label: ClassLabel | None = Field(None, description=f"The class the round predicted. {_LABEL}")
+    probabilities: dict[str, float] | None = Field(None, description=(
+        f"The distribution the round played, before it learnt (the label's class included when new). "
+        f"{_PROBABILITIES}"))
 
 
-class BatchFeedbackResponse(BaseModel):
+class BatchFeedbackResponse(_Answer):
     predictions: list[float]
     losses: list[float]
     version: int
+    labels: list[ClassLabel | None] | None = Field(None, description=f"Per round: {_LABEL}")
+    probabilities: list[dict[str, float]] | None = Field(None, description=(
+        f"Per round, the distribution it played. {_PROBABILITIES}"))
 
 
 class StateImported(BaseModel):
@@ -303,6 +405,12 @@ _ERRORS = {
     422: "The request does not match the schema, or kons rejected the input; nothing changed.",
     503: "The learner store (Redis) is unavailable or the learner is busy; retry after Retry-After.",
 }
+
+
+def json_keyed(distribution: Mapping[Any, float]) -> dict[str, float]:
+    """A distribution over classes as a JSON object: each label as an object key (strings as given,
+    other labels as their JSON text)."""
+    return {label if isinstance(label, str) else json.dumps(label): p for label, p in distribution.items()}
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -1,12 +1,20 @@
 """The Open Inference Protocol (V2, as spoken by KServe, Triton, MLServer and Seldon Core 2): bodies and
 tensor decoding. Routes are in :mod:`kons_service.http.routers.v2`.
 
-A kons learner is a V2 model with one input, a batch of rows (shape ``[batch, dim]``, any of the
-protocol's numeric datatypes, data flat in row-major order or nested) and one output ``prediction``
-(``FP64``, shape ``[batch]``). Its ``model_version`` is :func:`model_version`, an id of the learner's
-configuration: a V2 client pins or compares it, so it must not move with every feedback (the round count,
-which does, is the v1 API's ``version``); deleting the learner and creating it with another configuration
-gives another one.
+A kons learner is a V2 model whose input is either one tensor, a batch of rows (shape ``[batch, dim]``,
+any of the protocol's numeric datatypes, data flat in row-major order or nested), or several named
+inputs, one per feature (shape ``[batch]`` or ``[batch, 1]``, as KServe's and MLServer's clients send a
+table's columns), which form a record per row ``{name: value}``: numbers, ``BOOL`` values, and ``BYTES``
+strings for categories (a single ``BYTES`` or ``BOOL`` input is a record of one feature too). Its
+output is ``prediction`` (``FP64``, shape ``[batch]``); a classifier's are also ``label`` (``BYTES``,
+``[batch]``: each row's most probable class, as the v1 API's probabilities key it) and ``probabilities``
+(``FP64``, ``[batch, classes]``, the columns named by its parameter ``classes``). Without ``outputs``
+in the request every output is answered, else the ones asked for.
+
+Its ``model_version`` is :func:`model_version`, an id of the learner's configuration: a V2 client pins or
+compares it, so it must not move with every feedback (the round count, which does, is the v1 API's
+``version``); deleting the learner and creating it with another configuration gives another one. The
+version paths ``/v2/models/{name}/versions/{v}/...`` answer for that version only.
 Only JSON tensors are supported, not the binary tensor extension.
 """
 
@@ -18,14 +26,28 @@ import math
 from typing import Annotated, Any, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 import kons
+from kons_service.http.schemas import RECORD_MAX_FIELDS, check_record
 
 __all__ = [
     "DATATYPES",
     "INPUT",
+    "LABEL",
     "OUTPUT",
+    "OUTPUTS",
+    "PROBABILITIES",
     "InferenceRequest",
     "InferenceResponse",
     "ModelMetadata",
@@ -39,7 +61,13 @@ __all__ = [
 #: The name of a learner's output tensor (and the name its input is described with).
 OUTPUT = "prediction"
 INPUT = "x"
+#: A classifier's outputs besides :data:`OUTPUT`.
+LABEL, PROBABILITIES = "label", "probabilities"
+#: Every output a model may be asked for.
+OUTPUTS = (OUTPUT, LABEL, PROBABILITIES)
 
+#: The datatypes of a named input that are not numbers: categories (strings) and booleans.
+BYTES, BOOL = "BYTES", "BOOL"
 #: The protocol's numeric datatypes and the NumPy type each one's values must fit.
 DATATYPES: dict[str, str] = {
     "FP32": "float32", "FP64": "float64",
@@ -66,17 +94,19 @@ class RequestedOutput(_Body):
 
 
 class InferenceRequest(_Body):
-    """``POST /v2/models/{name}/infer``: one input tensor of shape ``[batch, dim]``.
+    """``POST /v2/models/{name}/infer``: one input tensor of shape ``[batch, dim]``, or one named input per
+    feature.
 
-    The tensor is decoded where the request is validated (by the parser process for a large body, so that
-    the serving process never walks its elements); the request then keeps the float64 rows, not the data.
+    The tensors are decoded where the request is validated (by the parser process for a large body, so
+    that the serving process never walks their elements); the request then keeps the rows (float64 arrays,
+    or records), not the data.
     """
 
     id: str | None = None
     parameters: dict[str, Any] | None = None
-    inputs: Annotated[list[InputTensor], Field(min_length=1, max_length=1)]
+    inputs: Annotated[list[InputTensor], Field(min_length=1, max_length=RECORD_MAX_FIELDS)]
     outputs: list[RequestedOutput] | None = None
-    _rows: np.ndarray | None = PrivateAttr(None)
+    _rows: list[Any] | None = PrivateAttr(None)
     _problem: str | None = PrivateAttr(None)
 
     @model_validator(mode="after")
@@ -88,7 +118,7 @@ class InferenceRequest(_Body):
         except kons.InvalidInputError as exc:
             self._problem = str(exc)  # raised by rows_of, in the handler, as before
         else:
-            self.inputs = [self.inputs[0].model_copy(update={"data": []})]
+            self.inputs = [tensor.model_copy(update={"data": []}) for tensor in self.inputs]
         return self
 
 
@@ -96,7 +126,17 @@ class OutputTensor(BaseModel):
     name: str
     shape: list[int]
     datatype: str
-    data: list[float]
+    parameters: dict[str, Any] | None = None
+    data: list[float] | list[str]
+
+    # (not annotated: pydantic would document the return type instead of the model in the OpenAPI schema)
+    @model_serializer(mode="wrap")
+    def _without_empty_parameters(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """An output without parameters is answered as before outputs could have them."""
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("parameters") is None:
+            dumped.pop("parameters", None)
+        return dumped
 
 
 class InferenceResponse(BaseModel):
@@ -169,25 +209,79 @@ def _values(flat: list[Any], datatype: str) -> np.ndarray:
     return np.asarray(flat, dtype=kind).astype(np.float64)
 
 
-def rows_of(request: InferenceRequest) -> list[np.ndarray]:
+def rows_of(request: InferenceRequest) -> list[Any]:
     """The rows of the request's input tensor, decoded when the request was validated; raises the
     problem found then (kons's error, answered as any other once the key and learner name are checked)."""
     if request._problem is not None:
         raise kons.InvalidInputError(request._problem)
     assert request._rows is not None  # set by the validator when there was no problem
-    return list(request._rows)
+    return request._rows
 
 
-def _decode(request: InferenceRequest) -> np.ndarray:
-    """The input tensor as float64 rows (``[batch, dim]``), after checking its outputs and shape."""
+def _decode(request: InferenceRequest) -> list[Any]:
+    """The rows of the request: float64 arrays of its one ``[batch, dim]`` tensor, or a record per row of
+    its named inputs; after checking its outputs and shapes."""
     for output in request.outputs or ():
-        if output.name != OUTPUT:
-            raise kons.InvalidInputError(f"unknown output {output.name!r}: a kons model has one, {OUTPUT!r}.")
+        if output.name not in OUTPUTS:
+            raise kons.InvalidInputError(
+                f"unknown output {output.name!r}: a kons model has {', '.join(map(repr, OUTPUTS))}.")
         if (output.parameters or {}).get("binary_data"):
             raise kons.InvalidInputError("the binary tensor extension is not supported; ask for JSON data.")
-    tensor = request.inputs[0]
-    if (tensor.parameters or {}).get("binary_data_size") is not None:
-        raise kons.InvalidInputError("the binary tensor extension is not supported; send JSON data.")
+    for tensor in request.inputs:
+        if (tensor.parameters or {}).get("binary_data_size") is not None:
+            raise kons.InvalidInputError("the binary tensor extension is not supported; send JSON data.")
+    first = request.inputs[0]
+    if len(request.inputs) > 1 or first.datatype in (BYTES, BOOL):
+        return _records(request.inputs)
+    return list(_dense(first))
+
+
+def _records(inputs: list[InputTensor]) -> list[dict[str, Any]]:
+    """A record per row of named inputs, one feature each (shape ``[batch]`` or ``[batch, 1]``)."""
+    names = [tensor.name for tensor in inputs]
+    if len(set(names)) != len(names):
+        raise kons.InvalidInputError("two inputs have the same name; each input is one feature.")
+    columns, batch = [], None
+    for tensor in inputs:
+        if len(tensor.shape) not in (1, 2) or tensor.shape[1:] not in ([], [1]):
+            raise kons.InvalidInputError(
+                f"input {tensor.name!r} has shape {tensor.shape}; a named input is one feature: [batch] or "
+                "[batch, 1].")
+        if batch is None:
+            batch = tensor.shape[0]
+        elif tensor.shape[0] != batch:
+            raise kons.InvalidInputError(
+                f"input {tensor.name!r} has {tensor.shape[0]} rows, input {names[0]!r} {batch}.")
+        flat = _flatten(tensor.data)
+        if len(flat) != batch:
+            raise kons.InvalidInputError(
+                f"input {tensor.name!r} of shape {tensor.shape} holds {len(flat)} elements, not {batch}.")
+        columns.append(_column(tensor, flat))
+    if not batch:
+        raise kons.InvalidInputError("the inputs are empty.")
+    rows = [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+    try:
+        for row in rows:
+            check_record(row)
+    except PydanticCustomError as exc:
+        raise kons.InvalidInputError(str(exc)) from None
+    return rows
+
+
+def _column(tensor: InputTensor, flat: list[Any]) -> list[Any]:
+    """One feature's values: strings of a ``BYTES`` input, booleans of a ``BOOL`` one, else numbers."""
+    wanted = {BYTES: str, BOOL: bool}.get(tensor.datatype)
+    if wanted is None:
+        return [float(v) for v in _values(flat, tensor.datatype)]
+    for i, v in enumerate(flat):
+        if type(v) is not wanted:
+            raise kons.InvalidInputError(
+                f"element {i} of input {tensor.name!r} ({str(v)[:40]}) is not a {tensor.datatype} value.")
+    return flat
+
+
+def _dense(tensor: InputTensor) -> np.ndarray:
+    """The one input tensor as float64 rows (``[batch, dim]``)."""
     if len(tensor.shape) != 2:
         raise kons.InvalidInputError(
             f"input {tensor.name!r} has shape {tensor.shape}; a kons model takes [batch, dim].")

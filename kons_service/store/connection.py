@@ -27,8 +27,8 @@ from kons_service.store.records import LearnerRef
 
 __all__ = ["NAMED", "Connection", "connect_client", "number", "script_text", "text"]
 
-_SCRIPTS = ("create", "acquire", "release", "renew", "append", "remember", "recall", "commit_snapshot",
-            "replace_state", "delete", "history", "reserve", "unreserve")
+_SCRIPTS = ("create", "decide", "acquire", "release", "renew", "append", "remember", "recall",
+            "commit_snapshot", "replace_state", "delete", "history", "reserve", "unreserve")
 #: The shared Lua a script needs prepended (Redis scripts cannot load one another), from ``lua/lib``.
 _LIBRARIES = {"commit_snapshot": "chunks", "replace_state": "chunks", "append": "history",
               "history": "history"}

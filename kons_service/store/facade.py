@@ -69,6 +69,14 @@ class Store:
         return bool(created), text(stored)
 
     @translated
+    async def decide_config(self, ref: LearnerRef, incarnation: str, undecided: str,
+                            decided: str) -> str | None:
+        """Replace the config ``undecided`` of the learner's ``incarnation`` by ``decided`` unless another
+        writer replaced it first (see ``decide.lua``); returns the config now stored (None: no learner)."""
+        stored = await self.connection.run("decide", ref, ("meta",), [incarnation, undecided, decided])
+        return None if stored is None else text(stored)
+
+    @translated
     async def delete(self, ref: LearnerRef) -> bool:
         existed = await self.connection.scripts["delete"](keys=keys.learner_keys(ref))
         await self.client.zrem(keys.tenant_index(ref.tenant), ref.name)

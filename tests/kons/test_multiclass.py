@@ -150,9 +150,23 @@ def test_true_and_one_are_different_classes() -> None:
     X, _ = _blobs(60, seed=5)
     learner = Auto(task="classification")
     for t, x in enumerate(X):
-        learner.learn_one(x, [True, 1, "1"][t % 3])
-    assert learner.classes == [True, 1, "1"] or learner.classes == [1, True, "1"]
-    assert len(learner.classes) == 3
+        learner.learn_one(x, [1, True, "1"][t % 3])
+    assert learner.classes == [True, 1, "1"] and [type(c) for c in learner.classes] == [bool, int, str]
+
+
+def test_a_learner_of_booleans_reads_minus_one_zero_and_one_as_booleans() -> None:
+    """Its state is the binary learners' of before, which took the numbers and the booleans alike: a
+    saved learner of booleans (or one saved before classes were recorded) goes on with either."""
+    X, labels = _blobs(200, classes=2, seed=13)
+    booleans = Auto(task="classification")
+    played = booleans.learn_many(X[:100], labels[:100] == 1)
+    restored = kons.load(booleans.to_bytes())
+    signs = np.where(labels[100:] == 1, 1.0, -1.0)  # as the service passes them
+    continued = booleans.learn_many(X[100:], labels[100:] == 1)
+    assert np.array_equal(continued, restored.learn_many(X[100:], signs))
+    assert restored.classes == [False, True] and booleans.to_bytes() == restored.to_bytes()
+    integers = Auto(task="classification").learn_many(X[:100], np.where(labels[:100], 1, 0))
+    assert np.array_equal(played, integers)  # 0 and 1 play as False and True
 
 
 @pytest.mark.parametrize("cut", [0, 5, WARMUP_ROWS - 1, WARMUP_ROWS + 7, 260])
@@ -250,3 +264,24 @@ def test_the_binary_learner_refuses_a_third_class_naming_auto() -> None:
     learner.learn_one([1.0, 2.0], 1)
     with pytest.raises(kons.InvalidInputError, match="auto"):
         learner.learn_one([1.0, 2.0], 2)
+
+
+def test_records_with_categories_and_gaps_learn_many_classes_and_restore_bit_identically() -> None:
+    rng = np.random.default_rng(14)
+    cities, animals = ["Paris", "Lyon", "Nice"], ["cat", "dog", "bird"]
+    rows: list[tuple[dict[str, object], str]] = []
+    for t in range(240):
+        c = int(rng.integers(3))
+        x: dict[str, object] = {"age": 30.0 + 10.0 * c + rng.normal(), "city": cities[c]}
+        if t > 100 and rng.random() < 0.2:
+            x["income"] = None
+        if t > 150:
+            x["late"] = float(c)  # a feature first seen at round 151
+        rows.append((x, animals[c]))
+    learner = Auto(task="classification")
+    hits = [top_label(learner.learn_proba_one(x, y)) == y for x, y in rows[:160]]
+    restored = kons.load(learner.to_bytes())
+    for x, y in rows[160:]:
+        assert learner.learn_proba_one(x, y) == restored.learn_proba_one(x, y)
+    assert learner.to_bytes() == restored.to_bytes() and sorted(learner.classes) == sorted(animals)
+    assert np.mean(hits[60:]) > 0.8

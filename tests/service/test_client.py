@@ -29,6 +29,7 @@ from kons_service.client import (
 from kons_service.core import errors as core_errors
 from kons_service.http import errors as edge_errors
 from testkit.processes import SPEC, AppFactory, free_port, services_on_redis
+from tests.service.classes import keyed, learnt
 
 pytestmark = pytest.mark.anyio
 
@@ -240,6 +241,27 @@ async def test_create_learner_defaults_to_auto_whose_first_row_fixes_dim(kons_cl
     assert (await kons_client.get_learner("d")).input_dim is None
     await kons_client.feedback("d", 2.0, x=[1.0, 2.0])
     assert (await kons_client.get_learner("d")).input_dim == 2
+
+
+async def test_a_classifier_through_the_client(kons_client: AsyncClient) -> None:
+    created = await kons_client.create_learner("pets", task="classification")
+    assert created.config["params"]["task"] == "classification"
+    local = kons.Auto(task="classification")
+    rows = np.array([[0.0, 1.0], [1.0, 0.5], [2.0, -1.0], [0.5, 0.5]])
+    labels = ["cat", "dog", np.str_("bird"), "cat"]  # NumPy scalars as their Python values
+    batch = await kons_client.feedback_batch("pets", labels, xs=list(rows))
+    played = [local.learn_proba_one(x, str(y)) for x, y in zip(rows, labels, strict=True)]
+    assert batch.labels == [max(d, key=d.__getitem__) for d in played]
+    assert batch.probabilities == played
+    one = await kons_client.feedback("pets", np.bool_(True), x=rows[0])
+    assert one.probabilities == keyed(local.learn_proba_one(rows[0], learnt(True)))
+    asked = await kons_client.predict("pets", rows[1])
+    assert asked.label in {"cat", "dog", "bird", learnt(True)} and asked.probabilities is not None
+    assert sum(asked.probabilities.values()) == pytest.approx(1)
+    assert "label=" in repr(asked)
+    await kons_client.create_learner("numbers", task="regression")
+    assert repr(await kons_client.predict("numbers", [1.0])) == "PredictResponse(prediction=0.0, version=0)"
+    assert (await kons_client.get_learner("pets")).classes == local.classes
 
 
 class Recording(httpx.AsyncBaseTransport):

@@ -144,10 +144,37 @@ def test_an_auto_learner_shows_its_input_dim_and_large_losses_keep_short_axis_la
             http.delete("/v1/learners/prices")
     card = html[html.index('data-learner="prices"'):]
     card = card[:card.index("</section>")]
-    assert "<small>auto, dim 4</small>" in card
+    assert '<small data-task="regression">auto, regression, dim 4</small>' in card
     ticks = re.findall(r'<text[^>]*class="tick"[^>]*>([^<]*)</text>', card)
     assert len(ticks) == 4 and all(len(t) <= 7 for t in ticks), ticks
     assert any("e9" in t for t in ticks), ticks  # the errors are that large
+
+
+def test_a_multi_class_learner_shows_its_classes_accuracy_and_log_loss(
+        service: ServiceProcess, tmp_path: Path) -> None:
+    """A classifier of string, integer and boolean labels: the card names its task and classes, and its
+    curves are accuracy and log loss, the last values those of the history's totals."""
+    rng = np.random.default_rng(3)
+    labels = ["cat", "dog", 7, True]
+    with httpx.Client(base_url=service.url, headers=HEADERS, timeout=30) as http:
+        assert http.put("/v1/learners/pets", json={}).status_code == 201  # the first label decides
+        try:
+            X = rng.normal(size=(120, 3))
+            items = [{"x": x.tolist(), "y": labels[int(abs(x[0]) * 3) % 4] if i else "cat"}  # a string first
+                     for i, x in enumerate(X)]
+            assert http.post("/v1/learners/pets/feedback", json={"items": items}).status_code == 200
+            totals = http.get("/v1/learners/pets/history").json()["points"][-1]["totals"]
+            html = chromium(f"{service.url}/dashboard?window=all#key={KEY}", tmp_path, "--dump-dom")
+        finally:
+            http.delete("/v1/learners/pets")
+    dom = Elements(html)
+    assert len(dom.of("pets", "small", data_task="classification")) == 1
+    label = '("cat"|"dog"|7|1)'  # (true: the class 1 of the binary labels of before)
+    assert re.search(f"auto, classification, dim 3, 4 classes: {label}( {label}){{3}}<", html), html[-2000:]
+    for series, value in (("accuracy", totals["correct"] / 120), ("log_loss", totals["log_loss"] / 120)):
+        (line,) = dom.of("pets", "polyline", data_series=series)
+        assert float(line["data-last"]) == pytest.approx(value, rel=1e-12), series
+    assert not dom.of("pets", "polyline", data_series="mae")
 
 
 def test_one_large_request_draws_a_curve_of_the_chosen_window(service: ServiceProcess,

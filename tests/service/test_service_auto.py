@@ -4,6 +4,8 @@ continues from the durable log."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import numpy as np
 import pytest
@@ -40,7 +42,12 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
         assert fed.json()["prediction"] == local.learn_one(x, local.check_round(x, sent)[1])
     probe = {"x": [0.3, 5.01e4, 3.0, -650.0]}
     asked = (await first.post("/v1/learners/a/predict", json=probe)).json()
-    assert asked == {"prediction": local.predict_one(probe["x"]), "version": 70}
+    # a classifier's answer: its class and probabilities (the binary labels of before are the classes -1, 1)
+    probabilities = local.predict_proba_dict_one(probe["x"])
+    assert asked == {"prediction": local.predict_one(probe["x"]), "version": 70,
+                     "label": max(probabilities, key=probabilities.__getitem__),
+                     "probabilities": {json.dumps(c): p for c, p in probabilities.items()}}
+    assert set(asked["probabilities"]) == {"-1", "1"}
     stats = (await first.get("/v1/learners/a")).json()["stats"]
     assert stats["leader"] in stats["weights"] and stats["rounds"] == 70
     history = (await first.get("/v1/learners/a/history")).json()["points"]

@@ -76,7 +76,9 @@ SCHEMA_CASES = [  # (path suffix, body, code, words)
     ("/feedback", {"x": [[1, 2, 3]], "y": 1.0}, "validation_error", ["item 0"]),
     ("/feedback", {"x": [], "y": 1.0}, "validation_error", ["empty"]),
     ("/feedback", {"x": "1,2,3", "y": 1.0}, "validation_error", ["list of numbers"]),
-    ("/feedback", {"x": [1, 2, 3], "y": "1.0"}, "validation_error", ["y"]),
+    ("/feedback", {"x": [1, 2, 3], "y": [1.0]}, "validation_error", ["y", "number, a string or a boolean"]),
+    ("/feedback", {"x": [1, 2, 3], "y": {"class": 1}}, "validation_error", ["y"]),
+    ("/feedback", {"x": [1, 2, 3], "y": "y" * 257}, "validation_error", ["label", "256"]),
     ("/feedback", {"x": [1, 2, 3], "y": None}, "validation_error", ["y"]),
     ("/feedback", {"x": [1, 2, 3], "y": 1.0, "weight": 2}, "validation_error", ["weight"]),
     ("/feedback", {"items": []}, "validation_error", ["empty"]),
@@ -100,6 +102,9 @@ INPUT_CASES = [  # (learner, path suffix, body, words): rejected by kons's own v
     ("m", "/predict", {"x": [1, 2]}, ["dimension 3"]),
     ("m", "/predict", {"xs": [[1, 2, 3], [1, 2, 3, 4]]}, ["dimension 3"]),
     ("m", "/feedback", {"x": [1, 2, 3, 4], "y": 1.0}, ["dimension 3"]),
+    ("m", "/feedback", {"x": [1, 2, 3], "y": "1.0"}, ["does regression", "number"]),
+    ("m", "/feedback", {"items": [{"x": [1, 2, 3], "y": 1}, {"x": [1, 2, 3], "y": True}]},
+     ["item 1", "does regression"]),
     ("m", "/feedback", {"items": [{"x": [1, 2, 3], "y": 1}, {"x": [1, 2], "y": 1}]}, ["item 1", "dimension"]),
     ("h", "/feedback", {"x": [1, 2], "y": 0.5}, ["label"]),
     # (0 is a valid binary label since the dict path preprocesses: {0, 1} and booleans are accepted)
@@ -166,7 +171,7 @@ async def test_unknown_learner(trained: httpx.AsyncClient, method: str, suffix: 
 
 
 async def test_unknown_route_and_method(trained: httpx.AsyncClient) -> None:
-    _expect(await trained.get("/v2/nothing"), 404, "not_found")
+    _expect(await trained.get("/v1/nothing"), 404, "not_found")  # (/v2 answers V2 bodies: test_v2)
     _expect(await trained.patch(URL), 405, "method_not_allowed")
 
 

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kons_service.store import LearnerRef
 from testkit.processes import REPO, SPEC, AppFactory
 from testkit.scrape import samples, value
+from tests.service.classes import key
 
 pytestmark = pytest.mark.anyio
 
@@ -223,22 +224,38 @@ async def test_one_large_request_gives_a_point_per_round_window_with_exact_error
     assert mae == pytest.approx(np.abs(error[a["version"]:]).mean(), rel=1e-12)
 
 
-async def test_history_of_labels_counts_correct_signs_and_log_loss(client: httpx.AsyncClient) -> None:
+async def test_history_of_labels_counts_correct_predictions_and_log_loss(client: httpx.AsyncClient) -> None:
     await client.put(URL, json={"params": {"task": "classification"}})
     rng = np.random.default_rng(4)
     X = rng.normal(size=(60, 3))
     labels = (X[:, 0] + 0.3 * rng.normal(size=60) > 0).astype(int)  # 0/1 labels, as users send them
-    played = []
+    played: list[dict[str, float]] = []
     for start in range(0, 60, 20):
         items = [{"x": x.tolist(), "y": int(t)} for x, t in zip(X[start:start + 20], labels[start:start + 20],
                                                                  strict=True)]
-        played += (await feed(client, URL, items))["predictions"]
-    margin = np.where(labels == 1, 1.0, -1.0) * np.array(played)
+        played += (await feed(client, URL, items))["probabilities"]
+    # the totals are the answers' own: the label's class strictly the most probable, and -log p(label)
+    mine = [p[key(int(t))] for p, t in zip(played, labels, strict=True)]
+    rivals = [max((q for c, q in p.items() if c != key(int(t))), default=-1.0) for p, t in zip(played, labels,
+                                                                                               strict=True)]
     (last,) = [p for p in (await client.get(f"{URL}/history")).json()["points"] if p["version"] == 60]
     assert last["task"] == "classification" and last["totals"]["rounds"] == 60
-    assert last["totals"]["correct"] == (margin > 0).sum() > 30
-    assert last["totals"]["log_loss"] == pytest.approx(np.logaddexp(0, -margin).sum(), rel=1e-12)
+    assert last["totals"]["correct"] == sum(m > r for m, r in zip(mine, rivals, strict=True)) > 30
+    assert last["totals"]["log_loss"] == pytest.approx(-np.log(mine).sum(), rel=1e-12)
     assert last["totals"]["abs_error"] == last["totals"]["squared_error"] == 0
+
+
+async def test_history_of_a_learner_without_probabilities_counts_signs(client: httpx.AsyncClient) -> None:
+    await client.put(URL, json={"algorithm": "ons", "dim": 3, "params": {"loss": "logistic"}})
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(40, 3))
+    labels = np.where(X[:, 0] + 0.3 * rng.normal(size=40) > 0, 1, -1)
+    answer = await feed(client, URL, [{"x": x.tolist(), "y": int(t)} for x, t in zip(X, labels, strict=True)])
+    assert "probabilities" not in answer and "labels" not in answer  # a score alone, as before
+    margin = labels * np.array(answer["predictions"])
+    (last,) = [p for p in (await client.get(f"{URL}/history")).json()["points"] if p["version"] == 40]
+    assert last["totals"]["correct"] == (margin > 0).sum() > 20
+    assert last["totals"]["log_loss"] == pytest.approx(np.logaddexp(0, -margin).sum(), rel=1e-12)
 
 
 async def test_history_survives_a_restart_and_goes_with_the_learner(make_client: AppFactory) -> None:

@@ -189,7 +189,7 @@ async def test_a_replica_that_never_held_the_lost_rounds_reports_them_from_a_cli
     assert ("saw version 8, the store's head is version 6; lost at least versions 7 to 8 (2 rounds)"
             in reports[0])
     scraped = (await b.get("/metrics")).text
-    assert value(scraped, "kons_rollbacks_seen_by_clients_total") == 1
+    assert value(scraped, "kons_rollbacks_detected_total", seen_by="client") == 1
     assert value(scraped, "kons_rollback_rounds_lost_total") == 2
     assert value(scraped, "kons_history_rollbacks_total") == 0  # b's own memory saw nothing
     assert (await b.get("/readyz")).json()["rollbacks"] == {"detected": 1, "rounds_lost": 2}

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from fastapi import APIRouter
 
+from kons.losses import top_label
+from kons_service.core.learning import Distribution
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
@@ -16,29 +20,54 @@ from kons_service.http.schemas import (
     PredictRequest,
     PredictResponse,
     error_responses,
+    json_keyed,
 )
+
+T = TypeVar("T")
 
 router = APIRouter(prefix=f"{V1}/learners", tags=["rounds"], route_class=KonsRoute,
                    responses=error_responses(400, 401, 404, 409, 413, 422, 503))
 
 
-@router.post("/{name}/predict", response_model=PredictResponse | BatchPredictResponse)
+# (a classifier's fields are None for other learners and left out: their answers are as they always were)
+@router.post("/{name}/predict", response_model=PredictResponse | BatchPredictResponse,
+             response_model_exclude_none=True)
 async def predict(
     ref: LearnerDep, body: PredictRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> PredictResponse | BatchPredictResponse:
     result = await service.predict(ref, body.rows(), body.row_ids(), seen)
+    labels, probabilities = _classes(result.distributions)
     if body.xs is None:
-        return PredictResponse(prediction=result.predictions[0], version=result.version)
-    return BatchPredictResponse(predictions=result.predictions, version=result.version)
+        return PredictResponse(prediction=result.predictions[0], version=result.version,
+                               label=_first(labels), probabilities=_first(probabilities))
+    return BatchPredictResponse(predictions=result.predictions, version=result.version, labels=labels,
+                                probabilities=probabilities)
 
 
-@router.post("/{name}/feedback", response_model=FeedbackResponse | BatchFeedbackResponse)
+@router.post("/{name}/feedback", response_model=FeedbackResponse | BatchFeedbackResponse,
+             response_model_exclude_none=True)
 async def feedback(
     ref: LearnerDep, body: FeedbackRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> FeedbackResponse | BatchFeedbackResponse:
     rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
     result = await service.feedback(ref, rounds, body.request_id, seen)
     predictions, losses, version = result.predictions, result.losses, result.version
+    labels, probabilities = _classes(result.distributions)
     if body.items is None:
-        return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version)
-    return BatchFeedbackResponse(predictions=predictions, losses=losses, version=version)
+        return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version,
+                                label=_first(labels), probabilities=_first(probabilities))
+    return BatchFeedbackResponse(predictions=predictions, losses=losses, version=version, labels=labels,
+                                 probabilities=probabilities)
+
+
+def _classes(
+    distributions: list[Distribution] | None,
+) -> tuple[list[Any] | None, list[dict[str, float]] | None]:
+    """Each row's most probable class and its probabilities by JSON key (None: not a classifier)."""
+    if distributions is None:
+        return None, None
+    return [top_label(d) for d in distributions], [json_keyed(d) for d in distributions]
+
+
+def _first(values: list[T] | None) -> T | None:
+    return None if values is None else values[0]

@@ -12,14 +12,21 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
+from kons_service.core.service import LearnerService
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, ServiceDep
 from kons_service.http.routers.ops import store_reachable
+from kons_service.http.schemas import json_keyed
 from kons_service.http.v2 import (
+    BYTES,
     INPUT,
+    LABEL,
     OUTPUT,
+    PROBABILITIES,
     InferenceRequest,
     InferenceResponse,
     ModelMetadata,
@@ -29,6 +36,7 @@ from kons_service.http.v2 import (
     model_version,
     rows_of,
 )
+from kons_service.store import LearnerRef
 
 __all__ = ["router"]
 
@@ -49,7 +57,7 @@ class V2Route(KonsRoute):
                 answer = await _service_answer(request, exc)
                 message = json.loads(bytes(answer.body))["error"]["message"]
                 headers = {k: v for k, v in answer.headers.items()
-                           if k.lower() in ("retry-after", "www-authenticate", "connection")}
+                           if k.lower() in ("retry-after", "www-authenticate", "connection", "allow")}
                 return JSONResponse({"error": message}, status_code=answer.status_code, headers=headers)
 
         return v2_handler
@@ -101,14 +109,13 @@ async def server_metadata() -> ServerMetadata:
 
 @router.get("/models/{name}", response_model=ModelMetadata, operation_id="v2_model_metadata")
 async def model_metadata(ref: LearnerDep, service: ServiceDep) -> ModelMetadata:
-    learner = await service.describe(ref)
-    dim = -1 if learner.input_dim is None else learner.input_dim  # -1: any length, until the first row
-    return ModelMetadata(
-        name=ref.name, versions=[model_version(learner.config)],
-        platform=f"kons/{learner.config['algorithm']}",
-        inputs=[TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])],
-        outputs=[TensorMetadata(name=OUTPUT, datatype="FP64", shape=[-1])],
-    )
+    return await _metadata(ref, service, None)
+
+
+@router.get("/models/{name}/versions/{version}", response_model=ModelMetadata,
+            operation_id="v2_model_version_metadata")
+async def model_version_metadata(ref: LearnerDep, version: str, service: ServiceDep) -> ModelMetadata:
+    return await _metadata(ref, service, version)
 
 
 @router.get("/models/{name}/ready", operation_id="v2_model_ready")
@@ -117,10 +124,90 @@ async def model_ready(ref: LearnerDep, service: ServiceDep) -> dict[str, Any]:
     return {"name": ref.name, "ready": True}
 
 
+@router.get("/models/{name}/versions/{version}/ready", operation_id="v2_model_version_ready")
+async def model_version_ready(ref: LearnerDep, version: str, service: ServiceDep) -> dict[str, Any]:
+    _check_version(ref, (await service.describe(ref)).config, version)
+    return {"name": ref.name, "ready": True}
+
+
 @router.post("/models/{name}/infer", response_model=InferenceResponse, operation_id="v2_infer")
 async def infer(ref: LearnerDep, body: InferenceRequest, service: ServiceDep) -> InferenceResponse:
-    result = await service.predict(ref, rows_of(body), None)
-    output = OutputTensor(name=OUTPUT, shape=[len(result.predictions)], datatype="FP64",
-                          data=result.predictions)
+    return await _infer(ref, body, service, None)
+
+
+@router.post("/models/{name}/versions/{version}/infer", response_model=InferenceResponse,
+             operation_id="v2_version_infer")
+async def version_infer(ref: LearnerDep, version: str, body: InferenceRequest,
+                        service: ServiceDep) -> InferenceResponse:
+    return await _infer(ref, body, service, version)
+
+
+@router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"],
+                  include_in_schema=False)
+async def unknown_route(request: Request, path: str) -> None:
+    """Any other ``/v2`` path: V2's error body (a V2 client parses every answer), 405 for a path that
+    exists with another method."""
+    allowed = sorted({method for route in router.routes
+                      if isinstance(route, APIRoute) and route.path != _UNKNOWN
+                      and route.path_regex.fullmatch(request.url.path) for method in route.methods or ()})
+    if allowed:
+        raise StarletteHTTPException(405, f"{request.method} is not allowed on {request.url.path}; use "
+                                     f"{' or '.join(allowed)}.", headers={"Allow": ", ".join(allowed)})
+    raise StarletteHTTPException(404, f"No V2 route {request.url.path}: the protocol's are /v2, "
+                                 "/v2/health/{live,ready} and /v2/models/{name}[/versions/{version}]"
+                                 "[/ready|/infer].")
+
+
+_UNKNOWN = "/v2/{path:path}"
+
+
+async def _metadata(ref: LearnerRef, service: LearnerService, version: str | None) -> ModelMetadata:
+    learner = await service.describe(ref)
+    _check_version(ref, learner.config, version)
+    dim = -1 if learner.input_dim is None else learner.input_dim  # -1: any length, until the first row
+    outputs = [TensorMetadata(name=OUTPUT, datatype="FP64", shape=[-1])]
+    if learner.classes is not None:
+        outputs += [TensorMetadata(name=LABEL, datatype="BYTES", shape=[-1]),
+                    TensorMetadata(name=PROBABILITIES, datatype="FP64", shape=[-1, len(learner.classes)])]
+    inputs = [TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])]
+    if learner.encoding is not None:  # a learner of records: one input per name it has seen
+        kinds = {f["name"]: "FP64" if f["kind"] == "numeric" else BYTES for f in learner.encoding["features"]}
+        inputs = [TensorMetadata(name=name, datatype=kind, shape=[-1]) for name, kind in kinds.items()]
+    return ModelMetadata(
+        name=ref.name, versions=[model_version(learner.config)],
+        platform=f"kons/{learner.config['algorithm']}",
+        inputs=inputs,
+        outputs=outputs,
+    )
+
+
+async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerService,
+                 version: str | None) -> InferenceResponse:
+    rows = rows_of(body)
+    result = await service.predict(ref, rows, None)
+    _check_version(ref, result.config, version)
+    batch = len(rows)
+    outputs = [OutputTensor(name=OUTPUT, shape=[batch], datatype="FP64", data=result.predictions)]
+    if result.distributions is not None:
+        keyed = [json_keyed(d) for d in result.distributions]
+        classes = list(keyed[0])  # one state, so every row has the same classes
+        labels = [max(row, key=row.__getitem__) if row else "" for row in keyed]
+        outputs += [OutputTensor(name=LABEL, shape=[batch], datatype="BYTES", data=labels),
+                    OutputTensor(name=PROBABILITIES, shape=[batch, len(classes)], datatype="FP64",
+                                 parameters={"classes": classes},
+                                 data=[row[c] for row in keyed for c in classes])]
+    wanted = [o.name for o in body.outputs] if body.outputs else [o.name for o in outputs]
+    answered = {o.name: o for o in outputs}
+    missing = [name for name in wanted if name not in answered]
+    if missing:
+        raise kons.InvalidInputError(
+            f"model {ref.name!r} is not a classifier: it has no output {missing[0]!r}.")
     return InferenceResponse(model_name=ref.name, model_version=model_version(result.config), id=body.id,
-                             outputs=[output])
+                             outputs=[answered[name] for name in wanted])
+
+
+def _check_version(ref: LearnerRef, config: dict[str, Any], version: str | None) -> None:
+    """A version path names the learner's one version (its configuration's id), else it is a 404."""
+    if version is not None and version != model_version(config):
+        raise StarletteHTTPException(
+            404, f"Model {ref.name!r} has no version {version!r}; its version is {model_version(config)!r}.")

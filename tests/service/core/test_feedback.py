@@ -192,8 +192,6 @@ async def test_a_lease_whose_holder_is_gone_is_taken_over_at_once(
     assert a.sample("kons_lease_takeovers_total") == 1
 
 
-@pytest.mark.xfail(strict=True, reason="the dropped learner's entry leaves the cache when its request "
-                   "ends, and the head it held (CachedLearner.held) with it: nothing is left to check")
 async def test_a_learner_dropped_by_a_failed_append_still_reports_rounds_the_store_lost(
     core: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:

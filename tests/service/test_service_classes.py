@@ -1,0 +1,146 @@
+"""Classification answers what users need: labels of any kind, classes as they appear, ``label`` and
+``probabilities`` in every answer (single, batch, remembered ids, retried request ids), equal to kons
+in-process; a restart and a replica replay the multi-class learner bit for bit; accuracy in /metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kons
+from testkit.processes import AppFactory
+from tests.service.classes import key, keyed, learnt
+
+pytestmark = pytest.mark.anyio
+
+URL = "/v1/learners/c"
+CLASSES = ["setosa", "versicolor", "virginica", 7, True]
+
+
+def _stream(n: int, seed: int = 0) -> tuple[np.ndarray, list[Any]]:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(len(CLASSES), 3)) * 3.0
+    which = rng.integers(len(CLASSES), size=n)
+    X = centers[which] + rng.normal(size=(n, 3))
+    return X, [CLASSES[k] for k in which]
+
+
+def _label(distribution: dict[Any, float]) -> Any:
+    return max(distribution, key=distribution.__getitem__)
+
+
+async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "classification"})).status_code == 201
+    local = kons.Auto(task="classification")
+    X, y = _stream(80)
+    for x, label in zip(X[:40], y[:40], strict=True):  # one at a time
+        fed = (await client.post(f"{URL}/feedback", json={"x": x.tolist(), "y": label})).json()
+        played = local.learn_proba_one(x, learnt(label))  # (True: the class 1, as before classes)
+        assert fed["probabilities"] == keyed(played) and fed["label"] == _label(played), fed
+        assert math.isclose(sum(fed["probabilities"].values()), 1.0, rel_tol=1e-12)
+        assert fed["loss"] == pytest.approx(-math.log(played[label]), rel=1e-12)
+    batch = (await client.post(f"{URL}/feedback", json={"items": [
+        {"x": x.tolist(), "y": label} for x, label in zip(X[40:], y[40:], strict=True)]})).json()
+    played_many = [local.learn_proba_one(x, learnt(label)) for x, label in zip(X[40:], y[40:], strict=True)]
+    assert batch["probabilities"] == [keyed(d) for d in played_many]
+    assert batch["labels"] == [_label(d) for d in played_many]
+    assert batch["predictions"] == [d[learnt(label)] for d, label in zip(played_many, y[40:], strict=True)]
+    assert set(batch["probabilities"][-1]) == {"setosa", "versicolor", "virginica", "7", "1"}
+
+    probe = [0.5, -1.0, 2.0]
+    asked = (await client.post(f"{URL}/predict", json={"x": probe})).json()
+    expected = local.predict_proba_dict_one(probe)
+    assert asked == {"prediction": max(expected.values()), "version": 80, "label": _label(expected),
+                     "probabilities": keyed(expected)}
+    info = (await client.get(URL)).json()
+    assert info["classes"] == local.classes and info["task"] == "classification"
+    assert (await client.get(f"{URL}/state")).content == local.to_bytes()
+
+    # a restart (another process on the same Redis) replays the log into the same learner
+    replica = await make_client()
+    assert (await replica.post(f"{URL}/predict", json={"x": probe})).json() == asked
+    assert (await replica.get(f"{URL}/state")).content == local.to_bytes()
+    more = (await replica.post(f"{URL}/feedback", json={"x": probe, "y": "dog"})).json()
+    assert more["probabilities"] == keyed(local.learn_proba_one(probe, "dog")) and more["version"] == 81
+
+
+@pytest.mark.parametrize("labels", [("no", "yes"), (False, True), (0, 1)])
+async def test_binary_answers_equal_kons(make_client: AppFactory, labels: tuple[Any, Any]) -> None:
+    """A binary round's distribution is computed from the score kons played (one prediction, not two):
+    the very numbers of kons's learn_proba_one and predict_proba_dict_one."""
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "classification"})).status_code == 201
+    local = kons.Auto(task="classification")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(150, 2))
+    y = [labels[int(x[0] + 0.05 * x[1] > 0)] for x in X]  # nearly separable: scores grow large
+    answer = (await client.post(f"{URL}/feedback", json={"items": [
+        {"x": x.tolist(), "y": label} for x, label in zip(X, y, strict=True)]})).json()
+    played = [local.learn_proba_one(x, learnt(label)) for x, label in zip(X, y, strict=True)]
+    assert answer["probabilities"] == [keyed(d) for d in played]
+    assert set(answer["labels"]) == {learnt(label) for label in labels}  # false/true, 0/1: -1 and 1
+    scores = kons.Auto(task="classification")
+    assert answer["predictions"] == [scores.learn_one(x, learnt(t)) for x, t in zip(X, y, strict=True)]
+    probes = [[4.0, 0.0], [-4.0, 0.0], [0.01, 0.0], [40.0, 3.0]]
+    asked = (await client.post(f"{URL}/predict", json={"xs": probes})).json()
+    assert asked["probabilities"] == [keyed(local.predict_proba_dict_one(p)) for p in probes]
+    assert asked["predictions"] == [local.predict_one(p) for p in probes]
+    assert min(asked["predictions"]) < -2 and max(asked["predictions"]) > 2  # both signs, far from 0
+
+
+async def test_remembered_ids_and_retried_requests_answer_the_classes(make_client: AppFactory) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "classification"})).status_code == 201
+    X, y = _stream(12, seed=1)
+    await client.post(f"{URL}/feedback", json={"items": [{"x": x.tolist(), "y": label}
+                                                         for x, label in zip(X[:10], y[:10], strict=True)]})
+    asked = (await client.post(f"{URL}/predict", json={"x": X[10].tolist(), "id": "q1"})).json()
+    body = {"id": "q1", "y": y[10], "request_id": "r-1"}
+    fed = await client.post(f"{URL}/feedback", json=body)
+    assert fed.status_code == 200, fed.text
+    assert set(fed.json()["probabilities"]) >= set(asked["probabilities"])
+    again = await client.post(f"{URL}/feedback", json=body)  # answered from its record, not applied again
+    assert again.json() == fed.json()
+    batch = {"items": [{"x": X[11].tolist(), "y": 3}, {"x": X[11].tolist(), "y": False}], "request_id": "r-2"}
+    first = (await client.post(f"{URL}/feedback", json=batch)).json()
+    assert "3" in first["probabilities"][0] and key(False) in first["probabilities"][1]
+    other = await make_client()  # another replica answers the retry from the store's record
+    assert (await other.post(f"{URL}/feedback", json=batch)).json() == first
+
+
+async def test_accuracy_and_log_loss_in_metrics(make_client: AppFactory) -> None:
+    client = await make_client(metrics_per_learner=True)
+    assert (await client.put(URL, json={"task": "classification"})).status_code == 201
+    X, y = _stream(30, seed=2)
+    answer = (await client.post(f"{URL}/feedback", json={"items": [
+        {"x": x.tolist(), "y": label} for x, label in zip(X, y, strict=True)]})).json()
+    correct = sum(_label_is(p, label) for p, label in zip(answer["probabilities"], y, strict=True))
+    text = (await client.get("/metrics")).text
+    samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+               if line and not line.startswith("#")}
+    assert samples["kons_feedback_classified_total"] == 30
+    assert samples["kons_feedback_correct_total"] == correct
+    assert samples['kons_learner_correct_total{learner="c",tenant="default"}'] == correct
+    loss = samples['kons_learner_loss_total{learner="c",loss="logistic",tenant="default"}']
+    assert loss == pytest.approx(sum(answer["losses"]), rel=1e-12)
+
+
+def _label_is(probabilities: dict[str, float], label: Any) -> bool:
+    mine = key(label)
+    return probabilities[mine] > max((p for c, p in probabilities.items() if c != mine), default=-1.0)
+
+
+async def test_regression_answers_keep_their_shape(make_client: AppFactory) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "regression"})).status_code == 201
+    fed = await client.post(f"{URL}/feedback", json={"x": [1.0, 2.0], "y": 3.5})
+    assert set(fed.json()) == {"prediction", "loss", "version"}
+    assert fed.content == json.dumps(fed.json(), separators=(",", ":")).encode()
+    asked = await client.post(f"{URL}/predict", json={"xs": [[1.0, 2.0]]})
+    assert set(asked.json()) == {"predictions", "version"}
+    assert (await client.get(URL)).json()["classes"] is None
