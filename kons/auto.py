@@ -37,8 +37,38 @@ The bound on what the bases and the mixture may play is wider than the mixture's
 constraint on the bases' functions, which a tight one cuts down on targets far in a tail or on rows the
 model could be confident about, while the mixture's interval only sets how fast the weights move.
 
+Following a changing stream (issue 20). The weights above compete with the best single base since
+round 1, so after a change of concept the old leader would keep the weight for a long time, and the
+bases themselves (ONS's matrix, a full Nystrom dictionary) remember the old concept. Three parts:
+
+* the weights are Fixed-Share's, with the switching rate mixed over a small grid that includes 0
+  (:class:`~kons._tracking.SwitchingWeights`): the mixture competes with the best *sequence* of
+  experts, paying about :math:`\ln(KT/m)/\eta` per switch, and on a stationary stream at most
+  :math:`\ln(1/0.95)/\eta` more than the aggregating algorithm alone;
+* a change detector on the mixture's own loss (:class:`~kons._tracking.LossChangeDetector`, a
+  one-sided CUSUM on the ratio of the loss to its recent level) declares a change when the loss has
+  risen for good;
+* restarted bases: at each declared change, and :data:`RESTART_DELAYS` rounds after it, a generation of
+  fresh copies (the linear bases of both views and the heaviest kernel member) enters the mixture with
+  weight :data:`ENTRY_PRIOR` each; :data:`GENERATIONS` generations live at once, a new one replacing the
+  lighter. Against a comparator that may switch to a copy started after the change, the regret on the
+  rounds after the change is the detection delay's loss plus the copy's own regret on those rounds
+  (:math:`O(d \log n)` for ONS on exp-concave losses, Hazan et al. 2007) plus the switch's price
+  :math:`\ln(1/\text{ENTRY\_PRIOR})/\eta` and the Fixed-Share terms above. Assumptions: the concept
+  is piecewise stationary and a change raises the mixture's loss by a factor (about 2 over the
+  detector's horizon); a gradual change or one that moves the loss less is left to the switching
+  weights and to the bases' own learning. This is Follow-the-Leading-History (Hazan and Seshadhri
+  2009) with starts at detected changes instead of on a geometric cover, so the number of bases
+  alive is bounded (``len(GRID) + GENERATIONS * YOUNG_SIZE``) and the cost per round stays flat;
+  ``benchmarks/drift.py`` measures it against ``auto`` restarted by hand at each true change.
+
+:meth:`Auto.stats` says what leads and since when (``leader``, ``leader_since``), how many changes were
+declared (``changes``, ``last_change_round``) and the switching rates' weights.
+
 A round costs the sum of the bases' rounds: eight Nystrom rounds of bounded size (at most
-:data:`MAX_DICTIONARY` points, O(j d + j^2)) and three O(d^2) ONS rounds.
+:data:`MAX_DICTIONARY` points, O(j d + j^2)) and three O(d^2) ONS rounds, plus, after a declared
+change, at most :data:`GENERATIONS` x (two ONS rounds and one Nystrom round); the weights cost
+O((len(GRID) + GENERATIONS * YOUNG_SIZE) x len(RATES)).
 
 **Classes** (:mod:`kons.classes`). Labels are strings, integers or booleans, learnt as they appear. With
 two classes, ``auto`` is the binary learner above: the score is the log-odds of ``classes[1]`` (``1`` or
@@ -70,11 +100,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from kons._multinomial import log_probability, reference_softmax
+from kons._tracking import RATES, LossChangeDetector, SwitchingWeights
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
 from kons.base import Learner, _round_numerics, arrays_nbytes
 from kons.classes import Classes, class_label, legacy_sign
@@ -98,7 +130,8 @@ from kons.preprocessing import (
 from kons.records import Record
 from kons.sparse import SparseVector
 
-__all__ = ["GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "Auto", "Mixture"]
+__all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG_LINEAR",
+           "Auto", "Mixture"]
 
 #: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
 #: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
@@ -112,6 +145,25 @@ GRID = (
     ("raw", "ons", 1.0, 10.0),
     ("log", "ons", 1.0, 1.0),
 )
+#: The members of :data:`GRID` restarted at the changes the mixture's detector declares
+#: (Follow-the-Leading-History's idea, Hazan and Seshadhri 2009, with starts at detected changes rather
+#: than at every round): the linear bases of both views at the default step, and the kernel member of
+#: the grid that weighs most at the restart (the geometry of the rows, which picks the width, tends to
+#: outlast a change of concept).
+YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
+#: The kernel members restarted: the heaviest ones at the restart.
+YOUNG_KERNELS = 1
+#: Bases in a generation of restarted copies.
+YOUNG_SIZE = len(YOUNG_LINEAR) + YOUNG_KERNELS
+#: Generations alive at once (a new one replaces the lighter-weighted).
+GENERATIONS = 2
+#: Rounds after a detected change at which a generation starts: at once, then again when a gradual
+#: change is over (a start inside the transition learns from both concepts).
+RESTART_DELAYS = (0, 128, 512)
+#: The prior weight of each restarted copy when it enters the mixture (under every switching rate):
+#: small, since a false alarm on a stationary stream then costs little, while a switching rate moves
+#: the weight to a copy that predicts better within tens of rounds.
+ENTRY_PRIOR = 0.01
 #: Dictionary bound of each Nystrom base (bounded cost per round).
 MAX_DICTIONARY = 200
 #: Bound on every base's play and on the mixture's, in standard deviations of the target (regression).
@@ -130,6 +182,12 @@ MIX_BOUND = TARGET_BOUND
 #: cod-rna 0.086 -> 0.073, ijcnn1 0.077 -> 0.072 with 10.
 SCORE_BOUND = 10.0
 TASKS = {"regression": "squared", "classification": "logistic"}
+
+#: A grid member: (view, kind, width factor, step factor).
+Member = tuple[str, str, float, float]
+#: The mixture's slots: the grid, the constant, the generations of restarted bases.
+_EXPERTS = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
+_KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
 
 
 def _dense(z: np.ndarray | SparseVector) -> np.ndarray:
@@ -181,6 +239,31 @@ def _base_name(view: str, kind: str, width_factor: float, step_factor: float) ->
     return f"nystrom_kons({view}, width x{width_factor:g}, eta x{step_factor:g})"
 
 
+def _form(member: Member) -> tuple[bool, bool]:
+    """The form of the row a member takes: (the log view?, with the intercept?)."""
+    return member[0] == "log", member[1] == "ons"
+
+
+def _young_slots(generation: int) -> range:
+    """The mixture's slots of a generation of restarted bases."""
+    start = len(GRID) + 1 + generation * YOUNG_SIZE
+    return range(start, start + YOUNG_SIZE)
+
+
+@dataclass
+class _Generation:
+    """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``."""
+
+    start: int
+    members: list[int]
+    bases: list[Learner]
+
+
+def _full_nbytes(base: Learner, rounds: int) -> int:
+    """A base's bytes after ``rounds`` more rounds, at most."""
+    return base.state_nbytes() + base.max_growth_nbytes(rounds)
+
+
 #: Floor of a probability whose log is taken (the smallest positive normal float64).
 _TINY = float(np.finfo(float).tiny)
 
@@ -191,21 +274,22 @@ def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
 
 
 class Mixture:
-    r"""Vovk's aggregating algorithm over ``experts`` predictions on standardised data.
+    r"""Vovk's aggregating algorithm over ``experts`` predictions on standardised data, with switching
+    weights (:class:`~kons._tracking.SwitchingWeights`): it competes with the best *sequence* of experts.
 
     ``binary``: the log loss of probabilities, plays the score of the Bayes mixture; else the squared loss
     on :math:`[-B, B]`, :math:`B` = :data:`MIX_BOUND`. Every play is clipped at ``bound`` (the bases' own).
+    ``active``: the experts in play at the start (the first ones; the others enter by :meth:`enter`).
     """
 
-    def __init__(self, *, binary: bool, bound: float, experts: int) -> None:
+    def __init__(self, *, binary: bool, bound: float, experts: int, active: int | None = None,
+                 rates: tuple[float, ...] = RATES) -> None:
         self.binary = binary
         self.bound = bound
-        self.log_weights = np.zeros(experts)
+        self.switching = SwitchingWeights(experts, experts if active is None else active, rates)
 
     def weights(self) -> np.ndarray:
-        w = np.exp(self.log_weights - self.log_weights.max())
-        normalised: np.ndarray = w / w.sum()
-        return normalised
+        return self.switching.weights()
 
     def mix(self, preds: np.ndarray) -> float:
         """The aggregating algorithm's play for the experts' predictions ``preds``."""
@@ -231,119 +315,219 @@ class Mixture:
         mixed: np.ndarray = self.weights() @ probabilities
         return mixed
 
-    def update_probabilities(self, probabilities: np.ndarray, label: int) -> None:
-        r""":math:`w_i \leftarrow w_i\, p_i(y)` (in logs): the update of :meth:`update` for K classes."""
-        self.log_weights += np.log(np.maximum(probabilities[:, label], _TINY))
-        self.log_weights -= self.log_weights.max()
+    def losses(self, plays: np.ndarray, t: float) -> np.ndarray:
+        r"""The experts' losses times the mixture's learning rate: :math:`\eta \ell(f_i, t)`, whose
+        :math:`e^{-\eta \ell}` is each expert's likelihood (the log loss, or the squared loss on
+        :math:`[-B, B]` with :math:`\eta = 1/(2B^2)`)."""
+        if self.binary:
+            scaled: np.ndarray = -_log_sigmoid(t * plays)
+            return scaled
+        target = min(max(t, -self.bound), self.bound)
+        return (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
 
     def update(self, plays: np.ndarray, t: float) -> None:
-        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}` (in logs)."""
-        if self.binary:
-            self.log_weights += _log_sigmoid(t * plays)
-        else:
-            target = min(max(t, -self.bound), self.bound)
-            self.log_weights -= (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
-        self.log_weights -= self.log_weights.max()  # keep them bounded; only differences matter
+        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}`, then the switching weights' share."""
+        self.switching.apply(self.losses(plays, t))
+
+    @staticmethod
+    def class_losses(probabilities: np.ndarray, label: int) -> np.ndarray:
+        r"""The experts' log losses for K classes, :math:`-\log p_i(y)` (the log loss is 1-mixable)."""
+        losses: np.ndarray = -np.log(np.maximum(probabilities[..., label], _TINY))
+        return losses
+
+    def update_probabilities(self, probabilities: np.ndarray, label: int) -> None:
+        r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes."""
+        self.switching.apply(self.class_losses(probabilities, label))
+
+    def enter(self, slots: list[int], prior: float) -> None:
+        """Fresh experts enter ``slots``, each with the weight ``prior``."""
+        self.switching.replace(slots, prior)
 
 
 class _Grid:
-    """The grid's learners on their views of the row, the log view's scaler and their :class:`Mixture`
-    with the constant prediction: :class:`Auto`'s model once the kernel widths are known."""
+    """The grid's learners on their views of the row, the log view's scaler, the restarted copies and
+    their :class:`Mixture` with the constant prediction: :class:`Auto`'s model once the kernel widths are
+    known.
 
-    def __init__(self, bases: list[Learner], widths: tuple[float, float], log_scaler: FeatureScaler,
-                 mixture: Mixture) -> None:
-        self.bases = bases
-        self.widths = widths
+    The mixture's slots: the members of :data:`GRID`, the constant, then :data:`GENERATIONS` generations
+    of :data:`YOUNG_SIZE` restarted copies (empty slots until a generation starts). A
+    :class:`~kons._tracking.LossChangeDetector` on the mixture's loss starts a generation at each change
+    it declares and :data:`RESTART_DELAYS` rounds after it, in the empty or else the lighter-weighted
+    generation's slots, so at most ``GENERATIONS x YOUNG_SIZE`` copies are alive.
+    """
+
+    def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
+                 held: bool, log_scaler: FeatureScaler, binary: bool) -> None:
+        self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
+        self.held = held
         self.log_scaler = log_scaler
-        self.mixture = mixture
-        self.views: list[tuple[bool, bool]] = [(view == "log", kind == "ons") for view, kind, _, _ in GRID]
-        self.forms = sorted(set(self.views))
-        self.names = [*(_base_name(*member) for member in GRID), "constant"]
         self.classes = 2  # the classes the bases play: 2 is the binary model, one score
+        self.bases = [self.new_base(member) for member in GRID]
+        self.young: list[_Generation | None] = [None] * GENERATIONS
+        self.mixture = Mixture(binary=binary, bound=bound, experts=_EXPERTS, active=len(GRID) + 1)
+        self.detector = LossChangeDetector()
+        self.rounds = 0
+        self.changes = 0
+        self.last_change = -1
+        self.restarts_due = 0  # of RESTART_DELAYS after the last change
+        self.leader = 0
+        self.leader_since = 0
+        self.forms = sorted({_form(member) for member in GRID})
 
-    @staticmethod
-    def new_bases(loss: str, dim: int, bound: float, seed: int, width: float, log_width: float,
-                  held: bool) -> list[Learner]:
-        """The grid's learners, fresh (``held``: with their growth held)."""
-        eta = STEP[loss]
-        bases: list[Learner] = []
-        for view, kind, wf, sf in GRID:
-            base: Learner
-            if kind == "ons":
-                base = ONS(loss=loss, alpha=float(dim + 1), eta=eta * sf, C=bound, dim=dim + 1)
-            else:
-                gamma = (log_width if view == "log" else width) * wf
-                base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=loss, alpha=1.0,
-                                   eta=eta * sf, C=bound, max_dictionary=MAX_DICTIONARY, seed=seed, dim=dim)
-            base.hold_growth(held)
-            bases.append(base)
-        return bases
+    def new_base(self, member: Member) -> Learner:
+        """A fresh learner of a grid member (with the grid's growth hold)."""
+        view, kind, width_factor, step_factor = member
+        eta = STEP[self.loss] * step_factor
+        base: Learner
+        if kind == "ons":
+            base = ONS(loss=self.loss, alpha=float(self.dim + 1), eta=eta, C=self.bound, dim=self.dim + 1)
+        else:
+            gamma = self.widths[view == "log"] * width_factor
+            base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0, eta=eta,
+                               C=self.bound, max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self.dim)
+        base.hold_growth(self.held)
+        if self.classes > 2:
+            base._widen(self.classes - 1)
+        return base
+
+    def _members(self) -> list[tuple[int, Member, Learner]]:
+        """The alive learners: (mixture slot, grid member, learner)."""
+        alive = [(i, member, base) for i, (member, base) in enumerate(zip(GRID, self.bases, strict=True))]
+        for g, generation in enumerate(self.young):
+            if generation is not None:
+                alive += [(slot, GRID[i], base) for slot, i, base in
+                          zip(_young_slots(g), generation.members, generation.bases, strict=True)]
+        return alive
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[list[np.ndarray | SparseVector], ScalerStats]:
-        """Each base's input (the standardised or the signed-log view, dense or with the intercept),
-        each form computed and checked once for all the bases that take it, and the log view's pending
+               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector], ScalerStats]:
+        """Each form of the row the bases take (the standardised or the signed-log view, dense or with the
+        intercept), computed and checked once for all the bases that take it, and the log view's pending
         statistics (:meth:`FeatureScaler.pending`)."""
         zlog, log_stats = self.log_scaler.pending(_signed_log(x))
         forms = {}
         for log, linear in self.forms:
             view = zlog if log else z
             forms[log, linear] = checked_form(with_intercept(view) if linear else _dense(view))
-        return [forms[v] for v in self.views], log_stats
+        return forms, log_stats
 
     # The bases take the checked forms through their unchecked round (_learn_checked), inside the
-    # numerics context the mixture's round entered once.
+    # numerics context the mixture's round entered once; an empty slot plays 0 at weight 0.
     def predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, constant: float) -> float:
-        inputs, _ = self.inputs(z, x)
-        preds = [_guarded(b._predict_checked, row) for b, row in zip(self.bases, inputs, strict=True)]
-        return self.mixture.mix(np.array([*preds, constant]))
+        forms, _ = self.inputs(z, x)
+        preds = np.zeros(_EXPERTS)
+        preds[len(GRID)] = constant
+        for slot, member, base in self._members():
+            preds[slot] = _guarded(base._predict_checked, forms[_form(member)])
+        return self.mixture.mix(preds)
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
               constant: float) -> float:
-        inputs, log_stats = self.inputs(z, x)
-        played_by = [_guarded(b._learn_checked, row, t) for b, row in zip(self.bases, inputs, strict=True)]
+        forms, log_stats = self.inputs(z, x)
+        plays = np.zeros(_EXPERTS)
+        plays[len(GRID)] = constant
+        for slot, member, base in self._members():
+            plays[slot] = _guarded(base._learn_checked, forms[_form(member)], t)
         self.log_scaler.commit(log_stats)
-        plays = np.array([*played_by, constant])
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
+        self._track(float(self.mixture.losses(np.array([played]), t)[0]))
         return played
 
+    def _track(self, loss: float) -> None:
+        """After a round whose mixture's loss (times its learning rate) was ``loss``: the detector, the
+        restarts it schedules, and the leader."""
+        self.rounds += 1
+        if self.detector.update(loss):
+            self.changes += 1
+            self.last_change = self.rounds
+            self.restarts_due = len(RESTART_DELAYS)
+        if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
+            self.restarts_due -= 1
+            self._restart()
+        leader = int(np.argmax(self.mixture.weights()))
+        if leader != self.leader:
+            self.leader, self.leader_since = leader, self.rounds
+
+    def _restart(self) -> None:
+        """Start a generation (:data:`YOUNG_LINEAR` and the heaviest kernel member) in an empty
+        generation's slots, else the lighter one's; while the growth is held, only in place of a
+        generation (fresh copies, held, are no larger than those they replace: the slots' kinds are
+        fixed), so that a held learner keeps its size."""
+        weights = self.mixture.weights()
+        empty = -1.0 if not self.held else math.inf
+        held = [float(weights[_young_slots(k)].sum()) if self.young[k] is not None else empty
+                for k in range(GENERATIONS)]
+        g = int(np.argmin(held))
+        if held[g] == math.inf:
+            return
+        kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
+        members = [*YOUNG_LINEAR, *kernels]
+        self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members])
+        self.mixture.enter(list(_young_slots(g)), ENTRY_PRIOR)
+        if self.leader in _young_slots(g):
+            self.leader_since = self.rounds
+
     # The multinomial model (three classes or more): every base plays the clipped scores of classes 1..
-    # against class 0 (kons._multinomial), the constant its class frequencies.
+    # against class 0 (kons._multinomial), the constant its class frequencies; an empty slot the uniform
+    # probabilities, at weight 0.
     def probabilities(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector,
                       constant: np.ndarray) -> np.ndarray:
-        inputs, _ = self.inputs(z, x)
-        experts = [_guarded_probabilities(_scored, self.classes, b, row)
-                   for b, row in zip(self.bases, inputs, strict=True)]
-        return self.mixture.mix_probabilities(np.array([*experts, constant]))
+        forms, _ = self.inputs(z, x)
+        experts = np.full((_EXPERTS, len(constant)), 1.0 / len(constant))
+        experts[len(GRID)] = constant
+        for slot, member, base in self._members():
+            experts[slot] = _guarded_probabilities(_scored, self.classes, base, forms[_form(member)])
+        return self.mixture.mix_probabilities(experts)
 
     def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
                     constant: np.ndarray) -> np.ndarray:
         """A round with ``len(constant)`` classes (the bases widened to them first, which cannot fail
         once the inputs are checked); the mixture's probabilities played."""
-        inputs, log_stats = self.inputs(z, x)
+        forms, log_stats = self.inputs(z, x)
         classes = len(constant)
         if classes > self.classes:
-            for base in self.bases:
+            for _, _, base in self._members():
                 base._widen(classes - 1)
             self.classes = classes
-        experts = [_guarded_probabilities(b._learn_class_checked, classes, row, label)
-                   for b, row in zip(self.bases, inputs, strict=True)]
+        experts = np.full((_EXPERTS, classes), 1.0 / classes)
+        experts[len(GRID)] = constant
+        for slot, member, base in self._members():
+            experts[slot] = _guarded_probabilities(base._learn_class_checked, classes, forms[_form(member)],
+                                                   label)
         self.log_scaler.commit(log_stats)
-        probabilities = np.array([*experts, constant])
-        played = self.mixture.mix_probabilities(probabilities)
-        self.mixture.update_probabilities(probabilities, label)
+        played = self.mixture.mix_probabilities(experts)
+        self.mixture.update_probabilities(experts, label)
+        self._track(float(self.mixture.class_losses(played, label)))
         return played
 
     def hold_growth(self, held: bool) -> None:
-        for base in self.bases:
+        self.held = held
+        for _, _, base in self._members():
             base.hold_growth(held)
+
+    def names(self) -> list[str]:
+        """The mixture's experts' names (an empty slot's is its member's with "not started")."""
+        names = [*(_base_name(*member) for member in GRID), "constant"]
+        for g, generation in enumerate(self.young):
+            names += ([f"{_base_name(*GRID[i])} restarted at round {generation.start}"
+                       for i in generation.members] if generation is not None
+                      else [f"restarted copy {j} of generation {g}, not started" for j in range(YOUNG_SIZE)])
+        return names
 
     def stats(self) -> dict[str, Any]:
         w = self.mixture.weights()
-        sizes = [b.stats() for b in self.bases[:-1]]
-        return {"weights": {n: float(v) for n, v in zip(self.names, w, strict=True)},
-                "leader": self.names[int(np.argmax(w))],
+        names = self.names()
+        alive = self.mixture.switching.active
+        sizes = [b.stats() for _, _, b in self._members()]
+        return {"weights": {n: float(v) for n, v, on in zip(names, w, alive, strict=True) if on},
+                "leader": names[self.leader],
+                "leader_since": self.leader_since,
+                "changes": self.changes,
+                "last_change_round": self.last_change if self.last_change >= 0 else None,
+                "switching_rates": {f"{r:g}": float(v) for r, v in
+                                    zip(self.mixture.switching.rates, self.mixture.switching.rate_weights(),
+                                        strict=True)},
                 # the largest base (each base stores at most one point per round); the total is memory
                 "stored_points": int(max(s["stored_points"] for s in sizes)),
                 "dictionary_size": int(max(s["dictionary_size"] for s in sizes)),
@@ -351,33 +535,81 @@ class _Grid:
 
     def own_arrays(self) -> dict[str, np.ndarray]:
         """The mixture's own arrays: its weights and the log view's scaler."""
-        return {"log_weights": self.mixture.log_weights, **self.log_scaler.arrays("log")}
+        return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log")}
 
     def nbytes(self) -> int:
-        return sum(b.state_nbytes() for b in self.bases) + arrays_nbytes(self.own_arrays())
+        return sum(b.state_nbytes() for _, _, b in self._members()) + arrays_nbytes(self.own_arrays())
 
     def growth_nbytes(self, rounds: int) -> int:
-        return sum(b.max_growth_nbytes(rounds) for b in self.bases)
+        """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew."""
+        grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
+        if self.held:  # restarts only replace generations, by copies no larger (see _restart)
+            return grown
+        largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
+        for generation in self.young:
+            for j in range(YOUNG_SIZE):
+                if generation is None:
+                    grown += largest
+                else:
+                    base = generation.bases[j]
+                    grown += max(largest, _full_nbytes(base, rounds)) - base.state_nbytes()
+        return grown
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {**{f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}, **self.own_arrays()}
+        young = {f"young{g}_{j}": nested_blob(b) for g, generation in enumerate(self.young)
+                 if generation is not None for j, b in enumerate(generation.bases)}
+        grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
+        return {**grid, **young, **self.own_arrays()}
 
     def scalars(self) -> dict[str, Any]:
-        return {"widths": list(self.widths), "log_count": self.log_scaler.count}
+        return {"widths": list(self.widths), "log_count": self.log_scaler.count,
+                "young": [[generation.start, *generation.members] if generation is not None else []
+                          for generation in self.young],
+                "detector": self.detector.state(),
+                "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
+                             self.leader_since]}
 
-    def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid, built with the saved
-        widths (its bases must match the restored ones)."""
+    def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
+        """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
+        built with the saved widths (its bases must match the restored ones)."""
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
-        bases = [restore_nested(arrays[f"base{i}"]) for i in range(len(self.bases))]
-        for fresh, restored in zip(self.bases, bases, strict=True):
-            if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
-                raise StateFormatError("a nested base learner does not match the grid.")
-        self.bases = bases
-        log_weights = arrays["log_weights"]
-        if log_weights.shape != (len(self.names),):
+        if "young" not in scalars:
+            self._restore_aggregating(arrays, rounds)
+            return
+        young = [[int(v) for v in generation] for generation in scalars["young"]]
+        if len(young) != GENERATIONS or any(
+                generation and (len(generation) != YOUNG_SIZE + 1
+                                or not all(0 <= i < len(GRID) for i in generation[1:]))
+                for generation in young):
+            raise StateFormatError("the restarted bases do not match the grid.")
+        self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
+        self.young = [_Generation(generation[0], generation[1:],
+                                  [self._restored(arrays[f"young{g}_{j}"], GRID[i])
+                                   for j, i in enumerate(generation[1:])]) if generation else None
+                      for g, generation in enumerate(young)]
+        if not self.mixture.switching.restore(arrays):
             raise StateFormatError("the mixture weights do not match the grid.")
-        self.mixture.log_weights = log_weights
+        self.detector.restore(scalars["detector"])
+        (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
+         self.leader_since) = (int(v) for v in scalars["tracking"])
+
+    def _restore_aggregating(self, arrays: dict[str, np.ndarray], rounds: int) -> None:
+        """A state saved before the switching weights (issue 20): the grid's bases and the aggregating
+        algorithm's weights, which become the weights under every switching rate; no change declared
+        yet, the leader leading since the load."""
+        self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
+        log_weights = arrays["log_weights"]
+        if log_weights.shape != (len(GRID) + 1,):
+            raise StateFormatError("the mixture weights do not match the grid.")
+        self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
+        self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
+
+    def _restored(self, blob: np.ndarray, member: Member) -> Learner:
+        restored = restore_nested(blob)
+        fresh = self.new_base(member)
+        if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
+            raise StateFormatError("a nested base learner does not match the grid.")
+        return restored
 
 
 class Auto(Learner):
@@ -441,13 +673,16 @@ class Auto(Learner):
 
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
-        # The grid's members, each at most a full learner of its kind, and the two scalers (3 d each).
+        # The grid's members and the restarted copies, each at most a full learner of its kind, and the
+        # two scalers (3 d each).
         members = sum(
             ONS._model_floats(dim + 1, {"diagonal": False}) if kind == "ons"
             else NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY})
             for _, kind, _, _ in GRID
         )
-        return members + 6 * dim
+        largest = max(ONS._model_floats(dim + 1, {"diagonal": False}),
+                      NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY}))
+        return members + GENERATIONS * YOUNG_SIZE * largest + 6 * dim
 
     # ----------------------------------------------------------------- bounds and labels
     @property
@@ -593,12 +828,13 @@ class Auto(Learner):
             raise RuntimeError("the grid is built after the warm-up")
         return self._grid
 
-    def _new_grid(self, width: float, log_width: float) -> _Grid:
-        """The grid for the median-heuristic widths of the standardised and of the log view."""
-        bases = _Grid.new_bases(self.loss, self._dim, self._model_bound, self.seed, width, log_width,
-                                self._growth_held)
-        mixture = Mixture(binary=self._binary, bound=self._model_bound, experts=len(GRID) + 1)
-        return _Grid(bases, (width, log_width), FeatureScaler(self._dim, self._prep.x_scaler.sparse), mixture)
+    def _new_grid(self, width: float, log_width: float, sparse: bool | None = None) -> _Grid:
+        """The grid for the median-heuristic widths of the standardised and of the log view (``sparse``:
+        the rows', by default the feature scaler's)."""
+        sparse = self._prep.x_scaler.sparse if sparse is None else sparse
+        return _Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
+                     widths=(width, log_width), held=self._growth_held,
+                     log_scaler=FeatureScaler(self._dim, sparse), binary=self._binary)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> _Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
@@ -773,10 +1009,8 @@ class Auto(Learner):
     def _fresh_grid_nbytes(self, rounds: int) -> int:
         """The bytes of the grid after ``rounds`` rounds, at most, before it is built (its size does not
         depend on the kernel widths)."""
-        own = 8 * (len(GRID) + 1 + 3 * self._dim)  # the weights and the log view's scaler
-        bases = _Grid.new_bases(self.loss, self._dim, self._model_bound, self.seed, 1.0, 1.0,
-                                self._growth_held)
-        return own + sum(b.state_nbytes() + b.max_growth_nbytes(rounds) for b in bases)
+        grid = self._new_grid(1.0, 1.0, sparse=False)  # a scaler's arrays are 3 d floats either way
+        return grid.nbytes() + grid.growth_nbytes(rounds)
 
     def _set_growth_held(self, held: bool) -> None:
         super()._set_growth_held(held)
@@ -785,8 +1019,17 @@ class Auto(Learner):
 
     def _model_stats(self) -> dict[str, Any]:
         if self._grid is None:
-            return {"weights": {}, "leader": None}
+            return {"weights": {}, "leader": None, "leader_since": None, "changes": 0,
+                    "last_change_round": None}
         return self._grid.stats()
+
+    @property
+    def changes_detected(self) -> int:
+        return 0 if self._grid is None else self._grid.changes
+
+    @property
+    def last_change_round(self) -> int | None:
+        return None if self._grid is None or self._grid.last_change < 0 else self._grid.last_change
 
     # ----------------------------------------------------------------- persistence
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -811,6 +1054,6 @@ class Auto(Learner):
         if self._prep.ready:
             width, log_width = (float(w) for w in scalars["widths"])
             grid = self._new_grid(width, log_width)
-            grid.restore(arrays, scalars)
+            grid.restore(arrays, scalars, self._rounds)
             grid.classes = max(len(self._classes), 2)
             self._grid = grid

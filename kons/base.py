@@ -531,6 +531,18 @@ class Learner(abc.ABC):
         """
         return arrays_nbytes(self._arrays()) if self._has_model else 0
 
+    # ----------------------------------------------------------------- changes of the data
+    @property
+    def changes_detected(self) -> int:
+        """How many changes of the data the learner's change detector has declared (``stats()["changes"]``
+        without building the whole statistics); 0 for a learner without one."""
+        return 0
+
+    @property
+    def last_change_round(self) -> int | None:
+        """The round at which the last declared change was detected (None: none yet, or no detector)."""
+        return None
+
     # ----------------------------------------------------------------- bounded growth
     @property
     def growth_held(self) -> bool:

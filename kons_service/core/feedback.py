@@ -179,6 +179,7 @@ class _Played:
     held: bool = False
     seconds: float = 0.0  # the time they took to play
     stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
+    changes: int = 0  # of the data, that the learner's change detector declared in them
     logged_bytes: int = 0  # of the log entries that carry them
 
 
@@ -553,6 +554,7 @@ class FeedbackWriter:
         if learner.grows:
             learner.hold_growth(played.held)
         started = time.perf_counter()
+        changes_before = learner.changes_detected
         with numerics():
             rounds = await offload(lambda: [learn_round(learner, x, y) for x, y in rows], len(rows))
             played.seconds = time.perf_counter() - started
@@ -561,6 +563,7 @@ class FeedbackWriter:
         plays = [r.value for r in rounds]
         learned = [y if r.label is None else r.label for r, (_, y) in zip(rounds, rows, strict=True)]
         played.stats = learner.stats()
+        played.changes = learner.changes_detected - changes_before
         if not finite(plays, losses, played.stats):
             raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
         start = 0
@@ -612,6 +615,8 @@ class FeedbackWriter:
                 correct = None if None in played.correct else [bool(c) for c in played.correct]
                 self.metrics.count_rounds(ref, learner.loss, losses, correct)
                 self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
+                if played.changes:
+                    self.metrics.count_changes(ref, played.changes)
                 for request in group:  # the head appended to is the store's: no client saw beyond it
                     if request.seen is not None:
                         self.cache.rollbacks.seen(ref, request.seen, head.incarnation, head.version)

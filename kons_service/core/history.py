@@ -13,6 +13,11 @@ difference of their rounds, exactly. When the series holds more than ``history_p
 point is dropped and the stride doubles: a series of a million rounds stays at most ``history_points``
 long, evenly spread, the same for every replica (it lives with the learner in the store and is deleted
 with it).
+
+A learner with a change detector (``auto``) that declares a change of the data in the rounds of an
+append offers the change too (the round it was declared at, and the learner's count of changes so far):
+the store keeps the newest :data:`CHANGE_EVENTS` of them beside the series, never thinned, so that a
+change stays visible at its exact round however long the series grows.
 """
 
 from __future__ import annotations
@@ -34,24 +39,37 @@ from kons_service.core.metrics import LEARNER_GAUGES
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store, StoreUnavailableError
 
-__all__ = ["History", "HistoryRecorder", "point"]
+__all__ = ["CHANGE_EVENTS", "ChangeEvent", "History", "HistoryRecorder", "point"]
 
 log = logging.getLogger("kons_service.history")
+
+#: The change events a learner's history keeps (the newest; see ``lib/history.lua``).
+CHANGE_EVENTS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """A change of the data that the learner declared at round ``version``, its ``changes``-th."""
+
+    version: int
+    changes: int
 
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """The points of a learner's history, oldest first, about ``stride`` rounds apart."""
+    """The points of a learner's history, oldest first, about ``stride`` rounds apart, and the changes of
+    the data its detector declared (the newest :data:`CHANGE_EVENTS`, oldest first)."""
 
     stride: int
     points: list[dict[str, Any]]
+    changes: list[ChangeEvent]
 
 
 def point(learner: kons.Learner, version: int) -> dict[str, Any]:
     """The point of a learner at ``version``: the time, its ``stats()`` of :data:`LEARNER_GAUGES`, its
-    state size and, for ``auto``, the base that leads the mixture."""
+    state size and, for ``auto``, the base that leads the mixture and the round it took the lead."""
     stats = learner.stats()
-    leader = {"leader": stats["leader"]} if "leader" in stats else {}  # auto's leading base
+    leader = {"leader": stats["leader"], "leader_since": stats["leader_since"]} if "leader" in stats else {}
     return {"version": version, "time": round(time.time(), 3),
             **{name: stats.get(name, 0) for name in LEARNER_GAUGES}, "state_bytes": learner.state_nbytes(),
             **leader}
@@ -104,8 +122,9 @@ class HistoryRecorder:
         found = await self.store.history.read(ref)
         if found is None:
             raise not_found(ref)
-        stride, points = found
-        return History(stride, [json.loads(p) for p in points])
+        stride, points, changes = found
+        return History(stride, [json.loads(p) for p in points],
+                       [ChangeEvent(int(version), int(count)) for version, count in json.loads(changes)])
 
 
 def _task(learner: kons.Learner) -> str:
@@ -142,4 +161,7 @@ def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndar
     offer: dict[str, Any] = {"task": task, "segments": segments}
     if after // stride != before // stride:
         offer["point"] = json.dumps(point(learner, after), allow_nan=False)
+    changed = learner.last_change_round
+    if changed is not None and before < changed <= after:
+        offer["change"] = [changed, learner.changes_detected, CHANGE_EVENTS]
     return json.dumps(offer, allow_nan=False)

@@ -155,6 +155,10 @@ class Metrics:
                                       labels, registry=r)
         self.learner_loss = Counter("kons_learner_loss", "Sum of the losses of the acknowledged rounds, "
                                     "per learner and loss.", [*labels, "loss"], registry=r)
+        self.changes = Counter("kons_changes", "Changes of the data declared by the learners' change "
+                               "detectors (auto), in acknowledged feedback rounds.", registry=r)
+        self.learner_changes = Counter("kons_learner_changes", "Changes of the data declared by the "
+                                       "learner's change detector (see kons_changes).", labels, registry=r)
         self.learner_correct = Counter("kons_learner_correct", "Acknowledged rounds of a classifier whose "
                                        "played prediction was the label, per learner (accuracy = "
                                        "rate(correct) / rate(rounds)).", labels, registry=r)
@@ -205,6 +209,12 @@ class Metrics:
             self.learner_loss.labels(ref.tenant, ref.name, loss).inc(sum(losses))
             if correct is not None:
                 self.learner_correct.labels(ref.tenant, ref.name).inc(sum(correct))
+
+    def count_changes(self, ref: LearnerRef, changes: int) -> None:
+        """``changes`` changes of the data that ``ref``'s detector declared in acknowledged rounds."""
+        self.changes.inc(changes)
+        if self.per_learner:
+            self.learner_changes.labels(ref.tenant, ref.name).inc(changes)
 
     def count_rollback(self, ref: LearnerRef, seen_by: str, rounds: int) -> None:
         """The store lost at least ``rounds`` acknowledged rounds of ``ref``; ``seen_by`` as in

@@ -233,14 +233,25 @@ class HistoryPoint(BaseModel):
     effective_dimension: float | None = None
     state_bytes: int | None = Field(None, description="Bytes of the learned arrays.")
     leader: str | None = Field(None, description="For an auto learner: the base leading its mixture.")
+    leader_since: int | None = Field(None, description="For an auto learner: the round its leader took the "
+                                                       "lead.")
+
+
+class ChangeEvent(BaseModel):
+    """A change of the data that the learner's change detector (``auto``'s) declared."""
+
+    version: int = Field(description="The round at which the change was declared.")
+    changes: int = Field(description="The learner's count of declared changes, this one included.")
 
 
 class LearnerHistory(BaseModel):
     """A learner's history, oldest first: at most ``KONS_HISTORY_POINTS`` points about ``stride`` rounds
-    apart (the stride doubles as the series grows)."""
+    apart (the stride doubles as the series grows), and the newest changes of the data it declared, at
+    their exact rounds (never thinned)."""
 
     stride: int
     points: list[HistoryPoint]
+    changes: list[ChangeEvent] = Field(default_factory=list)
 
 
 class LearnerList(BaseModel):

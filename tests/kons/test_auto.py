@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kons
+from kons._tracking import RATES
 from kons.auto import MIX_BOUND, REGRESSION_BOUND, SCORE_BOUND, Auto, Mixture
 from kons.preprocessing import TARGET_BOUND, WARMUP_ROWS
 from tests.streams import load_stream
@@ -89,7 +90,7 @@ def test_damaged_nested_state_is_a_state_format_error() -> None:
     with pytest.raises(kons.StateFormatError):
         kons.load(kons._state.encode(header, arrays))
     header, arrays = kons._state.decode(learner.to_bytes())
-    arrays["log_weights"] = arrays["log_weights"][:-1]
+    arrays["mix_log_weights"] = arrays["mix_log_weights"][:, :-1]
     with pytest.raises(kons.StateFormatError):
         kons.load(kons._state.encode(header, arrays))
 
@@ -101,7 +102,8 @@ def _mixture(binary: bool, experts: int) -> Mixture:
 
 @pytest.mark.parametrize("binary", [False, True])
 def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: bool) -> None:
-    """Vovk's bound: L_AA <= min_i L_i + ln(K) / eta, eta = 1/(2 B^2) (squared) or 1 (log loss)."""
+    """Vovk's bound with the switching rates mixed: L_AA <= min_i L_i + (ln(K) + ln(R)) / eta, R rates
+    (0 among them), eta = 1/(2 B^2) (squared) or 1 (log loss)."""
     rng = np.random.default_rng(0)
     K, T, B = 7, 2000, MIX_BOUND
     mixture = _mixture(binary, K)
@@ -121,7 +123,7 @@ def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: b
         expert_losses += losses
         mixture.update(plays, y)
     eta = 1.0 if binary else 1.0 / (2.0 * B * B)
-    assert total <= expert_losses.min() + math.log(K) / eta + 1e-9
+    assert total <= expert_losses.min() + (math.log(K) + math.log(len(RATES))) / eta + 1e-9
     assert total < np.mean(expert_losses)  # and it does learn which expert to follow
 
 
@@ -129,7 +131,7 @@ def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: b
 def test_the_mixture_plays_beyond_its_interval_up_to_the_bases_bound(binary: bool, bound: float) -> None:
     """Bases that agree beyond [-MIX_BOUND, MIX_BOUND] are followed there, up to the bases' bound."""
     mixture = _mixture(binary, 3)
-    mixture.log_weights = np.log([0.2, 0.3, 0.5])
+    mixture.switching.log_weights[:] = np.log([0.2, 0.3, 0.5])
     inside = (MIX_BOUND + bound) / 2.0
     assert MIX_BOUND < inside < bound
     assert mixture.mix(np.full(3, -inside)) == pytest.approx(-inside, rel=1e-9)

@@ -1,8 +1,10 @@
 """``auto`` and preprocessed learners play exactly the recorded streams (``tests/data/pinned_streams.npz``).
 
 The recordings were written by ``tests/data/make_pinned_streams.py`` at commit 9891fb8, before the
-rounds of :class:`kons.Auto` and :class:`kons.preprocessing.Preprocessed` were made cheaper; every play,
-prediction and the final state must be bit-identical (``==``, not approximately equal).
+rounds of :class:`kons.Auto` and :class:`kons.preprocessing.Preprocessed` were made cheaper, and the
+``auto`` cases re-recorded for issue 20 (switching weights, change detector, restarted bases: a deliberate
+change of what ``auto`` computes); every play, prediction and the final state must be bit-identical
+(``==``, not approximately equal).
 """
 
 from __future__ import annotations

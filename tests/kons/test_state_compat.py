@@ -80,10 +80,23 @@ def test_a_preprocessing_blob_from_before_records_loads_and_continues_identicall
              if key.startswith(f"{case}/")}
     blob = saved["blob"].tobytes()
     learner = kons.load(blob)
-    assert learner.to_bytes() == blob  # no gap mask, no per-coordinate counts, no encoder for arrays
+    _, old_arrays = kons._state.decode(blob)
     # Labels of a classifier as booleans: a blob saved before classes were kept restores its classes as
     # False and True (the recorded plays are the same for 0/1 and booleans in the code that wrote them).
     labels = [bool(t) if learner.loss == "logistic" else float(t) for t in saved["y"]]
+    if "log_weights" in old_arrays:
+        # An auto whose mixture was built before the switching weights (issue 20, a deliberate change of
+        # what it computes): its bases load as they were, its weights become the weights under every
+        # switching rate, so its first play is the recorded one and the next stay within 1%.
+        _, arrays = kons._state.decode(learner.to_bytes())
+        for name in (name for name in old_arrays if name.startswith("base")):
+            np.testing.assert_array_equal(arrays[name], old_arrays[name])
+        played = [learner.learn_one(x, label) for x, label in zip(saved["X"], labels, strict=True)]
+        assert played[0] == saved["played"][0]
+        np.testing.assert_allclose(played, saved["played"], rtol=0.01)
+        assert learner.encoding() is None
+        return
+    assert learner.to_bytes() == blob  # no gap mask, no per-coordinate counts, no encoder for arrays
     played = [learner.learn_one(x, label) for x, label in zip(saved["X"], labels, strict=True)]
     np.testing.assert_array_equal(played, saved["played"])
     np.testing.assert_array_equal([learner.predict_one(x) for x in saved["X"]], saved["predicted"])

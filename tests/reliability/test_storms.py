@@ -69,7 +69,7 @@ async def test_redis_restart_outage_and_freeze_are_503s_and_recover(tmp_path: Pa
     assert "503" in result["phases"]["outage"]["statuses_of_requests_sent_meanwhile"]
 
 
-@pytest.mark.slow  # ~7 s (16 s at load 7); quick: test_service_processes' replicas on one Redis, and the
+@pytest.mark.slow  # ~7 s (16 s under load); quick: test_service_processes' replicas on one Redis, and the
 # conflicts between two processes of tests/service/core/test_feedback.py, each checked against a replay
 async def test_replicas_agree_bit_for_bit_with_a_serial_replay(tmp_path: Path) -> None:
     result = await replica_scenario(tmp_path, replicas=2, clients=4, seconds=4.0)
@@ -105,7 +105,7 @@ async def test_replicas_on_a_cluster_agree_with_a_serial_replay(tmp_path: Path) 
     assert_kept(result)
 
 
-@pytest.mark.slow  # ~11 s (20 s at load 7); quick: test_service_cluster's feedbacks that wait for the replica
+@pytest.mark.slow  # ~11 s (20 s under load); quick: test_service_cluster's feedbacks waiting for a replica
 async def test_a_failover_with_wait_loses_no_acknowledged_round(tmp_path: Path) -> None:
     result = await failover_scenario(tmp_path, wait=True)
     assert_kept(result)  # lost == 0: every acknowledged round was on the replica that took over

@@ -8,6 +8,7 @@ otherwise these tests are skipped, saying so.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -205,3 +206,35 @@ def test_one_large_request_draws_a_curve_of_the_chosen_window(service: ServicePr
     assert charts == ["MAE, RMSE (all rounds)", "state size"]
     pixels = image.imread(shot)[..., :3]
     assert np.all(np.abs(pixels - RED) < 0.05, axis=-1).sum() > 300  # the MAE curve is drawn
+
+
+def test_a_declared_change_of_the_data_is_marked_on_the_curves(service: ServiceProcess,
+                                                               tmp_path: Path) -> None:
+    """An ``auto`` learner whose target flips its sign at round 600 declares a change: both of its charts
+    carry a marker at the round of the history's change event."""
+    rng = np.random.default_rng(20)
+    X = rng.normal(size=(1000, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
+    y = 10.0 * X[:, 0] + 0.5 * (X[:, 1] - 300.0) + rng.normal(size=1000)
+    y[600:] *= -1.0
+    with httpx.Client(base_url=service.url, headers=HEADERS, timeout=60) as http:
+        assert http.put("/v1/learners/drifting", json={}).status_code == 201
+        try:
+            for start in range(0, 1000, 200):
+                items = [{"x": x.tolist(), "y": float(t)} for x, t in zip(X[start:start + 200],
+                                                                         y[start:start + 200], strict=True)]
+                assert http.post("/v1/learners/drifting/feedback", json={"items": items}).status_code == 200
+            answer = http.get("/v1/learners/drifting/history")
+            for _ in range(50):  # 1,000 rounds of auto are much of the tenant's work rate for a second
+                if answer.status_code != 429:
+                    break
+                time.sleep(0.2)
+                answer = http.get("/v1/learners/drifting/history")
+            assert answer.status_code == 200, answer.text
+            changes = answer.json()["changes"]
+            dom = Elements(chromium(f"{service.url}/dashboard?window=all#key={KEY}", tmp_path, "--dump-dom"))
+        finally:
+            http.delete("/v1/learners/drifting")
+    assert changes and 600 < changes[0]["version"] < 650
+    markers = dom.of("drifting", "line", data_change=str(changes[0]["version"]))
+    assert len(markers) == 2  # on the error curves and on the sizes
+    assert dom.of(LEARNER, "line", **{"class": "change"}) == []  # a learner without changes has none

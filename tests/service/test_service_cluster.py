@@ -202,7 +202,7 @@ async def test_without_wait_a_frozen_replica_does_not_delay_acknowledgements(pai
 
 
 
-@pytest.mark.slow  # ~13 s (17 s at load 7); quick: test_service_store_faults, every client failure a 503
+@pytest.mark.slow  # ~13 s (17 s under load); quick: test_service_store_faults, every client failure a 503
 async def test_a_shard_down_with_its_replica_is_503s_never_500s(
     cluster: LocalCluster, cluster_url: str
 ) -> None:

@@ -23,7 +23,7 @@ ME = {"tenant": "default", "learner": "m"}
 
 
 @pytest.mark.redis
-@pytest.mark.slow  # ~11 s (23 s at load 7), four service processes; quick: test_service_observe's counters
+@pytest.mark.slow  # ~11 s (23 s under load), four service processes; quick: test_service_observe's counters
 def test_counters_never_decrease_with_two_workers_and_two_replicas(tmp_path: Path) -> None:
     with services_on_redis(tmp_path, replicas=2, workers=2, log_format="json", log_level="info") as (
             _, services):

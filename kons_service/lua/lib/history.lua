@@ -1,14 +1,17 @@
 -- Shared by history.lua and append.lua (prepended by the store): the learner's history, a capped list of
 -- points downsampled as it grows, and the running totals of its rounds' errors.
 -- record_point(hist, incarnation, offer, cap, known) -> {kept, stride, fields}: kept is 1 if a point was
--- kept, else 0; ``known`` holds the meta fields hist_stride, hist_version, hist_incarnation and hist_totals
--- as HMGET gave them, and ``fields`` are the meta fields to set (name, value, ...): the caller reads and
+-- kept, else 0; ``known`` holds the meta fields hist_stride, hist_version, hist_incarnation, hist_totals
+-- and hist_changes as HMGET gave them, and ``fields`` are the meta fields to set (name, value, ...): the caller reads and
 -- writes them with its own, so that the history costs a feedback no command of its own but the RPUSH of
 -- a kept point.
 -- ``offer`` (JSON, made by kons_service/history.py) covers the rounds up to ``version``:
 --   {"task": ..., "segments": [[version, rounds, abs_error, squared_error, correct, log_loss], ...],
---    "point": "{...}"}  (point: the JSON text of the learner's stats at the last segment's version, with
---    its version; may be absent)
+--    "point": "{...}", "change": [version, changes, keep]}  (point: the JSON text of the learner's stats
+--    at the last segment's version, with its version; may be absent. change: a change of the data the
+--    learner declared at round ``version`` among these rounds, its ``changes``-th; may be absent)
+-- A change is added to the meta field hist_changes, a JSON list of [version, changes], of which the newest
+-- ``keep`` are kept: it is not a point, so the thinning never drops it.
 -- Every segment's sums are added to the running totals (meta field hist_totals), so that each kept point
 -- carries the totals up to its version and any window between two points has its exact errors. A
 -- segment ends at a multiple of the stride (or at the last round): it becomes a point when its version
@@ -23,13 +26,26 @@ local TOTALS = {'rounds', 'abs_error', 'squared_error', 'correct', 'log_loss'}
 local function record_point(hist, incarnation, offer, cap, known)
   local stride, last = tonumber(known[1] or '1'), tonumber(known[2] or '-1')
   local totals = {0, 0, 0, 0, 0}
+  local changes = {}
   if known[3] ~= incarnation then
     redis.call('DEL', hist)
     stride, last = 1, -1
-  elseif known[4] then
-    totals = cjson.decode(known[4])
+  else
+    if known[4] then
+      totals = cjson.decode(known[4])
+    end
+    if known[5] then
+      changes = cjson.decode(known[5])
+    end
   end
   local given = cjson.decode(offer)
+  local change = given['change']
+  if change then
+    changes[#changes + 1] = {change[1], change[2]}
+    while #changes > change[3] do
+      table.remove(changes, 1)
+    end
+  end
   local segments, kept = given['segments'], 0
   -- the call's rounds as a whole, at the stride they started with, decide on the stats point: a thinning
   -- during the call must not lose the learner's state at its newest version
@@ -74,6 +90,8 @@ local function record_point(hist, incarnation, offer, cap, known)
       end
     end
   end
+  -- (cjson writes an empty table as {}: the list's text is written by hand then)
+  local changes_text = #changes > 0 and cjson.encode(changes) or '[]'
   return {kept, stride, {'hist_totals', cjson.encode(totals), 'hist_version', last, 'hist_stride', stride,
-    'hist_incarnation', incarnation}}
+    'hist_incarnation', incarnation, 'hist_changes', changes_text}}
 end

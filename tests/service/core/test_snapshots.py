@@ -31,7 +31,7 @@ async def test_a_snapshot_holds_the_learner_at_its_version_and_trims_the_log(mak
     assert await core.snapshots.snapshot(entry)
     stored = await core.store.snapshots.read_state(REF)
     assert stored is not None and stored.head.snap_version == 6 and stored.snap_tip == entry.tip
-    assert stored.snapshot == entry.loaded().to_bytes()
+    assert stored.snapshot == fed(6).to_bytes() == entry.loaded().to_bytes()
     assert entry.snap_version == 6 and entry.log_bytes == 0
     assert await core.store.log.read(REF, 0, 100) == []
     assert core.sample("kons_snapshots_total", outcome="written") == 1

@@ -1,0 +1,48 @@
+"""Smoke test of the drift benchmarks: one short drifting stream through ``run_stream`` and the report, and
+the stationary comparison on records written here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.drift import Stream, render, run_stream, verdicts
+from benchmarks.drift_stationary import compare
+
+
+def _flip() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 2)) * [1.0, 30.0] + [0.0, 100.0]
+    y = 5.0 * X[:, 0] + 0.1 * X[:, 1] + 0.1 * rng.normal(size=500)
+    y[250:] *= -1.0
+    return X, y
+
+
+@pytest.mark.timeout(120)
+def test_a_drifting_stream_is_scored_overall_and_after_its_change() -> None:
+    stream = Stream("flip", "abrupt", "regression", (250,), _flip)
+    record = run_stream(stream, ["auto", "oracle", "river_linear"])
+    runs = {r["method"]: r for r in record["runs"]}
+    assert record["windows"] == [(250, 500)] and set(runs) == {"auto", "oracle", "river_linear"}
+    assert all(np.isfinite(r["overall"]) and len(r["windows"]) == 1 for r in runs.values())
+    assert runs["auto"]["detected"] and 250 < runs["auto"]["detected"][0] < 300  # the flip, declared
+    v = verdicts(record)
+    assert len(v["oracle_ratios"]) == 1 and v["best_river"] == "river_linear"
+    real = {**record, "stream": "real", "changes": [], "windows": [(400, 500)],
+            "runs": [{**r, "windows": r["windows"]} for r in record["runs"] if r["method"] != "oracle"]}
+    report = render([record, real], "python -m benchmarks.drift", "abc")
+    assert "## Summary" in report and "| flip | abrupt |" in report
+    met = int(v["oracle_ratios"][0] <= 1.1)
+    assert f"**{met} of 1** streams with change points" in report  # a stream without any is not counted
+
+
+def test_the_stationary_comparison_flags_a_set_beyond_one_percent(tmp_path: Path) -> None:
+    before = {"a": ("regression", 0.200), "b": ("binary", 0.100)}
+    after = {"a": ("regression", 0.201), "b": ("binary", 0.102)}
+    rows = {r["dataset"]: r for r in compare(before, after)}
+    assert rows["a"]["met"] and not rows["b"]["met"]
+    assert rows["b"]["change"] == pytest.approx(0.02)
+    json.dumps(rows)  # plain values, for the report

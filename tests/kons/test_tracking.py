@@ -1,0 +1,206 @@
+"""Following a changing stream (issue 20): the switching weights against a brute-force Bayes mixture over
+expert sequences, the Fixed-Share bound, the change detector, and ``auto``'s restarts, stats and state."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import kons
+from kons._tracking import RATES, SWITCHING_PRIOR, LossChangeDetector, SwitchingWeights
+from kons.auto import MIX_BOUND, REGRESSION_BOUND, Auto, Mixture
+
+
+def _brute_force_weights(losses: np.ndarray, rates: tuple[float, ...], rate_prior: np.ndarray) -> np.ndarray:
+    """The posterior probability of each expert at the round after ``losses`` (T, K), by enumerating every
+    sequence of experts over the T + 1 rounds under each rate's Fixed-Share prior (a Markov chain that
+    keeps the expert with probability 1 - alpha, else draws one uniformly), weighted by the rates'
+    posterior."""
+    T, K = losses.shape
+    marginal = np.zeros(K)
+    for rate, prior in zip(rates, rate_prior, strict=True):
+        for sequence in itertools.product(range(K), repeat=T + 1):
+            p = prior / K
+            for a, b in itertools.pairwise(sequence):
+                p *= (1.0 - rate) * (a == b) + rate / K
+            p *= math.exp(-sum(losses[t, e] for t, e in enumerate(sequence[:T])))
+            marginal[sequence[T]] += p
+    normalised: np.ndarray = marginal / marginal.sum()
+    return normalised
+
+
+def test_the_switching_weights_are_bayes_over_expert_sequences_and_rates() -> None:
+    rng = np.random.default_rng(0)
+    K, T = 3, 5
+    rates = (0.0, 0.1, 0.4)
+    prior = np.array([1.0 - SWITCHING_PRIOR, SWITCHING_PRIOR / 2, SWITCHING_PRIOR / 2])
+    weights = SwitchingWeights(K, K, rates)
+    losses = rng.exponential(size=(T, K)) * [[0.2, 1.0, 2.0]]
+    losses[3:] = losses[3:, ::-1]  # the best expert changes
+    for t in range(T):
+        weights.apply(losses[t])
+        np.testing.assert_allclose(weights.weights(), _brute_force_weights(losses[:t + 1], rates, prior),
+                                   rtol=1e-12)
+
+
+def test_an_entering_expert_takes_its_prior_and_the_others_keep_their_proportions() -> None:
+    weights = SwitchingWeights(5, 3)
+    weights.apply(np.array([0.1, 1.0, 3.0, 0.0, 0.0]))
+    before = weights.weights()
+    weights.replace([3, 4], 0.01)
+    after = weights.weights()
+    assert weights.active.all()
+    np.testing.assert_allclose(after[3:], 0.01, rtol=1e-12)
+    np.testing.assert_allclose(after[:3], before[:3] * 0.98, rtol=1e-12)
+    rows = np.exp(weights.log_weights)  # under each rate
+    weights.replace([0], 0.2)  # an expert replaced: what it held goes, the newcomer takes its prior
+    np.testing.assert_allclose(weights.weights()[0], 0.2, rtol=1e-12)
+    others = rows[:, 1:] / rows[:, 1:].sum(axis=1, keepdims=True) * 0.8
+    np.testing.assert_allclose(np.exp(weights.log_weights[:, 1:]), others, rtol=1e-12)
+
+
+def test_the_mixture_tracks_a_switching_best_expert_within_the_fixed_share_bound() -> None:
+    """Squared loss on [-B, B]: the best expert changes at T/2. The mixture's loss is within the bound for
+    one switch at the rate 0.01 (prior (1 - SWITCHING_PRIOR) / ... as in SwitchingWeights), far below
+    the best single expert's."""
+    rng = np.random.default_rng(1)
+    K, T, B = 4, 2000, MIX_BOUND
+    eta = 1.0 / (2.0 * B * B)
+    mixture = Mixture(binary=False, bound=REGRESSION_BOUND, experts=K)
+    truth = np.clip(rng.normal(size=T), -B, B)
+    total, per_expert, sequence = 0.0, np.zeros(K), 0.0
+    for t in range(T):
+        good = 0 if t < T // 2 else 2
+        noise = np.where(np.arange(K) == good, 0.1, 1.5)
+        plays = np.clip(truth[t] + noise * rng.normal(size=K), -B, B)
+        losses = (plays - truth[t]) ** 2
+        total += (mixture.mix(plays) - truth[t]) ** 2
+        per_expert += losses
+        sequence += losses[good]
+        mixture.update(plays, float(truth[t]))
+    alpha, m = 0.01, 1
+    rate_prior = SWITCHING_PRIOR / (len(RATES) - 1)
+    bound = sequence + (math.log(K) + m * math.log(K / alpha) + (T - m - 1) * -math.log1p(-alpha)
+                        + math.log(1.0 / rate_prior)) / eta
+    assert alpha in RATES
+    assert total <= bound
+    assert total < 0.5 * per_expert.min()
+
+
+def test_the_detector_declares_a_rise_of_the_loss_and_no_change_on_a_stationary_stream() -> None:
+    rng = np.random.default_rng(2)
+    detector = LossChangeDetector()
+    stationary = rng.normal(size=50_000) ** 2  # chi-square losses (squared errors of a good model)
+    assert not any(detector.update(float(loss)) for loss in stationary)
+    falling = rng.normal(size=2000) ** 2 * np.linspace(1.0, 0.1, 2000)  # a learner that improves
+    assert not any(detector.update(float(loss)) for loss in falling)
+    level = LossChangeDetector()
+    for loss in rng.normal(size=1000) ** 2:
+        level.update(float(loss))
+    risen = [level.update(float(loss)) for loss in 20.0 * rng.normal(size=200) ** 2]
+    assert any(risen) and risen.index(True) < 2 * level.block  # 20 times its level: a block or two
+    assert sum(risen) == 1  # and once: the level is the new regime's afterwards
+
+
+def test_the_detector_state_restores_bit_identically() -> None:
+    rng = np.random.default_rng(3)
+    losses = np.concatenate([rng.normal(size=600) ** 2, 8.0 * rng.normal(size=300) ** 2])
+    first = LossChangeDetector()
+    for loss in losses[:620]:
+        first.update(float(loss))
+    second = LossChangeDetector()
+    second.restore(first.state())
+    assert [first.update(float(v)) for v in losses[620:]] == [second.update(float(v)) for v in losses[620:]]
+    assert first.state() == second.state()
+
+
+def _flipping(n: int = 1600, change: int = 800) -> tuple[np.ndarray, np.ndarray]:
+    """Raw rows of a linear target whose sign flips at round ``change``."""
+    rng = np.random.default_rng(20)
+    X = rng.normal(size=(n, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
+    y = 10.0 * X[:, 0] + 0.5 * (X[:, 1] - 300.0) + rng.normal(size=n)
+    y[change:] *= -1.0
+    return X, y + 50.0
+
+
+def test_auto_declares_the_change_restarts_bases_and_says_who_leads_since_when() -> None:
+    X, y = _flipping()
+    learner = Auto()
+    played = learner.learn_many(X, y)
+    stats = learner.stats()
+    assert stats["changes"] >= 1 and learner.changes_detected == stats["changes"]
+    assert 800 < stats["last_change_round"] == learner.last_change_round
+    restarted = [name for name in stats["weights"] if "restarted at round" in name]
+    assert restarted and stats["leader"] in restarted and stats["leader_since"] > 800
+    assert math.isclose(sum(stats["weights"].values()), 1.0, rel_tol=1e-9)
+    assert math.isclose(sum(stats["switching_rates"].values()), 1.0, rel_tol=1e-9)
+    # it adapts: the error after the change comes back to the level before it
+    before, after = np.mean(np.abs(played[600:800] - y[600:800])), np.mean(np.abs(played[1400:] - y[1400:]))
+    assert after < 1.5 * before
+    # the same stream without its change: nothing declared
+    steady = Auto()
+    X, y = _flipping(change=1600)
+    steady.learn_many(X, y)
+    assert steady.stats()["changes"] == 0 and steady.stats()["last_change_round"] is None
+
+
+def test_an_auto_in_its_warm_up_reports_no_change() -> None:
+    X, y = _flipping()
+    learner = Auto()
+    learner.learn_many(X[:5], y[:5])
+    stats = learner.stats()
+    assert stats["changes"] == 0 and stats["last_change_round"] is None and stats["leader_since"] is None
+
+
+@pytest.mark.parametrize("cut", [805, 830, 1000, 1400])
+def test_auto_with_restarted_bases_saves_and_restores_bit_identically(cut: int) -> None:
+    """Cuts after the declared change, between the restarts it schedules and after them."""
+    X, y = _flipping()
+    original = Auto(seed=4)
+    original.learn_many(X[:cut], y[:cut])
+    blob = original.to_bytes()
+    restored = kons.load(blob)
+    assert restored.to_bytes() == blob and restored.stats() == original.stats()
+    assert np.array_equal(original.learn_many(X[cut:], y[cut:]), restored.learn_many(X[cut:], y[cut:]))
+    assert original.to_bytes() == restored.to_bytes()
+
+
+def test_the_state_stays_within_its_declared_bound_through_restarts() -> None:
+    """Restarted copies are bounded in number: the state after several changes stays under
+    ``Auto.state_bytes`` and the warm-up's growth estimate."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
+    w = rng.normal(size=(4, 3))
+    y = np.concatenate([X[k * 750:(k + 1) * 750] @ (w[k] * [10.0, 0.5, 30.0]) for k in range(4)])
+    learner = Auto()
+    bound = Auto.state_bytes({"dim": 3})
+    learner.learn_one(X[0], y[0])
+    grown = learner.state_nbytes() + learner.max_growth_nbytes(len(y) - 1)
+    sizes = []
+    for x, t in zip(X[1:], y[1:], strict=True):
+        learner.learn_one(x, t)
+        sizes.append(learner.state_nbytes())
+    assert learner.stats()["changes"] >= 2
+    assert max(sizes) <= min(bound, grown)
+
+
+def test_a_multiclass_auto_declares_a_change_and_restores_its_widened_copies() -> None:
+    """Three classes whose regions rotate at round 700: the change is declared, the restarted copies play
+    all three classes, and a save after them restores bit-identically."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(1400, 2)) * [2.0, 50.0] + [0.0, 500.0]
+    region = np.digitize(X[:, 0], [-1.0, 1.0])
+    labels = np.where(np.arange(1400) < 700, region, (region + 1) % 3)
+    names = labels + 1  # the classes 1, 2, 3
+    learner = Auto(task="classification")
+    learner.learn_many(X[:1000], names[:1000])
+    stats = learner.stats()
+    assert stats["changes"] >= 1 and stats["last_change_round"] > 700
+    assert any("restarted at round" in name for name in stats["weights"])
+    restored = kons.load(learner.to_bytes())
+    rest = slice(1000, None)
+    assert np.array_equal(learner.learn_many(X[rest], names[rest]), restored.learn_many(X[rest], names[rest]))
+    assert learner.to_bytes() == restored.to_bytes()
