@@ -170,7 +170,7 @@ def test_a_multi_class_learner_shows_its_classes_accuracy_and_log_loss(
             http.delete("/v1/learners/pets")
     dom = Elements(html)
     assert len(dom.of("pets", "small", data_task="classification")) == 1
-    label = '("cat"|"dog"|7|1)'  # (true: the class 1 of the binary labels of before)
+    label = '("cat"|"dog"|7|true)'  # the user's own labels, true a class of its own
     assert re.search(f"auto, classification, dim 3, 4 classes: {label}( {label}){{3}}<", html), html[-2000:]
     for series, value in (("accuracy", totals["correct"] / 120), ("log_loss", totals["log_loss"] / 120)):
         (line,) = dom.of("pets", "polyline", data_series=series)

@@ -34,20 +34,19 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
                                         "params": {"task": "classification", "C": None, "seed": 0}}
     local = kons.learner_from_params("auto", {"task": "classification", "dim": 4})
     X, y = _raw_rows(70, 0)
-    for i, (x, label) in enumerate(zip(X, y, strict=True)):
-        sent = bool(label) if i % 2 else int(label)  # booleans and {0, 1} alike
+    for x, label in zip(X, y, strict=True):
+        sent = int(label)  # labels 0 and 1: the classes the user sent
         fed = await first.post("/v1/learners/a/feedback", json={"x": x.tolist(), "y": sent})
         assert fed.status_code == 200, fed.text
-        # the service learns the label check_round gives it: -1.0 or +1.0 for these (kons.Auto._check_y)
-        assert fed.json()["prediction"] == local.learn_one(x, local.check_round(x, sent)[1])
+        assert fed.json()["prediction"] == local.learn_one(x, sent)
     probe = {"x": [0.3, 5.01e4, 3.0, -650.0]}
     asked = (await first.post("/v1/learners/a/predict", json=probe)).json()
-    # a classifier's answer: its class and probabilities (the binary labels of before are the classes -1, 1)
+    # a classifier's answer: its class and probabilities, keyed by the user's own labels
     probabilities = local.predict_proba_dict_one(probe["x"])
     assert asked == {"prediction": local.predict_one(probe["x"]), "version": 70,
                      "label": max(probabilities, key=probabilities.__getitem__),
                      "probabilities": {json.dumps(c): p for c, p in probabilities.items()}}
-    assert set(asked["probabilities"]) == {"-1", "1"}
+    assert set(asked["probabilities"]) == {"0", "1"}
     stats = (await first.get("/v1/learners/a")).json()["stats"]
     assert stats["leader"] in stats["weights"] and stats["rounds"] == 70
     history = (await first.get("/v1/learners/a/history")).json()["points"]
@@ -55,8 +54,8 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
 
     second = await make_client()  # a fresh app: its learner comes from Redis alone
     assert (await second.post("/v1/learners/a/predict", json=probe)).json() == asked
-    more = (await second.post("/v1/learners/a/feedback", json={"x": X[0].tolist(), "y": False})).json()
-    assert more["prediction"] == local.learn_one(X[0], -1.0) and more["version"] == 71
+    more = (await second.post("/v1/learners/a/feedback", json={"x": X[0].tolist(), "y": 0})).json()
+    assert more["prediction"] == local.learn_one(X[0], 0) and more["version"] == 71
     assert (await second.get("/v1/learners/a/state")).content == local.to_bytes()
 
 
