@@ -3,7 +3,9 @@
 # (.venv, reused on later runs) and installs only the project's declared dependencies there, at the
 # versions pinned in constraints.txt (as the container image does), so nothing installed by hand on the
 # machine is visible to the tests. Then: a Redis server if the machine has
-# none, Chromium for the dashboard's browser test, ruff, mypy, and every test. Extra arguments go to pytest.
+# none, Chromium for the dashboard's browser test, ruff, mypy, and every test, in two processes
+# (pytest-xdist), a test file to each at a time so that a module's shared service starts once. Extra
+# arguments go to pytest (`-n 0` runs in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,4 +36,4 @@ venv=.venv
 
 "$venv/bin/ruff" check .
 "$venv/bin/mypy" kons kons_service testkit tests
-exec "$venv/bin/python" -m pytest "$@"
+exec "$venv/bin/python" -m pytest -n 2 --dist loadfile "$@"

@@ -590,10 +590,13 @@ async def _failover_storm(
 
 async def soak_scenario(
     workdir: Path, *, seconds: float, clients: int = 4, learners: int = 8, sample_every: float = 1.0,
-    seed: int = 0,
+    seed: int = 0, min_rounds: int = 0,
 ) -> dict[str, Any]:
     """A bounded soak: feedback, predicts with ids (some never consumed) and batches over several
-    learners of bounded state (ONS, dim 8), sampling the service's VmRSS and Redis's memory."""
+    learners of bounded state (ONS, dim 8), sampling the service's VmRSS and Redis's memory.
+
+    The traffic lasts ``seconds``, and past them until ``min_rounds`` rounds are acknowledged (for at most
+    a minute more), so that a loaded machine soaks as many rounds as an idle one, only more slowly."""
     settings = _service_settings(**_SOAK_SETTINGS)
     spec = {"algorithm": "ons", "dim": 8, "params": {"loss": "squared", "C": 3.0}}
     samples: list[tuple[float, int, int]] = []
@@ -606,11 +609,15 @@ async def soak_scenario(
             httpx.put(f"{service.url}/v1/learners/s{i}", json=spec, headers=HEADERS).raise_for_status()
         deadline = time.monotonic() + seconds
 
+        def soaking() -> bool:
+            now = time.monotonic()
+            return now < deadline or (rounds < min_rounds and now < deadline + 60)
+
         async def client(c: int, http: httpx.AsyncClient) -> None:
             nonlocal rounds
             rng = random.Random(seed * 31 + c)
             seq = 0
-            while time.monotonic() < deadline:
+            while soaking():
                 name = f"s{rng.randrange(learners)}"
                 x = [rng.uniform(-1, 1) for _ in range(8)]
                 kind = seq % 4
@@ -628,7 +635,7 @@ async def soak_scenario(
                 seq += 1
 
         async def sampler() -> None:
-            while time.monotonic() < deadline:
+            while soaking():
                 used = int(r.info("memory")["used_memory"])
                 samples.append((time.monotonic() - started, vm_rss_kib(service.pid), used))
                 await asyncio.sleep(sample_every)
