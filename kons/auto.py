@@ -121,7 +121,7 @@ from kons.classes import Classes, class_label, legacy_sign
 from kons.errors import InvalidParameterError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
-from kons.losses import get_loss
+from kons.losses import binary_distribution, get_loss
 from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
@@ -341,11 +341,7 @@ class Auto(Learner):
         labels = [self._classes.label_of(0), self._classes.label_of(1)]
         if new is not None:
             labels[new[0]] = new[1]
-        present = [i for i, label in enumerate(labels) if label is not None]
-        if len(present) < 2:
-            return [(labels[i], 1.0) for i in present]
-        positive = self._prep.probability(score)
-        return [(labels[0], 1.0 - positive), (labels[1], positive)]
+        return binary_distribution([label for label in labels if label is not None], score)
 
     def _class_prior(self, classes: int) -> np.ndarray:
         """The constant expert for ``classes`` classes: the add-1/2 (Krichevsky-Trofimov) frequencies,

@@ -45,13 +45,14 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from kons.errors import InvalidInputError, StateFormatError
 
-__all__ = ["MAX_CLASSES", "MAX_LABEL_CHARS", "Classes", "class_label", "legacy_sign"]
+__all__ = ["MAX_CLASSES", "MAX_LABEL_CHARS", "Classes", "class_label", "class_position", "legacy_sign"]
 
 #: Most classes a learner keeps. Each class adds a column of weights to every base of ``auto`` (at most
 #: 200 floats per Nystrom base, d + 1 per linear one): 256 classes add about 3.3 MB to a grid of 4 MB
@@ -98,6 +99,17 @@ def legacy_sign(label: bool | int | str) -> float | None:
 def _key(label: bool | int | str) -> _Key:
     """The label's identity: its JSON type and value (``True`` and ``1`` are different classes)."""
     return type(label).__name__, label
+
+
+def class_position(classes: Sequence[Any], label: Any) -> int:
+    """The position of the class of ``label`` in ``classes`` (a learner's, in their order), -1 if absent;
+    told apart by type and value, so ``True`` is not the class ``1``.
+
+    >>> class_position([1, True], True), class_position([1, True], 1.0), class_position([1, True], "1")
+    (1, 0, -1)
+    """
+    key = _key(class_label(label))
+    return next((i for i, c in enumerate(classes) if _key(c) == key), -1)
 
 
 class Classes:

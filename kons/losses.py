@@ -18,13 +18,15 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from kons.classes import class_position
 from kons.errors import InvalidInputError, InvalidParameterError
 
-__all__ = ["LOSSES", "PROBABILITY_FLOOR", "Hinge", "Logistic", "Loss", "LossName", "Squared", "SquaredHinge",
-           "get_loss", "log_loss", "top_label"]
+__all__ = ["LOSSES", "PROBABILITY_FLOOR", "Distribution", "Hinge", "Logistic", "Loss", "LossName", "Squared",
+           "SquaredHinge", "binary_distribution", "get_loss", "log_loss", "predicted", "probability",
+           "sigmoid", "top_label"]
 
 
 class Loss:
@@ -164,22 +166,84 @@ class LossName:
 #: probabilities in its ``log_loss``): a label never seen costs 34.5 nats, not an infinite loss.
 PROBABILITY_FLOOR = 1e-15
 
+#: A distribution over a classifier's classes: a dict by label (``predict_proba_dict_one``'s), or
+#: (class, probability) pairs in the learner's class order (``classes`` with
+#: ``predict_proba_by_class_one``), which keep ``True`` and ``1`` apart as two classes where a dict has
+#: one key for both. A label is looked up as the dict looks it up, or by its class
+#: (:func:`kons.classes.class_position`) in the pairs.
+Distribution = Mapping[Any, float] | Sequence[tuple[Any, float]]
 
-def log_loss(probabilities: Mapping[Any, float], label: Any) -> float:
-    r""":math:`-\log p(y)` of a distribution over classes (``learn_proba_one``'s or
-    ``predict_proba_dict_one``'s) for the true ``label``; ``p`` is at least :data:`PROBABILITY_FLOOR`.
 
-    >>> round(log_loss({"cat": 0.25, "dog": 0.75}, "dog"), 4)
-    0.2877
+def sigmoid(score: float) -> float:
+    r""":math:`1 / (1 + e^{-s})`, the probability of the positive class of a log-odds ``score`` (the
+    logistic loss's), without overflow at either end.
+
+    >>> sigmoid(0.0), sigmoid(-1000.0), sigmoid(1000.0)
+    (0.5, 0.0, 1.0)
     """
-    return -math.log(max(float(probabilities.get(label, 0.0)), PROBABILITY_FLOOR))
+    return 1.0 / (1.0 + math.exp(-score)) if score >= 0 else math.exp(score) / (1.0 + math.exp(score))
 
 
-def top_label(probabilities: Mapping[Any, float]) -> Any:
-    """The most probable class (the first in the distribution's order on a tie), None for ``{}``: the
+def binary_distribution(classes: Sequence[Any], score: float) -> list[tuple[Any, float]]:
+    """The distribution of a binary model's ``score``, the log-odds of ``classes[1]`` against
+    ``classes[0]`` (:mod:`kons.classes`), as pairs; a single class known has all the probability.
+
+    >>> binary_distribution(["cat", "dog"], 0.0), binary_distribution(["cat"], 3.0)
+    ([('cat', 0.5), ('dog', 0.5)], [('cat', 1.0)])
+    """
+    if len(classes) < 2:
+        return [(c, 1.0) for c in classes]
+    positive = sigmoid(score)
+    return [(classes[0], 1.0 - positive), (classes[1], positive)]
+
+
+def _pairs(distribution: Distribution, label: Any) -> tuple[Sequence[tuple[Any, float]], int]:
+    """The distribution as pairs, and the position of ``label``'s class among them (-1 if absent)."""
+    if isinstance(distribution, Mapping):
+        pairs = list(distribution.items())
+        return pairs, next((i for i, (c, _) in enumerate(pairs) if c == label), -1)  # the dict's lookup
+    return distribution, class_position([c for c, _ in distribution], label)
+
+
+def probability(distribution: Distribution, label: Any) -> float:
+    """The probability ``distribution`` gives the class of ``label`` (0 for a class it does not hold).
+
+    >>> probability([(1, 0.25), (True, 0.75)], True), probability({1: 0.25}, True)
+    (0.75, 0.25)
+    """
+    pairs, position = _pairs(distribution, label)
+    return 0.0 if position < 0 else pairs[position][1]
+
+
+def log_loss(distribution: Distribution, label: Any) -> float:
+    r""":math:`-\log p(y)` of a distribution over classes (``learn_proba_one``'s or
+    ``predict_proba_dict_one``'s, or by class) for the true ``label``; ``p`` is at least
+    :data:`PROBABILITY_FLOOR`.
+
+    >>> round(log_loss({"cat": 0.25, "dog": 0.75}, "dog"), 4), round(log_loss([(1, 0.5), (True, 0.5)], 1), 4)
+    (0.2877, 0.6931)
+    """
+    return -math.log(max(float(probability(distribution, label)), PROBABILITY_FLOOR))
+
+
+def top_label(distribution: Distribution) -> Any:
+    """The most probable class (the first in the distribution's order on a tie), None for no class: the
     prediction whose accuracy is counted.
 
-    >>> top_label({"cat": 0.25, "dog": 0.75}), top_label({})
-    ('dog', None)
+    >>> top_label({"cat": 0.25, "dog": 0.75}), top_label([(0, 0.5), (1, 0.5)]), top_label({})
+    ('dog', 0, None)
     """
-    return max(probabilities, key=lambda label: probabilities[label], default=None)
+    pairs = distribution.items() if isinstance(distribution, Mapping) else distribution
+    return max(pairs, key=lambda pair: pair[1], default=(None, 0.0))[0]
+
+
+def predicted(distribution: Distribution, label: Any) -> bool:
+    """Whether ``distribution`` predicted the class of ``label``: it is more probable than every other
+    class (a tie predicts nothing, as a score of 0 predicts no sign).
+
+    >>> predicted([("a", 0.6), ("b", 0.4)], "a"), predicted([("a", 0.5), ("b", 0.5)], "a")
+    (True, False)
+    """
+    pairs, position = _pairs(distribution, label)
+    rivals = [p for i, (_, p) in enumerate(pairs) if i != position]
+    return position >= 0 and pairs[position][1] > max(rivals, default=-math.inf)

@@ -76,7 +76,7 @@ from kons._validation import (
 from kons.base import Learner
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
 from kons.kernels import Kernel
-from kons.losses import Loss, get_loss
+from kons.losses import Loss, get_loss, sigmoid
 from kons.records import Record, RecordEncoder
 from kons.sparse import SparseVector
 
@@ -374,7 +374,7 @@ class Preprocessor:
         if self.loss.name != "logistic":
             raise InvalidParameterError(
                 f"probabilities need the logistic loss; this learner has {self.loss.name}")
-        return 1.0 / (1.0 + math.exp(-score)) if score >= 0 else math.exp(score) / (1.0 + math.exp(score))
+        return sigmoid(score)
 
     # ----------------------------------------------------------------- records
     def check_form(self, x: np.ndarray | SparseVector | Record) -> np.ndarray | SparseVector | Record:

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 import kons
-from kons.losses import get_loss
+from kons.losses import get_loss, log_loss, predicted
 from kons_service.core.cache import CachedLearner, not_found
-from kons_service.core.learning import Distribution, class_log_loss, predicted
+from kons_service.core.learning import Distribution
 from kons_service.core.metrics import LEARNER_GAUGES
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store, StoreUnavailableError
@@ -96,7 +96,7 @@ class HistoryRecorder:
         if all(d is not None for d in distributions):
             played_as = [d for request in distributions if request is not None for d in request]
             correct = [predicted(d, y) for d, y in zip(played_as, labels, strict=True)]
-            losses = [class_log_loss(d, y) for d, y in zip(played_as, labels, strict=True)]
+            losses = [log_loss(d, y) for d, y in zip(played_as, labels, strict=True)]
             columns = [zeros, zeros, np.array(correct, dtype=np.float64), np.array(losses, dtype=np.float64)]
         else:
             played = np.array([v for request in plays for v in request], dtype=np.float64)

@@ -36,8 +36,8 @@ import anyio.to_thread
 import numpy as np
 
 import kons
-from kons.classes import class_label
-from kons.losses import PROBABILITY_FLOOR, get_loss
+from kons.classes import class_label, class_position
+from kons.losses import binary_distribution, get_loss, log_loss, predicted
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
 __all__ = [
@@ -51,7 +51,6 @@ __all__ = [
     "check_labels",
     "check_rows",
     "check_work",
-    "class_log_loss",
     "classifier",
     "config_of",
     "decided",
@@ -62,13 +61,10 @@ __all__ = [
     "numerics",
     "offload",
     "predict_round",
-    "predicted",
-    "probability",
     "replayed_label",
     "round_loss",
     "task_of",
     "task_of_label",
-    "top_label",
     "undecided",
     "undecided_config",
 ]
@@ -83,9 +79,9 @@ REGRESSION, CLASSIFICATION = "regression", "classification"
 _PLACEHOLDER_TASK = REGRESSION
 
 
-_LOGISTIC = get_loss("logistic")
 #: A played distribution over classes: each class with its probability, in the learner's class order
-#: (pairs, not a dict: ``True`` and ``1`` are two classes but one dict key).
+#: (pairs, not a dict: ``True`` and ``1`` are two classes but one dict key), as the functions of
+#: :mod:`kons.losses` (``log_loss``, ``predicted``, ``top_label``) read it.
 Distribution = list[tuple[Any, float]]
 
 
@@ -111,13 +107,15 @@ def learn_round(learner: kons.Learner, x: Any, y: Any) -> Round:
         return Round(learner.learn_one(x, y))
     label = learner.class_of(y)
     classes = learner.classes
-    if len(classes) >= 3 or (len(classes) == 2 and _position(classes, label) < 0):  # a multinomial round
+    if len(classes) >= 3 or (len(classes) == 2 and class_position(classes, label) < 0):  # a multinomial round
         probabilities = learner.learn_proba_by_class_one(x, y).tolist()
         distribution = list(zip(learner.classes, probabilities, strict=True))
         # kons's play: the probability of the label
-        return Round(probabilities[_position(learner.classes, label)], distribution, label)
+        return Round(probabilities[class_position(learner.classes, label)], distribution, label)
     score = learner.learn_one(x, y)  # a binary round: kons's play is the score, its log-odds
-    return Round(score, _binary(learner.classes, score), label)
+    # its distribution from the score played, so that a binary round costs one prediction, not two: the
+    # same numbers as predict_proba_by_class_one (tests/service/test_service_classes.py pins them)
+    return Round(score, binary_distribution(learner.classes, score), label)
 
 
 def predict_round(learner: kons.Learner, x: Any) -> Round:
@@ -129,41 +127,7 @@ def predict_round(learner: kons.Learner, x: Any) -> Round:
         # kons's play: the most probable class's probability
         return Round(max(probabilities), list(zip(learner.classes, probabilities, strict=True)))
     score = learner.predict_one(x)
-    return Round(score, _binary(learner.classes, score))
-
-
-def _position(classes: list[Any], label: Any) -> int:
-    """The position of the class ``label`` in ``classes``, -1 if absent; classes are told apart as kons
-    tells them apart, by the label's JSON type and value (``True`` and ``1`` are two)."""
-    label = class_label(label)
-    return next((i for i, c in enumerate(classes) if type(c) is type(label) and c == label), -1)
-
-
-def _binary(classes: list[Any], score: float) -> Distribution:
-    """The distribution of a binary model's ``score``, the log-odds of ``classes[1]`` against
-    ``classes[0]`` (:mod:`kons.classes`); a single class known has all the probability. Computed from the
-    score kons played, so that a binary round costs one prediction, not two: the same numbers as
-    ``predict_proba_by_class_one`` (``tests/service/test_service_classes.py`` pins them)."""
-    if len(classes) < 2:
-        return [(c, 1.0) for c in classes]
-    positive = _LOGISTIC.derivative(score, -1.0)  # d/ds log(1 + e^s) = the sigmoid of s, overflow-free
-    return [(classes[0], 1.0 - positive), (classes[1], positive)]
-
-
-def probability(distribution: Distribution, label: Any) -> float:
-    """The probability ``distribution`` gives the class ``label`` (0 for a class it does not know)."""
-    position = _position([c for c, _ in distribution], label)
-    return 0.0 if position < 0 else distribution[position][1]
-
-
-def top_label(distribution: Distribution) -> Any:
-    """The most probable class (the first in the class order on a tie), None for no class."""
-    return max(distribution, key=lambda pair: pair[1], default=(None, 0.0))[0]
-
-
-def class_log_loss(distribution: Distribution, label: Any) -> float:
-    """The log loss of ``distribution`` for the class ``label`` (:func:`kons.losses.log_loss`)."""
-    return -math.log(max(probability(distribution, label), PROBABILITY_FLOOR))
+    return Round(score, binary_distribution(learner.classes, score))
 
 
 def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
@@ -171,20 +135,12 @@ def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
     classifier, else the learner's loss at its play."""
     if played.distribution is None:
         return get_loss(learner.loss).value(played.value, y)
-    return class_log_loss(played.distribution, played.label)
-
-
-def predicted(distribution: Distribution, label: Any) -> bool:
-    """Whether ``distribution`` predicted the class ``label``: it is more probable than every other class
-    (a tie predicts nothing, as a score of 0 predicts no sign)."""
-    position = _position([c for c, _ in distribution], label)
-    rivals = [p for i, (_, p) in enumerate(distribution) if i != position]
-    return position >= 0 and distribution[position][1] > max(rivals, default=-math.inf)
+    return log_loss(played.distribution, played.label)
 
 
 def is_correct(learner: kons.Learner, played: Round, y: Any) -> bool | None:
-    """Whether a classifier's round predicted its label (:func:`predicted`, or for a binary learner
-    without probabilities the sign of its score); None for regression."""
+    """Whether a classifier's round predicted its label (:func:`kons.losses.predicted`, or for a binary
+    learner without probabilities the sign of its score); None for regression."""
     if played.distribution is not None:
         return predicted(played.distribution, played.label)
     if not get_loss(learner.loss).binary:

@@ -9,7 +9,17 @@ import numpy as np
 import pytest
 
 import kons
-from kons.losses import LOSSES, get_loss
+from kons.losses import (
+    LOSSES,
+    PROBABILITY_FLOOR,
+    binary_distribution,
+    get_loss,
+    log_loss,
+    predicted,
+    probability,
+    sigmoid,
+    top_label,
+)
 
 # Independent closed forms of the values (numpy, not the package's code paths).
 VALUES: dict[str, Callable[[Any, Any], Any]] = {
@@ -125,3 +135,43 @@ def test_binary_losses_reject_other_labels(name: str, label: float) -> None:
 
 def test_squared_accepts_any_real_label() -> None:
     assert get_loss("squared").check_label(0.37) == 0.37
+
+
+# ----------------------------------------------------------------- distributions over classes
+def test_sigmoid_is_the_logistic_derivative_bit_for_bit() -> None:
+    """The sigmoid of a score equals the logistic loss's derivative at label -1 (which the service used
+    before) for every float, both signs and past overflow."""
+    logistic = get_loss("logistic")
+    scores = [0.0, -0.0, 1e-300, -1e-300, 5e-324, 36.7, -36.7, 709.0, -709.0, 710.0, -745.2, 1e308, -1e308]
+    scores += list(np.random.default_rng(0).normal(scale=20.0, size=2000))
+    for s in scores:
+        assert sigmoid(float(s)) == logistic.derivative(float(s), -1.0), s
+
+
+def test_a_binary_distribution_is_the_learners_own() -> None:
+    """From the score played, the distribution ``auto`` gives for the same row (one class: all of it)."""
+    learner = kons.Auto(task="classification")
+    rng = np.random.default_rng(1)
+    learner.learn_one(rng.normal(size=3), "no")
+    x = rng.normal(size=3)
+    assert binary_distribution(learner.classes, learner.predict_one(x)) == [("no", 1.0)]
+    for _ in range(40):
+        x = rng.normal(size=3)
+        learner.learn_one(x, "yes" if x[0] > 0 else "no")
+    for _ in range(20):
+        x = rng.normal(size=3)
+        expected = list(zip(learner.classes, learner.predict_proba_by_class_one(x).tolist(), strict=True))
+        assert binary_distribution(learner.classes, learner.predict_one(x)) == expected
+
+
+def test_pairs_keep_true_and_one_apart_where_a_dict_cannot() -> None:
+    pairs = [(1, 0.2), (True, 0.7), ("1", 0.1)]
+    assert [probability(pairs, label) for label in (1, True, "1", 1.0, False)] == [0.2, 0.7, 0.1, 0.2, 0.0]
+    assert probability({1: 0.2, "1": 0.8}, True) == 0.2  # a dict's own lookup: True is its key 1
+    assert log_loss(pairs, True) == log_loss({"t": 0.7}, "t") == pytest.approx(-np.log(0.7))
+    assert log_loss(pairs, "absent") == -np.log(PROBABILITY_FLOOR)
+    assert top_label(pairs) is True and top_label([]) is None
+    assert top_label([("a", 0.5), ("b", 0.5)]) == "a"  # the first on a tie
+    assert [predicted(pairs, label) for label in (True, 1, "b")] == [True, False, False]
+    assert not predicted([("a", 0.5), ("b", 0.5)], "a")  # a tie predicts nothing
+    assert predicted([("only", 1.0)], "only") and predicted({"a": 0.9, "b": 0.1}, "a")

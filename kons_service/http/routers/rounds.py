@@ -6,7 +6,8 @@ from typing import Any, TypeVar
 
 from fastapi import APIRouter
 
-from kons_service.core.learning import Distribution, top_label
+from kons.losses import top_label
+from kons_service.core.learning import Distribution
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
