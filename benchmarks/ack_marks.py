@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
-from benchmarks.provenance import provenance, stamp_json, stamp_markdown
+from benchmarks.provenance import provenance, publish
 from kons_service.core.marks import AckMarks
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef
@@ -118,9 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = asyncio.run(run(Path(tmp), runs=args.runs, blocks=args.blocks, rounds=args.rounds))
     command = command_line("benchmarks.ack_marks", argv, outputs=("--out",))
     text = markdown(results, command)
-    out = results_dir(args.out, "ack_marks")
-    (out / "ack_marks.json").write_text(json.dumps(stamp_json(results, stamp), indent=2))
-    (out / "ack_marks.md").write_text(stamp_markdown(text, stamp))
+    publish(results_dir(args.out, "ack_marks"), "ack_marks", stamp, text, results, indent=2)
     print(text)
     return 0
 

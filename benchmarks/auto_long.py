@@ -22,7 +22,7 @@ import numpy as np
 import kons
 from benchmarks import registry
 from benchmarks.common import command_line, git_commit, machine_summary, markdown_table, require_datasets
-from benchmarks.provenance import provenance, stamp_markdown
+from benchmarks.provenance import provenance, publish
 from kons.datasets import load_dataset
 
 CHECKPOINTS = (1_000, 10_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)
@@ -93,8 +93,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "auto_long.md").write_text(stamp_markdown(text, stamp))
+        publish(args.out, "auto_long", stamp, text)
     return 0
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import os
 import sys
@@ -45,7 +44,7 @@ import numpy as np
 
 import kons
 from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
-from benchmarks.provenance import provenance, stamp_json, stamp_markdown
+from benchmarks.provenance import provenance, publish
 from benchmarks.raw_regime import RAW_METHODS
 
 __all__ = ["STREAMS", "Stream", "main", "run_stream"]
@@ -362,9 +361,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = [run_stream(STREAMS[name], [k for k in keys if k != "river_linear_tss"
                                           or STREAMS[name].task == "regression"]) for name in names]
     record = {"command": command, "records": records}
-    (out / "drift.json").write_text(json.dumps(stamp_json(record, stamp), indent=1) + "\n")
-    (out / "drift.md").write_text(stamp_markdown(render(records, command, stamp["commit"][:9]), stamp))
-    print(f"drift: {out / 'drift.md'}", file=sys.stderr)
+    report = publish(out, "drift", stamp, render(records, command, stamp["commit"][:9]), record)
+    print(f"drift: {report}", file=sys.stderr)
     return 0
 
 

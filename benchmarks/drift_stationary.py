@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO, command_line, machine_summary, markdown_table, results_dir
-from benchmarks.provenance import provenance, stamp_markdown
+from benchmarks.provenance import provenance, publish
 
 __all__ = ["TOLERANCE", "compare", "main"]
 
@@ -99,8 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stamp = provenance(SOURCES)
     command = command_line("benchmarks.drift_stationary", argv, outputs=("--out",))
     text = render(rows, command, stamp["commit"][:9])
-    (out / "drift_stationary.md").write_text(stamp_markdown(text, stamp))
-    print(f"drift_stationary: {out / 'drift_stationary.md'}", file=sys.stderr)
+    print(f"drift_stationary: {publish(out, 'drift_stationary', stamp, text)}", file=sys.stderr)
     return 0
 
 

@@ -62,7 +62,7 @@ import redis
 
 from benchmarks.common import blas_env, command_line, machine, markdown_table
 from benchmarks.load import percentiles, uvicorn_server
-from benchmarks.provenance import provenance, stamp_json, stamp_markdown
+from benchmarks.provenance import provenance, publish
 from kons.datasets import load_dataset
 from testkit.processes import REPO, RedisServer, ServiceProcess, service_env, vm_rss_kib
 from testkit.scrape import samples, value
@@ -883,9 +883,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stamp = provenance(SOURCES)
     record = asyncio.run(run(config, targets, args.parts, log=lambda m: print(m, flush=True)))
     record["command"] = command
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "hotpath.json").write_text(json.dumps(stamp_json(record, stamp), indent=1) + "\n")
-    (args.out / "hotpath.md").write_text(stamp_markdown(render(record, command), stamp))
+    publish(args.out, "hotpath", stamp, render(record, command), record)
     print(f"wrote {args.out / 'hotpath.md'} and {args.out / 'hotpath.json'}")
     return 0
 

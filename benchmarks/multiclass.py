@@ -38,7 +38,7 @@ import numpy as np
 
 import kons
 from benchmarks.common import command_line, git_commit, machine_summary, markdown_table, results_dir
-from benchmarks.provenance import provenance, stamp_markdown
+from benchmarks.provenance import provenance, publish
 from kons.losses import top_label
 
 SOURCES = ("kons", "benchmarks/multiclass.py")
@@ -311,9 +311,8 @@ def main(argv: list[str] | None = None) -> None:
     methods = [m for m in METHODS if m != "VW --oaa K" or _vw_available()]
     cost = run_cost({name: load(WARM + TIMED) for name, load in COST_STREAMS.items()}) if args.cost else []
     quality = run_quality(streams, methods)
-    out = results_dir(args.out, "multiclass")
     text = report(quality, cost, methods, command, commit, load_before)
-    (out / "multiclass.md").write_text(stamp_markdown(text, stamp))
+    publish(results_dir(args.out, "multiclass"), "multiclass", stamp, text)
     print(text)
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from benchmarks import registry
 from benchmarks.long_stream import PARAMS
-from benchmarks.provenance import provenance, stamp_json, stamp_markdown
+from benchmarks.provenance import provenance, publish
 from kons.datasets import load_dataset
 from testkit.processes import RedisServer, ServiceProcess
 
@@ -143,16 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    f"load average at the end " + " / ".join(f"{v:.1f}" for v in os.getloadavg()),
         "params": PARAMS, "batch": args.batch, "probes": args.probes, "snapshot_every": args.snapshot_every,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    record = stamp_json({"meta": meta, "checkpoints": results}, stamp)
-    (args.out / "nystrom_http.json").write_text(json.dumps(record, indent=1))
-    _write_markdown(args.out / "nystrom_http.md", results, meta, stamp)
-    print(f"wrote {args.out / 'nystrom_http.md'}", flush=True)
+    report = publish(args.out, "nystrom_http", stamp, _markdown(results, meta),
+                     {"meta": meta, "checkpoints": results})
+    print(f"wrote {report}", flush=True)
     return 0
 
 
-def _write_markdown(path: Path, results: list[dict[str, Any]], meta: dict[str, Any],
-                    stamp: dict[str, Any]) -> None:
+def _markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.3g}"
 
@@ -194,7 +191,7 @@ def _write_markdown(path: Path, results: list[dict[str, Any]], meta: dict[str, A
                       "changes between checkpoints included); paired with the 10,000-round learner at "
                       f"{last['rounds']:,} rounds: "
                       f"**{last['feedback_p50_ms'] / last['reference_p50_ms']:.2f}x**."]
-    path.write_text(stamp_markdown("\n".join(lines), stamp))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Where a result came from: the commit and the git blob hashes of the source files it measures.
 
 A benchmark calls :func:`provenance` when its run starts (the code that runs is the code imported then)
-with the files and folders it measures, and writes the record into its results with :func:`stamp_json`
-(a ``"provenance"`` key) and :func:`stamp_markdown` (an HTML comment on the file's last line, invisible
-when rendered). :func:`changed_sources` compares a record with the checkout as it is now; it is what
-``python -m benchmarks.stale`` reports.
+with the files and folders it measures, and writes its results with :func:`publish`, which puts the record
+into each file: :func:`stamp_json` (a ``"provenance"`` key) and :func:`stamp_markdown` (an HTML comment on
+the file's last line, invisible when rendered). :func:`changed_sources` compares a record with the checkout
+as it is now; it is what ``python -m benchmarks.stale`` reports.
 
 The hashes are ``git hash-object`` of the files in the working tree, so a run from a checkout with local
 changes records what actually ran; folders are expanded to the files git sees in them (tracked, or
@@ -17,12 +17,13 @@ import json
 import re
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO
 
-__all__ = ["PROVENANCE_COMMENT", "changed_sources", "provenance", "read_markdown_stamp", "stamp_json",
-           "stamp_markdown"]
+__all__ = ["PROVENANCE_COMMENT", "changed_sources", "provenance", "publish", "read_markdown_stamp",
+           "stamp_json", "stamp_markdown"]
 
 #: The comment that carries a Markdown result's provenance: ``<!-- provenance {...} -->``.
 PROVENANCE_COMMENT = re.compile(r"^<!-- provenance (\{.*\}) -->$", re.MULTILINE)
@@ -74,6 +75,19 @@ def stamp_json(record: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:
 def stamp_markdown(text: str, stamp: dict[str, Any]) -> str:
     """A Markdown report with its provenance as an HTML comment on its last line."""
     return text.rstrip("\n") + "\n\n<!-- provenance " + json.dumps(stamp, separators=(",", ":")) + " -->\n"
+
+
+def publish(out: Path, name: str, stamp: dict[str, Any], markdown: str, record: dict[str, Any] | None = None,
+            *, indent: int = 1) -> Path:
+    """Write a run's results into ``out`` (made if missing), each carrying its provenance ``stamp``:
+    ``name.md``, the report ``markdown`` (:func:`stamp_markdown`), and with ``record``, ``name.json``, the raw
+    figures (:func:`stamp_json`, indented by ``indent``). Returns the report's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    if record is not None:
+        (out / f"{name}.json").write_text(json.dumps(stamp_json(record, stamp), indent=indent) + "\n")
+    report = out / f"{name}.md"
+    report.write_text(stamp_markdown(markdown, stamp))
+    return report
 
 
 def read_markdown_stamp(text: str) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ import numpy as np
 import kons
 from benchmarks import registry
 from benchmarks.common import command_line, git_commit, machine_summary, markdown_table, require_datasets
-from benchmarks.provenance import provenance, stamp_markdown
+from benchmarks.provenance import provenance, publish
 from kons.datasets import data_dir
 from kons.records import MIN_WIDTH, WIDTH_PER_KEY
 
@@ -243,8 +243,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "records.md").write_text(stamp_markdown(text, stamp))
+        publish(args.out, "records", stamp, text)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from benchmarks import registry
 from benchmarks.common import REPO
-from benchmarks.provenance import changed_sources, provenance, read_markdown_stamp, stamp_markdown
+from benchmarks.provenance import changed_sources, provenance, publish, read_markdown_stamp, stamp_markdown
 
 
 def test_a_record_names_the_files_measured_and_finds_what_changed_since() -> None:
@@ -31,6 +34,18 @@ def test_a_markdown_report_carries_its_record_invisibly() -> None:
     assert text.startswith("# Report\n\n| a |\n\n<!-- provenance {")
     assert read_markdown_stamp(text) == record
     assert read_markdown_stamp("# no record\n") is None
+
+
+def test_publish_writes_the_report_and_the_figures_each_with_the_record(tmp_path: Path) -> None:
+    stamp = provenance(["benchmarks/provenance.py"])
+    report = publish(tmp_path / "new", "run", stamp, "# A run\n\n| a |", {"rounds": 3}, indent=2)
+    assert report == tmp_path / "new" / "run.md"
+    assert report.read_text().startswith("# A run\n\n| a |\n\n<!-- provenance ")
+    assert read_markdown_stamp(report.read_text()) == stamp
+    figures = (tmp_path / "new" / "run.json").read_text()
+    assert json.loads(figures) == {"rounds": 3, "provenance": stamp} and figures.startswith('{\n  "rounds"')
+    publish(tmp_path, "alone", stamp, "text")  # no figures: the report alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.md", "new"]
 
 
 def test_the_readme_shows_the_registry_and_every_registered_source_exists() -> None:
