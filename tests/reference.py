@@ -296,3 +296,26 @@ def is_binary(learner: Learner) -> bool:
 def stream_for(learner: Learner, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Labels suited to the learner's loss: ``y`` itself, or its sign for binary losses."""
     return X, (np.where(y >= 0.0, 1.0, -1.0) if is_binary(learner) else y)
+
+
+def restored_in_step(learner: Learner, X: np.ndarray, ys: Sequence[Any] | np.ndarray,
+                     cuts: Sequence[int]) -> list[Learner]:
+    """Learn the stream ``X, ys`` with ``learner``, saving it at each of the increasing ``cuts``: the copy
+    loaded from each save has its bytes and stats, and learns the rest of the stream in step with it,
+    playing exactly what it plays (asserted part by part). So several cuts cost one pass of the stream
+    (and a pass per copy from its cut), not one of each per cut. Returns the copies, in the order of the
+    cuts, for the caller to compare with ``learner`` at the end."""
+    copies: list[Learner] = []
+    start = 0
+    for cut in [*cuts, len(ys)]:
+        part = slice(start, cut)
+        plays = learner.learn_many(X[part], ys[part])
+        for copy in copies:
+            assert np.array_equal(copy.learn_many(X[part], ys[part]), plays), (len(copies), cut)
+        if cut < len(ys):
+            blob = learner.to_bytes()
+            copy = kons.load(blob)
+            assert copy.to_bytes() == blob and copy.stats() == learner.stats(), cut
+            copies.append(copy)
+        start = cut
+    return copies

@@ -11,6 +11,7 @@ import numpy as np
 import kons
 from kons._tracking import RATES, SWITCHING_PRIOR, LossChangeDetector, SwitchingWeights
 from kons.auto import MIX_BOUND, REGRESSION_BOUND, Auto, Mixture
+from tests.reference import restored_in_step
 
 
 def _brute_force_weights(losses: np.ndarray, rates: tuple[float, ...], rate_prior: np.ndarray) -> np.ndarray:
@@ -156,24 +157,11 @@ def test_an_auto_in_its_warm_up_reports_no_change() -> None:
 
 def test_auto_with_restarted_bases_saves_and_restores_bit_identically() -> None:
     """Cuts after the declared change (805), between the restarts it schedules (830, 1000) and after them
-    (1400): a copy restored at each cut plays the rest of the stream exactly as the original does. One
-    stream for the four cuts, the copies in step with the original, so the stream is learnt once."""
+    (1400): a copy restored at each cut plays the rest of the stream exactly as the original does."""
     X, y = _flipping()
     original = Auto(seed=4)
-    copies: list[kons.Learner] = []
-    start = 0
-    for cut in (805, 830, 1000, 1400, len(y)):
-        part = slice(start, cut)
-        plays = original.learn_many(X[part], y[part])
-        for copy in copies:
-            assert np.array_equal(copy.learn_many(X[part], y[part]), plays), (len(copies), cut)
-        if cut < len(y):
-            blob = original.to_bytes()
-            restored = kons.load(blob)
-            assert restored.to_bytes() == blob and restored.stats() == original.stats()
-            copies.append(restored)
-        start = cut
-    assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * len(copies)
+    copies = restored_in_step(original, X, y, [805, 830, 1000, 1400])
+    assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 4
 
 
 def test_the_state_stays_within_its_declared_bound_through_restarts() -> None:
