@@ -544,23 +544,24 @@ class Auto(Learner):
             return self._model.growth_nbytes(rounds) + self._prep.encoder_growth_nbytes()
         return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_grid_nbytes)
 
-    def class_growth_nbytes(self, classes: int) -> int:
+    def class_growth_nbytes(self, classes: int, dim: int | None = None) -> int:
         """An upper bound of the growth of :meth:`state_nbytes` when ``classes`` classes it does not know
         appear (at most up to :data:`~kons.classes.MAX_CLASSES`): a weight column per class in every base
         and its label. Apart from :meth:`max_growth_nbytes`, which bounds the growth of the bases'
         dictionaries over rounds (and is 0 while the growth is held), because a class is added whatever
         the hold: a store that reserves bytes ahead of the rounds reserves these for the new labels a
-        batch actually brings.
+        batch actually brings. ``dim``: the input dimension its first round will fix, for a learner that
+        has none yet.
 
         Raises
         ------
         InvalidParameterError
-            For a regression learner, or before the input dimension is known.
+            For a regression learner, or without an input dimension (the learner's or ``dim``).
         """
         classes = check_int("Auto", "classes", classes, low=0)
         if not self._binary:
             raise InvalidParameterError("class_growth_nbytes needs task='classification'.")
-        dim = self.input_dim
+        dim = self.input_dim if self.input_dim is not None else dim
         if dim is None:
             raise InvalidParameterError(
                 "class_growth_nbytes needs the input dimension: build the learner with 'dim' or play a "

@@ -119,6 +119,7 @@ def test_class_growth_bounds_the_bytes_new_classes_add() -> None:
         Auto(dim=5).class_growth_nbytes(1)
     with pytest.raises(kons.InvalidParameterError, match="input dimension"):
         Auto(task="classification").class_growth_nbytes(1)
+    assert Auto(task="classification").class_growth_nbytes(9, dim=5) == fresh.class_growth_nbytes(9)
 
 
 def test_only_the_learners_that_declare_the_multinomial_round_have_it() -> None:
