@@ -222,7 +222,9 @@ def test_sync_client_against_a_service_process(tmp_path: Path) -> None:
         restart = threading.Timer(0.5, service.start)  # a restarted process replays the log
         restart.start()
         transport = Refusals()
-        patient = Client(service.url, retry=RetryPolicy(retries=12, backoff=0.1, max_backoff=1.0),
+        # patient for 30 s at least (120 retries, jittered waits of at most 0.5 s): a restart (an import and a
+        # replay) outlasted the 12 retries of up to 1 s this test had at load 9
+        patient = Client(service.url, retry=RetryPolicy(retries=120, backoff=0.1, max_backoff=0.5),
                          transport=transport)
         with patient:  # refused connections until the process is back, then one application
             second = patient.feedback("m", 1.0, x=[1.0, 1.0, 1.0], request_id="r-2")
