@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
+import random
 import shutil
 import signal
 import socket
@@ -72,11 +74,36 @@ SPEC: dict[str, Any] = {
 }
 
 
+#: The ports of the servers the kit starts: below Linux's ephemeral range (32768-60999), from which every
+#: outgoing connection takes its source port, so that no connection takes a port between its choice and
+#: its server's bind; a cluster node's bus port (port + 10000) stays below it too.
+_PORTS = range(20000, 22768)
+
+
+def _port_share() -> Iterator[int]:
+    """This process's ports, in a random order, over and over: pytest-xdist's worker ``gwK`` of N takes
+    every N-th port from the K-th, so that two test processes never choose the same port; the random order
+    keeps other runs on the machine (another checkout's tests, a benchmark) from following this one's."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    share = list(_PORTS[worker :: int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))])
+    return itertools.cycle(random.Random().sample(share, len(share)))
+
+
+_next_port = _port_share()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback port that no socket holds now, the next one of this process's share of :data:`_PORTS`
+    (so the ports chosen in a row differ, even before their servers bind them)."""
+    for _ in _PORTS:
+        port = next(_next_port)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {_PORTS}")
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -148,6 +175,10 @@ class RedisServer:
         )
 
         def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:  # e.g. its port taken: say why, now
+                log = self.directory / "redis.log"
+                tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+                raise RuntimeError(f"redis-server on {self.port} exited ({self.proc.returncode}): {tail}")
             try:
                 return bool(self.client().ping())
             except redis.exceptions.RedisError:
@@ -211,8 +242,6 @@ def _cluster_port() -> int:
     """A free loopback port whose cluster bus port (port + 10000) is free too."""
     while True:
         port = free_port()
-        if port + 10000 > 65535:
-            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port + 10000))
