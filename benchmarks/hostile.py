@@ -44,7 +44,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from benchmarks.common import blas_env, machine_summary
+from benchmarks.common import blas_env, command_line, machine_summary
+from benchmarks.provenance import provenance, stamp_markdown
 from testkit.processes import SPEC, RedisServer, free_port, service_env, sigkill, start_service, terminate
 
 #: The tenants and their keys: the victim, the 8 MiB attacker, four senders of medium bodies and a
@@ -253,7 +254,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sender-nice", type=int, default=0,
                         help="niceness of the senders (19: they take only the CPU the service leaves, as "
                         "senders on other machines would)")
+    parser.add_argument("--out", type=Path, help="also write the report to this Markdown file")
     args = parser.parse_args(argv)
+    stamp, load_at_start = provenance(["kons", "kons_service", "benchmarks/hostile.py"]), os.getloadavg()[0]
     sources = {"this checkout" if args.source is None else str(args.source): args.source}
     if args.baseline is not None:
         sources = {f"baseline {args.baseline}": args.baseline, **sources}
@@ -285,31 +288,40 @@ def main(argv: list[str] | None = None) -> None:
             idle = _phase(url, pid, [], args.seconds, args.sender_nice)
             tallies["idle", name].cells.append(idle)
             last_idle.pop(name).idle_after[-1] = idle
-        print(f"machine: {machine_summary()}; {args.rounds} rounds of {args.seconds:g} s per cell, an idle "
-              f"cell before and after each hostile one; senders at niceness {args.sender_nice}; load "
-              f"average at the end {os.getloadavg()[0]:.1f}")
-        print("| phase | service | victim predicts | p50 ms | p99 ms | p99 / idle p99 | worst round | rounds "
-              "over 3x | hostile requests | service CPU ms per hostile request | senders' CPU (cores) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        for (phase, name), tally in tallies.items():
-            print(f"| {phase} | {name} | {tally.pooled()} |")
-        print()
-        print("Every round: the victim's p99 (ms) under the hostile phase, the idle p99 of the same service "
-              "just before and after it, their ratio (hostile over the mean of the two idle ones), and the "
-              "machine's own scheduling noise (the p99 of a 1 ms sleep's overshoot, ms) in the hostile "
-              "cell and in the idle cells")
-        print()
-        print("| phase | service | round | p99 ms | idle p99 ms (before, after) | ratio | machine noise ms "
-              "(hostile; idle before, after) |")
-        print("|---|---|---|---|---|---|---|")
-        for (phase, name), tally in tallies.items():
-            for i, cell in enumerate(tally.cells if phase != "idle" else []):
-                before, after = tally.idle_before[i], tally.idle_after[i]
-                idle_p99 = f"{before.p99:.1f}, {after.p99:.1f}" if after else f"{before.p99:.1f}, -"
-                noise = [jitter.p99_ms(c.start, c.end) for c in (cell, before, *([after] if after else []))]
-                print(f"| {phase} | {name} | {i + 1} | {cell.p99:.1f} | {idle_p99} | "
-                      f"{cell.p99 / tally.reference_p99(i):.1f}x | {noise[0]:.1f}; "
-                      f"{', '.join(f'{n:.1f}' for n in noise[1:])} |")
+        machine = (f"machine: {machine_summary()}; {args.rounds} rounds of {args.seconds:g} s per cell, an "
+                   f"idle cell before and after each hostile one; senders at niceness {args.sender_nice}; "
+                   f"load average {load_at_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end")
+        tables = _tables(tallies, jitter)
+        print(machine, *tables, sep="\n")  # (benchmarks/reliability.py reads the first table after that line)
+        if args.out is not None:
+            command = command_line("benchmarks.hostile", argv, outputs=("--out",))
+            report = ["# Hostile senders and fair sharing: the victim's p99 per phase and per round", "",
+                      f"    OPENBLAS_NUM_THREADS=1 {command}", "",
+                      machine, "", *tables]
+            args.out.write_text(stamp_markdown("\n".join(report), stamp))
+
+
+def _tables(tallies: dict[tuple[str, str], _Tally], jitter: _Jitter) -> list[str]:
+    """The report's two tables (see the module's docstring), as lines."""
+    lines = ["| phase | service | victim predicts | p50 ms | p99 ms | p99 / idle p99 | worst round | rounds "
+             "over 3x | hostile requests | service CPU ms per hostile request | senders' CPU (cores) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {phase} | {name} | {tally.pooled()} |" for (phase, name), tally in tallies.items()]
+    lines += ["", "Every round: the victim's p99 (ms) under the hostile phase, the idle p99 of the same "
+              "service just before and after it, their ratio (hostile over the mean of the two idle ones), "
+              "and the machine's own scheduling noise (the p99 of a 1 ms sleep's overshoot, ms) in the "
+              "hostile cell and in the idle cells", "",
+              "| phase | service | round | p99 ms | idle p99 ms (before, after) | ratio | machine noise ms "
+              "(hostile; idle before, after) |", "|---|---|---|---|---|---|---|"]
+    for (phase, name), tally in tallies.items():
+        for i, before in enumerate(tally.idle_before):
+            cell, after = tally.cells[i], tally.idle_after[i]
+            idle_p99 = f"{before.p99:.1f}, {after.p99:.1f}" if after else f"{before.p99:.1f}, -"
+            noise = [jitter.p99_ms(c.start, c.end) for c in (cell, before, *([after] if after else []))]
+            lines.append(f"| {phase} | {name} | {i + 1} | {cell.p99:.1f} | {idle_p99} | "
+                         f"{cell.p99 / tally.reference_p99(i):.1f}x | {noise[0]:.1f}; "
+                         f"{', '.join(f'{n:.1f}' for n in noise[1:])} |")
+    return lines
 
 
 if __name__ == "__main__":
