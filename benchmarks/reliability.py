@@ -453,8 +453,8 @@ that <witness>: ...; lost at least versions F to L (N rounds)` once per loss per
   lost; a loss the log no longer shows (the store took other rounds past the mark and trimmed the log
   behind a snapshot).
 * *The client's version*: a client may send back the newest version it was answered, in the header
-  `Kons-Seen-Version` of a predict, a feedback or a `GET` of the learner (the Python client does it by
-  itself). A store whose head is below it lost at least the versions after the head up to it; this
+  `Kons-Seen-Version` of a predict, a feedback or a `GET` of the learner, or of a V2 infer, model
+  metadata or ready request (the Python client does it by itself). A store whose head is below it lost at least the versions after the head up to it; this
   reaches a replica that never held the rounds and needs no local state. What it cannot see: a loss no
   client comes back with a version of; a loss the store has already overtaken when the version comes
   back (others appended past it); more than the client saw. It trusts the client: a version from before
