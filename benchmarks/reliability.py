@@ -345,7 +345,9 @@ def _hostile_row(r: dict[str, Any]) -> Rows:
         return [("Hostile senders", f"**the measurement failed** (exit {r['exit']})")]
     idle = r["phases"]["idle"]["p99 ms"]
     cells = [f"{name}: p50 {p['p50 ms']} ms, p99 {p['p99 ms']} ms"
-             + ("" if name == "idle" else f" ({p['p99 ms'] / idle:.1f} x idle p99)")
+             + ("" if name == "idle" else f" ({p['p99 ms'] / idle:.1f} x idle p99"
+                # (runs since the per-round verdict: the worst round against its adjacent idle rounds)
+                + (f"; worst round {p['worst round']}" if "worst round" in p else "") + ")")
              for name, p in r["phases"].items()]
     return [("Hostile senders (victim's predicts)", "; ".join(cells))]
 
@@ -453,13 +455,14 @@ that <witness>: ...; lost at least versions F to L (N rounds)` once per loss per
   lost; a loss the log no longer shows (the store took other rounds past the mark and trimmed the log
   behind a snapshot).
 * *The client's version*: a client may send back the newest version it was answered, in the header
-  `Kons-Seen-Version` of a predict, a feedback or a `GET` of the learner, or of a V2 infer, model
-  metadata or ready request (the Python client does it by itself). A store whose head is below it lost at least the versions after the head up to it; this
-  reaches a replica that never held the rounds and needs no local state. What it cannot see: a loss no
-  client comes back with a version of; a loss the store has already overtaken when the version comes
-  back (others appended past it); more than the client saw. It trusts the client: a version from before
-  a delete, a re-create or a state upload of the learner is reported as a loss (clients must forget it
-  then, as the Python client does), and a made-up version only costs a log line and a count.
+  `Kons-Seen-Version` of a predict, a feedback or a `GET` of the learner, or of a V2 infer, model metadata
+  or ready request (the Python client does it by itself). A store whose head is below it lost at least the
+  versions after the head up to it; this reaches a replica that never held the rounds and needs no local
+  state. What it cannot see: a loss no client comes back with a version of; a loss the store has already
+  overtaken when the version comes back (others appended past it); more than the client saw. It trusts the
+  client: a version from before a delete, a re-create or a state upload of the learner is reported as a loss
+  (clients must forget it then, as the Python client does), and a made-up version only costs a log line and
+  a count.
 
 Measured below: Redis rollback across a restart.
 
