@@ -43,12 +43,40 @@ cover, and its mixture (:mod:`kons.auto`) is what is guaranteed: the log loss of
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from kons._numerics import TINY
 
-__all__ = ["log_probability", "newton_outputs", "reference_softmax", "widened"]
+if TYPE_CHECKING:
+    from kons.base import Learner
+
+__all__ = ["MultinomialRounds", "log_probability", "multinomial_rounds", "newton_outputs",
+           "reference_softmax", "widened"]
+
+
+class MultinomialRounds(Protocol):
+    """The rounds :class:`~kons.Auto` drives once a third class appears, on learners that declare
+    ``multinomial = True`` (:class:`~kons.ONS`, :class:`~kons.NystromKONS`). ``x`` is a checked row of
+    the learner's own form; the scores are those of classes 1.. against class 0."""
+
+    def _widen(self, outputs: int) -> None:
+        """Keep ``outputs`` scores (classes - 1): the binary weights become the first."""
+
+    def _class_scores(self, x: Any) -> np.ndarray:
+        """The clipped scores (K-1,) for ``x``, nothing learnt."""
+
+    def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
+        """One round: ``(probabilities played, leverage)``."""
+
+
+def multinomial_rounds(learner: Learner) -> MultinomialRounds:
+    """``learner`` as its multinomial rounds; a :class:`TypeError` for a learner without them (a
+    programming error: :class:`~kons.Auto` only builds learners that have them)."""
+    if not learner.multinomial:
+        raise TypeError(f"{type(learner).__name__} has no multinomial round.")
+    return cast(MultinomialRounds, learner)
 
 
 def reference_softmax(scores: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 r"""Following a changing stream: switching weights for a mixture of experts and a change detector.
 
-:class:`SwitchingWeights` is the weight bookkeeping of :class:`kons.auto.Mixture`: Fixed-Share
+:class:`SwitchingWeights` is the weight bookkeeping of :class:`kons._mixture.Mixture`: Fixed-Share
 (Herbster and Warmuth, "Tracking the best expert", 1998) with its switching rate mixed over a small
 grid that includes 0, and experts that enter (or are replaced) while the stream runs.
 :class:`LossChangeDetector` watches the mixture's own loss and says when it has risen for good.

@@ -98,34 +98,37 @@ True
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._grid import (
+    GENERATIONS,
+    GRID,
+    MAX_DICTIONARY,
+    YOUNG_LINEAR,
+    YOUNG_SIZE,
+    Grid,
+    class_column_nbytes,
+    dense,
+    signed_log,
+    standardised,
+)
+from kons._mixture import MIX_BOUND, Mixture
 from kons._multinomial import log_probability, reference_softmax
-from kons._tracking import RATES, LossChangeDetector, SwitchingWeights
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
-from kons.base import Learner, _round_numerics, arrays_nbytes
-from kons.classes import Classes, class_label, legacy_sign
-from kons.errors import InvalidParameterError, NumericalError, StateFormatError
+from kons.base import Learner, _round_numerics
+from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, legacy_sign
+from kons.errors import InvalidParameterError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
 from kons.losses import get_loss
 from kons.preprocessing import (
-    STEP,
     TARGET_BOUND,
     FeatureScaler,
     Preprocessor,
-    ScalerStats,
-    checked_form,
     median_width,
-    nested_blob,
-    restore_nested,
     user_bound,
-    with_intercept,
 )
 from kons.records import Record
 from kons.sparse import SparseVector
@@ -133,483 +136,18 @@ from kons.sparse import SparseVector
 __all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG_LINEAR",
            "Auto", "Mixture"]
 
-#: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
-#: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
-#: as counts, sizes and durations); widths are multiples of the view's median-heuristic width, steps of
-#: the preprocessing's default step for the loss.
-GRID = (
-    *(("raw", "nystrom", wf, sf) for wf in (1.0, 4.0) for sf in (0.1, 1.0, 10.0)),
-    ("log", "nystrom", 1.0, 0.1),
-    ("log", "nystrom", 1.0, 1.0),
-    ("raw", "ons", 1.0, 1.0),
-    ("raw", "ons", 1.0, 10.0),
-    ("log", "ons", 1.0, 1.0),
-)
-#: The members of :data:`GRID` restarted at the changes the mixture's detector declares
-#: (Follow-the-Leading-History's idea, Hazan and Seshadhri 2009, with starts at detected changes rather
-#: than at every round): the linear bases of both views at the default step, and the kernel member of
-#: the grid that weighs most at the restart (the geometry of the rows, which picks the width, tends to
-#: outlast a change of concept).
-YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
-#: The kernel members restarted: the heaviest ones at the restart.
-YOUNG_KERNELS = 1
-#: Bases in a generation of restarted copies.
-YOUNG_SIZE = len(YOUNG_LINEAR) + YOUNG_KERNELS
-#: Generations alive at once (a new one replaces the lighter-weighted).
-GENERATIONS = 2
-#: Rounds after a detected change at which a generation starts: at once, then again when a gradual
-#: change is over (a start inside the transition learns from both concepts).
-RESTART_DELAYS = (0, 128, 512)
-#: The prior weight of each restarted copy when it enters the mixture (under every switching rate):
-#: small, since a false alarm on a stationary stream then costs little, while a switching rate moves
-#: the weight to a copy that predicts better within tens of rounds.
-ENTRY_PRIOR = 0.01
-#: Dictionary bound of each Nystrom base (bounded cost per round).
-MAX_DICTIONARY = 200
 #: Bound on every base's play and on the mixture's, in standard deviations of the target (regression).
 #: Wider than the aggregating algorithm's interval :data:`MIX_BOUND`: a bound is a constraint on what a
 #: base can express (each round projects the base onto it), and by Chebyshev's inequality up to
 #: 1/3^2 = 11% of a target's values may lie beyond 3 deviations (at most 4% beyond 5). On raw cpusmall,
 #: where 3.8% of the targets lie below -3 deviations, 3 cost auto 0.169 against 0.081 relative MSE.
 REGRESSION_BOUND = 5.0
-#: The interval [-B, B] of standardised targets on which the mixture is Vovk's aggregating algorithm:
-#: learning rate 1/(2 B^2) and Vovk's substitution. A wider interval slows the mixture down (measured
-#: with B = 5: bodyfat, 252 rows, 0.140 -> 0.174 relative MSE) for the rare targets beyond 3 deviations.
-MIX_BOUND = TARGET_BOUND
 #: Bound on every base's score and on the mixture's (classification): log-odds of 10, probabilities in
 #: [4.5e-5, 1 - 4.5e-5]. A bound of 3 (probabilities in [0.047, 0.953]) projected the linear and kernel
 #: bases back every round on streams whose rows are mostly easy: raw phishing 0.080 -> 0.069 error,
 #: cod-rna 0.086 -> 0.073, ijcnn1 0.077 -> 0.072 with 10.
 SCORE_BOUND = 10.0
 TASKS = {"regression": "squared", "classification": "logistic"}
-
-#: A grid member: (view, kind, width factor, step factor).
-Member = tuple[str, str, float, float]
-#: The mixture's slots: the grid, the constant, the generations of restarted bases.
-_EXPERTS = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
-_KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
-
-
-def _dense(z: np.ndarray | SparseVector) -> np.ndarray:
-    return z.to_dense() if isinstance(z, SparseVector) else z
-
-
-def _guarded(call: Callable[..., float], *args: Any) -> float:
-    """A base's play, or 0 (the mean) when its round overflows: the base is then left as it was, and
-    the other bases and the mixture go on, so that one base's numerics never reject the round."""
-    try:
-        return call(*args)
-    except NumericalError:
-        return 0.0
-
-
-def _guarded_probabilities(call: Callable[..., np.ndarray], classes: int, *args: Any) -> np.ndarray:
-    """A base's class probabilities, or the uniform ones when its round overflows (as :func:`_guarded`)."""
-    try:
-        return call(*args)
-    except NumericalError:
-        return np.full(classes, 1.0 / classes)
-
-
-def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
-    """A base's class probabilities for ``row``, nothing learnt."""
-    return reference_softmax(base._class_scores(row))
-
-
-def _signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
-    """:math:`\\mathrm{sign}(x)\\log(1 + |x|)`, elementwise (zeros stay zeros)."""
-    if isinstance(x, SparseVector):
-        return SparseVector(x.indices, np.sign(x.values) * np.log1p(np.abs(x.values)), x.dim)
-    logged: np.ndarray = np.sign(x) * np.log1p(np.abs(x))
-    return logged
-
-
-def _standardised(rows: list[np.ndarray | SparseVector], dim: int) -> np.ndarray:
-    """The rows standardised by their own statistics (for the median width of a view)."""
-    scaler = FeatureScaler(dim, isinstance(rows[0], SparseVector))
-    for row in rows:
-        scaler.transform(row, commit=True)
-    return np.stack([scaler.standardise(_dense(row)) for row in rows])
-
-
-def _base_name(view: str, kind: str, width_factor: float, step_factor: float) -> str:
-    """A grid member's name in :meth:`Auto.stats`'s weights."""
-    if kind == "ons":
-        return f"ons+intercept({view}, eta x{step_factor:g})"
-    return f"nystrom_kons({view}, width x{width_factor:g}, eta x{step_factor:g})"
-
-
-def _form(member: Member) -> tuple[bool, bool]:
-    """The form of the row a member takes: (the log view?, with the intercept?)."""
-    return member[0] == "log", member[1] == "ons"
-
-
-def _young_slots(generation: int) -> range:
-    """The mixture's slots of a generation of restarted bases."""
-    start = len(GRID) + 1 + generation * YOUNG_SIZE
-    return range(start, start + YOUNG_SIZE)
-
-
-@dataclass
-class _Generation:
-    """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``."""
-
-    start: int
-    members: list[int]
-    bases: list[Learner]
-
-
-def _full_nbytes(base: Learner, rounds: int) -> int:
-    """A base's bytes after ``rounds`` more rounds, at most."""
-    return base.state_nbytes() + base.max_growth_nbytes(rounds)
-
-
-#: Floor of a probability whose log is taken (the smallest positive normal float64).
-_TINY = float(np.finfo(float).tiny)
-
-
-def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
-    logged: np.ndarray = -np.logaddexp(0.0, -margin)
-    return logged
-
-
-class Mixture:
-    r"""Vovk's aggregating algorithm over ``experts`` predictions on standardised data, with switching
-    weights (:class:`~kons._tracking.SwitchingWeights`): it competes with the best *sequence* of experts.
-
-    ``binary``: the log loss of probabilities, plays the score of the Bayes mixture; else the squared loss
-    on :math:`[-B, B]`, :math:`B` = :data:`MIX_BOUND`. Every play is clipped at ``bound`` (the bases' own).
-    ``active``: the experts in play at the start (the first ones; the others enter by :meth:`enter`).
-    """
-
-    def __init__(self, *, binary: bool, bound: float, experts: int, active: int | None = None,
-                 rates: tuple[float, ...] = RATES) -> None:
-        self.binary = binary
-        self.bound = bound
-        self.switching = SwitchingWeights(experts, experts if active is None else active, rates)
-
-    def weights(self) -> np.ndarray:
-        return self.switching.weights()
-
-    def mix(self, preds: np.ndarray) -> float:
-        """The aggregating algorithm's play for the experts' predictions ``preds``."""
-        w = self.weights()
-        bound = self.bound
-        if self.binary:
-            p = float(w @ np.exp(_log_sigmoid(preds)))
-            p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
-            return math.log(p / (1.0 - p))
-        eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
-        log_w = np.log(np.maximum(w, 1e-300))
-
-        def g(y: float) -> float:
-            return -float(np.logaddexp.reduce(log_w - eta * (preds - y) ** 2)) / eta
-
-        # Vovk's substitution on [-MIX_BOUND, MIX_BOUND]; it follows bases that agree beyond that
-        # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
-        return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
-
-    def mix_probabilities(self, probabilities: np.ndarray) -> np.ndarray:
-        r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
-        log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i`."""
-        mixed: np.ndarray = self.weights() @ probabilities
-        return mixed
-
-    def losses(self, plays: np.ndarray, t: float) -> np.ndarray:
-        r"""The experts' losses times the mixture's learning rate: :math:`\eta \ell(f_i, t)`, whose
-        :math:`e^{-\eta \ell}` is each expert's likelihood (the log loss, or the squared loss on
-        :math:`[-B, B]` with :math:`\eta = 1/(2B^2)`)."""
-        if self.binary:
-            scaled: np.ndarray = -_log_sigmoid(t * plays)
-            return scaled
-        target = min(max(t, -self.bound), self.bound)
-        return (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
-
-    def update(self, plays: np.ndarray, t: float) -> None:
-        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}`, then the switching weights' share."""
-        self.switching.apply(self.losses(plays, t))
-
-    @staticmethod
-    def class_losses(probabilities: np.ndarray, label: int) -> np.ndarray:
-        r"""The experts' log losses for K classes, :math:`-\log p_i(y)` (the log loss is 1-mixable)."""
-        losses: np.ndarray = -np.log(np.maximum(probabilities[..., label], _TINY))
-        return losses
-
-    def update_probabilities(self, probabilities: np.ndarray, label: int) -> None:
-        r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes."""
-        self.switching.apply(self.class_losses(probabilities, label))
-
-    def enter(self, slots: list[int], prior: float) -> None:
-        """Fresh experts enter ``slots``, each with the weight ``prior``."""
-        self.switching.replace(slots, prior)
-
-
-class _Grid:
-    """The grid's learners on their views of the row, the log view's scaler, the restarted copies and
-    their :class:`Mixture` with the constant prediction: :class:`Auto`'s model once the kernel widths are
-    known.
-
-    The mixture's slots: the members of :data:`GRID`, the constant, then :data:`GENERATIONS` generations
-    of :data:`YOUNG_SIZE` restarted copies (empty slots until a generation starts). A
-    :class:`~kons._tracking.LossChangeDetector` on the mixture's loss starts a generation at each change
-    it declares and :data:`RESTART_DELAYS` rounds after it, in the empty or else the lighter-weighted
-    generation's slots, so at most ``GENERATIONS x YOUNG_SIZE`` copies are alive.
-    """
-
-    def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
-                 held: bool, log_scaler: FeatureScaler, binary: bool) -> None:
-        self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
-        self.held = held
-        self.log_scaler = log_scaler
-        self.classes = 2  # the classes the bases play: 2 is the binary model, one score
-        self.bases = [self.new_base(member) for member in GRID]
-        self.young: list[_Generation | None] = [None] * GENERATIONS
-        self.mixture = Mixture(binary=binary, bound=bound, experts=_EXPERTS, active=len(GRID) + 1)
-        self.detector = LossChangeDetector()
-        self.rounds = 0
-        self.changes = 0
-        self.last_change = -1
-        self.restarts_due = 0  # of RESTART_DELAYS after the last change
-        self.leader = 0
-        self.leader_since = 0
-        self.forms = sorted({_form(member) for member in GRID})
-
-    def new_base(self, member: Member) -> Learner:
-        """A fresh learner of a grid member (with the grid's growth hold)."""
-        view, kind, width_factor, step_factor = member
-        eta = STEP[self.loss] * step_factor
-        base: Learner
-        if kind == "ons":
-            base = ONS(loss=self.loss, alpha=float(self.dim + 1), eta=eta, C=self.bound, dim=self.dim + 1)
-        else:
-            gamma = self.widths[view == "log"] * width_factor
-            base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0, eta=eta,
-                               C=self.bound, max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self.dim)
-        base.hold_growth(self.held)
-        if self.classes > 2:
-            base._widen(self.classes - 1)
-        return base
-
-    def _members(self) -> list[tuple[int, Member, Learner]]:
-        """The alive learners: (mixture slot, grid member, learner)."""
-        alive = [(i, member, base) for i, (member, base) in enumerate(zip(GRID, self.bases, strict=True))]
-        for g, generation in enumerate(self.young):
-            if generation is not None:
-                alive += [(slot, GRID[i], base) for slot, i, base in
-                          zip(_young_slots(g), generation.members, generation.bases, strict=True)]
-        return alive
-
-    def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector], ScalerStats]:
-        """Each form of the row the bases take (the standardised or the signed-log view, dense or with the
-        intercept), computed and checked once for all the bases that take it, and the log view's pending
-        statistics (:meth:`FeatureScaler.pending`)."""
-        zlog, log_stats = self.log_scaler.pending(_signed_log(x))
-        forms = {}
-        for log, linear in self.forms:
-            view = zlog if log else z
-            forms[log, linear] = checked_form(with_intercept(view) if linear else _dense(view))
-        return forms, log_stats
-
-    # The bases take the checked forms through their unchecked round (_learn_checked), inside the
-    # numerics context the mixture's round entered once; an empty slot plays 0 at weight 0.
-    def predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, constant: float) -> float:
-        forms, _ = self.inputs(z, x)
-        preds = np.zeros(_EXPERTS)
-        preds[len(GRID)] = constant
-        for slot, member, base in self._members():
-            preds[slot] = _guarded(base._predict_checked, forms[_form(member)])
-        return self.mixture.mix(preds)
-
-    def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
-              constant: float) -> float:
-        forms, log_stats = self.inputs(z, x)
-        plays = np.zeros(_EXPERTS)
-        plays[len(GRID)] = constant
-        for slot, member, base in self._members():
-            plays[slot] = _guarded(base._learn_checked, forms[_form(member)], t)
-        self.log_scaler.commit(log_stats)
-        played = self.mixture.mix(plays)
-        self.mixture.update(plays, t)
-        self._track(float(self.mixture.losses(np.array([played]), t)[0]))
-        return played
-
-    def _track(self, loss: float) -> None:
-        """After a round whose mixture's loss (times its learning rate) was ``loss``: the detector, the
-        restarts it schedules, and the leader."""
-        self.rounds += 1
-        if self.detector.update(loss):
-            self.changes += 1
-            self.last_change = self.rounds
-            self.restarts_due = len(RESTART_DELAYS)
-        if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
-            self.restarts_due -= 1
-            self._restart()
-        leader = int(np.argmax(self.mixture.weights()))
-        if leader != self.leader:
-            self.leader, self.leader_since = leader, self.rounds
-
-    def _restart(self) -> None:
-        """Start a generation (:data:`YOUNG_LINEAR` and the heaviest kernel member) in an empty
-        generation's slots, else the lighter one's; while the growth is held, only in place of a
-        generation (fresh copies, held, are no larger than those they replace: the slots' kinds are
-        fixed), so that a held learner keeps its size."""
-        weights = self.mixture.weights()
-        empty = -1.0 if not self.held else math.inf
-        held = [float(weights[_young_slots(k)].sum()) if self.young[k] is not None else empty
-                for k in range(GENERATIONS)]
-        g = int(np.argmin(held))
-        if held[g] == math.inf:
-            return
-        kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
-        members = [*YOUNG_LINEAR, *kernels]
-        self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members])
-        self.mixture.enter(list(_young_slots(g)), ENTRY_PRIOR)
-        if self.leader in _young_slots(g):
-            self.leader_since = self.rounds
-
-    # The multinomial model (three classes or more): every base plays the clipped scores of classes 1..
-    # against class 0 (kons._multinomial), the constant its class frequencies; an empty slot the uniform
-    # probabilities, at weight 0.
-    def probabilities(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector,
-                      constant: np.ndarray) -> np.ndarray:
-        forms, _ = self.inputs(z, x)
-        experts = np.full((_EXPERTS, len(constant)), 1.0 / len(constant))
-        experts[len(GRID)] = constant
-        for slot, member, base in self._members():
-            experts[slot] = _guarded_probabilities(_scored, self.classes, base, forms[_form(member)])
-        return self.mixture.mix_probabilities(experts)
-
-    def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
-                    constant: np.ndarray) -> np.ndarray:
-        """A round with ``len(constant)`` classes (the bases widened to them first, which cannot fail
-        once the inputs are checked); the mixture's probabilities played."""
-        forms, log_stats = self.inputs(z, x)
-        classes = len(constant)
-        if classes > self.classes:
-            for _, _, base in self._members():
-                base._widen(classes - 1)
-            self.classes = classes
-        experts = np.full((_EXPERTS, classes), 1.0 / classes)
-        experts[len(GRID)] = constant
-        for slot, member, base in self._members():
-            experts[slot] = _guarded_probabilities(base._learn_class_checked, classes, forms[_form(member)],
-                                                   label)
-        self.log_scaler.commit(log_stats)
-        played = self.mixture.mix_probabilities(experts)
-        self.mixture.update_probabilities(experts, label)
-        self._track(float(self.mixture.class_losses(played, label)))
-        return played
-
-    def hold_growth(self, held: bool) -> None:
-        self.held = held
-        for _, _, base in self._members():
-            base.hold_growth(held)
-
-    def names(self) -> list[str]:
-        """The mixture's experts' names (an empty slot's is its member's with "not started")."""
-        names = [*(_base_name(*member) for member in GRID), "constant"]
-        for g, generation in enumerate(self.young):
-            names += ([f"{_base_name(*GRID[i])} restarted at round {generation.start}"
-                       for i in generation.members] if generation is not None
-                      else [f"restarted copy {j} of generation {g}, not started" for j in range(YOUNG_SIZE)])
-        return names
-
-    def stats(self) -> dict[str, Any]:
-        w = self.mixture.weights()
-        names = self.names()
-        alive = self.mixture.switching.active
-        sizes = [b.stats() for _, _, b in self._members()]
-        return {"weights": {n: float(v) for n, v, on in zip(names, w, alive, strict=True) if on},
-                "leader": names[self.leader],
-                "leader_since": self.leader_since,
-                "changes": self.changes,
-                "last_change_round": self.last_change if self.last_change >= 0 else None,
-                "switching_rates": {f"{r:g}": float(v) for r, v in
-                                    zip(self.mixture.switching.rates, self.mixture.switching.rate_weights(),
-                                        strict=True)},
-                # the largest base (each base stores at most one point per round); the total is memory
-                "stored_points": int(max(s["stored_points"] for s in sizes)),
-                "dictionary_size": int(max(s["dictionary_size"] for s in sizes)),
-                "stored_points_all_bases": int(sum(s["stored_points"] for s in sizes))}
-
-    def own_arrays(self) -> dict[str, np.ndarray]:
-        """The mixture's own arrays: its weights and the log view's scaler."""
-        return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log")}
-
-    def nbytes(self) -> int:
-        return sum(b.state_nbytes() for _, _, b in self._members()) + arrays_nbytes(self.own_arrays())
-
-    def growth_nbytes(self, rounds: int) -> int:
-        """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew."""
-        grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
-        if self.held:  # restarts only replace generations, by copies no larger (see _restart)
-            return grown
-        largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
-        for generation in self.young:
-            for j in range(YOUNG_SIZE):
-                if generation is None:
-                    grown += largest
-                else:
-                    base = generation.bases[j]
-                    grown += max(largest, _full_nbytes(base, rounds)) - base.state_nbytes()
-        return grown
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        young = {f"young{g}_{j}": nested_blob(b) for g, generation in enumerate(self.young)
-                 if generation is not None for j, b in enumerate(generation.bases)}
-        grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
-        return {**grid, **young, **self.own_arrays()}
-
-    def scalars(self) -> dict[str, Any]:
-        return {"widths": list(self.widths), "log_count": self.log_scaler.count,
-                "young": [[generation.start, *generation.members] if generation is not None else []
-                          for generation in self.young],
-                "detector": self.detector.state(),
-                "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
-                             self.leader_since]}
-
-    def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
-        """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
-        built with the saved widths (its bases must match the restored ones)."""
-        self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
-        if "young" not in scalars:
-            self._restore_aggregating(arrays, rounds)
-            return
-        young = [[int(v) for v in generation] for generation in scalars["young"]]
-        if len(young) != GENERATIONS or any(
-                generation and (len(generation) != YOUNG_SIZE + 1
-                                or not all(0 <= i < len(GRID) for i in generation[1:]))
-                for generation in young):
-            raise StateFormatError("the restarted bases do not match the grid.")
-        self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
-        self.young = [_Generation(generation[0], generation[1:],
-                                  [self._restored(arrays[f"young{g}_{j}"], GRID[i])
-                                   for j, i in enumerate(generation[1:])]) if generation else None
-                      for g, generation in enumerate(young)]
-        if not self.mixture.switching.restore(arrays):
-            raise StateFormatError("the mixture weights do not match the grid.")
-        self.detector.restore(scalars["detector"])
-        (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
-         self.leader_since) = (int(v) for v in scalars["tracking"])
-
-    def _restore_aggregating(self, arrays: dict[str, np.ndarray], rounds: int) -> None:
-        """A state saved before the switching weights (issue 20): the grid's bases and the aggregating
-        algorithm's weights, which become the weights under every switching rate; no change declared
-        yet, the leader leading since the load."""
-        self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
-        log_weights = arrays["log_weights"]
-        if log_weights.shape != (len(GRID) + 1,):
-            raise StateFormatError("the mixture weights do not match the grid.")
-        self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
-        self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
-
-    def _restored(self, blob: np.ndarray, member: Member) -> Learner:
-        restored = restore_nested(blob)
-        fresh = self.new_base(member)
-        if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
-            raise StateFormatError("a nested base learner does not match the grid.")
-        return restored
 
 
 class Auto(Learner):
@@ -662,7 +200,7 @@ class Auto(Learner):
     def _reset(self) -> None:
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
                                   warms_up=True)
-        self._grid: _Grid | None = None  # built once the warm-up gives the kernel widths
+        self._grid: Grid | None = None  # built once the warm-up gives the kernel widths
         self._classes = Classes()
         # The round just played (classification): its distribution over the classes and its log loss.
         self._played: tuple[list[tuple[Any, float]], float] = ([], 0.0)
@@ -823,25 +361,25 @@ class Auto(Learner):
         """Nothing yet: the scalers start with the first row, the grid after the warm-up."""
 
     @property
-    def _model(self) -> _Grid:
+    def _model(self) -> Grid:
         if self._grid is None:  # pragma: no cover - a programming error
             raise RuntimeError("the grid is built after the warm-up")
         return self._grid
 
-    def _new_grid(self, width: float, log_width: float, sparse: bool | None = None) -> _Grid:
+    def _new_grid(self, width: float, log_width: float, sparse: bool | None = None) -> Grid:
         """The grid for the median-heuristic widths of the standardised and of the log view (``sparse``:
         the rows', by default the feature scaler's)."""
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
-        return _Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
+        return Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
                      widths=(width, log_width), held=self._growth_held,
                      log_scaler=FeatureScaler(self._dim, sparse), binary=self._binary)
 
-    def _warmed_up_grid(self, Z: np.ndarray) -> _Grid:
+    def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
         view's."""
-        log_rows = [_signed_log(x) for x, _ in self._prep.buffer]
+        log_rows = [signed_log(x) for x, _ in self._prep.buffer]
         width = median_width(Z)
-        return self._new_grid(width, median_width(_standardised(log_rows, self._dim)) if log_rows else width)
+        return self._new_grid(width, median_width(standardised(log_rows, self._dim)) if log_rows else width)
 
     def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
         r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
@@ -868,7 +406,7 @@ class Auto(Learner):
             return prep.prior()
         gram = Z @ Z.T + self._dim * np.eye(len(t))
         coef = np.linalg.solve(gram, (t - mean) / std)
-        f = float(Z @ scaler.standardise(_dense(x)) @ coef)
+        f = float(Z @ scaler.standardise(dense(x)) @ coef)
         f = min(max(f, -TARGET_BOUND), TARGET_BOUND)
         if self._binary:
             return min(max(mean + f, -TARGET_BOUND), TARGET_BOUND)
@@ -890,7 +428,7 @@ class Auto(Learner):
         targets[np.arange(len(Z)), [int(t) for _, t in prep.buffer]] = 1.0
         mean = targets.mean(axis=0)
         coef = np.linalg.solve(Z @ Z.T + self._dim * np.eye(len(Z)), targets - mean)
-        f = np.clip(Z @ prep.x_scaler.standardise(_dense(x)) @ coef, -TARGET_BOUND, TARGET_BOUND)
+        f = np.clip(Z @ prep.x_scaler.standardise(dense(x)) @ coef, -TARGET_BOUND, TARGET_BOUND)
         scores = np.clip(mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
         return reference_softmax(scores[1:] - scores[0])
 
@@ -1005,6 +543,34 @@ class Auto(Learner):
         if self._prep.ready:
             return self._model.growth_nbytes(rounds) + self._prep.encoder_growth_nbytes()
         return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_grid_nbytes)
+
+    def class_growth_nbytes(self, classes: int, dim: int | None = None) -> int:
+        """An upper bound of the growth of :meth:`state_nbytes` when ``classes`` classes it does not know
+        appear (at most up to :data:`~kons.classes.MAX_CLASSES`): a weight column per class in every base
+        and its label. Apart from :meth:`max_growth_nbytes`, which bounds the growth of the bases'
+        dictionaries over rounds (and is 0 while the growth is held), because a class is added whatever
+        the hold: a store that reserves bytes ahead of the rounds reserves these for the new labels a
+        batch actually brings. ``dim``: the input dimension its first round will fix, for a learner that
+        has none yet.
+
+        Raises
+        ------
+        InvalidParameterError
+            For a regression learner, or without an input dimension (the learner's or ``dim``).
+        """
+        classes = check_int("Auto", "classes", classes, low=0)
+        if not self._binary:
+            raise InvalidParameterError("class_growth_nbytes needs task='classification'.")
+        dim = self.input_dim if self.input_dim is not None else dim
+        if dim is None:
+            raise InvalidParameterError(
+                "class_growth_nbytes needs the input dimension: build the learner with 'dim' or play a "
+                "round.")
+        known = len(self._classes)
+        labels = min(classes, MAX_CLASSES - known)
+        # K classes have K - 1 score columns, the binary model one: the first two classes add none
+        columns = max(known + labels, 2) - max(known, 2)
+        return columns * class_column_nbytes(dim) + labels * (MAX_LABEL_CHARS * 4 + 8)  # UTF-8, count
 
     def _fresh_grid_nbytes(self, rounds: int) -> int:
         """The bytes of the grid after ``rounds`` rounds, at most, before it is built (its size does not

@@ -19,7 +19,7 @@ import numpy as np
 
 from kons import _state
 from kons._blas import one_blas_thread
-from kons._multinomial import log_probability
+from kons._multinomial import log_probability, multinomial_rounds
 from kons._validation import (
     POSITIVE,
     Constraint,
@@ -435,25 +435,13 @@ class Learner(abc.ABC):
         Its loss in :meth:`stats` is the log loss."""
         draws_from = None if self._rng is None else self._rng.bit_generator.state
         try:
-            probabilities, leverage = self._learn_class(x, label)
+            probabilities, leverage = multinomial_rounds(self)._learn_class(x, label)
         except BaseException:
             if draws_from is not None:
                 self._generator.bit_generator.state = draws_from
             raise
         self._record_round(-log_probability(probabilities, label), leverage)
         return probabilities
-
-    def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
-        """The multinomial round: ``(probabilities played, leverage)`` (learners with ``multinomial``)."""
-        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
-
-    def _class_scores(self, x: Any) -> np.ndarray:
-        """The clipped scores (K-1,) of classes 1.. against class 0 for a checked ``x``."""
-        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
-
-    def _widen(self, outputs: int) -> None:
-        """Keep ``outputs`` scores (classes - 1): the binary weights become the first."""
-        raise NotImplementedError(f"{type(self).__name__} has no multinomial round.")
 
     def predict_many(self, X: Any) -> np.ndarray:
         """:meth:`predict_one` for each row of ``X`` (n, d), on the same state; returns (n,)."""
