@@ -174,11 +174,12 @@ def markdown(results: dict[str, Any], command: str) -> str:
     outages = results.get("cluster_outages", [])
     commit = results["run"].get("commit", "unknown")
     load = results["run"].get("load")
+    machine = results["run"].get("machine") or machine_summary()  # (runs before it was recorded: here)
     loaded = f", load average {load[0]} at the start and {load[1]} at the end" if load else ""
     lines = [
         "## Redis Cluster and failover",
         "",
-        f"Reproduce with `{command}` (commit {commit}; machine: {machine_summary()}, shared{loaded}; "
+        f"Reproduce with `{command}` (commit {commit}; machine: {machine}, shared{loaded}; "
         f"{results['run']['seconds'] / 60:.1f} min).",
         "",
         _SCENARIOS,
@@ -209,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = asyncio.run(run(Path(tmp), kills=args.kills, seeds=args.seeds))
     load.append(round(os.getloadavg()[0], 1))
     results["run"] = {"seconds": round(time.monotonic() - started, 1), "commit": commit, "load": load,
+                      "machine": machine_summary(),
                       "command": command_line("benchmarks.cluster_failover", argv,
                                               outputs=("--json", "--markdown"))}
     if args.json:

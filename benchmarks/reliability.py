@@ -9,6 +9,13 @@ durability setting promises::
 
     python -m benchmarks.reliability --out docs/reliability.md          # the full battery (~11 min)
     python -m benchmarks.reliability --quick                             # a smoke run (~4 min)
+
+Every line of ``docs/reliability.md``, its Summary table included, is written here, never by hand:
+``tests/benchmarks/test_reliability_report.py`` renders it again from the committed figures and compares.
+The cluster section may come from a separate, longer run of :mod:`benchmarks.cluster_failover`::
+
+    python -m benchmarks.reliability --from-json benchmarks/results/reliability.json \
+        --cluster-json benchmarks/results/cluster_failover.json --out docs/reliability.md
 """
 
 from __future__ import annotations
@@ -104,9 +111,10 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
         "",
         f"    {command}",
         "",
-        f"Machine: {machine_summary()} shared with other work, loopback only; one run "
-        f"of {seconds / 60:.1f} min. Throughput and latency figures are those of a shared 2-core box, not a "
-        "benchmark: what matters are the counts of lost, duplicated and 5xx answers, which must be 0.",
+        f"Machine: {results['run'].get('machine') or machine_summary()} shared with other work, loopback "
+        f"only; one run of {seconds / 60:.1f} min. Throughput and latency figures are those of a shared "
+        "2-core box, not a benchmark: what matters are the counts of lost, duplicated and 5xx answers, which "
+        "must be 0.",
         "",
         _settings_paragraph(results),
         "",
@@ -173,8 +181,9 @@ def _markdown(results: dict[str, Any], command: str, seconds: float) -> str:
             step = max(1, len(series) // 18)
             lines += ["Service VmRSS (from `/proc/<pid>/status`) over the soak, seconds → MiB:", "",
                       "    " + ", ".join(f"{t:.0f}s {k / 1024:.1f}" for t, k in series[::step]), ""]
-    if "cluster" in results:
-        lines += [cluster_failover.markdown({**results["cluster"], "run": results["run"]}, command)]
+    if "cluster" in results:  # the battery's own cluster run, or a separate one's (--cluster-json)
+        run = results["cluster"].get("run", results["run"])
+        lines += [cluster_failover.markdown({**results["cluster"], "run": run}, run.get("command", command))]
     lines += [_NOTES]
     return "\n".join(lines)
 
@@ -336,7 +345,9 @@ def _hostile_row(r: dict[str, Any]) -> Rows:
         return [("Hostile senders", f"**the measurement failed** (exit {r['exit']})")]
     idle = r["phases"]["idle"]["p99 ms"]
     cells = [f"{name}: p50 {p['p50 ms']} ms, p99 {p['p99 ms']} ms"
-             + ("" if name == "idle" else f" ({p['p99 ms'] / idle:.1f} x idle p99)")
+             + ("" if name == "idle" else f" ({p['p99 ms'] / idle:.1f} x idle p99"
+                # (runs since the per-round verdict: the worst round against its adjacent idle rounds)
+                + (f"; worst round {p['worst round']}" if "worst round" in p else "") + ")")
              for name, p in r["phases"].items()]
     return [("Hostile senders (victim's predicts)", "; ".join(cells))]
 
@@ -391,10 +402,15 @@ disk (Redis 7.2's `WAITAOF` does that).
 
 **`maxmemory-policy noeviction` is required.** Any other policy lets Redis delete keys when memory runs
 short, without an error: learners, their logs and the request-id records that make retries safe. The
-service refuses to start on such a Redis and its `/readyz` answers 503 `store_may_evict` if the policy
-changes at run time; `KONS_REDIS_REQUIRE_NOEVICTION=false` overrides the check, for a managed Redis that
-hides `CONFIG` and is known to be `noeviction`. On `noeviction` a full Redis refuses writes: feedback is
-answered 503 and nothing acknowledged is lost (measured below: Evicting Redis).
+service refuses to start on such a Redis. A policy switched at run time is seen within
+`KONS_EVICTION_CHECK_SECONDS` (2 s; at once after an OOM reply, `kons_service/core/eviction.py`): from then
+on, feedback, creates and state uploads are refused with 503 `store_may_evict` and `Retry-After` before
+anything is written, one log line says so (and one when the policy is back), `kons_store_may_evict` is 1,
+`kons_writes_refused_store_may_evict_total` counts the refusals, and `/readyz` answers 503 too. What it
+cannot see: keys evicted between the switch and the next check. `KONS_REDIS_REQUIRE_NOEVICTION=false`
+overrides both checks, for a managed Redis that hides `CONFIG` and is known to be `noeviction`. On
+`noeviction` a full Redis refuses writes: feedback is answered 503, `/readyz` answers 503 `store_full`,
+and nothing acknowledged is lost (measured below: Evicting Redis).
 
 **The lease TTL (`KONS_LEASE_TTL_MS`, default 2000).** One process writes to a learner at a time, under a
 lease it renews while it works. If that process dies, Redis sees its connections close, and the next
@@ -439,13 +455,14 @@ that <witness>: ...; lost at least versions F to L (N rounds)` once per loss per
   lost; a loss the log no longer shows (the store took other rounds past the mark and trimmed the log
   behind a snapshot).
 * *The client's version*: a client may send back the newest version it was answered, in the header
-  `Kons-Seen-Version` of a predict, a feedback or a `GET` of the learner (the Python client does it by
-  itself). A store whose head is below it lost at least the versions after the head up to it; this
-  reaches a replica that never held the rounds and needs no local state. What it cannot see: a loss no
-  client comes back with a version of; a loss the store has already overtaken when the version comes
-  back (others appended past it); more than the client saw. It trusts the client: a version from before
-  a delete, a re-create or a state upload of the learner is reported as a loss (clients must forget it
-  then, as the Python client does), and a made-up version only costs a log line and a count.
+  `Kons-Seen-Version` of a predict, a feedback or a `GET` of the learner, or of a V2 infer, model metadata
+  or ready request (the Python client does it by itself). A store whose head is below it lost at least the
+  versions after the head up to it; this reaches a replica that never held the rounds and needs no local
+  state. What it cannot see: a loss no client comes back with a version of; a loss the store has already
+  overtaken when the version comes back (others appended past it); more than the client saw. It trusts the
+  client: a version from before a delete, a re-create or a state upload of the learner is reported as a loss
+  (clients must forget it then, as the Python client does), and a made-up version only costs a log line and
+  a count.
 
 Measured below: Redis rollback across a restart.
 
@@ -535,6 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the Markdown report here (e.g. docs/reliability.md)")
     parser.add_argument("--json", type=Path, help="write the raw figures here")
     parser.add_argument("--from-json", type=Path, help="re-render the report from figures saved by --json")
+    parser.add_argument("--cluster-json", type=Path,
+                        help="take the cluster figures from a run of python -m benchmarks.cluster_failover "
+                        "--json (it takes 14 min on its own), with that run's command")
     parser.add_argument("--quick", action="store_true", help="small numbers (a smoke run)")
     parser.add_argument("--kills", type=int, default=25)
     parser.add_argument("--soak-seconds", type=float, default=180.0)
@@ -548,7 +568,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = asyncio.run(_battery(args, Path(tmp)))
         command = command_line("benchmarks.reliability", argv, outputs=("--json", "--from-json"))
         results["run"] = {"seconds": round(time.monotonic() - started, 1), "command": command,
+                          "machine": machine_summary(),
                           "redis": _redis_version()}
+    if args.cluster_json:
+        results["cluster"] = json.loads(args.cluster_json.read_text())
     failures = _failures(results)
     verdict = "FAILED: " + "; ".join(failures) if failures else "all promises kept"
     print(f"done in {results['run']['seconds'] / 60:.1f} min; {verdict}")

@@ -319,7 +319,7 @@ class LearnerCache:
             if rows[0].parent != entry.tip:
                 entry.lost_history = True
                 return False
-            await offload(functools.partial(self._replay, entry, rows), len(rows))
+            await offload(functools.partial(self._replay, entry, rows), len(rows), entry.state_nbytes())
         entry.lost_history = entry.tip != head.tip
         return not entry.lost_history
 

@@ -588,7 +588,8 @@ class FeedbackWriter:
         started = time.perf_counter()
         changes_before = learner.changes_detected
         with numerics():
-            rounds = await offload(lambda: [learn_round(learner, x, y) for x, y in rows], len(rows))
+            rounds = await offload(lambda: [learn_round(learner, x, y) for x, y in rows], len(rows),
+                                   learner.state_nbytes())
             played.seconds = time.perf_counter() - started
             losses = [round_loss(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
             played.correct = [is_correct(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]

@@ -72,7 +72,9 @@ __all__ = [
 log = logging.getLogger("kons_service.learning")
 
 T = TypeVar("T")
-_INLINE_ROWS = 1  # more rows than this run in a worker thread
+#: A single round of a learner whose state is at most this many bytes runs on the event loop (about
+#: 0.1-0.5 ms: less than handing it to a thread costs the others); anything larger runs in a worker thread.
+_INLINE_STATE_BYTES = 2**20
 
 REGRESSION, CLASSIFICATION = "regression", "classification"
 #: The task a learner whose config leaves it undecided plays with until its first feedback.
@@ -326,8 +328,10 @@ def finite(plays: Sequence[float], losses: Sequence[float], stats: dict[str, Any
     return all(math.isfinite(v) for v in numbers)
 
 
-async def offload(fn: Callable[[], T], rows: int) -> T:
-    """Run learner numerics inline when small, else in a worker thread (never abandoned mid-way)."""
-    if rows <= _INLINE_ROWS:
+async def offload(fn: Callable[[], T], rows: int, state_bytes: int) -> T:
+    """Run learner numerics inline when small (one round of a learner of at most
+    :data:`_INLINE_STATE_BYTES`), else in a worker thread (never abandoned mid-way): a single round of a
+    large exact learner (tens of ms at hundreds of MB) would otherwise stall every tenant's requests."""
+    if rows <= 1 and state_bytes <= _INLINE_STATE_BYTES:
         return fn()
     return await anyio.to_thread.run_sync(fn)

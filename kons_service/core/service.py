@@ -279,7 +279,8 @@ class LearnerService:
             check_rows(learner, rows)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
-                rounds = await offload(lambda: [predict_round(learner, x) for x in rows], len(rows))
+                rounds = await offload(lambda: [predict_round(learner, x) for x in rows], len(rows),
+                                       entry.state_nbytes())
             version, config = entry.version, entry.config
             self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
         if ids:

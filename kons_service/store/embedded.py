@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import logging
 import multiprocessing
 import os
@@ -86,9 +87,11 @@ def _sibling_holder(fd: int) -> int | None:
     return holder
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in the child between fork and exec
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent_pid:  # the service died before the signal was asked for: it never comes
+        os._exit(1)
 
 
 class EmbeddedRedis:
@@ -123,7 +126,8 @@ class EmbeddedRedis:
         ]
         # The death signal follows the thread that forks: only ask for it from the main thread.
         main = threading.current_thread() is threading.main_thread()
-        preexec = _die_with_parent if sys.platform.startswith("linux") and main else None
+        preexec = (functools.partial(_die_with_parent, os.getpid())
+                   if sys.platform.startswith("linux") and main else None)
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, pass_fds=(lock_fd,),
                                       preexec_fn=preexec)
         self._wait_ready(self._proc)

@@ -255,3 +255,26 @@ def test_a_sigkilled_service_leaves_no_child_behind(redis_url: str, tmp_path: Pa
     for pid in left:  # (so that a failure of this test does not leave them running either)
         os.kill(pid, signal.SIGKILL)
     assert not left, left
+
+
+def test_a_sigkilled_service_leaves_no_embedded_redis_behind(tmp_path: Path) -> None:
+    """Without KONS_REDIS_URL the service runs its own redis-server; a SIGKILLed service (no shutdown
+    code runs) must not leave it serving, and holding its data directory's lock, for ever."""
+    port = free_port()
+    env = service_env(KONS_PORT=str(port), KONS_DATA_DIR=str(tmp_path / "data"))
+    env.pop("KONS_REDIS_URL", None)
+    proc = start_service(port, env, tmp_path / "service.log")
+    try:
+        assert httpx.put(f"http://127.0.0.1:{port}{URL}", json=SPEC, timeout=30).status_code == 201
+        children = _descendants(proc.pid)
+        assert any("redis-server" in command for command in children.values()), children
+    finally:
+        proc.kill()
+        proc.wait(30)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+        time.sleep(0.1)
+    left = {pid: command for pid, command in children.items() if _alive(pid)}
+    for pid in left:  # (so that a failure of this test does not leave them running either)
+        os.kill(pid, signal.SIGKILL)
+    assert not left, left

@@ -163,12 +163,9 @@ async def test_a_replica_whose_next_write_finds_its_rounds_lost_reports_it(
     assert (await a.get(f"{URL}/state")).content == (await b.get(f"{URL}/state")).content
 
 
-async def test_a_replica_that_never_held_the_lost_rounds_reports_them_from_a_clients_seen_version(
-    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Only a, which has since lost its memory of them (a restart), held the lost rounds 7 and 8; the
-    client that was answered version 8 sends it back to b, which never held them: b reports the loss
-    with its extent, once, whichever route the version comes with."""
+async def _lose_versions_7_and_8(make_client: AppFactory, redis_server: RedisServer) -> httpx.AsyncClient:
+    """Replica a answers versions 7 and 8, then Redis loses them (and a, say, restarts): returns replica b,
+    which saw version 6 only."""
     a, b = await make_client(), await make_client()
     assert (await a.put(URL, json=SPEC)).status_code == 201
     await _feed(a, _rounds(1, 6, 0.0))
@@ -176,7 +173,16 @@ async def test_a_replica_that_never_held_the_lost_rounds_reports_them_from_a_cli
     before_loss = _dump(redis_server)
     await _feed(a, _rounds(7, 2, 1.0))  # the client was answered version 8, then Redis lost 7 and 8
     _restore(redis_server, before_loss)
+    return b
 
+
+async def test_a_replica_that_never_held_the_lost_rounds_reports_them_from_a_clients_seen_version(
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a, which has since lost its memory of them (a restart), held the lost rounds 7 and 8; the
+    client that was answered version 8 sends it back to b, which never held them: b reports the loss
+    with its extent, once, whichever route the version comes with."""
+    b = await _lose_versions_7_and_8(make_client, redis_server)
     seen = {"Kons-Seen-Version": "8"}
     with caplog.at_level(logging.ERROR, logger="kons_service.cache"):
         fed = await b.post(f"{URL}/feedback", json={"x": PROBE, "y": 0.5}, headers=seen)
@@ -206,3 +212,28 @@ async def test_a_malformed_seen_version_is_a_422_that_changes_nothing(
     error = answer.json()["error"]
     assert error["code"] == "validation_error" and error["details"][0]["field"] == "header.Kons-Seen-Version"
     assert (await client.get(URL)).json()["version"] == 0
+
+
+@pytest.mark.parametrize("route", ["infer", "versions/{version}/infer", "", "ready", "versions/{version}"])
+async def test_the_v2_routes_report_a_loss_from_a_clients_seen_version(
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture, route: str
+) -> None:
+    """A V2 client (inference through /v2, feedback through /v1) sends back the version /v1 answered it:
+    V2's routes check it as /v1's do."""
+    b = await _lose_versions_7_and_8(make_client, redis_server)
+    version = (await b.get("/v2/models/m")).json()["versions"][0]
+    path = f"/v2/models/m/{route.format(version=version)}".rstrip("/")
+    infer = {"inputs": [{"name": "x", "shape": [1, 3], "datatype": "FP64", "data": PROBE}]}
+    seen = {"Kons-Seen-Version": "8"}
+    with caplog.at_level(logging.ERROR, logger="kons_service.cache"):
+        for _ in range(2):  # the same loss, reported once
+            sent = (await b.post(path, json=infer, headers=seen) if route.endswith("infer")
+                    else await b.get(path, headers=seen))
+            assert sent.status_code == 200, sent.text
+    reports = [r.getMessage() for r in caplog.records if "a client was answered" in r.getMessage()]
+    assert len(reports) == 1, reports
+    assert ("saw version 8, the store's head is version 6; lost at least versions 7 to 8 (2 rounds)"
+            in reports[0])
+    assert value((await b.get("/metrics")).text, "kons_rollbacks_detected_total", seen_by="client") == 1
+    malformed = await b.get("/v2/models/m", headers={"Kons-Seen-Version": "eight"})
+    assert malformed.status_code == 422 and "Kons-Seen-Version" in malformed.json()["error"]

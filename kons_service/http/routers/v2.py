@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import kons
 from kons_service.core.service import LearnerService
 from kons_service.http.body import KonsRoute
-from kons_service.http.deps import LearnerDep, ServiceDep
+from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
 from kons_service.http.routers.ops import store_reachable
 from kons_service.http.schemas import json_keyed
 from kons_service.http.v2 import (
@@ -108,38 +108,41 @@ async def server_metadata() -> ServerMetadata:
 
 
 @router.get("/models/{name}", response_model=ModelMetadata, operation_id="v2_model_metadata")
-async def model_metadata(ref: LearnerDep, service: ServiceDep) -> ModelMetadata:
-    return await _metadata(ref, service, None)
+async def model_metadata(ref: LearnerDep, service: ServiceDep, seen: SeenVersion = None) -> ModelMetadata:
+    return await _metadata(ref, service, None, seen)
 
 
 @router.get("/models/{name}/versions/{version}", response_model=ModelMetadata,
             operation_id="v2_model_version_metadata")
-async def model_version_metadata(ref: LearnerDep, version: str, service: ServiceDep) -> ModelMetadata:
-    return await _metadata(ref, service, version)
+async def model_version_metadata(ref: LearnerDep, version: str, service: ServiceDep,
+                                 seen: SeenVersion = None) -> ModelMetadata:
+    return await _metadata(ref, service, version, seen)
 
 
 @router.get("/models/{name}/ready", operation_id="v2_model_ready")
-async def model_ready(ref: LearnerDep, service: ServiceDep) -> dict[str, Any]:
-    await service.describe(ref)  # a missing learner is a 404; one that cannot be loaded an error
+async def model_ready(ref: LearnerDep, service: ServiceDep, seen: SeenVersion = None) -> dict[str, Any]:
+    await service.describe(ref, seen)  # a missing learner is a 404; one that cannot be loaded an error
     return {"name": ref.name, "ready": True}
 
 
 @router.get("/models/{name}/versions/{version}/ready", operation_id="v2_model_version_ready")
-async def model_version_ready(ref: LearnerDep, version: str, service: ServiceDep) -> dict[str, Any]:
-    _check_version(ref, (await service.describe(ref)).config, version)
+async def model_version_ready(ref: LearnerDep, version: str, service: ServiceDep,
+                              seen: SeenVersion = None) -> dict[str, Any]:
+    _check_version(ref, (await service.describe(ref, seen)).config, version)
     return {"name": ref.name, "ready": True}
 
 
 @router.post("/models/{name}/infer", response_model=InferenceResponse, operation_id="v2_infer")
-async def infer(ref: LearnerDep, body: InferenceRequest, service: ServiceDep) -> InferenceResponse:
-    return await _infer(ref, body, service, None)
+async def infer(ref: LearnerDep, body: InferenceRequest, service: ServiceDep,
+                seen: SeenVersion = None) -> InferenceResponse:
+    return await _infer(ref, body, service, None, seen)
 
 
 @router.post("/models/{name}/versions/{version}/infer", response_model=InferenceResponse,
              operation_id="v2_version_infer")
 async def version_infer(ref: LearnerDep, version: str, body: InferenceRequest,
-                        service: ServiceDep) -> InferenceResponse:
-    return await _infer(ref, body, service, version)
+                        service: ServiceDep, seen: SeenVersion = None) -> InferenceResponse:
+    return await _infer(ref, body, service, version, seen)
 
 
 @router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"],
@@ -161,8 +164,9 @@ async def unknown_route(request: Request, path: str) -> None:
 _UNKNOWN = "/v2/{path:path}"
 
 
-async def _metadata(ref: LearnerRef, service: LearnerService, version: str | None) -> ModelMetadata:
-    learner = await service.describe(ref)
+async def _metadata(ref: LearnerRef, service: LearnerService, version: str | None,
+                    seen: int | None) -> ModelMetadata:
+    learner = await service.describe(ref, seen)
     _check_version(ref, learner.config, version)
     dim = -1 if learner.input_dim is None else learner.input_dim  # -1: any length, until the first row
     outputs = [TensorMetadata(name=OUTPUT, datatype="FP64", shape=[-1])]
@@ -182,9 +186,11 @@ async def _metadata(ref: LearnerRef, service: LearnerService, version: str | Non
 
 
 async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerService,
-                 version: str | None) -> InferenceResponse:
+                 version: str | None, seen: int | None) -> InferenceResponse:
+    """``seen``: the client's ``Kons-Seen-Version``, checked as /v1 checks it (a store below it is a
+    rollback: :mod:`kons_service.core.rollbacks`)."""
     rows = rows_of(body)
-    result = await service.predict(ref, rows, None)
+    result = await service.predict(ref, rows, None, seen)
     _check_version(ref, result.config, version)
     batch = len(rows)
     outputs = [OutputTensor(name=OUTPUT, shape=[batch], datatype="FP64", data=result.predictions)]

@@ -1,0 +1,64 @@
+"""Where learner numerics run: a single round of a small learner on the event loop, anything else (a
+batch, or one round of a large learner) in a worker thread, so that one tenant's large exact learner
+does not stall every other tenant's requests (issue 21, fair sharing)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from kons_service.core import learning
+from kons_service.store import LearnerRef
+from testkit.processes import AppFactory
+
+pytestmark = pytest.mark.anyio
+
+URL = "/v1/learners/exact"
+#: Exact KONS keeps every point it learned: past about 600 rounds its state is over the 1 MiB that a
+#: round on the event loop may take.
+EXACT = {"algorithm": "kons", "dim": 3, "params": {"preprocess": False}}
+
+
+async def test_offload_runs_one_small_round_inline_and_the_rest_in_a_thread() -> None:
+    def where() -> threading.Thread:
+        return threading.current_thread()
+
+    loop_thread = threading.current_thread()
+    assert await learning.offload(where, 1, 1000) is loop_thread
+    assert await learning.offload(where, 2, 1000) is not loop_thread
+    assert await learning.offload(where, 1, 2**21) is not loop_thread
+
+
+async def test_one_round_of_a_large_learner_is_played_off_the_event_loop(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = await make_client()
+    rows = np.random.default_rng(5).normal(size=(700, 4))
+    assert (await client.put(URL, json=EXACT)).status_code == 201
+    items = [{"x": row[:3].tolist(), "y": float(row[3])} for row in rows]
+    for start in range(0, len(items), 350):
+        batch = {"items": items[start : start + 350]}
+        assert (await client.post(f"{URL}/feedback", json=batch)).status_code == 200
+    learner = client.app.state.service.cache.held(LearnerRef("default", "exact"))
+    assert learner is not None and learner.state_nbytes() > 2**20
+
+    threads: list[threading.Thread] = []
+    learn_round, predict_round = learning.learn_round, learning.predict_round
+
+    def spied_learn(*args: object) -> learning.Round:
+        threads.append(threading.current_thread())
+        return learn_round(*args)  # type: ignore[arg-type]  # (the spy passes them through)
+
+    def spied_predict(*args: object) -> learning.Round:
+        threads.append(threading.current_thread())
+        return predict_round(*args)  # type: ignore[arg-type]  # (the spy passes them through)
+
+    # (the names the feedback writer and the service call)
+    monkeypatch.setattr("kons_service.core.feedback.learn_round", spied_learn)
+    monkeypatch.setattr("kons_service.core.service.predict_round", spied_predict)
+    assert (await client.post(f"{URL}/predict", json={"x": [0.1, 0.2, 0.3]})).status_code == 200
+    assert (await client.post(f"{URL}/feedback", json={"x": [0.1, 0.2, 0.3], "y": 0.5})).status_code == 200
+    assert len(threads) == 2
+    assert threading.current_thread() not in threads
