@@ -1,5 +1,6 @@
 """Following a changing stream (issue 20): the switching weights against a brute-force Bayes mixture over
-expert sequences, the Fixed-Share bound, the change detector, and ``auto``'s restarts, stats and state."""
+expert sequences, the Fixed-Share bound, the change detector, the restarted generations' linear model
+against a dense posterior mean, and ``auto``'s restarts, entry weights, stats and state."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ import numpy as np
 import pytest
 
 import kons
+from kons._grid import CHANGE_ENTRY_PRIOR, YOUNG_SIZE
+from kons._recent import RecentLinear
 from kons._tracking import RATES, SWITCHING_PRIOR, LossChangeDetector, SwitchingWeights
 from kons.auto import MIX_BOUND, REGRESSION_BOUND, Auto, Mixture
+from kons.base import _round_numerics
+from kons.errors import NumericalError
 
 
 def _brute_force_weights(losses: np.ndarray, rates: tuple[float, ...], rate_prior: np.ndarray) -> np.ndarray:
@@ -204,3 +209,78 @@ def test_a_multiclass_auto_declares_a_change_and_restores_its_widened_copies() -
     rest = slice(1000, None)
     assert np.array_equal(learner.learn_many(X[rest], names[rest]), restored.learn_many(X[rest], names[rest]))
     assert learner.to_bytes() == restored.to_bytes()
+
+
+def _recent_reference(X: np.ndarray, T: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The posterior mean's scores for ``x`` after the rows ``X`` (n, d + 1) with targets ``T`` (n, K), by
+    a dense solve: :math:`x^\\top (\\Sigma_0^{-1} + X^\\top X)^{-1} X^\\top T`."""
+    d = X.shape[1] - 1
+    precision = np.diag(np.append(np.full(d, float(d)), 1.0 / MIX_BOUND**2)) + X.T @ X
+    scores: np.ndarray = x @ np.linalg.solve(precision, X.T @ T)
+    return scores
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_the_recent_linear_model_plays_the_posterior_mean_of_its_rows(binary: bool) -> None:
+    rng = np.random.default_rng(7)
+    d, clip = 4, 3.0
+    X = np.hstack([rng.normal(size=(60, d)), np.ones((60, 1))])
+    t = X @ rng.normal(size=d + 1) + 0.3 * rng.normal(size=60)
+    t = np.sign(t) if binary else t
+    recent = RecentLinear(d, intercept_scale=MIX_BOUND, clip=clip)
+    for n in range(60):
+        expected = float(np.clip(_recent_reference(X[:n], t[:n, None], X[n])[0], -clip, clip))
+        assert recent.predict(X[n]) == pytest.approx(expected, abs=1e-10)
+        assert recent.learn(X[n], float(t[n])) == pytest.approx(expected, abs=1e-10)
+
+
+def test_the_recent_linear_model_of_classes_scores_each_class_against_the_others() -> None:
+    """Two classes, then a third from round 20 (its column: a target -1 on every earlier row), against the
+    dense posterior mean with the targets +-1 per class, played as the softmax of half the scores."""
+    rng = np.random.default_rng(8)
+    d, clip = 3, 3.0
+    X = np.hstack([rng.normal(size=(50, d)), np.ones((50, 1))])
+    labels = np.where(np.arange(50) < 20, (X[:, 0] > 0).astype(int), np.digitize(X[:, 0], [-0.5, 0.5]))
+    recent = RecentLinear(d, intercept_scale=MIX_BOUND, clip=clip)
+    for n in range(50):
+        classes = max(int(labels[: n + 1].max()) + 1, 2)
+        if classes > 2:
+            recent.widen(classes)
+        targets = -np.ones((n, classes))
+        targets[np.arange(n), labels[:n]] = 1.0
+        scores = np.clip(_recent_reference(X[:n], targets, X[n]), -clip, clip) / 2.0
+        expected = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+        if classes == 2:  # the one-score model: the binary label is +-1 for class 1
+            assert recent.predict(X[n]) == pytest.approx(2.0 * scores[1], abs=1e-10)
+            recent.learn(X[n], 1.0 if labels[n] == 1 else -1.0)
+        else:
+            np.testing.assert_allclose(recent.learn_class(X[n], int(labels[n])), expected, atol=1e-10)
+
+
+def test_a_round_of_the_recent_linear_model_that_overflows_changes_nothing() -> None:
+    recent = RecentLinear(2, intercept_scale=MIX_BOUND, clip=3.0)
+    recent.learn(np.array([1.0, -2.0, 1.0]), 0.5)
+    before = {name: array.copy() for name, array in recent.arrays().items()}
+    with _round_numerics(), pytest.raises(NumericalError):  # as inside auto's round: no warning
+        recent.learn(np.array([1e200, 0.0, 1.0]), 1.0)
+    for name, array in recent.arrays().items():
+        np.testing.assert_array_equal(array, before[name])
+
+
+def test_a_generation_started_at_a_declared_change_enters_with_its_weight() -> None:
+    """At the round the change is declared, each expert of the new generation (the copies and the linear
+    model) weighs CHANGE_ENTRY_PRIOR; the experts already there keep their proportions of the rest."""
+    X, y = _flipping()
+    learner = Auto()
+    for x, t in zip(X, y, strict=True):
+        before = learner.stats().get("weights", {})
+        learner.learn_one(x, t)
+        if learner.changes_detected:
+            break
+    weights = learner.stats()["weights"]
+    young = [name for name in weights if name not in before]
+    assert len(young) == YOUNG_SIZE and any(name.startswith("bayesian_linear") for name in young)
+    for name in young:
+        assert weights[name] == pytest.approx(CHANGE_ENTRY_PRIOR, rel=1e-9)
+    kept = 1.0 - YOUNG_SIZE * CHANGE_ENTRY_PRIOR
+    assert sum(weights[name] for name in before) == pytest.approx(kept, rel=1e-9)
