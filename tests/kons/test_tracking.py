@@ -110,16 +110,72 @@ def test_the_detector_declares_a_rise_of_the_loss_and_no_change_on_a_stationary_
     assert sum(risen) == 1  # and once: the level is the new regime's afterwards
 
 
-def test_the_detector_state_restores_bit_identically() -> None:
+def _first_block_end_change(losses: np.ndarray, detector: LossChangeDetector) -> int | None:
+    """The round of the first change the CUSUM declares at the end of a block (the detector before it
+    could declare inside a block), by the one-sided CUSUM on the block means written out."""
+    level = cusum = 0.0
+    block_sum = 0.0
+    for seen, loss in enumerate(losses, start=1):
+        if seen <= detector.warmup or level <= 0.0:
+            level += (loss - level) / min(seen, detector.memory)
+            continue
+        block_sum += loss
+        if (seen - detector.warmup) % detector.block:
+            continue
+        mean, block_sum = block_sum / detector.block, 0.0
+        cusum = max(0.0, cusum + min(mean / level, detector.cap) - 1.0 - detector.drift)
+        if cusum == 0.0:
+            level += (mean - level) * detector.block / detector.memory
+        elif cusum > detector.threshold:
+            return seen
+    return None
+
+
+@pytest.mark.parametrize("rise", [1.5, 2.5, 4.0, 8.0, 30.0, 300.0])
+def test_a_change_is_declared_inside_a_block_only_when_the_block_s_end_would_declare_it(rise: float) -> None:
+    """The losses are nonnegative: a partial block that already carries the CUSUM past the threshold is
+    declared at once, in the block that would declare it at its end, and never otherwise. The rise starts
+    with a block: at its end, the delay was always 8 rounds."""
+    delays = []
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        losses = np.concatenate([rng.normal(size=700) ** 2, rise * rng.normal(size=300) ** 2])
+        detector = LossChangeDetector()
+        declared = [detector.update(float(loss)) for loss in losses]
+        first = declared.index(True) + 1 if any(declared) else None
+        at_block_end = _first_block_end_change(losses, LossChangeDetector())
+        assert (first is None) == (at_block_end is None)
+        if first is not None and at_block_end is not None:
+            assert at_block_end - detector.block < first <= at_block_end
+            delays.append(first - 700)
+    if rise >= 30.0:  # a loss 30 times its level: declared within a few rounds (measured 1.8-3.4 on average)
+        assert np.mean(delays) < LossChangeDetector().block / 2
+
+
+@pytest.mark.parametrize("cut", [603, 620, 700])
+def test_the_detector_state_restores_bit_identically(cut: int) -> None:
+    """Cuts in the rise, after a change declared inside a block (the blocks moved), and later."""
     rng = np.random.default_rng(3)
     losses = np.concatenate([rng.normal(size=600) ** 2, 8.0 * rng.normal(size=300) ** 2])
     first = LossChangeDetector()
-    for loss in losses[:620]:
+    for loss in losses[:cut]:
         first.update(float(loss))
     second = LossChangeDetector()
     second.restore(first.state())
-    assert [first.update(float(v)) for v in losses[620:]] == [second.update(float(v)) for v in losses[620:]]
+    rest = losses[cut:]
+    assert [first.update(float(v)) for v in rest] == [second.update(float(v)) for v in rest]
     assert first.state() == second.state()
+
+
+def test_a_detector_state_saved_before_blocks_could_move_restores_with_the_blocks_in_place() -> None:
+    rng = np.random.default_rng(4)
+    losses = rng.normal(size=400) ** 2
+    first = LossChangeDetector()
+    for loss in losses[:250]:
+        first.update(float(loss))
+    second = LossChangeDetector()
+    second.restore(first.state()[:6])  # the six values a state of 1b768d2 holds
+    assert second.state() == first.state()
 
 
 def _flipping(n: int = 1600, change: int = 800) -> tuple[np.ndarray, np.ndarray]:
