@@ -7,7 +7,7 @@ The file was written at commit 9891fb8, before those changes, and rewritten once
 (``auto``'s switching weights, change detector and restarted bases change what it computes; the other
 cases were unchanged) after ``benchmarks/results/drift_stationary.md`` showed no loss on stationary data;
 the ``auto`` cases' final-state checksums once more when each restarted generation gained its linear model
-(two more slots in the mixture's saved weights, one more value in the detector's state; every play and
+(two more slots in the mixture's saved weights, two more values in the detector's state; every play and
 prediction the same).
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.

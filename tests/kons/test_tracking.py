@@ -152,11 +152,12 @@ def test_a_change_is_declared_inside_a_block_only_when_the_block_s_end_would_dec
         assert np.mean(delays) < LossChangeDetector().block / 2
 
 
-@pytest.mark.parametrize("cut", [603, 620, 700])
+@pytest.mark.parametrize("cut", [603, 620, 700, 1200])
 def test_the_detector_state_restores_bit_identically(cut: int) -> None:
-    """Cuts in the rise, after a change declared inside a block (the blocks moved), and later."""
+    """Cuts in the rise, after a change declared inside a block (the blocks moved), in the level's
+    recovery and after it."""
     rng = np.random.default_rng(3)
-    losses = np.concatenate([rng.normal(size=600) ** 2, 8.0 * rng.normal(size=300) ** 2])
+    losses = np.concatenate([rng.normal(size=600) ** 2, 8.0 * rng.normal(size=800) ** 2])
     first = LossChangeDetector()
     for loss in losses[:cut]:
         first.update(float(loss))
@@ -165,6 +166,19 @@ def test_the_detector_state_restores_bit_identically(cut: int) -> None:
     rest = losses[cut:]
     assert [first.update(float(v)) for v in rest] == [second.update(float(v)) for v in rest]
     assert first.state() == second.state()
+
+
+def test_after_a_change_the_level_recovers_so_that_the_next_change_is_declared() -> None:
+    """A rise 30 times the level, back to the old level 8 rounds later (the restarted experts learnt), and
+    400 rounds later a second rise: declared within a few blocks (the level that followed the block means
+    over ``memory`` rounds after the first change still stood 13 times above the losses: 50 blocks)."""
+    rng = np.random.default_rng(9)
+    scale = np.concatenate([np.ones(700), np.full(8, 30.0), np.ones(400), np.full(300, 30.0)])
+    detector = LossChangeDetector()
+    declared = [detector.update(float(loss)) for loss in scale * rng.normal(size=len(scale)) ** 2]
+    changes = [t for t, change in enumerate(declared) if change]
+    assert len(changes) == 2 and 700 <= changes[0] < 708
+    assert 1108 <= changes[1] < 1108 + 4 * detector.block
 
 
 def test_a_detector_state_saved_before_blocks_could_move_restores_with_the_blocks_in_place() -> None:
