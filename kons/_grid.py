@@ -171,9 +171,11 @@ def _with_recent_slots(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def class_column_nbytes(dim: int) -> int:
     """The most bytes one more class adds to a grid on rows of ``dim`` features: a weight column in every
     base, as long as the base may become (an ONS base's ``dim + 1`` weights, a Nystrom base's full
-    dictionary), and in every slot a restarted copy of the longest may take."""
+    dictionary), and in every slot a restarted copy of the longest may take; a generation's linear model
+    scores every class (``K`` columns of ``dim + 1``, the binary model one), so its first widening adds
+    two columns: counted twice."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
-    return 8 * (sum(lengths) + GENERATIONS * YOUNG_SIZE * max(lengths))
+    return 8 * (sum(lengths) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
 
 
 def _full_nbytes(base: Learner, rounds: int) -> int:

@@ -17,6 +17,7 @@ from kons._tracking import RATES, SWITCHING_PRIOR, LossChangeDetector, Switching
 from kons.auto import MIX_BOUND, REGRESSION_BOUND, Auto, Mixture
 from kons.base import _round_numerics
 from kons.errors import NumericalError
+from tests.data.make_tracking_blobs import _stream
 
 
 def _brute_force_weights(losses: np.ndarray, rates: tuple[float, ...], rate_prior: np.ndarray) -> np.ndarray:
@@ -354,3 +355,16 @@ def test_a_generation_started_at_a_declared_change_enters_with_its_weight() -> N
         assert weights[name] == pytest.approx(CHANGE_ENTRY_PRIOR, rel=1e-9)
     kept = 1.0 - YOUNG_SIZE * CHANGE_ENTRY_PRIOR
     assert sum(weights[name] for name in before) == pytest.approx(kept, rel=1e-9)
+
+
+def test_new_classes_after_a_restart_stay_within_the_class_growth_bound() -> None:
+    """A binary classifier with a restarted generation (its linear model scores one column) meets three
+    new classes: the linear model's first widening adds two columns, the bases' one each."""
+    X, y = _stream(1, 800, 2, 600)  # two classes whose rows swap at round 600
+    learner = Auto(task="classification")
+    learner.learn_many(X, y.astype(int))
+    assert learner.changes_detected >= 1
+    assert any(name.startswith("bayesian_linear") for name in learner.stats()["weights"])
+    before, bound = learner.state_nbytes(), learner.class_growth_nbytes(3)
+    learner.learn_many(X[:3], np.array([2, 3, 4]))
+    assert len(learner.classes) == 5 and 0 < learner.state_nbytes() - before <= bound
