@@ -13,6 +13,7 @@ import numpy as np
 
 from kons._mixture import Mixture
 from kons._multinomial import multinomial_rounds, reference_softmax
+from kons._recent import RecentLinear
 from kons._tracking import LossChangeDetector
 from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
@@ -20,6 +21,7 @@ from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
 from kons.preprocessing import (
     STEP,
+    TARGET_BOUND,
     FeatureScaler,
     ScalerStats,
     checked_form,
@@ -29,8 +31,8 @@ from kons.preprocessing import (
 )
 from kons.sparse import SparseVector
 
-__all__ = ["ENTRY_PRIOR", "GENERATIONS", "GRID", "MAX_DICTIONARY", "RESTART_DELAYS", "YOUNG_LINEAR",
-           "YOUNG_SIZE"]
+__all__ = ["CHANGE_ENTRY_PRIOR", "ENTRY_PRIOR", "GENERATIONS", "GRID", "MAX_DICTIONARY", "RESTART_DELAYS",
+           "YOUNG_BASES", "YOUNG_LINEAR", "YOUNG_SIZE"]
 
 #: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
 #: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
@@ -52,16 +54,26 @@ GRID = (
 YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
 #: The kernel members restarted: the heaviest ones at the restart.
 YOUNG_KERNELS = 1
-#: Bases in a generation of restarted copies.
-YOUNG_SIZE = len(YOUNG_LINEAR) + YOUNG_KERNELS
+#: Restarted copies of grid members in a generation.
+YOUNG_BASES = len(YOUNG_LINEAR) + YOUNG_KERNELS
+#: A generation's experts: its copies, then the Bayesian linear model of the rows since it started
+#: (:class:`~kons._recent.RecentLinear`, the warm-up a fresh ``auto`` plays, which fits a new linear
+#: concept within a few rows where the copies' Newton steps need tens).
+YOUNG_SIZE = YOUNG_BASES + 1
 #: Generations alive at once (a new one replaces the lighter-weighted).
 GENERATIONS = 2
 #: Rounds after a detected change at which a generation starts: at once, then again when a gradual
 #: change is over (a start inside the transition learns from both concepts).
 RESTART_DELAYS = (0, 128, 512)
-#: The prior weight of each restarted copy when it enters the mixture (under every switching rate):
-#: small, since a false alarm on a stationary stream then costs little, while a switching rate moves
-#: the weight to a copy that predicts better within tens of rounds.
+#: The prior weight of each expert of a generation started when a change is declared (under every
+#: switching rate): together 0.6, so the experts that knew the old concept keep 0.4 of theirs. The
+#: switching rates cannot move the weight there quickly: after a long stationary stretch their own weights
+#: are all on the rate 0 (on ``benchmarks/drift.py``'s flipped linear target, 0.83 of the weight was still
+#: on the old leader 20 rounds after the change with an entry at 0.01). A false alarm costs the old
+#: experts at most :math:`\ln(1/0.4)/\eta` (measured: ``benchmarks/results/drift_stationary.md``).
+CHANGE_ENTRY_PRIOR = 0.15
+#: The prior weight of each expert of the generations started :data:`RESTART_DELAYS` rounds after the
+#: change (for a gradual change): small, the generation before is there already.
 ENTRY_PRIOR = 0.01
 #: Dictionary bound of each Nystrom base (bounded cost per round).
 MAX_DICTIONARY = 200
@@ -69,6 +81,8 @@ MAX_DICTIONARY = 200
 Member = tuple[str, str, float, float]
 #: The mixture's slots: the grid, the constant, the generations of restarted bases.
 _EXPERTS = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
+#: The form of the row the linear model of a generation takes: the standardised view with the intercept.
+_RECENT_FORM = (False, True)
 _KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
 
 
@@ -134,19 +148,34 @@ def _young_slots(generation: int) -> range:
 
 @dataclass
 class _Generation:
-    """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``."""
+    """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``, and the linear
+    model of the rows since then (None in a generation saved before it existed, whose slot stays empty)."""
 
     start: int
     members: list[int]
     bases: list[Learner]
+    recent: RecentLinear | None
+
+
+def _with_recent_slots(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The mixture's arrays saved before the generations had a linear model (their slots
+    :data:`YOUNG_BASES` wide) with an empty slot after each generation's copies; others as they are."""
+    log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
+    if active.shape != (_EXPERTS - GENERATIONS,):
+        return arrays
+    insert_at = [len(GRID) + 1 + (g + 1) * YOUNG_BASES for g in range(GENERATIONS)]
+    return {**arrays, "mix_log_weights": np.insert(log_weights, insert_at, 0.0, axis=1),
+            "mix_active": np.insert(active, insert_at, False)}
 
 
 def class_column_nbytes(dim: int) -> int:
     """The most bytes one more class adds to a grid on rows of ``dim`` features: a weight column in every
     base, as long as the base may become (an ONS base's ``dim + 1`` weights, a Nystrom base's full
-    dictionary), and in every slot a restarted copy of the longest may take."""
+    dictionary), and in every slot a restarted copy of the longest may take; a generation's linear model
+    scores every class (``K`` columns of ``dim + 1``, the binary model one), so its first widening adds
+    two columns: counted twice."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
-    return 8 * (sum(lengths) + GENERATIONS * YOUNG_SIZE * max(lengths))
+    return 8 * (sum(lengths) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
 
 
 def _full_nbytes(base: Learner, rounds: int) -> int:
@@ -205,9 +234,24 @@ class Grid:
         alive = [(i, member, base) for i, (member, base) in enumerate(zip(GRID, self.bases, strict=True))]
         for g, generation in enumerate(self.young):
             if generation is not None:
+                slots = _young_slots(g)[:YOUNG_BASES]
                 alive += [(slot, GRID[i], base) for slot, i, base in
-                          zip(_young_slots(g), generation.members, generation.bases, strict=True)]
+                          zip(slots, generation.members, generation.bases, strict=True)]
         return alive
+
+    def _recent(self) -> list[tuple[int, RecentLinear]]:
+        """The generations' linear models: (mixture slot, model)."""
+        return [(_young_slots(g)[YOUNG_BASES], generation.recent) for g, generation in enumerate(self.young)
+                if generation is not None and generation.recent is not None]
+
+    def new_recent(self) -> RecentLinear:
+        """A generation's linear model: on the standardised row with the intercept, its intercept's prior
+        spread the mixture's interval, its scores clipped as the bases' (as the warm-up's, in log-odds)."""
+        recent = RecentLinear(self.dim, intercept_scale=TARGET_BOUND,
+                              clip=TARGET_BOUND if self.mixture.binary else self.bound)
+        if self.classes > 2:
+            recent.widen(self.classes)
+        return recent
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
                ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector], ScalerStats]:
@@ -229,6 +273,8 @@ class Grid:
         preds[len(GRID)] = constant
         for slot, member, base in self._members():
             preds[slot] = _guarded(base._predict_checked, forms[_form(member)])
+        for slot, recent in self._recent():
+            preds[slot] = _guarded(recent.predict, forms[_RECENT_FORM])
         return self.mixture.mix(preds)
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
@@ -238,6 +284,8 @@ class Grid:
         plays[len(GRID)] = constant
         for slot, member, base in self._members():
             plays[slot] = _guarded(base._learn_checked, forms[_form(member)], t)
+        for slot, recent in self._recent():
+            plays[slot] = _guarded(recent.learn, forms[_RECENT_FORM], t)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
@@ -260,10 +308,11 @@ class Grid:
             self.leader, self.leader_since = leader, self.rounds
 
     def _restart(self) -> None:
-        """Start a generation (:data:`YOUNG_LINEAR` and the heaviest kernel member) in an empty
-        generation's slots, else the lighter one's; while the growth is held, only in place of a
-        generation (fresh copies, held, are no larger than those they replace: the slots' kinds are
-        fixed), so that a held learner keeps its size."""
+        """Start a generation (:data:`YOUNG_LINEAR`, the heaviest kernel member and the linear model of
+        the rows from now on) in an empty generation's slots, else the lighter one's, at
+        :data:`CHANGE_ENTRY_PRIOR` when the change has just been declared, else at :data:`ENTRY_PRIOR`;
+        while the growth is held, only in place of a generation (fresh copies, held, are no larger than
+        those they replace: the slots' kinds are fixed), so that a held learner keeps its size."""
         weights = self.mixture.weights()
         empty = -1.0 if not self.held else math.inf
         held = [float(weights[_young_slots(k)].sum()) if self.young[k] is not None else empty
@@ -273,8 +322,10 @@ class Grid:
             return
         kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
         members = [*YOUNG_LINEAR, *kernels]
-        self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members])
-        self.mixture.enter(list(_young_slots(g)), ENTRY_PRIOR)
+        self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members],
+                                    self.new_recent())
+        self.mixture.enter(list(_young_slots(g)),
+                           CHANGE_ENTRY_PRIOR if self.rounds == self.last_change else ENTRY_PRIOR)
         if self.leader in _young_slots(g):
             self.leader_since = self.rounds
 
@@ -288,6 +339,8 @@ class Grid:
         experts[len(GRID)] = constant
         for slot, member, base in self._members():
             experts[slot] = _guarded_probabilities(_scored, self.classes, base, forms[_form(member)])
+        for slot, recent in self._recent():
+            experts[slot] = _guarded_probabilities(recent.probabilities, self.classes, forms[_RECENT_FORM])
         return self.mixture.mix_probabilities(experts)
 
     def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
@@ -299,12 +352,16 @@ class Grid:
         if classes > self.classes:
             for _, _, base in self._members():
                 multinomial_rounds(base)._widen(classes - 1)
+            for _, recent in self._recent():
+                recent.widen(classes)
             self.classes = classes
         experts = np.full((_EXPERTS, classes), 1.0 / classes)
         experts[len(GRID)] = constant
         for slot, member, base in self._members():
             experts[slot] = _guarded_probabilities(base._learn_class_checked, classes, forms[_form(member)],
                                                    label)
+        for slot, recent in self._recent():
+            experts[slot] = _guarded_probabilities(recent.learn_class, classes, forms[_RECENT_FORM], label)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
@@ -320,9 +377,13 @@ class Grid:
         """The mixture's experts' names (an empty slot's is its member's with "not started")."""
         names = [*(_base_name(*member) for member in GRID), "constant"]
         for g, generation in enumerate(self.young):
-            names += ([f"{_base_name(*GRID[i])} restarted at round {generation.start}"
-                       for i in generation.members] if generation is not None
-                      else [f"restarted copy {j} of generation {g}, not started" for j in range(YOUNG_SIZE)])
+            if generation is None:
+                names += [f"restarted copy {j} of generation {g}, not started" for j in range(YOUNG_SIZE)]
+                continue
+            start = generation.start
+            names += [f"{_base_name(*GRID[i])} restarted at round {start}" for i in generation.members]
+            names.append(f"bayesian_linear(raw) of the rows since round {start}"
+                         + (" (none: saved before it existed)" if generation.recent is None else ""))
         return names
 
     def stats(self) -> dict[str, Any]:
@@ -348,16 +409,23 @@ class Grid:
         return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log")}
 
     def nbytes(self) -> int:
-        return sum(b.state_nbytes() for _, _, b in self._members()) + arrays_nbytes(self.own_arrays())
+        return (sum(b.state_nbytes() for _, _, b in self._members())
+                + sum(recent.nbytes() for _, recent in self._recent()) + arrays_nbytes(self.own_arrays()))
 
     def growth_nbytes(self, rounds: int) -> int:
-        """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew."""
+        """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew (a
+        generation's linear model has a fixed size: counted where a generation has none yet)."""
         grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
-        if self.held:  # restarts only replace generations, by copies no larger (see _restart)
+        # held, restarts only replace generations, by copies no larger (see _restart): only a generation
+        # saved without its linear model grows, by one
+        recent = self.new_recent().nbytes()
+        grown += recent * sum(generation.recent is None if generation is not None else not self.held
+                              for generation in self.young)
+        if self.held:
             return grown
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
         for generation in self.young:
-            for j in range(YOUNG_SIZE):
+            for j in range(YOUNG_BASES):
                 if generation is None:
                     grown += largest
                 else:
@@ -368,8 +436,11 @@ class Grid:
     def arrays(self) -> dict[str, np.ndarray]:
         young = {f"young{g}_{j}": nested_blob(b) for g, generation in enumerate(self.young)
                  if generation is not None for j, b in enumerate(generation.bases)}
+        recent = {f"young{g}_recent_{name}": array for g, generation in enumerate(self.young)
+                  if generation is not None and generation.recent is not None
+                  for name, array in generation.recent.arrays().items()}
         grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
-        return {**grid, **young, **self.own_arrays()}
+        return {**grid, **young, **recent, **self.own_arrays()}
 
     def scalars(self) -> dict[str, Any]:
         return {"widths": list(self.widths), "log_count": self.log_scaler.count,
@@ -388,16 +459,16 @@ class Grid:
             return
         young = [[int(v) for v in generation] for generation in scalars["young"]]
         if len(young) != GENERATIONS or any(
-                generation and (len(generation) != YOUNG_SIZE + 1
+                generation and (len(generation) != YOUNG_BASES + 1
                                 or not all(0 <= i < len(GRID) for i in generation[1:]))
                 for generation in young):
             raise StateFormatError("the restarted bases do not match the grid.")
         self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
         self.young = [_Generation(generation[0], generation[1:],
                                   [self._restored(arrays[f"young{g}_{j}"], GRID[i])
-                                   for j, i in enumerate(generation[1:])]) if generation else None
-                      for g, generation in enumerate(young)]
-        if not self.mixture.switching.restore(arrays):
+                                   for j, i in enumerate(generation[1:])], self._restored_recent(arrays, g))
+                      if generation else None for g, generation in enumerate(young)]
+        if not self.mixture.switching.restore(_with_recent_slots(arrays)):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])
         (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
@@ -413,6 +484,16 @@ class Grid:
             raise StateFormatError("the mixture weights do not match the grid.")
         self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
         self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
+
+    def _restored_recent(self, arrays: dict[str, np.ndarray], generation: int) -> RecentLinear | None:
+        """Generation ``generation``'s linear model, None if it was saved without one."""
+        prefix = f"young{generation}_recent_"
+        if f"{prefix}P" not in arrays:
+            return None
+        recent = self.new_recent()
+        recent.restore({name.removeprefix(prefix): array for name, array in arrays.items()
+                        if name.startswith(prefix)})
+        return recent
 
     def _restored(self, blob: np.ndarray, member: Member) -> Learner:
         restored = restore_nested(blob)

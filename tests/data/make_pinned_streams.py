@@ -5,7 +5,10 @@ play, every prediction and the final state's checksum with ``==``: a change mean
 (validation once per round, the numerics contexts entered once, ...) must not change a single bit.
 The file was written at commit 9891fb8, before those changes, and rewritten once, deliberately, for issue 20
 (``auto``'s switching weights, change detector and restarted bases change what it computes; the other
-cases were unchanged) after ``benchmarks/results/drift_stationary.md`` showed no loss on stationary data.
+cases were unchanged) after ``benchmarks/results/drift_stationary.md`` showed no loss on stationary data;
+the ``auto`` cases' final-state checksums once more when each restarted generation gained its linear model
+(two more slots in the mixture's saved weights, two more values in the detector's state; every play and
+prediction the same).
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.

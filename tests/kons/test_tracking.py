@@ -1,5 +1,6 @@
 """Following a changing stream (issue 20): the switching weights against a brute-force Bayes mixture over
-expert sequences, the Fixed-Share bound, the change detector, and ``auto``'s restarts, stats and state."""
+expert sequences, the Fixed-Share bound, the change detector, the restarted generations' linear model
+against a dense posterior mean, and ``auto``'s restarts, entry weights, stats and state."""
 
 from __future__ import annotations
 
@@ -7,10 +8,16 @@ import itertools
 import math
 
 import numpy as np
+import pytest
 
 import kons
+from kons._grid import CHANGE_ENTRY_PRIOR, YOUNG_SIZE
+from kons._recent import RecentLinear
 from kons._tracking import RATES, SWITCHING_PRIOR, LossChangeDetector, SwitchingWeights
 from kons.auto import MIX_BOUND, REGRESSION_BOUND, Auto, Mixture
+from kons.base import _round_numerics
+from kons.errors import NumericalError
+from tests.data.make_tracking_blobs import _stream
 from tests.reference import restored_in_step
 
 
@@ -105,16 +112,86 @@ def test_the_detector_declares_a_rise_of_the_loss_and_no_change_on_a_stationary_
     assert sum(risen) == 1  # and once: the level is the new regime's afterwards
 
 
-def test_the_detector_state_restores_bit_identically() -> None:
+def _first_block_end_change(losses: np.ndarray, detector: LossChangeDetector) -> int | None:
+    """The round of the first change the CUSUM declares at the end of a block (the detector before it
+    could declare inside a block), by the one-sided CUSUM on the block means written out."""
+    level = cusum = 0.0
+    block_sum = 0.0
+    for seen, loss in enumerate(losses, start=1):
+        if seen <= detector.warmup or level <= 0.0:
+            level += (loss - level) / min(seen, detector.memory)
+            continue
+        block_sum += loss
+        if (seen - detector.warmup) % detector.block:
+            continue
+        mean, block_sum = block_sum / detector.block, 0.0
+        cusum = max(0.0, cusum + min(mean / level, detector.cap) - 1.0 - detector.drift)
+        if cusum == 0.0:
+            level += (mean - level) * detector.block / detector.memory
+        elif cusum > detector.threshold:
+            return seen
+    return None
+
+
+@pytest.mark.parametrize("rise", [1.5, 2.5, 4.0, 8.0, 30.0, 300.0])
+def test_a_change_is_declared_inside_a_block_only_when_the_block_s_end_would_declare_it(rise: float) -> None:
+    """The losses are nonnegative: a partial block that already carries the CUSUM past the threshold is
+    declared at once, in the block that would declare it at its end, and never otherwise. The rise starts
+    with a block: at its end, the delay was always 8 rounds."""
+    delays = []
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        losses = np.concatenate([rng.normal(size=700) ** 2, rise * rng.normal(size=300) ** 2])
+        detector = LossChangeDetector()
+        declared = [detector.update(float(loss)) for loss in losses]
+        first = declared.index(True) + 1 if any(declared) else None
+        at_block_end = _first_block_end_change(losses, LossChangeDetector())
+        assert (first is None) == (at_block_end is None)
+        if first is not None and at_block_end is not None:
+            assert at_block_end - detector.block < first <= at_block_end
+            delays.append(first - 700)
+    if rise >= 30.0:  # a loss 30 times its level: declared within a few rounds (measured 1.8-3.4 on average)
+        assert np.mean(delays) < LossChangeDetector().block / 2
+
+
+@pytest.mark.parametrize("cut", [603, 620, 700, 1200])
+def test_the_detector_state_restores_bit_identically(cut: int) -> None:
+    """Cuts in the rise, after a change declared inside a block (the blocks moved), in the level's
+    recovery and after it."""
     rng = np.random.default_rng(3)
-    losses = np.concatenate([rng.normal(size=600) ** 2, 8.0 * rng.normal(size=300) ** 2])
+    losses = np.concatenate([rng.normal(size=600) ** 2, 8.0 * rng.normal(size=800) ** 2])
     first = LossChangeDetector()
-    for loss in losses[:620]:
+    for loss in losses[:cut]:
         first.update(float(loss))
     second = LossChangeDetector()
     second.restore(first.state())
-    assert [first.update(float(v)) for v in losses[620:]] == [second.update(float(v)) for v in losses[620:]]
+    rest = losses[cut:]
+    assert [first.update(float(v)) for v in rest] == [second.update(float(v)) for v in rest]
     assert first.state() == second.state()
+
+
+def test_after_a_change_the_level_recovers_so_that_the_next_change_is_declared() -> None:
+    """A rise 30 times the level, back to the old level 8 rounds later (the restarted experts learnt), and
+    400 rounds later a second rise: declared within a few blocks (the level that followed the block means
+    over ``memory`` rounds after the first change still stood 13 times above the losses: 50 blocks)."""
+    rng = np.random.default_rng(9)
+    scale = np.concatenate([np.ones(700), np.full(8, 30.0), np.ones(400), np.full(300, 30.0)])
+    detector = LossChangeDetector()
+    declared = [detector.update(float(loss)) for loss in scale * rng.normal(size=len(scale)) ** 2]
+    changes = [t for t, change in enumerate(declared) if change]
+    assert len(changes) == 2 and 700 <= changes[0] < 708
+    assert 1108 <= changes[1] < 1108 + 4 * detector.block
+
+
+def test_a_detector_state_saved_before_blocks_could_move_restores_with_the_blocks_in_place() -> None:
+    rng = np.random.default_rng(4)
+    losses = rng.normal(size=400) ** 2
+    first = LossChangeDetector()
+    for loss in losses[:250]:
+        first.update(float(loss))
+    second = LossChangeDetector()
+    second.restore(first.state()[:6])  # the six values a state of 1b768d2 holds
+    assert second.state() == first.state()
 
 
 def _flipping(n: int = 1600, change: int = 800) -> tuple[np.ndarray, np.ndarray]:
@@ -200,3 +277,91 @@ def test_a_multiclass_auto_declares_a_change_and_restores_its_widened_copies() -
     rest = slice(1000, None)
     assert np.array_equal(learner.learn_many(X[rest], names[rest]), restored.learn_many(X[rest], names[rest]))
     assert learner.to_bytes() == restored.to_bytes()
+
+
+def _recent_reference(X: np.ndarray, T: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The posterior mean's scores for ``x`` after the rows ``X`` (n, d + 1) with targets ``T`` (n, K), by
+    a dense solve: :math:`x^\\top (\\Sigma_0^{-1} + X^\\top X)^{-1} X^\\top T`."""
+    d = X.shape[1] - 1
+    precision = np.diag(np.append(np.full(d, float(d)), 1.0 / MIX_BOUND**2)) + X.T @ X
+    scores: np.ndarray = x @ np.linalg.solve(precision, X.T @ T)
+    return scores
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_the_recent_linear_model_plays_the_posterior_mean_of_its_rows(binary: bool) -> None:
+    rng = np.random.default_rng(7)
+    d, clip = 4, 3.0
+    X = np.hstack([rng.normal(size=(60, d)), np.ones((60, 1))])
+    t = X @ rng.normal(size=d + 1) + 0.3 * rng.normal(size=60)
+    t = np.sign(t) if binary else t
+    recent = RecentLinear(d, intercept_scale=MIX_BOUND, clip=clip)
+    for n in range(60):
+        expected = float(np.clip(_recent_reference(X[:n], t[:n, None], X[n])[0], -clip, clip))
+        assert recent.predict(X[n]) == pytest.approx(expected, abs=1e-10)
+        assert recent.learn(X[n], float(t[n])) == pytest.approx(expected, abs=1e-10)
+
+
+def test_the_recent_linear_model_of_classes_scores_each_class_against_the_others() -> None:
+    """Two classes, then a third from round 20 (its column: a target -1 on every earlier row), against the
+    dense posterior mean with the targets +-1 per class, played as the softmax of half the scores."""
+    rng = np.random.default_rng(8)
+    d, clip = 3, 3.0
+    X = np.hstack([rng.normal(size=(50, d)), np.ones((50, 1))])
+    labels = np.where(np.arange(50) < 20, (X[:, 0] > 0).astype(int), np.digitize(X[:, 0], [-0.5, 0.5]))
+    recent = RecentLinear(d, intercept_scale=MIX_BOUND, clip=clip)
+    for n in range(50):
+        classes = max(int(labels[: n + 1].max()) + 1, 2)
+        if classes > 2:
+            recent.widen(classes)
+        targets = -np.ones((n, classes))
+        targets[np.arange(n), labels[:n]] = 1.0
+        scores = np.clip(_recent_reference(X[:n], targets, X[n]), -clip, clip) / 2.0
+        expected = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+        if classes == 2:  # the one-score model: the binary label is +-1 for class 1
+            assert recent.predict(X[n]) == pytest.approx(2.0 * scores[1], abs=1e-10)
+            recent.learn(X[n], 1.0 if labels[n] == 1 else -1.0)
+        else:
+            np.testing.assert_allclose(recent.learn_class(X[n], int(labels[n])), expected, atol=1e-10)
+
+
+def test_a_round_of_the_recent_linear_model_that_overflows_changes_nothing() -> None:
+    recent = RecentLinear(2, intercept_scale=MIX_BOUND, clip=3.0)
+    recent.learn(np.array([1.0, -2.0, 1.0]), 0.5)
+    before = {name: array.copy() for name, array in recent.arrays().items()}
+    with _round_numerics(), pytest.raises(NumericalError):  # as inside auto's round: no warning
+        recent.learn(np.array([1e200, 0.0, 1.0]), 1.0)
+    for name, array in recent.arrays().items():
+        np.testing.assert_array_equal(array, before[name])
+
+
+def test_a_generation_started_at_a_declared_change_enters_with_its_weight() -> None:
+    """At the round the change is declared, each expert of the new generation (the copies and the linear
+    model) weighs CHANGE_ENTRY_PRIOR; the experts already there keep their proportions of the rest."""
+    X, y = _flipping()
+    learner = Auto()
+    for x, t in zip(X, y, strict=True):
+        before = learner.stats().get("weights", {})
+        learner.learn_one(x, t)
+        if learner.changes_detected:
+            break
+    weights = learner.stats()["weights"]
+    young = [name for name in weights if name not in before]
+    assert len(young) == YOUNG_SIZE and any(name.startswith("bayesian_linear") for name in young)
+    for name in young:
+        assert weights[name] == pytest.approx(CHANGE_ENTRY_PRIOR, rel=1e-9)
+    kept = 1.0 - YOUNG_SIZE * CHANGE_ENTRY_PRIOR
+    assert sum(weights[name] for name in before) == pytest.approx(kept, rel=1e-9)
+
+
+def test_new_classes_after_a_restart_stay_within_the_class_growth_bound() -> None:
+    """A binary classifier with a restarted generation (its linear model scores one column) meets three
+    new classes: the linear model's first widening adds two columns, the bases' one each."""
+    X, y = _stream(1, 800, 2, 600)  # two classes whose rows swap at round 600
+    learner = Auto(task="classification")
+    learner.learn_many(X, y.astype(int))
+    assert learner.changes_detected >= 1
+    assert any(name.startswith("bayesian_linear") for name in learner.stats()["weights"])
+    before, bound = learner.state_nbytes(), learner.class_growth_nbytes(3)
+    learner.learn_many(X[:3], np.array([2, 3, 4]))
+    assert len(learner.classes) == 5 and 0 < learner.state_nbytes() - before <= bound
