@@ -16,6 +16,8 @@ __all__ = ["BENCHMARKS", "Benchmark", "markdown", "sources_of"]
 
 _LIBRARY = ("kons",)
 _SERVICE = ("kons", "kons_service", "testkit/processes.py")
+#: What the raw regime's kons runs measure (each run records its own: benchmarks/raw_regime.py).
+_RAW_REGIME = (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")
 
 
 @dataclass(frozen=True)
@@ -62,17 +64,15 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.nystrom_quality --T 5000 --out benchmarks/results",
               ("nystrom_quality.md", "nystrom_quality.json"),
               (*_LIBRARY, "benchmarks/nystrom_quality.py", "benchmarks/methods.py")),
-    Benchmark("auto vs River / Vowpal Wabbit on 12 raw data sets (README, quick start)",
-              "python -m benchmarks.quality --regime raw --T 5000 --methods auto ... (see the file)",
-              ("quality_raw_regime.md", "quality_raw_regime/"),
-              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("auto vs River / Vowpal Wabbit on 12 raw data sets (README, quick start); each run stamped "
+              "with what it measures, `--methods stale` re-runs those whose code changed",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite headline "
+              "--out benchmarks/results",
+              ("quality_raw_regime.md", "quality_raw_regime/"), _RAW_REGIME),
     Benchmark("auto on 14 held-out raw data sets (README, quick start)",
-              "python -m benchmarks.quality --regime raw --T 5000 ... (see the file)",
-              ("quality_raw_holdout.md", "quality_raw_holdout/"),
-              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
-    Benchmark("auto variants tried and rejected (README, quick start)", "(see the file)",
-              ("quality_raw_auto_variants.md",),
-              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite holdout "
+              "--methods auto,peers --out benchmarks/results",
+              ("quality_raw_holdout.md", "quality_raw_holdout/"), _RAW_REGIME),
     Benchmark("Multi-class auto (issue 19): a 10-class round vs a binary one, error on 7 multi-class "
               "streams vs River's defaults and VW --oaa K (README, kons.auto)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.multiclass --out benchmarks/results",
