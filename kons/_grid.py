@@ -141,6 +141,14 @@ class _Generation:
     bases: list[Learner]
 
 
+def class_column_nbytes(dim: int) -> int:
+    """The most bytes one more class adds to a grid on rows of ``dim`` features: a weight column in every
+    base, as long as the base may become (an ONS base's ``dim + 1`` weights, a Nystrom base's full
+    dictionary), and in every slot a restarted copy of the longest may take."""
+    lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
+    return 8 * (sum(lengths) + GENERATIONS * YOUNG_SIZE * max(lengths))
+
+
 def _full_nbytes(base: Learner, rounds: int) -> int:
     """A base's bytes after ``rounds`` more rounds, at most."""
     return base.state_nbytes() + base.max_growth_nbytes(rounds)

@@ -109,6 +109,7 @@ from kons._grid import (
     YOUNG_LINEAR,
     YOUNG_SIZE,
     Grid,
+    class_column_nbytes,
     dense,
     signed_log,
     standardised,
@@ -117,7 +118,7 @@ from kons._mixture import MIX_BOUND, Mixture
 from kons._multinomial import log_probability, reference_softmax
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
 from kons.base import Learner, _round_numerics
-from kons.classes import Classes, class_label, legacy_sign
+from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, legacy_sign
 from kons.errors import InvalidParameterError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
@@ -542,6 +543,34 @@ class Auto(Learner):
         if self._prep.ready:
             return self._model.growth_nbytes(rounds) + self._prep.encoder_growth_nbytes()
         return self._prep.warm_up_growth_nbytes(self._dim, rounds, self._fresh_grid_nbytes)
+
+    def class_growth_nbytes(self, classes: int, dim: int | None = None) -> int:
+        """An upper bound of the growth of :meth:`state_nbytes` when ``classes`` classes it does not know
+        appear (at most up to :data:`~kons.classes.MAX_CLASSES`): a weight column per class in every base
+        and its label. Apart from :meth:`max_growth_nbytes`, which bounds the growth of the bases'
+        dictionaries over rounds (and is 0 while the growth is held), because a class is added whatever
+        the hold: a store that reserves bytes ahead of the rounds reserves these for the new labels a
+        batch actually brings. ``dim``: the input dimension its first round will fix, for a learner that
+        has none yet.
+
+        Raises
+        ------
+        InvalidParameterError
+            For a regression learner, or without an input dimension (the learner's or ``dim``).
+        """
+        classes = check_int("Auto", "classes", classes, low=0)
+        if not self._binary:
+            raise InvalidParameterError("class_growth_nbytes needs task='classification'.")
+        dim = self.input_dim if self.input_dim is not None else dim
+        if dim is None:
+            raise InvalidParameterError(
+                "class_growth_nbytes needs the input dimension: build the learner with 'dim' or play a "
+                "round.")
+        known = len(self._classes)
+        labels = min(classes, MAX_CLASSES - known)
+        # K classes have K - 1 score columns, the binary model one: the first two classes add none
+        columns = max(known + labels, 2) - max(known, 2)
+        return columns * class_column_nbytes(dim) + labels * (MAX_LABEL_CHARS * 4 + 8)  # UTF-8, count
 
     def _fresh_grid_nbytes(self, rounds: int) -> int:
         """The bytes of the grid after ``rounds`` rounds, at most, before it is built (its size does not

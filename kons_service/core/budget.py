@@ -51,11 +51,13 @@ class TenantBudget:
                 f"{budget} bytes (KONS_TENANT_MAX_BYTES): {refused}. Delete learners, or use smaller ones.")
         return got.learner_bytes
 
-    async def cover(self, ref: LearnerRef, need: int, reserved: int) -> int:
-        """:meth:`try_cover`, raising 422 when the tenant's budget cannot cover ``need``."""
+    async def cover(self, ref: LearnerRef, need: int, reserved: int,
+                    refused: str = "it takes no more feedback (it still predicts)") -> int:
+        """:meth:`try_cover`, raising 422 when the tenant's budget cannot cover ``need`` (``refused``: what
+        is not done)."""
         got = await self.try_cover(ref, need, reserved)
         if got is None:
-            return await self.reserve(ref, need, "it takes no more feedback (it still predicts)")
+            return await self.reserve(ref, need, refused)
         return got
 
     async def try_cover(self, ref: LearnerRef, need: int, reserved: int) -> int | None:

@@ -63,9 +63,11 @@ from kons_service.core.learning import (
     check_labels,
     check_rows,
     check_work,
+    classifier,
     decided,
     finite,
     is_correct,
+    label_key,
     learn_round,
     numerics,
     offload,
@@ -311,6 +313,7 @@ class FeedbackWriter:
         played = await self._checked(entry, learner, group)
         rows = sum(len(xs) for xs in played.xs)
         played.held = await self._growth_held(entry, learner, played.xs[0][0], rows)
+        await self._cover_new_classes(entry, learner, played, rows)
         token = lease.token if lease is not None else next(self._tokens)
         try:
             await self._play(learner, played)
@@ -509,6 +512,35 @@ class FeedbackWriter:
             log.warning("learner %s stopped growing at %d bytes: its %s budget is full; it keeps learning "
                         "with the dictionary it has", ref, held, "own" if need > budget else "tenant's")
         return True
+
+    async def _cover_new_classes(self, entry: CachedLearner, learner: kons.Learner, played: _Played,
+                                 rows: int) -> None:
+        """Cover the bytes of the classes the group brings (:meth:`kons.Auto.class_growth_nbytes`) on top of
+        what the learner holds and may grow in these ``rows`` rounds. A class is added whether or not the
+        learner's growth is held, so when the budget is full a batch with a new label is refused (422) and
+        one with known labels is not."""
+        if not classifier(learner):
+            return
+        known = {label_key(c) for c in learner.classes}
+        new = {label_key(learner.class_of(y)) for ys in played.ys for y in ys} - known
+        if not new:
+            return
+        if learner.input_dim is None:  # the first batch, whose first row fixes the dimension
+            dim = len(learner.check_round(played.xs[0][0])[0])
+            held = max(entry.reserved_bytes, entry.state_nbytes())
+            need = held + learner.class_growth_nbytes(len(new), dim)
+        else:
+            was_held = learner.growth_held
+            learner.hold_growth(played.held)
+            need = (entry.state_nbytes() + learner.max_growth_nbytes(rows)
+                    + learner.class_growth_nbytes(len(new)))
+            learner.hold_growth(was_held)
+        refused = f"its {len(new)} new class(es) take no room (it still learns the classes it has)"
+        if need > self.settings.learner_max_bytes:
+            raise ResourceLimitError(
+                f"Learner {entry.ref.name!r} would need {need} bytes with {len(new)} new class(es), over the "
+                f"budget of {self.settings.learner_max_bytes} per learner: {refused}.")
+        entry.reserved_bytes = await self.budget.cover(entry.ref, need, entry.reserved_bytes, refused)
 
     async def _checked(self, entry: CachedLearner, learner: kons.Learner, group: list[_Request],
                        config: dict[str, Any] | None = None) -> _Played:

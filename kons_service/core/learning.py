@@ -57,6 +57,7 @@ __all__ = [
     "decided",
     "finite",
     "is_correct",
+    "label_key",
     "learn_round",
     "numerics",
     "offload",
@@ -264,6 +265,27 @@ def check_labels(task: str, ys: Sequence[Any]) -> None:
         raise kons.InvalidInputError(f"{where}{problem}; got {json.dumps(y)[:40]}.")
 
 
+def label_key(label: Any) -> str:
+    """A class's key in an answer's ``probabilities`` (a JSON object): a string as given, any other label as
+    its JSON text (``true``, ``1``)."""
+    return label if isinstance(label, str) else json.dumps(label)
+
+
+def _check_label_keys(classes: Sequence[Any], labels: Sequence[Any]) -> None:
+    """Refuse (422) a label whose key in ``probabilities`` would be another class's: ``"1"`` and ``1``, or
+    ``"true"`` and ``true``, are two classes (as in kons), which one JSON object cannot tell apart. Sent
+    by one source they are usually one class whose type changed (a CSV column read as text): the
+    message says so rather than letting one class's probability hide the other's."""
+    known = {label_key(c): c for c in classes}
+    for i, y in enumerate(labels):
+        other = known.setdefault(label_key(y), y)
+        if type(other) is not type(y) or other != y:
+            where = f"item {i}: " if len(labels) > 1 else ""
+            raise kons.InvalidInputError(
+                f"{where}the label {json.dumps(y)} and the class {json.dumps(other)} would share the key "
+                f"{label_key(y)!r} in probabilities; send each class with one JSON type.")
+
+
 def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> int:
     """Refuse (nothing allocated) a learner whose state at input dimension ``dim`` would exceed ``budget``
     bytes; ``learner`` may be one built without its dimension (kons's estimate from its parameters).
@@ -311,6 +333,8 @@ def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | Non
             raise kons.InvalidInputError(f"item {i}: {exc}" if len(xs) > 1 else str(exc)) from None
         if label is not None:
             labels.append(class_label(ys[i]) if ys is not None and classifier(learner) else label)
+    if labels and classifier(learner):
+        _check_label_keys(learner.classes, [learner.class_of(y) for y in labels])
     return labels
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal, Self
@@ -25,6 +24,7 @@ from pydantic_core import PydanticCustomError
 
 from kons.classes import MAX_LABEL_CHARS
 from kons.records import MAX_KEYS, MAX_NAME_LENGTH
+from kons_service.core.learning import label_key
 
 __all__ = [
     "BatchFeedbackResponse",
@@ -410,8 +410,8 @@ _ERRORS = {
 
 def json_keyed(distribution: Iterable[tuple[Any, float]]) -> dict[str, float]:
     """A distribution over classes, (class, probability) pairs, as a JSON object: each label as an object
-    key (strings as given, other labels as their JSON text: ``true`` and ``1`` stay two keys)."""
-    return {label if isinstance(label, str) else json.dumps(label): p for label, p in distribution}
+    key (:func:`~kons_service.core.learning.label_key`: ``true`` and ``1`` stay two keys)."""
+    return {label_key(label): p for label, p in distribution}
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -100,6 +100,28 @@ def test_two_classes_of_the_multinomial_round_are_the_binary_logistic_ons() -> N
     assert np.allclose(multinomial._u[:, 0], binary._u, rtol=1e-10, atol=1e-12)
 
 
+def test_class_growth_bounds_the_bytes_new_classes_add() -> None:
+    X, labels = _blobs(620, classes=10, seed=6)
+    known = labels < 3
+    learner = Auto(task="classification")
+    learner.learn_many(X[known][:600], labels[known][:600])
+    before, bound = learner.state_nbytes(), learner.class_growth_nbytes(7)
+    first_of = [int(np.flatnonzero(labels == k)[0]) for k in range(3, 10)]
+    learner.learn_many(X[first_of], labels[first_of])
+    grown = learner.state_nbytes() - before
+    assert len(learner.classes) == 10 and 0 < grown <= bound
+    assert learner.class_growth_nbytes(0) == 0 < learner.class_growth_nbytes(1)
+    fresh = Auto(task="classification", dim=5)  # the first two classes add no column, 256 at most in all
+    label_bytes = fresh.class_growth_nbytes(1)
+    assert fresh.class_growth_nbytes(2) == 2 * label_bytes
+    assert fresh.class_growth_nbytes(10_000) == fresh.class_growth_nbytes(256) > 256 * label_bytes
+    with pytest.raises(kons.InvalidParameterError, match="classification"):
+        Auto(dim=5).class_growth_nbytes(1)
+    with pytest.raises(kons.InvalidParameterError, match="input dimension"):
+        Auto(task="classification").class_growth_nbytes(1)
+    assert Auto(task="classification").class_growth_nbytes(9, dim=5) == fresh.class_growth_nbytes(9)
+
+
 def test_only_the_learners_that_declare_the_multinomial_round_have_it() -> None:
     # Checked statically too: mypy verifies these assignments against the protocol.
     declared: list[MultinomialRounds] = [kons.ONS(loss="logistic", dim=3), kons.NystromKONS(loss="logistic")]

@@ -95,6 +95,26 @@ async def test_true_and_1_are_two_classes(make_client: AppFactory) -> None:
     assert _same(asked["label"], local.classes[int(np.argmax(expected))])
 
 
+@pytest.mark.parametrize(("first", "clash"), [(1, "1"), ("1", 1), (True, "true"), ("false", False)])
+async def test_a_label_whose_probabilities_key_is_another_class_s_is_refused(
+        make_client: AppFactory, first: Any, clash: Any) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "classification"})).status_code == 201
+    X = _rows(4, seed=5)
+    assert (await client.post(f"{URL}/feedback", json={"x": X[0].tolist(), "y": first})).status_code == 200
+    before = (await client.get(f"{URL}/state")).content
+    for body in ({"x": X[1].tolist(), "y": clash},  # alone, and as the second item of a batch
+                 {"items": [{"x": X[2].tolist(), "y": "dog"}, {"x": X[3].tolist(), "y": clash}]}):
+        answer = await client.post(f"{URL}/feedback", json=body)
+        assert answer.status_code == 422, answer.text
+        assert "would share the key" in answer.json()["error"]["message"]
+    in_one_batch = await client.post(f"{URL}/feedback", json={"items": [
+        {"x": X[1].tolist(), "y": "dog"}, {"x": X[2].tolist(), "y": 7}, {"x": X[3].tolist(), "y": "7"}]})
+    assert in_one_batch.status_code == 422 and "item 2:" in in_one_batch.json()["error"]["message"]
+    assert (await client.get(f"{URL}/state")).content == before  # nothing learnt
+    assert (await client.post(f"{URL}/feedback", json={"x": X[1].tolist(), "y": first})).status_code == 200
+
+
 async def test_history_accuracy_and_log_loss_by_hand(make_client: AppFactory) -> None:
     client = await make_client()
     assert (await client.put(URL, json={"task": "classification"})).status_code == 201
