@@ -91,8 +91,8 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_long --out benchmarks/results",
               ("auto_long.md",), (*_LIBRARY, "benchmarks/auto_long.py")),
     Benchmark("auto on stationary data before and after issue 20: the 26 raw sets within 1%",
-              "python -m benchmarks.drift_stationary --after DIR/quality_raw_regime --out benchmarks/results "
-              "(DIR: a raw-regime run of auto, see the file)",
+              "python -m benchmarks.drift_stationary --after DIR --out benchmarks/results (DIR: the --out of "
+              "`benchmarks.quality --regime raw --methods auto` runs of both suites)",
               ("drift_stationary.md",),
               (*_LIBRARY, "benchmarks/drift_stationary.py", "benchmarks/raw_regime.py",
                "benchmarks/methods.py")),
@@ -101,7 +101,8 @@ BENCHMARKS = (
               ("takeover.md",),
               (*_SERVICE, "benchmarks/takeover.py")),
     Benchmark("Hostile senders do not starve others (docs/reliability.md)",
-              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.hostile --seconds 5 --rounds 3 --baseline PATH",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.hostile --seconds 5 --rounds 3 --sender-nice 19 0 "
+              "--out benchmarks/results",
               ("hostile.md",), (*_SERVICE, "benchmarks/hostile.py")),
     Benchmark("Redis Cluster under real failures, with and without WAIT; the write pause WAIT costs "
               "(README, docs/reliability.md)",
