@@ -307,7 +307,8 @@ def _main_raw(args: argparse.Namespace, argv: Sequence[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     command = command_line("benchmarks.quality", argv, outputs=("--out",))
     info = machine(*PEER_MODULES)
-    machine_line = f"{info['platform']}, {info['cpus']} CPUs, load {info['load_average'][0]:.1f}"
+    machine_line = (f"{info['platform']}, {info['cpus']} CPUs, load {info['load_average'][0]:.1f}; numpy "
+                    f"{info['versions']['numpy']}, scipy {info['versions']['scipy']}")
     for name in _datasets(args.datasets):
         path = out_dir / f"{name}.json"
         earlier = json.loads(path.read_text())["runs"] if path.exists() else []
