@@ -305,7 +305,7 @@ def _main_raw(args: argparse.Namespace, argv: Sequence[str]) -> int:
     suite = _suite(args.suite)
     out_dir = args.out / suite.folder
     out_dir.mkdir(parents=True, exist_ok=True)
-    command = command_line("benchmarks.quality", argv, outputs=("--out",))
+    kept = command_line("benchmarks.quality", argv, outputs=("--out", "--methods"))
     info = machine(*PEER_MODULES)
     machine_line = (f"{info['platform']}, {info['cpus']} CPUs, load {info['load_average'][0]:.1f}; numpy "
                     f"{info['versions']['numpy']}, scipy {info['versions']['scipy']}")
@@ -321,6 +321,8 @@ def _main_raw(args: argparse.Namespace, argv: Sequence[str]) -> int:
             keys.remove(key)
         if not keys:
             continue
+        # The methods named as run, so that the command runs them again (``stale`` would name none then).
+        command = f"{kept} --methods {','.join(keys)}"
         about = {k: {"command": command, "machine": machine_line, "provenance": stamps[k]} for k in keys}
         record = run_raw(name, keys, args.T, about)
         record["runs"] = [r for r in earlier if r["method"] not in keys] + record["runs"]  # keep the others

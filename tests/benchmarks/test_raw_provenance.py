@@ -133,6 +133,7 @@ def test_methods_stale_runs_again_only_the_runs_whose_code_changed(tmp_path: Pat
     assert main([*args, "--methods", "stale"]) == 0
     again = {run["method"]: run for run in json.loads(path.read_text())["runs"]}
     assert again["river_linear"] == first["river_linear"]
+    assert again["ogd"]["command"].endswith("--T 60 --methods ogd")  # what ran, not "stale"
     assert again["ogd"]["provenance"] == first["ogd"]["provenance"]  # run again, with today's code
     assert again["ogd"]["metric"] == first["ogd"]["metric"]
     page = tmp_path / "quality_raw_holdout.md"
