@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -308,7 +309,8 @@ def _main_raw(args: argparse.Namespace, argv: Sequence[str]) -> int:
     kept = command_line("benchmarks.quality", argv, outputs=("--out", "--methods"))
     info = machine(*PEER_MODULES)
     machine_line = (f"{info['platform']}, {info['cpus']} CPUs, load {info['load_average'][0]:.1f}; numpy "
-                    f"{info['versions']['numpy']}, scipy {info['versions']['scipy']}")
+                    f"{info['versions']['numpy']}, scipy {info['versions']['scipy']}; OPENBLAS_NUM_THREADS="
+                    f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
     for name in _datasets(args.datasets):
         path = out_dir / f"{name}.json"
         earlier = json.loads(path.read_text())["runs"] if path.exists() else []
