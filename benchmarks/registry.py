@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from benchmarks.common import markdown_table
 
-__all__ = ["BENCHMARKS", "Benchmark", "markdown", "sources_of"]
+__all__ = ["BENCHMARKS", "Benchmark", "benchmark_of", "markdown", "sources_of"]
 
 _LIBRARY = ("kons",)
 _SERVICE = ("kons", "kons_service", "testkit/processes.py")
@@ -121,13 +121,17 @@ BENCHMARKS = (
 )
 
 
+def benchmark_of(output: str) -> Benchmark | None:
+    """The registered benchmark that writes ``output`` (None if none does); an output ending in ``/`` is a
+    folder of results."""
+    return next((b for b in BENCHMARKS
+                 if any(output == o or (o.endswith("/") and output.startswith(o)) for o in b.outputs)), None)
+
+
 def sources_of(output: str) -> tuple[str, ...] | None:
-    """The sources measured by the registered benchmark that writes ``output`` (None if none does); an
-    output ending in ``/`` is a folder of results."""
-    for benchmark in BENCHMARKS:
-        if any(output == o or (o.endswith("/") and output.startswith(o)) for o in benchmark.outputs):
-            return benchmark.sources
-    return None
+    """The sources measured by the registered benchmark that writes ``output`` (None if none does)."""
+    benchmark = benchmark_of(output)
+    return None if benchmark is None else benchmark.sources
 
 
 def markdown() -> list[str]:

@@ -2,6 +2,7 @@
 
     python -m benchmarks.stale              # every file under benchmarks/results; exit 1 if any is stale
     python -m benchmarks.stale --registry   # the registry table of benchmarks/README.md
+    python -m benchmarks.stale --commands   # the registered commands that re-run every stale result
 
 A result written by a harness that records its provenance (:mod:`benchmarks.provenance`) is checked file
 by file against the blob hashes it records. A record whose ``runs`` each carry their own provenance (the
@@ -30,7 +31,7 @@ from benchmarks import registry
 from benchmarks.common import REPO
 from benchmarks.provenance import changed_sources, read_markdown_stamp
 
-__all__ = ["Verdict", "check", "main"]
+__all__ = ["Verdict", "check", "main", "rerun_commands"]
 
 RESULTS = REPO / "benchmarks" / "results"
 #: How an older harness (benchmarks.load) wrote its run's commit into its report.
@@ -176,15 +177,26 @@ def _check_registered(path: Path) -> Verdict:
     return Verdict(name, "unknown", f"no provenance; its sources are unchanged since {commit[:9]} ({how})")
 
 
+def rerun_commands(verdicts: Sequence[Verdict]) -> list[str]:
+    """The registered commands, in registry order, of the benchmarks with a result that is not current."""
+    behind = {registry.benchmark_of(v.path) for v in verdicts if v.status != "current"}
+    return [b.command for b in registry.BENCHMARKS if b in behind]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--registry", action="store_true", help="print the registry table and exit")
     parser.add_argument("--all", action="store_true", help="also list the current results")
+    parser.add_argument("--commands", action="store_true",
+                        help="print the registered command of each benchmark with a result not current")
     args = parser.parse_args(argv)
     if args.registry:
         print("\n".join(registry.markdown()))
         return 0
     verdicts = [check(p) for p in sorted(RESULTS.rglob("*")) if p.is_file() and p.suffix in (".md", ".json")]
+    if args.commands:
+        print("\n".join(rerun_commands(verdicts)))
+        return 0
     for v in verdicts:
         if args.all or v.status != "current":
             print(f"{v.status:8s} {v.path}: {v.detail}")
