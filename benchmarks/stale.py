@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import json
 import re
@@ -105,8 +106,15 @@ def _summary(paths: Sequence[str], limit: int = 6) -> str:
     return f"{len(paths)} file(s) changed: {shown}" + (", ..." if len(paths) > limit else "")
 
 
+@functools.cache
+def _changed(stamp: str) -> list[str]:
+    """:func:`changed_sources` of a stamp (as JSON): the runs of one invocation share theirs, and the
+    checkout does not change while this command runs."""
+    return changed_sources(json.loads(stamp))
+
+
 def _check_stamp(name: str, stamp: dict[str, Any]) -> Verdict:
-    changed = changed_sources(stamp)
+    changed = _changed(json.dumps(stamp, sort_keys=True))
     if changed:
         return Verdict(name, "stale", f"since {stamp['commit'][:9]}: {_summary(changed)}")
     return Verdict(name, "current", f"at {stamp['commit'][:9]}" + (" (+local changes)" * stamp["dirty"]))
