@@ -14,7 +14,7 @@ report gives microseconds per round (medians of the repeats), the round/floor ra
 and the before/after ratio. Run it with one BLAS thread::
 
     git worktree add /tmp/kons-old main   # the code to compare with
-    OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_round --old /tmp/kons-old --out benchmarks/results
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_round --old /tmp/kons-old --out DIR
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ import numpy as np
 from threadpoolctl import threadpool_info
 
 import kons.base
+from benchmarks import registry
 from benchmarks.common import command_line, git_commit, machine_summary, markdown_table
+from benchmarks.provenance import provenance, stamp_markdown
 from kons._blas import one_blas_thread
 from kons.base import learner_from_params
 
@@ -69,6 +71,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=40, help="blocks per variant (alternated)")
     parser.add_argument("--out", type=Path, default=None, help="write blas_pin.md there")
     args = parser.parse_args()
+    stamp = provenance(registry.sources_of("blas_pin.md") or ())  # the code imported now is what runs
     pin_alone = min(timeit.repeat("with pin(): pass", globals={"pin": one_blas_thread}, number=20_000,
                                   repeat=5))
     rows = []
@@ -95,7 +98,7 @@ def main() -> None:
     print(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "blas_pin.md").write_text(text)
+        (args.out / "blas_pin.md").write_text(stamp_markdown(text, stamp))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import httpx
 import numpy as np
 
 import kons
+from benchmarks import registry
 from benchmarks.common import (
     blas_env,
     blas_threads,
@@ -51,6 +52,7 @@ from benchmarks.common import (
     results_dir,
 )
 from benchmarks.methods import median_gamma
+from benchmarks.provenance import provenance, stamp_json, stamp_markdown
 from kons.datasets import load_dataset
 from kons.kernels import RBF
 from testkit.processes import REPO, RedisServer, free_port, service_env, start_service, terminate
@@ -602,6 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     require_datasets([args.dataset], "benchmarks.load")
     args.out = results_dir(args.out, "load")
+    stamp = provenance(registry.sources_of("load.md") or ())  # the code imported now is what runs
     config = LoadConfig(
         sizes=tuple(args.sizes), requests=args.requests, concurrency=args.concurrency,
         max_seconds=args.max_seconds, warmup=args.warmup, blocks=args.blocks,
@@ -610,10 +613,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         blas_threads=args.blas_threads or None)
     record = asyncio.run(run(config, log=lambda m: print(m, flush=True)))
     command = command_line("benchmarks.load", argv)
-    record["command"] = command
+    record = stamp_json({**record, "command": command}, stamp)
     (args.out / "raw").mkdir(parents=True, exist_ok=True)
     (args.out / "raw" / f"{args.name}.json").write_text(json.dumps(record, indent=1) + "\n")
-    (args.out / f"{args.name}.md").write_text(render(record, command))
+    (args.out / f"{args.name}.md").write_text(stamp_markdown(render(record, command), stamp))
     print(f"wrote {args.out / (args.name + '.md')} and {args.out / 'raw' / (args.name + '.json')}")
     return 0
 

@@ -34,6 +34,9 @@ from pathlib import Path
 import numpy as np
 
 import kons
+from benchmarks import registry
+from benchmarks.common import results_dir
+from benchmarks.provenance import provenance, stamp_json, stamp_markdown
 from kons.base import Learner
 from kons.datasets import load_dataset
 
@@ -114,7 +117,8 @@ def _ratio(series: LongSeries, late: int, early: int) -> float | None:
     return None
 
 
-def write_markdown(path: Path, all_series: list[LongSeries], meta: dict) -> None:
+def write_markdown(path: Path, all_series: list[LongSeries], meta: dict,
+                   stamp: dict) -> None:
     lines = [
         "# Long stream: time per round and state against rounds",
         "",
@@ -163,7 +167,7 @@ def write_markdown(path: Path, all_series: list[LongSeries], meta: dict) -> None
                if len(sizes) > 1 else "")
             + (f"; {s.stopped}" if s.stopped else "") + ".")
     lines += ["", "![long stream](long_stream.png)", ""]
-    path.write_text("\n".join(lines))
+    path.write_text(stamp_markdown("\n".join(lines), stamp))
 
 
 def write_plot(path: Path, all_series: list[LongSeries], meta: dict) -> None:
@@ -199,8 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sketched-seconds", type=float, default=300.0)
     parser.add_argument("--max-dictionary", type=int, default=None,
                         help="NystromKONS bound (default: the learner's default)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where results go (default: a new temporary directory)")
     args = parser.parse_args(argv)
+    args.out = results_dir(args.out, "long_stream")
+    stamp = provenance(registry.sources_of("long_stream.md") or ())  # the code imported now is what runs
     try:
         from threadpoolctl import threadpool_limits
 
@@ -230,10 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_before": " / ".join(f"{v:.1f}" for v in load_before),
         "load_after": " / ".join(f"{v:.1f}" for v in os.getloadavg()),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    raw = {"meta": meta, "series": [asdict(s) for s in all_series]}
+    raw = stamp_json({"meta": meta, "series": [asdict(s) for s in all_series]}, stamp)
     (args.out / "long_stream.json").write_text(json.dumps(raw, indent=1))
-    write_markdown(args.out / "long_stream.md", all_series, meta)
+    write_markdown(args.out / "long_stream.md", all_series, meta, stamp)
     write_plot(args.out / "long_stream.png", all_series, meta)
     print(f"wrote {args.out / 'long_stream.md'}", flush=True)
     return 0

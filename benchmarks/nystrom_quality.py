@@ -41,7 +41,10 @@ from typing import Any
 import numpy as np
 
 import kons
+from benchmarks import registry
+from benchmarks.common import results_dir
 from benchmarks.methods import median_gamma
+from benchmarks.provenance import provenance, stamp_json, stamp_markdown
 from benchmarks.quality import CLASSIFICATION, REGRESSION, split_rows
 from kons._numerics import PackedSymmetric
 from kons.datasets import load_dataset
@@ -138,7 +141,8 @@ def run(name: str, T: int, regime: str) -> dict[str, Any]:
     return row
 
 
-def write_markdown(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+def write_markdown(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any],
+                   stamp: dict[str, Any]) -> None:
     base, ours, *variants = list(LEARNERS)
     lines = [
         "# NystromKONS vs Sketched-KONS (equal settings); growth rule and dictionary bound",
@@ -172,7 +176,7 @@ def write_markdown(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any])
             f"{r[ours]['stored']} | {r[base]['state_bytes']:,} / {r[ours]['state_bytes']:,} | "
             f"{r[base]['seconds']:.1f} / {r[ours]['seconds']:.1f} |")
     lines += ["", "## Summary", "", *_summary(rows), ""]
-    path.write_text("\n".join(lines))
+    path.write_text(stamp_markdown("\n".join(lines), stamp))
 
 
 def _summary(rows: list[dict[str, Any]]) -> list[str]:
@@ -204,12 +208,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--T", type=int, default=5000)
     parser.add_argument("--datasets", default=",".join(REGRESSION + CLASSIFICATION))
     parser.add_argument("--regimes", default="paper,raw")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where results go (default: a new temporary directory)")
     args = parser.parse_args(argv)
+    args.out = results_dir(args.out, "nystrom_quality")
     if args.report_only:
         raw = json.loads((args.out / "nystrom_quality.json").read_text())
-        write_markdown(args.out / "nystrom_quality.md", raw["rows"], raw["meta"])
+        write_markdown(args.out / "nystrom_quality.md", raw["rows"], raw["meta"], raw["provenance"])
         return 0
+    stamp = provenance(registry.sources_of("nystrom_quality.md") or ())  # the code imported now is what runs
     rows = []
     for regime in args.regimes.split(","):
         for name in args.datasets.split(","):
@@ -221,9 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    f"numpy {np.__version__}, load average at the end "
                    + " / ".join(f"{v:.1f}" for v in os.getloadavg()),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "nystrom_quality.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    write_markdown(args.out / "nystrom_quality.md", rows, meta)
+    (args.out / "nystrom_quality.json").write_text(
+        json.dumps(stamp_json({"meta": meta, "rows": rows}, stamp), indent=1))
+    write_markdown(args.out / "nystrom_quality.md", rows, meta, stamp)
     print(f"wrote {args.out / 'nystrom_quality.md'}", flush=True)
     return 0
 

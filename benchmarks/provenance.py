@@ -8,7 +8,9 @@ as it is now; it is what ``python -m benchmarks.stale`` reports.
 
 The hashes are ``git hash-object`` of the files in the working tree, so a run from a checkout with local
 changes records what actually ran; folders are expanded to the files git sees in them (tracked, or
-untracked but not ignored).
+untracked but not ignored). A run that measures another library (a River or Vowpal Wabbit peer) also
+records that library's installed version (``libraries``): its code is not in this repository, so a new
+version, not a commit, is what makes such a result stale.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import json
 import re
 import subprocess
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO
 
-__all__ = ["PROVENANCE_COMMENT", "changed_sources", "provenance", "publish", "read_markdown_stamp",
-           "stamp_json", "stamp_markdown"]
+__all__ = ["PROVENANCE_COMMENT", "changed_sources", "installed_version", "provenance", "publish",
+           "read_markdown_stamp", "stamp_json", "stamp_markdown"]
 
 #: The comment that carries a Markdown result's provenance: ``<!-- provenance {...} -->``.
 PROVENANCE_COMMENT = re.compile(r"^<!-- provenance (\{.*\}) -->$", re.MULTILINE)
@@ -49,22 +52,39 @@ def blob_hashes(sources: Sequence[str]) -> dict[str, str]:
     return dict(zip(files, hashes, strict=True))
 
 
-def provenance(sources: Sequence[str]) -> dict[str, Any]:
+def installed_version(distribution: str) -> str | None:
+    """The installed version of a distribution (``river``, ``vowpalwabbit``), None if it is not installed."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def provenance(sources: Sequence[str], libraries: Sequence[str] = ()) -> dict[str, Any]:
     """The record of a run measuring ``sources``: the commit (full hash), whether they had local changes,
-    and the blob hash of each of their files."""
+    the blob hash of each of their files and, when it measures other libraries (distribution names), their
+    installed versions."""
     commit = _git("rev-parse", "HEAD").strip()
     dirty = bool(_git("status", "--porcelain", "--", *sources).strip())
-    return {"commit": commit, "dirty": dirty, "sources": list(sources), "blobs": blob_hashes(sources)}
+    record = {"commit": commit, "dirty": dirty, "sources": list(sources), "blobs": blob_hashes(sources)}
+    if libraries:
+        record["libraries"] = {name: installed_version(name) for name in libraries}
+    return record
 
 
 def changed_sources(record: dict[str, Any]) -> list[str]:
-    """The files of a provenance record that differ now: changed, deleted (``-path``) or new in one of
-    its folders (``+path``); empty when the measured code is the one that produced the result."""
+    """What a provenance record measured that differs now: files changed, deleted (``-path``) or new in
+    one of its folders (``+path``), and libraries at another version (``river 0.26.1 -> 0.27.0``); empty
+    when the measured code is the one that produced the result. A library not installed here cannot be
+    compared and is not reported."""
     before: dict[str, str] = record["blobs"]
     now = blob_hashes(record["sources"])
     changed = [path for path in sorted(before) if path in now and now[path] != before[path]]
+    libraries = [f"{name} {version} -> {installed}"
+                 for name, version in sorted(record.get("libraries", {}).items())
+                 if (installed := installed_version(name)) is not None and installed != version]
     return changed + [f"-{p}" for p in sorted(set(before) - set(now))] + \
-        [f"+{p}" for p in sorted(set(now) - set(before))]
+        [f"+{p}" for p in sorted(set(now) - set(before))] + libraries
 
 
 def stamp_json(record: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:

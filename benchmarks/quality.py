@@ -24,12 +24,17 @@ scikit-learn's batch ``KernelRidge`` (default-rule RBF, ``alpha = 1``) fitted on
 scored on the same rows is an in-sample *offline reference*, not an online peer.
 
 Raw results go to ``OUT/quality_raw/<data set>.json``; the report (``OUT/quality.md`` and PNGs) is rebuilt
-from every raw file present, so data sets may be run in separate invocations.
+from every raw file present, so data sets may be run in separate invocations. This paper regime is
+not published in ``benchmarks/results``: the headline is the raw regime (``--regime raw``, every method at
+its defaults on the rows as stored, :mod:`benchmarks.raw_regime`), whose ``--suite`` (``headline`` or
+``holdout``) names the data sets, the records and the page (:mod:`benchmarks.raw_report`).
 
-Example::
+Examples::
 
-    python -m benchmarks.quality --T 5000 --out benchmarks/results
-    python -m benchmarks.quality --quick --datasets space_ga --methods kons --out /tmp/q
+    python -m benchmarks.quality --T 5000 --out DIR
+    python -m benchmarks.quality --quick --datasets space_ga --methods kons --out DIR
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite holdout --methods stale \
+        --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -37,18 +42,22 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from benchmarks.common import command_line, git_commit, machine, require_datasets, results_dir
 from benchmarks.methods import RAW_DIR, Context, Method, median_gamma, missing_extras, select_methods
 from kons.datasets import load_dataset
+
+if TYPE_CHECKING:  # benchmarks.raw_report imports this module's data set lists
+    from benchmarks.raw_report import Suite
 
 __all__ = ["CLASSIFICATION", "REGRESSION", "Run", "main", "progressive"]
 
@@ -211,10 +220,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.split("\n")[0])
     parser.add_argument("--T", type=int, default=5000, help="scored rows per data set (default 5000)")
     parser.add_argument("--tune-rows", type=int, default=2000, help="tuning rows after the scored ones")
-    parser.add_argument("--datasets", default=",".join(REGRESSION + CLASSIFICATION),
-                        help="comma list of data set names (file stems in shared/data)")
+    parser.add_argument("--datasets", default=None,
+                        help="comma list of data set names (file stems in shared/data; default: the 12 "
+                             "of the paper regime, or those of the raw regime's --suite)")
     parser.add_argument("--methods", default="all",
-                        help="comma list of method keys or groups: all, kons, peers, river, vw")
+                        help="comma list of method keys or groups: all, kons, peers, river, vw (raw regime: "
+                             "all, learners, river, peers, or stale: the runs without provenance or whose "
+                             "code changed since)")
     parser.add_argument("--no-tune", default="", help="methods kept at their default in the tuned column")
     parser.add_argument("--grid-size", type=int, default=None, help="configurations per method (default 9)")
     parser.add_argument("--no-reference", action="store_true", help="skip the offline KernelRidge")
@@ -225,7 +237,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--regime", choices=("paper", "raw"), default="paper",
                         help="raw: rows as in the files, every method at defaults (benchmarks/raw_regime.py)")
+    parser.add_argument("--suite", default="headline",
+                        help="raw regime: the data sets, records and page (headline or holdout; "
+                             "benchmarks/raw_report.py)")
     args = parser.parse_args(argv)
+    if args.datasets is None:
+        args.datasets = ",".join(_suite(args.suite).datasets if args.regime == "raw"
+                                 else REGRESSION + CLASSIFICATION)
     if args.quick:
         args.T, args.tune_rows, args.no_reference = 300, 150, True
         args.grid_size = args.grid_size or 2
@@ -272,33 +290,55 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main_raw(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """The raw regime: every method at its defaults on the rows as they are in the files."""
-    from benchmarks.raw_regime import RAW_METHODS, RAW_REGIME_DIR, run_raw, write_raw_report
+    """The raw regime: every method at its defaults on the rows as they are in the files, each run with its
+    own provenance, merged into the suite's records; the suite's page is then rewritten from them."""
+    from benchmarks.raw_regime import (
+        RAW_METHODS,
+        method_provenance,
+        missing_library,
+        run_raw,
+        select_raw_methods,
+        unmeasured_methods,
+    )
+    from benchmarks.raw_report import write_page
 
-    keys = list(RAW_METHODS) if args.methods == "all" else [k.strip() for k in args.methods.split(",")]
-    unknown = [k for k in keys if k not in RAW_METHODS]
-    if unknown:
-        raise SystemExit(f"unknown raw-regime method(s) {unknown}; choose from {sorted(RAW_METHODS)}")
-    out_dir = args.out / RAW_REGIME_DIR
+    stamps = {key: method_provenance(key) for key in RAW_METHODS}  # the code imported now is what runs
+    suite = _suite(args.suite)
+    out_dir = args.out / suite.folder
     out_dir.mkdir(parents=True, exist_ok=True)
-    commit = git_commit()
-    command = command_line("benchmarks.quality", argv)
+    kept = command_line("benchmarks.quality", argv, outputs=("--out", "--methods"))
+    info = machine(*PEER_MODULES)
+    machine_line = (f"{info['platform']}, {info['cpus']} CPUs, load {info['load_average'][0]:.1f}; numpy "
+                    f"{info['versions']['numpy']}, scipy {info['versions']['scipy']}; OPENBLAS_NUM_THREADS="
+                    f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
     for name in _datasets(args.datasets):
-        started = time.time()
-        record = run_raw(name, keys, args.T)
-        info = {"kons": commit, **machine(*PEER_MODULES)}
-        record.update(command=command,
-                      wall_seconds=time.time() - started,
-                      machine=f"kons {info['kons']}; {info['platform']}, {info['cpus']} CPUs; "
-                      + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
         path = out_dir / f"{name}.json"
-        if path.exists():  # keep the other methods' runs of an earlier invocation
-            ran = set(keys)
-            earlier = [r for r in json.loads(path.read_text())["runs"] if r["method"] not in ran]
-            record["runs"] = earlier + record["runs"]
+        earlier = json.loads(path.read_text())["runs"] if path.exists() else []
+        if args.methods == "stale":
+            keys = unmeasured_methods({"runs": earlier}) if path.exists() else select_raw_methods("all")
+        else:
+            keys = select_raw_methods(args.methods)
+        for key in [k for k in keys if missing_library(k)]:
+            _log(f"[{name}] {key}: not run, {missing_library(key)} is not installed (pip install '.[bench]')")
+            keys.remove(key)
+        if not keys:
+            continue
+        # The methods named as run, so that the command runs them again (``stale`` would name none then).
+        command = f"{kept} --methods {','.join(keys)}"
+        about = {k: {"command": command, "machine": machine_line, "provenance": stamps[k]} for k in keys}
+        record = run_raw(name, keys, args.T, about)
+        record["runs"] = [r for r in earlier if r["method"] not in keys] + record["runs"]  # keep the others
         path.write_text(json.dumps(record, separators=(",", ":")) + "\n")
-    _log(f"report: {write_raw_report(args.out, REGRESSION + CLASSIFICATION)}")
+    _log(f"report: {write_page(args.out, suite)}")
     return 0
+
+
+def _suite(name: str) -> Suite:
+    from benchmarks.raw_report import SUITES
+
+    if name not in SUITES:
+        raise SystemExit(f"unknown suite {name!r}; choose from {', '.join(SUITES)}")
+    return SUITES[name]
 
 
 if __name__ == "__main__":

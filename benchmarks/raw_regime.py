@@ -17,20 +17,25 @@ users write it, and learns any scaling, width or range online:
 Metric: mean squared error divided by the variance of the scored targets (regression; a constant at
 the mean scores about 1), error rate of ``sign(prediction)`` (classification).
 
-Run through :mod:`benchmarks.quality`::
+Every run carries its own provenance (:func:`method_provenance`): a data set's record merges runs of
+different methods made at different times, and each stays valid until what *it* measures changes. A kons
+method measures ``kons`` and the harness files (:data:`HARNESS`); a River or Vowpal Wabbit peer measures
+the harness files, the data loader and its library's version (its code is not ours). The pages are
+written from the records by :mod:`benchmarks.raw_report`, which is not measured: reformatting a page
+does not make a run stale.
 
-    python -m benchmarks.quality --regime raw --T 5000 --out benchmarks/results
+Run through :mod:`benchmarks.quality` (``--suite headline`` or ``holdout``: :mod:`benchmarks.raw_report`)::
+
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite headline --out benchmarks/results
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -38,12 +43,17 @@ import numpy as np
 
 import kons
 from benchmarks.methods import KonsRunner, RiverRunner, Runner, VWRunner
+from benchmarks.provenance import changed_sources, installed_version, provenance
 from kons.datasets import load_dataset
 
-__all__ = ["RAW_METHODS", "run_raw", "write_raw_report"]
+__all__ = ["HARNESS", "RAW_METHODS", "RawMethod", "method_provenance", "run_raw", "select_raw_methods",
+           "unmeasured_methods"]
 
-#: Sub-directory of ``--out`` with the per-data-set records of the raw regime.
-RAW_REGIME_DIR = "quality_raw_regime"
+#: The benchmark files whose change changes what a raw-regime run measures.
+HARNESS = ("benchmarks/quality.py", "benchmarks/raw_regime.py", "benchmarks/methods.py")
+#: Method groups that ``--methods`` accepts besides the keys (named unlike any key: ``kons`` and ``vw`` are
+#: keys): kons's learners at ``{}`` other than ``auto``, River's and Vowpal Wabbit's, every peer.
+GROUPS = {"learners": ("kons",), "river": ("river",), "peers": ("river", "vw")}
 #: kons learners run at ``learner_from_params(name, {})`` (exact KONS only on short streams).
 KONS_DEFAULTS = ("nystrom_kons", "sketched_kons", "kons", "kernel_ogd", "ons", "fd_son", "rp_son", "oja_son",
                  "adagrad", "ogd")
@@ -55,6 +65,13 @@ class RawMethod:
     label: str
     group: str  # "auto", "kons", "river" or "vw"
     build: Callable[[bool], Runner]  # argument: regression?
+    libraries: tuple[str, ...] = ()  # the distributions a peer measures (their version, not our code)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The files and folders of this repository whose change changes this method's runs: all of
+        ``kons`` for kons's learners; for a peer, only the data loader (``kons/datasets.py``)."""
+        return (*HARNESS, "kons" if self.group in ("auto", "kons") else "kons/datasets.py")
 
 
 def _kons_default(name: str) -> Callable[[bool], Runner]:
@@ -115,19 +132,55 @@ def _methods() -> list[RawMethod]:
                 for n in KONS_DEFAULTS if n in kons.LEARNERS]
     methods += [
         RawMethod("river_linear", "River StandardScaler | Linear/LogisticRegression", "river",
-                  _river(_river_linear)),
+                  _river(_river_linear), ("river",)),
         RawMethod("river_linear_tss", "River TargetStandardScaler(StandardScaler | LinearRegression)",
-                  "river", _river(_river_linear_target)),
-        RawMethod("river_knn", "River StandardScaler | KNN", "river", _river(_river_knn)),
-        RawMethod("river_hat", "River HoeffdingAdaptiveTree", "river", _river(_river_hat)),
-        RawMethod("river_arf", "River ARF", "river", _river(_river_arf)),
-        RawMethod("vw", "VW", "vw", lambda regression: VWRunner("", regression)),
-        RawMethod("vw_oja", "VW --OjaNewton", "vw", lambda regression: VWRunner("--OjaNewton", regression)),
+                  "river", _river(_river_linear_target), ("river",)),
+        RawMethod("river_knn", "River StandardScaler | KNN", "river", _river(_river_knn), ("river",)),
+        RawMethod("river_hat", "River HoeffdingAdaptiveTree", "river", _river(_river_hat), ("river",)),
+        RawMethod("river_arf", "River ARF", "river", _river(_river_arf), ("river",)),
+        RawMethod("vw", "VW", "vw", lambda regression: VWRunner("", regression), ("vowpalwabbit",)),
+        RawMethod("vw_oja", "VW --OjaNewton", "vw", lambda regression: VWRunner("--OjaNewton", regression),
+                  ("vowpalwabbit",)),
     ]
     return methods
 
 
 RAW_METHODS = {m.key: m for m in _methods()}
+
+
+def select_raw_methods(spec: str) -> list[str]:
+    """The method keys named by a comma list of keys and groups (``all``, ``learners``, ``river``,
+    ``peers``), in :data:`RAW_METHODS` order."""
+    chosen: set[str] = set()
+    for token in (t.strip() for t in spec.split(",") if t.strip()):
+        if token == "all":
+            chosen.update(RAW_METHODS)
+        elif token in GROUPS:
+            chosen.update(k for k, m in RAW_METHODS.items() if m.group in GROUPS[token])
+        elif token in RAW_METHODS:
+            chosen.add(token)
+        else:
+            raise SystemExit(f"unknown raw-regime method {token!r}; choose from all, {', '.join(GROUPS)}, "
+                             f"stale or {', '.join(RAW_METHODS)}")
+    return [k for k in RAW_METHODS if k in chosen]
+
+
+def unmeasured_methods(record: Mapping[str, Any]) -> list[str]:
+    """The methods of a data set's record whose run has no provenance or measured code that changed since:
+    what ``--methods stale`` runs again."""
+    return [run["method"] for run in record["runs"] if run["method"] in RAW_METHODS
+            and ("provenance" not in run or changed_sources(run["provenance"]))]
+
+
+def method_provenance(key: str) -> dict[str, Any]:
+    """The provenance of a run of ``key`` starting now (the code imported now is the code that runs)."""
+    method = RAW_METHODS[key]
+    return provenance(method.sources, method.libraries)
+
+
+def missing_library(key: str) -> str | None:
+    """The library a peer needs and that is not installed here (None when nothing is missing)."""
+    return next((name for name in RAW_METHODS[key].libraries if installed_version(name) is None), None)
 
 
 def _score(method: RawMethod, X: np.ndarray, y: np.ndarray, regression: bool) -> dict[str, Any]:
@@ -156,87 +209,16 @@ def _score(method: RawMethod, X: np.ndarray, y: np.ndarray, regression: bool) ->
             "sizes": sizes, **extra}
 
 
-def run_raw(name: str, keys: Sequence[str], T: int) -> dict[str, Any]:
-    """Every method in ``keys`` on the first ``T`` raw rows of ``name``; the record saved as JSON."""
+def run_raw(name: str, keys: Sequence[str], T: int, about: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Every method in ``keys`` on the first ``T`` raw rows of ``name``; the record saved as JSON. Each run
+    carries ``about[key]`` (its provenance, command and machine)."""
     data = load_dataset(name, T, standardize=False)
     regression = data.task == "regression"
     record: dict[str, Any] = {"dataset": name, "task": data.task, "rows": len(data.y), "dim": data.X.shape[1],
                               "runs": []}
     for key in keys:
-        run = _score(RAW_METHODS[key], data.X, data.y, regression)
+        run = {**_score(RAW_METHODS[key], data.X, data.y, regression), **about[key]}
         print(f"[{name}] {key}: {run['metric']:.4f} in {run['seconds']:.1f}s"
               + (f" ({run['error']})" if run["error"] else ""), file=sys.stderr, flush=True)
         record["runs"].append(run)
     return record
-
-
-def _cell_label(key: str) -> str:
-    return RAW_METHODS[key].label.replace("|", "\\|")  # River's pipe operator inside a table cell
-
-
-def _lowest(runs: dict[str, dict[str, Any]], keys: Sequence[str]) -> dict[str, Any] | None:
-    return min((runs[k] for k in keys if k in runs), key=lambda r: r["metric"], default=None)
-
-
-def _median(values: list[float]) -> float:
-    return float(np.median(values)) if values else math.nan
-
-
-def _fmt(value: float) -> str:
-    return "failed" if not math.isfinite(value) else f"{value:.4f}" if value < 10 else f"{value:.3g}"
-
-
-def write_raw_report(out: Path, order: Sequence[str]) -> Path:
-    """``out/quality_raw_regime.md`` from every record in ``out/quality_raw_regime/``."""
-    records = [json.loads(p.read_text()) for p in sorted((out / RAW_REGIME_DIR).glob("*.json"))]
-    records.sort(key=lambda r: order.index(r["dataset"]) if r["dataset"] in order else 99)
-    keys = [k for k in RAW_METHODS if any(run["method"] == k for r in records for run in r["runs"])]
-    peers = [k for k in keys if RAW_METHODS[k].group in ("river", "vw")]
-    kons_keys = [k for k in keys if RAW_METHODS[k].group == "kons"]
-    head = ["| data set | task | auto | best kons learner at `{}` | best peer at defaults | auto wins | "
-            "auto vs best peer | auto leader | seconds (auto / all methods) |", "|---|" * 1 + "---|" * 8]
-    wins, gaps, kons_wins = 0, [], 0
-    for rec in records:
-        runs = {r["method"]: r for r in rec["runs"]}
-        finite = {k: r for k, r in runs.items() if math.isfinite(r["metric"])}
-        peer = _lowest(finite, peers)
-        best_kons = _lowest(finite, kons_keys)
-        auto = runs.get("auto")
-        if peer is None or auto is None:
-            continue
-        win = auto["metric"] < peer["metric"]
-        wins += win
-        kons_wins += best_kons is not None and best_kons["metric"] < peer["metric"]
-        gap = (peer["metric"] - auto["metric"]) / peer["metric"] if peer["metric"] else 0.0
-        gaps.append(gap)
-        total = sum(r["seconds"] for r in rec["runs"])
-        kons_cell = "-" if best_kons is None else f"{best_kons['method']} {_fmt(best_kons['metric'])}"
-        peer_cell = f"{_cell_label(peer['method'])} {_fmt(peer['metric'])}"
-        head.append(f"| {rec['dataset']} | {rec['task']} | {_fmt(auto['metric'])} | {kons_cell} | "
-                    f"{peer_cell} | "
-                    f"{'yes' if win else 'no'} | {100 * gap:+.1f}% | {auto.get('leader')} | "
-                    f"{auto['seconds']:.1f} / {total:.0f} |")
-    summary = (f"`auto` at defaults beats the best River/VW default on **{wins} of {len(gaps)}** raw data "
-               f"sets; median relative gap {100 * _median(gaps):+.1f}% (positive: auto has the lower error). "
-               f"The best kons learner at `{{}}` (preprocessed) beats it on {kons_wins} of {len(gaps)}.")
-    table = ["| method | " + " | ".join(r["dataset"] for r in records) + " |",
-             "|---|" + "---|" * len(records)]
-    for key in keys:
-        cells = []
-        for rec in records:
-            run = next((r for r in rec["runs"] if r["method"] == key), None)
-            cells.append("-" if run is None else f"{_fmt(run['metric'])} ({run['seconds']:.1f} s)")
-        table.append(f"| {_cell_label(key)} | " + " | ".join(cells) + " |")
-    commands = sorted({r.get("command", "") for r in records})
-    lines = ["# Learning quality in the raw regime: defaults for everyone (progressive validation)", "",
-             "Generated by `benchmarks/raw_regime.py` from `quality_raw_regime/*.json`; do not edit by hand.",
-             "", *(f"    {c}" for c in commands), "",
-             "Machine: " + "; ".join(sorted({r.get("machine", "") for r in records})), "",
-             "**Caveat:** 2 shared cores with other jobs running; seconds are wall time and noisy.", "",
-             __doc__.split("\n\n", 1)[1].split("Run through")[0].strip(), "",
-             "## Headline", "", summary, "", *head, "",
-             "## Every method: metric (seconds for the stream)", "",
-             "Regression: MSE / variance of the scored targets; classification: error rate.", "", *table, ""]
-    path = out / "quality_raw_regime.md"
-    path.write_text("\n".join(lines))
-    return path

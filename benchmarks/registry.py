@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from benchmarks.common import markdown_table
 
-__all__ = ["BENCHMARKS", "Benchmark", "markdown", "sources_of"]
+__all__ = ["BENCHMARKS", "Benchmark", "benchmark_of", "markdown", "sources_of"]
 
 _LIBRARY = ("kons",)
 _SERVICE = ("kons", "kons_service", "testkit/processes.py")
+#: What the raw regime's kons runs measure (each run records its own: benchmarks/raw_regime.py).
+_RAW_REGIME = (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")
 
 
 @dataclass(frozen=True)
@@ -56,23 +58,22 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.scaling --long-stream --out benchmarks/results",
               ("long_stream.md", "long_stream.json"),
               (*_LIBRARY, "benchmarks/scaling.py", "benchmarks/long_stream.py")),
-    Benchmark("The BLAS pin costs about 2 us a round (README)", "python -m benchmarks.blas_pin",
+    Benchmark("The BLAS pin costs about 2 us a round (README)",
+              "python -m benchmarks.blas_pin --out benchmarks/results",
               ("blas_pin.md",), (*_LIBRARY, "benchmarks/blas_pin.py")),
     Benchmark("NystromKONS error vs Sketched-KONS on 12 data sets (README)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.nystrom_quality --T 5000 --out benchmarks/results",
               ("nystrom_quality.md", "nystrom_quality.json"),
               (*_LIBRARY, "benchmarks/nystrom_quality.py", "benchmarks/methods.py")),
-    Benchmark("auto vs River / Vowpal Wabbit on 12 raw data sets (README, quick start)",
-              "python -m benchmarks.quality --regime raw --T 5000 --methods auto ... (see the file)",
-              ("quality_raw_regime.md", "quality_raw_regime/"),
-              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+    Benchmark("auto vs River / Vowpal Wabbit on 12 raw data sets (README, quick start); each run stamped "
+              "with what it measures, `--methods stale` re-runs those whose code changed",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite headline "
+              "--out benchmarks/results",
+              ("quality_raw_regime.md", "quality_raw_regime/"), _RAW_REGIME),
     Benchmark("auto on 14 held-out raw data sets (README, quick start)",
-              "python -m benchmarks.quality --regime raw --T 5000 ... (see the file)",
-              ("quality_raw_holdout.md", "quality_raw_holdout/"),
-              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
-    Benchmark("auto variants tried and rejected (README, quick start)", "(see the file)",
-              ("quality_raw_auto_variants.md",),
-              (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")),
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite holdout "
+              "--methods auto,peers --out benchmarks/results",
+              ("quality_raw_holdout.md", "quality_raw_holdout/"), _RAW_REGIME),
     Benchmark("Multi-class auto (issue 19): a 10-class round vs a binary one, error on 7 multi-class "
               "streams vs River's defaults and VW --oaa K (README, kons.auto)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.multiclass --out benchmarks/results",
@@ -90,13 +91,14 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_long --out benchmarks/results",
               ("auto_long.md",), (*_LIBRARY, "benchmarks/auto_long.py")),
     Benchmark("auto on stationary data before and after issue 20: the 26 raw sets within 1%",
-              "python -m benchmarks.drift_stationary --after DIR/quality_raw_regime --out benchmarks/results "
-              "(DIR: a raw-regime run of auto, see the file)",
+              "python -m benchmarks.drift_stationary --after DIR --out benchmarks/results (DIR: the --out of "
+              "`benchmarks.quality --regime raw --methods auto` runs of both suites)",
               ("drift_stationary.md",),
               (*_LIBRARY, "benchmarks/drift_stationary.py", "benchmarks/raw_regime.py",
                "benchmarks/methods.py")),
     Benchmark("Lease takeover after a SIGKILL (README, docs/reliability.md)",
-              "python -m benchmarks.takeover --runs 10 --baseline main", ("takeover.md",),
+              "python -m benchmarks.takeover --runs 10 --baseline main --out benchmarks/results/takeover.md",
+              ("takeover.md",),
               (*_SERVICE, "benchmarks/takeover.py")),
     Benchmark("Hostile senders do not starve others: the victim's p99 per round against the idle rounds next "
               "to it (docs/reliability.md)",
@@ -120,13 +122,17 @@ BENCHMARKS = (
 )
 
 
+def benchmark_of(output: str) -> Benchmark | None:
+    """The registered benchmark that writes ``output`` (None if none does); an output ending in ``/`` is a
+    folder of results."""
+    return next((b for b in BENCHMARKS
+                 if any(output == o or (o.endswith("/") and output.startswith(o)) for o in b.outputs)), None)
+
+
 def sources_of(output: str) -> tuple[str, ...] | None:
-    """The sources measured by the registered benchmark that writes ``output`` (None if none does); an
-    output ending in ``/`` is a folder of results."""
-    for benchmark in BENCHMARKS:
-        if any(output == o or (o.endswith("/") and output.startswith(o)) for o in benchmark.outputs):
-            return benchmark.sources
-    return None
+    """The sources measured by the registered benchmark that writes ``output`` (None if none does)."""
+    benchmark = benchmark_of(output)
+    return None if benchmark is None else benchmark.sources
 
 
 def markdown() -> list[str]:

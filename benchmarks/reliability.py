@@ -33,8 +33,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from benchmarks import cluster_failover
+from benchmarks import cluster_failover, registry
 from benchmarks.common import REPO, blas_env, command_line, machine_summary, markdown_table
+from benchmarks.provenance import provenance, stamp_json
 from kons_service.store.embedded import redis_server_binary
 from testkit.scenarios import (
     crash_scenario,
@@ -564,8 +565,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = json.loads(args.from_json.read_text())
     else:
         started = time.monotonic()
+        stamp = provenance(registry.sources_of("reliability.json") or ())  # the code imported now runs
         with tempfile.TemporaryDirectory(prefix="kons-reliability-") as tmp:
-            results = asyncio.run(_battery(args, Path(tmp)))
+            results = stamp_json(asyncio.run(_battery(args, Path(tmp))), stamp)
         command = command_line("benchmarks.reliability", argv, outputs=("--json", "--from-json"))
         results["run"] = {"seconds": round(time.monotonic() - started, 1), "command": command,
                           "machine": machine_summary(),

@@ -34,7 +34,9 @@ from pathlib import Path
 import numpy as np
 
 import kons
+from benchmarks import registry
 from benchmarks.common import blas_threads, command_line, machine_summary, require_datasets, results_dir
+from benchmarks.provenance import provenance, stamp_json, stamp_markdown
 from kons.base import Learner
 from kons.datasets import load_dataset
 from kons.kernels import RBF
@@ -147,7 +149,7 @@ def _fmt_ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{1e3 * seconds:.3g}"
 
 
-def write_markdown(path: Path, all_series: list[Series], meta: dict) -> None:
+def write_markdown(path: Path, all_series: list[Series], meta: dict, stamp: dict) -> None:
     """The table of median milliseconds per round, the ratio to the floor and the KONS wall time."""
     checkpoints = meta["checkpoints"]
     floor = all_series[-1]
@@ -223,7 +225,7 @@ def write_markdown(path: Path, all_series: list[Series], meta: dict) -> None:
         "![time per round](scaling.png)",
         "",
     ]
-    path.write_text("\n".join(lines))
+    path.write_text(stamp_markdown("\n".join(lines), stamp))
 
 
 def write_plot(path: Path, all_series: list[Series], meta: dict) -> None:
@@ -281,16 +283,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         raw = json.loads((args.out / "scaling.json").read_text())
         all_series = [Series(s["label"], s["params"], [Checkpoint(**c) for c in s["checkpoints"]],
                              {int(k): v for k, v in s["rounds_to"].items()}) for s in raw["series"]]
-        write_markdown(args.out / "scaling.md", all_series, raw["meta"])
+        write_markdown(args.out / "scaling.md", all_series, raw["meta"], raw["provenance"])
         write_plot(args.out / "scaling.png", all_series, raw["meta"])
         return 0
     require_datasets([args.data], "benchmarks.scaling")
     args.out = results_dir(args.out, "scaling")
+    stamp = provenance(registry.sources_of("scaling.md") or ())  # the code imported now is what runs
     with blas_threads(args.blas_threads) as blas:
         all_series, meta = _measure(args, argv, blas)
-    raw = {"meta": meta, "series": [asdict(s) for s in all_series]}
+    raw = stamp_json({"meta": meta, "series": [asdict(s) for s in all_series]}, stamp)
     (args.out / "scaling.json").write_text(json.dumps(raw, indent=1, default=str))
-    write_markdown(args.out / "scaling.md", all_series, meta)
+    write_markdown(args.out / "scaling.md", all_series, meta, stamp)
     write_plot(args.out / "scaling.png", all_series, meta)
     print(f"wrote {args.out / 'scaling.md'}", flush=True)
     return 0

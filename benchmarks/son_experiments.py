@@ -21,7 +21,7 @@ predictions clipped to [-1, 1] (C = 1) and the default eta = sigma(C) = 1/8.
 
 Example::
 
-    python -m benchmarks.son_experiments --out benchmarks/results
+    python -m benchmarks.son_experiments --out DIR
     python -m benchmarks.son_experiments --quick --sections fig1 --out /tmp/son
 """
 
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 import kons
-from benchmarks.common import command_line, markdown_table
+from benchmarks.common import command_line, markdown_table, results_dir
 from kons.datasets import data_dir, load_dataset, read_libsvm
 
 GRID = [2.0**j for j in range(-3, 7)]  # the paper's step sizes 2^j, j = -3..6
@@ -429,12 +429,13 @@ SECTIONS = ("fig1", "table2", "vw", "sparse")
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where results go (default: a new temporary directory)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--quick", action="store_true", help="short streams, for a smoke run")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    command = command_line("benchmarks.son_experiments", argv)
+    args.out = results_dir(args.out, "son_experiments")
+    command = command_line("benchmarks.son_experiments", argv, outputs=("--out",))
     table = None
     if "fig1" in args.sections:
         fig1(args.out, command, args.quick)

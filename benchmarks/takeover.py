@@ -36,7 +36,9 @@ from typing import Any
 import httpx
 import numpy as np
 
+from benchmarks import registry
 from benchmarks.common import REPO, blas_env, command_line, git_commit, machine_summary, markdown_table
+from benchmarks.provenance import provenance, stamp_markdown
 from kons_service.store import LearnerRef
 from kons_service.store.keys import learner_key
 from testkit.processes import SPEC, RedisServer, ServiceProcess, start_service
@@ -216,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     baseline = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=REPO, check=True,
                               capture_output=True, text=True).stdout.strip()
+    stamp = provenance(registry.sources_of("takeover.md") or ())  # the code imported now is what runs
     results: dict[str, Any] = {"commit": git_commit(), "baseline": baseline, "modes": {}}
     with tempfile.TemporaryDirectory() as tmp:
         code = Path(tmp) / "baseline"
@@ -232,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(mode.name, json.dumps(results["modes"][mode.name]), flush=True)
     text = _markdown(results, command_line("benchmarks.takeover", argv, outputs=("--out",)))
     if args.out:
-        args.out.write_text(text)
+        args.out.write_text(stamp_markdown(text, stamp))
     print(text)
     return 0
 

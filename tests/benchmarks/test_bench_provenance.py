@@ -53,3 +53,14 @@ def test_the_readme_shows_the_registry_and_every_registered_source_exists() -> N
     assert "\n".join(registry.markdown()) in readme
     for benchmark in registry.BENCHMARKS:
         assert all((REPO / source).exists() for source in benchmark.sources), benchmark.claim
+
+
+def test_the_commands_to_rerun_are_those_of_the_benchmarks_behind_once_each() -> None:
+    from benchmarks.stale import Verdict, rerun_commands
+
+    verdicts = [Verdict("scaling.md", "stale", ""), Verdict("scaling.json", "unknown", ""),
+                Verdict("blas_pin.md", "current", ""), Verdict("quality_raw_holdout/heart.json", "stale", "")]
+    scaling, holdout = registry.benchmark_of("scaling.md"), registry.benchmark_of("quality_raw_holdout.md")
+    assert scaling is not None and holdout is not None
+    assert registry.benchmark_of("quality_raw_holdout/heart.json") is holdout
+    assert rerun_commands(verdicts) == [scaling.command, holdout.command]

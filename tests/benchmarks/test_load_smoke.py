@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.stamps import assert_stamped
 from tests.streams import benchmark_data
 
 
@@ -37,3 +38,4 @@ def test_load_minimal_mode_reports_finite_percentiles_and_no_lost_update(tmp_pat
     assert record["chantilly"]["status"] == "skipped"
     report = (tmp_path / "load.md").read_text()
     assert "| kons feedback | 65 | 50 |" in report and "python -m benchmarks.load --out" in report
+    assert_stamped(tmp_path / "load.md", tmp_path / "raw" / "load.json", "load.md")

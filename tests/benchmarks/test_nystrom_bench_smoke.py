@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.stamps import assert_stamped
 from tests.streams import benchmark_data
 
 
@@ -30,6 +31,7 @@ def test_long_stream_mode_writes_table_plot_and_raw_numbers(tmp_path: Path) -> N
     report = (tmp_path / "long_stream.md").read_text()
     assert "--long-stream --rounds 3000" in report and "| 2,900 |" in report and "## Verdict" in report
     assert (tmp_path / "long_stream.png").stat().st_size > 1000
+    assert_stamped(tmp_path / "long_stream.md", tmp_path / "long_stream.json", "long_stream.md")
 
 
 @pytest.mark.skipif(not benchmark_data("space_ga"), reason="benchmark data (../shared/data) not found")
@@ -45,3 +47,8 @@ def test_nystrom_quality_covers_both_regimes_and_every_variant(tmp_path: Path) -
         assert all(0.0 < r["metric"] < 10.0 for r in row["results"].values())
     report = (tmp_path / "nystrom_quality.md").read_text()
     assert report.count("| space_ga |") == 2 and "## Summary" in report
+    assert_stamped(tmp_path / "nystrom_quality.md", tmp_path / "nystrom_quality.json", "nystrom_quality.md")
+    # The report rebuilt from the raw numbers keeps the run's provenance.
+    (tmp_path / "nystrom_quality.md").unlink()
+    assert main(["--report-only", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "nystrom_quality.md").read_text() == report

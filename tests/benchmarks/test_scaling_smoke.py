@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.scaling import main
+from tests.benchmarks.stamps import assert_stamped
 from tests.streams import benchmark_data
 
 
@@ -34,6 +35,7 @@ def test_scaling_writes_table_plot_and_raw_numbers(tmp_path: Path) -> None:
     assert "python -m benchmarks.scaling --data cadata" in report
     assert "| KONS (exact) |" in report and "ratio to paired floor at 80" in report
     assert (tmp_path / "scaling.png").stat().st_size > 1000
+    assert_stamped(tmp_path / "scaling.md", tmp_path / "scaling.json", "scaling.md")
     # The report can be rebuilt from the raw numbers alone.
     (tmp_path / "scaling.md").unlink()
     assert main(["--out", str(tmp_path), "--report-only"]) == 0
