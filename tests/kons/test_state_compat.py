@@ -65,12 +65,12 @@ def test_an_old_blob_loads_and_continues_identically(case: str) -> None:
 _PREPROCESSING_BLOBS = Path(__file__).parents[1] / "data" / "preprocessing_blobs.npz"
 
 
-def _preprocessing_saved() -> dict[str, np.ndarray]:
-    with np.load(_PREPROCESSING_BLOBS) as data:
+def _saved(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as data:
         return {key: data[key] for key in data.files}
 
 
-PREPROCESSING_SAVED = _preprocessing_saved()
+PREPROCESSING_SAVED = _saved(_PREPROCESSING_BLOBS)
 
 
 @pytest.mark.parametrize("case", sorted({key.split("/")[0] for key in PREPROCESSING_SAVED}))
@@ -106,12 +106,7 @@ def test_a_preprocessing_blob_from_before_records_loads_and_continues_identicall
 _TRACKING_BLOBS = Path(__file__).parents[1] / "data" / "tracking_blobs.npz"
 
 
-def _tracking_saved() -> dict[str, np.ndarray]:
-    with np.load(_TRACKING_BLOBS) as data:
-        return {key: data[key] for key in data.files}
-
-
-TRACKING_SAVED = _tracking_saved()
+TRACKING_SAVED = _saved(_TRACKING_BLOBS)
 
 
 @pytest.mark.parametrize("case", sorted({key.split("/")[0] for key in TRACKING_SAVED}))

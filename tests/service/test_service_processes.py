@@ -248,11 +248,17 @@ def test_a_sigkilled_service_leaves_no_child_behind(redis_url: str, tmp_path: Pa
     finally:
         proc.kill()
         proc.wait(30)
+    _assert_they_exit(children)
+
+
+def _assert_they_exit(children: dict[int, str]) -> None:
+    """The processes ``children`` (pid: command line) all exit within 5 s; any left are killed, so that a
+    failure does not leave them running either."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(_alive(pid) for pid in children):
         time.sleep(0.1)
     left = {pid: command for pid, command in children.items() if _alive(pid)}
-    for pid in left:  # (so that a failure of this test does not leave them running either)
+    for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, left
 
@@ -271,10 +277,4 @@ def test_a_sigkilled_service_leaves_no_embedded_redis_behind(tmp_path: Path) -> 
     finally:
         proc.kill()
         proc.wait(30)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
-        time.sleep(0.1)
-    left = {pid: command for pid, command in children.items() if _alive(pid)}
-    for pid in left:  # (so that a failure of this test does not leave them running either)
-        os.kill(pid, signal.SIGKILL)
-    assert not left, left
+    _assert_they_exit(children)
