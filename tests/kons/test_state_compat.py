@@ -23,12 +23,12 @@ _BLOBS = Path(__file__).parents[1] / "data" / "state_blobs.npz"
 _SPARSE = {"fd_son", "oja_son", "adagrad"}
 
 
-def _saved() -> dict[str, np.ndarray]:
-    with np.load(_BLOBS) as data:
+def _saved(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as data:
         return {key: data[key] for key in data.files}
 
 
-SAVED = _saved()
+SAVED = _saved(_BLOBS)
 CASES = sorted({key.split("/")[0] for key in SAVED})
 
 
@@ -63,11 +63,6 @@ def test_an_old_blob_loads_and_continues_identically(case: str) -> None:
 
 
 _PREPROCESSING_BLOBS = Path(__file__).parents[1] / "data" / "preprocessing_blobs.npz"
-
-
-def _saved(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as data:
-        return {key: data[key] for key in data.files}
 
 
 PREPROCESSING_SAVED = _saved(_PREPROCESSING_BLOBS)
