@@ -67,8 +67,8 @@ from kons_service.core.learning import (
     decided,
     finite,
     is_correct,
-    label_key,
     learn_round,
+    new_class_keys,
     numerics,
     offload,
     round_loss,
@@ -179,6 +179,8 @@ class _Played:
     correct: list[bool | None] = field(default_factory=list)
     #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
     held: bool = False
+    #: How many classes the group's labels add (a classifier's; see :meth:`FeedbackWriter._checked`).
+    new_classes: int = 0
     seconds: float = 0.0  # the time they took to play
     stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
     changes: int = 0  # of the data, that the learner's change detector declared in them
@@ -519,26 +521,23 @@ class FeedbackWriter:
         what the learner holds and may grow in these ``rows`` rounds. A class is added whether or not the
         learner's growth is held, so when the budget is full a batch with a new label is refused (422) and
         one with known labels is not."""
-        if not classifier(learner):
-            return
-        known = {label_key(c) for c in learner.classes}
-        new = {label_key(learner.class_of(y)) for ys in played.ys for y in ys} - known
-        if not new:
+        new = played.new_classes
+        if not new or not classifier(learner):
             return
         if learner.input_dim is None:  # the first batch, whose first row fixes the dimension
             dim = len(learner.check_round(played.xs[0][0])[0])
             held = max(entry.reserved_bytes, entry.state_nbytes())
-            need = held + learner.class_growth_nbytes(len(new), dim)
+            need = held + learner.class_growth_nbytes(new, dim)
         else:
             was_held = learner.growth_held
             learner.hold_growth(played.held)
             need = (entry.state_nbytes() + learner.max_growth_nbytes(rows)
-                    + learner.class_growth_nbytes(len(new)))
+                    + learner.class_growth_nbytes(new))
             learner.hold_growth(was_held)
-        refused = f"its {len(new)} new class(es) take no room (it still learns the classes it has)"
+        refused = f"its {new} new class(es) take no room (it still learns the classes it has)"
         if need > self.settings.learner_max_bytes:
             raise ResourceLimitError(
-                f"Learner {entry.ref.name!r} would need {need} bytes with {len(new)} new class(es), over the "
+                f"Learner {entry.ref.name!r} would need {need} bytes with {new} new class(es), over the "
                 f"budget of {self.settings.learner_max_bytes} per learner: {refused}.")
         entry.reserved_bytes = await self.budget.cover(entry.ref, need, entry.reserved_bytes, refused)
 
@@ -566,6 +565,14 @@ class FeedbackWriter:
             played.xs.append(xs)
         if len(group) > 1 and learner.input_dim is None and len({len(xs[0]) for xs in played.xs}) > 1:
             raise _RegroupError  # the first row fixes the dimension: each request is checked against it alone
+        if classifier(learner):
+            try:  # the whole group's labels: two requests may each pass alone with "1" and 1
+                played.new_classes = len(new_class_keys(
+                    learner.classes, [learner.class_of(y) for ys in played.ys for y in ys]))
+            except kons.InvalidInputError:
+                if len(group) > 1:
+                    raise _RegroupError from None
+                raise
         return played
 
     @staticmethod

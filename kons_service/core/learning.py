@@ -58,6 +58,7 @@ __all__ = [
     "is_correct",
     "label_key",
     "learn_round",
+    "new_class_keys",
     "numerics",
     "offload",
     "predict_round",
@@ -229,19 +230,24 @@ def label_key(label: Any) -> str:
     return label if isinstance(label, str) else json.dumps(label)
 
 
-def _check_label_keys(classes: Sequence[Any], labels: Sequence[Any]) -> None:
-    """Refuse (422) a label whose key in ``probabilities`` would be another class's: ``"1"`` and ``1``, or
-    ``"true"`` and ``true``, are two classes (as in kons), which one JSON object cannot tell apart. Sent
-    by one source they are usually one class whose type changed (a CSV column read as text): the
-    message says so rather than letting one class's probability hide the other's."""
+def new_class_keys(classes: Sequence[Any], labels: Sequence[Any]) -> set[str]:
+    """The keys in ``probabilities`` of the ``labels`` (the learner's own classes, see
+    :meth:`kons.Auto.class_of`) that are not ``classes`` yet. Refuses (422) a label whose key would be
+    another class's: ``"1"`` and ``1``, or ``"true"`` and ``true``, are two classes (as in kons), which one
+    JSON object cannot tell apart. Sent by one source they are usually one class whose type changed (a CSV
+    column read as text): the message says so rather than letting one class's probability hide the
+    other's."""
     known = {label_key(c): c for c in classes}
+    before = set(known)
     for i, y in enumerate(labels):
-        other = known.setdefault(label_key(y), y)
+        key = label_key(y)
+        other = known.setdefault(key, y)
         if type(other) is not type(y) or other != y:
             where = f"item {i}: " if len(labels) > 1 else ""
             raise kons.InvalidInputError(
                 f"{where}the label {json.dumps(y)} and the class {json.dumps(other)} would share the key "
-                f"{label_key(y)!r} in probabilities; send each class with one JSON type.")
+                f"{key!r} in probabilities; send each class with one JSON type.")
+    return set(known) - before
 
 
 def check_budget(learner: kons.Learner, dim: int | None, budget: int) -> int:
@@ -292,7 +298,7 @@ def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | Non
         if label is not None:
             labels.append(class_label(ys[i]) if ys is not None and classifier(learner) else label)
     if labels and classifier(learner):
-        _check_label_keys(learner.classes, [learner.class_of(y) for y in labels])
+        new_class_keys(learner.classes, [learner.class_of(y) for y in labels])
     return labels
 
 

@@ -12,10 +12,21 @@ from typing import Any
 
 import pytest
 
+import kons
 from kons_service.core.cache import CachedLearner
 from kons_service.core.errors import BusyError, RequestIdConflictError
+from kons_service.core.feedback import Feedback
 from kons_service.store import Head, StoreUnavailableError
-from tests.service.core.conftest import REF, Core, CoreFactory, item, lose_and_retake, recorded_calls, replay
+from tests.service.core.conftest import (
+    REF,
+    ROWS,
+    Core,
+    CoreFactory,
+    item,
+    lose_and_retake,
+    recorded_calls,
+    replay,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -155,6 +166,30 @@ async def test_a_group_holding_a_repeated_request_id_is_written_one_by_one(
     assert [r.version for r in results] == [2, 1, 3, 4]
     assert core.sample("kons_feedback_deduplicated_total") == 1
     await _check_against_the_log(core, {r.version: r.predictions[0] for r in results})
+
+
+async def test_a_group_whose_requests_bring_1_and_the_string_1_is_written_one_by_one(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each request passes alone ("1" and 1 are two classes, neither known yet); together their keys in
+    # probabilities would collide, so the group falls back to one by one and the second is refused.
+    await core.create(config={"algorithm": "auto", "dim": 3, "params": {"task": "classification"}})
+    await core.writer.write(REF, [Feedback(y="a", x=ROWS[0].tolist())], None)
+
+    async def busy_first(n: int) -> None:
+        if n == 1:
+            await asyncio.sleep(0.2)
+
+    groups = _before_each_play(monkeypatch, core, busy_first)
+    results = await asyncio.gather(
+        core.writer.write(REF, [Feedback(y="b", x=ROWS[1].tolist())], None),
+        core.writer.write(REF, [Feedback(y=1, x=ROWS[2].tolist())], None),
+        core.writer.write(REF, [Feedback(y="1", x=ROWS[3].tolist())], None), return_exceptions=True)
+    assert groups[:2] == [1, 1]  # the two queued ones were checked as one group, which fell back
+    assert [getattr(r, "version", None) for r in results[:2]] == [2, 3]
+    assert isinstance(results[2], kons.InvalidInputError) and "would share the key" in str(results[2])
+    held = core.cache.held(REF)
+    assert held is not None and held.classes == ["a", "b", 1]
 
 
 async def test_a_write_waits_for_a_live_writer_s_lease_then_gives_up_writing_nothing(
