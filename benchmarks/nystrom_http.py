@@ -67,7 +67,9 @@ def _post(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, An
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=1000)
+    # 100 rows of a full 3 MB learner stay under the service's default KONS_BATCH_MAX_WORK_BYTES (512 MiB
+    # of rows x state bytes); batches of 1000 are refused with 413 since that bound (issue 21)
+    parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--probes", type=int, default=200)
     parser.add_argument("--snapshot-every", type=int, default=20_000)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
