@@ -14,7 +14,7 @@ import numpy as np
 from kons._mixture import Mixture
 from kons._multinomial import multinomial_rounds, reference_softmax
 from kons._recent import RecentLinear
-from kons._tracking import LossChangeDetector
+from kons._tracking import LossChangeDetector, PairedChangeTest
 from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
@@ -75,6 +75,9 @@ CHANGE_ENTRY_PRIOR = 0.15
 #: The prior weight of each expert of the generations started :data:`RESTART_DELAYS` rounds after the
 #: change (for a gradual change): small, the generation before is there already.
 ENTRY_PRIOR = 0.01
+#: Rounds a shadow generation (a generation that learns outside the mixture) lives before a fresh one
+#: replaces it: the paired tests compare its experts with the mixture over those rounds.
+SHADOW_LIFETIME = 384
 #: Dictionary bound of each Nystrom base (bounded cost per round).
 MAX_DICTIONARY = 200
 #: A grid member: (view, kind, width factor, step factor).
@@ -205,6 +208,7 @@ class Grid:
         self.young: list[_Generation | None] = [None] * GENERATIONS
         self.mixture = Mixture(binary=binary, bound=bound, experts=_EXPERTS, active=len(GRID) + 1)
         self.detector = LossChangeDetector()
+        self.paired = [PairedChangeTest() for _ in range(YOUNG_SIZE)]
         self.rounds = 0
         self.changes = 0
         self.last_change = -1
@@ -212,6 +216,7 @@ class Grid:
         self.leader = 0
         self.leader_since = 0
         self.forms = sorted({_form(member) for member in GRID})
+        self.shadow = self._new_generation()
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -286,30 +291,56 @@ class Grid:
             plays[slot] = _guarded(base._learn_checked, forms[_form(member)], t)
         for slot, recent in self._recent():
             plays[slot] = _guarded(recent.learn, forms[_RECENT_FORM], t)
+        shadow = self.shadow
+        probes = np.array([*(_guarded(base._learn_checked, forms[_form(GRID[i])], t)
+                             for i, base in zip(shadow.members, shadow.bases, strict=True)),
+                           _guarded(shadow.recent.learn, forms[_RECENT_FORM], t) if shadow.recent else 0.0])
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
-        self._track(float(self.mixture.losses(np.array([played]), t)[0]))
+        played_loss = float(self.mixture.losses(np.array([played]), t)[0])
+        if self.mixture.binary:  # the errors: calibration-free, and the ridge probe's scores are not log-odds
+            differences = float(played * t <= 0.0) - (probes * t <= 0.0)
+        else:
+            differences = np.clip(played_loss - self.mixture.losses(probes, t), -1.0, 1.0)
+        self._track(played_loss, differences)
         return played
 
-    def _track(self, loss: float) -> None:
-        """After a round whose mixture's loss (times its learning rate) was ``loss``: the detector, the
-        restarts it schedules, and the leader."""
+    def _new_generation(self) -> _Generation:
+        """A generation started at this round: :data:`YOUNG_LINEAR`, the heaviest kernel member and the
+        linear model of the rows from now on."""
+        weights = self.mixture.weights()
+        kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
+        members = [*YOUNG_LINEAR, *kernels]
+        return _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members], self.new_recent())
+
+    def _track(self, loss: float, differences: np.ndarray) -> None:
+        """After a round whose mixture's loss (times its learning rate) was ``loss`` and whose error (or
+        loss) exceeded the probe's by ``difference``: the detectors, the restarts they schedule, the
+        probe's renewal, and the leader."""
         self.rounds += 1
-        if self.detector.update(loss):
+        risen = self.detector.update(loss)
+        beaten = any([test.update(float(d)) for test, d in zip(self.paired, differences, strict=True)])
+        if risen or beaten:
             self.changes += 1
             self.last_change = self.rounds
             self.restarts_due = len(RESTART_DELAYS)
+        promoted = self.shadow if beaten else None
+        if risen or beaten or self.rounds - self.shadow.start >= SHADOW_LIFETIME:
+            self.shadow = self._new_generation()
+            for test in self.paired:
+                test.reset()
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
-            self._restart()
+            self._restart(promoted)
         leader = int(np.argmax(self.mixture.weights()))
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
 
-    def _restart(self) -> None:
-        """Start a generation (:data:`YOUNG_LINEAR`, the heaviest kernel member and the linear model of
-        the rows from now on) in an empty generation's slots, else the lighter one's, at
+    def _restart(self, promoted: _Generation | None = None) -> None:
+        """Start a generation (:meth:`_new_generation`, or the shadow generation ``promoted`` that beat
+        the mixture, as it has learnt since its start) in an empty generation's slots, else the lighter
+        one's, at
         :data:`CHANGE_ENTRY_PRIOR` when the change has just been declared, else at :data:`ENTRY_PRIOR`;
         while the growth is held, only in place of a generation (fresh copies, held, are no larger than
         those they replace: the slots' kinds are fixed), so that a held learner keeps its size."""
@@ -320,10 +351,8 @@ class Grid:
         g = int(np.argmin(held))
         if held[g] == math.inf:
             return
-        kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
-        members = [*YOUNG_LINEAR, *kernels]
-        self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members],
-                                    self.new_recent())
+        # held, only fresh copies: a promoted shadow may have grown beyond the generation it replaces
+        self.young[g] = promoted if promoted is not None and not self.held else self._new_generation()
         self.mixture.enter(list(_young_slots(g)),
                            CHANGE_ENTRY_PRIOR if self.rounds == self.last_change else ENTRY_PRIOR)
         if self.leader in _young_slots(g):
@@ -354,6 +383,10 @@ class Grid:
                 multinomial_rounds(base)._widen(classes - 1)
             for _, recent in self._recent():
                 recent.widen(classes)
+            for base in self.shadow.bases:
+                multinomial_rounds(base)._widen(classes - 1)
+            if self.shadow.recent is not None:
+                self.shadow.recent.widen(classes)
             self.classes = classes
         experts = np.full((_EXPERTS, classes), 1.0 / classes)
         experts[len(GRID)] = constant
@@ -362,10 +395,17 @@ class Grid:
                                                    label)
         for slot, recent in self._recent():
             experts[slot] = _guarded_probabilities(recent.learn_class, classes, forms[_RECENT_FORM], label)
+        shadow = self.shadow
+        probes = np.array([
+            *(_guarded_probabilities(base._learn_class_checked, classes, forms[_form(GRID[i])], label)
+              for i, base in zip(shadow.members, shadow.bases, strict=True)),
+            _guarded_probabilities(shadow.recent.learn_class, classes, forms[_RECENT_FORM], label)
+            if shadow.recent else np.full(classes, 1.0 / classes)])
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
-        self._track(float(self.mixture.class_losses(played, label)))
+        differences = float(np.argmax(played) != label) - (np.argmax(probes, axis=1) != label)
+        self._track(float(self.mixture.class_losses(played, label)), differences)
         return played
 
     def hold_growth(self, held: bool) -> None:
