@@ -198,7 +198,7 @@ def _score(method: RawMethod, X: np.ndarray, y: np.ndarray, regression: bool) ->
     extra = {}
     if method.group == "auto" and error is None:
         stats = runner.learner.stats()
-        extra = {"leader": stats["leader"], "weights": stats["weights"]}
+        extra = {"leader": stats["leader"], "weights": stats["weights"], "changes": stats["changes"]}
     runner.close()
     if regression:
         losses = (preds - y) ** 2 / max(float(np.var(y)), 1e-300)
