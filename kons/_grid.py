@@ -176,9 +176,9 @@ def class_column_nbytes(dim: int) -> int:
     base, as long as the base may become (an ONS base's ``dim + 1`` weights, a Nystrom base's full
     dictionary), and in every slot a restarted copy of the longest may take; a generation's linear model
     scores every class (``K`` columns of ``dim + 1``, the binary model one), so its first widening adds
-    two columns: counted twice."""
+    two columns: counted twice. The shadow generation counts as one more generation."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
-    return 8 * (sum(lengths) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
+    return 8 * (sum(lengths) + (GENERATIONS + 1) * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
 
 
 def _full_nbytes(base: Learner, rounds: int) -> int:
@@ -412,6 +412,8 @@ class Grid:
         self.held = held
         for _, _, base in self._members():
             base.hold_growth(held)
+        for base in self.shadow.bases:
+            base.hold_growth(held)
 
     def names(self) -> list[str]:
         """The mixture's experts' names (an empty slot's is its member's with "not started")."""
@@ -430,12 +432,13 @@ class Grid:
         w = self.mixture.weights()
         names = self.names()
         alive = self.mixture.switching.active
-        sizes = [b.stats() for _, _, b in self._members()]
+        sizes = [b.stats() for b in [*(b for _, _, b in self._members()), *self.shadow.bases]]
         return {"weights": {n: float(v) for n, v, on in zip(names, w, alive, strict=True) if on},
                 "leader": names[self.leader],
                 "leader_since": self.leader_since,
                 "changes": self.changes,
                 "last_change_round": self.last_change if self.last_change >= 0 else None,
+                "shadow_since": self.shadow.start,
                 "switching_rates": {f"{r:g}": float(v) for r, v in
                                     zip(self.mixture.switching.rates, self.mixture.switching.rate_weights(),
                                         strict=True)},
@@ -449,8 +452,12 @@ class Grid:
         return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log")}
 
     def nbytes(self) -> int:
+        shadow = self.shadow
+        shadow_nbytes = (sum(b.state_nbytes() for b in shadow.bases)
+                         + (shadow.recent.nbytes() if shadow.recent else 0))
         return (sum(b.state_nbytes() for _, _, b in self._members())
-                + sum(recent.nbytes() for _, recent in self._recent()) + arrays_nbytes(self.own_arrays()))
+                + sum(recent.nbytes() for _, recent in self._recent()) + arrays_nbytes(self.own_arrays())
+                + shadow_nbytes)
 
     def growth_nbytes(self, rounds: int) -> int:
         """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew (a
@@ -464,7 +471,7 @@ class Grid:
         if self.held:
             return grown
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
-        for generation in self.young:
+        for generation in [*self.young, self.shadow]:
             for j in range(YOUNG_BASES):
                 if generation is None:
                     grown += largest
@@ -480,13 +487,18 @@ class Grid:
                   if generation is not None and generation.recent is not None
                   for name, array in generation.recent.arrays().items()}
         grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
-        return {**grid, **young, **recent, **self.own_arrays()}
+        shadow = {f"shadow_{j}": nested_blob(b) for j, b in enumerate(self.shadow.bases)}
+        if self.shadow.recent is not None:
+            shadow.update({f"shadow_recent_{name}": a for name, a in self.shadow.recent.arrays().items()})
+        return {**grid, **young, **recent, **shadow, **self.own_arrays()}
 
     def scalars(self) -> dict[str, Any]:
         return {"widths": list(self.widths), "log_count": self.log_scaler.count,
                 "young": [[generation.start, *generation.members] if generation is not None else []
                           for generation in self.young],
                 "detector": self.detector.state(),
+                "shadow": [self.shadow.start, *self.shadow.members],
+                "paired": [test.state() for test in self.paired],
                 "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
                              self.leader_since]}
 
@@ -496,6 +508,7 @@ class Grid:
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
         if "young" not in scalars:
             self._restore_aggregating(arrays, rounds)
+            self._restore_shadow(arrays, scalars)
             return
         young = [[int(v) for v in generation] for generation in scalars["young"]]
         if len(young) != GENERATIONS or any(
@@ -506,13 +519,34 @@ class Grid:
         self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
         self.young = [_Generation(generation[0], generation[1:],
                                   [self._restored(arrays[f"young{g}_{j}"], GRID[i])
-                                   for j, i in enumerate(generation[1:])], self._restored_recent(arrays, g))
+                                   for j, i in enumerate(generation[1:])],
+                                  self._restored_recent(arrays, f"young{g}_recent_"))
                       if generation else None for g, generation in enumerate(young)]
         if not self.mixture.switching.restore(_with_recent_slots(arrays)):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])
         (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
          self.leader_since) = (int(v) for v in scalars["tracking"])
+        self._restore_shadow(arrays, scalars)
+
+    def _restore_shadow(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        """The shadow generation and its paired tests; a state saved before them (no ``shadow``) starts
+        a fresh one at the restored round, which changes no play until a paired test declares a change."""
+        if "shadow" not in scalars:
+            self.shadow = self._new_generation()
+            for test in self.paired:
+                test.reset()
+            return
+        start, *members = (int(v) for v in scalars["shadow"])
+        paired = scalars["paired"]
+        if (len(members) != YOUNG_BASES or not all(0 <= i < len(GRID) for i in members)
+                or len(paired) != len(self.paired) or any(len(state) != 3 for state in paired)):
+            raise StateFormatError("the shadow generation does not match the grid.")
+        self.shadow = _Generation(start, members, [self._restored(arrays[f"shadow_{j}"], GRID[i])
+                                                   for j, i in enumerate(members)],
+                                  self._restored_recent(arrays, "shadow_recent_"))
+        for test, state in zip(self.paired, paired, strict=True):
+            test.restore(state)
 
     def _restore_aggregating(self, arrays: dict[str, np.ndarray], rounds: int) -> None:
         """A state saved before the switching weights (issue 20): the grid's bases and the aggregating
@@ -525,9 +559,8 @@ class Grid:
         self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
         self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
 
-    def _restored_recent(self, arrays: dict[str, np.ndarray], generation: int) -> RecentLinear | None:
-        """Generation ``generation``'s linear model, None if it was saved without one."""
-        prefix = f"young{generation}_recent_"
+    def _restored_recent(self, arrays: dict[str, np.ndarray], prefix: str) -> RecentLinear | None:
+        """The linear model saved under ``prefix``, None if it was saved without one."""
         if f"{prefix}P" not in arrays:
             return None
         recent = self.new_recent()
