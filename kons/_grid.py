@@ -14,7 +14,7 @@ import numpy as np
 from kons._mixture import Mixture
 from kons._multinomial import multinomial_rounds, reference_softmax
 from kons._recent import RecentLinear
-from kons._tracking import LossChangeDetector, PairedChangeTest
+from kons._tracking import ErrorChangeDetector, LossChangeDetector, PairedChangeTest
 from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
@@ -209,6 +209,7 @@ class Grid:
         self.mixture = Mixture(binary=binary, bound=bound, experts=_EXPERTS, active=len(GRID) + 1)
         self.detector = LossChangeDetector()
         self.paired = [PairedChangeTest() for _ in range(YOUNG_SIZE)]
+        self.errors = ErrorChangeDetector()
         self.rounds = 0
         self.changes = 0
         self.last_change = -1
@@ -303,7 +304,7 @@ class Grid:
             differences = float(played * t <= 0.0) - (probes * t <= 0.0)
         else:
             differences = np.clip(played_loss - self.mixture.losses(probes, t), -1.0, 1.0)
-        self._track(played_loss, differences)
+        self._track(played_loss, differences, float(played * t <= 0.0) if self.mixture.binary else None)
         return played
 
     def _new_generation(self) -> _Generation:
@@ -314,12 +315,14 @@ class Grid:
         members = [*YOUNG_LINEAR, *kernels]
         return _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members], self.new_recent())
 
-    def _track(self, loss: float, differences: np.ndarray) -> None:
+    def _track(self, loss: float, differences: np.ndarray, error: float | None) -> None:
         """After a round whose mixture's loss (times its learning rate) was ``loss`` and whose error (or
         loss) exceeded the probe's by ``difference``: the detectors, the restarts they schedule, the
         probe's renewal, and the leader."""
         self.rounds += 1
         risen = self.detector.update(loss)
+        if error is not None:
+            risen = self.errors.update(error) or risen
         beaten = any([test.update(float(d)) for test, d in zip(self.paired, differences, strict=True)])
         if risen or beaten:
             self.changes += 1
@@ -405,7 +408,8 @@ class Grid:
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
         differences = float(np.argmax(played) != label) - (np.argmax(probes, axis=1) != label)
-        self._track(float(self.mixture.class_losses(played, label)), differences)
+        self._track(float(self.mixture.class_losses(played, label)), differences,
+                    float(np.argmax(played) != label))
         return played
 
     def hold_growth(self, held: bool) -> None:

@@ -300,3 +300,62 @@ class PairedChangeTest:
     def restore(self, state: list[float]) -> None:
         seen, self.total, self.squares = (float(v) for v in state)
         self.seen = int(seen)
+
+
+class ErrorChangeDetector:
+    r"""Page's CUSUM (1954) of the log-likelihood ratio of a rise of the error rate by the factor ``ratio``.
+
+    With :math:`p_0` the error rate's level (its mean over about ``memory`` rounds, frozen while a rise is
+    being accumulated; at least ``floor``) and :math:`p_1 = \min(\rho p_0, 1/2)`, :math:`\rho` =
+    ``ratio``, a round with the error :math:`e \in \{0, 1\}` adds
+
+    .. math:: e \ln\frac{p_1}{p_0} + (1 - e) \ln\frac{1 - p_1}{1 - p_0}
+
+    to :math:`g` (floored at 0), and a change is declared when :math:`g > h` (``threshold``): the
+    sequential probability ratio test of Bernoulli errors at :math:`p_0` against :math:`p_1`, restarted
+    whenever it favours :math:`p_0`, whose rounds between false alarms are at least :math:`e^h` on average
+    (Lorden 1971). At a change the level becomes the error rate of the run that raised it. The first
+    ``warmup`` rounds only set the level.
+    """
+
+    def __init__(self, *, ratio: float = 1.5, threshold: float = 10.0, memory: int = 500, warmup: int = 100,
+                 floor: float = 0.01) -> None:
+        self.ratio = ratio
+        self.threshold = threshold
+        self.memory = memory
+        self.warmup = warmup
+        self.floor = floor
+        self.seen = 0
+        self.level = 0.0
+        self.cusum = 0.0
+        self.run_errors = 0.0
+        self.run_length = 0
+
+    def update(self, error: float) -> bool:
+        """Take a round's error (0 or 1); True if it completes a rise of the error rate (a change)."""
+        self.seen += 1
+        if self.seen <= self.warmup:
+            self.level += (error - self.level) / self.seen
+            return False
+        p0 = min(max(self.level, self.floor), 0.5 / self.ratio)
+        p1 = self.ratio * p0
+        step = math.log(p1 / p0) if error else math.log((1.0 - p1) / (1.0 - p0))
+        self.cusum = max(0.0, self.cusum + step)
+        if self.cusum == 0.0:
+            self.run_errors, self.run_length = 0.0, 0
+            self.level += (error - self.level) / self.memory
+            return False
+        self.run_errors += error
+        self.run_length += 1
+        if self.cusum <= self.threshold:
+            return False
+        self.level = self.run_errors / self.run_length
+        self.cusum, self.run_errors, self.run_length = 0.0, 0.0, 0
+        return True
+
+    def state(self) -> list[float]:
+        return [float(self.seen), self.level, self.cusum, self.run_errors, float(self.run_length)]
+
+    def restore(self, state: list[float]) -> None:
+        seen, self.level, self.cusum, self.run_errors, run_length = (float(v) for v in state)
+        self.seen, self.run_length = int(seen), int(run_length)
