@@ -14,7 +14,7 @@ import numpy as np
 from kons._mixture import Mixture
 from kons._multinomial import multinomial_rounds, reference_softmax
 from kons._recent import RecentLinear
-from kons._tracking import ErrorChangeDetector, LossChangeDetector, PairedChangeTest
+from kons._tracking import ErrorChangeDetector, LossChangeDetector
 from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
@@ -75,9 +75,6 @@ CHANGE_ENTRY_PRIOR = 0.15
 #: The prior weight of each expert of the generations started :data:`RESTART_DELAYS` rounds after the
 #: change (for a gradual change): small, the generation before is there already.
 ENTRY_PRIOR = 0.01
-#: Rounds a shadow generation (a generation that learns outside the mixture) lives before a fresh one
-#: replaces it: the paired tests compare its experts with the mixture over those rounds.
-SHADOW_LIFETIME = 384
 #: Dictionary bound of each Nystrom base (bounded cost per round).
 MAX_DICTIONARY = 200
 #: A grid member: (view, kind, width factor, step factor).
@@ -176,9 +173,9 @@ def class_column_nbytes(dim: int) -> int:
     base, as long as the base may become (an ONS base's ``dim + 1`` weights, a Nystrom base's full
     dictionary), and in every slot a restarted copy of the longest may take; a generation's linear model
     scores every class (``K`` columns of ``dim + 1``, the binary model one), so its first widening adds
-    two columns: counted twice. The shadow generation counts as one more generation."""
+    two columns: counted twice."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
-    return 8 * (sum(lengths) + (GENERATIONS + 1) * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
+    return 8 * (sum(lengths) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
 
 
 def _full_nbytes(base: Learner, rounds: int) -> int:
@@ -208,7 +205,6 @@ class Grid:
         self.young: list[_Generation | None] = [None] * GENERATIONS
         self.mixture = Mixture(binary=binary, bound=bound, experts=_EXPERTS, active=len(GRID) + 1)
         self.detector = LossChangeDetector()
-        self.paired = [PairedChangeTest() for _ in range(YOUNG_SIZE)]
         self.errors = ErrorChangeDetector()
         self.rounds = 0
         self.changes = 0
@@ -217,7 +213,6 @@ class Grid:
         self.leader = 0
         self.leader_since = 0
         self.forms = sorted({_form(member) for member in GRID})
-        self.shadow = self._new_generation()
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -292,58 +287,34 @@ class Grid:
             plays[slot] = _guarded(base._learn_checked, forms[_form(member)], t)
         for slot, recent in self._recent():
             plays[slot] = _guarded(recent.learn, forms[_RECENT_FORM], t)
-        shadow = self.shadow
-        probes = np.array([*(_guarded(base._learn_checked, forms[_form(GRID[i])], t)
-                             for i, base in zip(shadow.members, shadow.bases, strict=True)),
-                           _guarded(shadow.recent.learn, forms[_RECENT_FORM], t) if shadow.recent else 0.0])
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
-        played_loss = float(self.mixture.losses(np.array([played]), t)[0])
-        if self.mixture.binary:  # the errors: calibration-free, and the ridge probe's scores are not log-odds
-            differences = float(played * t <= 0.0) - (probes * t <= 0.0)
-        else:
-            differences = np.clip(played_loss - self.mixture.losses(probes, t), -1.0, 1.0)
-        self._track(played_loss, differences, float(played * t <= 0.0) if self.mixture.binary else None)
+        self._track(float(self.mixture.losses(np.array([played]), t)[0]),
+                    float(played * t <= 0.0) if self.mixture.binary else None)
         return played
 
-    def _new_generation(self) -> _Generation:
-        """A generation started at this round: :data:`YOUNG_LINEAR`, the heaviest kernel member and the
-        linear model of the rows from now on."""
-        weights = self.mixture.weights()
-        kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
-        members = [*YOUNG_LINEAR, *kernels]
-        return _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members], self.new_recent())
-
-    def _track(self, loss: float, differences: np.ndarray, error: float | None) -> None:
-        """After a round whose mixture's loss (times its learning rate) was ``loss`` and whose error (or
-        loss) exceeded the probe's by ``difference``: the detectors, the restarts they schedule, the
-        probe's renewal, and the leader."""
+    def _track(self, loss: float, error: float | None) -> None:
+        """After a round whose mixture's loss (times its learning rate) was ``loss`` and, for classes, whose
+        play was wrong (``error`` 1) or right (0): the detectors, the restarts they schedule, and the
+        leader."""
         self.rounds += 1
         risen = self.detector.update(loss)
-        if error is not None:
-            risen = self.errors.update(error) or risen
-        beaten = any([test.update(float(d)) for test, d in zip(self.paired, differences, strict=True)])
-        if risen or beaten:
+        # both detectors see every round (their levels follow the stream), either declares
+        if (self.errors.update(error) if error is not None else False) or risen:
             self.changes += 1
             self.last_change = self.rounds
             self.restarts_due = len(RESTART_DELAYS)
-        promoted = self.shadow if beaten else None
-        if risen or beaten or self.rounds - self.shadow.start >= SHADOW_LIFETIME:
-            self.shadow = self._new_generation()
-            for test in self.paired:
-                test.reset()
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
-            self._restart(promoted)
+            self._restart()
         leader = int(np.argmax(self.mixture.weights()))
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
 
-    def _restart(self, promoted: _Generation | None = None) -> None:
-        """Start a generation (:meth:`_new_generation`, or the shadow generation ``promoted`` that beat
-        the mixture, as it has learnt since its start) in an empty generation's slots, else the lighter
-        one's, at
+    def _restart(self) -> None:
+        """Start a generation (:data:`YOUNG_LINEAR`, the heaviest kernel member and the linear model of
+        the rows from now on) in an empty generation's slots, else the lighter one's, at
         :data:`CHANGE_ENTRY_PRIOR` when the change has just been declared, else at :data:`ENTRY_PRIOR`;
         while the growth is held, only in place of a generation (fresh copies, held, are no larger than
         those they replace: the slots' kinds are fixed), so that a held learner keeps its size."""
@@ -354,8 +325,10 @@ class Grid:
         g = int(np.argmin(held))
         if held[g] == math.inf:
             return
-        # held, only fresh copies: a promoted shadow may have grown beyond the generation it replaces
-        self.young[g] = promoted if promoted is not None and not self.held else self._new_generation()
+        kernels = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))[:YOUNG_KERNELS]
+        members = [*YOUNG_LINEAR, *kernels]
+        self.young[g] = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members],
+                                    self.new_recent())
         self.mixture.enter(list(_young_slots(g)),
                            CHANGE_ENTRY_PRIOR if self.rounds == self.last_change else ENTRY_PRIOR)
         if self.leader in _young_slots(g):
@@ -386,10 +359,6 @@ class Grid:
                 multinomial_rounds(base)._widen(classes - 1)
             for _, recent in self._recent():
                 recent.widen(classes)
-            for base in self.shadow.bases:
-                multinomial_rounds(base)._widen(classes - 1)
-            if self.shadow.recent is not None:
-                self.shadow.recent.widen(classes)
             self.classes = classes
         experts = np.full((_EXPERTS, classes), 1.0 / classes)
         experts[len(GRID)] = constant
@@ -398,25 +367,15 @@ class Grid:
                                                    label)
         for slot, recent in self._recent():
             experts[slot] = _guarded_probabilities(recent.learn_class, classes, forms[_RECENT_FORM], label)
-        shadow = self.shadow
-        probes = np.array([
-            *(_guarded_probabilities(base._learn_class_checked, classes, forms[_form(GRID[i])], label)
-              for i, base in zip(shadow.members, shadow.bases, strict=True)),
-            _guarded_probabilities(shadow.recent.learn_class, classes, forms[_RECENT_FORM], label)
-            if shadow.recent else np.full(classes, 1.0 / classes)])
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
-        differences = float(np.argmax(played) != label) - (np.argmax(probes, axis=1) != label)
-        self._track(float(self.mixture.class_losses(played, label)), differences,
-                    float(np.argmax(played) != label))
+        self._track(float(self.mixture.class_losses(played, label)), float(np.argmax(played) != label))
         return played
 
     def hold_growth(self, held: bool) -> None:
         self.held = held
         for _, _, base in self._members():
-            base.hold_growth(held)
-        for base in self.shadow.bases:
             base.hold_growth(held)
 
     def names(self) -> list[str]:
@@ -436,13 +395,12 @@ class Grid:
         w = self.mixture.weights()
         names = self.names()
         alive = self.mixture.switching.active
-        sizes = [b.stats() for b in [*(b for _, _, b in self._members()), *self.shadow.bases]]
+        sizes = [b.stats() for _, _, b in self._members()]
         return {"weights": {n: float(v) for n, v, on in zip(names, w, alive, strict=True) if on},
                 "leader": names[self.leader],
                 "leader_since": self.leader_since,
                 "changes": self.changes,
                 "last_change_round": self.last_change if self.last_change >= 0 else None,
-                "shadow_since": self.shadow.start,
                 "switching_rates": {f"{r:g}": float(v) for r, v in
                                     zip(self.mixture.switching.rates, self.mixture.switching.rate_weights(),
                                         strict=True)},
@@ -456,12 +414,8 @@ class Grid:
         return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log")}
 
     def nbytes(self) -> int:
-        shadow = self.shadow
-        shadow_nbytes = (sum(b.state_nbytes() for b in shadow.bases)
-                         + (shadow.recent.nbytes() if shadow.recent else 0))
         return (sum(b.state_nbytes() for _, _, b in self._members())
-                + sum(recent.nbytes() for _, recent in self._recent()) + arrays_nbytes(self.own_arrays())
-                + shadow_nbytes)
+                + sum(recent.nbytes() for _, recent in self._recent()) + arrays_nbytes(self.own_arrays()))
 
     def growth_nbytes(self, rounds: int) -> int:
         """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew (a
@@ -475,7 +429,7 @@ class Grid:
         if self.held:
             return grown
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
-        for generation in [*self.young, self.shadow]:
+        for generation in self.young:
             for j in range(YOUNG_BASES):
                 if generation is None:
                     grown += largest
@@ -491,18 +445,14 @@ class Grid:
                   if generation is not None and generation.recent is not None
                   for name, array in generation.recent.arrays().items()}
         grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
-        shadow = {f"shadow_{j}": nested_blob(b) for j, b in enumerate(self.shadow.bases)}
-        if self.shadow.recent is not None:
-            shadow.update({f"shadow_recent_{name}": a for name, a in self.shadow.recent.arrays().items()})
-        return {**grid, **young, **recent, **shadow, **self.own_arrays()}
+        return {**grid, **young, **recent, **self.own_arrays()}
 
     def scalars(self) -> dict[str, Any]:
         return {"widths": list(self.widths), "log_count": self.log_scaler.count,
                 "young": [[generation.start, *generation.members] if generation is not None else []
                           for generation in self.young],
                 "detector": self.detector.state(),
-                "shadow": [self.shadow.start, *self.shadow.members],
-                "paired": [test.state() for test in self.paired],
+                "error_detector": self.errors.state(),
                 "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
                              self.leader_since]}
 
@@ -512,7 +462,6 @@ class Grid:
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
         if "young" not in scalars:
             self._restore_aggregating(arrays, rounds)
-            self._restore_shadow(arrays, scalars)
             return
         young = [[int(v) for v in generation] for generation in scalars["young"]]
         if len(young) != GENERATIONS or any(
@@ -523,34 +472,17 @@ class Grid:
         self.bases = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
         self.young = [_Generation(generation[0], generation[1:],
                                   [self._restored(arrays[f"young{g}_{j}"], GRID[i])
-                                   for j, i in enumerate(generation[1:])],
-                                  self._restored_recent(arrays, f"young{g}_recent_"))
+                                   for j, i in enumerate(generation[1:])], self._restored_recent(arrays, g))
                       if generation else None for g, generation in enumerate(young)]
         if not self.mixture.switching.restore(_with_recent_slots(arrays)):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])
+        if "error_detector" in scalars:
+            self.errors.restore(scalars["error_detector"])
+        else:  # saved before it existed: its level learnt afresh from the restored round
+            self.errors = ErrorChangeDetector()
         (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
          self.leader_since) = (int(v) for v in scalars["tracking"])
-        self._restore_shadow(arrays, scalars)
-
-    def _restore_shadow(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
-        """The shadow generation and its paired tests; a state saved before them (no ``shadow``) starts
-        a fresh one at the restored round, which changes no play until a paired test declares a change."""
-        if "shadow" not in scalars:
-            self.shadow = self._new_generation()
-            for test in self.paired:
-                test.reset()
-            return
-        start, *members = (int(v) for v in scalars["shadow"])
-        paired = scalars["paired"]
-        if (len(members) != YOUNG_BASES or not all(0 <= i < len(GRID) for i in members)
-                or len(paired) != len(self.paired) or any(len(state) != 3 for state in paired)):
-            raise StateFormatError("the shadow generation does not match the grid.")
-        self.shadow = _Generation(start, members, [self._restored(arrays[f"shadow_{j}"], GRID[i])
-                                                   for j, i in enumerate(members)],
-                                  self._restored_recent(arrays, "shadow_recent_"))
-        for test, state in zip(self.paired, paired, strict=True):
-            test.restore(state)
 
     def _restore_aggregating(self, arrays: dict[str, np.ndarray], rounds: int) -> None:
         """A state saved before the switching weights (issue 20): the grid's bases and the aggregating
@@ -563,8 +495,9 @@ class Grid:
         self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
         self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
 
-    def _restored_recent(self, arrays: dict[str, np.ndarray], prefix: str) -> RecentLinear | None:
-        """The linear model saved under ``prefix``, None if it was saved without one."""
+    def _restored_recent(self, arrays: dict[str, np.ndarray], generation: int) -> RecentLinear | None:
+        """Generation ``generation``'s linear model, None if it was saved without one."""
+        prefix = f"young{generation}_recent_"
         if f"{prefix}P" not in arrays:
             return None
         recent = self.new_recent()

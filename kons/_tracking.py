@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-__all__ = ["RATES", "LossChangeDetector", "PairedChangeTest", "SwitchingWeights"]
+__all__ = ["RATES", "ErrorChangeDetector", "LossChangeDetector", "SwitchingWeights"]
 
 #: The switching rates mixed by :class:`SwitchingWeights`: 0 (the aggregating algorithm itself) and
 #: rates that let the weight move to another expert within about 100 and 10 rounds. A rate of 1e-3 was
@@ -250,56 +250,6 @@ class LossChangeDetector:
         changed_at = state[7] if len(state) > 7 else -float(self.memory)
         self.seen, self.run_length = int(seen), int(run_length)
         self.offset, self.changed_at = int(offset), int(changed_at)
-
-
-class PairedChangeTest:
-    r"""A sequential test of whether a young learner beats the mixture on the same rounds.
-
-    Each round's difference :math:`d_s \in [-1, 1]` (the mixture's loss minus the young learner's, here
-    their errors) is paired: both are scored on the same row, so the stream's own noise cancels and only
-    the rounds on which they disagree count. After ``burn_in`` rounds (the young learner's first rows), with
-    :math:`S_n = \sum d_s` and :math:`V_n = \sum d_s^2` over the ``n`` rounds since, a change is declared
-    when
-
-    .. math:: S_n - \epsilon n > z \sqrt{\max(V_n, v_0)},
-
-    :math:`\epsilon` = ``margin``, :math:`z` = ``z``, :math:`v_0` = ``min_variance``. For differences
-    whose conditional mean is at most :math:`\epsilon` (the young learner no better), :math:`S_n - \epsilon
-    n` is a supermartingale with increments in :math:`[-2, 2]`, and Freedman's inequality (1975) bounds the
-    probability that it ever crosses :math:`z\sqrt{V}` for a fixed :math:`V` by about :math:`e^{-z^2/2}`;
-    the state is four numbers and a round costs O(1).
-    """
-
-    def __init__(self, *, z: float = 4.0, margin: float = 0.0, burn_in: int = 32,
-                 min_variance: float = 16.0) -> None:
-        self.z = z
-        self.margin = margin
-        self.burn_in = burn_in
-        self.min_variance = min_variance
-        self.seen = 0
-        self.total = 0.0
-        self.squares = 0.0
-
-    def reset(self) -> None:
-        """A new young learner: the rounds counted from now."""
-        self.seen, self.total, self.squares = 0, 0.0, 0.0
-
-    def update(self, difference: float) -> bool:
-        """Take a round's ``old - young`` difference; True if the young learner is significantly better."""
-        self.seen += 1
-        if self.seen <= self.burn_in:
-            return False
-        self.total += difference
-        self.squares += difference * difference
-        excess = self.total - self.margin * (self.seen - self.burn_in)
-        return excess > self.z * math.sqrt(max(self.squares, self.min_variance))
-
-    def state(self) -> list[float]:
-        return [float(self.seen), self.total, self.squares]
-
-    def restore(self, state: list[float]) -> None:
-        seen, self.total, self.squares = (float(v) for v in state)
-        self.seen = int(seen)
 
 
 class ErrorChangeDetector:
