@@ -13,7 +13,7 @@ import pytest
 import kons
 from kons._grid import CHANGE_ENTRY_PRIOR, YOUNG_SIZE
 from kons._recent import RecentLinear
-from kons._tracking import RATES, SWITCHING_PRIOR, LossChangeDetector, SwitchingWeights
+from kons._tracking import RATES, SWITCHING_PRIOR, ErrorChangeDetector, LossChangeDetector, SwitchingWeights
 from kons.auto import MIX_BOUND, REGRESSION_BOUND, Auto, Mixture
 from kons.base import _round_numerics
 from kons.errors import NumericalError
@@ -365,3 +365,96 @@ def test_new_classes_after_a_restart_stay_within_the_class_growth_bound() -> Non
     before, bound = learner.state_nbytes(), learner.class_growth_nbytes(3)
     learner.learn_many(X[:3], np.array([2, 3, 4]))
     assert len(learner.classes) == 5 and 0 < learner.state_nbytes() - before <= bound
+
+
+def _error_cusum_changes(errors: np.ndarray, detector: ErrorChangeDetector) -> list[int]:
+    """The rounds at which Page's CUSUM of the Bernoulli likelihood ratio declares a change, written out:
+    the level the plain mean of the warm-up's errors, then a running mean of every round with weight
+    1 / memory, taken as p0 where the CUSUM leaves 0, and the error rate of the rising run after a
+    change."""
+    changes, level, g, run, p0, start = [], 0.0, 0.0, [], 0.0, 0
+    for seen, e in enumerate(errors, start=1):
+        if seen - start <= detector.warmup:
+            level = float(np.mean(errors[start:seen]))
+            continue
+        if g == 0.0:
+            p0 = float(np.clip(level, detector.floor, 1.0 - detector.floor))
+        odds = detector.ratio * p0 / (1.0 - p0)
+        p1 = odds / (1.0 + odds)
+        g = max(0.0, g + (math.log(p1 / p0) if e else math.log((1.0 - p1) / (1.0 - p0))))
+        level = level * (1.0 - 1.0 / detector.memory) + e / detector.memory
+        if g == 0.0:
+            run = []
+        else:
+            run.append(e)
+            if g > detector.threshold:
+                changes.append(seen)
+                start, g, run = seen, 0.0, []
+    return changes
+
+
+def test_the_error_detector_is_page_s_bernoulli_cusum() -> None:
+    rng = np.random.default_rng(5)
+    rates = np.concatenate([np.full(3000, 0.2), np.full(1000, 0.4), np.full(2000, 0.1), np.full(1000, 0.3)])
+    errors = (rng.random(len(rates)) < rates).astype(float)
+    detector = ErrorChangeDetector()
+    declared = [t for t, e in enumerate(errors, start=1) if detector.update(float(e))]
+    reference = _error_cusum_changes(errors, ErrorChangeDetector())
+    assert declared == reference
+    # the rises from 0.2 to 0.4 and from 0.1 to 0.3 are declared, each within 200 rounds, nothing else
+    assert len(declared) == 2 and 3000 < declared[0] <= 3200 and 6000 < declared[1] <= 6200
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.02, 0.1, 0.3, 0.5])
+def test_the_error_detector_declares_nothing_on_a_stationary_error_rate(rate: float) -> None:
+    rng = np.random.default_rng(6)
+    detector = ErrorChangeDetector()
+    assert not any(detector.update(float(e)) for e in rng.random(50_000) < rate)
+    falling = rng.random(5000) < np.linspace(0.4, 0.05, 5000)  # a learner that improves
+    assert not any(detector.update(float(e)) for e in falling)
+
+
+def test_the_error_detector_state_restores_bit_identically() -> None:
+    rng = np.random.default_rng(7)
+    errors = rng.random(1500) < np.where(np.arange(1500) < 800, 0.1, 0.3)
+    for cut in (50, 805, 850, 1400):  # in the warm-up, in the rise, after the change
+        first, second = ErrorChangeDetector(), ErrorChangeDetector()
+        for e in errors[:cut]:
+            first.update(float(e))
+        second.restore(first.state())
+        rest = [float(e) for e in errors[cut:]]
+        assert [first.update(e) for e in rest] == [second.update(e) for e in rest]
+        assert first.state() == second.state()
+
+
+def _sea(n: int = 1800, change: int = 1000, seed: int = 0) -> tuple[np.ndarray, list[int]]:
+    """SEA concepts (Street and Kim 2001): the label is x0 + x1 <= theta, 10% of labels flipped; theta
+    goes from 7 to 9.5 at round ``change``, a change that raises the log loss by far less than half."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 10.0, size=(n, 3))
+    theta = np.where(np.arange(n) < change, 7.0, 9.5)
+    labels = (X[:, 0] + X[:, 1] <= theta).astype(int)
+    return X, np.where(rng.random(n) < 0.1, 1 - labels, labels).tolist()
+
+
+def test_auto_declares_a_change_of_concept_that_raises_its_error_rate() -> None:
+    X, labels = _sea()
+    learner = Auto(task="classification")
+    played = learner.learn_many(X, labels)
+    stats = learner.stats()
+    assert stats["changes"] == 1 and 1000 < stats["last_change_round"] <= 1200
+    assert any(f"restarted at round {stats['last_change_round']}" in name for name in stats["weights"])
+    assert learner._grid is not None and learner._grid.detector.changed_at < 0  # the loss's level: silent
+    wrong = np.asarray(played).argmax(axis=1) != np.asarray(labels) if np.ndim(played) == 2 else \
+        (np.asarray(played) > 0.5) != np.asarray(labels)
+    assert np.mean(wrong[1600:]) < 0.16  # back near the noise's 0.1 after the restart
+    steady = Auto(task="classification")
+    steady.learn_many(*_sea(change=10**6))
+    assert steady.stats()["changes"] == 0
+
+
+def test_a_classifier_restored_around_a_declared_change_plays_identically() -> None:
+    X, labels = _sea(1300)
+    original = Auto(task="classification", seed=2)
+    copies = restored_in_step(original, X, labels, [900, 1050, 1150])
+    assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 3
