@@ -190,8 +190,9 @@ class Grid:
 
     The mixture's slots: the members of :data:`GRID`, the constant, then :data:`GENERATIONS` generations
     of :data:`YOUNG_SIZE` restarted copies (empty slots until a generation starts). A
-    :class:`~kons._tracking.LossChangeDetector` on the mixture's loss starts a generation at each change
-    it declares and :data:`RESTART_DELAYS` rounds after it, in the empty or else the lighter-weighted
+    :class:`~kons._tracking.LossChangeDetector` on the mixture's loss (and, for classes, an
+    :class:`~kons._tracking.ErrorChangeDetector` on its errors) starts a generation at each change
+    declared and :data:`RESTART_DELAYS` rounds after it, in the empty or else the lighter-weighted
     generation's slots, so at most ``GENERATIONS x YOUNG_SIZE`` copies are alive.
     """
 
