@@ -164,6 +164,11 @@ class Settings(BaseSettings):
     tenant_concurrency: int = Field(
         32, ge=1, description="Requests one tenant may have in flight, per process, when API keys are "
         "configured; more are answered 429 with Retry-After.")
+    refusal_pause_ms: float = Field(
+        250.0, ge=0, description="A request refused before its body is read (401: no valid key; 429: over "
+        "a tenant limit) is answered after this pause, for up to tenant_large_bodies + 1 such requests per "
+        "tenant (and as many without a valid key) at once: a sender that retries at once, ignoring "
+        "Retry-After, costs the process a few requests a second instead of hundreds. 0 answers at once.")
     parse_workers: int = Field(
         1, ge=1, description="Processes (per server process) that parse and validate bodies over 64 KiB, "
         "so that a large body never holds the serving process's GIL.")

@@ -47,6 +47,7 @@ log = logging.getLogger("kons_service.cache")
 _LOAD_ATTEMPTS = 5  # rebuilds from a snapshot before answering 503
 _REPLAY_PAGE = 512
 _ROUND_SECONDS_WEIGHT = 0.1  # of the newest batch in a learner's moving average of its round time
+_APPENDED_IDS = 256  # request ids a cached learner remembers having appended (about 20 KiB at most)
 
 
 def logged_bytes(entries: Iterable[LogEntry]) -> int:
@@ -89,6 +90,10 @@ class CachedLearner:
     held: Head | None = None
     #: Rounds its reservation still covers the growth of (see :meth:`FeedbackWriter._growth_held`).
     growth_credit: int = 0
+    #: The request ids of the latest requests this process appended (an ordered set, at most
+    #: :data:`_APPENDED_IDS`): a client's retry usually comes back to the process that answered, which
+    #: then asks the store for the earlier answer before playing anything (see :meth:`appended_before`).
+    appended_ids: dict[str, None] = field(default_factory=dict)
     _nbytes_at: tuple[str, int, str] = ("", -1, "")  # where ``nbytes`` was measured
 
     def appended(self, version: int, tip: str, stride: int) -> None:
@@ -97,6 +102,18 @@ class CachedLearner:
         self.version, self.tip, self.optimistic = version, tip, True
         if stride > 0:
             self.history_stride = stride
+
+    def remember_ids(self, request_ids: Iterable[str]) -> None:
+        """These request ids were just appended by this process."""
+        for request_id in request_ids:
+            self.appended_ids[request_id] = None
+        while len(self.appended_ids) > _APPENDED_IDS:
+            del self.appended_ids[next(iter(self.appended_ids))]
+
+    def appended_before(self, request_id: str | None) -> bool:
+        """Whether this process appended a request with this id lately: a retry, whose rounds must not be
+        played (they would leave the learner ahead of its log, to be dropped and rebuilt)."""
+        return request_id is not None and request_id in self.appended_ids
 
     def conflicted(self, base: float, cap: float) -> None:
         """An optimistic append lost to another writer: take the lease for a while (doubling each time)."""

@@ -25,8 +25,10 @@ A request of the group that would fail on its own (bad input, an unknown id, a r
 makes the group fall back to writing its requests one by one, so each gets its own answer.
 
 Every feedback request is applied at most once: a client's ``request_id`` is remembered with a record of its
-answer, and a repeat is answered from that record instead of appended again; redis-py re-sending the append
-after a lost reply finds its own rounds in the log and answers as the first run did.
+answer, and a repeat is answered from that record instead of appended again (asked before anything is
+played when the process remembers appending that id, so a retry does not cost a rebuild of the learner);
+redis-py re-sending the append after a lost reply finds its own rounds in the log and answers as the first
+run did.
 """
 
 from __future__ import annotations
@@ -293,9 +295,12 @@ class FeedbackWriter:
         tries again)."""
         ref = entry.ref
         # A retry is answered before anything is played. Optimistic writes leave that to the append
-        # (one call), unless the request names remembered ids, which its first run has used up.
-        recalls = any(it.x is None for request in group if request.fingerprint for it in request.items)
-        if lease is not None or recalls:
+        # (one call), unless the request names remembered ids, which its first run has used up, or this
+        # process appended its id (its rounds would be played, refused by the append, and the learner
+        # rebuilt from its snapshot and log: the cost of a retry would be the learner's whole state).
+        with_id = [request for request in group if request.fingerprint]
+        recalls = any(it.x is None for request in with_id for it in request.items)
+        if lease is not None or recalls or any(entry.appended_before(request.id) for request in with_id):
             answered = await self._applied_before(ref, group)
             if answered is not None:
                 return answered
@@ -646,6 +651,7 @@ class FeedbackWriter:
         match outcome.reason:
             case AppendStatus.APPLIED:
                 entry.appended(outcome.version, outcome.tip, outcome.stride)
+                entry.remember_ids(request.id for request in group if request.id)
                 if self.cache.marks is not None:  # (a retry's earlier answer was marked when it was given)
                     self.cache.marks.acknowledged(ref, Head(entry.incarnation, entry.version, 0, entry.tip))
                 learner = entry.loaded()

@@ -2,10 +2,10 @@
 
 Routes built with :class:`KonsRoute` check the caller's key, then its tenant's limits
 (:mod:`kons_service.core.fairness`), before a byte of the body is read (an unauthenticated sender costs a
-header check), and read their body through :class:`StrictRequest`, so
-FastAPI's own body parsing applies the size limit and :mod:`kons_service.http.parsers`' strict JSON rules. A
-large body is parsed and validated by a worker process (see there why not a thread), so that it does not
-stall the other tenants' requests.
+header check; such refusals are answered after a pause, :class:`~kons_service.core.fairness.RefusalPause`),
+and read their body through :class:`StrictRequest`, so FastAPI's own body parsing applies the size limit and
+:mod:`kons_service.http.parsers`' strict JSON rules. A large body is parsed and validated by a worker
+process (see there why not a thread), so that it does not stall the other tenants' requests.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope
 
 from kons_service.core.errors import TooManyRequestsError
 from kons_service.core.streams import read_limited
-from kons_service.http.errors import InvalidBodyError, carried
+from kons_service.http.errors import InvalidBodyError, UnauthorizedError, carried
 from kons_service.http.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 
 __all__ = ["KonsRoute", "LargeBodies", "StrictRequest"]
@@ -134,14 +134,19 @@ class KonsRoute(APIRoute):
         async def authenticated_handler(request: Request) -> Response:
             auth = request.app.state.auth
             large = _large_body(request)
+            tenant = None
             with contextlib.ExitStack() as stack:
                 with _closing_unread(large):
-                    tenant = auth.tenant(request.headers.get("authorization"))
-                    if not auth.single_tenant:
-                        limiter = request.app.state.service.limiter
-                        stack.enter_context(limiter.admit(tenant, _body_bytes(request)))
-                    if large and not auth.single_tenant:
-                        stack.enter_context(request.app.state.large_bodies.slot(tenant))
+                    try:
+                        tenant = auth.tenant(request.headers.get("authorization"))
+                        if not auth.single_tenant:
+                            limiter = request.app.state.service.limiter
+                            stack.enter_context(limiter.admit(tenant, _body_bytes(request)))
+                        if large and not auth.single_tenant:
+                            stack.enter_context(request.app.state.large_bodies.slot(tenant))
+                    except (UnauthorizedError, TooManyRequestsError):
+                        await request.app.state.refusals.pause(tenant)
+                        raise
                 return await strict_handler(request)
 
         return authenticated_handler

@@ -6,11 +6,13 @@ ones), leaving the other tenants alone; and one batch's work bounded by the lear
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
+from kons_service.core.fairness import RefusalPause
 from testkit.processes import AppFactory
 
 pytestmark = pytest.mark.anyio
@@ -97,3 +99,32 @@ async def test_a_tenant_that_used_its_share_of_learner_work_waits(make_client: A
     assert (await client.post("/v1/learners/m/feedback", json=batch, headers=A)).status_code == 200
     assert _limited(await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)) >= 8
     assert (await client.post("/v1/learners/m/feedback", json=batch, headers=B)).status_code == 200
+
+
+async def test_refusals_are_paused_a_bounded_number_at_once() -> None:
+    pause = RefusalPause(0.3, slots=2)
+    done: list[str] = []
+
+    async def refused(tenant: str | None, name: str) -> None:
+        await pause.pause(tenant)
+        done.append(name)
+
+    start = time.monotonic()
+    await asyncio.gather(refused("alpha", "a1"), refused("alpha", "a2"), refused("alpha", "a3"),
+                         refused(None, "anonymous"))
+    assert done[0] == "a3"  # the third of one tenant's refusals at once is answered without a pause
+    assert set(done[1:]) == {"a1", "a2", "anonymous"} and time.monotonic() - start >= 0.3
+    assert not pause._pausing  # every slot given back
+
+
+async def test_a_sender_retrying_refused_requests_at_once_is_slowed_down(make_client: AppFactory) -> None:
+    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=1, refusal_pause_ms=200)
+    start = time.monotonic()
+    for _ in range(3):
+        assert (await client.get("/v1/learners", headers={"Authorization": "Bearer wrong"})).status_code == 401
+    unauthenticated = time.monotonic() - start
+    assert (await client.get("/v1/learners", headers=A)).status_code == 200
+    start = time.monotonic()
+    for _ in range(3):
+        _limited(await client.get("/v1/learners", headers=A))
+    assert unauthenticated >= 0.6 and time.monotonic() - start >= 0.6

@@ -147,11 +147,40 @@ async def test_a_repeated_request_id_is_answered_once_by_any_process(make_core: 
     await _check_against_the_log(a, {2: first.predictions[1], 3: later.predictions[0]})
 
 
-async def test_a_group_holding_a_repeated_request_id_is_written_one_by_one(
+async def test_a_retry_to_the_process_that_answered_keeps_its_learner(
     core: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await core.create()
-    first = await core.writer.write(REF, [item(0)], "dup")
+    first = await core.writer.write(REF, [item(0), item(1)], "req-1")
+    entry = core.cache.entry(REF)
+    learner = entry.learner
+    plays = recorded_calls(monkeypatch, core.writer, "_play")
+    acquires = recorded_calls(monkeypatch, core.store.leases, "acquire")
+    assert await core.writer.write(REF, [item(0), item(1)], "req-1") == first
+    # asked before playing: nothing played, the learner neither dropped nor rebuilt, still optimistic
+    assert plays == [] and entry.learner is learner and entry.optimistic
+    later = await core.writer.write(REF, [item(2)], None)
+    assert len(acquires) == 0 and entry.learner is learner
+    assert core.sample("kons_feedback_deduplicated_total") == 1
+    await _check_against_the_log(core, {2: first.predictions[1], 3: later.predictions[0]})
+
+
+def test_a_cached_learner_remembers_a_bounded_number_of_appended_ids() -> None:
+    entry = CachedLearner(REF)
+    entry.remember_ids(f"id-{i}" for i in range(300))
+    assert len(entry.appended_ids) == 256
+    assert not entry.appended_before("id-43") and entry.appended_before("id-44")
+    assert entry.appended_before("id-299") and not entry.appended_before(None)
+
+
+@pytest.mark.parametrize("applied_by", ["this process", "another process"])
+async def test_a_group_holding_a_repeated_request_id_is_written_one_by_one(
+    make_core: CoreFactory, monkeypatch: pytest.MonkeyPatch, applied_by: str
+) -> None:
+    core = await make_core()
+    await core.create()
+    first = await (core if applied_by == "this process" else await make_core()).writer.write(
+        REF, [item(0)], "dup")
 
     async def busy_first(n: int) -> None:
         if n == 1:
@@ -161,7 +190,9 @@ async def test_a_group_holding_a_repeated_request_id_is_written_one_by_one(
     results = await asyncio.gather(
         core.writer.write(REF, [item(1)], None), core.writer.write(REF, [item(0)], "dup"),
         core.writer.write(REF, [item(2)], "fresh"), core.writer.write(REF, [item(3)], None))
-    assert groups[:2] == [1, 3]  # the three queued ones were taken as one group, which fell back
+    # The three queued ones are taken as one group, which falls back to one by one: before it is played
+    # where this process appended "dup" (it remembers so), else once the append finds "dup" applied.
+    assert groups == ([1, 1, 1] if applied_by == "this process" else [1, 3, 1, 1])
     assert results[1] == first
     assert [r.version for r in results] == [2, 1, 3, 4]
     assert core.sample("kons_feedback_deduplicated_total") == 1
