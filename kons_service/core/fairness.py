@@ -32,13 +32,14 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from kons_service.core.errors import TooManyRequestsError
 from kons_service.settings import Settings
 
-__all__ = ["RefusalPause", "TenantLimiter"]
+__all__ = ["HeavyTurns", "RefusalPause", "TenantLimiter"]
 
 
 @dataclass(slots=True)
@@ -120,3 +121,62 @@ class RefusalPause:
             self._pausing[tenant] -= 1
             if not self._pausing[tenant]:
                 del self._pausing[tenant]
+
+
+class HeavyTurns:
+    """Turns for heavy requests (a body over a few KiB): at most ``concurrent`` in progress at once in the
+    process, the others waiting in turn, one tenant after another (round robin over the tenants waiting,
+    each tenant's own requests in order).
+
+    The event loop serves every request's steps in the order they become ready, so a light request (a
+    victim's predict) waits behind the ready steps of every heavy request in progress; four tenants each
+    posting 60 KiB bodies within their limits kept about 0.7 of the loop busy, and the victim's p99 at
+    3.4-3.8x idle. With the heavy requests taking turns, a light request waits behind at most
+    ``concurrent`` of them, and the heavy ones share the loop time they get, tenant by tenant.
+    """
+
+    def __init__(self, concurrent: int) -> None:
+        self.concurrent = concurrent
+        self._running = 0
+        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # in round-robin order of tenants
+
+    @contextlib.asynccontextmanager
+    async def turn(self, tenant: str) -> AsyncIterator[None]:
+        """Hold one of the turns for the block, waiting for it in the tenant's turn."""
+        if self._running < self.concurrent and not self._waiting:
+            self._running += 1
+        else:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(tenant, deque()).append(future)
+            try:
+                await future
+            except asyncio.CancelledError:
+                if future.done() and not future.cancelled():  # the turn came with the cancellation
+                    self._hand_on()
+                else:
+                    self._forget(tenant, future)
+                raise
+        try:
+            yield
+        finally:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        """A turn ends: give it to the first tenant waiting, whose place moves to the end of the round."""
+        while self._waiting:
+            tenant = next(iter(self._waiting))
+            queue = self._waiting.pop(tenant)
+            future = queue.popleft()
+            if queue:
+                self._waiting[tenant] = queue
+            if not future.done():
+                future.set_result(None)
+                return
+        self._running -= 1
+
+    def _forget(self, tenant: str, future: asyncio.Future[None]) -> None:
+        queue = self._waiting.get(tenant)
+        if queue is not None and future in queue:
+            queue.remove(future)
+            if not queue:
+                del self._waiting[tenant]
