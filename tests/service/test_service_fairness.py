@@ -171,3 +171,18 @@ async def test_a_heavy_request_cancelled_while_waiting_or_on_its_turn_passes_the
     assert order == ["a", "d"] and tasks["b"].cancelled() and tasks["c"].cancelled()
     await asyncio.wait_for(heavy("e"), 1)  # nothing left holding a turn
     assert order[-1] == "e"
+
+
+async def test_a_heavy_request_waits_for_its_turn_once_read_and_a_light_one_does_not(
+    make_client: AppFactory,
+) -> None:
+    client = await make_client(api_keys=KEYS, heavy_turns=1)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    heavy = {"x": ROW * 40}  # 4,000 numbers, 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
+    async with client.app.state.heavy_turns.turn("beta"):  # another tenant's heavy request in progress
+        waiting = asyncio.create_task(client.post("/v1/learners/m/predict", json=heavy, headers=A))
+        light = await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)
+        assert light.status_code == 200
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+    assert (await waiting).status_code == 422
