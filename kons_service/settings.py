@@ -169,6 +169,10 @@ class Settings(BaseSettings):
         "a tenant limit) is answered after this pause, for up to tenant_large_bodies + 1 such requests per "
         "tenant (and as many without a valid key) at once: a sender that retries at once, ignoring "
         "Retry-After, costs the process a few requests a second instead of hundreds. 0 answers at once.")
+    heavy_turns: int = Field(
+        1, ge=1, description="Requests with a body over 16 KiB served at once per process when API keys are "
+        "configured; the others wait their turn once their body is read, one tenant after another, so "
+        "that the light requests of every tenant are not held behind many heavy ones.")
     parse_workers: int = Field(
         1, ge=1, description="Processes (per server process) that parse and validate bodies over 64 KiB, "
         "so that a large body never holds the serving process's GIL.")

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from threadpoolctl import threadpool_limits
 
 import kons
-from kons_service.core.fairness import RefusalPause
+from kons_service.core.fairness import HeavyTurns, RefusalPause
 from kons_service.core.metrics import Metrics
 from kons_service.core.service import LearnerService
 from kons_service.http.auth import Authenticator
@@ -121,6 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.auth = auth
     app.state.large_bodies = LargeBodies(settings.tenant_large_bodies)
+    app.state.heavy_turns = HeavyTurns(settings.heavy_turns)
     app.state.refusals = RefusalPause(settings.refusal_pause_ms / 1000, settings.tenant_large_bodies + 1)
     app.state.parsers = parsers
     app.state.metrics = metrics

@@ -11,7 +11,8 @@ process (see there why not a thread), so that it does not stall the other tenant
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Coroutine, Iterator
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from fastapi import Request, Response
@@ -25,6 +26,12 @@ from kons_service.http.errors import InvalidBodyError, UnauthorizedError, carrie
 from kons_service.http.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 
 __all__ = ["KonsRoute", "LargeBodies", "StrictRequest"]
+
+
+#: Bodies over this size take turns (:class:`~kons_service.core.fairness.HeavyTurns`) with other tenants'
+#: heavy requests once read: about 1,000 numbers, whose parsing and validation start to weigh on the event
+#: loop next to a small predict's.
+HEAVY_BYTES = 16 * 1024
 
 
 def _large_body(request: Request) -> bool:
@@ -82,15 +89,21 @@ class StrictRequest(Request):
     """A request whose body is size-limited (``max_request_bytes``) and parsed by :func:`loads_strict`,
     in the parser pool when large: what comes back is then already validated as ``body_type``."""
 
-    def __init__(self, scope: Scope, receive: Receive, body_type: Any) -> None:
+    def __init__(self, scope: Scope, receive: Receive, body_type: Any,
+                 heavy_turn: Callable[[], Awaitable[None]] | None = None) -> None:
         super().__init__(scope, receive)
         self.body_type = body_type
+        self._heavy_turn = heavy_turn
 
     async def body(self) -> bytes:
         if not hasattr(self, "_body"):
             limit = self.app.state.settings.max_request_bytes
             with carried():  # (raised while FastAPI reads the body)
                 self._body = await read_limited(self.stream(), self.headers.get("content-length"), limit)
+            # Once read (a slow sender must not hold a turn), a heavy body waits for its turn
+            # (:class:`~kons_service.core.fairness.HeavyTurns`), held until the request is answered.
+            if self._heavy_turn is not None and len(self._body) > HEAVY_BYTES:
+                await self._heavy_turn()
         return self._body
 
     async def json(self) -> Any:
@@ -122,8 +135,9 @@ class KonsRoute(APIRoute):
         handler = super().get_route_handler()
         body_type = None if self.body_field is None else self.body_field.field_info.annotation
 
-        async def strict_handler(request: Request) -> Response:
-            return await handler(StrictRequest(request.scope, request.receive, body_type))
+        async def strict_handler(request: Request,
+                                 heavy_turn: Callable[[], Awaitable[None]] | None = None) -> Response:
+            return await handler(StrictRequest(request.scope, request.receive, body_type, heavy_turn))
 
         # The routes that take a key are those whose dependencies read the Authorization header (health
         # and server metadata routes do not).
@@ -135,7 +149,7 @@ class KonsRoute(APIRoute):
             auth = request.app.state.auth
             large = _large_body(request)
             tenant = None
-            with contextlib.ExitStack() as stack:
+            async with contextlib.AsyncExitStack() as stack:
                 with _closing_unread(large):
                     try:
                         tenant = auth.tenant(request.headers.get("authorization"))
@@ -147,6 +161,9 @@ class KonsRoute(APIRoute):
                     except (UnauthorizedError, TooManyRequestsError):
                         await request.app.state.refusals.pause(tenant)
                         raise
-                return await strict_handler(request)
+                if auth.single_tenant:  # (nobody else to take turns with)
+                    return await strict_handler(request)
+                turn = request.app.state.heavy_turns.turn(tenant)
+                return await strict_handler(request, functools.partial(stack.enter_async_context, turn))
 
         return authenticated_handler

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from kons_service.core.fairness import RefusalPause
+from kons_service.core.fairness import HeavyTurns, RefusalPause
 from testkit.processes import AppFactory
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +131,58 @@ async def test_a_sender_retrying_refused_requests_at_once_is_slowed_down(make_cl
     for _ in range(3):
         _limited(await client.get("/v1/learners", headers=A))
     assert unauthenticated >= 0.6 and time.monotonic() - start >= 0.6
+
+
+async def test_heavy_requests_take_turns_one_tenant_after_another() -> None:
+    turns, order, running, most = HeavyTurns(1), [], [0], [0]
+
+    async def heavy(tenant: str, name: str) -> None:
+        async with turns.turn(tenant):
+            order.append(name)
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            await asyncio.sleep(0.01)
+            running[0] -= 1
+
+    first = asyncio.create_task(heavy("a", "a1"))
+    await asyncio.sleep(0)  # a1 holds the turn; the others queue in this order
+    queued = [("a", "a2"), ("a", "a3"), ("b", "b1"), ("c", "c1")]
+    await asyncio.gather(first, *(heavy(tenant, name) for tenant, name in queued))
+    assert order == ["a1", "a2", "b1", "c1", "a3"]  # a's second waits for b and c
+    assert most == [1]
+
+
+async def test_a_heavy_request_cancelled_while_waiting_or_on_its_turn_passes_the_turn_on() -> None:
+    turns, order = HeavyTurns(1), []
+    tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def heavy(name: str) -> None:
+        async with turns.turn(name):
+            order.append(name)
+            await asyncio.sleep(0.01)
+        if name == "a":  # c was just given the turn, and has not run yet: cancel it now
+            tasks["c"].cancel()
+
+    for name in "abcd":
+        tasks[name] = asyncio.create_task(heavy(name))
+        await asyncio.sleep(0)
+    tasks["b"].cancel()  # cancelled while it waits
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+    assert order == ["a", "d"] and tasks["b"].cancelled() and tasks["c"].cancelled()
+    await asyncio.wait_for(heavy("e"), 1)  # nothing left holding a turn
+    assert order[-1] == "e"
+
+
+async def test_a_heavy_request_waits_for_its_turn_once_read_and_a_light_one_does_not(
+    make_client: AppFactory,
+) -> None:
+    client = await make_client(api_keys=KEYS, heavy_turns=1)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    heavy = {"x": ROW * 40}  # 4,000 numbers, 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
+    async with client.app.state.heavy_turns.turn("beta"):  # another tenant's heavy request in progress
+        waiting = asyncio.create_task(client.post("/v1/learners/m/predict", json=heavy, headers=A))
+        light = await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)
+        assert light.status_code == 200
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+    assert (await waiting).status_code == 422
