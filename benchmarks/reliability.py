@@ -403,12 +403,12 @@ never depends on more than Redis promises: a round is acknowledged once, and a r
 
 **Replication and failover.** Redis replicates asynchronously: the primary answers before its replicas
 have the write. A failover promotes a replica that may lack the newest acknowledged rounds; for the service
-that is a rollback (below): those rounds are gone. The option `KONS_REDIS_WAIT_REPLICAS` (being added; its
-name and exact behaviour are confirmed with the lead's merge) makes the service acknowledge a feedback only
-after Redis's `WAIT` reports that that many replicas received it. Redis's own documentation is explicit that
-`WAIT` narrows the window but is not a guarantee: Sentinel and Cluster promote the best replica they can
-find, on a best-effort basis, and `WAIT` confirms that a replica received the write, not that it wrote it to
-disk (Redis 7.2's `WAITAOF` does that).
+that is a rollback (below): those rounds are gone. `KONS_REDIS_WAIT_REPLICAS=N` makes the service
+acknowledge a feedback only after Redis's `WAIT` reports that N replicas received it (else, after
+`KONS_REDIS_WAIT_TIMEOUT_MS`, 503 `not_replicated`, and a retry with the same `request_id` waits again).
+Redis's own documentation is explicit that `WAIT` narrows the window but is not a guarantee: Sentinel and
+Cluster promote the best replica they can find, on a best-effort basis, and `WAIT` confirms that a replica
+received the write, not that it wrote it to disk (Redis 7.2's `WAITAOF` does that).
 
 **`maxmemory-policy noeviction` is required.** Any other policy lets Redis delete keys when memory runs
 short, without an error: learners, their logs and the request-id records that make retries safe. The
