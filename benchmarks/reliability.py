@@ -249,7 +249,7 @@ _EXPLAINED = {
         "round); `benchmarks/results/hostile_fairness.md` has a longer run beside the previous code. The "
         "senders run at niceness 19: hostile senders are other machines, which take none of the service's "
         "cores, while here everything shares two; at niceness 0 they also starve the victim's own client "
-        "(both runs are in `benchmarks/results/hostile.md`). Latencies on a shared 2-core box.", ""],
+        "(a run at niceness 0 is `benchmarks/results/hostile.md`). Latencies on a shared 2-core box.", ""],
 }
 
 
@@ -455,11 +455,11 @@ that <witness>: ...; lost at least versions F to L (N rounds)` once per loss per
   `KONS_ACK_MARKS_FSYNC_SECONDS` (0.1) in the background. A process that starts reads the directory (its
   predecessors' files, which it folds into its own, and those of live processes sharing it) and, the
   first time it loads a learner, compares the newest mark of the learner's incarnation with the store's
-  head (`kons_service/core/marks.py`). Cost: a `write` of one line per acknowledged group, 4.7 µs
-  (`benchmarks/results/ack_marks.md`, re-run on a quiet machine, load 0.7) against a feedback of
-  1.3-1.7 ms median here; side by side, 4 x 2,000 feedbacks each, the medians with marks were 1.01-1.05x
-  those without. An `fsync` per acknowledgement would cost 0.13 ms here (median; 3.9 ms on the loaded
-  machine of the first run), hence the batches. What the
+  head (`kons_service/core/marks.py`). Cost: a `write` of one line per acknowledged group, 4.5 µs
+  (`benchmarks/results/ack_marks.md`, load 2) against a feedback of 1.3-1.4 ms median here; side by side,
+  4 x 2,000 feedbacks each, the medians with marks were 1.00-1.04x those without. An `fsync` per
+  acknowledgement would cost 0.17 ms here (median; 3.9 ms on the loaded machine of an earlier run), hence
+  the batches. What the
   marks cannot see: a host crash loses the marks of the last `fsync` period (Redis under `everysec`
   loses about a second: most of it is seen); a process on another host, or after its directory is
   lost; a loss the log no longer shows (the store took other rounds past the mark and trimmed the log
