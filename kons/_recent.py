@@ -6,6 +6,10 @@ nothing; the online Newton steps of its linear copies then need tens of rounds t
 change against 0.47 for ``auto`` started afresh, whose warm-up plays this model of its first rows).
 :class:`RecentLinear` is that warm-up made incremental: the posterior mean of a Bayesian linear model of
 the rows learnt since it started, O(d^2) per round and a state of fixed size.
+
+:class:`RecentRounds` keeps the last rounds the grid played (its rows in both views, the targets, the
+mixture's losses and errors), so that a generation started at a declared change learns the rows since the
+change's estimated onset before it plays (:meth:`kons._grid.Grid._restart`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from kons._numerics import check_finite
 from kons.errors import StateFormatError
 from kons.sparse import SparseVector
 
-__all__ = ["RecentLinear"]
+__all__ = ["RecentLinear", "RecentRounds"]
 
 
 def _dense(x: np.ndarray | SparseVector) -> np.ndarray:
@@ -126,3 +130,63 @@ class RecentLinear:
         if not (np.isfinite(P).all() and np.isfinite(b).all() and np.isfinite(total).all()):
             raise StateFormatError("a restarted linear model is not finite.")
         self.P, self.b, self.sum = P.astype(np.float64), b.astype(np.float64), total.astype(np.float64)
+
+
+class RecentRounds:
+    """The last ``capacity`` rounds, in arrays of fixed size (a ring): each round's standardised row
+    ``z`` and log view ``zlog`` (dense, ``dim`` each), its target (a standardised target, or a class
+    index), and the mixture's loss and error on it.
+
+    Its size is fixed from the start, so a learner's size does not move as it fills.
+    """
+
+    def __init__(self, capacity: int, dim: int) -> None:
+        self.rows = np.zeros((2, capacity, dim))  # z, then zlog
+        self.rounds = np.zeros((capacity, 3))  # target, loss, error
+        self.count = 0  # rounds kept (at most capacity)
+        self.next = 0  # the slot the next round takes
+
+    def add(self, z: np.ndarray | SparseVector, zlog: np.ndarray | SparseVector, target: float, loss: float,
+            error: float) -> None:
+        self.rows[0, self.next] = _dense(z)
+        self.rows[1, self.next] = _dense(zlog)
+        self.rounds[self.next] = target, loss, error
+        self.next = (self.next + 1) % len(self.rounds)
+        self.count = min(self.count + 1, len(self.rounds))
+
+    def _order(self) -> np.ndarray:
+        """The kept rounds' slots, oldest first."""
+        return (self.next - self.count + np.arange(self.count)) % len(self.rounds)
+
+    def losses(self) -> np.ndarray:
+        """The mixture's losses on the kept rounds, oldest first."""
+        losses: np.ndarray = self.rounds[self._order(), 1]
+        return losses
+
+    def errors(self) -> np.ndarray:
+        """The mixture's errors on the kept rounds, oldest first."""
+        errors: np.ndarray = self.rounds[self._order(), 2]
+        return errors
+
+    def last(self, k: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """The last ``k`` rounds kept (fewer if fewer are), oldest first: ``(z, zlog, target)``."""
+        slots = self._order()[max(self.count - k, 0):]
+        return [(self.rows[0, i], self.rows[1, i], float(self.rounds[i, 0])) for i in slots]
+
+    def nbytes(self) -> int:
+        return int(self.rows.nbytes + self.rounds.nbytes)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"replay_rows": self.rows, "replay_rounds": self.rounds}
+
+    def scalars(self) -> list[int]:
+        return [self.count, self.next]
+
+    def restore(self, arrays: dict[str, np.ndarray], scalars: list[int]) -> None:
+        rows, rounds = arrays["replay_rows"], arrays["replay_rounds"]
+        count, position = (int(v) for v in scalars)
+        if (rows.shape != self.rows.shape or rounds.shape != self.rounds.shape
+                or not 0 <= count <= len(rounds) or not 0 <= position < len(rounds)):
+            raise StateFormatError("the kept rounds do not match the grid.")
+        self.rows, self.rounds = rows.copy(), rounds.copy()
+        self.count, self.next = count, position

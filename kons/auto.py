@@ -135,6 +135,7 @@ from kons._grid import (
     GENERATIONS,
     GRID,
     MAX_DICTIONARY,
+    REPLAY_ROWS,
     YOUNG_BASES,
     YOUNG_LINEAR,
     Grid,
@@ -241,7 +242,8 @@ class Auto(Learner):
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
         # The grid's members and the restarted copies, each at most a full learner of its kind, each
-        # generation's linear model ((d + 1)^2 + 2 (d + 1) floats, one score) and the two scalers (3 d each).
+        # generation's linear model ((d + 1)^2 + 2 (d + 1) floats, one score), the two scalers (3 d each)
+        # and the rounds kept for a restart (two views of d and three floats each).
         members = sum(
             ONS._model_floats(dim + 1, {"diagonal": False}) if kind == "ons"
             else NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY})
@@ -250,7 +252,8 @@ class Auto(Learner):
         largest = max(ONS._model_floats(dim + 1, {"diagonal": False}),
                       NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY}))
         recent = (dim + 1) * (dim + 3)
-        return members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim
+        kept = REPLAY_ROWS * (2 * dim + 3)
+        return members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim + kept
 
     # ----------------------------------------------------------------- bounds and labels
     @property

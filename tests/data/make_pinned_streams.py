@@ -9,7 +9,8 @@ cases were unchanged) after ``benchmarks/results/drift_stationary.md`` showed no
 the ``auto`` cases' final-state checksums once more when each restarted generation gained its linear model
 (two more slots in the mixture's saved weights, two more values in the detector's state; every play and
 prediction the same), and again when the classifier gained its error detector (its state saved for every
-task; every play and prediction the same).
+task; every play and prediction the same), and again when the grid began to keep its last rounds for a
+restarted generation to learn (two more arrays in its state; every play and prediction the same).
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
