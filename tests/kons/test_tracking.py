@@ -1,6 +1,7 @@
 """Following a changing stream (issue 20): the switching weights against a brute-force Bayes mixture over
 expert sequences, the Fixed-Share bound, the change detector, the restarted generations' linear model
-against a dense posterior mean, and ``auto``'s restarts, entry weights, stats and state."""
+against a dense posterior mean, the change's onset against a brute-force search, and ``auto``'s restarts,
+the rows its generations learn first, entry weights, stats and state."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ import numpy as np
 import pytest
 
 import kons
-from kons._grid import CHANGE_ENTRY_PRIOR, YOUNG_SIZE
-from kons._recent import RecentLinear
-from kons._tracking import RATES, SWITCHING_PRIOR, ErrorChangeDetector, LossChangeDetector, SwitchingWeights
+from kons._grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form, _young_slots
+from kons._recent import RecentLinear, RecentRounds
+from kons._tracking import (
+    RATES,
+    SWITCHING_PRIOR,
+    ErrorChangeDetector,
+    LossChangeDetector,
+    SwitchingWeights,
+    change_span,
+)
 from kons.auto import MIX_BOUND, REGRESSION_BOUND, Auto, Mixture
 from kons.base import _round_numerics
 from kons.errors import NumericalError
@@ -239,8 +247,9 @@ def test_auto_with_restarted_bases_saves_and_restores_bit_identically() -> None:
     (1400): a copy restored at each cut plays the rest of the stream exactly as the original does."""
     X, y = _flipping()
     original = Auto(seed=4)
-    copies = restored_in_step(original, X, y, [805, 830, 1000, 1400])
-    assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 4
+    # 790 and 800: before the change is declared, the rows a generation will learn first already kept
+    copies = restored_in_step(original, X, y, [790, 800, 805, 830, 1000, 1400])
+    assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 6
 
 
 def test_the_state_stays_within_its_declared_bound_through_restarts() -> None:
@@ -459,3 +468,116 @@ def test_a_classifier_restored_around_a_declared_change_plays_identically() -> N
     original = Auto(task="classification", seed=2)
     copies = restored_in_step(original, X, labels, [900, 1050, 1150])
     assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 3
+
+
+def _span_reference(steps: list[float]) -> int:
+    """The k >= 1 whose last k steps sum highest (the first on a tie), by trying every k."""
+    sums = [sum(steps[len(steps) - k:]) for k in range(1, len(steps) + 1)]
+    return 1 + max(range(len(sums)), key=lambda k: (sums[k], -k))
+
+
+def test_the_change_span_is_the_cusum_s_maximum_likelihood_change_point() -> None:
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 7, 64):
+        for _ in range(50):
+            steps = rng.choice([-1.0, -0.5, 0.0, 0.5, 2.0], size=n)  # ties on purpose
+            assert change_span(steps) == _span_reference(list(steps))
+    assert change_span(np.array([-1.0] * 10 + [5.0] * 3)) == 3
+    assert change_span(np.array([3.0, -1.0, -1.0])) == 3  # the rise is older than the last rounds' fall
+    assert change_span(np.array([-1.0, -1.0])) == 1  # nothing rose: only the round that declared
+
+
+def test_the_error_detector_s_steps_are_its_cusum_s_increments() -> None:
+    rng = np.random.default_rng(12)
+    detector = ErrorChangeDetector()
+    errors = np.concatenate([rng.random(400) < 0.2, rng.random(200) < 0.5]).astype(float)
+    checked = 0
+    for error in errors:
+        baseline, before = detector.baseline, detector.cusum
+        declared = detector.update(error)
+        if declared or detector.seen <= detector.warmup or detector.cusum == 0.0:
+            continue
+        assert detector.cusum == before + float(detector.steps(np.array([error]), baseline)[0])
+        checked += 1
+    assert checked > 50
+
+
+def test_the_loss_detector_s_steps_average_to_its_block_increments() -> None:
+    """Uncapped, the mean of a block's single-round steps is the CUSUM's step for the block's mean."""
+    rng = np.random.default_rng(13)
+    detector = LossChangeDetector()
+    for loss in rng.chisquare(1, size=detector.warmup):
+        detector.update(float(loss))
+    block = rng.chisquare(1, size=detector.block) * 2.5
+    level, before = detector.level, detector.cusum
+    for loss in block:
+        assert not detector.update(float(loss))
+    steps = detector.steps(block, level)
+    assert max(block / level) < detector.cap
+    assert detector.cusum == pytest.approx(max(0.0, before + float(steps.mean())), rel=1e-12)
+
+
+def test_the_kept_rounds_are_the_last_ones_oldest_first_and_restore() -> None:
+    rng = np.random.default_rng(14)
+    kept, rows = RecentRounds(5, 3), []
+    for n in range(12):
+        z, zlog = rng.normal(size=3), rng.normal(size=3)
+        kept.add(z, zlog, float(n), n / 10.0, float(n % 2))
+        rows.append((z, zlog, float(n), n / 10.0, float(n % 2)))
+        for k in (1, 3, 5, 9):
+            last = kept.last(k)
+            expected = rows[-min(k, 5):]
+            assert len(last) == len(expected)
+            for (z0, zlog0, t0), (z1, zlog1, t1, _, _) in zip(last, expected, strict=True):
+                assert np.array_equal(z0, z1) and np.array_equal(zlog0, zlog1) and t0 == t1
+        assert np.array_equal(kept.losses(), [r[3] for r in rows[-5:]])
+        assert np.array_equal(kept.errors(), [r[4] for r in rows[-5:]])
+    copy = RecentRounds(5, 3)
+    copy.restore(kept.arrays(), kept.scalars())
+    assert copy.scalars() == kept.scalars() and np.array_equal(copy.losses(), kept.losses())
+    with pytest.raises(kons.errors.StateFormatError):
+        RecentRounds(4, 3).restore(kept.arrays(), kept.scalars())
+    assert kept.nbytes() == RecentRounds(5, 3).nbytes()  # fixed from the start
+
+
+def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_its_onset() -> None:
+    """On a flipped target the onset is the flip's round, and every learner of the generation started at
+    the declaration holds exactly what a fresh one holds after the rows since then."""
+    X, y = _flipping()  # the target flips at row 800
+    learner = Auto()
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, t)
+        if learner.changes_detected:
+            break
+    grid = learner._grid
+    assert grid is not None and 800 < grid.rounds < 800 + REPLAY_ROWS
+    g = next(k for k, generation in enumerate(grid.young) if generation is not None)
+    generation = grid.young[g]
+    assert generation is not None and generation.recent is not None and generation.start == grid.rounds
+    since = grid.kept.last(grid.rounds - 800)
+    fresh_recent = grid.new_recent()
+    fresh = [grid.new_base(GRID[i]) for i in generation.members]
+    for z, zlog, t in since:
+        forms = grid.views_forms(z, zlog)
+        fresh_recent.learn(forms[False, True], t)
+        for i, base in zip(generation.members, fresh, strict=True):
+            base.learn_one(forms[_form(GRID[i])], t)
+    for name, array in fresh_recent.arrays().items():
+        assert np.array_equal(generation.recent.arrays()[name], array), name
+    for restarted, base in zip(generation.bases, fresh, strict=True):
+        assert restarted.to_bytes() == base.to_bytes()
+    # the kernel copy: the heaviest kernel member's view and width, at the default step
+    kernel = GRID[generation.members[-1]]
+    assert kernel[1] == "nystrom" and kernel[3] == 1.0
+    assert len(_young_slots(g)) == YOUNG_BASES + 1
+
+
+def test_a_sparse_auto_replays_its_kept_rows_as_sparse_and_restores_identically() -> None:
+    from kons.sparse import SparseVector
+
+    X, y = _flipping()
+    rows = [SparseVector.from_dense(x) for x in X[:1000]]
+    original = Auto(seed=4)
+    copies = restored_in_step(original, rows, y[:1000], [790, 805])  # type: ignore[arg-type]
+    assert original.changes_detected >= 1 and original._grid is not None and original._grid.log_scaler.sparse
+    assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 2
