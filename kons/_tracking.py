@@ -5,7 +5,9 @@ r"""Following a changing stream: switching weights for a mixture of experts and 
 grid that includes 0, and experts that enter (or are replaced) while the stream runs.
 :class:`LossChangeDetector` watches the mixture's own loss and says when it has risen for good,
 :class:`ErrorChangeDetector` its errors (classification) and says when their rate has risen. The weights
-cost O(experts x rates) per round, the detectors O(1); all keep a state of fixed size.
+cost O(experts x rates) per round, the detectors O(1); all keep a state of fixed size. At a declared
+change, :func:`change_span` estimates its onset from the detector's steps over the last rounds
+(:meth:`LossChangeDetector.steps`, :meth:`ErrorChangeDetector.steps`).
 """
 
 from __future__ import annotations
