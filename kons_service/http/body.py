@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope
 
 from kons_service.core.errors import TooManyRequestsError
 from kons_service.core.streams import read_limited
-from kons_service.http.errors import InvalidBodyError, UnauthorizedError, carried
+from kons_service.http.errors import InvalidBodyError, carried
 from kons_service.http.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 
 __all__ = ["KonsRoute", "LargeBodies", "StrictRequest"]
@@ -154,17 +154,17 @@ class KonsRoute(APIRoute):
         async def authenticated_handler(request: Request) -> Response:
             auth = request.app.state.auth
             large = _large_body(request)
-            tenant = None
             async with contextlib.AsyncExitStack() as stack:
                 with _closing_unread(large):
+                    # (a 401 is paused when answered: kons_service.http.errors)
+                    tenant = auth.tenant(request.headers.get("authorization"))
                     try:
-                        tenant = auth.tenant(request.headers.get("authorization"))
                         if not auth.single_tenant:
                             limiter = request.app.state.service.limiter
                             stack.enter_context(limiter.admit(tenant, _body_bytes(request)))
                         if large and not auth.single_tenant:
                             stack.enter_context(request.app.state.large_bodies.slot(tenant))
-                    except (UnauthorizedError, TooManyRequestsError):
+                    except TooManyRequestsError:
                         await request.app.state.refusals.pause(tenant)
                         raise
                 if auth.single_tenant:  # (nobody else to take turns with)

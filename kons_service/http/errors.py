@@ -215,6 +215,15 @@ def carried(extra_headers: Mapping[str, str] | None = None) -> Iterator[None]:
         raise Carried(exc, extra_headers) from exc
 
 
+async def _pause_if_unauthorized(request: Request, exc: BaseException) -> None:
+    """A 401 is answered after the refusal pause (:class:`~kons_service.core.fairness.RefusalPause`), from
+    whichever route (the API's, ``/metrics``, the API documents): a sender retrying a wrong key at once is
+    slowed to a few requests a second. (A tenant's 429 is paused where it is raised, which knows the
+    tenant: :class:`kons_service.http.body.KonsRoute`.)"""
+    if isinstance(exc, UnauthorizedError):
+        await request.app.state.refusals.pause(None)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map every exception to the one JSON error shape, through :data:`ANSWERS`."""
 
@@ -224,10 +233,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _listed(request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, MemoryError):
             log.warning("out of memory on %s %s", request.method, request.url.path)
+        await _pause_if_unauthorized(request, exc)
         return _answer(exc)
 
     @app.exception_handler(Carried)
     async def _carried(request: Request, exc: Carried) -> JSONResponse:
+        await _pause_if_unauthorized(request, exc.error)
         return _answer(exc.error, exc.headers)
 
     @app.exception_handler(RequestValidationError)
