@@ -198,6 +198,11 @@ class LearnerCache:
         self._entries.move_to_end(ref)
         return entry
 
+    def held(self, ref: LearnerRef) -> kons.Learner | None:
+        """The learner of ``ref`` if this process holds it (no entry is made, none is marked as used)."""
+        entry = self._entries.get(ref)
+        return None if entry is None else entry.learner
+
     def held_nbytes(self, ref: LearnerRef) -> int | None:
         """The state size of the learner of ``ref`` as last measured, if this process holds it (no entry is
         made, none is marked as used, nothing is measured again)."""
