@@ -98,17 +98,13 @@ class StrictRequest(Request):
         super().__init__(scope, receive)
         self.body_type = body_type
         self._heavy_turn = heavy_turn
+        self._turn_taken = False
 
     async def body(self) -> bytes:
-        if not hasattr(self, "_body"):
-            limit = self.app.state.settings.max_request_bytes
-            with carried():  # (raised while FastAPI reads the body)
-                self._body = await read_limited(self.stream(), self.headers.get("content-length"), limit)
-            # Once read (a slow sender must not hold a turn), a heavy body waits for its turn
-            # (:class:`~kons_service.core.fairness.HeavyTurns`), held until the request is answered.
-            if self._heavy_turn is not None and len(self._body) > HEAVY_BYTES:
-                await self._heavy_turn()
-        return self._body
+        body = await self._read()
+        if self.body_type is None:  # (a JSON body takes its turn when parsed: see _parsed)
+            await self._turn(len(body))
+        return body
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
@@ -116,14 +112,30 @@ class StrictRequest(Request):
                 self._json = await self._parsed()
         return self._json
 
+    async def _read(self) -> bytes:
+        if not hasattr(self, "_body"):
+            limit = self.app.state.settings.max_request_bytes
+            with carried():  # (raised while FastAPI reads the body)
+                self._body = await read_limited(self.stream(), self.headers.get("content-length"), limit)
+        return self._body
+
+    async def _turn(self, size: int) -> None:
+        """A heavy body waits for its turn (:class:`~kons_service.core.fairness.HeavyTurns`), held until the
+        request is answered, once read, and parsed if the parser pool parses it: neither a slow sender nor
+        the parser's queue holds a turn, which bounds the event-loop time of what follows."""
+        if self._heavy_turn is not None and size > HEAVY_BYTES and not self._turn_taken:
+            self._turn_taken = True
+            await self._heavy_turn()
+
     async def _parsed(self) -> Any:
-        body = await self.body()
-        # A heavy body that took a turn is parsed out of the serving process too: the turn then holds no
-        # event-loop time while it is parsed, and the step a light request may wait behind is shorter.
+        body = await self._read()
+        # With turns (keys configured), a heavy body is parsed out of the serving process too, so that the
+        # step a light request may wait behind is shorter.
         inline = HEAVY_BYTES if self._heavy_turn is not None else INLINE_BYTES
-        if len(body) <= inline:
+        if len(body) <= inline:  # (not heavy, or no turns: nothing to wait for)
             return loads_strict(body)
         outcome = await self.app.state.parsers.parse(self.body_type, body)
+        await self._turn(len(body))
         if isinstance(outcome, Malformed):
             outcome.raise_()
         if isinstance(outcome, Invalid):
