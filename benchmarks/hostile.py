@@ -254,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sender-nice", type=int, default=0,
                         help="niceness of the senders (19: they take only the CPU the service leaves, as "
                         "senders on other machines would)")
+    parser.add_argument("--phase", action="append", dest="phases", metavar="TEXT",
+                        help="run only the hostile phases whose name holds TEXT (repeatable; default: all)")
     parser.add_argument("--out", type=Path, help="also write the report to this Markdown file")
     args = parser.parse_args(argv)
     stamp, load_at_start = provenance(["kons", "kons_service", "benchmarks/hostile.py"]), os.getloadavg()[0]
@@ -268,6 +270,9 @@ def main(argv: list[str] | None = None) -> None:
             "2 authenticated senders": [(KEYS["attacker"], "large")] * 2,
             "4 tenants sending 60 KiB bodies": [(KEYS[f"medium{i}"], "medium") for i in range(4)],
             "a neighbour training an exact learner": [(KEYS["trainer"], "trainer")]}
+        if args.phases:
+            phases = {phase: senders for phase, senders in phases.items()
+                      if any(text in phase for text in args.phases)}
         jitter = _Jitter(Path(tmp) / "jitter")
         stack.callback(jitter.stop)
         tallies = {(phase, name): _Tally() for phase in ["idle", *phases] for name in services}

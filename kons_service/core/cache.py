@@ -203,6 +203,12 @@ class LearnerCache:
         entry = self._entries.get(ref)
         return None if entry is None else entry.learner
 
+    def held_nbytes(self, ref: LearnerRef) -> int | None:
+        """The state size of the learner of ``ref`` as last measured, if this process holds it (no entry is
+        made, none is marked as used, nothing is measured again)."""
+        entry = self._entries.get(ref)
+        return None if entry is None or entry.learner is None else entry.nbytes
+
     def entries(self) -> list[CachedLearner]:
         return list(self._entries.values())
 

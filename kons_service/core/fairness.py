@@ -137,8 +137,8 @@ class HeavyTurns:
 
     The event loop serves every request's steps in the order they become ready, so a light request (a
     victim's predict) waits behind the ready steps of every heavy request in progress; four tenants each
-    posting 60 KiB bodies within their limits kept about 0.7 of the loop busy, and the victim's p99 at
-    3.4-3.8x idle. With the heavy requests taking turns, a light request waits behind at most
+    posting 60 KiB bodies within their limits kept about 0.7 of the loop busy (the victim's p99: see the
+    module's docstring). With the heavy requests taking turns, a light request waits behind at most
     ``concurrent`` of them, and the heavy ones share the loop time they get, tenant by tenant.
     """
 

@@ -323,7 +323,7 @@ class FeedbackWriter:
         await self._cover_new_classes(entry, learner, played, rows)
         token = lease.token if lease is not None else next(self._tokens)
         try:
-            await self._play(learner, played)
+            await self._play(learner, played, entry.state_nbytes())
             outcome = await self._append(entry, head, token, group, played, leased=lease is not None)
         except BaseException:
             entry.drop_played()  # it may hold (parts of) rounds the log does not
@@ -571,7 +571,7 @@ class FeedbackWriter:
         if len(group) > 1 and learner.input_dim is None and len({len(xs[0]) for xs in played.xs}) > 1:
             raise _RegroupError  # the first row fixes the dimension: each request is checked against it alone
         if classifier(learner):
-            try:  # the whole group's labels: two requests may each pass alone with "1" and 1
+            try:  # the whole group's labels at once (two requests may each pass alone with "1" and 1)
                 played.new_classes = len(new_class_keys(
                     learner.classes, [learner.class_of(y) for ys in played.ys for y in ys]))
             except kons.InvalidInputError:
@@ -590,9 +590,9 @@ class FeedbackWriter:
         return codec.decode_features(payload)
 
     @staticmethod
-    async def _play(learner: kons.Learner, played: _Played) -> None:
-        """Play the group's rounds on ``learner``, request after request (all predictions and losses
-        finite, else the round is refused)."""
+    async def _play(learner: kons.Learner, played: _Played, state_nbytes: int) -> None:
+        """Play the group's rounds on ``learner`` (whose state is ``state_nbytes``), request after request
+        (all predictions and losses finite, else the round is refused)."""
         rows = [(x, y) for xs, ys in zip(played.xs, played.ys, strict=True)
                 for x, y in zip(xs, ys, strict=True)]
         if learner.grows:
@@ -601,7 +601,7 @@ class FeedbackWriter:
         changes_before = learner.changes_detected
         with numerics():
             rounds = await offload(lambda: [learn_round(learner, x, y) for x, y in rows], len(rows),
-                                   learner.state_nbytes())
+                                   state_nbytes)
             played.seconds = time.perf_counter() - started
             losses = [round_loss(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
             played.correct = [is_correct(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]

@@ -297,8 +297,6 @@ def check_rows(learner: kons.Learner, xs: Sequence[Any], ys: Sequence[Any] | Non
             raise kons.InvalidInputError(f"item {i}: {exc}" if len(xs) > 1 else str(exc)) from None
         if label is not None:
             labels.append(class_label(ys[i]) if ys is not None and classifier(learner) else label)
-    if labels and classifier(learner):
-        new_class_keys(learner.classes, [learner.class_of(y) for y in labels])
     return labels
 
 

@@ -312,8 +312,8 @@ class LearnerService:
         self._check_batch(len(items))
         self.eviction.check()
         result = await self.writer.write(ref, items, request_id, seen)
-        if (learner := self.cache.held(ref)) is not None:
-            self.limiter.charge_work(ref.tenant, len(items) * learner.state_nbytes())
+        if (state_nbytes := self.cache.held_nbytes(ref)) is not None:
+            self.limiter.charge_work(ref.tenant, len(items) * state_nbytes)
         return result
 
     def _sized_config(self, unsized: kons.Learner, dim: int | None) -> tuple[str, int]:

@@ -125,7 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.refusals = RefusalPause(settings.refusal_pause_ms / 1000, settings.tenant_large_bodies + 1)
     app.state.parsers = parsers
     app.state.metrics = metrics
-    install_error_handlers(app)
+    install_error_handlers(app, app.state.refusals)
     app.include_router(learners.router)
     app.include_router(rounds.router)
     app.include_router(ops.router)

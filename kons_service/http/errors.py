@@ -37,6 +37,7 @@ from kons_service.core.errors import (
     TooManyRequestsError,
     UnknownIdError,
 )
+from kons_service.core.fairness import RefusalPause
 from kons_service.http.logs import current_request_id
 from kons_service.store import (
     NotReplicatedError,
@@ -215,8 +216,17 @@ def carried(extra_headers: Mapping[str, str] | None = None) -> Iterator[None]:
         raise Carried(exc, extra_headers) from exc
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Map every exception to the one JSON error shape, through :data:`ANSWERS`."""
+def install_error_handlers(app: FastAPI, refusals: RefusalPause) -> None:
+    """Map every exception to the one JSON error shape, through :data:`ANSWERS`.
+
+    A 401 is answered after ``refusals``' pause, from whichever route (the API's, ``/metrics``, the API
+    documents): a sender retrying a wrong key at once is slowed to a few requests a second. (A tenant's
+    429 is paused where it is raised, which knows the tenant: :class:`kons_service.http.body.KonsRoute`.)
+    """
+
+    async def _pause_if_unauthorized(exc: BaseException) -> None:
+        if isinstance(exc, UnauthorizedError):
+            await refusals.pause(None)
 
     @app.exception_handler(ServiceError)
     @app.exception_handler(kons.KonsError)
@@ -224,10 +234,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _listed(request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, MemoryError):
             log.warning("out of memory on %s %s", request.method, request.url.path)
+        await _pause_if_unauthorized(exc)
         return _answer(exc)
 
     @app.exception_handler(Carried)
     async def _carried(request: Request, exc: Carried) -> JSONResponse:
+        await _pause_if_unauthorized(exc.error)
         return _answer(exc.error, exc.headers)
 
     @app.exception_handler(RequestValidationError)

@@ -17,7 +17,7 @@ The pool is small (``KONS_PARSE_WORKERS``, 1 by default: on a machine of few cor
 take the core the event loop needs) and starts with the first large body; its processes are spawned, not
 forked, since the serving process runs threads, and run at a lower CPU priority (:data:`NICENESS`): when
 the cores are busy, bulk bodies wait, not the small requests of everyone else. They die with the serving
-process, even a SIGKILLed one (:mod:`kons_service.http.children`).
+process, even a SIGKILLed one (:mod:`kons_service.children`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ from typing import Any
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
-from kons_service.http.children import die_with_parent
+from kons_service.children import die_with_parent
 from kons_service.http.errors import InvalidJSONError, ParserUnavailableError
 
 __all__ = ["INLINE_BYTES", "NICENESS", "Invalid", "Malformed", "Outcome", "Parsed", "ParserPool",
            "loads_strict", "parse_and_validate"]
 
-#: Bodies larger than this are parsed in a worker process.
+#: Bodies larger than this are parsed in a worker process (with keys configured, those over
+#: :data:`kons_service.http.body.HEAVY_BYTES` too).
 INLINE_BYTES = 64 * 1024
 #: The parser processes' niceness, added to the serving process's.
 NICENESS = 10

@@ -19,7 +19,6 @@ is waited for as before.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import functools
 import logging
@@ -34,13 +33,13 @@ import threading
 import time
 from pathlib import Path
 
+from kons_service.children import die_with_parent
 from kons_service.store import answers_ping
 
 __all__ = ["EmbeddedRedis", "redis_server_binary"]
 
 log = logging.getLogger("kons_service.embedded")
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux
-_PR_SET_PDEATHSIG = 1
 
 
 def redis_server_binary() -> str:
@@ -87,13 +86,6 @@ def _sibling_holder(fd: int) -> int | None:
     return holder
 
 
-def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent_pid:  # the service died before the signal was asked for: it never comes
-        os._exit(1)
-
-
 class EmbeddedRedis:
     """Start and stop a private Redis server whose data lives in ``data_dir``."""
 
@@ -126,7 +118,8 @@ class EmbeddedRedis:
         ]
         # The death signal follows the thread that forks: only ask for it from the main thread.
         main = threading.current_thread() is threading.main_thread()
-        preexec = (functools.partial(_die_with_parent, os.getpid())
+        # SIGTERM, not SIGKILL: the server flushes its append-only file.
+        preexec = (functools.partial(die_with_parent, os.getpid(), signal.SIGTERM, watch=False)
                    if sys.platform.startswith("linux") and main else None)
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, pass_fds=(lock_fd,),
                                       preexec_fn=preexec)

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 import kons
 from kons_service.core import errors as core
+from kons_service.core.fairness import RefusalPause
 from kons_service.http import errors as edge
 from kons_service.store import NotReplicatedError, SnapshotUnstableError, StoreUnavailableError
 
@@ -58,7 +59,7 @@ CASES: dict[str, tuple[Callable[[], BaseException], int, str, dict[str, str]]] =
 @pytest.fixture(scope="module")
 def app() -> FastAPI:
     app = FastAPI()
-    edge.install_error_handlers(app)
+    edge.install_error_handlers(app, RefusalPause(0, 1))  # (no pause: the answers are what is tested)
 
     @app.get("/raise/{case}")
     async def raise_(case: str) -> None:

@@ -133,6 +133,31 @@ async def test_a_sender_retrying_refused_requests_at_once_is_slowed_down(make_cl
     assert unauthenticated >= 0.6 and time.monotonic() - start >= 0.6
 
 
+async def test_every_refusal_is_paused_once_whatever_its_route(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong key on /metrics, the API document or a large body is paused as on the API; a 401 or a 429
+    is paused once (the route and the error handler do not both pause it)."""
+    paused: list[str | None] = []
+    pause = RefusalPause.pause
+
+    async def counted(self: RefusalPause, tenant: str | None) -> None:
+        paused.append(tenant)
+        await pause(self, tenant)
+
+    monkeypatch.setattr(RefusalPause, "pause", counted)
+    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=1)
+    wrong = {"Authorization": "Bearer wrong"}
+    refusals = [await client.get("/metrics", headers=wrong), await client.get("/openapi.json", headers=wrong),
+                await client.get("/v1/learners", headers=wrong),
+                await client.post("/v1/learners/m/predict", json={"x": [0.5] * 20_000}, headers=wrong)]
+    assert [r.status_code for r in refusals] == [401] * 4 and paused == [None] * 4
+    paused.clear()
+    assert (await client.get("/v1/learners", headers=A)).status_code == 200
+    _limited(await client.get("/v1/learners", headers=A))
+    assert paused == ["alpha"]
+
+
 async def test_heavy_requests_take_turns_one_tenant_after_another() -> None:
     turns, order, running, most = HeavyTurns(1), [], [0], [0]
 

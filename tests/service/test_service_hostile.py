@@ -158,9 +158,9 @@ async def test_a_large_body_gets_the_answer_its_small_twin_gets(make_client: App
         assert small.status_code < 500, small.text
 
 
-async def test_the_serving_process_does_not_parse_a_large_body(
-    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def parsed_here(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the bodies the serving process itself parses (a worker process records nothing)."""
     parsed: list[int] = []
 
     def recording(body: bytes) -> object:
@@ -169,6 +169,13 @@ async def test_the_serving_process_does_not_parse_a_large_body(
 
     monkeypatch.setattr(kons_service.http.body, "loads_strict", recording)
     monkeypatch.setattr(kons_service.http.parsers, "loads_strict", recording)
+    return parsed
+
+
+async def test_the_serving_process_does_not_parse_a_large_body(
+    make_client: AppFactory, parsed_here: list[int]
+) -> None:
+    parsed = parsed_here
     client = await make_client()
     assert (await client.put(URL, json=SPEC)).status_code == 201
     raw = b'{"xs": [[0.5, -1, 2e-3], [1, 2, 3]]}'
@@ -178,6 +185,23 @@ async def test_the_serving_process_does_not_parse_a_large_body(
     assert small.status_code == 200 and large.json() == small.json()
     assert len(raw) in parsed  # the small one, inline; the large one in the parser process:
     assert max(parsed) <= INLINE_BYTES
+
+
+async def test_with_keys_the_serving_process_does_not_parse_a_heavy_body(
+    make_client: AppFactory, parsed_here: list[int]
+) -> None:
+    """A body over HEAVY_BYTES (under INLINE_BYTES) takes a turn and is parsed out of the serving process
+    when there are tenants to protect; a single-tenant service parses it inline."""
+    heavy = json.dumps({"xs": [[0.123456789, -1.23456789, 2.3456789e-3]] * 500}).encode()
+    assert kons_service.http.body.HEAVY_BYTES < len(heavy) <= INLINE_BYTES
+    for keys, headers, inline in ((KEYS, A, False), (None, {}, True)):
+        parsed_here.clear()
+        client = await make_client(api_keys=keys) if keys else await make_client()
+        assert (await client.put(URL, json=SPEC, headers=headers)).status_code == 201
+        answer = await client.post(f"{URL}/predict", content=heavy,
+                                   headers={**headers, "content-type": "application/json"})
+        assert answer.status_code == 200 and len(answer.json()["predictions"]) == 500
+        assert (len(heavy) in parsed_here) == inline
 
 
 async def test_the_parser_processes_end_with_the_app(redis_url: str) -> None:
