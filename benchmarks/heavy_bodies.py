@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,9 +29,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from benchmarks.common import blas_env, command_line, machine_summary
+from benchmarks.common import command_line, machine_summary
 from benchmarks.provenance import provenance, stamp_markdown
-from testkit.processes import SPEC, RedisServer, free_port, service_env, sigkill, start_service, terminate
+from testkit.processes import SPEC, RedisServer, ServiceProcess
 
 KEY = "bench-key"
 ROW = "[0.12345678901,-1.2345678901,2.345678901]"
@@ -48,21 +47,14 @@ WARMUP = 20
 def _services(workdir: Path) -> Iterator[dict[str, str]]:
     """One Redis, and two services on it: with a key configured (tenant "bench") and single-tenant."""
     redis_server = RedisServer(workdir / "redis").start()
-    procs: list[subprocess.Popen[bytes]] = []
+    services = {"keys configured": ServiceProcess(redis_server.url, workdir / "keys.log", blas_threads=1,
+                                                  api_keys=f"bench:{KEY}"),
+                "single tenant": ServiceProcess(redis_server.url, workdir / "single.log", blas_threads=1)}
     try:
-        urls = {}
-        for name, keys in (("keys configured", f"bench:{KEY}"), ("single tenant", None)):
-            port = free_port()
-            env = service_env(KONS_REDIS_URL=redis_server.url, KONS_HOST="127.0.0.1", KONS_PORT=str(port),
-                              KONS_LOG_LEVEL="warning", **({"KONS_API_KEYS": keys} if keys else {}),
-                              **blas_env(1))
-            procs.append(start_service(port, env, workdir / f"{len(procs)}.log"))
-            urls[name] = f"http://127.0.0.1:{port}"
-        yield urls
+        yield {name: service.start().url for name, service in services.items()}
     finally:
-        for proc in procs:
-            terminate(proc, 30)
-            sigkill(proc)
+        for service in services.values():
+            service.stop()
         redis_server.stop()
 
 
