@@ -483,8 +483,8 @@ async def cluster_outage_scenario(
     the audit (:func:`audit`): ``promote_s`` (from the kill until the replica says it is primary),
     ``rejoined_s`` (until every node agrees again with the restarted node in sync), ``writes_resumed_s``
     (until the first acknowledgement of a request sent after the kill), ``acknowledged_during_lag``,
-    the statuses of requests sent while the shard had no primary (``statuses_while_down``), the 503s'
-    error codes and those without ``Retry-After``, and ``service_log_tracebacks`` (a background task
+    the statuses of requests sent and answered while the shard had no primary (``statuses_while_down``),
+    the 503s' error codes and those without ``Retry-After``, and ``service_log_tracebacks`` (a background task
     that died of a store error logs one)."""
     if outage not in CLUSTER_OUTAGES:
         raise ValueError(f"outage must be one of {CLUSTER_OUTAGES}")
@@ -535,7 +535,10 @@ async def cluster_outage_scenario(
                   "settings": {k: v for k, v in settings.items() if k != "api_keys"},
                   **ledger.summary(), **audit(urls, cluster.url, ledger)}
     logs = "".join(s.log.read_text() for s in services)
-    down = Counter(status for sent, _, status in ledger.events if marks["lost"] <= sent < marks["back"])
+    # a request sent late in the outage may be held by the store client's retries until the shard is back:
+    # only what was both sent and answered while it was gone says how an outage is answered
+    down = Counter(status for sent, end, status in ledger.events
+                   if marks["lost"] <= sent and end < marks["back"])
     return {**result,
             "acknowledged_during_lag": sum(1 for _, end, status in ledger.events
                                            if status == 200 and marks["lag"] <= end < marks["lost"]),
