@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from kons._bins import QuantileBins, thresholds_per_feature
 from kons._mixture import Mixture
 from kons._multinomial import multinomial_rounds, reference_softmax
 from kons._recent import RecentLinear, RecentRounds
@@ -31,8 +32,8 @@ from kons.preprocessing import (
 )
 from kons.sparse import SparseVector
 
-__all__ = ["CHANGE_ENTRY_PRIOR", "ENTRY_PRIOR", "GENERATIONS", "GRID", "MAX_DICTIONARY", "REPLAY_ROWS",
-           "RESTART_DELAYS", "YOUNG_BASES", "YOUNG_LINEAR", "YOUNG_SIZE"]
+__all__ = ["BINS_SLOT", "CHANGE_ENTRY_PRIOR", "ENTRY_PRIOR", "GENERATIONS", "GRID", "MAX_DICTIONARY",
+           "REPLAY_ROWS", "RESTART_DELAYS", "YOUNG_BASES", "YOUNG_LINEAR", "YOUNG_SIZE"]
 
 #: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
 #: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
@@ -88,8 +89,12 @@ ENTRY_PRIOR = 0.01
 MAX_DICTIONARY = 200
 #: A grid member: (view, kind, width factor, step factor).
 Member = tuple[str, str, float, float]
-#: The mixture's slots: the grid, the constant, the generations of restarted bases.
-_EXPERTS = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
+#: The mixture's slot of the linear model on the quantile thresholds of the raw features
+#: (:mod:`kons._bins`), after the grid, the constant and the generations of restarted bases (last, so
+#: that a state saved before it existed keeps its slots where they were).
+BINS_SLOT = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
+#: The mixture's slots.
+_EXPERTS = BINS_SLOT + 1
 #: The form of the row the linear model of a generation takes: the standardised view with the intercept.
 _RECENT_FORM = (False, True)
 _KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
@@ -175,11 +180,28 @@ def _with_recent_slots(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The mixture's arrays saved before the generations had a linear model (their slots
     :data:`YOUNG_BASES` wide) with an empty slot after each generation's copies; others as they are."""
     log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
-    if active.shape != (_EXPERTS - GENERATIONS,):
+    if active.shape != (BINS_SLOT - GENERATIONS,):
         return arrays
     insert_at = [len(GRID) + 1 + (g + 1) * YOUNG_BASES for g in range(GENERATIONS)]
     return {**arrays, "mix_log_weights": np.insert(log_weights, insert_at, 0.0, axis=1),
             "mix_active": np.insert(active, insert_at, False)}
+
+
+def _with_bins_slot(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The mixture's arrays saved before the quantile-threshold view (:data:`BINS_SLOT` slots) with its
+    slot, inactive, at the end; others as they are."""
+    log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
+    if active.shape != (BINS_SLOT,):
+        return arrays
+    return {**arrays, "mix_log_weights": np.insert(log_weights, BINS_SLOT, 0.0, axis=1),
+            "mix_active": np.append(active, False)}
+
+
+def bins_columns(dim: int) -> int:
+    """The quantile-threshold view's columns at most (with the constant) for rows of ``dim`` features; 0
+    when there is no such view (:func:`~kons._bins.thresholds_per_feature`)."""
+    thresholds = thresholds_per_feature(dim)
+    return dim * thresholds + 1 if thresholds else 0
 
 
 def class_column_nbytes(dim: int) -> int:
@@ -189,7 +211,7 @@ def class_column_nbytes(dim: int) -> int:
     scores every class (``K`` columns of ``dim + 1``, the binary model one), so its first widening adds
     two columns: counted twice."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
-    return 8 * (sum(lengths) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
+    return 8 * (sum(lengths) + bins_columns(dim) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
 
 
 def _full_nbytes(base: Learner, rounds: int) -> int:
@@ -207,11 +229,13 @@ class Grid:
     :class:`~kons._tracking.LossChangeDetector` on the mixture's loss (and, for classes, an
     :class:`~kons._tracking.ErrorChangeDetector` on its errors) starts a generation at each change
     declared and :data:`RESTART_DELAYS` rounds after it, in the empty or else the lighter-weighted
-    generation's slots, so at most ``GENERATIONS x YOUNG_SIZE`` copies are alive.
+    generation's slots, so at most ``GENERATIONS x YOUNG_SIZE`` copies are alive. The last slot is the
+    linear model on the quantile thresholds of the raw features (``bins``, from the warm-up rows; none on
+    sparse rows or too many features, its slot then empty).
     """
 
     def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
-                 held: bool, log_scaler: FeatureScaler, binary: bool) -> None:
+                 held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
         self.held = held
         self.log_scaler = log_scaler
@@ -229,6 +253,10 @@ class Grid:
         self.leader = 0
         self.leader_since = 0
         self.forms = sorted({_form(member) for member in GRID})
+        self.bins = bins
+        self.bins_base = self.new_bins_base(bins) if bins is not None else None
+        if self.bins_base is not None:  # in play from the start, with the grid's prior
+            self.mixture.enter([BINS_SLOT], 1.0 / (len(GRID) + 2))
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -245,6 +273,20 @@ class Grid:
         if self.classes > 2:
             multinomial_rounds(base)._widen(self.classes - 1)
         return base
+
+    def new_bins_base(self, bins: QuantileBins) -> Learner:
+        """A fresh linear model on the quantile thresholds ``bins``: ONS with the raw linear member's
+        regulariser and step."""
+        base = ONS(loss=self.loss, alpha=float(self.dim + 1), eta=STEP[self.loss], C=self.bound, dim=bins.dim)
+        if self.classes > 2:
+            multinomial_rounds(base)._widen(self.classes - 1)
+        return base
+
+    def _binned(self, x: np.ndarray | SparseVector) -> list[tuple[Learner, SparseVector]]:
+        """The linear model on the quantile thresholds and its code of the raw row ``x``, if it exists."""
+        if self.bins is None or self.bins_base is None:
+            return []
+        return [(self.bins_base, self.bins.code(dense(x)))]
 
     def _members(self) -> list[tuple[int, Member, Learner]]:
         """The alive learners: (mixture slot, grid member, learner)."""
@@ -297,6 +339,8 @@ class Grid:
             preds[slot] = _guarded(base._predict_checked, forms[_form(member)])
         for slot, recent in self._recent():
             preds[slot] = _guarded(recent.predict, forms[_RECENT_FORM])
+        for base, code in self._binned(x):
+            preds[BINS_SLOT] = _guarded(base._predict_checked, code)
         return self.mixture.mix(preds)
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
@@ -309,6 +353,8 @@ class Grid:
             plays[slot] = _guarded(base._learn_checked, forms[_form(member)], t)
         for slot, recent in self._recent():
             plays[slot] = _guarded(recent.learn, forms[_RECENT_FORM], t)
+        for base, code in self._binned(x):
+            plays[BINS_SLOT] = _guarded(base._learn_checked, code, t)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
@@ -404,6 +450,8 @@ class Grid:
             experts[slot] = _guarded_probabilities(_scored, self.classes, base, forms[_form(member)])
         for slot, recent in self._recent():
             experts[slot] = _guarded_probabilities(recent.probabilities, self.classes, forms[_RECENT_FORM])
+        for base, code in self._binned(x):
+            experts[BINS_SLOT] = _guarded_probabilities(_scored, self.classes, base, code)
         return self.mixture.mix_probabilities(experts)
 
     def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
@@ -418,6 +466,8 @@ class Grid:
                 multinomial_rounds(base)._widen(classes - 1)
             for _, recent in self._recent():
                 recent.widen(classes)
+            for base, _ in self._binned(x):
+                multinomial_rounds(base)._widen(classes - 1)
             self.classes = classes
         experts = np.full((_EXPERTS, classes), 1.0 / classes)
         experts[len(GRID)] = constant
@@ -426,6 +476,8 @@ class Grid:
                                                    label)
         for slot, recent in self._recent():
             experts[slot] = _guarded_probabilities(recent.learn_class, classes, forms[_RECENT_FORM], label)
+        for base, code in self._binned(x):
+            experts[BINS_SLOT] = _guarded_probabilities(base._learn_class_checked, classes, code, label)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
@@ -450,6 +502,7 @@ class Grid:
             names += [f"{_base_name(*GRID[i])} restarted at round {start}" for i in generation.members]
             names.append(f"bayesian_linear(raw) of the rows since round {start}"
                          + (" (none: saved before it existed)" if generation.recent is None else ""))
+        names.append("ons+intercept(quantile thresholds)" + ("" if self.bins is not None else ", none"))
         return names
 
     def stats(self) -> dict[str, Any]:
@@ -471,11 +524,14 @@ class Grid:
                 "stored_points_all_bases": int(sum(s["stored_points"] for s in sizes))}
 
     def own_arrays(self) -> dict[str, np.ndarray]:
-        """The mixture's own arrays: its weights, the log view's scaler and the rounds kept."""
-        return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays()}
+        """The mixture's own arrays: its weights, the log view's scaler, the rounds kept and the quantile
+        thresholds."""
+        return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
+                **(self.bins.arrays() if self.bins is not None else {})}
 
     def nbytes(self) -> int:
         return (sum(b.state_nbytes() for _, _, b in self._members())
+                + (self.bins_base.state_nbytes() if self.bins_base is not None else 0)
                 + sum(recent.nbytes() for _, recent in self._recent()) + arrays_nbytes(self.own_arrays()))
 
     def growth_nbytes(self, rounds: int) -> int:
@@ -506,6 +562,8 @@ class Grid:
                   if generation is not None and generation.recent is not None
                   for name, array in generation.recent.arrays().items()}
         grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
+        if self.bins_base is not None:
+            grid["bins_base"] = nested_blob(self.bins_base)
         return {**grid, **young, **recent, **self.own_arrays()}
 
     def scalars(self) -> dict[str, Any]:
@@ -536,7 +594,8 @@ class Grid:
                                   [self._restored(arrays[f"young{g}_{j}"], GRID[i])
                                    for j, i in enumerate(generation[1:])], self._restored_recent(arrays, g))
                       if generation else None for g, generation in enumerate(young)]
-        if not self.mixture.switching.restore(_with_recent_slots(arrays)):
+        self._restore_bins(arrays)
+        if not self.mixture.switching.restore(_with_bins_slot(_with_recent_slots(arrays))):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])
         if "error_detector" in scalars:
@@ -547,6 +606,18 @@ class Grid:
          self.leader_since) = (int(v) for v in scalars["tracking"])
         if "kept" in scalars:  # saved before the rounds were kept: none kept yet
             self.kept.restore(arrays, scalars["kept"])
+
+    def _restore_bins(self, arrays: dict[str, np.ndarray]) -> None:
+        """The quantile thresholds and their linear model; none in a state saved without them."""
+        if "bins_edges" not in arrays:
+            self.bins = self.bins_base = None
+            return
+        self.bins = QuantileBins.restored(arrays)
+        restored = restore_nested(arrays["bins_base"])
+        fresh = self.new_bins_base(self.bins)
+        if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
+            raise StateFormatError("the quantile thresholds' learner does not match the grid.")
+        self.bins_base = restored
 
     def _restore_aggregating(self, arrays: dict[str, np.ndarray], rounds: int) -> None:
         """A state saved before the switching weights (issue 20): the grid's bases and the aggregating

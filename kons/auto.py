@@ -157,6 +157,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kons._bins import QuantileBins, thresholds_per_feature
 from kons._grid import (
     GENERATIONS,
     GRID,
@@ -165,6 +166,7 @@ from kons._grid import (
     YOUNG_BASES,
     YOUNG_LINEAR,
     Grid,
+    bins_columns,
     class_column_nbytes,
     dense,
     signed_log,
@@ -279,7 +281,9 @@ class Auto(Learner):
                       NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY}))
         recent = (dim + 1) * (dim + 3)
         kept = REPLAY_ROWS * (2 * dim + 3)
-        return members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim + kept
+        columns = bins_columns(dim)  # the linear model on the quantile thresholds, and the thresholds
+        binned = ONS._model_floats(columns, {"diagonal": False}) + columns + dim if columns else 0
+        return members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim + kept + binned
 
     # ----------------------------------------------------------------- bounds and labels
     @property
@@ -421,20 +425,26 @@ class Auto(Learner):
             raise RuntimeError("the grid is built after the warm-up")
         return self._grid
 
-    def _new_grid(self, width: float, log_width: float, sparse: bool | None = None) -> Grid:
+    def _new_grid(self, width: float, log_width: float, sparse: bool | None = None,
+                  bins: QuantileBins | None = None) -> Grid:
         """The grid for the median-heuristic widths of the standardised and of the log view (``sparse``:
-        the rows', by default the feature scaler's)."""
+        the rows', by default the feature scaler's) and the quantile thresholds ``bins``, if any."""
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
         return Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
-                     widths=(width, log_width), held=self._growth_held,
-                     log_scaler=FeatureScaler(self._dim, sparse), binary=self._binary)
+                    widths=(width, log_width), held=self._growth_held,
+                    log_scaler=FeatureScaler(self._dim, sparse), binary=self._binary, bins=bins)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
-        view's."""
-        log_rows = [signed_log(x) for x, _ in self._prep.buffer]
+        view's, the raw rows the quantile thresholds (dense rows of few enough features only: a sparse
+        row's features are mostly absent, and the view's columns are bounded)."""
+        rows = [x for x, _ in self._prep.buffer]
+        log_rows = [signed_log(x) for x in rows]
         width = median_width(Z)
-        return self._new_grid(width, median_width(standardised(log_rows, self._dim)) if log_rows else width)
+        dense_rows = not self._prep.x_scaler.sparse and thresholds_per_feature(self._dim) > 0
+        bins = QuantileBins.from_rows(np.stack([dense(x) for x in rows])) if rows and dense_rows else None
+        return self._new_grid(width, median_width(standardised(log_rows, self._dim)) if log_rows else width,
+                              bins=bins)
 
     def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
         r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
@@ -630,7 +640,10 @@ class Auto(Learner):
     def _fresh_grid_nbytes(self, rounds: int) -> int:
         """The bytes of the grid after ``rounds`` rounds, at most, before it is built (its size does not
         depend on the kernel widths)."""
-        grid = self._new_grid(1.0, 1.0, sparse=False)  # a scaler's arrays are 3 d floats either way
+        # a scaler's arrays are 3 d floats either way; the quantile thresholds as many as they may be
+        most = thresholds_per_feature(self._dim)
+        bins = QuantileBins([np.arange(float(most))] * self._dim) if most else None
+        grid = self._new_grid(1.0, 1.0, sparse=False, bins=bins)
         return grid.nbytes() + grid.growth_nbytes(rounds)
 
     def _set_growth_held(self, held: bool) -> None:

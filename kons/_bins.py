@@ -1,0 +1,69 @@
+r"""The quantile-threshold view of :class:`~kons.Auto`: each raw feature coded by the thresholds it passes.
+
+A row :math:`x` becomes the indicators :math:`[x_j > e_{j,k}]` of every feature ``j`` and every threshold
+:math:`e_{j,k}` of that feature (the "thermometer" code of its quantile bin), plus the constant 1: a linear
+model of it is an additive piecewise-constant model :math:`b + \sum_j f_j(x_j)`, each :math:`f_j` a step
+function with its steps at the thresholds. It represents what a smooth kernel on the whole row struggles
+with: a target that depends on one raw feature through thresholds (Agrawal's loan functions, on age and
+salary) or on categories coded as integers.
+
+The thresholds are the distinct quantiles of each raw feature over the warm-up rows, fixed from then on
+(a threshold that moved would move what every learnt weight means); a feature with a single value has
+none. The columns are bounded: at most :data:`MAX_COLUMNS` thresholds over all features and
+:data:`MAX_THRESHOLDS` per feature, so the linear model on them costs at most as much as one on
+:data:`MAX_COLUMNS` + 1 features, whatever the rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kons.sparse import SparseVector
+
+__all__ = ["MAX_COLUMNS", "MAX_THRESHOLDS", "QuantileBins", "thresholds_per_feature"]
+
+#: Thresholds per feature at most: the deciles' bins' inner edges of 8 bins (7 thresholds). Measured on
+#: ``benchmarks/drift.py``'s Agrawal stream (the targets step at ages 40 and 60): 8 bins put ``auto`` at
+#: 0.207 error, 16 bins at 0.210.
+MAX_THRESHOLDS = 7
+#: Thresholds over all features at most (the view's columns, without the constant): the linear model on
+#: it keeps a (columns + 1)^2 matrix, here about as large as a Nystrom base's.
+MAX_COLUMNS = 128
+
+
+def thresholds_per_feature(dim: int) -> int:
+    """The thresholds each of ``dim`` features may have: 0 when the view would exceed its budget with one."""
+    return min(MAX_THRESHOLDS, MAX_COLUMNS // dim)
+
+
+class QuantileBins:
+    """The thresholds of each feature (``edges[j]``, increasing and distinct) and the code of a row."""
+
+    def __init__(self, edges: list[np.ndarray]) -> None:
+        self.edges = edges
+        self.offsets = np.cumsum([0, *(len(e) for e in edges)])
+        self.dim = int(self.offsets[-1]) + 1  # the thresholds' indicators, then the constant
+
+    @classmethod
+    def from_rows(cls, rows: np.ndarray) -> QuantileBins:
+        """The distinct inner quantiles of ``thresholds_per_feature + 1`` equal bins of each column of
+        ``rows`` (as many features as columns; that count must allow at least one threshold)."""
+        count = thresholds_per_feature(rows.shape[1])
+        levels = np.arange(1, count + 1) / (count + 1)
+        return cls([np.unique(np.quantile(column, levels)) for column in rows.T])
+
+    def code(self, x: np.ndarray) -> SparseVector:
+        """The indicators of the thresholds each feature of ``x`` passes, and the constant 1."""
+        passed = [np.arange(start, start + np.searchsorted(edges, value, side="right"))
+                  for start, edges, value in zip(self.offsets[:-1], self.edges, x, strict=True)]
+        indices = np.concatenate([*passed, [self.dim - 1]]).astype(np.int64)
+        return SparseVector(indices, np.ones(len(indices)), self.dim)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The thresholds, concatenated, and each feature's count."""
+        return {"bins_edges": np.concatenate(self.edges), "bins_counts": np.diff(self.offsets)}
+
+    @classmethod
+    def restored(cls, arrays: dict[str, np.ndarray]) -> QuantileBins:
+        counts = arrays["bins_counts"].astype(np.int64)
+        return cls(np.split(arrays["bins_edges"], np.cumsum(counts)[:-1]))
