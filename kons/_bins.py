@@ -7,9 +7,14 @@ function with its steps at the thresholds. It represents what a smooth kernel on
 with: a target that depends on one raw feature through thresholds (Agrawal's loan functions, on age and
 salary) or on categories coded as integers.
 
-The thresholds are the distinct quantiles of each raw feature over the warm-up rows, fixed from then on
-(a threshold that moved would move what every learnt weight means); a feature with a single value has
-none. The columns are bounded: at most :data:`MAX_COLUMNS` thresholds over all features and
+The thresholds are the distinct quantiles of each raw feature over the warm-up rows, taken among the
+values seen (so an integer-coded category's thresholds are categories), fixed from then on (a threshold
+that moved would move what every learnt weight means), none at a feature's largest value (no value seen
+passes it), so a feature with a single value has none. A feature left out of a record's round (NaN,
+:mod:`kons.records`) passes no threshold: it adds nothing to the model, as it adds nothing to the linear
+models on the standardised row.
+
+The columns are bounded: at most :data:`MAX_COLUMNS` thresholds over all features and
 :data:`MAX_THRESHOLDS` per feature, so the linear model on them costs at most as much as one on
 :data:`MAX_COLUMNS` + 1 features, whatever the rows.
 """
@@ -47,14 +52,20 @@ class QuantileBins:
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> QuantileBins:
         """The distinct inner quantiles of ``thresholds_per_feature + 1`` equal bins of each column of
-        ``rows`` (as many features as columns; that count must allow at least one threshold)."""
+        ``rows`` among its values (NaN left out; as many features as columns, a count that must allow at
+        least one threshold)."""
         count = thresholds_per_feature(rows.shape[1])
         levels = np.arange(1, count + 1) / (count + 1)
-        return cls([np.unique(np.quantile(column, levels)) for column in rows.T])
+        edges = []
+        for column in rows.T:
+            values = column[~np.isnan(column)]
+            quantiles = np.unique(np.quantile(values, levels, method="lower")) if len(values) else np.empty(0)
+            edges.append(quantiles[quantiles < values.max()] if len(values) else quantiles)
+        return cls(edges)
 
     def code(self, x: np.ndarray) -> SparseVector:
-        """The indicators of the thresholds each feature of ``x`` passes, and the constant 1."""
-        passed = [np.arange(start, start + np.searchsorted(edges, value, side="right"))
+        """The indicators of the thresholds each feature of ``x`` passes (``x_j > e``), and the constant 1."""
+        passed = [np.arange(start, start + (0 if np.isnan(value) else np.searchsorted(edges, value)))
                   for start, edges, value in zip(self.offsets[:-1], self.edges, x, strict=True)]
         indices = np.concatenate([*passed, [self.dim - 1]]).astype(np.int64)
         return SparseVector(indices, np.ones(len(indices)), self.dim)

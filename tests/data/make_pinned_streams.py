@@ -10,7 +10,11 @@ the ``auto`` cases' final-state checksums once more when each restarted generati
 (two more slots in the mixture's saved weights, two more values in the detector's state; every play and
 prediction the same), and again when the classifier gained its error detector (its state saved for every
 task; every play and prediction the same), and again when the grid began to keep its last rounds for a
-restarted generation to learn (two more arrays in its state; every play and prediction the same).
+restarted generation to learn (two more arrays in its state; every play and prediction the same), and
+its ``auto`` cases once more, deliberately, when the grid gained the linear model on the quantile thresholds
+of the raw features (``kons/_bins.py``: one more expert, so every play of the dense cases after the warm-up
+changes, the sparse cases only their checksums, an empty slot more; the other
+cases unchanged) after ``drift_stationary.md`` showed no loss on stationary data.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
