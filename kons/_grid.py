@@ -1,6 +1,7 @@
 r"""The grid of :class:`~kons.Auto`: its base learners on two views of the row, the generations of
-restarted copies that follow a change, and their :class:`~kons._mixture.Mixture` with the constant
-prediction. Why these members, and the regret statement for the restarts: :mod:`kons.auto`."""
+restarted copies that follow a change, the linear model on the quantile thresholds of the raw features
+(:mod:`kons._bins`), and their :class:`~kons._mixture.Mixture` with the constant prediction. Why these
+members, and the regret statement for the restarts: :mod:`kons.auto`."""
 
 from __future__ import annotations
 
