@@ -48,6 +48,13 @@ class QuantileBins:
         self.edges = edges
         self.offsets = np.cumsum([0, *(len(e) for e in edges)])
         self.dim = int(self.offsets[-1]) + 1  # the thresholds' indicators, then the constant
+        # the thresholds as a (features, most thresholds) table padded with +inf, which no value passes:
+        # a row is coded by whole-array operations (a loop over the features cost as much as the
+        # threshold model's Newton step)
+        widest = max((len(e) for e in edges), default=0)
+        self._table = np.full((len(edges), widest), np.inf)
+        for row, e in zip(self._table, edges, strict=True):
+            row[:len(e)] = e
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> QuantileBins:
@@ -65,10 +72,12 @@ class QuantileBins:
 
     def code(self, x: np.ndarray) -> SparseVector:
         """The indicators of the thresholds each feature of ``x`` passes (``x_j > e``), and the constant 1."""
-        passed = [np.arange(start, start + (0 if np.isnan(value) else np.searchsorted(edges, value)))
-                  for start, edges, value in zip(self.offsets[:-1], self.edges, x, strict=True)]
-        indices = np.concatenate([*passed, [self.dim - 1]]).astype(np.int64)
-        return SparseVector(indices, np.ones(len(indices)), self.dim)
+        passed = (self._table < x[:, None]).sum(axis=1)  # the first ones of each feature (NaN: none)
+        total = int(passed.sum())
+        # feature j's indicators are offsets[j] + 0 .. passed[j] - 1
+        firsts = np.repeat(self.offsets[:-1] - (np.cumsum(passed) - passed), passed)
+        indices = np.append(firsts + np.arange(total), self.dim - 1).astype(np.int64)
+        return SparseVector(indices, np.ones(total + 1), self.dim)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The thresholds, concatenated, and each feature's count."""
