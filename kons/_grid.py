@@ -272,11 +272,12 @@ class Grid:
         return recent
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector], ScalerStats]:
-        """Each form of the row the bases take (:meth:`views_forms`) and the log view's pending
-        statistics (:meth:`FeatureScaler.pending`)."""
+               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector], np.ndarray | SparseVector,
+                          ScalerStats]:
+        """Each form of the row the bases take (:meth:`views_forms`), the log view ``zlog`` (kept for a
+        replay) and its pending statistics (:meth:`FeatureScaler.pending`)."""
         zlog, log_stats = self.log_scaler.pending(signed_log(x))
-        return self.views_forms(z, zlog), log_stats
+        return self.views_forms(z, zlog), zlog, log_stats
 
     def views_forms(self, z: np.ndarray | SparseVector, zlog: np.ndarray | SparseVector
                     ) -> dict[tuple[bool, bool], np.ndarray | SparseVector]:
@@ -291,7 +292,7 @@ class Grid:
     # The bases take the checked forms through their unchecked round (_learn_checked), inside the
     # numerics context the mixture's round entered once; an empty slot plays 0 at weight 0.
     def predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, constant: float) -> float:
-        forms, _ = self.inputs(z, x)
+        forms, _, _ = self.inputs(z, x)
         preds = np.zeros(_EXPERTS)
         preds[len(GRID)] = constant
         for slot, member, base in self._members():
@@ -302,8 +303,7 @@ class Grid:
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
               constant: float) -> float:
-        zlog, log_stats = self.log_scaler.pending(signed_log(x))
-        forms = self.views_forms(z, zlog)
+        forms, zlog, log_stats = self.inputs(z, x)
         plays = np.zeros(_EXPERTS)
         plays[len(GRID)] = constant
         for slot, member, base in self._members():
@@ -415,7 +415,7 @@ class Grid:
     # probabilities, at weight 0.
     def probabilities(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector,
                       constant: np.ndarray) -> np.ndarray:
-        forms, _ = self.inputs(z, x)
+        forms, _, _ = self.inputs(z, x)
         experts = np.full((_EXPERTS, len(constant)), 1.0 / len(constant))
         experts[len(GRID)] = constant
         for slot, member, base in self._members():
@@ -428,8 +428,7 @@ class Grid:
                     constant: np.ndarray) -> np.ndarray:
         """A round with ``len(constant)`` classes (the bases widened to them first, which cannot fail
         once the inputs are checked); the mixture's probabilities played."""
-        zlog, log_stats = self.log_scaler.pending(signed_log(x))
-        forms = self.views_forms(z, zlog)
+        forms, zlog, log_stats = self.inputs(z, x)
         classes = len(constant)
         if classes > self.classes:
             for _, _, base in self._members():
