@@ -56,6 +56,7 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[int, np.ndarray]) -> No
         views.append(np.divide(row - mean, std, out=np.zeros(DIM), where=std > 0))
     with_intercept = [np.append(v, 1.0) for v in views]
     plays = np.zeros(len(auto._grid.bases) + 1)
+    work: np.ndarray | None  # a scratch copy (None: not made yet for this base)
     for i, (base, (log, linear)) in enumerate(zip(auto._grid.bases, auto._grid.views, strict=True)):
         z = (with_intercept if linear else views)[log]
         if linear:
@@ -117,6 +118,7 @@ def child(warmup: int, rounds: int) -> dict[str, Any]:
             auto.learn_one(x, label)
         floor, round_ = floor + middle - start, round_ + time.perf_counter() - middle
     floor, round_ = floor / rounds, round_ / rounds
+    assert auto._grid is not None  # built by the warm-up
     sizes = [b.stats()["dictionary_size"] for b in auto._grid.bases if hasattr(b, "max_dictionary")]
     return {"kons": kons.__file__, "round_us": round_ * 1e6, "floor_us": floor * 1e6,
             "dictionary_sizes": sizes}

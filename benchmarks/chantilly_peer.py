@@ -34,7 +34,8 @@ def model_bytes() -> bytes:
     import dill
     from river import linear_model
 
-    return dill.dumps(linear_model.LinearRegression())
+    blob: bytes = dill.dumps(linear_model.LinearRegression())
+    return blob
 
 
 def count(name: str) -> dict[str, Any]:

@@ -134,10 +134,11 @@ class _Sample:
 
     def result(self, target: str, endpoint: str, n: int = 0) -> PhaseResult:
         ok = len(self.latencies)
+        stats: dict[str, Any] = percentiles(self.latencies)  # p50 ... max, as floats
         return PhaseResult(target=target, endpoint=endpoint, n=n, requests=ok + sum(self.errors.values()),
                            ok=ok, errors=self.errors, seconds=self.seconds,
                            throughput=ok / self.seconds if self.seconds > 0 else math.nan,
-                           **percentiles(self.latencies))
+                           **stats)
 
 
 async def _block(
@@ -215,7 +216,9 @@ class Stream:
             yield [float(v) for v in self.X[i]], float(self.y[i])
 
 
-def build_learners(stream: Stream, sizes: Sequence[int]) -> tuple[dict[str, Any], dict[int, bytes], dict]:
+def build_learners(
+    stream: Stream, sizes: Sequence[int]
+) -> tuple[dict[str, Any], dict[int, bytes], dict[int, dict[str, Any]]]:
     """One Sketched-KONS trained on the first ``max(sizes)`` rows: (spec, state blob per size, info)."""
     gamma = median_gamma(stream.X)
     learner = kons.SketchedKONS(kernel=RBF(gamma=gamma), loss="squared", alpha=1.0, C=3.0, beta=1.0,
@@ -266,7 +269,9 @@ def http_client(base_url: str, concurrency: int) -> httpx.AsyncClient:
 
 
 # ---------------------------------------------------------------------------------------------- the run
-def _bodies(stream: Stream, start: int, count: int) -> tuple[list[dict], list[dict]]:
+def _bodies(
+    stream: Stream, start: int, count: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     rows = list(stream.rows(start, count))
     return [{"x": x} for x, _ in rows], [{"x": x, "y": y} for x, y in rows]
 
@@ -314,7 +319,8 @@ async def _kons_size(
         stored, upload = await _upload(kc, path, spec, blob)
         log(f"n={size}: uploaded {len(blob)} bytes in {upload:.2f} s")
 
-        kw = {"blocks": config.blocks, "concurrency": config.concurrency, "max_seconds": config.max_seconds}
+        kw: dict[str, Any] = {"blocks": config.blocks, "concurrency": config.concurrency,
+                              "max_seconds": config.max_seconds}
         await warm(ec, "/echo", warm_p)
         await warm(kc, f"{path}/predict", warm_p)
         results += await drive_paired(ec, kc, f"{path}/predict", predict_bodies, target="kons",
@@ -382,7 +388,8 @@ async def _chantilly(
                         strict=True))
     model = subprocess.run([str(python), "-m", "benchmarks.chantilly_peer", "model"], env=env, cwd=REPO,
                            capture_output=True, check=True, timeout=60).stdout
-    kw = {"blocks": config.blocks, "concurrency": config.concurrency, "max_seconds": config.max_seconds}
+    kw: dict[str, Any] = {"blocks": config.blocks, "concurrency": config.concurrency,
+                          "max_seconds": config.max_seconds}
     name = "load-river"
     total = config.warmup + config.requests
     rows = list(stream.rows(0, total))

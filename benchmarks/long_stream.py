@@ -30,6 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,8 +45,8 @@ __all__ = ["LongCheckpoint", "LongSeries", "main", "run_series"]
 
 CHECKPOINTS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)
 #: The service's kernel configuration (kons_service.testing.SPEC), without importing the service.
-PARAMS = {"kernel": {"name": "rbf", "gamma": 0.5}, "loss": "squared", "alpha": 1.0, "eta": 0.1, "C": 3.0,
-          "seed": 0}
+PARAMS: dict[str, Any] = {"kernel": {"name": "rbf", "gamma": 0.5}, "loss": "squared", "alpha": 1.0,
+                          "eta": 0.1, "C": 3.0, "seed": 0}
 
 
 @dataclass
@@ -64,7 +65,7 @@ class LongCheckpoint:
 @dataclass
 class LongSeries:
     label: str
-    params: dict
+    params: dict[str, Any]
     checkpoints: list[LongCheckpoint] = field(default_factory=list)
     stopped: str = ""
 
@@ -117,8 +118,8 @@ def _ratio(series: LongSeries, late: int, early: int) -> float | None:
     return None
 
 
-def write_markdown(path: Path, all_series: list[LongSeries], meta: dict,
-                   stamp: dict) -> None:
+def write_markdown(path: Path, all_series: list[LongSeries], meta: dict[str, Any],
+                   stamp: dict[str, Any]) -> None:
     lines = [
         "# Long stream: time per round and state against rounds",
         "",
@@ -170,7 +171,7 @@ def write_markdown(path: Path, all_series: list[LongSeries], meta: dict,
     path.write_text(stamp_markdown("\n".join(lines), stamp))
 
 
-def write_plot(path: Path, all_series: list[LongSeries], meta: dict) -> None:
+def write_plot(path: Path, all_series: list[LongSeries], meta: dict[str, Any]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

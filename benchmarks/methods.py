@@ -133,10 +133,12 @@ class KonsRunner:
         pass
 
 
-_KERNEL_AXES = {"gamma_mult": (1.0, 0.25, 4.0), "eta_mult": (1.0, 10.0, 100.0)}
+_KERNEL_AXES: dict[str, Sequence[Any]] = {"gamma_mult": (1.0, 0.25, 4.0), "eta_mult": (1.0, 10.0, 100.0)}
 
 
-def _kernel_newton(cls: type[kons.Learner], **fixed: Any) -> Callable[[Context, dict[str, Any]], Runner]:
+def _kernel_newton(
+    cls: Callable[..., kons.Learner], **fixed: Any
+) -> Callable[[Context, dict[str, Any]], Runner]:
     def build(ctx: Context, p: dict[str, Any]) -> Runner:
         eta = get_loss(ctx.loss).curvature(ctx.bound) * p.get("eta_mult", 1.0)
         learner = cls(kernel=RBF(gamma=ctx.rbf_gamma * p.get("gamma_mult", 1.0)), loss=ctx.loss,
@@ -152,12 +154,12 @@ def _kernel_ogd(ctx: Context, p: dict[str, Any]) -> Runner:
     return KonsRunner(learner, kernel=True)
 
 
-def _defaults(cls: type) -> dict[str, Any]:
+def _defaults(cls: type[kons.Learner]) -> dict[str, Any]:
     return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
             if name != "self"}
 
 
-def _linear_axes(cls: type) -> dict[str, Sequence[Any]]:
+def _linear_axes(cls: type[kons.Learner]) -> dict[str, Sequence[Any]]:
     """Tuning axes of a linear kons learner read from its signature: eta and alpha multipliers."""
     defaults = _defaults(cls)
     # eta=None means the curvature default (second order), which is conservative: try larger steps.

@@ -61,7 +61,8 @@ def _metric(text: str, name: str) -> float:
 def _post(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
     reply = client.post(path, json=body)
     reply.raise_for_status()
-    return reply.json()
+    result: dict[str, Any] = reply.json()
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:

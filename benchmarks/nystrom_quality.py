@@ -184,7 +184,8 @@ def _summary(rows: list[dict[str, Any]]) -> list[str]:
     base, ours, restart, small, large = list(LEARNERS)
 
     def rel(row: dict[str, Any], a: str, b: str) -> float:
-        return row["results"][a]["metric"] / row["results"][b]["metric"] - 1.0
+        change: float = row["results"][a]["metric"] / row["results"][b]["metric"] - 1.0
+        return change
 
     worse = [f"{r['data']} ({r['regime']}, {100 * rel(r, ours, base):+.1f}%)" for r in rows
              if rel(r, ours, base) > 0.05]

@@ -95,7 +95,9 @@ def _progress(items: Sequence[Any], desc: str) -> Iterable[Any]:
         from tqdm import tqdm
     except ImportError:
         return items
-    return tqdm(items, desc=desc, leave=False, mininterval=1.0, disable=not sys.stderr.isatty())
+    shown: Iterable[Any] = tqdm(items, desc=desc, leave=False, mininterval=1.0,
+                                disable=not sys.stderr.isatty())
+    return shown
 
 
 def _checkpoints(n: int) -> np.ndarray:

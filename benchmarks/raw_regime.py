@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -197,7 +197,7 @@ def _score(method: RawMethod, X: np.ndarray, y: np.ndarray, regression: bool) ->
     sizes = runner.sizes() if error is None else None
     extra = {}
     if method.group == "auto" and error is None:
-        stats = runner.learner.stats()
+        stats = cast(KonsRunner, runner).learner.stats()  # the auto group runs kons's Auto
         extra = {"leader": stats["leader"], "weights": stats["weights"], "changes": stats["changes"]}
     runner.close()
     if regression:

@@ -84,9 +84,9 @@ def _hostile(seconds: float) -> dict[str, Any]:
     # The per-round table: | phase | service | round | p99 ms | idle p99 ms | ratio | machine noise |.
     rounds: dict[str, list[float]] = {}
     for line in proc.stdout.split("\n\n", 1)[1].splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[2].isdigit():
-            rounds.setdefault(cells[0], []).append(float(cells[5].rstrip("x")))
+        fields = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(fields) == 7 and fields[2].isdigit():
+            rounds.setdefault(fields[0], []).append(float(fields[5].rstrip("x")))
     return {"exit": 0, "seconds_per_phase": seconds, "phases": phases,
             "rounds_p99_over_adjacent_idle": rounds}
 
@@ -102,7 +102,9 @@ def _failover_steps(workdir: Path) -> list[tuple[str, Callable[[], Awaitable[dic
     """The failover scenario, with and without ``KONS_REDIS_WAIT_REPLICAS``: a primary + replica pair whose
     replica is promoted mid-storm."""
     return [(f"failover_{name}",
-             lambda name=name, wait=wait: failover_scenario(workdir / f"failover-{name}", wait=wait))
+             # mypy cannot infer a lambda whose defaults bind the loop's values
+             lambda name=name, wait=wait: failover_scenario(  # type: ignore[misc]
+                 workdir / f"failover-{name}", wait=wait))
             for name, wait in (("wait", True), ("no_wait", False))]
 
 
@@ -254,7 +256,7 @@ _EXPLAINED = {
 
 
 def _settings_paragraph(results: dict[str, Any]) -> str:
-    redis = results.get("run", {}).get("redis", "redis-server")
+    redis: str = results.get("run", {}).get("redis", "redis-server")
     changed = [f"{name} ({json.dumps(r['settings'])}: {r.get('settings_why', 'see the test')})"
                for name, r in results.items() if isinstance(r, dict) and r.get("settings")]
     return ("Settings: every scenario runs the service with the defaults of `kons_service/settings.py` "

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,9 @@ import kons
 from benchmarks import registry
 from benchmarks.common import blas_threads, command_line, machine_summary, require_datasets, results_dir
 from benchmarks.provenance import provenance, stamp_json, stamp_markdown
-from kons.base import Learner
 from kons.datasets import load_dataset
-from kons.kernels import RBF
+from kons.kernel._newton import KernelNewton
+from kons.kernels import RBF, Kernel
 
 __all__ = ["Checkpoint", "Series", "floor_series", "learner_series", "main"]
 
@@ -64,7 +65,7 @@ class Series:
     """One method's checkpoints."""
 
     label: str
-    params: dict
+    params: dict[str, Any]
     checkpoints: list[Checkpoint] = field(default_factory=list)
     rounds_to: dict[int, float] = field(default_factory=dict)  # wall seconds of the first k rounds
 
@@ -84,7 +85,7 @@ def _block(call: Callable[[int], object], start: int, size: int) -> np.ndarray:
 
 def learner_series(
     label: str,
-    learner: Learner,
+    learner: KernelNewton | kons.KernelOGD,
     X: np.ndarray,
     y: np.ndarray,
     checkpoints: Sequence[int],
@@ -126,7 +127,7 @@ def learner_series(
     return series
 
 
-def _floor_call(X: np.ndarray, n: int, kernel: RBF, seed: int = 0) -> Callable[[int], float]:
+def _floor_call(X: np.ndarray, n: int, kernel: Kernel, seed: int = 0) -> Callable[[int], float]:
     """``i -> k(X[i], X[:n]) @ c``: the floor with ``n`` stored points (fixed random coefficients)."""
     P = np.ascontiguousarray(X[:n])
     sq = (P * P).sum(axis=1)
@@ -149,7 +150,7 @@ def _fmt_ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{1e3 * seconds:.3g}"
 
 
-def write_markdown(path: Path, all_series: list[Series], meta: dict, stamp: dict) -> None:
+def write_markdown(path: Path, all_series: list[Series], meta: dict[str, Any], stamp: dict[str, Any]) -> None:
     """The table of median milliseconds per round, the ratio to the floor and the KONS wall time."""
     checkpoints = meta["checkpoints"]
     floor = all_series[-1]
@@ -228,7 +229,7 @@ def write_markdown(path: Path, all_series: list[Series], meta: dict, stamp: dict
     path.write_text(stamp_markdown("\n".join(lines), stamp))
 
 
-def write_plot(path: Path, all_series: list[Series], meta: dict) -> None:
+def write_plot(path: Path, all_series: list[Series], meta: dict[str, Any]) -> None:
     """Log-log plot of median seconds per round against ``n``."""
     import matplotlib
 
@@ -299,7 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _measure(args: argparse.Namespace, argv: Sequence[str] | None, blas: str) -> tuple[list[Series], dict]:
+def _measure(
+    args: argparse.Namespace, argv: Sequence[str] | None, blas: str
+) -> tuple[list[Series], dict[str, Any]]:
     """Run every method over the stream; return the series and the run's description."""
     checkpoints = [int(c) for c in args.checkpoints.split(",")]
     data = load_dataset(args.data)

@@ -69,7 +69,7 @@ class Progress:
         sys.stderr.flush()
 
 
-def progressive(learner: kons.Learner, X: Sequence, y: np.ndarray) -> tuple[float, float, float]:
+def progressive(learner: kons.Learner, X: Any, y: np.ndarray) -> tuple[float, float, float]:
     """Error rate of sign(play), mean squared loss of the plays and seconds, over one pass."""
     start = time.perf_counter()
     played = learner.learn_many(X, y)
@@ -129,7 +129,7 @@ def fig1(out: Path, command: str, quick: bool) -> None:
             scores.append(np.mean([progressive(make(step), *tuning[k])[0] for k in tuning]))
             bar.step(f"{label} step={step:g}")
         chosen[label] = WIDE_GRID[int(np.argmin(scores))]
-    errors = {label: [] for label in FIG1_METHODS}
+    errors: dict[str, list[float]] = {label: [] for label in FIG1_METHODS}
     seconds = {label: 0.0 for label in FIG1_METHODS}
     bar = Progress("fig1", len(kappas) * len(FIG1_METHODS))
     for kappa in kappas:
@@ -186,8 +186,9 @@ TABLE2_METHODS: dict[str, Callable[[float], kons.Learner]] = {
 }
 
 
-def grid_runs(make: Callable[[float], Any], X: Sequence, y: np.ndarray, grid: Sequence[float],
-              run: Callable = progressive, bar: Progress | None = None) -> list[dict[str, float]]:
+def grid_runs(make: Callable[[float], Any], X: Any, y: np.ndarray, grid: Sequence[float],
+              run: Callable[[Any, Any, np.ndarray], tuple[float, float, float]] = progressive,
+              bar: Progress | None = None) -> list[dict[str, float]]:
     """One progressive run per step size: error, loss, seconds and the step."""
     results = []
     for step in grid:
@@ -309,7 +310,8 @@ def kons_save_load(X: np.ndarray, y: np.ndarray, cut: int) -> tuple[float, int]:
     return float(gap.max()), len(blob)
 
 
-def vw(out: Path, command: str, quick: bool, table: dict | None) -> None:
+def vw(out: Path, command: str, quick: bool,
+       table: dict[str, dict[str, list[dict[str, float]]]] | None) -> None:
     n = 1000 if quick else None
     bar = Progress("vw", len(TABLE2) * len(WIDE_GRID) * (1 if table else 3))
     lines = _header(
@@ -386,11 +388,12 @@ def sparse(out: Path, command: str, quick: bool) -> None:
     rows = [(np.flatnonzero(x), x[x != 0]) for x in X[:n]]
     y = np.where(labels[:n] > 0, 1.0, -1.0)
     dims = [123, 10_000, 100_000] if quick else [123, 10_000, 100_000, 1_000_000]
-    makers = {"FD-SON m=10": lambda d: _son("fd_son", 0.25, sketch_size=10, dim=d),
-              "Oja-SON m=10": lambda d: _son("oja_son", 0.25, sketch_size=10, seed=0, dim=d),
-              "RP-SON m=10": lambda d: _son("rp_son", 0.25, sketch_size=10, seed=0, dim=d),
-              "AdaGrad": lambda d: kons.AdaGrad(loss="squared", C=1.0, eta=0.25, dim=d),
-              "ONS (dense d x d)": lambda d: _son("ons", 0.25, dim=d) if d <= 2000 else None}
+    makers: dict[str, Callable[[int], kons.Learner | None]] = {
+        "FD-SON m=10": lambda d: _son("fd_son", 0.25, sketch_size=10, dim=d),
+        "Oja-SON m=10": lambda d: _son("oja_son", 0.25, sketch_size=10, seed=0, dim=d),
+        "RP-SON m=10": lambda d: _son("rp_son", 0.25, sketch_size=10, seed=0, dim=d),
+        "AdaGrad": lambda d: kons.AdaGrad(loss="squared", C=1.0, eta=0.25, dim=d),
+        "ONS (dense d x d)": lambda d: _son("ons", 0.25, dim=d) if d <= 2000 else None}
     bar = Progress("sparse", len(dims) * len(makers))
     table: dict[str, dict[int, str]] = {label: {} for label in makers}
     for d in dims:

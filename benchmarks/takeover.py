@@ -88,7 +88,8 @@ class _Service(ServiceProcess):
     """A service process that may run another checkout's code (``-P``: not this directory's)."""
 
     def __init__(self, redis_url: str, log: Path, code: Path | None, **settings: object) -> None:
-        super().__init__(redis_url, log, **settings)
+        # settings are KONS_* settings only: none of them fills the base's `checkout` (a Path)
+        super().__init__(redis_url, log, **settings)  # type: ignore[arg-type]
         self.code = code
         self.env.update(blas_env(1))
         if code is not None:
@@ -107,8 +108,8 @@ def _pair(workdir: Path, mode: Mode) -> Iterator[tuple[RedisServer, list[Service
     services: list[ServiceProcess] = []
     try:
         for i in range(2):
-            service = _Service(server.url, workdir / f"service{i}.log", mode.code,
-                               lease_takeover=str(mode.takeover).lower(), max_batch=BIG_BATCH)
+            service: ServiceProcess = _Service(server.url, workdir / f"service{i}.log", mode.code,
+                                               lease_takeover=str(mode.takeover).lower(), max_batch=BIG_BATCH)
             services.append(service.start())
         assert httpx.put(services[0].url + URL, json=SPEC).status_code == 201
         yield server, services

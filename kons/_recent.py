@@ -160,13 +160,15 @@ class RecentRounds:
 
     def losses(self) -> np.ndarray:
         """The mixture's losses on the kept rounds, oldest first."""
-        losses: np.ndarray = self.rounds[self._order(), 1]
-        return losses
+        return self._kept_column(1)
 
     def errors(self) -> np.ndarray:
         """The mixture's errors on the kept rounds, oldest first."""
-        errors: np.ndarray = self.rounds[self._order(), 2]
-        return errors
+        return self._kept_column(2)
+
+    def _kept_column(self, column: int) -> np.ndarray:
+        kept: np.ndarray = self.rounds[self._order(), column]
+        return kept
 
     def last(self, k: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """The last ``k`` rounds kept (fewer if fewer are), oldest first: ``(z, zlog, target)``."""

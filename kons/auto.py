@@ -66,7 +66,10 @@ bases themselves (ONS's matrix, a full Nystrom dictionary) remember the old conc
   :data:`CHANGE_ENTRY_PRIOR` at the change (the switching rates' own weights sit on the rate 0 after a
   long stationary stretch, so they cannot move the weight to the newcomers fast) and
   :data:`ENTRY_PRIOR` at the delayed restarts; :data:`GENERATIONS` generations live at once, a new one
-  replacing the lighter;
+  replacing, at a declared change, the one started first (it learnt the concept before last, and its
+  weight is the old concepts': on the gradual Friedman drift, keeping it instead of the lighter put the
+  1,000 rounds after the second change at 0.43 relative MSE rather than 0.38), and at a delayed restart
+  the lighter;
 * the generation started at a declared change is started *at the change's estimated onset*, not at the
   declaration: the grid keeps its last :data:`~kons._grid.REPLAY_ROWS` rounds (both views of the row, the
   target, the mixture's loss and error: a ring of fixed size), and the new learners first learn the

@@ -35,5 +35,5 @@ venv=.venv
   || "$venv/bin/python" -m pip install --disable-pip-version-check -c constraints.txt -e ".[service,test]"
 
 "$venv/bin/ruff" check .
-"$venv/bin/mypy" kons kons_service testkit tests
+"$venv/bin/mypy" kons kons_service testkit tests benchmarks
 exec "$venv/bin/python" -m pytest -n 2 --dist loadfile "$@"

@@ -365,6 +365,33 @@ def test_a_generation_started_at_a_declared_change_enters_with_its_weight() -> N
     assert sum(weights[name] for name in before) == pytest.approx(kept, rel=1e-9)
 
 
+def test_a_change_declared_with_both_generations_alive_replaces_the_one_started_first() -> None:
+    """The target flips at 800 and back at 1600: at the second change declared, the generation started at
+    the first one holds most of the weight (it learnt the flipped concept longest) and is replaced; the
+    younger one, started by a delayed restart, stays. Delayed restarts still replace the lighter."""
+    X, y = _flipping(n=2000)
+    y[1600:] = 100.0 - y[1600:]  # back to the first concept (the rows are offset by 50)
+    learner = Auto()
+    replaced = []  # (the generations' (start, weight) before, oldest first; their starts after)
+    for x, t in zip(X, y, strict=True):
+        grid, changes = learner._grid, learner.changes_detected
+        before = []
+        if grid is not None and None not in grid.young:
+            weights = grid.mixture.weights()
+            before = sorted((generation.start, float(weights[_young_slots(g)].sum()))
+                            for g, generation in enumerate(grid.young) if generation is not None)
+        learner.learn_one(x, t)
+        if learner.changes_detected > changes and before:
+            assert learner._grid is not None
+            replaced.append((before, [generation.start for generation in learner._grid.young
+                                      if generation is not None]))
+    assert replaced, "no change declared while both generations were alive"
+    for ((older, _), (younger, _)), after in replaced:
+        assert older not in after and younger in after
+    # the case the rule is for: the older generation weighed more than the younger one
+    assert any(older[1] > younger[1] for (older, younger), _ in replaced)
+
+
 def test_new_classes_after_a_restart_stay_within_the_class_growth_bound() -> None:
     """A binary classifier with a restarted generation (its linear model scores one column) meets three
     new classes: the linear model's first widening adds two columns, the bases' one each."""
