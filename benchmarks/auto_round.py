@@ -3,11 +3,13 @@
 Issue 18 asks for an :class:`kons.Auto` round within 2x of the BLAS and numpy calls it needs. This
 benchmark times, in one child process per checkout, ``learn_one`` on a stream of dimension 8 after a
 warm-up (the Nystrom bases then hold their steady-state dictionaries) and, on the same states and rows,
-the *floor*: the numerical calls that round makes, issued directly with no Python around them (per
-Nystrom base the kernel rows of the embedding and of KORS, the triangular solves, the packed
-matrix-vector product and rank-one update, the dot products; per ONS base the product with
-:math:`A^{-1}`, the dots and the outer product; the scalers, the signed log, the forms and the mixture's
-exponentials). The rank-one updates are applied to scratch copies, so the floor changes no state.
+the *floor*: the numerical calls that round makes, issued directly with no Python around them but the
+loop over the alive bases (per Nystrom base the kernel row, the triangular solves of the embedding and of
+KORS, the packed matrix-vector product and rank-one update, the dot products; per ONS base, the threshold
+model's included, the product with :math:`A^{-1}`, the dots and the outer product; each restarted
+generation's linear model; the scalers, the signed log, the forms, the thresholds' code, the mixture's
+switching weights and the kept-round copy: :func:`_floor_round` lists what it covers and leaves out). The
+rank-one updates are applied to scratch copies, so the floor changes no state.
 
 The checkouts run alternately (``--repeats`` times each), so that both see the same machine load; the
 report gives microseconds per round (medians of the repeats), the round/floor ratio of each checkout
@@ -43,54 +45,147 @@ def _stream(rows: int) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def _floor_round(auto: Any, x: np.ndarray, scratch: dict[int, np.ndarray]) -> None:
-    """The numerical calls of one ``auto`` round on ``x``, without the Python around them."""
+def _scratch(scratch: dict[Any, np.ndarray], key: Any, array: np.ndarray) -> np.ndarray:
+    """A scratch copy of ``array`` kept under ``key``: made again when the state's array changed shape
+    (a dictionary grew, a generation was replaced), so that the floor never writes into the state."""
+    work = scratch.get(key)
+    if work is None or work.shape != array.shape:
+        work = scratch[key] = array.copy()
+    return work
+
+
+def _floor_ons(Ainv: np.ndarray, u: np.ndarray, index: Any, values: np.ndarray,
+               work: np.ndarray) -> float:
+    """An ONS round's numerics on the row ``values`` at ``index`` (a slice, or a sparse row's indices):
+    :math:`A^{-1}x`, the dots, the weight step and the outer product, the update applied to ``work``."""
+    v = Ainv[:, index] @ values  # A^{-1} x, as the base's Features.cols
+    s = v[index] @ values
+    play = float(u[index] @ values)
+    _ = u - 0.1 * v
+    work -= (1e-9 / (1.0 + s)) * np.outer(v, v)
+    return play
+
+
+def _floor_nystrom(base: Any, z: np.ndarray, key: Any, scratch: dict[Any, np.ndarray]) -> float:
+    """A NystromKONS round's numerics on ``z``: the kernel row, the triangular solve of the embedding and
+    (while the dictionary may grow) of KORS on the same row, the packed product and rank-one update (on a
+    scratch copy), the dots and the weight step."""
     from scipy.linalg.blas import dspmv, dspr, dtpsv
 
-    scaler, log_scaler = auto._prep.scaler, auto._grid.log_scaler
-    views = []
-    for s, row in ((scaler, x), (log_scaler, np.sign(x) * np.log1p(np.abs(x)))):
+    j = base._factor.size
+    if j == 0:  # a restarted copy before its first point: the round plays 0 and computes nothing
+        return 0.0
+    points = base._kors.points
+    dist = points.sq_norms.view - 2.0 * (points.view @ z)
+    dist += z @ z
+    k = np.exp(-base.kernel.gamma * np.maximum(dist, 0.0))
+    phi = dtpsv(j, base._factor.packed, k, lower=0, trans=1)
+    play = float(phi @ base._weights)
+    if j < base.max_dictionary:  # KORS's proposal: the same kernel row, its own solve
+        u = dtpsv(j, base._kors._chol.packed, base._kors._weights.view * k, lower=0, trans=1)
+        _ = u @ u
+    v = dspmv(j, 1.0, base._inverse.packed, phi, lower=0)
+    _ = phi @ v
+    _ = base._weights - 0.1 * v
+    _ = (v * v).max(initial=0.0)
+    dspr(j, -1e-12, v, _scratch(scratch, key, base._inverse.packed), lower=0, overwrite_ap=1)
+    return play
+
+
+def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> None:
+    r"""The numerical calls of one ``auto`` round on ``x`` (dense, after the warm-up), without the Python
+    around them, on the learner's current state.
+
+    Covered: the two scalers' pending statistics and standardised views (the raw row and its signed log),
+    each form of the row the bases take (``Grid.forms``: a view, with the intercept or not); every alive
+    base of ``Grid._members()`` (the grid's and the restarted generations' copies) on its form
+    ``_form(member)``, per kind: ONS (the product with :math:`A^{-1}`, the dots, the step and the outer
+    product) and NystromKONS (the kernel row, once, shared by the embedding's and KORS's triangular
+    solves, the packed product and rank-one update, the dots and the step); each generation's linear model
+    (``Grid._recent()``: :math:`P x`, the play :math:`x^\top P b`, the Sherman-Morrison outer product
+    and the updates of ``b`` and of the sum of the rows); the threshold model (``Grid.bins_base``) on the
+    code of ``x`` (``Grid.bins.code``'s whole-array operations, then ONS's gather on the indices); the
+    mixture: the marginal weights over the switching rates (twice, as a round computes them for its play
+    and for the leader), Vovk's substitution (the two log-sum-exps), the experts' losses and the
+    switching weights' Bayes step and share (the round's exact ufunc calls, on arrays of the state's
+    shapes, nothing written back); and the copy of the row's two views into the ring of kept rounds.
+
+    Left out: the validation of the row and of each form (``checked_form``, ``check_finite``), the
+    target's scaler and clipping, the change detectors' scalar updates, the random draw of KORS, a new
+    point joining a dictionary (the factor's and KORS's appends, the grown ``A^{-1}``), a restart and its
+    replay, and the multinomial round (this floor is the regression round's). The rank-one updates are
+    applied, with tiny coefficients, to scratch copies kept in ``scratch`` (so the floor changes no state
+    and its costs are those of the real updates); the thresholds' table is built once into ``scratch``.
+
+    Trees: this function runs against the ``kons`` of the checkout it times (``--old``). It needs the
+    grid's layout of ``kons/_grid.py`` (``Grid._members``, ``Grid.forms``, ``_form``, the mixture's
+    ``switching`` weights), which main has had since the grid moved into its own module; the generations'
+    linear models, the threshold model and the kept rounds are used when the tree has them. Older trees
+    (``Grid.views``, before that module) are not supported.
+    """
+    from kons import _grid
+
+    grid = auto._grid
+    # The scalers' pending statistics (Welford) and the standardised views.
+    views = {}
+    signed_log = np.sign(x) * np.log1p(np.abs(x))
+    for log, s, row in ((False, auto._prep.scaler, x), (True, grid.log_scaler, signed_log)):
         delta = row - s.mean
         mean = s.mean + delta / (s.count + 1)
         std = np.sqrt((s.m2 + delta * (row - mean)) / (s.count + 1))
-        views.append(np.divide(row - mean, std, out=np.zeros(DIM), where=std > 0))
-    with_intercept = [np.append(v, 1.0) for v in views]
-    plays = np.zeros(len(auto._grid.bases) + 1)
-    work: np.ndarray | None  # a scratch copy (None: not made yet for this base)
-    for i, (base, (log, linear)) in enumerate(zip(auto._grid.bases, auto._grid.views, strict=True)):
-        z = (with_intercept if linear else views)[log]
-        if linear:
-            v = base._Ainv @ z
-            s = z @ v
-            plays[i] = z @ base._u
-            _ = base._u - 0.1 * v
-            work = scratch.setdefault(i, base._Ainv.copy())
-            work -= 1e-9 * np.outer(v, v)
-            continue
-        gamma, j = base.kernel.gamma, base._factor.size
-        points = base._kors.points
-        dist = points.sq_norms.view - 2.0 * (points.view @ z)
-        dist += z @ z
-        k = np.exp(-gamma * np.maximum(dist, 0.0))
-        phi = dtpsv(j, base._factor.packed, k, lower=0, trans=1)
-        plays[i] = phi @ base._weights
-        if j < base.max_dictionary:  # KORS's proposal: the same kernel row, its own solve
-            u = dtpsv(j, base._kors._chol.packed, base._kors._weights.view * k, lower=0, trans=1)
-            _ = u @ u
-        v = dspmv(j, 1.0, base._inverse.packed, phi, lower=0)
-        s = phi @ v
-        _ = base._weights - 0.1 * v
-        _ = (v * v).max(initial=0.0)
-        work = scratch.get(i)
-        if work is None or len(work) != len(base._inverse.packed):  # the dictionary grew: a new copy
-            work = scratch[i] = base._inverse.packed.copy()
-        dspr(j, -1e-12, v, work, lower=0, overwrite_ap=1)
-    w = np.exp(auto._grid.mixture.log_weights - auto._grid.mixture.log_weights.max())
-    w /= w.sum()
+        views[log] = np.divide(row - mean, std, out=np.zeros(len(row)), where=std > 0)
+    forms = {(log, linear): np.append(views[log], 1.0) if linear else views[log]
+             for log, linear in grid.forms}
+    switching = grid.mixture.switching
+    plays = np.zeros(len(switching.active))
+    for slot, member, base in grid._members():
+        z = forms[_grid._form(member)]
+        if member[1] == "ons":
+            plays[slot] = _floor_ons(base._Ainv, base._u, slice(None), z, _scratch(scratch, slot, base._Ainv))
+        else:
+            plays[slot] = _floor_nystrom(base, z, slot, scratch)
+    for slot, recent in getattr(grid, "_recent", list)():
+        z = forms[_grid._RECENT_FORM]
+        plays[slot] = z @ (recent.P @ recent.b[:, 0])
+        v = recent.P @ z
+        _scratch(scratch, ("recent", slot), recent.P)[...] -= np.outer(v, v) * (1e-9 / (1.0 + z @ v))
+        _ = recent.b + np.outer(z, [0.5])
+        _ = recent.sum + z
+    bins, bins_base = getattr(grid, "bins", None), getattr(grid, "bins_base", None)
+    if bins is not None and bins_base is not None:
+        if "bins_table" not in scratch:  # the thresholds padded with +inf (QuantileBins' own table)
+            table = np.full((len(bins.edges), max(len(e) for e in bins.edges)), np.inf)
+            for row, edges in zip(table, bins.edges, strict=True):
+                row[:len(edges)] = edges
+            scratch["bins_table"] = table
+        passed = (scratch["bins_table"] < x[:, None]).sum(axis=1)
+        total = int(passed.sum())
+        firsts = np.repeat(bins.offsets[:-1] - (np.cumsum(passed) - passed), passed)
+        index = np.append(firsts + np.arange(total), bins.dim - 1).astype(np.int64)
+        plays[_grid.BINS_SLOT] = _floor_ons(bins_base._Ainv, bins_base._u, index, np.ones(total + 1),
+                                            _scratch(scratch, "bins", bins_base._Ainv))
+    # The mixture (kons._mixture.Mixture.mix and .update, kons._tracking.SwitchingWeights.apply).
+    for _ in range(2):  # the weights for the play, then for the leader
+        log_p = np.logaddexp.reduce(switching.log_rate_weights[:, None] + switching.log_weights, axis=0)
+        w = np.exp(log_p - log_p.max())
+        w /= w.sum()
+    eta = 1.0 / 18.0
     log_w = np.log(np.maximum(w, 1e-300))
     for y in (-3.0, 3.0):
-        np.logaddexp.reduce(log_w - 0.05 * (plays - y) ** 2)
-    _ = auto._grid.mixture.log_weights - (plays - 0.5) ** 2 / 18.0
+        np.logaddexp.reduce(log_w - eta * (plays - y) ** 2)
+    losses = (plays - 0.5) ** 2 * eta
+    posterior = switching.log_weights - np.where(switching.active, losses, 0.0)
+    evidence = np.logaddexp.reduce(posterior, axis=1)
+    rates = switching.log_rate_weights + evidence
+    _ = rates - np.logaddexp.reduce(rates, axis=-1, keepdims=True)
+    posterior -= evidence[:, None]
+    uniform = np.where(switching.active, -np.log(switching.active.sum()), -np.inf)
+    np.logaddexp(switching._log_keep + posterior, switching._log_share + uniform)
+    kept = getattr(grid, "kept", None)
+    if kept is not None:  # the round's row, in both views, into the ring of kept rounds
+        ring = _scratch(scratch, "kept", kept.rows)
+        ring[0, kept.next], ring[1, kept.next] = views[False], views[True]
+        _scratch(scratch, "kept_rounds", kept.rounds)[kept.next] = 0.5, 0.0, 0.0
 
 
 def child(warmup: int, rounds: int) -> dict[str, Any]:
@@ -102,7 +197,7 @@ def child(warmup: int, rounds: int) -> dict[str, Any]:
     auto = kons.Auto()
     auto.learn_many(X[:warmup], y[:warmup])
     rest_X, rest_y = X[warmup:], y[warmup:]
-    scratch: dict[int, np.ndarray] = {}
+    scratch: dict[Any, np.ndarray] = {}
     _floor_round(auto, rest_X[0], scratch)
     # Alternating blocks (the floor of a block's rows on the state before them, then their rounds), so
     # that both see the same load and the same dictionary sizes.
@@ -119,9 +214,13 @@ def child(warmup: int, rounds: int) -> dict[str, Any]:
         floor, round_ = floor + middle - start, round_ + time.perf_counter() - middle
     floor, round_ = floor / rounds, round_ / rounds
     assert auto._grid is not None  # built by the warm-up
-    sizes = [b.stats()["dictionary_size"] for b in auto._grid.bases if hasattr(b, "max_dictionary")]
+    grid = auto._grid
+    sizes = [b.stats()["dictionary_size"] for b in grid.bases if hasattr(b, "max_dictionary")]
+    # what the last round had alive (the floor covers each): bases, generations' linear models, thresholds
+    alive = [len(grid._members()), len(getattr(grid, "_recent", list)()),
+             int(getattr(grid, "bins_base", None) is not None)]
     return {"kons": kons.__file__, "round_us": round_ * 1e6, "floor_us": floor * 1e6,
-            "dictionary_sizes": sizes}
+            "dictionary_sizes": sizes, "alive": alive}
 
 
 def _run_child(tree: Path, warmup: int, rounds: int) -> dict[str, Any]:
@@ -177,7 +276,9 @@ def main(argv: list[str] | None = None) -> None:
         lines += [
             "",
             f"## {warmup} warm-up rounds (Nystrom dictionaries at the end: "
-            f"{runs['this checkout'][-1]['dictionary_sizes']}, bound 200; load average {average})",
+            f"{runs['this checkout'][-1]['dictionary_sizes']}, bound 200; alive at the end: "
+            "{} bases, {} generations' linear models, {} threshold model; load average {})".format(
+                *runs['this checkout'][-1]['alive'], average),
             "",
             *markdown_table(["code", "round (us)", "floor (us)", "round / floor"], rows),
         ]
