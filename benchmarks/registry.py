@@ -105,6 +105,10 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.hostile --seconds 3 --rounds 6 --sender-nice 19 "
               "--baseline PATH --out benchmarks/results/hostile_fairness.md",
               ("hostile_fairness.md", "hostile.md"), (*_SERVICE, "benchmarks/hostile.py")),
+    Benchmark("What fair sharing costs heavy requests: batch predicts with keys configured against "
+              "single-tenant (README)",
+              "python -m benchmarks.heavy_bodies --requests 400 --out benchmarks/results/heavy_bodies.md",
+              ("heavy_bodies.md",), (*_SERVICE, "benchmarks/heavy_bodies.py")),
     Benchmark("Redis Cluster under real failures, with and without WAIT; the write pause WAIT costs "
               "(README, docs/reliability.md)",
               "python -m benchmarks.cluster_failover --seeds 3 --kills 6 "
