@@ -104,7 +104,7 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
     solves, the packed product and rank-one update, the dots and the step); each generation's linear model
     (``Grid._recent()``: :math:`P x`, the play :math:`x^\top P b`, the Sherman-Morrison outer product
     and the updates of ``b`` and of the sum of the rows); the threshold model (``Grid.bins_base``) on the
-    code of ``x`` (``Grid.bins.code``'s whole-array operations, then ONS's gather on the indices); the
+    code of ``x`` (``Grid.bins.code`` itself, whole-array operations, then ONS's gather on the indices); the
     mixture: the marginal weights over the switching rates (twice, as a round computes them for its play
     and for the leader), Vovk's substitution (the two log-sum-exps), the experts' losses and the
     switching weights' Bayes step and share (the round's exact ufunc calls, on arrays of the state's
@@ -115,7 +115,7 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
     point joining a dictionary (the factor's and KORS's appends, the grown ``A^{-1}``), a restart and its
     replay, and the multinomial round (this floor is the regression round's). The rank-one updates are
     applied, with tiny coefficients, to scratch copies kept in ``scratch`` (so the floor changes no state
-    and its costs are those of the real updates); the thresholds' table is built once into ``scratch``.
+    and its costs are those of the real updates).
 
     Trees: this function runs against the ``kons`` of the checkout it times (``--old``). It needs the
     grid's layout of ``kons/_grid.py`` (``Grid._members``, ``Grid.forms``, ``_form``, the mixture's
@@ -153,16 +153,8 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
         _ = recent.sum + z
     bins, bins_base = getattr(grid, "bins", None), getattr(grid, "bins_base", None)
     if bins is not None and bins_base is not None:
-        if "bins_table" not in scratch:  # the thresholds padded with +inf (QuantileBins' own table)
-            table = np.full((len(bins.edges), max(len(e) for e in bins.edges)), np.inf)
-            for row, edges in zip(table, bins.edges, strict=True):
-                row[:len(edges)] = edges
-            scratch["bins_table"] = table
-        passed = (scratch["bins_table"] < x[:, None]).sum(axis=1)
-        total = int(passed.sum())
-        firsts = np.repeat(bins.offsets[:-1] - (np.cumsum(passed) - passed), passed)
-        index = np.append(firsts + np.arange(total), bins.dim - 1).astype(np.int64)
-        plays[_grid.BINS_SLOT] = _floor_ons(bins_base._Ainv, bins_base._u, index, np.ones(total + 1),
+        code = bins.code(x)  # whole-array operations already: the round's own coding is its floor
+        plays[_grid.BINS_SLOT] = _floor_ons(bins_base._Ainv, bins_base._u, code.indices, code.values,
                                             _scratch(scratch, "bins", bins_base._Ainv))
     # The mixture (kons._mixture.Mixture.mix and .update, kons._tracking.SwitchingWeights.apply).
     for _ in range(2):  # the weights for the play, then for the leader
