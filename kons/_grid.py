@@ -50,11 +50,11 @@ GRID = (
 #: The members of :data:`GRID` restarted at the changes the mixture's detector declares
 #: (Follow-the-Leading-History's idea, Hazan and Seshadhri 2009, with starts at detected changes rather
 #: than at every round): the linear bases of both views at the default step, and the kernel member of
-#: the grid that weighs most at the restart, taken at the default step too (the geometry of the rows,
-#: which picks the view and the width, tends to outlast a change of concept; the small step that wins a
-#: long stationary stretch learns a new concept slowly: on ``benchmarks/drift.py``'s recurring Friedman
-#: stream the heaviest member, at a tenth of the step, restarted had a relative MSE of 0.27 over the 1,000
-#: rounds after the change, the same member at the default step 0.24).
+#: the grid that weighs most under the switching rate 0, taken at the default step too (the geometry of
+#: the rows, which picks the view and the width, tends to outlast a change of concept; the small step that
+#: wins a long stationary stretch learns a new concept slowly: on ``benchmarks/drift.py``'s recurring
+#: Friedman stream the heaviest member, at a tenth of the step, restarted had a relative MSE of 0.27 over
+#: the 1,000 rounds after the change, the same member at the default step 0.24).
 YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
 #: The kernel members restarted: the heaviest ones at the restart.
 YOUNG_KERNELS = 1
@@ -393,8 +393,8 @@ class Grid:
             self.leader, self.leader_since = leader, self.rounds
 
     def _restart(self, span: int) -> None:
-        """Start a generation (:data:`YOUNG_LINEAR`, the heaviest kernel member's view and width at the
-        default step, and the linear model of the rows from now on) in the slots
+        """Start a generation (:data:`YOUNG_LINEAR`, the view and width of the kernel member heaviest under
+        the switching rate 0 at the default step, and the linear model of the rows from now on) in the slots
         :meth:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when the change has just been
         declared, else at :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation
         (fresh copies, held, are no larger than those they replace: the slots' kinds are fixed), so that a
@@ -404,7 +404,10 @@ class Grid:
         g = self._replaced_generation(weights)
         if g is None:
             return
-        heaviest = sorted(_KERNEL_MEMBERS, key=lambda i: -float(weights[i]))
+        # ranked by their weights under the switching rate 0 (their losses since round 1): the geometry
+        # outlasts the concept, and the rates that switch follow whichever member did best lately
+        lasting = self.mixture.switching.log_weights[0]
+        heaviest = sorted(_KERNEL_MEMBERS, key=lambda i: -float(lasting[i]))
         at_default_step = dict.fromkeys(GRID.index((*GRID[i][:3], 1.0)) for i in heaviest)
         members = [*YOUNG_LINEAR, *list(at_default_step)[:YOUNG_KERNELS]]
         generation = _Generation(self.rounds, members, [self.new_base(GRID[i]) for i in members],

@@ -593,10 +593,32 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
         assert np.array_equal(generation.recent.arrays()[name], array), name
     for restarted, base in zip(generation.bases, fresh, strict=True):
         assert restarted.to_bytes() == base.to_bytes()
-    # the kernel copy: the heaviest kernel member's view and width, at the default step
+    # the kernel copy: the view and width of the kernel member heaviest under the rate 0, at the default step
     kernel = GRID[generation.members[-1]]
     assert kernel[1] == "nystrom" and kernel[3] == 1.0
     assert len(_young_slots(g)) == YOUNG_BASES + 1
+
+
+def test_a_generation_s_kernel_copy_is_the_kernel_member_that_leads_under_the_switching_rate_0() -> None:
+    """The kernel copy a restart makes takes the view and width of the kernel member weighing most under
+    the rate 0 (its losses since round 1), not of the one the switching rates make the current leader."""
+    X, y = _stream(0, 60, 0, 60)  # no flip: the weights are set below
+    learner = Auto()
+    learner.learn_many(X, y)
+    grid = learner._grid
+    assert grid is not None
+    lasting, lately = GRID.index(("log", "nystrom", 1.0, 0.1)), GRID.index(("raw", "nystrom", 4.0, 10.0))
+    switching = grid.mixture.switching
+    assert switching.rates[0] == 0.0
+    for rate, leader in ((0, lasting), *((r, lately) for r in range(1, len(RATES)))):
+        switching.log_weights[rate, switching.active] = math.log(0.01)
+        switching.log_weights[rate, leader] = math.log(0.9)
+    switching.log_rate_weights = np.log(np.array([0.01, *[0.99 / (len(RATES) - 1)] * (len(RATES) - 1)]))
+    kernels = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
+    assert max(kernels, key=lambda i: float(grid.mixture.weights()[i])) == lately  # the current leader
+    grid._restart(8)
+    generation = next(generation for generation in grid.young if generation is not None)
+    assert GRID[generation.members[-1]] == ("log", "nystrom", 1.0, 1.0)  # the rate 0's leader, default step
 
 
 def test_a_sparse_auto_replays_its_kept_rows_as_sparse_and_restores_identically() -> None:
