@@ -63,8 +63,8 @@ bases themselves (ONS's matrix, a full Nystrom dictionary) remember the old conc
 * restarted bases: at each declared change, and :data:`RESTART_DELAYS` rounds after it, a generation of
   fresh copies (the linear bases of both views, and the view and width of the kernel member heaviest
   under the switching rate 0, at the default step) and of the Bayesian linear model of the rows since
-  the generation started (:class:`~kons._recent.RecentLinear`, the model a fresh ``auto`` plays in its warm-up, so a new linear
-  concept is fitted within a few rows) enters the mixture, each expert with weight
+  the generation started (:class:`~kons._recent.RecentLinear`, the model a fresh ``auto`` plays in its
+  warm-up, so a new linear concept is fitted within a few rows) enters the mixture, each expert with weight
   :data:`CHANGE_ENTRY_PRIOR` at the change (the switching rates' own weights sit on the rate 0 after a
   long stationary stretch, so they cannot move the weight to the newcomers fast) and
   :data:`ENTRY_PRIOR` at the delayed restarts; :data:`GENERATIONS` generations live at once, a new one
