@@ -30,7 +30,10 @@ within their limits kept about 0.7 of the event loop busy, and a light request w
 steps of every heavy request in progress (the victim's p99 at 3.5-4.5x idle). :class:`HeavyTurns` makes
 requests with a body over 16 KiB take turns once their body is read (``KONS_HEAVY_TURNS`` at once, one
 tenant after another), so that a light request waits behind at most that many (1.7-2.5x idle, measured
-side by side; the heavy requests' throughput fell by 15%).
+side by side; the heavy requests' throughput fell by 15%). Turns alone still gave the heavy requests of
+several tenants most of the loop (with them parsed out of process, 2 ms of the serving process each, 0.85
+of a core: the victim's p99 up to 3.2x idle), so the turns are also paced, all tenants' together, to
+``KONS_HEAVY_BYTES_RATE`` body bytes a second, each counting at least 64 KiB (1.3-2.0x idle side by side).
 """
 
 from __future__ import annotations
@@ -133,57 +136,103 @@ class RefusalPause:
 class HeavyTurns:
     """Turns for heavy requests (a body over a few KiB): at most ``concurrent`` in progress at once in the
     process, the others waiting in turn, one tenant after another (round robin over the tenants waiting,
-    each tenant's own requests in order).
+    each tenant's own requests in order), and all of them together paced to ``bytes_rate`` body bytes a
+    second, each counting at least ``least_bytes`` (in bursts of an eighth of a second's worth).
 
     The event loop serves every request's steps in the order they become ready, so a light request (a
-    victim's predict) waits behind the ready steps of every heavy request in progress; four tenants each
-    posting 60 KiB bodies within their limits kept about 0.7 of the loop busy (the victim's p99: see the
-    module's docstring). With the heavy requests taking turns, a light request waits behind at most
-    ``concurrent`` of them, and the heavy ones share the loop time they get, tenant by tenant.
+    victim's predict) waits behind the ready steps of every heavy request in progress. With the heavy
+    requests taking turns, a light request waits behind at most ``concurrent`` of them, and the heavy ones
+    share the loop time they get, tenant by tenant. The pace bounds that time, whatever the number of
+    tenants: a heavy request costs the serving process up to about 2 ms per 64 KiB of body, so 8 MiB a
+    second of them, each counting at least 64 KiB, is about a quarter of a core (figures in the module's
+    docstring).
     """
 
-    def __init__(self, concurrent: int) -> None:
+    def __init__(self, concurrent: int, bytes_rate: float, least_bytes: int) -> None:
         self.concurrent = concurrent
+        self.bytes_rate = bytes_rate
+        self.least_bytes = least_bytes
+        self.bytes_burst = max(bytes_rate / 8, least_bytes)
+        self._credit = self.bytes_burst
+        self._refilled = time.monotonic()
         self._running = 0
-        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # in round-robin order of tenants
+        # in round-robin order of tenants: each waiting request's future and the bytes it counts
+        self._waiting: dict[str, deque[tuple[asyncio.Future[None], float]]] = {}
+        self._refill_timer: asyncio.TimerHandle | None = None
 
     @contextlib.asynccontextmanager
-    async def turn(self, tenant: str) -> AsyncIterator[None]:
+    async def turn(self, tenant: str, body_bytes: int) -> AsyncIterator[None]:
         """Hold one of the turns for the block, waiting for it in the tenant's turn."""
-        if self._running < self.concurrent and not self._waiting:
+        cost = max(body_bytes, self.least_bytes)
+        if self._running < self.concurrent and not self._waiting and self._paid(cost):
             self._running += 1
         else:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiting.setdefault(tenant, deque()).append(future)
+            self._waiting.setdefault(tenant, deque()).append((future, cost))
+            self._hand_on()
             try:
                 await future
             except asyncio.CancelledError:
                 if future.done() and not future.cancelled():  # the turn came with the cancellation
-                    self._hand_on()
+                    self._release()
                 else:
                     self._forget(tenant, future)
                 raise
         try:
             yield
         finally:
-            self._hand_on()
+            self._release()
+
+    def _paid(self, cost: float) -> bool:
+        """Take ``cost`` bytes from the pace's bucket if it holds them (a cost over its size once it is
+        full, leaving it in debt)."""
+        now = time.monotonic()
+        self._credit = min(self.bytes_burst, self._credit + (now - self._refilled) * self.bytes_rate)
+        self._refilled = now
+        if self._credit < min(cost, self.bytes_burst):
+            return False
+        self._credit -= cost
+        return True
+
+    def _release(self) -> None:
+        self._running -= 1
+        self._hand_on()
 
     def _hand_on(self) -> None:
-        """A turn ends: give it to the first tenant waiting, whose place moves to the end of the round."""
-        while self._waiting:
+        """Give free turns to the tenants waiting, first come first served, each tenant's place moving to
+        the end of the round; when the pace's bucket is short, again once it has refilled."""
+        while self._running < self.concurrent and self._waiting:
             tenant = next(iter(self._waiting))
-            queue = self._waiting.pop(tenant)
-            future = queue.popleft()
+            queue = self._waiting[tenant]
+            future, cost = queue[0]
+            if future.done():  # (cancelled while it waited, its task not yet run to forget it)
+                queue.popleft()
+                if not queue:
+                    del self._waiting[tenant]
+                continue
+            if self._paid(cost):
+                queue.popleft()
+                future.set_result(None)
+                self._running += 1
+            else:
+                if self._refill_timer is None:
+                    wait = (min(cost, self.bytes_burst) - self._credit) / self.bytes_rate
+                    self._refill_timer = asyncio.get_running_loop().call_later(wait, self._refilled_hand_on)
+                return
+            del self._waiting[tenant]
             if queue:
                 self._waiting[tenant] = queue
-            if not future.done():
-                future.set_result(None)
-                return
-        self._running -= 1
+
+    def _refilled_hand_on(self) -> None:
+        self._refill_timer = None
+        self._hand_on()
 
     def _forget(self, tenant: str, future: asyncio.Future[None]) -> None:
         queue = self._waiting.get(tenant)
-        if queue is not None and future in queue:
-            queue.remove(future)
+        if queue is not None:
+            for entry in queue:
+                if entry[0] is future:
+                    queue.remove(entry)
+                    break
             if not queue:
                 del self._waiting[tenant]

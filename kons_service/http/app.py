@@ -23,7 +23,7 @@ from kons_service.http.body import LargeBodies
 from kons_service.http.errors import install_error_handlers
 from kons_service.http.logs import RequestContextMiddleware, stamp_records
 from kons_service.http.openapi import install_openapi, operation_id
-from kons_service.http.parsers import ParserPool
+from kons_service.http.parsers import INLINE_BYTES, ParserPool
 from kons_service.http.routers import learners, ops, rounds, v2
 from kons_service.settings import Settings
 from kons_service.store import Store, StoreUnavailableError
@@ -121,7 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.auth = auth
     app.state.large_bodies = LargeBodies(settings.tenant_large_bodies)
-    app.state.heavy_turns = HeavyTurns(settings.heavy_turns)
+    app.state.heavy_turns = HeavyTurns(settings.heavy_turns, settings.heavy_bytes_rate, INLINE_BYTES)
     app.state.refusals = RefusalPause(settings.refusal_pause_ms / 1000, settings.tenant_large_bodies + 1)
     app.state.parsers = parsers
     app.state.metrics = metrics

@@ -13,7 +13,6 @@ configured, so is a heavy one (over :data:`HEAVY_BYTES`), which also takes turns
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
@@ -94,7 +93,7 @@ class StrictRequest(Request):
     already validated as ``body_type``."""
 
     def __init__(self, scope: Scope, receive: Receive, body_type: Any,
-                 heavy_turn: Callable[[], Awaitable[None]] | None = None) -> None:
+                 heavy_turn: Callable[[int], Awaitable[None]] | None = None) -> None:
         super().__init__(scope, receive)
         self.body_type = body_type
         self._heavy_turn = heavy_turn
@@ -125,7 +124,7 @@ class StrictRequest(Request):
         the parser's queue holds a turn, which bounds the event-loop time of what follows."""
         if self._heavy_turn is not None and size > HEAVY_BYTES and not self._turn_taken:
             self._turn_taken = True
-            await self._heavy_turn()
+            await self._heavy_turn(size)
 
     async def _parsed(self) -> Any:
         body = await self._read()
@@ -155,7 +154,7 @@ class KonsRoute(APIRoute):
         body_type = None if self.body_field is None else self.body_field.field_info.annotation
 
         async def strict_handler(request: Request,
-                                 heavy_turn: Callable[[], Awaitable[None]] | None = None) -> Response:
+                                 heavy_turn: Callable[[int], Awaitable[None]] | None = None) -> Response:
             return await handler(StrictRequest(request.scope, request.receive, body_type, heavy_turn))
 
         # The routes that take a key are those whose dependencies read the Authorization header (health
@@ -182,7 +181,11 @@ class KonsRoute(APIRoute):
                         raise
                 if auth.single_tenant:  # (nobody else to take turns with)
                     return await strict_handler(request)
-                turn = request.app.state.heavy_turns.turn(tenant)
-                return await strict_handler(request, functools.partial(stack.enter_async_context, turn))
+                turns = request.app.state.heavy_turns
+
+                async def heavy_turn(body_bytes: int) -> None:
+                    await stack.enter_async_context(turns.turn(tenant, body_bytes))
+
+                return await strict_handler(request, heavy_turn)
 
         return authenticated_handler

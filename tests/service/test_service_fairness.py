@@ -6,6 +6,7 @@ ones), leaving the other tenants alone; and one batch's work bounded by the lear
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator
 
@@ -158,11 +159,15 @@ async def test_every_refusal_is_paused_once_whatever_its_route(
     assert paused == ["alpha"]
 
 
+#: A pace no test below reaches (a second's worth of bodies of 64 KiB: 2**14 of them).
+UNPACED = float(2**30)
+
+
 async def test_heavy_requests_take_turns_one_tenant_after_another() -> None:
-    turns, order, running, most = HeavyTurns(1), [], [0], [0]
+    turns, order, running, most = HeavyTurns(1, UNPACED, 2**16), [], [0], [0]
 
     async def heavy(tenant: str, name: str) -> None:
-        async with turns.turn(tenant):
+        async with turns.turn(tenant, 20_000):
             order.append(name)
             running[0] += 1
             most[0] = max(most[0], running[0])
@@ -177,12 +182,37 @@ async def test_heavy_requests_take_turns_one_tenant_after_another() -> None:
     assert most == [1]
 
 
+async def test_the_heavy_requests_of_all_tenants_together_are_paced_to_their_byte_rate() -> None:
+    """Four tenants' heavy requests, each free to run at once (four turns): they are granted no faster than
+    the byte rate, each counting at least ``least_bytes``, with a burst of an eighth of a second's worth."""
+    least = 2**16
+    turns = HeavyTurns(4, bytes_rate=10 * least, least_bytes=least)  # a burst of 1.25 requests' worth
+    granted: list[float] = []
+
+    async def heavy(tenant: str) -> None:
+        async with turns.turn(tenant, 1_000):  # counts as 64 KiB
+            granted.append(time.monotonic())
+
+    start = time.monotonic()
+    await asyncio.gather(*(heavy(tenant) for _ in range(2) for tenant in "abcd"))
+    # the first from the burst, then (64 - 16) KiB and six times 64 KiB at 640 KiB a second: 0.675 s at least
+    assert len(granted) == 8 and granted[-1] - start >= 0.65
+    assert all(later - earlier >= 0.09 for earlier, later in itertools.pairwise(granted[1:]))
+    # a body larger than the burst waits for a full bucket, then leaves it in debt
+    await asyncio.sleep(0.2)
+    before = time.monotonic()
+    async with turns.turn("a", 20 * least):
+        pass
+    async with turns.turn("b", least):  # 2 s of debt (20 x 64 KiB at 640 KiB a second) repaid first
+        assert time.monotonic() - before >= 1.9
+
+
 async def test_a_heavy_request_cancelled_while_waiting_or_on_its_turn_passes_the_turn_on() -> None:
-    turns, order = HeavyTurns(1), []
+    turns, order = HeavyTurns(1, UNPACED, 2**16), []
     tasks: dict[str, asyncio.Task[None]] = {}
 
     async def heavy(name: str) -> None:
-        async with turns.turn(name):
+        async with turns.turn(name, 20_000):
             order.append(name)
             await asyncio.sleep(0.01)
         if name == "a":  # c was just given the turn, and has not run yet: cancel it now
@@ -204,10 +234,25 @@ async def test_a_heavy_request_waits_for_its_turn_once_read_and_a_light_one_does
     client = await make_client(api_keys=KEYS, heavy_turns=1)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     heavy = {"x": ROW * 40}  # 4,000 numbers, 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
-    async with client.app.state.heavy_turns.turn("beta"):  # another tenant's heavy request in progress
+    # another tenant's heavy request in progress
+    async with client.app.state.heavy_turns.turn("beta", 20_000):
         waiting = asyncio.create_task(client.post("/v1/learners/m/predict", json=heavy, headers=A))
         light = await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)
         assert light.status_code == 200
         await asyncio.sleep(0.2)
         assert not waiting.done()
     assert (await waiting).status_code == 422
+
+
+async def test_the_heavy_requests_of_two_tenants_share_one_pace(make_client: AppFactory) -> None:
+    """KONS_HEAVY_BYTES_RATE paces the heavy requests of every tenant together: at 256 KiB a second, three
+    tenants' 20 KiB bodies (each counting 64 KiB) after the first wait a quarter of a second each."""
+    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16)
+    for headers in (A, B):
+        assert (await client.put("/v1/learners/m", json=ONS, headers=headers)).status_code == 201
+    heavy = {"x": ROW * 40}  # 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
+    start = time.monotonic()
+    answered = await asyncio.gather(*(client.post("/v1/learners/m/predict", json=heavy, headers=headers)
+                                      for headers in (A, B, A)))
+    assert [response.status_code for response in answered] == [422] * 3
+    assert time.monotonic() - start >= 0.45  # (64 KiB of burst, then two of 64 KiB at 256 KiB a second)
