@@ -61,9 +61,9 @@ bases themselves (ONS's matrix, a full Nystrom dictionary) remember the old conc
   (:class:`~kons._tracking.ErrorChangeDetector`) when the error odds have doubled: a change of concept
   such as SEA's or Agrawal's raises the log loss by less than half, which the first never declares;
 * restarted bases: at each declared change, and :data:`RESTART_DELAYS` rounds after it, a generation of
-  fresh copies (the linear bases of both views, and the view and width of the kernel member heaviest
-  under the switching rate 0, at the default step) and of the Bayesian linear model of the rows since
-  the generation started (:class:`~kons._recent.RecentLinear`, the model a fresh ``auto`` plays in its
+  fresh copies (the linear bases of both views, and the views and widths of the two kernel members
+  heaviest under the switching rate 0, at the default step) and of the Bayesian linear model of the rows
+  since the generation started (:class:`~kons._recent.RecentLinear`, the model a fresh ``auto`` plays in its
   warm-up, so a new linear concept is fitted within a few rows) enters the mixture, each expert with weight
   :data:`CHANGE_ENTRY_PRIOR` at the change (the switching rates' own weights sit on the rate 0 after a
   long stationary stretch, so they cannot move the weight to the newcomers fast) and
@@ -98,7 +98,7 @@ bases themselves (ONS's matrix, a full Nystrom dictionary) remember the old conc
   onset is ``e`` rounds before the true one, the expert also carries ``e`` rounds of the old concept,
   which that bound prices as a comparator started ``e`` rounds early. A false alarm costs the experts
   already there at most :math:`\ln(1/(1 - \text{YOUNG\_SIZE} \cdot \text{CHANGE\_ENTRY\_PRIOR}))/\eta
-  = \ln(1/0.4)/\eta`. Assumptions: the concept is piecewise stationary and a change raises the
+  = \ln(1/0.25)/\eta`. Assumptions: the concept is piecewise stationary and a change raises the
   mixture's loss by a factor (about 2 over the detector's horizon) or, for classes, its error odds (by
   about 2); a gradual change or one that moves the loss less is left to the switching weights and to the
   bases' own learning (for a gradual change the onset found is where the loss's rise began, inside the
@@ -134,7 +134,7 @@ declared (``changes``, ``last_change_round``) and the switching rates' weights.
 A round costs the sum of the bases' rounds: eight Nystrom rounds of bounded size (at most
 :data:`MAX_DICTIONARY` points, O(j d + j^2)), three O(d^2) ONS rounds and one ONS round on the at
 most ``MAX_COLUMNS + 1`` threshold columns (O(d) to code the row, O(c^2) for ``c`` columns), plus,
-after a declared change, at most :data:`GENERATIONS` x (two ONS rounds, one Nystrom round and one
+after a declared change, at most :data:`GENERATIONS` x (two ONS rounds, two Nystrom rounds and one
 O(d^2) round of the linear model), and O(d) to keep the round; the weights cost
 O((len(GRID) + GENERATIONS * YOUNG_SIZE + 1) x len(RATES)). The round that declares a change also replays
 at most :data:`~kons._grid.REPLAY_ROWS` rounds into the new generation (once per change).

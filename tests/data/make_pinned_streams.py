@@ -14,7 +14,9 @@ restarted generation to learn (two more arrays in its state; every play and pred
 its ``auto`` cases once more, deliberately, when the grid gained the linear model on the quantile thresholds
 of the raw features (``kons/_bins.py``: one more expert, so every play of the dense cases after the warm-up
 changes, the sparse cases only their checksums, an empty slot more; the other
-cases unchanged) after ``drift_stationary.md`` showed no loss on stationary data.
+cases unchanged) after ``drift_stationary.md`` showed no loss on stationary data; and the ``auto`` cases'
+final-state checksums once more when a generation began to copy two kernel members (one more slot per
+generation in the mixture's saved weights; every play and prediction the same).
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.

@@ -593,15 +593,17 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
         assert np.array_equal(generation.recent.arrays()[name], array), name
     for restarted, base in zip(generation.bases, fresh, strict=True):
         assert restarted.to_bytes() == base.to_bytes()
-    # the kernel copy: the view and width of the kernel member heaviest under the rate 0, at the default step
-    kernel = GRID[generation.members[-1]]
-    assert kernel[1] == "nystrom" and kernel[3] == 1.0
+    # the kernel copies: the views and widths of the kernel members heaviest under the rate 0, at the
+    # default step
+    kernels = [GRID[i] for i in generation.members[-2:]]
+    assert all(kernel[1] == "nystrom" and kernel[3] == 1.0 for kernel in kernels) and kernels[0] != kernels[1]
     assert len(_young_slots(g)) == YOUNG_BASES + 1
 
 
-def test_a_generation_s_kernel_copy_is_the_kernel_member_that_leads_under_the_switching_rate_0() -> None:
-    """The kernel copy a restart makes takes the view and width of the kernel member weighing most under
-    the rate 0 (its losses since round 1), not of the one the switching rates make the current leader."""
+def test_a_generation_s_kernel_copies_are_the_kernel_members_that_lead_under_the_switching_rate_0() -> None:
+    """The two kernel copies a restart makes take the views and widths of the two kernel members weighing
+    most under the rate 0 (their losses since round 1), not of the one the switching rates make the
+    current leader."""
     X, y = _stream(0, 60, 0, 60)  # no flip: the weights are set below
     learner = Auto()
     learner.learn_many(X, y)
@@ -610,15 +612,19 @@ def test_a_generation_s_kernel_copy_is_the_kernel_member_that_leads_under_the_sw
     lasting, lately = GRID.index(("log", "nystrom", 1.0, 0.1)), GRID.index(("raw", "nystrom", 4.0, 10.0))
     switching = grid.mixture.switching
     assert switching.rates[0] == 0.0
+    runner_up = GRID.index(("raw", "nystrom", 4.0, 0.1))
     for rate, leader in ((0, lasting), *((r, lately) for r in range(1, len(RATES)))):
         switching.log_weights[rate, switching.active] = math.log(0.01)
         switching.log_weights[rate, leader] = math.log(0.9)
+    switching.log_weights[0, runner_up] = math.log(0.05)
     switching.log_rate_weights = np.log(np.array([0.01, *[0.99 / (len(RATES) - 1)] * (len(RATES) - 1)]))
     kernels = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
     assert max(kernels, key=lambda i: float(grid.mixture.weights()[i])) == lately  # the current leader
     grid._restart(8)
     generation = next(generation for generation in grid.young if generation is not None)
-    assert GRID[generation.members[-1]] == ("log", "nystrom", 1.0, 1.0)  # the rate 0's leader, default step
+    # the rate 0's two leaders, in their order, at the default step
+    copies = [GRID[i] for i in generation.members[-2:]]
+    assert copies == [("log", "nystrom", 1.0, 1.0), ("raw", "nystrom", 4.0, 1.0)]
 
 
 def test_a_sparse_auto_replays_its_kept_rows_as_sparse_and_restores_identically() -> None:
