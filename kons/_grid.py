@@ -448,7 +448,8 @@ class Grid:
                                  self.new_recent())
         self._replay(generation, span)
         self.young[g] = generation
-        self.mixture.enter(list(_young_slots(g)),
+        slots = _young_slots(g)  # a generation with fewer copies (held) leaves its last copies' slots empty
+        self.mixture.enter([*slots[:len(members)], slots[YOUNG_BASES]],
                            CHANGE_ENTRY_PRIOR if self.rounds == self.last_change else ENTRY_PRIOR)
         if self.leader in _young_slots(g):
             self.leader_since = self.rounds

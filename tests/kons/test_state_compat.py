@@ -125,3 +125,21 @@ def test_an_auto_blob_with_generations_older_than_their_linear_model_continues_i
     np.testing.assert_array_equal([learner.predict_one(x) for x in saved["X"]], saved["predicted"])
     restored = kons.load(learner.to_bytes())  # saved in the new layout, it loads again
     assert restored.to_bytes() == learner.to_bytes()
+
+
+@pytest.mark.parametrize("case", sorted({key.split("/")[0] for key in TRACKING_SAVED}))
+def test_a_held_auto_restarting_over_a_generation_saved_with_one_kernel_copy_keeps_one(case: str) -> None:
+    # held, a restart replaces a generation copy for copy, so that the learner keeps its size: the one
+    # saved with one kernel copy gets one kernel copy again, its second kernel slot stays empty
+    from kons._grid import YOUNG_LINEAR, _young_slots
+
+    learner = kons.load(TRACKING_SAVED[f"{case}/blob"].tobytes())
+    assert isinstance(learner, kons.Auto) and learner._grid is not None
+    learner.hold_growth(True)
+    grid = learner._grid
+    g = next(k for k, generation in enumerate(grid.young) if generation is not None)
+    grid._restart(1)
+    generation = grid.young[g]
+    assert generation is not None and generation.start == grid.rounds
+    assert len(generation.members) == len(YOUNG_LINEAR) + 1
+    assert not grid.mixture.switching.active[_young_slots(g)[len(generation.members)]]
