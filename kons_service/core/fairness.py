@@ -43,7 +43,7 @@ import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from kons_service.core.errors import TooManyRequestsError
@@ -148,8 +148,10 @@ class HeavyTurns:
     docstring).
     """
 
-    def __init__(self, concurrent: int, bytes_rate: float, least_bytes: int) -> None:
+    def __init__(self, concurrent: int, bytes_rate: float, least_bytes: int,
+                 waited: Callable[[float], None] = lambda seconds: None) -> None:
         self.concurrent = concurrent
+        self.waited = waited  # told how long each turn was waited for
         self.bytes_rate = bytes_rate
         self.least_bytes = least_bytes
         self.bytes_burst = max(bytes_rate / 8, least_bytes)
@@ -166,7 +168,9 @@ class HeavyTurns:
         cost = max(body_bytes, self.least_bytes)
         if self._running < self.concurrent and not self._waiting and self._paid(cost):
             self._running += 1
+            self.waited(0.0)
         else:
+            asked = time.monotonic()
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(tenant, deque()).append((future, cost))
             self._hand_on()
@@ -178,6 +182,7 @@ class HeavyTurns:
                 else:
                     self._forget(tenant, future)
                 raise
+            self.waited(time.monotonic() - asked)
         try:
             yield
         finally:
