@@ -176,8 +176,8 @@ class Settings(BaseSettings):
     heavy_bytes_rate: float = Field(
         8 * 2**20, gt=0, description="Body bytes a second at which the heavy requests (bodies over 16 KiB) "
         "of all tenants together are served, per process, when API keys are configured, each counting at "
-        "least 64 KiB: past it they wait for their turn, so that they take at most about a quarter of a "
-        "core, however many tenants send them.")
+        "least 64 KiB and at most an eighth of this: past it they wait for their turn, so that they take "
+        "at most about a quarter of a core, however many tenants send them.")
     parse_workers: int = Field(
         1, ge=1, description="Processes (per server process) that parse and validate bodies over 64 KiB, "
         "so that a large body never holds the serving process's GIL.")

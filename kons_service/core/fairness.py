@@ -43,7 +43,7 @@ import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from kons_service.core.errors import TooManyRequestsError
@@ -137,7 +137,9 @@ class HeavyTurns:
     """Turns for heavy requests (a body over a few KiB): at most ``concurrent`` in progress at once in the
     process, the others waiting in turn, one tenant after another (round robin over the tenants waiting,
     each tenant's own requests in order), and all of them together paced to ``bytes_rate`` body bytes a
-    second, each counting at least ``least_bytes`` (in bursts of an eighth of a second's worth).
+    second, each counting at least ``least_bytes`` and at most an eighth of a second's worth (the bucket's
+    size: a large body, whose bytes mostly cost the loop before its turn, is read outside the turns and
+    parsed in the parser process, so it does not stop every other tenant's heavy requests for a second).
 
     The event loop serves every request's steps in the order they become ready, so a light request (a
     victim's predict) waits behind the ready steps of every heavy request in progress. With the heavy
@@ -148,8 +150,10 @@ class HeavyTurns:
     docstring).
     """
 
-    def __init__(self, concurrent: int, bytes_rate: float, least_bytes: int) -> None:
+    def __init__(self, concurrent: int, bytes_rate: float, least_bytes: int,
+                 waited: Callable[[float], None] = lambda seconds: None) -> None:
         self.concurrent = concurrent
+        self.waited = waited  # told how long each turn was waited for
         self.bytes_rate = bytes_rate
         self.least_bytes = least_bytes
         self.bytes_burst = max(bytes_rate / 8, least_bytes)
@@ -163,10 +167,12 @@ class HeavyTurns:
     @contextlib.asynccontextmanager
     async def turn(self, tenant: str, body_bytes: int) -> AsyncIterator[None]:
         """Hold one of the turns for the block, waiting for it in the tenant's turn."""
-        cost = max(body_bytes, self.least_bytes)
+        cost = min(max(body_bytes, self.least_bytes), self.bytes_burst)
         if self._running < self.concurrent and not self._waiting and self._paid(cost):
             self._running += 1
+            self.waited(0.0)
         else:
+            asked = time.monotonic()
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(tenant, deque()).append((future, cost))
             self._hand_on()
@@ -178,18 +184,18 @@ class HeavyTurns:
                 else:
                     self._forget(tenant, future)
                 raise
+            self.waited(time.monotonic() - asked)
         try:
             yield
         finally:
             self._release()
 
     def _paid(self, cost: float) -> bool:
-        """Take ``cost`` bytes from the pace's bucket if it holds them (a cost over its size once it is
-        full, leaving it in debt)."""
+        """Take ``cost`` bytes from the pace's bucket if it holds them."""
         now = time.monotonic()
         self._credit = min(self.bytes_burst, self._credit + (now - self._refilled) * self.bytes_rate)
         self._refilled = now
-        if self._credit < min(cost, self.bytes_burst):
+        if self._credit < cost:
             return False
         self._credit -= cost
         return True
@@ -216,7 +222,7 @@ class HeavyTurns:
                 self._running += 1
             else:
                 if self._refill_timer is None:
-                    wait = (min(cost, self.bytes_burst) - self._credit) / self.bytes_rate
+                    wait = (cost - self._credit) / self.bytes_rate
                     self._refill_timer = asyncio.get_running_loop().call_later(wait, self._refilled_hand_on)
                 return
             del self._waiting[tenant]

@@ -142,6 +142,10 @@ class Metrics:
                                  "label, play, id).", registry=r)
         self.snapshot_seconds = Histogram("kons_snapshot_duration_seconds", "Time to write one snapshot.",
                                           registry=r)
+        self.heavy_turn_waits = Histogram("kons_heavy_turn_wait_seconds", "Time requests with a body over "
+                                          "16 KiB waited for their turn once read (KONS_HEAVY_TURNS, "
+                                          "KONS_HEAVY_BYTES_RATE; with API keys configured).",
+                                          buckets=_LATENCY_BUCKETS, registry=r)
         # the cache, per process (summed over live workers)
         self.cached = Gauge("kons_cached_learners", "Learners held in memory.", registry=r,
                             multiprocess_mode="livesum")

@@ -121,7 +121,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.auth = auth
     app.state.large_bodies = LargeBodies(settings.tenant_large_bodies)
-    app.state.heavy_turns = HeavyTurns(settings.heavy_turns, settings.heavy_bytes_rate, INLINE_BYTES)
+    app.state.heavy_turns = HeavyTurns(settings.heavy_turns, settings.heavy_bytes_rate, INLINE_BYTES,
+                                       metrics.heavy_turn_waits.observe)
     app.state.refusals = RefusalPause(settings.refusal_pause_ms / 1000, settings.tenant_large_bodies + 1)
     app.state.parsers = parsers
     app.state.metrics = metrics
