@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from kons._bins import QuantileBins, thresholds_per_feature
+from kons._local import RecentNeighbours
 from kons._mixture import Mixture
 from kons._multinomial import multinomial_rounds, reference_softmax
 from kons._recent import RecentLinear, RecentRounds
@@ -110,10 +111,18 @@ Member = tuple[str, str, float, float]
 #: (:mod:`kons._bins`), after the grid, the constant and the generations of restarted bases (last, so
 #: that a state saved before it existed keeps its slots where they were).
 BINS_SLOT = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
+#: The slot of the k nearest of the last rows (:class:`~kons._local.RecentNeighbours`), after the
+#: quantile thresholds'.
+NEIGHBOURS_SLOT = BINS_SLOT + 1
+#: Rows the local expert keeps, and its neighbours.
+NEIGHBOUR_ROWS = 500
+NEIGHBOURS = 5
 #: The mixture's slots.
-_EXPERTS = BINS_SLOT + 1
+_EXPERTS = NEIGHBOURS_SLOT + 1
 #: The form of the row the linear model of a generation takes: the standardised view with the intercept.
 _RECENT_FORM = (False, True)
+#: The form the local expert takes: the standardised view, dense.
+_NEIGHBOURS_FORM = (False, False)
 _KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
 
 
@@ -288,6 +297,9 @@ class Grid:
         self.bins_base = self.new_bins_base(bins) if bins is not None else None
         if self.bins_base is not None:  # in play from the start, with the grid's prior
             self.mixture.enter([BINS_SLOT], 1.0 / (len(GRID) + 2))
+        self.neighbours = RecentNeighbours(NEIGHBOUR_ROWS, dim, k=NEIGHBOURS,
+                                           clip=TARGET_BOUND if binary else bound)
+        self.mixture.enter([NEIGHBOURS_SLOT], 1.0 / (len(GRID) + 2))
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -373,6 +385,7 @@ class Grid:
             preds[slot] = _guarded(recent.predict, forms[_RECENT_FORM])
         for base, code in self._binned(x):
             preds[BINS_SLOT] = _guarded(base._predict_checked, code)
+        preds[NEIGHBOURS_SLOT] = self.neighbours.predict(forms[_NEIGHBOURS_FORM], self.mixture.binary)
         return self.mixture.mix(preds)
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
@@ -386,6 +399,7 @@ class Grid:
             plays[slot] = _guarded(recent.learn, forms[_RECENT_FORM], t)
         for base, code in self._binned(x):
             plays[BINS_SLOT] = _guarded(base._learn_checked, code, t)
+        plays[NEIGHBOURS_SLOT] = self.neighbours.learn(forms[_NEIGHBOURS_FORM], t, self.mixture.binary)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
@@ -509,6 +523,7 @@ class Grid:
             experts[slot] = _guarded_probabilities(recent.probabilities, self.classes, forms[_RECENT_FORM])
         for base, code in self._binned(x):
             experts[BINS_SLOT] = _guarded_probabilities(_scored, self.classes, base, code)
+        experts[NEIGHBOURS_SLOT] = self.neighbours.probabilities(forms[_NEIGHBOURS_FORM], self.classes)
         return self.mixture.mix_probabilities(experts)
 
     def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
@@ -534,6 +549,7 @@ class Grid:
             experts[slot] = _guarded_probabilities(recent.learn_class, classes, forms[_RECENT_FORM], label)
         for base, code in self._binned(x):
             experts[BINS_SLOT] = _guarded_probabilities(base._learn_class_checked, classes, code, label)
+        experts[NEIGHBOURS_SLOT] = self.neighbours.learn_class(forms[_NEIGHBOURS_FORM], label, classes)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
@@ -561,6 +577,7 @@ class Grid:
             names.append(f"bayesian_linear(raw) of the rows since round {start}"
                          + (" (none: saved before it existed)" if generation.recent is None else ""))
         names.append("ons+intercept(quantile thresholds)" + ("" if self.bins is not None else ", none"))
+        names.append(f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)")
         return names
 
     def stats(self) -> dict[str, Any]:
@@ -585,6 +602,7 @@ class Grid:
         """The mixture's own arrays: its weights, the log view's scaler, the rounds kept and the quantile
         thresholds."""
         return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
+                **self.neighbours.arrays(),
                 **(self.bins.arrays() if self.bins is not None else {})}
 
     def nbytes(self) -> int:
@@ -629,7 +647,8 @@ class Grid:
                 "error_detector": self.errors.state(),
                 "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
                              self.leader_since],
-                "kept": self.kept.scalars()}
+                "kept": self.kept.scalars(),
+                "neighbours": self.neighbours.scalars()}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
@@ -662,6 +681,8 @@ class Grid:
          self.leader_since) = (int(v) for v in scalars["tracking"])
         if "kept" in scalars:  # saved before the rounds were kept: none kept yet
             self.kept.restore(arrays, scalars["kept"])
+        if "neighbours" in scalars:  # saved before the local expert: none kept yet
+            self.neighbours.restore(arrays, scalars["neighbours"])
 
     def _restore_bins(self, arrays: dict[str, np.ndarray]) -> None:
         """The quantile thresholds and their linear model; none in a state saved without them."""

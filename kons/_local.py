@@ -1,0 +1,107 @@
+r"""A local expert of :class:`~kons.Auto`'s mixture: the k nearest of the last rows learnt.
+
+The grid's kernel bases keep a dictionary of :data:`~kons._grid.MAX_DICTIONARY` points that freezes once
+full, so a concept that moves after it filled (a gradual drift of the class centroids, River's
+``RandomRBFDrift``) is followed by the weights on points of the old geometry only. :class:`RecentNeighbours`
+predicts from the ``k`` nearest (Euclidean, on the standardised row) of the last ``capacity`` rows it
+learnt: its memory moves with the stream, at O(capacity d) a round and a state of fixed size (Cover and
+Hart 1967; the window is River's ``LazySearch``).
+
+Its plays are probabilities the mixture weighs by log loss, so the vote fraction is smoothed
+(Laplace's rule: :math:`(n_y + 1) / (k + K)` for ``K`` classes), never 0 or 1; for regression it plays the
+mean target of the neighbours, clipped.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kons.errors import StateFormatError
+from kons.sparse import SparseVector
+
+__all__ = ["RecentNeighbours"]
+
+
+def _dense(x: np.ndarray | SparseVector) -> np.ndarray:
+    return x.to_dense() if isinstance(x, SparseVector) else x
+
+
+class RecentNeighbours:
+    """The ``k`` nearest of the last ``capacity`` rows learnt (a ring of fixed size), with their targets:
+    the standardised target, the label -1/+1, or a class index."""
+
+    def __init__(self, capacity: int, dim: int, *, k: int, clip: float) -> None:
+        self.k = k
+        self.clip = clip
+        self.rows = np.zeros((capacity, dim))
+        self.targets = np.zeros(capacity)
+        self.count = 0
+        self.next = 0
+
+    def _nearest(self, x: np.ndarray) -> np.ndarray:
+        """The targets of the ``k`` nearest kept rows (all kept if fewer)."""
+        kept = self.rows[:self.count]
+        distances = ((kept - x) ** 2).sum(axis=1)
+        if self.count <= self.k:
+            return self.targets[:self.count]
+        nearest: np.ndarray = self.targets[np.argpartition(distances, self.k - 1)[:self.k]]
+        return nearest
+
+    def _add(self, x: np.ndarray, t: float) -> None:
+        self.rows[self.next] = x
+        self.targets[self.next] = t
+        self.next = (self.next + 1) % len(self.targets)
+        self.count = min(self.count + 1, len(self.targets))
+
+    # ----------------------------------------------------------------- one score
+    def predict(self, x: np.ndarray | SparseVector, binary: bool) -> float:
+        """The log-odds of the smoothed vote (``binary``), else the neighbours' mean target, clipped."""
+        targets = self._nearest(_dense(x))
+        if binary:
+            positive = float((targets > 0.0).sum())
+            score = math.log((positive + 1.0) / (len(targets) - positive + 1.0))
+        else:
+            score = float(targets.mean()) if len(targets) else 0.0
+        return min(max(score, -self.clip), self.clip)
+
+    def learn(self, x: np.ndarray | SparseVector, t: float, binary: bool) -> float:
+        dense = _dense(x)
+        played = self.predict(dense, binary)
+        self._add(dense, t)
+        return played
+
+    # ----------------------------------------------------------------- K classes
+    def probabilities(self, x: np.ndarray | SparseVector, classes: int) -> np.ndarray:
+        targets = self._nearest(_dense(x)).astype(int)
+        counts = np.bincount(targets, minlength=classes)[:classes].astype(float)
+        smoothed: np.ndarray = (counts + 1.0) / (len(targets) + classes)
+        return smoothed
+
+    def learn_class(self, x: np.ndarray | SparseVector, label: int, classes: int) -> np.ndarray:
+        dense = _dense(x)
+        played = self.probabilities(dense, classes)
+        self._add(dense, float(label))
+        return played
+
+    # ----------------------------------------------------------------- the state
+    def nbytes(self) -> int:
+        return int(self.rows.nbytes + self.targets.nbytes)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"neighbours_rows": self.rows, "neighbours_targets": self.targets}
+
+    def scalars(self) -> list[int]:
+        return [self.count, self.next]
+
+    def restore(self, arrays: dict[str, np.ndarray], scalars: list[int]) -> None:
+        rows, targets = arrays["neighbours_rows"], arrays["neighbours_targets"]
+        count, position = (int(v) for v in scalars)
+        if (rows.shape != self.rows.shape or targets.shape != self.targets.shape
+                or not 0 <= count <= len(targets) or not 0 <= position < len(targets)):
+            raise StateFormatError("the kept neighbours do not match the grid.")
+        if not (np.isfinite(rows).all() and np.isfinite(targets).all()):
+            raise StateFormatError("the kept neighbours are not finite.")
+        self.rows, self.targets = rows.astype(np.float64), targets.astype(np.float64)
+        self.count, self.next = count, position
