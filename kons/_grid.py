@@ -115,7 +115,7 @@ BINS_SLOT = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
 #: quantile thresholds'.
 NEIGHBOURS_SLOT = BINS_SLOT + 1
 #: Rows the local expert keeps, and its neighbours.
-NEIGHBOUR_ROWS = 500
+NEIGHBOUR_ROWS = 1000
 NEIGHBOURS = 5
 #: The mixture's slots.
 _EXPERTS = NEIGHBOURS_SLOT + 1
