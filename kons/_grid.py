@@ -236,6 +236,16 @@ def _with_kernel_slots(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "mix_active": np.insert(active, insert_at, False)}
 
 
+def _with_neighbours_slot(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The mixture's arrays saved before the local expert with its slot, inactive, at the end (such a
+    learner goes on as it would have, without one); others as they are."""
+    log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
+    if active.shape != (NEIGHBOURS_SLOT,):
+        return arrays
+    return {**arrays, "mix_log_weights": np.insert(log_weights, NEIGHBOURS_SLOT, 0.0, axis=1),
+            "mix_active": np.append(active, False)}
+
+
 def bins_columns(dim: int) -> int:
     """The quantile-threshold view's columns at most (with the constant) for rows of ``dim`` features; 0
     when there is no such view (:func:`~kons._bins.thresholds_per_feature`)."""
@@ -669,7 +679,7 @@ class Grid:
                                    for j, i in enumerate(generation[1:])], self._restored_recent(arrays, g))
                       if generation else None for g, generation in enumerate(young)]
         self._restore_bins(arrays)
-        migrated = _with_kernel_slots(_with_bins_slot(_with_recent_slots(arrays)))
+        migrated = _with_neighbours_slot(_with_kernel_slots(_with_bins_slot(_with_recent_slots(arrays))))
         if not self.mixture.switching.restore(migrated):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])
