@@ -720,6 +720,8 @@ class Grid:
         log_weights = arrays["log_weights"]
         if log_weights.shape != (len(GRID) + 1,):
             raise StateFormatError("the mixture weights do not match the grid.")
+        self.mixture.switching.active[NEIGHBOURS_SLOT] = False  # no local expert: plays as saved
+        self.mixture.switching.log_weights[:, NEIGHBOURS_SLOT] = -np.inf
         self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
         self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
 

@@ -30,7 +30,7 @@ def _dense(x: np.ndarray | SparseVector) -> np.ndarray:
 
 class RecentNeighbours:
     """The ``k`` nearest of the last ``capacity`` rows learnt (a ring of fixed size), with their targets:
-    the standardised target, the label -1/+1, or a class index."""
+    the standardised target or a class index (binary: 0 for the label -1, 1 for +1)."""
 
     def __init__(self, capacity: int, dim: int, *, k: int, clip: float) -> None:
         self.k = k
@@ -60,16 +60,18 @@ class RecentNeighbours:
         """The log-odds of the smoothed vote (``binary``), else the neighbours' mean target, clipped."""
         targets = self._nearest(_dense(x))
         if binary:
-            positive = float((targets > 0.0).sum())
+            positive = float(targets.sum())
             score = math.log((positive + 1.0) / (len(targets) - positive + 1.0))
         else:
             score = float(targets.mean()) if len(targets) else 0.0
         return min(max(score, -self.clip), self.clip)
 
     def learn(self, x: np.ndarray | SparseVector, t: float, binary: bool) -> float:
+        """Play :meth:`predict`, then keep the row; a label -1/+1 kept as the class index 0/1 (a binary
+        learner that meets a third class goes on with :meth:`learn_class` on its kept rows)."""
         dense = _dense(x)
         played = self.predict(dense, binary)
-        self._add(dense, t)
+        self._add(dense, float(t > 0.0) if binary else t)
         return played
 
     # ----------------------------------------------------------------- K classes

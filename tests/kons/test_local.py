@@ -61,3 +61,11 @@ def test_the_local_expert_state_round_trips_and_rejects_a_mismatch() -> None:
     assert restored.predict(x, binary=False) == neighbours.predict(x, binary=False)
     with pytest.raises(StateFormatError):
         RecentNeighbours(6, 3, k=2, clip=3.0).restore(neighbours.arrays(), neighbours.scalars())
+
+
+def test_a_binary_local_expert_goes_on_with_a_third_class() -> None:
+    neighbours = RecentNeighbours(4, 1, k=2, clip=3.0)
+    for x, label in ((0.0, -1.0), (1.0, 1.0), (2.0, 1.0)):
+        neighbours.learn(np.array([x]), label, binary=True)
+    # the nearest of 1.9 are the rows 2 and 1, both +1: class 1 twice
+    np.testing.assert_allclose(neighbours.learn_class(np.array([1.9]), 2, 3), [1 / 5, 3 / 5, 1 / 5])
