@@ -17,6 +17,7 @@ import pytest
 import kons
 import kons._state
 from kons import SparseVector
+from kons._grid import YOUNG_LINEAR, _young_slots
 
 _BLOBS = Path(__file__).parents[1] / "data" / "state_blobs.npz"
 # The cases with sparse input (see CASES in tests/data/make_state_blobs.py).
@@ -131,8 +132,6 @@ def test_an_auto_blob_with_generations_older_than_their_linear_model_continues_i
 def test_a_held_auto_restarting_over_a_generation_saved_with_one_kernel_copy_keeps_one(case: str) -> None:
     # held, a restart replaces a generation copy for copy, so that the learner keeps its size: the one
     # saved with one kernel copy gets one kernel copy again, its second kernel slot stays empty
-    from kons._grid import YOUNG_LINEAR, _young_slots
-
     learner = kons.load(TRACKING_SAVED[f"{case}/blob"].tobytes())
     assert isinstance(learner, kons.Auto) and learner._grid is not None
     learner.hold_growth(True)
