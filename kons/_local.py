@@ -49,9 +49,16 @@ class RecentNeighbours:
         nearest: np.ndarray = self.targets[np.argpartition(distances, self.k - 1)[:self.k]]
         return nearest
 
-    def _add(self, x: np.ndarray, t: float) -> None:
-        self.rows[self.next] = x
-        self.targets[self.next] = t
+    @property
+    def full(self) -> bool:
+        """Whether it holds ``capacity`` rows (the mixture weighs it from then on)."""
+        return self.count == len(self.targets)
+
+    def keep(self, x: np.ndarray | SparseVector, target: float) -> None:
+        """Keep the row ``x`` with its ``target`` (a standardised target or a class index), the oldest kept
+        row leaving once the ring is full."""
+        self.rows[self.next] = _dense(x)
+        self.targets[self.next] = target
         self.next = (self.next + 1) % len(self.targets)
         self.count = min(self.count + 1, len(self.targets))
 
@@ -71,8 +78,13 @@ class RecentNeighbours:
         learner that meets a third class goes on with :meth:`learn_class` on its kept rows)."""
         dense = _dense(x)
         played = self.predict(dense, binary)
-        self._add(dense, float(t > 0.0) if binary else t)
+        self.keep(dense, self.kept_target(t, binary))
         return played
+
+    @staticmethod
+    def kept_target(t: float, binary: bool) -> float:
+        """The target kept for ``t``: a binary label -1/+1 as its class index 0/1, else ``t``."""
+        return float(t > 0.0) if binary else t
 
     # ----------------------------------------------------------------- K classes
     def probabilities(self, x: np.ndarray | SparseVector, classes: int) -> np.ndarray:
@@ -84,7 +96,7 @@ class RecentNeighbours:
     def learn_class(self, x: np.ndarray | SparseVector, label: int, classes: int) -> np.ndarray:
         dense = _dense(x)
         played = self.probabilities(dense, classes)
-        self._add(dense, float(label))
+        self.keep(dense, float(label))
         return played
 
     # ----------------------------------------------------------------- the state
