@@ -121,6 +121,10 @@ NEIGHBOURS_SLOT = BINS_SLOT + 1
 #: error, and german.numer, 1,000 rows, +1.2%, while it played from the first round).
 NEIGHBOUR_ROWS = 1000
 NEIGHBOURS = 5
+#: Features above which there is no local expert (nor on sparse rows): its round costs O(rows x features)
+#: and its state rows x features floats, where a Nystrom base's cost is bounded by its dictionary; and in
+#: many dimensions a Euclidean neighbourhood of the last rows says little (distances concentrate).
+NEIGHBOURS_MAX_DIM = 200
 #: The local expert's prior weight: small (as a delayed generation's, ENTRY_PRIOR), since on stationary
 #: data it rarely leads, and a prior p costs the other experts only ln(1 / (1 - p)) ~ p nats of regret,
 #: it ln(1 / p) ~ 4.6 nats to take the lead where it predicts best (rbf_gradual: 0.0767 overall with
@@ -317,8 +321,9 @@ class Grid:
         self.bins_base = self.new_bins_base(bins) if bins is not None else None
         if self.bins_base is not None:  # in play from the start, with the grid's prior
             self.mixture.enter([BINS_SLOT], 1.0 / (len(GRID) + 2))
-        self.neighbours = RecentNeighbours(NEIGHBOUR_ROWS, dim, k=NEIGHBOURS,
-                                           clip=TARGET_BOUND if binary else bound)
+        self.neighbours = (RecentNeighbours(NEIGHBOUR_ROWS, dim, k=NEIGHBOURS,
+                                            clip=TARGET_BOUND if binary else bound)
+                           if not log_scaler.sparse and dim <= NEIGHBOURS_MAX_DIM else None)
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -355,8 +360,10 @@ class Grid:
         return self.neighbours if self.mixture.switching.active[NEIGHBOURS_SLOT] else None
 
     def _keep_asleep(self, form: np.ndarray | SparseVector, target: float) -> None:
-        """A round of the local expert while it sleeps: it keeps the row, and enters the mixture (from the
-        next round on) once its window is full."""
+        """A round of the local expert (if there is one) while it sleeps: it keeps the row, and enters the
+        mixture (from the next round on) once its window is full."""
+        if self.neighbours is None:
+            return
         self.neighbours.keep(form, target)
         if self.neighbours.full:
             self.mixture.enter([NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR)
@@ -617,7 +624,8 @@ class Grid:
             names.append(f"bayesian_linear(raw) of the rows since round {start}"
                          + (" (none: saved before it existed)" if generation.recent is None else ""))
         names.append("ons+intercept(quantile thresholds)" + ("" if self.bins is not None else ", none"))
-        names.append(f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)")
+        names.append(f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)"
+                     + ("" if self.neighbours is not None else ", none"))
         return names
 
     def stats(self) -> dict[str, Any]:
@@ -642,7 +650,7 @@ class Grid:
         """The mixture's own arrays: its weights, the log view's scaler, the rounds kept and the quantile
         thresholds."""
         return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
-                **self.neighbours.arrays(),
+                **(self.neighbours.arrays() if self.neighbours is not None else {}),
                 **(self.bins.arrays() if self.bins is not None else {})}
 
     def nbytes(self) -> int:
@@ -688,7 +696,7 @@ class Grid:
                 "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
                              self.leader_since],
                 "kept": self.kept.scalars(),
-                "neighbours": self.neighbours.scalars()}
+                **({"neighbours": self.neighbours.scalars()} if self.neighbours is not None else {})}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
@@ -721,9 +729,17 @@ class Grid:
          self.leader_since) = (int(v) for v in scalars["tracking"])
         if "kept" in scalars:  # saved before the rounds were kept: none kept yet
             self.kept.restore(arrays, scalars["kept"])
-        if "neighbours" in scalars:  # saved before the local expert: none kept yet
+        self._restore_neighbours(arrays, scalars)
+
+    def _restore_neighbours(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        """The local expert's window (none kept yet in a state saved before it existed); it plays only
+        if it exists and its window is full."""
+        if "neighbours" in scalars:
+            if self.neighbours is None:
+                raise StateFormatError("the kept neighbours do not match the grid.")
             self.neighbours.restore(arrays, scalars["neighbours"])
-        if self.mixture.switching.active[NEIGHBOURS_SLOT] and not self.neighbours.full:
+        if self.mixture.switching.active[NEIGHBOURS_SLOT] and (self.neighbours is None
+                                                             or not self.neighbours.full):
             raise StateFormatError("the local expert plays before its window is full.")
 
     def _restore_bins(self, arrays: dict[str, np.ndarray]) -> None:

@@ -7,6 +7,10 @@ import math
 import numpy as np
 import pytest
 
+import kons
+import kons._grid
+import kons._state
+from kons._grid import NEIGHBOUR_ROWS, NEIGHBOURS_MAX_DIM, NEIGHBOURS_PRIOR, NEIGHBOURS_SLOT, Grid
 from kons._local import RecentNeighbours
 from kons.errors import StateFormatError
 
@@ -69,3 +73,86 @@ def test_a_binary_local_expert_goes_on_with_a_third_class() -> None:
         neighbours.learn(np.array([x]), label, binary=True)
     # the nearest of 1.9 are the rows 2 and 1, both +1: class 1 twice
     np.testing.assert_allclose(neighbours.learn_class(np.array([1.9]), 2, 3), [1 / 5, 3 / 5, 1 / 5])
+
+
+def _stream(rows: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, dim))
+    return X, np.sin(2.0 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=rows)
+
+
+def _grid(learner: kons.Auto) -> Grid:
+    assert learner._grid is not None
+    return learner._grid
+
+
+def test_the_local_expert_sleeps_until_its_window_is_full_then_enters_at_its_prior(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = _stream(NEIGHBOUR_ROWS + 40, 3, 5)
+    learner = kons.Auto()
+    without = kons.Auto()
+    played, played_without = [], []
+    entered = None
+    for r, (x, t) in enumerate(zip(X, y, strict=True)):
+        with monkeypatch.context() as patched:  # the same learner with no local expert
+            patched.setattr(kons._grid, "NEIGHBOURS_MAX_DIM", 0)
+            played_without.append(without.learn_one(x, float(t)))
+        played.append(learner.learn_one(x, float(t)))
+        if learner._grid is None:  # warming up
+            continue
+        grid = _grid(learner)
+        assert grid.neighbours is not None and _grid(without).neighbours is None
+        if entered is None and grid.mixture.switching.active[NEIGHBOURS_SLOT]:
+            entered = r
+            # in at its prior under every rate, the others keeping their proportions of the rest
+            assert grid.neighbours.full and grid.neighbours.count == NEIGHBOUR_ROWS
+            weights = np.exp(grid.mixture.switching.log_weights)
+            np.testing.assert_allclose(weights[:, NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR, rtol=1e-12)
+            np.testing.assert_allclose(np.delete(weights, NEIGHBOURS_SLOT, axis=1).sum(axis=1),
+                                       1.0 - NEIGHBOURS_PRIOR, rtol=1e-12)
+        elif entered is None:
+            assert grid.mixture.weights()[NEIGHBOURS_SLOT] == 0.0
+    # every row from the first (the warm-up's replayed) filled its window: in after the 1,000th row
+    assert entered == NEIGHBOUR_ROWS - 1
+    # asleep it changed nothing: the plays are those of a learner without it, bit for bit, until it plays
+    assert played[:NEIGHBOUR_ROWS] == played_without[:NEIGHBOUR_ROWS]
+    assert played[NEIGHBOUR_ROWS:] != played_without[NEIGHBOUR_ROWS:]
+    assert any("nearest" in name for name in learner.stats()["weights"])
+
+
+def test_a_state_saved_while_the_local_expert_sleeps_goes_on_identically() -> None:
+    X, y = _stream(NEIGHBOUR_ROWS + 20, 3, 6)
+    learner = kons.Auto()
+    for x, t in zip(X[:NEIGHBOUR_ROWS - 10], y[:NEIGHBOUR_ROWS - 10], strict=True):
+        learner.learn_one(x, float(t))
+    restored = kons.load(learner.to_bytes())
+    rest = list(zip(X[NEIGHBOUR_ROWS - 10:], y[NEIGHBOUR_ROWS - 10:], strict=True))
+    assert ([learner.learn_one(x, float(t)) for x, t in rest]
+            == [restored.learn_one(x, float(t)) for x, t in rest])
+    assert restored.to_bytes() == learner.to_bytes()
+
+
+def test_a_state_whose_local_expert_plays_before_its_window_is_full_is_refused() -> None:
+    X, y = _stream(100, 3, 7)
+    learner = kons.Auto()
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, float(t))
+    _grid(learner).mixture.enter([NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR)
+    with pytest.raises(StateFormatError, match="before its window is full"):
+        kons.load(learner.to_bytes())
+
+
+@pytest.mark.parametrize(("dim", "sparse", "has_one"), [(NEIGHBOURS_MAX_DIM, False, True),
+                                                        (NEIGHBOURS_MAX_DIM + 1, False, False),
+                                                        (5, True, False)])
+def test_no_local_expert_on_sparse_or_wide_rows(dim: int, sparse: bool, has_one: bool) -> None:
+    rng = np.random.default_rng(8)
+    learner = kons.Auto()
+    for _ in range(40):  # past the warm-up
+        x = rng.normal(size=dim) * (rng.random(dim) < 0.5)
+        learner.learn_one(kons.SparseVector.from_dense(x) if sparse else x, float(rng.normal()))
+    grid = _grid(learner)
+    assert (grid.neighbours is not None) == has_one
+    assert ("neighbours_rows" in kons._state.decode(learner.to_bytes())[1]) == has_one
+    assert grid.names()[NEIGHBOURS_SLOT].endswith(", none") != has_one
+    assert kons.load(learner.to_bytes()).to_bytes() == learner.to_bytes()
