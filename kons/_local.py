@@ -9,7 +9,8 @@ Hart 1967; the window is River's ``LazySearch``).
 
 Its plays are probabilities the mixture weighs by log loss, so the vote fraction is smoothed
 (Laplace's rule: :math:`(n_y + 1) / (k + K)` for ``K`` classes), never 0 or 1; for regression it plays the
-mean target of the neighbours, clipped.
+mean target of the neighbours, clipped. The grid (:mod:`kons._grid`) weighs it only once it holds
+:data:`~kons._grid.NEIGHBOURS_WAKE_ROWS` rows, and keeps none on sparse or wide rows.
 """
 
 from __future__ import annotations
@@ -48,11 +49,6 @@ class RecentNeighbours:
             return self.targets[:self.count]
         nearest: np.ndarray = self.targets[np.argpartition(distances, self.k - 1)[:self.k]]
         return nearest
-
-    @property
-    def full(self) -> bool:
-        """Whether it holds ``capacity`` rows (the mixture weighs it from then on)."""
-        return self.count == len(self.targets)
 
     def keep(self, x: np.ndarray | SparseVector, target: float) -> None:
         """Keep the row ``x`` with its ``target`` (a standardised target or a class index), the oldest kept

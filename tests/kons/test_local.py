@@ -10,7 +10,14 @@ import pytest
 import kons
 import kons._grid
 import kons._state
-from kons._grid import NEIGHBOUR_ROWS, NEIGHBOURS_MAX_DIM, NEIGHBOURS_PRIOR, NEIGHBOURS_SLOT, Grid
+from kons._grid import (
+    NEIGHBOUR_ROWS,
+    NEIGHBOURS_MAX_DIM,
+    NEIGHBOURS_PRIOR,
+    NEIGHBOURS_SLOT,
+    NEIGHBOURS_WAKE_ROWS,
+    Grid,
+)
 from kons._local import RecentNeighbours
 from kons.errors import StateFormatError
 
@@ -86,9 +93,9 @@ def _grid(learner: kons.Auto) -> Grid:
     return learner._grid
 
 
-def test_the_local_expert_sleeps_until_its_window_is_full_then_enters_at_its_prior(
+def test_the_local_expert_sleeps_until_it_holds_enough_rows_then_enters_at_its_prior(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    X, y = _stream(NEIGHBOUR_ROWS + 40, 3, 5)
+    X, y = _stream(NEIGHBOURS_WAKE_ROWS + 40, 3, 5)
     learner = kons.Auto()
     without = kons.Auto()
     played, played_without = [], []
@@ -105,40 +112,41 @@ def test_the_local_expert_sleeps_until_its_window_is_full_then_enters_at_its_pri
         if entered is None and grid.mixture.switching.active[NEIGHBOURS_SLOT]:
             entered = r
             # in at its prior under every rate, the others keeping their proportions of the rest
-            assert grid.neighbours.full and grid.neighbours.count == NEIGHBOUR_ROWS
+            assert grid.neighbours.count == NEIGHBOURS_WAKE_ROWS
             weights = np.exp(grid.mixture.switching.log_weights)
             np.testing.assert_allclose(weights[:, NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR, rtol=1e-12)
             np.testing.assert_allclose(np.delete(weights, NEIGHBOURS_SLOT, axis=1).sum(axis=1),
                                        1.0 - NEIGHBOURS_PRIOR, rtol=1e-12)
         elif entered is None:
             assert grid.mixture.weights()[NEIGHBOURS_SLOT] == 0.0
-    # every row from the first (the warm-up's replayed) filled its window: in after the 1,000th row
-    assert entered == NEIGHBOUR_ROWS - 1
+    # it keeps every row from the first (the warm-up's, replayed): in after the 200th row
+    assert entered == NEIGHBOURS_WAKE_ROWS - 1
     # asleep it changed nothing: the plays are those of a learner without it, bit for bit, until it plays
-    assert played[:NEIGHBOUR_ROWS] == played_without[:NEIGHBOUR_ROWS]
-    assert played[NEIGHBOUR_ROWS:] != played_without[NEIGHBOUR_ROWS:]
+    assert played[:NEIGHBOURS_WAKE_ROWS] == played_without[:NEIGHBOURS_WAKE_ROWS]
+    assert played[NEIGHBOURS_WAKE_ROWS:] != played_without[NEIGHBOURS_WAKE_ROWS:]
     assert any("nearest" in name for name in learner.stats()["weights"])
 
 
 def test_a_state_saved_while_the_local_expert_sleeps_goes_on_identically() -> None:
     X, y = _stream(NEIGHBOUR_ROWS + 20, 3, 6)
     learner = kons.Auto()
-    for x, t in zip(X[:NEIGHBOUR_ROWS - 10], y[:NEIGHBOUR_ROWS - 10], strict=True):
+    for x, t in zip(X[:NEIGHBOURS_WAKE_ROWS - 10], y[:NEIGHBOURS_WAKE_ROWS - 10], strict=True):
         learner.learn_one(x, float(t))
     restored = kons.load(learner.to_bytes())
-    rest = list(zip(X[NEIGHBOUR_ROWS - 10:], y[NEIGHBOUR_ROWS - 10:], strict=True))
+    # it wakes, then its ring turns over, the same in both
+    rest = list(zip(X[NEIGHBOURS_WAKE_ROWS - 10:], y[NEIGHBOURS_WAKE_ROWS - 10:], strict=True))
     assert ([learner.learn_one(x, float(t)) for x, t in rest]
             == [restored.learn_one(x, float(t)) for x, t in rest])
     assert restored.to_bytes() == learner.to_bytes()
 
 
-def test_a_state_whose_local_expert_plays_before_its_window_is_full_is_refused() -> None:
+def test_a_state_whose_local_expert_plays_before_it_holds_enough_rows_is_refused() -> None:
     X, y = _stream(100, 3, 7)
     learner = kons.Auto()
     for x, t in zip(X, y, strict=True):
         learner.learn_one(x, float(t))
     _grid(learner).mixture.enter([NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR)
-    with pytest.raises(StateFormatError, match="before its window is full"):
+    with pytest.raises(StateFormatError, match="before it holds enough rows"):
         kons.load(learner.to_bytes())
 
 
