@@ -29,6 +29,10 @@ def _dense(x: np.ndarray | SparseVector) -> np.ndarray:
     return x.to_dense() if isinstance(x, SparseVector) else x
 
 
+def _squared_norm(row: np.ndarray) -> float:
+    return float(row @ row)
+
+
 class RecentNeighbours:
     """The ``k`` nearest of the last ``capacity`` rows learnt (a ring of fixed size), with their targets:
     the standardised target or a class index (binary: 0 for the label -1, 1 for +1)."""
@@ -38,22 +42,25 @@ class RecentNeighbours:
         self.clip = clip
         self.rows = np.zeros((capacity, dim))
         self.targets = np.zeros(capacity)
+        self.squared_norms = np.zeros(capacity)  # of the kept rows (not saved: computed from them)
         self.count = 0
         self.next = 0
 
     def _nearest(self, x: np.ndarray) -> np.ndarray:
         """The targets of the ``k`` nearest kept rows (all kept if fewer)."""
-        kept = self.rows[:self.count]
-        distances = ((kept - x) ** 2).sum(axis=1)
         if self.count <= self.k:
             return self.targets[:self.count]
-        nearest: np.ndarray = self.targets[np.argpartition(distances, self.k - 1)[:self.k]]
+        # |r - x|^2 = |r|^2 - 2 r.x + |x|^2, ranked without the constant |x|^2: one matrix-vector product,
+        # where the differences' (rows, d) temporary cost 3 to 5 times as much at d = 10 to 400
+        ranked = self.squared_norms[:self.count] - 2.0 * (self.rows[:self.count] @ x)
+        nearest: np.ndarray = self.targets[np.argpartition(ranked, self.k - 1)[:self.k]]
         return nearest
 
     def keep(self, x: np.ndarray | SparseVector, target: float) -> None:
         """Keep the row ``x`` with its ``target`` (a standardised target or a class index), the oldest kept
         row leaving once the ring is full."""
         self.rows[self.next] = _dense(x)
+        self.squared_norms[self.next] = _squared_norm(self.rows[self.next])
         self.targets[self.next] = target
         self.next = (self.next + 1) % len(self.targets)
         self.count = min(self.count + 1, len(self.targets))
@@ -96,9 +103,6 @@ class RecentNeighbours:
         return played
 
     # ----------------------------------------------------------------- the state
-    def nbytes(self) -> int:
-        return int(self.rows.nbytes + self.targets.nbytes)
-
     def arrays(self) -> dict[str, np.ndarray]:
         return {"neighbours_rows": self.rows, "neighbours_targets": self.targets}
 
@@ -114,4 +118,5 @@ class RecentNeighbours:
         if not (np.isfinite(rows).all() and np.isfinite(targets).all()):
             raise StateFormatError("the kept neighbours are not finite.")
         self.rows, self.targets = rows.astype(np.float64), targets.astype(np.float64)
+        self.squared_norms = np.array([_squared_norm(row) for row in self.rows])  # as keep computed them
         self.count, self.next = count, position
