@@ -17,11 +17,11 @@ changes, the sparse cases only their checksums, an empty slot more; the other
 cases unchanged) after ``drift_stationary.md`` showed no loss on stationary data; and the ``auto`` cases'
 final-state checksums once more when a generation began to copy two kernel members (one more slot per
 generation in the mixture's saved weights; every play and prediction the same); and the ``auto`` cases
-once more when the grid gained its local expert (``kons/_local.py``: asleep, its slot empty, until it holds
-1,000 rows, more than these streams have; none on sparse rows): the dense cases' window in their state,
-and 44 of the 240 plays of each dense case moved in their last bits (at most 8e-15 of the play: the
-mixture's sums and products run over one more slot, an empty one; the predictions the same), the sparse
-cases only their checksums (one more empty slot in the saved weights).
+once more, deliberately, when the grid gained its local expert (``kons/_local.py``: asleep, its slot
+empty, until it holds 200 rows; none on sparse rows): the dense cases' plays from round 200 on and their
+predictions changed (before round 200 some moved in their last bits, at most 8e-15 of the play: the
+mixture's sums run over one more slot, an empty one), the sparse cases only their checksums (one more
+empty slot in the saved weights), after ``drift_stationary.md`` showed no loss on stationary data.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
