@@ -300,9 +300,9 @@ async def test_a_heavy_request_that_would_wait_too_long_gets_429(make_client: Ap
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     heavy = {"x": ROW * 40}  # 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
     answered = await asyncio.gather(*(client.post("/v1/learners/m/predict", json=heavy, headers=A)
-                                      for _ in range(8)))
+                                      for _ in range(12)))
     statuses = [response.status_code for response in answered]
-    assert set(statuses) == {422, 429} and statuses.count(422) <= 4, statuses
+    assert set(statuses) == {422, 429}, statuses  # (3 of them in their turn if they all arrive at once)
     assert all(_limited(response) >= 1 for response in answered if response.status_code == 429)
     metrics = (await client.get("/metrics", headers=A)).text
     assert value(metrics, "kons_heavy_turns_refused_total") == statuses.count(429)
