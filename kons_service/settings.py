@@ -178,6 +178,10 @@ class Settings(BaseSettings):
         "of all tenants together are served, per process, when API keys are configured, each counting at "
         "least 64 KiB and at most an eighth of this: past it they wait for their turn, so that they take "
         "at most about a quarter of a core, however many tenants send them.")
+    heavy_turn_max_wait_seconds: float = Field(
+        10.0, gt=0, description="Longest a heavy request (a body over 16 KiB) may expect to wait for its "
+        "turn at heavy_bytes_rate, estimated from the bodies waiting ahead of it in the round of tenants; "
+        "one that would wait longer is answered 429 with Retry-After at once instead of queued.")
     parse_workers: int = Field(
         1, ge=1, description="Processes (per server process) that parse and validate bodies over 64 KiB, "
         "so that a large body never holds the serving process's GIL.")

@@ -33,7 +33,10 @@ tenant after another), so that a light request waits behind at most that many (1
 side by side; the heavy requests' throughput fell by 15%). Turns alone still gave the heavy requests of
 several tenants most of the loop (with them parsed out of process, 2 ms of the serving process each, 0.85
 of a core: the victim's p99 up to 3.2x idle), so the turns are also paced, all tenants' together, to
-``KONS_HEAVY_BYTES_RATE`` body bytes a second, each counting at least 64 KiB (1.3-2.0x idle side by side).
+``KONS_HEAVY_BYTES_RATE`` body bytes a second, each counting at least 64 KiB (0.9-2.5x idle per round,
+pooled 1.3x: ``benchmarks/results/hostile_fairness.md``, its 60 KiB phase). A heavy request whose turn would
+come later than ``KONS_HEAVY_TURN_MAX_WAIT_SECONDS``, at that pace, is answered 429 at once rather than
+queued for ever.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kons_service.core.errors import TooManyRequestsError
 from kons_service.settings import Settings
@@ -53,11 +56,36 @@ __all__ = ["HeavyTurns", "RefusalPause", "TenantLimiter"]
 
 
 @dataclass(slots=True)
+class _TokenBucket:
+    """``level`` tokens, refilled at ``rate`` a second up to ``burst``; a take may leave it in debt (below
+    zero), which the refills pay off first."""
+
+    rate: float
+    burst: float
+    level: float
+    refilled_at: float
+
+    @classmethod
+    def full(cls, rate: float, burst: float, now: float) -> _TokenBucket:
+        return cls(rate, burst, burst, now)
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.burst, self.level + (now - self.refilled_at) * self.rate)
+        self.refilled_at = now
+
+    def take(self, cost: float) -> None:
+        self.level -= cost
+
+    def wait_for(self, cost: float) -> float:
+        """Seconds until the bucket holds ``cost`` (0 if it does), as of its last refill."""
+        return max(0.0, (cost - self.level) / self.rate)
+
+
+@dataclass(slots=True)
 class _Tenant:
-    requests: float
-    body_bytes: float
-    work: float
-    refilled: float
+    requests: _TokenBucket
+    body_bytes: _TokenBucket
+    work: _TokenBucket
     in_flight: int = 0
 
 
@@ -79,15 +107,16 @@ class TenantLimiter:
             raise TooManyRequestsError(
                 f"At most {self.concurrency} requests per tenant may be in flight (KONS_TENANT_CONCURRENCY); "
                 "retry when one is answered.")
-        wait = max((1 - state.requests) / self.rate, (min(body_bytes, self.bytes_burst) - state.body_bytes)
-                   / self.bytes_rate, -state.work / self.work_rate)
+        # (a body larger than the bucket waits for a full bucket, then leaves it in debt)
+        wait = max(state.requests.wait_for(1), state.body_bytes.wait_for(min(body_bytes, self.bytes_burst)),
+                   state.work.wait_for(0))
         if wait > 0:
             raise TooManyRequestsError(
                 f"Tenant {tenant!r} is over its rate ({self.rate:g} requests, {self.bytes_rate:g} body bytes "
                 f"and {self.work_rate:g} bytes of learner work a second: KONS_TENANT_RATE, "
                 "KONS_TENANT_BYTES_RATE, KONS_TENANT_WORK_RATE); retry later.", retry_after=math.ceil(wait))
-        state.requests -= 1
-        state.body_bytes -= body_bytes
+        state.requests.take(1)
+        state.body_bytes.take(body_bytes)
         state.in_flight += 1
         try:
             yield
@@ -96,17 +125,18 @@ class TenantLimiter:
 
     def charge_work(self, tenant: str, work: int) -> None:
         """The tenant's batch just did ``work`` (rows x state bytes): its next requests wait it off."""
-        self._refilled(tenant).work -= work
+        self._refilled(tenant).work.take(work)
 
     def _refilled(self, tenant: str) -> _Tenant:
         now = time.monotonic()
         state = self._tenants.get(tenant)
         if state is None:
-            state = self._tenants[tenant] = _Tenant(self.burst, self.bytes_burst, self.work_burst, now)
-        elapsed, state.refilled = now - state.refilled, now
-        state.requests = min(self.burst, state.requests + elapsed * self.rate)
-        state.body_bytes = min(self.bytes_burst, state.body_bytes + elapsed * self.bytes_rate)
-        state.work = min(self.work_burst, state.work + elapsed * self.work_rate)
+            state = self._tenants[tenant] = _Tenant(
+                _TokenBucket.full(self.rate, self.burst, now),
+                _TokenBucket.full(self.bytes_rate, self.bytes_burst, now),
+                _TokenBucket.full(self.work_rate, self.work_burst, now))
+        for bucket in (state.requests, state.body_bytes, state.work):
+            bucket.refill(now)
         return state
 
 
@@ -133,6 +163,22 @@ class RefusalPause:
                 del self._pausing[tenant]
 
 
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    future: asyncio.Future[None]
+    cost: float
+
+
+@dataclass(slots=True, eq=False)
+class _TenantQueue:
+    """One tenant's heavy requests waiting, in order. A cancelled one stays until it comes first (and is
+    then skipped), so that a cancellation costs O(1); ``live`` and ``live_bytes`` count the others."""
+
+    waiters: deque[_Waiter] = field(default_factory=deque)
+    live: int = 0
+    live_bytes: float = 0.0
+
+
 class HeavyTurns:
     """Turns for heavy requests (a body over a few KiB): at most ``concurrent`` in progress at once in the
     process, the others waiting in turn, one tenant after another (round robin over the tenants waiting,
@@ -140,6 +186,9 @@ class HeavyTurns:
     second, each counting at least ``least_bytes`` and at most an eighth of a second's worth (the bucket's
     size: a large body, whose bytes mostly cost the loop before its turn, is read outside the turns and
     parsed in the parser process, so it does not stop every other tenant's heavy requests for a second).
+    A request whose turn would come, at that pace, more than ``max_wait`` seconds from now is refused
+    (429, ``refused`` is told) instead of queued: the pace is a bound, and a queue growing faster than it
+    would otherwise make every heavy request wait without end.
 
     The event loop serves every request's steps in the order they become ready, so a light request (a
     victim's predict) waits behind the ready steps of every heavy request in progress. With the heavy
@@ -150,39 +199,45 @@ class HeavyTurns:
     docstring).
     """
 
-    def __init__(self, concurrent: int, bytes_rate: float, least_bytes: int,
-                 waited: Callable[[float], None] = lambda seconds: None) -> None:
+    def __init__(self, concurrent: int, bytes_rate: float, least_bytes: int, max_wait: float = math.inf,
+                 waited: Callable[[float], None] = lambda seconds: None,
+                 refused: Callable[[], None] = lambda: None) -> None:
         self.concurrent = concurrent
+        self.max_wait = max_wait
         self.waited = waited  # told how long each turn was waited for
+        self.refused = refused  # told of each request refused for waiting longer than max_wait
         self.bytes_rate = bytes_rate
         self.least_bytes = least_bytes
         self.bytes_burst = max(bytes_rate / 8, least_bytes)
-        self._credit = self.bytes_burst
-        self._refilled = time.monotonic()
+        self._pace = _TokenBucket.full(bytes_rate, self.bytes_burst, time.monotonic())
         self._running = 0
-        # in round-robin order of tenants: each waiting request's future and the bytes it counts
-        self._waiting: dict[str, deque[tuple[asyncio.Future[None], float]]] = {}
+        self._waiting: dict[str, _TenantQueue] = {}  # in round-robin order of the tenants
         self._refill_timer: asyncio.TimerHandle | None = None
 
     @contextlib.asynccontextmanager
     async def turn(self, tenant: str, body_bytes: int) -> AsyncIterator[None]:
-        """Hold one of the turns for the block, waiting for it in the tenant's turn."""
+        """Hold one of the turns for the block, waiting for it in the tenant's turn; raise 429 if that wait
+        would be longer than ``max_wait``."""
         cost = min(max(body_bytes, self.least_bytes), self.bytes_burst)
-        if self._running < self.concurrent and not self._waiting and self._paid(cost):
-            self._running += 1
+        if not self._waiting and self._granted(cost):
             self.waited(0.0)
         else:
+            self._refuse_a_long_wait(tenant, cost)
             asked = time.monotonic()
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiting.setdefault(tenant, deque()).append((future, cost))
+            queue = self._waiting.setdefault(tenant, _TenantQueue())
+            waiter = _Waiter(asyncio.get_running_loop().create_future(), cost)
+            queue.waiters.append(waiter)
+            queue.live += 1
+            queue.live_bytes += cost
             self._hand_on()
             try:
-                await future
+                await waiter.future
             except asyncio.CancelledError:
-                if future.done() and not future.cancelled():  # the turn came with the cancellation
+                if waiter.future.done() and not waiter.future.cancelled():  # the turn came with it
                     self._release()
                 else:
-                    self._forget(tenant, future)
+                    waiter.future.cancel()  # (if it was not: so that _hand_on skips it)
+                    self._left(tenant, queue, waiter)
                 raise
             self.waited(time.monotonic() - asked)
         try:
@@ -190,15 +245,34 @@ class HeavyTurns:
         finally:
             self._release()
 
-    def _paid(self, cost: float) -> bool:
-        """Take ``cost`` bytes from the pace's bucket if it holds them."""
-        now = time.monotonic()
-        self._credit = min(self.bytes_burst, self._credit + (now - self._refilled) * self.bytes_rate)
-        self._refilled = now
-        if self._credit < cost:
+    def _granted(self, cost: float) -> bool:
+        """Take a turn, and ``cost`` bytes of the pace, if both are free."""
+        if self._running >= self.concurrent:
             return False
-        self._credit -= cost
+        self._pace.refill(time.monotonic())
+        if self._pace.wait_for(cost) > 0:
+            return False
+        self._pace.take(cost)
+        self._running += 1
         return True
+
+    def _refuse_a_long_wait(self, tenant: str, cost: float) -> None:
+        """Raise 429 if, at the pace, the request would wait over ``max_wait``: behind it in the round
+        robin are all of its tenant's requests waiting and, of each other tenant's, as many plus one (the
+        bytes of each tenant's counted at their mean). O(tenants waiting)."""
+        own = self._waiting.get(tenant)
+        place = 1 + (own.live if own is not None else 0)
+        ahead = sum(queue.live_bytes * min(1.0, place / queue.live) for queue in self._waiting.values())
+        self._pace.refill(time.monotonic())
+        wait = self._pace.wait_for(ahead + cost)
+        if wait > self.max_wait:
+            self.refused()
+            raise TooManyRequestsError(
+                f"The heavy requests (bodies over 16 KiB) waiting would keep this one waiting about "
+                f"{wait:.0f} s at the pace of {self.bytes_rate:g} body bytes a second "
+                f"(KONS_HEAVY_BYTES_RATE), over {self.max_wait:g} s (KONS_HEAVY_TURN_MAX_WAIT_SECONDS); "
+                "retry later.",
+                retry_after=math.ceil(wait - self.max_wait))
 
     def _release(self) -> None:
         self._running -= 1
@@ -207,38 +281,33 @@ class HeavyTurns:
     def _hand_on(self) -> None:
         """Give free turns to the tenants waiting, first come first served, each tenant's place moving to
         the end of the round; when the pace's bucket is short, again once it has refilled."""
-        while self._running < self.concurrent and self._waiting:
-            tenant = next(iter(self._waiting))
-            queue = self._waiting[tenant]
-            future, cost = queue[0]
-            if future.done():  # (cancelled while it waited, its task not yet run to forget it)
-                queue.popleft()
-                if not queue:
+        while self._waiting and self._running < self.concurrent:
+            tenant, queue = next(iter(self._waiting.items()))
+            waiter = queue.waiters[0]
+            if waiter.future.cancelled():  # (its task has called _left, or is about to)
+                queue.waiters.popleft()
+                if not queue.waiters:  # (its last: the round goes on without the tenant)
                     del self._waiting[tenant]
                 continue
-            if self._paid(cost):
-                queue.popleft()
-                future.set_result(None)
-                self._running += 1
-            else:
+            if not self._granted(waiter.cost):
                 if self._refill_timer is None:
-                    wait = (cost - self._credit) / self.bytes_rate
-                    self._refill_timer = asyncio.get_running_loop().call_later(wait, self._refilled_hand_on)
+                    self._refill_timer = asyncio.get_running_loop().call_later(
+                        self._pace.wait_for(waiter.cost), self._refilled_hand_on)
                 return
-            del self._waiting[tenant]
-            if queue:
-                self._waiting[tenant] = queue
+            queue.waiters.popleft()
+            waiter.future.set_result(None)
+            self._left(tenant, queue, waiter)
+            if tenant in self._waiting:  # to the end of the round
+                self._waiting[tenant] = self._waiting.pop(tenant)
 
     def _refilled_hand_on(self) -> None:
         self._refill_timer = None
         self._hand_on()
 
-    def _forget(self, tenant: str, future: asyncio.Future[None]) -> None:
-        queue = self._waiting.get(tenant)
-        if queue is not None:
-            for entry in queue:
-                if entry[0] is future:
-                    queue.remove(entry)
-                    break
-            if not queue:
-                del self._waiting[tenant]
+    def _left(self, tenant: str, queue: _TenantQueue, waiter: _Waiter) -> None:
+        """``waiter`` no longer waits (given its turn, or cancelled): its tenant leaves the round once none
+        of its requests waits (the cancelled ones left in its queue go with it)."""
+        queue.live -= 1
+        queue.live_bytes -= waiter.cost
+        if not queue.live and self._waiting.get(tenant) is queue:
+            del self._waiting[tenant]

@@ -146,6 +146,9 @@ class Metrics:
                                           "16 KiB waited for their turn once read (KONS_HEAVY_TURNS, "
                                           "KONS_HEAVY_BYTES_RATE; with API keys configured).",
                                           buckets=_LATENCY_BUCKETS, registry=r)
+        self.heavy_turns_refused = Counter("kons_heavy_turns_refused", "Requests with a body over 16 KiB "
+                                           "answered 429 because their turn would have come later than "
+                                           "KONS_HEAVY_TURN_MAX_WAIT_SECONDS.", registry=r)
         # the cache, per process (summed over live workers)
         self.cached = Gauge("kons_cached_learners", "Learners held in memory.", registry=r,
                             multiprocess_mode="livesum")

@@ -122,7 +122,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.auth = auth
     app.state.large_bodies = LargeBodies(settings.tenant_large_bodies)
     app.state.heavy_turns = HeavyTurns(settings.heavy_turns, settings.heavy_bytes_rate, INLINE_BYTES,
-                                       metrics.heavy_turn_waits.observe)
+                                       settings.heavy_turn_max_wait_seconds, metrics.heavy_turn_waits.observe,
+                                       metrics.heavy_turns_refused.inc)
     app.state.refusals = RefusalPause(settings.refusal_pause_ms / 1000, settings.tenant_large_bodies + 1)
     app.state.parsers = parsers
     app.state.metrics = metrics

@@ -1,7 +1,8 @@
 """Fair sharing between tenants (:mod:`kons_service.core.fairness`): per-tenant request and body-byte
 rates and requests in flight, each a 429 with Retry-After beyond its limit (for every body, not only large
-ones), leaving the other tenants alone; and one batch's work bounded by the learner's size (an exact learner's
-500-row batch held the process for 41 s in an audit)."""
+ones), leaving the other tenants alone; one batch's work bounded by the learner's size (an exact learner's
+500-row batch held the process for 41 s in an audit); and the heavy requests' turns, round robin over the
+tenants, paced, with a bounded wait."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ import time
 from collections.abc import AsyncIterator
 
 import httpx
+import pydantic
 import pytest
 
+from kons_service.core.errors import TooManyRequestsError
 from kons_service.core.fairness import HeavyTurns, RefusalPause
+from kons_service.settings import Settings
 from testkit.processes import AppFactory
+from testkit.scrape import value
 
 pytestmark = pytest.mark.anyio
 
@@ -225,6 +230,82 @@ async def test_a_heavy_request_cancelled_while_waiting_or_on_its_turn_passes_the
     assert order == ["a", "d"] and tasks["b"].cancelled() and tasks["c"].cancelled()
     await asyncio.wait_for(heavy("e"), 1)  # nothing left holding a turn
     assert order[-1] == "e"
+
+
+async def test_a_cancelled_waiter_passes_its_turn_to_the_next_in_the_round() -> None:
+    """A cancelled request leaves its place at once (its tenant's next request, or the next tenant, gets the
+    turn it would have had), and a tenant whose every request was cancelled leaves the round."""
+    waits: list[float] = []
+    turns, order, release = HeavyTurns(1, UNPACED, 2**16, waited=waits.append), [], asyncio.Event()
+    tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def heavy(tenant: str, name: str) -> None:
+        async with turns.turn(tenant, 20_000):
+            order.append(name)
+            if name == "a1":
+                await release.wait()
+
+    for tenant, name in (("a", "a1"), ("b", "b1"), ("c", "c1"), ("c", "c2"), ("d", "d1")):
+        tasks[name] = asyncio.create_task(heavy(tenant, name))
+        await asyncio.sleep(0)  # a1 holds the turn; the others queue in this order
+    tasks["b1"].cancel()  # b's only request: b leaves the round
+    tasks["c1"].cancel()  # c's first: c2 takes c's place in the round
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+    assert order == ["a1", "c2", "d1"] and tasks["b1"].cancelled() and tasks["c1"].cancelled()
+    assert len(waits) == 3
+    await heavy("e", "e1")  # nobody waits any more: e's turn is given at once
+    assert order[-1] == "e1" and waits[-1] == 0.0
+
+
+async def test_a_heavy_request_is_refused_for_the_wait_of_its_own_tenants_queue() -> None:
+    """The wait is estimated at the pace from the requests ahead in the round: all of the tenant's own, and
+    as many of each other tenant's as it has ahead plus one."""
+    least = 2**16
+    refused: list[None] = []
+    # 640 KiB a second, each request 64 KiB: 0.1 s apiece, after a burst of 80 KiB
+    turns = HeavyTurns(1, 10 * least, least, max_wait=0.42, refused=lambda: refused.append(None))
+    order: list[str] = []
+
+    async def heavy(tenant: str, name: str) -> None:
+        async with turns.turn(tenant, 1_000):
+            order.append(name)
+
+    tasks = {}
+    for name in ("a1", "a2", "a3", "a4", "a5", "a6", "a7", "b1", "a8"):
+        tasks[name] = asyncio.create_task(heavy(name[0], name))
+        await asyncio.sleep(0)
+    outcomes = dict(zip(tasks, await asyncio.gather(*tasks.values(), return_exceptions=True), strict=True))
+    # a1 from the burst, a2-a5 expected to wait 0.075-0.375 s; a6 0.475 s and a7 0.575 s are over 0.42 s;
+    # b1 waits behind one of a's (0.175 s), and a8 still behind all of a's
+    over = [name for name, outcome in outcomes.items() if isinstance(outcome, TooManyRequestsError)]
+    assert over == ["a6", "a7", "a8"] and len(refused) == 3
+    assert all(outcome is None for name, outcome in outcomes.items() if name not in over)
+    assert order == ["a1", "a2", "b1", "a3", "a4", "a5"]
+    error = outcomes["a6"]
+    assert isinstance(error, TooManyRequestsError) and error.retry_after == 1
+    assert "KONS_HEAVY_TURN_MAX_WAIT_SECONDS" in str(error)
+
+
+def test_the_longest_wait_for_a_heavy_turn_is_validated() -> None:
+    with pytest.raises(pydantic.ValidationError, match="heavy_turn_max_wait_seconds"):
+        Settings(heavy_turn_max_wait_seconds=0)
+
+
+async def test_a_heavy_request_that_would_wait_too_long_gets_429(make_client: AppFactory) -> None:
+    """At 256 KiB a second, 20 KiB bodies (each counting 64 KiB) sent at once wait a quarter of a second
+    more each: past 0.6 s of expected wait they are refused at once, counted in /metrics, not queued."""
+    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16, heavy_turn_max_wait_seconds=0.6)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    heavy = {"x": ROW * 40}  # 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
+    answered = await asyncio.gather(*(client.post("/v1/learners/m/predict", json=heavy, headers=A)
+                                      for _ in range(12)))
+    statuses = [response.status_code for response in answered]
+    assert set(statuses) == {422, 429}, statuses  # (3 of them in their turn if they all arrive at once)
+    assert all(_limited(response) >= 1 for response in answered if response.status_code == 429)
+    metrics = (await client.get("/metrics", headers=A)).text
+    assert value(metrics, "kons_heavy_turns_refused_total") == statuses.count(429)
 
 
 async def test_a_heavy_request_waits_for_its_turn_once_read_and_a_light_one_does_not(
