@@ -227,48 +227,36 @@ class _Generation:
     recent: RecentLinear | None
 
 
-def _with_recent_slots(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The mixture's arrays saved before the generations had a linear model (their slots
-    :data:`_ONE_KERNEL_BASES` wide) with an empty slot after each generation's copies; others as they are."""
-    log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
-    if active.shape != (len(GRID) + 1 + GENERATIONS * _ONE_KERNEL_BASES,):
-        return arrays
-    insert_at = [len(GRID) + 1 + (g + 1) * _ONE_KERNEL_BASES for g in range(GENERATIONS)]
-    return {**arrays, "mix_log_weights": np.insert(log_weights, insert_at, 0.0, axis=1),
-            "mix_active": np.insert(active, insert_at, False)}
+#: The earlier layouts of the mixture's slots, oldest first: each one's width and where the slots added
+#: after it go (inactive, at weight 0, so that a learner saved then goes on as it would have). A saved
+#: state is brought forward one layout at a time (:func:`_in_current_layout`).
+_FIRST_GENERATION = len(GRID) + 1  # the first generation's first slot
+_EARLIER_LAYOUTS: tuple[tuple[int, list[int]], ...] = (
+    # before the generations had a linear model (their slots _ONE_KERNEL_BASES wide): a slot after
+    # each generation's copies
+    (_FIRST_GENERATION + GENERATIONS * _ONE_KERNEL_BASES,
+     [_FIRST_GENERATION + (g + 1) * _ONE_KERNEL_BASES for g in range(GENERATIONS)]),
+    # before the quantile-threshold view: its slot at the end
+    (_FIRST_GENERATION + GENERATIONS * (_ONE_KERNEL_BASES + 1),
+     [_FIRST_GENERATION + GENERATIONS * (_ONE_KERNEL_BASES + 1)]),
+    # while a generation copied one kernel member: a slot for each further copy, before its linear model
+    (_FIRST_GENERATION + 1 + GENERATIONS * (_ONE_KERNEL_BASES + 1),
+     [_FIRST_GENERATION + g * (_ONE_KERNEL_BASES + 1) + _ONE_KERNEL_BASES
+      for g in range(GENERATIONS) for _ in range(YOUNG_KERNELS - 1)]),
+    # before the local expert: its slot at the end
+    (NEIGHBOURS_SLOT, [NEIGHBOURS_SLOT]),
+)
 
 
-def _with_bins_slot(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The mixture's arrays saved before the quantile-threshold view (:data:`BINS_SLOT` slots) with its
-    slot, inactive, at the end; others as they are."""
-    log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
-    end = len(GRID) + 1 + GENERATIONS * (_ONE_KERNEL_BASES + 1)
-    if active.shape != (end,):
-        return arrays
-    return {**arrays, "mix_log_weights": np.insert(log_weights, end, 0.0, axis=1),
-            "mix_active": np.append(active, False)}
-
-
-def _with_kernel_slots(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The mixture's arrays saved while a generation copied one kernel member with an empty slot for
-    each further kernel copy (before the generation's linear model); others as they are."""
-    log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
-    if active.shape != (len(GRID) + 2 + GENERATIONS * (_ONE_KERNEL_BASES + 1),):
-        return arrays
-    insert_at = [len(GRID) + 1 + g * (_ONE_KERNEL_BASES + 1) + _ONE_KERNEL_BASES
-                 for g in range(GENERATIONS) for _ in range(YOUNG_KERNELS - 1)]
-    return {**arrays, "mix_log_weights": np.insert(log_weights, insert_at, 0.0, axis=1),
-            "mix_active": np.insert(active, insert_at, False)}
-
-
-def _with_neighbours_slot(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The mixture's arrays saved before the local expert with its slot, inactive, at the end (such a
-    learner goes on as it would have, without one); others as they are."""
-    log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
-    if active.shape != (NEIGHBOURS_SLOT,):
-        return arrays
-    return {**arrays, "mix_log_weights": np.insert(log_weights, NEIGHBOURS_SLOT, 0.0, axis=1),
-            "mix_active": np.append(active, False)}
+def _in_current_layout(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The mixture's arrays (``mix_log_weights``, ``mix_active``) in today's layout of slots, from any of
+    :data:`_EARLIER_LAYOUTS`; the other arrays, and arrays of today's layout, as they are."""
+    for width, insert_at in _EARLIER_LAYOUTS:
+        if arrays["mix_active"].shape == (width,):
+            log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
+            arrays = {**arrays, "mix_log_weights": np.insert(log_weights, insert_at, 0.0, axis=1),
+                      "mix_active": np.insert(active, insert_at, False)}
+    return arrays
 
 
 def bins_columns(dim: int) -> int:
@@ -730,7 +718,7 @@ class Grid:
                                    for j, i in enumerate(generation[1:])], self._restored_recent(arrays, g))
                       if generation else None for g, generation in enumerate(young)]
         self._restore_bins(arrays)
-        migrated = _with_neighbours_slot(_with_kernel_slots(_with_bins_slot(_with_recent_slots(arrays))))
+        migrated = _in_current_layout(arrays)
         if not self.mixture.switching.restore(migrated):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])

@@ -17,7 +17,7 @@ import pytest
 import kons
 import kons._state
 from kons import SparseVector
-from kons._grid import YOUNG_LINEAR, _young_slots
+from kons._grid import _EARLIER_LAYOUTS, _EXPERTS, YOUNG_LINEAR, _in_current_layout, _young_slots
 
 _BLOBS = Path(__file__).parents[1] / "data" / "state_blobs.npz"
 # The cases with sparse input (see CASES in tests/data/make_state_blobs.py).
@@ -142,3 +142,19 @@ def test_a_held_auto_restarting_over_a_generation_saved_with_one_kernel_copy_kee
     assert generation is not None and generation.start == grid.rounds
     assert len(generation.members) == len(YOUNG_LINEAR) + 1
     assert not grid.mixture.switching.active[_young_slots(g)[len(generation.members)]]
+
+
+def test_each_earlier_layout_of_the_mixture_s_slots_leads_to_the_next_and_the_last_to_today_s() -> None:
+    # A saved mixture is brought forward one layout at a time; a gap or overlap in the chain would leave
+    # a state of some release unreadable, or read into the wrong slots.
+    widths = [width for width, _ in _EARLIER_LAYOUTS]
+    added = [len(insert_at) for _, insert_at in _EARLIER_LAYOUTS]
+    assert [w + a for w, a in zip(widths, added, strict=True)] == [*widths[1:], _EXPERTS]
+    old = {"mix_log_weights": np.arange(1.0, 1 + 2 * widths[0]).reshape(2, -1),
+           "mix_active": np.ones(widths[0], bool)}
+    brought = _in_current_layout(old)
+    assert brought["mix_log_weights"].shape == (2, _EXPERTS)
+    assert brought["mix_active"].sum() == widths[0]  # every added slot inactive...
+    kept = brought["mix_log_weights"][:, brought["mix_active"]]
+    np.testing.assert_array_equal(kept, old["mix_log_weights"])  # ...and the old ones in their order
+    assert not brought["mix_log_weights"][:, ~brought["mix_active"]].any()
