@@ -457,11 +457,11 @@ that <witness>: ...; lost at least versions F to L (N rounds)` once per loss per
   `KONS_ACK_MARKS_FSYNC_SECONDS` (0.1) in the background. A process that starts reads the directory (its
   predecessors' files, which it folds into its own, and those of live processes sharing it) and, the
   first time it loads a learner, compares the newest mark of the learner's incarnation with the store's
-  head (`kons_service/core/marks.py`). Cost: a `write` of one line per acknowledged group, 4.5 µs
-  (`benchmarks/results/ack_marks.md`, load 2) against a feedback of 1.3-1.4 ms median here; side by side,
-  4 x 2,000 feedbacks each, the medians with marks were 1.00-1.04x those without. An `fsync` per
-  acknowledgement would cost 0.17 ms here (median; 3.9 ms on the loaded machine of an earlier run), hence
-  the batches. What the
+  head (`kons_service/core/marks.py`). Cost: a `write` of one line per acknowledged group, 4.7 µs
+  (`benchmarks/results/ack_marks.md`, load 6) against a feedback of 1.25-1.3 ms median here; side by side,
+  4 x 2,000 feedbacks each, the medians with marks were 1.01-1.02x those without (1.00-1.04x in an earlier
+  run). An `fsync` per acknowledgement would cost 0.1 ms here (median; 0.17 ms and, on a busier machine,
+  3.9 ms in earlier runs), hence the batches. What the
   marks cannot see: a host crash loses the marks of the last `fsync` period (Redis under `everysec`
   loses about a second: most of it is seen); a process on another host, or after its directory is
   lost; a loss the log no longer shows (the store took other rounds past the mark and trimmed the log
