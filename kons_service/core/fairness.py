@@ -36,7 +36,7 @@ of a core: the victim's p99 up to 3.2x idle), so the turns are also paced, all t
 ``KONS_HEAVY_BYTES_RATE`` body bytes a second, each counting at least 64 KiB (the victim's p99 against
 idle with them: ``benchmarks/results/hostile_fairness.md``, its 60 KiB phase). A heavy request whose
 turn would come later than ``KONS_HEAVY_TURN_MAX_WAIT_SECONDS``, at that pace, is answered 429 at once
-rather than queued for ever.
+rather than queued for ever (from its ``Content-Length``, before its body is read, and again in turn).
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ class HeavyTurns:
     async def turn(self, tenant: str, body_bytes: int) -> AsyncIterator[None]:
         """Hold one of the turns for the block, waiting for it in the tenant's turn; raise 429 if that wait
         would be longer than ``max_wait``."""
-        cost = min(max(body_bytes, self.least_bytes), self._pace.limit.burst)
+        cost = self._cost(body_bytes)
         if not self._waiting and self._granted(cost):
             self.waited(0.0)
         else:
@@ -249,6 +249,16 @@ class HeavyTurns:
             yield
         finally:
             self._release()
+
+    def refuse_a_long_wait(self, tenant: str, body_bytes: int) -> None:
+        """Raise 429 now if a heavy request of ``body_bytes`` (the size it announces) would wait over
+        ``max_wait`` for its turn: :meth:`turn`'s refusal, decided before the body is read and parsed (which
+        is then wasted); :meth:`turn` checks again, the round having moved while the body came in."""
+        self._refuse_a_long_wait(tenant, self._cost(body_bytes))
+
+    def _cost(self, body_bytes: int) -> float:
+        """The bytes of the pace a body of ``body_bytes`` takes."""
+        return min(max(body_bytes, self.least_bytes), self._pace.limit.burst)
 
     def _granted(self, cost: float) -> bool:
         """Take a turn, and ``cost`` bytes of the pace, if both are free."""

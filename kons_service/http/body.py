@@ -1,7 +1,8 @@
 """Request bodies: authentication first, a size limit, and strict JSON parsing out of the serving process.
 
 Routes built with :class:`KonsRoute` check the caller's key, then its tenant's limits
-(:mod:`kons_service.core.fairness`), before a byte of the body is read (an unauthenticated sender costs a
+(:mod:`kons_service.core.fairness`, a heavy body's wait for its turn included), before a byte of the body
+is read (an unauthenticated sender costs a
 header check; such refusals are answered after a pause, :class:`~kons_service.core.fairness.RefusalPause`:
 a 429 here, a 401 by its error handler in :mod:`kons_service.http.errors`),
 and read their body through :class:`StrictRequest`, so FastAPI's own body parsing applies the size limit and
@@ -52,6 +53,13 @@ def _body_bytes(request: Request) -> int:
     if "chunked" in request.headers.get("transfer-encoding", "").lower() or not (length or "0").isdigit():
         return int(request.app.state.settings.max_request_bytes)
     return int(length or 0)
+
+
+def _announced_bytes(request: Request) -> int:
+    """The body size the request's ``Content-Length`` announces; 0 without a valid one (a chunked body's
+    size is known once read)."""
+    length = request.headers.get("content-length", "")
+    return int(length) if length.isdigit() else 0
 
 
 class LargeBodies:
@@ -179,6 +187,9 @@ class KonsRoute(APIRoute):
                     except TooManyRequestsError:
                         await request.app.state.refusals.pause(tenant)
                         raise
+                    if not auth.single_tenant and (announced := _announced_bytes(request)) > HEAVY_BYTES:
+                        # a heavy body whose turn would come too late is refused unread and unparsed
+                        request.app.state.heavy_turns.refuse_a_long_wait(tenant, announced)
                 if auth.single_tenant:  # (nobody else to take turns with)
                     return await strict_handler(request)
                 turns = request.app.state.heavy_turns

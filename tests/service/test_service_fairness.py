@@ -312,6 +312,33 @@ async def test_a_heavy_request_that_would_wait_too_long_gets_429(make_client: Ap
     assert value(metrics, "kons_heavy_turns_refused_total") == statuses.count(429)
 
 
+async def test_a_heavy_request_that_would_wait_too_long_is_refused_before_its_body_is_parsed(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its Content-Length decides: with the pace's burst taken (256 KiB a second, 64 KiB of burst), a
+    20 KiB body would wait a quarter of a second, over 0.1 s: a 429 without the body parsed."""
+    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16, heavy_turn_max_wait_seconds=0.1)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    parsers = client.app.state.parsers
+    parse, parsed = parsers.parse, []
+
+    async def counted(body_type: object, body: bytes) -> object:
+        parsed.append(len(body))
+        return await parse(body_type, body)
+
+    monkeypatch.setattr(parsers, "parse", counted)
+    heavy = {"x": ROW * 40}  # 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
+    # with the pace free, the body is parsed, then answered in its turn
+    assert (await client.post("/v1/learners/m/predict", json=heavy, headers=A)).status_code == 422
+    assert len(parsed) == 1
+    await asyncio.sleep(0.3)  # the pace refilled
+    async with client.app.state.heavy_turns.turn("beta", 20_000):
+        _limited(await client.post("/v1/learners/m/predict", json=heavy, headers=A))
+    assert len(parsed) == 1
+    metrics = (await client.get("/metrics", headers=A)).text
+    assert value(metrics, "kons_heavy_turns_refused_total") == 1
+
+
 async def test_a_heavy_request_waits_for_its_turn_once_read_and_a_light_one_does_not(
     make_client: AppFactory,
 ) -> None:
