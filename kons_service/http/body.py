@@ -2,13 +2,13 @@
 
 Routes built with :class:`KonsRoute` check the caller's key, then its tenant's limits
 (:mod:`kons_service.core.fairness`, a heavy body's wait for its turn included), before a byte of the body
-is read (an unauthenticated sender costs a
-header check; such refusals are answered after a pause, :class:`~kons_service.core.fairness.RefusalPause`:
-a 429 here, a 401 by its error handler in :mod:`kons_service.http.errors`),
-and read their body through :class:`StrictRequest`, so FastAPI's own body parsing applies the size limit and
-:mod:`kons_service.http.parsers`' strict JSON rules. A large body is parsed and validated by a worker
-process (see there why not a thread), so that it does not stall the other tenants' requests; with keys
-configured, so is a heavy one (over :data:`HEAVY_BYTES`), which also takes turns with other tenants'.
+is read (an unauthenticated sender costs a header check; such refusals are answered after a pause,
+:class:`~kons_service.core.fairness.RefusalPause`: a 429 here, a 401 by its error handler in
+:mod:`kons_service.http.errors`), and read their body through :class:`StrictRequest`, so FastAPI's own
+body parsing applies the size limit and :mod:`kons_service.http.parsers`' strict JSON rules. A large body
+is parsed and validated by a worker process (see there why not a thread), so that it does not stall the
+other tenants' requests; with keys configured, so is a heavy one (over :data:`HEAVY_BYTES`), which also
+takes turns with other tenants'.
 """
 
 from __future__ import annotations
