@@ -197,7 +197,6 @@ from kons._grid import (
     Grid,
     bins_columns,
     class_column_nbytes,
-    dense,
     signed_log,
     standardised,
 )
@@ -218,7 +217,7 @@ from kons.preprocessing import (
     user_bound,
 )
 from kons.records import Record
-from kons.sparse import SparseVector
+from kons.sparse import SparseVector, dense
 
 __all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG_LINEAR",
            "Auto", "Mixture"]
