@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.drift import STREAMS, Stream, render, run_stream, verdicts
-from benchmarks.drift_stationary import compare
+from benchmarks.drift_stationary import ISSUE_FILED, _committed_metrics, compare
 
 
 def _flip() -> tuple[np.ndarray, np.ndarray]:
@@ -60,3 +60,11 @@ def test_the_stationary_comparison_flags_a_set_beyond_one_percent(tmp_path: Path
     assert rows["a"]["met"] and not rows["b"]["met"]
     assert rows["b"]["change"] == pytest.approx(0.02)
     json.dumps(rows)  # plain values, for the report
+
+
+def test_the_stationary_goal_s_before_is_the_records_committed_when_the_issue_was_filed() -> None:
+    # read from git, not from the working tree: a re-run that rewrites the records must not move the goal
+    held_out = _committed_metrics(ISSUE_FILED, "quality_raw_holdout")
+    assert len(held_out) == 14 and len(_committed_metrics(ISSUE_FILED, "quality_raw_regime")) == 12
+    task, error_rate = held_out["ionosphere"]
+    assert task == "binary" and error_rate == pytest.approx(56 / 351)
