@@ -103,12 +103,13 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
     product) and NystromKONS (the kernel row, once, shared by the embedding's and KORS's triangular
     solves, the packed product and rank-one update, the dots and the step); each generation's linear model
     (``Grid._recent()``: :math:`P x`, the play :math:`x^\top P b`, the Sherman-Morrison outer product
-    and the updates of ``b`` and of the sum of the rows); the threshold model (``Grid.bins_base``) on the
-    code of ``x`` (``Grid.bins.code`` itself, whole-array operations, then ONS's gather on the indices); the
-    mixture: the marginal weights over the switching rates (twice, as a round computes them for its play
-    and for the leader), Vovk's substitution (the two log-sum-exps), the experts' losses and the
-    switching weights' Bayes step and share (the round's exact ufunc calls, on arrays of the state's
-    shapes, nothing written back); and the copy of the row's two views into the ring of kept rounds.
+    and the updates of ``b`` and of the sum of the rows); the threshold model (``Grid.thresholds.base``) on
+    the code of ``x`` (``Grid.thresholds.bins.code`` itself, whole-array operations, then ONS's gather on
+    the indices); the mixture: the marginal weights over the switching rates (twice, as a round computes
+    them for its play and for the leader), Vovk's substitution (the two log-sum-exps), the experts'
+    losses and the switching weights' Bayes step and share (the round's exact ufunc calls, on arrays of
+    the state's shapes, nothing written back); and the copy of the row's two views into the ring of
+    kept rounds.
 
     Left out: the validation of the row and of each form (``checked_form``, ``check_finite``), the
     target's scaler and clipping, the change detectors' scalar updates, the random draw of KORS, a new
@@ -151,7 +152,9 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
         _scratch(scratch, ("recent", slot), recent.P)[...] -= np.outer(v, v) * (1e-9 / (1.0 + z @ v))
         _ = recent.b + np.outer(z, [0.5])
         _ = recent.sum + z
-    bins, bins_base = getattr(grid, "bins", None), getattr(grid, "bins_base", None)
+    thresholds = getattr(grid, "thresholds", None)  # (before it: the two attributes bins and bins_base)
+    bins, bins_base = ((thresholds.bins, thresholds.base) if thresholds is not None
+                       else (getattr(grid, "bins", None), getattr(grid, "bins_base", None)))
     if bins is not None and bins_base is not None:
         code = bins.code(x)  # whole-array operations already: the round's own coding is its floor
         plays[_grid.BINS_SLOT] = _floor_ons(bins_base._Ainv, bins_base._u, code.indices, code.values,
@@ -175,9 +178,10 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
     np.logaddexp(switching._log_keep + posterior, switching._log_share + uniform)
     kept = getattr(grid, "kept", None)
     if kept is not None:  # the round's row, in both views, into the ring of kept rounds
+        slot = getattr(kept, "ring", kept).next  # (before the ring's own type: the kept rounds' next)
         ring = _scratch(scratch, "kept", kept.rows)
-        ring[0, kept.next], ring[1, kept.next] = views[False], views[True]
-        _scratch(scratch, "kept_rounds", kept.rounds)[kept.next] = 0.5, 0.0, 0.0
+        ring[0, slot], ring[1, slot] = views[False], views[True]
+        _scratch(scratch, "kept_rounds", kept.rounds)[slot] = 0.5, 0.0, 0.0
 
 
 def child(warmup: int, rounds: int) -> dict[str, Any]:
@@ -210,7 +214,7 @@ def child(warmup: int, rounds: int) -> dict[str, Any]:
     sizes = [b.stats()["dictionary_size"] for b in grid.bases if hasattr(b, "max_dictionary")]
     # what the last round had alive (the floor covers each): bases, generations' linear models, thresholds
     alive = [len(grid._members()), len(getattr(grid, "_recent", list)()),
-             int(getattr(grid, "bins_base", None) is not None)]
+             int(getattr(grid, "thresholds", getattr(grid, "bins_base", None)) is not None)]
     return {"kons": kons.__file__, "round_us": round_ * 1e6, "floor_us": floor * 1e6,
             "dictionary_sizes": sizes, "alive": alive}
 

@@ -219,6 +219,19 @@ def _young_slots(generation: int) -> range:
 
 
 @dataclass
+class _ThresholdModel:
+    """The quantile thresholds of the raw features and the linear model on their code (the mixture's
+    :data:`BINS_SLOT`): one thing, there or not."""
+
+    bins: QuantileBins
+    base: Learner
+
+    def code(self, x: np.ndarray | SparseVector) -> SparseVector:
+        """The thresholds' code of the raw row ``x``."""
+        return self.bins.code(dense(x))
+
+
+@dataclass
 class _Generation:
     """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``, and the linear
     model of the rows since then (None in a generation saved before it existed, whose slot stays empty)."""
@@ -320,9 +333,8 @@ class Grid:
         self.leader = 0
         self.leader_since = 0
         self.forms = sorted({_form(member) for member in GRID})
-        self.bins = bins
-        self.bins_base = self.new_bins_base(bins) if bins is not None else None
-        if self.bins_base is not None:  # in play from the start, with the grid's prior
+        self.thresholds = _ThresholdModel(bins, self.new_bins_base(bins)) if bins is not None else None
+        if self.thresholds is not None:  # in play from the start, with the grid's prior
             self.mixture.enter([BINS_SLOT], 1.0 / (len(GRID) + 2))
         self.neighbours = (RecentNeighbours(NEIGHBOUR_ROWS, dim, k=NEIGHBOURS,
                                             clip=TARGET_BOUND if binary else bound)
@@ -351,12 +363,6 @@ class Grid:
         if self.classes > 2:
             multinomial_rounds(base)._widen(self.classes - 1)
         return base
-
-    def _binned(self, x: np.ndarray | SparseVector) -> list[tuple[Learner, SparseVector]]:
-        """The linear model on the quantile thresholds and its code of the raw row ``x``, if it exists."""
-        if self.bins is None or self.bins_base is None:
-            return []
-        return [(self.bins_base, self.bins.code(dense(x)))]
 
     def _playing_neighbours(self) -> RecentNeighbours | None:
         """The local expert if it plays (awake: in the mixture since its window filled), else None."""
@@ -396,12 +402,11 @@ class Grid:
         return recent
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector
-               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector], np.ndarray | SparseVector,
-                          ScalerStats]:
-        """Each form of the row the bases take (:meth:`views_forms`), the log view ``zlog`` (kept for a
-        replay) and its pending statistics (:meth:`FeatureScaler.pending`)."""
+               ) -> tuple[dict[tuple[bool, bool], np.ndarray | SparseVector], ScalerStats]:
+        """Each form of the row the bases take (:meth:`views_forms`, the log view's dense one kept for a
+        replay) and the log view's pending statistics (:meth:`FeatureScaler.pending`)."""
         zlog, log_stats = self.log_scaler.pending(signed_log(x))
-        return self.views_forms(z, zlog), zlog, log_stats
+        return self.views_forms(z, zlog), log_stats
 
     def views_forms(self, z: np.ndarray | SparseVector, zlog: np.ndarray | SparseVector
                     ) -> dict[tuple[bool, bool], np.ndarray | SparseVector]:
@@ -416,30 +421,30 @@ class Grid:
     # The bases take the checked forms through their unchecked round (_learn_checked), inside the
     # numerics context the mixture's round entered once; an empty slot plays 0 at weight 0.
     def predict(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, constant: float) -> float:
-        forms, _, _ = self.inputs(z, x)
+        forms, _ = self.inputs(z, x)
         preds = np.zeros(_EXPERTS)
         preds[len(GRID)] = constant
         for slot, member, base in self._members():
             preds[slot] = _guarded(base._predict_checked, forms[_form(member)])
         for slot, recent in self._recent():
             preds[slot] = _guarded(recent.predict, forms[_RECENT_FORM])
-        for base, code in self._binned(x):
-            preds[BINS_SLOT] = _guarded(base._predict_checked, code)
+        if (thresholds := self.thresholds) is not None:
+            preds[BINS_SLOT] = _guarded(thresholds.base._predict_checked, thresholds.code(x))
         if (neighbours := self._playing_neighbours()) is not None:
             preds[NEIGHBOURS_SLOT] = neighbours.predict(_neighbours_row(forms), self.mixture.binary)
         return self.mixture.mix(preds)
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
               constant: float) -> float:
-        forms, zlog, log_stats = self.inputs(z, x)
+        forms, log_stats = self.inputs(z, x)
         plays = np.zeros(_EXPERTS)
         plays[len(GRID)] = constant
         for slot, member, base in self._members():
             plays[slot] = _guarded(base._learn_checked, forms[_form(member)], t)
         for slot, recent in self._recent():
             plays[slot] = _guarded(recent.learn, forms[_RECENT_FORM], t)
-        for base, code in self._binned(x):
-            plays[BINS_SLOT] = _guarded(base._learn_checked, code, t)
+        if (thresholds := self.thresholds) is not None:
+            plays[BINS_SLOT] = _guarded(thresholds.base._learn_checked, thresholds.code(x), t)
         neighbours = self._playing_neighbours()
         if neighbours is not None:
             plays[NEIGHBOURS_SLOT] = neighbours.learn(_neighbours_row(forms), t, self.mixture.binary)
@@ -451,12 +456,18 @@ class Grid:
         loss = float(self.mixture.losses(np.array([played]), t)[0])
         if self.mixture.binary:  # the labels -1 and +1 kept as the class indices 0 and 1
             error = float(played * t <= 0.0)
-            self.kept.add(z, zlog, float(t > 0.0), loss, error)
+            self._keep(forms, float(t > 0.0), loss, error)
             self._track(loss, error)
         else:
-            self.kept.add(z, zlog, t, loss, 0.0)
+            self._keep(forms, t, loss, 0.0)
             self._track(loss, None)
         return played
+
+    def _keep(self, forms: dict[tuple[bool, bool], np.ndarray | SparseVector], target: float, loss: float,
+              error: float) -> None:
+        """Keep the round for a replay: both views as the kernel members took them (dense: the ring's
+        arrays are, and a sparse row's dense copies were made for those members already)."""
+        self.kept.add(dense(forms[False, False]), dense(forms[True, False]), target, loss, error)
 
     def _track(self, loss: float, error: float | None) -> None:
         """After a round whose mixture's loss (times its learning rate) was ``loss`` and, for classes, whose
@@ -559,15 +570,16 @@ class Grid:
     # probabilities, at weight 0.
     def probabilities(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector,
                       constant: np.ndarray) -> np.ndarray:
-        forms, _, _ = self.inputs(z, x)
+        forms, _ = self.inputs(z, x)
         experts = np.full((_EXPERTS, len(constant)), 1.0 / len(constant))
         experts[len(GRID)] = constant
         for slot, member, base in self._members():
             experts[slot] = _guarded_probabilities(_scored, self.classes, base, forms[_form(member)])
         for slot, recent in self._recent():
             experts[slot] = _guarded_probabilities(recent.probabilities, self.classes, forms[_RECENT_FORM])
-        for base, code in self._binned(x):
-            experts[BINS_SLOT] = _guarded_probabilities(_scored, self.classes, base, code)
+        if (thresholds := self.thresholds) is not None:
+            experts[BINS_SLOT] = _guarded_probabilities(_scored, self.classes, thresholds.base,
+                                                        thresholds.code(x))
         if (neighbours := self._playing_neighbours()) is not None:
             experts[NEIGHBOURS_SLOT] = neighbours.probabilities(_neighbours_row(forms), self.classes)
         return self.mixture.mix_probabilities(experts)
@@ -576,15 +588,15 @@ class Grid:
                     constant: np.ndarray) -> np.ndarray:
         """A round with ``len(constant)`` classes (the bases widened to them first, which cannot fail
         once the inputs are checked); the mixture's probabilities played."""
-        forms, zlog, log_stats = self.inputs(z, x)
+        forms, log_stats = self.inputs(z, x)
         classes = len(constant)
         if classes > self.classes:
             for _, _, base in self._members():
                 multinomial_rounds(base)._widen(classes - 1)
             for _, recent in self._recent():
                 recent.widen(classes)
-            for base, _ in self._binned(x):
-                multinomial_rounds(base)._widen(classes - 1)
+            if self.thresholds is not None:
+                multinomial_rounds(self.thresholds.base)._widen(classes - 1)
             self.classes = classes
         experts = np.full((_EXPERTS, classes), 1.0 / classes)
         experts[len(GRID)] = constant
@@ -593,8 +605,9 @@ class Grid:
                                                    label)
         for slot, recent in self._recent():
             experts[slot] = _guarded_probabilities(recent.learn_class, classes, forms[_RECENT_FORM], label)
-        for base, code in self._binned(x):
-            experts[BINS_SLOT] = _guarded_probabilities(base._learn_class_checked, classes, code, label)
+        if (thresholds := self.thresholds) is not None:
+            experts[BINS_SLOT] = _guarded_probabilities(thresholds.base._learn_class_checked, classes,
+                                                        thresholds.code(x), label)
         neighbours = self._playing_neighbours()
         if neighbours is not None:
             experts[NEIGHBOURS_SLOT] = neighbours.learn_class(_neighbours_row(forms), label, classes)
@@ -604,7 +617,7 @@ class Grid:
         if neighbours is None:
             self._keep_asleep(_neighbours_row(forms), float(label))
         loss, error = float(self.mixture.class_losses(played, label)), float(np.argmax(played) != label)
-        self.kept.add(z, zlog, float(label), loss, error)
+        self._keep(forms, float(label), loss, error)
         self._track(loss, error)
         return played
 
@@ -626,7 +639,7 @@ class Grid:
                       for j in range(len(generation.members), YOUNG_BASES)]
             names.append(f"bayesian_linear(raw) of the rows since round {start}"
                          + (" (none: saved before it existed)" if generation.recent is None else ""))
-        names.append("ons+intercept(quantile thresholds)" + ("" if self.bins is not None else ", none"))
+        names.append("ons+intercept(quantile thresholds)" + ("" if self.thresholds is not None else ", none"))
         names.append(f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)"
                      + ("" if self.neighbours is not None else ", none"))
         return names
@@ -654,11 +667,11 @@ class Grid:
         thresholds."""
         return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
                 **(self.neighbours.arrays() if self.neighbours is not None else {}),
-                **(self.bins.arrays() if self.bins is not None else {})}
+                **(self.thresholds.bins.arrays() if self.thresholds is not None else {})}
 
     def nbytes(self) -> int:
         return (sum(b.state_nbytes() for _, _, b in self._members())
-                + (self.bins_base.state_nbytes() if self.bins_base is not None else 0)
+                + (self.thresholds.base.state_nbytes() if self.thresholds is not None else 0)
                 + sum(recent.nbytes() for _, recent in self._recent()) + arrays_nbytes(self.own_arrays()))
 
     def growth_nbytes(self, rounds: int) -> int:
@@ -686,8 +699,8 @@ class Grid:
                   if generation is not None and generation.recent is not None
                   for name, array in generation.recent.arrays().items()}
         grid = {f"base{i}": nested_blob(b) for i, b in enumerate(self.bases)}
-        if self.bins_base is not None:
-            grid["bins_base"] = nested_blob(self.bins_base)
+        if self.thresholds is not None:
+            grid["bins_base"] = nested_blob(self.thresholds.base)
         return {**grid, **young, **recent, **self.own_arrays()}
 
     def scalars(self) -> dict[str, Any]:
@@ -748,14 +761,14 @@ class Grid:
     def _restore_bins(self, arrays: dict[str, np.ndarray]) -> None:
         """The quantile thresholds and their linear model; none in a state saved without them."""
         if "bins_edges" not in arrays:
-            self.bins = self.bins_base = None
+            self.thresholds = None
             return
-        self.bins = QuantileBins.restored(arrays)
+        bins = QuantileBins.restored(arrays)
         restored = restore_nested(arrays["bins_base"])
-        fresh = self.new_bins_base(self.bins)
+        fresh = self.new_bins_base(bins)
         if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
             raise StateFormatError("the quantile thresholds' learner does not match the grid.")
-        self.bins_base = restored
+        self.thresholds = _ThresholdModel(bins, restored)
 
     def _restore_aggregating(self, arrays: dict[str, np.ndarray], rounds: int) -> None:
         """A state saved before the switching weights (issue 20): the grid's bases and the aggregating

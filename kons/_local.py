@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from kons._recent import _Ring
 from kons.errors import StateFormatError
 
 __all__ = ["RecentNeighbours"]
@@ -70,8 +71,7 @@ class RecentNeighbours:
         self.rows = np.zeros((capacity, dim))
         self.targets = np.zeros(capacity)
         self.squared_norms = np.zeros(capacity)  # of the kept rows (not saved: computed from them)
-        self.count = 0
-        self.next = 0
+        self.ring = _Ring(capacity)
 
     def _nearest(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The targets of the ``k`` nearest kept rows (all kept if fewer) and their Euclidean distances."""
@@ -87,11 +87,11 @@ class RecentNeighbours:
     def keep(self, x: np.ndarray, target: float) -> None:
         """Keep the row ``x`` with its ``target`` (a standardised target or a class index), the oldest kept
         row leaving once the ring is full."""
-        self.rows[self.next] = x
-        self.squared_norms[self.next] = _squared_norm(self.rows[self.next])
-        self.targets[self.next] = target
-        self.next = (self.next + 1) % len(self.targets)
-        self.count = min(self.count + 1, len(self.targets))
+        slot = self.ring.next
+        self.rows[slot] = x
+        self.squared_norms[slot] = _squared_norm(self.rows[slot])
+        self.targets[slot] = target
+        self.ring.advance()
 
     # ----------------------------------------------------------------- one score
     def predict(self, x: np.ndarray, binary: bool) -> float:
@@ -136,20 +136,25 @@ class RecentNeighbours:
         return played
 
     # ----------------------------------------------------------------- the state
+    @property
+    def count(self) -> int:
+        """The rows kept (at most ``capacity``)."""
+        return self.ring.count
+
     def arrays(self) -> dict[str, np.ndarray]:
         return {"neighbours_rows": self.rows, "neighbours_targets": self.targets}
 
     def scalars(self) -> list[int]:
-        return [self.count, self.next]
+        return self.ring.scalars()
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: list[int]) -> None:
         rows, targets = arrays["neighbours_rows"], arrays["neighbours_targets"]
-        count, position = (int(v) for v in scalars)
-        if (rows.shape != self.rows.shape or targets.shape != self.targets.shape
-                or not 0 <= count <= len(targets) or not 0 <= position < len(targets)):
-            raise StateFormatError("the kept neighbours do not match the grid.")
+        mismatch = "the kept neighbours do not match the grid."
+        if rows.shape != self.rows.shape or targets.shape != self.targets.shape:
+            raise StateFormatError(mismatch)
+        ring = self.ring.restored(scalars, mismatch)
         if not (np.isfinite(rows).all() and np.isfinite(targets).all()):
             raise StateFormatError("the kept neighbours are not finite.")
         self.rows, self.targets = rows.astype(np.float64), targets.astype(np.float64)
         self.squared_norms = np.array([_squared_norm(row) for row in self.rows])  # as keep computed them
-        self.count, self.next = count, position
+        self.ring = ring

@@ -128,6 +128,38 @@ class RecentLinear:
         self.P, self.b, self.sum = P.astype(np.float64), b.astype(np.float64), total.astype(np.float64)
 
 
+class _Ring:
+    """The bookkeeping of a ring of ``capacity`` slots (its owner holds the arrays): how many slots are
+    kept (at most ``capacity``) and the slot the next entry takes, the oldest kept once the ring is full."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.count = 0
+        self.next = 0
+
+    def advance(self) -> None:
+        """The slot :attr:`next` was just written: the next entry takes the one after it."""
+        self.next = (self.next + 1) % self.capacity
+        self.count = min(self.count + 1, self.capacity)
+
+    def order(self) -> np.ndarray:
+        """The kept slots, oldest first."""
+        return (self.next - self.count + np.arange(self.count)) % self.capacity
+
+    def scalars(self) -> list[int]:
+        return [self.count, self.next]
+
+    def restored(self, scalars: list[int], mismatch: str) -> _Ring:
+        """A ring of this capacity at the saved :meth:`scalars`; raises ``StateFormatError(mismatch)`` if
+        they do not fit it."""
+        count, position = (int(v) for v in scalars)
+        if not 0 <= count <= self.capacity or not 0 <= position < self.capacity:
+            raise StateFormatError(mismatch)
+        ring = _Ring(self.capacity)
+        ring.count, ring.next = count, position
+        return ring
+
+
 class RecentRounds:
     """The last ``capacity`` rounds, in arrays of fixed size (a ring): each round's standardised row
     ``z`` and log view ``zlog`` (dense, ``dim`` each), its target (a standardised target, or a class
@@ -136,23 +168,21 @@ class RecentRounds:
     Its size is fixed from the start, so a learner's size does not move as it fills.
     """
 
+    _MISMATCH = "the kept rounds do not match the grid."
+
     def __init__(self, capacity: int, dim: int) -> None:
         self.rows = np.zeros((2, capacity, dim))  # z, then zlog
         self.rounds = np.zeros((capacity, 3))  # target, loss, error
-        self.count = 0  # rounds kept (at most capacity)
-        self.next = 0  # the slot the next round takes
+        self.ring = _Ring(capacity)
 
-    def add(self, z: np.ndarray | SparseVector, zlog: np.ndarray | SparseVector, target: float, loss: float,
-            error: float) -> None:
-        self.rows[0, self.next] = dense(z)
-        self.rows[1, self.next] = dense(zlog)
-        self.rounds[self.next] = target, loss, error
-        self.next = (self.next + 1) % len(self.rounds)
-        self.count = min(self.count + 1, len(self.rounds))
-
-    def _order(self) -> np.ndarray:
-        """The kept rounds' slots, oldest first."""
-        return (self.next - self.count + np.arange(self.count)) % len(self.rounds)
+    def add(self, z: np.ndarray, zlog: np.ndarray, target: float, loss: float, error: float) -> None:
+        """Keep a round: its two views dense (the state's arrays are of fixed shape, a sparse row's too;
+        the grid passes the dense copies its kernel members took)."""
+        slot = self.ring.next
+        self.rows[0, slot] = z
+        self.rows[1, slot] = zlog
+        self.rounds[slot] = target, loss, error
+        self.ring.advance()
 
     def losses(self) -> np.ndarray:
         """The mixture's losses on the kept rounds, oldest first."""
@@ -163,12 +193,12 @@ class RecentRounds:
         return self._kept_column(2)
 
     def _kept_column(self, column: int) -> np.ndarray:
-        kept: np.ndarray = self.rounds[self._order(), column]
+        kept: np.ndarray = self.rounds[self.ring.order(), column]
         return kept
 
     def last(self, k: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """The last ``k`` rounds kept (fewer if fewer are), oldest first: ``(z, zlog, target)``."""
-        slots = self._order()[max(self.count - k, 0):]
+        slots = self.ring.order()[max(self.ring.count - k, 0):]
         return [(self.rows[0, i], self.rows[1, i], float(self.rounds[i, 0])) for i in slots]
 
     def nbytes(self) -> int:
@@ -178,13 +208,11 @@ class RecentRounds:
         return {"replay_rows": self.rows, "replay_rounds": self.rounds}
 
     def scalars(self) -> list[int]:
-        return [self.count, self.next]
+        return self.ring.scalars()
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: list[int]) -> None:
         rows, rounds = arrays["replay_rows"], arrays["replay_rounds"]
-        count, position = (int(v) for v in scalars)
-        if (rows.shape != self.rows.shape or rounds.shape != self.rounds.shape
-                or not 0 <= count <= len(rounds) or not 0 <= position < len(rounds)):
-            raise StateFormatError("the kept rounds do not match the grid.")
-        self.rows, self.rounds = rows.copy(), rounds.copy()
-        self.count, self.next = count, position
+        if rows.shape != self.rows.shape or rounds.shape != self.rounds.shape:
+            raise StateFormatError(self._MISMATCH)
+        ring = self.ring.restored(scalars, self._MISMATCH)
+        self.rows, self.rounds, self.ring = rows.copy(), rounds.copy(), ring

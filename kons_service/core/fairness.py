@@ -33,10 +33,10 @@ tenant after another), so that a light request waits behind at most that many (1
 side by side; the heavy requests' throughput fell by 15%). Turns alone still gave the heavy requests of
 several tenants most of the loop (with them parsed out of process, 2 ms of the serving process each, 0.85
 of a core: the victim's p99 up to 3.2x idle), so the turns are also paced, all tenants' together, to
-``KONS_HEAVY_BYTES_RATE`` body bytes a second, each counting at least 64 KiB (0.9-2.5x idle per round,
-pooled 1.3x: ``benchmarks/results/hostile_fairness.md``, its 60 KiB phase). A heavy request whose turn would
-come later than ``KONS_HEAVY_TURN_MAX_WAIT_SECONDS``, at that pace, is answered 429 at once rather than
-queued for ever.
+``KONS_HEAVY_BYTES_RATE`` body bytes a second, each counting at least 64 KiB (the victim's p99 against
+idle with them: ``benchmarks/results/hostile_fairness.md``, its 60 KiB phase). A heavy request whose
+turn would come later than ``KONS_HEAVY_TURN_MAX_WAIT_SECONDS``, at that pace, is answered 429 at once
+rather than queued for ever.
 """
 
 from __future__ import annotations
@@ -55,22 +55,29 @@ from kons_service.settings import Settings
 __all__ = ["HeavyTurns", "RefusalPause", "TenantLimiter"]
 
 
-@dataclass(slots=True)
-class _TokenBucket:
-    """``level`` tokens, refilled at ``rate`` a second up to ``burst``; a take may leave it in debt (below
-    zero), which the refills pay off first."""
+@dataclass(frozen=True, slots=True)
+class _Rate:
+    """``rate`` tokens a second, in bursts of up to ``burst``: one limit, shared by the buckets under it."""
 
     rate: float
     burst: float
+
+
+@dataclass(slots=True)
+class _TokenBucket:
+    """``level`` tokens, refilled at its ``limit``'s rate up to its burst; a take may leave it in debt
+    (below zero), which the refills pay off first."""
+
+    limit: _Rate
     level: float
     refilled_at: float
 
     @classmethod
-    def full(cls, rate: float, burst: float, now: float) -> _TokenBucket:
-        return cls(rate, burst, burst, now)
+    def full(cls, limit: _Rate, now: float) -> _TokenBucket:
+        return cls(limit, limit.burst, now)
 
     def refill(self, now: float) -> None:
-        self.level = min(self.burst, self.level + (now - self.refilled_at) * self.rate)
+        self.level = min(self.limit.burst, self.level + (now - self.refilled_at) * self.limit.rate)
         self.refilled_at = now
 
     def take(self, cost: float) -> None:
@@ -78,7 +85,7 @@ class _TokenBucket:
 
     def wait_for(self, cost: float) -> float:
         """Seconds until the bucket holds ``cost`` (0 if it does), as of its last refill."""
-        return max(0.0, (cost - self.level) / self.rate)
+        return max(0.0, (cost - self.level) / self.limit.rate)
 
 
 @dataclass(slots=True)
@@ -93,9 +100,9 @@ class TenantLimiter:
     """The per-tenant limits of one process (see the module's docstring)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.rate, self.burst = settings.tenant_rate, settings.tenant_burst
-        self.bytes_rate, self.bytes_burst = settings.tenant_bytes_rate, settings.tenant_bytes_burst
-        self.work_rate, self.work_burst = settings.tenant_work_rate, settings.tenant_work_burst
+        self.requests = _Rate(settings.tenant_rate, settings.tenant_burst)
+        self.body_bytes = _Rate(settings.tenant_bytes_rate, settings.tenant_bytes_burst)
+        self.work = _Rate(settings.tenant_work_rate, settings.tenant_work_burst)
         self.concurrency = settings.tenant_concurrency
         self._tenants: dict[str, _Tenant] = {}
 
@@ -108,13 +115,14 @@ class TenantLimiter:
                 f"At most {self.concurrency} requests per tenant may be in flight (KONS_TENANT_CONCURRENCY); "
                 "retry when one is answered.")
         # (a body larger than the bucket waits for a full bucket, then leaves it in debt)
-        wait = max(state.requests.wait_for(1), state.body_bytes.wait_for(min(body_bytes, self.bytes_burst)),
-                   state.work.wait_for(0))
+        wait = max(state.requests.wait_for(1),
+                   state.body_bytes.wait_for(min(body_bytes, self.body_bytes.burst)), state.work.wait_for(0))
         if wait > 0:
             raise TooManyRequestsError(
-                f"Tenant {tenant!r} is over its rate ({self.rate:g} requests, {self.bytes_rate:g} body bytes "
-                f"and {self.work_rate:g} bytes of learner work a second: KONS_TENANT_RATE, "
-                "KONS_TENANT_BYTES_RATE, KONS_TENANT_WORK_RATE); retry later.", retry_after=math.ceil(wait))
+                f"Tenant {tenant!r} is over its rate ({self.requests.rate:g} requests, "
+                f"{self.body_bytes.rate:g} body bytes and {self.work.rate:g} bytes of learner work a second: "
+                "KONS_TENANT_RATE, KONS_TENANT_BYTES_RATE, KONS_TENANT_WORK_RATE); retry later.",
+                retry_after=math.ceil(wait))
         state.requests.take(1)
         state.body_bytes.take(body_bytes)
         state.in_flight += 1
@@ -132,9 +140,8 @@ class TenantLimiter:
         state = self._tenants.get(tenant)
         if state is None:
             state = self._tenants[tenant] = _Tenant(
-                _TokenBucket.full(self.rate, self.burst, now),
-                _TokenBucket.full(self.bytes_rate, self.bytes_burst, now),
-                _TokenBucket.full(self.work_rate, self.work_burst, now))
+                _TokenBucket.full(self.requests, now), _TokenBucket.full(self.body_bytes, now),
+                _TokenBucket.full(self.work, now))
         for bucket in (state.requests, state.body_bytes, state.work):
             bucket.refill(now)
         return state
@@ -206,10 +213,8 @@ class HeavyTurns:
         self.max_wait = max_wait
         self.waited = waited  # told how long each turn was waited for
         self.refused = refused  # told of each request refused for waiting longer than max_wait
-        self.bytes_rate = bytes_rate
         self.least_bytes = least_bytes
-        self.bytes_burst = max(bytes_rate / 8, least_bytes)
-        self._pace = _TokenBucket.full(bytes_rate, self.bytes_burst, time.monotonic())
+        self._pace = _TokenBucket.full(_Rate(bytes_rate, max(bytes_rate / 8, least_bytes)), time.monotonic())
         self._running = 0
         self._waiting: dict[str, _TenantQueue] = {}  # in round-robin order of the tenants
         self._refill_timer: asyncio.TimerHandle | None = None
@@ -218,7 +223,7 @@ class HeavyTurns:
     async def turn(self, tenant: str, body_bytes: int) -> AsyncIterator[None]:
         """Hold one of the turns for the block, waiting for it in the tenant's turn; raise 429 if that wait
         would be longer than ``max_wait``."""
-        cost = min(max(body_bytes, self.least_bytes), self.bytes_burst)
+        cost = min(max(body_bytes, self.least_bytes), self._pace.limit.burst)
         if not self._waiting and self._granted(cost):
             self.waited(0.0)
         else:
@@ -269,7 +274,7 @@ class HeavyTurns:
             self.refused()
             raise TooManyRequestsError(
                 f"The heavy requests (bodies over 16 KiB) waiting would keep this one waiting about "
-                f"{wait:.0f} s at the pace of {self.bytes_rate:g} body bytes a second "
+                f"{wait:.0f} s at the pace of {self._pace.limit.rate:g} body bytes a second "
                 f"(KONS_HEAVY_BYTES_RATE), over {self.max_wait:g} s (KONS_HEAVY_TURN_MAX_WAIT_SECONDS); "
                 "retry later.",
                 retry_after=math.ceil(wait - self.max_wait))

@@ -13,6 +13,7 @@ import pytest
 
 import kons
 from kons._grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form, _young_slots
+from kons._local import RecentNeighbours
 from kons._recent import RecentLinear, RecentRounds
 from kons._tracking import (
     RATES,
@@ -565,6 +566,20 @@ def test_the_kept_rounds_are_the_last_ones_oldest_first_and_restore() -> None:
     with pytest.raises(kons.errors.StateFormatError):
         RecentRounds(4, 3).restore(kept.arrays(), kept.scalars())
     assert kept.nbytes() == RecentRounds(5, 3).nbytes()  # fixed from the start
+
+
+@pytest.mark.parametrize("scalars", [[6, 0], [-1, 0], [3, 5], [3, -1]])
+def test_the_kept_rounds_and_neighbours_reject_a_ring_position_outside_them(scalars: list[int]) -> None:
+    """Both rings (kons._recent._Ring) refuse a count or next slot outside their capacity, unchanged."""
+    kept, neighbours = RecentRounds(5, 3), RecentNeighbours(5, 3, k=2, clip=3.0)
+    for n in range(3):
+        kept.add(np.full(3, float(n)), np.full(3, -float(n)), float(n), 0.0, 0.0)
+        neighbours.keep(np.full(3, float(n)), float(n))
+    for ring in (kept, neighbours):
+        before = ring.scalars()
+        with pytest.raises(kons.errors.StateFormatError, match="do not match the grid"):
+            ring.restore(ring.arrays(), scalars)
+        assert ring.scalars() == before == [3, 3]
 
 
 def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_its_onset() -> None:
