@@ -108,30 +108,37 @@ def _friedman(drift_type: str, position: tuple[int, ...], window: int = 1) -> Ca
     return build
 
 
-def _concepts(make: Callable[[int], Any], concepts: Sequence[int], every: int, width: int) -> Any:
-    """``make(c)`` for each concept in turn, switching every ``every`` rounds over about ``width`` rounds
-    (River's ``ConceptDriftStream`` overflows at a width of 1)."""
+def _concepts(make: Callable[[int, int], Any], concepts: Sequence[int], every: int, width: int) -> Any:
+    """``make(c, seed)`` for each concept in turn, switching every ``every`` rounds over about ``width``
+    rounds (River's ``ConceptDriftStream`` overflows at a width of 1).
+
+    Each concept gets its own seed, 20 + its place: every concept's generator starts afresh, so with one
+    seed each concept would replay the rows (and noise coins) the previous one drew a concept earlier,
+    which rewards a learner that memorises rows rather than one that follows the change."""
     from river.datasets import synth
 
-    stream = make(concepts[-1])
+    stream = make(concepts[-1], 20 + len(concepts) - 1)
     for k in range(len(concepts) - 2, -1, -1):
-        stream = synth.ConceptDriftStream(stream=make(concepts[k]), drift_stream=stream, position=every,
-                                          width=width, seed=20 + k)
+        stream = synth.ConceptDriftStream(stream=make(concepts[k], 20 + k), drift_stream=stream,
+                                          position=every, width=width, seed=20 + k)
     return stream
 
 
 def _sea() -> tuple[np.ndarray, np.ndarray]:
     from river.datasets import synth
 
-    X, y = _take(_concepts(lambda v: synth.SEA(variant=v, noise=0.1, seed=20), (0, 1, 2, 3), 1000, 50), 4000)
+    def make(variant: int, seed: int) -> Any:
+        return synth.SEA(variant=variant, noise=0.1, seed=seed)
+
+    X, y = _take(_concepts(make, (0, 1, 2, 3), 1000, 50), 4000)
     return X, _labels(y)
 
 
 def _agrawal() -> tuple[np.ndarray, np.ndarray]:
     from river.datasets import synth
 
-    def make(function: int) -> Any:
-        return synth.Agrawal(classification_function=function, seed=20)
+    def make(function: int, seed: int) -> Any:
+        return synth.Agrawal(classification_function=function, seed=seed)
 
     X, y = _take(_concepts(make, (0, 2, 0, 2), 1000, 50), 4000)
     return X, _labels(y)
@@ -140,7 +147,8 @@ def _agrawal() -> tuple[np.ndarray, np.ndarray]:
 def _rbf() -> tuple[np.ndarray, np.ndarray]:
     from river.datasets import synth
 
-    def make(model: int) -> Any:
+    def make(model: int, seed: int) -> Any:
+        # Each model draws its rows around its own centroids, so a shared sample seed replays no row.
         return synth.RandomRBF(seed_model=model, seed_sample=20, n_features=10, n_centroids=50)
 
     X, y = _take(_concepts(make, (1, 2), 2000, 500), 4000)

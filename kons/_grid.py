@@ -31,7 +31,7 @@ from kons.preprocessing import (
     restore_nested,
     with_intercept,
 )
-from kons.sparse import SparseVector
+from kons.sparse import SparseVector, dense
 
 __all__ = ["BINS_SLOT", "CHANGE_ENTRY_PRIOR", "ENTRY_PRIOR", "GENERATIONS", "GRID", "MAX_DICTIONARY",
            "REPLAY_ROWS", "RESTART_DELAYS", "YOUNG_BASES", "YOUNG_LINEAR", "YOUNG_SIZE"]
@@ -151,8 +151,10 @@ _NEIGHBOURS_FORM = (False, False)
 _KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
 
 
-def dense(z: np.ndarray | SparseVector) -> np.ndarray:
-    return z.to_dense() if isinstance(z, SparseVector) else z
+def _neighbours_row(forms: dict[tuple[bool, bool], np.ndarray | SparseVector]) -> np.ndarray:
+    """The row the local expert takes: its form is dense (:meth:`Grid.views_forms`), which ``dense`` tells
+    the type checker at the cost of an ``isinstance``."""
+    return dense(forms[_NEIGHBOURS_FORM])
 
 
 def _binary_target(index: float) -> float:
@@ -366,7 +368,7 @@ class Grid:
         """The local expert if it plays (awake: in the mixture since its window filled), else None."""
         return self.neighbours if self.mixture.switching.active[NEIGHBOURS_SLOT] else None
 
-    def _keep_asleep(self, form: np.ndarray | SparseVector, target: float) -> None:
+    def _keep_asleep(self, form: np.ndarray, target: float) -> None:
         """A round of the local expert (if there is one) while it sleeps: it keeps the row, and enters the
         mixture (from the next round on) once it holds :data:`NEIGHBOURS_WAKE_ROWS` rows."""
         if self.neighbours is None:
@@ -429,7 +431,7 @@ class Grid:
         if (thresholds := self.thresholds) is not None:
             preds[BINS_SLOT] = _guarded(thresholds.base._predict_checked, thresholds.code(x))
         if (neighbours := self._playing_neighbours()) is not None:
-            preds[NEIGHBOURS_SLOT] = neighbours.predict(forms[_NEIGHBOURS_FORM], self.mixture.binary)
+            preds[NEIGHBOURS_SLOT] = neighbours.predict(_neighbours_row(forms), self.mixture.binary)
         return self.mixture.mix(preds)
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
@@ -445,12 +447,12 @@ class Grid:
             plays[BINS_SLOT] = _guarded(thresholds.base._learn_checked, thresholds.code(x), t)
         neighbours = self._playing_neighbours()
         if neighbours is not None:
-            plays[NEIGHBOURS_SLOT] = neighbours.learn(forms[_NEIGHBOURS_FORM], t, self.mixture.binary)
+            plays[NEIGHBOURS_SLOT] = neighbours.learn(_neighbours_row(forms), t, self.mixture.binary)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
         if neighbours is None:
-            self._keep_asleep(forms[_NEIGHBOURS_FORM], RecentNeighbours.kept_target(t, self.mixture.binary))
+            self._keep_asleep(_neighbours_row(forms), RecentNeighbours.kept_target(t, self.mixture.binary))
         loss = float(self.mixture.losses(np.array([played]), t)[0])
         if self.mixture.binary:  # the labels -1 and +1 kept as the class indices 0 and 1
             error = float(played * t <= 0.0)
@@ -579,7 +581,7 @@ class Grid:
             experts[BINS_SLOT] = _guarded_probabilities(_scored, self.classes, thresholds.base,
                                                         thresholds.code(x))
         if (neighbours := self._playing_neighbours()) is not None:
-            experts[NEIGHBOURS_SLOT] = neighbours.probabilities(forms[_NEIGHBOURS_FORM], self.classes)
+            experts[NEIGHBOURS_SLOT] = neighbours.probabilities(_neighbours_row(forms), self.classes)
         return self.mixture.mix_probabilities(experts)
 
     def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
@@ -608,12 +610,12 @@ class Grid:
                                                         thresholds.code(x), label)
         neighbours = self._playing_neighbours()
         if neighbours is not None:
-            experts[NEIGHBOURS_SLOT] = neighbours.learn_class(forms[_NEIGHBOURS_FORM], label, classes)
+            experts[NEIGHBOURS_SLOT] = neighbours.learn_class(_neighbours_row(forms), label, classes)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
         if neighbours is None:
-            self._keep_asleep(forms[_NEIGHBOURS_FORM], float(label))
+            self._keep_asleep(_neighbours_row(forms), float(label))
         loss, error = float(self.mixture.class_losses(played, label)), float(np.argmax(played) != label)
         self._keep(forms, float(label), loss, error)
         self._track(loss, error)

@@ -19,13 +19,9 @@ import numpy as np
 from kons._multinomial import reference_softmax
 from kons._numerics import check_finite
 from kons.errors import StateFormatError
-from kons.sparse import SparseVector
+from kons.sparse import SparseVector, dense
 
 __all__ = ["RecentLinear", "RecentRounds"]
-
-
-def _dense(x: np.ndarray | SparseVector) -> np.ndarray:
-    return x.to_dense() if isinstance(x, SparseVector) else x
 
 
 class RecentLinear:
@@ -71,14 +67,14 @@ class RecentLinear:
     # ----------------------------------------------------------------- one score
     def predict(self, x: np.ndarray | SparseVector) -> float:
         """The clipped score of the one-score model for ``x`` (with the intercept)."""
-        return self._clipped(float(_dense(x) @ (self.P @ self.b[:, 0])))
+        return self._clipped(float(dense(x) @ (self.P @ self.b[:, 0])))
 
     def learn(self, x: np.ndarray | SparseVector, t: float) -> float:
         """Play :meth:`predict`, then learn the target ``t``; the state is unchanged if it raises."""
-        dense = _dense(x)
-        played = self.predict(dense)
+        row = dense(x)
+        played = self.predict(row)
         targets = np.array([t])
-        self._update(dense, targets)
+        self._update(row, targets)
         return played
 
     # ----------------------------------------------------------------- K classes
@@ -91,16 +87,16 @@ class RecentLinear:
 
     def probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
         """The classes' probabilities for ``x``: the softmax of half the clipped scores."""
-        scores = np.clip(_dense(x) @ (self.P @ self.b), -self.clip, self.clip) / 2.0
+        scores = np.clip(dense(x) @ (self.P @ self.b), -self.clip, self.clip) / 2.0
         return reference_softmax(scores[1:] - scores[0])
 
     def learn_class(self, x: np.ndarray | SparseVector, label: int) -> np.ndarray:
         """Play :meth:`probabilities`, then learn ``label`` (+1 for its column, -1 for the others)."""
-        dense = _dense(x)
-        played = self.probabilities(dense)
+        row = dense(x)
+        played = self.probabilities(row)
         targets = -np.ones(self.b.shape[1])
         targets[label] = 1.0
-        self._update(dense, targets)
+        self._update(row, targets)
         return played
 
     # ----------------------------------------------------------------- the state

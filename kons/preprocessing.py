@@ -78,7 +78,7 @@ from kons.errors import InvalidInputError, InvalidParameterError, StateFormatErr
 from kons.kernels import Kernel
 from kons.losses import Loss, get_loss, sigmoid
 from kons.records import Record, RecordEncoder
-from kons.sparse import SparseVector
+from kons.sparse import SparseVector, dense
 
 __all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Preprocessed", "Preprocessor", "ScalerStats",
            "TargetScaler",
@@ -466,8 +466,7 @@ class Preprocessor:
         scaler = self.x_scaler
         saved = scaler.snapshot()
         scaler.transform(x, commit=True)
-        dense = x.to_dense() if isinstance(x, SparseVector) else x
-        self.buffer.append((dense.copy(), y))
+        self.buffer.append((dense(x).copy(), y))
         full = len(self.buffer) >= WARMUP_ROWS
         try:
             yield full
@@ -730,7 +729,7 @@ class Preprocessed(Learner):
         """What the base sees, checked once (it takes it unchecked, :meth:`_learn_checked`): dense for
         kernels; with the constant feature for the linear family."""
         if self._base_cls.uses_kernel:
-            return checked_form(z.to_dense() if isinstance(z, SparseVector) else z)
+            return checked_form(dense(z))
         return checked_form(with_intercept(z))
 
     def _check_x(self, x: Any) -> Any:

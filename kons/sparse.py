@@ -84,6 +84,11 @@ class SparseVector:
         return f"SparseVector(nnz={self.nnz}, dim={self.dim})"
 
 
+def dense(x: np.ndarray | SparseVector) -> np.ndarray:
+    """The dense array of a row that may be sparse (a dense row as it is, not copied)."""
+    return x.to_dense() if isinstance(x, SparseVector) else x
+
+
 def _validated(indices: Any, values: Any, dim: Any) -> tuple[np.ndarray, np.ndarray, int]:
     if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
         raise InvalidInputError(f"a sparse example needs an int dimension >= 1; got {dim!r}.")

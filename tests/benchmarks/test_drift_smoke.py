@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.drift import Stream, render, run_stream, verdicts
-from benchmarks.drift_stationary import compare
+from benchmarks.drift import STREAMS, Stream, render, run_stream, verdicts
+from benchmarks.drift_stationary import ISSUE_FILED, _committed_metrics, compare
 
 
 def _flip() -> tuple[np.ndarray, np.ndarray]:
@@ -39,6 +39,20 @@ def test_a_drifting_stream_is_scored_overall_and_after_its_change() -> None:
     assert f"**{met} of 1** streams with change points" in report  # a stream without any is not counted
 
 
+@pytest.mark.parametrize("name", ["sea_abrupt", "agrawal_recurring", "rbf_gradual"])
+def test_a_concept_draws_fresh_rows_rather_than_replaying_an_earlier_one(name: str) -> None:
+    # Concepts drawn with one seed replayed each other's rows and noise coins (989 of the 1,000 rows after
+    # SEA's first change; Agrawal's recurring function its rows of 2,000 rounds before), which rewarded a
+    # learner that memorises rows (River's KNN) rather than one that follows the change.
+    pytest.importorskip("river")
+    stream = STREAMS[name]
+    X, _ = stream.build()
+    first_seen: dict[bytes, int] = {}
+    repeats = [i for i, row in enumerate(X) if first_seen.setdefault(row.tobytes(), i) != i]
+    assert len(X) == 4000 and len(stream.changes) >= 1
+    assert repeats == []
+
+
 def test_the_stationary_comparison_flags_a_set_beyond_one_percent(tmp_path: Path) -> None:
     before = {"a": ("regression", 0.200), "b": ("binary", 0.100)}
     after = {"a": ("regression", 0.201), "b": ("binary", 0.102)}
@@ -46,3 +60,11 @@ def test_the_stationary_comparison_flags_a_set_beyond_one_percent(tmp_path: Path
     assert rows["a"]["met"] and not rows["b"]["met"]
     assert rows["b"]["change"] == pytest.approx(0.02)
     json.dumps(rows)  # plain values, for the report
+
+
+def test_the_stationary_goal_s_before_is_the_records_committed_when_the_issue_was_filed() -> None:
+    # read from git, not from the working tree: a re-run that rewrites the records must not move the goal
+    held_out = _committed_metrics(ISSUE_FILED, "quality_raw_holdout")
+    assert len(held_out) == 14 and len(_committed_metrics(ISSUE_FILED, "quality_raw_regime")) == 12
+    task, error_rate = held_out["ionosphere"]
+    assert task == "binary" and error_rate == pytest.approx(56 / 351)

@@ -22,6 +22,11 @@ empty, until it holds 200 rows; none on sparse rows): the dense cases' plays fro
 predictions changed (before round 200 some moved in their last bits, at most 8e-15 of the play: the
 mixture's sums run over one more slot, an empty one), the sparse cases only their checksums (one more
 empty slot in the saved weights), after ``drift_stationary.md`` showed no loss on stationary data.
+The dense ``auto`` cases once more, deliberately, when the local expert's votes began to weigh the inverse
+of their distances: their plays from round 200 on (where it wakes), their predictions and checksums; every
+play before round 200 and every other case bit-identical (no local expert on sparse rows), after the 26
+stationary raw sets showed no real loss (13 of 14 classification sets the same error, german.numer lower;
+the regression sets' MSE lower on 8 of 12, higher on 2 by 0.001%).
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.

@@ -18,16 +18,45 @@ from kons._grid import (
     NEIGHBOURS_WAKE_ROWS,
     Grid,
 )
-from kons._local import RecentNeighbours
+from kons._local import SAME_POINT_DISTANCE, RecentNeighbours
 from kons.errors import StateFormatError
 
 
-def _reference_targets(rows: list[np.ndarray], targets: list[float], capacity: int, k: int,
-                       x: np.ndarray) -> list[float]:
-    """The targets of the k nearest of the last ``capacity`` rows, by a full sort."""
-    window = list(zip(rows[-capacity:], targets[-capacity:], strict=True))
-    window.sort(key=lambda pair: float(np.sum((pair[0] - x) ** 2)))
-    return [t for _, t in window[:k]]
+def _reference_nearest(rows: list[np.ndarray], targets: list[float], capacity: int, k: int,
+                       x: np.ndarray) -> tuple[list[float], list[float]]:
+    """The targets of the k nearest of the last ``capacity`` rows and their distances, by a full sort of
+    the explicit differences."""
+    window = [(math.sqrt(float(np.sum((row - x) ** 2))), t)
+              for row, t in zip(rows[-capacity:], targets[-capacity:], strict=True)]
+    window.sort(key=lambda pair: pair[0])
+    return [t for _, t in window[:k]], [d for d, _ in window[:k]]
+
+
+def _reference_probabilities(nearest: list[float], distances: list[float], classes: int) -> list[float]:
+    """Each class's (W_y + mean weight) / (W + K mean weight), the weights 1 / max(d, the floor)."""
+    if not nearest:
+        return [1.0 / classes] * classes
+    weights = [1.0 / max(d, SAME_POINT_DISTANCE) for d in distances]
+    mean = sum(weights) / len(weights)
+    return [(sum(w for w, t in zip(weights, nearest, strict=True) if t == c) + mean)
+            / (sum(weights) + classes * mean) for c in range(classes)]
+
+
+def _rows_with_duplicates(rounds: int, dim: int, seed: int) -> list[tuple[np.ndarray, int | None]]:
+    """Normal rows, some of them an exact copy of an earlier one, each with the index of the row it copies
+    (or None). Each original is copied at most once and a copy learns its original's target, so that rows
+    tied at any distance from a query vote alike, whichever of them the ranking takes."""
+    rng = np.random.default_rng(seed)
+    rows: list[tuple[np.ndarray, int | None]] = []
+    originals: list[int] = []
+    for r in range(rounds):
+        if originals and rng.random() < 0.3:
+            source = originals.pop(int(rng.integers(len(originals))))
+            rows.append((rows[source][0].copy(), source))
+        else:
+            rows.append((rng.normal(size=dim), None))
+            originals.append(r)
+    return rows
 
 
 @pytest.mark.parametrize("task", ["binary", "regression", "classes"])
@@ -37,28 +66,45 @@ def test_the_local_expert_plays_its_nearest_kept_rows(task: str) -> None:
     neighbours = RecentNeighbours(capacity, dim, k=k, clip=clip)
     rows: list[np.ndarray] = []
     targets: list[float] = []
-    for _ in range(30):  # past the ring's capacity several times
-        x = rng.normal(size=dim)
-        nearest = _reference_targets(rows, targets, capacity, k, x)
+    duplicates = 0
+    for x, source in _rows_with_duplicates(40, dim, 9):  # from no kept row, past the capacity several times
+        nearest, distances = _reference_nearest(rows, targets, capacity, k, x)
+        duplicates += bool(distances) and distances[0] == 0.0
+        drawn = {"classes": float(rng.integers(3)), "binary": float(rng.choice([-1.0, 1.0])),
+                 "regression": float(rng.normal() * 2.0)}[task]
+        t = drawn if source is None else targets[source]
         if task == "classes":
-            label = int(rng.integers(3))
-            played = neighbours.learn_class(x, label, 3)
-            counts = np.array([nearest.count(c) for c in range(3)], dtype=float)
-            np.testing.assert_allclose(played, (counts + 1.0) / (len(nearest) + 3), rtol=1e-12)
-            t = float(label)
+            np.testing.assert_allclose(neighbours.learn_class(x, int(t), 3),
+                                       _reference_probabilities(nearest, distances, 3), rtol=1e-9)
         elif task == "binary":
-            t = float(rng.choice([-1.0, 1.0]))
-            positive = sum(v > 0 for v in nearest)
-            expected = math.log((positive + 1.0) / (len(nearest) - positive + 1.0))
+            negative, positive = _reference_probabilities([float(v > 0) for v in nearest], distances, 2)
+            expected = math.log(positive / negative)
             assert neighbours.learn(x, t, binary=True) == pytest.approx(min(max(expected, -clip), clip),
-                                                                        rel=1e-12)
+                                                                        rel=1e-9)
         else:
-            t = float(rng.normal() * 2.0)
-            expected = float(np.mean(nearest)) if nearest else 0.0
+            weights = [1.0 / max(d, SAME_POINT_DISTANCE) for d in distances]
+            expected = (sum(w * v for w, v in zip(weights, nearest, strict=True)) / sum(weights)
+                        if nearest else 0.0)
             assert neighbours.learn(x, t, binary=False) == pytest.approx(min(max(expected, -clip), clip),
-                                                                         rel=1e-12)
+                                                                         rel=1e-9)
         rows.append(x)
         targets.append(t)
+    assert duplicates >= 5  # the stream did play copies of kept rows
+
+
+def test_the_vote_is_laplace_at_equal_distances_and_stays_inside_0_1_at_distance_0() -> None:
+    neighbours = RecentNeighbours(10, 2, k=4, clip=50.0)
+    for row, label in (((1.0, 0.0), 0), ((-1.0, 0.0), 1), ((0.0, 1.0), 1), ((0.0, -1.0), 2)):
+        neighbours.keep(np.array(row), float(label))
+    # four neighbours at distance 1 from the origin: Laplace's (n_y + 1) / (k + K)
+    np.testing.assert_allclose(neighbours.probabilities(np.zeros(2), 3), [2 / 7, 3 / 7, 2 / 7], rtol=1e-15)
+    # a query on a kept row: that row weighs 1 / the floor, the others ~1 / 1.4 .. 1 / 2
+    for classes in (3, 5):
+        played = neighbours.probabilities(np.array([1.0, 0.0]), classes)
+        assert np.isfinite(played).all() and (played > 0.0).all() and (played < 1.0).all()
+        assert played.sum() == pytest.approx(1.0, rel=1e-15)
+        assert played[0] < (4 + 1) / (4 + classes)  # at most Laplace's with every vote for the class
+    assert math.isfinite(neighbours.predict(np.array([-1.0, 0.0]), binary=True))
 
 
 def test_the_local_expert_state_round_trips_and_rejects_a_mismatch() -> None:
