@@ -15,9 +15,11 @@ storm, with ``V`` the learner's version and the acknowledgements' versions ``v_1
 * ``duplicated``: slots of ``1..V`` that no acknowledgement claims (a round applied that no request
   owns: a retry applied twice);
 * ``state_equals_replay``: the exported state is byte-identical to one kons learner that replays the
-  acknowledged rounds in version order, in this process (of two acknowledged at one version, the later:
-  after a Redis rollback only it can be in the log). With ``lost = duplicated = 0`` this proves the
-  service holds exactly the acknowledged rounds, each once, in the acknowledged order;
+  acknowledged rounds of versions ``1..V`` in version order, in this process (of two acknowledged at one
+  version, the later: after a Redis rollback only it can be in the log; one acknowledged above ``V`` was
+  lost by a rollback that the rounds after it did not make up for, so it is not replayed). With
+  ``lost = duplicated = 0`` this proves the service holds exactly the acknowledged rounds, each once, in
+  the acknowledged order;
 * ``log_mismatches``: log entries still in Redis (the tail after the newest snapshot) whose request id is
   not the one acknowledged at that version.
 """
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import json
 import math
 import random
 import re
@@ -69,13 +72,16 @@ __all__ = [
     "crash_scenario",
     "eviction_scenario",
     "failover_scenario",
+    "local_replay",
     "redis_fault_scenario",
     "replica_scenario",
     "restart_rollback_scenario",
     "rollback_scenario",
     "round_body",
+    "shown",
     "soak_scenario",
     "storm",
+    "surviving",
 ]
 
 NAME = "storm"
@@ -204,17 +210,19 @@ async def storm(
             task.result()
 
 
-def surviving(ledger: Ledger) -> dict[int, dict[str, Any]]:
-    """Version -> the body of the round acknowledged last at that version (``acked`` is in the order of
-    the acknowledgements): a round acknowledged before a Redis rollback is overwritten by the one
-    acknowledged after it at its version."""
-    return {version: body for version, body in ledger.acked.values()}
+def surviving(ledger: Ledger, version: int) -> dict[int, dict[str, Any]]:
+    """Version -> the body of the round acknowledged last at that version, for the versions up to the
+    learner's ``version`` (``acked`` is in the order of the acknowledgements): a round acknowledged before
+    a Redis rollback is overwritten by the one acknowledged after it at its version, and one above the
+    learner's version was lost with nothing after it at its version."""
+    return {v: body for v, body in ledger.acked.values() if v <= version}
 
 
-def local_replay(spec: dict[str, Any], ledger: Ledger) -> kons.Learner:
-    """One kons learner fed the surviving acknowledged rounds in version order, in this process."""
+def local_replay(spec: dict[str, Any], ledger: Ledger, version: int) -> kons.Learner:
+    """One kons learner fed the surviving acknowledged rounds up to ``version`` in version order, in this
+    process."""
     learner = kons.learner_from_params(spec["algorithm"], {**spec["params"], "dim": spec["dim"]})
-    for _, body in sorted(surviving(ledger).items()):
+    for _, body in sorted(surviving(ledger, version).items()):
         learner.learn_one(np.asarray(body["x"], dtype=np.float64), body["y"])
     return learner
 
@@ -229,7 +237,7 @@ def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, A
     claimed = Counter(v for v, _ in ledger.acked.values())
     lost = sum(n for v, n in claimed.items() if v > version) + sum(n - 1 for n in claimed.values() if n > 1)
     duplicated = sum(1 for v in range(1, version + 1) if v not in claimed)
-    local = local_replay(spec, ledger)
+    local = local_replay(spec, ledger, version)
     by_version = {v: rid for rid, (v, _) in ledger.acked.items()}
     client = sync_client(redis_url)
     try:
@@ -251,6 +259,11 @@ def audit(urls: Sequence[str], redis_url: str, ledger: Ledger, spec: dict[str, A
         "log_tail_checked": len(tail),
         "log_mismatches": mismatches,
     }
+
+
+def shown(result: dict[str, Any]) -> str:
+    """A scenario's whole result, for a failed assertion's message (pytest cuts a dict's repr to a line)."""
+    return json.dumps(result, sort_keys=True, default=str)
 
 
 def _create(url: str, spec: dict[str, Any] = SPEC) -> None:

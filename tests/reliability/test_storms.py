@@ -10,7 +10,6 @@ same scenarios with bigger numbers.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,10 @@ from testkit.scenarios import (
     failover_scenario,
     redis_fault_scenario,
     replica_scenario,
+    shown,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
-
-
-def shown(result: dict[str, Any]) -> str:
-    """The whole result, for a failure's message (pytest shortens a dict's repr to a line)."""
-    return json.dumps(result, sort_keys=True, default=str)
 
 
 def assert_kept(result: dict[str, Any]) -> None:
