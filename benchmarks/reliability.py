@@ -427,7 +427,7 @@ and nothing acknowledged is lost (measured below: Evicting Redis).
 **The lease TTL (`KONS_LEASE_TTL_MS`, default 2000).** One process writes to a learner at a time, under a
 lease it renews while it works. If that process dies, Redis sees its connections close, and the next
 writer takes the lease over at once (`KONS_LEASE_TAKEOVER`, default on: each process names its Redis
-connections, and a holder with none is gone; median 13 ms after a SIGKILL in
+connections, and a holder with none is gone: tens of milliseconds after a SIGKILL, see
 `benchmarks/results/takeover.md`). Only when Redis cannot tell (a vanished host whose sockets are still
 open, a Redis that refuses `CLIENT LIST`) do other processes wait for the lease to expire, at most the
 TTL. The write stall after a SIGKILL measured below is mostly the killed process's restart. Requests wait

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from kons._recent import _Ring
+from kons._recent import Ring
 from kons.errors import StateFormatError
 
 __all__ = ["RecentNeighbours"]
@@ -71,7 +71,7 @@ class RecentNeighbours:
         self.rows = np.zeros((capacity, dim))
         self.targets = np.zeros(capacity)
         self.squared_norms = np.zeros(capacity)  # of the kept rows (not saved: computed from them)
-        self.ring = _Ring(capacity)
+        self.ring = Ring(capacity)
 
     def _nearest(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The targets of the ``k`` nearest kept rows (all kept if fewer) and their Euclidean distances."""

@@ -21,7 +21,7 @@ from kons._numerics import check_finite
 from kons.errors import StateFormatError
 from kons.sparse import SparseVector, dense
 
-__all__ = ["RecentLinear", "RecentRounds"]
+__all__ = ["RecentLinear", "RecentRounds", "Ring"]
 
 
 class RecentLinear:
@@ -128,7 +128,7 @@ class RecentLinear:
         self.P, self.b, self.sum = P.astype(np.float64), b.astype(np.float64), total.astype(np.float64)
 
 
-class _Ring:
+class Ring:
     """The bookkeeping of a ring of ``capacity`` slots (its owner holds the arrays): how many slots are
     kept (at most ``capacity``) and the slot the next entry takes, the oldest kept once the ring is full."""
 
@@ -149,13 +149,13 @@ class _Ring:
     def scalars(self) -> list[int]:
         return [self.count, self.next]
 
-    def restored(self, scalars: list[int], mismatch: str) -> _Ring:
+    def restored(self, scalars: list[int], mismatch: str) -> Ring:
         """A ring of this capacity at the saved :meth:`scalars`; raises ``StateFormatError(mismatch)`` if
         they do not fit it."""
         count, position = (int(v) for v in scalars)
         if not 0 <= count <= self.capacity or not 0 <= position < self.capacity:
             raise StateFormatError(mismatch)
-        ring = _Ring(self.capacity)
+        ring = Ring(self.capacity)
         ring.count, ring.next = count, position
         return ring
 
@@ -173,7 +173,7 @@ class RecentRounds:
     def __init__(self, capacity: int, dim: int) -> None:
         self.rows = np.zeros((2, capacity, dim))  # z, then zlog
         self.rounds = np.zeros((capacity, 3))  # target, loss, error
-        self.ring = _Ring(capacity)
+        self.ring = Ring(capacity)
 
     def add(self, z: np.ndarray, zlog: np.ndarray, target: float, loss: float, error: float) -> None:
         """Keep a round: its two views dense (the state's arrays are of fixed shape, a sparse row's too;

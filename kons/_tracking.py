@@ -304,7 +304,8 @@ class ErrorChangeDetector:
     SEA's last change of threshold declared 49 rounds after them. Thresholds of 8 and 10 (fewer false alarms)
     declared them 50-300 rounds later and left windows of SEA, Agrawal and the RBF stream 10-16% behind the
     oracle. With each concept seeded apart, Agrawal's changes are declared 38-49 rounds after them, SEA's last
-    293 rounds after (the mixture's error rises from about 0.13 to 0.24, odds about doubled, so the CUSUM
+    285 rounds after (293 before the local expert's votes were weighted by distance, where the variants below
+    were measured; the mixture's error rises from about 0.13 to 0.24, odds about doubled, so the CUSUM
     gains about 0.04 a round; that window 1.14 of the oracle). A threshold of 6 declares it at 3161 and
     leaves the window at 1.11: the onset estimated over the 64 rounds kept is 62 rounds back; with 192 or 256
     rounds kept (the onset then 170-198 rounds back), 1.03 and 1.05. With 256 kept and the threshold 6, the

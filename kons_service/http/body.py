@@ -37,29 +37,13 @@ __all__ = ["KonsRoute", "LargeBodies", "StrictRequest"]
 HEAVY_BYTES = 16 * 1024
 
 
-def _large_body(request: Request) -> bool:
-    """Whether the request announces a body over :data:`INLINE_BYTES`, or one of unknown size (chunked);
-    a request without a body (a GET) has neither header."""
-    length = request.headers.get("content-length")
-    if "chunked" in request.headers.get("transfer-encoding", "").lower():
-        return True
-    return length is not None and (not length.isdigit() or int(length) > INLINE_BYTES)
-
-
-def _body_bytes(request: Request) -> int:
-    """The size the request announces for its body (0 without one); a body of unknown size (chunked, or
-    a malformed length) counts as the largest allowed."""
-    length = request.headers.get("content-length")
-    if "chunked" in request.headers.get("transfer-encoding", "").lower() or not (length or "0").isdigit():
-        return int(request.app.state.settings.max_request_bytes)
-    return int(length or 0)
-
-
-def _announced_bytes(request: Request) -> int:
-    """The body size the request's ``Content-Length`` announces; 0 without a valid one (a chunked body's
-    size is known once read)."""
-    length = request.headers.get("content-length", "")
-    return int(length) if length.isdigit() else 0
+def _announced_bytes(request: Request) -> int | None:
+    """The size the request's headers announce for its body: 0 without a body (a GET has neither header),
+    None when the size is unknown until read (chunked, or a malformed ``Content-Length``)."""
+    length = request.headers.get("content-length", "0")
+    if "chunked" in request.headers.get("transfer-encoding", "").lower() or not length.isdigit():
+        return None
+    return int(length)
 
 
 class LargeBodies:
@@ -173,7 +157,8 @@ class KonsRoute(APIRoute):
 
         async def authenticated_handler(request: Request) -> Response:
             auth = request.app.state.auth
-            large = _large_body(request)
+            announced = _announced_bytes(request)
+            large = announced is None or announced > INLINE_BYTES
             async with contextlib.AsyncExitStack() as stack:
                 with _closing_unread(large):
                     # (a 401 is paused when answered: kons_service.http.errors)
@@ -181,13 +166,16 @@ class KonsRoute(APIRoute):
                     try:
                         if not auth.single_tenant:
                             limiter = request.app.state.service.limiter
-                            stack.enter_context(limiter.admit(tenant, _body_bytes(request)))
+                            # (a body of unknown size counts as the largest allowed)
+                            admitted = request.app.state.settings.max_request_bytes if announced is None \
+                                else announced
+                            stack.enter_context(limiter.admit(tenant, int(admitted)))
                         if large and not auth.single_tenant:
                             stack.enter_context(request.app.state.large_bodies.slot(tenant))
                     except TooManyRequestsError:
                         await request.app.state.refusals.pause(tenant)
                         raise
-                    if not auth.single_tenant and (announced := _announced_bytes(request)) > HEAVY_BYTES:
+                    if not auth.single_tenant and announced is not None and announced > HEAVY_BYTES:
                         # a heavy body whose turn would come too late is refused unread and unparsed
                         request.app.state.heavy_turns.refuse_a_long_wait(tenant, announced)
                 if auth.single_tenant:  # (nobody else to take turns with)

@@ -570,7 +570,7 @@ def test_the_kept_rounds_are_the_last_ones_oldest_first_and_restore() -> None:
 
 @pytest.mark.parametrize("scalars", [[6, 0], [-1, 0], [3, 5], [3, -1]])
 def test_the_kept_rounds_and_neighbours_reject_a_ring_position_outside_them(scalars: list[int]) -> None:
-    """Both rings (kons._recent._Ring) refuse a count or next slot outside their capacity, unchanged."""
+    """Both rings (kons._recent.Ring) refuse a count or next slot outside their capacity, unchanged."""
     kept, neighbours = RecentRounds(5, 3), RecentNeighbours(5, 3, k=2, clip=3.0)
     for n in range(3):
         kept.add(np.full(3, float(n)), np.full(3, -float(n)), float(n), 0.0, 0.0)
