@@ -1,8 +1,9 @@
 """Numerics shared by the kernel and the linear learners.
 
 Growable buffers and an append-only Cholesky factor (each grows geometrically and exposes views of its
-used prefix, so a round costs what the algorithm needs and never a copy of the whole state), the ridge
-leverage of a round, and the step-size schedules of the first-order learners.
+used prefix, so a round costs what the algorithm needs and never a copy of the whole state), the in-place
+rank-one downdate of a dense matrix, the ridge leverage of a round, and the step-size schedules of the
+first-order learners.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ __all__ = [
     "PackedSymmetric",
     "check_finite",
     "ridge_leverage",
+    "scaled_outer_peak",
     "scheduled_step",
+    "subtract_scaled_outer",
 ]
 
 #: Rows a growable buffer allocates for its first row.
@@ -35,6 +38,8 @@ MIN_CAPACITY = 16
 TINY = 1e-300
 #: Step-size schedules of the first-order learners: ``eta`` or ``eta / sqrt(t)`` in round ``t``.
 SCHEDULES = ("constant", "inverse_sqrt")
+#: Elements of the row block :func:`subtract_scaled_outer` computes at a time (256 KiB: it stays in cache).
+_OUTER_BLOCK = 32768
 
 
 def check_finite(*parts: Any, bound: float = np.inf) -> None:
@@ -44,6 +49,37 @@ def check_finite(*parts: Any, bound: float = np.inf) -> None:
         within = abs(part) < bound if isinstance(part, float) else bool((np.abs(part) < bound).all())
         if not within:
             raise NumericalError("the round would put a non-finite or overflowing number into the state.")
+
+
+def scaled_outer_peak(scale: float, v: np.ndarray) -> float:
+    r"""The largest :math:`|s\,(v_i v_j)|` as :func:`subtract_scaled_outer` rounds it: O(d), not O(d^2).
+
+    Rounding to nearest is monotone and symmetric, so no element exceeds :math:`|s|\,(m\,m)` with
+    :math:`m = \max_i |v_i|`, and the diagonal element of that :math:`i` equals it: the peak is finite
+    exactly when every element is, and NaN when one is (a NaN in ``v`` or ``s``, or :math:`0 \cdot \infty`).
+    ``check_finite`` on it thus decides as on the whole :math:`s\,v v^\top`, before the matrix is touched.
+    """
+    largest = float(np.max(np.abs(v))) if v.size else 0.0
+    return abs(scale) * (largest * largest)
+
+
+def subtract_scaled_outer(matrix: np.ndarray, scale: float, v: np.ndarray) -> None:
+    r""":math:`M \leftarrow M - s\,(v v^\top)` in place, bit for bit ``M - scale * np.outer(v, v)``.
+
+    Each element is rounded as there (:math:`v_i v_j`, times :math:`s`, subtracted from :math:`M_{ij}`),
+    but through a row block of at most ``_OUTER_BLOCK`` elements instead of two (d, d) temporaries, whose
+    allocation and memory traffic were most of an ONS round. The caller checks
+    :func:`scaled_outer_peak` first (a non-finite update would leave the matrix half written), and ``v``
+    is not a view of ``matrix`` (the blocks already written would change it).
+    """
+    d = len(v)
+    rows = max(1, _OUTER_BLOCK // max(d, 1))
+    buffer = np.empty((min(rows, d), d))
+    for start in range(0, d, rows):
+        block = buffer[: min(rows, d - start)]
+        np.multiply(v[start : start + len(block), None], v, out=block)
+        block *= scale
+        matrix[start : start + len(block)] -= block
 
 
 def ridge_leverage(ridge: float) -> float:

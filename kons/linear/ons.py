@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons._multinomial import newton_outputs, widened
-from kons._numerics import check_finite
+from kons._numerics import check_finite, scaled_outer_peak, subtract_scaled_outer
 from kons._validation import Constraint
 from kons.errors import InvalidParameterError
 from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
@@ -105,11 +105,11 @@ class ONS(LinearLearner):
         # u_{t+1} = u_t - gamma v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)
         step = gamma + gdot / (1.0 + c2 * s)
         u = self._u - step * v
-        shrink = c2 / (1.0 + c2 * s) * np.outer(v, v) if c2 != 0.0 else None
-        check_finite(u, 0.0 if shrink is None else shrink)
+        shrink = c2 / (1.0 + c2 * s)
+        check_finite(u, scaled_outer_peak(shrink, v) if c2 != 0.0 else 0.0)
         self._u = u
-        if shrink is not None:
-            self._Ainv -= shrink  # Sherman-Morrison (Eq. 2)
+        if c2 != 0.0:
+            subtract_scaled_outer(self._Ainv, shrink, v)  # Sherman-Morrison (Eq. 2), in place
         return y_hat, leverage(self._sqrt_eta * gdot, s), gdot
 
     # ----------------------------------------------------------------- the multinomial round
@@ -133,10 +133,11 @@ class ONS(LinearLearner):
         check_finite(margins)
         probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
         u = self._u - np.outer(v, step)
-        check_finite(u, shrink)
+        # the whole update is checked, as in the binary round (shrink alone let an overflowing v v' through)
+        check_finite(u, scaled_outer_peak(shrink, v) if shrink != 0.0 else 0.0)
         self._u = u
         if shrink != 0.0:
-            self._Ainv -= shrink * np.outer(v, v)  # Sherman-Morrison
+            subtract_scaled_outer(self._Ainv, shrink, v)  # Sherman-Morrison, in place
         return probabilities, shrink * s
 
     def _arrays(self) -> dict[str, np.ndarray]:

@@ -1,0 +1,107 @@
+"""The in-place rank-one downdate of :mod:`kons._numerics` against the expression it replaces, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kons
+from kons import SparseVector
+from kons._numerics import _OUTER_BLOCK, scaled_outer_peak, subtract_scaled_outer
+
+# odd sizes, and sizes around the row block: one block (181 rows), a short last block (182, 257, 1000),
+# blocks ending exactly at d (256)
+SIZES = [1, 2, 7, 181, 182, 183, 256, 257, 1000]
+
+
+@pytest.mark.parametrize("d", SIZES)
+@pytest.mark.parametrize("scale", [0.0, 1.0, 0.37, -2.5e-3, 1e300, -1e-300])
+@pytest.mark.parametrize("block", [_OUTER_BLOCK, 1, 50])  # 1: one row per block; 50: a few rows
+def test_subtract_scaled_outer_is_the_outer_product_expression_bit_for_bit(
+    d: int, scale: float, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kons._numerics._OUTER_BLOCK", block)
+    rng = np.random.default_rng(d)
+    matrix = rng.normal(size=(d, d)) * rng.lognormal(0.0, 3.0, size=(d, d))
+    v = rng.normal(size=d) * rng.lognormal(0.0, 3.0, size=d)
+    v[rng.random(d) < 0.2] = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e300 overflows some elements: inf in both
+        expected = matrix - scale * np.outer(v, v)
+        subtract_scaled_outer(matrix, scale, v)
+    assert matrix.tobytes() == expected.tobytes()
+
+
+def test_subtract_scaled_outer_updates_a_view_in_place() -> None:
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(9, 9))
+    expected = base.copy()
+    expected[2:7, 2:7] -= 0.5 * np.outer(base[0, :5], base[0, :5])
+    v = base[0, :5].copy()
+    subtract_scaled_outer(base[2:7, 2:7], 0.5, v)
+    assert base.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("scale", "v"),
+    [(1.0, [1.0, -3.0, 2.0]), (-2.0, [0.0, 0.0]), (1e-300, [1e200, 1.0]), (0.0, [1e200, 1.0]),
+     (np.inf, [0.0, 1.0]), (np.inf, [0.0, 0.0]), (np.nan, [1.0]), (1.0, [np.nan, 1.0]), (1.0, [np.inf]),
+     (1e300, [1e5, -1e4]), (1.0, [1e154, 1e154])],
+)
+def test_the_peak_is_finite_exactly_when_every_element_of_the_update_is(scale: float, v: list[float]) -> None:
+    arr = np.array(v)
+    with np.errstate(over="ignore", invalid="ignore"):
+        update = scale * np.outer(arr, arr)
+        peak = scaled_outer_peak(scale, arr)
+    assert bool(np.isfinite(update).all()) == bool(np.isfinite(peak))
+    if np.isfinite(peak):
+        assert peak == np.max(np.abs(update))
+
+
+def _rows(n: int, d: int, sparse: bool, seed: int) -> list[np.ndarray | SparseVector]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * rng.lognormal(0.0, 1.0, size=d)
+    if sparse:
+        X[rng.random(X.shape) < 0.9] = 0.0
+        return [SparseVector.from_dense(x) for x in X]
+    return list(X)
+
+
+def _ons_stream_bytes(rows: list[np.ndarray | SparseVector], classes: int, seed: int) -> bytes:
+    """The state after binary rounds (labels +-1), or multinomial ones on ``classes > 2`` (as ``auto``
+    drives them), of a logistic ONS."""
+    rng = np.random.default_rng(seed)
+    learner = kons.ONS(loss="logistic", alpha=0.5, dim=300)
+    if classes > 2:
+        learner._widen(classes - 1)
+    for x in rows:
+        if classes > 2:
+            learner._learn_class_checked(x, int(rng.integers(classes)))
+        else:
+            learner.learn_one(x, float(rng.choice([-1.0, 1.0])))
+    return learner.to_bytes()
+
+
+def _outer_expression(matrix: np.ndarray, scale: float, v: np.ndarray) -> None:
+    """The update :func:`subtract_scaled_outer` replaced, with its two (d, d) temporaries."""
+    matrix -= scale * np.outer(v, v)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("classes", [2, 4])
+def test_ons_streams_are_byte_identical_to_the_outer_product_update(
+    sparse: bool, classes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = _rows(150, 300, sparse, seed=classes)
+    in_place = _ons_stream_bytes(rows, classes, seed=classes)
+    monkeypatch.setattr("kons.linear.ons.subtract_scaled_outer", _outer_expression)
+    assert in_place == _ons_stream_bytes(rows, classes, seed=classes)
+
+
+def test_a_multinomial_round_whose_update_overflows_is_rejected() -> None:
+    """v v' overflows although shrink v v' would not: the round is refused, A^{-1} stays finite."""
+    learner = kons.ONS(loss="logistic", alpha=1e-6, dim=3)
+    learner._widen(2)
+    before = learner.to_bytes()
+    with pytest.raises(kons.NumericalError):
+        learner._learn_class_checked(np.array([3e149, 0.0, 0.0]), 1)
+    assert learner.to_bytes() == before
