@@ -59,7 +59,7 @@ def scaled_outer_peak(scale: float, v: np.ndarray) -> float:
     exactly when every element is, and NaN when one is (a NaN in ``v`` or ``s``, or :math:`0 \cdot \infty`).
     ``check_finite`` on it thus decides as on the whole :math:`s\,v v^\top`, before the matrix is touched.
     """
-    largest = float(np.max(np.abs(v))) if v.size else 0.0
+    largest = float(np.abs(v).max()) if v.size else 0.0
     return abs(scale) * (largest * largest)
 
 
@@ -74,7 +74,12 @@ def subtract_scaled_outer(matrix: np.ndarray, scale: float, v: np.ndarray) -> No
     """
     d = len(v)
     rows = max(1, _OUTER_BLOCK // max(d, 1))
-    buffer = np.empty((min(rows, d), d))
+    if rows >= d:  # one block: no slicing, which is most of the cost of a small matrix's update
+        update = np.multiply(v[:, None], v)
+        update *= scale
+        matrix -= update
+        return
+    buffer = np.empty((rows, d))
     for start in range(0, d, rows):
         block = buffer[: min(rows, d - start)]
         np.multiply(v[start : start + len(block), None], v, out=block)
