@@ -4,7 +4,8 @@ order, against a live ``python -m kons_service`` on its embedded store, and prin
 Conventions the README follows so that this test can read it:
 
 * a Python line ``print(...)  # text`` prints exactly ``text`` (every ``print`` carries its output);
-* a ``# {...}`` line right after a curl command is that command's JSON answer;
+* a ``# {...}`` line right after a curl command is that command's JSON answer (its numbers to
+  :data:`DIGITS` significant digits: the last digits of a float depend on the CPU's vector instructions);
 * ``localhost:8000`` / ``127.0.0.1:8000`` is the service (here on a free port);
 * a bash block that is not made of curl commands is run by the test named in :data:`RUN_ELSEWHERE`.
 """
@@ -28,6 +29,8 @@ README = REPO / "README.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PRINTED = re.compile(r"^\s*print\(.*\)\s+# (.*)$")
 SERVICE = re.compile(r"(localhost|127\.0\.0\.1):8000")
+#: Significant digits to which an answer's floats must be the README's.
+DIGITS = 12
 
 #: The bash blocks that are not curl calls (keyed by their first command) and the test that runs them.
 RUN_ELSEWHERE = {
@@ -103,7 +106,18 @@ def _run_curl(block: Block, service: str, cwd: Path) -> None:
         assert "error" not in answer, (where, answer)
         following = commands[i + 1] if i + 1 < len(commands) else ""
         if following.startswith("# {"):
-            assert answer == json.loads(following[2:]), where
+            assert _rounded(answer) == _rounded(json.loads(following[2:])), where
+
+
+def _rounded(value: object) -> object:
+    """A JSON value with its floats to :data:`DIGITS` significant digits."""
+    if isinstance(value, float):
+        return float(f"{value:.{DIGITS}g}")
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
 
 
 @pytest.mark.redis

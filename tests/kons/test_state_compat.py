@@ -1,4 +1,6 @@
-"""States saved by an earlier kons still load and continue exactly (``tests/data/state_blobs.npz``).
+"""States saved by an earlier kons still load and continue exactly (``tests/data/state_blobs.npz``): bit
+for bit on this machine's own recording, within another CPU's rounding of the original one
+(:mod:`tests.recorded`).
 
 The blobs were written by ``tests/data/make_state_blobs.py`` with the flat ``kons/`` layout of commit
 8496649; the recorded plays and predictions are what that code produced after restoring them. The
@@ -8,33 +10,28 @@ preprocessing learners' blobs (``tests/data/preprocessing_blobs.npz``) were writ
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pytest
 
 import kons
 import kons._state
-from kons import SparseVector
 from kons._grid import _EARLIER_LAYOUTS, _EXPERTS, YOUNG_LINEAR, _in_current_layout, _young_slots
+from tests.recorded import (
+    REPLAYS,
+    RTOL,
+    assert_as_recorded,
+    cases,
+    machine_recording,
+    preprocessing_blob,
+    state_blob,
+    tracking_blob,
+)
 
-_BLOBS = Path(__file__).parents[1] / "data" / "state_blobs.npz"
-# The cases with sparse input (see CASES in tests/data/make_state_blobs.py).
-_SPARSE = {"fd_son", "oja_son", "adagrad"}
-
-
-def _saved(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as data:
-        return {key: data[key] for key in data.files}
-
-
-SAVED = _saved(_BLOBS)
-CASES = sorted({key.split("/")[0] for key in SAVED})
-
-
-def _example(case: str, x: np.ndarray) -> Any:
-    return SparseVector.from_dense(x) if case in _SPARSE else x
+SAVED = REPLAYS["state"][0]
+CASES = cases("state")
+PREPROCESSING_SAVED = REPLAYS["preprocessing"][0]
+TRACKING_SAVED = REPLAYS["tracking"][0]
+MACHINE = machine_recording()
 
 
 def test_every_learner_has_an_old_blob() -> None:
@@ -56,17 +53,9 @@ def test_an_old_blob_loads_and_continues_identically(case: str) -> None:
     for name, array in arrays.items():
         assert array.dtype == old_arrays[name].dtype
         np.testing.assert_array_equal(array, old_arrays[name])
-    X, y = SAVED[f"{case}/X"], SAVED[f"{case}/y"]
-    played = [learner.learn_one(_example(case, x), float(label)) for x, label in zip(X, y, strict=True)]
-    np.testing.assert_array_equal(played, SAVED[f"{case}/played"])
-    predicted = [learner.predict_one(_example(case, x)) for x in X]
-    np.testing.assert_array_equal(predicted, SAVED[f"{case}/predicted"])
-
-
-_PREPROCESSING_BLOBS = Path(__file__).parents[1] / "data" / "preprocessing_blobs.npz"
-
-
-PREPROCESSING_SAVED = _saved(_PREPROCESSING_BLOBS)
+    replayed = state_blob(case)
+    for name in ("played", "predicted"):
+        assert_as_recorded(f"state/{case}/{name}", replayed[name], SAVED[f"{case}/{name}"], MACHINE)
 
 
 @pytest.mark.parametrize("case", sorted({key.split("/")[0] for key in PREPROCESSING_SAVED}))
@@ -77,9 +66,6 @@ def test_a_preprocessing_blob_from_before_records_loads_and_continues_identicall
     blob = saved["blob"].tobytes()
     learner = kons.load(blob)
     _, old_arrays = kons._state.decode(blob)
-    # Labels of a classifier as booleans: a blob saved before classes were kept restores its classes as
-    # False and True (the recorded plays are the same for 0/1 and booleans in the code that wrote them).
-    labels = [bool(t) if learner.loss == "logistic" else float(t) for t in saved["y"]]
     if "log_weights" in old_arrays:
         # An auto whose mixture was built before the switching weights (issue 20, a deliberate change of
         # what it computes): its bases load as they were, its weights become the weights under every
@@ -87,22 +73,16 @@ def test_a_preprocessing_blob_from_before_records_loads_and_continues_identicall
         _, arrays = kons._state.decode(learner.to_bytes())
         for name in (name for name in old_arrays if name.startswith("base")):
             np.testing.assert_array_equal(arrays[name], old_arrays[name])
-        played = [learner.learn_one(x, label) for x, label in zip(saved["X"], labels, strict=True)]
-        assert played[0] == saved["played"][0]
-        np.testing.assert_allclose(played, saved["played"], rtol=0.01)
+        played = preprocessing_blob(case)["played"]
+        np.testing.assert_allclose(played[0], saved["played"][0], rtol=RTOL)
+        assert_as_recorded(f"preprocessing/{case}/played", played, saved["played"], MACHINE, rtol=0.01)
         assert learner.encoding() is None
         return
     assert learner.to_bytes() == blob  # no gap mask, no per-coordinate counts, no encoder for arrays
-    played = [learner.learn_one(x, label) for x, label in zip(saved["X"], labels, strict=True)]
-    np.testing.assert_array_equal(played, saved["played"])
-    np.testing.assert_array_equal([learner.predict_one(x) for x in saved["X"]], saved["predicted"])
+    replayed = preprocessing_blob(case)
+    for name in ("played", "predicted"):
+        assert_as_recorded(f"preprocessing/{case}/{name}", replayed[name], saved[name], MACHINE)
     assert learner.encoding() is None
-
-
-_TRACKING_BLOBS = Path(__file__).parents[1] / "data" / "tracking_blobs.npz"
-
-
-TRACKING_SAVED = _saved(_TRACKING_BLOBS)
 
 
 @pytest.mark.parametrize("case", sorted({key.split("/")[0] for key in TRACKING_SAVED}))
@@ -121,9 +101,11 @@ def test_an_auto_blob_with_generations_older_than_their_linear_model_continues_i
     empty = [name for name in learner._grid.names() if "none: saved before it existed" in name]
     assert len(empty) == 2 and not set(empty) & learner.stats()["weights"].keys()  # slots not in play
     assert any("restarted at round" in name for name in learner.stats()["weights"])
-    played = [learner.learn_one(x, float(t)) for x, t in zip(saved["X"], saved["y"], strict=True)]
-    np.testing.assert_array_equal(played, saved["played"])
-    np.testing.assert_array_equal([learner.predict_one(x) for x in saved["X"]], saved["predicted"])
+    replayed = tracking_blob(case)
+    for name in ("played", "predicted"):
+        assert_as_recorded(f"tracking/{case}/{name}", replayed[name], saved[name], MACHINE)
+    for x, t in zip(saved["X"], saved["y"], strict=True):
+        learner.learn_one(x, float(t))
     restored = kons.load(learner.to_bytes())  # saved in the new layout, it loads again
     assert restored.to_bytes() == learner.to_bytes()
 
