@@ -61,6 +61,10 @@ BENCHMARKS = (
     Benchmark("The BLAS pin costs about 2 us a round (README)",
               "python -m benchmarks.blas_pin --out benchmarks/results",
               ("blas_pin.md",), (*_LIBRARY, "benchmarks/blas_pin.py")),
+    Benchmark("ONS rounds on wide sparse rows: the rank-one downdate in place, against a baseline checkout",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.ons_rounds --baseline PATH "
+              "--out benchmarks/results",
+              ("ons_rounds.md",), (*_LIBRARY, "benchmarks/ons_rounds.py")),
     Benchmark("NystromKONS error vs Sketched-KONS on 12 data sets (README)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.nystrom_quality --T 5000 --out benchmarks/results",
               ("nystrom_quality.md", "nystrom_quality.json"),
