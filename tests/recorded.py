@@ -5,7 +5,8 @@ The pinned streams and the old state blobs (``tests/data/*.npz``) record plays b
 that wrote them computed them, on the machine it ran on. The same code on another CPU rounds differently
 in the last bits: OpenBLAS and NumPy pick their kernels by the CPU's vector instructions (AVX-512 or
 AVX2, say), and a dot product summed in another order rounds otherwise. Measured on an AVX2 machine
-against recordings made on one with AVX-512: every case differs from its first rounds on, by at most
+without AVX-512 against recordings made on an earlier machine (its vector extensions are not on record):
+every case differs from its first rounds on, by at most
 1.9e-11 of a play (most by about 1e-15), with no decision of a learner changed.
 
 So each check has two parts:

@@ -3,9 +3,9 @@
 The test ``tests/kons/test_pinned_streams.py`` replays these streams with the current code and compares every
 play, every prediction and the final state's checksum with ``==``: a change meant to make a round faster
 (validation once per round, the numerics contexts entered once, ...) must not change a single bit. Bits
-are those of one machine's arithmetic: this file's were recorded on an AVX-512 machine, and another CPU
-compares with its own recording of the same code, ``machines/<fingerprint>.npz``, and with this file to
-its rounding (:mod:`tests.recorded`).
+are those of one machine's arithmetic: this file's were recorded on the project's first machines, and
+another CPU compares with its own recording of the same code, ``machines/<fingerprint>.npz``, and with
+this file to its rounding (:mod:`tests.recorded`).
 The file was written at commit 9891fb8, before those changes, and rewritten once, deliberately, for issue 20
 (``auto``'s switching weights, change detector and restarted bases change what it computes; the other
 cases were unchanged) after ``benchmarks/results/drift_stationary.md`` showed no loss on stationary data;

@@ -8,7 +8,7 @@ bit-identical to the original recordings on the machine that made them, or that 
 * ``e208e84f8d4fc53f.npz`` was written on an AVX2 machine (AMD EPYC, OpenBLAS's Haswell kernels) by
   commit ddc75b8, whose replays are bit-identical there to those of b100929 (checked over every pinned
   case's plays, predictions and final state), and b100929 replayed every original recording bit for bit on
-  the AVX-512 machine that made them (its CI).
+  the machine that made them (its CI).
 
 Run ``python tests/data/record_machine.py``.
 """
