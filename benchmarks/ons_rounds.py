@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchmarks import registry
 from benchmarks.common import REPO, command_line, git_commit, machine_summary, markdown_table
-from benchmarks.provenance import provenance, stamp_markdown
+from benchmarks.provenance import provenance, publish
 
 #: (dimension, sparse rows (1% of the features non-zero) or dense, timed rounds)
 CASES = ((500, True, 200), (2000, True, 60), (200, False, 400), (8, False, 2000))
@@ -99,8 +99,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "ons_rounds.md").write_text(stamp_markdown(text, stamp))
+        publish(args.out, "ons_rounds", stamp, text)
 
 
 if __name__ == "__main__":
