@@ -10,12 +10,10 @@ of the original recording (:mod:`tests.recorded`).
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
-from tests.data.make_pinned_streams import CASES, play
-from tests.recorded import REPLAYS, assert_as_recorded, cases, machine_recording
+from tests.data.make_pinned_streams import CASES
+from tests.recorded import REPLAYS, assert_as_recorded, cases, machine_recording, pinned
 
 SAVED = REPLAYS["pinned"][0]
 MACHINE = machine_recording()
@@ -27,9 +25,9 @@ def test_every_case_is_recorded() -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_stream_is_played_bit_identically(case: str) -> None:
-    played, predicted, blob = play(case, SAVED[f"{case}/X"], SAVED[f"{case}/y"])
-    assert_as_recorded(f"pinned/{case}/played", played, SAVED[f"{case}/played"], MACHINE)
-    assert_as_recorded(f"pinned/{case}/predicted", predicted, SAVED[f"{case}/predicted"], MACHINE)
+    replayed = pinned(case)
+    for name in ("played", "predicted"):
+        assert_as_recorded(f"pinned/{case}/{name}", replayed[name], SAVED[f"{case}/{name}"], MACHINE)
     if MACHINE is not None:
-        assert hashlib.sha256(blob).digest() == MACHINE[f"pinned/{case}/sha256"].tobytes()
+        assert replayed["sha256"].tobytes() == MACHINE[f"pinned/{case}/sha256"].tobytes()
 
