@@ -13,10 +13,12 @@ change, :func:`change_span` estimates its onset from the detector's steps over t
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-__all__ = ["RATES", "ErrorChangeDetector", "LossChangeDetector", "SwitchingWeights", "change_span"]
+__all__ = ["RATES", "ErrorChangeDetector", "LossChangeDetector", "Probation", "SwitchingWeights",
+           "change_span"]
 
 #: The switching rates mixed by :class:`SwitchingWeights`: 0 (the aggregating algorithm itself) and
 #: rates that let the weight move to another expert within about 100 and 10 rounds. A rate of 1e-3 was
@@ -117,14 +119,24 @@ class SwitchingWeights:
         uniform = np.where(self.active, -math.log(int(self.active.sum())), -math.inf)
         self.log_weights = np.logaddexp(self._log_keep + posterior, self._log_share + uniform)
 
-    def replace(self, slots: list[int], prior: float) -> None:
-        """Experts enter ``slots`` (whatever was there leaves), each with weight ``prior`` under every
-        rate, the other active experts keeping their proportions of the rest."""
+    def replace(self, slots: list[int], prior: float | np.ndarray) -> None:
+        """Experts enter ``slots`` (whatever was there leaves), each with weight ``prior`` (one for all, or
+        one each) under every rate, the other active experts keeping their proportions of the rest."""
+        priors = np.broadcast_to(np.asarray(prior, dtype=float), (len(slots),))
         self.active[slots] = False
         staying = _log_normalised(np.where(self.active, self.log_weights, -math.inf))
-        self.log_weights = staying + math.log1p(-prior * len(slots))
-        self.log_weights[:, slots] = math.log(prior)
+        self.log_weights = staying + math.log1p(-float(priors.sum()))
+        self.log_weights[:, slots] = np.log(priors)
         self.active[slots] = True
+
+    def reprice(self, slots: list[int], was: float, now: float) -> None:
+        """Move the weights of the experts in ``slots``, which entered with the prior ``was`` each, to those
+        an entry at ``now`` each would have given them: their odds against the others scaled by
+        ``now (1 - n was) / (was (1 - n now))`` under every rate (``n`` experts in ``slots``)."""
+        n = len(slots)
+        shift = np.full(len(self.active), math.log1p(-now * n) - math.log1p(-was * n))
+        shift[slots] = math.log(now / was)
+        self.log_weights = _log_normalised(self.log_weights + shift)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The state, finite (an inactive slot's -inf is saved as 0 and restored from ``active``)."""
@@ -142,6 +154,89 @@ class SwitchingWeights:
         self.log_weights = np.where(active, log_weights, -math.inf)
         self.log_rate_weights = log_rate_weights.copy()
         return True
+
+
+class Probation:
+    r"""A generation started at a declared change, on trial: a false alarm should cost the other experts
+    what an entry at the prior ``low`` costs, a true change should have the weight of an entry at ``entry``
+    from its first play on (the rows right after a change are where the old experts lose most).
+
+    The generation's ``n`` experts (``slots``) entered at ``entry`` each (:meth:`SwitchingWeights.replace`).
+    After its first round, if its weight under the switching rate 0 is still at least ``n entry`` (that
+    round's likelihood at least the other experts'), the trial ends. Else its weights are moved to an entry
+    at ``low`` (:meth:`SwitchingWeights.reprice`): under the rate 0, exactly the weights Bayes' rule would
+    give after that round had the generation entered at ``low``, since a change of prior only rescales the
+    posterior odds. At each of its next rounds, with :math:`L_i` its experts' losses since entry and
+    :math:`L` the mixture's (:math:`\eta`-scaled, so that :math:`e^{L - L_i}` is expert ``i``'s likelihood
+    ratio to the mixture),
+
+    .. math:: \pi_i = rac{a\, e^{L - L_i}}{(1 - n a) + \sum_j a\, e^{L - L_j}}, \qquad a = 	ext{entry},
+
+    is its experts' posterior at an entry at ``entry`` with the mixture standing for the other experts (whose
+    likelihood it bounds from below: the aggregating algorithm's guarantee); once
+    :math:`\sum_i \pi_i > n a`, that is once :math:`rac{1}{n}\sum_i e^{L - L_i} > 1` (the generation's
+    Bayes factor against the mixture above 1), its experts take the weights :math:`\pi_i` under every rate
+    and the trial ends. It ends anyway ``rounds`` rounds after the entry.
+
+    Price, in :math:`\eta`-scaled loss against the mixture without the alarm (under the rate 0): a false
+    alarm whose generation never catches up costs the other experts :math:`\lnrac{1}{1 - n\,low}` for the
+    entry at ``low``, plus its first round's play at ``entry``, at most
+    :math:`\lnrac{1 - n\,low}{1 - n\,a}` more; a true change is played at ``entry`` on its first round and
+    pays, while demoted, the rounds until its evidence passes the mixture's. The other rates' weights are
+    moved by the same factors, which makes them an approximation there (Fixed-Share's sharing does not
+    commute with a change of prior).
+    """
+
+    def __init__(self, slots: list[int], *, entry: float, low: float, rounds: int) -> None:
+        self.slots = slots
+        self.entry = entry
+        self.low = low
+        self.rounds_left = rounds
+        self.demoted = False
+        self.losses = np.zeros(len(slots))  # the generation's experts' since entry
+        self.mixture_loss = 0.0
+
+    def observe(self, weights: SwitchingWeights, losses: np.ndarray, mixture_loss: float) -> bool:
+        """After a round whose (weighted) losses were ``losses`` (every slot's) and the mixture's
+        ``mixture_loss``, weighed by ``weights`` already: demote or promote the generation in ``weights``;
+        True while the trial goes on."""
+        self.losses = self.losses + losses[self.slots]
+        self.mixture_loss += mixture_loss
+        self.rounds_left -= 1
+        n = len(self.slots)
+        if not self.demoted:
+            kept = float(np.logaddexp.reduce(weights.log_weights[0, self.slots]))
+            if kept >= math.log(self.entry * n):
+                return False
+            weights.reprice(self.slots, self.entry, self.low)
+            self.demoted = True
+            return self.rounds_left > 0
+        log_generation = math.log(self.entry) + (self.mixture_loss - self.losses)
+        log_evidence = np.logaddexp(math.log1p(-self.entry * n), np.logaddexp.reduce(log_generation))
+        posterior = np.exp(log_generation - log_evidence)
+        if posterior.sum() > self.entry * n:
+            weights.replace(self.slots, posterior)
+            return False
+        return self.rounds_left > 0
+
+    def state(self) -> dict[str, Any]:
+        return {"slots": list(self.slots), "entry": self.entry, "low": self.low,
+                "rounds_left": self.rounds_left, "demoted": self.demoted,
+                "losses": [float(v) for v in self.losses], "mixture_loss": self.mixture_loss}
+
+    @classmethod
+    def restored(cls, state: dict[str, Any]) -> Probation:
+        """The trial :meth:`state` saved; ValueError (or KeyError, TypeError) if it is not one."""
+        probation = cls([int(v) for v in state["slots"]], entry=float(state["entry"]),
+                        low=float(state["low"]), rounds=int(state["rounds_left"]))
+        probation.demoted = bool(state["demoted"])
+        probation.losses = np.array([float(v) for v in state["losses"]])
+        probation.mixture_loss = float(state["mixture_loss"])
+        if (len(probation.losses) != len(probation.slots) or probation.rounds_left <= 0
+                or not 0.0 < probation.low < probation.entry < 1.0 / len(probation.slots)
+                or not np.isfinite([*probation.losses, probation.mixture_loss]).all()):
+            raise ValueError("not a trial of a generation")
+        return probation
 
 
 def change_span(steps: np.ndarray) -> int:
