@@ -34,7 +34,8 @@ from kons.preprocessing import (
 from kons.sparse import SparseVector, dense
 
 __all__ = ["BINS_SLOT", "CHANGE_ENTRY_PRIOR", "ENTRY_PRIOR", "GENERATIONS", "GRID", "MAX_DICTIONARY",
-           "REPLAY_ROWS", "RESTART_DELAYS", "YOUNG_BASES", "YOUNG_LINEAR", "YOUNG_SIZE"]
+           "PROBATION_PRIOR", "PROBATION_ROUNDS", "REPLAY_ROWS", "RESTART_DELAYS", "YOUNG_BASES",
+           "YOUNG_LINEAR", "YOUNG_SIZE"]
 
 #: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and
 #: the standardised signed log ``sign(x) log(1 + |x|)`` of the row ("log", for heavy-tailed features such
@@ -468,7 +469,7 @@ class Grid:
         self.mixture.update(plays, t)
         loss = float(self.mixture.losses(np.array([played]), t)[0])
         if self.probation is not None:
-            self._try(self.mixture.losses(plays, t), loss)
+            self._step_trial(self.mixture.losses(plays, t), loss)
         if neighbours is None:
             self._keep_asleep(_neighbours_row(forms), RecentNeighbours.kept_target(t, self.mixture.binary))
         if self.mixture.binary:  # the labels -1 and +1 kept as the class indices 0 and 1
@@ -486,7 +487,7 @@ class Grid:
         arrays are, and a sparse row's dense copies were made for those members already)."""
         self.kept.add(dense(forms[False, False]), dense(forms[True, False]), target, loss, error)
 
-    def _try(self, losses: np.ndarray, loss: float) -> None:
+    def _step_trial(self, losses: np.ndarray, loss: float) -> None:
         """The round's step of the trial of the generation started at the last change (its experts'
         ``losses`` and the mixture's ``loss``, weighted by the mixture's learning rate)."""
         assert self.probation is not None
@@ -518,11 +519,11 @@ class Grid:
     def _restart(self, span: int) -> None:
         """Start a generation (:data:`YOUNG_LINEAR`, the views and widths of the :data:`YOUNG_KERNELS` kernel
         members heaviest under the switching rate 0 at the default step, and the linear model of the rows
-        from now on) in the slots
-        :meth:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when the change has just been
-        declared, else at :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation
-        (fresh copies, held, are no larger than those they replace: the slots' kinds are fixed), so that a
-        held learner keeps its size. The generation first learns the last ``span`` rounds kept (this one
+        from now on) in the slots :meth:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when
+        the change has just been declared (then on trial: :class:`~kons._tracking.Probation`), else at
+        :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation (fresh copies, held,
+        are no larger than those they replace: the slots' kinds are fixed), so that a held learner keeps
+        its size. The generation first learns the last ``span`` rounds kept (this one
         included): the rows since the declared change's estimated onset."""
         weights = self.mixture.weights()
         g = self._replaced_generation(weights)
@@ -647,7 +648,7 @@ class Grid:
         self.mixture.update_probabilities(experts, label)
         loss, error = float(self.mixture.class_losses(played, label)), float(np.argmax(played) != label)
         if self.probation is not None:
-            self._try(self.mixture.class_losses(experts, label), loss)
+            self._step_trial(self.mixture.class_losses(experts, label), loss)
         if neighbours is None:
             self._keep_asleep(_neighbours_row(forms), float(label))
         self._keep(forms, float(label), loss, error)
