@@ -32,6 +32,11 @@ RATES = (0.0, 1e-2, 1e-1)
 SWITCHING_PRIOR = 0.05
 
 
+#: The least weight an expert takes when it enters (a state holds finite numbers only; a weight that
+#: underflowed to 0 would have the log -inf).
+_SMALLEST_WEIGHT = float(np.finfo(float).tiny)
+
+
 def _log_normalised(log_w: np.ndarray) -> np.ndarray:
     """``log_w`` minus its log-sum-exp along the last axis (rows of weights summing to 1)."""
     normalised: np.ndarray = log_w - np.logaddexp.reduce(log_w, axis=-1, keepdims=True)
@@ -215,7 +220,9 @@ class Probation:
         log_evidence = np.logaddexp(math.log1p(-self.entry * n), np.logaddexp.reduce(log_generation))
         posterior = np.exp(log_generation - log_evidence)
         if posterior.sum() > self.entry * n:
-            weights.replace(self.slots, posterior)
+            # one expert may trail the mixture by hundreds of nats (a log loss of a class probability
+            # near 0) while the others carry the generation: its weight must stay a finite log
+            weights.replace(self.slots, np.maximum(posterior, _SMALLEST_WEIGHT))
             return False
         return self.rounds_left > 0
 

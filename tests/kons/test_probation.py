@@ -123,6 +123,17 @@ def test_a_demoted_generation_that_never_catches_up_ends_its_trial_at_its_length
                                rtol=1e-12)
 
 
+def test_a_promoted_expert_far_behind_the_mixture_keeps_a_finite_weight() -> None:
+    """Promoted with an expert 800 nats behind the mixture (its posterior underflows to 0): every weight
+    stays a finite log, as a saved state must hold."""
+    weights, _ = _entered(BEFORE)
+    trial = Probation(NEW, entry=ENTRY, low=LOW, rounds=PROBATION_ROUNDS)
+    rounds = np.array([[0.3, 0.9, 1.5, 2.0, 2.5], [5.0, 5.0, 5.0, 0.0, 800.0]])
+    assert _run(weights, trial, rounds) == [True, False]
+    assert all(np.isfinite(array).all() for array in weights.arrays().values())
+    assert np.exp(weights.log_weights[0, NEW[1]]) < 1e-300 < np.exp(weights.log_weights[0, NEW[0]])
+
+
 def test_a_trial_restored_from_its_state_steps_as_the_original() -> None:
     weights, _ = _entered(BEFORE)
     trial = Probation(NEW, entry=ENTRY, low=LOW, rounds=PROBATION_ROUNDS)
