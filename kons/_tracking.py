@@ -175,18 +175,18 @@ class Probation:
     :math:`L` the mixture's (:math:`\eta`-scaled, so that :math:`e^{L - L_i}` is expert ``i``'s likelihood
     ratio to the mixture),
 
-    .. math:: \pi_i = rac{a\, e^{L - L_i}}{(1 - n a) + \sum_j a\, e^{L - L_j}}, \qquad a = 	ext{entry},
+    .. math:: \pi_i = \frac{a\, e^{L - L_i}}{(1 - n a) + \sum_j a\, e^{L - L_j}}, \qquad a = \text{entry},
 
     is its experts' posterior at an entry at ``entry`` with the mixture standing for the other experts (whose
     likelihood it bounds from below: the aggregating algorithm's guarantee); once
-    :math:`\sum_i \pi_i > n a`, that is once :math:`rac{1}{n}\sum_i e^{L - L_i} > 1` (the generation's
+    :math:`\sum_i \pi_i > n a`, that is once :math:`\frac{1}{n}\sum_i e^{L - L_i} > 1` (the generation's
     Bayes factor against the mixture above 1), its experts take the weights :math:`\pi_i` under every rate
     and the trial ends. It ends anyway ``rounds`` rounds after the entry.
 
     Price, in :math:`\eta`-scaled loss against the mixture without the alarm (under the rate 0): a false
-    alarm whose generation never catches up costs the other experts :math:`\lnrac{1}{1 - n\,low}` for the
+    alarm whose generation never catches up costs the other experts :math:`\ln\frac{1}{1 - n\,low}` for the
     entry at ``low``, plus its first round's play at ``entry``, at most
-    :math:`\lnrac{1 - n\,low}{1 - n\,a}` more; a true change is played at ``entry`` on its first round and
+    :math:`\ln\frac{1 - n\,low}{1 - n\,a}` more; a true change is played at ``entry`` on its first round and
     pays, while demoted, the rounds until its evidence passes the mixture's. The other rates' weights are
     moved by the same factors, which makes them an approximation there (Fixed-Share's sharing does not
     commute with a change of prior).
