@@ -4,7 +4,8 @@ A benchmark calls :func:`provenance` when its run starts (the code that runs is 
 with the files and folders it measures, and writes its results with :func:`publish`, which puts the record
 into each file: :func:`stamp_json` (a ``"provenance"`` key) and :func:`stamp_markdown` (an HTML comment on
 the file's last line, invisible when rendered). :func:`changed_sources` compares a record with the checkout
-as it is now; it is what ``python -m benchmarks.stale`` reports.
+as it is now; it is what ``python -m benchmarks.stale`` reports. A Python file whose docstrings or comments
+alone were reworded since is not a change (:func:`same_code`): what runs is the same.
 
 The hashes are ``git hash-object`` of the files in the working tree, so a run from a checkout with local
 changes records what actually ran; folders are expanded to the files git sees in them (tracked, or
@@ -15,6 +16,7 @@ version, not a commit, is what makes such a result stale.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -26,7 +28,7 @@ from typing import Any
 from benchmarks.common import REPO
 
 __all__ = ["PROVENANCE_COMMENT", "changed_sources", "installed_version", "provenance", "publish",
-           "read_markdown_stamp", "stamp_json", "stamp_markdown"]
+           "read_markdown_stamp", "same_code", "stamp_json", "stamp_markdown"]
 
 #: The comment that carries a Markdown result's provenance: ``<!-- provenance {...} -->``.
 PROVENANCE_COMMENT = re.compile(r"^<!-- provenance (\{.*\}) -->$", re.MULTILINE)
@@ -79,12 +81,45 @@ def changed_sources(record: dict[str, Any]) -> list[str]:
     compared and is not reported."""
     before: dict[str, str] = record["blobs"]
     now = blob_hashes(record["sources"])
-    changed = [path for path in sorted(before) if path in now and now[path] != before[path]]
+    changed = [path for path in sorted(before)
+               if path in now and now[path] != before[path] and not _reworded(path, before[path])]
     libraries = [f"{name} {version} -> {installed}"
                  for name, version in sorted(record.get("libraries", {}).items())
                  if (installed := installed_version(name)) is not None and installed != version]
     return changed + [f"-{p}" for p in sorted(set(before) - set(now))] + \
         [f"+{p}" for p in sorted(set(now) - set(before))] + libraries
+
+
+def _reworded(path: str, recorded_blob: str) -> bool:
+    """Whether the Python file ``path`` differs from its recorded version in docstrings and comments only.
+    False when that version is not in the repository (a run of changes never committed)."""
+    if not path.endswith(".py"):
+        return False
+    try:
+        recorded = _git("cat-file", "blob", recorded_blob)
+    except subprocess.CalledProcessError:
+        return False
+    return same_code(recorded, (REPO / path).read_text())
+
+
+def same_code(before: str, after: str) -> bool:
+    """Whether two Python sources run the same: the same syntax tree once every statement that is only a
+    string (a docstring) is dropped; comments and layout are not in the tree. False if either does not
+    parse."""
+    try:
+        return _without_docstrings(before) == _without_docstrings(after)
+    except SyntaxError:
+        return False
+
+
+class _DropDocstrings(ast.NodeTransformer):
+    def visit_Expr(self, node: ast.Expr) -> ast.Expr | None:
+        is_text = isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        return None if is_text else node
+
+
+def _without_docstrings(source: str) -> str:
+    return ast.dump(_DropDocstrings().visit(ast.parse(source)))
 
 
 def stamp_json(record: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from benchmarks import provenance as provenance_module
 from benchmarks import registry
 from benchmarks.common import REPO
-from benchmarks.provenance import changed_sources, provenance, publish, read_markdown_stamp, stamp_markdown
+from benchmarks.provenance import (
+    changed_sources,
+    provenance,
+    publish,
+    read_markdown_stamp,
+    same_code,
+    stamp_markdown,
+)
 
 
 def test_a_record_names_the_files_measured_and_finds_what_changed_since() -> None:
@@ -19,6 +31,41 @@ def test_a_record_names_the_files_measured_and_finds_what_changed_since() -> Non
     assert changed_sources({**record, "blobs": edited}) == ["benchmarks/echo_app.py"]
     gone = {**record["blobs"], "benchmarks/removed.py": "0" * 40}
     assert changed_sources({**record, "blobs": gone}) == ["-benchmarks/removed.py"]
+
+
+CODE = '''"""A module."""
+
+
+def area(r: float) -> float:
+    """The area of a disc."""
+    return 3.14159 * r * r  # pi, near enough
+'''
+
+
+def test_reworded_docstrings_and_comments_are_the_same_code_and_anything_else_is_not() -> None:
+    reworded = CODE.replace("A module.", "A module of discs.").replace("near enough", "to 5 digits")
+    assert reworded != CODE and same_code(CODE, reworded)
+    assert same_code(CODE, CODE.replace('    """The area of a disc."""\n', ""))
+    assert not same_code(CODE, CODE.replace("3.14159", "3.1416"))
+    assert not same_code(CODE, CODE.replace("r * r", "r ** 2"))
+    assert not same_code(CODE, CODE.replace('A module."""', 'A module."""\nimport os'))  # a statement more
+    assert not same_code(CODE, CODE.replace("def area", "def area(("))  # no longer parses
+
+
+def test_a_result_stays_current_through_a_reworded_docstring_but_not_a_code_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(provenance_module, "REPO", tmp_path)
+    git = functools.partial(subprocess.run, cwd=tmp_path, check=True, capture_output=True)
+    git(["git", "init", "-q"])
+    (tmp_path / "disc.py").write_text(CODE)
+    git(["git", "add", "disc.py"])
+    git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "disc"])
+    record = provenance(["disc.py"])
+    (tmp_path / "disc.py").write_text(CODE.replace("The area", "The surface"))
+    assert changed_sources(record) == []
+    (tmp_path / "disc.py").write_text(CODE.replace("3.14159", "3.1416"))
+    assert changed_sources(record) == ["disc.py"]
 
 
 def test_a_folder_stands_for_its_files_and_a_new_one_is_a_change() -> None:
