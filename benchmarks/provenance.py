@@ -17,6 +17,7 @@ version, not a commit, is what makes such a result stale.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -82,7 +83,7 @@ def changed_sources(record: dict[str, Any]) -> list[str]:
     before: dict[str, str] = record["blobs"]
     now = blob_hashes(record["sources"])
     changed = [path for path in sorted(before)
-               if path in now and now[path] != before[path] and not _reworded(path, before[path])]
+               if path in now and now[path] != before[path] and not _reworded(path, before[path], now[path])]
     libraries = [f"{name} {version} -> {installed}"
                  for name, version in sorted(record.get("libraries", {}).items())
                  if (installed := installed_version(name)) is not None and installed != version]
@@ -90,9 +91,11 @@ def changed_sources(record: dict[str, Any]) -> list[str]:
         [f"+{p}" for p in sorted(set(now) - set(before))] + libraries
 
 
-def _reworded(path: str, recorded_blob: str) -> bool:
-    """Whether the Python file ``path`` differs from its recorded version in docstrings and comments only.
-    False when that version is not in the repository (a run of changes never committed)."""
+@functools.cache  # a function of the two versions (their blob hashes): many records name the same pair
+def _reworded(path: str, recorded_blob: str, current_blob: str) -> bool:
+    """Whether the Python file ``path`` (now the blob ``current_blob``) differs from its recorded version in
+    docstrings and comments only. False when that version is not in the repository (a run of changes
+    never committed)."""
     if not path.endswith(".py"):
         return False
     try:
