@@ -3,6 +3,11 @@ saved beside the River tree's for mixgrid.py (column 4 of the drift arrays, ``V`
 import sys, numpy as np
 sys.path.insert(0, "experiments/tree_mix")
 from vfdt import VFDT
+import os
+if os.environ.get("KTREE"):  # the kons module in place of the experiment's
+    from kons._tree import HoeffdingTree
+    class VFDT(HoeffdingTree):  # noqa: N801
+        def learn(self, x, label): super().learn(x, label)
 name = sys.argv[1]
 if name in ("agrawal_recurring", "sea_abrupt", "rbf_gradual"):
     from benchmarks import drift

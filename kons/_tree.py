@@ -1,0 +1,227 @@
+r"""A Hoeffding tree for classification (VFDT: Domingos and Hulten, "Mining high-speed data streams", 2000):
+one more kind of expert for :class:`~kons.Auto`, the one that represents interactions of thresholds (a
+target that depends on age *and* salary through steps), which neither the kernels nor the additive
+quantile-threshold view (:mod:`kons._bins`) do well.
+
+Each leaf keeps, per class and per feature, the Gaussian statistics of the values it has seen (count,
+mean and sum of squared deviations, updated by Welford's rule) and their range. Every ``grace`` rows a
+leaf weighs, per feature, ``cuts`` thresholds evenly spaced over the feature's observed range: the rows of
+class :math:`c` below a threshold :math:`t` are estimated as :math:`n_c \Phi((t - \mu_c) / \sigma_c)`,
+all or none of them when :math:`t` is outside the class's range. With :math:`G` the information gain
+(bits) of the best threshold of each feature, the leaf splits on the best feature when its gain exceeds
+the runner-up's by more than the Hoeffding bound
+
+.. math:: \epsilon = \sqrt{\frac{R^2 \ln(1/\delta)}{2 n}}, \qquad R = \log_2 C,
+
+or when :math:`\epsilon` < ``tie`` (the two are too close to matter). With probability :math:`1 - \delta`
+the split is the one the leaf's whole (infinite) stream would choose (Hoeffding's inequality on the
+gain's estimate). A leaf predicts naive Bayes from its statistics, or its Laplace-smoothed class
+frequencies, whichever has made fewer errors on the rows it has seen (Gama et al.'s adaptive leaves).
+
+Bounded: at most ``max_leaves`` leaves (then the leaves only learn), so state and cost per round do not
+grow with the stream: the arrays are ``max_leaves x classes x features``. A missing value (NaN) goes to
+the lower side of a split and adds nothing to its feature's statistics.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import ndtr
+
+from kons.errors import StateFormatError
+
+__all__ = ["HoeffdingTree"]
+
+
+class HoeffdingTree:
+    """A Hoeffding tree over ``dim`` features and ``classes`` classes (labels ``0 .. classes - 1``)."""
+
+    def __init__(self, dim: int, classes: int, *, grace: int = 200, delta: float = 1e-7, tie: float = 0.05,
+                 cuts: int = 10, max_leaves: int = 64) -> None:
+        self.dim = dim
+        self.classes = classes
+        self.grace = grace
+        self.delta = delta
+        self.tie = tie
+        self.cuts = cuts
+        self.max_leaves = max_leaves
+        nodes = 2 * max_leaves - 1
+        self._feature = np.full(nodes, -1, dtype=np.int64)  # an inner node's feature, else -1
+        self._threshold = np.zeros(nodes)
+        self._children = np.full((nodes, 2), -1, dtype=np.int64)
+        self._slot = np.full(nodes, -1, dtype=np.int64)  # a leaf's statistics slot, else -1
+        self._slot[0] = 0
+        self._nodes = 1
+        self._leaves = 1
+        shape = (max_leaves, classes, dim)
+        self._n = np.zeros(shape)
+        self._mean = np.zeros(shape)
+        self._m2 = np.zeros(shape)
+        self._low = np.full(shape, np.inf)
+        self._high = np.full(shape, -np.inf)
+        self._counts = np.zeros((max_leaves, classes))
+        self._since = np.zeros(max_leaves)  # rows since the leaf last weighed a split
+        self._errors = np.zeros((max_leaves, 2))  # errors of [class frequencies, naive Bayes]
+
+    @property
+    def leaves(self) -> int:
+        return self._leaves
+
+    def _leaf_node(self, x: np.ndarray) -> int:
+        node = 0
+        while self._slot[node] < 0:
+            # NaN > t is False: a missing value goes to the lower side
+            node = int(self._children[node, int(x[self._feature[node]] > self._threshold[node])])
+        return node
+
+    def _frequencies(self, slot: int) -> np.ndarray:
+        smoothed = self._counts[slot] + 1.0
+        result: np.ndarray = smoothed / smoothed.sum()
+        return result
+
+    def _naive_bayes(self, slot: int, x: np.ndarray) -> np.ndarray:
+        n = self._n[slot]
+        variance = np.where(n > 1.0, self._m2[slot] / np.maximum(n - 1.0, 1.0), 1.0) + 1e-9
+        known = ~np.isnan(x)
+        deviation = np.where(known, np.nan_to_num(x) - self._mean[slot], 0.0)
+        terms = np.where(known, np.log(2.0 * math.pi * variance) + deviation**2 / variance, 0.0)
+        log_p = np.log(self._counts[slot] + 1.0) - 0.5 * terms.sum(axis=1)
+        p = np.exp(log_p - log_p.max())
+        result: np.ndarray = p / p.sum()
+        return result
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """The classes' probabilities for the row ``x`` (``dim`` floats, NaN for a missing value)."""
+        slot = int(self._slot[self._leaf_node(x)])
+        if self._counts[slot].sum() == 0.0:
+            return np.full(self.classes, 1.0 / self.classes)
+        if self._errors[slot, 1] < self._errors[slot, 0]:
+            return self._naive_bayes(slot, x)
+        return self._frequencies(slot)
+
+    def learn(self, x: np.ndarray, label: int) -> None:
+        """Learn the row ``x`` of class ``label``; may split its leaf."""
+        node = self._leaf_node(x)
+        slot = int(self._slot[node])
+        if self._counts[slot].sum() > 0.0:
+            self._errors[slot, 0] += int(np.argmax(self._frequencies(slot)) != label)
+            self._errors[slot, 1] += int(np.argmax(self._naive_bayes(slot, x)) != label)
+        known = ~np.isnan(x)
+        value = np.nan_to_num(x)
+        n = self._n[slot, label]
+        mean = self._mean[slot, label]
+        n += known
+        step = np.where(known, value - mean, 0.0)
+        mean += np.divide(step, n, out=np.zeros_like(step), where=known)
+        self._m2[slot, label] += step * np.where(known, value - mean, 0.0)
+        self._low[slot, label] = np.where(known, np.minimum(self._low[slot, label], value),
+                                          self._low[slot, label])
+        self._high[slot, label] = np.where(known, np.maximum(self._high[slot, label], value),
+                                           self._high[slot, label])
+        self._counts[slot, label] += 1.0
+        self._since[slot] += 1.0
+        if self._since[slot] >= self.grace and self._leaves < self.max_leaves:
+            self._since[slot] = 0.0
+            split = self.best_split(slot)
+            if split is not None:
+                self._split(node, slot, *split)
+
+    def best_split(self, slot: int) -> tuple[int, float] | None:
+        """The feature and threshold the leaf ``slot`` should split on now, None if none is sure enough."""
+        counts = self._counts[slot]
+        total = counts.sum()
+        if np.count_nonzero(counts) < 2:
+            return None
+        seen = self._n[slot] > 0.0  # (classes, dim)
+        low = np.where(seen, self._low[slot], np.inf).min(axis=0)
+        high = np.where(seen, self._high[slot], -np.inf).max(axis=0)
+        spread = np.where(high > low, high - low, 0.0)
+        fractions = np.arange(1, self.cuts + 1) / (self.cuts + 1)
+        thresholds = np.where(high > low, low, 0.0)[:, None] + spread[:, None] * fractions  # (dim, cuts)
+        n = self._n[slot][:, :, None]
+        mean = self._mean[slot][:, :, None]
+        sd = np.sqrt(np.where(n > 1.0, self._m2[slot][:, :, None] / np.maximum(n - 1.0, 1.0), 0.0))
+        cut = thresholds[None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            below = np.where(sd > 0.0, ndtr((cut - mean) / sd), (cut >= mean).astype(float))
+        below = np.where(cut < self._low[slot][:, :, None], 0.0, below)
+        below = np.where(cut >= self._high[slot][:, :, None], 1.0, below)
+        left = n * below  # (classes, dim, cuts): the rows with the feature known
+        right = n - left
+        children = (_weighted_entropy(left) + _weighted_entropy(right)) / total
+        gain = np.where((high > low)[:, None], _entropy(counts) - children, -np.inf)
+        best_cut = np.argmax(gain, axis=1)
+        best = gain[np.arange(self.dim), best_cut]
+        order = np.argsort(-best, kind="stable")
+        first = best[order[0]]
+        second = max(best[order[1]], 0.0) if self.dim > 1 else 0.0  # not splitting gains 0
+        bound = math.sqrt(math.log2(max(self.classes, 2)) ** 2 * math.log(1.0 / self.delta) / (2.0 * total))
+        if not first > 0.0 or not (first - second > bound or bound < self.tie):
+            return None
+        feature = int(order[0])
+        return feature, float(thresholds[feature, best_cut[feature]])
+
+    def _split(self, node: int, slot: int, feature: int, threshold: float) -> None:
+        self._feature[node] = feature
+        self._threshold[node] = threshold
+        lower, upper = self._nodes, self._nodes + 1
+        self._nodes += 2
+        self._children[node] = (lower, upper)
+        self._slot[node] = -1
+        for child, child_slot in ((lower, slot), (upper, self._leaves)):
+            self._slot[child] = child_slot
+            self._n[child_slot] = self._mean[child_slot] = self._m2[child_slot] = 0.0
+            self._low[child_slot], self._high[child_slot] = np.inf, -np.inf
+            self._counts[child_slot] = self._since[child_slot] = self._errors[child_slot] = 0.0
+        self._leaves += 1
+
+    _ARRAYS = ("_feature", "_threshold", "_children", "_slot", "_n", "_mean", "_m2", "_low", "_high",
+               "_counts", "_since", "_errors")
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The tree as arrays (``tree_*``), its sizes in ``tree_sizes``."""
+        arrays = {f"tree{name}": getattr(self, name).copy() for name in self._ARRAYS}
+        arrays["tree_sizes"] = np.array([self._nodes, self._leaves], dtype=np.int64)
+        return arrays
+
+    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        """Load :meth:`state`; a state of another shape, or an inconsistent one, is refused with
+        :class:`~kons.errors.StateFormatError` and leaves the tree as it was."""
+        try:
+            loaded = {name: np.asarray(arrays[f"tree{name}"]) for name in self._ARRAYS}
+            nodes, leaves = (int(v) for v in np.asarray(arrays["tree_sizes"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateFormatError(f"a tree state is incomplete: {exc}") from None
+        for name, value in loaded.items():
+            if value.shape != getattr(self, name).shape:
+                raise StateFormatError(f"a tree state's {name[1:]} has the shape {value.shape}.")
+        slots = loaded["_slot"][:nodes]
+        if not (1 <= leaves <= self.max_leaves and nodes == 2 * leaves - 1
+                and sorted(slots[slots >= 0].tolist()) == list(range(leaves))):
+            raise StateFormatError("a tree state's nodes and leaves do not make a tree.")
+        inner = slots < 0
+        children = loaded["_children"][:nodes][inner]
+        features = loaded["_feature"][:nodes][inner]
+        if (children < 1).any() or (children >= nodes).any() or (features < 0).any() or \
+                (features >= self.dim).any():
+            raise StateFormatError("a tree state's splits point outside the tree.")
+        for name, value in loaded.items():
+            getattr(self, name)[...] = value
+        self._nodes, self._leaves = nodes, leaves
+
+
+def _entropy(counts: np.ndarray) -> np.ndarray:
+    """The entropy (bits) of class counts along the first axis."""
+    total = counts.sum(axis=0)
+    p = np.divide(counts, total, out=np.zeros_like(counts), where=total > 0.0)
+    logs = np.log2(p, out=np.zeros_like(p), where=p > 0.0)
+    result: np.ndarray = -(p * logs).sum(axis=0)
+    return result
+
+
+def _weighted_entropy(counts: np.ndarray) -> np.ndarray:
+    """The entropy of class counts (along the first axis) times their total."""
+    result: np.ndarray = counts.sum(axis=0) * _entropy(counts)
+    return result
