@@ -5,6 +5,7 @@ members, and the regret statement for the restarts: :mod:`kons.auto`."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from kons._mixture import Mixture
 from kons._multinomial import multinomial_rounds, reference_softmax
 from kons._recent import RecentLinear, RecentRounds
 from kons._tracking import ErrorChangeDetector, LossChangeDetector, Probation, change_span
+from kons._tree import HoeffdingTree
 from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
@@ -157,8 +159,18 @@ NEIGHBOURS_MAX_DIM = 200
 #: of the 14 small ones (ionosphere +1.8%: one prediction at 0.5007 instead of 0.4999, the expert at
 #: 0.0023 of the weight) and put rbf_gradual at 0.0770.
 NEIGHBOURS_PRIOR = ENTRY_PRIOR
+#: The grace periods of the Hoeffding trees (:mod:`kons._tree`, classification only), one slot each after
+#: the local expert's: which of Agrawal's concepts one tree fits depends on its grace period, three
+#: together were ahead of River's ARF in every window (experiments/tree_mix on this branch).
+TREE_GRACES = (50, 200, 400)
+TREE_SLOTS = [NEIGHBOURS_SLOT + 1 + i for i in range(len(TREE_GRACES))]
+#: Rows the trees learn before they play, and their prior weight together once they do.
+TREE_WAKE_ROWS = 200
+TREE_PRIOR = ENTRY_PRIOR
+#: Features above which there are no trees (their arrays are leaves x classes x features).
+TREE_MAX_DIM = 200
 #: The mixture's slots.
-_EXPERTS = NEIGHBOURS_SLOT + 1
+_EXPERTS = TREE_SLOTS[-1] + 1
 #: The form of the row the linear model of a generation takes: the standardised view with the intercept.
 _RECENT_FORM = (False, True)
 #: The form the local expert takes: the standardised view, dense.
@@ -275,6 +287,8 @@ _EARLIER_LAYOUTS: tuple[tuple[int, list[int]], ...] = (
       for g in range(GENERATIONS) for _ in range(YOUNG_KERNELS - 1)]),
     # before the local expert: its slot at the end
     (NEIGHBOURS_SLOT, [NEIGHBOURS_SLOT]),
+    # before the trees: their slots at the end
+    (TREE_SLOTS[0], [TREE_SLOTS[0]] * len(TREE_GRACES)),
 )
 
 
@@ -355,6 +369,8 @@ class Grid:
         self.neighbours = (RecentNeighbours(NEIGHBOUR_ROWS, dim, k=NEIGHBOURS,
                                             clip=TARGET_BOUND if binary else bound)
                            if not log_scaler.sparse and dim <= NEIGHBOURS_MAX_DIM else None)
+        self.trees = ([HoeffdingTree(dim, 2, grace=grace) for grace in TREE_GRACES]
+                      if binary and dim <= TREE_MAX_DIM else None)
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -392,6 +408,29 @@ class Grid:
         self.neighbours.keep(form, target)
         if self.neighbours.count >= NEIGHBOURS_WAKE_ROWS:
             self.mixture.enter([NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR)
+
+    def _playing_trees(self) -> list[tuple[int, HoeffdingTree]]:
+        """The trees in play: (mixture slot, tree)."""
+        if self.trees is None or not self.mixture.switching.active[TREE_SLOTS[0]]:
+            return []
+        return list(zip(TREE_SLOTS, self.trees, strict=True))
+
+    def _tree_score(self, tree: HoeffdingTree, x: np.ndarray) -> float:
+        """A binary tree's play: the log-odds of its probabilities, clipped as the bases' scores."""
+        p = tree.predict_proba(x)
+        score = math.log(max(p[1], 1e-300) / max(p[0], 1e-300))
+        return min(max(score, -TARGET_BOUND), TARGET_BOUND)
+
+    def _grow_trees(self, x: np.ndarray, label: int) -> None:
+        """Every tree learns the row; they enter the mixture once they have learnt TREE_WAKE_ROWS."""
+        if self.trees is None:
+            return
+        for tree in self.trees:
+            tree.widen(self.classes)
+            tree.learn(x, label)
+        if not self.mixture.switching.active[TREE_SLOTS[0]] and \
+                self.trees[0].rows_learnt >= TREE_WAKE_ROWS:
+            self.mixture.enter(TREE_SLOTS, TREE_PRIOR / len(TREE_GRACES))
 
     def _members(self) -> list[tuple[int, Member, Learner]]:
         """The alive learners: (mixture slot, grid member, learner)."""
@@ -448,6 +487,8 @@ class Grid:
             preds[BINS_SLOT] = _guarded(thresholds.base._predict_checked, thresholds.code(x))
         if (neighbours := self._playing_neighbours()) is not None:
             preds[NEIGHBOURS_SLOT] = neighbours.predict(_neighbours_row(forms), self.mixture.binary)
+        for slot, tree in self._playing_trees():
+            preds[slot] = self._tree_score(tree, dense(x))
         return self.mixture.mix(preds)
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
@@ -464,6 +505,10 @@ class Grid:
         neighbours = self._playing_neighbours()
         if neighbours is not None:
             plays[NEIGHBOURS_SLOT] = neighbours.learn(_neighbours_row(forms), t, self.mixture.binary)
+        for slot, tree in self._playing_trees():
+            plays[slot] = self._tree_score(tree, dense(x))
+        if self.mixture.binary:
+            self._grow_trees(dense(x), int(t > 0.0))
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
@@ -614,6 +659,9 @@ class Grid:
                                                         thresholds.code(x))
         if (neighbours := self._playing_neighbours()) is not None:
             experts[NEIGHBOURS_SLOT] = neighbours.probabilities(_neighbours_row(forms), self.classes)
+        for slot, tree in self._playing_trees():
+            tree.widen(self.classes)
+            experts[slot] = tree.predict_proba(dense(x))[:len(constant)]
         return self.mixture.mix_probabilities(experts)
 
     def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
@@ -643,6 +691,10 @@ class Grid:
         neighbours = self._playing_neighbours()
         if neighbours is not None:
             experts[NEIGHBOURS_SLOT] = neighbours.learn_class(_neighbours_row(forms), label, classes)
+        for slot, tree in self._playing_trees():
+            tree.widen(classes)
+            experts[slot] = tree.predict_proba(dense(x))
+        self._grow_trees(dense(x), label)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
@@ -676,6 +728,8 @@ class Grid:
         names.append("ons+intercept(quantile thresholds)" + ("" if self.thresholds is not None else ", none"))
         names.append(f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)"
                      + ("" if self.neighbours is not None else ", none"))
+        names += [f"hoeffding_tree(raw, grace {grace})" + ("" if self.trees is not None else ", none")
+                  for grace in TREE_GRACES]
         return names
 
     def stats(self) -> dict[str, Any]:
@@ -701,6 +755,8 @@ class Grid:
         thresholds."""
         return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
                 **(self.neighbours.arrays() if self.neighbours is not None else {}),
+                **{name: array for i, tree in enumerate(self.trees or []) for name, array in
+                   tree.state(f"tree{i}").items()},
                 **(self.thresholds.bins.arrays() if self.thresholds is not None else {})}
 
     def nbytes(self) -> int:
@@ -781,6 +837,7 @@ class Grid:
         if "kept" in scalars:  # saved before the rounds were kept: none kept yet
             self.kept.restore(arrays, scalars["kept"])
         self._restore_neighbours(arrays, scalars)
+        self._restore_trees(arrays)
         self._restore_probation(scalars)
 
     def _restore_probation(self, scalars: dict[str, Any]) -> None:
@@ -808,6 +865,17 @@ class Grid:
         if self.mixture.switching.active[NEIGHBOURS_SLOT] and (
                 self.neighbours is None or self.neighbours.count < NEIGHBOURS_WAKE_ROWS):
             raise StateFormatError("the local expert plays before it holds enough rows.")
+
+    def _restore_trees(self, arrays: dict[str, np.ndarray]) -> None:
+        """The trees (none learnt yet in a state saved before they existed); they play only if they
+        exist."""
+        if self.trees is not None and "tree0_sizes" in arrays:
+            for i, tree in enumerate(self.trees):
+                tree.restore(arrays, f"tree{i}")
+        elif "tree0_sizes" in arrays:
+            raise StateFormatError("the trees do not match the grid.")
+        if self.mixture.switching.active[TREE_SLOTS[0]] and self.trees is None:
+            raise StateFormatError("the trees play where there are none.")
 
     def _restore_bins(self, arrays: dict[str, np.ndarray]) -> None:
         """The quantile thresholds and their linear model; none in a state saved without them."""

@@ -55,6 +55,7 @@ class HoeffdingTree:
         self._slot[0] = 0
         self._nodes = 1
         self._leaves = 1
+        self._learnt = 0
         shape = (max_leaves, classes, dim)
         self._n = np.zeros(shape)
         self._mean = np.zeros(shape)
@@ -68,6 +69,11 @@ class HoeffdingTree:
     @property
     def leaves(self) -> int:
         return self._leaves
+
+    @property
+    def rows_learnt(self) -> int:
+        """The rows the tree has learnt."""
+        return self._learnt
 
     def _leaf_node(self, x: np.ndarray) -> int:
         node = 0
@@ -105,6 +111,7 @@ class HoeffdingTree:
         """Learn the row ``x`` of class ``label``; may split its leaf."""
         node = self._leaf_node(x)
         slot = int(self._slot[node])
+        self._learnt += 1
         if self._counts[slot].sum() > 0.0:
             self._errors[slot, 0] += int(np.argmax(self._frequencies(slot)) != label)
             self._errors[slot, 1] += int(np.argmax(self._naive_bayes(slot, x)) != label)
@@ -177,25 +184,46 @@ class HoeffdingTree:
             self._counts[child_slot] = self._since[child_slot] = self._errors[child_slot] = 0.0
         self._leaves += 1
 
+    def widen(self, classes: int) -> None:
+        """Make room for ``classes`` classes (more than now): the new ones seen nowhere yet."""
+        extra = classes - self.classes
+        if extra <= 0:
+            return
+        def padded(array: np.ndarray, fill: float) -> np.ndarray:
+            widths = [(0, 0)] * array.ndim
+            widths[1] = (0, extra)
+            return np.pad(array, widths, constant_values=fill)
+        self._n, self._mean, self._m2 = padded(self._n, 0.0), padded(self._mean, 0.0), padded(self._m2, 0.0)
+        self._low, self._high = padded(self._low, np.inf), padded(self._high, -np.inf)
+        self._counts = padded(self._counts, 0.0)
+        self.classes = classes
+
+    _PER_CLASS = ("_n", "_mean", "_m2", "_low", "_high", "_counts")
     _ARRAYS = ("_feature", "_threshold", "_children", "_slot", "_n", "_mean", "_m2", "_low", "_high",
                "_counts", "_since", "_errors")
 
-    def state(self) -> dict[str, np.ndarray]:
-        """The tree as arrays (``tree_*``), its sizes in ``tree_sizes``."""
-        arrays = {f"tree{name}": getattr(self, name).copy() for name in self._ARRAYS}
-        arrays["tree_sizes"] = np.array([self._nodes, self._leaves], dtype=np.int64)
+    def state(self, prefix: str = "tree") -> dict[str, np.ndarray]:
+        """The tree as arrays (``<prefix>_*``), its sizes in ``<prefix>_sizes``."""
+        arrays = {f"{prefix}{name}": getattr(self, name).copy() for name in self._ARRAYS}
+        arrays[f"{prefix}_sizes"] = np.array([self._nodes, self._leaves, self._learnt], dtype=np.int64)
         return arrays
 
-    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+    def restore(self, arrays: dict[str, np.ndarray], prefix: str = "tree") -> None:
         """Load :meth:`state`; a state of another shape, or an inconsistent one, is refused with
         :class:`~kons.errors.StateFormatError` and leaves the tree as it was."""
         try:
-            loaded = {name: np.asarray(arrays[f"tree{name}"]) for name in self._ARRAYS}
-            nodes, leaves = (int(v) for v in np.asarray(arrays["tree_sizes"]))
+            loaded = {name: np.asarray(arrays[f"{prefix}{name}"]) for name in self._ARRAYS}
+            nodes, leaves, learnt = (int(v) for v in np.asarray(arrays[f"{prefix}_sizes"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise StateFormatError(f"a tree state is incomplete: {exc}") from None
+        classes = loaded["_counts"].shape[1] if loaded["_counts"].ndim == 2 else -1
+        if classes < self.classes:  # a tree saved with more classes has been widened to them
+            raise StateFormatError("a tree state has fewer classes than its learner.")
         for name, value in loaded.items():
-            if value.shape != getattr(self, name).shape:
+            expected = list(getattr(self, name).shape)
+            if name in self._PER_CLASS:
+                expected[1] = classes
+            if list(value.shape) != expected:
                 raise StateFormatError(f"a tree state's {name[1:]} has the shape {value.shape}.")
         slots = loaded["_slot"][:nodes]
         if not (1 <= leaves <= self.max_leaves and nodes == 2 * leaves - 1
@@ -208,8 +236,8 @@ class HoeffdingTree:
                 (features >= self.dim).any():
             raise StateFormatError("a tree state's splits point outside the tree.")
         for name, value in loaded.items():
-            getattr(self, name)[...] = value
-        self._nodes, self._leaves = nodes, leaves
+            setattr(self, name, value.astype(getattr(self, name).dtype))
+        self._nodes, self._leaves, self._learnt, self.classes = nodes, leaves, learnt, classes
 
 
 def _entropy(counts: np.ndarray) -> np.ndarray:

@@ -178,7 +178,7 @@ def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -
     state = tree.state()
     for broken in ({k: v for k, v in state.items() if k != "tree_m2"},
                    {**state, "tree_mean": state["tree_mean"][:1]},
-                   {**state, "tree_sizes": np.array([4, 2])},
+                   {**state, "tree_sizes": np.array([4, 2, 600])},
                    {**state, "tree_feature": np.where(state["tree_feature"] >= 0, 9, -1)}):
         fresh = HoeffdingTree(3, 3, grace=50, delta=0.01, tie=0.2)
         with pytest.raises(StateFormatError):
