@@ -169,6 +169,8 @@ TREE_WAKE_ROWS = 200
 TREE_PRIOR = ENTRY_PRIOR
 #: Features above which there are no trees (their arrays are leaves x classes x features).
 TREE_MAX_DIM = 200
+#: Leaves of a tree at most.
+MAX_TREE_LEAVES = 64
 #: The mixture's slots.
 _EXPERTS = TREE_SLOTS[-1] + 1
 #: The form of the row the linear model of a generation takes: the standardised view with the intercept.
@@ -317,7 +319,9 @@ def class_column_nbytes(dim: int) -> int:
     scores every class (``K`` columns of ``dim + 1``, the binary model one), so its first widening adds
     two columns: counted twice."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
-    return 8 * (sum(lengths) + bins_columns(dim) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
+    trees = len(TREE_GRACES) * MAX_TREE_LEAVES * (5 * dim + 1) if dim <= TREE_MAX_DIM else 0
+    return 8 * (sum(lengths) + bins_columns(dim) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1))
+                + trees)
 
 
 def _full_nbytes(base: Learner, rounds: int) -> int:
@@ -369,7 +373,8 @@ class Grid:
         self.neighbours = (RecentNeighbours(NEIGHBOUR_ROWS, dim, k=NEIGHBOURS,
                                             clip=TARGET_BOUND if binary else bound)
                            if not log_scaler.sparse and dim <= NEIGHBOURS_MAX_DIM else None)
-        self.trees = ([HoeffdingTree(dim, 2, grace=grace) for grace in TREE_GRACES]
+        self.trees = ([HoeffdingTree(dim, 2, grace=grace, max_leaves=MAX_TREE_LEAVES)
+                       for grace in TREE_GRACES]
                       if binary and dim <= TREE_MAX_DIM else None)
 
     def new_base(self, member: Member) -> Learner:
@@ -507,11 +512,11 @@ class Grid:
             plays[NEIGHBOURS_SLOT] = neighbours.learn(_neighbours_row(forms), t, self.mixture.binary)
         for slot, tree in self._playing_trees():
             plays[slot] = self._tree_score(tree, dense(x))
-        if self.mixture.binary:
-            self._grow_trees(dense(x), int(t > 0.0))
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays)
         self.mixture.update(plays, t)
+        if self.mixture.binary:  # after the update: trees that enter now play from the next round
+            self._grow_trees(dense(x), int(t > 0.0))
         loss = float(self.mixture.losses(np.array([played]), t)[0])
         if self.probation is not None:
             self._step_trial(self.mixture.losses(plays, t), loss)
@@ -694,10 +699,10 @@ class Grid:
         for slot, tree in self._playing_trees():
             tree.widen(classes)
             experts[slot] = tree.predict_proba(dense(x))
-        self._grow_trees(dense(x), label)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts)
         self.mixture.update_probabilities(experts, label)
+        self._grow_trees(dense(x), label)  # after the update: trees that enter now play from the next round
         loss, error = float(self.mixture.class_losses(played, label)), float(np.argmax(played) != label)
         if self.probation is not None:
             self._step_trial(self.mixture.class_losses(experts, label), loss)
@@ -869,10 +874,10 @@ class Grid:
     def _restore_trees(self, arrays: dict[str, np.ndarray]) -> None:
         """The trees (none learnt yet in a state saved before they existed); they play only if they
         exist."""
-        if self.trees is not None and "tree0_sizes" in arrays:
+        if self.trees is not None and "tree0_ints" in arrays:
             for i, tree in enumerate(self.trees):
                 tree.restore(arrays, f"tree{i}")
-        elif "tree0_sizes" in arrays:
+        elif "tree0_ints" in arrays:
             raise StateFormatError("the trees do not match the grid.")
         if self.mixture.switching.active[TREE_SLOTS[0]] and self.trees is None:
             raise StateFormatError("the trees play where there are none.")

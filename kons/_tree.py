@@ -34,6 +34,9 @@ from kons.errors import StateFormatError
 
 __all__ = ["HoeffdingTree"]
 
+#: The range of a feature no row has shown yet (finite: a saved state holds finite numbers only).
+_NONE_LOW, _NONE_HIGH = float(np.finfo(float).max), float(-np.finfo(float).max)
+
 
 class HoeffdingTree:
     """A Hoeffding tree over ``dim`` features and ``classes`` classes (labels ``0 .. classes - 1``)."""
@@ -60,8 +63,8 @@ class HoeffdingTree:
         self._n = np.zeros(shape)
         self._mean = np.zeros(shape)
         self._m2 = np.zeros(shape)
-        self._low = np.full(shape, np.inf)
-        self._high = np.full(shape, -np.inf)
+        self._low = np.full(shape, _NONE_LOW)
+        self._high = np.full(shape, _NONE_HIGH)
         self._counts = np.zeros((max_leaves, classes))
         self._since = np.zeros(max_leaves)  # rows since the leaf last weighed a split
         self._errors = np.zeros((max_leaves, 2))  # errors of [class frequencies, naive Bayes]
@@ -180,7 +183,7 @@ class HoeffdingTree:
         for child, child_slot in ((lower, slot), (upper, self._leaves)):
             self._slot[child] = child_slot
             self._n[child_slot] = self._mean[child_slot] = self._m2[child_slot] = 0.0
-            self._low[child_slot], self._high[child_slot] = np.inf, -np.inf
+            self._low[child_slot], self._high[child_slot] = _NONE_LOW, _NONE_HIGH
             self._counts[child_slot] = self._since[child_slot] = self._errors[child_slot] = 0.0
         self._leaves += 1
 
@@ -194,49 +197,59 @@ class HoeffdingTree:
             widths[1] = (0, extra)
             return np.pad(array, widths, constant_values=fill)
         self._n, self._mean, self._m2 = padded(self._n, 0.0), padded(self._mean, 0.0), padded(self._m2, 0.0)
-        self._low, self._high = padded(self._low, np.inf), padded(self._high, -np.inf)
+        self._low, self._high = padded(self._low, _NONE_LOW), padded(self._high, _NONE_HIGH)
         self._counts = padded(self._counts, 0.0)
         self.classes = classes
 
-    _PER_CLASS = ("_n", "_mean", "_m2", "_low", "_high", "_counts")
-    _ARRAYS = ("_feature", "_threshold", "_children", "_slot", "_n", "_mean", "_m2", "_low", "_high",
-               "_counts", "_since", "_errors")
+    _FLOATS = ("_threshold", "_n", "_mean", "_m2", "_low", "_high", "_counts", "_since", "_errors")
 
     def state(self, prefix: str = "tree") -> dict[str, np.ndarray]:
-        """The tree as arrays (``<prefix>_*``), its sizes in ``<prefix>_sizes``."""
-        arrays = {f"{prefix}{name}": getattr(self, name).copy() for name in self._ARRAYS}
-        arrays[f"{prefix}_sizes"] = np.array([self._nodes, self._leaves, self._learnt], dtype=np.int64)
-        return arrays
+        """The tree as two arrays (few arrays: each costs a saved state a header): ``<prefix>_ints``, the
+        sizes (nodes, leaves, rows learnt) then the nodes' features, children and leaf slots, and
+        ``<prefix>_floats``, the thresholds then the leaves' statistics, flattened."""
+        ints = [np.array([self._nodes, self._leaves, self._learnt]), self._feature, self._children.ravel(),
+                self._slot]
+        return {f"{prefix}_ints": np.concatenate(ints).astype(np.int64),
+                f"{prefix}_floats": np.concatenate([getattr(self, name).ravel() for name in self._FLOATS])}
 
     def restore(self, arrays: dict[str, np.ndarray], prefix: str = "tree") -> None:
-        """Load :meth:`state`; a state of another shape, or an inconsistent one, is refused with
-        :class:`~kons.errors.StateFormatError` and leaves the tree as it was."""
+        """Load :meth:`state` (of a tree with as many classes or more: it was widened); a state of another
+        shape, or one that is not a tree, is refused with :class:`~kons.errors.StateFormatError` and
+        leaves the tree as it was."""
         try:
-            loaded = {name: np.asarray(arrays[f"{prefix}{name}"]) for name in self._ARRAYS}
-            nodes, leaves, learnt = (int(v) for v in np.asarray(arrays[f"{prefix}_sizes"]))
-        except (KeyError, TypeError, ValueError) as exc:
+            ints = np.asarray(arrays[f"{prefix}_ints"])
+            floats = np.asarray(arrays[f"{prefix}_floats"])
+        except KeyError as exc:
             raise StateFormatError(f"a tree state is incomplete: {exc}") from None
-        classes = loaded["_counts"].shape[1] if loaded["_counts"].ndim == 2 else -1
-        if classes < self.classes:  # a tree saved with more classes has been widened to them
-            raise StateFormatError("a tree state has fewer classes than its learner.")
-        for name, value in loaded.items():
-            expected = list(getattr(self, name).shape)
-            if name in self._PER_CLASS:
-                expected[1] = classes
-            if list(value.shape) != expected:
-                raise StateFormatError(f"a tree state's {name[1:]} has the shape {value.shape}.")
-        slots = loaded["_slot"][:nodes]
-        if not (1 <= leaves <= self.max_leaves and nodes == 2 * leaves - 1
-                and sorted(slots[slots >= 0].tolist()) == list(range(leaves))):
+        nodes_max, leaves_max = len(self._feature), self.max_leaves
+        if ints.ndim != 1 or floats.ndim != 1 or len(ints) != 3 + 4 * nodes_max:
+            raise StateFormatError("a tree state has the wrong size.")
+        per_class = leaves_max * (5 * self.dim + 1)
+        classes, extra = divmod(len(floats) - nodes_max - 3 * leaves_max, per_class)
+        if extra or classes < self.classes:
+            raise StateFormatError("a tree state has the wrong size.")
+        nodes, leaves, learnt = (int(v) for v in ints[:3])
+        feature = ints[3:3 + nodes_max]
+        children = ints[3 + nodes_max:3 + 3 * nodes_max].reshape(nodes_max, 2)
+        slot = ints[3 + 3 * nodes_max:]
+        used = slot[:nodes]
+        if not (1 <= leaves <= leaves_max and nodes == 2 * leaves - 1 and learnt >= 0
+                and sorted(used[used >= 0].tolist()) == list(range(leaves))):
             raise StateFormatError("a tree state's nodes and leaves do not make a tree.")
-        inner = slots < 0
-        children = loaded["_children"][:nodes][inner]
-        features = loaded["_feature"][:nodes][inner]
-        if (children < 1).any() or (children >= nodes).any() or (features < 0).any() or \
-                (features >= self.dim).any():
+        inner = used < 0
+        if (children[:nodes][inner] < 1).any() or (children[:nodes][inner] >= nodes).any() or \
+                (feature[:nodes][inner] < 0).any() or (feature[:nodes][inner] >= self.dim).any():
             raise StateFormatError("a tree state's splits point outside the tree.")
-        for name, value in loaded.items():
-            setattr(self, name, value.astype(getattr(self, name).dtype))
+        shapes = {"_threshold": (nodes_max,), "_n": (leaves_max, classes, self.dim),
+                  "_mean": (leaves_max, classes, self.dim), "_m2": (leaves_max, classes, self.dim),
+                  "_low": (leaves_max, classes, self.dim), "_high": (leaves_max, classes, self.dim),
+                  "_counts": (leaves_max, classes), "_since": (leaves_max,), "_errors": (leaves_max, 2)}
+        start = 0
+        for name in self._FLOATS:
+            size = math.prod(shapes[name])
+            setattr(self, name, floats[start:start + size].reshape(shapes[name]).astype(np.float64))
+            start += size
+        self._feature, self._children, self._slot = feature.copy(), children.copy(), slot.copy()
         self._nodes, self._leaves, self._learnt, self.classes = nodes, leaves, learnt, classes
 
 

@@ -1,0 +1,85 @@
+"""The Hoeffding trees inside kons.Auto (classification): when they enter the mixture, what they play, and
+that a saved learner plays on bit-identically before and after they do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kons
+from kons._grid import ENTRY_PRIOR, NEIGHBOURS_SLOT, TREE_GRACES, TREE_SLOTS, TREE_WAKE_ROWS
+
+TREE_NAMES = [f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES]
+
+
+def _interaction(rows: int, classes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Agrawal-like rows: the class set by age *and* salary thresholds (raw units), 5% label noise."""
+    rng = np.random.default_rng(seed)
+    age, salary, other = rng.uniform(20, 80, rows), rng.uniform(2e4, 1.5e5, rows), rng.normal(size=rows)
+    y = ((age < 40) & (salary > 5e4)).astype(int) + ((age > 60) & (salary < 1e5)).astype(int) * (classes - 1)
+    y = np.where(rng.random(rows) < 0.05, rng.integers(0, classes, rows), y)
+    labels = np.where(y == 0, -1, 1) if classes == 2 else y
+    return np.column_stack([age, salary, other]), labels.astype(float)
+
+
+def test_the_trees_enter_after_their_wake_rows_at_the_entry_prior_together() -> None:
+    X, y = _interaction(TREE_WAKE_ROWS + 1, 2)
+    learner = kons.Auto(task="classification")
+    entered = None
+    for r, (x, t) in enumerate(zip(X, y, strict=True)):
+        learner.learn_one(x, t)
+        grid = learner._grid
+        if grid is None or entered is not None:
+            continue
+        assert grid.trees is not None
+        if grid.mixture.switching.active[TREE_SLOTS[0]]:
+            entered = r
+            # in at the prior under every rate, shared by the trees, the others keeping their proportions
+            # (the local expert wakes at the same round, after them, and takes its share of theirs too)
+            weights = np.exp(grid.mixture.switching.log_weights)
+            awake = grid.mixture.switching.active[NEIGHBOURS_SLOT]
+            neighbours = weights[:, NEIGHBOURS_SLOT] if awake else 0.0
+            np.testing.assert_allclose(weights[:, TREE_SLOTS].sum(axis=1) / (1.0 - neighbours), ENTRY_PRIOR,
+                                       rtol=1e-12)
+            assert np.ptp(weights[:, TREE_SLOTS], axis=1).max() == 0.0
+            assert all(tree.rows_learnt == TREE_WAKE_ROWS for tree in grid.trees)
+        else:
+            assert not set(TREE_NAMES) & set(learner.stats()["weights"])
+    assert entered is not None
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+@pytest.mark.parametrize("saved_at", [TREE_WAKE_ROWS - 50, 700])
+def test_a_saved_learner_plays_on_bit_identically(classes: int, saved_at: int) -> None:
+    X, y = _interaction(1000, classes, seed=classes)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
+        learner.learn_one(x, t)
+    copy = kons.Auto.from_bytes(learner.to_bytes())
+    for x, t in zip(X[saved_at:], y[saved_at:], strict=True):
+        if classes == 2:
+            assert learner.predict_one(x) == copy.predict_one(x)
+        else:
+            assert np.array_equal(learner.predict_proba_by_class_one(x), copy.predict_proba_by_class_one(x))
+        learner.learn_one(x, t)
+        copy.learn_one(x, t)
+    assert learner.to_bytes() == copy.to_bytes()
+
+
+def test_three_classes_widen_the_trees_and_their_probabilities_sum_to_one() -> None:
+    X, y = _interaction(600, 3, seed=5)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, t)
+    p = learner.predict_proba_by_class_one(X[0])
+    assert p.shape == (3,) and p.sum() == pytest.approx(1.0)
+    assert sum(learner.stats()["weights"].get(name, 0.0) for name in TREE_NAMES) > 0.0
+
+
+def test_regression_has_no_trees() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(TREE_WAKE_ROWS + 50, 3))
+    learner = kons.Auto(task="regression")
+    for x in X:
+        learner.learn_one(x, float(x[0] * x[1]))
+    assert not set(TREE_NAMES) & set(learner.stats()["weights"])
