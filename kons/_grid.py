@@ -90,7 +90,7 @@ GENERATIONS = 2
 #: started at the change's true round instead of the round it was declared (18 rounds later) put the
 #: window after the recurring Friedman stream's second change at 0.99 of the oracle instead of 1.16;
 #: started 10 rounds before it, 1.09. So the onset must be estimated to the round, not to a block.
-REPLAY_ROWS = 64
+REPLAY_ROWS = 192
 #: Rounds after a detected change at which a generation starts: at once, then again when a gradual
 #: change is over (a start inside the transition learns from both concepts).
 RESTART_DELAYS = (0, 128, 512)
@@ -161,7 +161,7 @@ NEIGHBOURS_MAX_DIM = 200
 NEIGHBOURS_PRIOR = ENTRY_PRIOR
 #: The grace periods of the Hoeffding trees (:mod:`kons._tree`, classification only), one slot each after
 #: the local expert's: which of Agrawal's concepts one tree fits depends on its grace period, three
-#: together were ahead of River's ARF in every window (experiments/tree_mix on this branch).
+#: together were ahead of River's ARF in every window (``docs/drift.md``, the trees' section).
 TREE_GRACES = (50, 200, 400)
 TREE_SLOTS = [NEIGHBOURS_SLOT + 1 + i for i in range(len(TREE_GRACES))]
 #: Rows the trees learn before they play, and their prior weight together once they do.
@@ -376,6 +376,8 @@ class Grid:
         self.trees = ([HoeffdingTree(dim, 2, grace=grace, max_leaves=MAX_TREE_LEAVES)
                        for grace in TREE_GRACES]
                       if binary and dim <= TREE_MAX_DIM else None)
+        for tree in self.trees or []:
+            tree.held = held
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -714,6 +716,8 @@ class Grid:
 
     def hold_growth(self, held: bool) -> None:
         self.held = held
+        for tree in self.trees or []:
+            tree.held = held
         for _, _, base in self._members():
             base.hold_growth(held)
 
@@ -773,6 +777,7 @@ class Grid:
         """The bases' growth, each young slot's counted as if a fresh copy replaced it and grew (a
         generation's linear model has a fixed size: counted where a generation has none yet)."""
         grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
+        grown += sum(tree.growth_nbytes(rounds) for tree in self.trees or [])  # nothing while held
         # held, restarts only replace generations, by copies no larger (see _restart): only a generation
         # saved without its linear model grows, by one
         recent = self.new_recent().nbytes()

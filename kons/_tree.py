@@ -18,9 +18,10 @@ the split is the one the leaf's whole (infinite) stream would choose (Hoeffding'
 gain's estimate). A leaf predicts naive Bayes from its statistics, or its Laplace-smoothed class
 frequencies, whichever has made fewer errors on the rows it has seen (Gama et al.'s adaptive leaves).
 
-Bounded: at most ``max_leaves`` leaves (then the leaves only learn), so state and cost per round do not
-grow with the stream: the arrays are ``max_leaves x classes x features``. A missing value (NaN) goes to
-the lower side of a split and adds nothing to its feature's statistics.
+Bounded: at most ``max_leaves`` leaves (then the leaves only learn, as they do while ``held``), so state
+and cost per round do not grow with the stream: the arrays are ``leaves x classes x features``, a row per
+leaf in use. A missing value (NaN) goes to the lower side of a split and adds nothing to its feature's
+statistics.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class HoeffdingTree:
         self.tie = tie
         self.cuts = cuts
         self.max_leaves = max_leaves
+        self.held = False  # no split while held (the owner's growth hold; see :meth:`growth_nbytes`)
         nodes = 2 * max_leaves - 1
         self._feature = np.full(nodes, -1, dtype=np.int64)  # an inner node's feature, else -1
         self._threshold = np.zeros(nodes)
@@ -59,15 +61,17 @@ class HoeffdingTree:
         self._nodes = 1
         self._leaves = 1
         self._learnt = 0
-        shape = (max_leaves, classes, dim)
+        # the leaves' statistics, a row per leaf in use: a split appends one (splits are at least ``grace``
+        # rows apart, so the copy is rare), and a tree that stays small holds and saves little
+        shape = (1, classes, dim)
         self._n = np.zeros(shape)
         self._mean = np.zeros(shape)
         self._m2 = np.zeros(shape)
         self._low = np.full(shape, _NONE_LOW)
         self._high = np.full(shape, _NONE_HIGH)
-        self._counts = np.zeros((max_leaves, classes))
-        self._since = np.zeros(max_leaves)  # rows since the leaf last weighed a split
-        self._errors = np.zeros((max_leaves, 2))  # errors of [class frequencies, naive Bayes]
+        self._counts = np.zeros((1, classes))
+        self._since = np.zeros(1)  # rows since the leaf last weighed a split
+        self._errors = np.zeros((1, 2))  # errors of [class frequencies, naive Bayes]
 
     @property
     def leaves(self) -> int:
@@ -132,7 +136,7 @@ class HoeffdingTree:
                                            self._high[slot, label])
         self._counts[slot, label] += 1.0
         self._since[slot] += 1.0
-        if self._since[slot] >= self.grace and self._leaves < self.max_leaves:
+        if self._since[slot] >= self.grace and self._leaves < self.max_leaves and not self.held:
             self._since[slot] = 0.0
             split = self.best_split(slot)
             if split is not None:
@@ -180,12 +184,21 @@ class HoeffdingTree:
         self._nodes += 2
         self._children[node] = (lower, upper)
         self._slot[node] = -1
+        for name in self._LEAF_FLOATS:
+            array = getattr(self, name)
+            setattr(self, name, np.concatenate([array, array[:1]]))
         for child, child_slot in ((lower, slot), (upper, self._leaves)):
             self._slot[child] = child_slot
             self._n[child_slot] = self._mean[child_slot] = self._m2[child_slot] = 0.0
             self._low[child_slot], self._high[child_slot] = _NONE_LOW, _NONE_HIGH
             self._counts[child_slot] = self._since[child_slot] = self._errors[child_slot] = 0.0
         self._leaves += 1
+
+    def growth_nbytes(self, rounds: int) -> int:
+        """The most its state can grow in ``rounds`` rounds: a leaf a round at most (a round splits at
+        most one leaf), up to ``max_leaves``; nothing while held."""
+        leaves = 0 if self.held else min(rounds, self.max_leaves - self._leaves)
+        return 8 * leaves * (self.classes * (5 * self.dim + 1) + 3)
 
     def widen(self, classes: int) -> None:
         """Make room for ``classes`` classes (more than now): the new ones seen nowhere yet."""
@@ -201,12 +214,13 @@ class HoeffdingTree:
         self._counts = padded(self._counts, 0.0)
         self.classes = classes
 
-    _FLOATS = ("_threshold", "_n", "_mean", "_m2", "_low", "_high", "_counts", "_since", "_errors")
+    _LEAF_FLOATS = ("_n", "_mean", "_m2", "_low", "_high", "_counts", "_since", "_errors")
+    _FLOATS = ("_threshold", *_LEAF_FLOATS)
 
     def state(self, prefix: str = "tree") -> dict[str, np.ndarray]:
         """The tree as two arrays (few arrays: each costs a saved state a header): ``<prefix>_ints``, the
         sizes (nodes, leaves, rows learnt) then the nodes' features, children and leaf slots, and
-        ``<prefix>_floats``, the thresholds then the leaves' statistics, flattened."""
+        ``<prefix>_floats``, the thresholds then the statistics of the leaves in use, flattened."""
         ints = [np.array([self._nodes, self._leaves, self._learnt]), self._feature, self._children.ravel(),
                 self._slot]
         return {f"{prefix}_ints": np.concatenate(ints).astype(np.int64),
@@ -221,29 +235,30 @@ class HoeffdingTree:
             floats = np.asarray(arrays[f"{prefix}_floats"])
         except KeyError as exc:
             raise StateFormatError(f"a tree state is incomplete: {exc}") from None
-        nodes_max, leaves_max = len(self._feature), self.max_leaves
+        nodes_max = len(self._feature)
         if ints.ndim != 1 or floats.ndim != 1 or len(ints) != 3 + 4 * nodes_max:
             raise StateFormatError("a tree state has the wrong size.")
-        per_class = leaves_max * (5 * self.dim + 1)
-        classes, extra = divmod(len(floats) - nodes_max - 3 * leaves_max, per_class)
+        nodes, leaves, learnt = (int(v) for v in ints[:3])
+        if not 1 <= leaves <= self.max_leaves:
+            raise StateFormatError("a tree state's nodes and leaves do not make a tree.")
+        classes, extra = divmod(len(floats) - nodes_max - 3 * leaves, leaves * (5 * self.dim + 1))
         if extra or classes < self.classes:
             raise StateFormatError("a tree state has the wrong size.")
-        nodes, leaves, learnt = (int(v) for v in ints[:3])
         feature = ints[3:3 + nodes_max]
         children = ints[3 + nodes_max:3 + 3 * nodes_max].reshape(nodes_max, 2)
         slot = ints[3 + 3 * nodes_max:]
         used = slot[:nodes]
-        if not (1 <= leaves <= leaves_max and nodes == 2 * leaves - 1 and learnt >= 0
+        if not (nodes == 2 * leaves - 1 and learnt >= 0
                 and sorted(used[used >= 0].tolist()) == list(range(leaves))):
             raise StateFormatError("a tree state's nodes and leaves do not make a tree.")
         inner = used < 0
         if (children[:nodes][inner] < 1).any() or (children[:nodes][inner] >= nodes).any() or \
                 (feature[:nodes][inner] < 0).any() or (feature[:nodes][inner] >= self.dim).any():
             raise StateFormatError("a tree state's splits point outside the tree.")
-        shapes = {"_threshold": (nodes_max,), "_n": (leaves_max, classes, self.dim),
-                  "_mean": (leaves_max, classes, self.dim), "_m2": (leaves_max, classes, self.dim),
-                  "_low": (leaves_max, classes, self.dim), "_high": (leaves_max, classes, self.dim),
-                  "_counts": (leaves_max, classes), "_since": (leaves_max,), "_errors": (leaves_max, 2)}
+        statistics = (leaves, classes, self.dim)
+        shapes = {"_threshold": (nodes_max,), "_n": statistics, "_mean": statistics, "_m2": statistics,
+                  "_low": statistics, "_high": statistics, "_counts": (leaves, classes), "_since": (leaves,),
+                  "_errors": (leaves, 2)}
         start = 0
         for name in self._FLOATS:
             size = math.prod(shapes[name])

@@ -115,7 +115,7 @@ bases themselves (ONS's matrix, a full Nystrom dictionary) remember the old conc
   * YOUNG_SIZE``) and the cost per round stays flat (a declared change costs, once, at most
   :data:`~kons._grid.REPLAY_ROWS` rounds of the generation's learners);
   ``benchmarks/drift.py`` measures it against ``auto`` restarted by hand at each true change. Tuned on
-  those same streams: the replay's length (64 rows), the onset's estimate and the kernel copy's step were
+  those same streams: the replay's length (192 rows), the onset's estimate and the kernel copy's step were
   chosen by their windows there, so the figures of ``benchmarks/results/drift.md`` are not a held-out
   measure; the 26 stationary sets of ``drift_stationary.md`` were not used to choose them, except for the
   trial of a declared change's generation, made for the one false alarm that cost a stationary set over
@@ -134,6 +134,16 @@ over the window after the change instead of 0.1540; on the 26 stationary sets, o
 ionosphere moved (+1.8%, its only set over 1%; the constants' comments in :mod:`kons._grid` give the
 variants measured). Its votes have since weighed the inverse of their distances (:mod:`kons._local`):
 0.0703 and 0.0740 there, the stationary sets as before or better.
+
+For classes, three Hoeffding trees (:mod:`kons._tree`, Domingos and Hulten's VFDT with grace periods
+:data:`~kons._grid.TREE_GRACES`) are experts too: they represent what neither the kernels nor the additive
+threshold view do, a target that depends on *interactions* of thresholds (Agrawal's loan functions, on age
+and salary together). They learn every row from the first, are kept across declared changes (a tree
+restarted at a change had too few rows to grow again), and enter together at
+:data:`~kons._grid.TREE_PRIOR` once they have learnt :data:`~kons._grid.TREE_WAKE_ROWS` rows. Which of
+Agrawal's concepts one tree fits depends on its grace period; three together were ahead of River's ARF
+in every window (``docs/drift.md``). None above :data:`~kons._grid.TREE_MAX_DIM` features or for
+regression; at most :data:`~kons._grid.MAX_TREE_LEAVES` leaves each, so their state and cost stay flat.
 
 The issue's other option, a forgetting factor in the second-order matrices, was measured on the ONS
 bases (:math:`A_t = \lambda A_{t-1} + (1 - \lambda)\alpha I + \eta \dot g_t^2 x_t x_t^\top`, the floor
@@ -161,7 +171,8 @@ most ``MAX_COLUMNS + 1`` threshold columns (O(d) to code the row, O(c^2) for ``c
 after a declared change, at most :data:`GENERATIONS` x (two ONS rounds, two Nystrom rounds and one
 O(d^2) round of the linear model), O(d) to keep the round and, at most
 :data:`~kons._grid.NEIGHBOURS_MAX_DIM` features, O(:data:`~kons._grid.NEIGHBOUR_ROWS` d) for the local
-expert's distances (3-5% of a round measured); the weights cost
+expert's distances (3-5% of a round measured), and for classes three tree rounds (the leaf's path, its
+naive Bayes O(K d), and every ``grace`` rows a split's weighing, O(K d cuts)); the weights cost
 O((len(GRID) + GENERATIONS * YOUNG_SIZE + 1) x len(RATES)). The round that declares a change also replays
 at most :data:`~kons._grid.REPLAY_ROWS` rounds into the new generation (once per change).
 

@@ -157,6 +157,10 @@ def test_the_leaves_stop_at_their_bound_and_keep_learning() -> None:
         tree.learn(x, int(label))
     assert tree.leaves == 4
     before = tree.state()
+    # the saved statistics are the leaves' in use: 4 leaves x (2 classes x 4 features x 5 + 2 counts + 3),
+    # after the 7 nodes' thresholds
+    assert len(before["tree_floats"]) == 7 + 4 * (2 * 4 * 5 + 2 + 3)
+    assert len(HoeffdingTree(4, 2, max_leaves=4).state()["tree_floats"]) == 7 + 1 * (2 * 4 * 5 + 2 + 3)
     tree.learn(X[0], int(y[0]))
     assert tree.leaves == 4 and tree.rows_learnt == 3001 and not np.array_equal(tree.state()["tree_floats"],
                                                                                  before["tree_floats"])
@@ -190,3 +194,30 @@ def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -
         with pytest.raises(StateFormatError):
             fresh.restore(broken)
         assert fresh.leaves == 1 and fresh.rows_learnt == 0
+
+
+def _nbytes(tree: HoeffdingTree) -> int:
+    return sum(array.nbytes for array in tree.state().values())
+
+
+def test_the_growth_bound_holds_and_a_held_tree_does_not_split() -> None:
+    X, y = _stream(3000, 4, 3, seed=8)
+    tree = HoeffdingTree(4, 3, grace=30, delta=0.1, max_leaves=8)
+    for start in range(0, 3000, 100):
+        before, bound = _nbytes(tree), tree.growth_nbytes(100)
+        for x, label in zip(X[start:start + 100], y[start:start + 100], strict=True):
+            tree.learn(x, int(label))
+        assert _nbytes(tree) - before <= bound
+        if tree.leaves == 3:
+            break
+    assert tree.leaves == 3  # it grew under the bound
+    tree.held = True
+    assert tree.growth_nbytes(10**6) == 0
+    size = _nbytes(tree)
+    for x, label in zip(X, y, strict=True):
+        tree.learn(x, int(label))
+    assert tree.leaves == 3 and _nbytes(tree) == size
+    tree.held = False
+    for x, label in zip(X, y, strict=True):
+        tree.learn(x, int(label))
+    assert 3 < tree.leaves <= 8
