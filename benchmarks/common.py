@@ -83,11 +83,14 @@ def command_line(module: str, argv: Sequence[str] | None = None, *, outputs: Seq
 
 def git_commit(paths: Sequence[str] = ("kons", "kons_service", "benchmarks", "testkit")) -> str:
     """The checkout's short commit, with ``+dirty`` when ``paths`` have local changes (``unknown``
-    outside a git checkout). Read it when a run starts: the code that runs is the code imported then."""
+    outside a git checkout). Read it when a run starts: the code that runs is the code imported then.
+    ``benchmarks/results`` is not code: a result written by an earlier run and not yet committed does not
+    make a later run's code dirty."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                               text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=REPO, capture_output=True,
+        code = [*paths, ":(exclude)benchmarks/results"]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *code], cwd=REPO, capture_output=True,
                                text=True, check=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"

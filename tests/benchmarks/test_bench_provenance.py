@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import common, registry
 from benchmarks import provenance as provenance_module
-from benchmarks import registry
 from benchmarks.common import REPO
 from benchmarks.provenance import (
     changed_sources,
@@ -111,3 +111,21 @@ def test_the_commands_to_rerun_are_those_of_the_benchmarks_behind_once_each() ->
     assert scaling is not None and holdout is not None
     assert registry.benchmark_of("quality_raw_holdout/heart.json") is holdout
     assert rerun_commands(verdicts) == [scaling.command, holdout.command]
+
+
+def test_a_result_not_yet_committed_does_not_make_the_code_dirty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(common, "REPO", tmp_path)
+    git = functools.partial(subprocess.run, cwd=tmp_path, check=True, capture_output=True)
+    git(["git", "init", "-q"])
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "run.py").write_text(CODE)
+    (tmp_path / "benchmarks" / "results" / "run.md").write_text("# A run\n")
+    git(["git", "add", "benchmarks"])
+    git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run"])
+    clean = common.git_commit()
+    (tmp_path / "benchmarks" / "results" / "run.md").write_text("# A run, again\n")
+    assert common.git_commit() == clean and not clean.endswith("+dirty")
+    (tmp_path / "benchmarks" / "run.py").write_text(CODE.replace("3.14159", "3.1416"))
+    assert common.git_commit() == clean + "+dirty"
