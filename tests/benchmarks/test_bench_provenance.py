@@ -52,15 +52,22 @@ def test_reworded_docstrings_and_comments_are_the_same_code_and_anything_else_is
     assert not same_code(CODE, CODE.replace("def area", "def area(("))  # no longer parses
 
 
+def _committed(repo: Path, files: dict[str, str]) -> None:
+    """A new git repository at ``repo`` whose one commit holds ``files`` (path: text)."""
+    git = functools.partial(subprocess.run, cwd=repo, check=True, capture_output=True)
+    git(["git", "init", "-q"])
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(["git", "add", *files])
+    git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "files"])
+
+
 def test_a_result_stays_current_through_a_reworded_docstring_but_not_a_code_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(provenance_module, "REPO", tmp_path)
-    git = functools.partial(subprocess.run, cwd=tmp_path, check=True, capture_output=True)
-    git(["git", "init", "-q"])
-    (tmp_path / "disc.py").write_text(CODE)
-    git(["git", "add", "disc.py"])
-    git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "disc"])
+    _committed(tmp_path, {"disc.py": CODE})
     record = provenance(["disc.py"])
     (tmp_path / "disc.py").write_text(CODE.replace("The area", "The surface"))
     assert changed_sources(record) == []
@@ -117,13 +124,7 @@ def test_a_result_not_yet_committed_does_not_make_the_code_dirty(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(common, "REPO", tmp_path)
-    git = functools.partial(subprocess.run, cwd=tmp_path, check=True, capture_output=True)
-    git(["git", "init", "-q"])
-    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
-    (tmp_path / "benchmarks" / "run.py").write_text(CODE)
-    (tmp_path / "benchmarks" / "results" / "run.md").write_text("# A run\n")
-    git(["git", "add", "benchmarks"])
-    git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run"])
+    _committed(tmp_path, {"benchmarks/run.py": CODE, "benchmarks/results/run.md": "# A run\n"})
     clean = common.git_commit()
     (tmp_path / "benchmarks" / "results" / "run.md").write_text("# A run, again\n")
     assert common.git_commit() == clean and not clean.endswith("+dirty")
