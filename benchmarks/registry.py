@@ -92,7 +92,7 @@ BENCHMARKS = (
               ("drift.md", "drift.json"),
               (*_LIBRARY, "benchmarks/drift.py", "benchmarks/raw_regime.py", "benchmarks/methods.py")),
     Benchmark("auto's cost and state flat to 1,000,000 rounds of a changing stream, and a classifier's "
-              "(its trees full) to 200,000 (issue 20)",
+              "(its trees growing) to 200,000 (issue 20)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_long --out benchmarks/results",
               ("auto_long.md",), (*_LIBRARY, "benchmarks/auto_long.py")),
     Benchmark("auto on stationary data before and after issue 20: the 26 raw sets within 1%",
