@@ -88,7 +88,7 @@ class CachedLearner:
     resume_at: float = 0.0  # when a learner whose growth is held asks for room again (monotonic)
     #: The head of a learner dropped after it played rounds that were not logged (:meth:`drop_played`).
     held: Head | None = None
-    #: Rounds its reservation still covers the growth of (see :meth:`FeedbackWriter._growth_held`).
+    #: Rounds its reservation still covers the growth of (see :meth:`.growth.GrowthBudget.held`).
     growth_credit: int = 0
     #: The request ids of the latest requests this process appended (an ordered set, at most
     #: :data:`_APPENDED_IDS`): a client's retry usually comes back to the process that answered, which

@@ -9,9 +9,11 @@ many replicas confirm the append too: else the answer is 503 ``not_replicated``,
 * **optimistic** (the common case, one Redis call): the cached learner is at the head this process last
   appended, so the rounds are played at once and appended with the fence (and a check that no other writer
   holds the lease);
-* **leased** (a learner just loaded, or after a conflict): the process takes the learner's writer lease,
-  which returns the head, brings its cached learner to that head (:meth:`LearnerCache.sync`), plays and
-  appends; other processes wait for the lease instead of computing on a head that is about to move.
+* **leased** (a learner just loaded, or after a conflict): the process takes the learner's writer lease
+  (:mod:`.lease`), which returns the head, brings its cached learner to that head (:meth:`LearnerCache.sync`),
+  plays and appends; other processes wait for the lease instead of computing on a head that is about to move.
+
+Before the rounds are played, the learner's growth in them is covered by its budget or held (:mod:`.growth`).
 
 If an append loses (another writer moved the head, the learner was deleted or replaced), the cached learner
 is dropped, since it holds rounds that are not in the log, and the attempt is made again, leased, on a rebuilt
@@ -33,14 +35,11 @@ run did.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
-import itertools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -52,16 +51,15 @@ from kons_service.core.errors import (
     BatchTooLargeError,
     BusyError,
     RequestIdConflictError,
-    ResourceLimitError,
     UnknownIdError,
 )
+from kons_service.core.growth import GrowthBudget
 from kons_service.core.history import HistoryRecorder
 from kons_service.core.learning import (
     REGRESSION,
     Distribution,
     build,
     canonical,
-    check_budget,
     check_labels,
     check_rows,
     check_work,
@@ -78,6 +76,7 @@ from kons_service.core.learning import (
     task_of_label,
     undecided,
 )
+from kons_service.core.lease import Lease, WriterLeases
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
@@ -91,8 +90,6 @@ from kons_service.store import (
     RequestRetention,
     RequestTag,
     Store,
-    StoreUnavailableError,
-    process_of,
 )
 
 __all__ = ["Feedback", "FeedbackResult", "FeedbackWriter"]
@@ -100,13 +97,9 @@ __all__ = ["Feedback", "FeedbackResult", "FeedbackWriter"]
 log = logging.getLogger("kons_service.feedback")
 
 _ATTEMPTS = 5  # compare-and-append attempts before answering 503
-_RELEASE_RETRY_SECONDS = 0.05
-_RECHECK_SECONDS = 0.1  # how often a waiting writer asks whether the lease's holder is still connected
 #: After a conflict a learner's writes take the lease for this long, doubling with each further conflict
 #: up to the maximum (each conflict of an optimistic write costs a rebuild of the learner).
 _LEASED_SECONDS, _LEASED_SECONDS_MAX = 1.0, 60.0
-_RESUME_SECONDS = 60.0  # how often a learner whose growth is held asks its tenant's budget for room again
-_GROWTH_AHEAD = 32  # rounds of growth a reservation covers ahead (the bound grows with them: keep it short)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,16 +149,6 @@ class _Request:
 
 
 @dataclass(slots=True)
-class _Lease:
-    """The writer lease of one attempt: its token, the head it was taken at, whether an append used it."""
-
-    ref: LearnerRef
-    token: str
-    head: Head
-    consumed: bool = False
-
-
-@dataclass(slots=True)
 class _Played:
     """A group's rounds as played: each request's rows, labels, predictions and losses, in order."""
 
@@ -179,7 +162,7 @@ class _Played:
     distributions: list[list[Distribution] | None] = field(default_factory=list)
     #: Whether each round predicted its label (None: regression), in order over the requests.
     correct: list[bool | None] = field(default_factory=list)
-    #: Whether the learner's growth is held in these rounds (see :meth:`FeedbackWriter._growth_held`).
+    #: Whether the learner's growth is held in these rounds (see :meth:`.growth.GrowthBudget.held`).
     held: bool = False
     #: How many classes the group's labels add (a classifier's; see :meth:`FeedbackWriter._checked`).
     new_classes: int = 0
@@ -211,14 +194,12 @@ class FeedbackWriter:
     def __init__(self, store: Store, settings: Settings, metrics: Metrics, cache: LearnerCache,
                  history: HistoryRecorder, budget: TenantBudget) -> None:
         self.store = store
-        self.budget = budget
         self.settings = settings
         self.metrics = metrics
         self.cache = cache
         self.history = history
-        self._tokens = (store.leases.writer_token(i) for i in itertools.count())
-        self._held: set[str] = set()  # tokens of the leases this process's writers hold (or wait for)
-        self._late_releases: set[asyncio.Task[None]] = set()
+        self.leases = WriterLeases(store, settings, metrics)
+        self.growth = GrowthBudget(settings, metrics, budget)
         self._retention = RequestRetention(settings.request_id_ttl_seconds * 1000, settings.request_ids_max)
 
     async def write(
@@ -282,7 +263,7 @@ class FeedbackWriter:
             if entry.optimistic and entry.learner is not None and time.monotonic() >= entry.leased_until:
                 results = await self._attempt(entry, group, None)
             else:
-                async with self._lease(entry.ref) as lease:
+                async with self.leases.hold(entry.ref) as lease:
                     results = await self._attempt(entry, group, lease)
             if results is not None:
                 return results
@@ -290,7 +271,7 @@ class FeedbackWriter:
         raise BusyError(f"Learner {entry.ref.name!r} kept changing under this request; retry.")
 
     async def _attempt(self, entry: CachedLearner, group: list[_Request],
-                       lease: _Lease | None) -> list[FeedbackResult] | None:
+                       lease: Lease | None) -> list[FeedbackResult] | None:
         """One try, under the writer lease or optimistic; None if the learner moved meanwhile (the caller
         tries again)."""
         ref = entry.ref
@@ -319,9 +300,10 @@ class FeedbackWriter:
         learner = entry.loaded()
         played = await self._checked(entry, learner, group)
         rows = sum(len(xs) for xs in played.xs)
-        played.held = await self._growth_held(entry, learner, played.xs[0][0], rows)
-        await self._cover_new_classes(entry, learner, played, rows)
-        token = lease.token if lease is not None else next(self._tokens)
+        first = played.xs[0][0]
+        played.held = await self.growth.held(entry, learner, first, rows)
+        await self.growth.cover_new_classes(entry, learner, played.new_classes, first, played.held, rows)
+        token = lease.token if lease is not None else self.leases.token()
         try:
             await self._play(learner, played, entry.state_nbytes())
             outcome = await self._append(entry, head, token, group, played, leased=lease is not None)
@@ -351,6 +333,10 @@ class FeedbackWriter:
                  json.loads(stored)["params"].get("task"))
         entry.invalidate()
 
+    async def close(self) -> None:
+        """Stop the background work of this process's writer leases."""
+        await self.leases.close()
+
     async def _applied_before(self, ref: LearnerRef, group: list[_Request]) -> list[FeedbackResult] | None:
         """The earlier answer of a request id already applied (one request), else None."""
         for request in group:
@@ -362,189 +348,6 @@ class FeedbackWriter:
                     raise _RegroupError
                 return [self._answered(earlier, request.fingerprint, ref)]
         return None
-
-    @contextlib.asynccontextmanager
-    async def _lease(self, ref: LearnerRef) -> AsyncIterator[_Lease]:
-        """Hold the learner's writer lease for the block; given back at its end unless an append used it
-        (a successful append releases it in the same script)."""
-        token = next(self._tokens)
-        self._held.add(token)
-        try:
-            try:
-                lease = _Lease(ref, token, await self._acquire(ref, token))
-            except StoreUnavailableError:
-                await self._release(ref, token)  # Redis may have applied the acquire and lost its reply
-                raise
-            renewal = asyncio.create_task(self._renew(ref, token))
-            try:
-                yield lease
-            finally:
-                renewal.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewal
-                if not lease.consumed:
-                    await self._release(ref, token)
-        finally:
-            self._held.discard(token)
-
-    async def _release(self, ref: LearnerRef, token: str) -> None:
-        """Give the lease back; if Redis does not answer (restarting), keep trying in the background
-        until it does or the lease has expired: another process cannot tell that a live process's lease
-        is left over, and would wait for its TTL."""
-        try:
-            await self.store.leases.release(ref, token)
-        except StoreUnavailableError:
-            task = asyncio.create_task(self._release_when_back(ref, token))
-            self._late_releases.add(task)
-            task.add_done_callback(self._late_releases.discard)
-
-    async def _release_when_back(self, ref: LearnerRef, token: str) -> None:
-        deadline = time.monotonic() + self.settings.lease_ttl_ms / 1000
-        while time.monotonic() < deadline:
-            await asyncio.sleep(_RELEASE_RETRY_SECONDS)
-            with contextlib.suppress(StoreUnavailableError):
-                await self.store.leases.release(ref, token)
-                return
-
-    async def close(self) -> None:
-        """Stop the background releases (their leases expire on their own)."""
-        for task in list(self._late_releases):
-            task.cancel()
-        await asyncio.gather(*self._late_releases, return_exceptions=True)
-
-    async def _renew(self, ref: LearnerRef, token: str) -> None:
-        """Keep the lease while the writer works (a long batch, a slow replay), so that its TTL can be
-        short: it only bounds how long a crashed writer blocks the learner. Stops once the lease is lost."""
-        ttl = self.settings.lease_ttl_ms
-        while True:
-            await asyncio.sleep(ttl / 3000)
-            try:
-                if not await self.store.leases.renew(ref, token, ttl):
-                    return
-            except StoreUnavailableError:
-                continue  # the append's own check decides; try again next period
-
-    async def _acquire(self, ref: LearnerRef, token: str) -> Head:
-        """Wait for the writer lease (bounded), returning the head it was taken at. A holder found gone
-        (see :meth:`_gone`) has its lease taken over at once instead of waiting for its TTL."""
-        deadline = time.monotonic() + self.settings.lease_wait_seconds
-        delay = 0.001
-        gone, next_check = "", dict[str, float]()  # holder -> when to ask about it again
-        while True:
-            got = await self.store.leases.acquire(ref, token, self.settings.lease_ttl_ms, gone)
-            if got is None:
-                raise not_found(ref)
-            if isinstance(got, Head):
-                if gone:
-                    self.metrics.takeovers.inc()
-                    log.warning("took over the writer lease of %s from %s, whose process is gone", ref, gone)
-                return got
-            now = time.monotonic()
-            if now >= next_check.get(got.holder, now):
-                # asked again now and then, not every poll (CLIENT LIST costs Redis a walk of its clients):
-                # a live holder may die while we wait, and Redis may not yet have seen a dead one's
-                # sockets close when first asked
-                next_check[got.holder] = now + _RECHECK_SECONDS
-                if await self._gone(got.holder):
-                    gone = got.holder
-                    continue
-            if time.monotonic() + delay > deadline:
-                raise BusyError(f"Learner {ref.name!r} is busy with another writer; retry.")
-            self.metrics.lease_waits.inc()
-            await asyncio.sleep(min(delay, got.wait_ms / 1000))
-            delay = min(delay * 2, 0.05)
-
-    async def _gone(self, holder: str) -> bool:
-        """Whether the writer holding the lease token ``holder`` is known to be gone: a token of this
-        process that none of its writers holds (left by a write whose release failed, e.g. during a Redis
-        restart), or one of a process with no connection to Redis (SIGKILLed, crashed). Unknown (an
-        unnamed process, a Redis refusing CLIENT LIST) is not gone: the lease's TTL decides."""
-        if not self.settings.lease_takeover or not holder:
-            return False
-        if process_of(holder) == self.store.process_name:
-            return holder not in self._held
-        return await self.store.leases.holder_connected(holder) is False
-
-    async def _growth_held(self, entry: CachedLearner, learner: kons.Learner, first: Any, rows: int) -> bool:
-        """Whether the learner's growth is held for the next ``rows`` rounds, once its reservation covers
-        what it holds plus the most those rounds can add (:meth:`kons.Learner.max_growth_nbytes`); ``first``:
-        the batch's first row (for a learner whose dimension it fixes).
-
-        A learner that can learn without growing (``nystrom_kons``, ``auto``) is held instead of refused
-        when its tenant's budget, or its own, has no room for that growth: it keeps learning with the
-        dictionary it has (``stats()["growth_held"]``), and resumes growing when room is found again
-        (looked for every ``_RESUME_SECONDS``). Any other learner that cannot be covered is refused
-        (422): a kernel learner that learns by storing points, or one holding more than its own budget."""
-        if not learner.growth_held and rows <= entry.growth_credit:  # covered by an earlier reservation
-            entry.growth_credit -= rows
-            return False
-        ref, held, budget = entry.ref, entry.state_nbytes(), self.settings.learner_max_bytes
-        holdable = learner.grows and learner.can_hold_growth
-        if held > budget and not holdable:
-            raise ResourceLimitError(
-                f"Learner {ref.name!r} holds {held} bytes, over the budget of {budget} per learner: it takes "
-                "no more feedback (it still predicts). Export it and start a bounded learner (e.g. "
-                "sketched_kons or nystrom_kons)."
-            )
-        if learner.input_dim is None:  # the first batch fixes the dimension: bounded by the config
-            # at the length kons takes the row as (an array's, a sparse vector's dim, a record's width)
-            sized = check_budget(learner, len(learner.check_round(first)[0]), self.settings.learner_max_bytes)
-            if not holdable:
-                entry.reserved_bytes = await self.budget.cover(ref, sized, entry.reserved_bytes)
-            return False
-        was_held = learner.growth_held
-        if was_held and time.monotonic() < entry.resume_at:
-            return True
-        learner.hold_growth(False)  # (its bound as a growing learner; set again before the rounds)
-        need = held + learner.max_growth_nbytes(rows)
-        # if it can, the reservation covers the growth of more rounds, so that most batches need no check
-        ahead = max(rows, _GROWTH_AHEAD)
-        need_ahead = held + learner.max_growth_nbytes(ahead)
-        learner.hold_growth(was_held)
-        got, credit = None, ahead - rows
-        if need_ahead <= budget:
-            got = await self.budget.try_cover(ref, need_ahead, entry.reserved_bytes)
-        if got is None and not holdable:
-            got, credit = await self.budget.cover(ref, need, entry.reserved_bytes), 0
-        if got is None and need <= budget:
-            got, credit = await self.budget.try_cover(ref, need, entry.reserved_bytes), 0
-        if got is not None:
-            entry.reserved_bytes, entry.growth_credit = got, credit
-            if was_held:
-                log.info("learner %s grows again: its tenant's budget has room", ref)
-            return False
-        entry.resume_at = time.monotonic() + _RESUME_SECONDS
-        if not was_held:
-            self.metrics.growth_held.inc()
-            log.warning("learner %s stopped growing at %d bytes: its %s budget is full; it keeps learning "
-                        "with the dictionary it has", ref, held, "own" if need > budget else "tenant's")
-        return True
-
-    async def _cover_new_classes(self, entry: CachedLearner, learner: kons.Learner, played: _Played,
-                                 rows: int) -> None:
-        """Cover the bytes of the classes the group brings (:meth:`kons.Auto.class_growth_nbytes`) on top of
-        what the learner holds and may grow in these ``rows`` rounds. A class is added whether or not the
-        learner's growth is held, so when the budget is full a batch with a new label is refused (422) and
-        one with known labels is not."""
-        new = played.new_classes
-        if not new or not classifier(learner):
-            return
-        if learner.input_dim is None:  # the first batch, whose first row fixes the dimension
-            dim = len(learner.check_round(played.xs[0][0])[0])
-            held = max(entry.reserved_bytes, entry.state_nbytes())
-            need = held + learner.class_growth_nbytes(new, dim)
-        else:
-            was_held = learner.growth_held
-            learner.hold_growth(played.held)
-            need = (entry.state_nbytes() + learner.max_growth_nbytes(rows)
-                    + learner.class_growth_nbytes(new))
-            learner.hold_growth(was_held)
-        refused = f"its {new} new class(es) take no room (it still learns the classes it has)"
-        if need > self.settings.learner_max_bytes:
-            raise ResourceLimitError(
-                f"Learner {entry.ref.name!r} would need {need} bytes with {new} new class(es), over the "
-                f"budget of {self.settings.learner_max_bytes} per learner: {refused}.")
-        entry.reserved_bytes = await self.budget.cover(entry.ref, need, entry.reserved_bytes, refused)
 
     async def _checked(self, entry: CachedLearner, learner: kons.Learner, group: list[_Request],
                        config: dict[str, Any] | None = None) -> _Played:

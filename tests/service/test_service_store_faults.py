@@ -116,7 +116,7 @@ async def test_the_lease_renewal_outlives_failures(
     ref = LearnerRef("default", "m")
     lease = learner_keys(ref)[7]
     redis_server.client().set(lease, "token", px=60_000)
-    renewal = asyncio.create_task(writer._renew(ref, "token"))
+    renewal = asyncio.create_task(writer.leases._renew(ref, "token"))
     try:
         with failing(RuntimeError("TCPTransport closed=True"), script(writer.store, "renew")) as refused:
             await asyncio.sleep(0.7)
