@@ -51,11 +51,11 @@ from kons.auto.grid import (
 )
 from kons.auto.mixture import MIX_BOUND, Mixture
 from kons.base import Learner, _round_numerics
-from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, legacy_sign
+from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, class_position, legacy_sign
 from kons.errors import InvalidParameterError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
-from kons.losses import binary_distribution, get_loss
+from kons.losses import binary_distribution, get_loss, log_loss, predicted
 from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
@@ -64,6 +64,7 @@ from kons.preprocessing import (
     user_bound,
 )
 from kons.records import Record
+from kons.rounds import Round
 from kons.sparse import SparseVector, dense
 
 __all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG_LINEAR",
@@ -254,6 +255,40 @@ class Auto(Learner):
         """:meth:`learn_proba_one` by index: the played probabilities of :attr:`classes` as they are after
         the round (the label's class included), in their order, so ``True`` and ``1`` stay apart."""
         return np.array([p for _, p in self._learned_pairs(x, y)], dtype=np.float64)
+
+    @property
+    def gives_class_probabilities(self) -> bool:
+        return self._binary
+
+    def learn_round(self, x: Any, y: Any) -> Round:
+        """Play one round (as :meth:`learn_one`) and return what it answers (:class:`~kons.Round`); for
+        classification, the distribution it played over :attr:`classes` as they are after the round (the
+        binary model's from its score, the multinomial one's as :meth:`learn_proba_by_class_one`), the
+        label's class, its log loss and whether it was predicted."""
+        if not self._binary:
+            return super().learn_round(x, y)
+        label = self.class_of(y)
+        value = self.learn_one(x, y)
+        if self._multiclass:  # a multinomial round (the label a third class, or classes before it)
+            probabilities = [p for _, p in self._played[0]]
+            distribution = list(zip(self.classes, probabilities, strict=True))
+            value = probabilities[class_position(self.classes, label)]  # the label's probability
+        else:  # the binary model: its score, the distribution from it
+            distribution = binary_distribution(self.classes, value)
+        return Round(value, distribution, label, loss=log_loss(distribution, label),
+                     correct=predicted(distribution, label))
+
+    def predict_round(self, x: Any) -> Round:
+        """A prediction for ``x`` as a :class:`~kons.Round` (changes nothing); for classification the
+        distribution over :attr:`classes` (the multinomial play's value: the most probable class's
+        probability)."""
+        if not self._binary:
+            return super().predict_round(x)
+        if self._multiclass:
+            probabilities = self.predict_proba_by_class_one(x).tolist()
+            return Round(max(probabilities), list(zip(self.classes, probabilities, strict=True)))
+        score = self.predict_one(x)
+        return Round(score, binary_distribution(self.classes, score))
 
     def class_of(self, y: Any) -> Any:
         """The class this learner learns for the label ``y`` (:meth:`kons.classes.Classes.label`: ``y``
