@@ -124,7 +124,7 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
     linear models, the threshold model and the kept rounds are used when the tree has them. Older trees
     (``Grid.views``, before that module) are not supported.
     """
-    from kons import _grid
+    from kons.auto import grid as _grid
 
     grid = auto._grid
     # The scalers' pending statistics (Welford) and the standardised views.
@@ -159,7 +159,7 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
         code = bins.code(x)  # whole-array operations already: the round's own coding is its floor
         plays[_grid.BINS_SLOT] = _floor_ons(bins_base._Ainv, bins_base._u, code.indices, code.values,
                                             _scratch(scratch, "bins", bins_base._Ainv))
-    # The mixture (kons._mixture.Mixture.mix and .update, kons._tracking.SwitchingWeights.apply).
+    # The mixture (kons.auto.mixture.Mixture.mix and .update, kons.auto.mixture.SwitchingWeights.apply).
     for _ in range(2):  # the weights for the play, then for the leader
         log_p = np.logaddexp.reduce(switching.log_rate_weights[:, None] + switching.log_weights, axis=0)
         w = np.exp(log_p - log_p.max())

@@ -25,6 +25,7 @@ from kons.errors import (
 from kons.kernel import KONS, KernelOGD, NystromKONS, SketchedKONS
 from kons.linear import FDSON, OGD, ONS, RPSON, AdaGrad, OjaSON, SparseVector
 from kons.preprocessing import Preprocessed
+from kons.rounds import Round
 
 __all__ = [
     "FDSON",
@@ -44,6 +45,7 @@ __all__ = [
     "NystromKONS",
     "OjaSON",
     "Preprocessed",
+    "Round",
     "SketchedKONS",
     "SparseVector",
     "StateFormatError",

@@ -34,6 +34,7 @@ from kons.errors import InvalidInputError, InvalidParameterError, NumericalError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
 from kons.records import is_record, parse_record
+from kons.rounds import Round
 from kons.sparse import as_sparse, is_sparse_input
 
 __all__ = ["LEARNERS", "Learner", "learner_class", "learner_from_params", "load", "peek"]
@@ -396,6 +397,31 @@ class Learner(abc.ABC):
             raise
         self._record_round(self._round_loss(y_hat, y), leverage)
         return y_hat
+
+    def learn_round(self, x: Any, y: Any) -> Round:
+        """Play one round as :meth:`learn_one` does and return what it answers: the play, its loss at
+        ``y`` and, for a binary loss, whether the play's sign was the label's (:class:`~kons.Round`)."""
+        played = self.learn_one(x, y)
+        loss = get_loss(self.loss)
+        correct = (played if y > 0 else -played) > 0 if loss.binary else None
+        return Round(played, loss=loss.value(played, y), correct=correct)
+
+    def predict_round(self, x: Any) -> Round:
+        """:meth:`predict_one` as a :class:`~kons.Round` (no loss: nothing is learnt)."""
+        return Round(self.predict_one(x))
+
+    @property
+    def gives_class_probabilities(self) -> bool:
+        """Whether its rounds play a distribution over classes (:class:`~kons.Auto` for classification)."""
+        return False
+
+    def algorithm_params(self) -> tuple[str, dict[str, Any]]:
+        """The algorithm and parameters that :func:`learner_from_params` builds this learner from (a
+        learner without its own preprocessing: ``"preprocess": False``)."""
+        params = self.get_params()
+        if not self.preprocesses:
+            params["preprocess"] = False
+        return self.name, params
 
     def _round_loss(self, y_hat: float, y: Any) -> float:
         """The loss of the round just played (:meth:`stats`): the loss's value at the play."""

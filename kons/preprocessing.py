@@ -673,6 +673,11 @@ class Preprocessed(Learner):
         self._base: Learner | None = None  # built at the first row, or after the warm-up
         super()._reset()
 
+    def algorithm_params(self) -> tuple[str, dict[str, Any]]:
+        """The base algorithm and its parameters with ``"preprocess": True`` (this learner is what
+        :func:`~kons.learner_from_params` builds from them)."""
+        return self.algorithm, {**self._params, "preprocess": True, "dim": self.dim}
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """``algorithm``, ``params`` (in canonical form: JSON values, sorted, the defaults that
         preprocessing keeps filled in; with ``deep=False`` as given, for scikit-learn's clone) and ``dim``."""

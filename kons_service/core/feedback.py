@@ -66,12 +66,9 @@ from kons_service.core.learning import (
     classifier,
     decided,
     finite,
-    is_correct,
-    learn_round,
     new_class_keys,
     numerics,
     offload,
-    round_loss,
     task_of,
     task_of_label,
     undecided,
@@ -158,7 +155,7 @@ class _Played:
     learned: list[list[Any]] = field(default_factory=list)
     plays: list[list[float]] = field(default_factory=list)
     losses: list[list[float]] = field(default_factory=list)
-    #: A probabilistic classifier's played distributions (see :func:`.learning.learn_round`), else None.
+    #: A probabilistic classifier's played distributions (see :meth:`kons.Learner.learn_round`), else None.
     distributions: list[list[Distribution] | None] = field(default_factory=list)
     #: Whether each round predicted its label (None: regression), in order over the requests.
     correct: list[bool | None] = field(default_factory=list)
@@ -403,11 +400,11 @@ class FeedbackWriter:
         started = time.perf_counter()
         changes_before = learner.changes_detected
         with numerics():
-            rounds = await offload(lambda: [learn_round(learner, x, y) for x, y in rows], len(rows),
+            rounds = await offload(lambda: [learner.learn_round(x, y) for x, y in rows], len(rows),
                                    state_nbytes)
             played.seconds = time.perf_counter() - started
-            losses = [round_loss(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
-            played.correct = [is_correct(learner, r, y) for r, (_, y) in zip(rounds, rows, strict=True)]
+            losses = cast(list[float], [r.loss for r in rounds])  # a learnt round has its loss
+            played.correct = [r.correct for r in rounds]
         plays = [r.value for r in rounds]
         learned = [y if r.label is None else r.label for r, (_, y) in zip(rounds, rows, strict=True)]
         played.stats = learner.stats()

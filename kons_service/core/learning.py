@@ -11,13 +11,11 @@ replaces the config by the decided one with a compare-and-set (``Store.decide_co
 replicas racing on the first feedback agree, and every replay and restart reads the decided config. Any
 other learner's task is its loss's: classification for a binary loss.
 
-**Rounds.** A learner that gives class probabilities (``auto`` for classification: ``classes``,
-``predict_proba_by_class_one``, ``learn_proba_by_class_one``) plays each round through
-:func:`learn_round` and :func:`predict_round`, which keep kons's own play (``learn_one``'s and
-``predict_one``'s float: the score of a binary round, the probability of the label in a multi-class one)
-and add the distribution over the classes that the round played, as (class, probability) pairs in the
-learner's class order, so that ``True`` and ``1`` stay two classes; every other learner plays its float
-alone. Such a learner is given, and its log keeps, the labels as the user sent them, so its answers
+**Rounds.** Every round is kons's own (:meth:`kons.Learner.learn_round`, :meth:`kons.Learner.predict_round`:
+the play, and for a learner that gives class probabilities, ``auto`` for classification, the distribution
+over its classes that the round played, the label's class, the loss and whether it was right), so the
+service's answers are the library's. Such a learner is given, and its log keeps, the labels as the user
+sent them, so its answers
 echo them: ``0``/``1`` in, ``0``/``1`` out (:func:`check_rows`, :func:`replayed_label` for its log of
 before).
 """
@@ -29,15 +27,15 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeGuard, TypeVar
 
 import anyio.to_thread
 import numpy as np
 
 import kons
-from kons.classes import class_label, class_position
-from kons.losses import binary_distribution, get_loss, log_loss, predicted
+import kons.rounds
+from kons.classes import class_label
+from kons.losses import get_loss
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
 
 __all__ = [
@@ -55,15 +53,11 @@ __all__ = [
     "config_of",
     "decided",
     "finite",
-    "is_correct",
     "label_key",
-    "learn_round",
     "new_class_keys",
     "numerics",
     "offload",
-    "predict_round",
     "replayed_label",
-    "round_loss",
     "task_of",
     "task_of_label",
     "undecided",
@@ -82,73 +76,15 @@ REGRESSION, CLASSIFICATION = "regression", "classification"
 _PLACEHOLDER_TASK = REGRESSION
 
 
-#: A played distribution over classes: each class with its probability, in the learner's class order
-#: (pairs, not a dict: ``True`` and ``1`` are two classes but one dict key), as the functions of
-#: :mod:`kons.losses` (``log_loss``, ``predicted``, ``top_label``) read it.
-Distribution = list[tuple[Any, float]]
-
-
-@dataclass(frozen=True, slots=True)
-class Round:
-    """A round as played: kons's float, and for a probabilistic classifier the distribution it played and
-    the class it learnt or was asked about (``label``: the learner's own class of the user's label)."""
-
-    value: float
-    distribution: Distribution | None = None
-    label: Any = None
+#: A played distribution over classes, and a round as played (kons's own answer, :class:`kons.Round`).
+Distribution = kons.rounds.Distribution
+Round = kons.Round
 
 
 def classifier(learner: kons.Learner) -> TypeGuard[kons.Auto]:
-    """Whether ``learner`` is a classifier that gives class probabilities (``auto`` for classification,
-    the one learner with ``learn_proba_by_class_one``)."""
-    return isinstance(learner, kons.Auto) and get_loss(learner.loss).binary
-
-
-def learn_round(learner: kons.Learner, x: Any, y: Any) -> Round:
-    """Play one feedback round of a checked ``x`` and label ``y`` (see "Rounds" above)."""
-    if not classifier(learner):
-        return Round(learner.learn_one(x, y))
-    label = learner.class_of(y)
-    classes = learner.classes
-    if len(classes) >= 3 or (len(classes) == 2 and class_position(classes, label) < 0):  # a multinomial round
-        probabilities = learner.learn_proba_by_class_one(x, y).tolist()
-        distribution = list(zip(learner.classes, probabilities, strict=True))
-        # kons's play: the probability of the label
-        return Round(probabilities[class_position(learner.classes, label)], distribution, label)
-    score = learner.learn_one(x, y)  # a binary round: kons's play is the score, its log-odds
-    # its distribution from the score played, so that a binary round costs one prediction, not two: the
-    # same numbers as predict_proba_by_class_one (tests/service/test_service_classes.py pins them)
-    return Round(score, binary_distribution(learner.classes, score), label)
-
-
-def predict_round(learner: kons.Learner, x: Any) -> Round:
-    """A prediction for ``x`` on the current state (see "Rounds" above); changes nothing."""
-    if not classifier(learner):
-        return Round(learner.predict_one(x))
-    if len(learner.classes) >= 3:
-        probabilities = learner.predict_proba_by_class_one(x).tolist()
-        # kons's play: the most probable class's probability
-        return Round(max(probabilities), list(zip(learner.classes, probabilities, strict=True)))
-    score = learner.predict_one(x)
-    return Round(score, binary_distribution(learner.classes, score))
-
-
-def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
-    """The loss of a played round: the log loss of its distribution for its class for a probabilistic
-    classifier, else the learner's loss at its play."""
-    if played.distribution is None:
-        return get_loss(learner.loss).value(played.value, y)
-    return log_loss(played.distribution, played.label)
-
-
-def is_correct(learner: kons.Learner, played: Round, y: Any) -> bool | None:
-    """Whether a classifier's round predicted its label (:func:`kons.losses.predicted`, or for a binary
-    learner without probabilities the sign of its score); None for regression."""
-    if played.distribution is not None:
-        return predicted(played.distribution, played.label)
-    if not get_loss(learner.loss).binary:
-        return None
-    return (played.value if y > 0 else -played.value) > 0
+    """Whether ``learner`` is a classifier that gives class probabilities (``auto`` for classification:
+    :attr:`kons.Learner.gives_class_probabilities`)."""
+    return learner.gives_class_probabilities
 
 
 def canonical(config: dict[str, Any]) -> str:
@@ -160,14 +96,11 @@ def canonical(config: dict[str, Any]) -> str:
 
 
 def config_of(learner: kons.Learner) -> dict[str, Any]:
-    params = learner.get_params()
+    """The config of ``learner``: the algorithm and parameters it is built from (a preprocessed learner
+    shown as the base algorithm it wraps, :meth:`kons.Learner.algorithm_params`)."""
+    algorithm, params = learner.algorithm_params()
     dim = params.pop("dim", None)
-    if isinstance(learner, kons.Preprocessed):  # shown as the base algorithm it wraps
-        base = {**params["params"], "preprocess": True}
-        return {"algorithm": params["algorithm"], "dim": dim, "params": base}
-    if not learner.preprocesses:  # the paper-exact learner, asked for with "preprocess": false
-        params["preprocess"] = False
-    return {"algorithm": learner.name, "dim": dim, "params": params}
+    return {"algorithm": algorithm, "dim": dim, "params": params}
 
 
 def build(config: dict[str, Any]) -> kons.Learner:

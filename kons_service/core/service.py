@@ -43,7 +43,6 @@ from kons_service.core.learning import (
     decided,
     numerics,
     offload,
-    predict_round,
     task_of,
     undecided,
     undecided_config,
@@ -121,7 +120,7 @@ class Predictions:
     version: int
     #: The learner's configuration (``{"algorithm", "dim", "params"}``) that made them.
     config: dict[str, Any]
-    #: A classifier's class probabilities for each row (see :func:`.learning.predict_round`), else None.
+    #: A classifier's class probabilities for each row (see :meth:`kons.Learner.predict_round`), else None.
     distributions: list[Distribution] | None = None
 
 
@@ -279,7 +278,7 @@ class LearnerService:
             check_rows(learner, rows)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
-                rounds = await offload(lambda: [predict_round(learner, x) for x in rows], len(rows),
+                rounds = await offload(lambda: [learner.predict_round(x) for x in rows], len(rows),
                                        entry.state_nbytes())
             version, config = entry.version, entry.config
             self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())

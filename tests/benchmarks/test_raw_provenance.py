@@ -46,7 +46,7 @@ def test_a_kons_method_measures_kons_and_a_peer_its_library_and_our_data_loader_
     stamp = method_provenance("river_knn")
     assert stamp["libraries"] == {"river": installed_version("river")}
     assert not any(path.startswith("kons/") and path != "kons/datasets.py" for path in stamp["blobs"])
-    assert "kons/auto.py" in method_provenance("auto")["blobs"]
+    assert "kons/auto/learner.py" in method_provenance("auto")["blobs"]
 
 
 def test_a_library_at_another_version_is_a_change_and_one_not_installed_cannot_be_judged() -> None:
@@ -72,11 +72,11 @@ def test_a_record_is_stale_only_by_the_run_whose_own_sources_changed(results: Pa
     assert stale.check(path).status == "current"
     assert unmeasured_methods(json.loads(path.read_text())) == []
 
-    _write(results, "housing", [_run("auto", 0.3, _edited(auto, "kons/auto.py")),
+    _write(results, "housing", [_run("auto", 0.3, _edited(auto, "kons/auto/learner.py")),
                                 _run("river_linear", 0.5, peer)])
     verdict = stale.check(path)
     assert verdict.status == "stale" and "auto" in verdict.detail and "river_linear" not in verdict.detail
-    assert "kons/auto.py" in verdict.detail
+    assert "kons/auto/learner.py" in verdict.detail
     assert unmeasured_methods(json.loads(path.read_text())) == ["auto"]
 
     _write(results, "housing", [_run("auto", 0.3, auto), _run("river_linear", 0.5, None)])
@@ -102,7 +102,7 @@ def test_a_page_is_as_current_as_its_records_and_stale_once_edited_by_hand(resul
     verdict = stale.check(page)
     assert verdict.status == "stale" and "not what `python -m benchmarks.raw_report` writes" in verdict.detail
 
-    _write(results, "heart", [_run("auto", 0.2, _edited(auto, "kons/auto.py")),
+    _write(results, "heart", [_run("auto", 0.2, _edited(auto, "kons/auto/learner.py")),
                               _run("river_linear", 0.1, peer)])
     raw_report.write_page(results, suite)
     verdict = stale.check(page)

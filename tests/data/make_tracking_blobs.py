@@ -1,6 +1,6 @@
 """Write ``tracking_blobs.npz``: states of ``auto`` with restarted generations, saved by the code before
-each generation had its Bayesian linear model of the rows since the change (``kons._recent``), and what
-follows.
+each generation had its Bayesian linear model of the rows since the change (``kons.auto.experts.recent``), and
+what follows.
 
 ``tests/kons/test_state_compat.py`` loads them with the current code and checks that the restored
 learners play exactly the recorded continuation (no change is declared in it, so the generations saved

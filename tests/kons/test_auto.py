@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import kons
-from kons._tracking import RATES
-from kons.auto import MIX_BOUND, REGRESSION_BOUND, SCORE_BOUND, Auto, Mixture
+from kons.auto import Auto
+from kons.auto.learner import REGRESSION_BOUND, SCORE_BOUND
+from kons.auto.mixture import MIX_BOUND, RATES, Mixture
 from kons.preprocessing import TARGET_BOUND, WARMUP_ROWS
 from tests.streams import load_stream
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kons
-from kons._grid import ENTRY_PRIOR, NEIGHBOURS_SLOT, TREE_GRACES, TREE_SLOTS, TREE_WAKE_ROWS
+from kons.auto.grid import ENTRY_PRIOR, NEIGHBOURS_SLOT, TREE_GRACES, TREE_SLOTS, TREE_WAKE_ROWS
 
 TREE_NAMES = [f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES]
 

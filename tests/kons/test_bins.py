@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import kons
-from kons._bins import MAX_COLUMNS, MAX_THRESHOLDS, QuantileBins, thresholds_per_feature
-from kons._grid import BINS_SLOT
+from kons.auto.experts.bins import MAX_COLUMNS, MAX_THRESHOLDS, QuantileBins, thresholds_per_feature
+from kons.auto.grid import BINS_SLOT
 from kons.sparse import SparseVector
 
 

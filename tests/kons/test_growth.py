@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import kons
-import kons._grid
 import kons._state
+import kons.auto.grid
 import kons.preprocessing
 from kons.base import Learner
 from kons.errors import InvalidParameterError
@@ -104,7 +104,7 @@ def test_state_nbytes_encodes_nothing(kind: str, monkeypatch: pytest.MonkeyPatch
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("state_nbytes serialised the learner")
 
-    for owner, name in [(Learner, "to_bytes"), (kons._state, "encode"), (kons._grid, "nested_blob"),
+    for owner, name in [(Learner, "to_bytes"), (kons._state, "encode"), (kons.auto.grid, "nested_blob"),
                         (kons.preprocessing, "nested_blob")]:
         monkeypatch.setattr(owner, name, refuse)
     assert learner.state_nbytes() == expected

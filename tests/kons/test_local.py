@@ -1,4 +1,5 @@
-"""The local expert of ``auto``'s mixture (:mod:`kons._local`): exact against a slow reference."""
+"""The local expert of ``auto``'s mixture (:mod:`kons.auto.experts.neighbours`): exact against a slow
+reference."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import numpy as np
 import pytest
 
 import kons
-import kons._grid
 import kons._state
-from kons._grid import (
+import kons.auto.grid
+from kons.auto.experts.neighbours import SAME_POINT_DISTANCE, RecentNeighbours
+from kons.auto.grid import (
     NEIGHBOUR_ROWS,
     NEIGHBOURS_MAX_DIM,
     NEIGHBOURS_PRIOR,
@@ -18,7 +20,6 @@ from kons._grid import (
     NEIGHBOURS_WAKE_ROWS,
     Grid,
 )
-from kons._local import SAME_POINT_DISTANCE, RecentNeighbours
 from kons.errors import StateFormatError
 
 
@@ -148,7 +149,7 @@ def test_the_local_expert_sleeps_until_it_holds_enough_rows_then_enters_at_its_p
     entered = None
     for r, (x, t) in enumerate(zip(X, y, strict=True)):
         with monkeypatch.context() as patched:  # the same learner with no local expert
-            patched.setattr(kons._grid, "NEIGHBOURS_MAX_DIM", 0)
+            patched.setattr(kons.auto.grid, "NEIGHBOURS_MAX_DIM", 0)
             played_without.append(without.learn_one(x, float(t)))
         played.append(learner.learn_one(x, float(t)))
         if learner._grid is None:  # warming up

@@ -1,4 +1,4 @@
-"""The trial of a generation started at a declared change (:class:`kons._tracking.Probation`), against
+"""The trial of a generation started at a declared change (:class:`kons.auto.restarts.Probation`), against
 Bayes' rule written out by hand under the switching rate 0, and inside ``Auto``: an outlier on a
 stationary stream (a false alarm) demotes its generation, a flipped target keeps it, and a learner saved
 during the trial plays on exactly as the original."""
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import kons
-from kons._grid import CHANGE_ENTRY_PRIOR, PROBATION_PRIOR, PROBATION_ROUNDS
-from kons._tracking import Probation, SwitchingWeights
 from kons.auto import Auto
+from kons.auto.grid import CHANGE_ENTRY_PRIOR, PROBATION_PRIOR, PROBATION_ROUNDS
+from kons.auto.mixture import SwitchingWeights
+from kons.auto.restarts import Probation
 from tests.kons.test_state import _edit_header_text
 from tests.reference import restored_in_step
 

@@ -15,7 +15,7 @@ import pytest
 
 import kons
 import kons._state
-from kons._grid import _EARLIER_LAYOUTS, _EXPERTS, YOUNG_LINEAR, _in_current_layout, _young_slots
+from kons.auto.grid import _EARLIER_LAYOUTS, _EXPERTS, YOUNG_LINEAR, _in_current_layout, _young_slots
 from tests.recorded import (
     REPLAYS,
     RTOL,

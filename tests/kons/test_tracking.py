@@ -12,18 +12,14 @@ import numpy as np
 import pytest
 
 import kons
-from kons._grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form, _young_slots
-from kons._local import RecentNeighbours
-from kons._recent import RecentLinear, RecentRounds
-from kons._tracking import (
-    RATES,
-    SWITCHING_PRIOR,
-    ErrorChangeDetector,
-    LossChangeDetector,
-    SwitchingWeights,
-    change_span,
-)
-from kons.auto import MIX_BOUND, REGRESSION_BOUND, Auto, Mixture
+from kons.auto import Auto
+from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
+from kons.auto.experts.neighbours import RecentNeighbours
+from kons.auto.experts.recent import RecentLinear
+from kons.auto.grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form, _young_slots
+from kons.auto.learner import REGRESSION_BOUND
+from kons.auto.mixture import MIX_BOUND, RATES, SWITCHING_PRIOR, Mixture, SwitchingWeights
+from kons.auto.restarts import RecentRounds
 from kons.base import _round_numerics
 from kons.errors import NumericalError
 from tests.data.make_tracking_blobs import _stream
@@ -569,7 +565,7 @@ def test_the_kept_rounds_are_the_last_ones_oldest_first_and_restore() -> None:
 
 @pytest.mark.parametrize("scalars", [[6, 0], [-1, 0], [3, 5], [3, -1]])
 def test_the_kept_rounds_and_neighbours_reject_a_ring_position_outside_them(scalars: list[int]) -> None:
-    """Both rings (kons._recent.Ring) refuse a count or next slot outside their capacity, unchanged."""
+    """Both rings (kons.auto.ring.Ring) refuse a count or next slot outside their capacity, unchanged."""
     kept, neighbours = RecentRounds(5, 3), RecentNeighbours(5, 3, k=2, clip=3.0)
     for n in range(3):
         kept.add(np.full(3, float(n)), np.full(3, -float(n)), float(n), 0.0, 0.0)

@@ -1,5 +1,5 @@
-"""kons._tree.HoeffdingTree against a slow reference that keeps every row of each leaf and recomputes the
-statistics, the candidate splits and the Hoeffding test from them at each decision."""
+"""kons.auto.experts.tree.HoeffdingTree against a slow reference that keeps every row of each leaf and
+recomputes the statistics, the candidate splits and the Hoeffding test from them at each decision."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from kons._tree import HoeffdingTree
+from kons.auto.experts.tree import HoeffdingTree
 from kons.errors import StateFormatError
 
 

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 
+import kons
 from kons_service.core import learning
 from kons_service.store import LearnerRef
 from testkit.processes import AppFactory
@@ -45,19 +46,20 @@ async def test_one_round_of_a_large_learner_is_played_off_the_event_loop(
     assert learner is not None and learner.state_nbytes() > 2**20
 
     threads: list[threading.Thread] = []
-    learn_round, predict_round = learning.learn_round, learning.predict_round
+    kind: type[kons.Learner] = type(learner)
+    learn_round, predict_round = kind.learn_round, kind.predict_round
 
-    def spied_learn(*args: object) -> learning.Round:
+    def spied_learn(self: kons.Learner, x: object, y: object) -> kons.Round:
         threads.append(threading.current_thread())
-        return learn_round(*args)  # type: ignore[arg-type]  # (the spy passes them through)
+        return learn_round(self, x, y)
 
-    def spied_predict(*args: object) -> learning.Round:
+    def spied_predict(self: kons.Learner, x: object) -> kons.Round:
         threads.append(threading.current_thread())
-        return predict_round(*args)  # type: ignore[arg-type]  # (the spy passes them through)
+        return predict_round(self, x)
 
-    # (the names the feedback writer and the service call)
-    monkeypatch.setattr("kons_service.core.feedback.learn_round", spied_learn)
-    monkeypatch.setattr("kons_service.core.service.predict_round", spied_predict)
+    # (the learner's rounds, which the feedback writer and the service call)
+    monkeypatch.setattr(kind, "learn_round", spied_learn)
+    monkeypatch.setattr(kind, "predict_round", spied_predict)
     assert (await client.post(f"{URL}/predict", json={"x": [0.1, 0.2, 0.3]})).status_code == 200
     assert (await client.post(f"{URL}/feedback", json={"x": [0.1, 0.2, 0.3], "y": 0.5})).status_code == 200
     assert len(threads) == 2

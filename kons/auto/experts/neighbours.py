@@ -1,6 +1,6 @@
 r"""A local expert of :class:`~kons.Auto`'s mixture: the k nearest of the last rows learnt.
 
-The grid's kernel bases keep a dictionary of :data:`~kons._grid.MAX_DICTIONARY` points that freezes once
+The grid's kernel bases keep a dictionary of :data:`~kons.auto.grid.MAX_DICTIONARY` points that freezes once
 full, so a concept that moves after it filled (a gradual drift of the class centroids, River's
 ``RandomRBFDrift``) is followed by the weights on points of the old geometry only. :class:`RecentNeighbours`
 predicts from the ``k`` nearest (Euclidean, on the standardised row) of the last ``capacity`` rows it
@@ -18,8 +18,8 @@ goes above :math:`(k + 1) / (k + K)` nor to 0 (an exact copy of ``x`` weighs the
 straddle moving class boundaries, it took ``auto`` from 0.0767 to 0.0703 error overall (0.0860 to 0.0740
 over the window after the change) where the plain Laplace vote played, and did as well or better on two
 more seeds and the stationary sets. For regression it plays the neighbours' target mean under the same
-weights, clipped. The grid (:mod:`kons._grid`) weighs it only once it holds
-:data:`~kons._grid.NEIGHBOURS_WAKE_ROWS` rows, and keeps none on sparse or wide rows: its rows are dense.
+weights, clipped. The grid (:mod:`kons.auto.grid`) weighs it only once it holds
+:data:`~kons.auto.grid.NEIGHBOURS_WAKE_ROWS` rows, and keeps none on sparse or wide rows: its rows are dense.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from kons._recent import Ring
+from kons.auto.ring import Ring
 from kons.errors import StateFormatError
 
 __all__ = ["RecentNeighbours"]

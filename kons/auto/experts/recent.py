@@ -9,7 +9,7 @@ the rows learnt since it started, O(d^2) per round and a state of fixed size.
 
 :class:`RecentRounds` keeps the last rounds the grid played (its rows in both views, the targets, the
 mixture's losses and errors), so that a generation started at a declared change learns the rows since the
-change's estimated onset before it plays (:meth:`kons._grid.Grid._restart`).
+change's estimated onset before it plays (:meth:`kons.auto.grid.Grid._restart`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kons._numerics import check_finite
 from kons.errors import StateFormatError
 from kons.sparse import SparseVector, dense
 
-__all__ = ["RecentLinear", "RecentRounds", "Ring"]
+__all__ = ["RecentLinear"]
 
 
 class RecentLinear:
@@ -126,93 +126,3 @@ class RecentLinear:
         if not (np.isfinite(P).all() and np.isfinite(b).all() and np.isfinite(total).all()):
             raise StateFormatError("a restarted linear model is not finite.")
         self.P, self.b, self.sum = P.astype(np.float64), b.astype(np.float64), total.astype(np.float64)
-
-
-class Ring:
-    """The bookkeeping of a ring of ``capacity`` slots (its owner holds the arrays): how many slots are
-    kept (at most ``capacity``) and the slot the next entry takes, the oldest kept once the ring is full."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.count = 0
-        self.next = 0
-
-    def advance(self) -> None:
-        """The slot :attr:`next` was just written: the next entry takes the one after it."""
-        self.next = (self.next + 1) % self.capacity
-        self.count = min(self.count + 1, self.capacity)
-
-    def order(self) -> np.ndarray:
-        """The kept slots, oldest first."""
-        return (self.next - self.count + np.arange(self.count)) % self.capacity
-
-    def scalars(self) -> list[int]:
-        return [self.count, self.next]
-
-    def restored(self, scalars: list[int], mismatch: str) -> Ring:
-        """A ring of this capacity at the saved :meth:`scalars`; raises ``StateFormatError(mismatch)`` if
-        they do not fit it."""
-        count, position = (int(v) for v in scalars)
-        if not 0 <= count <= self.capacity or not 0 <= position < self.capacity:
-            raise StateFormatError(mismatch)
-        ring = Ring(self.capacity)
-        ring.count, ring.next = count, position
-        return ring
-
-
-class RecentRounds:
-    """The last ``capacity`` rounds, in arrays of fixed size (a ring): each round's standardised row
-    ``z`` and log view ``zlog`` (dense, ``dim`` each), its target (a standardised target, or a class
-    index), and the mixture's loss and error on it.
-
-    Its size is fixed from the start, so a learner's size does not move as it fills.
-    """
-
-    _MISMATCH = "the kept rounds do not match the grid."
-
-    def __init__(self, capacity: int, dim: int) -> None:
-        self.rows = np.zeros((2, capacity, dim))  # z, then zlog
-        self.rounds = np.zeros((capacity, 3))  # target, loss, error
-        self.ring = Ring(capacity)
-
-    def add(self, z: np.ndarray, zlog: np.ndarray, target: float, loss: float, error: float) -> None:
-        """Keep a round: its two views dense (the state's arrays are of fixed shape, a sparse row's too;
-        the grid passes the dense copies its kernel members took)."""
-        slot = self.ring.next
-        self.rows[0, slot] = z
-        self.rows[1, slot] = zlog
-        self.rounds[slot] = target, loss, error
-        self.ring.advance()
-
-    def losses(self) -> np.ndarray:
-        """The mixture's losses on the kept rounds, oldest first."""
-        return self._kept_column(1)
-
-    def errors(self) -> np.ndarray:
-        """The mixture's errors on the kept rounds, oldest first."""
-        return self._kept_column(2)
-
-    def _kept_column(self, column: int) -> np.ndarray:
-        kept: np.ndarray = self.rounds[self.ring.order(), column]
-        return kept
-
-    def last(self, k: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
-        """The last ``k`` rounds kept (fewer if fewer are), oldest first: ``(z, zlog, target)``."""
-        slots = self.ring.order()[max(self.ring.count - k, 0):]
-        return [(self.rows[0, i], self.rows[1, i], float(self.rounds[i, 0])) for i in slots]
-
-    def nbytes(self) -> int:
-        return int(self.rows.nbytes + self.rounds.nbytes)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"replay_rows": self.rows, "replay_rounds": self.rounds}
-
-    def scalars(self) -> list[int]:
-        return self.ring.scalars()
-
-    def restore(self, arrays: dict[str, np.ndarray], scalars: list[int]) -> None:
-        rows, rounds = arrays["replay_rows"], arrays["replay_rounds"]
-        if rows.shape != self.rows.shape or rounds.shape != self.rounds.shape:
-            raise StateFormatError(self._MISMATCH)
-        ring = self.ring.restored(scalars, self._MISMATCH)
-        self.rows, self.rounds, self.ring = rows.copy(), rounds.copy(), ring

@@ -1,191 +1,16 @@
 r"""``auto``: a self-tuning learner for raw data, a mixture of a small grid of learners.
 
-Behind the online preprocessing of :mod:`kons.preprocessing` (feature and target scaling, warm-up for
-the median-heuristic RBF width, labels as {0, 1} or booleans), :class:`Auto` runs a small grid of base
-learners on every round and combines their predictions by Vovk's aggregating algorithm:
-
-* :class:`~kons.NystromKONS` (bounded cost per round) for kernel widths and steps around the
-  median-heuristic width and the preprocessing's default step (:data:`GRID`);
-* the same on a second view of the row, the standardised signed log :math:`\mathrm{sign}(x)\log(1+|x|)`,
-  for the heavy-tailed features of raw data (counts, sizes, durations);
-* :class:`~kons.ONS` with an intercept on each view (linear models);
-* :class:`~kons.ONS` on the quantile thresholds of the raw features (:mod:`kons._bins`: each feature
-  coded by the thresholds it passes, taken from the warm-up rows), an additive piecewise-constant model
-  for a target that steps on one raw feature or on integer-coded categories, which a smooth kernel on the
-  whole row learns slowly (dense rows of at most :data:`~kons._bins.MAX_COLUMNS` features). Added for
-  ``benchmarks/drift.py``'s Agrawal stream, whose first concept is "age under 40 or 60 and over":
-  ``auto``'s error there went from 0.277 to 0.215 (River's ARF 0.235), from 0.309 to 0.127 in the 1,000
-  rounds after the concept's return but from 0.248 to 0.291 after its first change (the model that
-  learnt the first concept keeps weight); the other drift streams' overall figures moved by -0.0036 to
-  +0.0032 (water flow's relative MSE). On the 26 stationary sets of ``drift_stationary.md`` (not used
-  to choose it) splice's error went from 0.163 to 0.137 and no set lost 1% (the largest loss +0.39%);
-* the constant prediction (the running mean of the target, or the base rate's log-odds).
-
-Until the median-heuristic width is known (the preprocessing's warm-up rows), ``auto`` plays the
-Bayesian linear model of the buffered rows rather than a constant (:meth:`Auto._warmup_prediction`): on
-short streams those first rows are a large share of the loss.
-
-Every expert ``i`` keeps a weight :math:`w_i \propto \exp(-\eta L_i)` where :math:`L_i` is its
-cumulative loss. For an :math:`\eta`-mixable loss the aggregating algorithm's cumulative loss is at most
-:math:`\min_i L_i + \ln(K)/\eta` for ``K`` experts (Vovk, "A game of prediction with expert advice",
-1998; Cesa-Bianchi and Lugosi, *Prediction, Learning, and Games*, 2006, Sec. 3.5 and Prop. 3.2, where
-exp-concave losses give the same :math:`O(\log K)` price with the weighted average). So ``auto`` pays a
-constant, :math:`O(\log K)`, for not knowing which configuration suits the stream:
-
-* logistic loss (classification): the log loss of probabilities is 1-mixable and the aggregating
-  algorithm is the Bayes mixture :math:`p = \sum_i w_i \sigma(f_i)`, played as the score
-  :math:`\log(p / (1 - p))`; with ``K`` classes the log loss :math:`-\log p_y` of a distribution over
-  them is 1-mixable too, for any ``K``: the mixture plays :math:`p = \sum_i w_i p_i` and updates
-  :math:`w_i \leftarrow w_i\, p_i(y)`, which telescopes to :math:`-\log \sum_i w_i^{(0)} \prod_t
-  p_{i,t}(y_t) \le \min_i L_i + \ln N` for ``N`` experts (the same bound, whatever ``K``);
-* squared loss (regression), on standardised targets in :math:`[-B, B]`, :math:`B` =
-  :data:`MIX_BOUND`: mixable with :math:`\eta = 1/(2B^2)`, with Vovk's substitution
-  :math:`\gamma = (g(-B) - g(B)) / (4B)`, :math:`g(y) = -\frac1\eta \ln \sum_i w_i e^{-\eta (f_i - y)^2}`.
-
-The bound on what the bases and the mixture may play is wider than the mixture's interval
-(:data:`REGRESSION_BOUND` deviations of the target, :data:`SCORE_BOUND` in log-odds): a bound is a
-constraint on the bases' functions, which a tight one cuts down on targets far in a tail or on rows the
-model could be confident about, while the mixture's interval only sets how fast the weights move.
-
-Following a changing stream (issue 20). The weights above compete with the best single base since
-round 1, so after a change of concept the old leader would keep the weight for a long time, and the
-bases themselves (ONS's matrix, a full Nystrom dictionary) remember the old concept. Three parts:
-
-* the weights are Fixed-Share's, with the switching rate mixed over a small grid that includes 0
-  (:class:`~kons._tracking.SwitchingWeights`): the mixture competes with the best *sequence* of
-  experts, paying about :math:`\ln(KT/m)/\eta` per switch, and on a stationary stream at most
-  :math:`\ln(1/0.95)/\eta` more than the aggregating algorithm alone;
-* change detectors on the mixture's own plays: a one-sided CUSUM on the ratio of the loss to its
-  recent level (:class:`~kons._tracking.LossChangeDetector`) declares a change when the loss has risen
-  for good, and, for classes, Page's Bernoulli CUSUM on the errors
-  (:class:`~kons._tracking.ErrorChangeDetector`) when the error odds have doubled: a change of concept
-  such as SEA's or Agrawal's raises the log loss by less than half, which the first never declares;
-* restarted bases: at each declared change, and :data:`RESTART_DELAYS` rounds after it, a generation of
-  fresh copies (the linear bases of both views, and the views and widths of the two kernel members
-  heaviest under the switching rate 0, at the default step) and of the Bayesian linear model of the rows
-  since the generation started (:class:`~kons._recent.RecentLinear`, the model a fresh ``auto`` plays in its
-  warm-up, so a new linear concept is fitted within a few rows) enters the mixture, each expert with weight
-  :data:`CHANGE_ENTRY_PRIOR` at the change (the switching rates' own weights sit on the rate 0 after a
-  long stationary stretch, so they cannot move the weight to the newcomers fast) and
-  :data:`ENTRY_PRIOR` at the delayed restarts; the generation started at a declared change is then on
-  trial (:class:`~kons._tracking.Probation`): if its first round goes against it, its weights become those
-  of an entry at :data:`~kons._grid.PROBATION_PRIOR` until its Bayes factor against the mixture passes 1
-  (within :data:`~kons._grid.PROBATION_ROUNDS` rounds), so a false alarm costs the experts already there
-  about what an entry at 0.05 costs, while a true change is played at the full entry from its first row
-  (the row where the old experts lose most); :data:`GENERATIONS` generations live at once, a new one
-  replacing, at a declared change, the one started first (it learnt the concept before last, and its
-  weight is the old concepts': on the gradual Friedman drift, keeping it instead of the lighter put the
-  1,000 rounds after the second change at 0.43 relative MSE rather than 0.38), and at a delayed restart
-  the lighter;
-* the generation started at a declared change is started *at the change's estimated onset*, not at the
-  declaration: the grid keeps its last :data:`~kons._grid.REPLAY_ROWS` rounds (both views of the row, the
-  target, the mixture's loss and error: a ring of fixed size), and the new learners first learn the
-  rounds since the onset, the maximum-likelihood change point of the declaring detector's CUSUM over the
-  rounds kept (:func:`~kons._tracking.change_span`, Hinkley 1971), round by round rather than the
-  detector's blocks. Measured on ``benchmarks/drift.py``: on the recurring Friedman stream, declared 18
-  rounds after its second change, a generation started at the true change instead put the next 1,000
-  rounds at 0.99 of the oracle instead of 1.16, and one started 10 rounds before it at 1.09 (so the
-  onset is estimated to the round: the detector's block boundary, up to 7 rounds early, cost the flipped
-  linear target 1.2-1.8 of the oracle). What the new learners play on those rounds is not scored, and
-  the mixture's weights are not touched: the generation enters with its prior as before. What it
-  costs, measured on the same benchmark: a transient burst declared as a change (the real water-flow
-  series, round 882) now puts its first 9 rows into the new generation, and the series' last 500 rounds
-  went from 0.47 to 0.61 relative MSE (River's linear model 0.66 there); the gradual Friedman
-  drift's second window from 0.38 to 0.43 (1.03 of the oracle; its change was declared at round 3204
-  instead of 3153).
-
-  Against a comparator that may switch to an expert started at the onset, the regret on the ``n`` rounds
-  after the declaration is the detection delay's loss plus the expert's own regret on the ``n + s``
-  rounds since the onset (``s`` the span replayed; :math:`O(d \log(n + s))` for ONS on exp-concave losses,
-  Hazan et al. 2007; :math:`O(d B^2 \log(n + s))` for the linear model on the squared loss,
-  Cesa-Bianchi and Lugosi 2006, Sec. 11.7-11.8) plus the switch's price
-  :math:`\ln(1/\text{CHANGE\_ENTRY\_PRIOR})/\eta` and the Fixed-Share terms above; when the estimated
-  onset is ``e`` rounds before the true one, the expert also carries ``e`` rounds of the old concept,
-  which that bound prices as a comparator started ``e`` rounds early (while demoted by its trial, the
-  price is an entry at :data:`~kons._grid.PROBATION_PRIOR`'s, :math:`\ln 20/\eta`, until it is
-  promoted). A false alarm costs the experts already there at most
-  :math:`\ln(1/(1 - \text{YOUNG\_SIZE} \cdot \text{CHANGE\_ENTRY\_PRIOR}))/\eta = \ln(1/0.25)/\eta`,
-  and, once its first round has gone against the generation, about :math:`\ln(1/0.75)/\eta` plus that
-  round's excess (:class:`~kons._tracking.Probation`). Assumptions: the concept is piecewise stationary and a
-  change raises the mixture's loss by a factor (about 2 over the detector's horizon) or, for classes, its
-  error odds (by about 2); a gradual change or one that moves the loss less is left to the switching weights
-  and to the bases' own learning (for a gradual change the onset found is where the loss's rise began, inside
-  the transition). This is Follow-the-Leading-History (Hazan and Seshadhri 2009) with starts at detected
-  changes instead of on a geometric cover, so the number of bases alive is bounded (``len(GRID) + GENERATIONS
-  * YOUNG_SIZE``) and the cost per round stays flat (a declared change costs, once, at most
-  :data:`~kons._grid.REPLAY_ROWS` rounds of the generation's learners);
-  ``benchmarks/drift.py`` measures it against ``auto`` restarted by hand at each true change. Tuned on
-  those same streams: the replay's length (192 rows), the onset's estimate and the kernel copy's step were
-  chosen by their windows there, so the figures of ``benchmarks/results/drift.md`` are not a held-out
-  measure; the 26 stationary sets of ``drift_stationary.md`` were not used to choose them, except for the
-  trial of a declared change's generation, made for the one false alarm that cost a stationary set over
-  1% (power_plant; ``docs/drift.md``).
-
-A local expert follows what the frozen dictionaries cannot: the Nystrom bases stop adding points once
-:data:`MAX_DICTIONARY` are in, so a concept whose geometry moves after that (River's RBF drift, whose class
-centroids wander) is followed only by reweighting points of the old geometry. The mixture's last expert
-(:class:`~kons._local.RecentNeighbours`) votes with the :data:`~kons._grid.NEIGHBOURS` nearest of the last
-:data:`~kons._grid.NEIGHBOUR_ROWS` standardised rows (Cover and Hart 1967, over a sliding window), its
-memory moving with the stream at a fixed size. It sleeps until it holds
-:data:`~kons._grid.NEIGHBOURS_WAKE_ROWS` rows, then enters at :data:`~kons._grid.NEIGHBOURS_PRIOR`, as a
-delayed generation does; there is none on sparse rows or above :data:`~kons._grid.NEIGHBOURS_MAX_DIM`
-features. Measured on ``benchmarks/drift.py``'s RBF drift: 0.0767 error overall instead of 0.1087, 0.0860
-over the window after the change instead of 0.1540; on the 26 stationary sets, one borderline row of
-ionosphere moved (+1.8%, its only set over 1%; the constants' comments in :mod:`kons._grid` give the
-variants measured). Its votes have since weighed the inverse of their distances (:mod:`kons._local`):
-0.0703 and 0.0740 there, the stationary sets as before or better.
-
-For classes, three Hoeffding trees (:mod:`kons._tree`, Domingos and Hulten's VFDT with grace periods
-:data:`~kons._grid.TREE_GRACES`) are experts too: they represent what neither the kernels nor the additive
-threshold view do, a target that depends on *interactions* of thresholds (Agrawal's loan functions, on age
-and salary together). They learn every row from the first, are kept across declared changes (a tree
-restarted at a change had too few rows to grow again), and enter together at
-:data:`~kons._grid.TREE_PRIOR` once they have learnt :data:`~kons._grid.TREE_WAKE_ROWS` rows. Which of
-Agrawal's concepts one tree fits depends on its grace period; three together were ahead of River's ARF
-in every window (``docs/drift.md``). None above :data:`~kons._grid.TREE_MAX_DIM` features or for
-regression; at most :data:`~kons._grid.MAX_TREE_LEAVES` leaves each, so their state and cost stay flat.
-
-The issue's other option, a forgetting factor in the second-order matrices, was measured on the ONS
-bases (:math:`A_t = \lambda A_{t-1} + (1 - \lambda)\alpha I + \eta \dot g_t^2 x_t x_t^\top`, the floor
-keeping :math:`A \succeq \alpha I`) and not kept. With :math:`\lambda = 0.99` it cost 3 of the 26
-stationary raw sets more than 1% (cod-rna +3.3%, phishing +1.5%, diabetes +1.1%). With 0.999, on top of
-the restarts above, the 26 sets moved by -0.3% on average (none worse by 1%), but on ``drift.py`` only one
-window moved by more than 0.01 of the oracle ratio (the linear target's second, 0.93 to 0.87), and its
-floor is not a rank-one update: a round costs an O(d^3) inverse instead of O(d^2).
-
-A paired test was measured too and not kept: a shadow generation (the copies a restart would start and
-the linear model of the rows), renewed every 384 rounds and learning outside the mixture, each of its
-experts' errors compared with the mixture's on the same rounds by a sequential test (the sum of the
-differences against four times the root of their sum of squares), the shadow entering the mixture as it
-had learnt when one of them won. Alone it declared SEA's last change 352 rounds after it (that window
-1.11 to 1.07 of the oracle) and nothing on Agrawal's or the RBF stream (a fresh learner there is no
-better than the old mixture for hundreds of rounds); beside the error CUSUM it never declared first (every
-play of ``drift.py``'s classification streams the same with it off), for a fourth generation's rounds.
-
-:meth:`Auto.stats` says what leads and since when (``leader``, ``leader_since``), how many changes were
-declared (``changes``, ``last_change_round``) and the switching rates' weights.
-
-A round costs the sum of the bases' rounds: eight Nystrom rounds of bounded size (at most
-:data:`MAX_DICTIONARY` points, O(j d + j^2)), three O(d^2) ONS rounds and one ONS round on the at
-most ``MAX_COLUMNS + 1`` threshold columns (O(d) to code the row, O(c^2) for ``c`` columns), plus,
-after a declared change, at most :data:`GENERATIONS` x (two ONS rounds, two Nystrom rounds and one
-O(d^2) round of the linear model), O(d) to keep the round and, at most
-:data:`~kons._grid.NEIGHBOURS_MAX_DIM` features, O(:data:`~kons._grid.NEIGHBOUR_ROWS` d) for the local
-expert's distances (3-5% of a round measured), and for classes three tree rounds (the leaf's path, its
-naive Bayes O(K d), and every ``grace`` rows a split's weighing, O(K d cuts)); the weights cost
-O((len(GRID) + GENERATIONS * YOUNG_SIZE + 1) x len(RATES)). The round that declares a change also replays
-at most :data:`~kons._grid.REPLAY_ROWS` rounds into the new generation (once per change).
-
-**Classes** (:mod:`kons.classes`). Labels are strings, integers or booleans, learnt as they appear. With
-two classes, ``auto`` is the binary learner above: the score is the log-odds of ``classes[1]`` (``1`` or
-``True`` for the labels of the binary learners of before, whose streams play exactly as they did). A third
-class turns every base into the multinomial logistic model with the first class as reference
-(:mod:`kons._multinomial`): the binary weights become the first of ``K - 1`` score columns (a new class's
-column starts at zero, the reference's score), all sharing the base's one second-order matrix, so a round
-costs one O(j^2) update whatever ``K`` plus O(j K) for the columns, and with two classes it is the binary
-round. The constant expert plays the add-1/2 (Krichevsky-Trofimov) class frequencies, and the warm-up the
-Bayesian linear model of each class against the others (softmax of half their scores, which for two
-classes is the binary warm-up). At most :data:`~kons.classes.MAX_CLASSES` classes are kept.
+Behind the online preprocessing of :mod:`kons.preprocessing` (feature and target scaling, warm-up for the
+median-heuristic RBF width, labels of any kind), :class:`Auto` plays every round a small grid of experts
+(:mod:`kons.auto.grid`: Nystrom kernel and linear Newton learners on two views of the row, a linear model
+on quantile thresholds, a local expert, Hoeffding trees for classes, the constant) and combines their
+plays by Vovk's aggregating algorithm with switching weights (:mod:`kons.auto.mixture`), so it pays an
+:math:`O(\log K)` price for not knowing which configuration suits the stream. Change detectors on the
+mixture's own plays (:mod:`kons.auto.detectors`) start generations of fresh learners at a declared change
+(:mod:`kons.auto.restarts`). Until the median-heuristic width is known it plays the Bayesian linear model
+of the buffered rows. Why each part is there, the regret statements, the cost of a round and what was
+measured and not kept: ``docs/auto.md``; the tuning constants and what chose them:
+:mod:`kons.auto.config`.
 
 Examples
 --------
@@ -208,8 +33,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._bins import QuantileBins, thresholds_per_feature
-from kons._grid import (
+from kons._multinomial import log_probability, reference_softmax
+from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
+from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
+from kons.auto.grid import (
     GENERATIONS,
     GRID,
     MAX_DICTIONARY,
@@ -222,15 +49,13 @@ from kons._grid import (
     signed_log,
     standardised,
 )
-from kons._mixture import MIX_BOUND, Mixture
-from kons._multinomial import log_probability, reference_softmax
-from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
+from kons.auto.mixture import MIX_BOUND, Mixture
 from kons.base import Learner, _round_numerics
-from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, legacy_sign
+from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, class_position, legacy_sign
 from kons.errors import InvalidParameterError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
-from kons.losses import binary_distribution, get_loss
+from kons.losses import binary_distribution, get_loss, log_loss, predicted
 from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
@@ -239,6 +64,7 @@ from kons.preprocessing import (
     user_bound,
 )
 from kons.records import Record
+from kons.rounds import Round
 from kons.sparse import SparseVector, dense
 
 __all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG_LINEAR",
@@ -429,6 +255,40 @@ class Auto(Learner):
         """:meth:`learn_proba_one` by index: the played probabilities of :attr:`classes` as they are after
         the round (the label's class included), in their order, so ``True`` and ``1`` stay apart."""
         return np.array([p for _, p in self._learned_pairs(x, y)], dtype=np.float64)
+
+    @property
+    def gives_class_probabilities(self) -> bool:
+        return self._binary
+
+    def learn_round(self, x: Any, y: Any) -> Round:
+        """Play one round (as :meth:`learn_one`) and return what it answers (:class:`~kons.Round`); for
+        classification, the distribution it played over :attr:`classes` as they are after the round (the
+        binary model's from its score, the multinomial one's as :meth:`learn_proba_by_class_one`), the
+        label's class, its log loss and whether it was predicted."""
+        if not self._binary:
+            return super().learn_round(x, y)
+        label = self.class_of(y)
+        value = self.learn_one(x, y)
+        if self._multiclass:  # a multinomial round (the label a third class, or classes before it)
+            probabilities = [p for _, p in self._played[0]]
+            distribution = list(zip(self.classes, probabilities, strict=True))
+            value = probabilities[class_position(self.classes, label)]  # the label's probability
+        else:  # the binary model: its score, the distribution from it
+            distribution = binary_distribution(self.classes, value)
+        return Round(value, distribution, label, loss=log_loss(distribution, label),
+                     correct=predicted(distribution, label))
+
+    def predict_round(self, x: Any) -> Round:
+        """A prediction for ``x`` as a :class:`~kons.Round` (changes nothing); for classification the
+        distribution over :attr:`classes` (the multinomial play's value: the most probable class's
+        probability)."""
+        if not self._binary:
+            return super().predict_round(x)
+        if self._multiclass:
+            probabilities = self.predict_proba_by_class_one(x).tolist()
+            return Round(max(probabilities), list(zip(self.classes, probabilities, strict=True)))
+        score = self.predict_one(x)
+        return Round(score, binary_distribution(self.classes, score))
 
     def class_of(self, y: Any) -> Any:
         """The class this learner learns for the label ``y`` (:meth:`kons.classes.Classes.label`: ``y``

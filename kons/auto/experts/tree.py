@@ -1,7 +1,7 @@
 r"""A Hoeffding tree for classification (VFDT: Domingos and Hulten, "Mining high-speed data streams", 2000):
 one more kind of expert for :class:`~kons.Auto`, the one that represents interactions of thresholds (a
 target that depends on age *and* salary through steps), which neither the kernels nor the additive
-quantile-threshold view (:mod:`kons._bins`) do well.
+quantile-threshold view (:mod:`kons.auto.experts.bins`) do well.
 
 Each leaf keeps, per class and per feature, the Gaussian statistics of the values it has seen (count,
 mean and sum of squared deviations, updated by Welford's rule) and their range. Every ``grace`` rows a

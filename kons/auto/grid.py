@@ -1,7 +1,7 @@
 r"""The grid of :class:`~kons.Auto`: its base learners on two views of the row, the generations of
 restarted copies that follow a change, the linear model on the quantile thresholds of the raw features
-(:mod:`kons._bins`), and their :class:`~kons._mixture.Mixture` with the constant prediction. Why these
-members, and the regret statement for the restarts: :mod:`kons.auto`."""
+(:mod:`kons.auto.experts.bins`), and their :class:`~kons.auto.mixture.Mixture` with the constant
+prediction. Why these members, and the regret statement for the restarts: ``docs/auto.md``."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from kons._bins import QuantileBins, thresholds_per_feature
-from kons._local import RecentNeighbours
-from kons._mixture import Mixture
 from kons._multinomial import multinomial_rounds, reference_softmax
-from kons._recent import RecentLinear, RecentRounds
-from kons._tracking import ErrorChangeDetector, LossChangeDetector, Probation, change_span
-from kons._tree import HoeffdingTree
+from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
+from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
+from kons.auto.experts.neighbours import RecentNeighbours
+from kons.auto.experts.recent import RecentLinear
+from kons.auto.experts.tree import HoeffdingTree
+from kons.auto.mixture import Mixture
+from kons.auto.restarts import Probation, RecentRounds
 from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError, StateFormatError
 from kons.kernel.nystrom_kons import NystromKONS
@@ -79,14 +80,14 @@ _ONE_KERNEL_BASES = len(YOUNG_LINEAR) + 1
 #: Restarted copies of grid members in a generation.
 YOUNG_BASES = len(YOUNG_LINEAR) + YOUNG_KERNELS
 #: A generation's experts: its copies, then the Bayesian linear model of the rows since it started
-#: (:class:`~kons._recent.RecentLinear`, the warm-up a fresh ``auto`` plays, which fits a new linear
-#: concept within a few rows where the copies' Newton steps need tens).
+#: (:class:`~kons.auto.experts.recent.RecentLinear`, the warm-up a fresh ``auto`` plays, which fits a new
+#: linear concept within a few rows where the copies' Newton steps need tens).
 YOUNG_SIZE = YOUNG_BASES + 1
 #: Generations alive at once (a new one replaces the one started first at a declared change, else the
 #: lighter-weighted: :meth:`Grid._replaced_generation`).
 GENERATIONS = 2
 #: Rounds kept for the generation started at a declared change to learn before it plays: the rows since
-#: the change's estimated onset (:func:`~kons._tracking.change_span`), at most this many. A generation
+#: the change's estimated onset (:func:`~kons.auto.detectors.change_span`), at most this many. A generation
 #: started at the change's true round instead of the round it was declared (18 rounds later) put the
 #: window after the recurring Friedman stream's second change at 0.99 of the oracle instead of 1.16;
 #: started 10 rounds before it, 1.09. So the onset must be estimated to the round, not to a block.
@@ -104,7 +105,7 @@ RESTART_DELAYS = (0, 128, 512)
 #: :math:`\ln(1/0.25)/\eta` (measured: ``benchmarks/results/drift_stationary.md``).
 CHANGE_ENTRY_PRIOR = 0.15
 #: The prior weight each expert of that generation is moved to when its first round goes against it, a
-#: likely false alarm, until its evidence passes the mixture's (:class:`~kons._tracking.Probation`):
+#: likely false alarm, until its evidence passes the mixture's (:class:`~kons.auto.restarts.Probation`):
 #: together 0.25, so a false alarm costs the old experts about :math:`\ln(1/0.75)/\eta` instead of
 #: :math:`\ln 4/\eta`. The false alarm on stationary raw power_plant (round 2,888) put its relative MSE
 #: 1.08% above the figure before the detectors (0.1953 against 0.1932); tried at 0.05, 0.1934. Entering
@@ -125,11 +126,11 @@ MAX_DICTIONARY = 200
 #: A grid member: (view, kind, width factor, step factor).
 Member = tuple[str, str, float, float]
 #: The mixture's slot of the linear model on the quantile thresholds of the raw features
-#: (:mod:`kons._bins`), after the grid, the constant and the generations of restarted bases (last, so
-#: that a state saved before it existed keeps its slots where they were).
+#: (:mod:`kons.auto.experts.bins`), after the grid, the constant and the generations of restarted bases (last,
+#: so that a state saved before it existed keeps its slots where they were).
 BINS_SLOT = len(GRID) + 1 + GENERATIONS * YOUNG_SIZE
-#: The slot of the k nearest of the last rows (:class:`~kons._local.RecentNeighbours`), after the
-#: quantile thresholds'.
+#: The slot of the k nearest of the last rows (:class:`~kons.auto.experts.neighbours.RecentNeighbours`), after
+#: the quantile thresholds'.
 NEIGHBOURS_SLOT = BINS_SLOT + 1
 #: Rows the local expert keeps, and its neighbours.
 NEIGHBOUR_ROWS = 1000
@@ -159,8 +160,8 @@ NEIGHBOURS_MAX_DIM = 200
 #: of the 14 small ones (ionosphere +1.8%: one prediction at 0.5007 instead of 0.4999, the expert at
 #: 0.0023 of the weight) and put rbf_gradual at 0.0770.
 NEIGHBOURS_PRIOR = ENTRY_PRIOR
-#: The grace periods of the Hoeffding trees (:mod:`kons._tree`, classification only), one slot each after
-#: the local expert's: which of Agrawal's concepts one tree fits depends on its grace period, three
+#: The grace periods of the Hoeffding trees (:mod:`kons.auto.experts.tree`, classification only), one slot
+#: each after the local expert's: which of Agrawal's concepts one tree fits depends on its grace period, three
 #: together were ahead of River's ARF in every window (``docs/drift.md``, the trees' section).
 TREE_GRACES = (50, 200, 400)
 TREE_SLOTS = [NEIGHBOURS_SLOT + 1 + i for i in range(len(TREE_GRACES))]
@@ -307,7 +308,7 @@ def _in_current_layout(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def bins_columns(dim: int) -> int:
     """The quantile-threshold view's columns at most (with the constant) for rows of ``dim`` features; 0
-    when there is no such view (:func:`~kons._bins.thresholds_per_feature`)."""
+    when there is no such view (:func:`~kons.auto.experts.bins.thresholds_per_feature`)."""
     thresholds = thresholds_per_feature(dim)
     return dim * thresholds + 1 if thresholds else 0
 
@@ -336,8 +337,8 @@ class Grid:
 
     The mixture's slots: the members of :data:`GRID`, the constant, then :data:`GENERATIONS` generations
     of :data:`YOUNG_SIZE` restarted copies (empty slots until a generation starts). A
-    :class:`~kons._tracking.LossChangeDetector` on the mixture's loss (and, for classes, an
-    :class:`~kons._tracking.ErrorChangeDetector` on its errors) starts a generation at each change
+    :class:`~kons.auto.detectors.LossChangeDetector` on the mixture's loss (and, for classes, an
+    :class:`~kons.auto.detectors.ErrorChangeDetector` on its errors) starts a generation at each change
     declared and :data:`RESTART_DELAYS` rounds after it, in an empty generation's slots, else the older
     generation's at a declared change and the lighter-weighted one's at a delayed restart, so at most
     ``GENERATIONS x YOUNG_SIZE`` copies are alive. Then the linear model on the quantile thresholds of
@@ -572,7 +573,7 @@ class Grid:
         """Start a generation (:data:`YOUNG_LINEAR`, the views and widths of the :data:`YOUNG_KERNELS` kernel
         members heaviest under the switching rate 0 at the default step, and the linear model of the rows
         from now on) in the slots :meth:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when
-        the change has just been declared (then on trial: :class:`~kons._tracking.Probation`), else at
+        the change has just been declared (then on trial: :class:`~kons.auto.restarts.Probation`), else at
         :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation (fresh copies, held,
         are no larger than those they replace: the slots' kinds are fixed), so that a held learner keeps
         its size. The generation first learns the last ``span`` rounds kept (this one

@@ -1,0 +1,1 @@
+"""The experts of :class:`~kons.Auto`'s mixture, one module per kind."""

@@ -1,0 +1,163 @@
+r"""The restarts of :class:`~kons.Auto`'s grid: what a generation started at a declared change needs
+around its experts. :class:`Probation` is the trial of the generation started at a declared change (a
+false alarm costs the old experts what a small entry costs); :class:`RecentRounds` keeps the last rounds
+the grid played (its rows in both views, the targets, the mixture's losses and errors), so that such a
+generation learns the rows since the change's estimated onset before it plays
+(:meth:`kons.auto.grid.Grid._restart`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kons.auto.mixture import _SMALLEST_WEIGHT, SwitchingWeights
+from kons.auto.ring import Ring
+from kons.errors import StateFormatError
+
+__all__ = ["Probation", "RecentRounds"]
+
+
+class Probation:
+    r"""A generation started at a declared change, on trial: a false alarm should cost the other experts
+    what an entry at the prior ``low`` costs, a true change should have the weight of an entry at ``entry``
+    from its first play on (the rows right after a change are where the old experts lose most).
+
+    The generation's ``n`` experts (``slots``) entered at ``entry`` each (:meth:`SwitchingWeights.replace`).
+    After its first round, if its weight under the switching rate 0 is still at least ``n entry`` (that
+    round's likelihood at least the other experts'), the trial ends. Else its weights are moved to an entry
+    at ``low`` (:meth:`SwitchingWeights.reprice`): under the rate 0, exactly the weights Bayes' rule would
+    give after that round had the generation entered at ``low``, since a change of prior only rescales the
+    posterior odds. At each of its next rounds, with :math:`L_i` its experts' losses since entry and
+    :math:`L` the mixture's (:math:`\eta`-scaled, so that :math:`e^{L - L_i}` is expert ``i``'s likelihood
+    ratio to the mixture),
+
+    .. math:: \pi_i = \frac{a\, e^{L - L_i}}{(1 - n a) + \sum_j a\, e^{L - L_j}}, \qquad a = \text{entry},
+
+    is its experts' posterior at an entry at ``entry`` with the mixture standing for the other experts (whose
+    likelihood it bounds from below: the aggregating algorithm's guarantee); once
+    :math:`\sum_i \pi_i > n a`, that is once :math:`\frac{1}{n}\sum_i e^{L - L_i} > 1` (the generation's
+    Bayes factor against the mixture above 1), its experts take the weights :math:`\pi_i` under every rate
+    and the trial ends. It ends anyway ``rounds`` rounds after the entry.
+
+    Price, in :math:`\eta`-scaled loss against the mixture without the alarm (under the rate 0): a false
+    alarm whose generation never catches up costs the other experts :math:`\ln\frac{1}{1 - n\,low}` for the
+    entry at ``low``, plus its first round's play at ``entry``, at most
+    :math:`\ln\frac{1 - n\,low}{1 - n\,a}` more; a true change is played at ``entry`` on its first round and
+    pays, while demoted, the rounds until its evidence passes the mixture's. The other rates' weights are
+    moved by the same factors, which makes them an approximation there (Fixed-Share's sharing does not
+    commute with a change of prior).
+    """
+
+    def __init__(self, slots: list[int], *, entry: float, low: float, rounds: int) -> None:
+        self.slots = slots
+        self.entry = entry
+        self.low = low
+        self.rounds_left = rounds
+        self.demoted = False
+        self.losses = np.zeros(len(slots))  # the generation's experts' since entry
+        self.mixture_loss = 0.0
+
+    def observe(self, weights: SwitchingWeights, losses: np.ndarray, mixture_loss: float) -> bool:
+        """After a round whose (weighted) losses were ``losses`` (every slot's) and the mixture's
+        ``mixture_loss``, weighed by ``weights`` already: demote or promote the generation in ``weights``;
+        True while the trial goes on."""
+        self.losses = self.losses + losses[self.slots]
+        self.mixture_loss += mixture_loss
+        self.rounds_left -= 1
+        n = len(self.slots)
+        if not self.demoted:
+            kept = float(np.logaddexp.reduce(weights.log_weights[0, self.slots]))
+            if kept >= math.log(self.entry * n):
+                return False
+            weights.reprice(self.slots, self.entry, self.low)
+            self.demoted = True
+            return self.rounds_left > 0
+        log_generation = math.log(self.entry) + (self.mixture_loss - self.losses)
+        log_evidence = np.logaddexp(math.log1p(-self.entry * n), np.logaddexp.reduce(log_generation))
+        posterior = np.exp(log_generation - log_evidence)
+        if posterior.sum() > self.entry * n:
+            # one expert may trail the mixture by hundreds of nats (a log loss of a class probability
+            # near 0) while the others carry the generation: its weight must stay a finite log
+            weights.replace(self.slots, np.maximum(posterior, _SMALLEST_WEIGHT))
+            return False
+        return self.rounds_left > 0
+
+    def state(self) -> dict[str, Any]:
+        return {"slots": list(self.slots), "entry": self.entry, "low": self.low,
+                "rounds_left": self.rounds_left, "demoted": self.demoted,
+                "losses": [float(v) for v in self.losses], "mixture_loss": self.mixture_loss}
+
+    @classmethod
+    def restored(cls, state: dict[str, Any]) -> Probation:
+        """The trial :meth:`state` saved; ValueError (or KeyError, TypeError) if it is not one."""
+        probation = cls([int(v) for v in state["slots"]], entry=float(state["entry"]),
+                        low=float(state["low"]), rounds=int(state["rounds_left"]))
+        probation.demoted = bool(state["demoted"])
+        probation.losses = np.array([float(v) for v in state["losses"]])
+        probation.mixture_loss = float(state["mixture_loss"])
+        if (len(probation.losses) != len(probation.slots) or probation.rounds_left <= 0
+                or not 0.0 < probation.low < probation.entry < 1.0 / len(probation.slots)
+                or not np.isfinite([*probation.losses, probation.mixture_loss]).all()):
+            raise ValueError("not a trial of a generation")
+        return probation
+
+
+
+class RecentRounds:
+    """The last ``capacity`` rounds, in arrays of fixed size (a ring): each round's standardised row
+    ``z`` and log view ``zlog`` (dense, ``dim`` each), its target (a standardised target, or a class
+    index), and the mixture's loss and error on it.
+
+    Its size is fixed from the start, so a learner's size does not move as it fills.
+    """
+
+    _MISMATCH = "the kept rounds do not match the grid."
+
+    def __init__(self, capacity: int, dim: int) -> None:
+        self.rows = np.zeros((2, capacity, dim))  # z, then zlog
+        self.rounds = np.zeros((capacity, 3))  # target, loss, error
+        self.ring = Ring(capacity)
+
+    def add(self, z: np.ndarray, zlog: np.ndarray, target: float, loss: float, error: float) -> None:
+        """Keep a round: its two views dense (the state's arrays are of fixed shape, a sparse row's too;
+        the grid passes the dense copies its kernel members took)."""
+        slot = self.ring.next
+        self.rows[0, slot] = z
+        self.rows[1, slot] = zlog
+        self.rounds[slot] = target, loss, error
+        self.ring.advance()
+
+    def losses(self) -> np.ndarray:
+        """The mixture's losses on the kept rounds, oldest first."""
+        return self._kept_column(1)
+
+    def errors(self) -> np.ndarray:
+        """The mixture's errors on the kept rounds, oldest first."""
+        return self._kept_column(2)
+
+    def _kept_column(self, column: int) -> np.ndarray:
+        kept: np.ndarray = self.rounds[self.ring.order(), column]
+        return kept
+
+    def last(self, k: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """The last ``k`` rounds kept (fewer if fewer are), oldest first: ``(z, zlog, target)``."""
+        slots = self.ring.order()[max(self.ring.count - k, 0):]
+        return [(self.rows[0, i], self.rows[1, i], float(self.rounds[i, 0])) for i in slots]
+
+    def nbytes(self) -> int:
+        return int(self.rows.nbytes + self.rounds.nbytes)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"replay_rows": self.rows, "replay_rounds": self.rounds}
+
+    def scalars(self) -> list[int]:
+        return self.ring.scalars()
+
+    def restore(self, arrays: dict[str, np.ndarray], scalars: list[int]) -> None:
+        rows, rounds = arrays["replay_rows"], arrays["replay_rounds"]
+        if rows.shape != self.rows.shape or rounds.shape != self.rounds.shape:
+            raise StateFormatError(self._MISMATCH)
+        ring = self.ring.restored(scalars, self._MISMATCH)
+        self.rows, self.rounds, self.ring = rows.copy(), rounds.copy(), ring
