@@ -18,7 +18,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.datastructures import Default, DefaultPlaceholder
 from fastapi.dependencies.utils import get_flat_params
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope
 
@@ -26,6 +28,7 @@ from kons_service.core.errors import TooManyRequestsError
 from kons_service.core.streams import read_limited
 from kons_service.http.errors import InvalidBodyError, carried
 from kons_service.http.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
+from kons_service.http.responses import TextJSONResponse
 
 __all__ = ["KonsRoute", "LargeBodies", "StrictRequest"]
 
@@ -138,8 +141,14 @@ class StrictRequest(Request):
 
 
 class KonsRoute(APIRoute):
-    """An API route that authenticates the caller before reading the body, and whose handlers see a
-    :class:`StrictRequest` (the tenant is resolved again, from the same header, by the dependencies)."""
+    """An API route that authenticates the caller before reading the body, whose handlers see a
+    :class:`StrictRequest` (the tenant is resolved again, from the same header, by the dependencies), and
+    whose JSON answers are :class:`~kons_service.http.responses.TextJSONResponse`'s."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        if isinstance(kwargs.get("response_class", Default(JSONResponse)), DefaultPlaceholder):
+            kwargs["response_class"] = TextJSONResponse
+        super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()

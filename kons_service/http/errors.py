@@ -39,6 +39,7 @@ from kons_service.core.errors import (
 )
 from kons_service.core.fairness import RefusalPause
 from kons_service.http.logs import current_request_id
+from kons_service.http.responses import TextJSONResponse
 from kons_service.store import (
     NotReplicatedError,
     SnapshotUnstableError,
@@ -52,6 +53,7 @@ __all__ = [
     "Carried",
     "InvalidBodyError",
     "InvalidJSONError",
+    "InvalidTextError",
     "ParserUnavailableError",
     "UnauthorizedError",
     "carried",
@@ -66,6 +68,12 @@ class InvalidJSONError(ServiceError):
     """A body that is not JSON, or holds a number JSON does not allow (``NaN``, ``1e999``)."""
 
     code = "invalid_json"
+
+
+class InvalidTextError(InvalidJSONError):
+    """JSON whose string holds a lone UTF-16 surrogate: valid syntax, but not text."""
+
+    code = "invalid_text"
 
 
 class InvalidBodyError(ServiceError):
@@ -127,6 +135,7 @@ class Answer:
 ANSWERS: dict[type[BaseException], Answer] = {
     ServiceError: Answer(400),
     InvalidJSONError: Answer(400),
+    InvalidTextError: Answer(422),
     UnauthorizedError: Answer(401, headers=lambda exc: {"WWW-Authenticate": "Bearer"}),
     LearnerNotFoundError: Answer(404),
     UnknownIdError: Answer(404),
@@ -175,7 +184,7 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
 
 def _response(status: int, code: str, message: str, headers: Mapping[str, str] | None = None,
               details: list[dict[str, Any]] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
+    return TextJSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 
 def _describe_validation(
