@@ -49,6 +49,7 @@ from kons_service.store import (
 
 __all__ = [
     "ANSWERS",
+    "RETRY_AFTER_MAX_SECONDS",
     "Answer",
     "Carried",
     "InvalidBodyError",
@@ -111,8 +112,14 @@ class Carried(StarletteHTTPException):
         self.error = error
 
 
+#: The longest wait a Retry-After header asks for: a tenant deep in debt (a bucket charged after the fact
+#: with a large batch's work) is told to look again within a minute, not in hours; it is refused again,
+#: cheaply, if it comes back too early.
+RETRY_AFTER_MAX_SECONDS = 60
+
+
 def _retry_after(exc: RetryLaterError) -> dict[str, str]:
-    return {"Retry-After": str(exc.retry_after)}
+    return {"Retry-After": str(min(exc.retry_after, RETRY_AFTER_MAX_SECONDS))}
 
 
 def _retry_at_once(exc: Exception) -> dict[str, str]:
