@@ -3,13 +3,18 @@ byte budget, the answers kept for retries; and what it is told to wait is bounde
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import httpx
+import numpy as np
 import pytest
 
+from kons_service.core.codec import decode_answer, encode_answer
 from kons_service.http.errors import RETRY_AFTER_MAX_SECONDS
-from testkit.processes import AppClient, AppFactory
+from kons_service.store import LearnerRef
+from kons_service.store.keys import learner_key
+from testkit.processes import AppClient, AppFactory, RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -63,3 +68,43 @@ async def test_retry_after_is_bounded(make_client: AppFactory) -> None:
     assert answer.status_code == 429
     assert 1 <= int(answer.headers["retry-after"]) <= RETRY_AFTER_MAX_SECONDS <= 3600
     assert isinstance(answer, httpx.Response)
+
+
+async def test_the_answer_kept_for_a_retry_is_compact_and_the_retry_gets_it_whole(
+        make_client: AppFactory, redis_server: RedisServer) -> None:
+    """A 209-row batch to a 256-class classifier: the record kept for a retry holds each probability in 8
+    bytes (base64: under 11 characters), the classes once, not a JSON pair per class per row (1.99 MB in
+    the audit); a retry is answered exactly as the request was."""
+    client = await make_client()
+    spec = {"algorithm": "auto", "dim": 4, "params": {"task": "classification"}}
+    assert (await client.put("/v1/learners/c", json=spec)).status_code == 201
+    rng = np.random.default_rng(0)
+    warm = [{"x": rng.normal(size=4).tolist(), "y": f"class-{k}"} for k in range(256)]
+    assert (await client.post("/v1/learners/c/feedback", json={"items": warm})).status_code == 200
+    items = [{"x": rng.normal(size=4).tolist(), "y": f"class-{rng.integers(256)}"} for _ in range(209)]
+    body = {"items": items, "request_id": "batch-1"}
+    first = await client.post("/v1/learners/c/feedback", json=body)
+    assert first.status_code == 200, first.text
+    stored = redis_server.client().hget(learner_key(LearnerRef("default", "c"), "reqs"), "batch-1")
+    assert stored is not None
+    rows, classes = 209, 256
+    assert len(stored) < rows * classes * 11 + 40_000, len(stored)  # (was 1,981,211 bytes)
+    again = await client.post("/v1/learners/c/feedback", json=body)
+    assert again.status_code == 200
+    assert again.json() == first.json()
+    assert (await client.get("/v1/learners/c")).json()["version"] == 256 + 209
+
+
+def test_an_answer_record_reads_back_exactly_in_each_format() -> None:
+    """The compact record gives back the distributions bit for bit, labels with their JSON types; a
+    record written as pairs (before the compact one) or without distributions still reads."""
+    rounds = [[("a", 0.1), (2, 0.9)], [("a", 1 / 3), (2, 0.5), (True, 1 / 6)]]
+    answer, distributions = decode_answer(encode_answer("f", [0.5, 0.25], [0.1, 0.2], rounds))
+    assert distributions == rounds
+    assert [type(label) for label, _ in distributions[1]] == [str, int, bool]
+    assert (answer["body"], answer["predictions"], answer["losses"]) == ("f", [0.5, 0.25], [0.1, 0.2])
+    legacy = json.dumps({"body": "f", "predictions": [0.5], "losses": [0.1],
+                         "distributions": [[["a", 0.25], [True, 0.75]]]})
+    assert decode_answer(legacy)[1] == [[("a", 0.25), (True, 0.75)]]
+    assert decode_answer(encode_answer("f", [0.5], [0.1], None))[1] is None
+    assert decode_answer(json.dumps({"body": "f", "predictions": [0.5], "losses": [0.1]}))[1] is None
