@@ -91,8 +91,8 @@ class KonsServiceError(Exception):
 class InvalidRequestError(KonsServiceError):
     """400/422: the body is not JSON, does not match the schema, or kons rejected it; nothing changed."""
 
-    codes = ("invalid_json", "validation_error", "invalid_name", "invalid_input", "invalid_parameter",
-             "numerical_error", "invalid_state", "invalid_request", "resource_limit")
+    codes = ("invalid_json", "invalid_text", "validation_error", "invalid_name", "invalid_input",
+             "invalid_parameter", "numerical_error", "invalid_state", "invalid_request", "resource_limit")
 
 
 class AuthenticationError(KonsServiceError):

@@ -335,7 +335,10 @@ class LearnerCache:
         ``entry.lost_history`` is set): the caller rebuilds."""
         entry.lost_history = False
         while entry.version < head.version:
-            rows = await self.store.log.read(entry.ref, entry.version, _REPLAY_PAGE)
+            # Never past the head: other processes append while this one reads, and a learner replayed
+            # beyond the head it was given would look like one that holds rounds the store lost.
+            rows = await self.store.log.read(entry.ref, entry.version,
+                                             min(_REPLAY_PAGE, head.version - entry.version))
             expected = list(range(entry.version + 1, entry.version + 1 + len(rows)))
             if not rows or [row.version for row in rows] != expected:
                 return False

@@ -5,8 +5,10 @@ parser and the worker threads from everyone else (an audit put a victim's p99 at
 sending 60 KiB bodies). With API keys configured, each tenant gets, before a byte of its body is read:
 
 * a token bucket of requests (``KONS_TENANT_RATE`` a second, bursts of ``KONS_TENANT_BURST``) and one of
-  body bytes (``KONS_TENANT_BYTES_RATE`` a second, bursts of ``KONS_TENANT_BYTES_BURST``; a body of unknown
-  size counts as ``KONS_MAX_REQUEST_BYTES``), and
+  body bytes (``KONS_TENANT_BYTES_RATE`` a second, bursts of ``KONS_TENANT_BYTES_BURST``): a request waits
+  until it holds the size its headers announce (a body of unknown size: ``KONS_MAX_REQUEST_BYTES``; at most
+  a full bucket), and is charged the bytes it is read, as they are read (a body refused unread for its
+  ``Content-Length`` costs none), and
 * at most ``KONS_TENANT_CONCURRENCY`` requests in flight, and
 * a bucket of learner work (``KONS_TENANT_WORK_RATE`` a second, bursts of ``KONS_TENANT_WORK_BURST``), in
   the unit of ``KONS_BATCH_MAX_WORK_BYTES``: a batch's rows times its learner's state bytes (about 0.5 ns
@@ -108,7 +110,8 @@ class TenantLimiter:
 
     @contextlib.contextmanager
     def admit(self, tenant: str, body_bytes: int) -> Iterator[None]:
-        """Hold one of the tenant's requests in flight for the block, or raise 429."""
+        """Hold one of the tenant's requests in flight for the block, or raise 429; ``body_bytes``: the size
+        its headers announce (what is read is charged: :meth:`charge_bytes`)."""
         state = self._refilled(tenant)
         if state.in_flight >= self.concurrency:
             raise TooManyRequestsError(
@@ -124,12 +127,15 @@ class TenantLimiter:
                 "KONS_TENANT_RATE, KONS_TENANT_BYTES_RATE, KONS_TENANT_WORK_RATE); retry later.",
                 retry_after=math.ceil(wait))
         state.requests.take(1)
-        state.body_bytes.take(body_bytes)
         state.in_flight += 1
         try:
             yield
         finally:
             state.in_flight -= 1
+
+    def charge_bytes(self, tenant: str, body_bytes: int) -> None:
+        """The tenant's request just read ``body_bytes`` more bytes of its body."""
+        self._refilled(tenant).body_bytes.take(body_bytes)
 
     def charge_work(self, tenant: str, work: int) -> None:
         """The tenant's batch just did ``work`` (rows x state bytes): its next requests wait it off."""

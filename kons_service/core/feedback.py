@@ -434,10 +434,8 @@ class FeedbackWriter:
         tags = []
         for request, plays, losses, distributions in zip(group, played.plays, played.losses,
                                                          played.distributions, strict=True):
-            # (the distributions as (label, p) pairs: JSON object keys would lose the labels' types)
-            pairs = None if distributions is None else [[list(pair) for pair in d] for d in distributions]
-            record = "" if request.fingerprint is None else json.dumps(
-                {"body": request.fingerprint, "predictions": plays, "losses": losses, "distributions": pairs})
+            record = "" if request.fingerprint is None else codec.encode_answer(
+                request.fingerprint, plays, losses, distributions)
             tags.append(RequestTag(request.id or "", record, len(request.items)))
         errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions)
         history = (errors, self.settings.history_points)
@@ -499,12 +497,10 @@ class FeedbackWriter:
     def _answered(self, earlier: AppliedRequest, fingerprint: str, ref: LearnerRef) -> FeedbackResult:
         """The original answer of an applied request_id (409 if the id came with another body; 503 if
         the replicas required do not hold it yet)."""
-        answer = json.loads(earlier.record)
+        answer, played = codec.decode_answer(earlier.record)
         if answer.get("body") != fingerprint:
             raise RequestIdConflictError("This request_id was already used for a different feedback body.")
         if not earlier.replicated:
             raise self._unconfirmed(ref, earlier.version)
         self.metrics.deduplicated.inc()
-        distributions = answer.get("distributions")  # (absent from records written before classes)
-        played = None if distributions is None else [[(c, p) for c, p in pairs] for pairs in distributions]
         return FeedbackResult(answer["predictions"], answer["losses"], earlier.version, played)

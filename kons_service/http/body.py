@@ -14,11 +14,14 @@ takes turns with other tenants'.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+import functools
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.datastructures import Default, DefaultPlaceholder
 from fastapi.dependencies.utils import get_flat_params
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope
 
@@ -26,6 +29,7 @@ from kons_service.core.errors import TooManyRequestsError
 from kons_service.core.streams import read_limited
 from kons_service.http.errors import InvalidBodyError, carried
 from kons_service.http.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
+from kons_service.http.responses import TextJSONResponse
 
 __all__ = ["KonsRoute", "LargeBodies", "StrictRequest"]
 
@@ -82,14 +86,24 @@ def _closing_unread(large: bool) -> contextlib.AbstractContextManager[None]:
 class StrictRequest(Request):
     """A request whose body is size-limited (``max_request_bytes``) and parsed by :func:`loads_strict`,
     in the parser pool when large, or heavy and taking turns (``heavy_turn``): what comes back is then
-    already validated as ``body_type``."""
+    already validated as ``body_type``. ``on_read`` is told the size of each piece of the body as it is
+    read (the tenant's byte bucket is charged what is read, not what the headers claim)."""
 
     def __init__(self, scope: Scope, receive: Receive, body_type: Any,
-                 heavy_turn: Callable[[int], Awaitable[None]] | None = None) -> None:
+                 heavy_turn: Callable[[int], Awaitable[None]] | None = None,
+                 on_read: Callable[[int], None] | None = None) -> None:
         super().__init__(scope, receive)
         self.body_type = body_type
         self._heavy_turn = heavy_turn
         self._turn_taken = False
+        self._on_read = on_read
+
+    async def stream(self) -> AsyncGenerator[bytes, None]:
+        counted = self._on_read is not None and not hasattr(self, "_body")  # (else no byte is read again)
+        async for chunk in super().stream():
+            if counted and chunk:
+                self._on_read(len(chunk))  # type: ignore[misc]
+            yield chunk
 
     async def body(self) -> bytes:
         body = await self._read()
@@ -138,16 +152,23 @@ class StrictRequest(Request):
 
 
 class KonsRoute(APIRoute):
-    """An API route that authenticates the caller before reading the body, and whose handlers see a
-    :class:`StrictRequest` (the tenant is resolved again, from the same header, by the dependencies)."""
+    """An API route that authenticates the caller before reading the body, whose handlers see a
+    :class:`StrictRequest` (the tenant is resolved again, from the same header, by the dependencies), and
+    whose JSON answers are :class:`~kons_service.http.responses.TextJSONResponse`'s."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        if isinstance(kwargs.get("response_class", Default(JSONResponse)), DefaultPlaceholder):
+            kwargs["response_class"] = TextJSONResponse
+        super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         body_type = None if self.body_field is None else self.body_field.field_info.annotation
 
-        async def strict_handler(request: Request,
-                                 heavy_turn: Callable[[int], Awaitable[None]] | None = None) -> Response:
-            return await handler(StrictRequest(request.scope, request.receive, body_type, heavy_turn))
+        async def strict_handler(request: Request, heavy_turn: Callable[[int], Awaitable[None]] | None = None,
+                                 on_read: Callable[[int], None] | None = None) -> Response:
+            strict = StrictRequest(request.scope, request.receive, body_type, heavy_turn, on_read)
+            return await handler(strict)
 
         # The routes that take a key are those whose dependencies read the Authorization header (health
         # and server metadata routes do not).
@@ -163,10 +184,10 @@ class KonsRoute(APIRoute):
                 with _closing_unread(large):
                     # (a 401 is paused when answered: kons_service.http.errors)
                     tenant = auth.tenant(request.headers.get("authorization"))
+                    limiter = request.app.state.service.limiter
                     try:
                         if not auth.single_tenant:
-                            limiter = request.app.state.service.limiter
-                            # (a body of unknown size counts as the largest allowed)
+                            # (a body of unknown size waits as the largest allowed; it is charged as read)
                             admitted = request.app.state.settings.max_request_bytes if announced is None \
                                 else announced
                             stack.enter_context(limiter.admit(tenant, int(admitted)))
@@ -185,6 +206,7 @@ class KonsRoute(APIRoute):
                 async def heavy_turn(body_bytes: int) -> None:
                     await stack.enter_async_context(turns.turn(tenant, body_bytes))
 
-                return await strict_handler(request, heavy_turn)
+                charge = functools.partial(limiter.charge_bytes, tenant)
+                return await strict_handler(request, heavy_turn, charge)
 
         return authenticated_handler

@@ -39,6 +39,7 @@ from kons_service.core.errors import (
 )
 from kons_service.core.fairness import RefusalPause
 from kons_service.http.logs import current_request_id
+from kons_service.http.responses import TextJSONResponse
 from kons_service.store import (
     NotReplicatedError,
     SnapshotUnstableError,
@@ -48,10 +49,12 @@ from kons_service.store import (
 
 __all__ = [
     "ANSWERS",
+    "RETRY_AFTER_MAX_SECONDS",
     "Answer",
     "Carried",
     "InvalidBodyError",
     "InvalidJSONError",
+    "InvalidTextError",
     "ParserUnavailableError",
     "UnauthorizedError",
     "carried",
@@ -66,6 +69,12 @@ class InvalidJSONError(ServiceError):
     """A body that is not JSON, or holds a number JSON does not allow (``NaN``, ``1e999``)."""
 
     code = "invalid_json"
+
+
+class InvalidTextError(InvalidJSONError):
+    """JSON whose string holds a lone UTF-16 surrogate: valid syntax, but not text."""
+
+    code = "invalid_text"
 
 
 class InvalidBodyError(ServiceError):
@@ -103,8 +112,14 @@ class Carried(StarletteHTTPException):
         self.error = error
 
 
+#: The longest wait a Retry-After header asks for: a tenant deep in debt (a bucket charged after the fact
+#: with a large batch's work) is told to look again within a minute, not in hours; it is refused again,
+#: cheaply, if it comes back too early.
+RETRY_AFTER_MAX_SECONDS = 60
+
+
 def _retry_after(exc: RetryLaterError) -> dict[str, str]:
-    return {"Retry-After": str(exc.retry_after)}
+    return {"Retry-After": str(min(exc.retry_after, RETRY_AFTER_MAX_SECONDS))}
 
 
 def _retry_at_once(exc: Exception) -> dict[str, str]:
@@ -127,6 +142,7 @@ class Answer:
 ANSWERS: dict[type[BaseException], Answer] = {
     ServiceError: Answer(400),
     InvalidJSONError: Answer(400),
+    InvalidTextError: Answer(422),
     UnauthorizedError: Answer(401, headers=lambda exc: {"WWW-Authenticate": "Bearer"}),
     LearnerNotFoundError: Answer(404),
     UnknownIdError: Answer(404),
@@ -175,7 +191,7 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
 
 def _response(status: int, code: str, message: str, headers: Mapping[str, str] | None = None,
               details: list[dict[str, Any]] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
+    return TextJSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 
 def _describe_validation(

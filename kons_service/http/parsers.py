@@ -3,7 +3,10 @@
 ``json.loads`` accepts the non-standard tokens ``NaN``, ``Infinity`` and ``-Infinity`` and turns
 ``1e999`` into ``inf``; none of them may reach a learner. :func:`loads_strict` refuses them, using
 pydantic-core's parser (about 7x faster than ``json.loads`` on feature vectors) and falling back to the
-standard one to name the offending token.
+standard one to name the offending token. Nor may a string that is not text: JSON's grammar lets an escape
+write a lone UTF-16 surrogate (``"\\ud800"``, what a JavaScript client sends when it cuts an emoji in two),
+which is no character, cannot be encoded in UTF-8 and so could be taken but never answered; such a body is
+refused here (:class:`~kons_service.http.errors.InvalidTextError`), the one door of every body's strings.
 
 Parsing 8 MiB of JSON numbers creates about 600,000 Python floats and validating them visits each one:
 about 85 ms of a core during which even a worker *thread* holds the GIL, so that every other tenant's
@@ -37,7 +40,7 @@ import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
 from kons_service.children import die_with_parent
-from kons_service.http.errors import InvalidJSONError, ParserUnavailableError
+from kons_service.http.errors import InvalidJSONError, InvalidTextError, ParserUnavailableError
 
 __all__ = ["INLINE_BYTES", "NICENESS", "Invalid", "Malformed", "Outcome", "Parsed", "ParserPool",
            "loads_strict", "parse_and_validate"]
@@ -61,7 +64,7 @@ def _parse_float(text: str) -> float:
 
 
 def loads_strict(body: bytes) -> Any:
-    """``json.loads`` without NaN/Infinity tokens or overflowing numbers."""
+    """``json.loads`` without NaN/Infinity tokens, overflowing numbers or lone surrogates."""
     try:  # the fast parser, whose floats are Python's (correctly rounded); it gives inf for 1e999
         value = pydantic_core.from_json(body, allow_inf_nan=False)
     except ValueError:
@@ -69,8 +72,31 @@ def loads_strict(body: bytes) -> Any:
     else:
         if _finite_numbers(value):
             return value
-    # A malformed body or a number out of range: the standard parser names the offending token.
-    return json.loads(body, parse_constant=_reject_constant, parse_float=_parse_float)
+    # A malformed body, a number out of range or a lone surrogate (which the fast parser refuses, the
+    # standard one takes): the standard parser names the offending token, the walk the string.
+    value = json.loads(body, parse_constant=_reject_constant, parse_float=_parse_float)
+    _check_text(value, ())
+    return value
+
+
+def _check_text(value: Any, where: tuple[str, ...]) -> None:
+    """Refuse the first string (key or value) of ``value`` that holds a lone surrogate, naming its place."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            place, surrogate = ".".join(where) or "the body", ascii(exc.object[exc.start])[1:-1]
+            raise InvalidTextError(
+                f"The string at {place} holds a lone UTF-16 surrogate ({surrogate}), "
+                "which is not a character: send text as UTF-8, or escape a character beyond U+FFFF as its "
+                "pair of surrogates (a string cut in the middle of an emoji is the usual cause).") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, (*where, ascii(key)))
+            _check_text(item, (*where, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_text(item, (*where, str(i)))
 
 
 def _finite_numbers(value: Any) -> bool:
@@ -98,15 +124,16 @@ class Parsed:
 
 @dataclass(frozen=True)
 class Malformed:
-    """Not JSON: what the strict parser raised (an :class:`InvalidJSONError`'s message, or a
+    """Not JSON: what the strict parser raised (an :class:`InvalidJSONError`'s message and type, or a
     :class:`json.JSONDecodeError`'s message and position)."""
 
     message: str
     position: int | None
+    error: type[InvalidJSONError] = InvalidJSONError
 
     def raise_(self) -> None:
         if self.position is None:
-            raise InvalidJSONError(self.message)
+            raise self.error(self.message)
         raise json.JSONDecodeError(self.message, "", self.position)
 
 
@@ -130,7 +157,7 @@ def parse_and_validate(body_type: Any, body: bytes) -> Outcome:
     try:
         value = loads_strict(body)
     except InvalidJSONError as exc:
-        return Malformed(exc.message, None)
+        return Malformed(exc.message, None, type(exc))
     except json.JSONDecodeError as exc:
         return Malformed(exc.msg, exc.pos)
     try:  # as FastAPI validates a body: its field's TypeAdapter, from attributes, errors under "body"
