@@ -19,6 +19,13 @@ Each client remembers the newest version of each learner it was answered and sen
 service whose Redis lost those rounds (a rollback) reports it even after a restart (see
 docs/reliability.md); a create, a delete or a state upload through the client forgets it.
 
+A batch the service refuses as too large for now (413 ``batch_too_large``, "at most N rows") is sent again
+as parts of at most N rows, in order, each part applied once: a feedback batch's part carries the
+request id ``<request_id>.<first row>``, so a retry of the whole call with the same ``request_id`` replays
+the parts already applied (or, if the service now allows another part size, is refused 409
+``request_id_conflict``): no row is lost or applied twice. The parts' answers are joined into one, whose
+``version`` is the last part's (a split predict batch's parts may see different versions).
+
 An error answer raises a :class:`KonsServiceError` subclass, one per family of the service's error
 codes (``error.code`` in the body). The client needs httpx and pydantic, not the server's dependencies.
 """
@@ -26,10 +33,12 @@ codes (``error.code`` in the body). The client needs httpx and pydantic, not the
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
+import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
@@ -237,12 +246,6 @@ def _predict(name: str, x: FeaturesLike, id: str | None) -> _Call[PredictRespons
     return _Call("POST", _learner(name) + "/predict", _model(PredictResponse), json=body, learner=name)
 
 
-def _predict_batch(name: str, xs: Sequence[FeaturesLike],
-                   ids: Sequence[str] | None) -> _Call[BatchPredictResponse]:
-    body = {"xs": [_features(x) for x in xs], **({"ids": list(ids)} if ids is not None else {})}
-    return _Call("POST", _learner(name) + "/predict", _model(BatchPredictResponse), json=body, learner=name)
-
-
 def _feedback(name: str, y: LabelLike, x: FeaturesLike | None, id: str | None,
               request_id: str | None) -> _Call[FeedbackResponse]:
     body: dict[str, Any] = {"y": _scalar(y), "request_id": request_id or uuid.uuid4().hex}
@@ -253,8 +256,8 @@ def _feedback(name: str, y: LabelLike, x: FeaturesLike | None, id: str | None,
     return _Call("POST", _learner(name) + "/feedback", _model(FeedbackResponse), json=body, learner=name)
 
 
-def _feedback_batch(name: str, ys: Sequence[LabelLike], xs: Sequence[FeaturesLike] | None,
-                    ids: Sequence[str] | None, request_id: str | None) -> _Call[BatchFeedbackResponse]:
+def _feedback_items(ys: Sequence[LabelLike], xs: Sequence[FeaturesLike] | None,
+                    ids: Sequence[str] | None) -> list[dict[str, Any]]:
     if xs is not None and ids is None:
         keys: Sequence[Any] = [_features(x) for x in xs]  # (xs may be a numpy array: no truth test)
     elif ids is not None and xs is None:
@@ -264,10 +267,98 @@ def _feedback_batch(name: str, ys: Sequence[LabelLike], xs: Sequence[FeaturesLik
     if len(keys) != len(ys):
         raise ValueError(f"{len(ys)} labels for {len(keys)} rows")
     field = "id" if ids is not None else "x"
-    items = [{field: key, "y": _scalar(y)} for key, y in zip(keys, ys, strict=True)]
-    body = {"items": items, "request_id": request_id or uuid.uuid4().hex}
+    return [{field: key, "y": _scalar(y)} for key, y in zip(keys, ys, strict=True)]
+
+
+def _feedback_part(name: str, items: list[dict[str, Any]], request_id: str) -> _Call[BatchFeedbackResponse]:
+    body = {"items": items, "request_id": request_id}
     return _Call("POST", _learner(name) + "/feedback", _model(BatchFeedbackResponse), json=body,
                  learner=name)
+
+
+def _part_id(request_id: str, start: int) -> str:
+    """The request id of the part of a split batch that starts at row ``start`` (within the id's 128
+    characters: a long id is shortened to a digest of it)."""
+    suffix = f".{start}"
+    if len(request_id) + len(suffix) > 128:
+        request_id = hashlib.sha256(request_id.encode()).hexdigest()
+    return request_id + suffix
+
+
+# ---------------------------------------------------------------------------------------------- split batches
+_ALLOWED_ROWS = re.compile(r"at most (\d+) rows")
+
+#: A plan of calls: it yields each call to send, is sent its answer (or thrown its error) and returns the
+#: result. Both clients drive the same plans (:meth:`Client._run`, :meth:`AsyncClient._run`).
+_Plan = Generator[_Call[Any], Any, T]
+
+
+def _allowed_rows(error: KonsServiceError) -> int | None:
+    """The rows a 413 ``batch_too_large`` says a batch may hold now; None for any other error."""
+    found = _ALLOWED_ROWS.search(error.message) if error.code == "batch_too_large" else None
+    return int(found.group(1)) if found else None
+
+
+def _in_parts(rows: int, part: Callable[[int, int], _Call[Any]]) -> Generator[_Call[Any], Any, list[Any]]:
+    """Send rows ``[0, rows)`` as ``part(start, stop)`` calls, in order: the whole batch first, and after a
+    413 that names fewer rows than the part held, parts of that many (the allowance shrinks as the learner
+    grows, so a later part may be split again). Returns the parts' answers in order."""
+    answers: list[Any] = []
+    start, size = 0, rows
+    while start < rows:
+        stop = min(start + size, rows)
+        try:
+            answers.append((yield part(start, stop)))
+        except KonsServiceError as refused:
+            allowed = _allowed_rows(refused)
+            if allowed is None or allowed >= stop - start:
+                raise
+            size = allowed
+            continue
+        start = stop
+    return answers
+
+
+def _joined(parts: Sequence[Any], field: str, empty: Any) -> list[Any] | None:
+    """A per-row field of the parts' answers, concatenated (None where every part has none)."""
+    values = [getattr(part, field) for part in parts]
+    if all(value is None for value in values):
+        return None
+    return [row for part, value in zip(parts, values, strict=True)
+            for row in (value if value is not None else [empty] * len(part.predictions))]
+
+
+def _predict_plan(name: str, xs: Sequence[FeaturesLike],
+                  ids: Sequence[str] | None) -> _Plan[BatchPredictResponse]:
+    rows = [_features(x) for x in xs]
+    keys = None if ids is None else list(ids)
+
+    def part(start: int, stop: int) -> _Call[BatchPredictResponse]:
+        body = {"xs": rows[start:stop], **({"ids": keys[start:stop]} if keys is not None else {})}
+        return _Call("POST", _learner(name) + "/predict", _model(BatchPredictResponse), json=body,
+                     learner=name)
+
+    parts: list[BatchPredictResponse] = yield from _in_parts(len(rows), part)
+    if len(parts) == 1:
+        return parts[0]
+    return BatchPredictResponse(
+        predictions=[p for part in parts for p in part.predictions], version=parts[-1].version,
+        labels=_joined(parts, "labels", None), probabilities=_joined(parts, "probabilities", {}))
+
+
+def _feedback_plan(name: str, ys: Sequence[LabelLike], xs: Sequence[FeaturesLike] | None,
+                   ids: Sequence[str] | None, request_id: str | None) -> _Plan[BatchFeedbackResponse]:
+    items = _feedback_items(ys, xs, ids)
+    base = request_id or uuid.uuid4().hex
+    parts: list[BatchFeedbackResponse] = yield from _in_parts(
+        len(items), lambda start, stop: _feedback_part(
+            name, items[start:stop], base if stop - start == len(items) else _part_id(base, start)))
+    if len(parts) == 1:
+        return parts[0]
+    return BatchFeedbackResponse(
+        predictions=[p for part in parts for p in part.predictions],
+        losses=[loss for part in parts for loss in part.losses], version=parts[-1].version,
+        labels=_joined(parts, "labels", None), probabilities=_joined(parts, "probabilities", {}))
 
 
 def _ok(response: httpx.Response) -> bool:
@@ -344,6 +435,21 @@ class Client(_Base):
             time.sleep(delay)
             attempt += 1
 
+    def _run(self, plan: _Plan[T]) -> T:
+        """Send the calls of ``plan`` one after the other; its result."""
+        try:
+            call = next(plan)
+            while True:
+                try:
+                    answer = self._send(call)
+                except KonsServiceError as error:
+                    call = plan.throw(error)
+                else:
+                    call = plan.send(answer)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
     def close(self) -> None:
         self._http.close()
 
@@ -403,8 +509,9 @@ class Client(_Base):
 
     def predict_batch(self, name: str, xs: Sequence[FeaturesLike], *,
                       ids: Sequence[str] | None = None) -> BatchPredictResponse:
-        """``POST .../predict`` of many rows, all on the same version."""
-        return self._send(_predict_batch(name, xs, ids))
+        """``POST .../predict`` of many rows, all on the same version (unless the service asks for
+        smaller batches: then in parts, see the module's documentation)."""
+        return self._run(_predict_plan(name, xs, ids))
 
     def feedback(self, name: str, y: LabelLike, *, x: FeaturesLike | None = None, id: str | None = None,
                  request_id: str | None = None) -> FeedbackResponse:
@@ -414,8 +521,9 @@ class Client(_Base):
     def feedback_batch(self, name: str, ys: Sequence[LabelLike], *, xs: Sequence[FeaturesLike] | None = None,
                        ids: Sequence[str] | None = None,
                        request_id: str | None = None) -> BatchFeedbackResponse:
-        """``POST .../feedback`` of rounds applied in order, all or none, once."""
-        return self._send(_feedback_batch(name, ys, xs, ids, request_id))
+        """``POST .../feedback`` of rounds applied in order, once: all or none, or, when the service asks
+        for smaller batches, in parts of the rows it allows (each part all or none)."""
+        return self._run(_feedback_plan(name, ys, xs, ids, request_id))
 
 
 class AsyncClient(_Base):
@@ -441,6 +549,21 @@ class AsyncClient(_Base):
                 return self._noted(call, call.conclude(outcome, attempt + 1))
             await asyncio.sleep(delay)
             attempt += 1
+
+    async def _run(self, plan: _Plan[T]) -> T:
+        """Send the calls of ``plan`` one after the other; its result."""
+        try:
+            call = next(plan)
+            while True:
+                try:
+                    answer = await self._send(call)
+                except KonsServiceError as error:
+                    call = plan.throw(error)
+                else:
+                    call = plan.send(answer)
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -490,7 +613,7 @@ class AsyncClient(_Base):
 
     async def predict_batch(self, name: str, xs: Sequence[FeaturesLike], *,
                             ids: Sequence[str] | None = None) -> BatchPredictResponse:
-        return await self._send(_predict_batch(name, xs, ids))
+        return await self._run(_predict_plan(name, xs, ids))
 
     async def feedback(self, name: str, y: LabelLike, *, x: FeaturesLike | None = None, id: str | None = None,
                        request_id: str | None = None) -> FeedbackResponse:
@@ -499,4 +622,4 @@ class AsyncClient(_Base):
     async def feedback_batch(self, name: str, ys: Sequence[LabelLike], *,
                              xs: Sequence[FeaturesLike] | None = None, ids: Sequence[str] | None = None,
                              request_id: str | None = None) -> BatchFeedbackResponse:
-        return await self._send(_feedback_batch(name, ys, xs, ids, request_id))
+        return await self._run(_feedback_plan(name, ys, xs, ids, request_id))
