@@ -2,13 +2,14 @@
 
     from kons_service import Client
 
-    with Client("http://127.0.0.1:8000", api_key="...") as kons:
+    with Client("http://127.0.0.1:8000", api_key="...") as kons:  # default: $KONS_URL, $KONS_API_KEY
         kons.create_learner("m", "sketched_kons", dim=3)
         kons.feedback("m", y=0.5, x=[0.0, 1.0, 2.0])
         kons.predict("m", x=[0.0, 1.0, 2.0]).prediction
 
 Every call is retried on a broken connection, a timeout, a 503 or a 429 (waiting ``Retry-After``, else an
-exponential backoff with jitter). That is safe because no call applies anything twice: each feedback
+exponential backoff with jitter), by default for 26 to 53 seconds in all: longer than a restart of the
+service (measured in docs/faq.md). That is safe because no call applies anything twice: each feedback
 carries a ``request_id`` (the caller's, or one the client draws once per call), so the service answers
 a retry of an already applied feedback with the original answer; a predict's ``ids`` are remembered
 again with the same features; a create of the same config is a no-op; a delete whose retry finds the
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import random
 import re
 import time
@@ -50,6 +52,7 @@ from kons_service.http.schemas import (
     BatchFeedbackResponse,
     BatchPredictResponse,
     FeedbackResponse,
+    LearnerHistory,
     LearnerInfo,
     LearnerList,
     LearnerSummary,
@@ -79,6 +82,14 @@ LabelLike = float | int | str | bool | Any
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+
+#: The service's address when a client is given none and ``KONS_URL`` is not set: ``kons serve``'s default.
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def service_url(given: str | None = None) -> str:
+    """``given``, else the ``KONS_URL`` environment variable, else :data:`DEFAULT_URL`."""
+    return given or os.environ.get("KONS_URL") or DEFAULT_URL
 
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -370,9 +381,10 @@ def _ok(response: httpx.Response) -> bool:
 class RetryPolicy:
     """How often and how long to retry: ``retries`` more attempts after the first, exponential backoff
     from ``backoff`` seconds (with jitter) up to ``max_backoff``; a ``Retry-After`` header is obeyed
-    (up to ``max_backoff``)."""
+    (up to ``max_backoff``). The defaults wait 26 to 53 s in all (0.2, 0.4, ... 6.4, then 10 s four
+    times, each jittered down to half), so that a call outlasts a restart of the service."""
 
-    retries: int = 5
+    retries: int = 10
     backoff: float = 0.2
     max_backoff: float = 10.0
 
@@ -393,6 +405,7 @@ class RetryPolicy:
 # ---------------------------------------------------------------------------------------------- clients
 class _Base:
     def __init__(self, api_key: str | None, retry: RetryPolicy | None) -> None:
+        api_key = api_key or os.environ.get("KONS_API_KEY")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.retry = retry or RetryPolicy()
         self._seen: dict[str, int] = {}  # learner -> the version of its newest answer
@@ -412,13 +425,15 @@ class _Base:
 
 
 class Client(_Base):
-    """The synchronous client; ``timeout`` in seconds per attempt; ``transport`` for tests and proxies."""
+    """The synchronous client of the service at ``base_url`` (default: ``$KONS_URL``, else
+    http://127.0.0.1:8000) with ``api_key`` (default: ``$KONS_API_KEY``, else none); ``timeout`` in seconds
+    per attempt; ``transport`` for tests and proxies."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
+    def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  timeout: float = 30.0, retry: RetryPolicy | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
         super().__init__(api_key, retry)
-        self._http = httpx.Client(base_url=base_url, headers=self._headers, timeout=timeout,
+        self._http = httpx.Client(base_url=service_url(base_url), headers=self._headers, timeout=timeout,
                                   transport=transport)
 
     def _send(self, call: _Call[T]) -> T:
@@ -489,6 +504,11 @@ class Client(_Base):
         """``GET /v1/learners/{name}``: config, version and stats."""
         return self._send(_Call("GET", _learner(name), _model(LearnerInfo), learner=name))
 
+    def history(self, name: str) -> LearnerHistory:
+        """``GET /v1/learners/{name}/history``: the learner's recorded points (rounds, error totals, its
+        leader for ``auto``), oldest first; the dashboard draws them."""
+        return self._send(_Call("GET", _learner(name) + "/history", _model(LearnerHistory)))
+
     def delete_learner(self, name: str) -> None:
         """``DELETE /v1/learners/{name}``."""
         self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True, learner=name,
@@ -527,13 +547,13 @@ class Client(_Base):
 
 
 class AsyncClient(_Base):
-    """The asynchronous client: the same methods as :class:`Client`, as coroutines."""
+    """The asynchronous client: the same arguments and methods as :class:`Client`, as coroutines."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
+    def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  timeout: float = 30.0, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         super().__init__(api_key, retry)
-        self._http = httpx.AsyncClient(base_url=base_url, headers=self._headers, timeout=timeout,
+        self._http = httpx.AsyncClient(base_url=service_url(base_url), headers=self._headers, timeout=timeout,
                                        transport=transport)
 
     async def _send(self, call: _Call[T]) -> T:
@@ -596,6 +616,9 @@ class AsyncClient(_Base):
 
     async def get_learner(self, name: str) -> LearnerInfo:
         return await self._send(_Call("GET", _learner(name), _model(LearnerInfo), learner=name))
+
+    async def history(self, name: str) -> LearnerHistory:
+        return await self._send(_Call("GET", _learner(name) + "/history", _model(LearnerHistory)))
 
     async def delete_learner(self, name: str) -> None:
         await self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True, learner=name,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import kons
-from kons_service import AsyncClient, Client
+from kons_service import AsyncClient, Client, cli
 from kons_service import client as client_module
 from kons_service.client import (
     AuthenticationError,
@@ -393,3 +393,30 @@ async def test_a_retry_of_a_batch_applied_whole_is_answered_when_it_would_now_be
         assert over.status_code == 413  # the same rows are over the cap now
         assert await b.feedback_batch("m", ys[40:], xs=xs[40:], request_id="whole-1") == applied
         assert (await b.get_learner("m")).version == 50
+
+
+@pytest.mark.redis
+def test_the_default_client_reads_kons_url_and_outlasts_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With no address, the client and ``kons learners`` use $KONS_URL; ``history`` is the history route's
+    answer; and the default retries outlast a restart of the service that takes 7 s to begin (the old
+    default gave up after 3 to 6 s, while scripts/serve.sh took 13 s: docs/faq.md)."""
+    with services_on_redis(tmp_path) as (_, [service]):
+        monkeypatch.setenv("KONS_URL", service.url)
+        with Client() as client:
+            client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+            assert client.feedback("m", 0.5, x=[0.0, 1.0, 2.0]).version == 1
+            raw = httpx.get(f"{service.url}/v1/learners/m/history", timeout=10).json()
+            assert client.history("m").model_dump(exclude_none=True) == \
+                client_module.LearnerHistory.model_validate(raw).model_dump(exclude_none=True)
+            assert cli.main(["learners"]) == 0
+            listed = capsys.readouterr().out.splitlines()
+            assert listed[1].split() == ["m", SPEC["algorithm"], "1"]
+            service.kill()
+            restart = threading.Timer(7.0, service.start)
+            restart.start()
+            try:
+                assert client.feedback("m", 1.0, x=[1.0, 1.0, 1.0]).version == 2
+            finally:
+                restart.join()
