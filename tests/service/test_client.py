@@ -28,6 +28,7 @@ from kons_service.client import (
 )
 from kons_service.core import errors as core_errors
 from kons_service.http import errors as edge_errors
+from kons_service.http.schemas import LearnerHistory
 from testkit.processes import SPEC, AppFactory, free_port, services_on_redis
 from tests.service.classes import keyed, learnt
 
@@ -409,7 +410,7 @@ def test_the_default_client_reads_kons_url_and_outlasts_a_restart(
             assert client.feedback("m", 0.5, x=[0.0, 1.0, 2.0]).version == 1
             raw = httpx.get(f"{service.url}/v1/learners/m/history", timeout=10).json()
             assert client.history("m").model_dump(exclude_none=True) == \
-                client_module.LearnerHistory.model_validate(raw).model_dump(exclude_none=True)
+                LearnerHistory.model_validate(raw).model_dump(exclude_none=True)
             assert cli.main(["learners"]) == 0
             listed = capsys.readouterr().out.splitlines()
             assert listed[1].split() == ["m", SPEC["algorithm"], "1"]
