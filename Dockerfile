@@ -7,11 +7,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /srv/kons
-COPY pyproject.toml README.md constraints.txt ./
+# The dependencies first, in a layer of their own: it depends on pyproject.toml and constraints.txt only, so
+# a change of the code reuses it and reinstalls the package alone. constraints.txt pins every dependency (CI
+# installs the tests' environment from it too: scripts/test.sh).
+COPY pyproject.toml constraints.txt ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['service']))" > /tmp/requirements.txt \
+    && pip install -c constraints.txt -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+COPY README.md ./
 COPY kons ./kons
 COPY kons_service ./kons_service
-# constraints.txt pins every dependency (CI installs the tests' environment from it too: scripts/test.sh).
-RUN pip install -c constraints.txt ".[service]" \
+RUN pip install --no-deps -c constraints.txt ".[service]" \
     && groupadd --gid 10001 kons \
     && useradd --uid 10001 --gid 10001 --create-home --shell /usr/sbin/nologin kons \
     && mkdir -p /data && chown 10001:10001 /data

@@ -1,4 +1,8 @@
-"""The ``kons`` command: ``kons serve``, ``kons state inspect FILE``, ``kons bench NAME``, ``kons --version``.
+"""The ``kons`` command: ``kons serve``, ``kons learners``, ``kons state inspect FILE``, ``kons bench NAME``,
+``kons --version``.
+
+``kons learners`` lists the learners of a running service through :class:`kons_service.Client`: at
+``--url``, else ``$KONS_URL``, else http://127.0.0.1:8000, with the key ``$KONS_API_KEY`` if set.
 
 ``kons serve``'s flags are generated from :class:`kons_service.settings.Settings`: each field is a flag
 (``redis_url`` -> ``--redis-url``) whose value, when given, overrides the ``KONS_*`` variable of the
@@ -90,6 +94,12 @@ def _parser() -> argparse.ArgumentParser:
         serve.epilog = (f"Credentials ({', '.join(secrets)}) are read only from the environment, .env or "
                         "--api-keys-file: a command line is visible to every user of the machine (ps).")
 
+    learners = commands.add_parser(
+        "learners", help="list a running service's learners: name, algorithm, version",
+        description="List the learners of the service at --url (default: $KONS_URL, else "
+                    "http://127.0.0.1:8000), with the API key $KONS_API_KEY if it is set.")
+    learners.add_argument("--url", default=None, help="the service's address [env KONS_URL]")
+
     state = commands.add_parser("state", help="kons state blobs (GET /v1/learners/{name}/state)")
     state_commands = state.add_subparsers(dest="state_command", required=True, metavar="ACTION")
     inspect = state_commands.add_parser("inspect", help="header, learner, rounds and checksum of a blob")
@@ -123,6 +133,29 @@ def _serve(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     serve_main()
     return 0
+
+
+def _learners(url: str | None) -> int:
+    try:
+        from kons_service.client import Client, KonsServiceError
+    except ImportError:
+        print("kons learners needs the client's dependencies: pip install 'kons[client]'", file=sys.stderr)
+        return 2
+    try:
+        with Client(url) as client:
+            print(f"{'name':<32} {'algorithm':<16} {'version':>9}")
+            cursor: str | None = None
+            while True:
+                page = client.list_learners(cursor)
+                for learner in page.learners:
+                    algorithm = learner.config.get("algorithm", "")
+                    print(f"{learner.name:<32} {algorithm:<16} {learner.version:>9}")
+                cursor = page.next_cursor
+                if cursor is None:
+                    return 0
+    except KonsServiceError as exc:
+        print(f"kons learners: {exc}", file=sys.stderr)
+        return 1
 
 
 def inspect_state(path: Path) -> tuple[list[str], bool]:
@@ -175,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.command == "serve":
         return _serve(options, parser)
+    if options.command == "learners":
+        return _learners(options.url)
     if options.command == "state":
         if not options.file.is_file():
             parser.error(f"no such file: {options.file}")

@@ -2,13 +2,14 @@
 
     from kons_service import Client
 
-    with Client("http://127.0.0.1:8000", api_key="...") as kons:
+    with Client("http://127.0.0.1:8000", api_key="...") as kons:  # default: $KONS_URL, $KONS_API_KEY
         kons.create_learner("m", "sketched_kons", dim=3)
         kons.feedback("m", y=0.5, x=[0.0, 1.0, 2.0])
         kons.predict("m", x=[0.0, 1.0, 2.0]).prediction
 
 Every call is retried on a broken connection, a timeout, a 503 or a 429 (waiting ``Retry-After``, else an
-exponential backoff with jitter). That is safe because no call applies anything twice: each feedback
+exponential backoff with jitter), by default for 26 to 53 seconds in all: longer than a restart of the
+service (measured in docs/faq.md). That is safe because no call applies anything twice: each feedback
 carries a ``request_id`` (the caller's, or one the client draws once per call), so the service answers
 a retry of an already applied feedback with the original answer; a predict's ``ids`` are remembered
 again with the same features; a create of the same config is a no-op; a delete whose retry finds the
@@ -19,6 +20,13 @@ Each client remembers the newest version of each learner it was answered and sen
 service whose Redis lost those rounds (a rollback) reports it even after a restart (see
 docs/reliability.md); a create, a delete or a state upload through the client forgets it.
 
+A batch the service refuses as too large for now (413 ``batch_too_large``, "at most N rows") is sent again
+as parts of at most N rows, in order, each part applied once: a feedback batch's part carries the
+request id ``<request_id>.<first row>``, so a retry of the whole call with the same ``request_id`` replays
+the parts already applied (or, if the service now allows another part size, is refused 409
+``request_id_conflict``): no row is lost or applied twice. The parts' answers are joined into one, whose
+``version`` is the last part's (a split predict batch's parts may see different versions).
+
 An error answer raises a :class:`KonsServiceError` subclass, one per family of the service's error
 codes (``error.code`` in the body). The client needs httpx and pydantic, not the server's dependencies.
 """
@@ -26,10 +34,13 @@ codes (``error.code`` in the body). The client needs httpx and pydantic, not the
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import random
+import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
@@ -41,6 +52,7 @@ from kons_service.http.schemas import (
     BatchFeedbackResponse,
     BatchPredictResponse,
     FeedbackResponse,
+    LearnerHistory,
     LearnerInfo,
     LearnerList,
     LearnerSummary,
@@ -70,6 +82,14 @@ LabelLike = float | int | str | bool | Any
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+
+#: The service's address when a client is given none and ``KONS_URL`` is not set: ``kons serve``'s default.
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def service_url(given: str | None = None) -> str:
+    """``given``, else the ``KONS_URL`` environment variable, else :data:`DEFAULT_URL`."""
+    return given or os.environ.get("KONS_URL") or DEFAULT_URL
 
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -237,12 +257,6 @@ def _predict(name: str, x: FeaturesLike, id: str | None) -> _Call[PredictRespons
     return _Call("POST", _learner(name) + "/predict", _model(PredictResponse), json=body, learner=name)
 
 
-def _predict_batch(name: str, xs: Sequence[FeaturesLike],
-                   ids: Sequence[str] | None) -> _Call[BatchPredictResponse]:
-    body = {"xs": [_features(x) for x in xs], **({"ids": list(ids)} if ids is not None else {})}
-    return _Call("POST", _learner(name) + "/predict", _model(BatchPredictResponse), json=body, learner=name)
-
-
 def _feedback(name: str, y: LabelLike, x: FeaturesLike | None, id: str | None,
               request_id: str | None) -> _Call[FeedbackResponse]:
     body: dict[str, Any] = {"y": _scalar(y), "request_id": request_id or uuid.uuid4().hex}
@@ -253,8 +267,8 @@ def _feedback(name: str, y: LabelLike, x: FeaturesLike | None, id: str | None,
     return _Call("POST", _learner(name) + "/feedback", _model(FeedbackResponse), json=body, learner=name)
 
 
-def _feedback_batch(name: str, ys: Sequence[LabelLike], xs: Sequence[FeaturesLike] | None,
-                    ids: Sequence[str] | None, request_id: str | None) -> _Call[BatchFeedbackResponse]:
+def _feedback_items(ys: Sequence[LabelLike], xs: Sequence[FeaturesLike] | None,
+                    ids: Sequence[str] | None) -> list[dict[str, Any]]:
     if xs is not None and ids is None:
         keys: Sequence[Any] = [_features(x) for x in xs]  # (xs may be a numpy array: no truth test)
     elif ids is not None and xs is None:
@@ -264,10 +278,98 @@ def _feedback_batch(name: str, ys: Sequence[LabelLike], xs: Sequence[FeaturesLik
     if len(keys) != len(ys):
         raise ValueError(f"{len(ys)} labels for {len(keys)} rows")
     field = "id" if ids is not None else "x"
-    items = [{field: key, "y": _scalar(y)} for key, y in zip(keys, ys, strict=True)]
-    body = {"items": items, "request_id": request_id or uuid.uuid4().hex}
+    return [{field: key, "y": _scalar(y)} for key, y in zip(keys, ys, strict=True)]
+
+
+def _feedback_part(name: str, items: list[dict[str, Any]], request_id: str) -> _Call[BatchFeedbackResponse]:
+    body = {"items": items, "request_id": request_id}
     return _Call("POST", _learner(name) + "/feedback", _model(BatchFeedbackResponse), json=body,
                  learner=name)
+
+
+def _part_id(request_id: str, start: int) -> str:
+    """The request id of the part of a split batch that starts at row ``start`` (within the id's 128
+    characters: a long id is shortened to a digest of it)."""
+    suffix = f".{start}"
+    if len(request_id) + len(suffix) > 128:
+        request_id = hashlib.sha256(request_id.encode()).hexdigest()
+    return request_id + suffix
+
+
+# ---------------------------------------------------------------------------------------------- split batches
+_ALLOWED_ROWS = re.compile(r"at most (\d+) rows")
+
+#: A plan of calls: it yields each call to send, is sent its answer (or thrown its error) and returns the
+#: result. Both clients drive the same plans (:meth:`Client._run`, :meth:`AsyncClient._run`).
+_Plan = Generator[_Call[Any], Any, T]
+
+
+def _allowed_rows(error: KonsServiceError) -> int | None:
+    """The rows a 413 ``batch_too_large`` says a batch may hold now; None for any other error."""
+    found = _ALLOWED_ROWS.search(error.message) if error.code == "batch_too_large" else None
+    return int(found.group(1)) if found else None
+
+
+def _in_parts(rows: int, part: Callable[[int, int], _Call[Any]]) -> Generator[_Call[Any], Any, list[Any]]:
+    """Send rows ``[0, rows)`` as ``part(start, stop)`` calls, in order: the whole batch first, and after a
+    413 that names fewer rows than the part held, parts of that many (the allowance shrinks as the learner
+    grows, so a later part may be split again). Returns the parts' answers in order."""
+    answers: list[Any] = []
+    start, size = 0, rows
+    while start < rows:
+        stop = min(start + size, rows)
+        try:
+            answers.append((yield part(start, stop)))
+        except KonsServiceError as refused:
+            allowed = _allowed_rows(refused)
+            if allowed is None or allowed >= stop - start:
+                raise
+            size = allowed
+            continue
+        start = stop
+    return answers
+
+
+def _joined(parts: Sequence[Any], field: str, empty: Any) -> list[Any] | None:
+    """A per-row field of the parts' answers, concatenated (None where every part has none)."""
+    values = [getattr(part, field) for part in parts]
+    if all(value is None for value in values):
+        return None
+    return [row for part, value in zip(parts, values, strict=True)
+            for row in (value if value is not None else [empty] * len(part.predictions))]
+
+
+def _predict_plan(name: str, xs: Sequence[FeaturesLike],
+                  ids: Sequence[str] | None) -> _Plan[BatchPredictResponse]:
+    rows = [_features(x) for x in xs]
+    keys = None if ids is None else list(ids)
+
+    def part(start: int, stop: int) -> _Call[BatchPredictResponse]:
+        body = {"xs": rows[start:stop], **({"ids": keys[start:stop]} if keys is not None else {})}
+        return _Call("POST", _learner(name) + "/predict", _model(BatchPredictResponse), json=body,
+                     learner=name)
+
+    parts: list[BatchPredictResponse] = yield from _in_parts(len(rows), part)
+    if len(parts) == 1:
+        return parts[0]
+    return BatchPredictResponse(
+        predictions=[p for part in parts for p in part.predictions], version=parts[-1].version,
+        labels=_joined(parts, "labels", None), probabilities=_joined(parts, "probabilities", {}))
+
+
+def _feedback_plan(name: str, ys: Sequence[LabelLike], xs: Sequence[FeaturesLike] | None,
+                   ids: Sequence[str] | None, request_id: str | None) -> _Plan[BatchFeedbackResponse]:
+    items = _feedback_items(ys, xs, ids)
+    base = request_id or uuid.uuid4().hex
+    parts: list[BatchFeedbackResponse] = yield from _in_parts(
+        len(items), lambda start, stop: _feedback_part(
+            name, items[start:stop], base if stop - start == len(items) else _part_id(base, start)))
+    if len(parts) == 1:
+        return parts[0]
+    return BatchFeedbackResponse(
+        predictions=[p for part in parts for p in part.predictions],
+        losses=[loss for part in parts for loss in part.losses], version=parts[-1].version,
+        labels=_joined(parts, "labels", None), probabilities=_joined(parts, "probabilities", {}))
 
 
 def _ok(response: httpx.Response) -> bool:
@@ -279,9 +381,10 @@ def _ok(response: httpx.Response) -> bool:
 class RetryPolicy:
     """How often and how long to retry: ``retries`` more attempts after the first, exponential backoff
     from ``backoff`` seconds (with jitter) up to ``max_backoff``; a ``Retry-After`` header is obeyed
-    (up to ``max_backoff``)."""
+    (up to ``max_backoff``). The defaults wait 26 to 53 s in all (0.2, 0.4, ... 6.4, then 10 s four
+    times, each jittered down to half), so that a call outlasts a restart of the service."""
 
-    retries: int = 5
+    retries: int = 10
     backoff: float = 0.2
     max_backoff: float = 10.0
 
@@ -302,6 +405,7 @@ class RetryPolicy:
 # ---------------------------------------------------------------------------------------------- clients
 class _Base:
     def __init__(self, api_key: str | None, retry: RetryPolicy | None) -> None:
+        api_key = api_key or os.environ.get("KONS_API_KEY")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.retry = retry or RetryPolicy()
         self._seen: dict[str, int] = {}  # learner -> the version of its newest answer
@@ -321,13 +425,15 @@ class _Base:
 
 
 class Client(_Base):
-    """The synchronous client; ``timeout`` in seconds per attempt; ``transport`` for tests and proxies."""
+    """The synchronous client of the service at ``base_url`` (default: ``$KONS_URL``, else
+    http://127.0.0.1:8000) with ``api_key`` (default: ``$KONS_API_KEY``, else none); ``timeout`` in seconds
+    per attempt; ``transport`` for tests and proxies."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
+    def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  timeout: float = 30.0, retry: RetryPolicy | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
         super().__init__(api_key, retry)
-        self._http = httpx.Client(base_url=base_url, headers=self._headers, timeout=timeout,
+        self._http = httpx.Client(base_url=service_url(base_url), headers=self._headers, timeout=timeout,
                                   transport=transport)
 
     def _send(self, call: _Call[T]) -> T:
@@ -343,6 +449,21 @@ class Client(_Base):
                 return self._noted(call, call.conclude(outcome, attempt + 1))
             time.sleep(delay)
             attempt += 1
+
+    def _run(self, plan: _Plan[T]) -> T:
+        """Send the calls of ``plan`` one after the other; its result."""
+        try:
+            call = next(plan)
+            while True:
+                try:
+                    answer = self._send(call)
+                except KonsServiceError as error:
+                    call = plan.throw(error)
+                else:
+                    call = plan.send(answer)
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
     def close(self) -> None:
         self._http.close()
@@ -383,6 +504,11 @@ class Client(_Base):
         """``GET /v1/learners/{name}``: config, version and stats."""
         return self._send(_Call("GET", _learner(name), _model(LearnerInfo), learner=name))
 
+    def history(self, name: str) -> LearnerHistory:
+        """``GET /v1/learners/{name}/history``: the learner's recorded points (rounds, error totals, its
+        leader for ``auto``), oldest first; the dashboard draws them."""
+        return self._send(_Call("GET", _learner(name) + "/history", _model(LearnerHistory)))
+
     def delete_learner(self, name: str) -> None:
         """``DELETE /v1/learners/{name}``."""
         self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True, learner=name,
@@ -403,8 +529,9 @@ class Client(_Base):
 
     def predict_batch(self, name: str, xs: Sequence[FeaturesLike], *,
                       ids: Sequence[str] | None = None) -> BatchPredictResponse:
-        """``POST .../predict`` of many rows, all on the same version."""
-        return self._send(_predict_batch(name, xs, ids))
+        """``POST .../predict`` of many rows, all on the same version (unless the service asks for
+        smaller batches: then in parts, see the module's documentation)."""
+        return self._run(_predict_plan(name, xs, ids))
 
     def feedback(self, name: str, y: LabelLike, *, x: FeaturesLike | None = None, id: str | None = None,
                  request_id: str | None = None) -> FeedbackResponse:
@@ -414,18 +541,19 @@ class Client(_Base):
     def feedback_batch(self, name: str, ys: Sequence[LabelLike], *, xs: Sequence[FeaturesLike] | None = None,
                        ids: Sequence[str] | None = None,
                        request_id: str | None = None) -> BatchFeedbackResponse:
-        """``POST .../feedback`` of rounds applied in order, all or none, once."""
-        return self._send(_feedback_batch(name, ys, xs, ids, request_id))
+        """``POST .../feedback`` of rounds applied in order, once: all or none, or, when the service asks
+        for smaller batches, in parts of the rows it allows (each part all or none)."""
+        return self._run(_feedback_plan(name, ys, xs, ids, request_id))
 
 
 class AsyncClient(_Base):
-    """The asynchronous client: the same methods as :class:`Client`, as coroutines."""
+    """The asynchronous client: the same arguments and methods as :class:`Client`, as coroutines."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
+    def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  timeout: float = 30.0, retry: RetryPolicy | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         super().__init__(api_key, retry)
-        self._http = httpx.AsyncClient(base_url=base_url, headers=self._headers, timeout=timeout,
+        self._http = httpx.AsyncClient(base_url=service_url(base_url), headers=self._headers, timeout=timeout,
                                        transport=transport)
 
     async def _send(self, call: _Call[T]) -> T:
@@ -441,6 +569,21 @@ class AsyncClient(_Base):
                 return self._noted(call, call.conclude(outcome, attempt + 1))
             await asyncio.sleep(delay)
             attempt += 1
+
+    async def _run(self, plan: _Plan[T]) -> T:
+        """Send the calls of ``plan`` one after the other; its result."""
+        try:
+            call = next(plan)
+            while True:
+                try:
+                    answer = await self._send(call)
+                except KonsServiceError as error:
+                    call = plan.throw(error)
+                else:
+                    call = plan.send(answer)
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -474,6 +617,9 @@ class AsyncClient(_Base):
     async def get_learner(self, name: str) -> LearnerInfo:
         return await self._send(_Call("GET", _learner(name), _model(LearnerInfo), learner=name))
 
+    async def history(self, name: str) -> LearnerHistory:
+        return await self._send(_Call("GET", _learner(name) + "/history", _model(LearnerHistory)))
+
     async def delete_learner(self, name: str) -> None:
         await self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True, learner=name,
                                 new_history=True))
@@ -490,7 +636,7 @@ class AsyncClient(_Base):
 
     async def predict_batch(self, name: str, xs: Sequence[FeaturesLike], *,
                             ids: Sequence[str] | None = None) -> BatchPredictResponse:
-        return await self._send(_predict_batch(name, xs, ids))
+        return await self._run(_predict_plan(name, xs, ids))
 
     async def feedback(self, name: str, y: LabelLike, *, x: FeaturesLike | None = None, id: str | None = None,
                        request_id: str | None = None) -> FeedbackResponse:
@@ -499,4 +645,4 @@ class AsyncClient(_Base):
     async def feedback_batch(self, name: str, ys: Sequence[LabelLike], *,
                              xs: Sequence[FeaturesLike] | None = None, ids: Sequence[str] | None = None,
                              request_id: str | None = None) -> BatchFeedbackResponse:
-        return await self._send(_feedback_batch(name, ys, xs, ids, request_id))
+        return await self._run(_feedback_plan(name, ys, xs, ids, request_id))

@@ -8,7 +8,10 @@ sub-estimator's: ``get_params(deep=True)`` lists them (with the learner's defaul
 ``GridSearchCV`` accept them (``{"params__kernel__gamma": [0.1, 1.0]}``), and ``clone`` copies them.
 
 ``partial_fit(X, y)`` plays one round per row, in order, on the current learner; ``fit(X, y)`` starts a
-fresh learner and makes one such pass (an online learner sees each example once: there are no epochs).
+fresh learner and makes one such pass (an online learner sees each example once: there are no epochs), in
+a random order unless ``shuffle=False``, as scikit-learn's own online estimators do (``SGDClassifier``):
+rows sorted by class or by time (a cross-validation fold of a sorted data set) would otherwise look like a
+drifting stream, and ``auto`` would follow the "drift" to the last class. ``random_state`` fixes the order.
 Learners are built from their parameter dict, so they rescale features and target online and predict in
 the target's own units, within the range of targets seen; a ``C`` in ``params`` caps predictions at
 ``[-C, C]`` in those units too, so give it only to mean that cap (a ``C`` tuned for a scaled target
@@ -36,6 +39,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -70,10 +74,16 @@ class _OnlineEstimator(BaseEstimator):
     #: Whether ``y`` is a number (regression) rather than a class label.
     _numeric_target: ClassVar[bool]
 
-    def __init__(self, algorithm: str = AUTO, params: dict[str, Any] | None = None) -> None:
+    #: The estimator's own parameters (the learner's are nested under ``params__``).
+    _OWN: ClassVar[tuple[str, ...]] = ("algorithm", "params", "shuffle", "random_state")
+
+    def __init__(self, algorithm: str = AUTO, params: dict[str, Any] | None = None, *, shuffle: bool = True,
+                 random_state: Any = None) -> None:
         # Stored as given, validated when a learner is built (scikit-learn's convention, which clone checks).
         self.algorithm = algorithm
         self.params = params
+        self.shuffle = shuffle
+        self.random_state = random_state
 
     # ----------------------------------------------------------------- parameters
     def _learner_params(self) -> dict[str, Any]:
@@ -97,8 +107,9 @@ class _OnlineEstimator(BaseEstimator):
             return given
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """``algorithm``, ``params``; with ``deep`` also ``params__<name>`` and ``params__kernel__<key>``."""
-        out = {"algorithm": self.algorithm, "params": self.params}
+        """``algorithm``, ``params``, ``shuffle``, ``random_state``; with ``deep`` also ``params__<name>``
+        and ``params__kernel__<key>``."""
+        out = {name: getattr(self, name) for name in self._OWN}
         if deep:
             for name, value in self._effective_params().items():
                 out[_NESTED + name] = value
@@ -107,18 +118,19 @@ class _OnlineEstimator(BaseEstimator):
         return out
 
     def set_params(self, **params: Any) -> Self:
-        """Set ``algorithm``, ``params`` or nested ``params__<name>`` / ``params__<name>__<key>`` values.
+        """Set ``algorithm``, ``params``, ``shuffle``, ``random_state`` or nested ``params__<name>`` /
+        ``params__<name>__<key>`` values.
 
         Nested values go into a new ``params`` dict (the one given before is never modified).
         """
         nested = {k: v for k, v in params.items() if k.startswith(_NESTED)}
         for name, value in params.items():
-            if name in ("algorithm", "params"):
+            if name in self._OWN:
                 setattr(self, name, value)
             elif name not in nested:
                 raise ValueError(
                     f"Invalid parameter {name!r} for estimator {type(self).__name__}. Valid parameters are: "
-                    "['algorithm', 'params'] and params__<learner parameter>."
+                    f"{list(self._OWN)} and params__<learner parameter>."
                 )
         if nested:
             merged = _plain(self.params)
@@ -144,9 +156,18 @@ class _OnlineEstimator(BaseEstimator):
         return validate_data(self, X, y, dtype=np.float64, y_numeric=self._numeric_target, reset=first)
 
     def fit(self, X: Any, y: Any) -> Self:
-        """A fresh learner, then one online round per row of ``X`` (n, d) and ``y`` (n,), in order."""
+        """A fresh learner, then one online round per row of ``X`` (n, d) and ``y`` (n,): in a random
+        order (``random_state``), or in the given order with ``shuffle=False``."""
         self.__dict__.pop("learner_", None)
-        return self.partial_fit(X, y)
+        X, y = self._validate(X, y)
+        if self.shuffle:
+            order = check_random_state(self.random_state).permutation(len(y))
+            X, y = X[order], y[order]
+        return self._rounds(X, y)
+
+    def _rounds(self, X: np.ndarray, y: np.ndarray, classes: Any = None) -> Self:
+        """One online round per row of the validated ``X`` and ``y``, in their order."""
+        raise NotImplementedError
 
     def _margins(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "learner_")
@@ -163,6 +184,10 @@ class KonsRegressor(RegressorMixin, _OnlineEstimator):
         The learner's registry name (a key of :data:`kons.LEARNERS`); "auto" is the self-tuning mixture.
     params : dict or None, default None
         The learner's parameters (``dim`` is set from the data).
+    shuffle : bool, default True
+        Whether ``fit`` plays the rows in a random order (``partial_fit`` always plays them in order).
+    random_state : int, RandomState instance or None, default None
+        The seed of ``fit``'s order when ``shuffle``.
 
     Attributes
     ----------
@@ -174,8 +199,12 @@ class KonsRegressor(RegressorMixin, _OnlineEstimator):
     _numeric_target = True
 
     def partial_fit(self, X: Any, y: Any) -> Self:
-        """One online round per row, continuing the current learner (a fresh one on the first call)."""
+        """One online round per row, in order, continuing the current learner (a fresh one on the first
+        call)."""
         X, y = self._validate(X, y)
+        return self._rounds(X, y)
+
+    def _rounds(self, X: np.ndarray, y: np.ndarray, classes: Any = None) -> Self:
         if not hasattr(self, "learner_"):
             self.learner_ = self._new_learner(self.n_features_in_)
         self.learner_.learn_many(X, y)
@@ -206,6 +235,10 @@ class KonsClassifier(ClassifierMixin, _OnlineEstimator):
     params : dict or None, default None
         The learner's parameters (``dim`` is set from the data; ``task`` defaults to "classification" for
         ``auto``, ``loss`` to ``"logistic"`` for the others).
+    shuffle : bool, default True
+        Whether ``fit`` plays the rows in a random order (``partial_fit`` always plays them in order).
+    random_state : int, RandomState instance or None, default None
+        The seed of ``fit``'s order when ``shuffle``.
 
     Attributes
     ----------
@@ -234,6 +267,9 @@ class KonsClassifier(ClassifierMixin, _OnlineEstimator):
         holds both. ``auto``: ``classes`` is optional, and a label not seen before is a new class.
         """
         X, y = self._validate(X, y)
+        return self._rounds(X, y, classes)
+
+    def _rounds(self, X: np.ndarray, y: np.ndarray, classes: Any = None) -> Self:
         check_classification_targets(y)
         if not hasattr(self, "learner_"):
             found = np.unique(y if classes is None else classes)

@@ -4,6 +4,7 @@ gateway in front of it)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,20 +15,20 @@ import numpy as np
 import pytest
 
 import kons
-from kons_service import AsyncClient, Client
+from kons_service import AsyncClient, Client, cli
 from kons_service import client as client_module
 from kons_service.client import (
     AuthenticationError,
     ConflictError,
     InvalidRequestError,
     NotFoundError,
-    PayloadTooLargeError,
     RetryPolicy,
     ServiceConnectionError,
     UnavailableError,
 )
 from kons_service.core import errors as core_errors
 from kons_service.http import errors as edge_errors
+from kons_service.http.schemas import LearnerHistory
 from testkit.processes import SPEC, AppFactory, free_port, services_on_redis
 from tests.service.classes import keyed, learnt
 
@@ -142,9 +143,8 @@ async def test_error_codes_become_exceptions(kons_client: AsyncClient) -> None:
 async def test_batch_limit_and_authentication(make_client: AppFactory) -> None:
     async with await _kons(make_client, api_key="secret", api_keys="acme:secret", max_batch=2) as client:
         await client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
-        with pytest.raises(PayloadTooLargeError) as big:
-            await client.predict_batch("m", [[0, 0, 0]] * 3)
-        assert big.value.code == "batch_too_large"
+        # refused 413 batch_too_large ("at most 2 rows"), then sent as parts of 2 rows
+        assert len((await client.predict_batch("m", [[0, 0, 0]] * 3)).predictions) == 3
         client._http.headers["Authorization"] = "Bearer wrong"
         with pytest.raises(AuthenticationError):
             await client.get_learner("m")
@@ -297,3 +297,127 @@ async def test_the_client_sends_back_the_newest_version_it_was_answered(make_cli
         ("PUT", "m", None), ("POST", "feedback", None), ("POST", "feedback", "1"), ("POST", "predict", "3"),
         ("GET", "m", "3"), ("GET", "state", None), ("PUT", "state", None), ("POST", "predict", None),
         ("DELETE", "m", None), ("PUT", "m", None), ("POST", "predict", None)]
+
+
+class Sizes(httpx.AsyncBaseTransport):
+    """In front of the app: the rows and the status of every batch sent to a path ending in ``suffix``."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, suffix: str) -> None:
+        self.inner, self.suffix = inner, suffix
+        self.sent: list[tuple[int, int]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        body = json.loads(request.content) if request.content else {}
+        rows = body.get("items") or body.get("xs")
+        if request.url.path.endswith(self.suffix) and rows is not None:
+            self.sent.append((len(rows), response.status_code))
+        return response
+
+
+async def test_a_batch_refused_as_too_large_is_sent_in_parts_of_the_rows_allowed(
+    make_client: AppFactory,
+) -> None:
+    """A 413 batch_too_large names the rows a batch may hold now ("at most N rows"): the client sends the
+    rows again in parts of N, in order, none lost or applied twice (the rounds of a learner fed row by row,
+    an independent path: a single row always passes). The cap here is the work cap, which shrinks as the
+    learner's state grows, so later parts are split again."""
+    http = await make_client(batch_max_work_bytes=40_000)
+    sizes = Sizes(httpx.ASGITransport(app=http.app), "/feedback")
+    rng = np.random.default_rng(3)
+    xs, ys = rng.normal(size=(160, 3)).tolist(), rng.normal(size=160).tolist()
+    async with AsyncClient("http://kons.test", retry=FAST, transport=sizes) as client:
+        for name in ("batched", "one_by_one"):
+            await client.create_learner(name, SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+            for x, y in zip(xs[:40], ys[:40], strict=True):  # a state of about 4 KB: about 9 rows allowed
+                await client.feedback(name, y, x=x)
+        xs, ys = xs[40:], ys[40:]
+        sizes.sent.clear()
+        answer = await client.feedback_batch("batched", ys, xs=xs, request_id="split-1")
+        single = [await client.feedback("one_by_one", y, x=x) for x, y in zip(xs, ys, strict=True)]
+        assert answer.version == 160 and (await client.get_learner("batched")).stats["rounds"] == 160
+        assert answer.predictions == [a.prediction for a in single]
+        assert answer.losses == [a.loss for a in single]
+        batched = sizes.sent
+        refused = [rows for rows, status in batched if status == 413]
+        applied = [rows for rows, status in batched if status == 200]
+        assert refused[0] == 120 and sum(applied) == 120 and len(applied) >= 3
+        assert len(set(applied[:-1])) >= 2  # the allowance shrank as the state grew
+        # the whole call again with its request id, now that the learner allows smaller parts: its first
+        # part's id comes with fewer rows than it was applied with, refused 409; nothing applied again
+        with pytest.raises(ConflictError) as again:
+            await client.feedback_batch("batched", ys, xs=xs, request_id="split-1")
+        assert again.value.code == "request_id_conflict"
+        assert (await client.get_learner("batched")).version == 160
+        predicted = await client.predict_batch("batched", xs)
+        assert predicted.version == 160
+        assert predicted.predictions == [(await client.predict("batched", x)).prediction for x in xs]
+
+
+async def test_a_batch_over_the_row_limit_is_sent_in_parts(make_client: AppFactory) -> None:
+    """max_batch (the service's row limit) refuses with the same words: a classifier's labels and
+    probabilities are joined row by row across the parts."""
+    async with await _kons(make_client, max_batch=4) as client:
+        labels = ["a", "b", "c"] * 5
+        xs = [[float(i), float(i % 3), 1.0] for i in range(15)]
+        await client.create_learner("m")
+        answer = await client.feedback_batch("m", labels, xs=xs)
+        assert answer.version == 15 and len(answer.predictions) == len(answer.losses) == 15
+        assert answer.labels is not None and len(answer.labels) == 15
+        assert answer.probabilities is not None and len(answer.probabilities) == 15
+        predicted = await client.predict_batch("m", xs, ids=[f"q-{i}" for i in range(15)])
+        assert predicted.labels is not None and len(predicted.predictions) == 15
+        assert predicted.labels == [(await client.predict("m", x)).label for x in xs]
+        assert (await client.feedback_batch("m", labels, ids=[f"q-{i}" for i in range(15)])).version == 30
+
+
+async def test_a_retry_of_a_batch_applied_whole_is_answered_when_it_would_now_be_too_large(
+    make_client: AppFactory,
+) -> None:
+    """A replica that appended the learner's earlier rounds (so it writes optimistically, checking a retry
+    at the append) gets the retry of a batch another replica applied whole; the batch is over the work cap
+    there (the learner grew; here that replica's cap is also set lower): the retry gets the batch's answer,
+    not a 413 that the client would split and apply again."""
+    first = await make_client()
+    second = await make_client(batch_max_work_bytes=40_000)  # 10 rows of a 4.4 KB state are over it
+    rng = np.random.default_rng(5)
+    xs, ys = rng.normal(size=(50, 3)).tolist(), rng.normal(size=50).tolist()
+    a = AsyncClient("http://kons.test", retry=FAST, transport=httpx.ASGITransport(app=first.app))
+    b = AsyncClient("http://kons.test", retry=FAST, transport=httpx.ASGITransport(app=second.app))
+    async with a, b:
+        await a.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+        for x, y in zip(xs[:40], ys[:40], strict=True):
+            await b.feedback("m", y, x=x)
+        applied = await a.feedback_batch("m", ys[40:], xs=xs[40:], request_id="whole-1")
+        assert applied.version == 50
+        over = await second.post("/v1/learners/m/predict", json={"xs": xs[40:]})
+        assert over.status_code == 413  # the same rows are over the cap now
+        assert await b.feedback_batch("m", ys[40:], xs=xs[40:], request_id="whole-1") == applied
+        assert (await b.get_learner("m")).version == 50
+
+
+@pytest.mark.redis
+def test_the_default_client_reads_kons_url_and_outlasts_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With no address, the client and ``kons learners`` use $KONS_URL; ``history`` is the history route's
+    answer; and the default retries outlast a restart of the service that takes 7 s to begin (the old
+    default gave up after 3 to 6 s, while scripts/serve.sh took 13 s: docs/faq.md)."""
+    with services_on_redis(tmp_path) as (_, [service]):
+        monkeypatch.setenv("KONS_URL", service.url)
+        with Client() as client:
+            client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+            assert client.feedback("m", 0.5, x=[0.0, 1.0, 2.0]).version == 1
+            raw = httpx.get(f"{service.url}/v1/learners/m/history", timeout=10).json()
+            assert client.history("m").model_dump(exclude_none=True) == \
+                LearnerHistory.model_validate(raw).model_dump(exclude_none=True)
+            assert cli.main(["learners"]) == 0
+            listed = capsys.readouterr().out.splitlines()
+            assert listed[1].split() == ["m", SPEC["algorithm"], "1"]
+            service.kill()
+            restart = threading.Timer(7.0, service.start)
+            restart.start()
+            try:
+                assert client.feedback("m", 1.0, x=[1.0, 1.0, 1.0]).version == 2
+            finally:
+                restart.join()
