@@ -52,6 +52,7 @@ from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
+from kons_service.core.versions import RolledBack, Versions, VersionsReport
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef, Publication, Store
 
@@ -66,6 +67,8 @@ __all__ = [
     "LearnerService",
     "LearnerSummary",
     "Predictions",
+    "RolledBack",
+    "VersionsReport",
 ]
 
 
@@ -149,6 +152,9 @@ class LearnerService:
         self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
         self.eviction = EvictionGuard(self.store_problem, settings, metrics)
         self.limiter = TenantLimiter(settings)
+        self.kept_versions = Versions(store, settings, metrics, self.cache, self.budget,
+                                      self.history_recorder)
+        self.snapshots.keep_policy = self.kept_versions.keep_policy
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -252,6 +258,17 @@ class LearnerService:
     async def history(self, ref: LearnerRef) -> History:
         """The learner's recorded history (see :mod:`kons_service.core.history`)."""
         return await self.history_recorder.read(ref)
+
+    async def versions(self, ref: LearnerRef) -> VersionsReport:
+        """The versions the learner can be restored to (see :mod:`kons_service.core.versions`)."""
+        return await self.kept_versions.report(ref)
+
+    async def rollback(self, ref: LearnerRef, version: int) -> RolledBack:
+        """Make the learner exactly its state after ``version``, as a new version every replica sees."""
+        self.eviction.check()
+        rolled = await self.kept_versions.rollback(ref, version)
+        self.cache.drop(ref)  # (the next request rebuilds it from the rollback's state)
+        return rolled
 
     async def list_learners(self, tenant: str, cursor: str | None, limit: int) -> LearnerPage:
         rows, more = await self.store.learners(tenant, cursor, limit)
