@@ -24,7 +24,9 @@ from kons_service.core.budget import TenantBudget
 from kons_service.core.cache import LearnerCache, not_found
 from kons_service.core.errors import (
     BatchTooLargeError,
+    BusyError,
     ConfigConflictError,
+    InvalidNameError,
     StateMismatchError,
 )
 from kons_service.core.eviction import EvictionGuard
@@ -53,7 +55,7 @@ from kons_service.core.metrics import Metrics
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
 from kons_service.core.versions import RolledBack, Versions, VersionsReport
-from kons_service.settings import Settings
+from kons_service.settings import NAME_RULE, Settings, valid_name
 from kons_service.store import Head, LearnerRef, Publication, Store
 
 __all__ = [
@@ -242,6 +244,37 @@ class LearnerService:
             )
         version = 0 if created else (await self.cache.head(ref)).version
         return Created(created, LearnerSummary(ref.name, json.loads(stored), version))
+
+    async def fork(self, ref: LearnerRef, source: str, version: int | None) -> Created:
+        """Create the learner as a copy of learner ``source``'s state at ``version`` (its newest: None),
+        with its config and a log of its own; not created if the name exists with that config, 409 if
+        with another."""
+        if not valid_name(source):
+            raise InvalidNameError(f"Invalid learner name {source[:80]!r}: a name is {NAME_RULE}.")
+        self.eviction.check()
+        origin = LearnerRef(ref.tenant, source)
+        learner, config = await self.kept_versions.copy(origin, version)
+        stored = await self.store.config(ref)
+        if stored is None:
+            await self.budget.reserve(ref, learner.state_nbytes(), "it was not forked")
+            blob = await anyio.to_thread.run_sync(learner.to_bytes)
+            incarnation = uuid.uuid4().hex
+            rounds = int(learner.stats()["rounds"])
+            head = Head(incarnation, rounds, rounds, incarnation)  # a new history: its tip is its incarnation
+            outcome, stored = await self.store.snapshots.create_with_state(
+                ref, config, head, blob, self.settings.snapshot_chunk_bytes, int(time.time() * 1000))
+            if outcome is Publication.INCOMPLETE:
+                raise BusyError(f"Learner {ref.name!r} was being written by another request; retry.")
+            if outcome is Publication.PUBLISHED:
+                async with self.cache.locked(self.cache.entry(ref)) as entry:
+                    entry.adopt(learner, json.loads(config), head)
+                    await self.history_recorder.offer(entry, before=-1)
+                return Created(True, LearnerSummary(ref.name, json.loads(config), rounds))
+        if stored != config:
+            raise ConfigConflictError(
+                f"Learner {ref.name!r} exists with another configuration: {stored}. Delete it first.")
+        head = await self.cache.head(ref)
+        return Created(False, LearnerSummary(ref.name, json.loads(stored), head.version))
 
     async def describe(self, ref: LearnerRef, seen: int | None = None) -> LearnerDetails:
         """The learner's summary and stats; ``seen``: the newest version the caller was answered, if it

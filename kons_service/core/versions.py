@@ -28,7 +28,7 @@ from kons_service.core.budget import TenantBudget
 from kons_service.core.cache import CachedLearner, LearnerCache, not_found
 from kons_service.core.errors import BusyError, VersionNotKeptError
 from kons_service.core.history import HistoryRecorder
-from kons_service.core.learning import build
+from kons_service.core.learning import build, canonical
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import Base, Head, KeepPolicy, LearnerRef, RollbackStatus, Store
@@ -134,6 +134,23 @@ class Versions:
             if outcome.status is RollbackStatus.NOT_KEPT:
                 raise _not_kept(ref, target, outcome.keep_from, outcome.version)
         raise BusyError(f"Learner {ref.name!r} kept changing while version {target} was rebuilt; retry.")
+
+    async def copy(self, ref: LearnerRef, version: int | None) -> tuple[kons.Learner, str]:
+        """The learner's state after ``version`` (None: its newest) and its stored config (for a fork)."""
+        if version is None:
+            async with self.cache.current(ref) as (entry, learner):
+                blob = await anyio.to_thread.run_sync(learner.to_bytes)
+                config = canonical(entry.config)
+            return await anyio.to_thread.run_sync(kons.load, blob), config
+        for _ in range(_ATTEMPTS):
+            head = await self.cache.head(ref)
+            stored = await self.store.config(ref)
+            if stored is None:
+                raise not_found(ref)
+            state = await self.state_at(ref, head, version)
+            if state is not None:
+                return state[0], stored
+        raise BusyError(f"Learner {ref.name!r} kept changing while it was copied; retry.")
 
     async def state_at(self, ref: LearnerRef, head: Head, target: int) -> tuple[kons.Learner, str] | None:
         """The learner's state after version ``target`` of ``head``'s incarnation and the id of that round;

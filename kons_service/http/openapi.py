@@ -93,6 +93,7 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
          "window_rounds": 64, "base": False, "rolled_back": True}],
         "rollbacks": [{"version": 5001, "to": 4200, "time": 1767225600.0}]}],
     "RollbackRequest": [{"version": 2}],
+    "ForkSource": [{"from": "m", "version": 30}, {"from": "m"}],
     "RolledBack": [{"version": 5, "restored": 2, "rounds": 2}],
     "ErrorDetail": [_ERROR],
     "ErrorResponse": [{"error": _ERROR}],

@@ -166,8 +166,20 @@ def _exactly_one(model: BaseModel, *names: str) -> None:
         raise ValueError(f"give exactly one of {', '.join(repr(n) for n in names)}")
 
 
+class ForkSource(_Body):
+    """Where a fork starts: a learner of the same tenant, at one of its kept versions."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    source: str = Field(alias="from", description="The learner to fork (of the same tenant).")
+    version: Annotated[StrictInt | None, Field(ge=0, description=(
+        "One of its restorable versions (GET /v1/learners/{name}/versions); left out: its newest."))] = None
+
+
 class LearnerSpec(_Body):
-    """Body of ``PUT /v1/learners/{name}``."""
+    """Body of ``PUT /v1/learners/{name}``: a configuration, or ``{"fork": {"from": ..., "version": ...}}``
+    alone (a new learner starting from that learner's state at that version, with its configuration and a
+    log of its own)."""
 
     algorithm: str = "auto"  # the self-tuning learner when the user names none
     dim: Annotated[StrictInt | None, Field(ge=1, description=(
@@ -180,6 +192,14 @@ class LearnerSpec(_Body):
         "booleans). For auto it is params.task; left out, the first feedback's label decides it (a number: "
         "regression; a string or a boolean: classification) and the config records it. Another algorithm "
         "does what its loss does (classification: a binary loss; asked for, the logistic loss by default)."))
+    fork: ForkSource | None = Field(None, description=(
+        "Start from another learner's state at one of its versions (its configuration too): give it alone."))
+
+    @model_validator(mode="after")
+    def _fork_alone(self) -> Self:
+        if self.fork is not None and self.model_fields_set - {"fork"}:
+            raise ValueError("a fork takes its configuration from its source: give 'fork' alone")
+        return self
 
 
 class LearnerSummary(BaseModel):

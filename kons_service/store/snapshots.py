@@ -75,6 +75,20 @@ class Snapshots:
         return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
 
     @translated
+    async def create_with_state(self, ref: LearnerRef, config: str, head: Head, blob: bytes, chunk_bytes: int,
+                                now_ms: int) -> tuple[Publication, str]:
+        """Create the learner with ``blob`` as its state at ``head`` (a new incarnation, an empty log of its
+        own) unless the name exists (see ``fork.lua``); returns (PUBLISHED, config) when created,
+        (STALE, the existing config) otherwise."""
+        await self.connection.client.zadd(keys.tenant_index(ref.tenant), {ref.name: 0})
+        token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
+        args = [config, head.incarnation, head.version, token, n_chunks, len(blob), now_ms]
+        reply = await self.connection.run("fork", ref, ("meta", "snap", "log", "kept"), args)
+        outcome = {1: Publication.PUBLISHED, 0: Publication.STALE, -3: Publication.INCOMPLETE}[int(reply[0])]
+        await self._settle(ref, token, n_chunks, outcome)
+        return outcome, text(reply[1]) if len(reply) > 1 else ""
+
+    @translated
     async def rollback(self, ref: LearnerRef, incarnation: str, target: int, target_tip: str, token: str,
                        blob: bytes, chunk_bytes: int, keep: KeepPolicy, keep_events: int) -> RollbackOutcome:
         """Make ``blob`` (the learner's state after round ``target``, whose id is ``target_tip``) its

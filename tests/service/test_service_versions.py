@@ -50,11 +50,11 @@ async def _feed(client: AppClient, rounds: list[tuple[list[float], float]]) -> i
     return version
 
 
-async def _snapshot(client: AppClient) -> None:
+async def _snapshot(client: AppClient, ref: LearnerRef = REF, headers: dict[str, str] | None = None) -> None:
     """Have this replica write the learner's snapshot now (a kept base)."""
     service = client.app.state.service
-    assert (await client.get(URL)).status_code == 200  # loaded at the head
-    assert await service.snapshots.snapshot(service.cache.entry(REF))
+    assert (await client.get(f"/v1/learners/{ref.name}", headers=headers)).status_code == 200  # at the head
+    assert await service.snapshots.snapshot(service.cache.entry(ref))
 
 
 async def _state(client: AppClient) -> bytes:
@@ -199,3 +199,62 @@ async def test_rollback_on_the_embedded_store(tmp_path: Path) -> None:
     async with serve(Settings(**settings)) as client:  # restarted: the rollback is durable
         assert await _state(client) == _replayed(stream[:17]).to_bytes()
         assert (await client.get(URL)).json()["version"] == 31
+
+
+async def test_a_fork_starts_from_a_version_with_a_log_of_its_own(make_client: AppFactory) -> None:
+    a = await make_client(keep_versions=4)
+    b = await make_client(keep_versions=4)
+    stream = _stream(60, seed=9)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:25])
+    await _snapshot(a)
+    await _feed(a, stream[25:40])
+
+    forked = await b.put("/v1/learners/f", json={"fork": {"from": "m", "version": 30}})
+    assert forked.status_code == 201, forked.text
+    assert forked.json()["version"] == 30 and forked.json()["config"] == (await a.get(URL)).json()["config"]
+    local = _replayed(stream[:30])
+    assert (await a.get("/v1/learners/f/state")).content == local.to_bytes()
+    assert await a.app.state.service.store.log.read(LearnerRef("default", "f"), 0, 100) == []
+    # each learns on its own from there, on either replica
+    for i, (x, y) in enumerate(stream[40:50]):
+        answer = (await (a, b)[i % 2].post("/v1/learners/f/feedback", json={"x": x, "y": y})).json()
+        assert answer["prediction"] == local.learn_one(np.array(x), y)
+    assert (await a.get("/v1/learners/f")).json()["version"] == 40
+    assert await _state(b) == _replayed(stream[:40]).to_bytes()  # the source did not move
+    # the same fork again is the same learner; the newest version when none is given
+    again = await a.put("/v1/learners/f", json={"fork": {"from": "m", "version": 30}})
+    assert again.status_code == 200 and again.json()["version"] == 40
+    newest = await a.put("/v1/learners/g", json={"fork": {"from": "m"}})
+    assert newest.status_code == 201 and newest.json()["version"] == 40
+    assert (await b.get("/v1/learners/g/state")).content == await _state(a)
+
+
+async def test_bad_forks_are_4xx_and_create_nothing(make_client: AppFactory) -> None:
+    a = await make_client(keep_versions=1, api_keys="acme:k1,rival:k2")
+    acme, rival = {"Authorization": "Bearer k1"}, {"Authorization": "Bearer k2"}
+    stream = _stream(20)
+    assert (await a.put(URL, json=SPEC, headers=acme)).status_code == 201
+    for x, y in stream[:12]:
+        assert (await a.post(f"{URL}/feedback", json={"x": x, "y": y}, headers=acme)).status_code == 200
+    await _snapshot(a, LearnerRef("acme", "m"), acme)
+    other = {"algorithm": "ons", "dim": 3, "params": {"loss": "squared"}}
+    assert (await a.put("/v1/learners/o", json=other, headers=acme)).status_code == 201
+    cases = [
+        ("f", {"fork": {"from": "nobody"}}, acme, 404, "learner_not_found"),
+        ("f", {"fork": {"from": "m"}}, rival, 404, "learner_not_found"),  # another tenant's: not seen
+        ("f", {"fork": {"from": "m", "version": 13}}, acme, 409, "version_not_kept"),
+        ("f", {"fork": {"from": "m", "version": 3}}, acme, 409, "version_not_kept"),  # only the newest kept
+        ("o", {"fork": {"from": "m"}}, acme, 409, "config_conflict"),
+        ("f", {"fork": {"from": "m"}, "dim": 3}, acme, 422, "validation_error"),
+        ("f", {"fork": {"from": "m", "version": -1}}, acme, 422, "validation_error"),
+        ("f", {"fork": {"from": "m", "other": 1}}, acme, 422, "validation_error"),
+        ("f", {"fork": {"from": "../m"}}, acme, 422, "invalid_name"),
+    ]
+    for name, body, key, status, code in cases:
+        answer = await a.put(f"/v1/learners/{name}", json=body, headers=key)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (body, answer.text)
+    listed = (await a.get("/v1/learners", headers=acme)).json()["learners"]
+    assert sorted(row["name"] for row in listed) == ["m", "o"]
+    assert (await a.get("/v1/learners", headers=rival)).json()["learners"] == []
+    assert (await a.get("/v1/learners/o", headers=acme)).json()["version"] == 0

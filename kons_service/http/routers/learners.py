@@ -33,7 +33,10 @@ _OCTETS = "application/octet-stream"
 @router.put("/{name}", response_model=LearnerSummary, status_code=status.HTTP_201_CREATED,
             responses={200: {"model": LearnerSummary, "description": "The same config already exists."}})
 async def create_learner(ref: LearnerDep, spec: LearnerSpec, service: ServiceDep) -> JSONResponse:
-    result = await service.create(ref, spec.algorithm, spec.dim, spec.params, spec.task)
+    if spec.fork is not None:
+        result = await service.fork(ref, spec.fork.source, spec.fork.version)
+    else:
+        result = await service.create(ref, spec.algorithm, spec.dim, spec.params, spec.task)
     summary = LearnerSummary(**asdict(result.learner))
     return JSONResponse(summary.model_dump(), status_code=201 if result.created else 200)
 
