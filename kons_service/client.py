@@ -128,9 +128,10 @@ class NotFoundError(KonsServiceError):
 
 
 class ConflictError(KonsServiceError):
-    """409: another config under this name, a state blob of another config, or a reused request_id."""
+    """409: another config under this name, a state blob of another config, a reused request_id, or a
+    version the learner does not keep."""
 
-    codes = ("config_conflict", "state_mismatch", "request_id_conflict")
+    codes = ("config_conflict", "state_mismatch", "request_id_conflict", "version_not_kept")
 
 
 class PayloadTooLargeError(KonsServiceError):

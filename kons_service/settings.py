@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     snapshot_interval_seconds: float = Field(
         60.0, gt=0, description="... and at the latest this long after the last one, if it has new rounds.")
     snapshot_chunk_bytes: int = Field(8 * 2**20, ge=1024, description="Size of one snapshot chunk value.")
+    keep_versions: int = Field(
+        8, ge=1, description="Most kept states (bases) per learner: every version from the oldest on can be "
+        "restored (GET /v1/learners/{name}/versions, POST .../rollback). 1 keeps only the newest snapshot.")
+    keep_versions_seconds: float = Field(
+        3600.0, ge=0, description="Every version of the last this many seconds stays restorable (within "
+        "keep_versions and the tenant's byte budget, which counts the older bases and the log after them).")
     id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
     ids_max: int = Field(
         100_000, ge=1, description="Most predict ids remembered per learner (the oldest are dropped first).")

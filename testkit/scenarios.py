@@ -93,9 +93,9 @@ _BACKOFF = (0.02, 0.25)
 #: The soak shortens the lives of predict ids and request ids, and snapshots more often, so that the id
 #: stores and the logs are seen to shrink back within the run.
 _SOAK_SETTINGS = {"id_ttl_seconds": 5, "request_id_ttl_seconds": 5, "request_ids_max": 2000,
-                  "snapshot_every_rounds": 150, "snapshot_interval_seconds": 2.0}
-_SOAK_SETTINGS_WHY = ("ids expire and snapshots trim the logs within the run, so that the id stores and the "
-                      "logs are seen to shrink back")
+                  "snapshot_every_rounds": 150, "snapshot_interval_seconds": 2.0, "keep_versions": 1}
+_SOAK_SETTINGS_WHY = ("ids expire and snapshots trim the logs within the run (no older versions kept), so "
+                      "that the id stores and the logs are seen to shrink back")
 
 
 def round_body(client: int, seq: int) -> dict[str, Any]:

@@ -89,6 +89,15 @@ class TenantBudget:
                 f"budget of {budget} bytes (KONS_TENANT_MAX_BYTES): nothing was predicted. Predict without "
                 "ids (send x with the feedback), or delete learners.")
 
+    async def allow_kept(self, ref: LearnerRef, nbytes: int) -> int:
+        """What the learner's kept versions may cost: ``nbytes`` if the tenant's budget covers it, else
+        the reservation it holds (the oldest versions are then dropped to fit: never an error)."""
+        budget = self.settings.tenant_max_bytes
+        got = await self.store.budget.reserve_kept(ref, nbytes, budget)
+        if not got.granted and await self.store.budget.reclaim(ref.tenant, RECLAIM_MIN_AGE_MS):
+            got = await self.store.budget.reserve_kept(ref, nbytes, budget)
+        return got.learner_bytes
+
     async def _reserve(self, ref: LearnerRef, nbytes: int) -> Reservation:
         return await self.store.budget.reserve(ref, nbytes, self.settings.tenant_max_bytes,
                                               self.settings.tenant_max_learners)

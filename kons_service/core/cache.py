@@ -345,14 +345,20 @@ class LearnerCache:
             if rows[0].parent != entry.tip:
                 entry.lost_history = True
                 return False
-            await offload(functools.partial(self._replay, entry, rows), len(rows), entry.state_nbytes())
+            if any(row.rollback_to >= 0 for row in rows):  # rebuilt from its state, the newest snapshot
+                return False
+            await self.replay(entry, rows)
         entry.lost_history = entry.tip != head.tip
         return not entry.lost_history
+
+    async def replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
+        """Play logged rounds (no rollback among them) on the learner (lock held, or one of its own)."""
+        await offload(functools.partial(self._replay, entry, rows), len(rows), entry.state_nbytes())
 
     def _replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
         learner = entry.loaded()
         started = time.perf_counter()
-        for version, logged, tip, _ in rows:
+        for version, logged, tip, *_ in rows:
             x = codec.decode_features(logged.x)
             if learner.grows:  # where the writer held it (its tenant's budget was full)
                 learner.hold_growth(logged.held)

@@ -24,6 +24,7 @@ __all__ = [
     "StoreMayEvictError",
     "TooManyRequestsError",
     "UnknownIdError",
+    "VersionNotKeptError",
 ]
 
 
@@ -54,6 +55,13 @@ class ConfigConflictError(ServiceError):
     """A learner of that name exists with another configuration."""
 
     code = "config_conflict"
+
+
+class VersionNotKeptError(ServiceError):
+    """A rollback or fork to a version the learner does not keep (older than its oldest kept base, or
+    newer than its head)."""
+
+    code = "version_not_kept"
 
 
 class StateMismatchError(ServiceError):

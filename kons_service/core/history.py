@@ -39,7 +39,7 @@ from kons_service.core.metrics import LEARNER_GAUGES
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Store, StoreUnavailableError
 
-__all__ = ["CHANGE_EVENTS", "ChangeEvent", "History", "HistoryRecorder", "point"]
+__all__ = ["CHANGE_EVENTS", "ChangeEvent", "History", "HistoryRecorder", "RollbackEvent", "point"]
 
 log = logging.getLogger("kons_service.history")
 
@@ -56,13 +56,24 @@ class ChangeEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class RollbackEvent:
+    """A rollback (``POST .../rollback``): at ``version`` the learner became its state after ``to``."""
+
+    version: int
+    to: int
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
 class History:
-    """The points of a learner's history, oldest first, about ``stride`` rounds apart, and the changes of
-    the data its detector declared (the newest :data:`CHANGE_EVENTS`, oldest first)."""
+    """The points of a learner's history, oldest first, about ``stride`` rounds apart, the changes of
+    the data its detector declared (the newest :data:`CHANGE_EVENTS`, oldest first) and its rollbacks
+    (the newest 64, ``rollback.lua``)."""
 
     stride: int
     points: list[dict[str, Any]]
     changes: list[ChangeEvent]
+    rollbacks: list[RollbackEvent]
 
 
 def point(learner: kons.Learner, version: int) -> dict[str, Any]:
@@ -122,9 +133,11 @@ class HistoryRecorder:
         found = await self.store.history.read(ref)
         if found is None:
             raise not_found(ref)
-        stride, points, changes = found
+        stride, points, changes, rollbacks = found
         return History(stride, [json.loads(p) for p in points],
-                       [ChangeEvent(int(version), int(count)) for version, count in json.loads(changes)])
+                       [ChangeEvent(int(version), int(count)) for version, count in json.loads(changes)],
+                       [RollbackEvent(int(version), int(to), ms / 1000) for version, to, ms, _ in
+                        json.loads(rollbacks)])
 
 
 def _task(learner: kons.Learner) -> str:

@@ -24,7 +24,9 @@ from kons_service.core.budget import TenantBudget
 from kons_service.core.cache import LearnerCache, not_found
 from kons_service.core.errors import (
     BatchTooLargeError,
+    BusyError,
     ConfigConflictError,
+    InvalidNameError,
     StateMismatchError,
 )
 from kons_service.core.eviction import EvictionGuard
@@ -51,7 +53,8 @@ from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
-from kons_service.settings import Settings
+from kons_service.core.versions import RolledBack, Versions, VersionsReport
+from kons_service.settings import NAME_RULE, Settings, valid_name
 from kons_service.store import Head, LearnerRef, Publication, Store
 
 __all__ = [
@@ -65,6 +68,8 @@ __all__ = [
     "LearnerService",
     "LearnerSummary",
     "Predictions",
+    "RolledBack",
+    "VersionsReport",
 ]
 
 
@@ -148,6 +153,9 @@ class LearnerService:
         self.writer = FeedbackWriter(store, settings, metrics, self.cache, self.history_recorder, self.budget)
         self.eviction = EvictionGuard(self.store_problem, settings, metrics)
         self.limiter = TenantLimiter(settings)
+        self.kept_versions = Versions(store, settings, metrics, self.cache, self.budget,
+                                      self.history_recorder)
+        self.snapshots.keep_policy = self.kept_versions.keep_policy
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -236,6 +244,37 @@ class LearnerService:
         version = 0 if created else (await self.cache.head(ref)).version
         return Created(created, LearnerSummary(ref.name, json.loads(stored), version))
 
+    async def fork(self, ref: LearnerRef, source: str, version: int | None) -> Created:
+        """Create the learner as a copy of learner ``source``'s state at ``version`` (its newest: None),
+        with its config and a log of its own; not created if the name exists with that config, 409 if
+        with another."""
+        if not valid_name(source):
+            raise InvalidNameError(f"Invalid learner name {source[:80]!r}: a name is {NAME_RULE}.")
+        self.eviction.check()
+        origin = LearnerRef(ref.tenant, source)
+        learner, config = await self.kept_versions.copy(origin, version)
+        stored = await self.store.config(ref)
+        if stored is None:
+            await self.budget.reserve(ref, learner.state_nbytes(), "it was not forked")
+            blob = await anyio.to_thread.run_sync(learner.to_bytes)
+            incarnation = uuid.uuid4().hex
+            rounds = int(learner.stats()["rounds"])
+            head = Head(incarnation, rounds, rounds, incarnation)  # a new history: its tip is its incarnation
+            outcome, stored = await self.store.snapshots.create_with_state(
+                ref, config, head, blob, self.settings.snapshot_chunk_bytes, int(time.time() * 1000))
+            if outcome is Publication.INCOMPLETE:
+                raise BusyError(f"Learner {ref.name!r} was being written by another request; retry.")
+            if outcome is Publication.PUBLISHED:
+                async with self.cache.locked(self.cache.entry(ref)) as entry:
+                    entry.adopt(learner, json.loads(config), head)
+                    await self.history_recorder.offer(entry, before=-1)
+                return Created(True, LearnerSummary(ref.name, json.loads(config), rounds))
+        if stored != config:
+            raise ConfigConflictError(
+                f"Learner {ref.name!r} exists with another configuration: {stored}. Delete it first.")
+        head = await self.cache.head(ref)
+        return Created(False, LearnerSummary(ref.name, json.loads(stored), head.version))
+
     async def describe(self, ref: LearnerRef, seen: int | None = None) -> LearnerDetails:
         """The learner's summary and stats; ``seen``: the newest version the caller was answered, if it
         sent it back (a head below it is a rollback: :mod:`.rollbacks`)."""
@@ -251,6 +290,17 @@ class LearnerService:
     async def history(self, ref: LearnerRef) -> History:
         """The learner's recorded history (see :mod:`kons_service.core.history`)."""
         return await self.history_recorder.read(ref)
+
+    async def versions(self, ref: LearnerRef) -> VersionsReport:
+        """The versions the learner can be restored to (see :mod:`kons_service.core.versions`)."""
+        return await self.kept_versions.report(ref)
+
+    async def rollback(self, ref: LearnerRef, version: int) -> RolledBack:
+        """Make the learner exactly its state after ``version``, as a new version every replica sees."""
+        self.eviction.check()
+        rolled = await self.kept_versions.rollback(ref, version)
+        self.cache.drop(ref)  # (the next request rebuilds it from the rollback's state)
+        return rolled
 
     async def list_learners(self, tenant: str, cursor: str | None, limit: int) -> LearnerPage:
         rows, more = await self.store.learners(tenant, cursor, limit)

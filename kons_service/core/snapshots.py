@@ -19,6 +19,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio.to_thread
@@ -26,7 +27,7 @@ import anyio.to_thread
 from kons_service.core.cache import CachedLearner, LearnerCache
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
-from kons_service.store import Head, Publication, Store, StoreUnavailableError
+from kons_service.store import Head, KeepPolicy, LearnerRef, Publication, Store, StoreUnavailableError
 
 __all__ = ["LogCost", "Snapshotter", "log_dearer", "snapshot_due"]
 
@@ -66,6 +67,10 @@ def snapshot_due(cost: LogCost, *, floor_seconds: float, every_rounds: int, inte
             or log_dearer(cost))
 
 
+async def _newest_only(ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
+    return KeepPolicy(1, 0, 0)
+
+
 class Snapshotter:
     """Write the cached learners' snapshots: when due (:func:`snapshot_due`), on eviction and at shutdown."""
 
@@ -77,6 +82,8 @@ class Snapshotter:
         self._pending: set[asyncio.Task[None]] = set()  # snapshots of evicted learners
         self._closing = False
         self._seconds_per_byte = _FIRST_SECONDS_PER_BYTE  # moving average over this process's snapshots
+        #: Which older states a snapshot keeps (the service sets :meth:`.Versions.keep_policy`).
+        self.keep_policy: Callable[[LearnerRef, int, int], Awaitable[KeepPolicy]] = _newest_only
 
     def start(self, cache: LearnerCache) -> None:
         self.task = asyncio.create_task(self._loop(cache), name="kons-snapshotter")
@@ -174,8 +181,9 @@ class Snapshotter:
                 head = Head(entry.incarnation, entry.version, entry.snap_version, entry.tip)
                 covered_bytes = entry.log_bytes  # of the rounds this snapshot holds
                 blob = await anyio.to_thread.run_sync(entry.learner.to_bytes)
-            published = await self.store.snapshots.publish(ref, head, blob,
-                                                           self.settings.snapshot_chunk_bytes)
+            keep = await self.keep_policy(ref, len(blob), covered_bytes)
+            published = await self.store.snapshots.publish(
+                ref, head, blob, self.settings.snapshot_chunk_bytes, keep, covered_bytes)
             self.metrics.snapshot_bytes.inc(len(blob))
             seconds_per_byte = (time.perf_counter() - started) / max(len(blob), 1)
             self._seconds_per_byte += _WRITE_SPEED_WEIGHT * (seconds_per_byte - self._seconds_per_byte)

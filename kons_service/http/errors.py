@@ -36,6 +36,7 @@ from kons_service.core.errors import (
     StateMismatchError,
     TooManyRequestsError,
     UnknownIdError,
+    VersionNotKeptError,
 )
 from kons_service.core.fairness import RefusalPause
 from kons_service.http.logs import current_request_id
@@ -149,6 +150,7 @@ ANSWERS: dict[type[BaseException], Answer] = {
     ConfigConflictError: Answer(409),
     StateMismatchError: Answer(409),
     RequestIdConflictError: Answer(409),
+    VersionNotKeptError: Answer(409),
     # refused before its end is read: the connection is closed rather than drained
     PayloadTooLargeError: Answer(413, headers=lambda exc: {"Connection": "close"}),
     BatchTooLargeError: Answer(413),

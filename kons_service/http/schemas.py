@@ -166,8 +166,20 @@ def _exactly_one(model: BaseModel, *names: str) -> None:
         raise ValueError(f"give exactly one of {', '.join(repr(n) for n in names)}")
 
 
+class ForkSource(_Body):
+    """Where a fork starts: a learner of the same tenant, at one of its kept versions."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    source: str = Field(alias="from", description="The learner to fork (of the same tenant).")
+    version: Annotated[StrictInt | None, Field(ge=0, description=(
+        "One of its restorable versions (GET /v1/learners/{name}/versions); left out: its newest."))] = None
+
+
 class LearnerSpec(_Body):
-    """Body of ``PUT /v1/learners/{name}``."""
+    """Body of ``PUT /v1/learners/{name}``: a configuration, or ``{"fork": {"from": ..., "version": ...}}``
+    alone (a new learner starting from that learner's state at that version, with its configuration and a
+    log of its own)."""
 
     algorithm: str = "auto"  # the self-tuning learner when the user names none
     dim: Annotated[StrictInt | None, Field(ge=1, description=(
@@ -180,6 +192,14 @@ class LearnerSpec(_Body):
         "booleans). For auto it is params.task; left out, the first feedback's label decides it (a number: "
         "regression; a string or a boolean: classification) and the config records it. Another algorithm "
         "does what its loss does (classification: a binary loss; asked for, the logistic loss by default)."))
+    fork: ForkSource | None = Field(None, description=(
+        "Start from another learner's state at one of its versions (its configuration too): give it alone."))
+
+    @model_validator(mode="after")
+    def _fork_alone(self) -> Self:
+        if self.fork is not None and self.model_fields_set - {"fork"}:
+            raise ValueError("a fork takes its configuration from its source: give 'fork' alone")
+        return self
 
 
 class LearnerSummary(BaseModel):
@@ -244,14 +264,65 @@ class ChangeEvent(BaseModel):
     changes: int = Field(description="The learner's count of declared changes, this one included.")
 
 
+class RollbackEvent(BaseModel):
+    """A rollback the learner went through: at ``version`` it became its state after ``to``; the rounds
+    between stay in its log, rolled back."""
+
+    version: int = Field(description="The version the rollback made (one past the head it found).")
+    to: int = Field(description="The version whose state it restored.")
+    time: float = Field(description="Unix time (seconds) of the rollback.")
+
+
 class LearnerHistory(BaseModel):
     """A learner's history, oldest first: at most ``KONS_HISTORY_POINTS`` points about ``stride`` rounds
-    apart (the stride doubles as the series grows), and the newest changes of the data it declared, at
-    their exact rounds (never thinned)."""
+    apart (the stride doubles as the series grows), the newest changes of the data it declared, at
+    their exact rounds (never thinned), and the newest rollbacks."""
 
     stride: int
     points: list[HistoryPoint]
     changes: list[ChangeEvent] = Field(default_factory=list)
+    rollbacks: list[RollbackEvent] = Field(default_factory=list)
+
+
+class VersionPoint(BaseModel):
+    """A version of the learner among its history's points and kept states."""
+
+    version: int
+    time: float | None = Field(None, description="Unix time (seconds) the version was reached or kept.")
+    rounds: int | None = Field(None, description="Feedback rounds logged up to it (rolled back ones too).")
+    error_name: Literal["mae", "accuracy"] | None = Field(
+        None, description="mae for numbers, accuracy for labels.")
+    error: float | None = Field(None, description="The played predictions' error over the window of rounds "
+                                                  "before it (since the previous point of the history).")
+    window_rounds: int = Field(0, description="The rounds of that window.")
+    base: bool = Field(description="A kept state: restoring a version rebuilds it from the newest kept "
+                                   "state at or before it and the log after that.")
+    rolled_back: bool = Field(description="A later rollback went back past it (it is still restorable).")
+
+
+class LearnerVersions(BaseModel):
+    """The versions a learner can be restored to: every version from ``oldest`` to ``newest``
+    (``KONS_KEEP_VERSIONS``, ``KONS_KEEP_VERSIONS_SECONDS`` and the tenant's byte budget decide how far
+    back); ``versions`` lists the points of its history and its kept states among them."""
+
+    oldest: int
+    newest: int
+    versions: list[VersionPoint]
+    rollbacks: list[RollbackEvent]
+    kept_bytes: int = Field(description="What its older kept states and the log after them hold (counted "
+                                        "in the tenant's byte budget).")
+
+
+class RollbackRequest(_Body):
+    """``{"version": N}``: the version whose state the learner becomes."""
+
+    version: Annotated[StrictInt, Field(ge=0)]
+
+
+class RolledBack(BaseModel):
+    version: int = Field(description="The learner's new version (one past its head before the rollback).")
+    restored: int = Field(description="The version whose state it now has.")
+    rounds: int = Field(description="The rounds the learner has learnt (its state's).")
 
 
 class LearnerList(BaseModel):

@@ -35,6 +35,12 @@ class TenantBytes:
         ``nbytes``, against the same tenant budget as its state (``reserve.lua``)."""
         return await self._reserve(ref, keys.tenant_id_bytes(ref.tenant), nbytes, budget, 0)
 
+    @translated
+    async def reserve_kept(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+        """Grow the reservation for the learner's kept versions (its older bases and the log after them)
+        to at least ``nbytes``, against the same tenant budget (``reserve.lua``)."""
+        return await self._reserve(ref, keys.tenant_kept_bytes(ref.tenant), nbytes, budget, 0)
+
     async def _reserve(self, ref: LearnerRef, entries: str, nbytes: int, budget: int,
                        max_learners: int) -> Reservation:
         code, held, tenant_bytes, learners = await self.connection.scripts["reserve"](

@@ -65,7 +65,8 @@ class Store:
     async def create(self, ref: LearnerRef, config: str, incarnation: str, now_ms: int) -> tuple[bool, str]:
         """Create the learner unless it exists; returns (created, the stored config)."""
         await self.client.zadd(keys.tenant_index(ref.tenant), {ref.name: 0})
-        created, stored = await self.connection.run("create", ref, ("meta",), [config, incarnation, now_ms])
+        created, stored = await self.connection.run("create", ref, ("meta", "kept"),
+                                                    [config, incarnation, now_ms])
         return bool(created), text(stored)
 
     @translated

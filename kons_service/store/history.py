@@ -23,13 +23,15 @@ class HistorySeries:
         return int(reply[1])
 
     @translated
-    async def read(self, ref: LearnerRef) -> tuple[int, list[str], str] | None:
-        """The stride and points (JSON) of the learner's history and its change events (a JSON list of
-        ``[version, changes]``); None if there is no such learner."""
+    async def read(self, ref: LearnerRef) -> tuple[int, list[str], str, str] | None:
+        """The stride and points (JSON) of the learner's history, its change events (a JSON list of
+        ``[version, changes]``) and its rollbacks (``[version, target, time ms, token]``, see
+        ``rollback.lua``); None if there is no such learner."""
         pipe = self.connection.client.pipeline(transaction=False)
-        pipe.hmget(keys.learner_key(ref, "meta"), ["config", "hist_stride", "hist_changes"])
+        pipe.hmget(keys.learner_key(ref, "meta"), ["config", "hist_stride", "hist_changes", "rollbacks"])
         pipe.lrange(keys.learner_key(ref, "hist"), 0, -1)
-        (config, stride, changes), points = await pipe.execute()
+        (config, stride, changes, rollbacks), points = await pipe.execute()
         if config is None:
             return None
-        return int(stride or 1), [text(p) for p in points], text(changes) if changes else "[]"
+        return (int(stride or 1), [text(p) for p in points], text(changes) if changes else "[]",
+                text(rollbacks) if rollbacks else "[]")

@@ -14,12 +14,15 @@ and every script touches only keys of one slot::
     kons:{t/n}:lease     string: the writer lease token;  kons:{t/n}:snaplock  string: snapshot lock
     kons:{t/n}:hist      list: the learner's history, one JSON point per entry (``history.lua``)
     kons:{t/n}:ack       string, short-lived: written just before a ``WAIT`` that confirms earlier writes
+    kons:{t/n}:kept      zset: the kept bases a past version is rebuilt from, scored by version
+                         (``lib/versions.lua``); the log is kept from the oldest on
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
 And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and the total of both
-hashes; see ``reserve.lua``) and ``kons:tenant:{t}:id_bytes`` (learner name -> bytes reserved for the
-features it keeps under prediction ids) hold the tenant's byte budget. All three are in the tenant's
+hashes; see ``reserve.lua``), ``kons:tenant:{t}:id_bytes`` (learner name -> bytes reserved for the
+features it keeps under prediction ids) and ``kons:tenant:{t}:kept_bytes`` (learner name -> bytes reserved
+for its kept versions) hold the tenant's byte budget. All four are in the tenant's
 slot, not in its learners' ones, so no script touches them together with a learner's keys (see
 :mod:`.budget`).
 """
@@ -29,11 +32,11 @@ from __future__ import annotations
 from kons_service.store.records import LearnerRef
 
 __all__ = ["LEARNER_PARTS", "learner_key", "learner_keys", "tenant_budget_keys", "tenant_bytes",
-           "tenant_id_bytes", "tenant_index"]
+           "tenant_id_bytes", "tenant_index", "tenant_kept_bytes"]
 
 #: The keys one learner may own, by the part that ends their name (meta first).
 LEARNER_PARTS = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist",
-                 "ack")
+                 "ack", "kept")
 
 
 def learner_key(ref: LearnerRef, part: str) -> str:
@@ -57,6 +60,10 @@ def tenant_id_bytes(tenant: str) -> str:
     return f"kons:tenant:{{{tenant}}}:id_bytes"
 
 
+def tenant_kept_bytes(tenant: str) -> str:
+    return f"kons:tenant:{{{tenant}}}:kept_bytes"
+
+
 def tenant_budget_keys(tenant: str) -> list[str]:
-    """The two hashes of the tenant's byte budget (state bytes first)."""
-    return [tenant_bytes(tenant), tenant_id_bytes(tenant)]
+    """The hashes of the tenant's byte budget (state bytes first, then ids, then kept versions)."""
+    return [tenant_bytes(tenant), tenant_id_bytes(tenant), tenant_kept_bytes(tenant)]

@@ -37,6 +37,15 @@ def round_id(token: str, version: int) -> str:
     return f"{token}/{version}"
 
 
+def _logged(version: int, fields: dict[bytes, bytes]) -> LoggedRound:
+    """A log entry as ``append.lua`` (a round) or ``rollback.lua`` (field ``o``) wrote it."""
+    tip, parent = text(fields.get(b"h", b"")), text(fields.get(b"b", b""))
+    if b"o" in fields:
+        return LoggedRound(version, LogEntry(b"", b"", b""), tip, parent, int(fields[b"o"]))
+    return LoggedRound(version, LogEntry(fields[b"x"], fields[b"y"], fields[b"p"], held=b"g" in fields),
+                       tip, parent)
+
+
 def _applied(value: Any) -> AppliedRequest:
     """Parse a request record as ``append.lua`` stores it: ``<version>:<record>``."""
     version, _, record = text(value).partition(":")
@@ -90,12 +99,7 @@ class Log:
         """Up to ``count`` logged rounds with version > ``after``, in order."""
         rows: list[tuple[bytes, dict[bytes, bytes]]] = cast(Any, await self.connection.client.xrange(
             keys.learner_key(ref, "log"), min=f"{after + 1}-0", max="+", count=count))
-        return [
-            LoggedRound(int(text(entry_id).split("-", 1)[0]),
-                        LogEntry(fields[b"x"], fields[b"y"], fields[b"p"], held=b"g" in fields),
-                        text(fields.get(b"h", b"")), text(fields.get(b"b", b"")))
-            for entry_id, fields in rows
-        ]
+        return [_logged(int(text(entry_id).split("-", 1)[0]), fields) for entry_id, fields in rows]
 
     @translated
     async def applied(self, ref: LearnerRef, request_id: str) -> AppliedRequest | None:

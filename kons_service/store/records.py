@@ -11,7 +11,9 @@ __all__ = [
     "AppendOutcome",
     "AppendStatus",
     "AppliedRequest",
+    "Base",
     "Head",
+    "KeepPolicy",
     "LearnerRef",
     "LeaseBusy",
     "ListedLearner",
@@ -22,6 +24,8 @@ __all__ = [
     "RequestRetention",
     "RequestTag",
     "Reservation",
+    "RollbackOutcome",
+    "RollbackStatus",
     "StoredState",
 ]
 
@@ -71,12 +75,58 @@ class LogEntry:
 
 class LoggedRound(NamedTuple):
     """A logged round read back: the learner version it produced, its entry, its id and its parent's
-    (``""`` in logs written before rounds had ids)."""
+    (``""`` in logs written before rounds had ids); ``rollback_to`` >= 0: not a round but a rollback to
+    that version (``rollback.lua``; its entry is empty)."""
 
     version: int
     entry: LogEntry
     tip: str = ""
     parent: str = ""
+    rollback_to: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    """A kept state a past version is rebuilt from (``lib/versions.lua``): its version, its snapshot's
+    chunks (token ``"-"``: none, the learner as its config builds it), when it was kept (ms), the bytes of
+    the rounds logged between the previous base and it, and the id of its round."""
+
+    version: int
+    token: str
+    chunks: int
+    nbytes: int
+    time_ms: int
+    log_bytes: int
+    tip: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeepPolicy:
+    """Which bases a publication keeps (``lib/versions.lua``): at most ``count``, none older than needed
+    to restore every version of the last ``max_age_ms``, the older ones within ``allowance`` bytes."""
+
+    count: int
+    max_age_ms: int
+    allowance: int
+
+
+class RollbackStatus(StrEnum):
+    """How a rollback ended (the codes of ``rollback.lua``)."""
+
+    APPLIED = "applied"
+    GONE = "gone"  # deleted or replaced
+    NOT_KEPT = "not_kept"  # the target is older than the oldest kept base, or newer than the head
+    CHANGED = "changed"  # the round at the target is not the one the state was rebuilt to
+    INCOMPLETE = "incomplete"
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackOutcome:
+    """A rollback's result: the new version when applied; the kept range when the target is not in it."""
+
+    status: RollbackStatus
+    version: int = 0
+    keep_from: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,21 +1,42 @@
 """A learner's snapshot: its state blob in binary chunks under a fresh token, published by
-``commit_snapshot.lua`` (or made the whole state of a new incarnation by ``replace_state.lua``) once every
-chunk is written, and read back consistently."""
+``commit_snapshot.lua`` (or made the whole state of a new incarnation by ``replace_state.lua``, or the
+state of a rollback by ``rollback.lua``) once every chunk is written, and read back consistently. Each
+publication is also a kept base (``lib/versions.lua``): the older ones the retention policy keeps, with the
+log after the oldest, are what a past version is rebuilt from."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from kons_service.store import keys
 from kons_service.store.connection import Connection, number, text
 from kons_service.store.errors import SnapshotUnstableError, translated
-from kons_service.store.records import Head, LearnerRef, Publication, StoredState
+from kons_service.store.records import (
+    Base,
+    Head,
+    KeepPolicy,
+    LearnerRef,
+    Publication,
+    RollbackOutcome,
+    RollbackStatus,
+    StoredState,
+)
 
 __all__ = ["Snapshots"]
 
 _CHUNK_RETRIES = 5
 _PUBLISH_CODES = {1: Publication.PUBLISHED, -1: Publication.GONE, -2: Publication.STALE,
                   -3: Publication.INCOMPLETE}
+_ROLLBACK_CODES = {1: RollbackStatus.APPLIED, -1: RollbackStatus.GONE, -2: RollbackStatus.NOT_KEPT,
+                   -3: RollbackStatus.CHANGED, -4: RollbackStatus.INCOMPLETE}
+#: Keep the newest base only (no older version restorable before it): the policy of a caller that sets none.
+NEWEST_ONLY = KeepPolicy(1, 0, 0)
+
+
+def _base(member: Any) -> Base:
+    version, token, chunks, nbytes, time_ms, log_bytes, tip = text(member).split(" ", 6)
+    return Base(int(version), token, int(chunks), int(nbytes), int(time_ms), int(log_bytes), tip)
 
 
 class Snapshots:
@@ -32,11 +53,15 @@ class Snapshots:
         await self.connection.run("release", ref, ("snaplock",), [token])
 
     @translated
-    async def publish(self, ref: LearnerRef, head: Head, blob: bytes, chunk_bytes: int) -> Publication:
-        """Write ``blob`` as the snapshot at ``head.version`` unless a newer one is published."""
+    async def publish(self, ref: LearnerRef, head: Head, blob: bytes, chunk_bytes: int,
+                      keep: KeepPolicy = NEWEST_ONLY, log_bytes: int = 0) -> Publication:
+        """Write ``blob`` as the snapshot at ``head.version`` unless a newer one is published; it becomes
+        the newest kept base, and ``keep`` says which older ones stay (``log_bytes``: of the rounds logged
+        since the previous base)."""
         token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
-        args = [head.incarnation, head.version, token, n_chunks, len(blob), head.tip]
-        reply = await self.connection.run("commit_snapshot", ref, ("meta", "snap", "log"), args)
+        args = [head.incarnation, head.version, token, n_chunks, len(blob), head.tip, keep.count,
+                keep.max_age_ms, keep.allowance, log_bytes]
+        reply = await self.connection.run("commit_snapshot", ref, ("meta", "snap", "log", "kept"), args)
         return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
 
     @translated
@@ -46,8 +71,67 @@ class Snapshots:
         ``config`` (``STALE`` otherwise)."""
         token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
         args = [config, head.incarnation, head.version, token, n_chunks, len(blob)]
-        reply = await self.connection.run("replace_state", ref, ("meta", "snap", "log"), args)
+        reply = await self.connection.run("replace_state", ref, ("meta", "snap", "log", "kept"), args)
         return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
+
+    @translated
+    async def create_with_state(self, ref: LearnerRef, config: str, head: Head, blob: bytes, chunk_bytes: int,
+                                now_ms: int) -> tuple[Publication, str]:
+        """Create the learner with ``blob`` as its state at ``head`` (a new incarnation, an empty log of its
+        own) unless the name exists (see ``fork.lua``); returns (PUBLISHED, config) when created,
+        (STALE, the existing config) otherwise."""
+        await self.connection.client.zadd(keys.tenant_index(ref.tenant), {ref.name: 0})
+        token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
+        args = [config, head.incarnation, head.version, token, n_chunks, len(blob), now_ms]
+        reply = await self.connection.run("fork", ref, ("meta", "snap", "log", "kept"), args)
+        outcome = {1: Publication.PUBLISHED, 0: Publication.STALE, -3: Publication.INCOMPLETE}[int(reply[0])]
+        await self._settle(ref, token, n_chunks, outcome)
+        return outcome, text(reply[1]) if len(reply) > 1 else ""
+
+    @translated
+    async def rollback(self, ref: LearnerRef, incarnation: str, target: int, target_tip: str, token: str,
+                       blob: bytes, chunk_bytes: int, keep: KeepPolicy, keep_events: int) -> RollbackOutcome:
+        """Make ``blob`` (the learner's state after round ``target``, whose id is ``target_tip``) its
+        state at a new version past the head, atomically with the appends (see ``rollback.lua``);
+        ``token``: this rollback's own, fresh."""
+        chunks, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
+        args = [incarnation, target, target_tip, token, chunks, n_chunks, len(blob), keep.count,
+                keep.max_age_ms, keep.allowance, keep_events]
+        reply = await self.connection.run("rollback", ref, ("meta", "snap", "log", "kept"), args)
+        status = _ROLLBACK_CODES[int(reply[0])]
+        if status is not RollbackStatus.APPLIED:
+            await self._settle(ref, chunks, n_chunks, Publication.STALE)
+        if status is RollbackStatus.NOT_KEPT:
+            return RollbackOutcome(status, int(reply[2]), int(reply[1]))
+        return RollbackOutcome(status, int(reply[1]) if status is RollbackStatus.APPLIED else 0)
+
+    @translated
+    async def bases(self, ref: LearnerRef) -> list[Base]:
+        """The learner's kept bases, oldest first (empty for a learner kept before bases were)."""
+        return [_base(m) for m in await self.connection.client.zrange(keys.learner_key(ref, "kept"), 0, -1)]
+
+    @translated
+    async def read_base(self, ref: LearnerRef, base: Base) -> bytes | None:
+        """The state blob of a kept base (None: it was dropped meanwhile, or it has none)."""
+        if base.chunks == 0:
+            return None
+        pipe = self.connection.client.pipeline(transaction=False)
+        for i in range(base.chunks):
+            pipe.hget(keys.learner_key(ref, "snap"), f"{base.token}:{i}")
+        chunks = await pipe.execute()
+        if any(c is None for c in chunks):
+            return None
+        blob = b"".join(chunks)
+        return blob if len(blob) == base.nbytes else None
+
+    @translated
+    async def kept_range(self, ref: LearnerRef) -> tuple[int, int] | None:
+        """The learner's oldest restorable version and its version; None if there is no such learner."""
+        keep_from, snap, version = await self.connection.client.hmget(
+            keys.learner_key(ref, "meta"), ["keep_from", "snap_version", "version"])
+        if version is None:
+            return None
+        return number(keep_from or snap), number(version)
 
     async def _write_chunks(self, ref: LearnerRef, blob: bytes, chunk_bytes: int) -> tuple[str, int]:
         """Write ``blob`` as binary chunks ``<token>:<i>`` of the snapshot hash under a fresh token."""

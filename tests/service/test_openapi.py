@@ -89,14 +89,19 @@ async def test_the_request_examples_succeed_against_a_service(
     client = await make_client(api_keys="acme:secret")
     client.headers["Authorization"] = "Bearer secret"
     session = [("/v1/learners/{name}", "put"), ("/v1/learners/{name}/predict", "post"),
-               ("/v1/learners/{name}/feedback", "post"), ("/v2/models/{name}/infer", "post")]
+               ("/v1/learners/{name}/feedback", "post"), ("/v2/models/{name}/infer", "post"),
+               ("/v1/learners/{name}/rollback", "post")]
     sent = 0
     for path, method in session:
         for example in _request_examples(document, path, method):
             response = await client.request(method, path.format(name="m"), json=example)
             _check_answer(document, path, method, response)
             sent += 1
-    assert sent == 8
+    assert sent == 9
     learner = await client.get("/v1/learners/m")
     _check_answer(document, "/v1/learners/{name}", "get", learner)
-    assert learner.json()["version"] == 1 + 1 + 2  # the three feedback examples: one, one by id, two
+    # the three feedback examples (one, one by id, two), then the rollback to version 2
+    assert learner.json()["version"] == 1 + 1 + 2 + 1
+    assert learner.json()["stats"]["rounds"] == 2
+    versions = await client.get("/v1/learners/m/versions")
+    _check_answer(document, "/v1/learners/{name}/versions", "get", versions)

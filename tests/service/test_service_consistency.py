@@ -49,7 +49,7 @@ async def test_service_equals_kons_in_process(
 ) -> None:
     """Singles, batches, ids and predicts, with snapshots mid-stream; then a cold instance agrees."""
     spec = SPECS[algorithm]
-    client = await make_client(snapshot_every_rounds=7, snapshot_interval_seconds=0.05)
+    client = await make_client(snapshot_every_rounds=7, snapshot_interval_seconds=0.05, keep_versions=2)
     url = f"/v1/learners/{algorithm}"
     assert (await client.put(url, json=spec)).status_code == 201
     local = _local(spec)
@@ -93,7 +93,9 @@ async def test_service_equals_kons_in_process(
     key = f"kons:{{default/{algorithm}}}"
     snap_version = hash_int(r, f"{key}:meta", "snap_version")
     assert snap_version > 0
-    assert r.xlen(f"{key}:log") == version - snap_version  # the log is trimmed behind the snapshot
+    keep_from = hash_int(r, f"{key}:meta", "keep_from")  # the older of the (at most) two kept states
+    assert keep_from < snap_version
+    assert r.xlen(f"{key}:log") == version - keep_from  # the log is trimmed behind it
     cold = await make_client()  # recovery = newest snapshot + replay of the log after it
     got = (await cold.post(f"{url}/predict", json={"xs": probes.tolist()})).json()
     assert got == {"predictions": predictions, "version": version}

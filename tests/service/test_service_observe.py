@@ -151,7 +151,8 @@ async def test_the_byte_budget_evicts_least_recently_used_learners(make_client: 
 # ---------------------------------------------------------------------- history
 async def test_history_records_the_run_and_matches_the_learner(client: httpx.AsyncClient) -> None:
     await client.put(URL, json=SPEC)
-    assert (await client.get(f"{URL}/history")).json() == {"stride": 1, "points": [], "changes": []}
+    assert (await client.get(f"{URL}/history")).json() == {"stride": 1, "points": [], "changes": [],
+                                                          "rollbacks": []}
     for seed in range(10):
         await feed(client, URL, rows(1, seed))
     history = (await client.get(f"{URL}/history")).json()

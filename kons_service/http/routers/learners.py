@@ -17,6 +17,9 @@ from kons_service.http.schemas import (
     LearnerList,
     LearnerSpec,
     LearnerSummary,
+    LearnerVersions,
+    RollbackRequest,
+    RolledBack,
     StateImported,
     error_responses,
 )
@@ -30,7 +33,10 @@ _OCTETS = "application/octet-stream"
 @router.put("/{name}", response_model=LearnerSummary, status_code=status.HTTP_201_CREATED,
             responses={200: {"model": LearnerSummary, "description": "The same config already exists."}})
 async def create_learner(ref: LearnerDep, spec: LearnerSpec, service: ServiceDep) -> JSONResponse:
-    result = await service.create(ref, spec.algorithm, spec.dim, spec.params, spec.task)
+    if spec.fork is not None:
+        result = await service.fork(ref, spec.fork.source, spec.fork.version)
+    else:
+        result = await service.create(ref, spec.algorithm, spec.dim, spec.params, spec.task)
     summary = LearnerSummary(**asdict(result.learner))
     return JSONResponse(summary.model_dump(), status_code=201 if result.created else 200)
 
@@ -54,6 +60,16 @@ async def get_learner(ref: LearnerDep, service: ServiceDep, seen: SeenVersion = 
 @router.get("/{name}/history", response_model=LearnerHistory)
 async def learner_history(ref: LearnerDep, service: ServiceDep) -> LearnerHistory:
     return LearnerHistory.model_validate(asdict(await service.history(ref)))
+
+
+@router.get("/{name}/versions", response_model=LearnerVersions)
+async def learner_versions(ref: LearnerDep, service: ServiceDep) -> LearnerVersions:
+    return LearnerVersions.model_validate(asdict(await service.versions(ref)))
+
+
+@router.post("/{name}/rollback", response_model=RolledBack)
+async def rollback_learner(ref: LearnerDep, body: RollbackRequest, service: ServiceDep) -> RolledBack:
+    return RolledBack(**asdict(await service.rollback(ref, body.version)))
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,221 @@
+"""A learner's past versions: which can be restored, and a rollback to one of them.
+
+Every version from the learner's oldest kept base on can be rebuilt exactly: that base (a snapshot kept
+by the retention policy, or the learner as its config builds it) and the logged rounds after it, replayed
+as every replica replays them (kons is deterministic). Snapshots keep the older bases
+(``lib/versions.lua``): at most ``keep_versions`` of them, every version of the last
+``keep_versions_seconds`` restorable, and what the older bases and the log after them hold counted in the
+tenant's byte budget (beyond it the oldest go first, never an error).
+
+A rollback to version ``N`` rebuilds the state after ``N`` and logs it as a change one past the head
+(``rollback.lua``: a log entry, the new newest snapshot and base, an event in the learner's history), in
+one script, so a feedback racing it is logged before or after it, and every replica, seeing the head move
+past a rollback entry, rebuilds from that snapshot. The rounds after ``N`` stay in the log, rolled back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+
+import kons
+from kons_service.core.budget import TenantBudget
+from kons_service.core.cache import CachedLearner, LearnerCache, not_found
+from kons_service.core.errors import BusyError, VersionNotKeptError
+from kons_service.core.history import HistoryRecorder
+from kons_service.core.learning import build, canonical
+from kons_service.core.metrics import Metrics
+from kons_service.settings import Settings
+from kons_service.store import Base, Head, KeepPolicy, LearnerRef, RollbackStatus, Store
+
+__all__ = ["RolledBack", "Versions", "VersionsReport", "kept_cost"]
+
+#: The rollback events a learner's history keeps (the newest).
+ROLLBACK_EVENTS = 64
+_ATTEMPTS = 5  # rebuilds of a version whose bases or log changed meanwhile, before answering 503
+_PAGE = 512
+
+
+@dataclass(frozen=True, slots=True)
+class RolledBack:
+    """A rollback's answer: the learner's new version, the version it is the state of, and its rounds."""
+
+    version: int
+    restored: int
+    rounds: int
+
+
+@dataclass(frozen=True, slots=True)
+class VersionsReport:
+    """The versions a learner can be restored to: every one from ``oldest`` to ``newest``; ``versions``
+    are its history's points and its kept bases among them, with their time, rounds and error;
+    ``rollbacks`` the rollbacks it went through (newest :data:`ROLLBACK_EVENTS`)."""
+
+    oldest: int
+    newest: int
+    versions: list[dict[str, Any]]
+    rollbacks: list[dict[str, Any]]
+    kept_bytes: int
+
+
+def kept_cost(bases: list[Base]) -> int:
+    """What the learner's older bases cost: their bytes and the log after each up to the next."""
+    return sum(b.nbytes + after.log_bytes for b, after in itertools.pairwise(bases))
+
+
+class Versions:
+    """List a learner's restorable versions and roll it back to one of them."""
+
+    def __init__(self, store: Store, settings: Settings, metrics: Metrics, cache: LearnerCache,
+                 budget: TenantBudget, history: HistoryRecorder) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self.cache = cache
+        self.budget = budget
+        self.history = history
+
+    async def keep_policy(self, ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
+        """The retention policy of a publication of ``new_bytes`` after ``log_bytes`` of logged rounds:
+        the older bases may cost what the tenant's budget grants for keeping all of them."""
+        bases = await self.store.snapshots.bases(ref)
+        need = kept_cost(bases) + (bases[-1].nbytes if bases else 0) + log_bytes
+        allowance = await self.budget.allow_kept(ref, need) if need else 0
+        return KeepPolicy(self.settings.keep_versions, int(self.settings.keep_versions_seconds * 1000),
+                          allowance)
+
+    async def report(self, ref: LearnerRef) -> VersionsReport:
+        found = await self.store.snapshots.kept_range(ref)
+        if found is None:
+            raise not_found(ref)
+        oldest, newest = found
+        bases = await self.store.snapshots.bases(ref)
+        history = await self.history.read(ref)
+        events = [{"version": e.version, "to": e.to, "time": e.time} for e in history.rollbacks]
+        rows: dict[int, dict[str, Any]] = {}
+        previous: dict[str, Any] | None = None
+        for point in history.points:
+            if oldest <= point["version"] <= newest:
+                rows[point["version"]] = {"version": point["version"], "time": point.get("time"),
+                                          "rounds": point["totals"]["rounds"], "base": False,
+                                          **_window_error(point, previous)}
+            previous = point
+        for base in bases:
+            row = rows.setdefault(base.version, {"version": base.version, "rounds": None, "error": None,
+                                                 "error_name": None, "window_rounds": 0})
+            row.update(base=True, time=row.get("time") or base.time_ms / 1000)
+        for row in rows.values():
+            row["rolled_back"] = any(e["to"] < row["version"] < e["version"] for e in events)
+        return VersionsReport(oldest, newest, [rows[v] for v in sorted(rows)], events, kept_cost(bases))
+
+    async def rollback(self, ref: LearnerRef, target: int) -> RolledBack:
+        """Make the learner its state after version ``target`` (see the module's docstring)."""
+        for _ in range(_ATTEMPTS):
+            head = await self.cache.head(ref)
+            state = await self.state_at(ref, head, target)
+            if state is None:
+                continue
+            learner, tip = state
+            blob = await anyio.to_thread.run_sync(learner.to_bytes)
+            keep = await self.keep_policy(ref, len(blob), 0)
+            outcome = await self.store.snapshots.rollback(
+                ref, head.incarnation, target, tip, uuid.uuid4().hex, blob,
+                self.settings.snapshot_chunk_bytes, keep, ROLLBACK_EVENTS)
+            if outcome.status is RollbackStatus.APPLIED:
+                self.metrics.version_rollbacks.inc()
+                return RolledBack(outcome.version, target, int(learner.stats()["rounds"]))
+            if outcome.status is RollbackStatus.GONE and await self.store.head(ref) is None:
+                raise not_found(ref)  # (else replaced meanwhile by a state upload: retried on the new one)
+            if outcome.status is RollbackStatus.NOT_KEPT:
+                raise _not_kept(ref, target, outcome.keep_from, outcome.version)
+        raise BusyError(f"Learner {ref.name!r} kept changing while version {target} was rebuilt; retry.")
+
+    async def copy(self, ref: LearnerRef, version: int | None) -> tuple[kons.Learner, str]:
+        """The learner's state after ``version`` (None: its newest) and its stored config (for a fork)."""
+        if version is None:
+            async with self.cache.current(ref) as (entry, learner):
+                blob = await anyio.to_thread.run_sync(learner.to_bytes)
+                config = canonical(entry.config)
+            return await anyio.to_thread.run_sync(kons.load, blob), config
+        for _ in range(_ATTEMPTS):
+            head = await self.cache.head(ref)
+            stored = await self.store.config(ref)
+            if stored is None:
+                raise not_found(ref)
+            state = await self.state_at(ref, head, version)
+            if state is not None:
+                return state[0], stored
+        raise BusyError(f"Learner {ref.name!r} kept changing while it was copied; retry.")
+
+    async def state_at(self, ref: LearnerRef, head: Head, target: int) -> tuple[kons.Learner, str] | None:
+        """The learner's state after version ``target`` of ``head``'s incarnation and the id of that round;
+        None if its bases or log changed while it was rebuilt (the caller retries)."""
+        config_text = await self.store.config(ref)
+        if config_text is None:
+            raise not_found(ref)
+        bases = await self.store.snapshots.bases(ref)
+        oldest = bases[0].version if bases else head.snap_version
+        if not bases or not oldest <= target <= head.version:
+            raise _not_kept(ref, target, oldest, head.version)
+        return await self._rebuild(ref, json.loads(config_text), head.incarnation, bases, target)
+
+    async def _rebuild(self, ref: LearnerRef, config: dict[str, Any], incarnation: str, bases: list[Base],
+                       target: int) -> tuple[kons.Learner, str] | None:
+        base = max((b for b in bases if b.version <= target), key=lambda b: b.version)
+        if base.token == "-":
+            learner = build(config)
+        else:
+            blob = await self.store.snapshots.read_base(ref, base)
+            if blob is None:
+                return None
+            learner = await anyio.to_thread.run_sync(kons.load, blob)
+        entry = CachedLearner(ref)  # a learner of its own, outside the cache
+        entry.adopt(learner, config, Head(incarnation, base.version, base.version, base.tip))
+        while entry.version < target:
+            rows = await self.store.log.read(ref, entry.version, min(_PAGE, target - entry.version))
+            if not rows or rows[0].version != entry.version + 1 or rows[0].parent != entry.tip:
+                return None  # trimmed or replaced meanwhile
+            if not await self._play(ref, config, incarnation, bases, entry, rows):
+                return None
+        return entry.loaded(), entry.tip
+
+    async def _play(self, ref: LearnerRef, config: dict[str, Any], incarnation: str, bases: list[Base],
+                    entry: CachedLearner, rows: list[Any]) -> bool:
+        """Play logged rows on ``entry``: rounds by replay, a rollback by rebuilding the state it restored."""
+        for start, row in enumerate(rows):
+            if row.rollback_to < 0:
+                continue
+            if start:
+                await self.cache.replay(entry, rows[:start])
+            restored = await self._rebuild(ref, config, incarnation, bases, row.rollback_to)
+            if restored is None:
+                return False
+            entry.learner, entry.version, entry.tip = restored[0], row.version, row.tip
+            return await self._play(ref, config, incarnation, bases, entry, rows[start + 1:]) if (
+                start + 1 < len(rows)) else True
+        await self.cache.replay(entry, rows)
+        return True
+
+
+def _not_kept(ref: LearnerRef, target: int, oldest: int, newest: int) -> VersionNotKeptError:
+    return VersionNotKeptError(
+        f"Learner {ref.name!r} keeps versions {oldest} to {newest}, not {target} (see GET "
+        f"/v1/learners/{ref.name}/versions; KONS_KEEP_VERSIONS, KONS_KEEP_VERSIONS_SECONDS).")
+
+
+def _window_error(point: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The error of the rounds between the previous point of the history and ``point``, in the user's
+    units: the mean absolute error for numbers, the accuracy for labels."""
+    totals = point["totals"]
+    before = previous["totals"] if previous is not None else dict.fromkeys(totals, 0)
+    rounds = totals["rounds"] - before["rounds"]
+    if point.get("task") == "classification":
+        name, value = "accuracy", totals["correct"] - before["correct"]
+    else:
+        name, value = "mae", totals["abs_error"] - before["abs_error"]
+    return {"error_name": name, "error": value / rounds if rounds else None, "window_rounds": rounds}

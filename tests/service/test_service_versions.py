@@ -1,0 +1,260 @@
+"""Versions and rollback over HTTP, on a real Redis with two replicas and on the embedded store: a rollback
+makes the learner bit-identical to a replay of its first rounds, every replica agrees, the rolled-back
+rounds stay in the log, a feedback racing a rollback is before or after it, and a version not kept is a
+409 that changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kons
+from kons_service.core import codec
+from kons_service.settings import Settings
+from kons_service.store import LearnerRef
+from testkit.processes import SPEC, AppClient, AppFactory, serve
+
+pytestmark = pytest.mark.anyio
+
+URL = "/v1/learners/m"
+REF = LearnerRef("default", "m")
+
+
+def _local() -> kons.Learner:
+    return kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": SPEC["dim"]})
+
+
+def _stream(n: int, seed: int = 5) -> list[tuple[list[float], float]]:
+    rng = np.random.default_rng(seed)
+    xs = rng.normal(size=(n, SPEC["dim"]))
+    return [(x.tolist(), float(np.sin(x[0]) + 0.5 * x[1])) for x in xs]
+
+
+def _replayed(rounds: list[tuple[list[float], float]]) -> kons.Learner:
+    learner = _local()
+    for x, y in rounds:
+        learner.learn_one(np.array(x), y)
+    return learner
+
+
+async def _feed(client: AppClient, rounds: list[tuple[list[float], float]]) -> int:
+    version = 0
+    for x, y in rounds:
+        answer = await client.post(f"{URL}/feedback", json={"x": x, "y": y})
+        assert answer.status_code == 200, answer.text
+        version = answer.json()["version"]
+    return version
+
+
+async def _snapshot(client: AppClient, ref: LearnerRef = REF, headers: dict[str, str] | None = None) -> None:
+    """Have this replica write the learner's snapshot now (a kept base)."""
+    service = client.app.state.service
+    assert (await client.get(f"/v1/learners/{ref.name}", headers=headers)).status_code == 200  # at the head
+    assert await service.snapshots.snapshot(service.cache.entry(ref))
+
+
+async def _state(client: AppClient) -> bytes:
+    answer = await client.get(f"{URL}/state")
+    assert answer.status_code == 200
+    return answer.content
+
+
+async def test_rollback_is_a_replay_of_the_first_rounds_on_every_replica(make_client: AppFactory) -> None:
+    a = await make_client(keep_versions=4)
+    b = await make_client(keep_versions=4)
+    stream = _stream(70)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:20])
+    await _snapshot(a)
+    await _feed(b, stream[20:35])
+    await _snapshot(b)
+    assert await _feed(a, stream[35:50]) == 50
+
+    versions = (await b.get(f"{URL}/versions")).json()
+    assert (versions["oldest"], versions["newest"]) == (0, 50)
+    assert [v["version"] for v in versions["versions"] if v["base"]] == [0, 20, 35]
+    assert all(v["error_name"] == "mae" for v in versions["versions"] if v["rounds"])
+
+    for target in (27, 35, 0):  # between bases, at one, at the learner as created
+        rolled = await b.post(f"{URL}/rollback", json={"version": target})
+        assert rolled.status_code == 200, rolled.text
+        assert rolled.json()["restored"] == target and rolled.json()["rounds"] == target
+        expected = _replayed(stream[:target]).to_bytes()
+        assert await _state(a) == expected  # the other replica, which held the learner at the head
+        assert await _state(b) == expected
+    head = rolled.json()["version"]
+    assert head == 53  # each rollback is a version of its own
+
+    # learning goes on from there on both replicas, as a local learner does from the same state
+    local = kons.load(expected)
+    for i, (x, y) in enumerate(stream[50:60]):
+        client = (a, b)[i % 2]
+        answer = (await client.post(f"{URL}/feedback", json={"x": x, "y": y})).json()
+        assert answer["prediction"] == local.learn_one(np.array(x), y)
+        assert answer["version"] == head + i + 1
+    assert await _state(a) == await _state(b) == local.to_bytes()
+
+    # the history shows the rollbacks; the rolled-back rounds are still in the log
+    history = (await a.get(f"{URL}/history")).json()
+    assert [(e["version"], e["to"]) for e in history["rollbacks"]] == [(51, 27), (52, 35), (53, 0)]
+    logged = await a.app.state.service.store.log.read(REF, 0, 1000)
+    assert [row.version for row in logged] == list(range(1, 64))
+    assert [row.rollback_to for row in logged[50:53]] == [27, 35, 0]
+    versions = (await a.get(f"{URL}/versions")).json()
+    rolled_back = {v["version"]: v["rolled_back"] for v in versions["versions"]}
+    assert rolled_back[40] and not rolled_back[head + 10]
+
+
+async def test_a_rollback_past_a_rollback_rebuilds_what_that_one_restored(make_client: AppFactory) -> None:
+    """Version 45 is the state after a rollback to 10 and 12 more rounds: a rollback to it replays that."""
+    a = await make_client(keep_versions=8)
+    stream = _stream(60, seed=8)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:32])
+    assert (await a.post(f"{URL}/rollback", json={"version": 10})).status_code == 200  # version 33
+    await _feed(a, stream[32:44])  # versions 34..45
+    assert (await a.post(f"{URL}/rollback", json={"version": 2})).status_code == 200
+    rolled = await a.post(f"{URL}/rollback", json={"version": 45})
+    assert rolled.status_code == 200 and rolled.json()["rounds"] == 22
+    assert await _state(a) == _replayed(stream[:10] + stream[32:44]).to_bytes()
+
+
+async def test_a_version_not_kept_is_a_409_and_changes_nothing(make_client: AppFactory) -> None:
+    a = await make_client(keep_versions=1)  # only the newest snapshot: nothing before it restorable
+    stream = _stream(30)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:20])
+    await _snapshot(a)
+    await _feed(a, stream[20:25])
+    before = await _state(a)
+    for version in (19, 26, 10_000):
+        answer = await a.post(f"{URL}/rollback", json={"version": version})
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["error"]["code"] == "version_not_kept"
+        assert "keeps versions 20 to 25" in answer.json()["error"]["message"]
+    for body in ({"version": -1}, {"version": "3"}, {}, {"version": 3, "extra": 1}):
+        assert (await a.post(f"{URL}/rollback", json=body)).status_code == 422
+    assert (await a.post("/v1/learners/nobody/rollback", json={"version": 0})).status_code == 404
+    assert (await a.get("/v1/learners/nobody/versions")).status_code == 404
+    assert (await a.get(URL)).json()["version"] == 25
+    assert await _state(a) == before
+    assert (await a.get(f"{URL}/history")).json()["rollbacks"] == []
+    logged = await a.app.state.service.store.log.read(REF, 0, 1000)
+    assert [row.version for row in logged] == list(range(21, 26))  # trimmed behind the one kept state
+    assert (await a.post(f"{URL}/rollback", json={"version": 22})).status_code == 200
+
+
+async def test_feedback_racing_rollbacks_is_before_or_after_never_half(make_client: AppFactory) -> None:
+    """Two replicas take feedback while rollbacks land: the final state is a serial replay of the log
+    (each rollback restoring the state of its target), and every acknowledged round is in it."""
+    a = await make_client(keep_versions=8)
+    b = await make_client(keep_versions=8)
+    stream = _stream(80, seed=3)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:10])
+    acknowledged: list[int] = []
+
+    async def feeder(client: AppClient, rounds: list[tuple[list[float], float]]) -> None:
+        for x, y in rounds:
+            answer = await client.post(f"{URL}/feedback", json={"x": x, "y": y})
+            assert answer.status_code == 200, answer.text
+            acknowledged.append(answer.json()["version"])
+
+    async def roller() -> None:
+        for target in (5, 12, 3):
+            await asyncio.sleep(0.05)
+            assert (await b.post(f"{URL}/rollback", json={"version": target})).status_code == 200
+
+    await asyncio.gather(feeder(a, stream[10:45]), feeder(b, stream[45:80]), roller())
+    logged = await a.app.state.service.store.log.read(REF, 0, 1000)
+    states: dict[int, bytes] = {0: _local().to_bytes()}
+    learner = _local()
+    by_features = {tuple(x): y for x, y in stream}
+    for row in logged:
+        if row.rollback_to >= 0:
+            learner = kons.load(states[row.rollback_to])
+        else:
+            x = codec.decode_features(row.entry.x)
+            learner.learn_one(x, by_features[tuple(np.asarray(x).tolist())])
+        states[row.version] = learner.to_bytes()
+    assert len(logged) == 80 + 3
+    assert sorted(acknowledged) == [r.version for r in logged if r.rollback_to < 0][10:]
+    assert await _state(a) == await _state(b) == learner.to_bytes()
+
+
+@pytest.mark.redis
+async def test_rollback_on_the_embedded_store(tmp_path: Path) -> None:
+    settings: dict[str, Any] = {"data_dir": tmp_path, "snapshot_interval_seconds": 3600.0}
+    stream = _stream(30)
+    async with serve(Settings(**settings)) as client:
+        assert (await client.put(URL, json=SPEC)).status_code == 201
+        await _feed(client, stream[:12])
+        await _snapshot(client)
+        await _feed(client, stream[12:30])
+        assert (await client.post(f"{URL}/rollback", json={"version": 17})).status_code == 200
+    async with serve(Settings(**settings)) as client:  # restarted: the rollback is durable
+        assert await _state(client) == _replayed(stream[:17]).to_bytes()
+        assert (await client.get(URL)).json()["version"] == 31
+
+
+async def test_a_fork_starts_from_a_version_with_a_log_of_its_own(make_client: AppFactory) -> None:
+    a = await make_client(keep_versions=4)
+    b = await make_client(keep_versions=4)
+    stream = _stream(60, seed=9)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:25])
+    await _snapshot(a)
+    await _feed(a, stream[25:40])
+
+    forked = await b.put("/v1/learners/f", json={"fork": {"from": "m", "version": 30}})
+    assert forked.status_code == 201, forked.text
+    assert forked.json()["version"] == 30 and forked.json()["config"] == (await a.get(URL)).json()["config"]
+    local = _replayed(stream[:30])
+    assert (await a.get("/v1/learners/f/state")).content == local.to_bytes()
+    assert await a.app.state.service.store.log.read(LearnerRef("default", "f"), 0, 100) == []
+    # each learns on its own from there, on either replica
+    for i, (x, y) in enumerate(stream[40:50]):
+        answer = (await (a, b)[i % 2].post("/v1/learners/f/feedback", json={"x": x, "y": y})).json()
+        assert answer["prediction"] == local.learn_one(np.array(x), y)
+    assert (await a.get("/v1/learners/f")).json()["version"] == 40
+    assert await _state(b) == _replayed(stream[:40]).to_bytes()  # the source did not move
+    # the same fork again is the same learner; the newest version when none is given
+    again = await a.put("/v1/learners/f", json={"fork": {"from": "m", "version": 30}})
+    assert again.status_code == 200 and again.json()["version"] == 40
+    newest = await a.put("/v1/learners/g", json={"fork": {"from": "m"}})
+    assert newest.status_code == 201 and newest.json()["version"] == 40
+    assert (await b.get("/v1/learners/g/state")).content == await _state(a)
+
+
+async def test_bad_forks_are_4xx_and_create_nothing(make_client: AppFactory) -> None:
+    a = await make_client(keep_versions=1, api_keys="acme:k1,rival:k2")
+    acme, rival = {"Authorization": "Bearer k1"}, {"Authorization": "Bearer k2"}
+    stream = _stream(20)
+    assert (await a.put(URL, json=SPEC, headers=acme)).status_code == 201
+    for x, y in stream[:12]:
+        assert (await a.post(f"{URL}/feedback", json={"x": x, "y": y}, headers=acme)).status_code == 200
+    await _snapshot(a, LearnerRef("acme", "m"), acme)
+    other = {"algorithm": "ons", "dim": 3, "params": {"loss": "squared"}}
+    assert (await a.put("/v1/learners/o", json=other, headers=acme)).status_code == 201
+    cases = [
+        ("f", {"fork": {"from": "nobody"}}, acme, 404, "learner_not_found"),
+        ("f", {"fork": {"from": "m"}}, rival, 404, "learner_not_found"),  # another tenant's: not seen
+        ("f", {"fork": {"from": "m", "version": 13}}, acme, 409, "version_not_kept"),
+        ("f", {"fork": {"from": "m", "version": 3}}, acme, 409, "version_not_kept"),  # only the newest kept
+        ("o", {"fork": {"from": "m"}}, acme, 409, "config_conflict"),
+        ("f", {"fork": {"from": "m"}, "dim": 3}, acme, 422, "validation_error"),
+        ("f", {"fork": {"from": "m", "version": -1}}, acme, 422, "validation_error"),
+        ("f", {"fork": {"from": "m", "other": 1}}, acme, 422, "validation_error"),
+        ("f", {"fork": {"from": "../m"}}, acme, 422, "invalid_name"),
+    ]
+    for name, body, key, status, code in cases:
+        answer = await a.put(f"/v1/learners/{name}", json=body, headers=key)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (body, answer.text)
+    listed = (await a.get("/v1/learners", headers=acme)).json()["learners"]
+    assert sorted(row["name"] for row in listed) == ["m", "o"]
+    assert (await a.get("/v1/learners", headers=rival)).json()["learners"] == []
+    assert (await a.get("/v1/learners/o", headers=acme)).json()["version"] == 0
