@@ -4,8 +4,8 @@
 # versions pinned in constraints.txt (as the container image does), so nothing installed by hand on the
 # machine is visible to the tests. Then: a Redis server if the machine has none, HAProxy for the
 # routing tier's tests, Chromium for the dashboard's browser test, ruff, mypy, and every test, in two
-# processes (pytest-xdist), a test file to each at a time so that a module's shared service starts once. Extra
-# arguments go to pytest (`-n 0` runs in one process).
+# processes (pytest-xdist), a test file to each at a time so that a module's shared service starts once.
+# Extra arguments go to pytest (`-n 0` runs in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
