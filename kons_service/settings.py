@@ -167,6 +167,10 @@ class Settings(BaseSettings):
         "API keys are configured, in batch rows times the learner's state bytes (as batch_max_work_bytes; "
         "512 MiB is about a quarter of a core): past it, its requests get 429 with Retry-After ...")
     tenant_work_burst: float = Field(2**30, ge=1, description="... once more than this is owed.")
+    tenant_contention_seconds: float = Field(
+        1.0, gt=0, description="The rate, byte and work limits above apply to a tenant only while another "
+        "tenant contends for the process: has a request in flight, or made one within this many seconds. A "
+        "tenant alone uses the whole process.")
     tenant_concurrency: int = Field(
         32, ge=1, description="Requests one tenant may have in flight, per process, when API keys are "
         "configured; more are answered 429 with Retry-After.")

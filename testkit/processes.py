@@ -42,12 +42,14 @@ __all__ = [
     "AppClient",
     "AppFactory",
     "Endpoint",
+    "LoadBalancer",
     "LocalCluster",
     "RedisServer",
     "ReplicatedRedis",
     "ReplyDropper",
     "ServiceProcess",
     "free_port",
+    "haproxy_binary",
     "hash_int",
     "learner_keys",
     "redis_cli_binary",
@@ -675,3 +677,93 @@ class ReplyDropper:
                 await writer.drain()
 
         await _relay([requests(), replies()], (writer, up_writer))
+
+
+#: The shipped routing tier's configuration (HAProxy).
+HAPROXY_CONFIG = REPO / "deploy" / "haproxy" / "haproxy.cfg"
+
+
+def haproxy_binary() -> str | None:
+    """Debian's ``haproxy`` (scripts/test.sh installs it), or None where it is not installed."""
+    return shutil.which("haproxy") or next(
+        (path for path in ("/usr/sbin/haproxy",) if Path(path).exists()), None)
+
+
+class LoadBalancer:
+    """HAProxy with the shipped configuration (:data:`HAPROXY_CONFIG`) in front of local service processes
+    on ``ports``: every line as shipped but the replicas' ``server-template`` (filled from DNS), replaced by
+    one ``server`` line per port, named as the template's slots (``kons1`` ...), plus an admin socket;
+    ``balance`` replaces the shipped balance line (e.g. ``"roundrobin"``, to compare)."""
+
+    def __init__(self, directory: Path, ports: Sequence[int], balance: str | None = None) -> None:
+        binary = haproxy_binary()
+        if binary is None:
+            raise RuntimeError("no haproxy (scripts/test.sh installs Debian's)")
+        self.binary = binary
+        self.directory = directory
+        self.port = free_port()
+        self.socket = directory / "admin.sock"
+        lines = []
+        for line in HAPROXY_CONFIG.read_text().splitlines():
+            words = line.split()
+            if words[:1] == ["server-template"]:
+                lines += [f"    server kons{i + 1} 127.0.0.1:{port} check" for i, port in enumerate(ports)]
+            elif words[:1] == ["balance"] and balance is not None:
+                lines.append(f"    balance {balance}")
+            else:
+                lines.append(line)
+            if words[:1] == ["global"]:
+                lines.append(f"    stats socket {self.socket} mode 600 level admin")
+        self.config = directory / "haproxy.cfg"
+        self.text = "\n".join(lines) + "\n"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> LoadBalancer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config.write_text(self.text)
+        env = {**os.environ, "KONS_LB_BIND": f"127.0.0.1:{self.port}", "KONS_LB_REPLICAS": "unused:0"}
+        log = (self.directory / "haproxy.log").open("ab")
+        self.proc = subprocess.Popen([self.binary, "-db", "-f", str(self.config)], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        wait_until(lambda: self.socket.exists() and len(self.states()) > 0, 20, "haproxy")
+        return self
+
+    def command(self, line: str) -> str:
+        """One command on HAProxy's admin socket, and its answer."""
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(5)
+            s.connect(str(self.socket))
+            s.sendall(line.encode() + b"\n")
+            chunks = []
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks).decode()
+
+    def states(self) -> dict[str, str]:
+        """Each replica's state as HAProxy's checks see it (``UP``, ``DOWN``, ...)."""
+        try:
+            rows = self.command("show stat").splitlines()
+        except OSError:
+            return {}
+        if not rows:
+            return {}
+        header = rows[0].lstrip("# ").split(",")
+        states = {}
+        for row in rows[1:]:
+            fields = dict(zip(header, row.split(","), strict=False))
+            if fields.get("pxname") == "replicas" and fields.get("svname", "").startswith("kons"):
+                states[fields["svname"]] = fields["status"].split()[0]
+        return states
+
+    def wait_states(self, wanted: dict[str, str], timeout: float = 30.0) -> None:
+        """Wait until the replicas named in ``wanted`` are in those states (e.g. ``{"kons1": "DOWN"}``)."""
+        wait_until(lambda: all(self.states().get(k) == v for k, v in wanted.items()), timeout,
+                   f"haproxy states {wanted}")
+
+    def stop(self) -> None:
+        terminate(self.proc, 10)
+        self.proc = None

@@ -282,6 +282,7 @@ class LearnerCache:
     # ------------------------------------------------------------------ replay
     async def sync(self, entry: CachedLearner, head: Head) -> None:
         """Bring the cached learner (lock held) to at least ``head``: replay the log, or rebuild."""
+        dropped = entry.held is not None
         if entry.learner is None:
             if entry.held is not None:
                 held, entry.held = entry.held, None
@@ -296,6 +297,8 @@ class LearnerCache:
             return
         if same and (entry.version > head.version or entry.lost_history):
             self.rollbacks.held(entry.ref, entry.version, entry.tip, head)
+        reason = "behind" if entry.learner is not None else "dropped" if dropped else "cold"
+        self.metrics.loads.labels(reason).inc()
         for _ in range(_LOAD_ATTEMPTS):
             entry.invalidate()
             stored = await self.store.snapshots.read_state(entry.ref)

@@ -103,6 +103,13 @@ class Metrics:
         self.predictions = Counter("kons_predictions", "Predictions served.", registry=r)
         self.replayed = Counter("kons_replayed_rounds", "Logged rounds replayed into cached learners.",
                                 registry=r)
+        self.loads = Counter(
+            "kons_learner_loads", "Learners loaded whole from the store (the newest snapshot and the log "
+            "after it), by why: cold (not held by this process), dropped (it played rounds its append did "
+            "not log: another process appended first, as when requests for one learner go to several "
+            "replicas) or behind (held, but the log no longer continues it: trimmed behind a newer snapshot, "
+            "the learner replaced or its history rolled back). A learner held and behind is otherwise caught "
+            "up from the log (kons_replayed_rounds).", ["reason"], registry=r)
         self.divergence = Counter("kons_replay_divergence",
                                   "Replayed rounds whose prediction differed from the logged one.",
                                   registry=r)

@@ -21,7 +21,8 @@ from testkit.processes import REPO
 def test_compose_file_names_the_service_and_a_durable_redis() -> None:
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {name for name, service in services.items() if "profiles" not in service} == {"kons", "redis"}
+    always = {name for name, service in services.items() if "profiles" not in service}
+    assert always == {"kons", "redis", "lb"}
     kons, redis = services["kons"], services["redis"]
     assert redis["image"].startswith("redis:7")
     command = " ".join(redis["command"])
@@ -76,7 +77,8 @@ def test_the_monitoring_profile_scrapes_with_the_metrics_key() -> None:
     assert monitoring == {"prometheus", "grafana"}
     prometheus = yaml.safe_load((REPO / "deploy/monitoring/prometheus.yml").read_text())
     (job,) = prometheus["scrape_configs"]
-    assert job["static_configs"][0]["targets"] == ["kons:8000"]
+    (replicas,) = job["dns_sd_configs"]  # every replica of the service, not the one DNS answers first
+    assert (replicas["names"], replicas["type"], replicas["port"]) == (["kons"], "A", 8000)
     secret = job["authorization"]["credentials_file"].rsplit("/", 1)[-1]
     assert secret in compose["services"]["prometheus"]["secrets"]
     assert compose["secrets"][secret] == {"environment": "KONS_METRICS_KEY"}

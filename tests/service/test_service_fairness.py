@@ -16,7 +16,7 @@ import pydantic
 import pytest
 
 from kons_service.core.errors import TooManyRequestsError
-from kons_service.core.fairness import HeavyTurns, RefusalPause
+from kons_service.core.fairness import HeavyTurns, RefusalPause, TenantLimiter
 from kons_service.settings import Settings
 from testkit.processes import AppFactory
 from testkit.scrape import value
@@ -30,6 +30,16 @@ ONS = {"algorithm": "ons", "dim": 100, "params": {"preprocess": False}}  # 80,80
 ROW = [0.01] * 100
 
 
+#: The rate, byte and work limits apply while another tenant contends: these tests' other tenant is seen
+#: within a window longer than any of them.
+CONTENDED = {"tenant_contention_seconds": 600.0}
+
+
+async def _contend(client: httpx.AsyncClient, headers: dict[str, str]) -> None:
+    """A request of the tenant of ``headers``: it contends for the process from now on."""
+    assert (await client.get("/v1/learners", headers=headers)).status_code == 200
+
+
 def _limited(response: httpx.Response) -> int:
     """The Retry-After of a 429 too_many_requests."""
     assert response.status_code == 429, response.text
@@ -38,7 +48,8 @@ def _limited(response: httpx.Response) -> int:
 
 
 async def test_a_tenant_over_its_request_rate_gets_429_and_the_others_do_not(make_client: AppFactory) -> None:
-    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=3)
+    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=3, **CONTENDED)
+    await _contend(client, B)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     for _ in range(2):
         assert (await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)).status_code == 200
@@ -48,7 +59,8 @@ async def test_a_tenant_over_its_request_rate_gets_429_and_the_others_do_not(mak
 
 
 async def test_a_tenant_over_its_body_bytes_gets_429(make_client: AppFactory) -> None:
-    client = await make_client(api_keys=KEYS, tenant_bytes_rate=2000, tenant_bytes_burst=20_000)
+    client = await make_client(api_keys=KEYS, tenant_bytes_rate=2000, tenant_bytes_burst=20_000, **CONTENDED)
+    await _contend(client, B)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     body = {"xs": [ROW] * 30}  # about 18 KB of JSON: under the 64 KiB gate of large bodies
     assert (await client.post("/v1/learners/m/predict", json=body, headers=A)).status_code == 200
@@ -97,7 +109,8 @@ async def test_a_batch_too_much_work_for_the_learners_size_is_refused(make_clien
 async def test_a_tenant_that_used_its_share_of_learner_work_waits(make_client: AppFactory) -> None:
     """Work (rows x state bytes) is charged after each batch: past the bucket, that tenant's next
     requests get 429 until it is paid back, while another tenant is served."""
-    client = await make_client(api_keys=KEYS, tenant_work_rate=100_000, tenant_work_burst=1_000_000)
+    client = await make_client(api_keys=KEYS, tenant_work_rate=100_000, tenant_work_burst=1_000_000,
+                               **CONTENDED)
     for headers in (A, B):
         assert (await client.put("/v1/learners/m", json=ONS, headers=headers)).status_code == 201
     batch = {"items": [{"x": ROW, "y": 0.5}] * 12}  # 12 x 80,800 bytes: just under the burst
@@ -105,6 +118,52 @@ async def test_a_tenant_that_used_its_share_of_learner_work_waits(make_client: A
     assert (await client.post("/v1/learners/m/feedback", json=batch, headers=A)).status_code == 200
     assert _limited(await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A)) >= 8
     assert (await client.post("/v1/learners/m/feedback", json=batch, headers=B)).status_code == 200
+
+
+async def test_a_tenant_alone_is_never_limited_and_is_held_to_its_share_once_another_comes(
+    make_client: AppFactory,
+) -> None:
+    """Work-conserving shares: alone, a tenant gets every request and batch admitted, however far past its
+    buckets (before, the third batch was refused on an otherwise idle process); once another tenant makes a
+    request, the busy one is held to its share at once (its buckets drained to empty, not into debt: its
+    wait is one request's worth, not the sum of what it did alone)."""
+    client = await make_client(api_keys=KEYS, tenant_rate=0.1, tenant_burst=2, tenant_work_rate=100_000,
+                               tenant_work_burst=1_000_000, **CONTENDED)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    batch = {"items": [{"x": ROW, "y": 0.5}] * 12}  # 12 x 80,800 bytes: just under the work burst
+    for _ in range(6):  # 6 batches: 6x the work burst, and 7 requests: 3.5x the request burst
+        assert (await client.post("/v1/learners/m/feedback", json=batch, headers=A)).status_code == 200
+    await _contend(client, B)
+    retry_after = _limited(await client.post("/v1/learners/m/predict", json={"x": ROW}, headers=A))
+    assert retry_after <= 10  # one request at 0.1 a second, not the 48 s of 6 work bursts in debt
+    assert (await client.get("/v1/learners", headers=B)).status_code == 200  # B has its share
+
+
+def test_shares_apply_only_within_the_contention_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Admission decisions against a clock: a tenant is limited while another is in flight or was seen
+    within ``tenant_contention_seconds``, and alone again once that has passed."""
+    now = [1000.0]
+    monkeypatch.setattr("kons_service.core.fairness.time.monotonic", lambda: now[0])
+    limiter = TenantLimiter(Settings(api_keys=KEYS, tenant_rate=1, tenant_burst=1,
+                                     tenant_contention_seconds=2.0))
+
+    def admitted(tenant: str) -> bool:
+        try:
+            with limiter.admit(tenant, 0):
+                return True
+        except TooManyRequestsError:
+            return False
+
+    assert all(admitted("alpha") for _ in range(100))  # alone: 100 requests in no time, rate 1 a second
+    assert admitted("beta")  # beta's first request: alpha is seen, so beta is held to its share too...
+    assert not admitted("alpha")  # ... and alpha, its bucket empty, waits a request's worth
+    now[0] += 1.0  # alpha's bucket holds one request again; beta was seen 1 s ago
+    assert admitted("alpha") and not admitted("alpha")
+    now[0] += 2.5  # beta was last seen 3.5 s ago: alpha alone again
+    assert all(admitted("alpha") for _ in range(100))
+    with limiter.admit("beta", 0):  # beta in flight, however long ago it was admitted, contends
+        now[0] += 10.0
+        assert admitted("alpha") and not admitted("alpha")
 
 
 async def test_refusals_are_paused_a_bounded_number_at_once() -> None:
@@ -126,7 +185,9 @@ async def test_refusals_are_paused_a_bounded_number_at_once() -> None:
 
 
 async def test_a_sender_retrying_refused_requests_at_once_is_slowed_down(make_client: AppFactory) -> None:
-    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=1, refusal_pause_ms=200)
+    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=1, refusal_pause_ms=200,
+                               **CONTENDED)
+    await _contend(client, B)
     start = time.monotonic()
     wrong = {"Authorization": "Bearer wrong"}
     for _ in range(3):
@@ -152,7 +213,8 @@ async def test_every_refusal_is_paused_once_whatever_its_route(
         await pause(self, tenant)
 
     monkeypatch.setattr(RefusalPause, "pause", counted)
-    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=1)
+    client = await make_client(api_keys=KEYS, tenant_rate=0.5, tenant_burst=1, **CONTENDED)
+    await _contend(client, B)
     wrong = {"Authorization": "Bearer wrong"}
     refusals = [await client.get("/metrics", headers=wrong), await client.get("/openapi.json", headers=wrong),
                 await client.get("/v1/learners", headers=wrong),

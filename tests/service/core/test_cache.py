@@ -23,6 +23,7 @@ async def test_a_learner_is_loaded_from_its_log_to_the_bits_of_a_replay(core: Co
         assert entry.at(head) and entry.version == 5 and entry.tip == head.tip
         assert learner.to_bytes() == (await replay(core.store)).learner.to_bytes()
     assert core.sample("kons_replayed_rounds_total") == 5
+    assert core.sample("kons_learner_loads_total", reason="cold") == 1
 
 
 async def test_a_learner_behind_the_head_replays_only_the_rounds_it_lacks(core: Core) -> None:
@@ -37,6 +38,8 @@ async def test_a_learner_behind_the_head_replays_only_the_rounds_it_lacks(core: 
         assert learner.to_bytes() == (await replay(core.store)).learner.to_bytes()
     assert core.sample("kons_replayed_rounds_total") == 3 + 2
     assert core.sample("kons_history_rollbacks_total") == 0
+    assert core.sample("kons_learner_loads_total", reason="cold") == 1  # once, then caught up
+    assert core.sample("kons_learner_loads_total", reason="behind") == 0
 
 
 async def test_a_learner_whose_rounds_were_trimmed_is_rebuilt_from_the_snapshot(
@@ -59,6 +62,7 @@ async def test_a_learner_whose_rounds_were_trimmed_is_rebuilt_from_the_snapshot(
         assert learner.to_bytes() == expected
     assert a.sample("kons_replayed_rounds_total") == replays  # the snapshot was the whole state
     assert a.sample("kons_history_rollbacks_total") == 0
+    assert a.sample("kons_learner_loads_total", reason="behind") == 1
 
 
 async def test_a_replaced_learner_is_rebuilt_from_its_new_state(core: Core) -> None:
