@@ -402,12 +402,19 @@ class LearnerService:
         except kons.InvalidParameterError as exc:
             raise kons.StateFormatError(f"the state's parameters are invalid: {exc}") from None
         theirs, _ = self._sized_config(unsized, params.get("dim"))
-        if theirs != stored:
+        # A learner whose first feedback has not decided its task yet takes a state of either task (one
+        # exported from a learner created with the very same body): the state's decides it, below.
+        their_config, our_config = json.loads(theirs), json.loads(stored)
+        deciding = (theirs != stored and undecided(our_config) and not undecided(their_config)
+                    and canonical(undecided_config(their_config)) == stored)
+        if theirs != stored and not deciding:
             raise StateMismatchError(f"The state is for {theirs}, not this learner's configuration {stored}.")
         # The stored config may leave the dimension to the first row: the blob's own is checked here.
         budget = self.settings.learner_max_bytes
         learner = await anyio.to_thread.run_sync(lambda: kons.load(blob, max_bytes=budget))
         reserved = await self.budget.reserve(ref, learner.state_nbytes(), "the state was not installed")
+        if deciding:
+            stored = await self._decide_for_state(ref, stored, theirs)
         version = int(learner.stats()["rounds"])
         incarnation = uuid.uuid4().hex
         head = Head(incarnation, version, version, incarnation)  # a new history: its tip is its incarnation
@@ -423,6 +430,17 @@ class LearnerService:
             await self.history_recorder.offer(entry, before=-1)
         self.metrics.observe_learner(ref, version, learner.stats(), learner.state_nbytes())
         return version
+
+    async def _decide_for_state(self, ref: LearnerRef, undecided_text: str, theirs: str) -> str:
+        """Decide the task of an undecided learner as the state's config ``theirs`` does (a compare-and-set,
+        as a first feedback decides it); raises 409 when its first feedback decided another meanwhile."""
+        head = await self.cache.head(ref)
+        now = await self.store.decide_config(ref, head.incarnation, undecided_text, theirs)
+        if now is None:
+            raise not_found(ref)
+        if now != theirs:
+            raise StateMismatchError(f"The state is for {theirs}, not this learner's configuration {now}.")
+        return now
 
 
 def _with_task(algorithm: str, params: dict[str, Any], task: str | None) -> dict[str, Any]:

@@ -428,9 +428,13 @@ async def test_the_heavy_requests_of_two_tenants_share_one_pace(make_client: App
     answered = await asyncio.gather(*(client.post("/v1/learners/m/predict", json=heavy, headers=headers)
                                       for headers in (A, B, A)))
     assert [response.status_code for response in answered] == [422] * 3
-    assert time.monotonic() - start >= 0.45  # (64 KiB of burst, then two of 64 KiB at 256 KiB a second)
-    # the waits are in /metrics: three turns, waited about 0, 0.25 and 0.5 s
+    # A bound the bucket guarantees whatever the machine's load (a slow machine only adds to it): 64 KiB
+    # of burst, then two of 64 KiB at 256 KiB a second.
+    assert time.monotonic() - start >= 0.45
+    # The waits are in /metrics: three turns, ideally waited 0, 0.25 and 0.5 s; less when a loaded
+    # machine delays the later requests' arrival at their turn while the bucket refills (0.699 s was seen
+    # at load 7). Unpaced, they would wait about nothing: a third of the ideal sum tells the two apart.
     metrics = (await client.get("/metrics", headers=A)).text.splitlines()
     assert "kons_heavy_turn_wait_seconds_count 3.0" in metrics
     waited = next(line for line in metrics if line.startswith("kons_heavy_turn_wait_seconds_sum "))
-    assert float(waited.split()[1]) >= 0.7
+    assert float(waited.split()[1]) >= 0.75 / 3
