@@ -19,7 +19,8 @@ and add the distribution over the classes that the round played, as (class, prob
 learner's class order, so that ``True`` and ``1`` stay two classes; every other learner plays its float
 alone. Such a learner is given, and its log keeps, the labels as the user sent them, so its answers
 echo them: ``0``/``1`` in, ``0``/``1`` out (:func:`check_rows`, :func:`replayed_label` for its log of
-before).
+before). The log keeps kons's play, which a replay checks; the answers' ``prediction`` of such a learner
+is the probability of its most probable class, however many classes it has (:func:`shown_predictions`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ __all__ = [
     "predict_round",
     "replayed_label",
     "round_loss",
+    "shown_predictions",
     "task_of",
     "task_of_label",
     "undecided",
@@ -131,6 +133,16 @@ def predict_round(learner: kons.Learner, x: Any) -> Round:
         return Round(max(probabilities), list(zip(learner.classes, probabilities, strict=True)))
     score = learner.predict_one(x)
     return Round(score, binary_distribution(learner.classes, score))
+
+
+def shown_predictions(plays: list[float], distributions: Sequence[Distribution] | None) -> list[float]:
+    """The answers' ``prediction`` of rounds played as ``plays`` with ``distributions``: a classifier's
+    probability of its most probable class (the answer's ``label``), with two classes as with ten (0.0
+    before it knows a class), so that it means one thing to a user; any other learner's plays as kons made
+    them."""
+    if distributions is None:
+        return plays
+    return [max((probability for _, probability in d), default=0.0) for d in distributions]
 
 
 def round_loss(learner: kons.Learner, played: Round, y: Any) -> float:
