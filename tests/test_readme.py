@@ -1,5 +1,7 @@
-"""The README's examples are executable documentation: every Python and curl block runs, in the README's
-order, against a live ``python -m kons_service`` on its embedded store, and prints what the README says.
+"""The README's examples are executable documentation: every Python and curl block of the README, then of
+the pages its detail moved to (:data:`DOCUMENTS`), runs in their order against a live ``python -m
+kons_service`` on its embedded store, and prints what the page says. The README's Python needs nothing but
+what ``pip install ".[service]"`` installs.
 
 Conventions the README follows so that this test can read it:
 
@@ -12,11 +14,14 @@ Conventions the README follows so that this test can read it:
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
 import re
 import subprocess
+import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +31,8 @@ import pytest
 from testkit.processes import REPO, free_port, service_env, start_service, terminate
 
 README = REPO / "README.md"
+#: The pages whose examples run, in this order, in one namespace against one service.
+DOCUMENTS = [README, REPO / "docs" / "library.md", REPO / "docs" / "service.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PRINTED = re.compile(r"^\s*print\(.*\)\s+# (.*)$")
 SERVICE = re.compile(r"(localhost|127\.0\.0\.1):8000")
@@ -44,16 +51,21 @@ RUN_ELSEWHERE = {
 class Block:
     language: str
     source: str
-    line: int  # where the block starts in README.md, for the failure messages
+    where: str  # the page and line where the block starts, for the failure messages
 
     def commands(self) -> list[str]:
         """The block's shell commands, continuation lines joined, comment lines kept as they are."""
         return self.source.replace("\\\n", " ").splitlines()
 
 
-def _blocks() -> list[Block]:
-    text = README.read_text()
-    return [Block(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1) for m in FENCE.finditer(text)]
+def _blocks(pages: list[Path] = DOCUMENTS) -> list[Block]:
+    blocks = []
+    for page in pages:
+        text = page.read_text()
+        name = page.relative_to(REPO)
+        blocks += [Block(m.group(1), m.group(2), f"{name}:{text.count(chr(10), 0, m.start()) + 1}")
+                   for m in FENCE.finditer(text)]
+    return blocks
 
 
 def _is_curl(block: Block) -> bool:
@@ -78,19 +90,37 @@ def test_every_code_block_is_python_or_bash_and_every_bash_block_is_run_somewher
     blocks = _blocks()
     assert len(blocks) >= 10
     for block in blocks:
-        assert block.language in ("python", "bash"), f"README.md:{block.line}: a ``` block without a language"
+        assert block.language in ("python", "bash"), f"{block.where}: a ``` block without a language"
         if block.language == "bash" and not _is_curl(block):
-            assert block.commands()[0].split("#")[0].strip() in RUN_ELSEWHERE, f"README.md:{block.line}"
+            assert block.commands()[0].split("#")[0].strip() in RUN_ELSEWHERE, block.where
+
+
+def test_the_readme_python_needs_only_the_service_extra() -> None:
+    """The quick start runs where ``pip install ".[service]"`` installed kons: every module the README's
+    Python imports is the standard library's or one of the declared runtime and service dependencies (the
+    issue: it imported scikit-learn, which that extra does not bring)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[\[<>=; ]", requirement)[0].lower().replace("-", "_")
+                for requirement in [*project["dependencies"], *project["optional-dependencies"]["service"]]}
+    allowed = declared | set(sys.stdlib_module_names) | {"kons", "kons_service"}
+    for block in _blocks([README]):
+        if block.language != "python":
+            continue
+        nodes = list(ast.walk(ast.parse(block.source)))
+        imported = {alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module for node in nodes if isinstance(node, ast.ImportFrom) and node.module}
+        roots = {name.split(".")[0] for name in imported}
+        assert roots <= allowed, (block.where, roots - allowed)
 
 
 def _run_python(block: Block, namespace: dict[str, object], service: str) -> None:
     expected = [m.group(1).strip() for m in map(PRINTED.match, block.source.splitlines()) if m]
     printed = [line for line in block.source.splitlines() if line.lstrip().startswith("print(")]
-    assert len(expected) == len(printed), f"README.md:{block.line}: a print() without its output comment"
+    assert len(expected) == len(printed), f"{block.where}: a print() without its output comment"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(SERVICE.sub(service, block.source), f"README.md:{block.line}", "exec"), namespace)
-    assert out.getvalue().splitlines() == expected, f"README.md:{block.line}"
+        exec(compile(SERVICE.sub(service, block.source), block.where, "exec"), namespace)
+    assert out.getvalue().splitlines() == expected, block.where
 
 
 def _run_curl(block: Block, service: str, cwd: Path) -> None:
@@ -100,7 +130,7 @@ def _run_curl(block: Block, service: str, cwd: Path) -> None:
             continue
         done = subprocess.run(["bash", "-c", SERVICE.sub(service, command.replace("curl ", "curl -sS ", 1))],
                               cwd=cwd, capture_output=True, text=True, timeout=60)
-        where = f"README.md:{block.line}: {command}"
+        where = f"{block.where}: {command}"
         assert done.returncode == 0, (where, done.stderr)
         answer = json.loads(done.stdout)
         assert "error" not in answer, (where, answer)
@@ -121,7 +151,10 @@ def _rounded(value: object) -> object:
 
 
 @pytest.mark.redis
-def test_every_readme_example_prints_what_the_readme_says(service_url: str, tmp_path: Path) -> None:
+def test_every_readme_example_prints_what_the_readme_says(
+    service_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KONS_URL", f"http://{service_url}")  # a Client() without an address: the service's
     namespace: dict[str, object] = {"__name__": "readme"}
     ran = 0
     for block in _blocks():

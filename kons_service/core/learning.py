@@ -15,9 +15,9 @@ other learner's task is its loss's: classification for a binary loss.
 the play, and for a learner that gives class probabilities, ``auto`` for classification, the distribution
 over its classes that the round played, the label's class, the loss and whether it was right), so the
 service's answers are the library's. Such a learner is given, and its log keeps, the labels as the user
-sent them, so its answers
-echo them: ``0``/``1`` in, ``0``/``1`` out (:func:`check_rows`, :func:`replayed_label` for its log of
-before).
+sent them, so its answers echo them: ``0``/``1`` in, ``0``/``1`` out (:func:`check_rows`,
+:func:`replayed_label` for its log of before). The log keeps kons's play, which a replay checks; the answers' ``prediction`` of such a learner
+is the probability of its most probable class, however many classes it has (:func:`shown_predictions`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ __all__ = [
     "numerics",
     "offload",
     "replayed_label",
+    "shown_predictions",
     "task_of",
     "task_of_label",
     "undecided",
@@ -85,6 +86,16 @@ def classifier(learner: kons.Learner) -> TypeGuard[kons.Auto]:
     """Whether ``learner`` is a classifier that gives class probabilities (``auto`` for classification:
     :attr:`kons.Learner.gives_class_probabilities`)."""
     return learner.gives_class_probabilities
+
+
+def shown_predictions(plays: list[float], distributions: Sequence[Distribution] | None) -> list[float]:
+    """The answers' ``prediction`` of rounds played as ``plays`` with ``distributions``: a classifier's
+    probability of its most probable class (the answer's ``label``), with two classes as with ten (0.0
+    before it knows a class), so that it means one thing to a user; any other learner's plays as kons made
+    them."""
+    if distributions is None:
+        return plays
+    return [max((probability for _, probability in d), default=0.0) for d in distributions]
 
 
 def canonical(config: dict[str, Any]) -> str:

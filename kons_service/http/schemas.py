@@ -411,6 +411,13 @@ _PROBABILITIES = ("A classifier's probability of each class it knows (summing to
                   "their types: GET /v1/learners/{name}.")
 
 
+_PREDICTION = ("Regression: the predicted value, in the target's units. A classifier that gives class "
+               "probabilities (auto for classification): the probability of `label`, its most probable "
+               "class, with two classes as with more (0 before any class is known); every class's is in "
+               "`probabilities`. Any other learner with a binary loss: its score, positive for +1 (the "
+               "log-odds with the logistic loss).")
+
+
 class _Answer(BaseModel):
     """An answer whose classifier fields, None for every other learner, are left out of its repr too."""
 
@@ -419,21 +426,21 @@ class _Answer(BaseModel):
 
 
 class PredictResponse(_Answer):
-    prediction: float
+    prediction: float = Field(description=_PREDICTION)
     version: int
     label: ClassLabel | None = Field(None, description=_LABEL)
     probabilities: dict[str, float] | None = Field(None, description=_PROBABILITIES)
 
 
 class BatchPredictResponse(_Answer):
-    predictions: list[float]
+    predictions: list[float] = Field(description=f"Per row: {_PREDICTION}")
     version: int
     labels: list[ClassLabel | None] | None = Field(None, description=f"Per row: {_LABEL}")
     probabilities: list[dict[str, float]] | None = Field(None, description=f"Per row: {_PROBABILITIES}")
 
 
 class FeedbackResponse(_Answer):
-    prediction: float
+    prediction: float = Field(description=f"The round's, before it learnt the label. {_PREDICTION}")
     loss: float
     version: int
     label: ClassLabel | None = Field(None, description=f"The class the round predicted. {_LABEL}")
@@ -443,7 +450,7 @@ class FeedbackResponse(_Answer):
 
 
 class BatchFeedbackResponse(_Answer):
-    predictions: list[float]
+    predictions: list[float] = Field(description=f"Per round, before it learnt its label: {_PREDICTION}")
     losses: list[float]
     version: int
     labels: list[ClassLabel | None] | None = Field(None, description=f"Per round: {_LABEL}")

@@ -49,7 +49,7 @@ async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
     played_many = [local.learn_proba_one(x, learnt(label)) for x, label in zip(X[40:], y[40:], strict=True)]
     assert batch["probabilities"] == [keyed(d) for d in played_many]
     assert batch["labels"] == [_label(d) for d in played_many]
-    assert batch["predictions"] == [d[learnt(label)] for d, label in zip(played_many, y[40:], strict=True)]
+    assert batch["predictions"] == [max(d.values()) for d in played_many]  # the probability of "labels"
     assert set(batch["probabilities"][-1]) == {"setosa", "versicolor", "virginica", "7", "true"}
 
     probe = [0.5, -1.0, 2.0]
@@ -85,13 +85,12 @@ async def test_binary_answers_equal_kons(make_client: AppFactory, labels: tuple[
     assert answer["probabilities"] == [keyed(d) for d in played]
     assert answer["labels"] == [max(d, key=d.__getitem__) for d in played]  # the user's own labels
     assert set(answer["labels"]) == set(labels)
-    scores = kons.Auto(task="classification")
-    assert answer["predictions"] == [scores.learn_one(x, learnt(t)) for x, t in zip(X, y, strict=True)]
+    assert answer["predictions"] == [max(d.values()) for d in played]  # the probability of "labels"
     probes = [[4.0, 0.0], [-4.0, 0.0], [0.01, 0.0], [40.0, 3.0]]
     asked = (await client.post(f"{URL}/predict", json={"xs": probes})).json()
     assert asked["probabilities"] == [keyed(local.predict_proba_dict_one(p)) for p in probes]
-    assert asked["predictions"] == [local.predict_one(p) for p in probes]
-    assert min(asked["predictions"]) < -2 and max(asked["predictions"]) > 2  # both signs, far from 0
+    assert asked["predictions"] == [max(local.predict_proba_dict_one(p).values()) for p in probes]
+    assert min(asked["predictions"]) >= 0.5 and max(asked["predictions"]) <= 1.0
 
 
 async def test_remembered_ids_and_retried_requests_answer_the_classes(make_client: AppFactory) -> None:
@@ -145,3 +144,29 @@ async def test_regression_answers_keep_their_shape(make_client: AppFactory) -> N
     asked = await client.post(f"{URL}/predict", json={"xs": [[1.0, 2.0]]})
     assert set(asked.json()) == {"predictions", "version"}
     assert (await client.get(URL)).json()["classes"] is None
+
+
+async def test_prediction_is_the_probability_of_the_label_with_two_classes_and_with_three(
+    make_client: AppFactory,
+) -> None:
+    """A classifier's `prediction` means one thing in every answer: the probability of the answer's
+    `label`, the same number as `probabilities[label]`, before and after its third class (it was the
+    log-odds with two classes and a probability from the third on; and a feedback's was the probability of
+    the class learnt, not of the one predicted). The V2 protocol's output says the same."""
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "classification"})).status_code == 201
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(60, 2))
+    labels = ["no", "yes"] * 15 + ["no", "yes", "maybe"] * 10
+    for i, (x, label) in enumerate(zip(X, labels, strict=True)):
+        fed = (await client.post(f"{URL}/feedback", json={"x": x.tolist(), "y": label})).json()
+        if "label" in fed:
+            assert fed["prediction"] == fed["probabilities"][fed["label"]], (i, fed)
+        asked = (await client.post(f"{URL}/predict", json={"xs": [x.tolist(), [0.3, -0.2]]})).json()
+        for prediction, label_asked, probabilities in zip(
+                asked["predictions"], asked["labels"], asked["probabilities"], strict=True):
+            assert prediction == probabilities[label_asked] and 0.0 <= prediction <= 1.0
+    v2 = (await client.post("/v2/models/c/infer", json={"inputs": [
+        {"name": "x", "shape": [1, 2], "datatype": "FP64", "data": [0.3, -0.2]}]})).json()
+    output = next(o for o in v2["outputs"] if o["name"] == "prediction")
+    assert output["data"] == asked["predictions"][1:]

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter
 
 from kons.losses import top_label
-from kons_service.core.learning import Distribution
+from kons_service.core.learning import Distribution, shown_predictions
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
@@ -36,11 +36,12 @@ async def predict(
     ref: LearnerDep, body: PredictRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> PredictResponse | BatchPredictResponse:
     result = await service.predict(ref, body.rows(), body.row_ids(), seen)
+    predictions = shown_predictions(result.predictions, result.distributions)
     labels, probabilities = _classes(result.distributions)
     if body.xs is None:
-        return PredictResponse(prediction=result.predictions[0], version=result.version,
+        return PredictResponse(prediction=predictions[0], version=result.version,
                                label=_first(labels), probabilities=_first(probabilities))
-    return BatchPredictResponse(predictions=result.predictions, version=result.version, labels=labels,
+    return BatchPredictResponse(predictions=predictions, version=result.version, labels=labels,
                                 probabilities=probabilities)
 
 
@@ -51,7 +52,8 @@ async def feedback(
 ) -> FeedbackResponse | BatchFeedbackResponse:
     rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
     result = await service.feedback(ref, rounds, body.request_id, seen)
-    predictions, losses, version = result.predictions, result.losses, result.version
+    predictions = shown_predictions(result.predictions, result.distributions)
+    losses, version = result.losses, result.version
     labels, probabilities = _classes(result.distributions)
     if body.items is None:
         return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version,

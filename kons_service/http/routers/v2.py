@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
+from kons_service.core.learning import shown_predictions
 from kons_service.core.service import LearnerService
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
@@ -193,7 +194,8 @@ async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerServic
     result = await service.predict(ref, rows, None, seen)
     _check_version(ref, result.config, version)
     batch = len(rows)
-    outputs = [OutputTensor(name=OUTPUT, shape=[batch], datatype="FP64", data=result.predictions)]
+    predictions = shown_predictions(result.predictions, result.distributions)
+    outputs = [OutputTensor(name=OUTPUT, shape=[batch], datatype="FP64", data=predictions)]
     if result.distributions is not None:
         keyed = [json_keyed(d) for d in result.distributions]
         classes = list(keyed[0])  # one state, so every row has the same classes
