@@ -110,6 +110,13 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.hostile --seconds 3 --rounds 6 --sender-nice 19 "
               "--baseline PATH --out benchmarks/results/hostile_fairness.md",
               ("hostile_fairness.md", "hostile.md"), (*_SERVICE, "benchmarks/hostile.py")),
+    Benchmark("Scaling out behind the shipped HAProxy: 2 replicas against 1, full loads per 1,000 requests "
+              "against round robin, a replica SIGKILLed behind it, a tenant alone with and without quotas "
+              "(docs/scaling.md)",
+              "nice -n 5 python -m benchmarks.scaleout --seconds 15 --warmup 8 --rounds 2 --baseline PATH "
+              "--out benchmarks/results",
+              ("scaleout.md", "scaleout.json"),
+              (*_SERVICE, "deploy/haproxy/haproxy.cfg", "benchmarks/scaleout.py", "benchmarks/hostile.py")),
     Benchmark("What fair sharing costs heavy requests: batch predicts with keys configured against "
               "single-tenant (README)",
               "python -m benchmarks.heavy_bodies --requests 400 --out benchmarks/results/heavy_bodies.md",

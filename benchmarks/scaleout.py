@@ -121,14 +121,16 @@ def drive(url: str, targets: Sequence[Target], seconds: float, clients: int = 32
 
 
 @contextlib.contextmanager
-def deployment(workdir: Path, redis: RedisServer, replicas: int, balance: str | None = None,
-               **settings: object) -> Iterator[tuple[LoadBalancer, list[ServiceProcess]]]:
-    """``replicas`` service processes on ``redis`` behind HAProxy (the shipped configuration, or with
-    ``balance`` instead of its hash); stopped on exit."""
+def deployment(
+    workdir: Path, redis: RedisServer, replicas: int, balance: str | None = None,
+    settings: dict[str, object] | None = None,
+) -> Iterator[tuple[LoadBalancer, list[ServiceProcess]]]:
+    """``replicas`` service processes on ``redis`` (with ``settings``) behind HAProxy (the shipped
+    configuration, or with ``balance`` instead of its hash); stopped on exit."""
     keys = ",".join(f"{tenant}:{key}" for tenant, key in TENANTS.items())
     workdir.mkdir(parents=True, exist_ok=True)
     services = [ServiceProcess(redis.url, workdir / f"service{i}.log", REPO, api_keys=keys,
-                               metrics_key=METRICS_KEY, **settings) for i in range(replicas)]
+                               metrics_key=METRICS_KEY, **(settings or {})) for i in range(replicas)]
     for service in services:
         service.env.update(blas_env(1))
         service.start()
@@ -140,6 +142,11 @@ def deployment(workdir: Path, redis: RedisServer, replicas: int, balance: str | 
         balancer.stop()
         for service in services:
             service.stop()
+
+
+def falls_of(balancer: LoadBalancer) -> int:
+    """How many times HAProxy's checks have taken a replica out of the ring so far."""
+    return sum(int(fields["chkdown"] or 0) for fields in balancer.stats().values())
 
 
 def loads(services: Sequence[ServiceProcess]) -> float:
@@ -170,6 +177,7 @@ class Cell:
     acknowledged: int
     loads: float
     cpu_seconds: float
+    falls: int  # replicas HAProxy's checks took out of the ring during the cell
     latencies: list[float] = field(default_factory=list)
 
     @property
@@ -189,12 +197,12 @@ def routing(workdir: Path, redis: RedisServer, targets: Sequence[Target], second
             cell_dir = workdir / f"{round_}-{replicas}-{balance}"
             with deployment(cell_dir, redis, replicas, balance) as (lb, services):
                 drive(lb.url, targets, warmup)
-                loaded = loads(services)
+                loaded, falls = loads(services), falls_of(lb)
                 cpu = sum(_cpu_seconds(service.pid) for service in services)
                 answers = drive(lb.url, targets, seconds)
                 cells[label].append(Cell(
                     seconds, len(answers), sum(a.status == 200 for a in answers), loads(services) - loaded,
-                    sum(_cpu_seconds(service.pid) for service in services) - cpu,
+                    sum(_cpu_seconds(service.pid) for service in services) - cpu, falls_of(lb) - falls,
                     [a.seconds for a in answers if a.status == 200]))
     return cells
 
@@ -210,10 +218,10 @@ def routing_table(cells: dict[str, list[Cell]]) -> list[str]:
                      f"{1000 * sum(c.cpu_seconds for c in measured) / max(acknowledged, 1):.2f}",
                      f"{1000 * sum(c.loads for c in measured) / max(requests, 1):.2f}",
                      f"{1000 * statistics.median(latencies):.0f} / {1000 * np.quantile(latencies, 0.99):.0f}",
-                     f"{requests - acknowledged}"])
+                     f"{requests - acknowledged}", f"{sum(c.falls for c in measured)}"])
     return markdown_table(["set-up", "acknowledged rounds/s (each round)", "vs 1 replica",
                            "service CPU ms per round", "full loads per 1,000 requests", "p50 / p99 ms",
-                           "not acknowledged"], rows, "lrrrrrr")
+                           "not acknowledged", "replicas out of the ring"], rows, "lrrrrrrr")
 
 
 def failover(workdir: Path, redis: RedisServer, targets: Sequence[Target], seconds: float,
@@ -271,27 +279,31 @@ def failover(workdir: Path, redis: RedisServer, targets: Sequence[Target], secon
 
 
 #: Rounds the learner of ``alone`` plays before it is measured: a trained ``auto`` learner, whose state (and
-#: so the work a round is charged) is several times a new one's.
-PRETRAINED_ROUNDS = 3000
+#: so the work a round is charged) is several times a new one's. Every cell starts from that same state.
+PRETRAINED_ROUNDS = 6000
+#: ``auto`` with its task said, so that a state exported from one imports into another.
+AUTO_REGRESSION = {"algorithm": "auto", "dim": 8, "params": {"task": "regression"}}
 
 
-def pretrain(url: str, target: Target, rounds: int) -> None:
-    """Feed ``rounds`` rows to one learner in batches (halved on a 413, as a client reading it would)."""
-    tenant, name = target
+def trained_state(url: str, tenant: str, rounds: int) -> bytes:
+    """The state of an ``auto`` learner fed ``rounds`` rows in batches (halved on a 413, as a client
+    reading it would)."""
     noise, batch, fed = np.random.default_rng(7), 100, 0
     with httpx.Client(base_url=url, timeout=120,
                       headers={"authorization": f"Bearer {TENANTS[tenant]}"}) as client:
+        client.put("/v1/learners/trained", json=AUTO_REGRESSION).raise_for_status()
         while fed < rounds:
             xs = noise.normal(size=(batch, 8))
             items = [{"x": x.tolist(), "y": float(x.sum())} for x in xs]
-            response = client.post(f"/v1/learners/{name}/feedback", json={"items": items})
+            response = client.post("/v1/learners/trained/feedback", json={"items": items})
             if response.status_code == 413:
                 batch = max(1, batch // 2)
-            elif response.status_code == 429:
-                time.sleep(float(response.headers.get("retry-after", "1")))
             else:
                 response.raise_for_status()
                 fed += batch
+        state = client.get("/v1/learners/trained/state")
+        state.raise_for_status()
+        return state.content
 
 
 def alone(workdir: Path, redis: RedisServer, seconds: float, rounds: int,
@@ -301,18 +313,24 @@ def alone(workdir: Path, redis: RedisServer, seconds: float, rounds: int,
     if baseline is not None:
         setups["default limits, baseline"] = (baseline, {})
     rates: dict[str, list[float]] = collections.defaultdict(list)
-    target = [("tenant0", "alone")]
+    keys = ",".join(f"{tenant}:{key}" for tenant, key in TENANTS.items())
+    with deployment(workdir / "trainer", redis, 1, settings=dict(UNLIMITED)) as (_, (trainer,)):
+        state = trained_state(trainer.url, "tenant0", PRETRAINED_ROUNDS)
+    headers = {"authorization": f"Bearer {TENANTS['tenant0']}"}
     for round_ in range(rounds):
-        for index, (label, (checkout, settings)) in enumerate(setups.items()):
-            keys = ",".join(f"{tenant}:{key}" for tenant, key in TENANTS.items())
-            log = workdir / f"alone-{round_}-{index}.log"
-            service = ServiceProcess(redis.url, log, checkout, api_keys=keys, **settings)
+        order = list(setups.items())
+        order = order[round_ % len(order):] + order[:round_ % len(order)]  # each setup first in turn
+        for index, (label, (checkout, settings)) in enumerate(order):
+            name = f"alone{round_}-{index}"
+            service = ServiceProcess(redis.url, workdir / f"{name}.log", checkout, api_keys=keys, **settings)
             service.env.update(blas_env(1))
             service.start()
             try:
-                create(service.url, target)
-                if not rates:
-                    pretrain(service.url, target[0], PRETRAINED_ROUNDS)
+                httpx.put(f"{service.url}/v1/learners/{name}", json=AUTO_REGRESSION, headers=headers,
+                          timeout=60).raise_for_status()
+                httpx.put(f"{service.url}/v1/learners/{name}/state", content=state, timeout=120,
+                          headers={**headers, "content-type": "application/octet-stream"}).raise_for_status()
+                target = [("tenant0", name)]
                 drive(service.url, target, 3, clients=16, processes=2)  # warm-up: the learner at home
                 answers = drive(service.url, target, seconds, clients=16, processes=2)
                 rates[label].append(sum(a.status == 200 for a in answers) / seconds)

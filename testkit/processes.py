@@ -743,8 +743,8 @@ class LoadBalancer:
                 chunks.append(chunk)
         return b"".join(chunks).decode()
 
-    def states(self) -> dict[str, str]:
-        """Each replica's state as HAProxy's checks see it (``UP``, ``DOWN``, ...)."""
+    def stats(self) -> dict[str, dict[str, str]]:
+        """Each replica's row of HAProxy's ``show stat`` (``status``, ``chkdown``: its falls so far, ...)."""
         try:
             rows = self.command("show stat").splitlines()
         except OSError:
@@ -752,12 +752,16 @@ class LoadBalancer:
         if not rows:
             return {}
         header = rows[0].lstrip("# ").split(",")
-        states = {}
+        stats = {}
         for row in rows[1:]:
             fields = dict(zip(header, row.split(","), strict=False))
             if fields.get("pxname") == "replicas" and fields.get("svname", "").startswith("kons"):
-                states[fields["svname"]] = fields["status"].split()[0]
-        return states
+                stats[fields["svname"]] = fields
+        return stats
+
+    def states(self) -> dict[str, str]:
+        """Each replica's state as HAProxy's checks see it (``UP``, ``DOWN``, ...)."""
+        return {name: fields["status"].split()[0] for name, fields in self.stats().items()}
 
     def wait_states(self, wanted: dict[str, str], timeout: float = 30.0) -> None:
         """Wait until the replicas named in ``wanted`` are in those states (e.g. ``{"kons1": "DOWN"}``)."""

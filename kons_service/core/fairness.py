@@ -167,9 +167,10 @@ class TenantLimiter:
         state, now = self._refilled(tenant)
         state.work.take(work, self.contended(tenant, now))
 
-    def contended(self, tenant: str, now: float) -> bool:
+    def contended(self, tenant: str, now: float | None = None) -> bool:
         """Whether another tenant than ``tenant`` has a request in flight, or was admitted or answered
-        within ``contention_seconds`` of ``now``: then the shares apply."""
+        within ``contention_seconds`` of ``now`` (default: now): then the shares apply."""
+        now = time.monotonic() if now is None else now
         while self._seen:
             oldest, at = next(iter(self._seen.items()))
             if at >= now - self.contention_seconds:
@@ -251,12 +252,18 @@ class HeavyTurns:
     tenants: a heavy request costs the serving process up to about 2 ms per 64 KiB of body, so 8 MiB a
     second of them, each counting at least 64 KiB, is about a quarter of a core (figures in the module's
     docstring).
+
+    Like the tenants' shares, the turns and the pace waste nothing: a tenant whose heavy request finds no
+    other tenant contending for the process (``contended``, :meth:`TenantLimiter.contended`) and none
+    waiting for a turn goes on at once, without a turn (its bytes still drain the pace, down to empty).
     """
 
     def __init__(self, concurrent: int, bytes_rate: float, least_bytes: int, max_wait: float = math.inf,
                  waited: Callable[[float], None] = lambda seconds: None,
-                 refused: Callable[[], None] = lambda: None) -> None:
+                 refused: Callable[[], None] = lambda: None,
+                 contended: Callable[[str], bool] = lambda tenant: True) -> None:
         self.concurrent = concurrent
+        self.contended = contended  # whether another tenant than this one contends for the process
         self.max_wait = max_wait
         self.waited = waited  # told how long each turn was waited for
         self.refused = refused  # told of each request refused for waiting longer than max_wait
@@ -271,6 +278,12 @@ class HeavyTurns:
         """Hold one of the turns for the block, waiting for it in the tenant's turn; raise 429 if that wait
         would be longer than ``max_wait``."""
         cost = self._cost(body_bytes)
+        if not self._waiting and not self.contended(tenant):  # alone: nobody else's requests to keep
+            self._pace.refill(time.monotonic())
+            self._pace.take(cost, contended=False)
+            self.waited(0.0)
+            yield
+            return
         if not self._waiting and self._granted(cost):
             self.waited(0.0)
         else:

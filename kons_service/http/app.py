@@ -91,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             await _check_the_store(service)
             app.state.service = service
+            app.state.heavy_turns.contended = service.limiter.contended
             service.start()
             started = True
             _freeze_the_start_up_heap()

@@ -362,7 +362,9 @@ def test_the_longest_wait_for_a_heavy_turn_is_validated() -> None:
 async def test_a_heavy_request_that_would_wait_too_long_gets_429(make_client: AppFactory) -> None:
     """At 256 KiB a second, 20 KiB bodies (each counting 64 KiB) sent at once wait a quarter of a second
     more each: past 0.6 s of expected wait they are refused at once, counted in /metrics, not queued."""
-    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16, heavy_turn_max_wait_seconds=0.6)
+    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16, heavy_turn_max_wait_seconds=0.6,
+                               **CONTENDED)
+    await _contend(client, B)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     heavy = {"x": ROW * 40}  # 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
     answered = await asyncio.gather(*(client.post("/v1/learners/m/predict", json=heavy, headers=A)
@@ -379,7 +381,9 @@ async def test_a_heavy_request_that_would_wait_too_long_is_refused_before_its_bo
 ) -> None:
     """Its Content-Length decides: with the pace's burst taken (256 KiB a second, 64 KiB of burst), a
     20 KiB body would wait a quarter of a second, over 0.1 s: a 429 without the body parsed."""
-    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16, heavy_turn_max_wait_seconds=0.1)
+    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16, heavy_turn_max_wait_seconds=0.1,
+                               **CONTENDED)
+    await _contend(client, B)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     parsers = client.app.state.parsers
     parse, parsed = parsers.parse, []
@@ -404,7 +408,8 @@ async def test_a_heavy_request_that_would_wait_too_long_is_refused_before_its_bo
 async def test_a_heavy_request_waits_for_its_turn_once_read_and_a_light_one_does_not(
     make_client: AppFactory,
 ) -> None:
-    client = await make_client(api_keys=KEYS, heavy_turns=1)
+    client = await make_client(api_keys=KEYS, heavy_turns=1, **CONTENDED)
+    await _contend(client, B)
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     heavy = {"x": ROW * 40}  # 4,000 numbers, 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
     # another tenant's heavy request in progress
@@ -420,7 +425,7 @@ async def test_a_heavy_request_waits_for_its_turn_once_read_and_a_light_one_does
 async def test_the_heavy_requests_of_two_tenants_share_one_pace(make_client: AppFactory) -> None:
     """KONS_HEAVY_BYTES_RATE paces the heavy requests of every tenant together: at 256 KiB a second, three
     tenants' 20 KiB bodies (each counting 64 KiB) after the first wait a quarter of a second each."""
-    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16)
+    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16, **CONTENDED)
     for headers in (A, B):
         assert (await client.put("/v1/learners/m", json=ONS, headers=headers)).status_code == 201
     heavy = {"x": ROW * 40}  # 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
@@ -438,3 +443,41 @@ async def test_the_heavy_requests_of_two_tenants_share_one_pace(make_client: App
     assert "kons_heavy_turn_wait_seconds_count 3.0" in metrics
     waited = next(line for line in metrics if line.startswith("kons_heavy_turn_wait_seconds_sum "))
     assert float(waited.split()[1]) >= 0.75 / 3
+
+
+async def test_a_tenant_alone_takes_no_turn_and_is_not_paced(make_client: AppFactory) -> None:
+    """At 256 KiB a second, three heavy requests at once of a tenant alone go on at once (with another
+    tenant in turn, the same three wait their turns: the test above); once another tenant makes a request,
+    its heavy requests are paced again."""
+    client = await make_client(api_keys=KEYS, heavy_bytes_rate=4 * 2**16, **CONTENDED)
+    assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
+    heavy = {"x": ROW * 40}  # 20 KiB of JSON (of the wrong dimension: a 422 in its turn)
+    answered = await asyncio.gather(*(client.post("/v1/learners/m/predict", json=heavy, headers=A)
+                                      for _ in range(3)))
+    assert [response.status_code for response in answered] == [422] * 3
+    metrics = (await client.get("/metrics", headers=A)).text
+    assert value(metrics, "kons_heavy_turn_wait_seconds_count") == 3
+    assert value(metrics, "kons_heavy_turn_wait_seconds_sum") == 0  # none waited, however short
+    await _contend(client, B)
+    answered = await asyncio.gather(*(client.post("/v1/learners/m/predict", json=heavy, headers=A)
+                                      for _ in range(2)))
+    assert [response.status_code for response in answered] == [422] * 2
+    metrics = (await client.get("/metrics", headers=A)).text
+    assert (value(metrics, "kons_heavy_turn_wait_seconds_sum") or 0) >= 0.2  # the second waited for the pace
+
+
+def test_heavy_turns_ask_whether_another_tenant_contends() -> None:
+    asked: list[str] = []
+
+    def contended(tenant: str) -> bool:
+        asked.append(tenant)
+        return False
+
+    turns = HeavyTurns(1, 2**16, 2**16, contended=contended)
+
+    async def three_at_once() -> None:
+        async with turns.turn("alpha", 20_000), turns.turn("alpha", 20_000), turns.turn("alpha", 20_000):
+            pass  # (one turn of 1, and a pace of one body a second: taking turns, this would never end)
+
+    asyncio.run(asyncio.wait_for(three_at_once(), 5))
+    assert asked == ["alpha"] * 3
