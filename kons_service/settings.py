@@ -84,7 +84,7 @@ class Settings(BaseSettings):
         1000, ge=1, description="... or once it is this many rounds behind and its log holds a third of the "
         "snapshot's bytes (snapshot bytes stay within 3x of the log's) ...")
     snapshot_max_replay_seconds: float = Field(
-        30.0, gt=0, description="... or, whatever the bytes, once its log would take this long to replay "
+        10.0, gt=0, description="... or, whatever the bytes, once its log would take this long to replay "
         "(the learner's measured seconds per round times the rounds behind): the bound on a rebuild after a "
         "crash or a takeover ...")
     snapshot_interval_seconds: float | None = Field(

@@ -68,7 +68,7 @@ class SnapshotPolicy:
 
     floor_seconds: float = 30.0
     every_rounds: int = 1000
-    max_replay_seconds: float = 30.0
+    max_replay_seconds: float = 10.0
     interval_seconds: float | None = None
 
     @classmethod
