@@ -131,6 +131,21 @@ BENCHMARKS = (
               "(docs/reliability.md)",
               "python -m benchmarks.ack_marks --runs 4 --out benchmarks/results",
               ("ack_marks.md", "ack_marks.json"), (*_SERVICE, "benchmarks/ack_marks.py")),
+    Benchmark("Snapshots by what they save: snapshot bytes per acknowledged feedback against the log's, "
+              "0.25 to 100 feedbacks/s per learner, the code before beside (docs/service-design.md)",
+              "nice -n 5 python -m benchmarks.snapshot_rate --baseline /tmp/kons-before "
+              "--out benchmarks/results",
+              ("snapshot_rate.md", "snapshot_rate.json"), (*_SERVICE, "benchmarks/snapshot_rate.py")),
+    Benchmark("The same for the default learner, `auto`, fed slowly (issue 40's one feedback every 4 s)",
+              "nice -n 5 python -m benchmarks.snapshot_rate --algorithm auto --rates 0.25 1 "
+              "--baseline /tmp/kons-before --out benchmarks/results",
+              ("snapshot_rate_auto.md", "snapshot_rate_auto.json"),
+              (*_SERVICE, "benchmarks/snapshot_rate.py")),
+    Benchmark("The capacity model's prediction (CPU per feedback, throughput, memory per learner) against a "
+              "measured run of 200 `auto` learners (docs/capacity.md)",
+              "nice -n 5 python -m benchmarks.capacity --out benchmarks/results",
+              ("capacity.md", "capacity.json"),
+              (*_SERVICE, "benchmarks/hotpath.py", "benchmarks/capacity.py")),
     Benchmark("Reliability battery: every promise kept (docs/reliability.md)",
               "python -m benchmarks.reliability --out docs/reliability.md "
               "--json benchmarks/results/reliability.json",

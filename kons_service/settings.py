@@ -78,12 +78,19 @@ class Settings(BaseSettings):
     # Durability and background work
     snapshot_min_seconds: float = Field(
         30.0, ge=0, description="A learner is snapshotted at most this often (capped at "
-        "snapshot_interval_seconds), and, past it, once its log since the last snapshot would take longer to "
-        "replay than the snapshot to write, or more bytes to keep than the snapshot ...")
+        "snapshot_interval_seconds), and, past it, once its log since the last snapshot holds more bytes "
+        "than the snapshot would ...")
     snapshot_every_rounds: int = Field(
-        1000, ge=1, description="... or once it is this many rounds behind ...")
-    snapshot_interval_seconds: float = Field(
-        60.0, gt=0, description="... and at the latest this long after the last one, if it has new rounds.")
+        1000, ge=1, description="... or once it is this many rounds behind and its log holds a third of the "
+        "snapshot's bytes (snapshot bytes stay within 3x of the log's) ...")
+    snapshot_max_replay_seconds: float = Field(
+        10.0, gt=0, description="... or, whatever the bytes, once its log would take this long to replay "
+        "(the learner's measured seconds per round times the rounds behind): the bound on a rebuild after a "
+        "crash or a takeover ...")
+    snapshot_interval_seconds: float | None = Field(
+        None, gt=0, description="... and, if set, at the latest this long after the last one if it has new "
+        "rounds (by default never by the clock: a slowly fed learner's snapshots would cost far more bytes "
+        "than its log).")
     snapshot_chunk_bytes: int = Field(8 * 2**20, ge=1024, description="Size of one snapshot chunk value.")
     keep_versions: int = Field(
         8, ge=1, description="Most kept states (bases) per learner: every version from the oldest on can be "

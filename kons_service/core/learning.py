@@ -16,8 +16,9 @@ the play, and for a learner that gives class probabilities, ``auto`` for classif
 over its classes that the round played, the label's class, the loss and whether it was right), so the
 service's answers are the library's. Such a learner is given, and its log keeps, the labels as the user
 sent them, so its answers echo them: ``0``/``1`` in, ``0``/``1`` out (:func:`check_rows`,
-:func:`replayed_label` for its log of before). The log keeps kons's play, which a replay checks; the answers' ``prediction`` of such a learner
-is the probability of its most probable class, however many classes it has (:func:`shown_predictions`).
+:func:`replayed_label` for its log of before). The log keeps kons's play, which a replay checks; the
+answers' ``prediction`` of such a learner is the probability of its most probable class, however many
+classes it has (:func:`shown_predictions`).
 """
 
 from __future__ import annotations

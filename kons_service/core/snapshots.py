@@ -1,15 +1,18 @@
 """Snapshots: a cached learner's full state written to the store, so that a rebuild replays a short log.
 
-A snapshot is written when the log since the last one costs more than the snapshot itself
-(:func:`snapshot_due`): more time to replay (the learner's measured seconds per round times the rounds
-behind) than the snapshot takes to write (its bytes, ``state_nbytes``, times the seconds per byte that
-this process's snapshots have taken), or more bytes to keep in Redis than the snapshot. Never within
-``snapshot_min_seconds`` of the last one (a hot learner's log grows faster than any snapshot pays back),
-and always by ``snapshot_every_rounds`` rounds or ``snapshot_interval_seconds`` (past the floor). An
-evicted learner is snapshotted if its log is the dearer of the two (else its log is replayed when it is
-next loaded), and :meth:`Snapshotter.close` snapshots every learner that still has new rounds. One
-process writes a learner's snapshot at a time (a lock in the store); publishing it trims the log behind
-it. ``kons_snapshot_bytes_total / kons_log_bytes_total`` is the write amplification.
+A snapshot is paid every time it is written; the log behind it costs its bytes in Redis all along, but its
+replay only when the learner is rebuilt (a crash, a takeover, a reload after eviction). So a learner is
+snapshotted by what the snapshot saves, never merely because time passed (:class:`SnapshotPolicy`): once its
+log since the last snapshot holds more bytes than the snapshot would (keeping the log is the dearer), or
+once it is ``snapshot_every_rounds`` behind and its log holds a third of the snapshot's bytes (a short
+replay, while snapshot bytes stay within 3x of the log's at any feeding rate), or, whatever the bytes, once
+its replay would take ``snapshot_max_replay_seconds`` (the bound on a rebuild). Never within
+``snapshot_min_seconds`` of the last one (a hot learner's log grows faster than any snapshot pays back);
+``snapshot_interval_seconds``, if set, adds a clock. An evicted learner, whose log is replayed when it is
+next loaded, is snapshotted if that replay would take longer than the snapshot takes to write, or its log is
+the larger (:func:`log_dearer`), and :meth:`Snapshotter.close` snapshots every learner that still has new
+rounds. One process writes a learner's snapshot at a time (a lock in the store); publishing it trims the log
+behind it. ``kons_snapshot_bytes_total / kons_log_bytes_total`` is the write amplification.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import Head, KeepPolicy, LearnerRef, Publication, Store, StoreUnavailableError
 
-__all__ = ["LogCost", "Snapshotter", "log_dearer", "snapshot_due"]
+__all__ = ["LogCost", "SnapshotPolicy", "Snapshotter", "log_dearer"]
 
 log = logging.getLogger("kons_service.snapshots")
 
@@ -37,6 +40,9 @@ _SNAPSHOT_LOCK_MS = 120_000
 #: Seconds per byte a snapshot is assumed to take before this process has timed one (100 MB/s).
 _FIRST_SECONDS_PER_BYTE = 1e-8
 _WRITE_SPEED_WEIGHT = 0.2  # of the newest snapshot in the moving average of the seconds per byte
+#: Past ``every_rounds``, a snapshot waits until the log holds this fraction of its bytes: the snapshot
+#: bytes written per logged byte then stay within the inverse (3x), however slowly the learner is fed.
+_REPLAY_LOG_FRACTION = 1 / 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +63,36 @@ def log_dearer(cost: LogCost) -> bool:
                                        or cost.log_bytes > cost.snapshot_bytes)
 
 
-def snapshot_due(cost: LogCost, *, floor_seconds: float, every_rounds: int, interval_seconds: float) -> bool:
-    """Whether to write a snapshot now: never without new rounds or within the floor (itself at most the
-    interval), then once the log is the dearer (:func:`log_dearer`), ``every_rounds`` behind, or
-    ``interval_seconds`` after the last one."""
-    if cost.rounds_behind <= 0 or cost.since_snapshot < min(floor_seconds, interval_seconds):
-        return False
-    return (cost.rounds_behind >= every_rounds or cost.since_snapshot >= interval_seconds
-            or log_dearer(cost))
+@dataclass(frozen=True, slots=True)
+class SnapshotPolicy:
+    """When a cached learner's snapshot is due (see the module's docstring); the settings of that name."""
+
+    floor_seconds: float = 30.0
+    every_rounds: int = 1000
+    max_replay_seconds: float = 10.0
+    interval_seconds: float | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> SnapshotPolicy:
+        return cls(settings.snapshot_min_seconds, settings.snapshot_every_rounds,
+                   settings.snapshot_max_replay_seconds, settings.snapshot_interval_seconds)
+
+    @property
+    def floor(self) -> float:
+        """The fewest seconds between two snapshots of a learner (at most the interval, if one is set)."""
+        return min(self.floor_seconds, self.interval_seconds or self.floor_seconds)
+
+    def due(self, cost: LogCost) -> bool:
+        """Whether to write a snapshot now: never without new rounds or within the floor; then once the
+        log holds the snapshot's bytes, or is ``every_rounds`` long with a third of them, or would take
+        ``max_replay_seconds`` to replay, or (if set) ``interval_seconds`` after the last one."""
+        if cost.rounds_behind <= 0 or cost.since_snapshot < self.floor:
+            return False
+        return (cost.log_bytes >= cost.snapshot_bytes
+                or (cost.rounds_behind >= self.every_rounds
+                    and cost.log_bytes >= _REPLAY_LOG_FRACTION * cost.snapshot_bytes)
+                or cost.rounds_behind * cost.round_seconds >= self.max_replay_seconds
+                or (self.interval_seconds is not None and cost.since_snapshot >= self.interval_seconds))
 
 
 async def _newest_only(ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
@@ -72,7 +100,7 @@ async def _newest_only(ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepP
 
 
 class Snapshotter:
-    """Write the cached learners' snapshots: when due (:func:`snapshot_due`), on eviction and at shutdown."""
+    """Write the cached learners' snapshots: when due (:class:`SnapshotPolicy`), on eviction, at shutdown."""
 
     def __init__(self, store: Store, settings: Settings, metrics: Metrics) -> None:
         self.store = store
@@ -84,6 +112,7 @@ class Snapshotter:
         self._seconds_per_byte = _FIRST_SECONDS_PER_BYTE  # moving average over this process's snapshots
         #: Which older states a snapshot keeps (the service sets :meth:`.Versions.keep_policy`).
         self.keep_policy: Callable[[LearnerRef, int, int], Awaitable[KeepPolicy]] = _newest_only
+        self.policy = SnapshotPolicy.of(settings)
 
     def start(self, cache: LearnerCache) -> None:
         self.task = asyncio.create_task(self._loop(cache), name="kons-snapshotter")
@@ -117,14 +146,10 @@ class Snapshotter:
                        since_snapshot=now - entry.last_snapshot)
 
     def _due(self, entry: CachedLearner, now: float) -> bool:
-        settings = self.settings
-        return entry.learner is not None and snapshot_due(
-            self.cost(entry, now), floor_seconds=settings.snapshot_min_seconds,
-            every_rounds=settings.snapshot_every_rounds, interval_seconds=settings.snapshot_interval_seconds)
+        return entry.learner is not None and self.policy.due(self.cost(entry, now))
 
     async def _loop(self, cache: LearnerCache) -> None:
-        settings = self.settings
-        tick = max(0.05, min(1.0, settings.snapshot_interval_seconds / 2, settings.snapshot_min_seconds / 2))
+        tick = max(0.05, min(1.0, self.policy.floor / 2))
         while not self._closing:  # checked too, since a cancel can be lost (see _stop_loop)
             await asyncio.sleep(tick)
             now = time.monotonic()

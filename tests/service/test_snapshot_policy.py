@@ -1,4 +1,5 @@
-"""Snapshots by cost (issue 18, item 6): the policy as a pure function, and a rebuild after a SIGKILL."""
+"""Snapshots by what they save (issues 18, item 6, and 40, item 4): the policy as a pure function, and a
+rebuild after a SIGKILL."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import kons
 from kons_service.core.cache import CachedLearner
 from kons_service.core.metrics import Metrics
-from kons_service.core.snapshots import LogCost, Snapshotter, log_dearer, snapshot_due
+from kons_service.core.snapshots import LogCost, SnapshotPolicy, Snapshotter, log_dearer
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef
 from testkit.processes import SPEC, RedisServer, ServiceProcess, wait_until
@@ -22,34 +23,77 @@ from testkit.scrape import value
 # 100 rounds of 0.4 ms and 100 bytes behind a 1 MB snapshot that takes 50 ms to write: the log is cheaper
 CHEAP = LogCost(rounds_behind=100, log_bytes=10_000, round_seconds=0.0004, snapshot_bytes=1_000_000,
                 write_seconds=0.05, since_snapshot=40.0)
-POLICY: dict[str, Any] = {"floor_seconds": 30.0, "every_rounds": 1000, "interval_seconds": 60.0}
+POLICY = SnapshotPolicy(floor_seconds=30.0, every_rounds=1000, max_replay_seconds=30.0)
 
 
-def test_a_log_cheaper_than_its_snapshot_waits_for_the_interval() -> None:
-    assert not log_dearer(CHEAP)
-    assert not snapshot_due(CHEAP, **POLICY)
-    assert snapshot_due(dataclasses.replace(CHEAP, since_snapshot=60.0), **POLICY)
+def test_the_defaults_are_the_settings() -> None:
+    assert SnapshotPolicy.of(Settings()) == SnapshotPolicy()
+    assert SnapshotPolicy.of(Settings(snapshot_interval_seconds=5.0)).floor == 5.0
 
 
-def test_a_log_slower_to_replay_or_larger_to_keep_than_the_snapshot_is_due_past_the_floor() -> None:
-    slow = dataclasses.replace(CHEAP, rounds_behind=126)  # 50.4 ms of replay against 50 ms of writing
-    large = dataclasses.replace(CHEAP, log_bytes=1_000_001)
-    for dear in (slow, large):
-        assert log_dearer(dear) and snapshot_due(dear, **POLICY)
-        assert not snapshot_due(dataclasses.replace(dear, since_snapshot=29.9), **POLICY)  # the floor
+def test_a_slowly_fed_learner_is_not_snapshotted_by_the_clock() -> None:
+    """Today's trouble: one feedback every 4 s, and a snapshot every floor's 30 s, each worth 130 rounds."""
+    slow = dataclasses.replace(CHEAP, rounds_behind=1, log_bytes=100)
+    for hours in (1, 24, 24 * 365):
+        assert not POLICY.due(dataclasses.replace(slow, since_snapshot=hours * 3600.0))
+    # (a replay that would take longer than the snapshot takes to write is no reason on its own: it is paid
+    # only at a rebuild, while every snapshot is paid)
+    assert log_dearer(dataclasses.replace(CHEAP, rounds_behind=126))
+    assert not POLICY.due(dataclasses.replace(CHEAP, rounds_behind=126))
+    clocked = dataclasses.replace(POLICY, interval_seconds=60.0)  # unless a clock is asked for
+    assert not clocked.due(dataclasses.replace(slow, since_snapshot=59.9))
+    assert clocked.due(dataclasses.replace(slow, since_snapshot=60.0))
 
 
-def test_the_rounds_setting_still_forces_a_snapshot_but_not_within_the_floor() -> None:
-    behind = dataclasses.replace(CHEAP, rounds_behind=1000, round_seconds=0.0)
-    assert not log_dearer(behind) and snapshot_due(behind, **POLICY)
-    assert not snapshot_due(dataclasses.replace(behind, since_snapshot=10.0), **POLICY)
+def test_a_log_that_holds_the_snapshots_bytes_is_due_past_the_floor() -> None:
+    large = dataclasses.replace(CHEAP, log_bytes=1_000_000)
+    assert POLICY.due(large)
+    assert not POLICY.due(dataclasses.replace(large, log_bytes=999_999))
+    assert not POLICY.due(dataclasses.replace(large, since_snapshot=29.9))  # the floor
+
+
+def test_a_long_log_is_due_once_it_holds_a_third_of_the_snapshots_bytes() -> None:
+    long = dataclasses.replace(CHEAP, rounds_behind=1000, log_bytes=333_333)
+    assert not POLICY.due(long)  # the rounds alone would write 3x the log's bytes and more
+    assert POLICY.due(dataclasses.replace(long, log_bytes=333_334))
+    assert not POLICY.due(dataclasses.replace(long, rounds_behind=999, log_bytes=333_334))
+    assert not POLICY.due(dataclasses.replace(long, log_bytes=333_334, since_snapshot=10.0))  # the floor
+
+
+def test_a_replay_that_would_take_too_long_is_due_whatever_the_bytes() -> None:
+    slow_replay = dataclasses.replace(CHEAP, rounds_behind=3000, log_bytes=1000, round_seconds=0.01)
+    assert POLICY.due(slow_replay)  # 30 s of replay
+    assert not POLICY.due(dataclasses.replace(slow_replay, round_seconds=0.0099))
+
+
+@pytest.mark.parametrize("feedbacks_per_second", [0.01, 0.25, 1.0, 10.0, 100.0, 10_000.0])
+@pytest.mark.parametrize("snapshot_bytes", [2_000, 500_000, 6_000_000])
+def test_snapshot_bytes_stay_within_3x_of_the_logs_at_every_rate(feedbacks_per_second: float,
+                                                                  snapshot_bytes: int) -> None:
+    """A day of one learner, round by round (100-byte rounds of 1 ms), the policy asked after each: the
+    snapshot bytes written per logged byte. (6 MB behind 100-byte rounds is 20,000 rounds, 20 s to replay.)"""
+    round_bytes, rounds = 100, int(min(feedbacks_per_second * 86_400, 200_000))
+    written = behind = 0
+    last = 0.0
+    for i in range(1, rounds + 1):
+        now = i / feedbacks_per_second
+        behind += 1
+        cost = LogCost(behind, behind * round_bytes, 0.001, snapshot_bytes, 0.01, now - last)
+        if POLICY.due(cost):
+            written, behind, last = written + snapshot_bytes, 0, now
+    assert written <= 3 * rounds * round_bytes
+    # and the replay stays short: the longer of every_rounds, a third of the snapshot's bytes, the floor's
+    assert behind <= max(POLICY.every_rounds, snapshot_bytes // (3 * round_bytes) + 1,
+                         feedbacks_per_second * POLICY.floor_seconds + 1)
+    if rounds * round_bytes >= 2 * snapshot_bytes and rounds / feedbacks_per_second > POLICY.floor_seconds:
+        assert written > 0
 
 
 def test_nothing_new_is_never_due_and_the_floor_is_at_most_the_interval() -> None:
     nothing = dataclasses.replace(CHEAP, rounds_behind=0, log_bytes=0, since_snapshot=1e6)
-    assert not log_dearer(nothing) and not snapshot_due(nothing, **POLICY)
-    quick: dict[str, Any] = {"floor_seconds": 30.0, "every_rounds": 1000, "interval_seconds": 0.1}
-    assert snapshot_due(dataclasses.replace(CHEAP, since_snapshot=0.1), **quick)
+    assert not log_dearer(nothing) and not POLICY.due(nothing)
+    quick = dataclasses.replace(POLICY, interval_seconds=0.1)
+    assert quick.due(dataclasses.replace(CHEAP, since_snapshot=0.1))
 
 
 def test_a_learner_counts_its_log_since_its_snapshot_and_its_round_time() -> None:
