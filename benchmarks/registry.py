@@ -124,6 +124,10 @@ BENCHMARKS = (
               "(docs/reliability.md)",
               "python -m benchmarks.ack_marks --runs 4 --out benchmarks/results",
               ("ack_marks.md", "ack_marks.json"), (*_SERVICE, "benchmarks/ack_marks.py")),
+    Benchmark("Memory in a soak: replica RSS and Redis memory level off under steady mixed traffic "
+              "(issue 41)",
+              "nice -n 5 python -m benchmarks.soak --seconds 480 --out benchmarks/results",
+              ("soak.md", "soak.json"), (*_SERVICE, "benchmarks/soak.py")),
     Benchmark("Reliability battery: every promise kept (docs/reliability.md)",
               "python -m benchmarks.reliability --out docs/reliability.md "
               "--json benchmarks/results/reliability.json",
