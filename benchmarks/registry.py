@@ -146,6 +146,10 @@ BENCHMARKS = (
               "nice -n 5 python -m benchmarks.capacity --out benchmarks/results",
               ("capacity.md", "capacity.json"),
               (*_SERVICE, "benchmarks/hotpath.py", "benchmarks/capacity.py")),
+    Benchmark("Memory in a soak: replica RSS and Redis memory level off under steady mixed traffic "
+              "(issue 41)",
+              "nice -n 5 python -m benchmarks.soak --seconds 480 --out benchmarks/results",
+              ("soak.md", "soak.json"), (*_SERVICE, "benchmarks/soak.py")),
     Benchmark("Reliability battery: every promise kept (docs/reliability.md)",
               "python -m benchmarks.reliability --out docs/reliability.md "
               "--json benchmarks/results/reliability.json",

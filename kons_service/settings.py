@@ -199,6 +199,12 @@ class Settings(BaseSettings):
         10.0, gt=0, description="Longest a heavy request (a body over 16 KiB) may expect to wait for its "
         "turn at heavy_bytes_rate, estimated from the bodies waiting ahead of it in the round of tenants; "
         "one that would wait longer is answered 429 with Retry-After at once instead of queued.")
+    heap_trim_seconds: float = Field(
+        30.0, ge=0, description="How often the process gives the memory it freed back to the system "
+        "(glibc's malloc_trim; 0: never), so that its resident memory follows what it holds.")
+    heap_arenas: int = Field(
+        2, ge=0, description="Most malloc heaps (glibc's arenas) the process's threads share (0: glibc's "
+        "default, 8 per core): fewer heaps hold less freed memory.")
     parse_workers: int = Field(
         1, ge=1, description="Processes (per server process) that parse and validate bodies over 64 KiB, "
         "so that a large body never holds the serving process's GIL.")

@@ -6,6 +6,8 @@ the service core and its store; nothing connects until the app's lifespan starts
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -21,6 +23,7 @@ from kons_service.core.service import LearnerService
 from kons_service.http.auth import Authenticator
 from kons_service.http.body import LargeBodies
 from kons_service.http.errors import install_error_handlers
+from kons_service.http.heap import HeapTrimmer
 from kons_service.http.logs import RequestContextMiddleware, stamp_records
 from kons_service.http.openapi import install_openapi, operation_id
 from kons_service.http.parsers import INLINE_BYTES, ParserPool
@@ -88,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               wait_timeout_ms=settings.redis_wait_timeout_ms)
         service = LearnerService(store, settings, metrics)
         started = False
+        trimming = asyncio.create_task(HeapTrimmer(settings.heap_trim_seconds, settings.heap_arenas).run())
         try:
             await _check_the_store(service)
             app.state.service = service
@@ -97,6 +101,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             _freeze_the_start_up_heap()
             yield
         finally:
+            trimming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await trimming
             try:
                 if started:
                     await service.close()

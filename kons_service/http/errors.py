@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,6 +178,18 @@ ANSWERS: dict[type[BaseException], Answer] = {
 _STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
+def _allowed_methods(routes: Iterable[Any], path: str) -> list[str]:
+    """The methods of every route (in included routers too) whose path matches ``path``."""
+    methods: set[str] = set()
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            methods.update(_allowed_methods(included.routes, path))
+        elif getattr(route, "methods", None) and route.path_regex.fullmatch(path):
+            methods.update(route.methods)
+    return sorted(methods)
+
+
 def _answer_to(exc: BaseException) -> Answer:
     return next(ANSWERS[cls] for cls in type(exc).__mro__ if cls in ANSWERS)
 
@@ -268,7 +280,13 @@ def install_error_handlers(app: FastAPI, refusals: RefusalPause) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _STATUS_CODES.get(exc.status_code, "http_error")
-        return _response(exc.status_code, code, str(exc.detail), exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405 and not isinstance(exc, Carried):
+            # Starlette names the methods of the first route of the path only (PUT, where GET and DELETE
+            # are there too): every route of the path is asked
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(app.router.routes,
+                                                                               request.url.path))}
+        return _response(exc.status_code, code, str(exc.detail), headers)
 
     @app.exception_handler(StoreUnavailableError)
     @app.exception_handler(NotReplicatedError)

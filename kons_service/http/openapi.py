@@ -1,6 +1,8 @@
 """The service's OpenAPI document, made for copying from: an example on every model, the HTTP Bearer
-security scheme (Swagger's Authorize button) on every route that takes an API key, ``algorithm`` as an
-enum of the kons registry, and operation ids named after the handlers (``predict``, ``feedback``, ...).
+security scheme (Swagger's Authorize button, optional: a single-tenant service takes no key) and the 429
+of the tenant limits on every route that takes an API key, ``algorithm`` as an enum of the kons registry,
+the server's own rules on learner names and on the body fields that exclude each other, and operation ids
+named after the handlers (``predict``, ``feedback``, ...).
 The document (``/openapi.json``) needs an API key when keys are configured: it names every route and
 parameter of the service, which is not for anyone who can reach the port. Its pages, Swagger UI at
 ``/docs`` and ReDoc at ``/redoc`` (``static/docs.html``), are public and load their scripts from the
@@ -125,6 +127,61 @@ def _algorithm_enum(schema: dict[str, Any]) -> None:
             branch["enum"] = sorted(kons.LEARNERS)
 
 
+#: A learner's name as JSON Schema writes :data:`~kons_service.settings.NAME_PATTERN` (ECMA-262: ``$``
+#: for Python's ``\Z``, anchored).
+_NAME_SCHEMA = {"type": "string", "pattern": r"^(?!\.+$)[A-Za-z0-9_.-]{1,64}$"}
+
+
+def _alone(field: str, *excluded: str) -> dict[str, Any]:
+    """The schema of a body that has ``field`` and none of ``excluded``."""
+    return {"required": [field], "not": {"anyOf": [{"required": [name]} for name in excluded]}}
+
+
+#: What the bodies' validators check beyond each field's own type, as JSON Schema (the server's rules:
+#: :mod:`kons_service.http.schemas`), so that a body the document allows is one the server takes.
+_BODY_RULES: dict[str, dict[str, Any]] = {
+    "PredictRequest": {"oneOf": [_alone("x", "xs", "ids"), _alone("xs", "x", "id")]},
+    "FeedbackItem": {"oneOf": [_alone("x", "id"), _alone("id", "x")]},
+    "FeedbackRequest": {"oneOf": [
+        _alone("items", "x", "id", "y"),
+        {"allOf": [{"required": ["y"]}, {"oneOf": [_alone("x", "id", "items"), _alone("id", "x", "items")]}]},
+    ]},
+}
+
+
+def _tighten_bodies(schemas: dict[str, Any]) -> None:
+    """:data:`_BODY_RULES`, and ``items`` never empty, ``ids`` distinct."""
+    for name, rules in _BODY_RULES.items():
+        if name in schemas:
+            schemas[name].update(rules)
+    for name, field, rule in (("FeedbackRequest", "items", {"minItems": 1}),
+                              ("PredictRequest", "ids", {"uniqueItems": True})):
+        for branch in schemas.get(name, {}).get("properties", {}).get(field, {}).get("anyOf", []):
+            if branch.get("type") == "array":
+                branch.update(rule)
+
+
+def _tighten_parameters(operation: dict[str, Any]) -> None:
+    """The learner's name with its rule; the seen version an integer (a header cannot be null)."""
+    for parameter in operation.get("parameters", []):
+        if parameter["in"] == "path" and parameter["name"] == "name":
+            parameter["schema"] = {**_NAME_SCHEMA, "title": "Name"}
+        elif parameter["in"] == "header" and parameter["name"] == "Kons-Seen-Version":
+            parameter["schema"] = {"type": "integer", "minimum": 0}
+
+
+def _keyed(operation: dict[str, Any]) -> None:
+    """A route that takes an API key: the key is optional (a single-tenant service has none), and with
+    keys configured its tenant's limits may answer 429 (in the route's own error body)."""
+    operation["security"] = [{SECURITY_SCHEME: []}, {}]
+    operation["responses"]["429"] = {
+        "description": "Over one of the tenant's limits (requests, body bytes, work, requests in flight; "
+                       "with API keys configured): retry after Retry-After seconds.",
+        "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                    "schema": {"type": "integer", "minimum": 1}}},
+        "content": operation["responses"]["401"]["content"]}
+
+
 def _document(app: FastAPI) -> dict[str, Any]:
     document = get_openapi(title=app.title, version=app.version, summary=app.summary,
                            description=app.description, routes=app.routes)
@@ -134,14 +191,16 @@ def _document(app: FastAPI) -> dict[str, Any]:
             schemas[name]["examples"] = examples
     if "LearnerSpec" in schemas:
         _algorithm_enum(schemas["LearnerSpec"])
+    _tighten_bodies(schemas)
     document.setdefault("components", {})["securitySchemes"] = {SECURITY_SCHEME: {
         "type": "http", "scheme": "bearer",
         "description": "An API key of KONS_API_KEYS (none needed when the service runs single-tenant)."}}
     for operations in document["paths"].values():
         for operation in operations.values():
+            _tighten_parameters(operation)
             parameters = operation.get("parameters", [])
             if any(_is_api_key(p) for p in parameters):
-                operation["security"] = [{SECURITY_SCHEME: []}]
+                _keyed(operation)
                 operation["parameters"] = [p for p in parameters if not _is_api_key(p)]
                 if not operation["parameters"]:
                     del operation["parameters"]
