@@ -81,7 +81,8 @@ ANSWERS: list[type[BaseModel]] = [
     schemas.PredictResponse, schemas.BatchPredictResponse, schemas.FeedbackResponse,
     schemas.BatchFeedbackResponse, schemas.LearnerSummary, schemas.LearnerInfo, schemas.LearnerList,
     schemas.LearnerHistory, schemas.HistoryPoint, schemas.ErrorTotals, schemas.ChangeEvent,
-    schemas.StateImported, schemas.ErrorDetail,
+    schemas.StateImported, schemas.ErrorDetail, schemas.RollbackEvent, schemas.LearnerVersions,
+    schemas.VersionPoint, schemas.RolledBack,
 ]
 
 
