@@ -11,7 +11,8 @@ cores as they would on one host.
 * ``routing``: 200 ``auto`` learners (dim 8) of 4 tenants, fed by 32 clients in 2 processes (one feedback
   of one row per request, to a learner drawn at random), against 1 replica behind HAProxy, 2 replicas behind
   HAProxy as shipped (consistent hash of the API key and learner), and 2 replicas behind HAProxy in round
-  robin, each cell warmed up first, the cells interleaved ``--rounds`` times: acknowledged rounds a second,
+  robin, each cell warmed up first (every learner fed twice, then ``--warmup`` seconds of the load), the
+  cells interleaved ``--rounds`` times: acknowledged rounds a second,
   their ratio to 1 replica, the services' CPU per round, and full loads of a learner
   (``kons_learner_loads_total``) per 1,000 requests after the warm-up.
 * ``failover``: 2 replicas behind HAProxy under the same load; one replica is SIGKILLed and restarted: the
@@ -149,14 +150,36 @@ def falls_of(balancer: LoadBalancer) -> int:
     return sum(int(fields["chkdown"] or 0) for fields in balancer.stats().values())
 
 
-def loads(services: Sequence[ServiceProcess]) -> float:
-    """Full loads of a learner so far, summed over the replicas (``kons_learner_loads_total``)."""
-    total = 0.0
+LOAD_REASONS = ("cold", "dropped", "behind")
+
+
+def loads(services: Sequence[ServiceProcess]) -> collections.Counter[str]:
+    """Full loads of a learner so far, by reason, summed over the replicas (``kons_learner_loads_total``)."""
+    total: collections.Counter[str] = collections.Counter()
     for service in services:
         text = httpx.get(f"{service.url}/metrics", headers={"authorization": f"Bearer {METRICS_KEY}"},
                          timeout=30).text
-        total += value(text, "kons_learner_loads_total") or 0.0
+        for reason in LOAD_REASONS:
+            total[reason] += int(value(text, "kons_learner_loads_total", reason=reason) or 0)
     return total
+
+
+def touch(url: str, targets: Sequence[Target]) -> None:
+    """One feedback to every learner, 16 at once: each is then held by the replica the router sends it to."""
+    x = [0.1] * 8
+
+    async def touch_all() -> None:
+        gate = asyncio.Semaphore(16)
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            async def one(tenant: str, name: str) -> None:
+                async with gate:
+                    response = await client.post(f"/v1/learners/{name}/feedback", json={"x": x, "y": 0.1},
+                                                 headers={"authorization": f"Bearer {TENANTS[tenant]}"})
+                    response.raise_for_status()
+
+            await asyncio.gather(*(one(tenant, name) for tenant, name in targets))
+
+    asyncio.run(touch_all())
 
 
 def create(url: str, targets: Sequence[Target]) -> None:
@@ -175,7 +198,7 @@ class Cell:
     seconds: float
     requests: int
     acknowledged: int
-    loads: float
+    loads: collections.Counter[str]
     cpu_seconds: float
     falls: int  # replicas HAProxy's checks took out of the ring during the cell
     latencies: list[float] = field(default_factory=list)
@@ -196,6 +219,8 @@ def routing(workdir: Path, redis: RedisServer, targets: Sequence[Target], second
         for label, (replicas, balance) in SETUPS.items():
             cell_dir = workdir / f"{round_}-{replicas}-{balance}"
             with deployment(cell_dir, redis, replicas, balance) as (lb, services):
+                touch(lb.url, targets)  # every learner at home (round robin: on every replica)
+                touch(lb.url, targets)
                 drive(lb.url, targets, warmup)
                 loaded, falls = loads(services), falls_of(lb)
                 cpu = sum(_cpu_seconds(service.pid) for service in services)
@@ -216,11 +241,14 @@ def routing_table(cells: dict[str, list[Cell]]) -> list[str]:
         latencies = [t for c in measured for t in c.latencies]
         rows.append([label, " / ".join(f"{c.rate:.0f}" for c in measured), f"{rate / one:.2f}x",
                      f"{1000 * sum(c.cpu_seconds for c in measured) / max(acknowledged, 1):.2f}",
-                     f"{1000 * sum(c.loads for c in measured) / max(requests, 1):.2f}",
+                     f"{1000 * sum(c.loads.total() for c in measured) / max(requests, 1):.2f} ("
+                     + ", ".join(f"{reason} {sum(c.loads[reason] for c in measured)}"
+                                 for reason in LOAD_REASONS) + ")",
                      f"{1000 * statistics.median(latencies):.0f} / {1000 * np.quantile(latencies, 0.99):.0f}",
                      f"{requests - acknowledged}", f"{sum(c.falls for c in measured)}"])
     return markdown_table(["set-up", "acknowledged rounds/s (each round)", "vs 1 replica",
-                           "service CPU ms per round", "full loads per 1,000 requests", "p50 / p99 ms",
+                           "service CPU ms per round", "full loads per 1,000 requests (how many, by reason)",
+                           "p50 / p99 ms",
                            "not acknowledged", "replicas out of the ring"], rows, "lrrrrrrr")
 
 
@@ -366,7 +394,8 @@ def main(argv: list[str] | None = None) -> None:
                 create(lb.url, targets)
             if "routing" in args.parts:
                 cells = routing(workdir, redis, targets, args.seconds, args.warmup, args.rounds)
-                record["routing"] = {label: [vars(c) | {"latencies": None} for c in measured]
+                record["routing"] = {label: [vars(c) | {"latencies": None, "loads": dict(c.loads)}
+                                             for c in measured]
                                      for label, measured in cells.items()}
                 report += [f"## {args.learners} learners, 32 clients: 1 replica against 2 behind HAProxy", "",
                            *routing_table(cells), ""]
