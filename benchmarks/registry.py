@@ -46,40 +46,41 @@ BENCHMARKS = (
     Benchmark("Service latency vs a bare echo endpoint, lost updates, chantilly peer",
               "python -m benchmarks.load --out benchmarks/results", ("load.md", "raw/load.json"),
               (*_SERVICE, "benchmarks/load.py", "benchmarks/echo_app.py")),
-    Benchmark("nystrom_kons over HTTP: feedback p50 at 10k-1M rounds, snapshot and restart times (README)",
+    Benchmark("nystrom_kons over HTTP: feedback p50 at 10k-1M rounds, snapshot and restart times "
+              "(docs/library.md)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.nystrom_http --out benchmarks/results",
               ("nystrom_http.md", "nystrom_http.json"),
               (*_SERVICE, "benchmarks/nystrom_http.py", "benchmarks/long_stream.py")),
-    Benchmark("Cost per round of the kernel learners; one BLAS thread (README, 'How it is fast')",
+    Benchmark("Cost per round of the kernel learners; one BLAS thread (docs/library.md, 'How it is fast')",
               "python -m benchmarks.scaling --data cadata --out benchmarks/results",
               ("scaling.md", "scaling.json"),
               (*_LIBRARY, "benchmarks/scaling.py")),
-    Benchmark("NystromKONS flat cost and memory to 1,000,000 rounds (README, kernel learner table)",
+    Benchmark("NystromKONS flat cost and memory to 1,000,000 rounds (docs/library.md, kernel learner table)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.scaling --long-stream --out benchmarks/results",
               ("long_stream.md", "long_stream.json"),
               (*_LIBRARY, "benchmarks/scaling.py", "benchmarks/long_stream.py")),
-    Benchmark("The BLAS pin costs about 2 us a round (README)",
+    Benchmark("The BLAS pin costs about 2 us a round (docs/library.md)",
               "python -m benchmarks.blas_pin --out benchmarks/results",
               ("blas_pin.md",), (*_LIBRARY, "benchmarks/blas_pin.py")),
     Benchmark("ONS rounds on wide sparse rows: the rank-one downdate in place, against a baseline checkout",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.ons_rounds --baseline PATH "
               "--out benchmarks/results",
               ("ons_rounds.md",), (*_LIBRARY, "benchmarks/ons_rounds.py")),
-    Benchmark("NystromKONS error vs Sketched-KONS on 12 data sets (README)",
+    Benchmark("NystromKONS error vs Sketched-KONS on 12 data sets (docs/library.md)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.nystrom_quality --T 5000 --out benchmarks/results",
               ("nystrom_quality.md", "nystrom_quality.json"),
               (*_LIBRARY, "benchmarks/nystrom_quality.py", "benchmarks/methods.py")),
-    Benchmark("auto vs River / Vowpal Wabbit on 12 raw data sets (README, quick start); each run stamped "
-              "with what it measures, `--methods stale` re-runs those whose code changed",
+    Benchmark("auto vs River / Vowpal Wabbit on 12 raw data sets (README, 'What to expect'); each run "
+              "stamped with what it measures, `--methods stale` re-runs those whose code changed",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite headline "
               "--out benchmarks/results",
               ("quality_raw_regime.md", "quality_raw_regime/"), _RAW_REGIME),
-    Benchmark("auto on 14 held-out raw data sets (README, quick start)",
+    Benchmark("auto on 14 held-out raw data sets (README, 'What to expect')",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite holdout "
               "--methods auto,peers --out benchmarks/results",
               ("quality_raw_holdout.md", "quality_raw_holdout/"), _RAW_REGIME),
     Benchmark("Multi-class auto (issue 19): a 10-class round vs a binary one, error on 7 multi-class "
-              "streams vs River's defaults and VW --oaa K (README, kons.auto)",
+              "streams vs River's defaults and VW --oaa K (README, 'What to expect'; docs/library.md)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.multiclass --out benchmarks/results",
               ("multiclass.md",), (*_LIBRARY, "benchmarks/multiclass.py")),
     Benchmark("Records as features (issue 19): auto on records vs arrays per round; auto and ons on "
@@ -118,11 +119,11 @@ BENCHMARKS = (
               ("scaleout.md", "scaleout.json"),
               (*_SERVICE, "deploy/haproxy/haproxy.cfg", "benchmarks/scaleout.py", "benchmarks/hostile.py")),
     Benchmark("What fair sharing costs heavy requests: batch predicts with keys configured against "
-              "single-tenant (README)",
+              "single-tenant (docs/service.md)",
               "python -m benchmarks.heavy_bodies --requests 400 --out benchmarks/results/heavy_bodies.md",
               ("heavy_bodies.md",), (*_SERVICE, "benchmarks/heavy_bodies.py")),
     Benchmark("Redis Cluster under real failures, with and without WAIT; the write pause WAIT costs "
-              "(README, docs/reliability.md)",
+              "(docs/service.md, docs/reliability.md)",
               "python -m benchmarks.cluster_failover --seeds 3 --kills 6 "
               "--json benchmarks/results/cluster_failover.json",
               ("cluster_failover.json",),
