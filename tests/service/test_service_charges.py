@@ -20,6 +20,7 @@ pytestmark = pytest.mark.anyio
 
 KEYS = "alpha:key-a,beta:key-b"
 A = {"Authorization": "Bearer key-a"}
+B = {"Authorization": "Bearer key-b"}
 ONS = {"algorithm": "ons", "dim": 3}
 PREDICT = "/v1/learners/m/predict"
 
@@ -60,9 +61,10 @@ async def test_a_streamed_body_over_the_limit_is_charged_what_was_read(make_clie
 
 
 async def test_retry_after_is_bounded(make_client: AppFactory) -> None:
-    """A tenant deep in debt (here of learner work, charged after the fact) is told to come back within
-    the bound, not in years."""
-    client = await _keyed(make_client)
+    """A tenant deep in debt (here of learner work, charged after the fact while another tenant contends:
+    a tenant alone is never limited) is told to come back within the bound, not in years."""
+    client = await _keyed(make_client, tenant_contention_seconds=600.0)
+    assert (await client.get("/v1/learners", headers=B)).status_code == 200
     client.app.state.service.limiter.charge_work("alpha", 10**18)
     answer = await client.post(PREDICT, json={"x": [1, 2, 3]}, headers=A)
     assert answer.status_code == 429
