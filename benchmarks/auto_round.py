@@ -22,6 +22,7 @@ and the before/after ratio. Run it with one BLAS thread::
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -119,13 +120,16 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
     and its costs are those of the real updates).
 
     Trees: this function runs against the ``kons`` of the checkout it times (``--old``). It needs the
-    grid's layout of ``kons/_grid.py`` (``Grid._members``, ``Grid.forms``, ``_form``, the mixture's
-    ``switching`` weights), which main has had since the grid moved into its own module; the generations'
+    grid's layout (``Grid._members``, ``Grid.forms``, ``_form``, the mixture's ``switching`` weights), which
+    main has had since the grid moved into its own module (``kons/_grid.py``, ``kons/auto/grid.py`` since
+    issue 36); the generations'
     linear models, the threshold model and the kept rounds are used when the tree has them. Older trees
     (``Grid.views``, before that module) are not supported.
     """
-    from kons.auto import grid as _grid
-
+    try:
+        _grid = importlib.import_module("kons.auto.grid")
+    except ImportError:  # a checkout before kons.auto was a package
+        _grid = importlib.import_module("kons._grid")
     grid = auto._grid
     # The scalers' pending statistics (Welford) and the standardised views.
     views = {}
@@ -157,8 +161,9 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
                        else (getattr(grid, "bins", None), getattr(grid, "bins_base", None)))
     if bins is not None and bins_base is not None:
         code = bins.code(x)  # whole-array operations already: the round's own coding is its floor
-        plays[_grid.BINS_SLOT] = _floor_ons(bins_base._Ainv, bins_base._u, code.indices, code.values,
-                                            _scratch(scratch, "bins", bins_base._Ainv))
+        bins_slot = grid.slot["bins"] if hasattr(grid, "slot") else _grid.BINS_SLOT
+        plays[bins_slot] = _floor_ons(bins_base._Ainv, bins_base._u, code.indices, code.values,
+                                      _scratch(scratch, "bins", bins_base._Ainv))
     # The mixture (kons.auto.mixture.Mixture.mix and .update, kons.auto.mixture.SwitchingWeights.apply).
     for _ in range(2):  # the weights for the play, then for the leader
         log_p = np.logaddexp.reduce(switching.log_rate_weights[:, None] + switching.log_weights, axis=0)

@@ -59,12 +59,7 @@ class LossChangeDetector:
     changes 3, 2 and 1 rounds after them, against 4, 12 and 4 rounds at the blocks' ends and with the level
     that lagged.
 
-    The defaults, measured on ``auto``'s loss streams: no false alarm in 200,000 rounds of chi-square
-    losses; on the 26 stationary raw data sets of the quality benchmark (about 75,000 rounds), 7 false
-    alarms; a flipped target declared within 4 rounds, Friedman's global abrupt drift within 24-36, a
-    gradual drift over 500 rounds after 100-200; SEA's and Agrawal's changes of concept, which raise
-    the log loss by less than half, not at all (:class:`ErrorChangeDetector` declares those). A block of 1
-    with a cap of 10 and a threshold of 40 detected some of those sooner, at 18 false alarms.
+    The defaults and what chose them: ``docs/auto.md`` (the change detectors).
     """
 
     def __init__(self, *, threshold: float = 10.0, drift: float = 1.0, cap: float = 30.0, block: int = 8,
@@ -164,24 +159,11 @@ class ErrorChangeDetector:
     whenever it favours :math:`p_0` (Lorden 1971: at least :math:`e^h` rounds between false alarms on
     average for a known :math:`p_0`). The level follows every round: one that followed only the rounds at
     which :math:`g = 0` would miss the errors, which start the rises, and sit below the true rate
-    (measured: false alarms every 1,000-2,000 rounds of independent errors at 0.2). After a change the
+    (it raised false alarms: ``docs/auto.md``). After a change the
     level is learnt afresh over ``warmup`` rounds, as at the start.
 
-    The defaults, measured: on independent errors, 21, 6, 11 and 11 false alarms in 50,000 rounds at the
-    rates 0.02, 0.1, 0.3, 0.5 (16, 8, 3, 2 at the threshold 7); rises from 0.2 to 0.4 and from 0.1 to 0.3
-    declared 35 and 36 rounds after them (37 and 53 at 7; the stream of ``tests/kons/test_tracking.py``).
-    The threshold was 7 until the trial of a declared change's generation (:class:`Probation`) made a false
-    alarm cheap: then 6, with :data:`~kons.auto.grid.REPLAY_ROWS` from 64 to 192, met every goal of
-    ``benchmarks/drift.py`` where 7 left SEA's last window at 1.13 of the oracle. SEA's last change of
-    threshold raises the mixture's error from about 0.13 to 0.24 (odds about doubled, so the CUSUM gains
-    about 0.04 a round): declared at round 3293 at 7 and 3155 at 6 (the change is at 3000). With 64
-    rounds kept the onset found is at most 64 rounds back and the window 1.097 of the oracle; with 192
-    kept, 1.03. Measured
-    with Hoeffding trees among the experts (``docs/drift.md``, the trees' section), on the 26 stationary
-    raw sets the threshold 6 changed only german.numer (0.2600 to 0.2590) of the figures at 7. The rounds
-    kept are state: ``REPLAY_ROWS`` rows of both views of the row (``2 dim + 3`` floats each). A level that
-    followed only the rounds at which :math:`g = 0` (with :math:`p_1 = 1.5 p_0`) did better on SEA,
-    Agrawal and the RBF stream through the bias above, which a stationary stream pays for.
+    The defaults, the threshold's history (7, then 6 once a false alarm was made cheap by the trial of
+    the generation it starts) and what chose them: ``docs/auto.md`` (the change detectors).
     """
 
     def __init__(self, *, ratio: float = 2.0, threshold: float = 6.0, memory: int = 500, warmup: int = 100,

@@ -35,6 +35,7 @@ import numpy as np
 
 from kons._multinomial import log_probability, reference_softmax
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
+from kons.auto.config import REGRESSION_BOUND, SCORE_BOUND
 from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
 from kons.auto.grid import (
     GENERATIONS,
@@ -70,17 +71,6 @@ from kons.sparse import SparseVector, dense
 __all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND", "TASKS", "YOUNG_LINEAR",
            "Auto", "Mixture"]
 
-#: Bound on every base's play and on the mixture's, in standard deviations of the target (regression).
-#: Wider than the aggregating algorithm's interval :data:`MIX_BOUND`: a bound is a constraint on what a
-#: base can express (each round projects the base onto it), and by Chebyshev's inequality up to
-#: 1/3^2 = 11% of a target's values may lie beyond 3 deviations (at most 4% beyond 5). On raw cpusmall,
-#: where 3.8% of the targets lie below -3 deviations, 3 cost auto 0.169 against 0.081 relative MSE.
-REGRESSION_BOUND = 5.0
-#: Bound on every base's score and on the mixture's (classification): log-odds of 10, probabilities in
-#: [4.5e-5, 1 - 4.5e-5]. A bound of 3 (probabilities in [0.047, 0.953]) projected the linear and kernel
-#: bases back every round on streams whose rows are mostly easy: raw phishing 0.080 -> 0.069 error,
-#: cod-rna 0.086 -> 0.073, ijcnn1 0.077 -> 0.072 with 10.
-SCORE_BOUND = 10.0
 TASKS = {"regression": "squared", "classification": "logistic"}
 
 

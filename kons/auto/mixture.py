@@ -10,20 +10,10 @@ import math
 
 import numpy as np
 
-from kons.preprocessing import TARGET_BOUND
+from kons.auto.config import MIX_BOUND, RATES, SWITCHING_PRIOR
 
 __all__ = ["MIX_BOUND", "RATES", "SWITCHING_PRIOR", "Mixture", "SwitchingWeights"]
 
-#: The switching rates mixed by :class:`SwitchingWeights`: 0 (the aggregating algorithm itself) and
-#: rates that let the weight move to another expert within about 100 and 10 rounds. A rate of 1e-3 was
-#: measured too: it wins the likelihood on stationary raw cod-rna (a slowly drifting leader) while its
-#: error rate rises from 0.0728 to 0.0750, and it changed no drifting stream of ``benchmarks/drift.py``
-#: by more than 1%.
-RATES = (0.0, 1e-2, 1e-1)
-#: The prior weight of the rates other than 0, together: a stationary stream pays at most
-#: :math:`\ln(1 / 0.95) / \eta` for them (uniform weights cost bodyfat, 252 rows, 0.140 -> 0.153 relative
-#: MSE; this prior 0.1403), a changing one :math:`\ln(2 / 0.05) / \eta` once to bring them in.
-SWITCHING_PRIOR = 0.05
 
 
 #: The least weight an expert takes when it enters (a state holds finite numbers only; a weight that
@@ -156,10 +146,6 @@ class SwitchingWeights:
 
 
 
-#: The interval [-B, B] of standardised targets on which the mixture is Vovk's aggregating algorithm:
-#: learning rate 1/(2 B^2) and Vovk's substitution. A wider interval slows the mixture down (measured
-#: with B = 5: bodyfat, 252 rows, 0.140 -> 0.174 relative MSE) for the rare targets beyond 3 deviations.
-MIX_BOUND = TARGET_BOUND
 
 #: Floor of a probability whose log is taken (the smallest positive normal float64).
 _TINY = float(np.finfo(float).tiny)

@@ -7,9 +7,13 @@ import numpy as np
 import pytest
 
 import kons
-from kons.auto.grid import ENTRY_PRIOR, NEIGHBOURS_SLOT, TREE_GRACES, TREE_SLOTS, TREE_WAKE_ROWS
+from kons.auto.config import TREE_GRACES, TREE_WAKE_ROWS
+from kons.auto.grid import ENTRY_PRIOR, EXPERTS, layout
 
 TREE_NAMES = [f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES]
+
+NEIGHBOURS_SLOT = layout(EXPERTS).index("neighbours")
+TREE_SLOTS = [layout(EXPERTS).index(f"tree{i}") for i in range(len(TREE_GRACES))]
 
 
 def _interaction(rows: int, classes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""The quantile-threshold view of ``auto`` (``kons/_bins.py``) and its linear model in ``auto``'s mixture."""
+"""The quantile-threshold view of ``auto`` (``kons/auto/experts/bins.py``) and its linear model in ``auto``'s
+mixture."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import pytest
 
 import kons
 from kons.auto.experts.bins import MAX_COLUMNS, MAX_THRESHOLDS, QuantileBins, thresholds_per_feature
-from kons.auto.grid import BINS_SLOT
+from kons.auto.grid import EXPERTS, layout
 from kons.sparse import SparseVector
+
+BINS_SLOT = layout(EXPERTS).index("bins")
 
 
 def _reference_code(edges: list[np.ndarray], x: np.ndarray) -> np.ndarray:

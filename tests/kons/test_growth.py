@@ -18,6 +18,7 @@ import pytest
 
 import kons
 import kons._state
+import kons.auto.experts.newton
 import kons.auto.grid
 import kons.preprocessing
 from kons.base import Learner
@@ -104,8 +105,8 @@ def test_state_nbytes_encodes_nothing(kind: str, monkeypatch: pytest.MonkeyPatch
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("state_nbytes serialised the learner")
 
-    for owner, name in [(Learner, "to_bytes"), (kons._state, "encode"), (kons.auto.grid, "nested_blob"),
-                        (kons.preprocessing, "nested_blob")]:
+    for owner, name in [(Learner, "to_bytes"), (kons._state, "encode"),
+                        (kons.auto.experts.newton, "nested_blob"), (kons.preprocessing, "nested_blob")]:
         monkeypatch.setattr(owner, name, refuse)
     assert learner.state_nbytes() == expected
     assert learner.max_growth_nbytes(10) >= 0

@@ -11,16 +11,12 @@ import pytest
 import kons
 import kons._state
 import kons.auto.grid
+from kons.auto.config import NEIGHBOUR_ROWS, NEIGHBOURS_MAX_DIM, NEIGHBOURS_PRIOR, NEIGHBOURS_WAKE_ROWS
 from kons.auto.experts.neighbours import SAME_POINT_DISTANCE, RecentNeighbours
-from kons.auto.grid import (
-    NEIGHBOUR_ROWS,
-    NEIGHBOURS_MAX_DIM,
-    NEIGHBOURS_PRIOR,
-    NEIGHBOURS_SLOT,
-    NEIGHBOURS_WAKE_ROWS,
-    Grid,
-)
+from kons.auto.grid import Grid, layout
 from kons.errors import StateFormatError
+
+NEIGHBOURS_SLOT = layout(kons.auto.grid.EXPERTS).index("neighbours")
 
 
 def _reference_nearest(rows: list[np.ndarray], targets: list[float], capacity: int, k: int,

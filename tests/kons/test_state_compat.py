@@ -10,12 +10,15 @@ preprocessing learners' blobs (``tests/data/preprocessing_blobs.npz``) were writ
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 import kons
 import kons._state
-from kons.auto.grid import _EARLIER_LAYOUTS, _EXPERTS, YOUNG_LINEAR, _in_current_layout, _young_slots
+from kons.auto.grid import EXPERTS, YOUNG_LINEAR, _young_slots, layout
+from kons.auto.slots import EARLIER_LAYOUTS, in_layout
 from tests.recorded import (
     REPLAYS,
     RTOL,
@@ -126,17 +129,20 @@ def test_a_held_auto_restarting_over_a_generation_saved_with_one_kernel_copy_kee
     assert not grid.mixture.switching.active[_young_slots(g)[len(generation.members)]]
 
 
-def test_each_earlier_layout_of_the_mixture_s_slots_leads_to_the_next_and_the_last_to_today_s() -> None:
-    # A saved mixture is brought forward one layout at a time; a gap or overlap in the chain would leave
-    # a state of some release unreadable, or read into the wrong slots.
-    widths = [width for width, _ in _EARLIER_LAYOUTS]
-    added = [len(insert_at) for _, insert_at in _EARLIER_LAYOUTS]
-    assert [w + a for w, a in zip(widths, added, strict=True)] == [*widths[1:], _EXPERTS]
-    old = {"mix_log_weights": np.arange(1.0, 1 + 2 * widths[0]).reshape(2, -1),
-           "mix_active": np.ones(widths[0], bool)}
-    brought = _in_current_layout(old)
-    assert brought["mix_log_weights"].shape == (2, _EXPERTS)
-    assert brought["mix_active"].sum() == widths[0]  # every added slot inactive...
-    kept = brought["mix_log_weights"][:, brought["mix_active"]]
-    np.testing.assert_array_equal(kept, old["mix_log_weights"])  # ...and the old ones in their order
-    assert not brought["mix_log_weights"][:, ~brought["mix_active"]].any()
+def test_each_earlier_layout_of_the_mixture_s_slots_is_read_by_name_into_today_s() -> None:
+    # Each layout keeps the slots of the one before in their order (a slot moved or dropped would read a
+    # state of some release into the wrong slots), the widths tell them apart, and today's is the last.
+    today = layout(EXPERTS)
+    assert EARLIER_LAYOUTS[-1] == today
+    for earlier, later in itertools.pairwise(EARLIER_LAYOUTS):
+        assert [name for name in later if name in earlier] == list(earlier) and len(later) > len(earlier)
+    for earlier in EARLIER_LAYOUTS[:-1]:
+        width = len(earlier)
+        old = {"mix_log_weights": np.arange(1.0, 1 + 2 * width).reshape(2, -1),
+               "mix_active": np.ones(width, bool)}
+        brought = in_layout(old, today)
+        assert brought["mix_log_weights"].shape == (2, len(today))
+        assert brought["mix_active"].sum() == width  # every added slot inactive...
+        kept = brought["mix_log_weights"][:, brought["mix_active"]]
+        np.testing.assert_array_equal(kept, old["mix_log_weights"])  # ...and the old ones in their order
+        assert not brought["mix_log_weights"][:, ~brought["mix_active"]].any()

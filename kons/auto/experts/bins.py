@@ -23,17 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from kons.auto.config import MAX_COLUMNS, MAX_THRESHOLDS
 from kons.sparse import SparseVector
 
 __all__ = ["MAX_COLUMNS", "MAX_THRESHOLDS", "QuantileBins", "thresholds_per_feature"]
 
-#: Thresholds per feature at most: the deciles' bins' inner edges of 8 bins (7 thresholds). Measured on
-#: ``benchmarks/drift.py``'s Agrawal stream (the targets step at ages 40 and 60): 8 bins put ``auto`` at
-#: 0.207 error, 16 bins at 0.210.
-MAX_THRESHOLDS = 7
-#: Thresholds over all features at most (the view's columns, without the constant): the linear model on
-#: it keeps a (columns + 1)^2 matrix, here about as large as a Nystrom base's.
-MAX_COLUMNS = 128
 
 
 def thresholds_per_feature(dim: int) -> int:

@@ -1,37 +1,38 @@
 r"""A local expert of :class:`~kons.Auto`'s mixture: the k nearest of the last rows learnt.
 
-The grid's kernel bases keep a dictionary of :data:`~kons.auto.grid.MAX_DICTIONARY` points that freezes once
-full, so a concept that moves after it filled (a gradual drift of the class centroids, River's
+The grid's kernel bases keep a dictionary of :data:`~kons.auto.config.MAX_DICTIONARY` points that freezes
+once full, so a concept that moves after it filled (a gradual drift of the class centroids, River's
 ``RandomRBFDrift``) is followed by the weights on points of the old geometry only. :class:`RecentNeighbours`
 predicts from the ``k`` nearest (Euclidean, on the standardised row) of the last ``capacity`` rows it
 learnt: its memory moves with the stream, at O(capacity d) a round and a state of fixed size (Cover and
 Hart 1967; the window is River's ``LazySearch``).
 
 Its plays are probabilities the mixture weighs by log loss, so they must never reach 0 or 1. A neighbour's
-vote weighs the inverse of its distance (as in River's ``KNNClassifier``: a row next to ``x`` says more
-than the k-th nearest), and the vote is smoothed by Laplace's rule counted in the mean weight
-:math:`\bar w` of the ``k`` votes: class ``y`` of ``K`` has the probability
-:math:`(W_y + \bar w) / (W + K \bar w)`, :math:`W_y` its votes' weight and :math:`W` all of them. At equal
-distances that is Laplace's :math:`(n_y + 1) / (k + K)` exactly; however close one neighbour is, no class
-goes above :math:`(k + 1) / (k + K)` nor to 0 (an exact copy of ``x`` weighs the finite
-:data:`SAME_POINT_DISTANCE` floor's inverse). On ``benchmarks/drift.py``'s RBF drift, whose neighbourhoods
-straddle moving class boundaries, it took ``auto`` from 0.0767 to 0.0703 error overall (0.0860 to 0.0740
-over the window after the change) where the plain Laplace vote played, and did as well or better on two
-more seeds and the stationary sets. For regression it plays the neighbours' target mean under the same
-weights, clipped. The grid (:mod:`kons.auto.grid`) weighs it only once it holds
-:data:`~kons.auto.grid.NEIGHBOURS_WAKE_ROWS` rows, and keeps none on sparse or wide rows: its rows are dense.
+vote weighs the inverse of its distance (as in River's ``KNNClassifier``: a row next to ``x`` says more than
+the k-th nearest), and the vote is smoothed by Laplace's rule counted in the mean weight :math:`\bar w` of the
+``k`` votes: class ``y`` of ``K`` has the probability :math:`(W_y + \bar w) / (W + K \bar w)`, :math:`W_y` its
+votes' weight and :math:`W` all of them. At equal distances that is Laplace's :math:`(n_y + 1) / (k + K)`
+exactly; however close one neighbour is, no class goes above :math:`(k + 1) / (k + K)` nor to 0 (an exact copy
+of ``x`` weighs the finite :data:`SAME_POINT_DISTANCE` floor's inverse). The inverse-distance vote was chosen
+on ``benchmarks/drift.py``'s RBF drift, whose neighbourhoods straddle moving class boundaries
+(``docs/auto.md``). For regression it plays the neighbours' target mean under the same weights, clipped. The
+grid (:mod:`kons.auto.grid`) weighs it only once it holds :data:`~kons.auto.config.NEIGHBOURS_WAKE_ROWS`
+rows, and keeps none on sparse or wide rows: its rows are dense.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from kons.auto.experts.protocol import Row
 from kons.auto.ring import Ring
 from kons.errors import StateFormatError
+from kons.sparse import dense
 
-__all__ = ["RecentNeighbours"]
+__all__ = ["NeighboursExpert", "RecentNeighbours"]
 
 #: Distances (in standardised units) below which a kept row counts as ``x`` itself: a vote weighs
 #: 1 / max(distance, this). An exact duplicate is at distance 0, where 1 / d is infinite; and the ranking's
@@ -58,7 +59,7 @@ def _smoothed_votes(targets: np.ndarray, distances: np.ndarray, classes: int) ->
         return np.ones(classes)
     weights = _vote_weights(distances)
     votes: np.ndarray = np.bincount(targets.astype(int), weights=weights, minlength=classes)[:classes]
-    return votes + float(weights.sum()) / len(weights)  # the mean weight (ndarray.mean costs 3x as much)
+    return votes + float(weights.sum()) / len(weights)  # the mean weight (cheaper than ndarray.mean)
 
 
 class RecentNeighbours:
@@ -102,9 +103,7 @@ class RecentNeighbours:
             negative, positive = _smoothed_votes(targets, distances, 2)
             score = math.log(positive / negative)
         elif len(targets):
-            # weighted, as the votes: on drifting regression streams its MSE was at or below the plain
-            # mean's (a gradually shifted sine -2% and -3% on two seeds, drift.py's six streams -0.0% to
-            # -0.05%), and on 12 stationary sets lower on 8 (kin8nm -0.4%), higher on 2 by 0.001%
+            # weighted, as the votes (as good or better than the plain mean measured: docs/auto.md)
             weights = _vote_weights(distances)
             score = float(weights @ targets) / float(weights.sum())
         else:
@@ -158,3 +157,56 @@ class RecentNeighbours:
         self.rows, self.targets = rows.astype(np.float64), targets.astype(np.float64)
         self.squared_norms = np.array([_squared_norm(row) for row in self.rows])  # as keep computed them
         self.ring = ring
+
+
+class NeighboursExpert:
+    """:class:`RecentNeighbours` as an expert on the standardised row (dense). It sleeps: while out of the
+    mixture it keeps each round's row (:meth:`observe`), and it is ready to enter once it holds
+    ``wake_rows`` rows; in play, it keeps the row as it learns. ``binary``: its score is log-odds."""
+
+    sleeps = True
+    form = (False, False)
+
+    def __init__(self, model: RecentNeighbours, *, binary: bool, wake_rows: int) -> None:
+        self.model, self.binary, self.wake_rows = model, binary, wake_rows
+
+    def _input(self, row: Row) -> np.ndarray:
+        return dense(row.forms[self.form])
+
+    def predict(self, row: Row) -> float:
+        return self.model.predict(self._input(row), self.binary)
+
+    def learn(self, row: Row, target: float) -> float:
+        return self.model.learn(self._input(row), target, self.binary)
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:
+        return self.model.probabilities(self._input(row), classes)
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
+        return self.model.learn_class(self._input(row), label, classes)
+
+    def widen(self, classes: int) -> None:
+        """Nothing: its targets are class indices already."""
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        """Asleep, keep the row (``target`` the kept target: a class index, or the standardised target)."""
+        if not playing:
+            self.model.keep(self._input(row), target)
+
+    def ready(self) -> bool:
+        return self.model.count >= self.wake_rows
+
+    def hold_growth(self, held: bool) -> None:
+        """Nothing: a window of fixed size."""
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.model.arrays().values())
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return 0
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        return self.model.arrays()
+
+    def scalars(self) -> Any:
+        return self.model.scalars()

@@ -2,8 +2,8 @@ r"""The Bayesian linear model of the rows since a restart: the first expert of a
 
 A generation of :mod:`kons.auto`'s restarted bases starts at a declared change with learners that know
 nothing; the online Newton steps of its linear copies then need tens of rounds to reach the new concept
-(on ``benchmarks/drift.py``'s flipped linear target, relative MSE 3.0 over the first 25 rounds after the
-change against 0.47 for ``auto`` started afresh, whose warm-up plays this model of its first rows).
+(``docs/auto.md``: on a flipped linear target, far worse over the first rounds after the change than
+``auto`` started afresh, whose warm-up plays this model of its first rows).
 :class:`RecentLinear` is that warm-up made incremental: the posterior mean of a Bayesian linear model of
 the rows learnt since it started, O(d^2) per round and a state of fixed size.
 
@@ -14,14 +14,17 @@ change's estimated onset before it plays (:meth:`kons.auto.grid.Grid._restart`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kons._multinomial import reference_softmax
 from kons._numerics import check_finite
+from kons.auto.experts.protocol import Row, guarded, guarded_probabilities
 from kons.errors import StateFormatError
 from kons.sparse import SparseVector, dense
 
-__all__ = ["RecentLinear"]
+__all__ = ["RecentExpert", "RecentLinear"]
 
 
 class RecentLinear:
@@ -126,3 +129,49 @@ class RecentLinear:
         if not (np.isfinite(P).all() and np.isfinite(b).all() and np.isfinite(total).all()):
             raise StateFormatError("a restarted linear model is not finite.")
         self.P, self.b, self.sum = P.astype(np.float64), b.astype(np.float64), total.astype(np.float64)
+
+
+class RecentExpert:
+    """A generation's :class:`RecentLinear` as an expert, on the standardised row with the intercept."""
+
+    sleeps = False
+    form = (False, True)
+
+    def __init__(self, model: RecentLinear) -> None:
+        self.model = model
+
+    def predict(self, row: Row) -> float:
+        return guarded(self.model.predict, row.forms[self.form])
+
+    def learn(self, row: Row, target: float) -> float:
+        return guarded(self.model.learn, row.forms[self.form], target)
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:
+        return guarded_probabilities(self.model.probabilities, classes, row.forms[self.form])
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
+        return guarded_probabilities(self.model.learn_class, classes, row.forms[self.form], label)
+
+    def widen(self, classes: int) -> None:
+        self.model.widen(classes)
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        """Nothing: it learns in its plays."""
+
+    def ready(self) -> bool:
+        return True
+
+    def hold_growth(self, held: bool) -> None:
+        """Nothing: a fixed size."""
+
+    def nbytes(self) -> int:
+        return self.model.nbytes()
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return 0
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        return {f"{name}_{key}": array for key, array in self.model.arrays().items()}
+
+    def scalars(self) -> Any:
+        return None

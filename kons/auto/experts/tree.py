@@ -27,13 +27,15 @@ statistics.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr
 
+from kons.auto.experts.protocol import Row
 from kons.errors import StateFormatError
 
-__all__ = ["HoeffdingTree"]
+__all__ = ["HoeffdingTree", "TreeExpert"]
 
 #: The range of a feature no row has shown yet (finite: a saved state holds finite numbers only).
 _NONE_LOW, _NONE_HIGH = float(np.finfo(float).max), float(-np.finfo(float).max)
@@ -281,3 +283,59 @@ def _weighted_entropy(counts: np.ndarray) -> np.ndarray:
     """The entropy of class counts (along the first axis) times their total."""
     result: np.ndarray = counts.sum(axis=0) * _entropy(counts)
     return result
+
+
+class TreeExpert:
+    """A :class:`HoeffdingTree` as an expert (classes only) on the raw row. It learns every row, in play
+    or not, after the mixture's update (:meth:`observe`: a tree that enters then plays from the next
+    round), and is ready to enter once it has learnt ``wake_rows`` rows; its binary score is the log-odds
+    of its probabilities, clipped at ``clip``."""
+
+    sleeps = True
+
+    def __init__(self, tree: HoeffdingTree, *, wake_rows: int, clip: float) -> None:
+        self.tree, self.wake_rows, self.clip = tree, wake_rows, clip
+
+    def predict(self, row: Row) -> float:
+        p = self.tree.predict_proba(row.raw())
+        score = math.log(max(p[1], 1e-300) / max(p[0], 1e-300))
+        return min(max(score, -self.clip), self.clip)
+
+    def learn(self, row: Row, target: float) -> float:
+        """Its score: it learns the row in :meth:`observe`."""
+        return self.predict(row)
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:
+        self.tree.widen(classes)
+        return self.tree.predict_proba(row.raw())[:classes]
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
+        """Its probabilities: it learns the row in :meth:`observe`."""
+        self.tree.widen(classes)
+        return self.tree.predict_proba(row.raw())
+
+    def widen(self, classes: int) -> None:
+        self.tree.widen(classes)
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        """Learn the row of class index ``target``."""
+        self.tree.widen(classes)
+        self.tree.learn(row.raw(), int(target))
+
+    def ready(self) -> bool:
+        return self.tree.rows_learnt >= self.wake_rows
+
+    def hold_growth(self, held: bool) -> None:
+        self.tree.held = held
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.tree.state().values())
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return self.tree.growth_nbytes(rounds)
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        return self.tree.state(name)
+
+    def scalars(self) -> Any:
+        return None

@@ -1,0 +1,131 @@
+"""Every tuning constant of :class:`~kons.Auto`, each with one line of why and the page that says what chose
+it (the measurements themselves live there: ``docs/auto.md``'s "tuning constants", ``docs/drift.md``,
+``docs/auto-variants.md``, ``benchmarks/results/``). The modules of :mod:`kons.auto` take them from here."""
+
+from __future__ import annotations
+
+from kons.preprocessing import TARGET_BOUND
+
+__all__ = [
+    "CHANGE_ENTRY_PRIOR",
+    "ENTRY_PRIOR",
+    "GENERATIONS",
+    "GRID",
+    "MAX_COLUMNS",
+    "MAX_DICTIONARY",
+    "MAX_THRESHOLDS",
+    "MAX_TREE_LEAVES",
+    "MIX_BOUND",
+    "NEIGHBOURS",
+    "NEIGHBOURS_MAX_DIM",
+    "NEIGHBOURS_PRIOR",
+    "NEIGHBOURS_WAKE_ROWS",
+    "NEIGHBOUR_ROWS",
+    "PROBATION_PRIOR",
+    "PROBATION_ROUNDS",
+    "RATES",
+    "REGRESSION_BOUND",
+    "REPLAY_ROWS",
+    "RESTART_DELAYS",
+    "SCORE_BOUND",
+    "SWITCHING_PRIOR",
+    "TREE_GRACES",
+    "TREE_MAX_DIM",
+    "TREE_PRIOR",
+    "TREE_WAKE_ROWS",
+    "YOUNG_KERNELS",
+    "YOUNG_LINEAR",
+]
+
+# ----------------------------------------------------------------- the grid's members
+#: The base learners: (view, kind, width factor, step factor). Views: the standardised row ("raw") and its
+#: signed log ("log", for heavy-tailed counts, sizes, durations); widths multiply the view's
+#: median-heuristic width, steps the preprocessing's default step (docs/auto.md#grid).
+GRID = (
+    *(("raw", "nystrom", wf, sf) for wf in (1.0, 4.0) for sf in (0.1, 1.0, 10.0)),
+    ("log", "nystrom", 1.0, 0.1),
+    ("log", "nystrom", 1.0, 1.0),
+    ("raw", "ons", 1.0, 1.0),
+    ("raw", "ons", 1.0, 10.0),
+    ("log", "ons", 1.0, 1.0),
+)
+#: Dictionary bound of each Nystrom base: bounded cost per round (docs/auto.md#max_dictionary).
+MAX_DICTIONARY = 200
+
+# ----------------------------------------------------------------- restarts (docs/drift.md)
+#: The members restarted at a change: the linear bases of both views at the default step, whose new
+#: concept a small step learns slowly (docs/auto.md#young_linear).
+YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
+#: Kernel members restarted too, the heaviest under the switching rate 0: which geometry suits the new
+#: concept is not known at the change, so two (docs/auto.md#young_kernels).
+YOUNG_KERNELS = 2
+#: Generations alive at once: a new one replaces the oldest at a declared change, else the lighter
+#: (docs/auto.md#generations).
+GENERATIONS = 2
+#: Rounds kept for a declared change's generation to learn since the change's estimated onset: the onset
+#: must be estimated to the round (docs/auto.md#replay_rows; benchmarks/results/drift.md).
+REPLAY_ROWS = 192
+#: Rounds after a declared change at which a generation starts: at once, then after a gradual change
+#: (docs/auto.md#restart_delays).
+RESTART_DELAYS = (0, 128, 512)
+#: Each expert's prior in a generation started at a declared change: the switching rates alone move the
+#: weight too slowly after a long stationary stretch (docs/auto.md#change_entry_prior).
+CHANGE_ENTRY_PRIOR = 0.15
+#: The prior a generation on trial falls to when its first round goes against it, so a false alarm costs
+#: little (docs/auto.md#probation_prior; benchmarks/results/drift_stationary.md).
+PROBATION_PRIOR = 0.05
+#: Rounds within which a demoted generation can take back its entry's weight
+#: (docs/auto.md#probation_rounds).
+PROBATION_ROUNDS = 64
+#: Each expert's prior in a delayed generation: small, the generation before is there already
+#: (docs/auto.md#entry_prior).
+ENTRY_PRIOR = 0.01
+
+# ----------------------------------------------------------------- the local expert (docs/drift.md)
+#: Rows the local expert keeps, and the neighbours it votes with (docs/auto.md#neighbour_rows).
+NEIGHBOUR_ROWS = 1000
+NEIGHBOURS = 5
+#: Rows it holds before it plays: a vote over a few rows is a poor estimate
+#: (docs/auto.md#neighbours_wake_rows).
+NEIGHBOURS_WAKE_ROWS = 200
+#: Features above which there is none: its window grows with them and neighbourhoods say less
+#: (docs/auto.md#neighbours_max_dim).
+NEIGHBOURS_MAX_DIM = 200
+#: Its prior once awake: small, it rarely leads on stationary data (docs/auto.md#neighbours_prior).
+NEIGHBOURS_PRIOR = ENTRY_PRIOR
+
+# ----------------------------------------------------------------- the trees (docs/drift.md)
+#: Grace periods of the Hoeffding trees (classes): which of Agrawal's concepts one fits depends on it
+#: (docs/auto.md#tree_graces).
+TREE_GRACES = (50, 200, 400)
+#: Rows the trees learn before they play, and their prior weight together once they do.
+TREE_WAKE_ROWS = 200
+TREE_PRIOR = ENTRY_PRIOR
+#: Features above which there are no trees: their arrays are leaves x classes x features.
+TREE_MAX_DIM = 200
+#: Leaves of a tree at most: its state and cost stay flat.
+MAX_TREE_LEAVES = 64
+
+# ----------------------------------------------------------------- the quantile-threshold view
+#: Thresholds per feature at most: a target that steps at a few ages needs no more
+#: (docs/auto.md#max_thresholds).
+MAX_THRESHOLDS = 7
+#: Thresholds over all features at most: the model on them keeps a (columns + 1)^2 matrix, about a
+#: Nystrom base's size.
+MAX_COLUMNS = 128
+
+# ----------------------------------------------------------------- the mixture and its bounds
+#: The switching rates mixed: 0 (the aggregating algorithm) and rates that move the weight within about
+#: 100 and 10 rounds (docs/auto.md#rates).
+RATES = (0.0, 1e-2, 1e-1)
+#: The prior of the rates other than 0, together: a stationary stream pays ln(1/0.95)/eta for them
+#: (docs/auto.md#switching_prior).
+SWITCHING_PRIOR = 0.05
+#: The interval [-B, B] of standardised targets on which the mixture is Vovk's aggregating algorithm: a
+#: wider one slows it down (docs/auto.md#mix_bound).
+MIX_BOUND = TARGET_BOUND
+#: The bound on the regression bases' and the mixture's plays, in deviations of the target: a tight bound
+#: cuts the bases' functions down on the tails (docs/auto.md#regression_bound).
+REGRESSION_BOUND = 5.0
+#: The bound on the classification scores, in log-odds (docs/auto.md#score_bound).
+SCORE_BOUND = 10.0

@@ -1,0 +1,98 @@
+"""The grid's Newton learners as experts: a Nystrom or ONS member on a form of the row
+(:class:`LearnerExpert`), and the ONS model on the quantile thresholds of the raw row
+(:class:`ThresholdExpert`, :mod:`kons.auto.experts.bins`). Each plays through the learner's unchecked
+round: the grid checked the row's forms once for all of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kons._multinomial import multinomial_rounds, reference_softmax
+from kons.auto.experts.bins import QuantileBins
+from kons.auto.experts.protocol import Form, Row, guarded, guarded_probabilities
+from kons.base import Learner, arrays_nbytes
+from kons.preprocessing import nested_blob
+from kons.sparse import SparseVector
+
+__all__ = ["LearnerExpert", "ThresholdExpert"]
+
+
+def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
+    """A base's class probabilities for ``row``, nothing learnt."""
+    return reference_softmax(multinomial_rounds(base)._class_scores(row))
+
+
+class LearnerExpert:
+    """A kons learner on the form ``form`` of the row (a grid member, or a restarted copy of one)."""
+
+    sleeps = False
+
+    def __init__(self, base: Learner, form: Form) -> None:
+        self.base, self.form = base, form
+
+    def input(self, row: Row) -> np.ndarray | SparseVector:
+        return row.forms[self.form]
+
+    def predict(self, row: Row) -> float:
+        return guarded(self.base._predict_checked, self.input(row))
+
+    def learn(self, row: Row, target: float) -> float:
+        return guarded(self.base._learn_checked, self.input(row), target)
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:
+        return guarded_probabilities(_scored, classes, self.base, self.input(row))
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
+        return guarded_probabilities(self.base._learn_class_checked, classes, self.input(row), label)
+
+    def widen(self, classes: int) -> None:
+        multinomial_rounds(self.base)._widen(classes - 1)
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        """Nothing: it learns in its plays."""
+
+    def ready(self) -> bool:
+        return True
+
+    def hold_growth(self, held: bool) -> None:
+        self.base.hold_growth(held)
+
+    def nbytes(self) -> int:
+        return self.base.state_nbytes()
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return self.base.max_growth_nbytes(rounds)
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        return {name: nested_blob(self.base)}
+
+    def scalars(self) -> Any:
+        return None
+
+
+class ThresholdExpert(LearnerExpert):
+    """The linear model on the quantile thresholds ``bins`` of the raw features: it takes the thresholds'
+    code of the raw row; a fixed-size learner, so its growth is neither held nor counted."""
+
+    def __init__(self, bins: QuantileBins, base: Learner) -> None:
+        super().__init__(base, (False, True))
+        self.bins = bins
+
+    def input(self, row: Row) -> SparseVector:
+        return self.bins.code(row.raw())
+
+    def hold_growth(self, held: bool) -> None:
+        """Nothing: a fixed-size learner."""
+
+    def nbytes(self) -> int:
+        return self.base.state_nbytes() + arrays_nbytes(self.bins.arrays())
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return 0
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        """Its learner as ``<name>_base`` (``bins_base``) and the thresholds' own arrays (``bins_edges``,
+        ``bins_counts``)."""
+        return {f"{name}_base": nested_blob(self.base), **self.bins.arrays()}
