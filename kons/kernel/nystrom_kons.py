@@ -64,10 +64,8 @@ class NystromKONS(Learner):
     **Growth.** Every round, until the dictionary is full, asks KORS whether :math:`x_t` joins, with the
     point itself (scale 1, ridge :math:`\alpha`) rather than the gradient-scaled point Sketched-KONS
     feeds it: the dictionary's job here is to make the embedding accurate where the data are, as in
-    PROS-N-KONS, whose KORS runs on :math:`\phi(x_t)`. (Over the first 2,000 rounds of cadata and
-    ijcnn1, paper regime: with the gradient-scaled points the dictionary stayed at 44 and 19 members and
-    the error was 0.534 and 0.096; with the points themselves 0.442 and 0.079; Sketched-KONS 0.750 and
-    0.076.)
+    PROS-N-KONS, whose KORS runs on :math:`\phi(x_t)`. (Measured: ``docs/kons-math.md``,
+    Nystrom-KONS.)
     If KORS keeps :math:`x_t`, it joins :math:`D` *before* the Newton step of its own round (the
     prediction is unchanged by the new coordinate, whose weight is 0), and the Newton state is
     **extended**, not restarted:
@@ -109,10 +107,9 @@ class NystromKONS(Learner):
         KORS oversampling and accuracy, as in :class:`~kons.SketchedKONS`.
     max_dictionary : int, default 500
         Hard bound on ``j``. The state takes about :math:`8(1.5 j^2 + j(d + 3))` bytes (two triangular
-        factors, KORS's and :math:`L`, and :math:`A^{-1}`, each packed, plus the points): 3.1 MB at 500,
-        0.8 MB at 256; a round at 500 costs about 0.1 ms on one core (d = 8). On the shared suite 256
-        instead of 500 cost up to 6% more error (phishing; 0-2% on most sets), and 1,000 gained at
-        most 2% (ijcnn1, phishing), hence 500; an operator short of memory can take 256.
+        factors, KORS's and :math:`L`, and :math:`A^{-1}`, each packed, plus the points). 500 trades a
+        little error for memory against the smaller and larger bounds measured (``docs/kons-math.md``,
+        Nystrom-KONS); an operator short of memory can take 256.
     seed : int, default 0
         Seed of KORS's coins (the generator's state is saved with the learner).
     dim : int or None, default None
