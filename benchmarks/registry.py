@@ -110,7 +110,8 @@ BENCHMARKS = (
               "to it (docs/reliability.md)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.hostile --seconds 3 --rounds 6 --sender-nice 19 "
               "--baseline PATH --out benchmarks/results/hostile_fairness.md",
-              ("hostile_fairness.md", "hostile.md"), (*_SERVICE, "benchmarks/hostile.py")),
+              ("hostile_fairness.md", "hostile.md", "hostile_fairness_loaded.md"),
+              (*_SERVICE, "benchmarks/hostile.py")),
     Benchmark("Scaling out behind the shipped HAProxy: 2 replicas against 1, full loads per 1,000 requests "
               "against round robin, a replica SIGKILLed behind it, a tenant alone with and without quotas "
               "(docs/scaling.md)",

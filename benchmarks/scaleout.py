@@ -33,7 +33,9 @@ import contextlib
 import multiprocessing
 import os
 import random
+import signal
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -379,6 +381,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline", type=Path, help="a checkout whose default limits `alone` measures too")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    # a SIGTERM stops the run as an exception does: every service, HAProxy and Redis it started stops too
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     stamp = provenance(["kons", "kons_service", "testkit/processes.py", "deploy/haproxy/haproxy.cfg",
                         "benchmarks/scaleout.py"])
     load_start = os.getloadavg()
