@@ -27,9 +27,15 @@ PREDICT = "/v1/learners/m/predict"
 
 async def _keyed(make_client: AppFactory, **settings: object) -> AppClient:
     client = await make_client(**{"api_keys": KEYS, "tenant_bytes_rate": 1_000_000,
-                                  "tenant_bytes_burst": 2_000_000, **settings})
+                                  "tenant_bytes_burst": 2_000_000, "tenant_contention_seconds": 600.0,
+                                  **settings})
     assert (await client.put("/v1/learners/m", json=ONS, headers=A)).status_code == 201
     return client
+
+
+async def _contend(client: AppClient) -> None:
+    """Another tenant uses the process: the shares apply (a tenant alone may use what nobody waits for)."""
+    assert (await client.get("/v1/learners", headers=B)).status_code == 200
 
 
 async def test_a_body_refused_unread_for_its_claimed_length_is_not_charged(make_client: AppFactory) -> None:
@@ -37,9 +43,11 @@ async def test_a_body_refused_unread_for_its_claimed_length_is_not_charged(make_
     refused for the ten gigabytes it never sent."""
     client = await _keyed(make_client)
     claimed = {**A, "content-type": "application/json", "content-length": "10000000000"}
+    await _contend(client)
     answer = await client.post(PREDICT, content=b'{"x": [1, 2, 3]}', headers=claimed)
     assert answer.status_code == 413, answer.text
     for _ in range(3):
+        await _contend(client)
         answer = await client.post(PREDICT, json={"x": [1, 2, 3]}, headers=A)
         assert answer.status_code == 200, (answer.status_code, answer.headers.get("retry-after"))
 
@@ -54,6 +62,7 @@ async def test_a_streamed_body_over_the_limit_is_charged_what_was_read(make_clie
         for _ in range(40):
             yield b" " * 8192
 
+    await _contend(client)
     answer = await client.post(PREDICT, content=chunks(), headers={**A, "content-type": "application/json"})
     assert answer.status_code == 413, answer.text
     charged = 200_000 - client.app.state.service.limiter._tenants["alpha"].body_bytes.level
@@ -63,8 +72,8 @@ async def test_a_streamed_body_over_the_limit_is_charged_what_was_read(make_clie
 async def test_retry_after_is_bounded(make_client: AppFactory) -> None:
     """A tenant deep in debt (here of learner work, charged after the fact while another tenant contends:
     a tenant alone is never limited) is told to come back within the bound, not in years."""
-    client = await _keyed(make_client, tenant_contention_seconds=600.0)
-    assert (await client.get("/v1/learners", headers=B)).status_code == 200
+    client = await _keyed(make_client)
+    await _contend(client)
     client.app.state.service.limiter.charge_work("alpha", 10**18)
     answer = await client.post(PREDICT, json={"x": [1, 2, 3]}, headers=A)
     assert answer.status_code == 429
