@@ -5,7 +5,7 @@
 -- ``target`` stay in the log. Atomic with the appends: a feedback is logged before it or after it. The
 -- state is also the newest snapshot and a kept base (see lib/versions.lua), and the rollback an event in
 -- meta's ``rollbacks`` (JSON list of [version, target, time ms, token], the newest ``keep_events``).
--- KEYS: meta, snap, log, kept.  ARGV: incarnation, target, the id of round ``target`` the state was
+-- KEYS: meta, snap, log, kept, shadows.  ARGV: incarnation, target, the id of round ``target`` the state was
 -- rebuilt to (its tip), token (this rollback's, fresh), chunks' token, n_chunks, n_bytes, keep_count,
 -- keep_max_age_ms, allowance, keep_events.
 -- Idempotent: a re-sent call finds its token among the events and answers as the first run did.
@@ -57,5 +57,5 @@ redis.call('HSET', meta, 'version', string.format('%d', v), 'tip', new_tip, 'sna
   'snap_tip', new_tip, 'rollbacks', cjson.encode(events))
 local cost = keep_base(meta, snap, log, kept, {v = v, token = ARGV[5], chunks = tonumber(ARGV[6]),
   bytes = tonumber(ARGV[7]), time = now, log = 0, tip = new_tip},
-  {tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])})
+  {tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])}, KEYS[5])
 return {1, string.format('%d', v), cost}

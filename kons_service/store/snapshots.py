@@ -61,7 +61,8 @@ class Snapshots:
         token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
         args = [head.incarnation, head.version, token, n_chunks, len(blob), head.tip, keep.count,
                 keep.max_age_ms, keep.allowance, log_bytes]
-        reply = await self.connection.run("commit_snapshot", ref, ("meta", "snap", "log", "kept"), args)
+        reply = await self.connection.run("commit_snapshot", ref, ("meta", "snap", "log", "kept", "shadows"),
+                                          args)
         return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
 
     @translated
@@ -97,7 +98,7 @@ class Snapshots:
         chunks, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
         args = [incarnation, target, target_tip, token, chunks, n_chunks, len(blob), keep.count,
                 keep.max_age_ms, keep.allowance, keep_events]
-        reply = await self.connection.run("rollback", ref, ("meta", "snap", "log", "kept"), args)
+        reply = await self.connection.run("rollback", ref, ("meta", "snap", "log", "kept", "shadows"), args)
         status = _ROLLBACK_CODES[int(reply[0])]
         if status is not RollbackStatus.APPLIED:
             await self._settle(ref, chunks, n_chunks, Publication.STALE)
