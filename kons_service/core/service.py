@@ -51,7 +51,7 @@ from kons_service.core.learning import (
 )
 from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
-from kons_service.core.shadows import ChallengerReport, Shadows
+from kons_service.core.shadows import ChallengerReport, Promoted, Shadows
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
 from kons_service.core.versions import RolledBack, Versions, VersionsReport
@@ -319,6 +319,13 @@ class LearnerService:
         rolled = await self.kept_versions.rollback(ref, version)
         self.cache.drop(ref)  # (the next request rebuilds it from the rollback's state)
         return rolled
+
+    async def promote(self, ref: LearnerRef, challenger: str) -> Promoted:
+        """Make the learner serve its shadow challenger's state and config from the next request on."""
+        if not valid_name(challenger):
+            raise InvalidNameError(f"Invalid learner name {challenger[:80]!r}: a name is {NAME_RULE}.")
+        self.eviction.check()
+        return await self.shadows.promote(ref, challenger)
 
     async def challengers(self, ref: LearnerRef) -> tuple[int, list[ChallengerReport]]:
         """The learner's version and its shadow challengers compared with it (:mod:`.shadows`)."""

@@ -30,24 +30,33 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 import numpy as np
 from scipy import stats as scipy_stats
 
 from kons.losses import get_loss
 from kons_service.core import codec
-from kons_service.core.cache import LearnerCache
+from kons_service.core.cache import LearnerCache, not_found
 from kons_service.core.errors import BusyError, InvalidShadowError
 from kons_service.core.feedback import Feedback
-from kons_service.core.learning import SHADOW_REQUEST, classifier
+from kons_service.core.learning import SHADOW_REQUEST, canonical, classifier
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
-from kons_service.store import LearnerRef, LoggedRound, ShadowLink, Store, StoreUnavailableError
+from kons_service.store import (
+    LearnerRef,
+    LeaseBusy,
+    LoggedRound,
+    Publication,
+    ShadowLink,
+    Store,
+    StoreUnavailableError,
+)
 
 if TYPE_CHECKING:
     from kons_service.core.feedback import FeedbackWriter
     from kons_service.core.versions import Versions
 
-__all__ = ["ChallengerReport", "Shadows"]
+__all__ = ["ChallengerReport", "Promoted", "Shadows"]
 
 log = logging.getLogger("kons_service.shadows")
 
@@ -55,6 +64,16 @@ _LOCK_MS = 60_000
 _ATTEMPTS = 5
 _INTERVAL_SECONDS = 0.5
 _SIGNIFICANCE = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Promoted:
+    """A promotion's answer: the champion's new version, the challenger promoted and its config, now the
+    champion's."""
+
+    version: int
+    promoted: str
+    config: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +226,10 @@ class Shadows:
     async def _learn(self, ref: LearnerRef, link: ShadowLink, rows: list[LoggedRound]) -> int:
         """Feed the challenger the leading rounds of ``rows`` (or mirror the rollback that leads them);
         returns the champion version it has learnt up to."""
-        if rows[0].rollback_to >= 0:
-            await self.versions.rollback(ref, max(0, rows[0].rollback_to - link.start))
+        if rows[0].rollback_to >= 0:  # mirrored; a promotion of another challenger leaves this one as it is
+            promoted = rows[0].rollback_to == rows[0].version
+            own = (await self.cache.head(ref)).version
+            await self.versions.rollback(ref, own if promoted else max(0, rows[0].rollback_to - link.start))
             return rows[0].version
         run = []
         for row in rows:
@@ -223,6 +244,55 @@ class Shadows:
                       link.champion, result.version, run[-1].version)
         self.metrics.shadow_rounds.inc(len(run))
         return run[-1].version
+
+    # ------------------------------------------------------------------ promotion
+    async def promote(self, champion: LearnerRef, name: str) -> Promoted:
+        """Make the champion's name serve its challenger ``name``'s state and config from the next request
+        on: the challenger is caught up to the champion's head while this process holds the champion's
+        writer lease (feedback waits for it, then is played by the new champion), and ``promote.lua``
+        swaps them in one step iff the lease and the head are still those; the previous champion stays a
+        restorable version (with its config), and the challenger, now the champion, is deleted."""
+        ref = LearnerRef(champion.tenant, name)
+        link = await self.store.shadows.link(ref)
+        if link is None or link.champion != champion.name:
+            if await self.store.config(ref) is None:
+                raise not_found(ref)
+            raise InvalidShadowError(f"Learner {name!r} is not a shadow challenger of {champion.name!r}.")
+        for _ in range(_ATTEMPTS):
+            await self.catch_up(ref)  # most of the way, while the champion still takes feedback
+            token = self.store.leases.writer_token(uuid.uuid4().int % 10**12)
+            head = await self.store.leases.acquire(champion, token, self.settings.lease_ttl_ms)
+            if head is None:
+                raise not_found(champion)
+            if isinstance(head, LeaseBusy):
+                await asyncio.sleep(min(head.wait_ms, 200) / 1000)
+                continue
+            try:
+                if head.incarnation != link.incarnation:
+                    raise InvalidShadowError(f"Learner {champion.name!r}'s state was replaced since {name!r} "
+                                             "started following it.")
+                await self.catch_up(ref)  # the champion holds still now
+                async with self.cache.current(ref) as (entry, learner):
+                    if link.start + entry.version != head.version:
+                        continue
+                    blob = await anyio.to_thread.run_sync(learner.to_bytes)
+                    config = {k: v for k, v in entry.config.items() if k != "shadow"}
+                keep = await self.versions.keep_policy(champion, len(blob), 0)
+                outcome = await self.store.snapshots.promote(
+                    champion, token, head, canonical(config), blob, self.settings.snapshot_chunk_bytes,
+                    uuid.uuid4().hex, keep, name)
+            finally:
+                await self.store.leases.release(champion, token)  # (promote.lua released it if it ran)
+            if outcome is Publication.GONE:
+                raise not_found(champion)
+            if outcome is Publication.PUBLISHED:
+                await self.store.delete(ref)
+                await self.store.shadows.forget(champion, name)
+                self.cache.drop(ref)
+                self.cache.drop(champion)
+                self.metrics.promotions.inc()
+                return Promoted(head.version + 1, name, config)
+        raise BusyError(f"Learner {champion.name!r} kept changing while {name!r} was promoted; retry.")
 
     # ------------------------------------------------------------------ comparison
     async def compare(self, champion: LearnerRef) -> tuple[int, list[ChallengerReport]]:

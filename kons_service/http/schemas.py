@@ -367,6 +367,18 @@ class Challengers(BaseModel):
     challengers: list[Challenger]
 
 
+class PromoteRequest(_Body):
+    """``{"challenger": "c"}``: the shadow challenger whose state and config the learner takes."""
+
+    challenger: str
+
+
+class PromotedAnswer(BaseModel):
+    version: int = Field(description="The champion's new version (one past its head before).")
+    promoted: str = Field(description="The challenger promoted (deleted: its state is the champion's now).")
+    config: dict[str, Any] = Field(description="The champion's config now (the challenger's).")
+
+
 class RollbackRequest(_Body):
     """``{"version": N}``: the version whose state the learner becomes."""
 

@@ -19,6 +19,7 @@ and every script touches only keys of one slot::
     kons:{t/n}:shadows   hash: challenger name -> the version of this learner up to which it has learnt
                          (the log is kept after the smallest);  kons:{t/n}:shadowlock  string: the lock of
                          the process catching this challenger up
+    kons:{t/n}:configs   hash: version -> the config in force from it (written by a promotion)
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
@@ -39,7 +40,7 @@ __all__ = ["LEARNER_PARTS", "SHADOWS", "learner_key", "learner_keys", "tenant_bu
 
 #: The keys one learner may own, by the part that ends their name (meta first).
 LEARNER_PARTS = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist",
-                 "ack", "kept", "shadows", "shadowlock")
+                 "ack", "kept", "shadows", "shadowlock", "configs")
 
 
 def learner_key(ref: LearnerRef, part: str) -> str:

@@ -188,3 +188,93 @@ def test_a_shadow_learns_every_acknowledged_round_once_through_sigkills(tmp_path
         local = _challenger()
         plays = [local.learn_one(np.array(x), y) for x, y in stream]
         assert [float(np.frombuffer(f[b"p"], "<f8")[0]) for _, f in challenger] == plays
+
+
+async def test_promotion_under_concurrent_feedback(make_client: AppFactory) -> None:
+    """Feedback keeps coming on both replicas while the challenger is promoted: every request is answered
+    by the old champion or the new one, none is lost, and the previous champion stays a version."""
+    a = await make_client()
+    b = await make_client()
+    stream = _stream(90, seed=21)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:10])
+    assert (await a.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(b, stream[10:30])
+    answers: dict[int, tuple[int, float]] = {}
+
+    async def feeder(client: AppClient, rounds: range) -> None:
+        for i in rounds:
+            x, y = stream[i]
+            answer = await client.post(f"{URL}/feedback", json={"x": x, "y": y})
+            assert answer.status_code == 200, answer.text
+            answers[answer.json()["version"]] = (i, answer.json()["prediction"])
+
+    async def promoter() -> dict[str, Any]:
+        await asyncio.sleep(0.1)
+        promoted = await b.post(f"{URL}/promote", json={"challenger": "c"})
+        assert promoted.status_code == 200, promoted.text
+        result: dict[str, Any] = promoted.json()
+        return result
+
+    *_, promoted = await asyncio.gather(feeder(a, range(30, 60)), feeder(b, range(60, 90)), promoter())
+    point = promoted["version"]  # the promotion's own version
+    assert (promoted["config"]["algorithm"], promoted["config"]["params"]["C"]) == ("ons", 3.0)
+    assert "shadow" not in promoted["config"]
+    assert (await a.get(URL)).json()["config"] == promoted["config"]
+    assert (await a.get("/v1/learners/c")).status_code == 404
+    assert sorted(answers) == [v for v in range(31, 92) if v != point]  # none lost
+    # before the promotion the old champion played; after it, the challenger's state, on both replicas
+    old, new = _champion(), _challenger()
+    for i in range(10):
+        old.learn_one(np.array(stream[i][0]), stream[i][1])
+    for i in range(10, 30):
+        old.learn_one(np.array(stream[i][0]), stream[i][1])
+        new.learn_one(np.array(stream[i][0]), stream[i][1])
+    for version, (i, prediction) in sorted(answers.items()):
+        x, y = np.array(stream[i][0]), stream[i][1]
+        played = new.learn_one(x, y)
+        if version < point:
+            assert prediction == old.learn_one(x, y)
+        else:
+            assert prediction == played
+    assert (await a.get(f"{URL}/state")).content == (await b.get(f"{URL}/state")).content == new.to_bytes()
+    # the previous champion is a version: a rollback to it restores its state and its config
+    rolled = await a.post(f"{URL}/rollback", json={"version": point - 1})
+    assert rolled.status_code == 200, rolled.text
+    assert (await b.get(URL)).json()["config"]["algorithm"] == SPEC["algorithm"]
+    assert (await b.get(f"{URL}/state")).content == old.to_bytes()
+
+
+async def test_bad_promotions_are_4xx_and_change_nothing(make_client: AppFactory) -> None:
+    a = await make_client()
+    stream = _stream(20)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    assert (await a.put("/v1/learners/other", json=SPEC)).status_code == 201
+    assert (await a.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(a, stream[:10])
+    await _caught_up(a, 10)
+    before = (await a.get(f"{URL}/state")).content
+    for name, body, status, code in [
+        ("m", {"challenger": "other"}, 422, "invalid_shadow"),  # not a challenger
+        ("other", {"challenger": "c"}, 422, "invalid_shadow"),  # another champion's
+        ("m", {"challenger": "nobody"}, 404, "learner_not_found"),
+        ("m", {"challenger": "../c"}, 422, "invalid_name"),
+        ("m", {}, 422, "validation_error"),
+    ]:
+        answer = await a.post(f"/v1/learners/{name}/promote", json=body)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (body, answer.text)
+    assert (await a.get(f"{URL}/state")).content == before
+    assert (await a.get(URL)).json()["config"]["algorithm"] == SPEC["algorithm"]
+
+    # a promote racing a delete of the champion: either it promoted before the delete, or it is a 404
+    # and the challenger is as it was
+    promote, delete = await asyncio.gather(a.post(f"{URL}/promote", json={"challenger": "c"}),
+                                           a.delete(URL))
+    assert delete.status_code == 204
+    assert promote.status_code in (200, 404), promote.text
+    assert (await a.get(URL)).status_code == 404
+    if promote.status_code == 404:
+        assert promote.json()["error"]["code"] == "learner_not_found"
+        assert (await a.get("/v1/learners/c")).json()["version"] == 10
+    again = await a.post(f"{URL}/promote", json={"challenger": "c"})
+    assert again.status_code == 404

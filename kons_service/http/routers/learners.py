@@ -20,6 +20,8 @@ from kons_service.http.schemas import (
     LearnerSpec,
     LearnerSummary,
     LearnerVersions,
+    PromotedAnswer,
+    PromoteRequest,
     RollbackRequest,
     RolledBack,
     StateImported,
@@ -74,6 +76,11 @@ async def learner_challengers(ref: LearnerDep, service: ServiceDep) -> Challenge
     version, reports = await service.challengers(ref)
     return Challengers(champion=ref.name, version=version,
                        challengers=[Challenger.model_validate(asdict(report)) for report in reports])
+
+
+@router.post("/{name}/promote", response_model=PromotedAnswer)
+async def promote_challenger(ref: LearnerDep, body: PromoteRequest, service: ServiceDep) -> PromotedAnswer:
+    return PromotedAnswer(**asdict(await service.promote(ref, body.challenger)))
 
 
 @router.post("/{name}/rollback", response_model=RolledBack)
