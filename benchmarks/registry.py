@@ -102,6 +102,11 @@ BENCHMARKS = (
               ("drift_stationary.md",),
               (*_LIBRARY, "benchmarks/drift_stationary.py", "benchmarks/raw_regime.py",
                "benchmarks/methods.py")),
+    Benchmark("A learner's life (issue 37, docs/lifecycle.md): a poisoned stretch rolled back, a shadow "
+              "challenger promoted by its paired test, a shadow's cost per feedback, kept versions' bytes",
+              "nice -n 5 python -m benchmarks.lifecycle --out benchmarks/results",
+              ("lifecycle.md", "lifecycle.json"),
+              (*_SERVICE, "benchmarks/lifecycle.py")),
     Benchmark("Lease takeover after a SIGKILL (README, docs/reliability.md)",
               "python -m benchmarks.takeover --runs 10 --baseline main --out benchmarks/results/takeover.md",
               ("takeover.md",),

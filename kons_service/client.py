@@ -112,7 +112,8 @@ class InvalidRequestError(KonsServiceError):
     """400/422: the body is not JSON, does not match the schema, or kons rejected it; nothing changed."""
 
     codes = ("invalid_json", "invalid_text", "validation_error", "invalid_name", "invalid_input",
-             "invalid_parameter", "numerical_error", "invalid_state", "invalid_request", "resource_limit")
+             "invalid_parameter", "numerical_error", "invalid_state", "invalid_request", "resource_limit",
+             "invalid_shadow")
 
 
 class AuthenticationError(KonsServiceError):
@@ -128,10 +129,11 @@ class NotFoundError(KonsServiceError):
 
 
 class ConflictError(KonsServiceError):
-    """409: another config under this name, a state blob of another config, a reused request_id, or a
-    version the learner does not keep."""
+    """409: another config under this name, a state blob of another config, a reused request_id, a
+    version the learner does not keep, or feedback sent to a shadow challenger."""
 
-    codes = ("config_conflict", "state_mismatch", "request_id_conflict", "version_not_kept")
+    codes = ("config_conflict", "state_mismatch", "request_id_conflict", "version_not_kept",
+             "learner_is_shadow")
 
 
 class PayloadTooLargeError(KonsServiceError):

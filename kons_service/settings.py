@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     keep_versions: int = Field(
         8, ge=1, description="Most kept states (bases) per learner: every version from the oldest on can be "
         "restored (GET /v1/learners/{name}/versions, POST .../rollback). 1 keeps only the newest snapshot.")
+    shadow_compare_rounds: int = Field(
+        10_000, ge=1, description="A champion and its shadow challengers are compared on at most this many "
+        "of the newest rounds both have learnt (GET /v1/learners/{name}/challengers).")
+    shadow_window_rounds: int = Field(1000, ge=1, description="... in windows of this many rounds.")
     keep_versions_seconds: float = Field(
         3600.0, ge=0, description="Every version of the last this many seconds stays restorable (within "
         "keep_versions and the tenant's byte budget, which counts the older bases and the log after them).")

@@ -14,12 +14,14 @@ __all__ = [
     "BusyError",
     "ConfigConflictError",
     "InvalidNameError",
+    "InvalidShadowError",
     "LearnerNotFoundError",
     "PayloadTooLargeError",
     "RequestIdConflictError",
     "ResourceLimitError",
     "RetryLaterError",
     "ServiceError",
+    "ShadowFeedbackError",
     "StateMismatchError",
     "StoreMayEvictError",
     "TooManyRequestsError",
@@ -62,6 +64,18 @@ class VersionNotKeptError(ServiceError):
     newer than its head)."""
 
     code = "version_not_kept"
+
+
+class InvalidShadowError(ServiceError):
+    """A shadow challenger that cannot be: of itself, or of a learner that is a challenger itself."""
+
+    code = "invalid_shadow"
+
+
+class ShadowFeedbackError(ServiceError):
+    """Feedback sent to a shadow challenger: it learns its champion's rounds only."""
+
+    code = "learner_is_shadow"
 
 
 class StateMismatchError(ServiceError):

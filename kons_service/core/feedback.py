@@ -62,6 +62,7 @@ from kons_service.core.learning import (
     canonical,
     check_labels,
     check_rows,
+    check_shadow_writer,
     check_work,
     classifier,
     decided,
@@ -295,6 +296,7 @@ class FeedbackWriter:
             await self.cache.sync(entry, head)
             if not entry.at(head):
                 return None
+        check_shadow_writer(entry.config, (request.id for request in group))
         learner = entry.loaded()
         try:
             played = await self._checked(entry, learner, group)

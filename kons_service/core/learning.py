@@ -27,7 +27,7 @@ import contextlib
 import json
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 import anyio.to_thread
@@ -37,11 +37,12 @@ import kons
 import kons.rounds
 from kons.classes import class_label
 from kons.losses import get_loss
-from kons_service.core.errors import BatchTooLargeError, ResourceLimitError
+from kons_service.core.errors import BatchTooLargeError, ResourceLimitError, ShadowFeedbackError
 
 __all__ = [
     "CLASSIFICATION",
     "REGRESSION",
+    "SHADOW_REQUEST",
     "Distribution",
     "Round",
     "build",
@@ -49,6 +50,7 @@ __all__ = [
     "check_budget",
     "check_labels",
     "check_rows",
+    "check_shadow_writer",
     "check_work",
     "classifier",
     "config_of",
@@ -284,3 +286,17 @@ async def offload(fn: Callable[[], T], rows: int, state_bytes: int) -> T:
     if rows <= 1 and state_bytes <= _INLINE_STATE_BYTES:
         return fn()
     return await anyio.to_thread.run_sync(fn)
+
+
+#: The prefix of the request ids a shadow challenger's catch-up feeds it with (:mod:`.shadows`; a client's
+#: request id cannot hold a '/').
+SHADOW_REQUEST = "shadow/"
+
+
+def check_shadow_writer(config: dict[str, Any], request_ids: Iterable[str | None]) -> None:
+    """Refuse feedback to a shadow challenger from anyone but its catch-up: its log holds its champion's
+    rounds only (:mod:`.shadows`)."""
+    if config.get("shadow") and any(not (rid or "").startswith(SHADOW_REQUEST) for rid in request_ids):
+        raise ShadowFeedbackError(
+            f"This learner is a shadow challenger of {config['shadow']!r}: it learns that learner's rounds "
+            "only. Send the feedback to the champion.")

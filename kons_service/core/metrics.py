@@ -127,6 +127,10 @@ class Metrics:
             registry=r)
         self.version_rollbacks = Counter("kons_version_rollbacks", "Learners rolled back to a kept version "
                                          "(POST /v1/learners/{name}/rollback).", registry=r)
+        self.shadow_rounds = Counter("kons_shadow_rounds", "Rounds shadow challengers learnt from their "
+                                     "champions' logs.", registry=r)
+        self.promotions = Counter("kons_promotions", "Shadow challengers promoted to champion (POST "
+                                  "/v1/learners/{name}/promote).", registry=r)
         self.takeovers = Counter("kons_lease_takeovers", "Writer leases taken over from a holder whose "
                                  "process was gone (instead of waiting for the lease to expire).", registry=r)
         self.lease_waits = Counter("kons_lease_waits", "Times a write waited for another writer.", registry=r)

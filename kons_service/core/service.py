@@ -51,6 +51,7 @@ from kons_service.core.learning import (
 )
 from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
+from kons_service.core.shadows import ChallengerReport, Promoted, Shadows
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
 from kons_service.core.versions import RolledBack, Versions, VersionsReport
@@ -156,6 +157,7 @@ class LearnerService:
         self.kept_versions = Versions(store, settings, metrics, self.cache, self.budget,
                                       self.history_recorder)
         self.snapshots.keep_policy = self.kept_versions.keep_policy
+        self.shadows = Shadows(store, settings, metrics, self.cache, self.writer, self.kept_versions)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -164,11 +166,13 @@ class LearnerService:
             self._marks_task = asyncio.create_task(self.cache.marks.run())
         self.snapshots.start(self.cache)
         self.eviction.start()
+        self.shadows.start()
 
     async def close(self, timeout: float = 60.0) -> None:
         """Stop the background tasks and snapshot every learner with unsnapshotted rounds (all within
         ``timeout`` seconds)."""
         await self.eviction.close()
+        await self.shadows.close()
         await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
         if self._marks_task is not None:
@@ -216,18 +220,24 @@ class LearnerService:
     # ------------------------------------------------------------------ learners
     async def create(
         self, ref: LearnerRef, algorithm: str, dim: int | None, params: dict[str, Any],
-        task: str | None = None,
+        task: str | None = None, shadow: str | None = None,
     ) -> Created:
         """Create the learner; not created if this very config exists, 409 if another does. Without
         ``dim``, the first feedback row fixes it (and the budget is checked then: :mod:`.feedback`); without
-        ``task``, the learner's parameters (or, for ``auto``, its first feedback's label) decide it."""
+        ``task``, the learner's parameters (or, for ``auto``, its first feedback's label) decide it.
+        ``shadow``: a shadow challenger of that learner (:mod:`.shadows`), of its task unless given."""
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
-        params = _with_task(algorithm, params, task)
+        if shadow is not None and not valid_name(shadow):
+            raise InvalidNameError(f"Invalid learner name {shadow[:80]!r}: a name is {NAME_RULE}.")
+        link, champion_task = await self.shadows.link(ref, shadow) if shadow is not None else (None, None)
+        params = _with_task(algorithm, params, task or champion_task)
         unsized = kons.learner_from_params(algorithm, {**params, "dim": None})
         text, estimate = self._sized_config(unsized, dim)
         if "task" in unsized.get_params() and "task" not in params:  # decided by the first feedback's label
             text = canonical(undecided_config(json.loads(text)))
+        if shadow is not None:
+            text = canonical({**json.loads(text), "shadow": shadow})
         if unsized.grows and unsized.can_hold_growth:
             # it reserves what it holds, then its growth before each batch, and is held when there is no
             # room: not the worst case of its config, which may be 30x what it ends up using
@@ -236,7 +246,15 @@ class LearnerService:
         self.eviction.check()
         if await self.store.config(ref) is None:  # a new learner: its bytes are reserved before it exists
             await self.budget.reserve(ref, estimate, "it was not created")
-        created, stored = await self.store.create(ref, text, uuid.uuid4().hex, int(time.time() * 1000))
+        if link is not None:  # (registered before it exists, so that its champion keeps the log it needs)
+            link = await self.shadows.register(ref, link)
+        try:
+            created, stored = await self.store.create(
+                ref, text, uuid.uuid4().hex, int(time.time() * 1000),
+                "" if link is None else self.store.shadows.link_text(link))
+        finally:
+            if link is not None:
+                await self.shadows.settle(ref, link)
         if not created and not _same_learner(json.loads(text), json.loads(stored)):
             raise ConfigConflictError(
                 f"Learner {ref.name!r} exists with another configuration: {stored}. Delete it first."
@@ -302,13 +320,26 @@ class LearnerService:
         self.cache.drop(ref)  # (the next request rebuilds it from the rollback's state)
         return rolled
 
+    async def promote(self, ref: LearnerRef, challenger: str) -> Promoted:
+        """Make the learner serve its shadow challenger's state and config from the next request on."""
+        if not valid_name(challenger):
+            raise InvalidNameError(f"Invalid learner name {challenger[:80]!r}: a name is {NAME_RULE}.")
+        self.eviction.check()
+        return await self.shadows.promote(ref, challenger)
+
+    async def challengers(self, ref: LearnerRef) -> tuple[int, list[ChallengerReport]]:
+        """The learner's version and its shadow challengers compared with it (:mod:`.shadows`)."""
+        return await self.shadows.compare(ref)
+
     async def list_learners(self, tenant: str, cursor: str | None, limit: int) -> LearnerPage:
         rows, more = await self.store.learners(tenant, cursor, limit)
         items = [LearnerSummary(row.name, json.loads(row.config), row.version) for row in rows]
         return LearnerPage(items, items[-1].name if more and items else None)
 
     async def delete(self, ref: LearnerRef) -> None:
+        link = await self.store.shadows.link(ref)
         existed = await self.store.delete(ref)
+        await self.shadows.deleted(ref, link)
         self.cache.drop(ref)
         if self.cache.marks is not None:
             self.cache.marks.forget(ref)
@@ -361,6 +392,7 @@ class LearnerService:
         self._check_batch(len(items))
         self.eviction.check()
         result = await self.writer.write(ref, items, request_id, seen)
+        self.shadows.nudge()
         if (state_nbytes := self.cache.held_nbytes(ref)) is not None:
             self.limiter.charge_work(ref.tenant, len(items) * state_nbytes)
         return result

@@ -120,12 +120,13 @@ class Versions:
             state = await self.state_at(ref, head, target)
             if state is None:
                 continue
-            learner, tip = state
+            learner, tip, config = state
             blob = await anyio.to_thread.run_sync(learner.to_bytes)
             keep = await self.keep_policy(ref, len(blob), 0)
+            changed = "" if config == await self.store.config(ref) else config  # (past a promotion)
             outcome = await self.store.snapshots.rollback(
                 ref, head.incarnation, target, tip, uuid.uuid4().hex, blob,
-                self.settings.snapshot_chunk_bytes, keep, ROLLBACK_EVENTS)
+                self.settings.snapshot_chunk_bytes, keep, ROLLBACK_EVENTS, changed)
             if outcome.status is RollbackStatus.APPLIED:
                 self.metrics.version_rollbacks.inc()
                 return RolledBack(outcome.version, target, int(learner.stats()["rounds"]))
@@ -144,25 +145,27 @@ class Versions:
             return await anyio.to_thread.run_sync(kons.load, blob), config
         for _ in range(_ATTEMPTS):
             head = await self.cache.head(ref)
-            stored = await self.store.config(ref)
-            if stored is None:
-                raise not_found(ref)
             state = await self.state_at(ref, head, version)
             if state is not None:
-                return state[0], stored
+                return state[0], state[2]
         raise BusyError(f"Learner {ref.name!r} kept changing while it was copied; retry.")
 
-    async def state_at(self, ref: LearnerRef, head: Head, target: int) -> tuple[kons.Learner, str] | None:
-        """The learner's state after version ``target`` of ``head``'s incarnation and the id of that round;
-        None if its bases or log changed while it was rebuilt (the caller retries)."""
-        config_text = await self.store.config(ref)
-        if config_text is None:
+    async def state_at(self, ref: LearnerRef, head: Head,
+                       target: int) -> tuple[kons.Learner, str, str] | None:
+        """The learner's state after version ``target`` of ``head``'s incarnation, the id of that round and
+        the config in force then (a promotion changes it); None if its bases or log changed while it was
+        rebuilt (the caller retries)."""
+        current = await self.store.config(ref)
+        if current is None:
             raise not_found(ref)
         bases = await self.store.snapshots.bases(ref)
         oldest = bases[0].version if bases else head.snap_version
         if not bases or not oldest <= target <= head.version:
             raise _not_kept(ref, target, oldest, head.version)
-        return await self._rebuild(ref, json.loads(config_text), head.incarnation, bases, target)
+        configs = await self.store.snapshots.configs(ref)
+        first = json.loads(_config_at(configs, current, 0))  # (what the learner as created is built from)
+        state = await self._rebuild(ref, first, head.incarnation, bases, target)
+        return None if state is None else (*state, _config_at(configs, current, target))
 
     async def _rebuild(self, ref: LearnerRef, config: dict[str, Any], incarnation: str, bases: list[Base],
                        target: int) -> tuple[kons.Learner, str] | None:
@@ -190,6 +193,10 @@ class Versions:
         for start, row in enumerate(rows):
             if row.rollback_to < 0:
                 continue
+            if row.rollback_to == row.version and all(b.version != row.version for b in bases):
+                # a promotion's state is its kept base only
+                raise VersionNotKeptError(f"Learner {ref.name!r} no longer keeps the state a promotion gave "
+                                          f"it at version {row.version}, nor any after it that is needed.")
             if start:
                 await self.cache.replay(entry, rows[:start])
             restored = await self._rebuild(ref, config, incarnation, bases, row.rollback_to)
@@ -200,6 +207,12 @@ class Versions:
                 start + 1 < len(rows)) else True
         await self.cache.replay(entry, rows)
         return True
+
+
+def _config_at(configs: dict[int, str], current: str, version: int) -> str:
+    """The config in force at ``version``: the newest change at or before it (none: the current one)."""
+    changes = [v for v in configs if v <= version]
+    return configs[max(changes)] if changes else current
 
 
 def _not_kept(ref: LearnerRef, target: int, oldest: int, newest: int) -> VersionNotKeptError:

@@ -50,6 +50,15 @@ _TENSOR = {"name": "x", "shape": [2, 3], "datatype": "FP64", "data": [0.0, 1.0, 
 _OUTPUT = {"name": "prediction", "shape": [2], "datatype": "FP64", "data": [1.2457, 0.7763]}
 
 #: Examples by schema name; request bodies first in the order a session sends them.
+_WINDOW = {"from_version": 4001, "to_version": 5000, "rounds": 1000, "champion": 0.52, "challenger": 0.31}
+_COMPARISON = {"metric": "squared_error", "rounds": 4000, "champion": 0.49, "challenger": 0.33,
+               "mean_difference": 0.16, "t": 9.7, "p_value": 4.6e-22, "challenger_wins": 2410,
+               "champion_wins": 1590, "sign_p_value": 1.2e-38, "verdict": "challenger_better",
+               "windows": [_WINDOW]}
+_CHALLENGER = {"name": "c", "config": {"algorithm": "ons", "dim": 3, "params": {"loss": "squared"},
+                                        "shadow": "m"},
+               "start": 1000, "learnt": 5000, "behind": 0, "status": "following", "comparison": _COMPARISON}
+
 EXAMPLES: dict[str, list[dict[str, Any]]] = {
     "LearnerSpec": [{"algorithm": "sketched_kons", "dim": 3, "params": _PARAMS}],
     "PredictRequest": [{"x": [0.0, 1.0, 2.0], "id": "q-1"}, {"xs": [[0.0, 1.0, 2.0], [1.0, 2.0, 3.0]]}],
@@ -95,6 +104,13 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
          "window_rounds": 64, "base": False, "rolled_back": True}],
         "rollbacks": [{"version": 5001, "to": 4200, "time": 1767225600.0}]}],
     "RollbackRequest": [{"version": 2}],
+    "PromoteRequest": [{"challenger": "c"}],
+    "PromotedAnswer": [{"version": 5001, "promoted": "c",
+                        "config": {"algorithm": "ons", "dim": 3, "params": {"loss": "squared"}}}],
+    "ErrorWindow": [_WINDOW],
+    "Comparison": [_COMPARISON],
+    "Challenger": [_CHALLENGER],
+    "Challengers": [{"champion": "m", "version": 5000, "challengers": [_CHALLENGER]}],
     "ForkSource": [{"from": "m", "version": 30}, {"from": "m"}],
     "RolledBack": [{"version": 5, "restored": 2, "rounds": 2}],
     "ErrorDetail": [_ERROR],

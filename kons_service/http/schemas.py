@@ -194,6 +194,11 @@ class LearnerSpec(_Body):
         "does what its loss does (classification: a binary loss; asked for, the logistic loss by default)."))
     fork: ForkSource | None = Field(None, description=(
         "Start from another learner's state at one of its versions (its configuration too): give it alone."))
+    shadow: str | None = Field(None, description=(
+        "Make this learner a shadow challenger of that learner (of the same tenant, its champion): it "
+        "learns every round the champion acknowledges, from now on and in the same order, its predictions "
+        "played and scored but never served (GET /v1/learners/{champion}/challengers compares them). It "
+        "takes no feedback of its own. Its task is the champion's unless given."))
 
     @model_validator(mode="after")
     def _fork_alone(self) -> Self:
@@ -311,6 +316,67 @@ class LearnerVersions(BaseModel):
     rollbacks: list[RollbackEvent]
     kept_bytes: int = Field(description="What its older kept states and the log after them hold (counted "
                                         "in the tenant's byte budget).")
+
+
+class ErrorWindow(BaseModel):
+    """A champion's and a challenger's mean error over a window of the rounds both learnt."""
+
+    from_version: int = Field(description="The champion's version of the window's first round.")
+    to_version: int
+    rounds: int
+    champion: float
+    challenger: float
+
+
+class Comparison(BaseModel):
+    """How a challenger compares with its champion over the newest rounds both learnt
+    (``KONS_SHADOW_COMPARE_ROUNDS``): the mean error per window and over all, and two paired tests of the
+    champion's minus the challenger's error per round (a t test and a sign test)."""
+
+    metric: Literal["squared_error", "error_rate"] = Field(
+        description="squared_error for numbers, error_rate (a wrong sign) for a binary learner's labels.")
+    rounds: int
+    champion: float
+    challenger: float
+    mean_difference: float = Field(description="The champion's mean error minus the challenger's.")
+    t: float | None = Field(description="The paired t statistic (null: fewer than two rounds, or no spread).")
+    p_value: float | None = Field(description="Its two-sided p-value.")
+    challenger_wins: int = Field(description="Rounds where the challenger's error was the smaller.")
+    champion_wins: int
+    sign_p_value: float | None = Field(description="The two-sided p-value of the sign test.")
+    verdict: Literal["challenger_better", "champion_better", "undecided"] = Field(
+        description="What the paired t test says at the 5% level.")
+    windows: list[ErrorWindow]
+
+
+class Challenger(BaseModel):
+    name: str
+    config: dict[str, Any]
+    start: int = Field(description="The champion's version it started after.")
+    learnt: int = Field(description="The champion's version it has learnt up to.")
+    behind: int = Field(description="The champion's rounds it has yet to learn.")
+    status: str = Field(description="following, or why it stopped following.")
+    comparison: Comparison | None = Field(description=(
+        "Null when the two cannot be compared round by round (a classifier playing class probabilities, "
+        "or no round learnt by both yet)."))
+
+
+class Challengers(BaseModel):
+    champion: str
+    version: int
+    challengers: list[Challenger]
+
+
+class PromoteRequest(_Body):
+    """``{"challenger": "c"}``: the shadow challenger whose state and config the learner takes."""
+
+    challenger: str
+
+
+class PromotedAnswer(BaseModel):
+    version: int = Field(description="The champion's new version (one past its head before).")
+    promoted: str = Field(description="The challenger promoted (deleted: its state is the champion's now).")
+    config: dict[str, Any] = Field(description="The champion's config now (the challenger's).")
 
 
 class RollbackRequest(_Body):

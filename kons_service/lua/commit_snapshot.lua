@@ -1,6 +1,6 @@
 -- Publish a snapshot whose chunks were written under a fresh token as the newest of the learner's kept
 -- bases, keep the older ones the retention policy keeps, trim the log before the oldest.
--- KEYS: meta, snap, log, kept.  ARGV: incarnation, version, token, n_chunks, n_bytes, tip, then the policy
+-- KEYS: meta, snap, log, kept, shadows.  ARGV: incarnation, version, token, n_chunks, n_bytes, tip, then the policy
 -- (keep_count, keep_max_age_ms, allowance bytes) and the bytes of the rounds logged since the previous base.
 -- The snapshot's round ``version`` must be on the store's history: its id (the head's tip, or the log
 -- entry's h) must be ``tip``; a process holding a history the store lost cannot publish it.
@@ -29,5 +29,5 @@ redis.call('HSET', meta, 'snap_version', ARGV[2], 'snap_token', ARGV[3], 'snap_c
   'snap_bytes', ARGV[5], 'snap_tip', ARGV[6])
 local cost = keep_base(meta, snap, log, kept, {v = v, token = ARGV[3], chunks = tonumber(ARGV[4]),
   bytes = tonumber(ARGV[5]), time = now_ms(), log = tonumber(ARGV[10]), tip = ARGV[6]},
-  {tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])})
+  {tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])}, KEYS[5])
 return {1, cost}

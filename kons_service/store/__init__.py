@@ -40,6 +40,7 @@ from kons_service.store.records import (
     Reservation,
     RollbackOutcome,
     RollbackStatus,
+    ShadowLink,
     StoredState,
 )
 from kons_service.store.server import answers_ping
@@ -64,6 +65,7 @@ __all__ = [
     "Reservation",
     "RollbackOutcome",
     "RollbackStatus",
+    "ShadowLink",
     "SnapshotUnstableError",
     "Store",
     "StoreError",

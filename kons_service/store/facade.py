@@ -20,6 +20,7 @@ from kons_service.store.leases import Leases
 from kons_service.store.log import Log
 from kons_service.store.records import Head, LearnerRef, ListedLearner
 from kons_service.store.server import ServerChecks
+from kons_service.store.shadows import ShadowLinks
 from kons_service.store.snapshots import Snapshots
 
 __all__ = ["Store"]
@@ -50,6 +51,7 @@ class Store:
         self.history = HistorySeries(connection)
         self.snapshots = Snapshots(connection)
         self.budget = TenantBytes(connection)
+        self.shadows = ShadowLinks(connection)
 
     @classmethod
     def connect(cls, url: str, timeout_seconds: float, named: bool = True, *, cluster: bool = False,
@@ -62,11 +64,13 @@ class Store:
         await self.client.aclose()
 
     @translated
-    async def create(self, ref: LearnerRef, config: str, incarnation: str, now_ms: int) -> tuple[bool, str]:
-        """Create the learner unless it exists; returns (created, the stored config)."""
+    async def create(self, ref: LearnerRef, config: str, incarnation: str, now_ms: int,
+                     shadow: str = "") -> tuple[bool, str]:
+        """Create the learner unless it exists; returns (created, the stored config). ``shadow``: a shadow
+        challenger's link to its champion (see :mod:`.shadows`)."""
         await self.client.zadd(keys.tenant_index(ref.tenant), {ref.name: 0})
         created, stored = await self.connection.run("create", ref, ("meta", "kept"),
-                                                    [config, incarnation, now_ms])
+                                                    [config, incarnation, now_ms, shadow])
         return bool(created), text(stored)
 
     @translated

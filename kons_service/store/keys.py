@@ -16,6 +16,10 @@ and every script touches only keys of one slot::
     kons:{t/n}:ack       string, short-lived: written just before a ``WAIT`` that confirms earlier writes
     kons:{t/n}:kept      zset: the kept bases a past version is rebuilt from, scored by version
                          (``lib/versions.lua``); the log is kept from the oldest on
+    kons:{t/n}:shadows   hash: challenger name -> the version of this learner up to which it has learnt
+                         (the log is kept after the smallest);  kons:{t/n}:shadowlock  string: the lock of
+                         the process catching this challenger up
+    kons:{t/n}:configs   hash: version -> the config in force from it (written by a promotion)
 
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
@@ -31,12 +35,12 @@ from __future__ import annotations
 
 from kons_service.store.records import LearnerRef
 
-__all__ = ["LEARNER_PARTS", "learner_key", "learner_keys", "tenant_budget_keys", "tenant_bytes",
+__all__ = ["LEARNER_PARTS", "SHADOWS", "learner_key", "learner_keys", "tenant_budget_keys", "tenant_bytes",
            "tenant_id_bytes", "tenant_index", "tenant_kept_bytes"]
 
 #: The keys one learner may own, by the part that ends their name (meta first).
 LEARNER_PARTS = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist",
-                 "ack", "kept")
+                 "ack", "kept", "shadows", "shadowlock", "configs")
 
 
 def learner_key(ref: LearnerRef, part: str) -> str:
@@ -58,6 +62,10 @@ def tenant_bytes(tenant: str) -> str:
 
 def tenant_id_bytes(tenant: str) -> str:
     return f"kons:tenant:{{{tenant}}}:id_bytes"
+
+
+#: The set of every shadow challenger, as "tenant/name": what each process's shadow task catches up.
+SHADOWS = "kons:shadows"
 
 
 def tenant_kept_bytes(tenant: str) -> str:

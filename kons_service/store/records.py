@@ -26,6 +26,7 @@ __all__ = [
     "Reservation",
     "RollbackOutcome",
     "RollbackStatus",
+    "ShadowLink",
     "StoredState",
 ]
 
@@ -98,6 +99,16 @@ class Base:
     time_ms: int
     log_bytes: int
     tip: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowLink:
+    """A shadow challenger's champion (its name, of the same tenant), the champion's incarnation it
+    follows and the champion version it started after: its version ``v`` is the champion's ``start + v``."""
+
+    champion: str
+    incarnation: str
+    start: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,8 @@ class Snapshots:
         token, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
         args = [head.incarnation, head.version, token, n_chunks, len(blob), head.tip, keep.count,
                 keep.max_age_ms, keep.allowance, log_bytes]
-        reply = await self.connection.run("commit_snapshot", ref, ("meta", "snap", "log", "kept"), args)
+        reply = await self.connection.run("commit_snapshot", ref, ("meta", "snap", "log", "kept", "shadows"),
+                                          args)
         return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
 
     @translated
@@ -90,20 +91,46 @@ class Snapshots:
 
     @translated
     async def rollback(self, ref: LearnerRef, incarnation: str, target: int, target_tip: str, token: str,
-                       blob: bytes, chunk_bytes: int, keep: KeepPolicy, keep_events: int) -> RollbackOutcome:
+                       blob: bytes, chunk_bytes: int, keep: KeepPolicy, keep_events: int,
+                       config: str = "") -> RollbackOutcome:
         """Make ``blob`` (the learner's state after round ``target``, whose id is ``target_tip``) its
         state at a new version past the head, atomically with the appends (see ``rollback.lua``);
-        ``token``: this rollback's own, fresh."""
+        ``token``: this rollback's own, fresh; ``config``: the config in force at ``target`` if it is not
+        the learner's now."""
         chunks, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
         args = [incarnation, target, target_tip, token, chunks, n_chunks, len(blob), keep.count,
-                keep.max_age_ms, keep.allowance, keep_events]
-        reply = await self.connection.run("rollback", ref, ("meta", "snap", "log", "kept"), args)
+                keep.max_age_ms, keep.allowance, keep_events, config]
+        parts = ("meta", "snap", "log", "kept", "shadows", "configs")
+        reply = await self.connection.run("rollback", ref, parts, args)
         status = _ROLLBACK_CODES[int(reply[0])]
         if status is not RollbackStatus.APPLIED:
             await self._settle(ref, chunks, n_chunks, Publication.STALE)
         if status is RollbackStatus.NOT_KEPT:
             return RollbackOutcome(status, int(reply[2]), int(reply[1]))
         return RollbackOutcome(status, int(reply[1]) if status is RollbackStatus.APPLIED else 0)
+
+    @translated
+    async def promote(self, ref: LearnerRef, lease: str, head: Head, config: str, blob: bytes,
+                      chunk_bytes: int, token: str, keep: KeepPolicy, challenger: str) -> Publication:
+        """Make ``blob`` and ``config`` (a shadow challenger's) the learner's at a new version past
+        ``head``, iff the caller still holds its writer lease under ``lease`` and the head is still
+        ``head`` (see ``promote.lua``): ``PUBLISHED``, else ``GONE`` or ``STALE`` (the lease or the
+        head moved)."""
+        chunks, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
+        args = [lease, head.incarnation, head.version, head.tip, config, chunks, n_chunks, len(blob), token,
+                keep.count, keep.max_age_ms, keep.allowance, challenger]
+        reply = await self.connection.run(
+            "promote", ref, ("meta", "snap", "log", "kept", "shadows", "lease", "configs"), args)
+        outcome = {1: Publication.PUBLISHED, -1: Publication.GONE, -2: Publication.STALE,
+                   -3: Publication.STALE, -4: Publication.INCOMPLETE}[int(reply[0])]
+        return await self._settle(ref, chunks, n_chunks, outcome)
+
+    @translated
+    async def configs(self, ref: LearnerRef) -> dict[int, str]:
+        """The config in force from each version a promotion or a rollback past one changed it (empty:
+        the learner's config has been the same since it was created)."""
+        found = await self.connection.client.hgetall(keys.learner_key(ref, "configs"))
+        return {int(text(version)): text(config) for version, config in found.items()}
 
     @translated
     async def bases(self, ref: LearnerRef) -> list[Base]:

@@ -12,12 +12,16 @@ from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep, SettingsDep, TenantDep
 from kons_service.http.routers import V1
 from kons_service.http.schemas import (
+    Challenger,
+    Challengers,
     LearnerHistory,
     LearnerInfo,
     LearnerList,
     LearnerSpec,
     LearnerSummary,
     LearnerVersions,
+    PromotedAnswer,
+    PromoteRequest,
     RollbackRequest,
     RolledBack,
     StateImported,
@@ -36,7 +40,7 @@ async def create_learner(ref: LearnerDep, spec: LearnerSpec, service: ServiceDep
     if spec.fork is not None:
         result = await service.fork(ref, spec.fork.source, spec.fork.version)
     else:
-        result = await service.create(ref, spec.algorithm, spec.dim, spec.params, spec.task)
+        result = await service.create(ref, spec.algorithm, spec.dim, spec.params, spec.task, spec.shadow)
     summary = LearnerSummary(**asdict(result.learner))
     return JSONResponse(summary.model_dump(), status_code=201 if result.created else 200)
 
@@ -65,6 +69,18 @@ async def learner_history(ref: LearnerDep, service: ServiceDep) -> LearnerHistor
 @router.get("/{name}/versions", response_model=LearnerVersions)
 async def learner_versions(ref: LearnerDep, service: ServiceDep) -> LearnerVersions:
     return LearnerVersions.model_validate(asdict(await service.versions(ref)))
+
+
+@router.get("/{name}/challengers", response_model=Challengers)
+async def learner_challengers(ref: LearnerDep, service: ServiceDep) -> Challengers:
+    version, reports = await service.challengers(ref)
+    return Challengers(champion=ref.name, version=version,
+                       challengers=[Challenger.model_validate(asdict(report)) for report in reports])
+
+
+@router.post("/{name}/promote", response_model=PromotedAnswer)
+async def promote_challenger(ref: LearnerDep, body: PromoteRequest, service: ServiceDep) -> PromotedAnswer:
+    return PromotedAnswer(**asdict(await service.promote(ref, body.challenger)))
 
 
 @router.post("/{name}/rollback", response_model=RolledBack)

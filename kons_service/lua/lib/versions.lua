@@ -14,7 +14,8 @@
 -- while what the older bases cost (their bytes and the log after each up to the next) exceeds
 -- ``allowance`` (their share of the tenant's byte budget). The newest base always stays. Drops every chunk
 -- of no kept base (and any a dead writer left), sets meta's keep_from to the oldest base's version, trims
--- the log before it. Returns the older bases' cost in bytes.
+-- the log before it, but not past what a shadow challenger has yet to learn (``shadows``, when given: its
+-- hash of challengers' cursors). Returns the older bases' cost in bytes.
 local function chunks_complete(snap, token, n_chunks, n_bytes)
   local prefix = token .. ':'
   local total = 0
@@ -56,7 +57,7 @@ local function parse_base(member)
     time = tonumber(time), log = tonumber(logged), tip = tip, member = member}
 end
 
-local function keep_base(meta, snap, log, kept, base, policy)
+local function keep_base(meta, snap, log, kept, base, policy, shadows)
   base.member = base_text(base)
   redis.call('ZADD', kept, base.v, base.member)
   local bases = {}
@@ -109,6 +110,13 @@ local function keep_base(meta, snap, log, kept, base, policy)
     end
   end
   redis.call('HSET', meta, 'keep_from', string.format('%d', bases[1].v))
-  redis.call('XTRIM', log, 'MINID', string.format('%d-0', bases[1].v + 1))
+  local trim = bases[1].v
+  if shadows then
+    local cursors = redis.call('HVALS', shadows)
+    for _, cursor in ipairs(cursors) do
+      trim = math.min(trim, tonumber(cursor))
+    end
+  end
+  redis.call('XTRIM', log, 'MINID', string.format('%d-0', trim + 1))
   return cost
 end

@@ -1,0 +1,398 @@
+"""Shadow challengers: a learner of another configuration that learns every round its champion
+acknowledges, in the same order, without serving any of its predictions; and the comparison of the two.
+
+A challenger is a learner of its own (its config carries ``"shadow": <champion>``, its meta the link to
+the champion: :class:`.ShadowLink`), created at the champion's head, version ``start``; its version ``v``
+is then the champion's ``start + v``. It learns from the champion's durable log, never from a second
+write on the feedback path: a task in every process (:meth:`Shadows.run`, woken by each feedback and
+every half second) takes a challenger's lock, reads the champion's log after the challenger's head and
+feeds those rounds to the challenger through the ordinary feedback writer, with request ids derived from
+the champion's versions, so that a crash at any point (of either replica, between the champion's append
+and the challenger's, or in the middle of a catch-up) leaves each round learnt once: the next catch-up
+starts from the challenger's head, and a re-sent batch is answered from its request id. A rollback of the
+champion is mirrored (the challenger rolls back to its own version of the target, or to its start), so
+the mapping of versions holds. The champion keeps its log after what each challenger has learnt (the
+cursors of :mod:`kons_service.store.shadows`). The challenger's own predictions (its log's plays) are
+compared with the champion's on the same rounds (:meth:`Shadows.compare`): the error per window of
+rounds and paired tests over the compared rounds.
+
+Feedback sent to a challenger by a client is refused (409 ``learner_is_shadow``): its log must stay its
+champion's rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+import numpy as np
+from scipy import stats as scipy_stats
+
+from kons.losses import get_loss
+from kons_service.core import codec
+from kons_service.core.cache import LearnerCache, not_found
+from kons_service.core.errors import BusyError, InvalidShadowError
+from kons_service.core.feedback import Feedback
+from kons_service.core.learning import SHADOW_REQUEST, canonical, classifier
+from kons_service.core.metrics import Metrics
+from kons_service.settings import Settings
+from kons_service.store import (
+    LearnerRef,
+    LeaseBusy,
+    LoggedRound,
+    Publication,
+    ShadowLink,
+    Store,
+    StoreUnavailableError,
+)
+
+if TYPE_CHECKING:
+    from kons_service.core.feedback import FeedbackWriter
+    from kons_service.core.versions import Versions
+
+__all__ = ["ChallengerReport", "Promoted", "Shadows"]
+
+log = logging.getLogger("kons_service.shadows")
+
+_LOCK_MS = 60_000
+_ATTEMPTS = 5
+_INTERVAL_SECONDS = 0.5
+_SIGNIFICANCE = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Promoted:
+    """A promotion's answer: the champion's new version, the challenger promoted and its config, now the
+    champion's."""
+
+    version: int
+    promoted: str
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChallengerReport:
+    """A challenger of a champion: its config, how far it has learnt the champion's log, and how it
+    compares on the rounds both hold (None: not comparable, see :meth:`Shadows.compare`)."""
+
+    name: str
+    config: dict[str, Any]
+    start: int
+    learnt: int
+    behind: int
+    status: str
+    comparison: dict[str, Any] | None
+
+
+class Shadows:
+    """Create, catch up and compare the shadow challengers of every champion."""
+
+    def __init__(self, store: Store, settings: Settings, metrics: Metrics, cache: LearnerCache,
+                 writer: FeedbackWriter, versions: Versions) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self.cache = cache
+        self.writer = writer
+        self.versions = versions
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._reported: dict[LearnerRef, str] = {}  # each challenger's last status, logged when it changes
+
+    # ------------------------------------------------------------------ creation
+    async def link(self, ref: LearnerRef, champion: str) -> tuple[ShadowLink, str | None]:
+        """The link of a new challenger ``ref`` of ``champion`` (which must be a learner of the same tenant
+        and no challenger itself), starting at its head, and the champion's task (None: undecided)."""
+        if champion == ref.name:
+            raise InvalidShadowError(f"Learner {ref.name!r} cannot shadow itself.")
+        origin = LearnerRef(ref.tenant, champion)
+        async with self.cache.current(origin) as (entry, learner):
+            if entry.config.get("shadow"):
+                raise InvalidShadowError(
+                    f"Learner {champion!r} is itself a shadow challenger (of {entry.config['shadow']!r}): "
+                    "a shadow follows a champion.")
+            task = entry.config["params"].get("task") if "task" in entry.config["params"] else (
+                "classification" if get_loss(learner.loss).binary else "regression")
+            link = ShadowLink(champion, entry.incarnation, entry.version)
+        return link, task
+
+    async def register(self, ref: LearnerRef, link: ShadowLink) -> ShadowLink:
+        """Have the champion keep its log after the link's start before the challenger is created; a
+        snapshot of the champion may have trimmed it meanwhile: the link then starts at its newer head."""
+        champion = LearnerRef(ref.tenant, link.champion)
+        for _ in range(_ATTEMPTS):
+            await self.store.shadows.follow(champion, ref.name, link.start)
+            head = await self.cache.head(champion)
+            rows = await self.store.log.read(champion, link.start, 1)
+            if head.incarnation == link.incarnation and (
+                    head.version == link.start or (rows and rows[0].version == link.start + 1)):
+                return link
+            link = ShadowLink(link.champion, head.incarnation, head.version)
+        raise BusyError(f"Learner {link.champion!r} kept changing while its challenger was created; retry.")
+
+    async def settle(self, ref: LearnerRef, link: ShadowLink) -> None:
+        """After the challenger's create (made or not): a name that is no challenger of this link (it
+        existed already, or the create failed) holds its champion's log no more."""
+        if await self.store.shadows.link(ref) != link:
+            await self.store.shadows.forget(LearnerRef(ref.tenant, link.champion), ref.name)
+        self.nudge()
+
+    async def deleted(self, ref: LearnerRef, link: ShadowLink | None) -> None:
+        if link is not None:
+            await self.store.shadows.forget(LearnerRef(ref.tenant, link.champion), ref.name)
+
+    # ------------------------------------------------------------------ catching up
+    def nudge(self) -> None:
+        """A champion took feedback: catch its challengers up soon."""
+        self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="kons-shadows")
+
+    async def close(self) -> None:
+        # (the flag too: a cancellation that lands in a Redis call may come out of redis-py as a connection
+        # error, which the loop survives)
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def run(self) -> None:
+        """Catch every challenger up, again whenever woken and every half second."""
+        while not self._closing:
+            # (asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
+            # comes as the event is set, and close() would wait for this loop forever)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_INTERVAL_SECONDS):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                challengers = await self.store.shadows.all()
+            except StoreUnavailableError as exc:
+                log.warning("shadow catch-up paused: %s", exc)
+                continue
+            for ref in challengers:
+                if self._closing:
+                    return
+                try:
+                    status = await self.catch_up(ref)
+                except Exception as exc:  # (a store outage, a mirrored rollback not kept, ...)
+                    status = f"failed: {exc}"
+                if status not in ("following", "busy", "gone") and self._reported.get(ref) != status:
+                    log.warning("shadow challenger %s: %s", ref, status)  # (once, not every half second)
+                self._reported[ref] = status
+            await asyncio.sleep(_INTERVAL_SECONDS / 10)  # (each feedback wakes it: at most 20 times a second)
+
+    async def catch_up(self, ref: LearnerRef) -> str:
+        """Feed the challenger the champion's rounds it has not learnt (one process at a time); its
+        status: ``following``, ``busy`` (another process is at it) or why it stopped."""
+        token = uuid.uuid4().hex
+        if not await self.store.shadows.lock(ref, token, _LOCK_MS):
+            return "busy"
+        try:
+            return await self._catch_up(ref, token)
+        finally:
+            await self.store.shadows.unlock(ref, token)
+
+    async def _catch_up(self, ref: LearnerRef, token: str) -> str:
+        link = await self.store.shadows.link(ref)
+        if link is None:
+            return "gone"
+        champion = LearnerRef(ref.tenant, link.champion)
+        head = await self.store.head(champion)
+        if head is None:
+            return "stopped: its champion was deleted"
+        if head.incarnation != link.incarnation:
+            return "stopped: its champion's state was replaced (a state upload)"
+        done = link.start + (await self.cache.head(ref)).version
+        while done < head.version:
+            page = min(self.settings.max_batch, head.version - done)
+            rows = await self.store.log.read(champion, done, page)
+            if not rows or rows[0].version != done + 1:
+                return f"stopped: its champion's log no longer holds round {done + 1}"
+            done = await self._learn(ref, link, rows)
+            await self.store.shadows.follow(champion, ref.name, done)
+            if not await self.store.shadows.lock_renewed(ref, token, _LOCK_MS):
+                return "busy"
+        return "following"
+
+    async def _learn(self, ref: LearnerRef, link: ShadowLink, rows: list[LoggedRound]) -> int:
+        """Feed the challenger the leading rounds of ``rows`` (or mirror the rollback that leads them);
+        returns the champion version it has learnt up to."""
+        if rows[0].rollback_to >= 0:  # mirrored; a promotion of another challenger leaves this one as it is
+            promoted = rows[0].rollback_to == rows[0].version
+            own = (await self.cache.head(ref)).version
+            await self.versions.rollback(ref, own if promoted else max(0, rows[0].rollback_to - link.start))
+            return rows[0].version
+        run = []
+        for row in rows:
+            if row.rollback_to >= 0:
+                break
+            run.append(row)
+        items = [Feedback(codec.decode_label(r.entry.y), codec.decode_features(r.entry.x)) for r in run]
+        request_id = f"{SHADOW_REQUEST}{link.incarnation}/{run[0].version}-{run[-1].version}"
+        result = await self.writer.write(ref, items, request_id)
+        if result.version != run[-1].version - link.start:
+            log.error("shadow %s is out of step with %s: version %d after its round %d", ref,
+                      link.champion, result.version, run[-1].version)
+        self.metrics.shadow_rounds.inc(len(run))
+        return run[-1].version
+
+    # ------------------------------------------------------------------ promotion
+    async def promote(self, champion: LearnerRef, name: str) -> Promoted:
+        """Make the champion's name serve its challenger ``name``'s state and config from the next request
+        on: the challenger is caught up to the champion's head while this process holds the champion's
+        writer lease (feedback waits for it, then is played by the new champion), and ``promote.lua``
+        swaps them in one step iff the lease and the head are still those; the previous champion stays a
+        restorable version (with its config), and the challenger, now the champion, is deleted."""
+        ref = LearnerRef(champion.tenant, name)
+        link = await self.store.shadows.link(ref)
+        if link is None or link.champion != champion.name:
+            if await self.store.config(ref) is None:
+                raise not_found(ref)
+            raise InvalidShadowError(f"Learner {name!r} is not a shadow challenger of {champion.name!r}.")
+        for _ in range(_ATTEMPTS):
+            await self.catch_up(ref)  # most of the way, while the champion still takes feedback
+            token = self.store.leases.writer_token(uuid.uuid4().int % 10**12)
+            head = await self.store.leases.acquire(champion, token, self.settings.lease_ttl_ms)
+            if head is None:
+                raise not_found(champion)
+            if isinstance(head, LeaseBusy):
+                await asyncio.sleep(min(head.wait_ms, 200) / 1000)
+                continue
+            try:
+                if head.incarnation != link.incarnation:
+                    raise InvalidShadowError(f"Learner {champion.name!r}'s state was replaced since {name!r} "
+                                             "started following it.")
+                await self.catch_up(ref)  # the champion holds still now
+                async with self.cache.current(ref) as (entry, learner):
+                    if link.start + entry.version != head.version:
+                        continue
+                    blob = await anyio.to_thread.run_sync(learner.to_bytes)
+                    config = {k: v for k, v in entry.config.items() if k != "shadow"}
+                keep = await self.versions.keep_policy(champion, len(blob), 0)
+                outcome = await self.store.snapshots.promote(
+                    champion, token, head, canonical(config), blob, self.settings.snapshot_chunk_bytes,
+                    uuid.uuid4().hex, keep, name)
+            finally:
+                await self.store.leases.release(champion, token)  # (promote.lua released it if it ran)
+            if outcome is Publication.GONE:
+                raise not_found(champion)
+            if outcome is Publication.PUBLISHED:
+                await self.store.delete(ref)
+                await self.store.shadows.forget(champion, name)
+                self.cache.drop(ref)
+                self.cache.drop(champion)
+                self.metrics.promotions.inc()
+                return Promoted(head.version + 1, name, config)
+        raise BusyError(f"Learner {champion.name!r} kept changing while {name!r} was promoted; retry.")
+
+    # ------------------------------------------------------------------ comparison
+    async def compare(self, champion: LearnerRef) -> tuple[int, list[ChallengerReport]]:
+        """The champion's version and its challengers, each caught up first (unless another process is at
+        it) and compared with it on the last ``shadow_compare_rounds`` rounds both logs hold."""
+        head = await self.cache.head(champion)
+        async with self.cache.current(champion) as (_, learner):
+            champion_error = _error_of(learner)
+        reports = []
+        for name in sorted(await self.store.shadows.cursors(champion)):
+            ref = LearnerRef(champion.tenant, name)
+            status = await self.catch_up(ref)
+            link = await self.store.shadows.link(ref)
+            if link is None:
+                await self.store.shadows.forget(champion, name)
+                continue
+            async with self.cache.current(ref) as (entry, challenger):
+                learnt, config, challenger_error = entry.version, entry.config, _error_of(challenger)
+            comparison = None
+            if champion_error and challenger_error and link.incarnation == head.incarnation:
+                comparison = await self._comparison(champion, ref, link, learnt, champion_error,
+                                                    challenger_error)
+            at = link.start + learnt
+            reports.append(ChallengerReport(name, config, link.start, at, max(0, head.version - at),
+                                            "following" if status == "busy" else status, comparison))
+        return head.version, reports
+
+    async def _comparison(self, champion: LearnerRef, ref: LearnerRef, link: ShadowLink, learnt: int,
+                          champion_error: _Error, challenger_error: _Error) -> dict[str, Any] | None:
+        first = max(0, learnt - self.settings.shadow_compare_rounds)
+        own = {row.version: row for row in await self._rows(ref, first, learnt)}
+        theirs = await self._rows(champion, first + link.start, learnt + link.start)
+        pairs = [(row, own[row.version - link.start]) for row in theirs
+                 if row.rollback_to < 0 and row.version - link.start in own]
+        if not pairs:
+            return None
+        labels = [codec.decode_label(c.entry.y) for c, _ in pairs]
+        champion_losses = np.array([champion_error.of(codec.unpack_float(c.entry.played), y)
+                                    for (c, _), y in zip(pairs, labels, strict=True)])
+        challenger_losses = np.array([challenger_error.of(codec.unpack_float(s.entry.played), y)
+                                      for (_, s), y in zip(pairs, labels, strict=True)])
+        versions = [c.version for c, _ in pairs]
+        return _paired(champion_error.name, versions, champion_losses, challenger_losses,
+                       self.settings.shadow_window_rounds)
+
+    async def _rows(self, ref: LearnerRef, after: int, until: int) -> list[LoggedRound]:
+        rows: list[LoggedRound] = []
+        while after < until:
+            page = await self.store.log.read(ref, after, min(1024, until - after))
+            page = [row for row in page if row.version <= until]
+            if not page:
+                break
+            rows += page
+            after = page[-1].version
+        return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _Error:
+    """A per-round error both learners' plays can be scored by: ``squared_error`` for numbers,
+    ``error_rate`` (a wrong sign) for a binary learner's ±1 labels."""
+
+    name: str
+
+    def of(self, played: float, y: Any) -> float:
+        if self.name == "squared_error":
+            return (played - float(y)) ** 2
+        return float(played * (1.0 if float(y) > 0 else -1.0) <= 0)
+
+
+def _error_of(learner: Any) -> _Error | None:
+    """How the plays of ``learner`` are scored; None for a classifier that plays class probabilities
+    (its plays are not comparable round by round with another learner's: not compared)."""
+    if classifier(learner):
+        return None
+    return _Error("error_rate" if get_loss(learner.loss).binary else "squared_error")
+
+
+def _paired(metric: str, versions: list[int], champion: np.ndarray, challenger: np.ndarray,
+            window: int) -> dict[str, Any]:
+    """The mean errors per window of ``window`` rounds (the last one may be shorter) and over all
+    rounds, with a paired t test and a sign test of the champion's minus the challenger's error per
+    round, and what they say at the 5% level."""
+    difference = champion - challenger
+    n = len(difference)
+    windows = [{"from_version": versions[i], "to_version": versions[min(i + window, n) - 1],
+                "rounds": min(window, n - i), "champion": float(champion[i:i + window].mean()),
+                "challenger": float(challenger[i:i + window].mean())} for i in range(0, n, window)]
+    spread = float(difference.std(ddof=1)) if n > 1 else 0.0
+    t_value = p_value = None
+    if n > 1 and spread > 0:
+        t_value = float(difference.mean() / (spread / math.sqrt(n)))
+        p_value = float(2 * scipy_stats.t.sf(abs(t_value), n - 1))
+    wins, losses = int((difference > 0).sum()), int((difference < 0).sum())
+    sign_p = float(scipy_stats.binomtest(wins, wins + losses).pvalue) if wins + losses else None
+    verdict = "undecided"
+    if p_value is not None and p_value < _SIGNIFICANCE:
+        verdict = "challenger_better" if difference.mean() > 0 else "champion_better"
+    return {"metric": metric, "rounds": n, "champion": float(champion.mean()),
+            "challenger": float(challenger.mean()), "mean_difference": float(difference.mean()),
+            "t": t_value, "p_value": p_value, "challenger_wins": wins, "champion_wins": losses,
+            "sign_p_value": sign_p, "verdict": verdict, "windows": windows}
+

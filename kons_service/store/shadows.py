@@ -1,0 +1,79 @@
+"""Shadow challengers' links: a challenger's meta field ``shadow`` (its champion, the champion's
+incarnation and the champion version it started after), the champion's hash of its challengers' cursors
+(the champion's log is kept after the smallest: ``lib/versions.lua``), the set of every challenger
+(:data:`.keys.SHADOWS`) that each process's shadow task catches up, and the lock of the process catching
+one up. A challenger's rounds are its own log's, appended like any feedback: nothing here is atomic with
+them; a cursor is written after the rounds it covers, so it may lag (the champion then keeps more log),
+never lead."""
+
+from __future__ import annotations
+
+import json
+
+from kons_service.store import keys
+from kons_service.store.connection import Connection, text
+from kons_service.store.errors import translated
+from kons_service.store.records import LearnerRef, ShadowLink
+
+__all__ = ["ShadowLinks"]
+
+
+def _member(ref: LearnerRef) -> str:
+    return f"{ref.tenant}/{ref.name}"
+
+
+class ShadowLinks:
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    @staticmethod
+    def link_text(link: ShadowLink) -> str:
+        return json.dumps({"of": link.champion, "incarnation": link.incarnation, "from": link.start})
+
+    @translated
+    async def link(self, ref: LearnerRef) -> ShadowLink | None:
+        """The challenger's link to its champion; None for a learner that is no challenger (or none)."""
+        value = await self.connection.client.hget(keys.learner_key(ref, "meta"), "shadow")
+        if value is None:
+            return None
+        fields = json.loads(text(value))
+        return ShadowLink(fields["of"], fields["incarnation"], int(fields["from"]))
+
+    @translated
+    async def follow(self, champion: LearnerRef, challenger: str, cursor: int) -> None:
+        """Record that ``challenger`` has learnt ``champion``'s log up to version ``cursor`` (so that the
+        champion keeps its log after it), and list the challenger among those to catch up."""
+        await self.connection.client.hset(keys.learner_key(champion, "shadows"), challenger, cursor)
+        await self.connection.client.sadd(keys.SHADOWS, _member(LearnerRef(champion.tenant, challenger)))
+
+    @translated
+    async def cursors(self, champion: LearnerRef) -> dict[str, int]:
+        """The champion's challengers and how far each has learnt its log."""
+        found = await self.connection.client.hgetall(keys.learner_key(champion, "shadows"))
+        return {text(name): int(cursor) for name, cursor in found.items()}
+
+    @translated
+    async def forget(self, champion: LearnerRef, challenger: str) -> None:
+        """The challenger is gone: it holds the champion's log no more, nor is it caught up."""
+        await self.connection.client.hdel(keys.learner_key(champion, "shadows"), challenger)
+        await self.connection.client.srem(keys.SHADOWS, _member(LearnerRef(champion.tenant, challenger)))
+
+    @translated
+    async def all(self) -> list[LearnerRef]:
+        """Every challenger to catch up."""
+        members = [text(m).split("/", 1) for m in await self.connection.client.smembers(keys.SHADOWS)]
+        return [LearnerRef(tenant, name) for tenant, name in members]
+
+    @translated
+    async def lock(self, ref: LearnerRef, token: str, ttl_ms: int) -> bool:
+        return bool(await self.connection.client.set(keys.learner_key(ref, "shadowlock"), token, nx=True,
+                                                     px=ttl_ms))
+
+    @translated
+    async def lock_renewed(self, ref: LearnerRef, token: str, ttl_ms: int) -> bool:
+        """Extend the lock if ``token`` still holds it."""
+        return bool(await self.connection.run("renew", ref, ("shadowlock",), [token, ttl_ms]))
+
+    @translated
+    async def unlock(self, ref: LearnerRef, token: str) -> None:
+        await self.connection.run("release", ref, ("shadowlock",), [token])

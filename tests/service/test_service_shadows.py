@@ -1,0 +1,280 @@
+"""Shadow challengers over HTTP on a real Redis: a challenger learns exactly its champion's acknowledged
+rounds in order (mirroring its rollbacks), on two replicas and through SIGKILLs of either; the comparison
+is the champion's and the challenger's errors on those rounds; bad challengers are 4xx and change
+nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import numpy as np
+import pytest
+import redis
+
+import kons
+from kons_service.store import LearnerRef
+from testkit.processes import SPEC, AppClient, AppFactory, services_on_redis
+
+pytestmark = pytest.mark.anyio
+
+URL = "/v1/learners/m"
+CHALLENGER: dict[str, Any] = {"shadow": "m", "algorithm": "ons", "dim": 3,
+                              "params": {"loss": "squared", "C": 3.0}}
+
+
+def _champion() -> kons.Learner:
+    return kons.learner_from_params(SPEC["algorithm"], {**SPEC["params"], "dim": SPEC["dim"]})
+
+
+def _challenger() -> kons.Learner:
+    return kons.learner_from_params("ons", {**CHALLENGER["params"], "dim": 3})
+
+
+def _stream(n: int, seed: int = 4) -> list[tuple[list[float], float]]:
+    rng = np.random.default_rng(seed)
+    xs = rng.normal(size=(n, 3))
+    return [(x.tolist(), float(np.sin(x[0]) + 0.5 * x[1])) for x in xs]
+
+
+async def _feed(client: AppClient, rounds: list[tuple[list[float], float]], url: str = URL) -> None:
+    for x, y in rounds:
+        answer = await client.post(f"{url}/feedback", json={"x": x, "y": y})
+        assert answer.status_code == 200, answer.text
+
+
+async def _caught_up(client: AppClient, version: int) -> dict[str, Any]:
+    for _ in range(100):
+        report: dict[str, Any] = (await client.get(f"{URL}/challengers")).json()
+        if all(c["learnt"] == version for c in report["challengers"]):
+            return report
+        await asyncio.sleep(0.05)
+    raise AssertionError(report)
+
+
+async def test_a_challenger_learns_the_champions_rounds_and_is_compared(make_client: AppFactory) -> None:
+    a = await make_client()
+    b = await make_client()
+    stream = _stream(70)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:10])
+    created = await b.put("/v1/learners/c", json=CHALLENGER)
+    assert created.status_code == 201, created.text
+    assert created.json()["config"]["shadow"] == "m" and created.json()["version"] == 0
+    for i in range(10, 50, 5):  # both replicas take the champion's feedback
+        await _feed((a, b)[i % 2], stream[i:i + 5])
+
+    report = await _caught_up(a, 50)
+    [challenger] = report["challengers"]
+    assert (challenger["name"], challenger["start"], challenger["behind"]) == ("c", 10, 0)
+    champion, local = _champion(), _challenger()
+    for x, y in stream[:10]:
+        champion.learn_one(np.array(x), y)
+    champion_errors, challenger_errors = [], []
+    for x, y in stream[10:50]:
+        champion_errors.append((champion.learn_one(np.array(x), y) - y) ** 2)
+        challenger_errors.append((local.learn_one(np.array(x), y) - y) ** 2)
+    assert (await b.get("/v1/learners/c/state")).content == local.to_bytes()
+    comparison = challenger["comparison"]
+    assert comparison["rounds"] == 40 and comparison["metric"] == "squared_error"
+    assert comparison["champion"] == pytest.approx(np.mean(champion_errors), rel=1e-12)
+    assert comparison["challenger"] == pytest.approx(np.mean(challenger_errors), rel=1e-12)
+    difference = np.array(champion_errors) - np.array(challenger_errors)
+    t = difference.mean() / (difference.std(ddof=1) / np.sqrt(len(difference)))
+    assert comparison["t"] == pytest.approx(t, rel=1e-9)
+    assert comparison["challenger_wins"] == int((difference > 0).sum())
+    assert [w["rounds"] for w in comparison["windows"]] == [40]  # (one window of at most 1000)
+
+    # a rollback of the champion is mirrored: the challenger goes back to its own state at that round
+    assert (await a.post(f"{URL}/rollback", json={"version": 30})).status_code == 200
+    await _feed(b, stream[50:55])
+    await _caught_up(b, 56)
+    mirrored = _challenger()
+    for x, y in stream[10:30] + stream[50:55]:
+        mirrored.learn_one(np.array(x), y)
+    assert (await a.get("/v1/learners/c/state")).content == mirrored.to_bytes()
+    # the champion's log after the challenger's cursor is kept by its snapshots
+    service = a.app.state.service
+    assert await service.store.shadows.cursors(LearnerRef("default", "m")) == {"c": 56}
+
+    # a client's feedback to the challenger is refused; deleting it stops it
+    refused = await a.post("/v1/learners/c/feedback", json={"x": [0.0, 1.0, 2.0], "y": 1.0})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "learner_is_shadow"
+    assert (await b.get("/v1/learners/c")).json()["version"] == 46
+    assert (await a.delete("/v1/learners/c")).status_code == 204
+    assert (await b.get(f"{URL}/challengers")).json()["challengers"] == []
+    assert await service.store.shadows.cursors(LearnerRef("default", "m")) == {}
+
+
+async def test_bad_challengers_are_4xx_and_change_nothing(make_client: AppFactory) -> None:
+    a = await make_client(api_keys="acme:k1,rival:k2")
+    acme, rival = {"Authorization": "Bearer k1"}, {"Authorization": "Bearer k2"}
+    assert (await a.put(URL, json=SPEC, headers=acme)).status_code == 201
+    assert (await a.put("/v1/learners/c", json=CHALLENGER, headers=acme)).status_code == 201
+    cases = [
+        ("d", {**CHALLENGER, "shadow": "c"}, acme, 422, "invalid_shadow"),  # a shadow of a shadow
+        ("m", {**CHALLENGER, "shadow": "m"}, acme, 422, "invalid_shadow"),  # of itself
+        ("d", {**CHALLENGER, "shadow": "nobody"}, acme, 404, "learner_not_found"),
+        ("d", CHALLENGER, rival, 404, "learner_not_found"),  # another tenant's champion: not seen
+        ("d", {**CHALLENGER, "shadow": "../m"}, acme, 422, "invalid_name"),
+        ("d", {"shadow": "m", "fork": {"from": "m"}}, acme, 422, "validation_error"),
+        ("c", {**CHALLENGER, "params": {"C": 1.0}}, acme, 409, "config_conflict"),
+        ("d", {**CHALLENGER, "params": {"loss": "absolute"}}, acme, 422, "invalid_parameter"),
+    ]
+    for name, body, key, status, code in cases:
+        answer = await a.put(f"/v1/learners/{name}", json=body, headers=key)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (body, answer.text)
+    listed = (await a.get("/v1/learners", headers=acme)).json()["learners"]
+    assert sorted(row["name"] for row in listed) == ["c", "m"]
+    assert (await a.get("/v1/learners", headers=rival)).json()["learners"] == []
+    assert (await a.get(f"{URL}/challengers", headers=rival)).status_code == 404
+    report = (await a.get(f"{URL}/challengers", headers=acme)).json()
+    assert [c["name"] for c in report["challengers"]] == ["c"]
+    assert await a.app.state.service.store.shadows.cursors(LearnerRef("acme", "m")) == {"c": 0}
+    assert (await a.put("/v1/learners/c", json=CHALLENGER, headers=acme)).status_code == 200  # the same
+
+
+@pytest.mark.redis
+@pytest.mark.slow  # ~40 s: two service processes SIGKILLed and restarted
+def test_a_shadow_learns_every_acknowledged_round_once_through_sigkills(tmp_path: Path) -> None:
+    """Feedback with request ids through two replicas, either SIGKILLed now and then (and restarted):
+    once caught up, the challenger's log is exactly the champion's acknowledged rounds, in order."""
+    stream = _stream(240, seed=12)
+    with services_on_redis(tmp_path, replicas=2, snapshot_min_seconds=0, snapshot_every_rounds=25,
+                           snapshot_interval_seconds=0.5) as (server, services):
+        first = services[0].url
+        httpx.put(f"{first}{URL}", json=SPEC).raise_for_status()
+        httpx.put(f"{first}/v1/learners/c", json=CHALLENGER).raise_for_status()
+        acknowledged = []
+        kills = itertools.cycle([0, 1])
+        with httpx.Client(timeout=10) as http:
+            for i, (x, y) in enumerate(stream):
+                if i % 40 == 39:  # SIGKILL one replica mid-stream; it comes back
+                    victim = services[next(kills)]
+                    victim.kill()
+                    victim.start()
+                for attempt in range(20):
+                    service = services[(i + attempt) % 2]
+                    try:
+                        answer = http.post(f"{service.url}{URL}/feedback",
+                                           json={"x": x, "y": y, "request_id": f"r{i}"})
+                    except httpx.TransportError:
+                        continue
+                    if answer.status_code == 200:
+                        acknowledged.append(answer.json()["version"])
+                        break
+                    assert answer.status_code == 503, answer.text
+                    time.sleep(0.05)
+                else:
+                    raise AssertionError(f"round {i} was never acknowledged")
+            assert acknowledged == list(range(1, len(stream) + 1))
+            for _ in range(200):
+                report = http.get(f"{first}{URL}/challengers").json()
+                if report["challengers"][0]["learnt"] == len(stream):
+                    break
+                time.sleep(0.1)
+        r = redis.Redis.from_url(server.url)
+        Entries = list[tuple[bytes, dict[bytes, bytes]]]
+        champion = cast(Entries, r.xrange("kons:{default/m}:log"))
+        challenger = cast(Entries, r.xrange("kons:{default/c}:log"))
+        # every round once, in order, on both: what the challenger holds is what the champion logged
+        assert [int(i.split(b"-")[0]) for i, _ in challenger] == list(range(1, len(stream) + 1))
+        assert len(champion) == len(stream)  # (kept for the challenger and the kept versions)
+        assert [(f[b"x"], f[b"y"]) for _, f in challenger] == [(f[b"x"], f[b"y"]) for _, f in champion]
+        local = _challenger()
+        plays = [local.learn_one(np.array(x), y) for x, y in stream]
+        assert [float(np.frombuffer(f[b"p"], "<f8")[0]) for _, f in challenger] == plays
+
+
+async def test_promotion_under_concurrent_feedback(make_client: AppFactory) -> None:
+    """Feedback keeps coming on both replicas while the challenger is promoted: every request is answered
+    by the old champion or the new one, none is lost, and the previous champion stays a version."""
+    a = await make_client()
+    b = await make_client()
+    stream = _stream(90, seed=21)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:10])
+    assert (await a.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(b, stream[10:30])
+    answers: dict[int, tuple[int, float]] = {}
+
+    async def feeder(client: AppClient, rounds: range) -> None:
+        for i in rounds:
+            x, y = stream[i]
+            answer = await client.post(f"{URL}/feedback", json={"x": x, "y": y})
+            assert answer.status_code == 200, answer.text
+            answers[answer.json()["version"]] = (i, answer.json()["prediction"])
+
+    async def promoter() -> dict[str, Any]:
+        await asyncio.sleep(0.1)
+        promoted = await b.post(f"{URL}/promote", json={"challenger": "c"})
+        assert promoted.status_code == 200, promoted.text
+        result: dict[str, Any] = promoted.json()
+        return result
+
+    *_, promoted = await asyncio.gather(feeder(a, range(30, 60)), feeder(b, range(60, 90)), promoter())
+    point = promoted["version"]  # the promotion's own version
+    assert (promoted["config"]["algorithm"], promoted["config"]["params"]["C"]) == ("ons", 3.0)
+    assert "shadow" not in promoted["config"]
+    assert (await a.get(URL)).json()["config"] == promoted["config"]
+    assert (await a.get("/v1/learners/c")).status_code == 404
+    assert sorted(answers) == [v for v in range(31, 92) if v != point]  # none lost
+    # before the promotion the old champion played; after it, the challenger's state, on both replicas
+    old, new = _champion(), _challenger()
+    for i in range(10):
+        old.learn_one(np.array(stream[i][0]), stream[i][1])
+    for i in range(10, 30):
+        old.learn_one(np.array(stream[i][0]), stream[i][1])
+        new.learn_one(np.array(stream[i][0]), stream[i][1])
+    for version, (i, prediction) in sorted(answers.items()):
+        x, y = np.array(stream[i][0]), stream[i][1]
+        played = new.learn_one(x, y)
+        if version < point:
+            assert prediction == old.learn_one(x, y)
+        else:
+            assert prediction == played
+    assert (await a.get(f"{URL}/state")).content == (await b.get(f"{URL}/state")).content == new.to_bytes()
+    # the previous champion is a version: a rollback to it restores its state and its config
+    rolled = await a.post(f"{URL}/rollback", json={"version": point - 1})
+    assert rolled.status_code == 200, rolled.text
+    assert (await b.get(URL)).json()["config"]["algorithm"] == SPEC["algorithm"]
+    assert (await b.get(f"{URL}/state")).content == old.to_bytes()
+
+
+async def test_bad_promotions_are_4xx_and_change_nothing(make_client: AppFactory) -> None:
+    a = await make_client()
+    stream = _stream(20)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    assert (await a.put("/v1/learners/other", json=SPEC)).status_code == 201
+    assert (await a.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(a, stream[:10])
+    await _caught_up(a, 10)
+    before = (await a.get(f"{URL}/state")).content
+    for name, body, status, code in [
+        ("m", {"challenger": "other"}, 422, "invalid_shadow"),  # not a challenger
+        ("other", {"challenger": "c"}, 422, "invalid_shadow"),  # another champion's
+        ("m", {"challenger": "nobody"}, 404, "learner_not_found"),
+        ("m", {"challenger": "../c"}, 422, "invalid_name"),
+        ("m", {}, 422, "validation_error"),
+    ]:
+        answer = await a.post(f"/v1/learners/{name}/promote", json=body)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (body, answer.text)
+    assert (await a.get(f"{URL}/state")).content == before
+    assert (await a.get(URL)).json()["config"]["algorithm"] == SPEC["algorithm"]
+
+    # a promote racing a delete of the champion: either it promoted before the delete, or it is a 404
+    # and the challenger is as it was
+    promote, delete = await asyncio.gather(a.post(f"{URL}/promote", json={"challenger": "c"}),
+                                           a.delete(URL))
+    assert delete.status_code == 204
+    assert promote.status_code in (200, 404), promote.text
+    assert (await a.get(URL)).status_code == 404
+    if promote.status_code == 404:
+        assert promote.json()["error"]["code"] == "learner_not_found"
+        assert (await a.get("/v1/learners/c")).json()["version"] == 10
+    again = await a.post(f"{URL}/promote", json={"challenger": "c"})
+    assert again.status_code == 404
