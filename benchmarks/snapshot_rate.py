@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import tempfile
@@ -66,10 +67,10 @@ async def _feed(http: httpx.AsyncClient, name: str, rate: float, until: float, s
     while due < until and loop.time() < until:
         await asyncio.sleep(max(0.0, due - loop.time()))
         body = _rows(rng, rows)
-        answer = await http.post(f"/v1/learners/{name}/feedback",
-                                 json=body[0] if rows == 1 else {"items": body})
-        if answer.status_code == 200:
-            acknowledged += rows
+        with contextlib.suppress(httpx.TransportError):  # (not acknowledged: not counted)
+            answer = await http.post(f"/v1/learners/{name}/feedback",
+                                     json=body[0] if rows == 1 else {"items": body})
+            acknowledged += rows if answer.status_code == 200 else 0
         due += period
     return acknowledged
 
@@ -88,7 +89,9 @@ def _redis_input(server: RedisServer) -> float:
 
 async def _load(urls: dict[Key, str], learners: int, seconds: float) -> dict[Key, int]:
     """Every service's learners fed at once, each at its rate; acknowledged feedbacks per service."""
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    # (idle connections dropped after 1 s: uvicorn closes them after 5 s, and a request sent on one just as
+    # it closes fails)
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200, keepalive_expiry=1.0)
     clients = {key: httpx.AsyncClient(base_url=url, timeout=60, limits=limits) for key, url in urls.items()}
     try:
         until = asyncio.get_running_loop().time() + seconds
