@@ -91,3 +91,23 @@ def test_auto_shares_three_dictionaries_across_its_eight_kernel_members_and_afte
         assert len(bases) == 8
         assert len({id(base._kors) for base in bases}) == 3
     assert loaded.to_bytes() == model.to_bytes()
+
+
+def test_auto_with_three_classes_plays_as_with_each_members_own_dictionary() -> None:
+    """The multinomial round (the members' score columns) on shared dictionaries, from before the grid's
+    dictionaries are full to after: the same probabilities and the same state as with private copies."""
+    X, y = _stream(500)
+    labels = [f"class {i}" for i in np.digitize(y, [-0.5, 0.5])]
+    shared = kons.Auto(task="classification", seed=0)
+    shared.learn_many(X[:150], labels[:150])
+    alone = cast(kons.Auto, kons.load(shared.to_bytes()))
+    assert alone._grid is not None
+    for base in alone._grid.bases:
+        if isinstance(base, NystromKONS):
+            base._detach()
+    assert len({id(base._kors) for base in alone._grid.bases if isinstance(base, NystromKONS)}) == 8
+    for x, label in zip(X[150:], labels[150:], strict=True):
+        assert shared.predict_proba_dict_one(x) == alone.predict_proba_dict_one(x)
+        shared.learn_one(x, label)
+        alone.learn_one(x, label)
+    assert len(shared.classes) == 3 and shared.to_bytes() == alone.to_bytes()
