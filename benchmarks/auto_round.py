@@ -189,12 +189,15 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
         _scratch(scratch, "kept_rounds", kept.rounds)[slot] = 0.5, 0.0, 0.0
 
 
-def child(warmup: int, rounds: int) -> dict[str, Any]:
-    """Time ``learn_one`` and the floor of the same rounds, in this process's ``kons``."""
+def child(warmup: int, rounds: int, task: str = "regression", predict: bool = False) -> dict[str, Any]:
+    """Time ``learn_one`` (after ``predict_one`` of the row if ``predict``) and the floor of the same
+    rounds, in this process's ``kons``; ``task`` "binary" plays the signs of the targets as labels."""
     import kons
     from kons._blas import one_blas_thread
 
     X, y = _stream(warmup + rounds)
+    if task == "binary":
+        y = np.where(y > np.median(y), 1.0, -1.0)
     auto = kons.Auto()
     auto.learn_many(X[:warmup], y[:warmup])
     rest_X, rest_y = X[warmup:], y[warmup:]
@@ -211,6 +214,8 @@ def child(warmup: int, rounds: int) -> dict[str, Any]:
                 _floor_round(auto, x, scratch)
         middle = time.perf_counter()
         for x, label in zip(rest_X[block], rest_y[block], strict=True):
+            if predict:
+                auto.predict_one(x)
             auto.learn_one(x, label)
         floor, round_ = floor + middle - start, round_ + time.perf_counter() - middle
     floor, round_ = floor / rounds, round_ / rounds
@@ -221,13 +226,13 @@ def child(warmup: int, rounds: int) -> dict[str, Any]:
     alive = [len(grid._members()), len(getattr(grid, "_recent", list)()),
              int(getattr(grid, "thresholds", getattr(grid, "bins_base", None)) is not None)]
     return {"kons": kons.__file__, "round_us": round_ * 1e6, "floor_us": floor * 1e6,
-            "dictionary_sizes": sizes, "alive": alive}
+            "dictionary_sizes": sizes, "alive": alive, "state_bytes": len(auto.to_bytes())}
 
 
-def _run_child(tree: Path, warmup: int, rounds: int) -> dict[str, Any]:
+def _run_child(tree: Path, warmup: int, rounds: int, task: str, predict: bool) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree), "OPENBLAS_NUM_THREADS": "1"}
     code = (f"import json, runpy; m = runpy.run_path({str(Path(__file__).resolve())!r}); "
-            f"print(json.dumps(m['child']({warmup}, {rounds})))")
+            f"print(json.dumps(m['child']({warmup}, {rounds}, {task!r}, {predict})))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
                          cwd=tree)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -245,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="warm-up rounds of each case (150: dictionaries growing; 600: full)")
     parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--task", choices=("regression", "binary"), default="regression")
+    parser.add_argument("--predict", action="store_true", help="time predict_one then learn_one per row")
     parser.add_argument("--out", type=Path, help="folder for auto_round.md (else: stdout only)")
     args = parser.parse_args(argv)
     commit = git_commit(("kons", "benchmarks"))
@@ -260,7 +267,9 @@ def main(argv: list[str] | None = None) -> None:
         f"Command: `OPENBLAS_NUM_THREADS=1 {command}` at commit {commit}"
         + (f"; old: {old_commit}" if old_commit else "") + f". Machine: {machine_summary()}.",
         "",
-        f"Dimension {DIM}; after the warm-up rounds, {args.rounds} rounds timed in blocks alternating with "
+        f"Dimension {DIM}, {args.task}"
+        + (", each round `predict_one` then `learn_one`" if args.predict else "")
+        + f"; after the warm-up rounds, {args.rounds} rounds timed in blocks alternating with "
         f"their floor; medians of {args.repeats} repeats, the checkouts alternating. On a shared machine the "
         "ratios are the result, not the times.",
     ]
@@ -268,11 +277,13 @@ def main(argv: list[str] | None = None) -> None:
         runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
         for _ in range(args.repeats):
             for label, tree in trees.items():
-                runs[label].append(_run_child(tree.resolve(), warmup, args.rounds))
-        median = {label: {key: statistics.median(r[key] for r in rs) for key in ("round_us", "floor_us")}
+                runs[label].append(_run_child(tree.resolve(), warmup, args.rounds, args.task, args.predict))
+        median = {label: {key: statistics.median(r[key] for r in rs)
+                          for key in ("round_us", "floor_us", "state_bytes")}
                   for label, rs in runs.items()}
         rows = [[label, f"{m['round_us']:.0f}", f"{m['floor_us']:.0f}",
-                 f"{m['round_us'] / m['floor_us']:.2f}"] for label, m in median.items()]
+                 f"{m['round_us'] / m['floor_us']:.2f}", f"{m['state_bytes']:.0f}"]
+                for label, m in median.items()]
         average = " / ".join(f"{v:.2f}" for v in os.getloadavg())
         lines += [
             "",
@@ -281,14 +292,15 @@ def main(argv: list[str] | None = None) -> None:
             "{} bases, {} generations' linear models, {} threshold model; load average {})".format(
                 *runs['this checkout'][-1]['alive'], average),
             "",
-            *markdown_table(["code", "round (us)", "floor (us)", "round / floor"], rows),
+            *markdown_table(["code", "round (us)", "floor (us)", "round / floor", "state bytes"], rows),
         ]
         if args.old:
             new, old = median["this checkout"], median["old"]
             ratio = new["round_us"] / old["round_us"]
             normalised = (new["round_us"] / new["floor_us"]) / (old["round_us"] / old["floor_us"])
             lines += ["", f"Round time, this checkout / old: **{ratio:.2f}** (each run's round divided by "
-                      f"its own floor, the same code in both, load-independent: {normalised:.2f})."]
+                      f"its own floor, the same code in both, load-independent: {normalised:.2f}); "
+                      f"state bytes: **{new['state_bytes'] / old['state_bytes']:.2f}**."]
         each = ["{}: {}".format(label, ", ".join(f"{r['round_us']:.0f}/{r['floor_us']:.0f}" for r in rs))
                 for label, rs in runs.items()]
         lines += ["", "Every repeat (round us / floor us): " + "; ".join(each) + "."]

@@ -47,7 +47,7 @@ from kons.auto.restarts import Probation, RecentRounds
 from kons.auto.slots import generation_slots, in_layout, member_slots, saved_order
 from kons.base import Learner, arrays_nbytes
 from kons.errors import StateFormatError
-from kons.kernel.nystrom_kons import NystromKONS
+from kons.kernel.nystrom_kons import NystromKONS, share_dictionaries
 from kons.linear.ons import ONS
 from kons.preprocessing import (
     STEP,
@@ -124,6 +124,14 @@ def _base_name(view: str, kind: str, width_factor: float, step_factor: float) ->
 def _form(member: Member) -> Form:
     """The form of the row a member takes: (the log view?, with the intercept?)."""
     return member[0] == "log", member[1] == "ons"
+
+
+def _sharing(members: list[LearnerExpert]) -> list[LearnerExpert]:
+    """The grid's members, their Nystrom bases of one view and width sharing one dictionary: they draw the
+    same coins (one seed, the point itself to KORS whatever the step), so they hold the same points and
+    factors, and a round's kernel row, solve and KORS proposal are computed once for them all."""
+    share_dictionaries([member.base for member in members if isinstance(member.base, NystromKONS)])
+    return members
 
 
 def _young_slots(generation: int) -> range:
@@ -313,7 +321,7 @@ class Grid:
         self.log_scaler = log_scaler
         self.quantile_bins = bins  # the thresholds of the warm-up rows, if any
         self.classes = 2  # the classes the bases play: 2 is the binary model, one score
-        self.members = [LearnerExpert(self.new_base(member), _form(member)) for member in GRID]
+        self.members = _sharing([LearnerExpert(self.new_base(member), _form(member)) for member in GRID])
         self.young: list[_Generation | None] = [None] * GENERATIONS
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
@@ -749,7 +757,7 @@ class Grid:
                                 or not all(0 <= i < len(GRID) for i in generation[1:]))
                 for generation in young):
             raise StateFormatError("the restarted bases do not match the grid.")
-        self.members = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
+        self.members = self._restored_members(arrays)
         self.young = [_Generation(generation[0], generation[1:],
                                   [self._restored(arrays[f"young{g}_{j}"], GRID[i])
                                    for j, i in enumerate(generation[1:])],
@@ -789,12 +797,16 @@ class Grid:
         """A state saved before the switching weights (issue 20): the grid's bases and the aggregating
         algorithm's weights, which become the weights under every switching rate; no change declared
         yet, the leader leading since the load."""
-        self.members = [self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)]
+        self.members = self._restored_members(arrays)
         log_weights = arrays["log_weights"]
         if log_weights.shape != (len(GRID) + 1,):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
         self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
+
+    def _restored_members(self, arrays: dict[str, np.ndarray]) -> list[LearnerExpert]:
+        """The members of :data:`GRID` saved in ``arrays``, sharing their equal dictionaries again."""
+        return _sharing([self._restored(arrays[f"base{i}"], member) for i, member in enumerate(GRID)])
 
     def _restored_recent(self, arrays: dict[str, np.ndarray], generation: int) -> RecentExpert | None:
         """Generation ``generation``'s linear model, None if it was saved without one."""

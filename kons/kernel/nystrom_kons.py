@@ -8,6 +8,7 @@ O(j d + j^2) for a dictionary of ``j`` points, whatever the number of rounds. Se
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,16 +19,42 @@ from kons._validation import Constraint, Integer
 from kons.base import Learner
 from kons.errors import NumericalError
 from kons.kernel._newton import KernelNewton
-from kons.kernel.kors import KORS
+from kons.kernel.kors import KORS, KORSProposal
 from kons.kernel.sketched_kons import SketchedKONS
 from kons.kernels import RBF, Kernel
 
-__all__ = ["NystromKONS"]
+__all__ = ["NystromKONS", "share_dictionaries"]
 
 #: A point joins the embedding only if its squared distance to the dictionary's span, relative to
 #: k(x, x), exceeds this: the new coordinate divides by that distance, so a near-duplicate member would
 #: amplify rounding by up to 1 / sqrt(ratio) (1e4 here) in every later round.
 MIN_RELATIVE_RESIDUAL = 1e-8
+
+
+class _SharedRound:
+    """The round of the learners that share one dictionary (see :func:`share_dictionaries`): the features
+    of the last row and KORS's proposal for it, at the dictionary size they were computed for, and whether
+    that row joined. Both are functions of the row's values and of the dictionary's first ``size``
+    members alone, which only ever grow at the end, so every sharer gets the very floats it would have
+    computed on its own dictionary."""
+
+    __slots__ = ("joined", "kxx", "phi", "proposal", "size", "x")
+
+    def __init__(self) -> None:
+        self.x: np.ndarray | None = None
+        self.size = -1
+        self.phi = np.zeros(0)
+        self.kxx = 0.0
+        self.proposal: KORSProposal | None = None
+        self.joined = False
+
+    def holds(self, x: np.ndarray, size: int) -> bool:
+        """Whether the round kept is that of the row ``x`` on the dictionary's first ``size`` members."""
+        return self.size == size and self.x is not None and np.array_equal(self.x, x)
+
+    def keep(self, x: np.ndarray, size: int, phi: np.ndarray, kxx: float) -> None:
+        self.x, self.size, self.phi, self.kxx = np.array(x, copy=True), size, phi, kxx
+        self.proposal, self.joined = None, False
 
 
 class NystromKONS(Learner):
@@ -177,8 +204,16 @@ class NystromKONS(Learner):
     def _reset_model(self) -> None:
         self._kors = self._new_kors()
         self._factor = PackedCholesky()  # L, L L' = K_DD
+        self._shared: _SharedRound | None = None  # the round of the learners sharing _kors and _factor
         self._inverse = PackedSymmetric()  # A^{-1}
         self._weights = np.zeros(0)  # u
+
+    @property
+    def _size(self) -> int:
+        """The size of this learner's embedding: its dictionary's, or the first members of a shared one
+        (a sharer that did not take a row that joined stays behind until its next round, see
+        :meth:`_detach`)."""
+        return self._inverse.size
 
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
@@ -192,7 +227,7 @@ class NystromKONS(Learner):
     def _growth_floats(self, rounds: int) -> int:
         # Per new member: KORS's point, squared norm, weight and factor row, a row of L and of A^{-1}
         # (each as long as the dictionary with it) and a weight per score; at most max_dictionary members.
-        size = self._factor.size
+        size = self._size
         joins = min(rounds, self.max_dictionary - size)
         scores = 1 if self._weights.ndim == 1 else int(self._weights.shape[-1])
         return joins * (self._dim + 2 + scores) + 3 * (joins * size + joins * (joins + 1) // 2)
@@ -201,7 +236,21 @@ class NystromKONS(Learner):
         return KORS(self.kernel, self.alpha, self.beta, self.epsilon, self._dim)
 
     def _features(self, x: np.ndarray) -> tuple[np.ndarray, float]:
-        """:math:`\\phi(x) = L^{-1} k_D(x)` and :math:`k(x, x)`."""
+        """:math:`\\phi(x) = L^{-1} k_D(x)` and :math:`k(x, x)`, computed once per row for the learners that
+        share the dictionary."""
+        shared = self._shared
+        if shared is not None:
+            if shared.holds(x, self._size):
+                return shared.phi, shared.kxx
+            if self._size != self._factor.size:
+                self._detach()
+            else:
+                phi, kxx = self._computed_features(x)
+                shared.keep(x, self._size, phi, kxx)
+                return phi, kxx
+        return self._computed_features(x)
+
+    def _computed_features(self, x: np.ndarray) -> tuple[np.ndarray, float]:
         points = self._kors.points
         k = self.kernel.row(x, points.view, points.sq_norms.view)
         kxx = self.kernel.diag(x)
@@ -229,8 +278,8 @@ class NystromKONS(Learner):
         of this round, and what joins the dictionary (None: nothing); nothing committed."""
         weights, inverse = self._weights, self._inverse
         joining = None
-        if self._factor.size < self.max_dictionary and not self._growth_held:
-            proposal = self._kors.propose(x, kxx, 1.0)  # the embedding's dictionary: unscaled points
+        if self._size < self.max_dictionary and not self._growth_held:
+            proposal = self._proposal(x, kxx)
             residual = kxx - float(phi @ phi)  # rho^2: squared distance of phi(x) to the span of D
             if self._uniform() < proposal.probability and residual > MIN_RELATIVE_RESIDUAL * kxx:
                 rho = math.sqrt(residual)
@@ -239,12 +288,24 @@ class NystromKONS(Learner):
                 phi = np.append(phi, rho)  # x_t's coordinates in the grown embedding
         return weights, inverse, phi, joining
 
+    def _proposal(self, x: np.ndarray, kxx: float) -> KORSProposal:
+        """KORS's proposal for ``x`` on the embedding's dictionary (unscaled points), once per row for the
+        learners that share it (:meth:`_features` kept the row's round)."""
+        shared = self._shared
+        if shared is None:
+            return self._kors.propose(x, kxx, 1.0)
+        if shared.proposal is None:
+            shared.proposal = self._kors.propose(x, kxx, 1.0)
+        return shared.proposal
+
     def _commit(self, joining: tuple[Any, np.ndarray, float] | None, inverse: PackedSymmetric,
                 weights: np.ndarray, shrink: float, v: np.ndarray) -> None:
         """Keep the round: the new member, the weights and the Sherman-Morrison update of ``A^{-1}``."""
-        if joining is not None:
+        if joining is not None and (self._shared is None or not self._shared.joined):
             self._kors.add(joining[0])
             self._factor.append(joining[1], joining[2])
+            if self._shared is not None:
+                self._shared.joined = True  # the other sharers that take the row grow their embedding only
         self._inverse = inverse
         self._weights = weights
         if shrink != 0.0:
@@ -299,18 +360,45 @@ class NystromKONS(Learner):
 
     # ----------------------------------------------------------------- statistics and state
     def _model_stats(self) -> dict[str, Any]:
-        size = self._factor.size
+        size = self._size
         return {"stored_points": size, "dictionary_size": size, "kors_size": size,
                 "dictionary_full": size >= self.max_dictionary}
 
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {**self._kors.arrays(), "factor": self._factor.packed, "inverse": self._inverse.packed,
-                "weights": self._weights}
+    def _dictionary_arrays(self) -> dict[str, np.ndarray]:
+        """KORS's arrays and ``L`` of the embedding's dictionary (the first members of a shared one)."""
+        size = self._size
+        triangle = size * (size + 1) // 2
+        arrays = {**self._kors.arrays(), "factor": self._factor.packed}
+        return {name: array[:triangle] if name in ("kors_chol", "factor") else array[:size]
+                for name, array in arrays.items()}
 
-    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {**self._dictionary_arrays(), "inverse": self._inverse.packed, "weights": self._weights}
+
+    def _own_dictionary(self, arrays: dict[str, np.ndarray]) -> None:
+        """A private dictionary restored from ``arrays``."""
         self._kors = self._new_kors()
         self._kors.restore(arrays, self._dim)
         self._factor = PackedCholesky(arrays["factor"])
+        self._shared = None
+
+    def _shares_with(self, other: NystromKONS, arrays: dict[str, np.ndarray]) -> bool:
+        """Whether ``other``, whose dictionary's ``arrays`` are given, may take this learner's dictionary."""
+        used = ("kernel", "alpha", "beta", "epsilon", "_dim")  # by KORS's proposals and the features
+        if self._size != self._factor.size or any(getattr(other, p) != getattr(self, p) for p in used):
+            return False
+        mine = self._dictionary_arrays()
+        return mine.keys() == arrays.keys() and all(
+            mine[name].shape == array.shape and mine[name].tobytes() == array.tobytes()
+            for name, array in arrays.items())
+
+    def _detach(self) -> None:
+        """Leave a shared dictionary that grew by a row this learner did not take (its coin, or its round
+        that failed, said otherwise): a private copy of the members it has, as it would have had alone."""
+        self._own_dictionary(self._dictionary_arrays())
+
+    def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        self._own_dictionary(arrays)
         self._inverse = PackedSymmetric(arrays["inverse"])
         self._weights = np.asarray(arrays["weights"], dtype=np.float64)
         size = self._kors.size
@@ -325,8 +413,28 @@ class NystromKONS(Learner):
 
         O(j^3): for tests and monitoring, not the hot path.
         """
-        if self._factor.size == 0:
+        if self._size == 0:
             return 0.0
-        members = self._kors.points.view
+        members = self._kors.points.view[:self._size]
         fresh = np.linalg.cholesky(self.kernel.gram(members, members))
-        return float(np.abs(fresh - self._factor.to_dense()).max() / np.abs(fresh).max())
+        factor = self._factor.to_dense()[:self._size, :self._size]
+        return float(np.abs(fresh - factor).max() / np.abs(fresh).max())
+
+
+def share_dictionaries(learners: Sequence[NystromKONS]) -> None:
+    """Let the learners whose dictionaries are equal (the same kernel, ridge, KORS parameters, and the same
+    members bit for bit: learners that differ only in their loss, step or bound and draw the same coins)
+    share one, its points, factors, kernel rows and solves: each then plays exactly as alone, and a
+    learner whose coin or failed round keeps a row out that the others took gets its own copy again."""
+    owners: list[NystromKONS] = []
+    for learner in learners:
+        if not learner._has_model:
+            continue
+        mine = learner._dictionary_arrays()
+        owner = next((owner for owner in owners if owner._shares_with(learner, mine)), None)
+        if owner is None:
+            owners.append(learner)
+            continue
+        if owner._shared is None:
+            owner._shared = _SharedRound()
+        learner._kors, learner._factor, learner._shared = owner._kors, owner._factor, owner._shared
