@@ -51,12 +51,16 @@ from pydantic import BaseModel
 from kons_service.http.schemas import (
     BatchFeedbackResponse,
     BatchPredictResponse,
+    Challengers,
     FeedbackResponse,
     LearnerHistory,
     LearnerInfo,
     LearnerList,
     LearnerSummary,
+    LearnerVersions,
     PredictResponse,
+    PromotedAnswer,
+    RolledBack,
     StateImported,
 )
 
@@ -248,6 +252,37 @@ def _create(
     if task is not None:
         body["task"] = task
     return _Call("PUT", _learner(name), _model(LearnerSummary), json=body, learner=name, new_history=True)
+
+
+def _shadow(name: str, champion: str, algorithm: str, dim: int | None, params: Mapping[str, Any] | None,
+            task: str | None) -> _Call[LearnerSummary]:
+    call = _create(name, algorithm, dim, params, task)
+    return _Call("PUT", call.path, call.read, json={**call.json, "shadow": champion}, learner=name,
+                 new_history=True)
+
+
+def _fork(name: str, source: str, version: int | None) -> _Call[LearnerSummary]:
+    origin = {"from": source, **({"version": version} if version is not None else {})}
+    return _Call("PUT", _learner(name), _model(LearnerSummary), json={"fork": origin}, learner=name,
+                 new_history=True)
+
+
+def _versions(name: str) -> _Call[LearnerVersions]:
+    return _Call("GET", _learner(name) + "/versions", _model(LearnerVersions))
+
+
+def _rollback(name: str, version: int) -> _Call[RolledBack]:
+    return _Call("POST", _learner(name) + "/rollback", _model(RolledBack), json={"version": version},
+                 learner=name)
+
+
+def _challengers(name: str) -> _Call[Challengers]:
+    return _Call("GET", _learner(name) + "/challengers", _model(Challengers))
+
+
+def _promote(name: str, challenger: str) -> _Call[PromotedAnswer]:
+    return _Call("POST", _learner(name) + "/promote", _model(PromotedAnswer), json={"challenger": challenger},
+                 learner=name)
 
 
 def _list(cursor: str | None, limit: int) -> _Call[LearnerList]:
@@ -512,6 +547,32 @@ class Client(_Base):
         leader for ``auto``), oldest first; the dashboard draws them."""
         return self._send(_Call("GET", _learner(name) + "/history", _model(LearnerHistory)))
 
+    def create_shadow(self, name: str, champion: str, algorithm: str = "auto", dim: int | None = None,
+                      params: Mapping[str, Any] | None = None, task: str | None = None) -> LearnerSummary:
+        """``PUT /v1/learners/{name} {"shadow": champion, ...}``: a shadow challenger of ``champion``
+        (docs/lifecycle.md)."""
+        return self._send(_shadow(name, champion, algorithm, dim, params, task))
+
+    def fork(self, name: str, source: str, version: int | None = None) -> LearnerSummary:
+        """``PUT /v1/learners/{name} {"fork": {"from": source, "version": version}}`` (None: its newest)."""
+        return self._send(_fork(name, source, version))
+
+    def versions(self, name: str) -> LearnerVersions:
+        """``GET /v1/learners/{name}/versions``: the versions it can be restored to."""
+        return self._send(_versions(name))
+
+    def rollback(self, name: str, version: int) -> RolledBack:
+        """``POST /v1/learners/{name}/rollback``: the learner becomes its state after ``version``."""
+        return self._send(_rollback(name, version))
+
+    def challengers(self, name: str) -> Challengers:
+        """``GET /v1/learners/{name}/challengers``: its shadow challengers compared with it."""
+        return self._send(_challengers(name))
+
+    def promote(self, name: str, challenger: str) -> PromotedAnswer:
+        """``POST /v1/learners/{name}/promote``: it serves its challenger's state and config."""
+        return self._send(_promote(name, challenger))
+
     def delete_learner(self, name: str) -> None:
         """``DELETE /v1/learners/{name}``."""
         self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True, learner=name,
@@ -622,6 +683,26 @@ class AsyncClient(_Base):
 
     async def history(self, name: str) -> LearnerHistory:
         return await self._send(_Call("GET", _learner(name) + "/history", _model(LearnerHistory)))
+
+    async def create_shadow(self, name: str, champion: str, algorithm: str = "auto", dim: int | None = None,
+                            params: Mapping[str, Any] | None = None,
+                            task: str | None = None) -> LearnerSummary:
+        return await self._send(_shadow(name, champion, algorithm, dim, params, task))
+
+    async def fork(self, name: str, source: str, version: int | None = None) -> LearnerSummary:
+        return await self._send(_fork(name, source, version))
+
+    async def versions(self, name: str) -> LearnerVersions:
+        return await self._send(_versions(name))
+
+    async def rollback(self, name: str, version: int) -> RolledBack:
+        return await self._send(_rollback(name, version))
+
+    async def challengers(self, name: str) -> Challengers:
+        return await self._send(_challengers(name))
+
+    async def promote(self, name: str, challenger: str) -> PromotedAnswer:
+        return await self._send(_promote(name, challenger))
 
     async def delete_learner(self, name: str) -> None:
         await self._send(_Call("DELETE", _learner(name), lambda _: None, gone_is_done=True, learner=name,

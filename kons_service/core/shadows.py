@@ -5,7 +5,8 @@ A challenger is a learner of its own (its config carries ``"shadow": <champion>`
 the champion: :class:`.ShadowLink`), created at the champion's head, version ``start``; its version ``v``
 is then the champion's ``start + v``. It learns from the champion's durable log, never from a second
 write on the feedback path: a task in every process (:meth:`Shadows.run`, woken by each feedback and
-every half second) takes a challenger's lock, reads the champion's log after the challenger's head and
+every half second, at most four times a second so that a catch-up's batch shares its costs) takes a
+challenger's lock, reads the champion's log after the challenger's head and
 feeds those rounds to the challenger through the ordinary feedback writer, with request ids derived from
 the champion's versions, so that a crash at any point (of either replica, between the champion's append
 and the challenger's, or in the middle of a catch-up) leaves each round learnt once: the next catch-up
@@ -63,6 +64,7 @@ log = logging.getLogger("kons_service.shadows")
 _LOCK_MS = 60_000
 _ATTEMPTS = 5
 _INTERVAL_SECONDS = 0.5
+_BATCH_SECONDS = 0.25
 _SIGNIFICANCE = 0.05
 
 
@@ -165,7 +167,8 @@ class Shadows:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def run(self) -> None:
-        """Catch every challenger up, again whenever woken and every half second."""
+        """Catch every challenger up, again whenever woken (at most every quarter second) and every half
+        second."""
         while not self._closing:
             # (asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
             # comes as the event is set, and close() would wait for this loop forever)
@@ -188,7 +191,9 @@ class Shadows:
                 if status not in ("following", "busy", "gone") and self._reported.get(ref) != status:
                     log.warning("shadow challenger %s: %s", ref, status)  # (once, not every half second)
                 self._reported[ref] = status
-            await asyncio.sleep(_INTERVAL_SECONDS / 10)  # (each feedback wakes it: at most 20 times a second)
+            # at most 4 catch-ups a second: a batch of a quarter second's rounds shares one catch-up's Redis
+            # calls and one write (a catch-up per feedback cost about 10 times the challenger's round)
+            await asyncio.sleep(_BATCH_SECONDS)
 
     async def catch_up(self, ref: LearnerRef) -> str:
         """Feed the challenger the champion's rounds it has not learnt (one process at a time); its
@@ -258,7 +263,8 @@ class Shadows:
             if await self.store.config(ref) is None:
                 raise not_found(ref)
             raise InvalidShadowError(f"Learner {name!r} is not a shadow challenger of {champion.name!r}.")
-        for _ in range(_ATTEMPTS):
+        deadline = asyncio.get_running_loop().time() + self.settings.lease_wait_seconds
+        while asyncio.get_running_loop().time() < deadline:
             await self.catch_up(ref)  # most of the way, while the champion still takes feedback
             token = self.store.leases.writer_token(uuid.uuid4().int % 10**12)
             head = await self.store.leases.acquire(champion, token, self.settings.lease_ttl_ms)
@@ -271,7 +277,7 @@ class Shadows:
                 if head.incarnation != link.incarnation:
                     raise InvalidShadowError(f"Learner {champion.name!r}'s state was replaced since {name!r} "
                                              "started following it.")
-                await self.catch_up(ref)  # the champion holds still now
+                await self._catch_up_to(ref, link.start, head.version)  # the champion holds still now
                 async with self.cache.current(ref) as (entry, learner):
                     if link.start + entry.version != head.version:
                         continue
@@ -293,6 +299,14 @@ class Shadows:
                 self.metrics.promotions.inc()
                 return Promoted(head.version + 1, name, config)
         raise BusyError(f"Learner {champion.name!r} kept changing while {name!r} was promoted; retry.")
+
+    async def _catch_up_to(self, ref: LearnerRef, start: int, version: int) -> None:
+        """Catch the challenger up to the champion's ``version``, waiting for another process's catch-up
+        (the lock) while it runs."""
+        for _ in range(_ATTEMPTS * 20):
+            if await self.catch_up(ref) != "busy" or start + (await self.cache.head(ref)).version >= version:
+                return
+            await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------------ comparison
     async def compare(self, champion: LearnerRef) -> tuple[int, list[ChallengerReport]]:

@@ -120,6 +120,25 @@ async def test_every_endpoint_round_trips(kons_client: AsyncClient) -> None:
     assert missing.value.status == 404 and missing.value.code == "learner_not_found"
 
 
+async def test_the_lifecycle_verbs(kons_client: AsyncClient) -> None:
+    await kons_client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
+    shadow = await kons_client.create_shadow("c", "m", "ons", 3, {"loss": "squared"})
+    assert shadow.config["shadow"] == "m"
+    for y in (0.5, 1.0, -0.5):
+        await kons_client.feedback("m", y, x=[1.0, 2.0, y])
+    assert (await kons_client.versions("m")).newest == 3
+    assert (await kons_client.fork("f", "m", 1)).version == 1
+    rolled = await kons_client.rollback("m", 2)
+    assert (rolled.version, rolled.restored) == (4, 2)
+    report = await kons_client.challengers("m")
+    assert [c.name for c in report.challengers] == ["c"] and report.challengers[0].learnt == 4
+    promoted = await kons_client.promote("m", "c")
+    assert promoted.config["algorithm"] == "ons" and promoted.version == 5
+    with pytest.raises(ConflictError) as not_kept:
+        await kons_client.rollback("f", 0)
+    assert not_kept.value.code == "version_not_kept"
+
+
 async def test_error_codes_become_exceptions(kons_client: AsyncClient) -> None:
     await kons_client.create_learner("m", SPEC["algorithm"], SPEC["dim"], SPEC["params"])
     with pytest.raises(ConflictError) as conflict:
