@@ -120,33 +120,43 @@ async def promotion(client: AppClient, args: argparse.Namespace,
             "mse_after_promotion": after, "promoted": promoted.json()}
 
 
+async def _timed_feedbacks(redis_url: str, name: str, shadowed: bool, x: np.ndarray, y: np.ndarray) -> float:
+    """Seconds for the feedbacks of ``x``, ``y`` to a new champion ``name`` (with a shadow: until it has
+    learnt them all too)."""
+    async with serve(Settings(redis_url=redis_url, snapshot_interval_seconds=3600.0)) as client:
+        (await client.put(f"/v1/learners/{name}", json=CHAMPION)).raise_for_status()
+        if shadowed:
+            shadow = {**CHALLENGER, "shadow": name}
+            (await client.put(f"/v1/learners/{name}-c", json=shadow)).raise_for_status()
+        started = time.perf_counter()
+        await _feed(client, name, x, y)
+        while shadowed:
+            report = (await client.get(f"/v1/learners/{name}/challengers")).json()
+            if report["challengers"][0]["learnt"] == len(x):
+                break
+            await asyncio.sleep(0.01)
+        return time.perf_counter() - started
+
+
 async def shadow_cost(redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Without and with a shadow, alternated ``--cost-repeats`` times (the machine's load drifts): the
+    median seconds per feedback of each."""
     x, y = _stream(args.cost_rounds, seed=3)
-    seconds = {}
-    for shadowed in (False, True):
-        async with serve(Settings(redis_url=redis_url, snapshot_interval_seconds=3600.0)) as client:
-            name = f"cost{int(shadowed)}"
-            (await client.put(f"/v1/learners/{name}", json=CHAMPION)).raise_for_status()
-            if shadowed:
-                body = {**CHALLENGER, "shadow": name}
-                (await client.put(f"/v1/learners/{name}-c", json=body)).raise_for_status()
-            started = time.perf_counter()
-            await _feed(client, name, x, y)
-            while shadowed:  # until the challenger has learnt every round
-                report = (await client.get(f"/v1/learners/{name}/challengers")).json()
-                if report["challengers"][0]["learnt"] == args.cost_rounds:
-                    break
-                await asyncio.sleep(0.01)
-            seconds[shadowed] = time.perf_counter() - started
+    runs: dict[bool, list[float]] = {False: [], True: []}
+    for repeat in range(args.cost_repeats):
+        for shadowed in (False, True):
+            seconds = await _timed_feedbacks(redis_url, f"cost{repeat}{int(shadowed)}", shadowed, x, y)
+            runs[shadowed].append(seconds / args.cost_rounds)
     alone = kons.learner_from_params(CHALLENGER["algorithm"], {**CHALLENGER["params"], "dim": 3})
     started = time.perf_counter()
     for row, label in zip(x, y, strict=True):
         alone.learn_one(row, float(label))
-    own = time.perf_counter() - started
-    n = args.cost_rounds
-    return {"rounds": n, "seconds_per_feedback_without": seconds[False] / n,
-            "seconds_per_feedback_with_shadow": seconds[True] / n,
-            "added_per_feedback": (seconds[True] - seconds[False]) / n, "challenger_round_alone": own / n}
+    own = (time.perf_counter() - started) / args.cost_rounds
+    without, with_shadow = float(np.median(runs[False])), float(np.median(runs[True]))
+    return {"rounds": args.cost_rounds, "repeats": args.cost_repeats, "runs_without": runs[False],
+            "runs_with_shadow": runs[True], "seconds_per_feedback_without": without,
+            "seconds_per_feedback_with_shadow": with_shadow, "added_per_feedback": with_shadow - without,
+            "challenger_round_alone": own}
 
 
 async def kept_bytes(redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -192,6 +202,10 @@ def _markdown(result: dict[str, Any], command: str) -> str:
                              for k in s["checks"]])
     lines += ["", f"Promoted at {s['promoted_at_rounds']} rounds: held-out MSE {s['mse_champion']:.4f} "
               f"before, {s['mse_after_promotion']:.4f} after.", "", "## What a shadow costs a feedback", ""]
+    pairs = zip(c["runs_without"], c["runs_with_shadow"], strict=True)
+    runs = " / ".join(f"{a * 1e3:.2f} vs {b * 1e3:.2f}" for a, b in pairs)
+    lines += [f"Medians of {c['repeats']} runs each, alternated (ms per feedback, without vs with: {runs}):",
+              ""]
     lines += markdown_table(["rounds", "per feedback, no shadow", "with a shadow (caught up)", "added",
                              "the challenger's round alone (kons)"],
                             [[c["rounds"], f"{c['seconds_per_feedback_without'] * 1e3:.2f} ms",
@@ -235,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poisoned", type=int, default=500)
     parser.add_argument("--promotion-rounds", type=int, default=3000)
     parser.add_argument("--window", type=int, default=250)
-    parser.add_argument("--cost-rounds", type=int, default=500)
+    parser.add_argument("--cost-rounds", type=int, default=300)
+    parser.add_argument("--cost-repeats", type=int, default=3)
     parser.add_argument("--snapshot-every", type=int, default=250)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)

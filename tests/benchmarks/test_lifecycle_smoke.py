@@ -14,7 +14,7 @@ pytestmark = pytest.mark.redis  # it starts its own Redis
 
 def test_a_tiny_run_writes_its_report(tmp_path: Path) -> None:
     argv = ["--clean", "120", "--poisoned", "40", "--promotion-rounds", "200", "--window", "100",
-            "--cost-rounds", "30", "--snapshot-every", "60", "--out", str(tmp_path)]
+            "--cost-rounds", "30", "--cost-repeats", "1", "--snapshot-every", "60", "--out", str(tmp_path)]
     assert lifecycle.main(argv) == 0
     record = json.loads((tmp_path / "lifecycle.json").read_text())
     poison = record["poison"]
