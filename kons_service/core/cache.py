@@ -71,6 +71,9 @@ class CachedLearner:
     version: int = 0
     snap_version: int = 0
     tip: str = ""
+    #: The version of the learner's latest rollback or promotion (0: none), which names the V2 side's
+    #: ``model_version`` with its config.
+    restored_at: int = 0
     #: Set by a replay that found the store's history is not the one this learner holds.
     lost_history: bool = False
     last_snapshot: float = field(default_factory=time.monotonic)
@@ -157,8 +160,8 @@ class CachedLearner:
             raise RuntimeError(f"{self.ref} is not loaded")
         return self.learner
 
-    def adopt(self, learner: kons.Learner, config: dict[str, Any], head: Head) -> None:
-        self.learner, self.config = learner, config
+    def adopt(self, learner: kons.Learner, config: dict[str, Any], head: Head, restored_at: int = 0) -> None:
+        self.learner, self.config, self.restored_at = learner, config, restored_at
         self.incarnation, self.version, self.tip = head.incarnation, head.version, head.tip
         self.snap_version = head.snap_version
         self.last_snapshot = time.monotonic()
@@ -310,7 +313,8 @@ class LearnerCache:
             else:
                 learner = await anyio.to_thread.run_sync(kons.load, stored.snapshot)
             snap = stored.head.snap_version
-            entry.adopt(learner, config, Head(stored.head.incarnation, snap, snap, stored.snap_tip))
+            entry.adopt(learner, config, Head(stored.head.incarnation, snap, snap, stored.snap_tip),
+                        stored.restored_at)
             if await self._catch_up(entry, stored.head):
                 return
         entry.invalidate()

@@ -102,6 +102,8 @@ class LearnerDetails(LearnerSummary):
     classes: list[Any] | None
     #: How it encodes records (:meth:`kons.Learner.encoding`); None for a learner of arrays.
     encoding: dict[str, Any] | None
+    #: The version of its latest rollback or promotion (0: none).
+    restored_at: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,8 @@ class Predictions:
     config: dict[str, Any]
     #: A classifier's class probabilities for each row (see :meth:`kons.Learner.predict_round`), else None.
     distributions: list[Distribution] | None = None
+    #: The version of the learner's latest rollback or promotion (0: none).
+    restored_at: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +307,8 @@ class LearnerService:
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
             classes = list(learner.classes) if classifier(learner) else None
             return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim,
-                                  task_of(entry.config, learner), classes, learner.encoding())
+                                  task_of(entry.config, learner), classes, learner.encoding(),
+                                  entry.restored_at)
 
     async def history(self, ref: LearnerRef) -> History:
         """The learner's recorded history (see :mod:`kons_service.core.history`)."""
@@ -361,14 +366,15 @@ class LearnerService:
             with numerics():
                 rounds = await offload(lambda: [learner.predict_round(x) for x in rows], len(rows),
                                        entry.state_nbytes())
-            version, config = entry.version, entry.config
+            version, config, restored_at = entry.version, entry.config, entry.restored_at
             self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
         if ids:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
         distributions = [r.distribution for r in rounds]
         return Predictions([r.value for r in rounds], version, config,
-                           None if None in distributions else cast(list[Distribution], distributions))
+                           None if None in distributions else cast(list[Distribution], distributions),
+                           restored_at)
 
     async def _remember(self, ref: LearnerRef, payloads: Sequence[tuple[str, bytes]]) -> None:
         """Keep features under their ids, within the learner's share of its tenant's budget: as many ids

@@ -11,9 +11,11 @@ output is ``prediction`` (``FP64``, shape ``[batch]``); a classifier's are also 
 (``FP64``, ``[batch, classes]``, the columns named by its parameter ``classes``). Without ``outputs``
 in the request every output is answered, else the ones asked for.
 
-Its ``model_version`` is :func:`model_version`, an id of the learner's configuration: a V2 client pins or
-compares it, so it must not move with every feedback (the round count, which does, is the v1 API's
-``version``); deleting the learner and creating it with another configuration gives another one. The
+Its ``model_version`` is :func:`model_version`, an id of the learner's configuration and of its latest
+rollback or promotion: a V2 client pins or compares it, so it must not move with every feedback (the round
+count, which does, is the v1 API's ``version``), but it does when the model is replaced by a rollback or a
+promotion (docs/lifecycle.md); deleting the learner and creating it with another configuration gives
+another one. The
 version paths ``/v2/models/{name}/versions/{v}/...`` answer for that version only.
 Only JSON tensors are supported, not the binary tensor extension.
 """
@@ -168,10 +170,13 @@ class ServerMetadata(BaseModel):
     extensions: list[str]
 
 
-def model_version(config: dict[str, Any]) -> str:
-    """The V2 ``model_version`` of a learner: 12 hex digits of the SHA-256 of its configuration, the same
-    on every replica and across restarts."""
+def model_version(config: dict[str, Any], restored_at: int = 0) -> str:
+    """The V2 ``model_version`` of a learner: 12 hex digits of the SHA-256 of its configuration and, after
+    a rollback or a promotion, of the version that made the latest one (``restored_at``), the same on
+    every replica and across restarts. A learner that never rolled back keeps its configuration's id."""
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    if restored_at:
+        canonical += f"@{restored_at}"
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 

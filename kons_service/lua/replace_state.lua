@@ -1,6 +1,7 @@
 -- Replace a learner's whole state by an uploaded blob (already written as chunks under a token):
 -- a new incarnation whose history starts at the blob's round count; the old log is dropped.
--- The old incarnation's kept versions go with its log: the blob is the new one's only base.
+-- The old incarnation's kept versions go with its log (and its rollbacks and promotions with its meta): the
+-- blob is the new one's only base.
 -- KEYS: meta, snap, log, kept.  ARGV: expected config, new incarnation, version, token, n_chunks, n_bytes.
 -- Returns {1} | {-1} learner gone | {-2} config changed | {-3} chunks incomplete.
 -- Uses chunks_complete and keep_base (lib/versions.lua).
@@ -16,7 +17,7 @@ if not chunks_complete(snap, ARGV[4], ARGV[5], ARGV[6]) then
   return {-3}
 end
 redis.call('DEL', log, kept)
-redis.call('HDEL', meta, 'rollbacks')
+redis.call('HDEL', meta, 'rollbacks', 'promotions')
 redis.call('HSET', meta, 'incarnation', ARGV[2], 'version', ARGV[3], 'snap_version', ARGV[3],
   'snap_token', ARGV[4], 'snap_chunks', ARGV[5], 'snap_bytes', ARGV[6], 'tip', ARGV[2], 'snap_tip', ARGV[2])
 keep_base(meta, snap, log, kept, {v = tonumber(ARGV[3]), token = ARGV[4], chunks = tonumber(ARGV[5]),

@@ -169,13 +169,15 @@ class AppliedRequest:
 
 @dataclass(frozen=True, slots=True)
 class StoredState:
-    """What a process needs to rebuild a learner: its config, head and newest snapshot (or None), and
-    the id of the snapshot's last round."""
+    """What a process needs to rebuild a learner: its config, head and newest snapshot (or None), the id
+    of the snapshot's last round, and ``restored_at``: the version of its latest rollback or promotion
+    (0: none in this history)."""
 
     config: str
     head: Head
     snapshot: bytes | None
     snap_tip: str
+    restored_at: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ log after the oldest, are what a past version is rebuilt from."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -185,14 +186,15 @@ class Snapshots:
         meta_key, snap_key = keys.learner_key(ref, "meta"), keys.learner_key(ref, "snap")
         for _ in range(_CHUNK_RETRIES):
             fields = ["config", "incarnation", "version", "snap_version", "snap_token", "snap_chunks",
-                      "snap_bytes", "tip", "snap_tip"]
-            config, inc, version, snap_v, token, n_chunks, n_bytes, tip, snap_tip = await client.hmget(
-                meta_key, fields)
+                      "snap_bytes", "tip", "snap_tip", "rollbacks", "promotions"]
+            (config, inc, version, snap_v, token, n_chunks, n_bytes, tip, snap_tip, rollbacks,
+             promotions) = await client.hmget(meta_key, fields)
             if config is None:
                 return None
             head = Head(text(inc), number(version), number(snap_v), text(tip or b""))
+            restored_at = _latest_event(rollbacks, promotions)
             if not token:
-                return StoredState(text(config), head, None, text(snap_tip or b""))
+                return StoredState(text(config), head, None, text(snap_tip or b""), restored_at)
             pipe = client.pipeline(transaction=False)
             for i in range(number(n_chunks)):
                 pipe.hget(snap_key, f"{text(token)}:{i}")
@@ -200,6 +202,12 @@ class Snapshots:
             if all(c is not None for c in chunks):
                 blob = b"".join(chunks)
                 if len(blob) == number(n_bytes):
-                    return StoredState(text(config), head, blob, text(snap_tip or b""))
+                    return StoredState(text(config), head, blob, text(snap_tip or b""), restored_at)
         raise SnapshotUnstableError(
             f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
+
+
+def _latest_event(*events: bytes | str | None) -> int:
+    """The newest version among meta's event lists (``rollbacks``, ``promotions``: JSON lists whose
+    entries start with the version they made), 0 without any."""
+    return max((int(event[0]) for listed in events if listed for event in json.loads(listed)), default=0)

@@ -123,6 +123,37 @@ async def test_a_rollback_past_a_rollback_rebuilds_what_that_one_restored(make_c
     assert await _state(a) == _replayed(stream[:10] + stream[32:44]).to_bytes()
 
 
+async def test_the_v2_model_version_moves_with_a_rollback_on_every_replica(make_client: AppFactory) -> None:
+    """A V2 client pinning ``model_version`` must notice that a rollback replaced the model it pinned:
+    feedback leaves it, each rollback moves it, and the replica that did not roll back agrees."""
+    a = await make_client(keep_versions=4)
+    b = await make_client(keep_versions=4)
+    stream = _stream(30, seed=9)
+    infer = {"inputs": [{"name": "x", "shape": [1, SPEC["dim"]], "datatype": "FP64", "data": stream[0][0]}]}
+
+    async def model_version(client: AppClient) -> str:
+        answer = await client.post("/v2/models/m/infer", json=infer)
+        assert answer.status_code == 200, answer.text
+        metadata = (await client.get("/v2/models/m")).json()
+        assert metadata["versions"] == [answer.json()["model_version"]]
+        return str(answer.json()["model_version"])
+
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await _feed(a, stream[:10])
+    created = await model_version(b)  # b holds the learner from here on
+    await _feed(b, stream[10:20])
+    assert await model_version(a) == await model_version(b) == created
+    assert (await a.post(f"{URL}/rollback", json={"version": 5})).status_code == 200
+    rolled = await model_version(b)
+    assert rolled != created and await model_version(a) == rolled
+    assert (await b.post(f"/v2/models/m/versions/{created}/infer", json=infer)).status_code == 404
+    await _feed(b, stream[20:25])
+    assert await model_version(a) == rolled
+    assert (await b.post(f"{URL}/rollback", json={"version": 15})).status_code == 200
+    again = await model_version(a)
+    assert again not in (created, rolled) and await model_version(b) == again
+
+
 async def test_a_version_not_kept_is_a_409_and_changes_nothing(make_client: AppFactory) -> None:
     a = await make_client(keep_versions=1)  # only the newest snapshot: nothing before it restorable
     stream = _stream(30)

@@ -129,7 +129,8 @@ async def model_ready(ref: LearnerDep, service: ServiceDep, seen: SeenVersion = 
 @router.get("/models/{name}/versions/{version}/ready", operation_id="v2_model_version_ready")
 async def model_version_ready(ref: LearnerDep, version: str, service: ServiceDep,
                               seen: SeenVersion = None) -> dict[str, Any]:
-    _check_version(ref, (await service.describe(ref, seen)).config, version)
+    learner = await service.describe(ref, seen)
+    _check_version(ref, model_version(learner.config, learner.restored_at), version)
     return {"name": ref.name, "ready": True}
 
 
@@ -168,7 +169,8 @@ _UNKNOWN = "/v2/{path:path}"
 async def _metadata(ref: LearnerRef, service: LearnerService, version: str | None,
                     seen: int | None) -> ModelMetadata:
     learner = await service.describe(ref, seen)
-    _check_version(ref, learner.config, version)
+    current = model_version(learner.config, learner.restored_at)
+    _check_version(ref, current, version)
     dim = -1 if learner.input_dim is None else learner.input_dim  # -1: any length, until the first row
     outputs = [TensorMetadata(name=OUTPUT, datatype="FP64", shape=[-1])]
     if learner.classes is not None:
@@ -179,7 +181,7 @@ async def _metadata(ref: LearnerRef, service: LearnerService, version: str | Non
         kinds = {f["name"]: "FP64" if f["kind"] == "numeric" else BYTES for f in learner.encoding["features"]}
         inputs = [TensorMetadata(name=name, datatype=kind, shape=[-1]) for name, kind in kinds.items()]
     return ModelMetadata(
-        name=ref.name, versions=[model_version(learner.config)],
+        name=ref.name, versions=[current],
         platform=f"kons/{learner.config['algorithm']}",
         inputs=inputs,
         outputs=outputs,
@@ -192,7 +194,8 @@ async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerServic
     rollback: :mod:`kons_service.core.rollbacks`)."""
     rows = rows_of(body)
     result = await service.predict(ref, rows, None, seen)
-    _check_version(ref, result.config, version)
+    current = model_version(result.config, result.restored_at)
+    _check_version(ref, current, version)
     batch = len(rows)
     predictions = shown_predictions(result.predictions, result.distributions)
     outputs = [OutputTensor(name=OUTPUT, shape=[batch], datatype="FP64", data=predictions)]
@@ -210,12 +213,12 @@ async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerServic
     if missing:
         raise kons.InvalidInputError(
             f"model {ref.name!r} is not a classifier: it has no output {missing[0]!r}.")
-    return InferenceResponse(model_name=ref.name, model_version=model_version(result.config), id=body.id,
+    return InferenceResponse(model_name=ref.name, model_version=current, id=body.id,
                              outputs=[answered[name] for name in wanted])
 
 
-def _check_version(ref: LearnerRef, config: dict[str, Any], version: str | None) -> None:
-    """A version path names the learner's one version (its configuration's id), else it is a 404."""
-    if version is not None and version != model_version(config):
+def _check_version(ref: LearnerRef, current: str, version: str | None) -> None:
+    """A version path names the learner's one version (:func:`model_version`), else it is a 404."""
+    if version is not None and version != current:
         raise StarletteHTTPException(
-            404, f"Model {ref.name!r} has no version {version!r}; its version is {model_version(config)!r}.")
+            404, f"Model {ref.name!r} has no version {version!r}; its version is {current!r}.")
