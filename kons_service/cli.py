@@ -1,8 +1,11 @@
-"""The ``kons`` command: ``kons serve``, ``kons learners``, ``kons state inspect FILE``, ``kons bench NAME``,
-``kons --version``.
+"""The ``kons`` command: ``kons serve``, ``kons learners``, a learner's lifecycle (``kons versions``,
+``rollback``, ``fork``, ``shadow``, ``challengers``, ``promote``), ``kons state inspect FILE``,
+``kons bench NAME``, ``kons --version``.
 
-``kons learners`` lists the learners of a running service through :class:`kons_service.Client`: at
-``--url``, else ``$KONS_URL``, else http://127.0.0.1:8000, with the key ``$KONS_API_KEY`` if set.
+``kons learners`` and the lifecycle verbs talk to a running service through :class:`kons_service.Client`:
+at ``--url``, else ``$KONS_URL``, else http://127.0.0.1:8000, with the key ``$KONS_API_KEY`` if set. The
+lifecycle verbs are the client's methods of the same names (``shadow`` is ``create_shadow``) and print
+the service's answer as JSON (docs/lifecycle.md), so that a script can read it.
 
 ``kons serve``'s flags are generated from :class:`kons_service.settings.Settings`: each field is a flag
 (``redis_url`` -> ``--redis-url``) whose value, when given, overrides the ``KONS_*`` variable of the
@@ -13,19 +16,22 @@ until a subcommand needs them, so ``--help`` starts nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from pydantic.fields import FieldInfo
 
+    from kons_service.client import Client
     from kons_service.settings import Settings
 
 __all__ = ["main"]
@@ -99,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         description="List the learners of the service at --url (default: $KONS_URL, else "
                     "http://127.0.0.1:8000), with the API key $KONS_API_KEY if it is set.")
     learners.add_argument("--url", default=None, help="the service's address [env KONS_URL]")
+    _add_lifecycle(commands)
 
     state = commands.add_parser("state", help="kons state blobs (GET /v1/learners/{name}/state)")
     state_commands = state.add_subparsers(dest="state_command", required=True, metavar="ACTION")
@@ -110,6 +117,53 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("name", choices=BENCHMARKS)
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
     return parser
+
+
+def _add_lifecycle(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The lifecycle verbs: one subcommand per client method, each with ``--url``."""
+    def verb(name: str, help_text: str) -> argparse.ArgumentParser:
+        description = f"{help_text[0].upper()}{help_text[1:]} (docs/lifecycle.md); prints the answer as JSON."
+        parser = commands.add_parser(name, help=help_text, allow_abbrev=False, description=description)
+        parser.add_argument("name", help="the learner")
+        parser.add_argument("--url", default=None, help="the service's address [env KONS_URL]")
+        return parser
+
+    verb("versions", "list the versions a learner can be restored to")
+    rollback = verb("rollback", "make a learner exactly its state after a version")
+    rollback.add_argument("version", type=int, help="the version to restore")
+    fork = verb("fork", "create a learner starting from another one's state")
+    fork.add_argument("--from", dest="source", required=True, help="the learner to fork")
+    fork.add_argument("--version", type=int, default=None, help="its version to start from (default: newest)")
+    shadow = verb("shadow", "create a shadow challenger that learns a champion's feedback")
+    shadow.add_argument("--of", dest="champion", required=True, help="the champion it shadows")
+    shadow.add_argument("--algorithm", default="auto", help="its algorithm (default: auto)")
+    shadow.add_argument("--dim", type=int, default=None, help="its input dimension (default: any)")
+    shadow.add_argument("--params", type=_json_object, default=None, help="its parameters, a JSON object")
+    shadow.add_argument("--task", default=None, help="regression or classification (default: the champion's)")
+    verb("challengers", "compare a champion's shadow challengers with it")
+    promote = verb("promote", "make a champion serve its challenger's state and configuration")
+    promote.add_argument("challenger", help="the challenger to promote")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('not a JSON object (e.g. {"eta": 0.1})')
+    return value
+
+
+_LIFECYCLE: dict[str, Callable[[Client, argparse.Namespace], BaseModel]] = {
+    "versions": lambda client, o: client.versions(o.name),
+    "rollback": lambda client, o: client.rollback(o.name, o.version),
+    "fork": lambda client, o: client.fork(o.name, o.source, o.version),
+    "shadow": lambda client, o: client.create_shadow(o.name, o.champion, o.algorithm, o.dim, o.params,
+                                                     o.task),
+    "challengers": lambda client, o: client.challengers(o.name),
+    "promote": lambda client, o: client.promote(o.name, o.challenger),
+}
 
 
 def _serve(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -135,27 +189,41 @@ def _serve(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _learners(url: str | None) -> int:
+def _with_client(command: str, url: str | None, action: Callable[[Client], None]) -> int:
+    """Run ``action`` with a client of the service at ``url``: 0, or 1 (the service's error on stderr),
+    or 2 without the client's dependencies."""
     try:
         from kons_service.client import Client, KonsServiceError
     except ImportError:
-        print("kons learners needs the client's dependencies: pip install 'kons[client]'", file=sys.stderr)
+        print(f"kons {command} needs the client's dependencies: pip install 'kons[client]'", file=sys.stderr)
         return 2
     try:
         with Client(url) as client:
-            print(f"{'name':<32} {'algorithm':<16} {'version':>9}")
-            cursor: str | None = None
-            while True:
-                page = client.list_learners(cursor)
-                for learner in page.learners:
-                    algorithm = learner.config.get("algorithm", "")
-                    print(f"{learner.name:<32} {algorithm:<16} {learner.version:>9}")
-                cursor = page.next_cursor
-                if cursor is None:
-                    return 0
+            action(client)
+            return 0
     except KonsServiceError as exc:
-        print(f"kons learners: {exc}", file=sys.stderr)
+        print(f"kons {command}: {exc}", file=sys.stderr)
         return 1
+
+
+def _list_learners(client: Client) -> None:
+    print(f"{'name':<32} {'algorithm':<16} {'version':>9}")
+    cursor: str | None = None
+    while True:
+        page = client.list_learners(cursor)
+        for learner in page.learners:
+            algorithm = learner.config.get("algorithm", "")
+            print(f"{learner.name:<32} {algorithm:<16} {learner.version:>9}")
+        cursor = page.next_cursor
+        if cursor is None:
+            return
+
+
+def _lifecycle(options: argparse.Namespace) -> int:
+    def action(client: Client) -> None:
+        print(_LIFECYCLE[options.command](client, options).model_dump_json(indent=2))
+
+    return _with_client(options.command, options.url, action)
 
 
 def inspect_state(path: Path) -> tuple[list[str], bool]:
@@ -209,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command == "serve":
         return _serve(options, parser)
     if options.command == "learners":
-        return _learners(options.url)
+        return _with_client("learners", options.url, _list_learners)
+    if options.command in _LIFECYCLE:
+        return _lifecycle(options)
     if options.command == "state":
         if not options.file.is_file():
             parser.error(f"no such file: {options.file}")

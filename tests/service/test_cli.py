@@ -1,13 +1,15 @@
-"""The ``kons`` command: version, ``serve`` (flags from the settings, --help starts nothing), ``state
-inspect`` and ``bench`` dispatch."""
+"""The ``kons`` command: version, ``serve`` (flags from the settings, --help starts nothing), the lifecycle
+verbs against a service process, ``state inspect`` and ``bench`` dispatch."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +18,15 @@ import kons
 from kons_service import cli
 from kons_service.main import create_app
 from kons_service.settings import SECRET, Settings
-from testkit.processes import RedisServer, free_port, service_env, start_service, terminate
+from testkit.processes import (
+    SPEC,
+    RedisServer,
+    free_port,
+    service_env,
+    services_on_redis,
+    start_service,
+    terminate,
+)
 
 KONS = [sys.executable, "-m", "kons_service.cli"]
 
@@ -74,6 +84,50 @@ def test_serve_flags_override_the_environment(tmp_path: Path, redis_server: Redi
         assert too_many.status_code == 413 and too_many.json()["error"]["code"] == "batch_too_large"
     finally:
         terminate(proc, 30)
+
+
+@pytest.mark.redis
+def test_lifecycle_verbs_are_the_clients(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """versions, rollback, fork, shadow, challengers and promote against a service process: each prints
+    the service's answer as JSON and leaves the learners as the HTTP API says; an error answer is exit
+    code 1 with the service's code on stderr."""
+    with services_on_redis(tmp_path) as (_, [service]):
+        def kons_json(*argv: str) -> dict[str, Any]:
+            assert cli.main([*argv, "--url", service.url]) == 0
+            answer: dict[str, Any] = json.loads(capsys.readouterr().out)
+            return answer
+
+        learner = f"{service.url}/v1/learners"
+        httpx.put(f"{learner}/m", json=SPEC).raise_for_status()
+        for t in range(12):
+            httpx.post(f"{learner}/m/feedback", json={"x": [t, 1.0, -t], "y": 0.1 * t}).raise_for_status()
+        versions = kons_json("versions", "m")
+        assert (versions["oldest"], versions["newest"]) == (0, 12)
+        assert kons_json("rollback", "m", "5") == {"version": 13, "restored": 5, "rounds": 5}
+        forked = kons_json("fork", "f", "--from", "m", "--version", "12")
+        assert forked["name"] == "f" and forked["version"] == 12
+        assert httpx.get(f"{learner}/f").json()["stats"]["rounds"] == 12
+
+        shadow = kons_json("shadow", "c", "--of", "m", "--algorithm", "ons", "--dim", "3",
+                           "--params", '{"loss": "squared", "C": 3.0}')
+        assert shadow["name"] == "c" and shadow["config"]["shadow"] == "m"
+        assert shadow["config"]["algorithm"] == "ons" and shadow["config"]["params"]["C"] == 3.0
+        for t in range(4):
+            httpx.post(f"{learner}/m/feedback", json={"x": [1.0, t, 0.5], "y": 0.3}).raise_for_status()
+        compared = kons_json("challengers", "m")
+        assert compared["champion"] == "m" and [c["name"] for c in compared["challengers"]] == ["c"]
+        promoted = kons_json("promote", "m", "c")
+        assert promoted["promoted"] == "c" and promoted["version"] == 18
+        assert httpx.get(f"{learner}/m").json()["config"]["algorithm"] == "ons"
+        assert httpx.get(f"{learner}/c").status_code == 404
+
+        assert cli.main(["rollback", "m", "99", "--url", service.url]) == 1
+        refused = capsys.readouterr()
+        assert refused.out == "" and "409 version_not_kept" in refused.err
+        assert httpx.get(f"{learner}/m").json()["version"] == 18  # nothing changed
+    with pytest.raises(SystemExit) as done:
+        cli.main(["shadow", "c", "--of", "m", "--params", "[1]"])
+    assert done.value.code == 2 and "not a JSON object" in capsys.readouterr().err
 
 
 def _blob(rounds: int) -> bytes:
