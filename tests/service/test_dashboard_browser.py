@@ -269,3 +269,49 @@ def test_a_learner_of_records_counts_its_columns_and_an_imported_state_draws_no_
     imported = html[html.index('data-learner="imported"'):]
     imported = imported[:imported.index("</section>")]
     assert 'data-stat="rounds" data-value="30"' in imported
+
+
+def test_a_rollback_is_marked_and_the_challengers_are_shown_beside_the_curves(service: ServiceProcess,
+                                                                            tmp_path: Path) -> None:
+    """A learner rolled back once and followed by a shadow challenger: its charts carry a marker at the
+    rollback's version, its table counts the rollback, and beside its curves the challenger has a row and
+    a chart of both learners' error per window, with the numbers of /challengers."""
+    rng = np.random.default_rng(3)
+    champion, challenger = "lifecycle", "lifecycle-c"
+    with httpx.Client(base_url=service.url, headers=HEADERS, timeout=60) as http:
+        def feed(rounds: int) -> None:
+            X = rng.normal(size=(rounds, 3))
+            items = [{"x": x.tolist(), "y": float(np.sin(x[0]))} for x in X]
+            assert http.post(f"/v1/learners/{champion}/feedback", json={"items": items}).status_code == 200
+
+        assert http.put(f"/v1/learners/{champion}", json=SPEC).status_code == 201
+        try:
+            feed(60)
+            rolled = http.post(f"/v1/learners/{champion}/rollback", json={"version": 20})
+            assert rolled.status_code == 200, rolled.text
+            shadow = {"shadow": champion, "algorithm": "ons", "dim": 3,
+                      "params": {"loss": "squared", "C": 3.0}}
+            assert http.put(f"/v1/learners/{challenger}", json=shadow).status_code == 201
+            feed(40)
+            for _ in range(100):  # the challenger learns in the background, within a second
+                compared = http.get(f"/v1/learners/{champion}/challengers").json()["challengers"][0]
+                if compared["behind"] == 0 and compared["comparison"] is not None:
+                    break
+                time.sleep(0.1)
+            assert compared["behind"] == 0 and compared["comparison"] is not None
+            dom = Elements(chromium(f"{service.url}/dashboard?window=all#key={KEY}", tmp_path, "--dump-dom"))
+        finally:
+            http.delete(f"/v1/learners/{challenger}")
+            http.delete(f"/v1/learners/{champion}")
+    version = str(rolled.json()["version"])
+    assert len(dom.of(champion, "line", data_rollback=version)) == 1  # on its one error chart (MAE, RMSE)
+    assert dom.of(champion, "td", data_stat="rollbacks")[0]["data-value"] == "1"
+    assert dom.of(LEARNER, "line", **{"class": "rollback"}) == []  # a learner never rolled back has none
+    assert len(dom.of(champion, "tr", data_challenger=challenger)) == 1
+    verdict = dom.of(champion, "td", data_verdict=compared["comparison"]["verdict"])
+    assert len(verdict) == 1
+    window_chart = dom.of(champion, "svg", data_chart=f"squared error per window: {champion} vs {challenger}")
+    assert len(window_chart) == 1
+    drawn = dom.of(champion, "polyline", data_series="challenger")
+    last_window = compared["comparison"]["windows"][-1]
+    assert [float(line["data-last"]) for line in drawn] == [last_window["challenger"]]
