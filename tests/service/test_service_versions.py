@@ -123,9 +123,9 @@ async def test_a_rollback_past_a_rollback_rebuilds_what_that_one_restored(make_c
     assert await _state(a) == _replayed(stream[:10] + stream[32:44]).to_bytes()
 
 
-async def test_the_v2_model_version_moves_with_a_rollback_on_every_replica(make_client: AppFactory) -> None:
-    """A V2 client pinning ``model_version`` must notice that a rollback replaced the model it pinned:
-    feedback leaves it, each rollback moves it, and the replica that did not roll back agrees."""
+async def test_the_v2_model_version_moves_with_rollbacks_and_promotions(make_client: AppFactory) -> None:
+    """A V2 client pinning ``model_version`` must notice that a rollback or a promotion replaced the model
+    it pinned: feedback leaves it, each rollback and promotion moves it, and the other replica agrees."""
     a = await make_client(keep_versions=4)
     b = await make_client(keep_versions=4)
     stream = _stream(30, seed=9)
@@ -152,6 +152,13 @@ async def test_the_v2_model_version_moves_with_a_rollback_on_every_replica(make_
     assert (await b.post(f"{URL}/rollback", json={"version": 15})).status_code == 200
     again = await model_version(a)
     assert again not in (created, rolled) and await model_version(b) == again
+    # a promotion moves it too, even of a challenger of the champion's own configuration
+    assert (await b.put("/v1/learners/c", json={**SPEC, "shadow": "m"})).status_code == 201
+    await _feed(a, stream[25:30])
+    assert (await a.post(f"{URL}/promote", json={"challenger": "c"})).status_code == 200
+    assert (await a.get(URL)).json()["config"] == (await b.get(URL)).json()["config"]
+    promoted = await model_version(b)
+    assert promoted not in (created, rolled, again) and await model_version(a) == promoted
 
 
 async def test_a_version_not_kept_is_a_409_and_changes_nothing(make_client: AppFactory) -> None:
