@@ -39,7 +39,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -57,6 +57,7 @@ from kons_service.core.growth import GrowthBudget
 from kons_service.core.history import HistoryRecorder
 from kons_service.core.learning import (
     REGRESSION,
+    SHADOW_REQUEST,
     Distribution,
     build,
     canonical,
@@ -168,17 +169,22 @@ class _Played:
     stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
     changes: int = 0  # of the data, that the learner's change detector declared in them
     logged_bytes: int = 0  # of the log entries that carry them
+    entries: list[LogEntry] = field(default_factory=list)  # as appended
 
 
 class _RegroupError(Exception):
     """A request of a group would fail on its own: write the group's requests one by one."""
 
 
-def _fingerprint(items: Sequence[Feedback]) -> str:
+def _fingerprint(items: Sequence[Feedback], request_id: str) -> str:
     """A digest of a feedback body, so that a request_id reused for another body is caught. Dense
     features go in as their float64 bytes (the log's encoding), not as text: a large batch is hashed
-    without turning its arrays back into Python floats."""
+    without turning its arrays back into Python floats. A shadow challenger's catch-up names its body
+    by its id (its champion's versions, see :mod:`.shadows`), so that id is its digest."""
     digest = hashlib.sha256()
+    if request_id.startswith(SHADOW_REQUEST):
+        digest.update(request_id.encode())
+        return digest.hexdigest()[:32]
     for it in items:
         x = b"" if it.x is None else codec.encode_features(codec.to_kons(it.x))
         head = json.dumps([it.id, it.y, len(x)], separators=(",", ":"), allow_nan=False).encode()
@@ -199,6 +205,10 @@ class FeedbackWriter:
         self.leases = WriterLeases(store, settings, metrics)
         self.growth = GrowthBudget(settings, metrics, budget)
         self._retention = RequestRetention(settings.request_id_ttl_seconds * 1000, settings.request_ids_max)
+        #: Told of every group of rounds logged and acknowledged here: the learner, the head they were
+        #: appended after, the writer token that appended them and their entries (the service sets
+        #: :meth:`.Shadows.logged`, which hands them to the learner's challengers without a log read).
+        self.on_logged: Callable[[LearnerRef, Head, str, list[LogEntry]], None] | None = None
 
     async def write(
         self, ref: LearnerRef, items: Sequence[Feedback], request_id: str | None, seen: int | None = None
@@ -209,7 +219,7 @@ class FeedbackWriter:
         ids = [it.id for it in items if it.id is not None]
         if len(set(ids)) != len(ids):
             raise kons.InvalidInputError("a batch must not name the same id twice.")
-        request = _Request(items, request_id, _fingerprint(items) if request_id else None, seen)
+        request = _Request(items, request_id, _fingerprint(items, request_id) if request_id else None, seen)
         entry = self.cache.entry(ref)
         entry.queue.append(request)
         try:
@@ -315,6 +325,8 @@ class FeedbackWriter:
         try:
             await self._play(learner, played, entry.state_nbytes())
             outcome = await self._append(entry, head, token, group, played, leased=lease is not None)
+            if outcome.reason is AppendStatus.APPLIED and outcome.replicated and self.on_logged is not None:
+                self.on_logged(ref, head, token, played.entries)
         except BaseException:
             entry.drop_played()  # it may hold (parts of) rounds the log does not
             raise
@@ -441,6 +453,7 @@ class FeedbackWriter:
             for request, xs, ys, plays in zip(group, played.xs, played.ys, played.plays, strict=True)
             for x, y, p, it in zip(xs, ys, plays, request.items, strict=True)
         ]
+        played.entries = entries
         played.logged_bytes = logged_bytes(entries)
         tags = []
         for request, plays, losses, distributions in zip(group, played.plays, played.losses,

@@ -129,6 +129,9 @@ class Metrics:
                                          "(POST /v1/learners/{name}/rollback).", registry=r)
         self.shadow_rounds = Counter("kons_shadow_rounds", "Rounds shadow challengers learnt from their "
                                      "champions' logs.", registry=r)
+        self.shadow_rounds_read = Counter(
+            "kons_shadow_rounds_read", "Rounds shadow challengers' catch-ups read back from their champions' "
+            "logs (the others were handed over by the champion's writer in the same process).", registry=r)
         self.promotions = Counter("kons_promotions", "Shadow challengers promoted to champion (POST "
                                   "/v1/learners/{name}/promote).", registry=r)
         self.takeovers = Counter("kons_lease_takeovers", "Writer leases taken over from a holder whose "

@@ -162,6 +162,7 @@ class LearnerService:
                                       self.history_recorder)
         self.snapshots.keep_policy = self.kept_versions.keep_policy
         self.shadows = Shadows(store, settings, metrics, self.cache, self.writer, self.kept_versions)
+        self.writer.on_logged = self.shadows.logged
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

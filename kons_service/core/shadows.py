@@ -6,11 +6,15 @@ the champion: :class:`.ShadowLink`), created at the champion's head, version ``s
 is then the champion's ``start + v``. It learns from the champion's durable log, never from a second
 write on the feedback path: a task in every process (:meth:`Shadows.run`, woken by each feedback and
 every half second, at most four times a second so that a catch-up's batch shares its costs) takes a
-challenger's lock, reads the champion's log after the challenger's head and
-feeds those rounds to the challenger through the ordinary feedback writer, with request ids derived from
+challenger's lock, takes the champion's rounds after the challenger's head and
+feeds them to the challenger through the ordinary feedback writer, with request ids derived from
 the champion's versions, so that a crash at any point (of either replica, between the champion's append
 and the challenger's, or in the middle of a catch-up) leaves each round learnt once: the next catch-up
-starts from the challenger's head, and a re-sent batch is answered from its request id. A rollback of the
+starts from the challenger's head, and a re-sent batch is answered from its request id. The rounds are
+those the champion's writer in this process just logged and acknowledged, handed over as appended
+(:meth:`Shadows.logged`: no read, no parse), once the log is seen to hold the last of them (its round id
+at that version, from the head or one entry); else (another process wrote them, or the challenger is
+further behind) they are read from the log. A rollback of the
 champion is mirrored (the challenger rolls back to its own version of the target, or to its start), so
 the mapping of versions holds. The champion keeps its log after what each challenger has learnt (the
 cursors of :mod:`kons_service.store.shadows`). The challenger's own predictions (its log's plays) are
@@ -24,9 +28,12 @@ champion's rounds.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import itertools
 import logging
 import math
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,13 +51,16 @@ from kons_service.core.learning import SHADOW_REQUEST, canonical, classifier
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import (
+    Head,
     LearnerRef,
     LeaseBusy,
+    LogEntry,
     LoggedRound,
     Publication,
     ShadowLink,
     Store,
     StoreUnavailableError,
+    round_id,
 )
 
 if TYPE_CHECKING:
@@ -66,6 +76,11 @@ _ATTEMPTS = 5
 _INTERVAL_SECONDS = 0.5
 _BATCH_SECONDS = 0.25
 _SIGNIFICANCE = 0.05
+#: The newest rounds a champion's writer in this process hands over to its challengers' catch-ups (a
+#: catch-up further behind reads the log).
+_RECENT_ROUNDS = 4096
+#: ... for this long after a catch-up (or a challenger's creation) here last saw it followed.
+_FOLLOWED_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +122,10 @@ class Shadows:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._reported: dict[LearnerRef, str] = {}  # each challenger's last status, logged when it changes
+        #: The champions whose challengers this process caught up lately (until when it keeps their rounds),
+        #: and the newest rounds each one's writer here logged (:meth:`logged`).
+        self._champions: dict[LearnerRef, float] = {}
+        self._recent: dict[LearnerRef, _Recent] = {}
 
     # ------------------------------------------------------------------ creation
     async def link(self, ref: LearnerRef, champion: str) -> tuple[ShadowLink, str | None]:
@@ -129,6 +148,7 @@ class Shadows:
         """Have the champion keep its log after the link's start before the challenger is created; a
         snapshot of the champion may have trimmed it meanwhile: the link then starts at its newer head."""
         champion = LearnerRef(ref.tenant, link.champion)
+        self._champions[champion] = time.monotonic() + _FOLLOWED_SECONDS
         for _ in range(_ATTEMPTS):
             await self.store.shadows.follow(champion, ref.name, link.start)
             head = await self.cache.head(champion)
@@ -191,9 +211,24 @@ class Shadows:
                 if status not in ("following", "busy", "gone") and self._reported.get(ref) != status:
                     log.warning("shadow challenger %s: %s", ref, status)  # (once, not every half second)
                 self._reported[ref] = status
+            now = time.monotonic()
+            for champion in [c for c, until in self._champions.items() if until < now]:
+                del self._champions[champion]
+                self._recent.pop(champion, None)
             # at most 4 catch-ups a second: a batch of a quarter second's rounds shares one catch-up's Redis
             # calls and one write (a catch-up per feedback cost about 10 times the challenger's round)
             await asyncio.sleep(_BATCH_SECONDS)
+
+    def logged(self, champion: LearnerRef, head: Head, token: str, entries: list[LogEntry]) -> None:
+        """The writer of this process logged and acknowledged ``entries`` after ``head`` (appended under
+        ``token``): if ``champion`` has challengers, keep them for their catch-ups, which then learn them
+        without reading them back from the log (:meth:`_rows_after`)."""
+        if self._champions.get(champion, 0.0) < time.monotonic():
+            return
+        recent = self._recent.get(champion)
+        if recent is None or not recent.continued_by(head):
+            recent = self._recent[champion] = _Recent(head.incarnation)
+        recent.extend(head, token, entries)
 
     async def catch_up(self, ref: LearnerRef) -> str:
         """Feed the challenger the champion's rounds it has not learnt (one process at a time); its
@@ -211,6 +246,7 @@ class Shadows:
         if link is None:
             return "gone"
         champion = LearnerRef(ref.tenant, link.champion)
+        self._champions[champion] = time.monotonic() + _FOLLOWED_SECONDS
         head = await self.store.head(champion)
         if head is None:
             return "stopped: its champion was deleted"
@@ -219,7 +255,7 @@ class Shadows:
         done = link.start + (await self.cache.head(ref)).version
         while done < head.version:
             page = min(self.settings.max_batch, head.version - done)
-            rows = await self.store.log.read(champion, done, page)
+            rows = await self._rows_after(champion, head, done, page)
             if not rows or rows[0].version != done + 1:
                 return f"stopped: its champion's log no longer holds round {done + 1}"
             done = await self._learn(ref, link, rows)
@@ -227,6 +263,21 @@ class Shadows:
             if not await self.store.shadows.lock_renewed(ref, token, _LOCK_MS):
                 return "busy"
         return "following"
+
+    async def _rows_after(self, champion: LearnerRef, head: Head, done: int, page: int) -> list[LoggedRound]:
+        """Up to ``page`` of the champion's logged rounds after version ``done``, up to ``head``: those
+        its writer in this process handed over (:meth:`logged`) if they are the log's (the last one's id
+        is the log's at its version: ids are unique, and each round names its parent's), else read."""
+        recent = self._recent.get(champion)
+        if recent is not None and recent.incarnation == head.incarnation:
+            rows = recent.after(done, min(page, head.version - done))
+            if rows and (rows[-1].tip == head.tip if rows[-1].version == head.version else
+                         [r.tip for r in await self.store.log.read(champion, rows[-1].version - 1, 1)]
+                         == [rows[-1].tip]):
+                return rows
+        rows = await self.store.log.read(champion, done, page)
+        self.metrics.shadow_rounds_read.inc(len(rows))
+        return rows
 
     async def _learn(self, ref: LearnerRef, link: ShadowLink, rows: list[LoggedRound]) -> int:
         """Feed the challenger the leading rounds of ``rows`` (or mirror the rollback that leads them);
@@ -362,6 +413,34 @@ class Shadows:
             rows += page
             after = page[-1].version
         return rows
+
+
+class _Recent:
+    """The newest rounds a champion's writer in this process logged, in one unbroken run (a round logged
+    elsewhere, or a rollback, starts a new run): at most :data:`_RECENT_ROUNDS`."""
+
+    def __init__(self, incarnation: str) -> None:
+        self.incarnation = incarnation
+        self.rows: collections.deque[LoggedRound] = collections.deque(maxlen=_RECENT_ROUNDS)
+
+    def continued_by(self, head: Head) -> bool:
+        """Whether rounds appended after ``head`` continue this run."""
+        return head.incarnation == self.incarnation and bool(self.rows) and (
+            self.rows[-1].version == head.version and self.rows[-1].tip == head.tip)
+
+    def extend(self, head: Head, token: str, entries: list[LogEntry]) -> None:
+        parent = head.tip
+        for version, entry in enumerate(entries, head.version + 1):
+            tip = round_id(token, version)
+            self.rows.append(LoggedRound(version, entry, tip, parent))
+            parent = tip
+
+    def after(self, done: int, count: int) -> list[LoggedRound]:
+        """Up to ``count`` rounds from version ``done + 1`` on, if this run holds it (else none)."""
+        if not self.rows or not self.rows[0].version <= done + 1 <= self.rows[-1].version:
+            return []
+        start = done + 1 - self.rows[0].version
+        return list(itertools.islice(self.rows, start, start + count))
 
 
 @dataclass(frozen=True, slots=True)

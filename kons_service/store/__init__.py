@@ -21,6 +21,7 @@ from kons_service.store.errors import (
 )
 from kons_service.store.facade import Store
 from kons_service.store.leases import process_of
+from kons_service.store.log import round_id
 from kons_service.store.records import (
     AppendOutcome,
     AppendStatus,
@@ -74,5 +75,6 @@ __all__ = [
     "StoredState",
     "answers_ping",
     "process_of",
+    "round_id",
     "script_text",
 ]

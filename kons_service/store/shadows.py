@@ -43,8 +43,10 @@ class ShadowLinks:
     async def follow(self, champion: LearnerRef, challenger: str, cursor: int) -> None:
         """Record that ``challenger`` has learnt ``champion``'s log up to version ``cursor`` (so that the
         champion keeps its log after it), and list the challenger among those to catch up."""
-        await self.connection.client.hset(keys.learner_key(champion, "shadows"), challenger, cursor)
-        await self.connection.client.sadd(keys.SHADOWS, _member(LearnerRef(champion.tenant, challenger)))
+        pipe = self.connection.client.pipeline(transaction=False)  # (one round trip; two slots)
+        pipe.hset(keys.learner_key(champion, "shadows"), challenger, cursor)
+        pipe.sadd(keys.SHADOWS, _member(LearnerRef(champion.tenant, challenger)))
+        await pipe.execute()
 
     @translated
     async def cursors(self, champion: LearnerRef) -> dict[str, int]:

@@ -17,6 +17,7 @@ import pytest
 import redis
 
 import kons
+from kons_service.core import codec as kons_service_codec
 from kons_service.store import LearnerRef
 from testkit.processes import SPEC, AppClient, AppFactory, services_on_redis
 
@@ -108,6 +109,41 @@ async def test_a_challenger_learns_the_champions_rounds_and_is_compared(make_cli
     assert (await a.delete("/v1/learners/c")).status_code == 204
     assert (await b.get(f"{URL}/challengers")).json()["challengers"] == []
     assert await service.store.shadows.cursors(LearnerRef("default", "m")) == {}
+
+
+async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
+        make_client: AppFactory) -> None:
+    """Rounds the champion's writer in this process logged are learnt without reading them back; rounds
+    it holds that are not the log's (a lost append, as after a Redis failover) are never learnt: the
+    catch-up reads the log instead."""
+    client = await make_client()
+    stream = _stream(60, seed=8)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    service = client.app.state.service
+    read = service.metrics.shadow_rounds_read
+    await _feed(client, stream[:30])
+    await _caught_up(client, 30)
+    assert read._value.get() == 0  # every round handed over
+
+    # the writer's rounds 31-60 are replaced by others under other ids: none of them is learnt
+    challenger, champion = LearnerRef("default", "c"), LearnerRef("default", "m")
+    assert await service.store.shadows.lock(challenger, "elsewhere", 60_000)  # (no catch-up meanwhile)
+    await _feed(client, stream[30:60])
+    recent = service.shadows._recent[champion]
+    assert [row.version for row in recent.rows][-30:] == list(range(31, 61))
+    forged = [row._replace(entry=row.entry.__class__(row.entry.x, kons_service_codec.encode_label(9.0),
+                                                     row.entry.played), tip=f"lost/{row.version}")
+              for row in recent.rows]
+    recent.rows.clear()
+    recent.rows.extend(forged)
+    await service.store.shadows.unlock(challenger, "elsewhere")
+    await _caught_up(client, 60)
+    assert read._value.get() == 30
+    local = _challenger()
+    for x, y in stream:
+        local.learn_one(np.array(x), y)
+    assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
 
 
 async def test_bad_challengers_are_4xx_and_change_nothing(make_client: AppFactory) -> None:
