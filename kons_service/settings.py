@@ -99,6 +99,10 @@ class Settings(BaseSettings):
         10_000, ge=1, description="A champion and its shadow challengers are compared on at most this many "
         "of the newest rounds both have learnt (GET /v1/learners/{name}/challengers).")
     shadow_window_rounds: int = Field(1000, ge=1, description="... in windows of this many rounds.")
+    shadow_max_lag_rounds: int = Field(
+        50_000, ge=1, description="A shadow challenger this many rounds behind its champion is marked "
+        "stalled: it learns no more, and its champion's log is no longer kept for it (GET .../challengers "
+        "says so).")
     keep_versions_seconds: float = Field(
         3600.0, ge=0, description="Every version of the last this many seconds stays restorable (within "
         "keep_versions and the tenant's byte budget, which counts the older bases and the log after them).")

@@ -129,6 +129,9 @@ class Metrics:
                                          "(POST /v1/learners/{name}/rollback).", registry=r)
         self.shadow_rounds = Counter("kons_shadow_rounds", "Rounds shadow challengers learnt from their "
                                      "champions' logs.", registry=r)
+        self.shadows_stalled = Counter(
+            "kons_shadows_stalled", "Shadow challengers marked stalled: too far behind their champions "
+            "(KONS_SHADOW_MAX_LAG_ROUNDS).", registry=r)
         self.shadow_rounds_read = Counter(
             "kons_shadow_rounds_read", "Rounds shadow challengers' catch-ups read back from their champions' "
             "logs (the others were handed over by the champion's writer in the same process).", registry=r)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import itertools
 import logging
 import math
@@ -245,6 +246,8 @@ class Shadows:
         link = await self.store.shadows.link(ref)
         if link is None:
             return "gone"
+        if link.stalled:
+            return f"stalled: {link.stalled}"
         champion = LearnerRef(ref.tenant, link.champion)
         self._champions[champion] = time.monotonic() + _FOLLOWED_SECONDS
         head = await self.store.head(champion)
@@ -253,6 +256,13 @@ class Shadows:
         if head.incarnation != link.incarnation:
             return "stopped: its champion's state was replaced (a state upload)"
         done = link.start + (await self.cache.head(ref)).version
+        if head.version - done > self.settings.shadow_max_lag_rounds:
+            why = (f"{head.version - done} rounds behind its champion (more than "
+                   f"KONS_SHADOW_MAX_LAG_ROUNDS, {self.settings.shadow_max_lag_rounds}): it learns no more, "
+                   "and its champion's log is no longer kept for it")
+            await self.store.shadows.stall(ref, dataclasses.replace(link, stalled=why))
+            self.metrics.shadows_stalled.inc()
+            return f"stalled: {why}"
         while done < head.version:
             page = min(self.settings.max_batch, head.version - done)
             rows = await self._rows_after(champion, head, done, page)

@@ -104,11 +104,14 @@ class Base:
 @dataclass(frozen=True, slots=True)
 class ShadowLink:
     """A shadow challenger's champion (its name, of the same tenant), the champion's incarnation it
-    follows and the champion version it started after: its version ``v`` is the champion's ``start + v``."""
+    follows and the champion version it started after: its version ``v`` is the champion's ``start + v``;
+    a stalled one learns no more."""
 
     champion: str
     incarnation: str
     start: int
+    #: Why it stopped following for good (too far behind: see :meth:`.Shadows.catch_up`); "" while it follows.
+    stalled: str = ""
 
 
 @dataclass(frozen=True, slots=True)

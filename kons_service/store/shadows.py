@@ -1,9 +1,9 @@
-"""Shadow challengers' links: a challenger's meta field ``shadow`` (its champion, the champion's
-incarnation and the champion version it started after), the champion's hash of its challengers' cursors
-(the champion's log is kept after the smallest: ``lib/versions.lua``), the set of every challenger
-(:data:`.keys.SHADOWS`) that each process's shadow task catches up, and the lock of the process catching
-one up. A challenger's rounds are its own log's, appended like any feedback: nothing here is atomic with
-them; a cursor is written after the rounds it covers, so it may lag (the champion then keeps more log),
+"""Shadow challengers' links: a challenger's meta field ``shadow`` (its champion, the champion's incarnation
+and the champion version it started after), the champion's hash of its challengers' cursors (the champion's
+log is kept after the smallest, but for a stalled challenger: ``lib/versions.lua``), the set of every
+challenger (:data:`.keys.SHADOWS`) that each process's shadow task catches up, and the lock of the process
+catching one up. A challenger's rounds are its own log's, appended like any feedback: nothing here is atomic
+with them; a cursor is written after the rounds it covers, so it may lag (the champion then keeps more log),
 never lead."""
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from kons_service.store.connection import Connection, text
 from kons_service.store.errors import translated
 from kons_service.store.records import LearnerRef, ShadowLink
 
-__all__ = ["ShadowLinks"]
+__all__ = ["STALLED", "ShadowLinks"]
+
+#: The cursor of a stalled challenger (``lib/versions.lua`` keeps no log for a negative one).
+STALLED = -1
 
 
 def _member(ref: LearnerRef) -> str:
@@ -28,7 +31,10 @@ class ShadowLinks:
 
     @staticmethod
     def link_text(link: ShadowLink) -> str:
-        return json.dumps({"of": link.champion, "incarnation": link.incarnation, "from": link.start})
+        fields: dict[str, object] = {"of": link.champion, "incarnation": link.incarnation, "from": link.start}
+        if link.stalled:
+            fields["stalled"] = link.stalled
+        return json.dumps(fields)
 
     @translated
     async def link(self, ref: LearnerRef) -> ShadowLink | None:
@@ -37,7 +43,7 @@ class ShadowLinks:
         if value is None:
             return None
         fields = json.loads(text(value))
-        return ShadowLink(fields["of"], fields["incarnation"], int(fields["from"]))
+        return ShadowLink(fields["of"], fields["incarnation"], int(fields["from"]), fields.get("stalled", ""))
 
     @translated
     async def follow(self, champion: LearnerRef, challenger: str, cursor: int) -> None:
@@ -49,8 +55,20 @@ class ShadowLinks:
         await pipe.execute()
 
     @translated
+    async def stall(self, ref: LearnerRef, link: ShadowLink) -> None:
+        """The challenger ``ref`` follows no more (``link`` says why): it keeps its place among its
+        champion's challengers with the cursor :data:`STALLED`, which holds no log, and it is no longer
+        caught up. (Written under the challenger's catch-up lock, whose holder alone moves its cursor.)"""
+        champion = LearnerRef(ref.tenant, link.champion)
+        pipe = self.connection.client.pipeline(transaction=False)
+        pipe.hset(keys.learner_key(ref, "meta"), "shadow", self.link_text(link))
+        pipe.hset(keys.learner_key(champion, "shadows"), ref.name, STALLED)
+        pipe.srem(keys.SHADOWS, _member(ref))
+        await pipe.execute()
+
+    @translated
     async def cursors(self, champion: LearnerRef) -> dict[str, int]:
-        """The champion's challengers and how far each has learnt its log."""
+        """The champion's challengers and how far each has learnt its log (:data:`STALLED`: stalled)."""
         found = await self.connection.client.hgetall(keys.learner_key(champion, "shadows"))
         return {text(name): int(cursor) for name, cursor in found.items()}
 

@@ -146,6 +146,44 @@ async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_o
     assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
 
 
+async def test_a_challenger_too_far_behind_is_stalled_and_holds_its_champions_log_no_more(
+        make_client: AppFactory, redis_url: str) -> None:
+    """A challenger that stops following (here a catch-up lock held by a stuck process) pins its
+    champion's log only until it is KONS_SHADOW_MAX_LAG_ROUNDS behind: then it is stalled, for good, and
+    says so."""
+    client = await make_client(shadow_max_lag_rounds=20, keep_versions=1)
+    service = client.app.state.service
+    champion, challenger = LearnerRef("default", "m"), LearnerRef("default", "c")
+    r = redis.Redis.from_url(redis_url)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    assert await service.store.shadows.lock(challenger, "stuck", 60_000)
+    stream = _stream(60, seed=9)
+    await _feed(client, stream[:40])
+    assert await service.snapshots.snapshot(service.cache.entry(champion))
+    assert r.xlen("kons:{default/m}:log") == 40  # pinned by the challenger's cursor, 0
+
+    await service.store.shadows.unlock(challenger, "stuck")  # (its holder died: the lock expired)
+    for _ in range(100):
+        [report] = (await client.get(f"{URL}/challengers")).json()["challengers"]
+        if report["status"] != "following":
+            break
+        await asyncio.sleep(0.05)
+    assert report["status"].startswith("stalled: 40 rounds behind its champion")
+    assert (report["learnt"], report["behind"]) == (0, 40)
+    assert await service.store.shadows.cursors(champion) == {"c": -1}
+    assert service.metrics.shadows_stalled._value.get() == 1
+
+    await _feed(client, stream[40:60])  # the champion's next snapshot trims its log; the challenger stays
+    assert await service.snapshots.snapshot(service.cache.entry(champion))
+    assert r.xlen("kons:{default/m}:log") == 0
+    await asyncio.sleep(0.6)
+    assert (await client.get("/v1/learners/c")).json()["version"] == 0
+    [report] = (await client.get(f"{URL}/challengers")).json()["challengers"]
+    assert report["status"].startswith("stalled") and report["behind"] == 60
+    r.close()
+
+
 async def test_bad_challengers_are_4xx_and_change_nothing(make_client: AppFactory) -> None:
     a = await make_client(api_keys="acme:k1,rival:k2")
     acme, rival = {"Authorization": "Bearer k1"}, {"Authorization": "Bearer k2"}

@@ -15,7 +15,7 @@
 -- ``allowance`` (their share of the tenant's byte budget). The newest base always stays. Drops every chunk
 -- of no kept base (and any a dead writer left), sets meta's keep_from to the oldest base's version, trims
 -- the log before it, but not past what a shadow challenger has yet to learn (``shadows``, when given: its
--- hash of challengers' cursors). Returns the older bases' cost in bytes.
+-- hash of challengers' cursors; a negative one is a stalled challenger's, which keeps nothing). Returns the older bases' cost in bytes.
 local function chunks_complete(snap, token, n_chunks, n_bytes)
   local prefix = token .. ':'
   local total = 0
@@ -114,7 +114,9 @@ local function keep_base(meta, snap, log, kept, base, policy, shadows)
   if shadows then
     local cursors = redis.call('HVALS', shadows)
     for _, cursor in ipairs(cursors) do
-      trim = math.min(trim, tonumber(cursor))
+      if tonumber(cursor) >= 0 then  -- (a stalled challenger's is negative: it holds no log)
+        trim = math.min(trim, tonumber(cursor))
+      end
     end
   end
   redis.call('XTRIM', log, 'MINID', string.format('%d-0', trim + 1))
