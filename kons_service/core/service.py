@@ -160,7 +160,7 @@ class LearnerService:
         self.limiter = TenantLimiter(settings)
         self.kept_versions = Versions(store, settings, metrics, self.cache, self.budget,
                                       self.history_recorder)
-        self.snapshots.keep_policy = self.kept_versions.keep_policy
+        self.snapshots.retention = self.kept_versions.retention
         self.shadows = Shadows(store, settings, metrics, self.cache, self.writer, self.kept_versions)
         self.writer.on_logged = self.shadows.logged
 

@@ -344,7 +344,7 @@ class Shadows:
                         continue
                     blob = await anyio.to_thread.run_sync(learner.to_bytes)
                     config = {k: v for k, v in entry.config.items() if k != "shadow"}
-                keep = await self.versions.keep_policy(champion, len(blob), 0)
+                keep = await self.versions.retention(champion, len(blob), 0)
                 outcome = await self.store.snapshots.promote(
                     champion, token, head, canonical(config), blob, self.settings.snapshot_chunk_bytes,
                     uuid.uuid4().hex, keep, name)

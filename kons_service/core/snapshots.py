@@ -8,12 +8,11 @@ once it is ``snapshot_every_rounds`` behind and its log holds a third of the sna
 replay, while snapshot bytes stay within 3x of the log's at any feeding rate), or, whatever the bytes, once
 its replay would take ``snapshot_max_replay_seconds`` (the bound on a rebuild). Never within
 ``snapshot_min_seconds`` of the last one (a hot learner's log grows faster than any snapshot pays back);
-``snapshot_interval_seconds``, if set, adds a clock. An evicted learner, whose log is replayed when it is
-next loaded, is snapshotted if that replay would take longer than the snapshot takes to write, or its log is
-the larger (:func:`log_dearer`), and :meth:`Snapshotter.close` snapshots every learner that still has new
-rounds. One process writes a learner's snapshot at a time (a lock in the store); publishing it trims the log
-behind it. ``kons_snapshot_bytes_total / kons_log_bytes_total`` is the write amplification.
-"""
+``snapshot_interval_seconds``, if set, adds a clock. A learner leaving the cache (evicted) is snapshotted by
+the same rule, without the floor (there is no later chance here), and :meth:`Snapshotter.close` snapshots
+every learner that still has new rounds. One process writes a learner's snapshot at a time (a lock in the
+store); publishing it trims the log behind it. ``kons_snapshot_bytes_total / kons_log_bytes_total`` is the
+write amplification."""
 
 from __future__ import annotations
 
@@ -32,14 +31,11 @@ from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
 from kons_service.store import Head, KeepPolicy, LearnerRef, Publication, Store, StoreUnavailableError
 
-__all__ = ["LogCost", "SnapshotPolicy", "Snapshotter", "log_dearer"]
+__all__ = ["LogCost", "SnapshotPolicy", "Snapshotter"]
 
 log = logging.getLogger("kons_service.snapshots")
 
 _SNAPSHOT_LOCK_MS = 120_000
-#: Seconds per byte a snapshot is assumed to take before this process has timed one (100 MB/s).
-_FIRST_SECONDS_PER_BYTE = 1e-8
-_WRITE_SPEED_WEIGHT = 0.2  # of the newest snapshot in the moving average of the seconds per byte
 #: Past ``every_rounds``, a snapshot waits until the log holds this fraction of its bytes: the snapshot
 #: bytes written per logged byte then stay within the inverse (3x), however slowly the learner is fed.
 _REPLAY_LOG_FRACTION = 1 / 3
@@ -53,14 +49,7 @@ class LogCost:
     log_bytes: int  # of the rounds behind
     round_seconds: float  # to replay one of them
     snapshot_bytes: int
-    write_seconds: float  # to write the snapshot
     since_snapshot: float  # seconds
-
-
-def log_dearer(cost: LogCost) -> bool:
-    """Whether the log since the last snapshot costs more to replay, or to keep, than a snapshot."""
-    return cost.rounds_behind > 0 and (cost.rounds_behind * cost.round_seconds > cost.write_seconds
-                                       or cost.log_bytes > cost.snapshot_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +71,12 @@ class SnapshotPolicy:
         """The fewest seconds between two snapshots of a learner (at most the interval, if one is set)."""
         return min(self.floor_seconds, self.interval_seconds or self.floor_seconds)
 
-    def due(self, cost: LogCost) -> bool:
-        """Whether to write a snapshot now: never without new rounds or within the floor; then once the
-        log holds the snapshot's bytes, or is ``every_rounds`` long with a third of them, or would take
+    def due(self, cost: LogCost, *, leaving: bool = False) -> bool:
+        """Whether to write a snapshot now: never without new rounds or within the floor (unless the
+        learner is ``leaving`` the cache: then there is no later chance); then once the log holds the
+        snapshot's bytes, or is ``every_rounds`` long with a third of them, or would take
         ``max_replay_seconds`` to replay, or (if set) ``interval_seconds`` after the last one."""
-        if cost.rounds_behind <= 0 or cost.since_snapshot < self.floor:
+        if cost.rounds_behind <= 0 or (cost.since_snapshot < self.floor and not leaving):
             return False
         return (cost.log_bytes >= cost.snapshot_bytes
                 or (cost.rounds_behind >= self.every_rounds
@@ -109,17 +99,17 @@ class Snapshotter:
         self.task: asyncio.Task[None] | None = None  # the periodic loop, once started
         self._pending: set[asyncio.Task[None]] = set()  # snapshots of evicted learners
         self._closing = False
-        self._seconds_per_byte = _FIRST_SECONDS_PER_BYTE  # moving average over this process's snapshots
-        #: Which older states a snapshot keeps (the service sets :meth:`.Versions.keep_policy`).
-        self.keep_policy: Callable[[LearnerRef, int, int], Awaitable[KeepPolicy]] = _newest_only
-        self.policy = SnapshotPolicy.of(settings)
+        #: When a learner's snapshot is due (in the cache, and as it leaves it).
+        self.when_due = SnapshotPolicy.of(settings)
+        #: Which older states a snapshot keeps (the service sets :meth:`.Versions.retention`).
+        self.retention: Callable[[LearnerRef, int, int], Awaitable[KeepPolicy]] = _newest_only
 
     def start(self, cache: LearnerCache) -> None:
         self.task = asyncio.create_task(self._loop(cache), name="kons-snapshotter")
 
     def schedule(self, entry: CachedLearner) -> None:
-        """Snapshot ``entry`` in the background if its log is the dearer (it has just left the cache)."""
-        if not log_dearer(self.cost(entry, time.monotonic())):
+        """Snapshot ``entry`` in the background if one is due (it has just left the cache)."""
+        if not self.when_due.due(self.cost(entry, time.monotonic()), leaving=True):
             return
         task = asyncio.create_task(self.snapshot_quietly(entry))
         self._pending.add(task)
@@ -142,14 +132,13 @@ class Snapshotter:
         """What ``entry``'s log since its last snapshot costs, and what a snapshot of it would."""
         return LogCost(rounds_behind=entry.version - entry.snap_version, log_bytes=entry.log_bytes,
                        round_seconds=entry.round_seconds, snapshot_bytes=entry.nbytes,
-                       write_seconds=entry.nbytes * self._seconds_per_byte,
                        since_snapshot=now - entry.last_snapshot)
 
     def _due(self, entry: CachedLearner, now: float) -> bool:
-        return entry.learner is not None and self.policy.due(self.cost(entry, now))
+        return entry.learner is not None and self.when_due.due(self.cost(entry, now))
 
     async def _loop(self, cache: LearnerCache) -> None:
-        tick = max(0.05, min(1.0, self.policy.floor / 2))
+        tick = max(0.05, min(1.0, self.when_due.floor / 2))
         while not self._closing:  # checked too, since a cancel can be lost (see _stop_loop)
             await asyncio.sleep(tick)
             now = time.monotonic()
@@ -206,12 +195,10 @@ class Snapshotter:
                 head = Head(entry.incarnation, entry.version, entry.snap_version, entry.tip)
                 covered_bytes = entry.log_bytes  # of the rounds this snapshot holds
                 blob = await anyio.to_thread.run_sync(entry.learner.to_bytes)
-            keep = await self.keep_policy(ref, len(blob), covered_bytes)
+            keep = await self.retention(ref, len(blob), covered_bytes)
             published = await self.store.snapshots.publish(
                 ref, head, blob, self.settings.snapshot_chunk_bytes, keep, covered_bytes)
             self.metrics.snapshot_bytes.inc(len(blob))
-            seconds_per_byte = (time.perf_counter() - started) / max(len(blob), 1)
-            self._seconds_per_byte += _WRITE_SPEED_WEIGHT * (seconds_per_byte - self._seconds_per_byte)
         finally:
             entry.last_snapshot = time.monotonic()
             with contextlib.suppress(StoreUnavailableError):

@@ -80,7 +80,7 @@ class Versions:
         self.budget = budget
         self.history = history
 
-    async def keep_policy(self, ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
+    async def retention(self, ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
         """The retention policy of a publication of ``new_bytes`` after ``log_bytes`` of logged rounds:
         the older bases may cost what the tenant's budget grants for keeping all of them."""
         bases = await self.store.snapshots.bases(ref)
@@ -122,7 +122,7 @@ class Versions:
                 continue
             learner, tip, config = state
             blob = await anyio.to_thread.run_sync(learner.to_bytes)
-            keep = await self.keep_policy(ref, len(blob), 0)
+            keep = await self.retention(ref, len(blob), 0)
             changed = "" if config == await self.store.config(ref) else config  # (past a promotion)
             outcome = await self.store.snapshots.rollback(
                 ref, head.incarnation, target, tip, uuid.uuid4().hex, blob,

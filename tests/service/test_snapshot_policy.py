@@ -14,7 +14,7 @@ import pytest
 import kons
 from kons_service.core.cache import CachedLearner
 from kons_service.core.metrics import Metrics
-from kons_service.core.snapshots import LogCost, SnapshotPolicy, Snapshotter, log_dearer
+from kons_service.core.snapshots import LogCost, SnapshotPolicy, Snapshotter
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef
 from testkit.processes import SPEC, RedisServer, ServiceProcess, wait_until
@@ -22,7 +22,7 @@ from testkit.scrape import value
 
 # 100 rounds of 0.4 ms and 100 bytes behind a 1 MB snapshot that takes 50 ms to write: the log is cheaper
 CHEAP = LogCost(rounds_behind=100, log_bytes=10_000, round_seconds=0.0004, snapshot_bytes=1_000_000,
-                write_seconds=0.05, since_snapshot=40.0)
+                since_snapshot=40.0)
 POLICY = SnapshotPolicy(floor_seconds=30.0, every_rounds=1000, max_replay_seconds=30.0)
 
 
@@ -38,7 +38,6 @@ def test_a_slowly_fed_learner_is_not_snapshotted_by_the_clock() -> None:
         assert not POLICY.due(dataclasses.replace(slow, since_snapshot=hours * 3600.0))
     # (a replay that would take longer than the snapshot takes to write is no reason on its own: it is paid
     # only at a rebuild, while every snapshot is paid)
-    assert log_dearer(dataclasses.replace(CHEAP, rounds_behind=126))
     assert not POLICY.due(dataclasses.replace(CHEAP, rounds_behind=126))
     clocked = dataclasses.replace(POLICY, interval_seconds=60.0)  # unless a clock is asked for
     assert not clocked.due(dataclasses.replace(slow, since_snapshot=59.9))
@@ -50,6 +49,9 @@ def test_a_log_that_holds_the_snapshots_bytes_is_due_past_the_floor() -> None:
     assert POLICY.due(large)
     assert not POLICY.due(dataclasses.replace(large, log_bytes=999_999))
     assert not POLICY.due(dataclasses.replace(large, since_snapshot=29.9))  # the floor
+    # a learner leaving the cache gets the same rule without the floor (there is no later chance)
+    assert POLICY.due(dataclasses.replace(large, since_snapshot=0.0), leaving=True)
+    assert not POLICY.due(dataclasses.replace(CHEAP, since_snapshot=0.0), leaving=True)
 
 
 def test_a_long_log_is_due_once_it_holds_a_third_of_the_snapshots_bytes() -> None:
@@ -78,7 +80,7 @@ def test_snapshot_bytes_stay_within_3x_of_the_logs_at_every_rate(feedbacks_per_s
     for i in range(1, rounds + 1):
         now = i / feedbacks_per_second
         behind += 1
-        cost = LogCost(behind, behind * round_bytes, 0.001, snapshot_bytes, 0.01, now - last)
+        cost = LogCost(behind, behind * round_bytes, 0.001, snapshot_bytes, now - last)
         if POLICY.due(cost):
             written, behind, last = written + snapshot_bytes, 0, now
     assert written <= 3 * rounds * round_bytes
@@ -91,7 +93,7 @@ def test_snapshot_bytes_stay_within_3x_of_the_logs_at_every_rate(feedbacks_per_s
 
 def test_nothing_new_is_never_due_and_the_floor_is_at_most_the_interval() -> None:
     nothing = dataclasses.replace(CHEAP, rounds_behind=0, log_bytes=0, since_snapshot=1e6)
-    assert not log_dearer(nothing) and not POLICY.due(nothing)
+    assert not POLICY.due(nothing) and not POLICY.due(nothing, leaving=True)
     quick = dataclasses.replace(POLICY, interval_seconds=0.1)
     assert quick.due(dataclasses.replace(CHEAP, since_snapshot=0.1))
 
