@@ -106,6 +106,10 @@ class Settings(BaseSettings):
     keep_versions_seconds: float = Field(
         3600.0, ge=0, description="Every version of the last this many seconds stays restorable (within "
         "keep_versions and the tenant's byte budget, which counts the older bases and the log after them).")
+    keep_versions_sweep_seconds: float = Field(
+        60.0, gt=0, description="How often each process applies the retention of kept versions to the "
+        "learners whose oldest kept version may have aged out, idle ones included (a snapshot applies it "
+        "too).")
     id_ttl_seconds: int = Field(3600, ge=1, description="How long a predict's features wait for feedback.")
     ids_max: int = Field(
         100_000, ge=1, description="Most predict ids remembered per learner (the oldest are dropped first).")

@@ -129,6 +129,9 @@ class Metrics:
                                          "(POST /v1/learners/{name}/rollback).", registry=r)
         self.shadow_rounds = Counter("kons_shadow_rounds", "Rounds shadow challengers learnt from their "
                                      "champions' logs.", registry=r)
+        self.retention_sweeps = Counter(
+            "kons_retention_sweeps", "Learners the periodic sweep applied the retention of kept versions to "
+            "(KONS_KEEP_VERSIONS_SWEEP_SECONDS).", registry=r)
         self.shadows_stalled = Counter(
             "kons_shadows_stalled", "Shadow challengers marked stalled: too far behind their champions "
             "(KONS_SHADOW_MAX_LAG_ROUNDS).", registry=r)

@@ -172,12 +172,14 @@ class LearnerService:
         self.snapshots.start(self.cache)
         self.eviction.start()
         self.shadows.start()
+        self.kept_versions.start()
 
     async def close(self, timeout: float = 60.0) -> None:
         """Stop the background tasks and snapshot every learner with unsnapshotted rounds (all within
         ``timeout`` seconds)."""
         await self.eviction.close()
         await self.shadows.close()
+        await self.kept_versions.close()
         await self.writer.close()
         await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
         if self._marks_task is not None:

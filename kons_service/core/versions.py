@@ -15,8 +15,10 @@ past a rollback entry, rebuilds from that snapshot. The rounds after ``N`` stay 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -31,14 +33,25 @@ from kons_service.core.history import HistoryRecorder
 from kons_service.core.learning import build, canonical
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
-from kons_service.store import Base, Head, KeepPolicy, LearnerRef, RollbackStatus, Store
+from kons_service.store import (
+    Base,
+    Head,
+    KeepPolicy,
+    LearnerRef,
+    RollbackStatus,
+    Store,
+    StoreUnavailableError,
+)
 
 __all__ = ["RolledBack", "Versions", "VersionsReport", "kept_cost"]
+
+log = logging.getLogger("kons_service.versions")
 
 #: The rollback events a learner's history keeps (the newest).
 ROLLBACK_EVENTS = 64
 _ATTEMPTS = 5  # rebuilds of a version whose bases or log changed meanwhile, before answering 503
 _PAGE = 512
+_SWEEP_PAGE = 100  # learners a sweep asks for at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +82,8 @@ def kept_cost(bases: list[Base]) -> int:
 
 
 class Versions:
-    """List a learner's restorable versions and roll it back to one of them."""
+    """List a learner's restorable versions, roll it back to one of them, and age out the older ones of
+    idle learners (:meth:`sweep`)."""
 
     def __init__(self, store: Store, settings: Settings, metrics: Metrics, cache: LearnerCache,
                  budget: TenantBudget, history: HistoryRecorder) -> None:
@@ -79,6 +93,42 @@ class Versions:
         self.cache = cache
         self.budget = budget
         self.history = history
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._sweeps(), name="kons-versions-sweep")
+
+    async def close(self) -> None:
+        self._closing = True  # (a cancel can be lost on Python 3.11: see Snapshotter._stop_loop)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=5.0)
+
+    async def _sweeps(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(self.settings.keep_versions_sweep_seconds)
+            try:
+                await self.sweep()
+            except StoreUnavailableError as exc:
+                log.warning("the sweep of kept versions failed: %s", exc)
+            except Exception:
+                log.exception("the sweep of kept versions failed")
+
+    async def sweep(self) -> int:
+        """Apply the retention policy to every learner whose oldest kept version may have aged out by now
+        (a learner applies it whenever it publishes a state, but an idle one would keep its versions for
+        ever); returns how many learners it visited."""
+        visited = 0
+        while not self._closing:
+            due = await self.store.snapshots.due_for_retention(_SWEEP_PAGE)
+            for ref in due:
+                await self.store.snapshots.retain(ref, await self.retention(ref, 0, 0))
+            visited += len(due)
+            self.metrics.retention_sweeps.inc(len(due))
+            if len(due) < _SWEEP_PAGE:
+                break
+        return visited
 
     async def retention(self, ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
         """The retention policy of a publication of ``new_bytes`` after ``log_bytes`` of logged rounds:

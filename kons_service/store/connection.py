@@ -29,10 +29,11 @@ __all__ = ["NAMED", "Connection", "connect_client", "number", "script_text", "te
 
 _SCRIPTS = ("create", "decide", "acquire", "release", "renew", "append", "remember", "recall",
             "commit_snapshot", "replace_state", "rollback", "fork", "promote", "delete", "history", "reserve",
-            "unreserve")
+            "unreserve", "retain")
 #: The shared Lua a script needs prepended (Redis scripts cannot load one another), from ``lua/lib``.
 _LIBRARIES = {"commit_snapshot": "versions", "replace_state": "versions", "rollback": "versions",
-              "fork": "versions", "promote": "versions", "append": "history", "history": "history"}
+              "fork": "versions", "promote": "versions", "retain": "versions", "append": "history",
+              "history": "history"}
 _REDIRECTS = 3  # tries of commands pinned to a slot's primary while the cluster moves that slot
 _REDIRECTED = (redis.exceptions.AskError, redis.exceptions.TryAgainError)  # (MovedError is an AskError)
 #: URL schemes that ask for a cluster-aware client, and the scheme redis-py is given instead.

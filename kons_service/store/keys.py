@@ -21,6 +21,9 @@ and every script touches only keys of one slot::
                          the process catching this challenger up
     kons:{t/n}:configs   hash: version -> the config in force from it (written by a promotion)
 
+``kons:shadows`` (every shadow challenger) and ``kons:retain`` (the learners keeping older versions, by when
+the oldest ages out) list learners service-wide.
+
 Each tenant also has an index ``kons:tenant:{t}:learners`` (sorted set of names, for listing); it is
 a superset of the tenant's learners (names are added before and removed after the learner's keys).
 And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and the total of both
@@ -35,8 +38,8 @@ from __future__ import annotations
 
 from kons_service.store.records import LearnerRef
 
-__all__ = ["LEARNER_PARTS", "SHADOWS", "learner_key", "learner_keys", "tenant_budget_keys", "tenant_bytes",
-           "tenant_id_bytes", "tenant_index", "tenant_kept_bytes"]
+__all__ = ["LEARNER_PARTS", "RETAIN", "SHADOWS", "learner_key", "learner_keys", "member", "of_member",
+           "tenant_budget_keys", "tenant_bytes", "tenant_id_bytes", "tenant_index", "tenant_kept_bytes"]
 
 #: The keys one learner may own, by the part that ends their name (meta first).
 LEARNER_PARTS = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist",
@@ -64,8 +67,22 @@ def tenant_id_bytes(tenant: str) -> str:
     return f"kons:tenant:{{{tenant}}}:id_bytes"
 
 
-#: The set of every shadow challenger, as "tenant/name": what each process's shadow task catches up.
+#: The set of every shadow challenger, as "tenant/name" (:func:`member`): what each process's shadow task
+#: catches up.
 SHADOWS = "kons:shadows"
+#: The learners that keep older versions, as "tenant/name", scored by when (ms) the oldest next ages out:
+#: what the periodic retention sweep visits (``retain.lua``).
+RETAIN = "kons:retain"
+
+
+def member(ref: LearnerRef) -> str:
+    """The learner as a member of the service-wide sets (:data:`SHADOWS`, :data:`RETAIN`)."""
+    return f"{ref.tenant}/{ref.name}"
+
+
+def of_member(value: str) -> LearnerRef:
+    tenant, name = value.split("/", 1)
+    return LearnerRef(tenant, name)
 
 
 def tenant_kept_bytes(tenant: str) -> str:

@@ -21,10 +21,6 @@ __all__ = ["STALLED", "ShadowLinks"]
 STALLED = -1
 
 
-def _member(ref: LearnerRef) -> str:
-    return f"{ref.tenant}/{ref.name}"
-
-
 class ShadowLinks:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -51,7 +47,7 @@ class ShadowLinks:
         champion keeps its log after it), and list the challenger among those to catch up."""
         pipe = self.connection.client.pipeline(transaction=False)  # (one round trip; two slots)
         pipe.hset(keys.learner_key(champion, "shadows"), challenger, cursor)
-        pipe.sadd(keys.SHADOWS, _member(LearnerRef(champion.tenant, challenger)))
+        pipe.sadd(keys.SHADOWS, keys.member(LearnerRef(champion.tenant, challenger)))
         await pipe.execute()
 
     @translated
@@ -63,7 +59,7 @@ class ShadowLinks:
         pipe = self.connection.client.pipeline(transaction=False)
         pipe.hset(keys.learner_key(ref, "meta"), "shadow", self.link_text(link))
         pipe.hset(keys.learner_key(champion, "shadows"), ref.name, STALLED)
-        pipe.srem(keys.SHADOWS, _member(ref))
+        pipe.srem(keys.SHADOWS, keys.member(ref))
         await pipe.execute()
 
     @translated
@@ -76,13 +72,12 @@ class ShadowLinks:
     async def forget(self, champion: LearnerRef, challenger: str) -> None:
         """The challenger is gone: it holds the champion's log no more, nor is it caught up."""
         await self.connection.client.hdel(keys.learner_key(champion, "shadows"), challenger)
-        await self.connection.client.srem(keys.SHADOWS, _member(LearnerRef(champion.tenant, challenger)))
+        await self.connection.client.srem(keys.SHADOWS, keys.member(LearnerRef(champion.tenant, challenger)))
 
     @translated
     async def all(self) -> list[LearnerRef]:
         """Every challenger to catch up."""
-        members = [text(m).split("/", 1) for m in await self.connection.client.smembers(keys.SHADOWS)]
-        return [LearnerRef(tenant, name) for tenant, name in members]
+        return [keys.of_member(text(m)) for m in await self.connection.client.smembers(keys.SHADOWS)]
 
     @translated
     async def lock(self, ref: LearnerRef, token: str, ttl_ms: int) -> bool:

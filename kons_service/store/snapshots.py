@@ -7,6 +7,7 @@ log after the oldest, are what a past version is rebuilt from."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -64,7 +65,7 @@ class Snapshots:
                 keep.max_age_ms, keep.allowance, log_bytes]
         reply = await self.connection.run("commit_snapshot", ref, ("meta", "snap", "log", "kept", "shadows"),
                                           args)
-        return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])])
+        return await self._settle(ref, token, n_chunks, _PUBLISH_CODES[int(reply[0])], keep)
 
     @translated
     async def replace_state(self, ref: LearnerRef, config: str, head: Head, blob: bytes,
@@ -104,8 +105,8 @@ class Snapshots:
         parts = ("meta", "snap", "log", "kept", "shadows", "configs")
         reply = await self.connection.run("rollback", ref, parts, args)
         status = _ROLLBACK_CODES[int(reply[0])]
-        if status is not RollbackStatus.APPLIED:
-            await self._settle(ref, chunks, n_chunks, Publication.STALE)
+        published = Publication.PUBLISHED if status is RollbackStatus.APPLIED else Publication.STALE
+        await self._settle(ref, chunks, n_chunks, published, keep)
         if status is RollbackStatus.NOT_KEPT:
             return RollbackOutcome(status, int(reply[2]), int(reply[1]))
         return RollbackOutcome(status, int(reply[1]) if status is RollbackStatus.APPLIED else 0)
@@ -124,7 +125,7 @@ class Snapshots:
             "promote", ref, ("meta", "snap", "log", "kept", "shadows", "lease", "configs"), args)
         outcome = {1: Publication.PUBLISHED, -1: Publication.GONE, -2: Publication.STALE,
                    -3: Publication.STALE, -4: Publication.INCOMPLETE}[int(reply[0])]
-        return await self._settle(ref, chunks, n_chunks, outcome)
+        return await self._settle(ref, chunks, n_chunks, outcome, keep)
 
     @translated
     async def configs(self, ref: LearnerRef) -> dict[int, str]:
@@ -153,6 +154,25 @@ class Snapshots:
         return blob if len(blob) == base.nbytes else None
 
     @translated
+    async def due_for_retention(self, count: int) -> list[LearnerRef]:
+        """Up to ``count`` learners whose oldest kept base may have aged out by now."""
+        found = await self.connection.client.zrangebyscore(keys.RETAIN, "-inf", _now_ms(), start=0, num=count)
+        return [keys.of_member(text(m)) for m in found]
+
+    @translated
+    async def retain(self, ref: LearnerRef, keep: KeepPolicy) -> int | None:
+        """Apply ``keep`` to the learner's kept bases as they are (``retain.lua``) and list it for its next
+        sweep, when its oldest base next ages out (none if only its newest is left, until it publishes
+        another); the older bases' cost in bytes, None if there is no such learner."""
+        reply = await self.connection.run("retain", ref, ("meta", "snap", "log", "kept", "shadows"),
+                                          [keep.count, keep.max_age_ms, keep.allowance])
+        if int(reply[0]) == 1 and int(reply[2]) > 0:
+            await self.connection.client.zadd(keys.RETAIN, {keys.member(ref): int(reply[2])})
+        else:
+            await self.connection.client.zrem(keys.RETAIN, keys.member(ref))
+        return int(reply[1]) if int(reply[0]) == 1 else (0 if int(reply[0]) == 0 else None)
+
+    @translated
     async def kept_range(self, ref: LearnerRef) -> tuple[int, int] | None:
         """The learner's oldest restorable version and its version; None if there is no such learner."""
         keep_from, snap, version = await self.connection.client.hmget(
@@ -172,8 +192,12 @@ class Snapshots:
             n += 1
         return token, n
 
-    async def _settle(self, ref: LearnerRef, token: str, n_chunks: int, outcome: Publication) -> Publication:
-        """Drop the chunks of a state that was not published."""
+    async def _settle(self, ref: LearnerRef, token: str, n_chunks: int, outcome: Publication,
+                      keep: KeepPolicy = NEWEST_ONLY) -> Publication:
+        """Drop the chunks of a state that was not published; a learner that published one under a policy
+        that keeps older ones is listed for the retention sweep (:meth:`retain`), unless it is already."""
+        if outcome is Publication.PUBLISHED and keep.count > 1:
+            await self.connection.client.zadd(keys.RETAIN, {keys.member(ref): _now_ms()}, nx=True)
         if outcome is not Publication.PUBLISHED:
             await self.connection.client.hdel(keys.learner_key(ref, "snap"),
                                               *[f"{token}:{i}" for i in range(n_chunks)])
@@ -205,6 +229,10 @@ class Snapshots:
                     return StoredState(text(config), head, blob, text(snap_tip or b""), restored_at)
         raise SnapshotUnstableError(
             f"The snapshot of learner {ref.name!r} kept changing while being read; retry.")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _latest_event(*events: bytes | str | None) -> int:

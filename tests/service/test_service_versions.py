@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
+import redis
 
 import kons
 from kons_service.core import codec
@@ -296,3 +297,35 @@ async def test_bad_forks_are_4xx_and_create_nothing(make_client: AppFactory) -> 
     assert sorted(row["name"] for row in listed) == ["m", "o"]
     assert (await a.get("/v1/learners", headers=rival)).json()["learners"] == []
     assert (await a.get("/v1/learners/o", headers=acme)).json()["version"] == 0
+
+
+async def test_an_idle_learners_older_versions_age_out(make_client: AppFactory, redis_url: str) -> None:
+    """Retention applies to learners that publish nothing more (the periodic sweep), on a real Redis:
+    once KONS_KEEP_VERSIONS_SECONDS have passed, only the newest state is kept, its chunks alone, and the
+    log before it is gone."""
+    client = await make_client(keep_versions_seconds=1.0, keep_versions_sweep_seconds=0.2)
+    r = redis.Redis.from_url(redis_url)
+    stream = _stream(30)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    for start in range(0, 30, 10):
+        await _feed(client, stream[start:start + 10])
+        await _snapshot(client)
+    kept = (await client.get(f"{URL}/versions")).json()
+    assert (kept["oldest"], kept["newest"]) == (0, 30) and kept["kept_bytes"] > 0
+    assert r.zcard("kons:{default/m}:kept") == 4 and r.xlen("kons:{default/m}:log") == 30
+    assert r.zscore("kons:retain", "default/m") is not None
+
+    for _ in range(100):  # idle from here on
+        await asyncio.sleep(0.1)
+        if r.zcard("kons:{default/m}:kept") == 1:
+            break
+    kept = (await client.get(f"{URL}/versions")).json()
+    assert (kept["oldest"], kept["newest"], kept["kept_bytes"]) == (30, 30, 0)
+    assert r.xlen("kons:{default/m}:log") == 0
+    [token] = {field.split(b":")[0] for field in cast(list[bytes], r.hkeys("kons:{default/m}:snap"))}
+    assert r.hget("kons:{default/m}:meta", "snap_token") == token
+    assert r.zscore("kons:retain", "default/m") is None  # (listed again by its next snapshot)
+    assert client.app.state.service.metrics.retention_sweeps._value.get() >= 1
+    assert (await client.post(f"{URL}/rollback", json={"version": 10})).status_code == 409
+    assert await _state(client) == _replayed(stream).to_bytes()
+    r.close()

@@ -15,7 +15,10 @@
 -- ``allowance`` (their share of the tenant's byte budget). The newest base always stays. Drops every chunk
 -- of no kept base (and any a dead writer left), sets meta's keep_from to the oldest base's version, trims
 -- the log before it, but not past what a shadow challenger has yet to learn (``shadows``, when given: its
--- hash of challengers' cursors; a negative one is a stalled challenger's, which keeps nothing). Returns the older bases' cost in bytes.
+-- hash of challengers' cursors; a negative one is a stalled challenger's, which keeps nothing).
+-- retain(meta, snap, log, kept, policy, shadows): the same policy on the kept bases as they are (no new
+-- one: an idle learner's older bases age out too); returns their cost and when (ms) the oldest next ages
+-- out (0: only the newest is left). Returns the older bases' cost in bytes.
 local function chunks_complete(snap, token, n_chunks, n_bytes)
   local prefix = token .. ':'
   local total = 0
@@ -57,9 +60,7 @@ local function parse_base(member)
     time = tonumber(time), log = tonumber(logged), tip = tip, member = member}
 end
 
-local function keep_base(meta, snap, log, kept, base, policy, shadows)
-  base.member = base_text(base)
-  redis.call('ZADD', kept, base.v, base.member)
+local function retain(meta, snap, log, kept, policy, shadows)
   local bases = {}
   for _, member in ipairs(redis.call('ZRANGE', kept, 0, -1)) do
     bases[#bases + 1] = parse_base(member)
@@ -120,5 +121,16 @@ local function keep_base(meta, snap, log, kept, base, policy, shadows)
     end
   end
   redis.call('XTRIM', log, 'MINID', string.format('%d-0', trim + 1))
+  local next_ms = 0
+  if #bases > 1 then
+    next_ms = bases[2].time + policy[2]
+  end
+  return cost, next_ms
+end
+
+local function keep_base(meta, snap, log, kept, base, policy, shadows)
+  base.member = base_text(base)
+  redis.call('ZADD', kept, base.v, base.member)
+  local cost = retain(meta, snap, log, kept, policy, shadows)
   return cost
 end
