@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 __all__ = ["decode_answer", "decode_features", "decode_label", "encode_answer", "encode_features",
-           "encode_label", "pack_float", "to_kons", "unpack_float"]
+           "encode_label", "pack_float", "pack_play", "play_scored", "to_kons", "unpack_float"]
 
 _DENSE, _JSON = b"D", b"J"
 _F64 = struct.Struct("<d")
+_PLAY_SCORED = struct.Struct("<dd?")
 
 
 def to_kons(x: Any) -> Any:
@@ -55,7 +56,26 @@ def pack_float(value: float) -> bytes:
 
 
 def unpack_float(payload: bytes) -> float:
-    return float(_F64.unpack(payload)[0])
+    """A float packed by :func:`pack_float` (or a play packed by :func:`pack_play`)."""
+    return float(_F64.unpack_from(payload)[0])
+
+
+def pack_play(value: float, scored: tuple[float, bool] | None = None) -> bytes:
+    """A round's play as the log keeps it: its float, then, for a classifier that plays class probabilities,
+    ``scored``: the round's log loss and whether it predicted the label (one byte), which its float does
+    not say (what :meth:`.Shadows.compare` scores)."""
+    if scored is None:
+        return _F64.pack(value)
+    return _PLAY_SCORED.pack(value, scored[0], scored[1])
+
+
+def play_scored(payload: bytes) -> tuple[float, bool] | None:
+    """The log loss of a play packed by :func:`pack_play` and whether it predicted its label (None: not
+    recorded)."""
+    if len(payload) != _PLAY_SCORED.size:
+        return None
+    _, loss, correct = _PLAY_SCORED.unpack(payload)
+    return float(loss), bool(correct)
 
 
 def encode_label(y: Any) -> bytes:

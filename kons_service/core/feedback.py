@@ -447,12 +447,16 @@ class FeedbackWriter:
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
                       played: _Played, *, leased: bool) -> AppendOutcome:
         """Compare-and-append the group's played rounds after ``head``, with their errors for the history."""
-        entries = [
-            LogEntry(codec.encode_features(x), codec.encode_label(y), codec.pack_float(p), it.id or "",
-                     played.held)
-            for request, xs, ys, plays in zip(group, played.xs, played.ys, played.plays, strict=True)
-            for x, y, p, it in zip(xs, ys, plays, request.items, strict=True)
-        ]
+        # (a classifier that plays class probabilities logs whether each round predicted its label too)
+        corrects = iter(played.correct)
+        entries = []
+        for request, xs, ys, plays, losses, distributions in zip(
+                group, played.xs, played.ys, played.plays, played.losses, played.distributions, strict=True):
+            for x, y, p, loss, it in zip(xs, ys, plays, losses, request.items, strict=True):
+                correct = next(corrects)
+                scored = None if distributions is None else (loss, bool(correct))
+                entries.append(LogEntry(codec.encode_features(x), codec.encode_label(y),
+                                        codec.pack_play(p, scored), it.id or "", played.held))
         played.entries = entries
         played.logged_bytes = logged_bytes(entries)
         tags = []

@@ -387,7 +387,7 @@ class Shadows:
             async with self.cache.current(ref) as (entry, challenger):
                 learnt, config, challenger_error = entry.version, entry.config, _error_of(challenger)
             comparison = None
-            if champion_error and challenger_error and link.incarnation == head.incarnation:
+            if champion_error == challenger_error and link.incarnation == head.incarnation:
                 comparison = await self._comparison(champion, ref, link, learnt, champion_error,
                                                     challenger_error)
             at = link.start + learnt
@@ -397,6 +397,9 @@ class Shadows:
 
     async def _comparison(self, champion: LearnerRef, ref: LearnerRef, link: ShadowLink, learnt: int,
                           champion_error: _Error, challenger_error: _Error) -> dict[str, Any] | None:
+        """Both learners' errors on the rounds both logs hold, paired; for classifiers that play class
+        probabilities the log loss, and the error rate beside it (``error_rate``: on the rounds whose log
+        says whether each play predicted its label)."""
         first = max(0, learnt - self.settings.shadow_compare_rounds)
         own = {row.version: row for row in await self._rows(ref, first, learnt)}
         theirs = await self._rows(champion, first + link.start, learnt + link.start)
@@ -404,14 +407,28 @@ class Shadows:
                  if row.rollback_to < 0 and row.version - link.start in own]
         if not pairs:
             return None
-        labels = [codec.decode_label(c.entry.y) for c, _ in pairs]
-        champion_losses = np.array([champion_error.of(codec.unpack_float(c.entry.played), y)
-                                    for (c, _), y in zip(pairs, labels, strict=True)])
-        challenger_losses = np.array([challenger_error.of(codec.unpack_float(s.entry.played), y)
-                                      for (_, s), y in zip(pairs, labels, strict=True)])
+        window = self.settings.shadow_window_rounds
         versions = [c.version for c, _ in pairs]
-        return _paired(champion_error.name, versions, champion_losses, challenger_losses,
-                       self.settings.shadow_window_rounds)
+        if champion_error.name == "log_loss":  # (scored as logged: rounds logged before were not)
+            scored = [(c.version, codec.play_scored(c.entry.played), codec.play_scored(s.entry.played))
+                      for c, s in pairs]
+            known = [(v, a, b) for v, a, b in scored if a is not None and b is not None]
+            if not known:
+                return None
+            versions = [v for v, _, _ in known]
+            comparison = _paired("log_loss", versions, np.array([a[0] for _, a, _ in known]),
+                                 np.array([b[0] for _, _, b in known]), window)
+            comparison["error_rate"] = _paired(
+                "error_rate", versions, np.array([float(not a[1]) for _, a, _ in known]),
+                np.array([float(not b[1]) for _, _, b in known]), window)
+            return comparison
+        labels = [codec.decode_label(c.entry.y) for c, _ in pairs]
+        champion_losses = np.array([champion_error.of(c.entry.played, y) for (c, _), y in zip(pairs, labels,
+                                                                                              strict=True)])
+        challenger_losses = np.array([challenger_error.of(s.entry.played, y)
+                                      for (_, s), y in zip(pairs, labels, strict=True)])
+        comparison = _paired(champion_error.name, versions, champion_losses, challenger_losses, window)
+        return comparison
 
     async def _rows(self, ref: LearnerRef, after: int, until: int) -> list[LoggedRound]:
         rows: list[LoggedRound] = []
@@ -456,21 +473,24 @@ class _Recent:
 @dataclass(frozen=True, slots=True)
 class _Error:
     """A per-round error both learners' plays can be scored by: ``squared_error`` for numbers,
-    ``error_rate`` (a wrong sign) for a binary learner's ±1 labels."""
+    ``error_rate`` (a wrong sign) for a binary learner's ±1 labels, ``log_loss`` (and the error rate
+    beside it) for a classifier that plays class probabilities."""
 
     name: str
 
-    def of(self, played: float, y: Any) -> float:
+    def of(self, played: bytes, y: Any) -> float:
+        """The error of a round played ``played`` (as logged) at ``y`` (not for ``log_loss``: the log
+        holds those rounds' scores, :func:`.codec.play_scored`)."""
+        value = codec.unpack_float(played)
         if self.name == "squared_error":
-            return (played - float(y)) ** 2
-        return float(played * (1.0 if float(y) > 0 else -1.0) <= 0)
+            return (value - float(y)) ** 2
+        return float(value * (1.0 if float(y) > 0 else -1.0) <= 0)
 
 
-def _error_of(learner: Any) -> _Error | None:
-    """How the plays of ``learner`` are scored; None for a classifier that plays class probabilities
-    (its plays are not comparable round by round with another learner's: not compared)."""
+def _error_of(learner: Any) -> _Error:
+    """How the plays of ``learner`` are scored (two learners are compared if they are scored alike)."""
     if classifier(learner):
-        return None
+        return _Error("log_loss")
     return _Error("error_rate" if get_loss(learner.loss).binary else "squared_error")
 
 

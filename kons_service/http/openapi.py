@@ -55,6 +55,14 @@ _COMPARISON = {"metric": "squared_error", "rounds": 4000, "champion": 0.49, "cha
                "mean_difference": 0.16, "t": 9.7, "p_value": 4.6e-22, "challenger_wins": 2410,
                "champion_wins": 1590, "sign_p_value": 1.2e-38, "verdict": "challenger_better",
                "windows": [_WINDOW]}
+_CLASSIFIER_ERRORS = {"rounds": 4000, "champion": 0.21, "challenger": 0.17, "mean_difference": 0.04,
+                      "t": 3.9, "p_value": 1.0e-4, "challenger_wins": 520, "champion_wins": 360,
+                      "sign_p_value": 8.1e-8, "verdict": "challenger_better",
+                      "windows": [{**_WINDOW, "champion": 0.22, "challenger": 0.16}]}
+_CLASSIFIER_COMPARISON = {**_CLASSIFIER_ERRORS, "metric": "log_loss", "champion": 0.48, "challenger": 0.41,
+                          "mean_difference": 0.07,
+                          "windows": [{**_WINDOW, "champion": 0.5, "challenger": 0.4}],
+                          "error_rate": {**_CLASSIFIER_ERRORS, "metric": "error_rate"}}
 _CHALLENGER = {"name": "c", "config": {"algorithm": "ons", "dim": 3, "params": {"loss": "squared"},
                                         "shadow": "m"},
                "start": 1000, "learnt": 5000, "behind": 0, "status": "following", "comparison": _COMPARISON}
@@ -108,7 +116,8 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
     "PromotedAnswer": [{"version": 5001, "promoted": "c",
                         "config": {"algorithm": "ons", "dim": 3, "params": {"loss": "squared"}}}],
     "ErrorWindow": [_WINDOW],
-    "Comparison": [_COMPARISON],
+    "Comparison": [_COMPARISON, _CLASSIFIER_COMPARISON],
+    "PairedErrors": [_COMPARISON, {**_CLASSIFIER_ERRORS, "metric": "error_rate"}],
     "Challenger": [_CHALLENGER],
     "Challengers": [{"champion": "m", "version": 5000, "challengers": [_CHALLENGER]}],
     "ForkSource": [{"from": "m", "version": 30}, {"from": "m"}],

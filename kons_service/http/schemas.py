@@ -328,13 +328,14 @@ class ErrorWindow(BaseModel):
     challenger: float
 
 
-class Comparison(BaseModel):
-    """How a challenger compares with its champion over the newest rounds both learnt
-    (``KONS_SHADOW_COMPARE_ROUNDS``): the mean error per window and over all, and two paired tests of the
-    champion's minus the challenger's error per round (a t test and a sign test)."""
+class PairedErrors(BaseModel):
+    """Both learners' errors over the newest rounds both learnt (``KONS_SHADOW_COMPARE_ROUNDS``): the mean
+    error per window and over all, and two paired tests of the champion's minus the challenger's error per
+    round (a t test and a sign test)."""
 
-    metric: Literal["squared_error", "error_rate"] = Field(
-        description="squared_error for numbers, error_rate (a wrong sign) for a binary learner's labels.")
+    metric: Literal["squared_error", "error_rate", "log_loss"] = Field(
+        description="squared_error for numbers, error_rate (a wrong sign) for a binary learner's labels, "
+        "log_loss for a classifier that plays class probabilities.")
     rounds: int
     champion: float
     challenger: float
@@ -349,6 +350,14 @@ class Comparison(BaseModel):
     windows: list[ErrorWindow]
 
 
+class Comparison(PairedErrors):
+    """How a challenger compares with its champion (:class:`PairedErrors` of its metric)."""
+
+    error_rate: PairedErrors | None = Field(None, description=(
+        "For classifiers that play class probabilities: the error rate (a play that did not predict the "
+        "label) beside the log loss, with the same tests, on the rounds whose log records it."))
+
+
 class Challenger(BaseModel):
     name: str
     config: dict[str, Any]
@@ -357,8 +366,8 @@ class Challenger(BaseModel):
     behind: int = Field(description="The champion's rounds it has yet to learn.")
     status: str = Field(description="following, or why it stopped following.")
     comparison: Comparison | None = Field(description=(
-        "Null when the two cannot be compared round by round (a classifier playing class probabilities, "
-        "or no round learnt by both yet)."))
+        "Null when the two cannot be compared round by round (learners scored differently, or no round "
+        "learnt by both yet)."))
 
 
 class Challengers(BaseModel):

@@ -184,6 +184,39 @@ async def test_a_challenger_too_far_behind_is_stalled_and_holds_its_champions_lo
     r.close()
 
 
+async def test_classifiers_that_play_class_probabilities_are_compared_by_log_loss_and_error_rate(
+        make_client: AppFactory) -> None:
+    client = await make_client()
+    spec: dict[str, Any] = {"algorithm": "auto", "dim": 3, "params": {"task": "classification"}}
+    assert (await client.put(URL, json=spec)).status_code == 201
+    shadow = {**spec, "params": {"task": "classification", "seed": 1}, "shadow": "m"}
+    assert (await client.put("/v1/learners/c", json=shadow)).status_code == 201
+    rng = np.random.default_rng(11)
+    xs = rng.normal(size=(60, 3))
+    labels = ["abc"[int(x[0] > 0.3) + int(x[0] > -0.3)] for x in xs]
+    for x, label in zip(xs, labels, strict=True):
+        answer = await client.post(f"{URL}/feedback", json={"x": x.tolist(), "y": label})
+        assert answer.status_code == 200, answer.text
+    [report] = (await _caught_up(client, 60))["challengers"]
+
+    expected = {}
+    for name, seed in (("champion", 0), ("challenger", 1)):
+        learner = kons.Auto(task="classification", seed=seed, dim=3)
+        rounds = [learner.learn_round(x, label) for x, label in zip(xs, labels, strict=True)]
+        expected[name] = ([r.loss for r in rounds], [float(not r.correct) for r in rounds])
+    comparison = report["comparison"]
+    assert comparison["metric"] == "log_loss" and comparison["rounds"] == 60
+    assert comparison["champion"] == pytest.approx(np.mean(expected["champion"][0]), rel=1e-9)
+    assert comparison["challenger"] == pytest.approx(np.mean(expected["challenger"][0]), rel=1e-9)
+    errors = comparison["error_rate"]
+    assert errors["metric"] == "error_rate" and errors["rounds"] == 60
+    assert errors["champion"] == pytest.approx(np.mean(expected["champion"][1]))
+    assert errors["challenger"] == pytest.approx(np.mean(expected["challenger"][1]))
+    assert [w["rounds"] for w in errors["windows"]] == [60]
+    difference = np.array(expected["champion"][1]) - np.array(expected["challenger"][1])
+    assert errors["challenger_wins"] == int((difference > 0).sum())
+
+
 async def test_bad_challengers_are_4xx_and_change_nothing(make_client: AppFactory) -> None:
     a = await make_client(api_keys="acme:k1,rival:k2")
     acme, rival = {"Authorization": "Bearer k1"}, {"Authorization": "Bearer k2"}
