@@ -203,7 +203,7 @@ async def test_classifiers_that_play_class_probabilities_are_compared_by_log_los
     for name, seed in (("champion", 0), ("challenger", 1)):
         learner = kons.Auto(task="classification", seed=seed, dim=3)
         rounds = [learner.learn_round(x, label) for x, label in zip(xs, labels, strict=True)]
-        expected[name] = ([r.loss for r in rounds], [float(not r.correct) for r in rounds])
+        expected[name] = ([cast(float, r.loss) for r in rounds], [float(not r.correct) for r in rounds])
     comparison = report["comparison"]
     assert comparison["metric"] == "log_loss" and comparison["rounds"] == 60
     assert comparison["champion"] == pytest.approx(np.mean(expected["champion"][0]), rel=1e-9)
