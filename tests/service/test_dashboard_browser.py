@@ -299,6 +299,7 @@ def test_a_rollback_is_marked_and_the_challengers_are_shown_beside_the_curves(se
                     break
                 time.sleep(0.1)
             assert compared["behind"] == 0 and compared["comparison"] is not None
+            kept = http.get(f"/v1/learners/{champion}/versions").json()
             dom = Elements(chromium(f"{service.url}/dashboard?window=all#key={KEY}", tmp_path, "--dump-dom"))
         finally:
             http.delete(f"/v1/learners/{challenger}")
@@ -315,3 +316,12 @@ def test_a_rollback_is_marked_and_the_challengers_are_shown_beside_the_curves(se
     drawn = dom.of(champion, "polyline", data_series="challenger")
     last_window = compared["comparison"]["windows"][-1]
     assert [float(line["data-last"]) for line in drawn] == [last_window["challenger"]]
+    # its kept versions, newest first: the rollback's state and the learner as created
+    listed = [int(row["data-version"]) for row in dom.of(champion, "tr") if "data-version" in row]
+    bases = [v for v in kept["versions"] if v["base"]]
+    assert listed == [v["version"] for v in reversed(bases)] == [int(version), 0]
+    # with the rounds and error of its history at the rollback's state (the nearest earlier point)
+    at = [v for v in kept["versions"] if v["rounds"] is not None and v["version"] <= int(version)][-1]
+    values = [cell.get("data-value") for cell in dom.of(champion, "td") if "data-value" in cell
+              and "data-stat" not in cell]
+    assert values[:2] == [str(at["rounds"]), repr(at["error"])]
