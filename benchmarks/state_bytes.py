@@ -85,15 +85,19 @@ def child(case: str, rows: int, saves: int) -> dict[str, Any]:
 
 
 def _run_child(tree: Path, case: str, rows: int, saves: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "OPENBLAS_NUM_THREADS": "1"}
-    code = (f"import json, runpy; m = runpy.run_path({str(Path(__file__).resolve())!r}); "
-            f"print(json.dumps(m['child']({case!r}, {rows}, {saves})))")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                         cwd=tree)
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    if not result["kons"].startswith(str(tree.resolve())):
-        raise RuntimeError(f"the child imported {result['kons']}, not the kons of {tree}")
-    return result
+    """:func:`child` in a fresh process importing the ``kons`` of ``tree``, with one BLAS thread."""
+    from benchmarks.common import blas_env
+
+    this = str(Path(__file__).resolve())
+    code = ("import json, runpy, sys; "
+            f"print(json.dumps(runpy.run_path({this!r})['child'](*json.loads(sys.argv[1]))))")
+    env = {**os.environ, **blas_env(1), "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, "-c", code, json.dumps([case, rows, saves])], cwd=tree, env=env,
+                          check=True, capture_output=True, text=True)
+    measured: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    if Path(measured["kons"]).parents[1] != tree:
+        raise RuntimeError(f"the child imported {measured['kons']}, not the kons of {tree}")
+    return measured
 
 
 def _commit_of(tree: Path) -> str:
