@@ -47,7 +47,13 @@ from kons.auto.restarts import Probation, RecentRounds
 from kons.auto.slots import generation_slots, in_layout, member_slots, saved_order
 from kons.base import Learner, arrays_nbytes
 from kons.errors import StateFormatError
-from kons.kernel.nystrom_kons import NystromKONS, share_dictionaries
+from kons.kernel.nystrom_kons import (
+    NystromKONS,
+    dictionaries_restored,
+    dictionaries_saved_apart,
+    repeated_dictionary_nbytes,
+    share_dictionaries,
+)
 from kons.linear.ons import ONS
 from kons.preprocessing import (
     STEP,
@@ -91,6 +97,8 @@ Member = tuple[str, str, float, float]
 #: The form of the row the linear model of a generation takes: the standardised view with the intercept.
 _RECENT_FORM = RecentExpert.form
 _KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
+#: The prefix of the arrays of the Nystrom learners' dictionaries in a saved grid (each saved once).
+_DICTIONARY_PREFIX = "dictionary_"
 
 
 def _binary_target(index: float) -> float:
@@ -703,12 +711,17 @@ class Grid:
         return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays()}
 
     def nbytes(self) -> int:
-        return sum(expert.nbytes() for _, expert in self.alive()) + arrays_nbytes(self.own_arrays())
+        """The bytes of the saved arrays: the experts' and the grid's own, each dictionary once (see
+        :meth:`arrays`)."""
+        return (sum(expert.nbytes() for _, expert in self.alive()) + arrays_nbytes(self.own_arrays())
+                - repeated_dictionary_nbytes(self._nested_learners()))
 
     def growth_nbytes(self, rounds: int) -> int:
         """The experts' growth, each young slot's counted as if a fresh copy replaced it and grew (a
         generation's linear model has a fixed size: counted where a generation has none yet)."""
         grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
+        if not self.held:  # a member that keeps a row out of a shared dictionary takes its own copy
+            grown += repeated_dictionary_nbytes(self._nested_learners(), growing=True)
         grown += sum(expert.growth_nbytes(rounds) for experts in self.experts
                      for expert in experts or [])  # nothing while held
         # held, restarts only replace generations, by copies no larger (see _restart): only a generation
@@ -725,10 +738,19 @@ class Grid:
             grown += sum(max(largest, _full_nbytes(base, rounds)) - base.state_nbytes() for base in bases)
         return grown
 
+    def _nested_learners(self) -> dict[str, Learner]:
+        """The learners of the members and of the generations' copies, by their slots' names."""
+        return {self.layout[slot]: expert.base for slot, expert in self.alive()
+                if type(expert) is LearnerExpert}
+
     def arrays(self) -> dict[str, np.ndarray]:
-        arrays = {name: array for slot, expert in self.alive()
-                  for name, array in expert.arrays(self.layout[slot]).items()}
-        return saved_order({**arrays, **self.own_arrays()})
+        """The experts' arrays, each distinct dictionary of the Nystrom learners saved once, as
+        ``dictionary_<slot>_<array>`` (``slot`` the first expert's that uses it), which the learners'
+        blobs name (:func:`~kons.kernel.nystrom_kons.dictionaries_saved_apart`), and the grid's own."""
+        with dictionaries_saved_apart(self._nested_learners(), _DICTIONARY_PREFIX) as dictionaries:
+            arrays = {name: array for slot, expert in self.alive()
+                      for name, array in expert.arrays(self.layout[slot]).items()}
+        return saved_order({**arrays, **dictionaries, **self.own_arrays()})
 
     def scalars(self) -> dict[str, Any]:
         extra = {kind.slots[0]: scalars for kind, experts in zip(self.kinds, self.experts, strict=True)
@@ -757,12 +779,13 @@ class Grid:
                                 or not all(0 <= i < len(GRID) for i in generation[1:]))
                 for generation in young):
             raise StateFormatError("the restarted bases do not match the grid.")
-        self.members = self._restored_members(arrays)
-        self.young = [_Generation(generation[0], generation[1:],
-                                  [self._restored(arrays[f"young{g}_{j}"], GRID[i])
-                                   for j, i in enumerate(generation[1:])],
-                                  self._restored_recent(arrays, g))
-                      if generation else None for g, generation in enumerate(young)]
+        with dictionaries_restored(arrays):  # the dictionaries saved once (none before they were)
+            self.members = self._restored_members(arrays)
+            self.young = [_Generation(generation[0], generation[1:],
+                                      [self._restored(arrays[f"young{g}_{j}"], GRID[i])
+                                       for j, i in enumerate(generation[1:])],
+                                      self._restored_recent(arrays, g))
+                          if generation else None for g, generation in enumerate(young)]
         if not self.mixture.switching.restore(in_layout(arrays, self.layout)):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])

@@ -13,7 +13,9 @@ then adds :math:`(t, 1/p_t)` with probability :math:`p_t = \min(\beta \tau_t, 1)
 a packed Cholesky factor, and :math:`r_t = (\sqrt{\eta}\dot g_t)^2 (k_{tt} - u^\top u)` with
 :math:`u = L^{-1} Q k_{I,t}`.
 
-This is a sampler, not a learner: :class:`~kons.SketchedKONS` owns one and drives it.
+This is a sampler, not a learner: :class:`~kons.SketchedKONS` owns one and drives it. A learner whose
+dictionary is full (:class:`~kons.NystromKONS` at its bound) asks it nothing more and keeps only its points:
+a *retired* sampler, without the weights and factor that only its proposals use.
 """
 
 from __future__ import annotations
@@ -68,7 +70,13 @@ class KORS:
     @property
     def size(self) -> int:
         """Number of points in the dictionary :math:`\\mathcal I`."""
-        return self._chol.size
+        return self._points.n
+
+    @property
+    def retired(self) -> bool:
+        """Whether the sampler kept only its points (:meth:`restore` of a full dictionary's arrays): it
+        proposes nothing more."""
+        return self._chol.size != self._points.n
 
     @property
     def points(self) -> GrowableRows:
@@ -94,12 +102,19 @@ class KORS:
         self._chol.append(q * u, diagonal)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"kors_points": self._points.view, "kors_sq_norms": self._points.sq_norms.view,
-                "kors_weights": self._weights.view,
-                "kors_chol": self._chol.packed}
+        """The points and their squared norms, and (not retired) the weights and the factor."""
+        points = {"kors_points": self._points.view, "kors_sq_norms": self._points.sq_norms.view}
+        if self.retired:
+            return points
+        return {**points, "kors_weights": self._weights.view, "kors_chol": self._chol.packed}
 
-    def restore(self, arrays: dict[str, np.ndarray], dim: int) -> None:
+    def restore(self, arrays: dict[str, np.ndarray], dim: int, *, retired: bool = False) -> None:
+        """The sampler saved as ``arrays``; ``retired``: its points only (any weights and factor saved are
+        left out), for a dictionary that is full."""
         self._points = GrowableRows(dim, arrays["kors_points"], arrays["kors_sq_norms"])
+        if retired:
+            self._weights, self._chol = GrowableVector(), PackedCholesky()
+            return
         self._weights = GrowableVector(arrays["kors_weights"])
         self._chol = PackedCholesky(arrays["kors_chol"])
         if not (self._points.n == len(self._weights.view) == self._chol.size):

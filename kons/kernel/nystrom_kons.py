@@ -8,7 +8,10 @@ O(j d + j^2) for a dictionary of ``j`` points, whatever the number of rounds. Se
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,19 +19,29 @@ import numpy as np
 from kons._multinomial import newton_outputs, widened
 from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
-from kons.base import Learner
+from kons.base import Learner, arrays_nbytes
 from kons.errors import NumericalError
 from kons.kernel._newton import KernelNewton
 from kons.kernel.kors import KORS, KORSProposal
 from kons.kernel.sketched_kons import SketchedKONS
 from kons.kernels import RBF, Kernel
 
-__all__ = ["NystromKONS", "share_dictionaries"]
+__all__ = ["NystromKONS", "dictionaries_restored", "dictionaries_saved_apart", "repeated_dictionary_nbytes",
+           "share_dictionaries"]
 
 #: A point joins the embedding only if its squared distance to the dictionary's span, relative to
 #: k(x, x), exceeds this: the new coordinate divides by that distance, so a near-duplicate member would
 #: amplify rounding by up to 1 / sqrt(ratio) (1e4 here) in every later round.
 MIN_RELATIVE_RESIDUAL = 1e-8
+#: The arrays of a dictionary: KORS's and ``L``.
+_DICTIONARY_ARRAYS = ("kors_points", "kors_sq_norms", "kors_weights", "kors_chol", "factor")
+#: The arrays of KORS that only its proposals use: a full dictionary's state leaves them out.
+_PROPOSALS_ONLY = ("kors_weights", "kors_chol")
+#: While a composite saves its learners (:func:`dictionaries_saved_apart`): the prefix of each learner's
+#: dictionary's arrays in the composite's state, by the learner's id; while it restores them
+#: (:func:`dictionaries_restored`): the composite's arrays.
+_SAVING: ContextVar[Mapping[int, str]] = ContextVar("_SAVING", default=MappingProxyType({}))
+_RESTORING: ContextVar[Mapping[str, np.ndarray]] = ContextVar("_RESTORING", default=MappingProxyType({}))
 
 
 class _SharedRound:
@@ -134,7 +147,9 @@ class NystromKONS(Learner):
         KORS oversampling and accuracy, as in :class:`~kons.SketchedKONS`.
     max_dictionary : int, default 500
         Hard bound on ``j``. The state takes about :math:`8(1.5 j^2 + j(d + 3))` bytes (two triangular
-        factors, KORS's and :math:`L`, and :math:`A^{-1}`, each packed, plus the points). 500 trades a
+        factors, KORS's and :math:`L`, and :math:`A^{-1}`, each packed, plus the points); once the
+        dictionary is full, about :math:`8(j^2 + j(d + 3))` (KORS's factor and weights, which only its
+        proposals use, are no longer saved, nor kept by a learner loaded from such a state). 500 trades a
         little error for memory against the smaller and larger bounds measured (``docs/kons-math.md``,
         Nystrom-KONS); an operator short of memory can take 256.
     seed : int, default 0
@@ -365,20 +380,29 @@ class NystromKONS(Learner):
                 "dictionary_full": size >= self.max_dictionary}
 
     def _dictionary_arrays(self) -> dict[str, np.ndarray]:
-        """KORS's arrays and ``L`` of the embedding's dictionary (the first members of a shared one)."""
+        """KORS's arrays and ``L`` of the embedding's dictionary (the first members of a shared one); a full
+        dictionary's without KORS's weights and factor, which only its proposals use."""
         size = self._size
         triangle = size * (size + 1) // 2
         arrays = {**self._kors.arrays(), "factor": self._factor.packed}
+        full = size >= self.max_dictionary
         return {name: array[:triangle] if name in ("kors_chol", "factor") else array[:size]
-                for name, array in arrays.items()}
+                for name, array in arrays.items() if not (full and name in _PROPOSALS_ONLY)}
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        return {**self._dictionary_arrays(), "inverse": self._inverse.packed, "weights": self._weights}
+        newton = {"inverse": self._inverse.packed, "weights": self._weights}
+        if id(self) in _SAVING.get():  # the composite saves the dictionary
+            return newton
+        return {**self._dictionary_arrays(), **newton}
+
+    def _scalars(self) -> dict[str, Any]:
+        prefix = _SAVING.get().get(id(self))
+        return {} if prefix is None else {"dictionary": prefix}
 
     def _own_dictionary(self, arrays: dict[str, np.ndarray]) -> None:
-        """A private dictionary restored from ``arrays``."""
+        """A private dictionary restored from ``arrays`` (a full one's KORS retired: it proposes nothing)."""
         self._kors = self._new_kors()
-        self._kors.restore(arrays, self._dim)
+        self._kors.restore(arrays, self._dim, retired=len(arrays["kors_points"]) >= self.max_dictionary)
         self._factor = PackedCholesky(arrays["factor"])
         self._shared = None
 
@@ -398,6 +422,12 @@ class NystromKONS(Learner):
         self._own_dictionary(self._dictionary_arrays())
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        if "dictionary" in scalars:  # saved apart by the composite that held this learner
+            prefix, saved = str(scalars["dictionary"]), _RESTORING.get()
+            if f"{prefix}kors_points" not in saved:
+                raise ValueError("the learner's dictionary is not in the state of the composite restoring it")
+            arrays = {**{name: saved[prefix + name] for name in _DICTIONARY_ARRAYS if prefix + name in saved},
+                      **arrays}
         self._own_dictionary(arrays)
         self._inverse = PackedSymmetric(arrays["inverse"])
         self._weights = np.asarray(arrays["weights"], dtype=np.float64)
@@ -438,3 +468,55 @@ def share_dictionaries(learners: Sequence[NystromKONS]) -> None:
         if owner._shared is None:
             owner._shared = _SharedRound()
         learner._kors, learner._factor, learner._shared = owner._kors, owner._factor, owner._shared
+
+
+def _by_dictionary(learners: Mapping[str, Learner]) -> list[list[tuple[str, NystromKONS]]]:
+    """The Nystrom learners of ``learners`` that have a model, grouped by the dictionary they use (the same
+    shared object, the same size used of it: the same arrays), each group and the groups in their order."""
+    groups: dict[tuple[int, int], list[tuple[str, NystromKONS]]] = {}
+    for name, learner in learners.items():
+        if isinstance(learner, NystromKONS) and learner._has_model:
+            groups.setdefault((id(learner._kors), learner._size), []).append((name, learner))
+    return list(groups.values())
+
+
+@contextmanager
+def dictionaries_saved_apart(learners: Mapping[str, Learner], prefix: str) -> Iterator[dict[str, np.ndarray]]:
+    """Save each distinct dictionary of a composite's Nystrom learners (``learners``, by name) once.
+
+    Yields the arrays the composite saves: a dictionary's as ``<prefix><name>_<array>``, ``name`` the first
+    learner's that uses it. A learner's blob saved inside the context holds its Newton state and the
+    prefix of its dictionary's arrays instead of a copy of them; :func:`dictionaries_restored` loads it.
+    """
+    prefixes: dict[int, str] = {}
+    arrays: dict[str, np.ndarray] = {}
+    for group in _by_dictionary(learners):
+        first, learner = group[0]
+        saved_as = f"{prefix}{first}_"
+        arrays |= {saved_as + name: array for name, array in learner._dictionary_arrays().items()}
+        prefixes |= {id(sharer): saved_as for _, sharer in group}
+    token = _SAVING.set(MappingProxyType(prefixes))
+    try:
+        yield arrays
+    finally:
+        _SAVING.reset(token)
+
+
+def repeated_dictionary_nbytes(learners: Mapping[str, Learner], *, growing: bool = False) -> int:
+    """The bytes of the dictionaries that several of ``learners`` use, once per learner but the first: what
+    :func:`dictionaries_saved_apart` saves once instead. ``growing``: of the dictionaries not yet full only
+    (a sharer that keeps a row out of one, its coin or its failed round, takes its own copy again)."""
+    return sum((len(group) - 1) * arrays_nbytes(group[0][1]._dictionary_arrays())
+               for group in _by_dictionary(learners)
+               if not growing or group[0][1]._size < group[0][1].max_dictionary)
+
+
+@contextmanager
+def dictionaries_restored(arrays: Mapping[str, np.ndarray]) -> Iterator[None]:
+    """Learners restored inside the context whose dictionaries were saved apart
+    (:func:`dictionaries_saved_apart`) take them from ``arrays``, the state of their composite."""
+    token = _RESTORING.set(arrays)
+    try:
+        yield
+    finally:
+        _RESTORING.reset(token)

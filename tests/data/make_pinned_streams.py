@@ -36,6 +36,13 @@ classification cases' plays and predictions, every ``auto`` case's checksum (thr
 kept rounds in the state; every regression play and prediction the same), after ``drift_stationary.md``
 showed no loss on stationary data; only the ``auto`` cases' keys were taken from the rerun (this machine
 computes some other cases' streams differently in their last bits, which the file keeps as recorded).
+The final-state checksums of the ``auto`` cases and of ``nystrom_kons`` once more when a saved grid began
+to hold each distinct Nystrom dictionary once and a full dictionary's state to leave out KORS's weights and
+factor (every play and prediction of every case the same, bit for bit against main e12d011 on the machine
+that re-recorded them; only those five keys changed): ``nystrom_kons``'s is the original machine's
+arithmetic (that machine, fingerprint 74a754614c7087c4, computed the old checksum exactly), the ``auto``
+cases' are that machine's (its plays of them are within the rounding of the recording's); the same five
+checksums of ``machines/e208e84f8d4fc53f.npz`` can only be re-recorded on a machine of that fingerprint.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.

@@ -89,12 +89,13 @@ def test_state_nbytes_is_the_blob_but_its_headers(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["auto:classification", "auto:regression", "kons", "preprocessed:kons"])
-def test_state_nbytes_is_within_one_percent_of_the_blob_for_large_states(kind: str) -> None:
+def test_state_nbytes_is_within_two_percent_of_the_blob_for_large_states(kind: str) -> None:
     learner = _build(kind)
     X, y = _stream(learner)
     learner.learn_many(X, y)  # 400 rounds: the Nystrom bases of auto hold about 100 points each
     assert learner.state_nbytes() > 300_000
-    assert abs(len(learner.to_bytes()) - learner.state_nbytes()) <= 0.01 * len(learner.to_bytes())
+    # the headers: about 1% of auto's state, whose dictionaries are saved once each
+    assert abs(len(learner.to_bytes()) - learner.state_nbytes()) <= 0.02 * len(learner.to_bytes())
 
 
 @pytest.mark.parametrize("kind", KINDS)

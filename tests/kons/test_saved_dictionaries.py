@@ -1,0 +1,159 @@
+"""A saved ``auto`` holds each distinct Nystrom dictionary once, and a full one without KORS's weights and
+factor (which only its proposals use): a restored learner plays bit for bit as the one that never saved,
+and states saved before (each member's copy, KORS's factor kept) load and continue identically."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import numpy as np
+import pytest
+
+import kons
+import kons._state
+import kons.auto.grid
+from kons import NystromKONS
+from kons.errors import StateFormatError
+
+#: A dictionary bound small enough for the members' dictionaries to fill within the test's rows.
+BOUND = 40
+ROWS, CHANGE, CONTINUATION = 360, 200, 60
+
+
+def _stream(task: str) -> tuple[np.ndarray, list[Any]]:
+    """Rows of 5 features whose target changes at row :data:`CHANGE` (a generation of restarted copies
+    starts, with dictionaries of their own)."""
+    rng = np.random.default_rng(11)
+    n = ROWS + CONTINUATION
+    X = rng.normal(size=(n, 5)) * [1.0, 20.0, 0.5, 1.0, 3.0]
+    y = np.sin(X[:, 0]) + 0.05 * X[:, 1] + X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=n)
+    y[CHANGE:] *= -1.0
+    if task == "regression":
+        return X, list(y)
+    return X, [f"class {i}" for i in np.digitize(y, [-0.5, 0.5])]
+
+
+def _mature(task: str, monkeypatch: pytest.MonkeyPatch) -> tuple[kons.Auto, np.ndarray, list[Any]]:
+    monkeypatch.setattr(kons.auto.grid, "MAX_DICTIONARY", BOUND)
+    X, y = _stream(task)
+    learner = kons.Auto(task=task, seed=0)
+    learner.learn_many(X[:ROWS], y[:ROWS])
+    grid = learner._grid
+    assert grid is not None and learner.stats()["changes"] >= 1
+    assert all(base.stats()["dictionary_full"] for base in grid.bases if isinstance(base, NystromKONS))
+    assert any(generation is not None for generation in grid.young)
+    return learner, X[ROWS:], y[ROWS:]
+
+
+def _continued(learner: kons.Auto, X: np.ndarray, y: list[Any]) -> tuple[list[Any], bytes]:
+    """The plays (a prediction, then the round's play) of ``learner`` on the rows, and its final state."""
+    plays: list[Any] = []
+    for x, target in zip(X, y, strict=True):
+        plays += [learner.predict_one(x), learner.learn_one(x, target)]
+    return plays, learner.to_bytes()
+
+
+def _nested(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """The nested learners' arrays in a grid's arrays, by name."""
+    return {name: kons._state.decode(array.tobytes())[1] for name, array in arrays.items()
+            if array.dtype == np.uint8 and name.startswith(("base", "young"))}
+
+
+@contextmanager
+def _saving_as_before() -> Iterator[None]:
+    """``to_bytes`` as before dictionaries were saved once: each Nystrom learner's blob holds its own copy,
+    KORS's weights and factor included once full (main at e12d011 and every release before it)."""
+    def each_own_copy(self: NystromKONS) -> dict[str, np.ndarray]:
+        size = self._size
+        triangle = size * (size + 1) // 2
+        arrays = {**self._kors.arrays(), "factor": self._factor.packed}
+        return {name: array[:triangle] if name in ("kors_chol", "factor") else array[:size]
+                for name, array in arrays.items()}
+
+    @contextmanager
+    def nothing_apart(learners: Any, prefix: str) -> Iterator[dict[str, np.ndarray]]:
+        yield {}
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(NystromKONS, "_dictionary_arrays", each_own_copy)
+        patch.setattr(kons.auto.grid, "dictionaries_saved_apart", nothing_apart)
+        yield
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_a_restored_mature_auto_continues_as_the_one_that_never_saved(
+        task: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    learner, X, y = _mature(task, monkeypatch)
+    blob = learner.to_bytes()
+    _, arrays = kons._state.decode(blob)
+    # the members' three dictionaries (one per view and width) and each restarted kernel copy's, once each,
+    # full: without KORS's weights and factor
+    dictionaries = sorted({name.removeprefix("dictionary_").split("_kors")[0].removesuffix("_factor")
+                           for name in arrays if name.startswith("dictionary_")})
+    assert dictionaries[:3] == ["base0", "base3", "base6"] and len(dictionaries) > 3
+    assert not [name for name in arrays if name.endswith(("kors_chol", "kors_weights"))
+                and name.startswith(tuple(f"dictionary_{d}_" for d in dictionaries[:3]))]
+    for name, nested in _nested(arrays).items():
+        assert not {"kors_points", "factor", "kors_chol"} & nested.keys(), name
+    restored = cast(kons.Auto, kons.load(blob))
+    assert restored._grid is not None
+    kernels = [base for base in restored._grid.bases if isinstance(base, NystromKONS)]
+    assert len({id(base._kors) for base in kernels}) == 3 and all(base._kors.retired for base in kernels)
+    assert restored.to_bytes() == blob
+    plays, final = _continued(learner, X, y)
+    assert _continued(restored, X, y) == (plays, final)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_a_state_saved_with_each_member_s_dictionary_loads_and_continues_identically(
+        task: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    learner, X, y = _mature(task, monkeypatch)
+    with _saving_as_before():
+        old = learner.to_bytes()
+    _, old_arrays = kons._state.decode(old)
+    assert not [name for name in old_arrays if name.startswith("dictionary_")]
+    assert all("kors_chol" in nested for nested in _nested(old_arrays).values() if "factor" in nested)
+    new = learner.to_bytes()
+    assert len(new) < 0.7 * len(old)  # with these small dictionaries; auto's own: benchmarks.state_bytes
+    restored = cast(kons.Auto, kons.load(old))
+    assert restored.to_bytes() == new  # saved again: each dictionary once, the full ones retired
+    plays, final = _continued(learner, X, y)
+    assert _continued(restored, X, y) == (plays, final)
+
+
+def test_a_full_nystrom_kons_saves_its_dictionary_without_kors_proposal_state() -> None:
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(260, 3))
+    y = np.sin(X[:, 0])
+    learner = NystromKONS(kernel={"name": "rbf", "gamma": 0.5}, max_dictionary=20, seed=1, dim=3)
+    learner.learn_many(X[:200], y[:200])
+    assert learner.stats()["dictionary_full"] and not learner._kors.retired
+    blob = learner.to_bytes()
+    _, arrays = kons._state.decode(blob)
+    assert {"kors_points", "kors_sq_norms", "factor"} <= arrays.keys()
+    assert not {"kors_chol", "kors_weights"} & arrays.keys()
+    restored = cast(NystromKONS, kons.load(blob))
+    assert restored._kors.retired and restored.stats() == learner.stats()
+    np.testing.assert_array_equal(restored.learn_many(X[200:], y[200:]), learner.learn_many(X[200:], y[200:]))
+    assert restored.to_bytes() == learner.to_bytes()
+
+
+def test_a_growing_dictionary_saved_without_kors_factor_is_refused() -> None:
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(30, 3))
+    learner = NystromKONS(kernel={"name": "rbf", "gamma": 0.5}, max_dictionary=100, seed=1, dim=3)
+    learner.learn_many(X, np.sin(X[:, 0]))
+    header, arrays = kons._state.decode(learner.to_bytes())
+    del arrays["kors_chol"], arrays["kors_weights"]
+    with pytest.raises(StateFormatError):
+        kons.load(kons._state.encode(header, arrays))
+
+
+def test_a_member_blob_that_names_its_grid_s_dictionary_does_not_load_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    learner, _, _ = _mature("regression", monkeypatch)
+    _, arrays = kons._state.decode(learner.to_bytes())
+    with pytest.raises(StateFormatError, match="dictionary"):
+        kons.load(arrays["base1"].tobytes())
