@@ -157,3 +157,29 @@ def test_a_member_blob_that_names_its_grid_s_dictionary_does_not_load_alone(
     _, arrays = kons._state.decode(learner.to_bytes())
     with pytest.raises(StateFormatError, match="dictionary"):
         kons.load(arrays["base1"].tobytes())
+
+
+def test_a_member_behind_its_shared_dictionary_is_saved_with_the_members_it_has() -> None:
+    """A member whose coin kept out a row the others took uses the first members of the shared dictionary
+    until its next round: saved then, it gets its own, and the restored learner plays on exactly."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(340, 8))
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2]
+    learner = kons.Auto(seed=0)
+    learner.learn_many(X[:300], y[:300])
+    grid = learner._grid
+    assert grid is not None
+    behind = cast(NystromKONS, grid.bases[1])
+    before, bound = learner.state_nbytes(), learner.max_growth_nbytes(40)  # the rows to the end
+    behind._uniform = lambda: 1.0  # type: ignore[method-assign]  # its coins say no
+    t = 300
+    while behind._size == behind._factor.size:  # until a row joins without it
+        learner.learn_one(X[t], y[t])
+        t += 1
+    del behind._uniform
+    _, arrays = kons._state.decode(learner.to_bytes())
+    assert "dictionary_base1_factor" in arrays and "dictionary_base2_factor" not in arrays
+    restored = cast(kons.Auto, kons.load(learner.to_bytes()))
+    assert _continued(restored, X[t:], list(y[t:])) == _continued(learner, X[t:], list(y[t:]))
+    assert behind._kors is not cast(NystromKONS, grid.bases[0])._kors  # it left with a private copy
+    assert learner.state_nbytes() <= before + bound
