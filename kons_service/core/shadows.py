@@ -21,6 +21,9 @@ cursors of :mod:`kons_service.store.shadows`). The challenger's own predictions 
 compared with the champion's on the same rounds (:meth:`Shadows.compare`): the error per window of
 rounds and paired tests over the compared rounds.
 
+A challenger more than ``shadow_max_lag_rounds`` behind (one that stopped following) is stalled for good:
+its cursor keeps no more of the champion's log, and the comparison says so.
+
 Feedback sent to a challenger by a client is refused (409 ``learner_is_shadow``): its log must stay its
 champion's rounds.
 """
