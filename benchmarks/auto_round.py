@@ -13,10 +13,18 @@ rank-one updates are applied to scratch copies, so the floor changes no state.
 
 The checkouts run alternately (``--repeats`` times each), so that both see the same machine load; the
 report gives microseconds per round (medians of the repeats), the round/floor ratio of each checkout
-and the before/after ratio. Run it with one BLAS thread::
+and the before/after ratio.
+
+With ``--paired``, instead of the floor: a mature learner (``--paired-warmup`` rounds learnt) of each
+case of issue 36 (regression at d = 8 and d = 50, binary and 10-class classification, records), its
+round (``predict_one`` then ``learn_one``) and its predict alone, the two checkouts' learners alive at
+once in two processes and timed in CPU seconds block by block, alternately (:func:`paired`).
+
+Run it with one BLAS thread::
 
     git worktree add /tmp/kons-old main   # the code to compare with
     OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_round --old /tmp/kons-old --out DIR
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_round --paired --old /tmp/kons-old --out DIR
 """
 
 from __future__ import annotations
@@ -241,6 +249,127 @@ def _run_child(tree: Path, warmup: int, rounds: int, task: str, predict: bool) -
     return result
 
 
+#: The cases of the paired comparison (issue 36's Show): (task, dimension).
+CASES = {"regression d=8": ("regression", 8), "regression d=50": ("regression", 50),
+         "binary": ("binary", 8), "10 classes": ("classes", 8), "records": ("records", 8)}
+
+
+def case_stream(case: str, rows: int) -> tuple[list[Any], list[Any]]:
+    """The rows and labels of a paired case: a smooth target of a few features among ``d`` scaled
+    unevenly; binary, its sign against the median; 10 classes, its deciles; records, the rows of d = 8 as
+    dicts of named values, one categorical (three strings) and 5% of the values missing (None)."""
+    task, dim = CASES[case]
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(rows, dim)) * np.geomspace(0.1, 30.0, dim)
+    y = np.sin(X[:, 0]) + 0.02 * X[:, 1] + X[:, 2] * X[:, 3] / 10.0 + 0.1 * rng.normal(size=rows)
+    if task == "binary":
+        return list(X), [int(v > np.median(y)) for v in y]
+    if task == "classes":
+        return list(X), np.digitize(y, np.quantile(y, np.linspace(0.0, 1.0, 11)[1:-1])).tolist()
+    if task == "records":
+        kinds = np.array(["north", "south", "east"])[rng.integers(0, 3, rows)]
+        missing = rng.random((rows, dim)) < 0.05
+        records = [{**{f"f{j}": (None if missing[i, j] else float(X[i, j])) for j in range(dim)},
+                    "kind": str(kinds[i])} for i in range(rows)]
+        return records, (y + (kinds == "north")).tolist()
+    return list(X), y.tolist()
+
+
+def serve_paired(warmup: int, rounds: int) -> None:
+    """A child of :func:`paired`: a mature learner per case (``warmup`` rounds learnt), then, for each
+    command read from stdin (``case part start``, part ``round`` or ``predict``), the CPU seconds of one
+    block of rows from ``start`` (a round: ``predict_one`` then ``learn_one``; ``predict``: ``predict_one``
+    alone, nothing learnt), printed as one JSON line."""
+    import kons
+
+    learners = {}
+    streams = {}
+    for case in CASES:
+        rows, labels = case_stream(case, warmup + rounds)
+        classes = CASES[case][0] in ("binary", "classes")
+        auto = kons.Auto(task="classification" if classes else "regression")
+        for x, label in zip(rows[:warmup], labels[:warmup], strict=True):
+            auto.learn_one(x, label)
+        learners[case], streams[case] = auto, (rows[warmup:], labels[warmup:])
+    print(json.dumps({"kons": kons.__file__}), flush=True)
+    for command in sys.stdin:
+        case, part, start = command.rsplit(" ", 2)
+        rows, labels = streams[case]
+        block = range(int(start), min(int(start) + _BLOCK, rounds))
+        auto = learners[case]
+        began = time.process_time()
+        if part == "predict":
+            for i in block:
+                auto.predict_one(rows[i])
+        else:
+            for i in block:
+                auto.predict_one(rows[i])
+                auto.learn_one(rows[i], labels[i])
+        print(json.dumps({"seconds": time.process_time() - began, "rows": len(block)}), flush=True)
+
+
+def paired(trees: dict[str, Path], warmup: int, rounds: int) -> dict[str, dict[str, dict[str, float]]]:
+    """For each case and part (round, predict), the CPU microseconds per row of each tree's learner, from
+    one child process per tree serving blocks alternately (ABBA: each tree first in every other pair)."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    code = (f"import runpy; m = runpy.run_path({str(Path(__file__).resolve())!r}); "
+            f"m['serve_paired']({warmup}, {rounds})")
+    children = {}
+    for label, tree in trees.items():
+        child_process = subprocess.Popen([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(tree)},
+                                         cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        children[label] = child_process
+    try:
+        for label, child_process in children.items():
+            assert child_process.stdout is not None
+            imported = json.loads(child_process.stdout.readline())["kons"]
+            if not imported.startswith(str(trees[label].resolve())):
+                raise RuntimeError(f"the child imported {imported}, not the kons of {trees[label]}")
+        seconds = {case: {part: dict.fromkeys(trees, 0.0) for part in ("round", "predict")} for case in CASES}
+        order = list(trees)
+        for n, start in enumerate(range(0, rounds, _BLOCK)):
+            for case in CASES:
+                for part in ("predict", "round"):  # a block's rows predicted alone first, then played
+                    for label in (order if n % 2 == 0 else order[::-1]):
+                        child_process = children[label]
+                        assert child_process.stdin is not None and child_process.stdout is not None
+                        child_process.stdin.write(f"{case} {part} {start}\n")
+                        child_process.stdin.flush()
+                        seconds[case][part][label] += json.loads(child_process.stdout.readline())["seconds"]
+    finally:
+        for child_process in children.values():
+            if child_process.stdin is not None:
+                child_process.stdin.close()
+            child_process.wait()
+    return {case: {part: {label: 1e6 * s / rounds for label, s in by_tree.items()}
+                   for part, by_tree in parts.items()} for case, parts in seconds.items()}
+
+
+def paired_report(trees: dict[str, Path], warmup: int, rounds: int, repeats: int) -> list[str]:
+    """The paired comparison's table: per case and part, each tree's CPU time per row (the median of
+    ``repeats`` paired runs) and the ratio of this checkout's to the old one's."""
+    from benchmarks.common import markdown_table
+
+    runs = [paired(trees, warmup, rounds) for _ in range(repeats)]
+    new, old = trees
+    rows = []
+    for case in CASES:
+        for part in ("round", "predict"):
+            times = {label: statistics.median(run[case][part][label] for run in runs) for label in trees}
+            ratios = [run[case][part][new] / run[case][part][old] for run in runs]
+            rows.append([case, part, f"{times[old]:.0f}", f"{times[new]:.0f}",
+                         f"**{times[new] / times[old]:.2f}**", ", ".join(f"{r:.2f}" for r in ratios)])
+    average = " / ".join(f"{v:.2f}" for v in os.getloadavg())
+    return ["", f"## Paired: {warmup} warm-up rounds, then {rounds} rows per case ({len(runs)} runs; "
+            f"load average at the end {average})", "",
+            f"Both checkouts' learners are alive at once, one process each; every block of {_BLOCK} rows is "
+            "timed in CPU seconds (`time.process_time`) in one, then the other, the first alternating "
+            "(ABBA). A round is `predict_one` then `learn_one` of the row (a service's predict, then its "
+            "feedback); predict is `predict_one` alone on the same rows before they are learnt.", "",
+            *markdown_table(["case", "part", f"{old} (us/row)", f"{new} (us/row)", "ratio",
+                             "ratio of each run"], rows)]
+
+
 def main(argv: list[str] | None = None) -> None:
     from benchmarks.common import REPO, command_line, git_commit, machine_summary, markdown_table
 
@@ -252,13 +381,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--task", choices=("regression", "binary"), default="regression")
     parser.add_argument("--predict", action="store_true", help="time predict_one then learn_one per row")
+    parser.add_argument("--paired", action="store_true",
+                        help="instead of the floor: the five cases of issue 36 (regression d = 8 and 50, "
+                        "binary, 10 classes, records), round and predict, paired against --old")
+    parser.add_argument("--old-name", help="the old checkout's name in the report (default: its commit)")
+    parser.add_argument("--paired-warmup", type=int, default=1000, help="rounds learnt before --paired's")
     parser.add_argument("--out", type=Path, help="folder for auto_round.md (else: stdout only)")
     args = parser.parse_args(argv)
+    if args.paired and not args.old:
+        parser.error("--paired needs --old")
     commit = git_commit(("kons", "benchmarks"))
     old_commit = ""
     if args.old:
         head = ["git", "rev-parse", "--short", "HEAD"]
         old_commit = subprocess.run(head, cwd=args.old, capture_output=True, text=True).stdout.strip()
+        old_commit = args.old_name or old_commit or args.old.name
     trees = {"this checkout": REPO, **({"old": args.old} if args.old else {})}
     command = command_line("benchmarks.auto_round", argv, outputs=("--out",))
     lines = [
@@ -273,7 +410,14 @@ def main(argv: list[str] | None = None) -> None:
         f"their floor; medians of {args.repeats} repeats, the checkouts alternating. On a shared machine the "
         "ratios are the result, not the times.",
     ]
-    for warmup in args.warmup:
+    if args.paired:
+        lines[-1] = (f"The old checkout is {old_commit}. Each learner is mature: {args.paired_warmup} rounds "
+                     "learnt before any is timed. On a shared machine the ratios are the result, not the "
+                     "times.")
+        lines[0] = "# A mature `auto`'s round and predict, paired against another checkout"
+        lines += paired_report({"this checkout": REPO, old_commit or "old": args.old}, args.paired_warmup,
+                               args.rounds, args.repeats)
+    for warmup in ([] if args.paired else args.warmup):
         runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
         for _ in range(args.repeats):
             for label, tree in trees.items():
@@ -307,7 +451,7 @@ def main(argv: list[str] | None = None) -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        (args.out / "auto_round.md").write_text(text)
+        (args.out / ("auto_round_paired.md" if args.paired else "auto_round.md")).write_text(text)
 
 
 if __name__ == "__main__":

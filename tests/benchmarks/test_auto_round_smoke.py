@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.auto_round import _floor_round, _stream, child, main
+from benchmarks.auto_round import CASES, _floor_round, _stream, case_stream, child, main
 from benchmarks.common import REPO
 
 
@@ -57,3 +57,24 @@ def test_main_against_this_checkout_as_old(tmp_path: Path) -> None:
         assert math.isfinite(round_us) and round_us > 0, label
         assert math.isfinite(floor_us) and floor_us > 0, label
     assert "Round time, this checkout / old:" in report
+
+
+def test_case_streams_have_the_cases_shapes() -> None:
+    rows, labels = case_stream("records", 30)
+    assert isinstance(rows[0], dict) and "kind" in rows[0] and len(labels) == 30
+    assert any(value is None for row in rows for value in row.values())
+    assert sorted(set(case_stream("10 classes", 200)[1])) == list(range(10))
+    assert set(case_stream("binary", 50)[1]) == {0, 1}
+    assert len(case_stream("regression d=50", 5)[0][0]) == 50
+
+
+@pytest.mark.timeout(300)
+def test_paired_against_this_checkout_as_old(tmp_path: Path) -> None:
+    main(["--paired", "--old", str(REPO), "--old-name", "same", "--paired-warmup", "60", "--rounds", "20",
+          "--repeats", "1", "--out", str(tmp_path)])
+    report = (tmp_path / "auto_round_paired.md").read_text()
+    rows = re.findall(r"^\| (.+?) \| (round|predict) \| ([\d.]+) \| ([\d.]+) \| \*\*([\d.]+)\*\*", report,
+                      re.MULTILINE)
+    assert {(case, part) for case, part, *_ in rows} == {(c, p) for c in CASES for p in ("round", "predict")}
+    for case, part, old, new, ratio in rows:
+        assert float(old) > 0 and float(new) > 0 and float(ratio) > 0, (case, part)
