@@ -45,8 +45,14 @@ _OUTER_BLOCK = 32768
 def check_finite(*parts: Any, bound: float = np.inf) -> None:
     """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite and below ``bound``."""
     for part in parts:
-        # also False for NaN; a float is checked without numpy's dispatch (a round checks several)
-        within = abs(part) < bound if isinstance(part, float) else bool((np.abs(part) < bound).all())
+        # also False for NaN (the largest of values with a NaN is NaN); a float is checked without
+        # numpy's dispatch (a round checks several)
+        if isinstance(part, float):
+            within = abs(part) < bound
+        elif isinstance(part, np.ndarray):
+            within = part.size == 0 or float(np.abs(part).max()) < bound
+        else:
+            within = bool((np.abs(part) < bound).all())
         if not within:
             raise NumericalError("the round would put a non-finite or overflowing number into the state.")
 

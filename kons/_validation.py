@@ -179,8 +179,17 @@ def as_features(x: Any, dim: int | None) -> np.ndarray:
     return arr
 
 
+#: The largest float64.
+_LARGEST = float(np.finfo(np.float64).max)
+
+
 def check_feature_values(values: np.ndarray) -> None:
     """Raise :class:`InvalidInputError` unless the (dense or non-zero) feature values are learnable."""
+    # The common case in one pass: values below half the square root of (the largest float / their
+    # count) are finite (NaN fails the comparison) and their squared norm cannot overflow; the others
+    # are decided exactly below (this runs for several forms of the row on every round).
+    if values.size and float(np.abs(values).max()) < 0.5 * math.sqrt(_LARGEST / values.size):
+        return
     if not np.isfinite(values).all():
         raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
     with np.errstate(over="ignore"):  # the overflow is reported as the error below, not as a warning

@@ -55,6 +55,8 @@ def _round_numerics() -> Iterator[None]:
 
 #: Bytes of one float64 of the state.
 _FLOAT_BYTES = 8
+#: A round's mark that it has drawn nothing yet (:attr:`Learner._generator`).
+_UNDRAWN = object()
 
 # Weight of the newest loss in the exponentially weighted "recent loss" (about the last 100 rounds).
 _RECENT_WEIGHT = 0.01
@@ -110,6 +112,8 @@ class Learner(abc.ABC):
     _dim: int
     _has_model: bool
     _rng: np.random.Generator | None = None
+    #: In a round: :data:`_UNDRAWN` until its first draw, then the generator's state before it.
+    _draws_from: object = None
     #: Whether ``eta`` is the weight of the second-order term, defaulting to the loss's curvature
     #: ``sigma(C)`` (:meth:`_resolve_eta`): :meth:`_set_params` then sets ``_eta`` and ``_sqrt_eta``.
     _eta_from_curvature: ClassVar[bool] = False
@@ -286,10 +290,20 @@ class Learner(abc.ABC):
 
     @property
     def _generator(self) -> np.random.Generator:
-        """The learner's own random generator (for learners with a ``seed``)."""
+        """The learner's own random generator (for learners with a ``seed``). A round's first draw keeps
+        the generator's state before it, so that a round that raises takes its draws back
+        (:meth:`_take_back_draws`); a round that draws nothing, most rounds of most learners, copies no
+        state."""
         if self._rng is None:  # pragma: no cover - a learner without a seed never draws
             raise TypeError(f"{type(self).__name__} has no random generator (no 'seed' parameter).")
+        if self._draws_from is _UNDRAWN:
+            self._draws_from = self._rng.bit_generator.state
         return self._rng
+
+    def _take_back_draws(self) -> None:
+        """Put the generator back where it was before the round's first draw, if the round drew."""
+        if self._rng is not None and isinstance(self._draws_from, dict):
+            self._rng.bit_generator.state = self._draws_from
 
     def _check_x(self, x: Any) -> Any:
         """``x`` validated against the learner's dimension (what ``_predict`` and ``_learn`` receive)."""
@@ -386,15 +400,17 @@ class Learner(abc.ABC):
             self._fix_dim(len(x))
         # A round that raises leaves the state unchanged (``_learn`` commits nothing before it can no
         # longer fail), and the random draws it made are taken back here, for every learner.
-        draws_from = None if self._rng is None else self._rng.bit_generator.state
+        self._draws_from = _UNDRAWN
         try:
             y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
                 self._reset()
-            elif draws_from is not None:
-                self._generator.bit_generator.state = draws_from
+            else:
+                self._take_back_draws()
             raise
+        finally:
+            self._draws_from = None
         self._record_round(self._round_loss(y_hat, y), leverage)
         return y_hat
 
@@ -459,13 +475,14 @@ class Learner(abc.ABC):
         """A multinomial round on a checked ``x`` (with the model already widened to the classes by
         ``_widen``): the probabilities played, the state unchanged (random draws too) if it raises.
         Its loss in :meth:`stats` is the log loss."""
-        draws_from = None if self._rng is None else self._rng.bit_generator.state
+        self._draws_from = _UNDRAWN
         try:
             probabilities, leverage = multinomial_rounds(self)._learn_class(x, label)
         except BaseException:
-            if draws_from is not None:
-                self._generator.bit_generator.state = draws_from
+            self._take_back_draws()
             raise
+        finally:
+            self._draws_from = None
         self._record_round(-log_probability(probabilities, label), leverage)
         return probabilities
 

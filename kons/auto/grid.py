@@ -331,6 +331,8 @@ class Grid:
         self.classes = 2  # the classes the bases play: 2 is the binary model, one score
         self.members = _sharing([LearnerExpert(self.new_base(member), _form(member)) for member in GRID])
         self.young: list[_Generation | None] = [None] * GENERATIONS
+        self._alive: list[tuple[int, Expert]] = []
+        self._alive_of: tuple[Any, ...] = ()  # what _alive was listed from (alive())
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
@@ -436,7 +438,15 @@ class Grid:
                 if generation is not None and generation.recent is not None]
 
     def alive(self) -> list[tuple[int, Expert]]:
-        """Every expert there is, in play or asleep: (mixture slot, expert), by slot."""
+        """Every expert there is, in play or asleep: (mixture slot, expert), by slot; the same list until
+        the members, a generation or the kinds' experts are replaced (a restart, a restore), which it
+        holds on to, so that a new one is never taken for the old."""
+        of = (self.members, self.experts, *self.young)
+        if len(of) != len(self._alive_of) or any(a is not b for a, b in zip(of, self._alive_of, strict=True)):
+            self._alive, self._alive_of = self._listed(), of
+        return self._alive
+
+    def _listed(self) -> list[tuple[int, Expert]]:
         alive: list[tuple[int, Expert]] = list(enumerate(self.members))
         for g, generation in enumerate(self.young):
             if generation is not None:

@@ -105,3 +105,46 @@ def test_a_multinomial_round_whose_update_overflows_is_rejected() -> None:
     with pytest.raises(kons.NumericalError):
         learner._learn_class_checked(np.array([3e149, 0.0, 0.0]), 1)
     assert learner.to_bytes() == before
+
+
+_EDGE = float(np.sqrt(np.finfo(float).max))  # about 1.34e154: the largest value whose square is finite
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], [0.0], [1.0, -2.0], [np.nan], [1.0, np.inf], [-np.inf], [_EDGE], [_EDGE, 0.0], [_EDGE, 1e150],
+     [0.5 * _EDGE] * 4, [0.5 * _EDGE] * 5, [0.25 * _EDGE] * 17, [1e300], [-1e200, 1.0], [1e154] * 2],
+)
+def test_feature_values_are_decided_by_finite_values_and_squared_norm(values: list[float]) -> None:
+    """The fast path (the largest magnitude against a bound) refuses exactly what the two checks it
+    spares do: a non-finite value, else a squared norm that overflows; and says which."""
+    from kons._validation import check_feature_values
+    from kons.errors import InvalidInputError
+
+    arr = np.array(values, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = None if not np.isfinite(arr).all() else np.isfinite(arr @ arr)
+    if expected is None:
+        with pytest.raises(InvalidInputError, match="non-finite"):
+            check_feature_values(arr)
+    elif not expected:
+        with pytest.raises(InvalidInputError, match="squared norm overflows"):
+            check_feature_values(arr)
+    else:
+        check_feature_values(arr)
+
+
+@pytest.mark.parametrize("part", [np.zeros(0), np.array([1.0, -3.0]), np.array([[1.0], [np.nan]]),
+                                  np.array([np.inf, 0.0]), np.array([-np.inf]), np.array([2.0, 5.0]), 4.0,
+                                  float("nan"), np.float64(1e300)])
+def test_check_finite_decides_as_every_element_below_the_bound(part: float | np.ndarray) -> None:
+    from kons._numerics import check_finite
+    from kons.errors import NumericalError
+
+    for bound in (np.inf, 3.0):
+        within = bool((np.abs(part) < bound).all())
+        if within:
+            check_finite(part, bound=bound)
+        else:
+            with pytest.raises(NumericalError):
+                check_finite(part, bound=bound)

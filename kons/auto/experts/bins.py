@@ -71,7 +71,7 @@ class QuantileBins:
         # feature j's indicators are offsets[j] + 0 .. passed[j] - 1
         firsts = np.repeat(self.offsets[:-1] - (np.cumsum(passed) - passed), passed)
         indices = np.append(firsts + np.arange(total), self.dim - 1).astype(np.int64)
-        return SparseVector(indices, np.ones(total + 1), self.dim)
+        return SparseVector.trusted(indices, np.ones(total + 1), self.dim)  # sorted, distinct, in range
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The thresholds, concatenated, and each feature's count."""

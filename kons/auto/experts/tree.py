@@ -74,6 +74,8 @@ class HoeffdingTree:
         self._counts = np.zeros((1, classes))
         self._since = np.zeros(1)  # rows since the leaf last weighed a split
         self._errors = np.zeros((1, 2))  # errors of [class frequencies, naive Bayes]
+        self._bayes = np.zeros(0)
+        self._bayes_of: tuple[np.ndarray, int] | None = None  # the row and leaf _bayes is for
 
     @property
     def leaves(self) -> int:
@@ -97,14 +99,20 @@ class HoeffdingTree:
         return result
 
     def _naive_bayes(self, slot: int, x: np.ndarray) -> np.ndarray:
+        """The naive Bayes probabilities at the leaf ``slot`` for ``x``: the last ones computed while
+        nothing has been learnt since, for the same row (a round's play, then its learning, weighs the
+        same leaf's)."""
+        if self._bayes_of is not None and self._bayes_of[0] is x and self._bayes_of[1] == slot:
+            return self._bayes
         n = self._n[slot]
         variance = np.where(n > 1.0, self._m2[slot] / np.maximum(n - 1.0, 1.0), 1.0) + 1e-9
         known = ~np.isnan(x)
-        deviation = np.where(known, np.nan_to_num(x) - self._mean[slot], 0.0)
+        deviation = np.where(known, x - self._mean[slot], 0.0)  # x: finite, or NaN (missing)
         terms = np.where(known, np.log(2.0 * math.pi * variance) + deviation**2 / variance, 0.0)
         log_p = np.log(self._counts[slot] + 1.0) - 0.5 * terms.sum(axis=1)
         p = np.exp(log_p - log_p.max())
         result: np.ndarray = p / p.sum()
+        self._bayes, self._bayes_of = result, (x, slot)
         return result
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -124,8 +132,9 @@ class HoeffdingTree:
         if self._counts[slot].sum() > 0.0:
             self._errors[slot, 0] += int(np.argmax(self._frequencies(slot)) != label)
             self._errors[slot, 1] += int(np.argmax(self._naive_bayes(slot, x)) != label)
+        self._bayes_of = None  # the leaf's statistics change now
         known = ~np.isnan(x)
-        value = np.nan_to_num(x)
+        value = x  # finite where known (a missing value is NaN, and every use below is where known)
         n = self._n[slot, label]
         mean = self._mean[slot, label]
         n += known
@@ -207,6 +216,7 @@ class HoeffdingTree:
         extra = classes - self.classes
         if extra <= 0:
             return
+        self._bayes_of = None
         def padded(array: np.ndarray, fill: float) -> np.ndarray:
             widths = [(0, 0)] * array.ndim
             widths[1] = (0, extra)
@@ -267,6 +277,7 @@ class HoeffdingTree:
             setattr(self, name, floats[start:start + size].reshape(shapes[name]).astype(np.float64))
             start += size
         self._feature, self._children, self._slot = feature.copy(), children.copy(), slot.copy()
+        self._bayes_of = None
         self._nodes, self._leaves, self._learnt, self.classes = nodes, leaves, learnt, classes
 
 
