@@ -16,6 +16,8 @@ __all__ = [
     "MAX_THRESHOLDS",
     "MAX_TREE_LEAVES",
     "MIX_BOUND",
+    "NAP_ROUNDS",
+    "NAP_WEIGHT",
     "NEIGHBOURS",
     "NEIGHBOURS_MAX_DIM",
     "NEIGHBOURS_PRIOR",
@@ -105,6 +107,12 @@ TREE_PRIOR = ENTRY_PRIOR
 TREE_MAX_DIM = 200
 #: Leaves of a tree at most: its state and cost stay flat.
 MAX_TREE_LEAVES = 64
+#: The trees nap (neither learn nor play, out of the mixture) once their weight together has stayed
+#: below NAP_WEIGHT for NAP_ROUNDS rounds in play, and wake at the next change declared: they cost much
+#: of a binary round and rarely hold weight (benchmarks/results/expert_cost.md,
+#: docs/auto.md#nap_weight-and-nap_rounds).
+NAP_WEIGHT = 1e-3
+NAP_ROUNDS = 500
 
 # ----------------------------------------------------------------- the quantile-threshold view
 #: Thresholds per feature at most: a target that steps at a few ages needs no more

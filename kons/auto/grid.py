@@ -19,6 +19,8 @@ from kons.auto.config import (
     GRID,
     MAX_DICTIONARY,
     MAX_TREE_LEAVES,
+    NAP_ROUNDS,
+    NAP_WEIGHT,
     NEIGHBOUR_ROWS,
     NEIGHBOURS,
     NEIGHBOURS_MAX_DIM,
@@ -186,7 +188,10 @@ class Kind:
     enter together at ``wake_prior`` each once the first is :meth:`~Expert.ready`. ``observes``: when in
     a learning round their :meth:`~Expert.observe` comes, ``"update"`` (right after the mixture's update) or
     ``"round"`` (at the round's end, after the trial of a generation). ``restore``: its experts from a
-    saved state (``built``: the grid's fresh ones), checked against the mixture's slots.
+    saved state (``built``: the grid's fresh ones), checked against the mixture's slots. ``naps``: once in
+    play, they nap together (neither learn nor play, out of the mixture) when their weight has stayed
+    below :data:`NAP_WEIGHT` for :data:`NAP_ROUNDS` rounds, and wake at the next change declared, to enter
+    again as they entered first (:meth:`Grid._doze`).
     """
 
     slots: tuple[str, ...]
@@ -196,6 +201,7 @@ class Kind:
     start_prior: float | None = None
     wake_prior: float = 0.0
     observes: str = "round"
+    naps: bool = False
 
 
 def _build_bins(grid: Grid) -> list[Expert] | None:
@@ -271,7 +277,7 @@ EXPERTS: tuple[Kind, ...] = (
     # the Hoeffding trees (classes): they learn every row and enter together after TREE_WAKE_ROWS
     Kind(tuple(f"tree{i}" for i in range(len(TREE_GRACES))),
          tuple(f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES), _build_trees, _restore_trees,
-         wake_prior=TREE_PRIOR / len(TREE_GRACES), observes="update"),
+         wake_prior=TREE_PRIOR / len(TREE_GRACES), observes="update", naps=True),
 )
 
 
@@ -356,6 +362,11 @@ class Grid:
             if experts is not None and kind.start_prior is not None:
                 self.mixture.enter(self._slots(kind), kind.start_prior)
             self.experts.append(experts)
+        # of each kind that naps and has experts, by its first slot: [rounds in a row in play below
+        # NAP_WEIGHT, napping]
+        self.naps: dict[str, list[int]] = {kind.slots[0]: [0, 0] for kind, experts
+                                           in zip(self.kinds, self.experts, strict=True)
+                                           if kind.naps and experts is not None}
 
     @property
     def bases(self) -> list[Learner]:
@@ -519,7 +530,7 @@ class Grid:
         """The round outside their plays of the kinds that observe ``when`` (:attr:`Kind.observes`), and
         the entry of a sleeping kind once its first expert is ready."""
         for kind, experts in zip(self.kinds, self.experts, strict=True):
-            if kind.observes != when or experts is None:
+            if kind.observes != when or experts is None or self._napping(kind):
                 continue
             slots = self._slots(kind)
             for slot, expert in zip(slots, experts, strict=True):
@@ -558,9 +569,35 @@ class Grid:
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
             self._restart(span)
-        leader = int(np.argmax(self.mixture.weights()))
+        weights = self.mixture.weights()
+        leader = int(np.argmax(weights))
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
+        self._doze(weights, changed=self.last_change == self.rounds)
+
+    def _napping(self, kind: Kind) -> bool:
+        return kind.naps and bool(self.naps[kind.slots[0]][1])
+
+    def _doze(self, weights: np.ndarray, changed: bool) -> None:
+        """The kinds that nap (:attr:`Kind.naps`) after a round whose mixture's weights are ``weights``:
+        napping, they wake at a declared change (``changed``; they learn from the next round, and enter
+        as they first did); in play, they nap once their weight together has stayed below
+        :data:`NAP_WEIGHT` for :data:`NAP_ROUNDS` rounds."""
+        for kind, experts in zip(self.kinds, self.experts, strict=True):
+            if not kind.naps or experts is None:
+                continue
+            nap = self.naps[kind.slots[0]]
+            slots = self._slots(kind)
+            if nap[1]:
+                if changed:
+                    nap[:] = [0, 0]
+                continue
+            if not self.mixture.switching.active[slots[0]]:  # not entered yet
+                continue
+            nap[0] = nap[0] + 1 if float(weights[slots].sum()) < NAP_WEIGHT else 0
+            if nap[0] >= NAP_ROUNDS:
+                self.mixture.switching.leave(slots)
+                nap[:] = [0, 1]
 
     def _restart(self, span: int) -> None:
         """Start a generation (:data:`YOUNG_LINEAR`, the views and widths of the :data:`YOUNG_KERNELS` kernel
@@ -773,6 +810,9 @@ class Grid:
                 "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
                              self.leader_since],
                 "kept": self.kept.scalars(),
+                # (none saved while no kind naps or counts toward a nap: the state before naps existed)
+                **({"naps": {name: list(nap) for name, nap in self.naps.items()}}
+                   if any(any(nap) for nap in self.naps.values()) else {}),
                 **extra,
                 **({"probation": self.probation.state()} if self.probation is not None else {})}
 
@@ -809,7 +849,22 @@ class Grid:
             self.kept.restore(arrays, scalars["kept"])
         self.experts = [kind.restore(self, experts, arrays, scalars)
                         for kind, experts in zip(self.kinds, self.experts, strict=True)]
+        self._restore_naps(scalars)
         self._restore_probation(scalars)
+
+    def _restore_naps(self, scalars: dict[str, Any]) -> None:
+        """The naps of the kinds that nap (none napping, no round counted, in a state saved before there
+        were naps)."""
+        saved = scalars.get("naps", {})
+        try:
+            naps = {name: [int(v) for v in saved.get(name, [0, 0])] for name in self.naps}
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise StateFormatError("the experts' naps are not naps.") from exc
+        for name, nap in naps.items():
+            napping_in_play = nap[1] and self.mixture.switching.active[self.slot[name]]
+            if len(nap) != 2 or not 0 <= nap[0] < NAP_ROUNDS or nap[1] not in (0, 1) or napping_in_play:
+                raise StateFormatError("the experts' naps do not match the grid.")
+        self.naps = naps
 
     def _restore_probation(self, scalars: dict[str, Any]) -> None:
         """The trial of the last change's generation, if one was going on (none in a state saved before

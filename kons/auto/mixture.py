@@ -118,6 +118,12 @@ class SwitchingWeights:
         self.log_weights[:, slots] = np.log(priors)
         self.active[slots] = True
 
+    def leave(self, slots: list[int]) -> None:
+        """The experts of ``slots`` leave (they play no more until they enter again), the others keeping
+        their proportions under every rate."""
+        self.active[slots] = False
+        self.log_weights = _log_normalised(np.where(self.active, self.log_weights, -math.inf))
+
     def reprice(self, slots: list[int], was: float, now: float) -> None:
         """Move the weights of the experts in ``slots``, which entered with the prior ``was`` each, to those
         an entry at ``now`` each would have given them: their odds against the others scaled by

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kons
-from kons.auto.config import TREE_GRACES, TREE_WAKE_ROWS
+from kons.auto.config import NAP_ROUNDS, NAP_WEIGHT, TREE_GRACES, TREE_WAKE_ROWS
 from kons.auto.grid import ENTRY_PRIOR, EXPERTS, layout
 
 TREE_NAMES = [f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES]
@@ -87,3 +87,61 @@ def test_regression_has_no_trees() -> None:
     for x in X:
         learner.learn_one(x, float(x[0] * x[1]))
     assert not set(TREE_NAMES) & set(learner.stats()["weights"])
+
+
+def _linear_then_flipped(rows: int, flip: int) -> tuple[np.ndarray, np.ndarray]:
+    """A linear concept the Newton members learn (the trees' weight falls away), flipped at ``flip``."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(rows, 5))
+    y = np.where(X @ np.array([1.0, -2.0, 0.5, 1.5, -1.0]) > 0, 1.0, -1.0)
+    y[flip:] = -y[flip:]
+    return X, y
+
+
+def test_the_trees_nap_while_negligible_and_wake_at_a_change() -> None:
+    X, y = _linear_then_flipped(1300, 1000)
+    learner = kons.Auto(task="classification")
+    napped = woke = None
+    for r, (x, t) in enumerate(zip(X, y, strict=True)):
+        grid = learner._grid
+        before = None
+        if grid is not None and grid.trees is not None:
+            before = (grid.naps["tree0"][1], [tree.rows_learnt for tree in grid.trees],
+                      grid.mixture.weights())
+        learner.learn_one(x, t)
+        grid = learner._grid
+        if before is None or grid is None or grid.trees is None:
+            continue
+        was_napping, learnt, weights = before
+        napping = bool(grid.naps["tree0"][1])
+        in_play = grid.mixture.switching.active[TREE_SLOTS]
+        if napping:
+            assert not in_play.any()  # out of the mixture, and they learn nothing (after this round's row)
+            assert [tree.rows_learnt for tree in grid.trees] == [n + (not was_napping) for n in learnt]
+            if not was_napping:  # they nap now: below NAP_WEIGHT for NAP_ROUNDS rounds in play
+                napped = r
+                assert weights[TREE_SLOTS].sum() < NAP_WEIGHT
+                assert not set(TREE_NAMES) & set(learner.stats()["weights"])
+        elif was_napping:  # a change was declared this round: awake, they learn from the next round
+            woke = r
+            assert grid.last_change == grid.rounds
+            assert [tree.rows_learnt for tree in grid.trees] == learnt
+        elif woke is not None and r == woke + 1:  # they learnt this round's row and entered again
+            assert [tree.rows_learnt for tree in grid.trees] == [n + 1 for n in learnt]
+            assert in_play.all()
+    assert napped is not None and woke is not None and NAP_ROUNDS < napped < 1000 <= woke
+
+
+@pytest.mark.parametrize("saved_at", [900, 1010])  # napping; just after the change, awake again
+def test_a_learner_saved_with_napping_trees_plays_on_bit_identically(saved_at: int) -> None:
+    X, y = _linear_then_flipped(1100, 1000)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
+        learner.learn_one(x, t)
+    blob = learner.to_bytes()
+    copy = kons.Auto.from_bytes(blob)
+    assert copy._grid is not None and learner._grid is not None and copy._grid.naps == learner._grid.naps
+    for x, t in zip(X[saved_at:], y[saved_at:], strict=True):
+        assert learner.predict_one(x) == copy.predict_one(x)
+        assert learner.learn_one(x, t) == copy.learn_one(x, t)
+    assert learner.to_bytes() == copy.to_bytes()
