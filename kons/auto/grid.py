@@ -338,6 +338,8 @@ class Grid:
         self.members = _sharing([LearnerExpert(self.new_base(member), _form(member)) for member in GRID])
         self.young: list[_Generation | None] = [None] * GENERATIONS
         self._alive: list[tuple[int, Expert]] = []
+        self._weights_now = np.zeros(0)
+        self._weights_of: tuple[np.ndarray, np.ndarray] | None = None  # the arrays _weights_now is of
         self._alive_of: tuple[Any, ...] = ()  # what _alive was listed from (alive())
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
@@ -467,6 +469,17 @@ class Grid:
                 alive += zip(self._slots(kind), experts, strict=True)
         return alive
 
+    def _weights(self) -> np.ndarray:
+        """The mixture's weights, computed once for each state of its arrays (which every change of them
+        replaces): a round's play takes those the last round's leader was found with, a prediction too."""
+        switching = self.mixture.switching
+        of = self._weights_of
+        if of is None or of[0] is not switching.log_weights or of[1] is not switching.log_rate_weights:
+            self._weights_now = switching.weights()
+            self._weights_now.flags.writeable = False
+            self._weights_of = (switching.log_weights, switching.log_rate_weights)
+        return self._weights_now
+
     def playing(self) -> list[tuple[int, Expert]]:
         """The experts that play this round: all but the sleeping ones out of the mixture."""
         active = self.mixture.switching.active
@@ -496,7 +509,7 @@ class Grid:
         preds[len(GRID)] = constant
         for slot, expert in self.playing():
             preds[slot] = expert.predict(row)
-        return self.mixture.mix(preds)
+        return self.mixture.mix(preds, self._weights())
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
               constant: float) -> float:
@@ -507,7 +520,7 @@ class Grid:
         for slot, expert in playing:
             plays[slot] = expert.learn(row, t)
         self.log_scaler.commit(log_stats)
-        played = self.mixture.mix(plays)
+        played = self.mixture.mix(plays, self._weights())
         self.mixture.update(plays, t)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1
@@ -569,7 +582,7 @@ class Grid:
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
             self._restart(span)
-        weights = self.mixture.weights()
+        weights = self._weights()
         leader = int(np.argmax(weights))
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
@@ -683,7 +696,7 @@ class Grid:
         experts[len(GRID)] = constant
         for slot, expert in self.playing():
             experts[slot] = expert.probabilities(row, self.classes)
-        return self.mixture.mix_probabilities(experts)
+        return self.mixture.mix_probabilities(experts, self._weights())
 
     def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
                     constant: np.ndarray) -> np.ndarray:
@@ -701,7 +714,7 @@ class Grid:
         for slot, expert in playing:
             experts[slot] = expert.learn_class(row, label, classes)
         self.log_scaler.commit(log_stats)
-        played = self.mixture.mix_probabilities(experts)
+        played = self.mixture.mix_probabilities(experts, self._weights())
         self.mixture.update_probabilities(experts, label)
         in_play = {slot for slot, _ in playing}
         self._observe("update", row, float(label), in_play)  # trees that enter now play from the next round
@@ -890,6 +903,7 @@ class Grid:
         if log_weights.shape != (len(GRID) + 1,):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
+        self._weights_of = None  # written in place
         self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
 
     def _restored_members(self, arrays: dict[str, np.ndarray]) -> list[LearnerExpert]:

@@ -180,9 +180,10 @@ class Mixture:
     def weights(self) -> np.ndarray:
         return self.switching.weights()
 
-    def mix(self, preds: np.ndarray) -> float:
-        """The aggregating algorithm's play for the experts' predictions ``preds``."""
-        w = self.weights()
+    def mix(self, preds: np.ndarray, weights: np.ndarray | None = None) -> float:
+        """The aggregating algorithm's play for the experts' predictions ``preds`` (``weights``: the
+        current :meth:`weights`, if the caller has them)."""
+        w = self.weights() if weights is None else weights
         bound = self.bound
         if self.binary:
             p = float(w @ np.exp(_log_sigmoid(preds)))
@@ -198,10 +199,11 @@ class Mixture:
         # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
         return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
 
-    def mix_probabilities(self, probabilities: np.ndarray) -> np.ndarray:
+    def mix_probabilities(self, probabilities: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
-        log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i`."""
-        mixed: np.ndarray = self.weights() @ probabilities
+        log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i` (``weights``: as
+        :meth:`mix`'s)."""
+        mixed: np.ndarray = (self.weights() if weights is None else weights) @ probabilities
         return mixed
 
     def losses(self, plays: np.ndarray, t: float) -> np.ndarray:
