@@ -347,7 +347,8 @@ def paired(trees: dict[str, Path], warmup: int, rounds: int) -> dict[str, dict[s
 
 def paired_report(trees: dict[str, Path], warmup: int, rounds: int, repeats: int) -> list[str]:
     """The paired comparison's table: per case and part, each tree's CPU time per row (the median of
-    ``repeats`` paired runs) and the ratio of this checkout's to the old one's."""
+    ``repeats`` paired runs) and the ratio of this checkout's to the old one's (the median of the runs'
+    ratios, each of one run's paired blocks)."""
     from benchmarks.common import markdown_table
 
     runs = [paired(trees, warmup, rounds) for _ in range(repeats)]
@@ -358,7 +359,7 @@ def paired_report(trees: dict[str, Path], warmup: int, rounds: int, repeats: int
             times = {label: statistics.median(run[case][part][label] for run in runs) for label in trees}
             ratios = [run[case][part][new] / run[case][part][old] for run in runs]
             rows.append([case, part, f"{times[old]:.0f}", f"{times[new]:.0f}",
-                         f"**{times[new] / times[old]:.2f}**", ", ".join(f"{r:.2f}" for r in ratios)])
+                         f"**{statistics.median(ratios):.2f}**", ", ".join(f"{r:.2f}" for r in ratios)])
     average = " / ".join(f"{v:.2f}" for v in os.getloadavg())
     return ["", f"## Paired: {warmup} warm-up rounds, then {rounds} rows per case ({len(runs)} runs; "
             f"load average at the end {average})", "",
