@@ -451,8 +451,12 @@ def main(argv: list[str] | None = None) -> None:
         lines += ["", "Every repeat (round us / floor us): " + "; ".join(each) + "."]
     text = "\n".join(lines) + "\n"
     print(text)
-    if args.out:
-        (args.out / ("auto_round_paired.md" if args.paired else "auto_round.md")).write_text(text)
+    if args.out and args.paired:
+        from benchmarks.provenance import provenance, publish
+
+        publish(args.out, "auto_round_paired", provenance(("kons", "benchmarks/auto_round.py")), text)
+    elif args.out:
+        (args.out / "auto_round.md").write_text(text)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,14 @@ BENCHMARKS = (
               "(its trees growing) to 200,000 (issue 20)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_long --out benchmarks/results",
               ("auto_long.md",), (*_LIBRARY, "benchmarks/auto_long.py")),
+    Benchmark("Each kind of auto's experts: its share of the round's time against its mixture weight and "
+              "leads, on the raw regime's tuning and held-out streams (issue 36)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.expert_cost --out benchmarks/results",
+              ("expert_cost.md", "expert_cost.json"), (*_LIBRARY, "benchmarks/expert_cost.py")),
+    Benchmark("A mature auto's round and predict against 469cdfb's, paired, in five cases (issue 36)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_round --paired --old PATH --old-name 469cdfb "
+              "--out benchmarks/results",
+              ("auto_round_paired.md",), (*_LIBRARY, "benchmarks/auto_round.py")),
     Benchmark("auto on stationary data before and after issue 20: the 26 raw sets within 1%",
               "python -m benchmarks.drift_stationary --after DIR --out benchmarks/results (DIR: the --out of "
               "`benchmarks.quality --regime raw --methods auto` runs of both suites)",
