@@ -99,7 +99,8 @@ BENCHMARKS = (
     Benchmark("Each kind of auto's experts: its share of the round's time against its mixture weight and "
               "leads, on the raw regime's tuning and held-out streams (issue 36)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.expert_cost --out benchmarks/results",
-              ("expert_cost.md", "expert_cost.json"), (*_LIBRARY, "benchmarks/expert_cost.py")),
+              ("expert_cost.md", "expert_cost.json", "expert_cost_naps.md", "expert_cost_naps.json"),
+              (*_LIBRARY, "benchmarks/expert_cost.py")),
     Benchmark("A mature auto's round and predict against 469cdfb's, paired, in five cases (issue 36)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_round --paired --old PATH --old-name 469cdfb "
               "--out benchmarks/results",
