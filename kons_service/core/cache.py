@@ -99,10 +99,12 @@ class CachedLearner:
     appended_ids: dict[str, None] = field(default_factory=dict)
     _nbytes_at: tuple[str, int, str] = ("", -1, "")  # where ``nbytes`` was measured
 
-    def appended(self, version: int, tip: str, stride: int) -> None:
-        """This process appended rounds up to ``version`` (round ``tip``); ``stride``: the history's, if
-        the append reported it."""
+    def appended(self, version: int, tip: str, stride: int, nbytes: int) -> None:
+        """This process appended rounds up to ``version`` (round ``tip``), after which the learner's state
+        is ``nbytes`` (measured as they were played); ``stride``: the history's, if the append reported
+        it."""
         self.version, self.tip, self.optimistic = version, tip, True
+        self.nbytes, self._nbytes_at = nbytes, (self.incarnation, version, tip)
         if stride > 0:
             self.history_stride = stride
 

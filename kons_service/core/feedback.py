@@ -167,6 +167,7 @@ class _Played:
     new_classes: int = 0
     seconds: float = 0.0  # the time they took to play
     stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
+    state_bytes: int = 0  # the learner's :meth:`~kons.Learner.state_nbytes`, after them
     changes: int = 0  # of the data, that the learner's change detector declared in them
     logged_bytes: int = 0  # of the log entries that carry them
     entries: list[LogEntry] = field(default_factory=list)  # as appended
@@ -431,6 +432,7 @@ class FeedbackWriter:
         plays = [r.value for r in rounds]
         learned = [y if r.label is None else r.label for r, (_, y) in zip(rounds, rows, strict=True)]
         played.stats = learner.stats()
+        played.state_bytes = learner.state_nbytes()
         played.changes = learner.changes_detected - changes_before
         if not finite(plays, losses, played.stats):
             raise kons.NumericalError("the round would put a non-finite number into the learner's state.")
@@ -465,7 +467,8 @@ class FeedbackWriter:
             record = "" if request.fingerprint is None else codec.encode_answer(
                 request.fingerprint, plays, losses, distributions)
             tags.append(RequestTag(request.id or "", record, len(request.items)))
-        errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions)
+        errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions,
+                                  played.stats, played.state_bytes)
         history = (errors, self.settings.history_points)
         return await self.store.log.append(entry.ref, token, head, entries, tags, leased=leased,
                                        retention=self._retention, history=history)
@@ -476,7 +479,7 @@ class FeedbackWriter:
         ref = entry.ref
         match outcome.reason:
             case AppendStatus.APPLIED:
-                entry.appended(outcome.version, outcome.tip, outcome.stride)
+                entry.appended(outcome.version, outcome.tip, outcome.stride, played.state_bytes)
                 entry.remember_ids(request.id for request in group if request.id)
                 if self.cache.marks is not None:  # (a retry's earlier answer was marked when it was given)
                     self.cache.marks.acknowledged(ref, Head(entry.incarnation, entry.version, 0, entry.tip))
@@ -486,7 +489,7 @@ class FeedbackWriter:
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 correct = None if None in played.correct else [bool(c) for c in played.correct]
                 self.metrics.count_rounds(ref, learner.loss, losses, correct)
-                self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
+                self.metrics.observe_learner(ref, entry.version, played.stats, played.state_bytes)
                 if played.changes:
                     self.metrics.count_changes(ref, played.changes)
                 for request in group:  # the head appended to is the store's: no client saw beyond it

@@ -76,14 +76,13 @@ class History:
     rollbacks: list[RollbackEvent]
 
 
-def point(learner: kons.Learner, version: int) -> dict[str, Any]:
-    """The point of a learner at ``version``: the time, its ``stats()`` of :data:`LEARNER_GAUGES`, its
-    state size and, for ``auto``, the base that leads the mixture and the round it took the lead."""
-    stats = learner.stats()
+def point(version: int, stats: dict[str, Any], state_bytes: int) -> dict[str, Any]:
+    """The point of a learner at ``version`` whose ``stats()`` and state size are those given: the time,
+    the stats of :data:`LEARNER_GAUGES`, the size and, for ``auto``, the base that leads the mixture and
+    the round it took the lead."""
     leader = {"leader": stats["leader"], "leader_since": stats["leader_since"]} if "leader" in stats else {}
     return {"version": version, "time": round(time.time(), 3),
-            **{name: stats.get(name, 0) for name in LEARNER_GAUGES}, "state_bytes": learner.state_nbytes(),
-            **leader}
+            **{name: stats.get(name, 0) for name in LEARNER_GAUGES}, "state_bytes": state_bytes, **leader}
 
 
 class HistoryRecorder:
@@ -95,13 +94,15 @@ class HistoryRecorder:
 
     @staticmethod
     def due(entry: CachedLearner, before: int, ys: Sequence[Sequence[Any]], plays: Sequence[Sequence[float]],
-            distributions: Sequence[Sequence[Distribution] | None]) -> str:
+            distributions: Sequence[Sequence[Distribution] | None], stats: dict[str, Any],
+            state_bytes: int) -> str:
         """What to offer the history (JSON, see ``lib/history.lua``) when the rounds of labels ``ys`` (as
         the learner learnt them: a classifier's classes, :class:`.learning.Round`),
         played predictions ``plays`` and, for a classifier that gives class probabilities, played
         ``distributions`` (per request, in order) take the cached learner (lock held, rounds played) from
         version ``before``: their errors by stride window, and the learner's stats if the rounds cross a
-        multiple of the stride. The append of the rounds offers it in the same call."""
+        multiple of the stride (``stats``, ``state_bytes``: the learner's after the rounds, measured once by
+        the writer). The append of the rounds offers it in the same call."""
         labels = [v for request in ys for v in request]
         zeros = np.zeros(len(labels))
         if all(d is not None for d in distributions):
@@ -112,15 +113,16 @@ class HistoryRecorder:
         else:
             played = np.array([v for request in plays for v in request], dtype=np.float64)
             columns = _columns(entry.loaded(), np.array(labels, dtype=np.float64), played)
-        return _offer(entry, before, len(labels), columns)
+        return _offer(entry, before, len(labels), columns, stats, state_bytes)
 
     async def offer(self, entry: CachedLearner, before: int) -> None:
         """The cached learner (lock held) went from version ``before`` to its version outside a feedback
         (a state upload): record a point if due. A failure only costs a point: it is logged, not raised."""
         if entry.version // entry.history_stride == before // entry.history_stride:
             return
+        at = point(entry.version, entry.loaded().stats(), entry.state_nbytes())
         text = json.dumps({"task": _task(entry.loaded()), "segments": [[entry.version, 0, 0, 0, 0, 0]],
-                           "point": json.dumps(point(entry.loaded(), entry.version), allow_nan=False)})
+                           "point": json.dumps(at, allow_nan=False)})
         try:
             stride = await self.store.history.record(entry.ref, entry.incarnation, entry.version, text,
                                                      self.settings.history_points)
@@ -159,10 +161,12 @@ def _columns(learner: kons.Learner, y: np.ndarray, played: np.ndarray) -> list[n
     return [zeros, zeros, (margin > 0).astype(np.float64), logistic]
 
 
-def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndarray]) -> str:
+def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndarray], stats: dict[str, Any],
+           state_bytes: int) -> str:
     """The offer for ``rounds`` rounds ``before + 1 ..`` of per-round sums ``columns`` (|error|, error^2,
     correct, log loss; each (rounds,)): one segment per stride window they touch, ``[last version,
-    rounds, sums...]``, and the stats point if a window boundary is crossed."""
+    rounds, sums...]``, and the point after them (of the learner's ``stats`` and ``state_bytes`` then) if
+    a window boundary is crossed."""
     learner = entry.loaded()
     task, stride, after = _task(learner), entry.history_stride, before + rounds
     # segment k ends at the k-th multiple of the stride after ``before`` (the last one at ``after``)
@@ -173,7 +177,7 @@ def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndar
                 for k, (end, start) in enumerate(zip(ends, starts, strict=True))] if rounds else []
     offer: dict[str, Any] = {"task": task, "segments": segments}
     if after // stride != before // stride:
-        offer["point"] = json.dumps(point(learner, after), allow_nan=False)
+        offer["point"] = json.dumps(point(after, stats, state_bytes), allow_nan=False)
     changed = learner.last_change_round
     if changed is not None and before < changed <= after:
         offer["change"] = [changed, learner.changes_detected, CHANGE_EVENTS]
