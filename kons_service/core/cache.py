@@ -59,6 +59,11 @@ def not_found(ref: LearnerRef) -> LearnerNotFoundError:
     return LearnerNotFoundError(f"No learner named {ref.name!r}.")
 
 
+def _averaged(average: float, newest: float) -> float:
+    """A moving average (0.0: nothing yet) with its newest value."""
+    return newest if not average else (1 - _ROUND_SECONDS_WEIGHT) * average + _ROUND_SECONDS_WEIGHT * newest
+
+
 @dataclass(eq=False)
 class CachedLearner:
     """A learner held by this process, at ``version`` of ``incarnation``; guarded by ``lock``."""
@@ -132,6 +137,10 @@ class CachedLearner:
     #: one round takes to play here (0.0: none timed yet).
     log_bytes: int = 0
     round_seconds: float = 0.0
+    #: A moving average of the CPU seconds one round takes the thread playing it (0.0: none timed yet),
+    #: which decides where its next single round runs (:func:`.learning.offload`): unlike the wall time,
+    #: it does not grow when a busy machine makes the thread wait for a core.
+    round_cpu_seconds: float = 0.0
 
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
@@ -172,12 +181,12 @@ class CachedLearner:
         self.growth_credit = 0
         self.log_bytes = 0
 
-    def count_rounds(self, rounds: int, log_bytes: int, seconds: float) -> None:
-        """``rounds`` logged rounds of ``log_bytes`` bytes were played here in ``seconds``."""
+    def count_rounds(self, rounds: int, log_bytes: int, seconds: float, cpu_seconds: float) -> None:
+        """``rounds`` logged rounds of ``log_bytes`` bytes were played here in ``seconds``, ``cpu_seconds``
+        of them on a core."""
         self.log_bytes += log_bytes
-        per_round = seconds / max(rounds, 1)
-        self.round_seconds = per_round if not self.round_seconds else (
-            (1 - _ROUND_SECONDS_WEIGHT) * self.round_seconds + _ROUND_SECONDS_WEIGHT * per_round)
+        self.round_seconds = _averaged(self.round_seconds, seconds / max(rounds, 1))
+        self.round_cpu_seconds = _averaged(self.round_cpu_seconds, cpu_seconds / max(rounds, 1))
 
 
 class LearnerCache:
@@ -362,11 +371,12 @@ class LearnerCache:
 
     async def replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
         """Play logged rounds (no rollback among them) on the learner (lock held, or one of its own)."""
-        await offload(functools.partial(self._replay, entry, rows), len(rows), entry.state_nbytes())
+        await offload(functools.partial(self._replay, entry, rows), len(rows), entry.state_nbytes(),
+                      entry.round_cpu_seconds)
 
     def _replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
         learner = entry.loaded()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         for version, logged, tip, *_ in rows:
             x = codec.decode_features(logged.x)
             if learner.grows:  # where the writer held it (its tenant's budget was full)
@@ -377,5 +387,6 @@ class LearnerCache:
                 self.metrics.divergence.inc()
                 log.error("replay of %s round %d played %r, the log says %r (non-deterministic numerics?)",
                           entry.ref, version, played, codec.unpack_float(logged.played))
-        entry.count_rounds(len(rows), logged_bytes(row.entry for row in rows), time.perf_counter() - started)
+        entry.count_rounds(len(rows), logged_bytes(row.entry for row in rows), time.perf_counter() - started,
+                           time.thread_time() - cpu_started)
         self.metrics.replayed.inc(len(rows))

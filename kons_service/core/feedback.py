@@ -73,6 +73,7 @@ from kons_service.core.learning import (
     offload,
     task_of,
     task_of_label,
+    timed,
     undecided,
 )
 from kons_service.core.lease import Lease, WriterLeases
@@ -166,6 +167,7 @@ class _Played:
     #: How many classes the group's labels add (a classifier's; see :meth:`FeedbackWriter._checked`).
     new_classes: int = 0
     seconds: float = 0.0  # the time they took to play
+    cpu_seconds: float = 0.0  # ... on a core
     stats: dict[str, Any] = field(default_factory=dict)  # the learner's, after them
     state_bytes: int = 0  # the learner's :meth:`~kons.Learner.state_nbytes`, after them
     changes: int = 0  # of the data, that the learner's change detector declared in them
@@ -324,7 +326,7 @@ class FeedbackWriter:
         await self.growth.cover_new_classes(entry, learner, played.new_classes, first, played.held, rows)
         token = lease.token if lease is not None else self.leases.token()
         try:
-            await self._play(learner, played, entry.state_nbytes())
+            await self._play(learner, played, entry)
             outcome = await self._append(entry, head, token, group, played, leased=lease is not None)
             if outcome.reason is AppendStatus.APPLIED and outcome.replicated and self.on_logged is not None:
                 self.on_logged(ref, head, token, played.entries)
@@ -414,19 +416,18 @@ class FeedbackWriter:
         return codec.decode_features(payload)
 
     @staticmethod
-    async def _play(learner: kons.Learner, played: _Played, state_nbytes: int) -> None:
-        """Play the group's rounds on ``learner`` (whose state is ``state_nbytes``), request after request
-        (all predictions and losses finite, else the round is refused)."""
+    async def _play(learner: kons.Learner, played: _Played, entry: CachedLearner) -> None:
+        """Play the group's rounds on ``learner`` (``entry``'s), request after request (all predictions and
+        losses finite, else the round is refused)."""
         rows = [(x, y) for xs, ys in zip(played.xs, played.ys, strict=True)
                 for x, y in zip(xs, ys, strict=True)]
         if learner.grows:
             learner.hold_growth(played.held)
-        started = time.perf_counter()
         changes_before = learner.changes_detected
         with numerics():
-            rounds = await offload(lambda: [learner.learn_round(x, y) for x, y in rows], len(rows),
-                                   state_nbytes)
-            played.seconds = time.perf_counter() - started
+            rounds, played.seconds, played.cpu_seconds = await offload(
+                timed(lambda: [learner.learn_round(x, y) for x, y in rows]), len(rows), entry.state_nbytes(),
+                entry.round_cpu_seconds)
             losses = cast(list[float], [r.loss for r in rounds])  # a learnt round has its loss
             played.correct = [r.correct for r in rounds]
         plays = [r.value for r in rounds]
@@ -485,7 +486,7 @@ class FeedbackWriter:
                     self.cache.marks.acknowledged(ref, Head(entry.incarnation, entry.version, 0, entry.tip))
                 learner = entry.loaded()
                 losses = [loss for request_losses in played.losses for loss in request_losses]
-                entry.count_rounds(len(losses), played.logged_bytes, played.seconds)
+                entry.count_rounds(len(losses), played.logged_bytes, played.seconds, played.cpu_seconds)
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 correct = None if None in played.correct else [bool(c) for c in played.correct]
                 self.metrics.count_rounds(ref, learner.loss, losses, correct)

@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeGuard, TypeVar
 
@@ -64,6 +65,7 @@ __all__ = [
     "shown_predictions",
     "task_of",
     "task_of_label",
+    "timed",
     "undecided",
     "undecided_config",
 ]
@@ -71,9 +73,15 @@ __all__ = [
 log = logging.getLogger("kons_service.learning")
 
 T = TypeVar("T")
-#: A single round of a learner whose state is at most this many bytes runs on the event loop (about
-#: 0.1-0.5 ms: less than handing it to a thread costs the others); anything larger runs in a worker thread.
+#: A single round runs on the event loop when the learner's state is at most this many bytes (about 0.1-0.5
+#: ms), or when its rounds, as timed, take at most :data:`_INLINE_ROUND_SECONDS`: handing such a round to a
+#: worker thread costs more than it spares the others. A round of many small arrays (``auto``'s, a few MB
+#: of them) holds the GIL nearly throughout, so the loop waits for it in a thread too, and the hand-over
+#: wakes two threads, each of which may wait for a core on a busy machine. Anything else (a batch, a
+#: round of a large exact learner, whose operations on large arrays release the GIL) runs in a worker
+#: thread.
 _INLINE_STATE_BYTES = 2**20
+_INLINE_ROUND_SECONDS = 0.002
 
 REGRESSION, CLASSIFICATION = "regression", "classification"
 #: The task a learner whose config leaves it undecided plays with until its first feedback.
@@ -279,13 +287,28 @@ def finite(plays: Sequence[float], losses: Sequence[float], stats: dict[str, Any
     return all(math.isfinite(v) for v in numbers)
 
 
-async def offload(fn: Callable[[], T], rows: int, state_bytes: int) -> T:
+async def offload(fn: Callable[[], T], rows: int, state_bytes: int, round_cpu_seconds: float) -> T:
     """Run learner numerics inline when small (one round of a learner of at most
-    :data:`_INLINE_STATE_BYTES`), else in a worker thread (never abandoned mid-way): a single round of a
-    large exact learner (tens of ms at hundreds of MB) would otherwise stall every tenant's requests."""
-    if rows <= 1 and state_bytes <= _INLINE_STATE_BYTES:
+    :data:`_INLINE_STATE_BYTES`, or whose rounds take ``round_cpu_seconds`` of a core, at most
+    :data:`_INLINE_ROUND_SECONDS`; 0: not timed yet), else in a worker thread (never abandoned mid-way): a
+    single round of a large exact learner (tens of ms at hundreds of MB) would otherwise stall every
+    tenant's requests."""
+    quick = state_bytes <= _INLINE_STATE_BYTES or 0 < round_cpu_seconds <= _INLINE_ROUND_SECONDS
+    if rows <= 1 and quick:
         return fn()
     return await anyio.to_thread.run_sync(fn)
+
+
+def timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float, float]]:
+    """``fn``, also giving the wall and CPU seconds it took in the thread that ran it (a hand-over to a
+    worker thread is no part of them)."""
+
+    def run() -> tuple[T, float, float]:
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        result = fn()
+        return result, time.perf_counter() - started, time.thread_time() - cpu_started
+
+    return run
 
 
 #: The prefix of the request ids a shadow challenger's catch-up feeds it with (:mod:`.shadows`; a client's

@@ -368,7 +368,7 @@ class LearnerService:
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
                 rounds = await offload(lambda: [learner.predict_round(x) for x in rows], len(rows),
-                                       entry.state_nbytes())
+                                       entry.state_nbytes(), entry.round_cpu_seconds)
             version, config, restored_at = entry.version, entry.config, entry.restored_at
             self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
         if ids:

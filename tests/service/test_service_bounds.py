@@ -26,9 +26,9 @@ async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(
     service = client.app.state.service
     play = service.writer._play
 
-    async def slow_play(learner: Any, played: Any, state_nbytes: int) -> Any:  # works for over three TTLs
+    async def slow_play(learner: Any, played: Any, entry: Any) -> Any:  # works for over three TTLs
         await asyncio.sleep(1.0)
-        return await play(learner, played, state_nbytes)
+        return await play(learner, played, entry)
 
     monkeypatch.setattr(service.writer, "_play", slow_play)
     write = asyncio.create_task(client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 0.5}))

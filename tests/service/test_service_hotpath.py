@@ -74,10 +74,10 @@ async def _busy_writer(client: AppClient, monkeypatch: pytest.MonkeyPatch) -> li
     writer, groups = client.app.state.service.writer, []
     play = writer._play
 
-    async def slow_play(learner: Any, played: Any, state_nbytes: int) -> Any:
+    async def slow_play(learner: Any, played: Any, entry: Any) -> Any:
         groups.append(len(played.xs))
         await asyncio.sleep(0.2)
-        return await play(learner, played, state_nbytes)
+        return await play(learner, played, entry)
 
     monkeypatch.setattr(writer, "_play", slow_play)
     return groups

@@ -1,6 +1,6 @@
-"""Where learner numerics run: a single round of a small learner on the event loop, anything else (a
-batch, or one round of a large learner) in a worker thread, so that one tenant's large exact learner
-does not stall every other tenant's requests (issue 21, fair sharing)."""
+"""Where learner numerics run: a single round of a small learner, or of one whose rounds are quick, on the
+event loop, anything else (a batch, or one round of a large and slow learner) in a worker thread, so that
+one tenant's large exact learner does not stall every other tenant's requests (issue 21, fair sharing)."""
 
 from __future__ import annotations
 
@@ -22,18 +22,22 @@ URL = "/v1/learners/exact"
 EXACT = {"algorithm": "kons", "dim": 3, "params": {"preprocess": False}}
 
 
-async def test_offload_runs_one_small_round_inline_and_the_rest_in_a_thread() -> None:
+async def test_offload_runs_one_small_or_quick_round_inline_and_the_rest_in_a_thread() -> None:
     def where() -> threading.Thread:
         return threading.current_thread()
 
     loop_thread = threading.current_thread()
-    assert await learning.offload(where, 1, 1000) is loop_thread
-    assert await learning.offload(where, 2, 1000) is not loop_thread
-    assert await learning.offload(where, 1, 2**21) is not loop_thread
+    assert await learning.offload(where, 1, 1000, 0.0) is loop_thread
+    assert await learning.offload(where, 2, 1000, 0.0) is not loop_thread
+    assert await learning.offload(where, 1, 2**21, 0.0) is not loop_thread  # (not timed yet)
+    assert await learning.offload(where, 1, 2**21, 0.001) is loop_thread  # auto's round: a few MB, 1 ms
+    assert await learning.offload(where, 2, 2**21, 0.001) is not loop_thread
+    assert await learning.offload(where, 1, 2**21, 0.02) is not loop_thread
 
 
-async def test_one_round_of_a_large_learner_is_played_off_the_event_loop(
-    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("round_seconds", "off_the_loop"), [(0.02, True), (0.0005, False)])
+async def test_one_round_of_a_large_learner_is_played_off_the_event_loop_unless_quick(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch, round_seconds: float, off_the_loop: bool
 ) -> None:
     client = await make_client()
     rows = np.random.default_rng(5).normal(size=(700, 4))
@@ -42,8 +46,10 @@ async def test_one_round_of_a_large_learner_is_played_off_the_event_loop(
     for start in range(0, len(items), 350):
         batch = {"items": items[start : start + 350]}
         assert (await client.post(f"{URL}/feedback", json=batch)).status_code == 200
-    learner = client.app.state.service.cache.held(LearnerRef("default", "exact"))
+    entry = client.app.state.service.cache.entry(LearnerRef("default", "exact"))
+    learner = entry.learner
     assert learner is not None and learner.state_nbytes() > 2**20
+    entry.round_cpu_seconds = round_seconds  # (as its rounds were timed: a slow learner, or a quick one)
 
     threads: list[threading.Thread] = []
     kind: type[kons.Learner] = type(learner)
@@ -63,4 +69,4 @@ async def test_one_round_of_a_large_learner_is_played_off_the_event_loop(
     assert (await client.post(f"{URL}/predict", json={"x": [0.1, 0.2, 0.3]})).status_code == 200
     assert (await client.post(f"{URL}/feedback", json={"x": [0.1, 0.2, 0.3], "y": 0.5})).status_code == 200
     assert len(threads) == 2
-    assert threading.current_thread() not in threads
+    assert all((thread is not threading.current_thread()) is off_the_loop for thread in threads)

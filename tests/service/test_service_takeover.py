@@ -48,10 +48,10 @@ async def _held_by_stuck_writer(client: AppClient, monkeypatch: pytest.MonkeyPat
     writer = client.app.state.service.writer
     play, proceed, waiting = writer._play, asyncio.Event(), asyncio.Event()
 
-    async def stuck_play(learner: Any, played: Any, state_nbytes: int) -> Any:
+    async def stuck_play(learner: Any, played: Any, entry: Any) -> Any:
         waiting.set()
         await proceed.wait()
-        return await play(learner, played, state_nbytes)
+        return await play(learner, played, entry)
 
     monkeypatch.setattr(writer, "_play", stuck_play)
     task = asyncio.create_task(client.post(f"{URL}/feedback", json=_body(ROWS[0])))

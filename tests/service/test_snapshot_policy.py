@@ -100,10 +100,11 @@ def test_nothing_new_is_never_due_and_the_floor_is_at_most_the_interval() -> Non
 
 def test_a_learner_counts_its_log_since_its_snapshot_and_its_round_time() -> None:
     entry = CachedLearner(LearnerRef("t", "m"))
-    entry.count_rounds(4, 400, 0.004)
-    entry.count_rounds(1, 100, 0.011)
+    entry.count_rounds(4, 400, 0.004, 0.002)
+    entry.count_rounds(1, 100, 0.011, 0.001)
     assert entry.log_bytes == 500
     assert entry.round_seconds == pytest.approx(0.9 * 0.001 + 0.1 * 0.011)
+    assert entry.round_cpu_seconds == pytest.approx(0.9 * 0.0005 + 0.1 * 0.001)
     entry.adopt(kons.learner_from_params("ons", {"dim": 2}), {}, Head("i", 7, 7, "r"))
     assert entry.log_bytes == 0  # a rebuild counts the log it replays again
 
