@@ -267,11 +267,14 @@ class LearnerCache:
         request queued behind others that each wait for a frozen Redis must not hang without bound."""
         entry.users += 1
         try:
-            try:
-                async with asyncio.timeout(self.settings.lease_wait_seconds):
-                    await entry.lock.acquire()
-            except TimeoutError:
-                raise BusyError(f"Learner {entry.ref.name!r} is busy in this process; retry.") from None
+            if entry.lock.locked():  # (a free lock is taken at once: no timer to arm)
+                try:
+                    async with asyncio.timeout(self.settings.lease_wait_seconds):
+                        await entry.lock.acquire()
+                except TimeoutError:
+                    raise BusyError(f"Learner {entry.ref.name!r} is busy in this process; retry.") from None
+            else:
+                await entry.lock.acquire()
             try:
                 yield entry
             finally:

@@ -32,6 +32,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -87,6 +88,7 @@ class Metrics:
     def __init__(self, *, per_learner: bool) -> None:
         self.per_learner = per_learner
         self.multiprocess = multiprocess_dir() is not None
+        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}  # (see _series)
         self.registry = r = CollectorRegistry()
         self.requests = Counter("kons_http_requests", "HTTP requests by route and status.",
                                 ["method", "route", "status"], registry=r)
@@ -217,10 +219,19 @@ class Metrics:
             r.register(self._process)
             PlatformCollector(registry=r)
 
+    def _series(self, metric: MetricWrapperBase, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once: prometheus-client's lookup (its label checks, a lock)
+        costs microseconds, and one feedback touches a dozen series."""
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """One HTTP request, by route template (never the raw path: bounded cardinality)."""
-        self.requests.labels(method, route, str(status)).inc()
-        self.latency.labels(method, route).observe(seconds)
+        self._series(self.requests, method, route, str(status)).inc()
+        self._series(self.latency, method, route).observe(seconds)
         self.refresh_worker()
 
     # ------------------------------------------------------------------ learners
@@ -229,15 +240,15 @@ class Metrics:
         """Acknowledged feedback rounds of ``ref`` with their losses, and for a classifier whether each
         round's prediction was its label."""
         self.rounds.inc(len(losses))
-        self.loss.labels(loss).inc(sum(losses))
+        self._series(self.loss, loss).inc(sum(losses))
         if correct is not None:
             self.classified.inc(len(correct))
             self.correct.inc(sum(correct))
         if self.per_learner:
-            self.learner_rounds.labels(ref.tenant, ref.name).inc(len(losses))
-            self.learner_loss.labels(ref.tenant, ref.name, loss).inc(sum(losses))
+            self._series(self.learner_rounds, ref.tenant, ref.name).inc(len(losses))
+            self._series(self.learner_loss, ref.tenant, ref.name, loss).inc(sum(losses))
             if correct is not None:
-                self.learner_correct.labels(ref.tenant, ref.name).inc(sum(correct))
+                self._series(self.learner_correct, ref.tenant, ref.name).inc(sum(correct))
 
     def count_changes(self, ref: LearnerRef, changes: int) -> None:
         """``changes`` changes of the data that ``ref``'s detector declared in acknowledged rounds."""
@@ -258,10 +269,10 @@ class Metrics:
     def observe_learner(self, ref: LearnerRef, version: int, stats: dict[str, Any], state_bytes: int) -> None:
         if not self.per_learner:
             return
-        self.learner_version.labels(ref.tenant, ref.name).set(version)
-        self.learner_state_bytes.labels(ref.tenant, ref.name).set(state_bytes)
+        self._series(self.learner_version, ref.tenant, ref.name).set(version)
+        self._series(self.learner_state_bytes, ref.tenant, ref.name).set(state_bytes)
         for stat, gauge in self.learner_gauges.items():
-            gauge.labels(ref.tenant, ref.name).set(float(stats.get(stat, 0)))
+            self._series(gauge, ref.tenant, ref.name).set(float(stats.get(stat, 0)))
 
     def forget_learner(self, ref: LearnerRef) -> None:
         """Drop a deleted learner's gauges. Not possible in multiprocess mode (prometheus-client keeps the
@@ -269,6 +280,7 @@ class Metrics:
         if self.multiprocess:
             return
         for gauge in (self.learner_version, self.learner_state_bytes, *self.learner_gauges.values()):
+            self._children.pop((gauge, (ref.tenant, ref.name)), None)
             with contextlib.suppress(KeyError):
                 gauge.remove(ref.tenant, ref.name)
 

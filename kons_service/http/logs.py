@@ -143,10 +143,14 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        given = headers.get("x-request-id", "")
+        given = traceparent = ""
+        for name, value in scope.get("headers", ()):  # (the last of each, as a dict of them would keep)
+            name = name.lower()
+            if name == b"x-request-id":
+                given = value.decode("latin-1")
+            elif name == b"traceparent":
+                traceparent = value.decode("latin-1")
         request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
-        traceparent = headers.get("traceparent", "")
         traceparent = traceparent if _TRACEPARENT.match(traceparent) else ""
         tokens = (_request_id.set(request_id), _traceparent.set(traceparent))
         status = 500
@@ -170,10 +174,11 @@ class RequestContextMiddleware:
             method, path = scope.get("method", ""), scope.get("path", "")
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.observe_request(method, route, status, seconds)
-            client = scope.get("client")
-            access_log.info("%s %s %d %.1f ms", method, path, status, duration_ms,
-                            extra={"method": method, "path": path, "route": route, "status": status,
-                                   "duration_ms": duration_ms,
-                                   "client": f"{client[0]}:{client[1]}" if client else ""})
+            if access_log.isEnabledFor(logging.INFO):  # (else its fields are not worth building)
+                client = scope.get("client")
+                access_log.info("%s %s %d %.1f ms", method, path, status, duration_ms,
+                                extra={"method": method, "path": path, "route": route, "status": status,
+                                       "duration_ms": duration_ms,
+                                       "client": f"{client[0]}:{client[1]}" if client else ""})
             _request_id.reset(tokens[0])
             _traceparent.reset(tokens[1])
