@@ -86,7 +86,8 @@ WARM_ROWS = 64  # past auto's first 32 rows, where it still learns its kernel wi
 SNAPSHOT_IN_FLIGHT = 8
 
 #: One learner's rounds in a process of their own, importing the ``kons`` of the current directory (the
-#: checkout measured): reads {"spec", "warm"} and the rows (JSON lines), prints CPU and wall seconds.
+#: checkout measured): reads {"spec", "warm", "predict"} and the rows (JSON lines), prints CPU and wall
+#: seconds (and with "predict", the CPU seconds of predicting the same rows afterwards).
 _IN_PROCESS = """
 import json, sys, time
 import numpy as np
@@ -100,8 +101,14 @@ for x, y in rows[:job["warm"]]:
 cpu, wall = time.process_time(), time.perf_counter()
 for x, y in rows[job["warm"]:]:
     learner.learn_one(x, y)
-print(json.dumps({"rounds": len(rows) - job["warm"], "cpu_seconds": time.process_time() - cpu,
-                  "wall_seconds": time.perf_counter() - wall}))
+done = {"rounds": len(rows) - job["warm"], "cpu_seconds": time.process_time() - cpu,
+        "wall_seconds": time.perf_counter() - wall}
+if job.get("predict"):  # then the same rows predicted by the learner that learnt them all
+    cpu = time.process_time()
+    for x, _ in rows[job["warm"]:]:
+        learner.predict_one(x)
+    done["predict_cpu_seconds"] = time.process_time() - cpu
+print(json.dumps(done))
 """
 
 
@@ -168,12 +175,14 @@ async def metrics_text(client: httpx.AsyncClient) -> str:
 
 
 def in_process(
-    checkout: Path, spec: dict[str, Any], rows: Sequence[tuple[list[float], float]], warm: int
+    checkout: Path, spec: dict[str, Any], rows: Sequence[tuple[list[float], float]], warm: int,
+    predict: bool = False,
 ) -> dict[str, float]:
     """Rounds of ``spec``'s learner on ``rows`` (the first ``warm`` untimed) in a subprocess running
-    ``checkout``'s kons with one BLAS thread."""
+    ``checkout``'s kons with one BLAS thread; with ``predict``, then predictions of the timed rows."""
     env = {**os.environ, **blas_env(1), "PYTHONPATH": str(checkout)}
-    payload = json.dumps({"spec": spec, "warm": warm}) + "\n" + json.dumps(list(rows)) + "\n"
+    job = {"spec": spec, "warm": warm, "predict": predict}
+    payload = json.dumps(job) + "\n" + json.dumps(list(rows)) + "\n"
     done = subprocess.run(
         [sys.executable, "-c", _IN_PROCESS],
         input=payload,
@@ -329,12 +338,13 @@ async def single_client(
                     "redis_commands": sum(by_command.values()),
                     "by_command": by_command,
                 }
-    own = in_process(target.checkout, spec, warm + single + counted, WARM_ROWS + len(single))
+    own = in_process(target.checkout, spec, warm + single + counted, WARM_ROWS + len(single), predict=True)
     result = {
         "p50_ms": {k: percentiles(v)["p50"] for k, v in latency.items()},
         "p99_ms": {k: percentiles(v)["p99"] for k, v in latency.items()},
         "requests": counts,
         "in_process_round_cpu_ms": own["cpu_seconds"] / own["rounds"] * 1e3,
+        "in_process_predict_cpu_ms": own["predict_cpu_seconds"] / own["rounds"] * 1e3,
     }
     log(f"[{target.label}] a: {json.dumps(result)[:400]}")
     return result
@@ -677,8 +687,10 @@ def render(record: dict[str, Any], command: str) -> str:
             "",
             f"{cfg['single_rounds']} interleaved rounds (echo, feedback, echo, predict) after {WARM_ROWS} "
             f"warm-up rows; CPU and Redis commands over {cfg['cpu_rounds']} feedbacks, then as many "
-            "predicts. Issue 18's targets: feedback p50 <= 3x echo, predict p50 <= 1.5x echo, service "
-            "CPU per feedback <= 3x the in-process round, <= 6 Redis commands per feedback.",
+            "predicts (the in-process predictions: of the same rows by the learner that learnt them). Issue "
+            "18's targets: feedback p50 <= 3x echo, predict p50 <= 1.5x echo, service CPU per feedback <= "
+            "3x the in-process round, <= 6 Redis commands per feedback; issue 36's add service CPU per "
+            "predict <= 3x the in-process predict.",
             "",
         ]
         rows = []
@@ -699,6 +711,8 @@ def render(record: dict[str, Any], command: str) -> str:
                     _x(req["feedback"]["cpu_ms"], a["in_process_round_cpu_ms"]),
                     _n(req["feedback"]["redis_commands"]),
                     _n(req["predict"]["cpu_ms"], 2),
+                    _n(a["in_process_predict_cpu_ms"], 3),
+                    _x(req["predict"]["cpu_ms"], a["in_process_predict_cpu_ms"]),
                     _n(req["predict"]["redis_commands"]),
                 )
             )
@@ -716,10 +730,12 @@ def render(record: dict[str, Any], command: str) -> str:
                 "ratio",
                 "Redis commands / feedback",
                 "service CPU ms / predict",
+                "in-process predict CPU ms",
+                "ratio",
                 "Redis commands / predict",
             ],
             rows,
-            "l" + "r" * 12,
+            "l" + "r" * 14,
         )
         lines += [
             "",
