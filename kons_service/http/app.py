@@ -125,7 +125,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    install_openapi(app)
     app.state.settings = settings
     app.state.auth = auth
     app.state.large_bodies = LargeBodies(settings.tenant_large_bodies)
@@ -136,10 +135,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.parsers = parsers
     app.state.metrics = metrics
     install_error_handlers(app, app.state.refusals)
-    app.include_router(learners.router)
+    # The rounds first: each request's route is found by trying the routes in order (a regular expression
+    # each), and predictions and feedback are most of them.
     app.include_router(rounds.router)
+    app.include_router(learners.router)
     app.include_router(ops.router)
     app.include_router(v2.router)
+    install_openapi(app)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     return app
 
