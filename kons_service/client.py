@@ -133,11 +133,12 @@ class NotFoundError(KonsServiceError):
 
 
 class ConflictError(KonsServiceError):
-    """409: another config under this name, a state blob of another config, a reused request_id, a
-    version the learner does not keep, or feedback sent to a shadow challenger."""
+    """409: another config under this name, a state blob of another config, a reused request_id, a retry
+    applied before whose answer is no longer kept, a version the learner does not keep, or feedback sent
+    to a shadow challenger."""
 
-    codes = ("config_conflict", "state_mismatch", "request_id_conflict", "version_not_kept",
-             "learner_is_shadow")
+    codes = ("config_conflict", "state_mismatch", "request_id_conflict", "already_applied",
+             "version_not_kept", "learner_is_shadow")
 
 
 class PayloadTooLargeError(KonsServiceError):

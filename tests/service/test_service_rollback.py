@@ -237,3 +237,51 @@ async def test_the_v2_routes_report_a_loss_from_a_clients_seen_version(
     assert value((await b.get("/metrics")).text, "kons_rollbacks_detected_total", seen_by="client") == 1
     malformed = await b.get("/v2/models/m", headers={"Kons-Seen-Version": "eight"})
     assert malformed.status_code == 422 and "Kons-Seen-Version" in malformed.json()["error"]
+
+
+async def test_a_retry_is_never_applied_twice_across_a_rollback_while_answers_are_dropped_to_fit(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
+    """The answers kept for retries are dropped, oldest first, to fit the learner's share of the tenant's
+    budget; the ids never are. Redis then loses the last 20 requests (ids, answers and their byte count
+    rolled back together): a retry of each of the 20 that survived is answered as before or refused 409
+    ``already_applied``, on either replica, never applied again; each lost one is applied once more (its
+    rounds were lost), and a second retry of all 40 applies nothing. (A design that dropped the oldest ids
+    to fit applied survivors twice in ``test_rollback_storm``.)"""
+    a, b = await make_client(request_ids_max_bytes=3_000), await make_client(request_ids_max_bytes=3_000)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    bodies = [{"items": [{"x": x, "y": y} for x, y in _rounds(5 * i, 5, 0.1 * i)], "request_id": f"k{i}"}
+              for i in range(40)]
+    first = []
+    before_loss: dict[str, bytes | None] = {}
+    for i, body in enumerate(bodies):
+        if i == 20:
+            before_loss = _dump(redis_server)
+        sent = await a.post(f"{URL}/feedback", json=body)
+        assert sent.status_code == 200, sent.text
+        first.append(sent.json())
+    reqs = learner_key(REF, "reqs")
+    assert not redis_server.client().hexists(reqs, "=k0")  # answers were dropped to fit
+    _restore(redis_server, before_loss)  # versions 101..200 are lost, with the ids k20..k39
+
+    statuses = []
+    for i, body in enumerate(bodies):
+        again = await (a, b)[i % 2].post(f"{URL}/feedback", json=body)
+        statuses.append(again.status_code)
+        if i < 20 and again.status_code == 200:
+            assert again.json() == first[i]
+        elif i < 20:
+            assert again.status_code == 409 and again.json()["error"]["code"] == "already_applied"
+        else:
+            assert again.status_code == 200 and again.json()["version"] == 100 + 5 * (i - 19), again.text
+    assert 409 in statuses[:20] and 200 in statuses[:20]
+    for i, body in enumerate(bodies):  # once more: nothing applies
+        assert (await (b, a)[i % 2].post(f"{URL}/feedback", json=body)).status_code in (200, 409)
+    for c in (a, b):
+        assert (await c.get(URL)).json()["version"] == 200
+    fields = cast(dict[bytes, bytes], redis_server.client().hgetall(reqs))
+    assert sum(1 for k in fields if not k.startswith((b"=", b"*"))) == 40  # every id, once
+    marks = sum(2 * len(k) + len(v) + 8 for k, v in fields.items() if not k.startswith((b"=", b"*")))
+    answers = sum(2 * len(k) - 1 + len(v) for k, v in fields.items() if k.startswith(b"="))
+    assert (int(fields[b"*marks"]), int(fields[b"*answers"])) == (marks, answers)  # counted as stored
+    assert marks + answers <= 3_000
