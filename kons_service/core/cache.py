@@ -192,7 +192,7 @@ class LearnerCache:
         self.settings = settings
         self.metrics = metrics
         self._on_evict = on_evict
-        self.rollbacks = RollbackReporter(metrics)
+        self.rollbacks = RollbackReporter(metrics, store.server.may_have_lost)
         self.marks = marks
         self._entries: OrderedDict[LearnerRef, CachedLearner] = OrderedDict()
 

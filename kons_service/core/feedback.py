@@ -339,7 +339,7 @@ class FeedbackWriter:
             entry.drop_played()
             if lease is None:
                 entry.conflicted(_LEASED_SECONDS, _LEASED_SECONDS_MAX)
-        return self._conclude(entry, head, group, outcome, played)
+        return await self._conclude(entry, head, group, outcome, played)
 
     async def _decide_task(self, entry: CachedLearner, group: list[_Request]) -> None:
         """Record the task the group's first label decides in the learner's config, unless another writer
@@ -495,8 +495,8 @@ class FeedbackWriter:
             entry.record_room = await self.budget.allow_records(entry.ref, held + new, entry.record_room)
         return entry.record_room
 
-    def _conclude(self, entry: CachedLearner, head: Head, group: list[_Request], outcome: AppendOutcome,
-                  played: _Played) -> list[FeedbackResult] | None:
+    async def _conclude(self, entry: CachedLearner, head: Head, group: list[_Request],
+                        outcome: AppendOutcome, played: _Played) -> list[FeedbackResult] | None:
         """The answers of an attempt whose append ended with ``outcome`` (None: try again)."""
         ref = entry.ref
         match outcome.reason:
@@ -516,7 +516,7 @@ class FeedbackWriter:
                     self.metrics.count_changes(ref, played.changes)
                 for request in group:  # the head appended to is the store's: no client saw beyond it
                     if request.seen is not None:
-                        self.cache.rollbacks.seen(ref, request.seen, head.incarnation, head.version)
+                        await self.cache.rollbacks.seen(ref, request.seen, head.incarnation, head.version)
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version

@@ -6,6 +6,7 @@ lost history. Real Redis; the rollback is simulated by restoring the learner's k
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import cast
 
@@ -173,7 +174,13 @@ async def _lose_versions_7_and_8(make_client: AppFactory, redis_server: RedisSer
     before_loss = _dump(redis_server)
     await _feed(a, _rounds(7, 2, 1.0))  # the client was answered version 8, then Redis lost 7 and 8
     _restore(redis_server, before_loss)
+    _restart(redis_server)  # (a rollback is a Redis restart, or a replica taking over: nothing else loses)
     return b
+
+
+def _restart(server: RedisServer) -> None:
+    server.stop()  # (SIGTERM: the append-only file keeps the keys as restored)
+    server.start()
 
 
 async def test_a_replica_that_never_held_the_lost_rounds_reports_them_from_a_clients_seen_version(
@@ -285,3 +292,29 @@ async def test_a_retry_is_never_applied_twice_across_a_rollback_while_answers_ar
     answers = sum(2 * len(k) - 1 + len(v) for k, v in fields.items() if k.startswith(b"="))
     assert (int(fields[b"*marks"]), int(fields[b"*answers"])) == (marks, answers)  # counted as stored
     assert marks + answers <= 3_000
+
+
+@pytest.mark.parametrize("claimed", [10**23, 1_000, 9])
+async def test_a_seen_version_the_store_never_acknowledged_is_no_rollback_witness(
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture, claimed: int
+) -> None:
+    """A client sends a version above the learner's head while Redis has been up since the learner was
+    created: the store proves it never acknowledged it, so nothing is reported (on e12d011 it counted as a
+    client-witnessed rollback of up to 10^23 rounds, logged as data loss and shown on /readyz)."""
+    while int(redis_server.client().info("server")["uptime_in_seconds"]) < 2:  # (its start, to the second)
+        await asyncio.sleep(0.2)
+    client = await make_client()
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    await _feed(client, _rounds(1, 8, 0.0))
+    seen = {"Kons-Seen-Version": str(claimed)}
+    with caplog.at_level(logging.INFO, logger="kons_service.cache"):
+        fed = await client.post(f"{URL}/feedback", json={"x": PROBE, "y": 0.5}, headers=seen)
+        assert fed.status_code == 200 and fed.json()["version"] == 9
+        assert (await client.post(f"{URL}/predict", json={"x": PROBE}, headers=seen)).status_code == 200
+        assert (await client.get(URL, headers=seen)).json()["version"] == 9
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name == "kons_service.cache"]
+    assert sum("not a rollback" in r.getMessage() for r in caplog.records) == 1  # once, at info
+    scraped = (await client.get("/metrics")).text
+    assert not value(scraped, "kons_rollbacks_detected_total", seen_by="client")
+    assert not value(scraped, "kons_rollback_rounds_lost_total")
+    assert (await client.get("/readyz")).json()["rollbacks"] == {"detected": 0, "rounds_lost": 0}
