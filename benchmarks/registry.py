@@ -166,6 +166,11 @@ BENCHMARKS = (
               "(issue 41)",
               "nice -n 5 python -m benchmarks.soak --seconds 480 --out benchmarks/results",
               ("soak.md", "soak.json"), (*_SERVICE, "benchmarks/soak.py")),
+    Benchmark("Memory in a long soak: 80 minutes at a paced rate, past the hour retry records and kept "
+              "versions live; where Redis's memory goes (issue 41)",
+              "nice -n 10 python -m benchmarks.soak --seconds 4800 --sample-seconds 60 --rate 12 --clients 4 "
+              "--checkout <main's checkout> --name soak_long --out benchmarks/results",
+              ("soak_long.md", "soak_long.json"), (*_SERVICE, "benchmarks/soak.py")),
     Benchmark("Reliability battery: every promise kept (docs/reliability.md)",
               "python -m benchmarks.reliability --out docs/reliability.md "
               "--json benchmarks/results/reliability.json",

@@ -12,6 +12,8 @@ last third of the run still grows (a plateau, or a leak)::
 
     nice -n 5 python -m benchmarks.soak --seconds 600 --out benchmarks/results
 
+``--rate`` paces the clients (requests a second, all together) for a long run on a shared machine.
+
 ``--checkout PATH`` runs the service processes from another source tree (e.g. a ``git worktree`` of an
 earlier commit), to compare before and after a change side by side.
 """
@@ -94,13 +96,17 @@ class Tally:
 
 
 def _client(urls: Sequence[str], learners: Sequence[Learner], keys: dict[str, str], seed: int, stop: float,
-            tally: Tally) -> None:
+            tally: Tally, interval: float) -> None:
     rng = random.Random(seed)
+    due = time.monotonic()
     clients = [httpx.Client(base_url=url, timeout=30) for url in urls]
     serial = 0
     remembered: dict[str, list[str]] = {}
     try:
         while time.monotonic() < stop:
+            # a steady pace if asked, not as fast as the replicas answer: a long soak shares the machine
+            due = max(due + interval, time.monotonic() - interval)  # a late answer is not made up in a burst
+            time.sleep(max(0.0, due - time.monotonic()))
             learner, http = rng.choice(learners), rng.choice(clients)
             path = f"/v1/learners/{learner.name}"
             headers = {"Authorization": f"Bearer {keys[learner.tenant]}"}
@@ -199,8 +205,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 put.raise_for_status()
         tally, started = Tally(), time.monotonic()
         stop = started + args.seconds
+        interval = args.clients / args.rate if args.rate else 0.0
         threads = [threading.Thread(target=_client, args=([s.url for s in services], learners, keys, seed,
-                                                          stop, tally), daemon=True)
+                                                          stop, tally, interval), daemon=True)
                    for seed in range(args.clients)]
         samples = [_sample(started, services, server, learners, tally)]
         for thread in threads:
@@ -213,7 +220,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             thread.join(timeout=60)
         return {"samples": samples, "statuses": {str(k): v for k, v in sorted(tally.statuses.items())},
                 "learners": len(learners), "replicas": args.replicas, "clients": args.clients,
-                "seconds": args.seconds, "checkout": str(args.checkout or "this"), "env": args.env}
+                "seconds": args.seconds, "rate": args.rate, "checkout": str(args.checkout or "this"),
+                "env": args.env}
     finally:
         for service in services:
             service.stop()
@@ -238,7 +246,8 @@ def report(results: dict[str, Any], commit: str, command: str) -> str:
         f"{results['env'] or 'as is'}). {machine_summary()}; load average {results['load_average']} at the "
         "end (the machine is shared).", "",
         f"{replicas} replicas on one Redis, {results['learners']} learners of 3 tenants, "
-        f"{results['clients']} client threads for {results['seconds']} s; answers by status: "
+        f"{results['clients']} client threads for {results['seconds']} s"
+        f"{' at ' + str(results['rate']) + ' requests/s' if results.get('rate') else ''}; answers by status: "
         f"{results['statuses']}.", "",
         "| | start | end | growth over the last third |", "|---|---:|---:|---:|",
         *[f"| RSS replica {i} (MiB) | {r[0]} | {r[-1]} | {g:+.2f} MiB/min |" for i, (r, g) in
@@ -261,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--learners", type=int, default=36)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="requests a second, all clients together (0: each as fast as answered)")
     parser.add_argument("--checkout", type=Path, default=None, help="source tree the services run")
     parser.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE",
                         help="environment variables of the service processes (e.g. MALLOC_ARENA_MAX=2)")

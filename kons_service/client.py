@@ -43,7 +43,7 @@ import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar, cast
 
 import httpx
 from pydantic import BaseModel
@@ -133,11 +133,12 @@ class NotFoundError(KonsServiceError):
 
 
 class ConflictError(KonsServiceError):
-    """409: another config under this name, a state blob of another config, a reused request_id, a
-    version the learner does not keep, or feedback sent to a shadow challenger."""
+    """409: another config under this name, a state blob of another config, a reused request_id, a retry
+    applied before whose answer is no longer kept, a version the learner does not keep, or feedback sent
+    to a shadow challenger."""
 
-    codes = ("config_conflict", "state_mismatch", "request_id_conflict", "version_not_kept",
-             "learner_is_shadow")
+    codes = ("config_conflict", "state_mismatch", "request_id_conflict", "already_applied",
+             "version_not_kept", "learner_is_shadow")
 
 
 class PayloadTooLargeError(KonsServiceError):
@@ -340,6 +341,23 @@ _ALLOWED_ROWS = re.compile(r"at most (\d+) rows")
 #: A plan of calls: it yields each call to send, is sent its answer (or thrown its error) and returns the
 #: result. Both clients drive the same plans (:meth:`Client._run`, :meth:`AsyncClient._run`).
 _Plan = Generator[_Call[Any], Any, T]
+#: What a client's conversation asks of its I/O (:meth:`_Base._conversation`): a request to send (httpx's
+#: keyword arguments) or a delay to wait (s); and what it is told back.
+_Step = dict[str, Any] | float
+_Outcome = httpx.Response | httpx.TransportError | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Done(Generic[T]):
+    """A conversation's last step: the plan's result."""
+
+    value: T
+
+
+def _alone(call: _Call[T]) -> _Plan[T]:
+    """The plan of one call."""
+    answer: T = yield call
+    return answer
 
 
 def _allowed_rows(error: KonsServiceError) -> int | None:
@@ -448,6 +466,36 @@ class _Base:
         self.retry = retry or RetryPolicy()
         self._seen: dict[str, int] = {}  # learner -> the version of its newest answer
 
+    # The clients' logic is sans I/O (as h11's): :meth:`_conversation` says what to do next (send a
+    # request, wait) and is told what came of it; each client only does the I/O, sync or async.
+    def _conversation(self, plan: _Plan[T]) -> Generator[_Step | _Done[T], _Outcome, None]:
+        """``plan``'s calls, each sent with its retries: yields each request to send (httpx's keyword
+        arguments) or delay to wait (s), and is sent what came of it (the response, the transport error
+        it raised; None after a wait); yields the plan's result last, as :class:`_Done`."""
+        try:
+            call = next(plan)
+            while True:
+                try:
+                    answer = yield from self._exchange(call)
+                except KonsServiceError as error:
+                    call = plan.throw(error)
+                else:
+                    call = plan.send(answer)
+        except StopIteration as done:
+            yield _Done(done.value)
+
+    def _exchange(self, call: _Call[T]) -> Generator[_Step, _Outcome, T]:
+        """One call, re-sent as the retry policy says; its answer (or its error, raised)."""
+        attempt = 0
+        while True:
+            outcome = yield self._request(call)
+            assert outcome is not None  # (a request is answered with what came of it)
+            delay = self.retry.delay(attempt, outcome)
+            if delay is None:
+                return self._noted(call, call.conclude(outcome, attempt + 1))
+            yield delay
+            attempt += 1
+
     def _request(self, call: _Call[Any]) -> dict[str, Any]:
         seen = self._seen.get(call.learner) if call.learner and not call.new_history else None
         return {"method": call.method, "url": call.path, "json": call.json, "content": call.content,
@@ -475,33 +523,21 @@ class Client(_Base):
                                   transport=transport)
 
     def _send(self, call: _Call[T]) -> T:
-        attempt = 0
-        while True:
-            outcome: httpx.Response | httpx.TransportError
-            try:
-                outcome = self._http.request(**self._request(call))
-            except httpx.TransportError as exc:
-                outcome = exc
-            delay = self.retry.delay(attempt, outcome)
-            if delay is None:
-                return self._noted(call, call.conclude(outcome, attempt + 1))
-            time.sleep(delay)
-            attempt += 1
+        return self._run(_alone(call))
 
     def _run(self, plan: _Plan[T]) -> T:
         """Send the calls of ``plan`` one after the other; its result."""
-        try:
-            call = next(plan)
-            while True:
-                try:
-                    answer = self._send(call)
-                except KonsServiceError as error:
-                    call = plan.throw(error)
-                else:
-                    call = plan.send(answer)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+        conversation, outcome = self._conversation(plan), cast(_Outcome, None)
+        while not isinstance(step := conversation.send(outcome), _Done):
+            if not isinstance(step, dict):
+                time.sleep(step)
+                outcome = None
+                continue
+            try:
+                outcome = self._http.request(**step)
+            except httpx.TransportError as exc:
+                outcome = exc
+        return step.value
 
     def close(self) -> None:
         self._http.close()
@@ -621,33 +657,21 @@ class AsyncClient(_Base):
                                        transport=transport)
 
     async def _send(self, call: _Call[T]) -> T:
-        attempt = 0
-        while True:
-            outcome: httpx.Response | httpx.TransportError
-            try:
-                outcome = await self._http.request(**self._request(call))
-            except httpx.TransportError as exc:
-                outcome = exc
-            delay = self.retry.delay(attempt, outcome)
-            if delay is None:
-                return self._noted(call, call.conclude(outcome, attempt + 1))
-            await asyncio.sleep(delay)
-            attempt += 1
+        return await self._run(_alone(call))
 
     async def _run(self, plan: _Plan[T]) -> T:
         """Send the calls of ``plan`` one after the other; its result."""
-        try:
-            call = next(plan)
-            while True:
-                try:
-                    answer = await self._send(call)
-                except KonsServiceError as error:
-                    call = plan.throw(error)
-                else:
-                    call = plan.send(answer)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+        conversation, outcome = self._conversation(plan), cast(_Outcome, None)
+        while not isinstance(step := conversation.send(outcome), _Done):
+            if not isinstance(step, dict):
+                await asyncio.sleep(step)
+                outcome = None
+                continue
+            try:
+                outcome = await self._http.request(**step)
+            except httpx.TransportError as exc:
+                outcome = exc
+        return step.value
 
     async def aclose(self) -> None:
         await self._http.aclose()

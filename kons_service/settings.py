@@ -122,8 +122,16 @@ class Settings(BaseSettings):
         3600, ge=1, description="How long a feedback request_id is remembered (a retry is applied once)."
     )
     request_ids_max: int = Field(
-        10_000, ge=1, description="Most request_ids remembered per learner (the oldest are dropped first)."
+        10_000, ge=1, description="Most answers kept per learner for retries of its request_ids (the "
+        "oldest answers are dropped first; the ids themselves are remembered for request_id_ttl_seconds, "
+        "so a retry whose answer was dropped is refused 409 already_applied, never applied twice)."
     )
+    request_ids_max_bytes: int = Field(
+        64 * 2**20, ge=1024, description="Most bytes one learner's request_ids and the answers kept for "
+        "their retries may hold together, counted in KONS_TENANT_MAX_BYTES (the reservation, which never "
+        "shrinks while the learner exists, grows at most to this): the oldest answers are dropped to fit, "
+        "and a feedback with a request_id is refused 422 resource_limit when the ids of the last "
+        "request_id_ttl_seconds alone would not fit.")
     lease_ttl_ms: int = Field(
         2_000, ge=100, description="Per-learner writer lease, renewed every third of it while its writer "
         "works: a crashed writer blocks its learner at most this long. Correctness does not depend on it "

@@ -669,6 +669,8 @@ async def soak_scenario(
                 kind = key.rsplit(":", 1)[1]
                 if kind in ("ids", "reqs"):
                     leftovers[kind] += r.hlen(key)
+                elif kind == "reqs_kept":
+                    leftovers["reqs"] += r.llen(key)
                 elif kind == "log":
                     leftovers["log"] += r.xlen(key)
     half = [s for s in samples if s[0] >= samples[-1][0] / 2] if samples else []
@@ -750,9 +752,9 @@ async def rollback_scenario(
     again with other rounds; then to all. The first replica must notice that the log no longer continues
     its history, and neither serve nor extend the lost rounds.
 
-    The surviving history is read from the learner's request-id records in Redis (written by the same
-    script as the log entry, one per round, ``<version>:<answer>``): an acknowledged round whose id is no
-    longer there was lost by a rollback. The surviving acknowledged rounds are then audited like any storm
+    The surviving history is read from the learner's request-id markers in Redis (written by the same
+    script as the log entry, one per round, ``<version>:<fingerprint>``): an acknowledged round whose id is
+    no longer there was lost by a rollback. The surviving acknowledged rounds are then audited like any storm
     (:func:`audit`): each in the learner exactly once, every replica bit-identical to a serial replay.
     """
     if replicas < 2:
@@ -784,8 +786,9 @@ async def rollback_scenario(
             await asyncio.sleep(calm[1])
 
         ledger = await _run_storm(routed, clients, disturb, seed)
-        remembered = {rid.decode(): int(record.split(b":", 1)[0])
-                      for rid, record in client.hgetall(learner_key(ref, "reqs")).items()}
+        remembered = {rid.decode(): int(marker.split(b":", 1)[0])  # (not the answers, '=', nor counts, '*')
+                      for rid, marker in client.hgetall(learner_key(ref, "reqs")).items()
+                      if not rid.startswith((b"=", b"*"))}
         survivors = Ledger(acked={rid: vb for rid, vb in ledger.acked.items() if rid in remembered})
         moved = sum(1 for rid, (v, _) in survivors.acked.items() if remembered[rid] != v)
         lost = len(ledger.acked) - len(survivors.acked)

@@ -1,6 +1,7 @@
 """The per-tenant budget: the summed state bytes of a tenant's learners, with the features they keep under
-prediction ids, stay within ``tenant_max_bytes``, and their number within ``tenant_max_learners``,
-whichever replica creates, grows or replaces them.
+prediction ids, their kept versions and the request ids (with answers) they keep for retries, stay within
+``tenant_max_bytes``, and their number within ``tenant_max_learners``, whichever replica creates, grows or
+replaces them.
 
 Each learner holds a reservation in Redis (:meth:`.TenantBytes.reserve`): its estimated
 state size from its config when it is created, grown to its actual size when it outgrows that (a kernel
@@ -96,6 +97,23 @@ class TenantBudget:
         got = await self.store.budget.reserve_kept(ref, nbytes, budget)
         if not got.granted and await self.store.budget.reclaim(ref.tenant, RECLAIM_MIN_AGE_MS):
             got = await self.store.budget.reserve_kept(ref, nbytes, budget)
+        return got.learner_bytes
+
+    async def allow_records(self, ref: LearnerRef, need: int, reserved: int) -> int:
+        """What the learner's request ids and the answers kept for their retries may hold together, for
+        ``need`` bytes when it had ``reserved``: asks Redis only when ``need`` outgrows that (then with a
+        quarter of headroom), never beyond ``request_ids_max_bytes``; short of that, the reservation it
+        holds (``append.lua`` then drops the oldest answers, never an id, to fit it)."""
+        cap = self.settings.request_ids_max_bytes
+        need = min(need, cap)
+        if need <= reserved:
+            return reserved
+        budget = self.settings.tenant_max_bytes
+        got = await self.store.budget.reserve_records(ref, min(need + need // 4, cap), budget)
+        if not got.granted:
+            got = await self.store.budget.reserve_records(ref, need, budget)
+        if not got.granted and await self.store.budget.reclaim(ref.tenant, RECLAIM_MIN_AGE_MS):
+            got = await self.store.budget.reserve_records(ref, need, budget)
         return got.learner_bytes
 
     async def _reserve(self, ref: LearnerRef, nbytes: int) -> Reservation:

@@ -86,6 +86,10 @@ class CachedLearner:
     nbytes: int = 0  # the learner's state size when it was last left alone
     history_stride: int = 1  # of the learner's history series, as last heard from the store
     reserved_bytes: int = 0  # of the tenant's byte budget, as last heard from the store (0: not asked)
+    #: Its request ids and the answers kept for their retries: their reservation in the tenant's budget
+    #: (0: not asked) and what they hold, as last heard from the store.
+    record_room: int = 0
+    record_bytes: int = 0
     #: Feedback requests waiting for the learner's writer (see :mod:`kons_service.core.feedback`).
     queue: list[Any] = field(default_factory=list)
     #: Whether this process made the newest append it knows of, so that the next may skip the lease; and
@@ -178,6 +182,7 @@ class CachedLearner:
         self.last_snapshot = time.monotonic()
         self.history_stride = 1
         self.reserved_bytes = 0
+        self.record_room = self.record_bytes = 0
         self.growth_credit = 0
         self.log_bytes = 0
 
@@ -198,7 +203,7 @@ class LearnerCache:
         self.settings = settings
         self.metrics = metrics
         self._on_evict = on_evict
-        self.rollbacks = RollbackReporter(metrics)
+        self.rollbacks = RollbackReporter(metrics, store.server.may_have_lost)
         self.marks = marks
         self._entries: OrderedDict[LearnerRef, CachedLearner] = OrderedDict()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "AlreadyAppliedError",
     "BatchTooLargeError",
     "BusyError",
     "ConfigConflictError",
@@ -88,6 +89,12 @@ class RequestIdConflictError(ServiceError):
     """A feedback request id was already used for a different body."""
 
     code = "request_id_conflict"
+
+
+class AlreadyAppliedError(ServiceError):
+    """A retry of a feedback request id applied before whose answer is no longer kept (only the id is)."""
+
+    code = "already_applied"
 
 
 class PayloadTooLargeError(ServiceError):

@@ -48,9 +48,11 @@ from kons_service.core import codec
 from kons_service.core.budget import TenantBudget
 from kons_service.core.cache import CachedLearner, LearnerCache, logged_bytes, not_found
 from kons_service.core.errors import (
+    AlreadyAppliedError,
     BatchTooLargeError,
     BusyError,
     RequestIdConflictError,
+    ResourceLimitError,
     UnknownIdError,
 )
 from kons_service.core.growth import GrowthBudget
@@ -207,6 +209,7 @@ class FeedbackWriter:
         self.history = history
         self.leases = WriterLeases(store, settings, metrics)
         self.growth = GrowthBudget(settings, metrics, budget)
+        self.budget = budget
         self._retention = RequestRetention(settings.request_id_ttl_seconds * 1000, settings.request_ids_max)
         #: Told of every group of rounds logged and acknowledged here: the learner, the head they were
         #: appended after, the writer token that appended them and their entries (the service sets
@@ -339,7 +342,7 @@ class FeedbackWriter:
             entry.drop_played()
             if lease is None:
                 entry.conflicted(_LEASED_SECONDS, _LEASED_SECONDS_MAX)
-        return self._conclude(entry, head, group, outcome, played)
+        return await self._conclude(entry, head, group, outcome, played)
 
     async def _decide_task(self, entry: CachedLearner, group: list[_Request]) -> None:
         """Record the task the group's first label decides in the learner's config, unless another writer
@@ -467,15 +470,37 @@ class FeedbackWriter:
                                                          played.distributions, strict=True):
             record = "" if request.fingerprint is None else codec.encode_answer(
                 request.fingerprint, plays, losses, distributions)
-            tags.append(RequestTag(request.id or "", record, len(request.items)))
+            tags.append(RequestTag(request.id or "", record, len(request.items), request.fingerprint or ""))
         errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions,
                                   played.stats, played.state_bytes)
         history = (errors, self.settings.history_points)
-        return await self.store.log.append(entry.ref, token, head, entries, tags, leased=leased,
-                                       retention=self._retention, history=history)
+        held = entry.record_bytes
+        for _ in range(2):
+            room = await self._record_room(entry, held, tags, head.version + len(entries))
+            outcome = await self.store.log.append(entry.ref, token, head, entries, tags, leased=leased,
+                                                  retention=self._retention, history=history,
+                                                  record_room=room)
+            if outcome.reason is not AppendStatus.NO_RECORD_ROOM or int(outcome.detail) <= held:
+                break
+            held = int(outcome.detail)  # (this process had heard of less: other replicas' ids count too)
+        if outcome.record_bytes >= 0:
+            entry.record_bytes = outcome.record_bytes
+        return outcome
 
-    def _conclude(self, entry: CachedLearner, head: Head, group: list[_Request], outcome: AppendOutcome,
-                  played: _Played) -> list[FeedbackResult] | None:
+    async def _record_room(self, entry: CachedLearner, held: int, tags: list[RequestTag],
+                           version: int) -> int:
+        """The bytes the learner's request ids and answers kept for retries may hold once ``tags``' are
+        added to the ``held`` ones (counted as ``append.lua`` counts them, for versions at most
+        ``version``): its reservation in the tenant's budget, grown to cover them if the budget has room."""
+        new = sum(2 * len(tag.id) + len(str(version)) + 1 + len(tag.fingerprint) + 8  # the id's marker
+                  + 2 * len(tag.id) + 1 + len(tag.record)  # and its answer's record
+                  for tag in tags if tag.id)
+        if new or held > entry.record_room:
+            entry.record_room = await self.budget.allow_records(entry.ref, held + new, entry.record_room)
+        return entry.record_room
+
+    async def _conclude(self, entry: CachedLearner, head: Head, group: list[_Request],
+                        outcome: AppendOutcome, played: _Played) -> list[FeedbackResult] | None:
         """The answers of an attempt whose append ended with ``outcome`` (None: try again)."""
         ref = entry.ref
         match outcome.reason:
@@ -495,7 +520,7 @@ class FeedbackWriter:
                     self.metrics.count_changes(ref, played.changes)
                 for request in group:  # the head appended to is the store's: no client saw beyond it
                     if request.seen is not None:
-                        self.cache.rollbacks.seen(ref, request.seen, head.incarnation, head.version)
+                        await self.cache.rollbacks.seen(ref, request.seen, head.incarnation, head.version)
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version
@@ -506,6 +531,18 @@ class FeedbackWriter:
                 return results
             case AppendStatus.GONE:
                 raise not_found(ref)
+            case AppendStatus.NO_RECORD_ROOM:
+                if len(group) > 1:
+                    raise _RegroupError
+                raise ResourceLimitError(
+                    f"Remembering this feedback's request_id for its retries takes room that learner "
+                    f"{ref.name!r} does not have: the ids of its last "
+                    f"{self.settings.request_id_ttl_seconds} s would need {outcome.detail} bytes, more than "
+                    "it may hold (at most "
+                    f"{self.settings.request_ids_max_bytes} bytes, KONS_REQUEST_IDS_MAX_BYTES, within what "
+                    f"tenant {ref.tenant!r} has left of its {self.settings.tenant_max_bytes} bytes, "
+                    "KONS_TENANT_MAX_BYTES): nothing was applied. Send larger batches under fewer ids, "
+                    "send without a request_id, or delete learners.")
             case AppendStatus.UNKNOWN_ID:
                 if len(group) > 1:
                     raise _RegroupError
@@ -514,8 +551,8 @@ class FeedbackWriter:
             case AppendStatus.ALREADY_APPLIED if len(group) > 1:
                 raise _RegroupError
             case AppendStatus.ALREADY_APPLIED if group[0].fingerprint is not None:
-                return [self._answered(AppliedRequest(outcome.version, outcome.detail, outcome.replicated),
-                                       group[0].fingerprint, ref)]
+                return [self._answered(AppliedRequest(outcome.version, outcome.detail, outcome.replicated,
+                                                      outcome.fingerprint), group[0].fingerprint, ref)]
             case _:
                 return None
 
@@ -527,12 +564,18 @@ class FeedbackWriter:
             "is not acknowledged. Retry with the same request_id (it is applied at most once).")
 
     def _answered(self, earlier: AppliedRequest, fingerprint: str, ref: LearnerRef) -> FeedbackResult:
-        """The original answer of an applied request_id (409 if the id came with another body; 503 if
-        the replicas required do not hold it yet)."""
-        answer, played = codec.decode_answer(earlier.record)
-        if answer.get("body") != fingerprint:
+        """The original answer of an applied request_id (409 if the id came with another body, or if the
+        answer is no longer kept; 503 if the replicas required do not hold it yet)."""
+        answer, played = codec.decode_answer(earlier.record) if earlier.record else ({}, None)
+        if answer.get("body", earlier.fingerprint) != fingerprint:
             raise RequestIdConflictError("This request_id was already used for a different feedback body.")
         if not earlier.replicated:
             raise self._unconfirmed(ref, earlier.version)
         self.metrics.deduplicated.inc()
+        if not earlier.record:
+            raise AlreadyAppliedError(
+                f"This request was applied before, as version {earlier.version} of learner {ref.name!r}; its "
+                "answer (predictions and losses) is no longer kept for retries (the oldest go first when "
+                f"the learner's share of tenant {ref.tenant!r}'s byte budget is full), only its id. "
+                "Nothing was applied again.")
         return FeedbackResult(answer["predictions"], answer["losses"], earlier.version, played)

@@ -10,7 +10,10 @@ have lost more than its witness knew of):
   ``KONS_ACK_MARKS_DIR``) by the processes that ran before this one on the host: the same comparison,
   once per learner, when this process first loads it;
 * ``client``: a client sends back the newest version it was answered (header ``Kons-Seen-Version``): a
-  head below it means the store lost at least the versions after the head up to the one the client saw.
+  head below it means the store lost at least the versions after the head up to the one the client saw,
+  unless the store proves it lost nothing of that learner (:meth:`.ServerChecks.may_have_lost`: the Redis
+  holding it has been up as a primary since the learner was created). A header the store refutes, any
+  number a client sends, is then no witness: it is logged (info) and counted nowhere.
 
 The marks and the client's memory survive a restart of the service together with Redis (a host reboot);
 the client's also reaches a replica that never held the lost rounds. The same loss seen again (by
@@ -24,7 +27,9 @@ and its rounds in ``kons_rollback_rounds_lost``; :meth:`RollbackReporter.summary
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,6 +42,9 @@ log = logging.getLogger("kons_service.cache")
 
 #: Learners whose last report is remembered to leave out repeats of it (least recently reported out).
 _REMEMBERED = 4096
+#: How long a proof that the store lost nothing of a learner answers its clients' claims (a Redis restart
+#: later than that is noticed at the next claim).
+_REFUTED_SECONDS = 5.0
 
 Witness = Literal["process", "marks", "client"]
 
@@ -62,13 +70,18 @@ class LostVersions:
 
 
 class RollbackReporter:
-    """Logs and counts each rollback once per process."""
+    """Logs and counts each rollback once per process. ``may_have_lost(ref)``: whether the store may have
+    lost rounds of ``ref`` it acknowledged (False: it proves it lost none)."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Metrics, may_have_lost: Callable[[LearnerRef], Awaitable[bool]]) -> None:
         self.metrics = metrics
+        self.may_have_lost = may_have_lost
         self.detected = 0
         self.rounds_lost = 0
         self._last: OrderedDict[LearnerRef, LostVersions] = OrderedDict()
+        #: Learners the store proved it lost nothing of, and when (monotonic s): a client's claim within
+        #: _REFUTED_SECONDS of that is refuted without asking again (a claim per request costs no query).
+        self._refuted: OrderedDict[LearnerRef, float] = OrderedDict()
 
     def held(self, ref: LearnerRef, version: int, tip: str, head: Head, witness: Witness = "process") -> None:
         """``ref`` was acknowledged (held by this process, or marked by an earlier one) up to ``version``
@@ -80,12 +93,30 @@ class RollbackReporter:
         self._report(ref, lost, witness, f"{what} version {version} (round {tip}), the store's head is "
                                           f"version {head.version} (round {head.tip})")
 
-    def seen(self, ref: LearnerRef, seen: int, incarnation: str, head_version: int) -> None:
-        """A client was answered version ``seen`` of ``ref``; the store's head (``incarnation``) is at
-        ``head_version``: below it, the versions after the head up to ``seen`` are lost."""
-        if seen > head_version:
-            self._report(ref, LostVersions(incarnation, head_version + 1, seen), "client",
-                         f"the client saw version {seen}, the store's head is version {head_version}")
+    async def seen(self, ref: LearnerRef, seen: int, incarnation: str, head_version: int) -> None:
+        """A client says it was answered version ``seen`` of ``ref``; the store's head (``incarnation``) is
+        at ``head_version``: below it, the versions after the head up to ``seen`` are lost, unless the
+        store proves it never acknowledged ``seen``."""
+        if seen <= head_version:
+            return
+        lost = LostVersions(incarnation, head_version + 1, seen)
+        last = self._last.get(ref)
+        if last is not None and lost.within(last):
+            return
+        refuted = self._refuted.get(ref)
+        if refuted is not None and time.monotonic() - refuted < _REFUTED_SECONDS:
+            return
+        if not await self.may_have_lost(ref):
+            log.info("a client says it was answered version %d of %s, above its head (version %d), but the "
+                     "store has been up since the learner was created and lost nothing: not a rollback",
+                     seen, ref, head_version)
+            self._refuted[ref] = time.monotonic()
+            self._refuted.move_to_end(ref)
+            if len(self._refuted) > _REMEMBERED:
+                self._refuted.popitem(last=False)
+            return
+        self._report(ref, lost, "client", f"the client saw version {seen}, the store's head is version "
+                                          f"{head_version}")
 
     def _report(self, ref: LearnerRef, lost: LostVersions, witness: Witness, detail: str) -> None:
         last = self._last.get(ref)

@@ -304,7 +304,7 @@ class LearnerService:
         """The learner's summary and stats; ``seen``: the newest version the caller was answered, if it
         sent it back (a head below it is a rollback: :mod:`.rollbacks`)."""
         async with self.cache.current(ref) as (entry, learner):
-            self._check_seen(ref, seen, entry.incarnation, entry.version)
+            await self._check_seen(ref, seen, entry.incarnation, entry.version)
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
             self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
@@ -363,7 +363,7 @@ class LearnerService:
         self._check_batch(len(xs))
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
-            self._check_seen(ref, seen, entry.incarnation, entry.version)
+            await self._check_seen(ref, seen, entry.incarnation, entry.version)
             check_rows(learner, rows)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
@@ -413,9 +413,9 @@ class LearnerService:
         estimate = check_budget(unsized, dim, self.settings.learner_max_bytes)
         return canonical({**config_of(unsized), "dim": dim}), estimate
 
-    def _check_seen(self, ref: LearnerRef, seen: int | None, incarnation: str, version: int) -> None:
+    async def _check_seen(self, ref: LearnerRef, seen: int | None, incarnation: str, version: int) -> None:
         if seen is not None:
-            self.cache.rollbacks.seen(ref, seen, incarnation, version)
+            await self.cache.rollbacks.seen(ref, seen, incarnation, version)
 
     def _check_batch(self, rows: int) -> None:
         if rows > self.settings.max_batch:

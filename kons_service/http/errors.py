@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
 from kons_service.core.errors import (
+    AlreadyAppliedError,
     BatchTooLargeError,
     BusyError,
     ConfigConflictError,
@@ -152,6 +153,7 @@ ANSWERS: dict[type[BaseException], Answer] = {
     ConfigConflictError: Answer(409),
     StateMismatchError: Answer(409),
     RequestIdConflictError: Answer(409),
+    AlreadyAppliedError: Answer(409),
     VersionNotKeptError: Answer(409),
     ShadowFeedbackError: Answer(409),
     InvalidShadowError: Answer(422),

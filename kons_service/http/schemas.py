@@ -554,7 +554,8 @@ _ERRORS = {
     400: "The body is not valid JSON (or holds NaN, Infinity or an overflowing number).",
     401: "Missing or unknown API key.",
     404: "No such learner (in the caller's tenant), or an unknown or used predict id.",
-    409: "A conflict with the learner's current configuration, or a reused request_id.",
+    409: "A conflict with the learner's current configuration, a reused request_id, or a retry applied "
+         "before whose answer is no longer kept (already_applied).",
     413: "The body or the batch is larger than the configured limit.",
     422: "The request does not match the schema, or kons rejected the input; nothing changed.",
     503: "The learner store (Redis) is unavailable or the learner is busy; retry after Retry-After.",

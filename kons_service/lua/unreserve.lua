@@ -1,5 +1,6 @@
--- Drop learners' reservations (their state's and their remembered ids') from the tenant's total (see
--- reserve.lua).  KEYS: the tenant's bytes hash, its ids hash.  ARGV: min_age_ms, then names. A
+-- Drop learners' reservations (their state's, their remembered ids', kept versions' and request ids')
+-- from the tenant's total (see reserve.lua).  KEYS: the tenant's bytes hash, then its other budget hashes.
+-- ARGV: min_age_ms, then names. A
 -- reservation made less than min_age_ms ago is kept: its learner may be being created right now (the
 -- reservation comes first). Returns the number of reservations dropped.
 local bytes = KEYS[1]

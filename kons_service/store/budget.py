@@ -1,5 +1,6 @@
-"""The tenant's byte budget (``reserve.lua``, ``unreserve.lua``): bytes reserved for each learner's state
-and for the features it keeps under prediction ids, against one total per tenant.
+"""The tenant's byte budget (``reserve.lua``, ``unreserve.lua``): bytes reserved for each learner's state,
+for the features it keeps under prediction ids, for its kept versions and for the request ids (with the
+answers) it keeps for retries, against one total per tenant.
 
 The reservations live in the tenant's slot, the learner in its own, so the two cannot change in one
 atomic step: a create reserves first and a delete unreserves last. Concurrent creates (on any replica)
@@ -40,6 +41,12 @@ class TenantBytes:
         """Grow the reservation for the learner's kept versions (its older bases and the log after them)
         to at least ``nbytes``, against the same tenant budget (``reserve.lua``)."""
         return await self._reserve(ref, keys.tenant_kept_bytes(ref.tenant), nbytes, budget, 0)
+
+    @translated
+    async def reserve_records(self, ref: LearnerRef, nbytes: int, budget: int) -> Reservation:
+        """Grow the reservation for the learner's request ids and the answers kept for their retries
+        (``append.lua`` keeps them within it) to at least ``nbytes``, against the same tenant budget."""
+        return await self._reserve(ref, keys.tenant_record_bytes(ref.tenant), nbytes, budget, 0)
 
     async def _reserve(self, ref: LearnerRef, entries: str, nbytes: int, budget: int,
                        max_learners: int) -> Reservation:

@@ -9,8 +9,12 @@ and every script touches only keys of one slot::
                          whether the learner's growth was held)
     kons:{t/n}:snap      hash: "<token>:<i>" -> i-th binary chunk of the newest snapshot
     kons:{t/n}:ids       hash: client id -> remembered features;  kons:{t/n}:ids_exp  zset: id -> expiry
-    kons:{t/n}:reqs      hash: feedback request id -> "<version>:<record of the answer>" (at most once)
-    kons:{t/n}:reqs_exp  zset: request id -> expiry (ms); trimmed by ``append.lua`` (TTL and a count cap)
+    kons:{t/n}:reqs      hash: feedback request id -> "<version>:<fingerprint of its body>" (at most once,
+                         kept for its TTL), '=<request id>' -> the record of its answer (while it fits), and
+                         '*marks', '*answers' -> the bytes of both kinds (see ``append.lua``)
+    kons:{t/n}:reqs_exp  zset: request id -> expiry (ms); trimmed by ``append.lua`` (TTL)
+    kons:{t/n}:reqs_kept list: the request ids whose answers are kept, oldest first (``append.lua`` drops
+                         the oldest answers to fit the learner's reservation and a count cap)
     kons:{t/n}:lease     string: the writer lease token;  kons:{t/n}:snaplock  string: snapshot lock
     kons:{t/n}:hist      list: the learner's history, one JSON point per entry (``history.lua``)
     kons:{t/n}:ack       string, short-lived: written just before a ``WAIT`` that confirms earlier writes
@@ -29,7 +33,9 @@ a superset of the tenant's learners (names are added before and removed after th
 And ``kons:tenant:{t}:bytes`` (hash: learner name -> reserved state bytes, and the total of both
 hashes; see ``reserve.lua``), ``kons:tenant:{t}:id_bytes`` (learner name -> bytes reserved for the
 features it keeps under prediction ids) and ``kons:tenant:{t}:kept_bytes`` (learner name -> bytes reserved
-for its kept versions) hold the tenant's byte budget. All four are in the tenant's
+for its kept versions) and ``kons:tenant:{t}:record_bytes`` (learner name -> bytes reserved for its
+request ids and the answers kept for their retries, ``reqs``) hold the tenant's byte budget. All five are
+in the tenant's
 slot, not in its learners' ones, so no script touches them together with a learner's keys (see
 :mod:`.budget`).
 """
@@ -39,11 +45,12 @@ from __future__ import annotations
 from kons_service.store.records import LearnerRef
 
 __all__ = ["LEARNER_PARTS", "RETAIN", "SHADOWS", "learner_key", "learner_keys", "member", "of_member",
-           "tenant_budget_keys", "tenant_bytes", "tenant_id_bytes", "tenant_index", "tenant_kept_bytes"]
+           "tenant_budget_keys", "tenant_bytes", "tenant_id_bytes", "tenant_index", "tenant_kept_bytes",
+           "tenant_record_bytes"]
 
 #: The keys one learner may own, by the part that ends their name (meta first).
 LEARNER_PARTS = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist",
-                 "ack", "kept", "shadows", "shadowlock", "configs")
+                 "ack", "kept", "shadows", "shadowlock", "configs", "reqs_kept")
 
 
 def learner_key(ref: LearnerRef, part: str) -> str:
@@ -89,6 +96,11 @@ def tenant_kept_bytes(tenant: str) -> str:
     return f"kons:tenant:{{{tenant}}}:kept_bytes"
 
 
+def tenant_record_bytes(tenant: str) -> str:
+    return f"kons:tenant:{{{tenant}}}:record_bytes"
+
+
 def tenant_budget_keys(tenant: str) -> list[str]:
-    """The hashes of the tenant's byte budget (state bytes first, then ids, then kept versions)."""
-    return [tenant_bytes(tenant), tenant_id_bytes(tenant), tenant_kept_bytes(tenant)]
+    """The hashes of the tenant's byte budget (state bytes first, then ids, kept versions, request ids)."""
+    return [tenant_bytes(tenant), tenant_id_bytes(tenant), tenant_kept_bytes(tenant),
+            tenant_record_bytes(tenant)]

@@ -146,28 +146,33 @@ class RollbackOutcome:
 @dataclass(frozen=True, slots=True)
 class RequestTag:
     """One feedback request of an append: its client's id (``""``: none), the record of its answer kept
-    under that id, and how many of the append's rounds are its own (in order)."""
+    under that id, how many of the append's rounds are its own (in order), and the fingerprint of its body
+    (kept with the id for as long as the id is, also when the answer's record is no longer)."""
 
     id: str
     record: str
     rounds: int
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestRetention:
-    """How long (ms) and how many (per learner) client request ids are remembered."""
+    """How long (ms) client request ids are remembered, and how many answers (per learner) are kept for
+    their retries."""
 
     ttl_ms: int
-    max_records: int
+    max_answers: int
 
 
 @dataclass(frozen=True, slots=True)
 class AppliedRequest:
-    """A feedback request id already applied: the version it produced and the record of its answer."""
+    """A feedback request id already applied: the version it produced, the record of its answer (``""``:
+    no longer kept, only the id and ``fingerprint`` of its body are)."""
 
     version: int
     record: str
     replicated: bool = True  # False: fewer replicas than required confirmed it in time
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +227,7 @@ class AppendStatus(StrEnum):
     LEASE_LOST = "lease_lost"
     MOVED = "moved"  # the head moved since the caller read it
     UNKNOWN_ID = "id"  # a feedback item names an id with no remembered features
+    NO_RECORD_ROOM = "record_room"  # the request ids to remember need more than the learner's reservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +245,10 @@ class AppendOutcome:
     request: int = 0
     #: The history series' stride after a point was offered with the append (0: none was, or unknown).
     stride: int = 0
+    #: What the learner's request records hold after an applied append (-1: not read).
+    record_bytes: int = -1
+    #: ``ALREADY_APPLIED`` without the earlier answer's record (``detail`` empty): its body's fingerprint.
+    fingerprint: str = ""
 
     @property
     def ok(self) -> bool:

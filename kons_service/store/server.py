@@ -9,9 +9,10 @@ import redis
 import redis.exceptions
 from redis.asyncio.cluster import RedisCluster
 
+from kons_service.store import keys
 from kons_service.store.connection import Connection, text
 from kons_service.store.errors import translated
-from kons_service.store.records import Persistence
+from kons_service.store.records import LearnerRef, Persistence
 
 __all__ = ["ServerChecks", "answers_ping"]
 
@@ -31,9 +32,35 @@ def answers_ping(url: str, timeout_seconds: float = 1.0) -> bool:
         client.close()
 
 
+def _info(reply: Any) -> dict[str, str]:
+    """An ``INFO`` reply as redis-py parsed it, or as its text (``field:value`` lines)."""
+    if isinstance(reply, dict):
+        return {str(k): str(v) for k, v in reply.items()}
+    pairs = (line.split(":", 1) for line in text(reply).splitlines() if ":" in line)
+    return {k: v.strip() for k, v in pairs}
+
+
 class ServerChecks:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
+
+    @translated
+    async def may_have_lost(self, ref: LearnerRef) -> bool:
+        """Whether Redis may have lost rounds of ``ref`` it acknowledged; False proves it lost none: the
+        server holding the learner has been up as a primary since the learner was created, so every
+        version it acknowledged is still there. A server restarted (from older files) or a replica
+        promoted since then may have lost the last ones."""
+        created_at, server, replication = await self.connection.pinned(ref, [
+            ("HGET", keys.learner_key(ref, "meta"), "created_at"), ("INFO", "server"),
+            ("INFO", "replication")])
+        if created_at is None:  # (gone)
+            return True
+        server_info, replication_info = _info(server), _info(replication)
+        # the latest it can have started: Redis counts uptime between whole seconds of its clock
+        started_by_ms = (int(server_info["server_time_usec"]) // 1_000_000
+                         - int(server_info["uptime_in_seconds"]) + 1) * 1000
+        promoted = replication_info.get("master_replid2", "").strip("0") != ""  # a replica taken over
+        return promoted or int(created_at) < started_by_ms
 
     @translated
     async def ping(self) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -121,22 +121,37 @@ async def test_a_lost_reply_of_the_append_is_not_applied_twice(
     assert (await fresh.get(f"{URL}/state")).content == (await client.get(f"{URL}/state")).content
 
 
-async def test_remembered_request_ids_expire_and_are_capped(make_client: AppFactory, redis_url: str) -> None:
-    client = await make_client(request_id_ttl_seconds=1, request_ids_max=5)
+async def test_remembered_request_ids_expire_and_their_answers_are_capped(make_client: AppFactory,
+                                                                         redis_url: str) -> None:
+    """``request_ids_max`` caps the answers kept, not the ids: a retry of an id whose answer was dropped is
+    a 409 ``already_applied`` and applies nothing (before: the id was dropped with it, and the retry was
+    applied again)."""
+    client = await make_client(request_id_ttl_seconds=2, request_ids_max=5)
     await client.put(URL, json=SPEC)
     for i in range(12):
         sent = await client.post(f"{URL}/feedback", json=feedback_body(i, request_id=f"r-{i}"))
         assert sent.status_code == 200
     r = redis.Redis.from_url(redis_url)
     keys = learner_keys(LearnerRef("default", "m"))
-    reqs, reqs_exp = (k for k in keys if k.endswith((":reqs", ":reqs_exp")))
-    assert r.hlen(reqs) == r.zcard(reqs_exp) == 5
-    assert set(r.hkeys(reqs)) == {f"r-{i}".encode() for i in range(7, 12)}  # the newest five
-    assert 0 < r.pttl(reqs) <= 1000
-    deadline = time.monotonic() + 5
-    while r.exists(reqs, reqs_exp) and time.monotonic() < deadline:
+    reqs, reqs_exp, kept = (next(k for k in keys if k.endswith(part))
+                            for part in (":reqs", ":reqs_exp", ":reqs_kept"))
+    ids = {f"r-{i}".encode() for i in range(12)}
+    fields = cast(list[bytes], r.hkeys(reqs))
+    assert r.zcard(reqs_exp) == 12 and ids <= set(fields)  # every id
+    assert {k for k in fields if k.startswith(b"=")} == {f"=r-{i}".encode() for i in range(7, 12)}
+    assert r.lrange(kept, 0, -1) == [f"r-{i}".encode() for i in range(7, 12)]  # the newest five answers
+    retried = await client.post(f"{URL}/feedback", json=feedback_body(0, request_id="r-0"))
+    assert retried.status_code == 409 and retried.json()["error"]["code"] == "already_applied", retried.text
+    answered = await client.post(f"{URL}/feedback", json=feedback_body(11, request_id="r-11"))
+    assert answered.status_code == 200 and answered.json()["version"] == 12
+    other = await client.post(f"{URL}/feedback", json=feedback_body(5, request_id="r-0"))
+    assert other.status_code == 409 and other.json()["error"]["code"] == "request_id_conflict"
+    assert (await client.get(URL)).json()["version"] == 12
+    assert 0 < r.pttl(reqs) <= 2000
+    deadline = time.monotonic() + 6
+    while r.exists(reqs, reqs_exp, kept) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    assert not r.exists(reqs, reqs_exp)
+    assert not r.exists(reqs, reqs_exp, kept)
     # an expired id is a new request (documented: ids are kept for request_id_ttl_seconds)
     renewed = await client.post(f"{URL}/feedback", json=feedback_body(0, request_id="r-0"))
     assert renewed.json()["version"] == 13

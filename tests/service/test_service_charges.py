@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import cast
 
 import httpx
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from kons_service.core.codec import decode_answer, encode_answer
 from kons_service.http.errors import RETRY_AFTER_MAX_SECONDS
 from kons_service.store import LearnerRef
-from kons_service.store.keys import learner_key
+from kons_service.store.keys import learner_key, tenant_bytes, tenant_record_bytes
 from testkit.processes import AppClient, AppFactory, RedisServer
 
 pytestmark = pytest.mark.anyio
@@ -96,8 +97,10 @@ async def test_the_answer_kept_for_a_retry_is_compact_and_the_retry_gets_it_whol
     body = {"items": items, "request_id": "batch-1"}
     first = await client.post("/v1/learners/c/feedback", json=body)
     assert first.status_code == 200, first.text
-    stored = redis_server.client().hget(learner_key(LearnerRef("default", "c"), "reqs"), "batch-1")
-    assert stored is not None
+    reqs = learner_key(LearnerRef("default", "c"), "reqs")
+    marker, stored = redis_server.client().hmget(reqs, "batch-1", "=batch-1")
+    assert marker is not None and stored is not None
+    assert len(marker) < 64  # "<version>:<fingerprint>": what stays when the answer goes
     rows, classes = 209, 256
     assert len(stored) < rows * classes * 11 + 40_000, len(stored)  # (was 1,981,211 bytes)
     again = await client.post("/v1/learners/c/feedback", json=body)
@@ -119,3 +122,74 @@ def test_an_answer_record_reads_back_exactly_in_each_format() -> None:
     assert decode_answer(legacy)[1] == [[("a", 0.25), (True, 0.75)]]
     assert decode_answer(encode_answer("f", [0.5], [0.1], None))[1] is None
     assert decode_answer(json.dumps({"body": "f", "predictions": [0.5], "losses": [0.1]}))[1] is None
+
+
+def _counted(server: RedisServer, ref: LearnerRef) -> tuple[int, int]:
+    """The bytes of a learner's request ids (markers) and kept answers, counted from what ``reqs`` holds
+    (as ``append.lua`` charges them: the field or list entry, the value, the expiry's member and score)."""
+    fields = cast(dict[bytes, bytes], server.client().hgetall(learner_key(ref, "reqs")))
+    marks = sum(2 * len(k) + len(v) + 8 for k, v in fields.items() if not k.startswith((b"=", b"*")))
+    answers = sum(2 * (len(k) - 1) + 1 + len(v) for k, v in fields.items() if k.startswith(b"="))
+    return marks, answers
+
+
+def _rows(i: int, n: int = 20) -> list[dict[str, object]]:
+    rng = np.random.default_rng(i)
+    return [{"x": rng.normal(size=3).tolist(), "y": float(rng.normal())} for _ in range(n)]
+
+
+async def test_the_request_ids_and_answers_kept_for_retries_count_in_the_tenant_budget(
+        make_client: AppFactory, redis_server: RedisServer) -> None:
+    """The ids and answers kept for retries are reserved in the tenant's byte budget as stored; when the
+    learner's share is full the oldest answers go, never an id: each of 80 retries is answered as before
+    or refused 409 ``already_applied``, none applied again (on 469cdfb the records were not counted at
+    all: no reservation, 80 answers kept whatever the budget)."""
+    ref = LearnerRef("alpha", "m")
+    client = await _keyed(make_client, request_ids_max_bytes=24_000)
+    bodies = [{"items": _rows(i), "request_id": f"req-{i:03d}"} for i in range(80)]
+    answers = []
+    for body in bodies:
+        sent = await client.post("/v1/learners/m/feedback", json=body, headers=A)
+        assert sent.status_code == 200, sent.text
+        answers.append(sent.json())
+    r = redis_server.client()
+    reqs = learner_key(ref, "reqs")
+    marks, kept = _counted(redis_server, ref)
+    assert (int(r.hget(reqs, "*marks") or 0), int(r.hget(reqs, "*answers") or 0)) == (marks, kept)
+    reservations = cast(dict[bytes, bytes], r.hgetall(tenant_record_bytes("alpha")))
+    reserved = int(reservations[b"m"].split()[0])
+    assert marks + kept <= reserved <= 24_000  # charged, within the learner's cap
+    state = cast(dict[bytes, bytes], r.hgetall(tenant_bytes("alpha")))
+    assert int(state[b"*total"]) >= reserved + int(state[b"m"].split()[0])
+    assert r.zcard(learner_key(ref, "reqs_exp")) == 80  # every id is remembered ...
+    dropped = [b for b in bodies if not r.hexists(reqs, "=" + str(b["request_id"]))]
+    assert 10 < len(dropped) < 80 and dropped == bodies[:len(dropped)]  # ... the oldest answers went
+    for body, first in zip(bodies, answers, strict=True):
+        again = await client.post("/v1/learners/m/feedback", json=body, headers=A)
+        if body in dropped:
+            assert again.status_code == 409 and again.json()["error"]["code"] == "already_applied"
+        else:
+            assert again.status_code == 200 and again.json() == first
+    assert (await client.get("/v1/learners/m", headers=A)).json()["version"] == 80 * 20
+
+
+async def test_a_feedback_whose_request_id_does_not_fit_is_refused_and_applies_nothing(
+        make_client: AppFactory, redis_server: RedisServer) -> None:
+    """The ids themselves are never dropped to make room: once the learner's share (here 1,024 bytes)
+    holds the ids of the last hour, a feedback with a new id is refused 422 ``resource_limit`` and applies
+    nothing; one without an id still learns."""
+    client = await _keyed(make_client, request_ids_max_bytes=1024)
+    statuses = []
+    for i in range(30):
+        body = {"items": _rows(i, 1), "request_id": f"q{i}"}
+        sent = await client.post("/v1/learners/m/feedback", json=body, headers=A)
+        statuses.append(sent.status_code)
+        if sent.status_code != 200:
+            assert sent.json()["error"]["code"] == "resource_limit", sent.text
+    applied = statuses.count(200)
+    assert 5 <= applied < 30 and statuses == [200] * applied + [422] * (30 - applied)
+    marks, _ = _counted(redis_server, LearnerRef("alpha", "m"))
+    assert marks <= 1024
+    assert (await client.get("/v1/learners/m", headers=A)).json()["version"] == applied
+    plain = await client.post("/v1/learners/m/feedback", json={"items": _rows(99, 1)}, headers=A)
+    assert plain.status_code == 200 and plain.json()["version"] == applied + 1

@@ -6,6 +6,7 @@ lost history. Real Redis; the rollback is simulated by restoring the learner's k
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import cast
 
@@ -173,7 +174,13 @@ async def _lose_versions_7_and_8(make_client: AppFactory, redis_server: RedisSer
     before_loss = _dump(redis_server)
     await _feed(a, _rounds(7, 2, 1.0))  # the client was answered version 8, then Redis lost 7 and 8
     _restore(redis_server, before_loss)
+    _restart(redis_server)  # (a rollback is a Redis restart, or a replica taking over: nothing else loses)
     return b
+
+
+def _restart(server: RedisServer) -> None:
+    server.stop()  # (SIGTERM: the append-only file keeps the keys as restored)
+    server.start()
 
 
 async def test_a_replica_that_never_held_the_lost_rounds_reports_them_from_a_clients_seen_version(
@@ -237,3 +244,77 @@ async def test_the_v2_routes_report_a_loss_from_a_clients_seen_version(
     assert value((await b.get("/metrics")).text, "kons_rollbacks_detected_total", seen_by="client") == 1
     malformed = await b.get("/v2/models/m", headers={"Kons-Seen-Version": "eight"})
     assert malformed.status_code == 422 and "Kons-Seen-Version" in malformed.json()["error"]
+
+
+async def test_a_retry_is_never_applied_twice_across_a_rollback_while_answers_are_dropped_to_fit(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
+    """The answers kept for retries are dropped, oldest first, to fit the learner's share of the tenant's
+    budget; the ids never are. Redis then loses the last 20 requests (ids, answers and their byte count
+    rolled back together): a retry of each of the 20 that survived is answered as before or refused 409
+    ``already_applied``, on either replica, never applied again; each lost one is applied once more (its
+    rounds were lost), and a second retry of all 40 applies nothing. (A design that dropped the oldest ids
+    to fit applied survivors twice in ``test_rollback_storm``.)"""
+    a, b = await make_client(request_ids_max_bytes=3_000), await make_client(request_ids_max_bytes=3_000)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    bodies = [{"items": [{"x": x, "y": y} for x, y in _rounds(5 * i, 5, 0.1 * i)], "request_id": f"k{i}"}
+              for i in range(40)]
+    first = []
+    before_loss: dict[str, bytes | None] = {}
+    for i, body in enumerate(bodies):
+        if i == 20:
+            before_loss = _dump(redis_server)
+        sent = await a.post(f"{URL}/feedback", json=body)
+        assert sent.status_code == 200, sent.text
+        first.append(sent.json())
+    reqs = learner_key(REF, "reqs")
+    assert not redis_server.client().hexists(reqs, "=k0")  # answers were dropped to fit
+    _restore(redis_server, before_loss)  # versions 101..200 are lost, with the ids k20..k39
+
+    statuses = []
+    for i, body in enumerate(bodies):
+        again = await (a, b)[i % 2].post(f"{URL}/feedback", json=body)
+        statuses.append(again.status_code)
+        if i < 20 and again.status_code == 200:
+            assert again.json() == first[i]
+        elif i < 20:
+            assert again.status_code == 409 and again.json()["error"]["code"] == "already_applied"
+        else:
+            assert again.status_code == 200 and again.json()["version"] == 100 + 5 * (i - 19), again.text
+    assert 409 in statuses[:20] and 200 in statuses[:20]
+    for i, body in enumerate(bodies):  # once more: nothing applies
+        assert (await (b, a)[i % 2].post(f"{URL}/feedback", json=body)).status_code in (200, 409)
+    for c in (a, b):
+        assert (await c.get(URL)).json()["version"] == 200
+    fields = cast(dict[bytes, bytes], redis_server.client().hgetall(reqs))
+    assert sum(1 for k in fields if not k.startswith((b"=", b"*"))) == 40  # every id, once
+    marks = sum(2 * len(k) + len(v) + 8 for k, v in fields.items() if not k.startswith((b"=", b"*")))
+    answers = sum(2 * len(k) - 1 + len(v) for k, v in fields.items() if k.startswith(b"="))
+    assert (int(fields[b"*marks"]), int(fields[b"*answers"])) == (marks, answers)  # counted as stored
+    assert marks + answers <= 3_000
+
+
+@pytest.mark.parametrize("claimed", [10**23, 1_000, 9])
+async def test_a_seen_version_the_store_never_acknowledged_is_no_rollback_witness(
+    make_client: AppFactory, redis_server: RedisServer, caplog: pytest.LogCaptureFixture, claimed: int
+) -> None:
+    """A client sends a version above the learner's head while Redis has been up since the learner was
+    created: the store proves it never acknowledged it, so nothing is reported (on e12d011 it counted as a
+    client-witnessed rollback of up to 10^23 rounds, logged as data loss and shown on /readyz)."""
+    while int(redis_server.client().info("server")["uptime_in_seconds"]) < 2:  # (its start, to the second)
+        await asyncio.sleep(0.2)
+    client = await make_client()
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    await _feed(client, _rounds(1, 8, 0.0))
+    seen = {"Kons-Seen-Version": str(claimed)}
+    with caplog.at_level(logging.INFO, logger="kons_service.cache"):
+        fed = await client.post(f"{URL}/feedback", json={"x": PROBE, "y": 0.5}, headers=seen)
+        assert fed.status_code == 200 and fed.json()["version"] == 9
+        assert (await client.post(f"{URL}/predict", json={"x": PROBE}, headers=seen)).status_code == 200
+        assert (await client.get(URL, headers=seen)).json()["version"] == 9
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name == "kons_service.cache"]
+    assert sum("not a rollback" in r.getMessage() for r in caplog.records) == 1  # once, at info
+    scraped = (await client.get("/metrics")).text
+    assert not value(scraped, "kons_rollbacks_detected_total", seen_by="client")
+    assert not value(scraped, "kons_rollback_rounds_lost_total")
+    assert (await client.get("/readyz")).json()["rollbacks"] == {"detected": 0, "rounds_lost": 0}
