@@ -21,8 +21,9 @@ for classification the error rate. Windows: the 1,000 rounds after each change p
 and for the real series the last 500 rounds. Methods: ``auto`` (``kons.Auto()``), the oracle (a fresh
 ``kons.Auto()`` at each change point), and River's defaults as ``benchmarks/raw_regime.py`` writes them
 (``StandardScaler | LinearRegression`` / ``LogisticRegression``, with ``TargetStandardScaler`` for
-regression, ``StandardScaler | KNN``, ``HoeffdingAdaptiveTree`` and ``ARF``; the last two detect drift
-with ADWIN).
+regression, ``StandardScaler | KNN``, ``HoeffdingAdaptiveTree`` and ``ARF``, the last two detecting drift
+with ADWIN, and ``AMF``, the Aggregated Mondrian Forest). For classification ``auto`` is scored on the class
+it predicts (``Round.predicted``, its label vote).
 
     python -m benchmarks.drift --out benchmarks/results
 """
@@ -57,7 +58,7 @@ WINDOW = 1000
 LAST = 500
 #: The goals: auto within this factor of the oracle after every change ...
 ORACLE_FACTOR = 1.10
-RIVER_KEYS = ("river_linear", "river_linear_tss", "river_knn", "river_hat", "river_arf")
+RIVER_KEYS = ("river_linear", "river_linear_tss", "river_knn", "river_hat", "river_arf", "river_amf")
 
 
 @dataclass(frozen=True)

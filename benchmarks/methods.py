@@ -209,9 +209,9 @@ class RiverRunner:
     def step(self, x: np.ndarray, y: float) -> float:
         xd = dict(enumerate(x.tolist()))
         if self.regression:
-            pred = self.model.predict_one(xd)
+            pred = self.model.predict_one(xd)  # None from a model that has learnt nothing (River's AMF)
             self.model.learn_one(xd, y)
-            return float(pred)
+            return 0.0 if pred is None else float(pred)
         proba = self.model.predict_proba_one(xd)
         self.model.learn_one(xd, y > 0)
         return float(proba.get(True, 0.0) - proba.get(False, 0.0))  # sign = predicted class

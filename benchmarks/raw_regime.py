@@ -5,13 +5,15 @@ no z-scoring of features or targets; binary labels in {-1, +1}), order ``default
 the first ``T`` rows scored by progressive validation. Every method runs at its defaults, written as its
 users write it, and learns any scaling, width or range online:
 
-* ``auto``: ``kons.Auto()`` (``task="classification"`` for binary sets);
+* ``auto``: ``kons.Auto()`` (``task="classification"`` for binary sets, scored on the class it predicts,
+  ``Round.predicted``; the error of its score's sign, the label before the label vote, is kept beside it
+  as ``sign_metric``);
 * every kons learner at ``kons.learner_from_params(name, {})`` (``{"loss": "logistic"}`` for binary
   sets), which includes the online preprocessing of :mod:`kons.preprocessing`;
 * River 0.26 as a River user writes it: ``StandardScaler() | LinearRegression()`` /
   ``LogisticRegression()`` (and, for regression, inside ``TargetStandardScaler``),
-  ``StandardScaler() | KNNRegressor()`` / ``KNNClassifier()``, ``HoeffdingAdaptiveTree*``, ``ARF*``
-  (``seed=0`` where it exists);
+  ``StandardScaler() | KNNRegressor()`` / ``KNNClassifier()``, ``HoeffdingAdaptiveTree*``, ``ARF*``,
+  ``AMFRegressor()`` / ``AMFClassifier()`` (Aggregated Mondrian Forests; ``seed=0`` where it exists);
 * Vowpal Wabbit at its defaults, and with ``--OjaNewton``.
 
 Metric: mean squared error divided by the variance of the scored targets (regression; a constant at
@@ -82,8 +84,26 @@ def _kons_default(name: str) -> Callable[[bool], Runner]:
     return build
 
 
+class AutoRunner(KonsRunner):
+    """``auto``'s rounds: a regression's play; for classes the class it predicts (``Round.predicted``, its
+    label vote) as -1.0 or +1.0, and beside it the errors of the score's sign, the label before the vote
+    (:attr:`sign_errors`)."""
+
+    def __init__(self, regression: bool) -> None:
+        super().__init__(kons.Auto(task="regression" if regression else "classification"), kernel=True)
+        self.regression = regression
+        self.sign_errors = 0
+
+    def step(self, x: np.ndarray, y: float) -> float:
+        if self.regression:
+            return self.learner.learn_one(x, y)
+        played = self.learner.learn_round(x, y)
+        self.sign_errors += bool(np.sign(played.value) != y)
+        return 0.0 if played.predicted is None else float(played.predicted)
+
+
 def _auto(regression: bool) -> Runner:
-    return KonsRunner(kons.Auto(task="regression" if regression else "classification"), kernel=True)
+    return AutoRunner(regression)
 
 
 def _river(make: Callable[[Any, bool], Any]) -> Callable[[bool], Runner]:
@@ -129,6 +149,11 @@ def _river_arf(river: Any, regression: bool) -> Any:
     return forest.ARFRegressor(seed=0) if regression else forest.ARFClassifier(seed=0)
 
 
+def _river_amf(river: Any, regression: bool) -> Any:
+    forest = river.forest
+    return forest.AMFRegressor(seed=0) if regression else forest.AMFClassifier(seed=0)
+
+
 def _methods() -> list[RawMethod]:
     methods = [RawMethod("auto", "kons auto", "auto", _auto)]
     methods += [RawMethod(n, f"kons {n}", "kons", _kons_default(n))
@@ -141,6 +166,7 @@ def _methods() -> list[RawMethod]:
         RawMethod("river_knn", "River StandardScaler | KNN", "river", _river(_river_knn), ("river",)),
         RawMethod("river_hat", "River HoeffdingAdaptiveTree", "river", _river(_river_hat), ("river",)),
         RawMethod("river_arf", "River ARF", "river", _river(_river_arf), ("river",)),
+        RawMethod("river_amf", "River AMF", "river", _river(_river_amf), ("river",)),
         RawMethod("vw", "VW", "vw", lambda regression: VWRunner("", regression), ("vowpalwabbit",)),
         RawMethod("vw_oja", "VW --OjaNewton", "vw", lambda regression: VWRunner("--OjaNewton", regression),
                   ("vowpalwabbit",)),
@@ -200,8 +226,11 @@ def _score(method: RawMethod, X: np.ndarray, y: np.ndarray, regression: bool) ->
     sizes = runner.sizes() if error is None else None
     extra = {}
     if method.group == "auto" and error is None:
-        stats = cast(KonsRunner, runner).learner.stats()  # the auto group runs kons's Auto
+        auto = cast(AutoRunner, runner)  # the auto group runs kons's Auto
+        stats = auto.learner.stats()
         extra = {"leader": stats["leader"], "weights": stats["weights"], "changes": stats["changes"]}
+        if not regression:  # the error of the label before the vote, on the same rounds
+            extra["sign_metric"] = auto.sign_errors / len(y)
     runner.close()
     if regression:
         losses = (preds - y) ** 2 / max(float(np.var(y)), 1e-300)

@@ -14,7 +14,9 @@ Two parts, both written to ``records.md``:
   ``ons`` at their defaults on the records, against River's pipeline for records as its documentation
   writes it: ``Select(numeric) | StatImputer(mean) | StandardScaler`` plus ``Select(categorical) |
   OneHotEncoder`` into ``LinearRegression`` (also inside ``TargetStandardScaler``, as the raw regime
-  runs it) or ``LogisticRegression``. For reference, ``auto`` on the same rows before blanking and
+  runs it) or ``LogisticRegression``, and into ``AMFRegressor`` / ``AMFClassifier`` (``seed=0``).
+  Classification scores the class each method predicts (``auto``: ``Round.predicted``, its label vote).
+  For reference, ``auto`` on the same rows before blanking and
   encoding (complete arrays, the categorical column as its numbers) shows what the gaps cost.
   Regression: MSE relative to the variance of the target; classification: error rate.
 
@@ -90,21 +92,40 @@ def record_stream(name: str, n: int, seed: int = 0
 
 
 # ----------------------------------------------------------------------------------------- quality
-def _river(numeric: list[str], categorical: list[str], regression: bool, target_scaled: bool) -> Any:
-    from river import compose, linear_model, preprocessing, stats
+def _river_features(numeric: list[str], categorical: list[str]) -> Any:
+    from river import compose, preprocessing, stats
 
     imputer = preprocessing.StatImputer(*[(n, stats.Mean()) for n in numeric])  # type: ignore[no-untyped-call]
-    features = (compose.Select(*numeric) | imputer | preprocessing.StandardScaler()) + \
+    return (compose.Select(*numeric) | imputer | preprocessing.StandardScaler()) + \
         (compose.Select(*categorical) | preprocessing.OneHotEncoder())
+
+
+def _river(numeric: list[str], categorical: list[str], regression: bool, target_scaled: bool) -> Any:
+    from river import linear_model, preprocessing
+
+    features = _river_features(numeric, categorical)
     if not regression:
         return features | linear_model.LogisticRegression()
     model = features | linear_model.LinearRegression()
     return preprocessing.TargetStandardScaler(regressor=model) if target_scaled else model
 
 
+def _river_amf(numeric: list[str], categorical: list[str], regression: bool) -> Any:
+    """The Aggregated Mondrian Forest at its defaults behind the same imputation and encoding."""
+    from river import forest
+
+    model = forest.AMFRegressor(seed=0) if regression else forest.AMFClassifier(seed=0)
+    return _river_features(numeric, categorical) | model
+
+
 def _play_kons(learner: kons.Learner, records: list[Record], y: np.ndarray, regression: bool) -> np.ndarray:
-    labels = y if regression else (y > 0.5)
-    return np.array([learner.learn_one(r, t) for r, t in zip(records, labels, strict=True)])
+    """The plays; for ``auto``'s classes +1 or -1 by the class predicted (``Round.predicted``: its label
+    vote)."""
+    if regression or not learner.gives_class_probabilities:
+        labels = y if regression else (y > 0.5)
+        return np.array([learner.learn_one(r, t) for r, t in zip(records, labels, strict=True)])
+    return np.array([1.0 if learner.learn_round(r, bool(t > 0.5)).predicted else -1.0
+                     for r, t in zip(records, y, strict=True)])
 
 
 def _play_river(model: Any, records: list[Record], y: np.ndarray, regression: bool) -> np.ndarray:
@@ -140,6 +161,8 @@ def _methods(task: str, records: list[Record], complete: np.ndarray, y: np.ndarr
     if regression:
         methods["River TargetStandardScaler(linear)"] = lambda: _play_river(
             _river(numeric, categorical, regression, True), records, y, regression)
+    methods["River AMF"] = lambda: _play_river(_river_amf(numeric, categorical, regression), records, y,
+                                               regression)
     methods["(auto on the complete rows as arrays)"] = lambda: _play_kons(
         kons.Auto(task=task), list(complete), y, regression)
     return methods

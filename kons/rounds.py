@@ -31,7 +31,10 @@ class Round:
     ``label``: the learner's own class of the label learnt (:meth:`kons.Auto.class_of`), None for a
     prediction or a learner without classes. ``loss``: the round's loss (the log loss of the distribution
     for the label, else the learner's loss at its play), None for a prediction. ``correct``: whether a
-    classifier's play predicted the label (None for regression and for a prediction).
+    classifier's predicted class was the label's (None for regression and for a prediction).
+    ``predicted``: the class a classifier predicts (for :class:`kons.Auto` with three classes or more the
+    label of fewest errors, which may not be the distribution's most probable class: ``docs/auto.md``,
+    "The label of fewest errors"), None for a learner without classes or before it knows one.
     """
 
     value: float
@@ -39,3 +42,4 @@ class Round:
     label: Any = None
     loss: float | None = None
     correct: bool | None = None
+    predicted: Any = None

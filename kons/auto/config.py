@@ -137,3 +137,17 @@ MIX_BOUND = TARGET_BOUND
 REGRESSION_BOUND = 5.0
 #: The bound on the classification scores, in log-odds (docs/auto.md#score_bound).
 SCORE_BOUND = 10.0
+
+# ----------------------------------------------------------------- the label of fewest errors
+#: The vote's learning rate under the 0-1 loss: an error multiplies a voter's weight by exp(-rate)
+#: (docs/auto.md#label_rate).
+LABEL_RATE = 2.0
+#: The vote's switching rates (its own Fixed-Share grid, the rate 0 first; docs/auto.md#label_rates) and
+#: the prior of those other than 0, together.
+LABEL_RATES = (0.0,)
+LABEL_SWITCHING_PRIOR = 0.05
+#: The prior weight of the log-loss mixture's own top label among the voters (docs/auto.md#label_own_prior).
+LABEL_OWN_PRIOR = 0.1
+#: The prior weight of an expert that enters the vote (a restarted copy, a sleeping expert that wakes): the
+#: mixture's entry prior (docs/auto.md#label_entry_prior).
+LABEL_ENTRY_PRIOR = ENTRY_PRIOR

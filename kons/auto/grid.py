@@ -355,6 +355,8 @@ class Grid:
         self.probation: Probation | None = None  # of the generation started at the last change
         self.leader = 0
         self.leader_since = 0
+        #: The label of the round last played or predicted (classification: :meth:`Mixture.label`).
+        self.voted = 0
         self.forms = sorted({_form(member) for member in GRID})
         self.experts: list[list[Expert] | None] = []  # of each kind of EXPERTS
         for kind in self.kinds:
@@ -509,7 +511,9 @@ class Grid:
         preds[len(GRID)] = constant
         for slot, expert in self.playing():
             preds[slot] = expert.predict(row)
-        return self.mixture.mix(preds, self._weights())
+        played = self.mixture.mix(preds, self._weights())
+        self.voted = self.mixture.label(played)
+        return played
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
               constant: float) -> float:
@@ -521,6 +525,7 @@ class Grid:
             plays[slot] = expert.learn(row, t)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays, self._weights())
+        self.voted = self.mixture.label(played)
         self.mixture.update(plays, t)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1
@@ -696,7 +701,9 @@ class Grid:
         experts[len(GRID)] = constant
         for slot, expert in self.playing():
             experts[slot] = expert.probabilities(row, self.classes)
-        return self.mixture.mix_probabilities(experts, self._weights())
+        played = self.mixture.mix_probabilities(experts, self._weights())
+        self.voted = self.mixture.class_label(experts, played)
+        return played
 
     def learn_class(self, z: np.ndarray | SparseVector, label: int, x: np.ndarray | SparseVector,
                     constant: np.ndarray) -> np.ndarray:
@@ -715,6 +722,7 @@ class Grid:
             experts[slot] = expert.learn_class(row, label, classes)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts, self._weights())
+        self.voted = self.mixture.class_label(experts, played)
         self.mixture.update_probabilities(experts, label)
         in_play = {slot for slot, _ in playing}
         self._observe("update", row, float(label), in_play)  # trees that enter now play from the next round
@@ -768,7 +776,7 @@ class Grid:
 
     def own_arrays(self) -> dict[str, np.ndarray]:
         """The grid's own arrays: the mixture's weights, the log view's scaler and the rounds kept."""
-        return {**self.mixture.switching.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays()}
+        return {**self.mixture.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays()}
 
     def nbytes(self) -> int:
         """The bytes of the saved arrays: the experts' and the grid's own, each dictionary once (see
@@ -849,7 +857,8 @@ class Grid:
                                        for j, i in enumerate(generation[1:])],
                                       self._restored_recent(arrays, g))
                           if generation else None for g, generation in enumerate(young)]
-        if not self.mixture.switching.restore(in_layout(arrays, self.layout)):
+        mixture = in_layout(arrays, self.layout)
+        if not self.mixture.switching.restore(mixture) or not self.mixture.restore_vote(mixture):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])
         if "error_detector" in scalars:

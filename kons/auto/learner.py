@@ -56,7 +56,7 @@ from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, cla
 from kons.errors import InvalidParameterError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
-from kons.losses import binary_distribution, get_loss, log_loss, predicted
+from kons.losses import binary_distribution, get_loss, log_loss
 from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
@@ -126,8 +126,10 @@ class Auto(Learner):
                                   warms_up=True)
         self._grid: Grid | None = None  # built once the warm-up gives the kernel widths
         self._classes = Classes()
-        # The round just played (classification): its distribution over the classes and its log loss.
+        # The round just played (classification): its distribution over the classes and its log loss,
+        # and the index of the class it predicted (the label of fewest errors).
         self._played: tuple[list[tuple[Any, float]], float] = ([], 0.0)
+        self._predicted = -1
         super()._reset()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -259,6 +261,7 @@ class Auto(Learner):
             return super().learn_round(x, y)
         label = self.class_of(y)
         value = self.learn_one(x, y)
+        predicted = self._predicted
         if self._multiclass:  # a multinomial round (the label a third class, or classes before it)
             probabilities = [p for _, p in self._played[0]]
             distribution = list(zip(self.classes, probabilities, strict=True))
@@ -266,19 +269,34 @@ class Auto(Learner):
         else:  # the binary model: its score, the distribution from it
             distribution = binary_distribution(self.classes, value)
         return Round(value, distribution, label, loss=log_loss(distribution, label),
-                     correct=predicted(distribution, label))
+                     correct=predicted == class_position(self.classes, label),
+                     predicted=self.classes[predicted])
 
     def predict_round(self, x: Any) -> Round:
         """A prediction for ``x`` as a :class:`~kons.Round` (changes nothing); for classification the
         distribution over :attr:`classes` (the multinomial play's value: the most probable class's
-        probability)."""
+        probability) and the class predicted."""
         if not self._binary:
             return super().predict_round(x)
         if self._multiclass:
             probabilities = self.predict_proba_by_class_one(x).tolist()
-            return Round(max(probabilities), list(zip(self.classes, probabilities, strict=True)))
+            distribution = list(zip(self.classes, probabilities, strict=True))
+            return Round(max(probabilities), distribution,
+                         predicted=self.classes[self._voted(probabilities)])
         score = self.predict_one(x)
-        return Round(score, binary_distribution(self.classes, score))
+        distribution = binary_distribution(self.classes, score)
+        predicted = self._voted([p for _, p in distribution]) if self.classes else -1
+        return Round(score, distribution, predicted=self.classes[predicted] if predicted >= 0 else None)
+
+    def _voted(self, probabilities: list[float] | np.ndarray) -> int:
+        """The index of the class a round that played ``probabilities`` predicts: the grid's label vote
+        (:class:`~kons.auto.mixture.LabelVote`) once the grid plays, else the most probable class (the
+        first on a tie)."""
+        top = int(np.argmax(probabilities))
+        if not self._prep.ready:
+            return top
+        voted = self._model.voted
+        return voted if 0 <= voted < len(probabilities) else top
 
     def class_of(self, y: Any) -> Any:
         """The class this learner learns for the label ``y`` (:meth:`kons.classes.Classes.label`: ``y``
@@ -434,6 +452,7 @@ class Auto(Learner):
         if new:
             index = classes.new_index(y)
         distribution: list[tuple[Any, float]]
+        by_grid = self._prep.ready  # the grid plays this round (not the warm-up's model)
         if index >= 2 or self._multiclass:  # the multinomial model
             probabilities = self._learn_classes(x, index, len(classes) + new)
             if new:
@@ -448,6 +467,8 @@ class Auto(Learner):
             if new:
                 classes.add(y, index)
         self._played = (distribution, loss)
+        self._predicted = self._voted([p for _, p in distribution]) if by_grid else \
+            int(np.argmax([p for _, p in distribution]))
         return played
 
     def _round_loss(self, y_hat: float, y: Any) -> float:

@@ -10,9 +10,18 @@ import math
 
 import numpy as np
 
-from kons.auto.config import MIX_BOUND, RATES, SWITCHING_PRIOR
+from kons.auto.config import (
+    LABEL_ENTRY_PRIOR,
+    LABEL_OWN_PRIOR,
+    LABEL_RATE,
+    LABEL_RATES,
+    LABEL_SWITCHING_PRIOR,
+    MIX_BOUND,
+    RATES,
+    SWITCHING_PRIOR,
+)
 
-__all__ = ["MIX_BOUND", "RATES", "SWITCHING_PRIOR", "Mixture", "SwitchingWeights"]
+__all__ = ["MIX_BOUND", "RATES", "SWITCHING_PRIOR", "LabelVote", "Mixture", "SwitchingWeights"]
 
 
 
@@ -71,8 +80,9 @@ class SwitchingWeights:
     """
 
     def __init__(self, experts: int, active: int, rates: tuple[float, ...] = RATES,
-                 switching_prior: float = SWITCHING_PRIOR) -> None:
+                 switching_prior: float = SWITCHING_PRIOR, name: str = "mix") -> None:
         self.rates = rates
+        self.name = name  # the prefix of its arrays' names in a saved state
         self.active = np.zeros(experts, dtype=bool)
         self.active[:active] = True
         others = len(rates) - 1
@@ -135,13 +145,15 @@ class SwitchingWeights:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The state, finite (an inactive slot's -inf is saved as 0 and restored from ``active``)."""
-        return {"mix_log_weights": np.where(self.active, self.log_weights, 0.0),
-                "mix_log_rate_weights": self.log_rate_weights, "mix_active": self.active}
+        name = self.name
+        return {f"{name}_log_weights": np.where(self.active, self.log_weights, 0.0),
+                f"{name}_log_rate_weights": self.log_rate_weights, f"{name}_active": self.active}
 
     def restore(self, arrays: dict[str, np.ndarray]) -> bool:
         """Load :meth:`arrays`' state; False (and nothing loaded) if its shapes do not match."""
-        log_weights, active = arrays["mix_log_weights"], arrays["mix_active"]
-        log_rate_weights = arrays["mix_log_rate_weights"]
+        name = self.name
+        log_weights, active = arrays[f"{name}_log_weights"], arrays[f"{name}_active"]
+        log_rate_weights = arrays[f"{name}_log_rate_weights"]
         if (log_weights.shape != self.log_weights.shape or active.shape != self.active.shape
                 or active.dtype != np.bool_ or log_rate_weights.shape != self.log_rate_weights.shape):
             return False
@@ -151,6 +163,77 @@ class SwitchingWeights:
         return True
 
 
+
+class LabelVote:
+    r"""The label of fewest errors: a weighted majority vote (Littlestone and Warmuth, "The weighted
+    majority algorithm", 1994) over the experts' own labels and the mixture's top label, the weights
+    exponential in each voter's errors, switching as the mixture's (:class:`SwitchingWeights` under the
+    0-1 loss, its own rates :data:`~kons.auto.config.LABEL_RATES`).
+
+    The log-loss mixture is the right play for the probabilities, but the class it makes most probable
+    is not the one of fewest errors: an expert confident where it is wrong loses the weight, one that is
+    right more often but less sure of itself does not gain it (``docs/auto.md``, "The label of fewest
+    errors"). The vote scores each voter by its errors alone: after a round with the true class ``y`` a
+    voter's weight is multiplied by :math:`e^{-\eta}` if its label was not ``y`` (:math:`\eta` =
+    :data:`~kons.auto.config.LABEL_RATE`), and the label played is the class of the largest total weight,
+    the mixture's own on a tie. The mixture's label is a voter too (slot ``experts``, the last), with the
+    prior :data:`~kons.auto.config.LABEL_OWN_PRIOR`, the experts in play sharing the rest. Weighted
+    majority makes at most
+    :math:`(\eta m + \ln(1/\pi)) / \ln(2 / (1 + e^{-\eta}))` errors against a voter of ``m`` errors and
+    prior :math:`\pi`; the switching rates give the same against a sequence of voters, as in
+    :class:`SwitchingWeights`.
+
+    A voter's label is a class index, -1 for none.
+    """
+
+    def __init__(self, active: np.ndarray, *, rate: float = LABEL_RATE,
+                 rates: tuple[float, ...] = LABEL_RATES, switching_prior: float = LABEL_SWITCHING_PRIOR,
+                 own_prior: float = LABEL_OWN_PRIOR, entry_prior: float = LABEL_ENTRY_PRIOR) -> None:
+        """A vote among the mixture's experts ``active`` (a mask of its slots), uniform, and its label
+        at ``own_prior``."""
+        self.rate, self.entry_prior = rate, entry_prior
+        self.own = len(active)
+        voting = np.append(active, True)
+        self.weights = SwitchingWeights(len(voting), 1, rates, switching_prior, name="label")
+        self.weights.active = voting
+        self.weights.log_weights = np.where(voting, -math.log(int(voting.sum())), -math.inf) \
+            * np.ones((len(rates), 1))
+        self.weights.replace([self.own], own_prior)
+
+    def _voters(self, labels: np.ndarray, own: int) -> np.ndarray:
+        voters: np.ndarray = np.append(labels, own).astype(np.int64)
+        return voters
+
+    def label(self, labels: np.ndarray, own: int) -> int:
+        """The class of the largest weight among the voters' ``labels`` (the experts', by slot) and the
+        mixture's ``own``; ``own`` on a tie."""
+        voters = self._voters(labels, own)
+        voting = voters >= 0
+        votes = np.bincount(voters[voting], weights=self.weights.weights()[voting])
+        if own >= 0 and own < len(votes) and votes[own] == votes.max():
+            return own
+        return int(np.argmax(votes)) if len(votes) else own
+
+    def update(self, labels: np.ndarray, own: int, y: int) -> None:
+        """A round whose true class is ``y``: each voter that did not name it pays ``rate``."""
+        self.weights.apply(self.rate * (self._voters(labels, own) != y))
+
+    def enter(self, slots: list[int]) -> None:
+        """Fresh experts enter ``slots``, each with the weight ``entry_prior``."""
+        self.weights.replace(slots, self.entry_prior)
+
+    def follow(self, active: np.ndarray) -> None:
+        """The voters in play as the mixture's experts ``active`` (a state restored, or saved before the
+        vote): those out of the mixture leave, those in it and not in the vote enter."""
+        voting = self.weights.active[:self.own].copy()
+        left = voting & ~active
+        if left.any():
+            self.weights.active[:self.own] &= active
+            self.weights.log_weights = _log_normalised(
+                np.where(self.weights.active, self.weights.log_weights, -math.inf))
+        entered = np.flatnonzero(active & ~voting)
+        if len(entered):
+            self.enter(entered.tolist())
 
 
 #: Floor of a probability whose log is taken (the smallest positive normal float64).
@@ -175,7 +258,11 @@ class Mixture:
                  rates: tuple[float, ...] = RATES) -> None:
         self.binary = binary
         self.bound = bound
-        self.switching = SwitchingWeights(experts, experts if active is None else active, rates)
+        active = experts if active is None else active
+        self.switching = SwitchingWeights(experts, active, rates)
+        #: The label of fewest errors among three classes or more: a vote over the experts' labels, from
+        #: the first multinomial round (two classes: the sign of the score, :meth:`label`).
+        self.vote: LabelVote | None = None
 
     def weights(self) -> np.ndarray:
         return self.switching.weights()
@@ -221,16 +308,62 @@ class Mixture:
         self.switching.apply(self.losses(plays, t))
 
     @staticmethod
+    def label(played: float) -> int:
+        """The class of the binary model's play ``played``: 1 (the positive class) for a positive score, 0
+        for a negative one, -1 (none) for 0. Two classes have no vote: on the tuning streams of
+        ``benchmarks/label_vote.py`` none of its settings had fewer errors than the sign of the score
+        (docs/auto.md, "The label of fewest errors")."""
+        return 1 if played > 0.0 else 0 if played < 0.0 else -1
+
+    def class_label(self, probabilities: np.ndarray, played: np.ndarray) -> int:
+        """The class played for the experts' class probabilities (experts, K) when the mixture played
+        ``played``: the vote's (:class:`LabelVote`), the most probable class of ``played`` before there
+        is a vote."""
+        own = int(np.argmax(played))
+        return own if self.vote is None else self.vote.label(self._labels(probabilities), own)
+
+    @staticmethod
     def class_losses(probabilities: np.ndarray, label: int) -> np.ndarray:
         r"""The experts' log losses for K classes, :math:`-\log p_i(y)` (the log loss is 1-mixable)."""
         losses: np.ndarray = -np.log(np.maximum(probabilities[..., label], _TINY))
         return losses
 
     def update_probabilities(self, probabilities: np.ndarray, label: int) -> None:
-        r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes."""
+        r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes; and the
+        vote's round (the vote starts at the first, among the experts then in play)."""
+        if self.vote is None:
+            self.vote = LabelVote(self.switching.active.copy())
+        self.vote.follow(self.switching.active)  # (experts that went to sleep leave the vote too)
+        own = int(np.argmax(self.mix_probabilities(probabilities)))
+        self.vote.update(self._labels(probabilities), own, label)
         self.switching.apply(self.class_losses(probabilities, label))
 
+    def _labels(self, probabilities: np.ndarray) -> np.ndarray:
+        """Each expert's most probable class, -1 (none) for one out of the mixture."""
+        labels: np.ndarray = np.where(self.switching.active, np.argmax(probabilities, axis=1), -1)
+        return labels
+
     def enter(self, slots: list[int], prior: float) -> None:
-        """Fresh experts enter ``slots``, each with the weight ``prior``."""
+        """Fresh experts enter ``slots``, each with the weight ``prior`` (in the vote, its own)."""
         self.switching.replace(slots, prior)
+        if self.vote is not None:
+            self.vote.enter(slots)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The switching weights' arrays, and the vote's (``label_*``) if there is one."""
+        vote = {} if self.vote is None else self.vote.weights.arrays()
+        return {**self.switching.arrays(), **vote}
+
+    def restore_vote(self, arrays: dict[str, np.ndarray]) -> bool:
+        """The vote's state from ``arrays``, its voters then following the experts in play (none: a state
+        saved before the vote, or before a multinomial round, whose vote starts at its next one); False
+        if its shapes do not match."""
+        self.vote = None
+        if "label_active" not in arrays:
+            return True
+        self.vote = LabelVote(self.switching.active.copy())
+        if not self.vote.weights.restore(arrays):
+            return False
+        self.vote.follow(self.switching.active)
+        return True
 

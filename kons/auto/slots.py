@@ -47,20 +47,27 @@ EARLIER_LAYOUTS: tuple[tuple[str, ...], ...] = (
 
 
 def in_layout(arrays: dict[str, np.ndarray], layout: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The mixture's arrays (``mix_log_weights``, ``mix_active``) in ``layout``, from a state saved in it
-    or in any of :data:`EARLIER_LAYOUTS` (its slots by name, the others inactive at weight 0); the other
-    arrays as they are, and the mixture's as they are if their width is no known layout's."""
+    """The mixture's arrays (``mix_log_weights``, ``mix_active``, and the label vote's ``label_*`` whose
+    last slot is the mixture's own label) in ``layout``, from a state saved in it or in any of
+    :data:`EARLIER_LAYOUTS` (its slots by name, the others inactive at weight 0); the other arrays as they
+    are, and the mixture's as they are if their width is no known layout's."""
     width = arrays["mix_active"].shape[0] if arrays["mix_active"].ndim == 1 else -1
     saved = next((earlier for earlier in EARLIER_LAYOUTS if len(earlier) == width), None)
     if width == len(layout) or saved is None:
         return arrays
     at = {name: i for i, name in enumerate(layout)}
     where = [at[name] for name in saved]
-    log_weights = np.zeros((arrays["mix_log_weights"].shape[0], len(layout)))
-    active = np.zeros(len(layout), dtype=bool)
-    log_weights[:, where] = arrays["mix_log_weights"]
-    active[where] = arrays["mix_active"]
-    return {**arrays, "mix_log_weights": log_weights, "mix_active": active}
+    moved = dict(arrays)
+    for prefix, own in (("mix", []), ("label", [len(layout)])):
+        if f"{prefix}_active" not in arrays:
+            continue
+        slots = [*where, *own]  # the vote's own slot stays the last
+        log_weights = np.zeros((arrays[f"{prefix}_log_weights"].shape[0], len(layout) + len(own)))
+        active = np.zeros(len(layout) + len(own), dtype=bool)
+        log_weights[:, slots] = arrays[f"{prefix}_log_weights"]
+        active[slots] = arrays[f"{prefix}_active"]
+        moved.update({f"{prefix}_log_weights": log_weights, f"{prefix}_active": active})
+    return moved
 
 
 #: The order of a saved grid's arrays (a blob's bytes follow it): the nested learners (the members, the

@@ -62,7 +62,6 @@ from kons.auto import Auto
 from kons.base import Learner, learner_from_params, load
 from kons.compat._common import PROBABILISTIC_LOSS, positive_probability, with_dim
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
-from kons.losses import top_label
 
 __all__ = ["DEFAULT_DIM", "KonsClassifier", "KonsRegressor"]
 
@@ -336,8 +335,8 @@ class KonsClassifier(_DictAdapter, base.Classifier):
         return {False: 1.0 - p, True: p}
 
     def predict_one(self, x: dict[Hashable, Any], **kwargs: Any) -> Any:
-        """The most probable class (``auto``; None before any label); for a binary learner, ``True``
-        where its prediction is positive."""
+        """The class ``auto`` predicts (:attr:`kons.Round.predicted`: its label of fewest errors; None before
+        any label); for a binary learner, ``True`` where its prediction is positive."""
         if self._classes_learnt:
-            return top_label(self.predict_proba_one(x))
+            return self._learner.predict_round(self._features(x)).predicted
         return self._margin(x) > 0.0

@@ -123,6 +123,9 @@ class FeedbackResult:
     losses: list[float]
     version: int
     distributions: list[Distribution] | None = None
+    #: The class each round predicted (:attr:`kons.Round.predicted`), with the distributions; None for an
+    #: answer kept from before the rounds said it.
+    labels: list[Any] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -162,6 +165,8 @@ class _Played:
     losses: list[list[float]] = field(default_factory=list)
     #: A probabilistic classifier's played distributions (see :meth:`kons.Learner.learn_round`), else None.
     distributions: list[list[Distribution] | None] = field(default_factory=list)
+    #: The class each round predicted (:attr:`kons.Round.predicted`), per request.
+    predicted: list[list[Any]] = field(default_factory=list)
     #: Whether each round predicted its label (None: regression), in order over the requests.
     correct: list[bool | None] = field(default_factory=list)
     #: Whether the learner's growth is held in these rounds (see :meth:`.growth.GrowthBudget.held`).
@@ -445,6 +450,7 @@ class FeedbackWriter:
             played.plays.append(plays[start : start + len(xs)])
             played.losses.append(losses[start : start + len(xs)])
             played.learned.append(learned[start : start + len(xs)])
+            played.predicted.append([r.predicted for r in rounds[start : start + len(xs)]])
             distributions = [r.distribution for r in rounds[start : start + len(xs)]]
             played.distributions.append(
                 None if any(d is None for d in distributions) else cast(list[Distribution], distributions))
@@ -466,13 +472,14 @@ class FeedbackWriter:
         played.entries = entries
         played.logged_bytes = logged_bytes(entries)
         tags = []
-        for request, plays, losses, distributions in zip(group, played.plays, played.losses,
-                                                         played.distributions, strict=True):
+        for request, plays, losses, distributions, labels in zip(group, played.plays, played.losses,
+                                                                 played.distributions, played.predicted,
+                                                                 strict=True):
             record = "" if request.fingerprint is None else codec.encode_answer(
-                request.fingerprint, plays, losses, distributions)
+                request.fingerprint, plays, losses, distributions, labels)
             tags.append(RequestTag(request.id or "", record, len(request.items), request.fingerprint or ""))
         errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions,
-                                  played.stats, played.state_bytes)
+                                  played.correct, played.stats, played.state_bytes)
         history = (errors, self.settings.history_points)
         held = entry.record_bytes
         for _ in range(2):
@@ -524,10 +531,11 @@ class FeedbackWriter:
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version
-                for plays, request_losses, distributions in zip(played.plays, played.losses,
-                                                                played.distributions, strict=True):
+                for plays, request_losses, distributions, labels in zip(
+                        played.plays, played.losses, played.distributions, played.predicted, strict=True):
                     version += len(plays)
-                    results.append(FeedbackResult(plays, request_losses, version, distributions))
+                    results.append(FeedbackResult(plays, request_losses, version, distributions,
+                                                  None if distributions is None else labels))
                 return results
             case AppendStatus.GONE:
                 raise not_found(ref)
@@ -578,4 +586,5 @@ class FeedbackWriter:
                 "answer (predictions and losses) is no longer kept for retries (the oldest go first when "
                 f"the learner's share of tenant {ref.tenant!r}'s byte budget is full), only its id. "
                 "Nothing was applied again.")
-        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version, played)
+        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version, played,
+                              answer.get("labels"))

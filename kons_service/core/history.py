@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 import kons
-from kons.losses import get_loss, log_loss, predicted
+from kons.losses import get_loss, log_loss
 from kons_service.core.cache import CachedLearner, not_found
 from kons_service.core.learning import Distribution
 from kons_service.core.metrics import LEARNER_GAUGES
@@ -94,22 +94,23 @@ class HistoryRecorder:
 
     @staticmethod
     def due(entry: CachedLearner, before: int, ys: Sequence[Sequence[Any]], plays: Sequence[Sequence[float]],
-            distributions: Sequence[Sequence[Distribution] | None], stats: dict[str, Any],
-            state_bytes: int) -> str:
+            distributions: Sequence[Sequence[Distribution] | None], correct: Sequence[bool | None],
+            stats: dict[str, Any], state_bytes: int) -> str:
         """What to offer the history (JSON, see ``lib/history.lua``) when the rounds of labels ``ys`` (as
         the learner learnt them: a classifier's classes, :class:`.learning.Round`),
         played predictions ``plays`` and, for a classifier that gives class probabilities, played
         ``distributions`` (per request, in order) take the cached learner (lock held, rounds played) from
-        version ``before``: their errors by stride window, and the learner's stats if the rounds cross a
-        multiple of the stride (``stats``, ``state_bytes``: the learner's after the rounds, measured once by
-        the writer). The append of the rounds offers it in the same call."""
+        version ``before`` (``correct``: whether each round's predicted class was its label, in order): their
+        errors by stride window, and the learner's stats if the rounds cross a multiple of the stride
+        (``stats``, ``state_bytes``: the learner's after the rounds, measured once by the writer). The append
+        of the rounds offers it in the same call."""
         labels = [v for request in ys for v in request]
         zeros = np.zeros(len(labels))
         if all(d is not None for d in distributions):
             played_as = [d for request in distributions if request is not None for d in request]
-            correct = [predicted(d, y) for d, y in zip(played_as, labels, strict=True)]
             losses = [log_loss(d, y) for d, y in zip(played_as, labels, strict=True)]
-            columns = [zeros, zeros, np.array(correct, dtype=np.float64), np.array(losses, dtype=np.float64)]
+            columns = [zeros, zeros, np.array([bool(c) for c in correct], dtype=np.float64),
+                       np.array(losses, dtype=np.float64)]
         else:
             played = np.array([v for request in plays for v in request], dtype=np.float64)
             columns = _columns(entry.loaded(), np.array(labels, dtype=np.float64), played)

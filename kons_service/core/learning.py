@@ -37,7 +37,7 @@ import numpy as np
 import kons
 import kons.rounds
 from kons.classes import class_label
-from kons.losses import get_loss
+from kons.losses import get_loss, probability, top_label
 from kons_service.core.errors import BatchTooLargeError, ResourceLimitError, ShadowFeedbackError
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "numerics",
     "offload",
     "replayed_label",
+    "shown_labels",
     "shown_predictions",
     "task_of",
     "task_of_label",
@@ -99,14 +100,23 @@ def classifier(learner: kons.Learner) -> TypeGuard[kons.Auto]:
     return learner.gives_class_probabilities
 
 
-def shown_predictions(plays: list[float], distributions: Sequence[Distribution] | None) -> list[float]:
+def shown_labels(distributions: Sequence[Distribution], labels: Sequence[Any] | None) -> list[Any]:
+    """The answers' ``label`` of a classifier's rounds: the class each predicted (``labels``,
+    :attr:`kons.Round.predicted`: ``auto``'s label of fewest errors), or for answers kept from before the
+    rounds said it (``labels`` None), the most probable class of each distribution."""
+    return list(labels) if labels is not None else [top_label(d) for d in distributions]
+
+
+def shown_predictions(plays: list[float], distributions: Sequence[Distribution] | None,
+                      labels: Sequence[Any] | None = None) -> list[float]:
     """The answers' ``prediction`` of rounds played as ``plays`` with ``distributions``: a classifier's
-    probability of its most probable class (the answer's ``label``), with two classes as with ten (0.0
-    before it knows a class), so that it means one thing to a user; any other learner's plays as kons made
-    them."""
+    probability of the class it predicts (the answer's ``label``, :func:`shown_labels`), with two classes
+    as with ten (0.0 before it knows a class), so that it means one thing to a user; any other learner's
+    plays as kons made them."""
     if distributions is None:
         return plays
-    return [max((probability for _, probability in d), default=0.0) for d in distributions]
+    return [probability(d, label) if d else 0.0
+            for d, label in zip(distributions, shown_labels(distributions, labels), strict=True)]
 
 
 def canonical(config: dict[str, Any]) -> str:

@@ -130,6 +130,8 @@ class Predictions:
     config: dict[str, Any]
     #: A classifier's class probabilities for each row (see :meth:`kons.Learner.predict_round`), else None.
     distributions: list[Distribution] | None = None
+    #: The class a classifier predicts for each row (:attr:`kons.Round.predicted`), else None.
+    labels: list[Any] | None = None
     #: The version of the learner's latest rollback or promotion (0: none).
     restored_at: int = 0
 
@@ -375,9 +377,10 @@ class LearnerService:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
         distributions = [r.distribution for r in rounds]
+        classified = None not in distributions
         return Predictions([r.value for r in rounds], version, config,
-                           None if None in distributions else cast(list[Distribution], distributions),
-                           restored_at)
+                           cast(list[Distribution], distributions) if classified else None,
+                           [r.predicted for r in rounds] if classified else None, restored_at)
 
     async def _remember(self, ref: LearnerRef, payloads: Sequence[tuple[str, bytes]]) -> None:
         """Keep features under their ids, within the learner's share of its tenant's budget: as many ids

@@ -110,8 +110,9 @@ async def test_the_answer_kept_for_a_retry_is_compact_and_the_retry_gets_it_whol
 
 
 def test_an_answer_record_reads_back_exactly_in_each_format() -> None:
-    """The compact record gives back the distributions bit for bit, labels with their JSON types; a
-    record written as pairs (before the compact one) or without distributions still reads."""
+    """The compact record gives back the distributions bit for bit, labels with their JSON types, and
+    the classes predicted; a record written as pairs (before the compact one) or without distributions
+    still reads."""
     rounds = [[("a", 0.1), (2, 0.9)], [("a", 1 / 3), (2, 0.5), (True, 1 / 6)]]
     answer, distributions = decode_answer(encode_answer("f", [0.5, 0.25], [0.1, 0.2], rounds))
     assert distributions == rounds
@@ -121,6 +122,10 @@ def test_an_answer_record_reads_back_exactly_in_each_format() -> None:
                          "distributions": [[["a", 0.25], [True, 0.75]]]})
     assert decode_answer(legacy)[1] == [[("a", 0.25), (True, 0.75)]]
     assert decode_answer(encode_answer("f", [0.5], [0.1], None))[1] is None
+    # the classes predicted, with their JSON types; absent from a record written before them
+    labelled, _ = decode_answer(encode_answer("f", [0.5, 0.25], [0.1, 0.2], rounds, [2, True]))
+    assert labelled["labels"] == [2, True] and [type(v) for v in labelled["labels"]] == [int, bool]
+    assert "labels" not in answer
     assert decode_answer(json.dumps({"body": "f", "predictions": [0.5], "losses": [0.1]}))[1] is None
 
 

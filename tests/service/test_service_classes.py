@@ -29,10 +29,6 @@ def _stream(n: int, seed: int = 0) -> tuple[np.ndarray, list[Any]]:
     return X, [CLASSES[k] for k in which]
 
 
-def _label(distribution: dict[Any, float]) -> Any:
-    return max(distribution, key=distribution.__getitem__)
-
-
 async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
     client = await make_client()
     assert (await client.put(URL, json={"task": "classification"})).status_code == 201
@@ -40,22 +36,26 @@ async def test_multi_class_answers_equal_kons(make_client: AppFactory) -> None:
     X, y = _stream(80)
     for x, label in zip(X[:40], y[:40], strict=True):  # one at a time
         fed = (await client.post(f"{URL}/feedback", json={"x": x.tolist(), "y": label})).json()
-        played = local.learn_proba_one(x, learnt(label))  # (True: the class True, as the user sent it)
-        assert fed["probabilities"] == keyed(played) and fed["label"] == _label(played), fed
+        played_round = local.learn_round(x, learnt(label))  # (True: the class True, as the user sent it)
+        played = dict(played_round.distribution or [])
+        assert fed["probabilities"] == keyed(played) and fed["label"] == played_round.predicted, fed
         assert math.isclose(sum(fed["probabilities"].values()), 1.0, rel_tol=1e-12)
         assert fed["loss"] == pytest.approx(-math.log(played[label]), rel=1e-12)
     batch = (await client.post(f"{URL}/feedback", json={"items": [
         {"x": x.tolist(), "y": label} for x, label in zip(X[40:], y[40:], strict=True)]})).json()
-    played_many = [local.learn_proba_one(x, learnt(label)) for x, label in zip(X[40:], y[40:], strict=True)]
+    rounds = [local.learn_round(x, learnt(label)) for x, label in zip(X[40:], y[40:], strict=True)]
+    played_many = [dict(r.distribution or []) for r in rounds]
     assert batch["probabilities"] == [keyed(d) for d in played_many]
-    assert batch["labels"] == [_label(d) for d in played_many]
-    assert batch["predictions"] == [max(d.values()) for d in played_many]  # the probability of "labels"
+    assert batch["labels"] == [r.predicted for r in rounds]  # the class of fewest errors (kons's)
+    # the probability of "labels"
+    assert batch["predictions"] == [d[r.predicted] for d, r in zip(played_many, rounds, strict=True)]
     assert set(batch["probabilities"][-1]) == {"setosa", "versicolor", "virginica", "7", "true"}
 
     probe = [0.5, -1.0, 2.0]
     asked = (await client.post(f"{URL}/predict", json={"x": probe})).json()
     expected = local.predict_proba_dict_one(probe)
-    assert asked == {"prediction": max(expected.values()), "version": 80, "label": _label(expected),
+    predicted = local.predict_round(probe).predicted
+    assert asked == {"prediction": expected[predicted], "version": 80, "label": predicted,
                      "probabilities": keyed(expected)}
     info = (await client.get(URL)).json()
     assert info["classes"] == local.classes and info["task"] == "classification"

@@ -6,8 +6,7 @@ from typing import Any, TypeVar
 
 from fastapi import APIRouter
 
-from kons.losses import top_label
-from kons_service.core.learning import Distribution, shown_predictions
+from kons_service.core.learning import Distribution, shown_labels, shown_predictions
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
@@ -36,8 +35,8 @@ async def predict(
     ref: LearnerDep, body: PredictRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> PredictResponse | BatchPredictResponse:
     result = await service.predict(ref, body.rows(), body.row_ids(), seen)
-    predictions = shown_predictions(result.predictions, result.distributions)
-    labels, probabilities = _classes(result.distributions)
+    predictions = shown_predictions(result.predictions, result.distributions, result.labels)
+    labels, probabilities = _classes(result.distributions, result.labels)
     if body.xs is None:
         return PredictResponse(prediction=predictions[0], version=result.version,
                                label=_first(labels), probabilities=_first(probabilities))
@@ -52,9 +51,9 @@ async def feedback(
 ) -> FeedbackResponse | BatchFeedbackResponse:
     rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
     result = await service.feedback(ref, rounds, body.request_id, seen)
-    predictions = shown_predictions(result.predictions, result.distributions)
+    predictions = shown_predictions(result.predictions, result.distributions, result.labels)
     losses, version = result.losses, result.version
-    labels, probabilities = _classes(result.distributions)
+    labels, probabilities = _classes(result.distributions, result.labels)
     if body.items is None:
         return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version,
                                 label=_first(labels), probabilities=_first(probabilities))
@@ -63,12 +62,13 @@ async def feedback(
 
 
 def _classes(
-    distributions: list[Distribution] | None,
+    distributions: list[Distribution] | None, labels: list[Any] | None,
 ) -> tuple[list[Any] | None, list[dict[str, float]] | None]:
-    """Each row's most probable class and its probabilities by JSON key (None: not a classifier)."""
+    """Each row's predicted class (:func:`shown_labels`) and its probabilities by JSON key (None: not a
+    classifier)."""
     if distributions is None:
         return None, None
-    return [top_label(d) for d in distributions], [json_keyed(d) for d in distributions]
+    return shown_labels(distributions, labels), [json_keyed(d) for d in distributions]
 
 
 def _first(values: list[T] | None) -> T | None:

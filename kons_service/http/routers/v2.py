@@ -16,7 +16,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
-from kons_service.core.learning import shown_predictions
+from kons_service.core.learning import label_key, shown_labels, shown_predictions
 from kons_service.core.service import LearnerService
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
@@ -197,12 +197,13 @@ async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerServic
     current = model_version(result.config, result.restored_at)
     _check_version(ref, current, version)
     batch = len(rows)
-    predictions = shown_predictions(result.predictions, result.distributions)
+    predictions = shown_predictions(result.predictions, result.distributions, result.labels)
     outputs = [OutputTensor(name=OUTPUT, shape=[batch], datatype="FP64", data=predictions)]
     if result.distributions is not None:
         keyed = [json_keyed(d) for d in result.distributions]
         classes = list(keyed[0])  # one state, so every row has the same classes
-        labels = [max(row, key=row.__getitem__) if row else "" for row in keyed]
+        labels = ["" if label is None else label_key(label)
+                  for label in shown_labels(result.distributions, result.labels)]
         outputs += [OutputTensor(name=LABEL, shape=[batch], datatype="BYTES", data=labels),
                     OutputTensor(name=PROBABILITIES, shape=[batch, len(classes)], datatype="FP64",
                                  parameters={"classes": classes},
