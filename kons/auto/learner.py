@@ -270,7 +270,7 @@ class Auto(Learner):
             distribution = binary_distribution(self.classes, value)
         return Round(value, distribution, label, loss=log_loss(distribution, label),
                      correct=predicted == class_position(self.classes, label),
-                     predicted=self.classes[predicted])
+                     predicted=self.classes[predicted] if predicted >= 0 else None)
 
     def predict_round(self, x: Any) -> Round:
         """A prediction for ``x`` as a :class:`~kons.Round` (changes nothing); for classification the
@@ -453,6 +453,7 @@ class Auto(Learner):
             index = classes.new_index(y)
         distribution: list[tuple[Any, float]]
         by_grid = self._prep.ready  # the grid plays this round (not the warm-up's model)
+        knew_none = len(classes) == 0  # (its first round predicts no class: it knows none)
         if index >= 2 or self._multiclass:  # the multinomial model
             probabilities = self._learn_classes(x, index, len(classes) + new)
             if new:
@@ -467,8 +468,8 @@ class Auto(Learner):
             if new:
                 classes.add(y, index)
         self._played = (distribution, loss)
-        self._predicted = self._voted([p for _, p in distribution]) if by_grid else \
-            int(np.argmax([p for _, p in distribution]))
+        shares = [p for _, p in distribution]
+        self._predicted = -1 if knew_none else self._voted(shares) if by_grid else int(np.argmax(shares))
         return played
 
     def _round_loss(self, y_hat: float, y: Any) -> float:

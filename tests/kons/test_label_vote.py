@@ -124,7 +124,8 @@ def _rounds(model: kons.Learner, X: np.ndarray, y: np.ndarray) -> list[kons.Roun
 def test_auto_predicts_the_vote_s_class_with_three_classes_or_more_the_score_s_with_two() -> None:
     X, y = _clusters()
     rounds = _rounds(kons.Auto(task="classification"), X, y)
-    for r in rounds:
+    assert rounds[0].predicted is None and rounds[0].correct is False  # it knew no class
+    for r in rounds[1:]:
         assert r.correct == (r.predicted == r.label)
         assert r.predicted in [c for c, _ in r.distribution or []]
     # the vote leaves the distribution's most probable class on some rounds, and makes fewer errors
@@ -135,7 +136,7 @@ def test_auto_predicts_the_vote_s_class_with_three_classes_or_more_the_score_s_w
     assert vote_errors < top_errors
     # two classes: the class of the score's sign, and no vote in the state
     binary = kons.Auto(task="classification")
-    for r in _rounds(binary, X, y % 2):
+    for r in _rounds(binary, X, y % 2)[1:]:
         assert r.predicted == top_label(r.distribution or [])
     _, arrays = kons._state.decode(binary.to_bytes())
     assert not any(name.startswith("label_") for name in arrays)

@@ -33,10 +33,10 @@ def _reference_learn(learner: kons.Learner, x: Any, y: Any) -> kons.Round:
     else:
         value = learner.learn_one(x, y)
         distribution = binary_distribution(learner.classes, value)
-    multinomial = len(distribution) >= 3
+    multinomial, first = len(distribution) >= 3, not classes  # (the first round predicts no class)
     return kons.Round(value, distribution, label, loss=log_loss(distribution, label),
-                      correct=None if multinomial else predicted(distribution, label),
-                      predicted=None if multinomial else top_label(distribution))
+                      correct=None if multinomial else not first and predicted(distribution, label),
+                      predicted=None if multinomial or first else top_label(distribution))
 
 
 def _reference_predict(learner: kons.Learner, x: Any) -> kons.Round:
