@@ -111,11 +111,11 @@ def shown_predictions(plays: list[float], distributions: Sequence[Distribution] 
                       labels: Sequence[Any] | None = None) -> list[float]:
     """The answers' ``prediction`` of rounds played as ``plays`` with ``distributions``: a classifier's
     probability of the class it predicts (the answer's ``label``, :func:`shown_labels`), with two classes
-    as with ten (0.0 before it knows a class), so that it means one thing to a user; any other learner's
-    plays as kons made them."""
+    as with ten (0.0 while it predicts none: before it knows a class), so that it means one thing to a
+    user; any other learner's plays as kons made them."""
     if distributions is None:
         return plays
-    return [probability(d, label) if d else 0.0
+    return [0.0 if label is None else probability(d, label)
             for d, label in zip(distributions, shown_labels(distributions, labels), strict=True)]
 
 

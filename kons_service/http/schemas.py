@@ -477,8 +477,10 @@ class FeedbackRequest(_Body):
         return [FeedbackItem.model_construct(x=self.x, id=self.id, y=self.y)]  # _shape: y is set
 
 
-_LABEL = ("A classifier's most probable class (its JSON type kept; absent before any class is known); "
-          "absent for regression.")
+_LABEL = ("A classifier's predicted class (its JSON type kept; absent, or null in a batch, before any class "
+          "is known): with two classes its most probable one; with three or more auto's class of fewest "
+          "errors, a vote of its experts weighted by their errors, which may differ from the most "
+          "probable class in `probabilities`. Absent for regression.")
 _PROBABILITIES = ("A classifier's probability of each class it knows (summing to 1), keyed by the label as a "
                   "JSON object key: strings as given, integers and booleans as their JSON text (2 -> \"2\", "
                   "true -> \"true\"): the user's own labels, 0/1 in, 0/1 out (a learner of booleans also "
@@ -487,8 +489,8 @@ _PROBABILITIES = ("A classifier's probability of each class it knows (summing to
 
 
 _PREDICTION = ("Regression: the predicted value, in the target's units. A classifier that gives class "
-               "probabilities (auto for classification): the probability of `label`, its most probable "
-               "class, with two classes as with more (0 before any class is known); every class's is in "
+               "probabilities (auto for classification): the probability of `label`, the class it "
+               "predicts, with two classes as with more (0 before any class is known); every class's is in "
                "`probabilities`. Any other learner with a binary loss: its score, positive for +1 (the "
                "log-odds with the logistic loss).")
 

@@ -83,9 +83,11 @@ async def test_binary_answers_equal_kons(make_client: AppFactory, labels: tuple[
         {"x": x.tolist(), "y": label} for x, label in zip(X, y, strict=True)]})).json()
     played = [local.learn_proba_one(x, learnt(label)) for x, label in zip(X, y, strict=True)]
     assert answer["probabilities"] == [keyed(d) for d in played]
-    assert answer["labels"] == [max(d, key=d.__getitem__) for d in played]  # the user's own labels
-    assert set(answer["labels"]) == set(labels)
-    assert answer["predictions"] == [max(d.values()) for d in played]  # the probability of "labels"
+    # the user's own labels (none at the first round: no class known before it)
+    assert answer["labels"] == [None, *(max(d, key=d.__getitem__) for d in played[1:])]
+    assert set(answer["labels"]) == {None, *labels}
+    # the probability of "labels"
+    assert answer["predictions"] == [0.0, *(max(d.values()) for d in played[1:])]
     probes = [[4.0, 0.0], [-4.0, 0.0], [0.01, 0.0], [40.0, 3.0]]
     asked = (await client.post(f"{URL}/predict", json={"xs": probes})).json()
     assert asked["probabilities"] == [keyed(local.predict_proba_dict_one(p)) for p in probes]
@@ -119,7 +121,8 @@ async def test_accuracy_and_log_loss_in_metrics(make_client: AppFactory) -> None
     X, y = _stream(30, seed=2)
     answer = (await client.post(f"{URL}/feedback", json={"items": [
         {"x": x.tolist(), "y": label} for x, label in zip(X, y, strict=True)]})).json()
-    correct = sum(_label_is(p, label) for p, label in zip(answer["probabilities"], y, strict=True))
+    correct = sum(predicted is not None and key(predicted) == key(label)
+                  for predicted, label in zip(answer["labels"], y, strict=True))
     text = (await client.get("/metrics")).text
     samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
                if line and not line.startswith("#")}
@@ -128,11 +131,6 @@ async def test_accuracy_and_log_loss_in_metrics(make_client: AppFactory) -> None
     assert samples['kons_learner_correct_total{learner="c",tenant="default"}'] == correct
     loss = samples['kons_learner_loss_total{learner="c",loss="logistic",tenant="default"}']
     assert loss == pytest.approx(sum(answer["losses"]), rel=1e-12)
-
-
-def _label_is(probabilities: dict[str, float], label: Any) -> bool:
-    mine = key(label)
-    return probabilities[mine] > max((p for c, p in probabilities.items() if c != mine), default=-1.0)
 
 
 async def test_regression_answers_keep_their_shape(make_client: AppFactory) -> None:
