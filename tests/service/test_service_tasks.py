@@ -111,7 +111,8 @@ async def test_learns_like_kons_after_the_decision(make_client: AppFactory) -> N
                                                                zip(ROWS, labels, strict=True)]})
     assert fed.status_code == 200, fed.text
     played = [max(local.learn_proba_one(x, learnt(y)).values()) for x, y in zip(ROWS, labels, strict=True)]
-    assert fed.json()["predictions"] == played  # the probability of each round's label
+    # the probability of each round's label (0 at the first: no class known before it)
+    assert fed.json()["predictions"] == [0.0, *played[1:]]
     replica = await make_client()  # replays the log on a learner built from the decided config
     assert (await replica.post(f"{URL}/predict", json={"x": ROWS[0]})).json()["prediction"] == \
         max(local.predict_proba_dict_one(ROWS[0]).values())
