@@ -79,10 +79,15 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.quality --regime raw --suite holdout "
               "--methods auto,peers --out benchmarks/results",
               ("quality_raw_holdout.md", "quality_raw_holdout/"), _RAW_REGIME),
-    Benchmark("Multi-class auto (issue 19): a 10-class round vs a binary one, error on 7 multi-class "
-              "streams vs River's defaults and VW --oaa K (README, 'What to expect'; docs/library.md)",
+    Benchmark("Multi-class auto (issues 19, 39): a 10-class round vs a binary one, error and log loss on 7 "
+              "tuning and 3 held-out multi-class streams vs River's defaults (AMF included) and VW --oaa K "
+              "(README, 'What to expect'; docs/library.md)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.multiclass --out benchmarks/results",
               ("multiclass.md",), (*_LIBRARY, "benchmarks/multiclass.py")),
+    Benchmark("The label vote's constants (issue 39): each setting's errors on the 7 tuning multi-class "
+              "streams (docs/auto.md#label_rate)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.label_vote --out benchmarks/results",
+              ("label_vote.md",), (*_LIBRARY, "benchmarks/label_vote.py", "benchmarks/multiclass.py")),
     Benchmark("Records as features (issue 19): auto on records vs arrays per round; auto and ons on "
               "record-shaped raw streams (gaps and categories kept) vs River's record pipeline",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.records --out benchmarks/results",
