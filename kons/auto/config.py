@@ -11,6 +11,9 @@ __all__ = [
     "ENTRY_PRIOR",
     "GENERATIONS",
     "GRID",
+    "LAGS",
+    "LAGS_PRIOR",
+    "LAGS_WAKE_ROWS",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
     "MAX_THRESHOLDS",
@@ -114,6 +117,15 @@ MAX_TREE_LEAVES = 64
 NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 500
 
+# ----------------------------------------------------------------- the target's last values (docs/series.md)
+#: Last targets the autoregressive expert regresses on (regression; benchmarks/results/series.md).
+LAGS = 8
+#: Rounds before the experts on the last targets may wake (once the last target beats the mean): the
+#: warm-up's, so that they may play from the grid's first round (docs/series.md).
+LAGS_WAKE_ROWS = 32
+#: The prior of each of the two experts on the last targets once awake: large, they wake only where the
+#: rows come in time order (docs/series.md).
+LAGS_PRIOR = 0.25
 # ----------------------------------------------------------------- the quantile-threshold view
 #: Thresholds per feature at most: a target that steps at a few ages needs no more
 #: (docs/auto.md#max_thresholds).

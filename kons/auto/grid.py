@@ -17,6 +17,9 @@ from kons.auto.config import (
     ENTRY_PRIOR,
     GENERATIONS,
     GRID,
+    LAGS,
+    LAGS_PRIOR,
+    LAGS_WAKE_ROWS,
     MAX_DICTIONARY,
     MAX_TREE_LEAVES,
     NAP_ROUNDS,
@@ -39,6 +42,7 @@ from kons.auto.config import (
 )
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
+from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, restore_lags
 from kons.auto.experts.neighbours import NeighboursExpert, RecentNeighbours
 from kons.auto.experts.newton import LearnerExpert, ThresholdExpert
 from kons.auto.experts.protocol import Expert, Form, Row
@@ -264,6 +268,26 @@ def _restore_trees(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.
     return built
 
 
+def _build_lags(grid: Grid) -> list[Expert] | None:
+    if grid.mixture.binary:
+        return None
+    return list(lag_experts(LAGS, grid.bound, TARGET_BOUND, LAGS_WAKE_ROWS))
+
+
+def _restore_lags(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                  scalars: dict[str, Any]) -> list[Expert] | None:
+    """The last targets and their model (none in a state saved before they existed: their slots stay
+    empty, so that such a learner goes on as it would have)."""
+    if "target_last_targets" not in arrays:
+        if grid.mixture.switching.active[grid.slot["target_last"]]:
+            raise StateFormatError("the last targets play where there are none.")
+        return None
+    if built is None:
+        raise StateFormatError("the last targets do not match the grid.")
+    restore_lags(cast(list[LastTarget | TargetLags], built), arrays, "target_last", "target_lags")
+    return built
+
+
 #: The experts after the generations, one line a kind, in the order of their slots (a kind added later
 #: goes last, so that a state saved before it keeps its slots where they were: :mod:`kons.auto.slots`).
 EXPERTS: tuple[Kind, ...] = (
@@ -278,6 +302,11 @@ EXPERTS: tuple[Kind, ...] = (
     Kind(tuple(f"tree{i}" for i in range(len(TREE_GRACES))),
          tuple(f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES), _build_trees, _restore_trees,
          wake_prior=TREE_PRIOR / len(TREE_GRACES), observes="update", naps=True),
+    # the target's last values (regression): the last target, and it corrected by an autoregression on
+    # the LAGS last; asleep until the last target beats the mean, then each at LAGS_PRIOR
+    Kind(("target_last", "target_lags"),
+         ("the last target", f"the last target + bayesian_linear(its {LAGS} last)"),
+         _build_lags, _restore_lags, wake_prior=LAGS_PRIOR),
 )
 
 

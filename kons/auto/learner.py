@@ -35,7 +35,7 @@ import numpy as np
 
 from kons._multinomial import log_probability, reference_softmax
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
-from kons.auto.config import REGRESSION_BOUND, SCORE_BOUND
+from kons.auto.config import LAGS, REGRESSION_BOUND, SCORE_BOUND
 from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
 from kons.auto.grid import (
     GENERATIONS,
@@ -139,7 +139,8 @@ class Auto(Learner):
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
         # The grid's members and the restarted copies, each at most a full learner of its kind, each
         # generation's linear model ((d + 1)^2 + 2 (d + 1) floats, one score), the two scalers (3 d each)
-        # and the rounds kept for a restart (two views of d and three floats each).
+        # and the rounds kept for a restart (two views of d and three floats each), the last targets (their
+        # evidence and the model of their changes).
         members = sum(
             ONS._model_floats(dim + 1, {"diagonal": False}) if kind == "ons"
             else NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY})
@@ -151,7 +152,8 @@ class Auto(Learner):
         kept = REPLAY_ROWS * (2 * dim + 3)
         columns = bins_columns(dim)  # the linear model on the quantile thresholds, and the thresholds
         binned = ONS._model_floats(columns, {"diagonal": False}) + columns + dim if columns else 0
-        return members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim + kept + binned
+        lags = LAGS + 3 + (LAGS + 1) * (LAGS + 3)
+        return members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim + kept + binned + lags
 
     # ----------------------------------------------------------------- bounds and labels
     @property

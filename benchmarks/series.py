@@ -1,0 +1,301 @@
+"""Real series in time order (issue 39): ``auto`` on streams read in the order they happened, against River's
+defaults, River's Aggregated Mondrian Forest and the forecast "the last target", error overall and per tenth
+of the stream.
+
+Streams, all available offline (River 0.26 bundles the first three; statsmodels, the ``bench`` extra, the
+next three): every row is a time step, read in its true order, features the calendar the user has:
+
+* ``water_flow``: 1,268 hourly water flows (hour, day of week, hours since the start); bursty, a heavy
+  left tail (excess kurtosis 30);
+* ``trump_approval``: 1,001 daily approval ratings (the day's ordinal and five pollsters' figures);
+* ``airline_passengers``: 144 monthly airline passengers, 1949-1960 (month, months since the start):
+  trending and seasonal, the seasonal swing growing with the level;
+* ``co2``: 2,225 weekly CO2 readings at Mauna Loa, 1958-2001, the 59 weeks without a reading left out
+  (week of the year, weeks since the start): trending and seasonal;
+* ``elnino``: 732 monthly sea surface temperatures, 1950-2010 (month, year): seasonal, bursty;
+* ``sunspots``: 309 yearly sunspot numbers, 1700-2008 (year): cyclic, a heavy right tail (skew 0.8).
+
+Split (``docs/series.md``): ``water_flow`` and ``trump_approval`` are the TUNING streams (the drift
+benchmark had used them before); the other four are HELD OUT, the headline.
+
+Every method predicts, then learns each row (progressive validation). Metric: the mean squared error divided
+by the variance of the scored targets, over the stream and over each tenth of it (the series are shorter than
+3,000 rows, so a tenth stands for the issue's 1,000-row window). Methods: ``kons.Auto()``, River's defaults as
+``benchmarks/raw_regime.py`` writes them (``StandardScaler | LinearRegression``, with
+``TargetStandardScaler`` around it, ``StandardScaler | KNN``, ``HoeffdingAdaptiveTree``, ``ARF``),
+``forest.AMFRegressor(seed=0)``, and ``last``: the previous round's target (the first round: 0).
+
+    python -m benchmarks.series --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import kons
+from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
+from benchmarks.provenance import provenance, publish
+from benchmarks.raw_regime import RAW_METHODS
+
+__all__ = ["STREAMS", "Series", "main", "run_series"]
+
+#: What the results measure, for their provenance.
+SOURCES = ("kons", "benchmarks/series.py", "benchmarks/raw_regime.py", "benchmarks/methods.py")
+#: The windows scored: tenths of the stream.
+PARTS = 10
+RIVER_KEYS = ("river_linear", "river_linear_tss", "river_knn", "river_hat", "river_arf")
+PEERS = (*RIVER_KEYS, "river_amf", "last")
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    split: str  # "tuning" or "held-out"
+    about: str
+    build: Callable[[], tuple[np.ndarray, np.ndarray]]
+
+
+def _trump() -> tuple[np.ndarray, np.ndarray]:
+    from river.datasets import TrumpApproval
+
+    rows, ys = [], []
+    for x, y in TrumpApproval():
+        rows.append([float(v) for v in x.values()])
+        ys.append(float(y))
+    return np.array(rows), np.array(ys)
+
+
+def _water_flow() -> tuple[np.ndarray, np.ndarray]:
+    from river.datasets import WaterFlow
+
+    rows, ys = [], []
+    start = None
+    for x, y in WaterFlow():
+        when = x["Time"]
+        start = when if start is None else start
+        rows.append([when.hour, when.weekday(), (when - start).total_seconds() / 3600.0])
+        ys.append(float(y))
+    return np.array(rows), np.array(ys)
+
+
+def _airline() -> tuple[np.ndarray, np.ndarray]:
+    from river.datasets import AirlinePassengers
+
+    rows, ys = [], []
+    for t, (x, y) in enumerate(AirlinePassengers()):
+        rows.append([float(x["month"].month), float(t)])
+        ys.append(float(y))
+    return np.array(rows), np.array(ys)
+
+
+def _co2() -> tuple[np.ndarray, np.ndarray]:
+    from statsmodels.datasets import co2
+
+    frame = co2.load_pandas().data
+    weeks = np.arange(len(frame), dtype=float)
+    week_of_year = np.array([float(when.isocalendar()[1]) for when in frame.index])
+    y = frame["co2"].to_numpy(dtype=float)
+    kept = np.isfinite(y)
+    return np.column_stack([week_of_year, weeks])[kept], y[kept]
+
+
+def _elnino() -> tuple[np.ndarray, np.ndarray]:
+    from statsmodels.datasets import elnino
+
+    frame = elnino.load_pandas().data
+    rows, ys = [], []
+    for _, year in frame.iterrows():
+        for month, value in enumerate(year.to_numpy(dtype=float)[1:], start=1):
+            rows.append([float(month), float(year["YEAR"])])
+            ys.append(value)
+    return np.array(rows), np.array(ys)
+
+
+def _sunspots() -> tuple[np.ndarray, np.ndarray]:
+    from statsmodels.datasets import sunspots
+
+    frame = sunspots.load_pandas().data
+    return frame[["YEAR"]].to_numpy(dtype=float), frame["SUNACTIVITY"].to_numpy(dtype=float)
+
+
+STREAMS = {s.name: s for s in (
+    Series("water_flow", "tuning", "hourly, bursty, heavy left tail", _water_flow),
+    Series("trump_approval", "tuning", "daily, five pollsters' figures", _trump),
+    Series("airline_passengers", "held-out", "monthly, trend and growing season", _airline),
+    Series("co2", "held-out", "weekly, trend and season", _co2),
+    Series("elnino", "held-out", "monthly, season and bursts", _elnino),
+    Series("sunspots", "held-out", "yearly, cycles, heavy right tail", _sunspots),
+)}
+
+
+class _Last:
+    """The forecast "the last target"."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def step(self, x: np.ndarray, y: float) -> float:
+        played, self.last = self.last, y
+        return played
+
+
+class _Auto:
+    def __init__(self) -> None:
+        self.learner = kons.Auto()
+
+    def step(self, x: np.ndarray, y: float) -> float:
+        return self.learner.learn_one(x, y)
+
+
+class _Amf:
+    """``forest.AMFRegressor(seed=0)`` (it predicts None before its first row: 0 then)."""
+
+    def __init__(self) -> None:
+        from river import forest
+
+        self.model = forest.AMFRegressor(seed=0)
+
+    def step(self, x: np.ndarray, y: float) -> float:
+        features = dict(enumerate(x.tolist()))
+        played = self.model.predict_one(features)
+        self.model.learn_one(features, y)
+        return 0.0 if played is None else float(played)
+
+
+def runner(key: str) -> Any:
+    if key == "auto":
+        return _Auto()
+    if key == "last":
+        return _Last()
+    if key == "river_amf":
+        return _Amf()
+    return RAW_METHODS[key].build(True)
+
+
+def _metric(played: np.ndarray, y: np.ndarray) -> float:
+    if not np.isfinite(played).all():
+        return math.inf
+    return float(np.mean((played - y) ** 2) / max(float(np.var(y)), 1e-300))
+
+
+def tenths(n: int) -> list[tuple[int, int]]:
+    edges = [round(n * k / PARTS) for k in range(PARTS + 1)]
+    return list(itertools.pairwise(edges))
+
+
+def run_series(series: Series, keys: Sequence[str]) -> dict[str, Any]:
+    """Every method of ``keys`` on the series: the metric overall and by tenth."""
+    X, y = series.build()
+    spans = tenths(len(y))
+    record: dict[str, Any] = {"stream": series.name, "split": series.split, "about": series.about,
+                              "rows": len(y), "dim": X.shape[1], "windows": spans, "runs": []}
+    for key in keys:
+        method = runner(key)
+        played = np.zeros(len(y))
+        start = time.process_time()
+        for i in range(len(y)):
+            played[i] = method.step(X[i], float(y[i]))
+        seconds = time.process_time() - start
+        scored = [_metric(played[a:b], y[a:b]) for a, b in spans]
+        run = {"method": key, "overall": _metric(played, y), "seconds": seconds, "windows": scored}
+        print(f"[{series.name}] {key}: {run['overall']:.4f} tenths " + " ".join(f"{w:.3f}" for w in scored)
+              + f" in {seconds:.1f}s", file=sys.stderr, flush=True)
+        record["runs"].append(run)
+    return record
+
+
+def verdict(record: dict[str, Any]) -> dict[str, Any]:
+    """Auto against the best peer (River's and "last") overall and, tenth by tenth, against the best of
+    them in that tenth."""
+    runs = {r["method"]: r for r in record["runs"]}
+    auto, peers = runs["auto"], [runs[k] for k in PEERS if k in runs]
+    best = min(peers, key=lambda r: r["overall"])
+    best_windows = [min(r["windows"][i] for r in peers) for i in range(len(record["windows"]))]
+    return {"best": best["method"], "ahead_overall": auto["overall"] <= best["overall"],
+            "ahead_windows": [a <= b for a, b in zip(auto["windows"], best_windows, strict=True)],
+            "ratios": [a / b if b > 0 else math.inf
+                       for a, b in zip(auto["windows"], best_windows, strict=True)]}
+
+
+def _label(key: str) -> str:
+    if key == "auto":
+        return "kons auto"
+    if key == "last":
+        return "the last target"
+    if key == "river_amf":
+        return "River AMFRegressor"
+    return RAW_METHODS[key].label.replace("|", "\\|")
+
+
+def _fmt(value: float) -> str:
+    return "failed" if not math.isfinite(value) else f"{value:.4f}"
+
+
+def render(records: list[dict[str, Any]], command: str, commit: str) -> str:
+    lines = ["# Real series in time order: `auto` against River's defaults and the last target", "",
+             "Generated by `benchmarks/series.py`; do not edit by hand.", "",
+             f"    {command}", "",
+             f"Commit {commit}. Machine: {machine_summary()}; load average "
+             + " / ".join(f"{v:.2f}" for v in os.getloadavg()) + " at the end (2 shared cores: seconds are "
+             "CPU time and noisy).", "",
+             "Metric: MSE / variance of the scored targets (lower is better), overall and per tenth of the "
+             "stream. Goal: `auto` at most the best peer's error (River's defaults, AMF, the last target) "
+             "overall and in every tenth, where each tenth's best peer is the best in that tenth. Tuning "
+             "streams chose the rules; the held-out ones are the headline.", ""]
+    summary = [["stream", "split", "rows", "auto", "best peer (overall)", "auto / best peer by tenth",
+                "ahead: overall / tenths"]]
+    for split in ("held-out", "tuning"):
+        for record in (r for r in records if r["split"] == split):
+            runs = {r["method"]: r for r in record["runs"]}
+            v = verdict(record)
+            summary.append([record["stream"], split, record["rows"], _fmt(runs["auto"]["overall"]),
+                            f"{_label(v['best'])} {_fmt(runs[v['best']]['overall'])}",
+                            " ".join(f"{r:.2f}" for r in v["ratios"]),
+                            ("yes" if v["ahead_overall"] else "no") + f" / {sum(v['ahead_windows'])} of "
+                            f"{len(v['ahead_windows'])}"])
+    lines += ["## Summary", "", *markdown_table(summary[0], summary[1:]), ""]
+    for record in records:
+        head = ["method", "overall", *(f"{a}-{b}" for a, b in record["windows"]), "CPU s"]
+        rows = [[_label(r["method"]), _fmt(r["overall"]), *(f"{w:.3f}" for w in r["windows"]),
+                 f"{r['seconds']:.1f}"] for r in record["runs"]]
+        lines += [f"## {record['stream']} ({record['split']}; {record['about']}; {record['rows']} rows, "
+                  f"{record['dim']} features)", "", *markdown_table(head, rows), ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", default=",".join(STREAMS), help="comma list of streams")
+    parser.add_argument("--methods", default=",".join(("auto", *PEERS)), help="comma list: auto and peers")
+    parser.add_argument("--out", type=Path, help="where series.md and series.json go (default: a temporary "
+                                                  "directory)")
+    args = parser.parse_args(argv)
+    names, keys = args.streams.split(","), args.methods.split(",")
+    unknown = [n for n in names if n not in STREAMS] + [k for k in keys if k not in ("auto", *PEERS)]
+    if unknown:
+        parser.error(f"unknown stream or method: {', '.join(unknown)}")
+    if "auto" not in keys or not set(PEERS) & set(keys):
+        parser.error("the methods must include auto and at least one peer (the goals compare them)")
+    out = results_dir(args.out, "series")
+    command = command_line("benchmarks.series", argv, outputs=("--out",))
+    stamp = provenance(SOURCES, ("river", "statsmodels"))
+    records = [run_series(STREAMS[name], keys) for name in names]
+    report = publish(out, "series", stamp, render(records, command, stamp["commit"][:9]),
+                     {"command": command, "records": records})
+    print(f"series: {report}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

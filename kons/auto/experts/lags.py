@@ -1,0 +1,160 @@
+r"""The experts that follow the target's own last values (regression): for rows that come in time order.
+
+``auto`` sees rows, not a series; but when it learns a round, the targets of the rounds before are known, so
+a series read in time order can be forecast from its own past, which the rows' features may not carry at all
+(an hourly flow given its hour, a weekly reading given its week). Two experts, on the standardised targets
+:math:`t_{n-1}, t_{n-2}, \dots` of the last :data:`~kons.auto.config.LAGS` rounds (0, the mean, before
+there were as many):
+
+* :class:`LastTarget`: the forecast "as the last round", :math:`t_{n-1}`;
+* :class:`TargetLags`: that forecast corrected by the Bayesian linear model
+  (:class:`~kons.auto.experts.recent.RecentLinear`) of the change :math:`t_n - t_{n-1}` on the lags and an
+  intercept, :math:`t_{n-1} + w^\top (t_{n-1}, \dots, t_{n-L}, 1)`: an autoregression whose prior is the
+  last value (its weights start at 0), so it is never far from :class:`LastTarget` before it has learnt
+  better, and a trend, a cycle or a pull back to the level are learnt as they show.
+
+They sleep until the last target has done better than the mean over the rounds so far (on rows in no order
+it does twice as badly: there they never play, and ``auto`` plays as without them). The lags are kept as
+the rounds standardised them (the target scaler moves a little each round; its moves are :math:`O(1/n)`),
+in a state of fixed size; nothing depends on the row, so a record, a sparse row or a row with missing values
+is the same to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kons.auto.experts.protocol import Row, guarded
+from kons.auto.experts.recent import RecentLinear
+from kons.errors import StateFormatError
+
+__all__ = ["LastTarget", "TargetLags", "lag_experts", "restore_lags"]
+
+
+class _Lagged:
+    """What both experts are to the grid: a regression expert that plays from the targets kept in
+    ``lags`` (newest first, shared), asleep until the last target has beaten the mean."""
+
+    sleeps = True
+
+    def __init__(self, lags: np.ndarray) -> None:
+        self.lags = lags
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:  # pragma: no cover - regression only
+        raise NotImplementedError("the lag experts are for regression")
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError("the lag experts are for regression")
+
+    def widen(self, classes: int) -> None:  # pragma: no cover - regression only
+        raise NotImplementedError("the lag experts are for regression")
+
+    def ready(self) -> bool:
+        return True
+
+    def hold_growth(self, held: bool) -> None:
+        """Nothing: a fixed size."""
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return 0
+
+    def scalars(self) -> Any:
+        return None
+
+
+class LastTarget(_Lagged):
+    """The last round's standardised target. Asleep, it keeps the evidence that the rows come in time
+    order: its squared errors and the mean's (the standardised target's, 0) summed over the rounds; it
+    is :meth:`ready` once, after ``wake_rows`` rounds, its sum is below the mean's. On rows in no order
+    its expected error is twice the mean's, so it never wakes there, and ``auto`` plays as without it."""
+
+    def __init__(self, lags: np.ndarray, wake_rows: int) -> None:
+        super().__init__(lags)
+        self.wake_rows = wake_rows
+        self.evidence = np.zeros(3)  # rounds, the last target's squared errors, the mean's
+
+    def predict(self, row: Row) -> float:
+        return float(self.lags[0])
+
+    def learn(self, row: Row, target: float) -> float:
+        return float(self.lags[0])
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        """The round's evidence (the lags move on in :meth:`TargetLags.observe`, observed after it)."""
+        self.evidence += (1.0, (target - float(self.lags[0])) ** 2, target * target)
+
+    def ready(self) -> bool:
+        rounds, last, mean = self.evidence
+        return bool(rounds >= self.wake_rows and last < mean)
+
+    def nbytes(self) -> int:
+        return self.lags.nbytes + self.evidence.nbytes
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        return {f"{name}_targets": self.lags, f"{name}_evidence": self.evidence}
+
+
+class TargetLags(_Lagged):
+    """The last target plus the Bayesian linear model of the change on the lags (the module's docstring);
+    plays clipped at the model's bound. It learns every round, in its plays or, asleep, in
+    :meth:`observe`, so that it enters having learnt the rows before; then it keeps the round's target."""
+
+    def __init__(self, lags: np.ndarray, model: RecentLinear) -> None:
+        super().__init__(lags)
+        self.model = model
+
+    def _inputs(self) -> np.ndarray:
+        return np.append(self.lags, 1.0)
+
+    def _clipped(self, f: float) -> float:
+        return min(max(f, -self.model.clip / 2.0), self.model.clip / 2.0)
+
+    def predict(self, row: Row) -> float:
+        last = float(self.lags[0])
+        return self._clipped(last + guarded(self.model.predict, self._inputs()))
+
+    def learn(self, row: Row, target: float) -> float:
+        last = float(self.lags[0])
+        return self._clipped(last + guarded(self.model.learn, self._inputs(), target - last))
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        if not playing:
+            self.learn(row, target)
+        self.lags[1:] = self.lags[:-1]
+        self.lags[0] = target
+
+    def nbytes(self) -> int:
+        return self.model.nbytes()
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        return {f"{name}_{key}": array for key, array in self.model.arrays().items()}
+
+
+def _model(lags: int, bound: float, intercept_scale: float) -> RecentLinear:
+    # the change's model: its own bound (a change is at most twice the bound), the lags' prior as
+    # RecentLinear's (a unit prior variance of w'x on standardised inputs)
+    return RecentLinear(lags, intercept_scale=intercept_scale, clip=2.0 * bound)
+
+
+def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int
+                ) -> list[LastTarget | TargetLags]:
+    """The two experts on ``lags`` shared lags, plays within ``[-bound, bound]``, asleep for at least
+    ``wake_rows`` rounds."""
+    kept = np.zeros(lags)
+    return [LastTarget(kept, wake_rows), TargetLags(kept, _model(lags, bound, intercept_scale))]
+
+
+def restore_lags(experts: list[LastTarget | TargetLags], arrays: dict[str, np.ndarray], last: str,
+                 model: str) -> None:
+    """The saved lags (``<last>_targets``) and the change's model (``<model>_P``, ...) into ``experts``."""
+    kept, evidence = arrays[f"{last}_targets"], arrays[f"{last}_evidence"]
+    first, lagged = experts
+    assert isinstance(first, LastTarget) and isinstance(lagged, TargetLags)
+    if (kept.shape != first.lags.shape or evidence.shape != first.evidence.shape
+            or not (np.isfinite(kept).all() and np.isfinite(evidence).all())):
+        raise StateFormatError("the kept targets do not match the grid.")
+    first.lags[:] = kept  # shared: both experts see them
+    first.evidence[:] = evidence
+    lagged.model.restore({key: arrays[f"{model}_{key}"] for key in ("P", "b", "sum")})

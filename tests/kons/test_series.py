@@ -1,0 +1,115 @@
+"""The experts on the target's last values (:mod:`kons.auto.experts.lags`): their plays against a slow
+reference, that they wake on a series read in time order and follow it, that on the same rows in no order
+they never wake (``auto`` then plays bit for bit as without them), and that a learner saved after they woke
+goes on identically."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kons
+import kons.auto.grid
+from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts
+from kons.auto.experts.protocol import Row
+from kons.preprocessing import TARGET_BOUND
+
+LAST, LAGGED = "the last target", "the last target + bayesian_linear(its 8 last)"
+
+
+def _series(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A random walk with a slow cycle, in raw units, and two features that say nothing of it."""
+    rng = np.random.default_rng(seed)
+    y = 500.0 + np.cumsum(rng.normal(size=rows) * 3.0) + 40.0 * np.sin(np.arange(rows) / 20.0)
+    return rng.normal(size=(rows, 2)) * [10.0, 1.0] + [50.0, 0.0], y
+
+
+def _reference_plays(targets: np.ndarray, lags: int, bound: float) -> np.ndarray:
+    """TargetLags' plays from scratch: the ridge of the changes on the lags and 1, solved in batch."""
+    prior = np.diag(np.append(np.full(lags, float(lags)), 1.0 / TARGET_BOUND**2))  # the prior's precision
+    history = np.zeros(lags)
+    rows: list[np.ndarray] = []
+    changes: list[float] = []
+    plays = []
+    for t in targets:
+        u = np.append(history, 1.0)
+        if rows:
+            U = np.array(rows)
+            w = np.linalg.solve(prior + U.T @ U, U.T @ np.array(changes))
+        else:
+            w = np.zeros(lags + 1)
+        change = min(max(float(u @ w), -2.0 * bound), 2.0 * bound)
+        plays.append(min(max(history[0] + change, -bound), bound))
+        rows.append(u)
+        changes.append(t - history[0])
+        history = np.append(t, history[:-1])
+    return np.array(plays)
+
+
+def test_the_lags_play_the_last_target_and_its_ridge_autoregression() -> None:
+    rng = np.random.default_rng(1)
+    targets = np.clip(np.cumsum(rng.normal(size=300) * 0.3), -4.0, 4.0)
+    last, lagged = lag_experts(8, 5.0, TARGET_BOUND, wake_rows=4)
+    assert isinstance(last, LastTarget) and isinstance(lagged, TargetLags)
+    row = Row({}, np.zeros(2))
+    plays = []
+    for t in targets:
+        assert last.predict(row) == last.learn(row, t)
+        plays.append((last.predict(row), lagged.learn(row, t)))
+        last.observe(row, t, 2, True)
+        lagged.observe(row, t, 2, True)
+    plays_array = np.array(plays)
+    np.testing.assert_array_equal(plays_array[1:, 0], targets[:-1])
+    np.testing.assert_allclose(plays_array[:, 1], _reference_plays(targets, 8, 5.0), rtol=1e-9, atol=1e-9)
+    assert last.ready()
+
+
+def test_asleep_the_autoregression_learns_in_its_observations() -> None:
+    targets = np.sin(np.arange(60) / 3.0)
+    _, awake = lag_experts(4, 5.0, TARGET_BOUND, wake_rows=4)
+    _, asleep = lag_experts(4, 5.0, TARGET_BOUND, wake_rows=4)
+    row = Row({}, np.zeros(1))
+    for t in targets:
+        awake.learn(row, t)
+        awake.observe(row, t, 2, True)
+        asleep.observe(row, t, 2, False)
+    assert isinstance(awake, TargetLags) and isinstance(asleep, TargetLags)
+    np.testing.assert_array_equal(awake.model.P, asleep.model.P)
+    assert awake.predict(row) == asleep.predict(row)
+
+
+def test_auto_follows_a_series_in_time_order() -> None:
+    X, y = _series(1500, 3)
+    model = kons.Auto()
+    played = np.array([model.learn_one(x, t) for x, t in zip(X, y, strict=True)])
+    weights = model.stats()["weights"]
+    assert weights[LAST] + weights[LAGGED] > 0.5
+    last_error = np.mean((y[999:-1] - y[1000:]) ** 2)
+    assert np.mean((played[1000:] - y[1000:]) ** 2) < 1.1 * last_error
+
+
+def test_on_rows_in_no_order_they_never_play(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = _series(800, 4)
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order], y[order]
+    model = kons.Auto()
+    played = [model.learn_one(x, t) for x, t in zip(X, y, strict=True)]
+    assert LAST not in model.stats()["weights"] and LAGGED not in model.stats()["weights"]
+    without = tuple(kind for kind in kons.auto.grid.EXPERTS if kind.slots[0] != "target_last")
+    monkeypatch.setattr(kons.auto.grid, "EXPERTS", without)
+    before = kons.Auto()
+    assert [before.learn_one(x, t) for x, t in zip(X, y, strict=True)] == played
+
+
+def test_saved_after_they_woke_it_goes_on_identically() -> None:
+    X, y = _series(600, 5)
+    model = kons.Auto()
+    for x, t in zip(X[:400], y[:400], strict=True):
+        model.learn_one(x, t)
+    assert LAST in model.stats()["weights"]
+    restored = kons.load(model.to_bytes())
+    assert restored.to_bytes() == model.to_bytes()
+    for x, t in zip(X[400:], y[400:], strict=True):
+        assert restored.predict_one(x) == model.predict_one(x)
+        assert restored.learn_one(x, t) == model.learn_one(x, t)
+    assert restored.to_bytes() == model.to_bytes()
