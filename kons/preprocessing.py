@@ -274,11 +274,13 @@ class TargetScaler:
     def std(self) -> float:
         return math.sqrt(self.m2 / self.count) if self.count else 0.0
 
-    def to_user(self, f: float, bound: float | None) -> float:
-        """A standardised prediction in the user's units, clipped to the targets' range (and ``bound``)."""
+    def to_user(self, f: float, bound: float | None, margin: float = 0.0) -> float:
+        """A standardised prediction in the user's units, clipped to the targets' range widened by
+        ``margin`` times its width on each side (and to ``bound``)."""
         if not self.count:
             return 0.0
-        y = min(max(self.mean + self.std * f, self.low), self.high)
+        spread = margin * (self.high - self.low)
+        y = min(max(self.mean + self.std * f, self.low - spread), self.high + spread)
         return y if bound is None else min(max(y, -bound), bound)
 
     def standardised(self, y: float) -> tuple[float, tuple[int, float, float, float, float]]:
@@ -323,10 +325,15 @@ class Preprocessor:
         The bound on the model's plays on standardised data (scores, for a binary loss).
     warms_up
         Whether the model waits for the warm-up rows (the median-heuristic kernel width).
+    range_margin
+        How far beyond the targets' range a prediction may go, in widths of that range (regression with
+        no ``user_bound``): 0 clips to the range.
     """
 
-    def __init__(self, *, loss: Loss, user_bound: float | None, model_bound: float, warms_up: bool) -> None:
+    def __init__(self, *, loss: Loss, user_bound: float | None, model_bound: float, warms_up: bool,
+                 range_margin: float = 0.0) -> None:
         self.loss = loss
+        self.range_margin = range_margin
         self.binary = bool(loss.binary)
         self.user_bound = user_bound
         self.model_bound = model_bound
@@ -367,7 +374,7 @@ class Preprocessor:
 
     def to_user(self, f: float) -> float:
         """A play of the model on standardised data in the user's units (clipped to their range)."""
-        return f if self.binary else self.y.to_user(f, self.user_bound)
+        return f if self.binary else self.y.to_user(f, self.user_bound, self.range_margin)
 
     def probability(self, score: float) -> float:
         """The probability of the label +1 for a ``score`` (the logistic loss only): its sigmoid."""

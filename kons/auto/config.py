@@ -8,6 +8,7 @@ from kons.preprocessing import TARGET_BOUND
 
 __all__ = [
     "CHANGE_ENTRY_PRIOR",
+    "EARLIER_REGRESSION_BOUND",
     "ENTRY_PRIOR",
     "GENERATIONS",
     "GRID",
@@ -28,6 +29,7 @@ __all__ = [
     "NEIGHBOUR_ROWS",
     "PROBATION_PRIOR",
     "PROBATION_ROUNDS",
+    "RANGE_MARGIN",
     "RATES",
     "REGRESSION_BOUND",
     "REPLAY_ROWS",
@@ -145,8 +147,14 @@ SWITCHING_PRIOR = 0.05
 #: wider one slows it down (docs/auto.md#mix_bound).
 MIX_BOUND = TARGET_BOUND
 #: The bound on the regression bases' and the mixture's plays, in deviations of the target: a tight bound
-#: cuts the bases' functions down on the tails (docs/auto.md#regression_bound).
-REGRESSION_BOUND = 5.0
+#: cuts the bases' functions down on the tails, and a heavy tail's targets lie beyond 5 deviations
+#: (docs/auto.md#regression_bound, docs/series.md).
+REGRESSION_BOUND = 20.0
+#: The bound of a regression state saved before the rules for heavy tails: it goes on with it.
+EARLIER_REGRESSION_BOUND = 5.0
+#: How far beyond the range of the targets seen a prediction may go, in widths of that range
+#: (docs/series.md: a heavy tail's next record is beyond every target seen).
+RANGE_MARGIN = 1.0
 #: The bound on the classification scores, in log-odds (docs/auto.md#score_bound).
 SCORE_BOUND = 10.0
 

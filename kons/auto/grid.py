@@ -288,6 +288,25 @@ def _restore_lags(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.n
     return built
 
 
+def _build_linear(grid: Grid) -> list[Expert] | None:
+    if grid.mixture.binary:
+        return None
+    return [RecentExpert(RecentLinear(grid.dim, intercept_scale=TARGET_BOUND, clip=grid.bound))]
+
+
+def _restore_linear(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                    scalars: dict[str, Any]) -> list[Expert] | None:
+    """The linear model of every row (none in a state saved before it existed: its slot stays empty)."""
+    if "linear_P" not in arrays:
+        if grid.mixture.switching.active[grid.slot["linear"]]:
+            raise StateFormatError("the linear model plays where there is none.")
+        return None
+    if built is None:
+        raise StateFormatError("the linear model does not match the grid.")
+    cast(RecentExpert, built[0]).model.restore({key: arrays[f"linear_{key}"] for key in ("P", "b", "sum")})
+    return built
+
+
 #: The experts after the generations, one line a kind, in the order of their slots (a kind added later
 #: goes last, so that a state saved before it keeps its slots where they were: :mod:`kons.auto.slots`).
 EXPERTS: tuple[Kind, ...] = (
@@ -307,6 +326,11 @@ EXPERTS: tuple[Kind, ...] = (
     Kind(("target_last", "target_lags"),
          ("the last target", f"the last target + bayesian_linear(its {LAGS} last)"),
          _build_lags, _restore_lags, wake_prior=LAGS_PRIOR),
+    # the Bayesian linear model of every row (regression): least squares, whose step no large residual
+    # shrinks (an ONS member's curvature grows with its squared gradients: a heavy tail freezes it); in
+    # play from the start with the grid's prior
+    Kind(("linear",), ("bayesian_linear(raw) of every row",), _build_linear, _restore_linear,
+         start_prior=1.0 / (len(GRID) + 2)),
 )
 
 
@@ -358,7 +382,8 @@ class Grid:
     """
 
     def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
-                 held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None) -> None:
+                 held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None,
+                 centred: bool = True) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
         self.held = held
         self.log_scaler = log_scaler
@@ -373,7 +398,8 @@ class Grid:
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
-        self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1)
+        self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
+                               centred=centred)
         self.detector = LossChangeDetector()
         self.errors = ErrorChangeDetector()
         self.kept = RecentRounds(REPLAY_ROWS, dim)
@@ -940,7 +966,14 @@ class Grid:
         log_weights = arrays["log_weights"]
         if log_weights.shape != (len(GRID) + 1,):
             raise StateFormatError("the mixture weights do not match the grid.")
-        self.mixture.switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
+        switching = self.mixture.switching
+        for kind in self.kinds:
+            if kind.start_prior is not None:  # in play from the start of a grid, not of this one: none
+                switching.active[self._slots(kind)] = False
+                switching.log_weights[:, self._slots(kind)] = -np.inf
+        self.experts = [None if kind.start_prior is not None else experts
+                        for kind, experts in zip(self.kinds, self.experts, strict=True)]
+        switching.log_weights[:, :len(GRID) + 1] = log_weights - np.logaddexp.reduce(log_weights)
         self._weights_of = None  # written in place
         self.rounds, self.leader, self.leader_since = rounds, int(np.argmax(log_weights)), rounds
 

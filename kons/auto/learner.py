@@ -35,7 +35,7 @@ import numpy as np
 
 from kons._multinomial import log_probability, reference_softmax
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
-from kons.auto.config import LAGS, REGRESSION_BOUND, SCORE_BOUND
+from kons.auto.config import EARLIER_REGRESSION_BOUND, LAGS, RANGE_MARGIN, REGRESSION_BOUND, SCORE_BOUND
 from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
 from kons.auto.grid import (
     GENERATIONS,
@@ -122,8 +122,12 @@ class Auto(Learner):
         self._reset()
 
     def _reset(self) -> None:
+        # The rules for heavy tails (docs/series.md): the bound REGRESSION_BOUND, predictions beyond the
+        # targets' range by RANGE_MARGIN, the mixture's substitution centred on its weighted mean. A
+        # regression state saved before them goes on under the rules it was saved with.
+        self._tails = True
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
-                                  warms_up=True)
+                                  warms_up=True, range_margin=RANGE_MARGIN)
         self._grid: Grid | None = None  # built once the warm-up gives the kernel widths
         self._classes = Classes()
         # The round just played (classification): its distribution over the classes and its log loss,
@@ -140,7 +144,7 @@ class Auto(Learner):
         # The grid's members and the restarted copies, each at most a full learner of its kind, each
         # generation's linear model ((d + 1)^2 + 2 (d + 1) floats, one score), the two scalers (3 d each)
         # and the rounds kept for a restart (two views of d and three floats each), the last targets (their
-        # evidence and the model of their changes).
+        # evidence and the model of their changes) and the linear model of every row.
         members = sum(
             ONS._model_floats(dim + 1, {"diagonal": False}) if kind == "ons"
             else NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY})
@@ -153,7 +157,8 @@ class Auto(Learner):
         columns = bins_columns(dim)  # the linear model on the quantile thresholds, and the thresholds
         binned = ONS._model_floats(columns, {"diagonal": False}) + columns + dim if columns else 0
         lags = LAGS + 3 + (LAGS + 1) * (LAGS + 3)
-        return members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim + kept + binned + lags
+        return (members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim + kept + binned + lags
+                + recent)  # the linear model of every row: a generation's
 
     # ----------------------------------------------------------------- bounds and labels
     @property
@@ -164,7 +169,9 @@ class Auto(Learner):
     @property
     def _model_bound(self) -> float:
         """The bound on the bases' and the mixture's plays on standardised data."""
-        return SCORE_BOUND if self._binary else REGRESSION_BOUND
+        if self._binary:
+            return SCORE_BOUND
+        return REGRESSION_BOUND if self._tails else EARLIER_REGRESSION_BOUND
 
     def _check_x(self, x: Any) -> Any:
         return self._prep.check_form(super()._check_x(x))
@@ -351,6 +358,7 @@ class Auto(Learner):
         the rows', by default the feature scaler's) and the quantile thresholds ``bins``, if any."""
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
         return Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
+                    centred=self._tails,
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse), binary=self._binary, bins=bins)
 
@@ -603,9 +611,13 @@ class Auto(Learner):
         saved = self._classes.saved()
         if saved is not None:  # not for booleans: a learner of booleans has the state it had before
             scalars["classes"] = saved
+        if not self._binary and self._tails:  # a state saved before the rules for heavy tails: as it was
+            scalars["tails"] = True
         return scalars
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
+        self._tails = self._binary or bool(scalars.get("tails", False))
+        self._prep.range_margin = RANGE_MARGIN if self._tails else 0.0
         self._prep.restore(self._dim, arrays, scalars)
         if self._binary and scalars:
             self._classes.restore(scalars.get("classes"), self._prep.labels)

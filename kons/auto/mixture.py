@@ -252,12 +252,15 @@ class Mixture:
     ``binary``: the log loss of probabilities, plays the score of the Bayes mixture; else the squared loss
     on :math:`[-B, B]`, :math:`B` = :data:`MIX_BOUND`. Every play is clipped at ``bound`` (the bases' own).
     ``active``: the experts in play at the start (the first ones; the others enter by :meth:`enter`).
+    ``centred``: Vovk's substitution on the interval around the experts' weighted mean (else around 0, as
+    a state saved before it plays).
     """
 
     def __init__(self, *, binary: bool, bound: float, experts: int, active: int | None = None,
-                 rates: tuple[float, ...] = RATES) -> None:
+                 rates: tuple[float, ...] = RATES, centred: bool = True) -> None:
         self.binary = binary
         self.bound = bound
+        self.centred = centred
         active = experts if active is None else active
         self.switching = SwitchingWeights(experts, active, rates)
         #: The label of fewest errors among three classes or more: a vote over the experts' labels, from
@@ -278,13 +281,19 @@ class Mixture:
             return math.log(p / (1.0 - p))
         eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
         log_w = np.log(np.maximum(w, 1e-300))
+        centre = float(w @ preds) if self.centred else 0.0
+        shifted = preds - centre
 
         def g(y: float) -> float:
-            return -float(np.logaddexp.reduce(log_w - eta * (preds - y) ** 2)) / eta
+            return -float(np.logaddexp.reduce(log_w - eta * (shifted - y) ** 2)) / eta
 
-        # Vovk's substitution on [-MIX_BOUND, MIX_BOUND]; it follows bases that agree beyond that
-        # interval (one expert's f gives f), so the play is clipped at the bases' own bound.
-        return min(max((g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
+        # Vovk's substitution on the interval of half-width MIX_BOUND around the experts' weighted mean
+        # (its guarantee holds on any interval chosen before the outcome; the weights' update does not
+        # depend on it): centred at 0, the running mean, the substitution pulled the play to the mean as
+        # soon as the heavy experts predicted a tail beyond the interval (docs/series.md). It follows
+        # bases that agree beyond the interval (one expert's f gives f), so the play is clipped at the
+        # bases' own bound.
+        return min(max(centre + (g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
 
     def mix_probabilities(self, probabilities: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the

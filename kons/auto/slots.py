@@ -44,8 +44,9 @@ EARLIER_LAYOUTS: tuple[tuple[str, ...], ...] = (
     _layout(4, True, "bins"),  # before the local expert
     _layout(4, True, "bins", "neighbours"),  # before the trees
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2"),  # before the last targets
-    # today's
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags"),
+    # today's
+    _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear"),
 )
 
 
@@ -74,12 +75,6 @@ def in_layout(arrays: dict[str, np.ndarray], layout: tuple[str, ...]) -> dict[st
 
 
 #: The order of a saved grid's arrays (a blob's bytes follow it): the nested learners (the members, the
-#: threshold view's, the generations' copies), the dictionaries of the Nystrom ones (each saved once), the
-#: generations' linear models, the grid's own arrays (the mixture, the log view's scaler, the kept rounds),
-#: then the other experts' in the order they were added.
-_SAVED_ORDER = (r"base\d+", r"bins_base", r"young\d+_\d+", r"dictionary_.*", r"young\d+_recent_.*",
-                r"(mix|log|replay)_.*", r"neighbours_.*", r"tree\d+_.*", r"bins_.*", r"target_last_.*",
-                r"target_lags_.*")
 
 
 def saved_order(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

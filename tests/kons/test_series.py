@@ -5,6 +5,8 @@ goes on identically."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -113,3 +115,43 @@ def test_saved_after_they_woke_it_goes_on_identically() -> None:
         assert restored.predict_one(x) == model.predict_one(x)
         assert restored.learn_one(x, t) == model.learn_one(x, t)
     assert restored.to_bytes() == model.to_bytes()
+
+
+def _delays(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival delays: the departure delay (a lognormal tail) plus a lognormal, and two features that say
+    nothing."""
+    rng = np.random.default_rng(seed)
+    departure = rng.lognormal(mean=2.0, sigma=1.2, size=rows) - 5.0
+    X = np.column_stack([departure, rng.normal(size=rows) * 10 + 100, rng.integers(0, 24, rows)])
+    return X, 0.95 * departure + rng.lognormal(mean=1.0, sigma=1.0, size=rows) - 8.0
+
+
+def test_a_heavy_tailed_linear_target_is_fitted_as_rivers_linear_model_fits_it() -> None:
+    from river import linear_model, preprocessing
+
+    X, y = _delays(2000, 2)
+    model = kons.Auto()
+    played = np.array([model.learn_one(x, t) for x, t in zip(X, y, strict=True)])
+    river: Any = preprocessing.TargetStandardScaler(
+        regressor=preprocessing.StandardScaler() | linear_model.LinearRegression())  # type: ignore[arg-type]
+    peer = []
+    for x, t in zip(X, y, strict=True):
+        features = dict(enumerate(x.tolist()))
+        peer.append(river.predict_one(features))
+        river.learn_one(features, t)
+    # the next record of the tail is predicted beyond the targets seen (before: clipped at their maximum)
+    records = np.flatnonzero(y[1:] > np.maximum.accumulate(y)[:-1] * 1.5) + 1
+    assert len(records) and all(played[r] > np.max(y[:r]) for r in records if r > 200)
+    assert np.mean((played - y) ** 2) < 1.25 * np.mean((np.array(peer) - y) ** 2)
+
+
+def test_a_regression_state_says_it_follows_the_rules_for_tails_and_loads_under_them() -> None:
+    X, y = _delays(300, 3)
+    model = kons.Auto()
+    for x, t in zip(X[:200], y[:200], strict=True):
+        model.learn_one(x, t)
+    header, _ = kons._state.decode(model.to_bytes())
+    assert header["scalars"]["tails"] is True
+    restored = kons.load(model.to_bytes())
+    assert isinstance(restored, kons.Auto)
+    assert model._model_bound == 20.0 and restored._model_bound == 20.0
