@@ -75,6 +75,12 @@ def in_layout(arrays: dict[str, np.ndarray], layout: tuple[str, ...]) -> dict[st
 
 
 #: The order of a saved grid's arrays (a blob's bytes follow it): the nested learners (the members, the
+#: threshold view's, the generations' copies), the dictionaries of the Nystrom ones (each saved once), the
+#: generations' linear models, the grid's own arrays (the mixture, the log view's scaler, the kept rounds),
+#: then the other experts' in the order they were added.
+_SAVED_ORDER = (r"base\d+", r"bins_base", r"young\d+_\d+", r"dictionary_.*", r"young\d+_recent_.*",
+                r"(mix|log|replay)_.*", r"neighbours_.*", r"tree\d+_.*", r"bins_.*", r"target_last_.*",
+                r"target_lags_.*", r"linear_.*")
 
 
 def saved_order(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
