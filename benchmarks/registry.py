@@ -97,6 +97,11 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.drift --out benchmarks/results",
               ("drift.md", "drift.json"),
               (*_LIBRARY, "benchmarks/drift.py", "benchmarks/raw_regime.py", "benchmarks/methods.py")),
+    Benchmark("Real series in time order (issue 39): auto against River's defaults, AMF and the last target, "
+              "overall and per tenth",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.series --out benchmarks/results",
+              ("series.md", "series.json"),
+              (*_LIBRARY, "benchmarks/series.py", "benchmarks/raw_regime.py", "benchmarks/methods.py")),
     Benchmark("auto's cost and state flat to 1,000,000 rounds of a changing stream, and a classifier's "
               "(its trees growing) to 200,000 (issue 20)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_long --out benchmarks/results",

@@ -15,8 +15,11 @@ next three): every row is a time step, read in its true order, features the cale
 * ``elnino``: 732 monthly sea surface temperatures, 1950-2010 (month, year): seasonal, bursty;
 * ``sunspots``: 309 yearly sunspot numbers, 1700-2008 (year): cyclic, a heavy right tail (skew 0.8).
 
-Split (``docs/series.md``): ``water_flow`` and ``trump_approval`` are the TUNING streams (the drift
-benchmark had used them before); the other four are HELD OUT, the headline.
+And four synthetic heavy-tailed streams in no order (``delays_*``: an arrival delay whose departure delay,
+a lognormal tail, carries a linear signal; issue 39's delay-like case), for the rules for heavy tails.
+
+Split (``docs/series.md``): ``water_flow``, ``trump_approval`` and the seed-0 delays are the TUNING
+streams (the drift benchmark had used the first two before); the others are HELD OUT, the headline.
 
 Every method predicts, then learns each row (progressive validation). Metric: the mean squared error divided
 by the variance of the scored targets, over the stream and over each tenth of it (the series are shorter than
@@ -129,6 +132,22 @@ def _sunspots() -> tuple[np.ndarray, np.ndarray]:
     return frame[["YEAR"]].to_numpy(dtype=float), frame["SUNACTIVITY"].to_numpy(dtype=float)
 
 
+def _delays(seed: int, noise: bool) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+    """Synthetic arrival delays (3,000 rows in no order): the departure delay, a lognormal tail, carries the
+    signal; ``noise``: 0.95 times it plus a lognormal, with two features that say nothing, else it plus a
+    normal, alone."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        departure = rng.lognormal(mean=2.0, sigma=1.2 if noise else 1.0, size=3000) - 5.0
+        if not noise:
+            return departure[:, None], departure + rng.normal(size=3000) * 8.0 - 3.0
+        X = np.column_stack([departure, rng.normal(size=3000) * 10 + 100, rng.integers(0, 24, 3000)])
+        return X, 0.95 * departure + rng.lognormal(mean=1.0, sigma=1.0, size=3000) - 8.0
+
+    return build
+
+
 STREAMS = {s.name: s for s in (
     Series("water_flow", "tuning", "hourly, bursty, heavy left tail", _water_flow),
     Series("trump_approval", "tuning", "daily, five pollsters' figures", _trump),
@@ -136,6 +155,10 @@ STREAMS = {s.name: s for s in (
     Series("co2", "held-out", "weekly, trend and season", _co2),
     Series("elnino", "held-out", "monthly, season and bursts", _elnino),
     Series("sunspots", "held-out", "yearly, cycles, heavy right tail", _sunspots),
+    Series("delays_one_s0", "tuning", "synthetic, heavy tail, the signal alone", _delays(0, False)),
+    Series("delays_one_s2", "held-out", "synthetic, heavy tail, the signal alone", _delays(2, False)),
+    Series("delays_noisy_s0", "tuning", "synthetic, heavy tail, lognormal noise", _delays(0, True)),
+    Series("delays_noisy_s2", "held-out", "synthetic, heavy tail, lognormal noise", _delays(2, True)),
 )}
 
 
@@ -274,13 +297,63 @@ def render(records: list[dict[str, Any]], command: str, commit: str) -> str:
     return "\n".join(lines)
 
 
+def _cost_stream(rows: int, ordered: bool) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(rows, 8)) * 3.0 + 10.0
+    y = X @ rng.normal(size=8) + rng.normal(size=rows)
+    return X, (0.1 * y + np.cumsum(rng.normal(size=rows)) * 3.0) if ordered else y
+
+
+def cost(rows: int = 3000, warmup: int = 600, block: int = 40) -> list[str]:
+    """What the experts this benchmark's issue added (the last targets, the linear model of every row) cost
+    an ``auto`` round: one learner with them, one without (:data:`kons.auto.grid.EXPERTS` less them), on
+    the same rows (8 features, in no order and in time order), alternating blocks of ``block`` rounds in
+    one process, CPU time; the median of the blocks' paired ratios."""
+    import statistics
+
+    import kons.auto.grid as grid
+
+    full = grid.EXPERTS
+    without = tuple(kind for kind in full if kind.slots[0] not in ("target_last", "linear"))
+    lines = []
+    for ordered in (False, True):
+        X, y = _cost_stream(rows, ordered)
+        learners = []
+        for kinds in (full, without):  # the grid takes EXPERTS when the warm-up ends: each past it
+            grid.EXPERTS = kinds
+            learner = kons.Auto()
+            for i in range(warmup):
+                learner.learn_one(X[i], float(y[i]))
+            learners.append(learner)
+        grid.EXPERTS = full
+        seconds: list[list[float]] = [[], []]
+        for start in range(warmup, rows - block + 1, block):
+            for k, learner in enumerate(learners):
+                begin = time.process_time()
+                for i in range(start, start + block):
+                    learner.learn_one(X[i], float(y[i]))
+                seconds[k].append((time.process_time() - begin) / block)
+        ratios = [a / b for a, b in zip(*seconds, strict=True)]
+        awake = "the last target" in learners[0].stats()["weights"]
+        with_them, without_them = (statistics.median(spent) * 1e3 for spent in seconds)
+        lines.append(f"{'time order' if ordered else 'no order'} (the last targets "
+                     f"{'awake' if awake else 'asleep'}): {with_them:.3f} ms a round with them, "
+                     f"{without_them:.3f} ms without, median paired ratio {statistics.median(ratios):.3f} "
+                     f"over {len(ratios)} blocks of {block}")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", default=",".join(STREAMS), help="comma list of streams")
     parser.add_argument("--methods", default=",".join(("auto", *PEERS)), help="comma list: auto and peers")
     parser.add_argument("--out", type=Path, help="where series.md and series.json go (default: a temporary "
                                                   "directory)")
+    parser.add_argument("--cost", action="store_true", help="print what the new experts cost a round, only")
     args = parser.parse_args(argv)
+    if args.cost:
+        print("\n".join(cost()))
+        return 0
     names, keys = args.streams.split(","), args.methods.split(",")
     unknown = [n for n in names if n not in STREAMS] + [k for k in keys if k not in ("auto", *PEERS)]
     if unknown:
