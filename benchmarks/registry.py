@@ -101,7 +101,8 @@ BENCHMARKS = (
               "overall and per tenth",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.series --out benchmarks/results",
               ("series.md", "series.json"),
-              (*_LIBRARY, "benchmarks/series.py", "benchmarks/raw_regime.py", "benchmarks/methods.py")),
+              (*_LIBRARY, "benchmarks/series.py", "benchmarks/drift.py", "benchmarks/raw_regime.py",
+               "benchmarks/methods.py")),
     Benchmark("auto's cost and state flat to 1,000,000 rounds of a changing stream, and a classifier's "
               "(its trees growing) to 200,000 (issue 20)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_long --out benchmarks/results",

@@ -48,13 +48,15 @@ import numpy as np
 
 import kons
 from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
+from benchmarks.drift import STREAMS as DRIFT_STREAMS
 from benchmarks.provenance import provenance, publish
 from benchmarks.raw_regime import RAW_METHODS
 
 __all__ = ["STREAMS", "Series", "main", "run_series"]
 
 #: What the results measure, for their provenance.
-SOURCES = ("kons", "benchmarks/series.py", "benchmarks/raw_regime.py", "benchmarks/methods.py")
+SOURCES = ("kons", "benchmarks/series.py", "benchmarks/drift.py", "benchmarks/raw_regime.py",
+           "benchmarks/methods.py")
 #: The windows scored: tenths of the stream.
 PARTS = 10
 RIVER_KEYS = ("river_linear", "river_linear_tss", "river_knn", "river_hat", "river_arf")
@@ -75,19 +77,6 @@ def _trump() -> tuple[np.ndarray, np.ndarray]:
     rows, ys = [], []
     for x, y in TrumpApproval():
         rows.append([float(v) for v in x.values()])
-        ys.append(float(y))
-    return np.array(rows), np.array(ys)
-
-
-def _water_flow() -> tuple[np.ndarray, np.ndarray]:
-    from river.datasets import WaterFlow
-
-    rows, ys = [], []
-    start = None
-    for x, y in WaterFlow():
-        when = x["Time"]
-        start = when if start is None else start
-        rows.append([when.hour, when.weekday(), (when - start).total_seconds() / 3600.0])
         ys.append(float(y))
     return np.array(rows), np.array(ys)
 
@@ -149,7 +138,7 @@ def _delays(seed: int, noise: bool) -> Callable[[], tuple[np.ndarray, np.ndarray
 
 
 STREAMS = {s.name: s for s in (
-    Series("water_flow", "tuning", "hourly, bursty, heavy left tail", _water_flow),
+    Series("water_flow", "tuning", "hourly, bursty, heavy left tail", DRIFT_STREAMS["water_flow"].build),
     Series("trump_approval", "tuning", "daily, five pollsters' figures", _trump),
     Series("airline_passengers", "held-out", "monthly, trend and growing season", _airline),
     Series("co2", "held-out", "weekly, trend and season", _co2),
