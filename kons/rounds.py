@@ -39,3 +39,8 @@ class Round:
     label: Any = None
     loss: float | None = None
     correct: bool | None = None
+    #: With a coverage asked (:meth:`kons.Learner.predict_round`'s ``coverage``): the coverage, and the
+    #: play's conformal interval (regression) or prediction set (classes, most probable first).
+    coverage: float | None = None
+    interval: tuple[float, float] | None = None
+    prediction_set: list[Any] | None = None
