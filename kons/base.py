@@ -439,10 +439,13 @@ class Learner(abc.ABC):
 
     def predict_round(self, x: Any, coverage: float | None = None) -> Round:
         """:meth:`predict_one` as a :class:`~kons.Round` (no loss: nothing is learnt); with ``coverage``,
-        its interval or set as :meth:`predict_interval_one` and :meth:`predict_set_one` give them."""
+        its interval or set as :meth:`predict_interval_one` and :meth:`predict_set_one` give them, except
+        that it never changes the learner: a coverage not tracked is answered from the recent scores (the
+        split-conformal quantile of the last :data:`~kons.conformal.RING`), and before any coverage was
+        asked, as a learner that learnt no round since (a regression learner's range ``[-C, C]``)."""
         if coverage is None:
             return self._predicted_round(x)
-        conformal = self._conformal_for(coverage)
+        conformal = self._conformal_for(coverage, track=False)
         played = self._predicted_round(x)
         return _answering(played, coverage, self._conformal_answer(conformal, played, coverage))
 
@@ -501,9 +504,10 @@ class Learner(abc.ABC):
             return "set"
         return None if self._loss.binary else "interval"
 
-    def _conformal_for(self, coverage: Any, kind: str | None = None) -> Conformal:
+    def _conformal_for(self, coverage: Any, kind: str | None = None, track: bool = True) -> Conformal:
         """The conformal component, started if need be, with ``coverage`` (checked) tracked; ``kind``:
-        the answer asked (an interval or a set), refused if the learner gives the other."""
+        the answer asked (an interval or a set), refused if the learner gives the other. ``track=False``:
+        nothing changes (the component as it is, or a fresh one not kept)."""
         coverage = check_coverage(coverage)
         own = self.conformal_kind
         if own is None or (kind is not None and kind != own):
@@ -512,6 +516,8 @@ class Learner(abc.ABC):
                      None: "neither intervals nor prediction sets (it is not a regression learner and gives "
                            "no class probabilities: use 'auto' with task 'classification')"}[own]
             raise InvalidParameterError(f"{type(self).__name__} with the {self.loss} loss gives {gives}.")
+        if not track:
+            return Conformal(own) if self._conformal is None else self._conformal
         if self._conformal is None:
             self._conformal = Conformal(own)
         self._conformal.track(coverage)

@@ -68,8 +68,10 @@ STEP = {"interval": 0.05, "set": 0.01}
 #: Weight of the newest round in the recent means of the absolute residual and of the spread (about the
 #: last 100 rounds: a drift's new scale is followed within a few hundred rounds).
 SCALE_WEIGHT = 0.01
-#: The exponent of the learner's own uncertainty in the local scale (0: a global scale).
-SPREAD_EXPONENT = 1.0
+#: The exponent of the learner's own uncertainty in the local scale (0: a global scale); chosen on the
+#: tuning streams of benchmarks/intervals.py (docs/intervals.md): 0 gave the narrowest mean width, 0.5 keeps
+#: the width following the row for a little more.
+SPREAD_EXPONENT = 0.5
 #: The golden ratio's fractional part (a low-discrepancy sequence of shares, :meth:`Conformal._share`).
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 #: Scores needed in the ring before a new coverage starts at their quantile (else at a default).
@@ -94,9 +96,11 @@ def _set_scores(probabilities: np.ndarray, share: float) -> np.ndarray:
 class Conformal:
     """The conformal state of one learner (see the module): ``kind`` is ``"interval"`` or ``"set"``."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, step: float | None = None,
+                 spread_exponent: float = SPREAD_EXPONENT) -> None:
         self.kind = kind
-        self.step = STEP[kind]
+        self.step = STEP[kind] if step is None else step
+        self.spread_exponent = spread_exponent  # (these two: for benchmarks.intervals' tuning runs)
         self.levels = np.zeros(0)
         self.quantiles = np.zeros(0)
         self.scores = np.zeros(RING)
@@ -151,8 +155,8 @@ class Conformal:
             return 0.0
         scale = self._mean(self.residual)
         mean_spread = self._mean(self.spread)
-        if mean_spread > 0.0 and SPREAD_EXPONENT:
-            scale *= ((spread + mean_spread) / (2.0 * mean_spread)) ** SPREAD_EXPONENT
+        if mean_spread > 0.0 and self.spread_exponent:
+            scale *= ((spread + mean_spread) / (2.0 * mean_spread)) ** self.spread_exponent
         return scale
 
     def interval(self, prediction: float, spread: float, coverage: float) -> tuple[float, float] | None:

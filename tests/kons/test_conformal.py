@@ -199,3 +199,19 @@ def test_an_untracked_coverage_is_answered_from_the_kept_scores() -> None:
         conformal.learn(float(score))
     assert conformal.threshold(0.5) == pytest.approx(0.5, abs=0.011)
     assert len(conformal.levels) == 0
+
+
+def test_predict_round_never_changes_the_learner() -> None:
+    X, y = _drifting(300)
+    learner = kons.learner_from_params("ons", {})
+    assert learner.predict_round(X[0], 0.9).interval == (0.0, 0.0)  # nothing learnt: the range, C = 0
+    assert learner._conformal is None
+    for x, target in zip(X, y, strict=True):
+        learner.learn_round(x, target, coverage=0.9)
+    blob = learner.to_bytes()
+    tracked = learner.predict_round(X[0], 0.9)
+    untracked = learner.predict_round(X[0], 0.5)
+    assert learner.to_bytes() == blob
+    assert tracked.interval == learner.predict_interval_one(X[0], 0.9)
+    assert untracked.interval is not None and tracked.interval is not None
+    assert untracked.interval[1] - untracked.interval[0] < tracked.interval[1] - tracked.interval[0]
