@@ -426,6 +426,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parts", default="regression,classification,cost")
     parser.add_argument("--no-river", action="store_true", help="skip River's jackknife")
     parser.add_argument("--tune", action="store_true", help="print the tuning table and stop")
+    parser.add_argument("--shard", default="0/1", help="i/n: run every n-th stream from the i-th")
+    parser.add_argument("--merge", type=Path, nargs="*",
+                        help="folders of intervals.json of shards of one commit: publish them as one")
     args = parser.parse_args(argv)
     require_datasets((*REGRESSION_SETS, *CLASSIFICATION_SETS), "intervals")
     chosen = None if args.streams is None else set(args.streams.split(","))
@@ -438,22 +441,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = results_dir(args.out, "intervals")
     command = command_line("benchmarks.intervals", argv, outputs=("--out",))
     stamp = provenance(SOURCES, ("river",))
-    regression, classification = [], []
+    regression: list[dict[str, Any]] = []
+    classification: list[dict[str, Any]] = []
+    costs = None
+    if args.merge:
+        for folder in args.merge:
+            shard = json.loads((folder / "intervals.json").read_text())
+            if shard["provenance"]["blobs"] != stamp["blobs"]:
+                parser.error(f"{folder} was measured on other code than this checkout's")
+            regression += shard["regression"]
+            classification += shard["classification"]
+            costs = shard["cost"] or costs
+            command += f" # shard: {shard['command']}"
+        parts = set()
+    index, count = (int(v) for v in args.shard.split("/"))
     if "regression" in parts:
-        for stream in regression_streams():
+        for stream in regression_streams()[index::count]:
             if chosen is None or stream.name in chosen:
                 regression.append(run_regression(stream, not args.no_river))
                 print(f"[intervals] {stream.name}: " + json.dumps(
                     {c: round(v["coverage"], 4) for c, v in regression[-1]["levels"].items()}),
                     file=sys.stderr, flush=True)
     if "classification" in parts:
-        for stream in classification_streams():
+        for stream in classification_streams()[index::count]:
             if chosen is None or stream.name in chosen:
                 classification.append(run_classification(stream))
                 print(f"[intervals] {stream.name}: " + json.dumps(
                     {c: round(v["coverage"], 4) for c, v in classification[-1]["levels"].items()}),
                     file=sys.stderr, flush=True)
-    costs = cost() if "cost" in parts else None
+    if "cost" in parts:
+        costs = cost()
     record = {"command": command, "regression": regression, "classification": classification, "cost": costs,
               "constants": {"step": STEP, "spread_exponent": SPREAD_EXPONENT}}
     report = publish(out, "intervals", stamp, render(regression, classification, costs, command,

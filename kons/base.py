@@ -423,13 +423,26 @@ class Learner(abc.ABC):
             self._learn_conformal(self._conformal, y_hat, y)
         return y_hat
 
-    def learn_round(self, x: Any, y: Any, coverage: float | None = None) -> Round:
+    def learn_round(self, x: Any, y: Any, coverage: float | None = None, *, track: bool = True) -> Round:
         """Play one round as :meth:`learn_one` does and return what it answers: the play, its loss at
         ``y`` and, for a binary loss, whether the play's sign was the label's (:class:`~kons.Round`).
 
         ``coverage``: the round answers too the interval (regression) or the set (classes) of the play
-        at that coverage (see :meth:`predict_interval_one`), which the round then learns."""
-        return self._conformal_round(lambda: self._learnt_round(x, y), coverage)
+        at that coverage (see :meth:`predict_interval_one`), which is tracked from then on; with
+        ``track=False`` it is not (an untracked coverage is answered from the recent scores, none before
+        any coverage is tracked: :meth:`track_coverage`), so that the learner's state is the same whatever
+        coverage a caller asks of its rounds."""
+        return self._conformal_round(lambda: self._learnt_round(x, y), coverage, track)
+
+    def track_coverage(self, coverage: float) -> None:
+        """Track ``coverage`` from now on (:meth:`predict_interval_one`): every round learns its threshold.
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``coverage`` is not in (0, 1), or the learner gives neither intervals nor sets.
+        """
+        self._conformal_for(coverage)
 
     def _learnt_round(self, x: Any, y: Any) -> Round:
         played = self.learn_one(x, y)
@@ -523,12 +536,12 @@ class Learner(abc.ABC):
         self._conformal.track(coverage)
         return self._conformal
 
-    def _conformal_round(self, learnt: Any, coverage: float | None) -> Round:
+    def _conformal_round(self, learnt: Any, coverage: float | None, track: bool) -> Round:
         """The round ``learnt()`` plays, with the interval or set of ``coverage`` of its play."""
         if coverage is None:
             played: Round = learnt()
             return played
-        self._conformal_for(coverage)
+        self._conformal_for(coverage, track=track)
         self._asked = coverage
         try:
             played = learnt()

@@ -215,3 +215,15 @@ def test_predict_round_never_changes_the_learner() -> None:
     assert tracked.interval == learner.predict_interval_one(X[0], 0.9)
     assert untracked.interval is not None and tracked.interval is not None
     assert untracked.interval[1] - untracked.interval[0] < tracked.interval[1] - tracked.interval[0]
+
+
+def test_a_round_asked_an_untracked_coverage_leaves_the_state_as_the_tracked_ones_make_it() -> None:
+    X, y = _drifting(300)
+    asked, plain = kons.learner_from_params("ons", {}), kons.learner_from_params("ons", {})
+    for learner in (asked, plain):
+        learner.track_coverage(0.9)
+    for i, (x, target) in enumerate(zip(X, y, strict=True)):
+        answered = asked.learn_round(x, target, coverage=0.5 + 0.1 * (i % 5), track=False)
+        plain.learn_one(x, target)
+        assert answered.interval is not None
+    assert asked.to_bytes() == plain.to_bytes()
