@@ -93,12 +93,16 @@ def decode_label(payload: bytes) -> Any:
 
 
 def encode_answer(fingerprint: str, predictions: list[float], losses: list[float],
-                  distributions: Sequence[Sequence[tuple[Any, float]]] | None) -> str:
+                  distributions: Sequence[Sequence[tuple[Any, float]]] | None,
+                  conformal: Sequence[Any] | None = None) -> str:
     """The record of a request's answer (``fingerprint``: its body's): its rounds' predictions and losses
     and, for a classifier, the distribution each played over the classes then known. A learner's classes
     only grow, in order, so each round's are the first ones of the last round's: kept once, with each
-    round's count, and every probability as float64 (base64)."""
+    round's count, and every probability as float64 (base64). ``conformal``: the rounds' intervals (pairs
+    of floats) or prediction sets (lists of labels), if the request asked a coverage."""
     record: dict[str, Any] = {"body": fingerprint, "predictions": predictions, "losses": losses}
+    if conformal:  # (only then: the records of before are as they were)
+        record["conformal"] = {"sets" if isinstance(conformal[0], list) else "intervals": list(conformal)}
     if distributions is not None:
         classes = [label for label, _ in distributions[-1]] if distributions else []
         typed = [(type(label), label) for label in classes]  # (True and 1 are two classes)
@@ -113,8 +117,9 @@ def encode_answer(fingerprint: str, predictions: list[float], losses: list[float
 
 
 def decode_answer(record: str) -> tuple[dict[str, Any], list[list[tuple[Any, float]]] | None]:
-    """:func:`encode_answer`'s record: its fields, and the distributions (None: not a classifier's). Reads
-    records of every format (as pairs, written before the compact one; none, before classes)."""
+    """:func:`encode_answer`'s record: its fields (``conformal`` as ``{"intervals": [[low, high], ...]}``
+    or ``{"sets": [[label, ...], ...]}``), and the distributions (None: not a classifier's). Reads records
+    of every format (as pairs, written before the compact one; none, before classes)."""
     answer = json.loads(record)
     if "probabilities" in answer:
         values = np.frombuffer(base64.b64decode(answer["probabilities"]), dtype="<f8").tolist()

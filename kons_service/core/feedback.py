@@ -58,7 +58,9 @@ from kons_service.core.history import HistoryRecorder
 from kons_service.core.learning import (
     REGRESSION,
     SHADOW_REQUEST,
+    ConformalAnswers,
     Distribution,
+    asked_coverage,
     build,
     canonical,
     check_labels,
@@ -66,6 +68,7 @@ from kons_service.core.learning import (
     check_shadow_writer,
     check_work,
     classifier,
+    conformal_answers,
     decided,
     finite,
     new_class_keys,
@@ -73,6 +76,7 @@ from kons_service.core.learning import (
     offload,
     task_of,
     task_of_label,
+    track_coverage,
     undecided,
 )
 from kons_service.core.lease import Lease, WriterLeases
@@ -109,17 +113,21 @@ class Feedback:
     y: Any
     x: Any = None
     id: str | None = None
+    #: The coverage of the interval or set the round answers (None: none asked).
+    coverage: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class FeedbackResult:
     """The predictions played, their losses and the learner's version once the rounds are logged; for a
-    classifier that gives class probabilities, the distribution each round played (else None)."""
+    classifier that gives class probabilities, the distribution each round played (else None); with a
+    coverage asked, each round's conformal answer (:func:`.learning.conformal_answers`, else None)."""
 
     predictions: list[float]
     losses: list[float]
     version: int
     distributions: list[Distribution] | None = None
+    conformal: ConformalAnswers | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -159,6 +167,9 @@ class _Played:
     losses: list[list[float]] = field(default_factory=list)
     #: A probabilistic classifier's played distributions (see :meth:`kons.Learner.learn_round`), else None.
     distributions: list[list[Distribution] | None] = field(default_factory=list)
+    coverages: list[float | None] = field(default_factory=list)  # each request's asked (None: none)
+    #: Each request's rounds' intervals or sets, if it asked a coverage (else None).
+    conformal: list[ConformalAnswers | None] = field(default_factory=list)
     #: Whether each round predicted its label (None: regression), in order over the requests.
     correct: list[bool | None] = field(default_factory=list)
     #: Whether the learner's growth is held in these rounds (see :meth:`.growth.GrowthBudget.held`).
@@ -323,7 +334,7 @@ class FeedbackWriter:
         await self.growth.cover_new_classes(entry, learner, played.new_classes, first, played.held, rows)
         token = lease.token if lease is not None else self.leases.token()
         try:
-            await self._play(learner, played, entry.state_nbytes())
+            await self._play(learner, played, entry.state_nbytes(), entry.config)
             outcome = await self._append(entry, head, token, group, played, leased=lease is not None)
             if outcome.reason is AppendStatus.APPLIED and outcome.replicated and self.on_logged is not None:
                 self.on_logged(ref, head, token, played.entries)
@@ -385,12 +396,14 @@ class FeedbackWriter:
                 check_work(entry.state_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
                 check_labels(task, [it.y for it in request.items])
+                coverage = asked_coverage(config or entry.config, request.items[0].coverage)
                 played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
             except (kons.KonsError, UnknownIdError, BatchTooLargeError):
                 if len(group) > 1:
                     raise _RegroupError from None
                 raise
             played.xs.append(xs)
+            played.coverages.append(coverage)
         if len(group) > 1 and learner.input_dim is None and len({len(xs[0]) for xs in played.xs}) > 1:
             raise _RegroupError  # the first row fixes the dimension: each request is checked against it alone
         if classifier(learner):
@@ -413,23 +426,26 @@ class FeedbackWriter:
         return codec.decode_features(payload)
 
     @staticmethod
-    async def _play(learner: kons.Learner, played: _Played, state_nbytes: int) -> None:
-        """Play the group's rounds on ``learner`` (whose state is ``state_nbytes``), request after request
-        (all predictions and losses finite, else the round is refused)."""
-        rows = [(x, y) for xs, ys in zip(played.xs, played.ys, strict=True)
+    async def _play(learner: kons.Learner, played: _Played, state_nbytes: int,
+                    config: dict[str, Any]) -> None:
+        """Play the group's rounds on ``learner`` (whose state is ``state_nbytes``, whose config is
+        ``config``), request after request (all predictions and losses finite, else the round is refused)."""
+        rows = [(x, y, coverage)
+                for xs, ys, coverage in zip(played.xs, played.ys, played.coverages, strict=True)
                 for x, y in zip(xs, ys, strict=True)]
         if learner.grows:
             learner.hold_growth(played.held)
         started = time.perf_counter()
         changes_before = learner.changes_detected
         with numerics():
-            rounds = await offload(lambda: [learner.learn_round(x, y) for x, y in rows], len(rows),
-                                   state_nbytes)
+            track_coverage(learner, config)
+            rounds = await offload(lambda: [learner.learn_round(x, y, coverage, track=False)
+                                            for x, y, coverage in rows], len(rows), state_nbytes)
             played.seconds = time.perf_counter() - started
             losses = cast(list[float], [r.loss for r in rounds])  # a learnt round has its loss
             played.correct = [r.correct for r in rounds]
         plays = [r.value for r in rounds]
-        learned = [y if r.label is None else r.label for r, (_, y) in zip(rounds, rows, strict=True)]
+        learned = [y if r.label is None else r.label for r, (_, y, _) in zip(rounds, rows, strict=True)]
         played.stats = learner.stats()
         played.changes = learner.changes_detected - changes_before
         if not finite(plays, losses, played.stats):
@@ -442,6 +458,7 @@ class FeedbackWriter:
             distributions = [r.distribution for r in rounds[start : start + len(xs)]]
             played.distributions.append(
                 None if any(d is None for d in distributions) else cast(list[Distribution], distributions))
+            played.conformal.append(conformal_answers(rounds[start : start + len(xs)]))
             start += len(xs)
 
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
@@ -460,10 +477,10 @@ class FeedbackWriter:
         played.entries = entries
         played.logged_bytes = logged_bytes(entries)
         tags = []
-        for request, plays, losses, distributions in zip(group, played.plays, played.losses,
-                                                         played.distributions, strict=True):
+        for request, plays, losses, distributions, conformal in zip(
+                group, played.plays, played.losses, played.distributions, played.conformal, strict=True):
             record = "" if request.fingerprint is None else codec.encode_answer(
-                request.fingerprint, plays, losses, distributions)
+                request.fingerprint, plays, losses, distributions, conformal)
             tags.append(RequestTag(request.id or "", record, len(request.items)))
         errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions)
         history = (errors, self.settings.history_points)
@@ -495,10 +512,10 @@ class FeedbackWriter:
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version
-                for plays, request_losses, distributions in zip(played.plays, played.losses,
-                                                                played.distributions, strict=True):
+                for plays, request_losses, distributions, conformal in zip(
+                        played.plays, played.losses, played.distributions, played.conformal, strict=True):
                     version += len(plays)
-                    results.append(FeedbackResult(plays, request_losses, version, distributions))
+                    results.append(FeedbackResult(plays, request_losses, version, distributions, conformal))
                 return results
             case AppendStatus.GONE:
                 raise not_found(ref)
@@ -531,4 +548,6 @@ class FeedbackWriter:
         if not earlier.replicated:
             raise self._unconfirmed(ref, earlier.version)
         self.metrics.deduplicated.inc()
-        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version, played)
+        kept = answer.get("conformal", {})
+        conformal = kept.get("sets") or [tuple(pair) for pair in kept.get("intervals", [])] or None
+        return FeedbackResult(answer["predictions"], answer["losses"], earlier.version, played, conformal)
