@@ -259,6 +259,7 @@ class Learner(abc.ABC):
         self._conformal: Conformal | None = None  # started by the first coverage asked
         self._asked: float | None = None  # the coverage asked of the round being learnt
         self._answered: tuple[float, float] | list[Any] | None = None  # its interval or set
+        self._covered: bool | None = None  # whether that held the label
         if self.dim is not None:
             self._fix_dim(self.dim)
 
@@ -460,7 +461,7 @@ class Learner(abc.ABC):
             return self._predicted_round(x)
         conformal = self._conformal_for(coverage, track=False)
         played = self._predicted_round(x)
-        return _answering(played, coverage, self._conformal_answer(conformal, played, coverage))
+        return _answering(played, coverage, self._conformal_answer(conformal, played, coverage), None)
 
     def _predicted_round(self, x: Any) -> Round:
         return Round(self.predict_one(x))
@@ -545,10 +546,10 @@ class Learner(abc.ABC):
         self._asked = coverage
         try:
             played = learnt()
-            answered = self._answered
+            answered, covered = self._answered, self._covered
         finally:
-            self._asked, self._answered = None, None
-        return _answering(played, coverage, answered)
+            self._asked, self._answered, self._covered = None, None, None
+        return _answering(played, coverage, answered, covered)
 
     def _conformal_answer(self, conformal: Conformal, played: Round, coverage: float
                           ) -> tuple[float, float] | list[Any]:
@@ -572,6 +573,7 @@ class Learner(abc.ABC):
         spread = self._spread()
         if self._asked is not None:
             self._answered = self._conformal_answer(conformal, Round(y_hat), self._asked)
+            self._covered = self._answered[0] <= float(y) <= self._answered[1]
         conformal.learn_residual(y_hat, float(y), spread)
 
     @property
@@ -912,11 +914,13 @@ class Learner(abc.ABC):
         """
 
 
-def _answering(played: Round, coverage: float, answer: tuple[float, float] | list[Any] | None) -> Round:
-    """``played`` with the conformal answer of ``coverage``: a set (a list) or an interval."""
+def _answering(played: Round, coverage: float, answer: tuple[float, float] | list[Any] | None,
+               covered: bool | None) -> Round:
+    """``played`` with the conformal answer of ``coverage`` (a set, as a list, or an interval) and, for a
+    learnt round, whether it held the label."""
     if isinstance(answer, list):
-        return dataclasses.replace(played, coverage=coverage, prediction_set=answer)
-    return dataclasses.replace(played, coverage=coverage, interval=answer)
+        return dataclasses.replace(played, coverage=coverage, prediction_set=answer, covered=covered)
+    return dataclasses.replace(played, coverage=coverage, interval=answer, covered=covered)
 
 
 def arrays_nbytes(arrays: Mapping[str, np.ndarray]) -> int:

@@ -44,3 +44,5 @@ class Round:
     coverage: float | None = None
     interval: tuple[float, float] | None = None
     prediction_set: list[Any] | None = None
+    #: A learnt round with a coverage: whether its interval or set held the label.
+    covered: bool | None = None

@@ -294,6 +294,7 @@ class Auto(Learner):
         if self._asked is not None:
             inside = conformal.prediction_set(probabilities, self._asked)
             self._answered = [pairs[i][0] for i in inside]
+            self._covered = class_position(self.classes, y) in inside.tolist()
         conformal.learn_label(probabilities, class_position(self.classes, y))
 
     def class_of(self, y: Any) -> Any:

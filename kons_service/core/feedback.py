@@ -168,6 +168,9 @@ class _Played:
     #: A probabilistic classifier's played distributions (see :meth:`kons.Learner.learn_round`), else None.
     distributions: list[list[Distribution] | None] = field(default_factory=list)
     coverages: list[float | None] = field(default_factory=list)  # each request's asked (None: none)
+    #: The rounds answered with a coverage: it, whether the answer held the label, its width (an
+    #: interval's) or size (a set's).
+    covered: list[tuple[float, bool, float]] = field(default_factory=list)
     #: Each request's rounds' intervals or sets, if it asked a coverage (else None).
     conformal: list[ConformalAnswers | None] = field(default_factory=list)
     #: Whether each round predicted its label (None: regression), in order over the requests.
@@ -459,6 +462,9 @@ class FeedbackWriter:
             played.distributions.append(
                 None if any(d is None for d in distributions) else cast(list[Distribution], distributions))
             played.conformal.append(conformal_answers(rounds[start : start + len(xs)]))
+            played.covered += [(r.coverage, bool(r.covered), r.interval[1] - r.interval[0] if r.interval
+                                else float(len(r.prediction_set or ())))
+                               for r in rounds[start : start + len(xs)] if r.coverage is not None]
             start += len(xs)
 
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
@@ -503,6 +509,8 @@ class FeedbackWriter:
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 correct = None if None in played.correct else [bool(c) for c in played.correct]
                 self.metrics.count_rounds(ref, learner.loss, losses, correct)
+                if played.covered:
+                    self.metrics.count_covered(ref, played.covered)
                 self.metrics.observe_learner(ref, entry.version, played.stats, entry.state_nbytes())
                 if played.changes:
                     self.metrics.count_changes(ref, played.changes)

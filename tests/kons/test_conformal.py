@@ -57,6 +57,8 @@ def test_the_intervals_are_the_definitions_recomputed_slowly(algorithm: str) -> 
         plays.append(played.value)
         spreads.append(learner._spread())
         answered.append(played.interval)
+        assert played.interval is not None
+        assert played.covered == (played.interval[0] <= target <= played.interval[1])
     assert (np.array(spreads) > 0).any() == (algorithm == "auto")  # auto's experts disagree, ONS has none
     reference = _reference_intervals(plays, list(y), spreads, 0.9)
     for got, want in zip(answered[1:], reference[1:], strict=True):
@@ -157,6 +159,7 @@ def test_prediction_sets_cover_and_hold_the_most_probable_classes_first() -> Non
             ranked = [probabilities[c] for c in asked]
             assert ranked == sorted(ranked, reverse=True)
         assert played.prediction_set is not None
+        assert played.covered == (label in played.prediction_set)
         covered.append(label in played.prediction_set)
     assert abs(np.mean(covered[100:]) - 0.9) < 0.015
     restored = kons.load(learner.to_bytes())

@@ -98,3 +98,20 @@ async def test_bad_coverages_are_422s(make_client: AppFactory, create: dict[str,
         assert answer.status_code == 422, answer.text
         assert answer.json()["error"]["code"] == code
     assert (await client.get(URL)).json()["version"] == 0  # nothing learnt
+
+
+async def test_metrics_count_the_rounds_covered_and_the_widths(make_client: AppFactory) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "regression", "coverage": 0.9})).status_code == 201
+    local = _local(0.9)
+    X, y = _stream(50)
+    await client.post(f"{URL}/feedback", json={"items": [
+        {"x": x.tolist(), "y": float(t)} for x, t in zip(X, y, strict=True)]})
+    rounds = [local.learn_round(x, float(t), 0.9, track=False) for x, t in zip(X, y, strict=True)]
+    text = (await client.get("/metrics")).text
+    series = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+              if line.startswith("kons_conformal_") and not line.startswith("kons_conformal_rounds_created")}
+    assert series['kons_conformal_rounds_total{coverage="0.9"}'] == 50
+    assert series['kons_conformal_covered_total{coverage="0.9"}'] == sum(bool(r.covered) for r in rounds)
+    widths = sum(r.interval[1] - r.interval[0] for r in rounds if r.interval is not None)
+    assert series['kons_conformal_width_total{coverage="0.9"}'] == pytest.approx(widths, rel=1e-12)
