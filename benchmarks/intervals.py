@@ -423,6 +423,10 @@ def render(regression: list[dict[str, Any]], classification: list[dict[str, Any]
     return "\n".join(lines)
 
 
+def _library(stamp: dict[str, Any]) -> dict[str, str]:
+    return {path: blob for path, blob in stamp["blobs"].items() if path.startswith("kons/")}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", type=Path, help="where intervals.md and intervals.json go")
@@ -432,7 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tune", action="store_true", help="print the tuning table and stop")
     parser.add_argument("--shard", default="0/1", help="i/n: run every n-th stream from the i-th")
     parser.add_argument("--merge", type=Path, nargs="*",
-                        help="folders of intervals.json of shards of one commit: publish them as one")
+                        help="folders of intervals.json of shards measured on one kons: publish them as one, "
+                             "stamped with the first one's provenance")
     args = parser.parse_args(argv)
     require_datasets((*REGRESSION_SETS, *CLASSIFICATION_SETS), "intervals")
     chosen = None if args.streams is None else set(args.streams.split(","))
@@ -452,15 +457,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.merge:
         for folder in args.merge:
             shard = json.loads((folder / "intervals.json").read_text())
-            library = {p: b for p, b in stamp["blobs"].items() if p.startswith("kons/")}
-            if {p: b for p, b in shard["provenance"]["blobs"].items() if p.startswith("kons/")} != library:
-                parser.error(f"{folder} was measured on another kons than this checkout's")
             shards.append(shard["provenance"])
+            if _library(shard["provenance"]) != _library(shards[0]):
+                parser.error(f"{folder} was measured on another kons than {args.merge[0]}")
             regression += shard["regression"]
             classification += shard["classification"]
             costs = shard["cost"] or costs
             command += f" # shard: {shard['command']}"
         parts = set()
+        stamp = shards[0]  # the code measured (the shards' kons is one; their harness may differ by a commit)
     index, count = (int(v) for v in args.shard.split("/"))
     if "regression" in parts:
         for stream in regression_streams()[index::count]:
