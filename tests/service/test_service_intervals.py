@@ -115,3 +115,23 @@ async def test_metrics_count_the_rounds_covered_and_the_widths(make_client: AppF
     assert series['kons_conformal_covered_total{coverage="0.9"}'] == sum(bool(r.covered) for r in rounds)
     widths = sum(r.interval[1] - r.interval[0] for r in rounds if r.interval is not None)
     assert series['kons_conformal_width_total{coverage="0.9"}'] == pytest.approx(widths, rel=1e-12)
+
+
+async def test_v2_answers_the_interval_as_an_extra_output(make_client: AppFactory) -> None:
+    client = await make_client()
+    assert (await client.put(URL, json={"task": "regression", "coverage": 0.9})).status_code == 201
+    local = _local(0.9)
+    X, y = _stream(40)
+    await client.post(f"{URL}/feedback", json={"items": [
+        {"x": x.tolist(), "y": float(t)} for x, t in zip(X, y, strict=True)]})
+    for x, t in zip(X, y, strict=True):
+        local.learn_round(x, float(t), 0.9, track=False)
+    probes = [[0.3, 1.0, -0.5], [1.0, 0.0, 0.0]]
+    body = {"inputs": [{"name": "x", "shape": [2, 3], "datatype": "FP64", "data": probes}]}
+    answer = (await client.post("/v2/models/i/infer", json=body)).json()
+    outputs = {o["name"]: o for o in answer["outputs"]}
+    expected = [bound for p in probes for bound in (local.predict_round(p, 0.9).interval or ())]
+    assert outputs["interval"]["shape"] == [2, 2] and outputs["interval"]["data"] == expected
+    assert outputs["interval"]["parameters"] == {"coverage": 0.9}
+    metadata = (await client.get("/v2/models/i")).json()
+    assert {"name": "interval", "datatype": "FP64", "shape": [-1, 2]} in metadata["outputs"]
