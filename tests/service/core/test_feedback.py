@@ -38,10 +38,10 @@ def _before_each_play(monkeypatch: pytest.MonkeyPatch, core: Core,
     groups: list[int] = []
     play = core.writer._play
 
-    async def hooked(learner: Any, played: Any, state_nbytes: int) -> None:
+    async def hooked(learner: Any, played: Any, state_nbytes: int, config: dict[str, Any]) -> None:
         groups.append(len(played.xs))
         await before(len(groups))
-        await play(learner, played, state_nbytes)
+        await play(learner, played, state_nbytes, config)
 
     monkeypatch.setattr(core.writer, "_play", hooked)
     return groups
