@@ -92,6 +92,13 @@ BENCHMARKS = (
               "record-shaped raw streams (gaps and categories kept) vs River's record pipeline",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.records --out benchmarks/results",
               ("records.md",), (*_LIBRARY, "benchmarks/records.py")),
+    Benchmark("How sure is the prediction (issue 38): conformal intervals' coverage per stream and per "
+              "1,000-row window on 30 regression streams, width against River's RegressionJackknife and a "
+              "global conformal interval, prediction sets against a global threshold, an interval's cost",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.intervals --out benchmarks/results (or "
+              "--shard i/n runs merged with --merge)",
+              ("intervals.md", "intervals.json"),
+              (*_LIBRARY, "benchmarks/intervals.py")),
     Benchmark("auto follows a changing world (issue 20): drifting streams against River's defaults and "
               "against auto restarted at each true change",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.drift --out benchmarks/results",

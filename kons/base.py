@@ -9,6 +9,7 @@ into the versioned, pickle-free format of :mod:`kons._state`, and restoring cont
 from __future__ import annotations
 
 import abc
+import dataclasses
 import inspect
 import math
 from collections.abc import Iterator, Mapping
@@ -30,6 +31,7 @@ from kons._validation import (
     check_int,
     check_real,
 )
+from kons.conformal import Conformal, check_coverage
 from kons.errors import InvalidInputError, InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
@@ -254,6 +256,10 @@ class Learner(abc.ABC):
         seed = getattr(self, "seed", None)
         self._rng = None if seed is None else np.random.default_rng(seed)
         self._has_model = False
+        self._conformal: Conformal | None = None  # started by the first coverage asked
+        self._asked: float | None = None  # the coverage asked of the round being learnt
+        self._answered: tuple[float, float] | list[Any] | None = None  # its interval or set
+        self._covered: bool | None = None  # whether that held the label
         if self.dim is not None:
             self._fix_dim(self.dim)
 
@@ -405,26 +411,170 @@ class Learner(abc.ABC):
             y_hat, leverage = self._learn(x, y)
         except BaseException:
             if first:
+                conformal, asked = self._conformal, self._asked
                 self._reset()
+                self._conformal, self._asked = conformal, asked
             else:
                 self._take_back_draws()
             raise
         finally:
             self._draws_from = None
         self._record_round(self._round_loss(y_hat, y), leverage)
+        if self._conformal is not None:
+            self._learn_conformal(self._conformal, y_hat, y)
         return y_hat
 
-    def learn_round(self, x: Any, y: Any) -> Round:
+    def learn_round(self, x: Any, y: Any, coverage: float | None = None, *, track: bool = True) -> Round:
         """Play one round as :meth:`learn_one` does and return what it answers: the play, its loss at
-        ``y`` and, for a binary loss, whether the play's sign was the label's (:class:`~kons.Round`)."""
+        ``y`` and, for a binary loss, whether the play's sign was the label's (:class:`~kons.Round`).
+
+        ``coverage``: the round answers too the interval (regression) or the set (classes) of the play
+        at that coverage (see :meth:`predict_interval_one`), which is tracked from then on; with
+        ``track=False`` it is not (an untracked coverage is answered from the recent scores, none before
+        any coverage is tracked: :meth:`track_coverage`), so that the learner's state is the same whatever
+        coverage a caller asks of its rounds."""
+        return self._conformal_round(lambda: self._learnt_round(x, y), coverage, track)
+
+    def track_coverage(self, coverage: float) -> None:
+        """Track ``coverage`` from now on (:meth:`predict_interval_one`): every round learns its threshold.
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``coverage`` is not in (0, 1), or the learner gives neither intervals nor sets.
+        """
+        self._conformal_for(coverage)
+
+    def _learnt_round(self, x: Any, y: Any) -> Round:
         played = self.learn_one(x, y)
         loss = get_loss(self.loss)
         correct = (played if y > 0 else -played) > 0 if loss.binary else None
         return Round(played, loss=loss.value(played, y), correct=correct)
 
-    def predict_round(self, x: Any) -> Round:
-        """:meth:`predict_one` as a :class:`~kons.Round` (no loss: nothing is learnt)."""
+    def predict_round(self, x: Any, coverage: float | None = None) -> Round:
+        """:meth:`predict_one` as a :class:`~kons.Round` (no loss: nothing is learnt); with ``coverage``,
+        its interval or set as :meth:`predict_interval_one` and :meth:`predict_set_one` give them, except
+        that it never changes the learner: a coverage not tracked is answered from the recent scores (the
+        split-conformal quantile of the last :data:`~kons.conformal.RING`), and before any coverage was
+        asked, as a learner that learnt no round since (a regression learner's range ``[-C, C]``)."""
+        if coverage is None:
+            return self._predicted_round(x)
+        conformal = self._conformal_for(coverage, track=False)
+        played = self._predicted_round(x)
+        return _answering(played, coverage, self._conformal_answer(conformal, played, coverage), None)
+
+    def _predicted_round(self, x: Any) -> Round:
         return Round(self.predict_one(x))
+
+    # ----------------------------------------------------------------- conformal intervals and sets
+    def predict_interval_one(self, x: Any, coverage: float = 0.9) -> tuple[float, float]:
+        """An interval ``(low, high)`` around :meth:`predict_one` that holds the target with the long-run
+        frequency ``coverage`` (a regression learner), whatever the stream does.
+
+        The width follows the row: the learner's recent mean absolute residual times its own
+        uncertainty about the row relative to its usual one (for :class:`~kons.Auto`, the spread of its
+        experts' plays under the mixture's weights; a learner without such a measure has one width for
+        every row, which still follows a drift). The scale of the residuals is calibrated online, one
+        threshold per coverage asked, by quantile tracking (adaptive conformal inference: Gibbs and
+        Candès 2021; Angelopoulos et al. 2023), :mod:`kons.conformal`.
+
+        Guarantee: over any ``n`` rounds learnt after this coverage was first asked, the fraction of
+        targets outside the interval played at their round differs from ``1 - coverage`` by at most
+        ``(B + eta) / (eta n)``, ``B`` the bound of the scores (residuals in local scales, capped at
+        :data:`~kons.conformal.SCORE_CAP`) and ``eta`` the tracking step, :data:`kons.conformal.STEP`.
+        Assumptions: none on the data (no exchangeability: drift and even an adversary are allowed);
+        it is a long-run, marginal statement (nothing is promised for one row or one region of ``x``).
+
+        The first ask of a coverage starts tracking it (part of the learner's state, saved by
+        :meth:`to_bytes`; at most :data:`~kons.conformal.MAX_LEVELS` at once); before any round was learnt
+        since intervals started, the interval is the learner's range ``[-C, C]``.
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``coverage`` is not in (0, 1), or the learner is not a regression learner.
+        """
+        self._conformal_for(coverage, "interval")
+        interval = self.predict_round(x, coverage).interval
+        assert interval is not None  # a regression round with a coverage
+        return interval
+
+    def predict_set_one(self, x: Any, coverage: float = 0.9) -> list[Any]:
+        """The classes, most probable first, that hold the label with the long-run frequency ``coverage``
+        (a learner of class probabilities: :class:`~kons.Auto` for classification): adaptive prediction
+        sets whose threshold is calibrated online as :meth:`predict_interval_one`'s scale, with the same
+        guarantee (set scores lie in [0, 1]). A set may be empty when the threshold sank below every
+        class's: the learner then covers more often than asked and says so."""
+        self._conformal_for(coverage, "set")
+        labels = self.predict_round(x, coverage).prediction_set
+        assert labels is not None  # a round of classes with a coverage
+        return labels
+
+    @property
+    def conformal_kind(self) -> str | None:
+        """What a coverage asks of this learner: ``"interval"`` (regression), ``"set"`` (a learner of
+        class probabilities) or None (neither: a binary loss without probabilities)."""
+        if self.gives_class_probabilities:
+            return "set"
+        return None if self._loss.binary else "interval"
+
+    def _conformal_for(self, coverage: Any, kind: str | None = None, track: bool = True) -> Conformal:
+        """The conformal component, started if need be, with ``coverage`` (checked) tracked; ``kind``:
+        the answer asked (an interval or a set), refused if the learner gives the other. ``track=False``:
+        nothing changes (the component as it is, or a fresh one not kept)."""
+        coverage = check_coverage(coverage)
+        own = self.conformal_kind
+        if own is None or (kind is not None and kind != own):
+            gives = {"interval": "intervals (it is a regression learner)",
+                     "set": "prediction sets (it gives class probabilities)",
+                     None: "neither intervals nor prediction sets (it is not a regression learner and gives "
+                           "no class probabilities: use 'auto' with task 'classification')"}[own]
+            raise InvalidParameterError(f"{type(self).__name__} with the {self.loss} loss gives {gives}.")
+        if not track:
+            return Conformal(own) if self._conformal is None else self._conformal
+        if self._conformal is None:
+            self._conformal = Conformal(own)
+        self._conformal.track(coverage)
+        return self._conformal
+
+    def _conformal_round(self, learnt: Any, coverage: float | None, track: bool) -> Round:
+        """The round ``learnt()`` plays, with the interval or set of ``coverage`` of its play."""
+        if coverage is None:
+            played: Round = learnt()
+            return played
+        self._conformal_for(coverage, track=track)
+        self._asked = coverage
+        try:
+            played = learnt()
+            answered, covered = self._answered, self._covered
+        finally:
+            self._asked, self._answered, self._covered = None, None, None
+        return _answering(played, coverage, answered, covered)
+
+    def _conformal_answer(self, conformal: Conformal, played: Round, coverage: float
+                          ) -> tuple[float, float] | list[Any]:
+        """The interval or set of ``coverage`` of the round just ``played``."""
+        if conformal.kind == "set":
+            pairs = played.distribution or []
+            inside = conformal.prediction_set(np.array([p for _, p in pairs], dtype=np.float64), coverage)
+            return [pairs[i][0] for i in inside]
+        interval = conformal.interval(played.value, self._spread(), coverage)
+        if interval is None:  # nothing learnt since intervals started: the learner's range
+            interval = (min(-self.C, played.value), max(self.C, played.value))
+        return interval
+
+    def _spread(self) -> float:
+        """The learner's own uncertainty about the row it just played (0: it has no such measure)."""
+        return 0.0
+
+    def _learn_conformal(self, conformal: Conformal, y_hat: float, y: Any) -> None:
+        """The round just learnt (played ``y_hat``, label ``y``) for the conformal component, after the
+        interval of the coverage asked of it, if any, was answered."""
+        spread = self._spread()
+        if self._asked is not None:
+            self._answered = self._conformal_answer(conformal, Round(y_hat), self._asked)
+            self._covered = self._answered[0] <= float(y) <= self._answered[1]
+        conformal.learn_residual(y_hat, float(y), spread)
 
     @property
     def gives_class_probabilities(self) -> bool:
@@ -560,7 +710,11 @@ class Learner(abc.ABC):
         O(number of arrays): nothing is copied or encoded (a composite adds up its parts'). It differs
         from ``len(to_bytes())`` by the blob's JSON headers (a few hundred bytes per learner in it).
         """
-        return arrays_nbytes(self._arrays()) if self._has_model else 0
+        return (arrays_nbytes(self._arrays()) if self._has_model else 0) + self._conformal_nbytes()
+
+    def _conformal_nbytes(self) -> int:
+        """The bytes of the conformal component's arrays (0 until a coverage is asked)."""
+        return 0 if self._conformal is None else self._conformal.nbytes()
 
     # ----------------------------------------------------------------- changes of the data
     @property
@@ -669,6 +823,9 @@ class Learner(abc.ABC):
         if self._growth_held:  # only then: the blobs of learners that were never held are unchanged
             header["growth_held"] = True
         arrays = self._arrays() if self._has_model else {}
+        if self._conformal is not None:  # only then, likewise
+            header["conformal"] = self._conformal.header()
+            arrays = {**arrays, **self._conformal.arrays()}
         return _state.encode(header, arrays)
 
     @classmethod
@@ -705,6 +862,9 @@ class Learner(abc.ABC):
             if not isinstance(held, bool):
                 raise StateFormatError("the state's 'growth_held' is not a bool.")
             learner._growth_held = held  # its parts (a composite's) carry their own, in their blobs
+            if "conformal" in header:  # its arrays are taken out of the learner's
+                arrays = dict(arrays)
+                learner._conformal = Conformal.restored(header["conformal"], arrays)
             if (header["rng"] is None) != (learner._rng is None):
                 raise StateFormatError("the random generator's state is missing or unexpected.")
             if learner._rng is not None:
@@ -752,6 +912,15 @@ class Learner(abc.ABC):
         ``self._dim`` is set; raise ValueError (or KeyError) if the arrays do not fit together. It must
         not draw random numbers (the generator's state is already restored).
         """
+
+
+def _answering(played: Round, coverage: float, answer: tuple[float, float] | list[Any] | None,
+               covered: bool | None) -> Round:
+    """``played`` with the conformal answer of ``coverage`` (a set, as a list, or an interval) and, for a
+    learnt round, whether it held the label."""
+    if isinstance(answer, list):
+        return dataclasses.replace(played, coverage=coverage, prediction_set=answer, covered=covered)
+    return dataclasses.replace(played, coverage=coverage, interval=answer, covered=covered)
 
 
 def arrays_nbytes(arrays: Mapping[str, np.ndarray]) -> int:

@@ -791,7 +791,8 @@ class Preprocessed(Learner):
     # ----------------------------------------------------------------- size, growth and statistics
     def state_nbytes(self) -> int:
         """The scaler's and warm-up buffer's bytes plus the base's."""
-        return self._prep.nbytes() + (self._model.state_nbytes() if self._prep.ready else 0)
+        return (self._prep.nbytes() + (self._model.state_nbytes() if self._prep.ready else 0)
+                + self._conformal_nbytes())
 
     def _growth_nbytes(self, rounds: int) -> int:
         if self._prep.ready:

@@ -43,3 +43,10 @@ class Round:
     loss: float | None = None
     correct: bool | None = None
     predicted: Any = None
+    #: With a coverage asked (:meth:`kons.Learner.predict_round`'s ``coverage``): the coverage, and the
+    #: play's conformal interval (regression) or prediction set (classes, most probable first).
+    coverage: float | None = None
+    interval: tuple[float, float] | None = None
+    prediction_set: list[Any] | None = None
+    #: A learnt round with a coverage: whether its interval or set held the label.
+    covered: bool | None = None

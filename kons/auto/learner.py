@@ -53,6 +53,7 @@ from kons.auto.grid import (
 from kons.auto.mixture import MIX_BOUND, Mixture
 from kons.base import Learner, _round_numerics
 from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, class_position, legacy_sign
+from kons.conformal import Conformal
 from kons.errors import InvalidParameterError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
@@ -261,13 +262,13 @@ class Auto(Learner):
     def gives_class_probabilities(self) -> bool:
         return self._binary
 
-    def learn_round(self, x: Any, y: Any) -> Round:
+    def _learnt_round(self, x: Any, y: Any) -> Round:
         """Play one round (as :meth:`learn_one`) and return what it answers (:class:`~kons.Round`); for
         classification, the distribution it played over :attr:`classes` as they are after the round (the
         binary model's from its score, the multinomial one's as :meth:`learn_proba_by_class_one`), the
         label's class, its log loss and whether it was predicted."""
         if not self._binary:
-            return super().learn_round(x, y)
+            return super()._learnt_round(x, y)
         label = self.class_of(y)
         value = self.learn_one(x, y)
         predicted = self._predicted
@@ -281,12 +282,12 @@ class Auto(Learner):
                      correct=predicted == class_position(self.classes, label),
                      predicted=self.classes[predicted] if predicted >= 0 else None)
 
-    def predict_round(self, x: Any) -> Round:
+    def _predicted_round(self, x: Any) -> Round:
         """A prediction for ``x`` as a :class:`~kons.Round` (changes nothing); for classification the
         distribution over :attr:`classes` (the multinomial play's value: the most probable class's
         probability) and the class predicted."""
         if not self._binary:
-            return super().predict_round(x)
+            return super()._predicted_round(x)
         if self._multiclass:
             probabilities = self.predict_proba_by_class_one(x).tolist()
             distribution = list(zip(self.classes, probabilities, strict=True))
@@ -306,6 +307,22 @@ class Auto(Learner):
             return top
         voted = self._model.voted
         return voted if 0 <= voted < len(probabilities) else top
+
+    def _spread(self) -> float:
+        """The spread of the experts' plays (standardised) under the mixture's weights, last round."""
+        return 0.0 if self._grid is None or self._binary else self._grid.mixture.spread()
+
+    def _learn_conformal(self, conformal: Conformal, y_hat: float, y: Any) -> None:
+        if not self._binary:
+            super()._learn_conformal(conformal, y_hat, y)
+            return
+        pairs = self._played[0]  # the distribution played, over the classes after the round
+        probabilities = np.array([p for _, p in pairs], dtype=np.float64)
+        if self._asked is not None:
+            inside = conformal.prediction_set(probabilities, self._asked)
+            self._answered = [pairs[i][0] for i in inside]
+            self._covered = class_position(self.classes, y) in inside.tolist()
+        conformal.learn_label(probabilities, class_position(self.classes, y))
 
     def class_of(self, y: Any) -> Any:
         """The class this learner learns for the label ``y`` (:meth:`kons.classes.Classes.label`: ``y``
@@ -534,7 +551,8 @@ class Auto(Learner):
     # ----------------------------------------------------------------- size, growth and statistics
     def state_nbytes(self) -> int:
         """The scalers' and warm-up buffer's bytes plus the grid's (its bases' ``state_nbytes``)."""
-        return self._prep.nbytes() + (self._model.nbytes() if self._prep.ready else 0)
+        return (self._prep.nbytes() + (self._model.nbytes() if self._prep.ready else 0)
+                + self._conformal_nbytes())
 
     def _growth_nbytes(self, rounds: int) -> int:
         if self._prep.ready:

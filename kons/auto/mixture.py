@@ -266,6 +266,8 @@ class Mixture:
         #: The label of fewest errors among three classes or more: a vote over the experts' labels, from
         #: the first multinomial round (two classes: the sign of the score, :meth:`label`).
         self.vote: LabelVote | None = None
+        # the last round's plays and weights (not state: read for its spread, kons.conformal)
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
 
     def weights(self) -> np.ndarray:
         return self.switching.weights()
@@ -274,6 +276,7 @@ class Mixture:
         """The aggregating algorithm's play for the experts' predictions ``preds`` (``weights``: the
         current :meth:`weights`, if the caller has them)."""
         w = self.weights() if weights is None else weights
+        self._last = (preds, w)
         bound = self.bound
         if self.binary:
             p = float(w @ np.exp(_log_sigmoid(preds)))
@@ -294,6 +297,14 @@ class Mixture:
         # bases that agree beyond the interval (one expert's f gives f), so the play is clipped at the
         # bases' own bound.
         return min(max(centre + (g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
+
+    def spread(self) -> float:
+        """The standard deviation of the last :meth:`mix`'s plays under its weights."""
+        if self._last is None:
+            return 0.0
+        preds, w = self._last
+        mean = float(w @ preds)
+        return math.sqrt(max(float(w @ (preds - mean) ** 2), 0.0))
 
     def mix_probabilities(self, probabilities: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the

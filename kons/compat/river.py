@@ -56,6 +56,7 @@ from typing import Any, Self
 
 import numpy as np
 from river import base
+from river.conf.interval import Interval
 
 from kons import _state
 from kons.auto import Auto
@@ -262,9 +263,20 @@ class KonsRegressor(_DictAdapter, base.Regressor):
         """Play one round of the learner on ``x`` (features mapped as described above) and target ``y``."""
         self._learn(x, y)
 
-    def predict_one(self, x: dict[Hashable, Any]) -> float:
-        """The learner's clipped prediction for ``x``; never changes the model."""
-        return self._margin(x)
+    def predict_one(self, x: dict[Hashable, Any], with_interval: bool = False,  # type: ignore[override]
+                    coverage: float = 0.9) -> float | Interval:
+        """The learner's clipped prediction for ``x``; never changes the model. ``with_interval``: River's
+        ``conf.Interval`` around it, as ``conf.RegressionJackknife`` answers, from
+        :meth:`predict_interval_one` at ``coverage``."""
+        if not with_interval:
+            return self._margin(x)
+        return Interval(*self.predict_interval_one(x, coverage))
+
+    def predict_interval_one(self, x: dict[Hashable, Any], coverage: float = 0.9) -> tuple[float, float]:
+        """``(low, high)`` holding the target with the long-run frequency ``coverage``, also while the
+        data drift (:meth:`kons.Learner.predict_interval_one`: conformal, online; the first ask of a
+        coverage starts tracking it, part of the model's state)."""
+        return self._learner.predict_interval_one(self._features(x), coverage)
 
 
 class KonsClassifier(_DictAdapter, base.Classifier):
@@ -333,6 +345,11 @@ class KonsClassifier(_DictAdapter, base.Classifier):
             )
         p = positive_probability(self._margin(x))
         return {False: 1.0 - p, True: p}
+
+    def predict_set_one(self, x: dict[Hashable, Any], coverage: float = 0.9) -> list[Any]:
+        """The classes, most probable first, holding the label with the long-run frequency ``coverage``
+        (``auto``: :meth:`kons.Learner.predict_set_one`; a binary learner gives no sets)."""
+        return self._learner.predict_set_one(self._features(x), coverage)
 
     def predict_one(self, x: dict[Hashable, Any], **kwargs: Any) -> Any:
         """The class ``auto`` predicts (:attr:`kons.Round.predicted`: its label of fewest errors; None before

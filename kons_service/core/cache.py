@@ -33,7 +33,7 @@ import anyio.to_thread
 import kons
 from kons_service.core import codec
 from kons_service.core.errors import BusyError, LearnerNotFoundError
-from kons_service.core.learning import build, offload, replayed_label, undecided
+from kons_service.core.learning import build, offload, replayed_label, track_coverage, undecided
 from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.rollbacks import RollbackReporter, Witness
@@ -385,6 +385,7 @@ class LearnerCache:
     def _replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
         learner = entry.loaded()
         started, cpu_started = time.perf_counter(), time.thread_time()
+        track_coverage(learner, entry.config)  # as the writer played them
         for version, logged, tip, *_ in rows:
             x = codec.decode_features(logged.x)
             if learner.grows:  # where the writer held it (its tenant's budget was full)

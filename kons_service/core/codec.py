@@ -94,14 +94,18 @@ def decode_label(payload: bytes) -> Any:
 
 def encode_answer(fingerprint: str, predictions: list[float], losses: list[float],
                   distributions: Sequence[Sequence[tuple[Any, float]]] | None,
-                  labels: Sequence[Any] | None = None) -> str:
+                  labels: Sequence[Any] | None = None, conformal: Sequence[Any] | None = None) -> str:
     """The record of a request's answer (``fingerprint``: its body's): its rounds' predictions and losses
     and, for a classifier, the distribution each played over the classes then known and the class each
     predicted (``labels``). A learner's classes only grow, in order, so each round's are the first ones of
-    the last round's: kept once, with each round's count, and every probability as float64 (base64)."""
+    the last round's: kept once, with each round's count, and every probability as float64 (base64).
+    ``conformal``: the rounds' intervals (pairs of floats) or prediction sets (lists of labels), if the
+    request asked a coverage."""
     record: dict[str, Any] = {"body": fingerprint, "predictions": predictions, "losses": losses}
     if distributions is not None and labels is not None:
         record["labels"] = list(labels)
+    if conformal:  # (only then: the records of before are as they were)
+        record["conformal"] = {"sets" if isinstance(conformal[0], list) else "intervals": list(conformal)}
     if distributions is not None:
         classes = [label for label, _ in distributions[-1]] if distributions else []
         typed = [(type(label), label) for label in classes]  # (True and 1 are two classes)
@@ -117,8 +121,9 @@ def encode_answer(fingerprint: str, predictions: list[float], losses: list[float
 
 def decode_answer(record: str) -> tuple[dict[str, Any], list[list[tuple[Any, float]]] | None]:
     """:func:`encode_answer`'s record: its fields (``labels`` absent from a record written before the
-    rounds said their class), and the distributions (None: not a classifier's). Reads records of every
-    format (as pairs, written before the compact one; none, before classes)."""
+    rounds said their class; ``conformal`` as ``{"intervals": [[low, high], ...]}`` or
+    ``{"sets": [[label, ...], ...]}``), and the distributions (None: not a classifier's). Reads records of
+    every format (as pairs, written before the compact one; none, before classes)."""
     answer = json.loads(record)
     if "probabilities" in answer:
         values = np.frombuffer(base64.b64decode(answer["probabilities"]), dtype="<f8").tolist()

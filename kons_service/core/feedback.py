@@ -60,7 +60,9 @@ from kons_service.core.history import HistoryRecorder
 from kons_service.core.learning import (
     REGRESSION,
     SHADOW_REQUEST,
+    ConformalAnswers,
     Distribution,
+    asked_coverage,
     build,
     canonical,
     check_labels,
@@ -68,6 +70,7 @@ from kons_service.core.learning import (
     check_shadow_writer,
     check_work,
     classifier,
+    conformal_answers,
     decided,
     finite,
     new_class_keys,
@@ -76,6 +79,7 @@ from kons_service.core.learning import (
     task_of,
     task_of_label,
     timed,
+    track_coverage,
     undecided,
 )
 from kons_service.core.lease import Lease, WriterLeases
@@ -112,12 +116,15 @@ class Feedback:
     y: Any
     x: Any = None
     id: str | None = None
+    #: The coverage of the interval or set the round answers (None: none asked).
+    coverage: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class FeedbackResult:
     """The predictions played, their losses and the learner's version once the rounds are logged; for a
-    classifier that gives class probabilities, the distribution each round played (else None)."""
+    classifier that gives class probabilities, the distribution each round played (else None); with a
+    coverage asked, each round's conformal answer (:func:`.learning.conformal_answers`, else None)."""
 
     predictions: list[float]
     losses: list[float]
@@ -126,6 +133,7 @@ class FeedbackResult:
     #: The class each round predicted (:attr:`kons.Round.predicted`), with the distributions; None for an
     #: answer kept from before the rounds said it.
     labels: list[Any] | None = None
+    conformal: ConformalAnswers | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -167,6 +175,12 @@ class _Played:
     distributions: list[list[Distribution] | None] = field(default_factory=list)
     #: The class each round predicted (:attr:`kons.Round.predicted`), per request.
     predicted: list[list[Any]] = field(default_factory=list)
+    coverages: list[float | None] = field(default_factory=list)  # each request's asked (None: none)
+    #: The rounds answered with a coverage: it, whether the answer held the label, its width (an
+    #: interval's) or size (a set's).
+    covered: list[tuple[float, bool, float]] = field(default_factory=list)
+    #: Each request's rounds' intervals or sets, if it asked a coverage (else None).
+    conformal: list[ConformalAnswers | None] = field(default_factory=list)
     #: Whether each round predicted its label (None: regression), in order over the requests.
     correct: list[bool | None] = field(default_factory=list)
     #: Whether the learner's growth is held in these rounds (see :meth:`.growth.GrowthBudget.held`).
@@ -396,12 +410,14 @@ class FeedbackWriter:
                 check_work(entry.state_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
                 check_labels(task, [it.y for it in request.items])
+                coverage = asked_coverage(config or entry.config, request.items[0].coverage)
                 played.ys.append(check_rows(learner, xs, [it.y for it in request.items]))
             except (kons.KonsError, UnknownIdError, BatchTooLargeError):
                 if len(group) > 1:
                     raise _RegroupError from None
                 raise
             played.xs.append(xs)
+            played.coverages.append(coverage)
         if len(group) > 1 and learner.input_dim is None and len({len(xs[0]) for xs in played.xs}) > 1:
             raise _RegroupError  # the first row fixes the dimension: each request is checked against it alone
         if classifier(learner):
@@ -427,19 +443,21 @@ class FeedbackWriter:
     async def _play(learner: kons.Learner, played: _Played, entry: CachedLearner) -> None:
         """Play the group's rounds on ``learner`` (``entry``'s), request after request (all predictions and
         losses finite, else the round is refused)."""
-        rows = [(x, y) for xs, ys in zip(played.xs, played.ys, strict=True)
+        rows = [(x, y, coverage)
+                for xs, ys, coverage in zip(played.xs, played.ys, played.coverages, strict=True)
                 for x, y in zip(xs, ys, strict=True)]
         if learner.grows:
             learner.hold_growth(played.held)
         changes_before = learner.changes_detected
         with numerics():
+            track_coverage(learner, entry.config)
             rounds, played.seconds, played.cpu_seconds = await offload(
-                timed(lambda: [learner.learn_round(x, y) for x, y in rows]), len(rows), entry.state_nbytes(),
-                entry.round_cpu_seconds)
+                timed(lambda: [learner.learn_round(x, y, coverage, track=False) for x, y, coverage in rows]),
+                len(rows), entry.state_nbytes(), entry.round_cpu_seconds)
             losses = cast(list[float], [r.loss for r in rounds])  # a learnt round has its loss
             played.correct = [r.correct for r in rounds]
         plays = [r.value for r in rounds]
-        learned = [y if r.label is None else r.label for r, (_, y) in zip(rounds, rows, strict=True)]
+        learned = [y if r.label is None else r.label for r, (_, y, _) in zip(rounds, rows, strict=True)]
         played.stats = learner.stats()
         played.state_bytes = learner.state_nbytes()
         played.changes = learner.changes_detected - changes_before
@@ -454,6 +472,10 @@ class FeedbackWriter:
             distributions = [r.distribution for r in rounds[start : start + len(xs)]]
             played.distributions.append(
                 None if any(d is None for d in distributions) else cast(list[Distribution], distributions))
+            played.conformal.append(conformal_answers(rounds[start : start + len(xs)]))
+            played.covered += [(r.coverage, bool(r.covered), r.interval[1] - r.interval[0] if r.interval
+                                else float(len(r.prediction_set or ())))
+                               for r in rounds[start : start + len(xs)] if r.coverage is not None]
             start += len(xs)
 
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
@@ -472,11 +494,11 @@ class FeedbackWriter:
         played.entries = entries
         played.logged_bytes = logged_bytes(entries)
         tags = []
-        for request, plays, losses, distributions, labels in zip(group, played.plays, played.losses,
-                                                                 played.distributions, played.predicted,
-                                                                 strict=True):
+        for request, plays, losses, distributions, labels, conformal in zip(
+                group, played.plays, played.losses, played.distributions, played.predicted, played.conformal,
+                strict=True):
             record = "" if request.fingerprint is None else codec.encode_answer(
-                request.fingerprint, plays, losses, distributions, labels)
+                request.fingerprint, plays, losses, distributions, labels, conformal)
             tags.append(RequestTag(request.id or "", record, len(request.items), request.fingerprint or ""))
         errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions,
                                   played.correct, played.stats, played.state_bytes)
@@ -522,6 +544,8 @@ class FeedbackWriter:
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 correct = None if None in played.correct else [bool(c) for c in played.correct]
                 self.metrics.count_rounds(ref, learner.loss, losses, correct)
+                if played.covered:
+                    self.metrics.count_covered(ref, played.covered)
                 self.metrics.observe_learner(ref, entry.version, played.stats, played.state_bytes)
                 if played.changes:
                     self.metrics.count_changes(ref, played.changes)
@@ -531,11 +555,12 @@ class FeedbackWriter:
                 if not outcome.replicated:
                     raise self._unconfirmed(ref, outcome.version)
                 results, version = [], head.version
-                for plays, request_losses, distributions, labels in zip(
-                        played.plays, played.losses, played.distributions, played.predicted, strict=True):
+                for plays, request_losses, distributions, labels, conformal in zip(
+                        played.plays, played.losses, played.distributions, played.predicted, played.conformal,
+                        strict=True):
                     version += len(plays)
                     results.append(FeedbackResult(plays, request_losses, version, distributions,
-                                                  None if distributions is None else labels))
+                                                  None if distributions is None else labels, conformal))
                 return results
             case AppendStatus.GONE:
                 raise not_found(ref)
@@ -586,5 +611,7 @@ class FeedbackWriter:
                 "answer (predictions and losses) is no longer kept for retries (the oldest go first when "
                 f"the learner's share of tenant {ref.tenant!r}'s byte budget is full), only its id. "
                 "Nothing was applied again.")
+        kept = answer.get("conformal", {})
+        conformal = kept.get("sets") or [tuple(pair) for pair in kept.get("intervals", [])] or None
         return FeedbackResult(answer["predictions"], answer["losses"], earlier.version, played,
-                              answer.get("labels"))
+                              answer.get("labels"), conformal)

@@ -44,17 +44,21 @@ __all__ = [
     "CLASSIFICATION",
     "REGRESSION",
     "SHADOW_REQUEST",
+    "ConformalAnswers",
     "Distribution",
     "Round",
+    "asked_coverage",
     "build",
     "canonical",
     "check_budget",
+    "check_config_coverage",
     "check_labels",
     "check_rows",
     "check_shadow_writer",
     "check_work",
     "classifier",
     "config_of",
+    "conformal_answers",
     "decided",
     "finite",
     "label_key",
@@ -67,6 +71,7 @@ __all__ = [
     "task_of",
     "task_of_label",
     "timed",
+    "track_coverage",
     "undecided",
     "undecided_config",
 ]
@@ -117,6 +122,49 @@ def shown_predictions(plays: list[float], distributions: Sequence[Distribution] 
         return plays
     return [0.0 if label is None else probability(d, label)
             for d, label in zip(distributions, shown_labels(distributions, labels), strict=True)]
+
+
+#: Each round's interval (regression) or prediction set (classes) at the coverage asked.
+ConformalAnswers = list[tuple[float, float]] | list[list[Any]]
+
+
+def check_config_coverage(learner: kons.Learner, coverage: float | None) -> None:
+    """Refuse a config's ``coverage`` for a learner that gives neither intervals nor sets."""
+    if coverage is not None and learner.conformal_kind is None:
+        raise kons.InvalidParameterError(
+            "'coverage' asks an interval (a regression learner) or a prediction set (a learner of class "
+            f"probabilities: 'auto' with task 'classification'); this learner (loss {learner.loss}) gives "
+            "neither.")
+
+
+def track_coverage(learner: kons.Learner, config: dict[str, Any]) -> None:
+    """Track the config's ``coverage``, if any, in every round the learner plays or replays (its state is
+    then its log's and its config's alone, whatever coverage its callers ask; idempotent)."""
+    coverage = config.get("coverage")
+    if coverage is not None:
+        learner.track_coverage(coverage)
+
+
+def asked_coverage(config: dict[str, Any], asked: float | None) -> float | None:
+    """The coverage a request's answers give: the one it asked, else its learner's config's (None: none).
+    A coverage asked of a learner whose config tracks none is refused: it has no scores to answer from."""
+    if asked is None:
+        coverage: float | None = config.get("coverage")
+        return coverage
+    if config.get("coverage") is None:
+        raise kons.InvalidParameterError(
+            "this learner gives no intervals or prediction sets: create it with a 'coverage' (e.g. 0.9, "
+            "the one it calibrates on every round; any other can then be asked of a request).")
+    return asked
+
+
+def conformal_answers(rounds: Sequence[Round]) -> ConformalAnswers | None:
+    """The rounds' intervals or sets (None: no coverage was asked of them)."""
+    if not rounds or rounds[0].coverage is None:
+        return None
+    if rounds[0].prediction_set is not None:
+        return [list(r.prediction_set or []) for r in rounds]
+    return [r.interval or (math.nan, math.nan) for r in rounds]
 
 
 def canonical(config: dict[str, Any]) -> str:

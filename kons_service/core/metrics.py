@@ -193,6 +193,23 @@ class Metrics:
         self.learner_correct = Counter("kons_learner_correct", "Acknowledged rounds of a classifier whose "
                                        "played prediction was the label, per learner (accuracy = "
                                        "rate(correct) / rate(rounds)).", labels, registry=r)
+        # intervals and sets: coverage achieved = rate(covered) / rate(rounds) against the coverage label,
+        # mean width (an interval's; a set's size) = rate(width) / rate(rounds)
+        conformal = ("Acknowledged feedback rounds answered with an interval or a prediction set", "by the "
+                     "coverage asked")
+        self.conformal_rounds = Counter("kons_conformal_rounds", f"{conformal[0]}, {conformal[1]}.",
+                                        ["coverage"], registry=r)
+        self.conformal_covered = Counter("kons_conformal_covered", f"{conformal[0]} that held the label, "
+                                         f"{conformal[1]}.", ["coverage"], registry=r)
+        self.conformal_width = Counter("kons_conformal_width", "Sum of the widths of the intervals (the "
+                                       "sizes of the sets) of the rounds of kons_conformal_rounds, "
+                                       f"{conformal[1]}.", ["coverage"], registry=r)
+        self.learner_conformal_rounds = Counter("kons_learner_conformal_rounds", "kons_conformal_rounds per "
+                                                "learner.", [*labels, "coverage"], registry=r)
+        self.learner_conformal_covered = Counter("kons_learner_conformal_covered", "kons_conformal_covered "
+                                                 "per learner.", [*labels, "coverage"], registry=r)
+        self.learner_conformal_width = Counter("kons_learner_conformal_width", "kons_conformal_width per "
+                                               "learner.", [*labels, "coverage"], registry=r)
         self.learner_rollbacks = Counter("kons_learner_history_rollbacks", "Redis rollbacks found, per "
                                          "learner (see kons_rollbacks_detected).", labels, registry=r)
         # ... and gauges of its state, as last set by any worker
@@ -249,6 +266,19 @@ class Metrics:
             self._series(self.learner_loss, ref.tenant, ref.name, loss).inc(sum(losses))
             if correct is not None:
                 self._series(self.learner_correct, ref.tenant, ref.name).inc(sum(correct))
+
+    def count_covered(self, ref: LearnerRef, rounds: Sequence[tuple[float, bool, float]]) -> None:
+        """Acknowledged rounds of ``ref`` answered with an interval or set: each one's coverage, whether
+        it held the label and its width (an interval's) or size (a set's)."""
+        for coverage, covered, width in rounds:
+            level = f"{coverage:g}"
+            self.conformal_rounds.labels(level).inc()
+            self.conformal_covered.labels(level).inc(covered)
+            self.conformal_width.labels(level).inc(width)
+            if self.per_learner:
+                self.learner_conformal_rounds.labels(ref.tenant, ref.name, level).inc()
+                self.learner_conformal_covered.labels(ref.tenant, ref.name, level).inc(covered)
+                self.learner_conformal_width.labels(ref.tenant, ref.name, level).inc(width)
 
     def count_changes(self, ref: LearnerRef, changes: int) -> None:
         """``changes`` changes of the data that ``ref``'s detector declared in acknowledged rounds."""

@@ -35,13 +35,17 @@ from kons_service.core.feedback import Feedback, FeedbackResult, FeedbackWriter
 from kons_service.core.history import History, HistoryRecorder
 from kons_service.core.learning import (
     CLASSIFICATION,
+    ConformalAnswers,
     Distribution,
+    asked_coverage,
     canonical,
     check_budget,
+    check_config_coverage,
     check_rows,
     check_work,
     classifier,
     config_of,
+    conformal_answers,
     decided,
     numerics,
     offload,
@@ -134,6 +138,8 @@ class Predictions:
     labels: list[Any] | None = None
     #: The version of the learner's latest rollback or promotion (0: none).
     restored_at: int = 0
+    #: With a coverage asked, each row's interval or set (:func:`.learning.conformal_answers`).
+    conformal: ConformalAnswers | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,12 +235,13 @@ class LearnerService:
     # ------------------------------------------------------------------ learners
     async def create(
         self, ref: LearnerRef, algorithm: str, dim: int | None, params: dict[str, Any],
-        task: str | None = None, shadow: str | None = None,
+        task: str | None = None, shadow: str | None = None, coverage: float | None = None,
     ) -> Created:
         """Create the learner; not created if this very config exists, 409 if another does. Without
         ``dim``, the first feedback row fixes it (and the budget is checked then: :mod:`.feedback`); without
         ``task``, the learner's parameters (or, for ``auto``, its first feedback's label) decide it.
-        ``shadow``: a shadow challenger of that learner (:mod:`.shadows`), of its task unless given."""
+        ``shadow``: a shadow challenger of that learner (:mod:`.shadows`), of its task unless given.
+        ``coverage``: the one its rounds calibrate and its answers give unless asked another."""
         if "dim" in params:
             raise kons.InvalidParameterError("give 'dim' at the top level of the body, not in 'params'.")
         if shadow is not None and not valid_name(shadow):
@@ -247,6 +254,9 @@ class LearnerService:
             text = canonical(undecided_config(json.loads(text)))
         if shadow is not None:
             text = canonical({**json.loads(text), "shadow": shadow})
+        if coverage is not None:  # (only then: the config of a learner without is as it was)
+            check_config_coverage(unsized, coverage)
+            text = canonical({**json.loads(text), "coverage": coverage})
         if unsized.grows and unsized.can_hold_growth:
             # it reserves what it holds, then its growth before each batch, and is held when there is no
             # room: not the worst case of its config, which may be 30x what it ends up using
@@ -359,17 +369,18 @@ class LearnerService:
 
     # ------------------------------------------------------------------ rounds
     async def predict(self, ref: LearnerRef, xs: Sequence[Any], ids: Sequence[str] | None,
-                      seen: int | None = None) -> Predictions:
+                      seen: int | None = None, coverage: float | None = None) -> Predictions:
         """Predictions on the learner's newest state; remembers features under ``ids`` if given; ``seen``
-        as for :meth:`describe`."""
+        as for :meth:`describe`; with ``coverage``, each row's interval or set (nothing changes)."""
         self._check_batch(len(xs))
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
             await self._check_seen(ref, seen, entry.incarnation, entry.version)
             check_rows(learner, rows)
+            coverage = asked_coverage(entry.config, coverage)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
-                rounds = await offload(lambda: [learner.predict_round(x) for x in rows], len(rows),
+                rounds = await offload(lambda: [learner.predict_round(x, coverage) for x in rows], len(rows),
                                        entry.state_nbytes(), entry.round_cpu_seconds)
             version, config, restored_at = entry.version, entry.config, entry.restored_at
             self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
@@ -380,7 +391,8 @@ class LearnerService:
         classified = None not in distributions
         return Predictions([r.value for r in rounds], version, config,
                            cast(list[Distribution], distributions) if classified else None,
-                           [r.predicted for r in rounds] if classified else None, restored_at)
+                           [r.predicted for r in rounds] if classified else None, restored_at,
+                           conformal_answers(rounds))
 
     async def _remember(self, ref: LearnerRef, payloads: Sequence[tuple[str, bytes]]) -> None:
         """Keep features under their ids, within the learner's share of its tenant's budget: as many ids

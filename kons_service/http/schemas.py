@@ -51,6 +51,17 @@ Finite = Annotated[float, Strict(), AllowInfNan(False)]
 #: A class label in an answer, with its JSON type.
 ClassLabel = StrictStr | StrictInt | StrictBool
 #: Client ids that link a predict to a later feedback.
+#: A coverage asked of an interval or a set: in (0, 1), open.
+Coverage = Annotated[float, Strict(), AllowInfNan(False), Field(gt=0.0, lt=1.0)]
+_COVERAGE = ("The long-run fraction of labels the answer's `interval` (regression) or `set` (a classifier) "
+             "should hold, in (0, 1): conformal, calibrated online on the learner's own rounds, so it holds "
+             "while the data drift (docs/intervals.md). A learner with neither (a binary loss without class "
+             "probabilities): 422.")
+_INTERVAL = ("With `coverage`: `[low, high]` around the prediction, holding the target with that long-run "
+             "frequency (a regression learner; absent otherwise). Its width follows the learner's recent "
+             "errors.")
+_SET = ("With `coverage`: the classes, most probable first, holding the label with that long-run frequency "
+        "(a classifier; absent otherwise). It may be empty when the learner covers more than asked.")
 ClientId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 #: A feedback request's idempotency key: a retry with the same one is answered, never applied again.
 RequestId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
@@ -199,6 +210,12 @@ class LearnerSpec(_Body):
         "learns every round the champion acknowledges, from now on and in the same order, its predictions "
         "played and scored but never served (GET /v1/learners/{champion}/challengers compares them). It "
         "takes no feedback of its own. Its task is the champion's unless given."))
+
+    coverage: Coverage | None = Field(None, description=(
+        "Give intervals (regression) or prediction sets (a classifier) at this coverage, e.g. 0.9: every "
+        "round calibrates it (conformal, online: it holds while the data drift), every answer gives its "
+        "`interval` or `set` unless the request asks another `coverage`. Left out: no intervals or sets "
+        "(a request asking a `coverage` is then a 422)."))
 
     @model_validator(mode="after")
     def _fork_alone(self) -> Self:
@@ -412,6 +429,7 @@ class PredictRequest(_Body):
     xs: Annotated[list[Features], Field(min_length=1)] | None = None
     id: ClientId | None = None
     ids: list[ClientId] | None = None
+    coverage: Coverage | None = Field(None, description=_COVERAGE)
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -457,6 +475,7 @@ class FeedbackRequest(_Body):
     y: Label | None = None
     items: list[FeedbackItem] | None = None
     request_id: RequestId | None = None
+    coverage: Coverage | None = Field(None, description=_COVERAGE + " For every round of the request.")
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -507,6 +526,8 @@ class PredictResponse(_Answer):
     version: int
     label: ClassLabel | None = Field(None, description=_LABEL)
     probabilities: dict[str, float] | None = Field(None, description=_PROBABILITIES)
+    interval: tuple[float, float] | None = Field(None, description=_INTERVAL)
+    set: list[ClassLabel] | None = Field(None, description=_SET)
 
 
 class BatchPredictResponse(_Answer):
@@ -514,6 +535,8 @@ class BatchPredictResponse(_Answer):
     version: int
     labels: list[ClassLabel | None] | None = Field(None, description=f"Per row: {_LABEL}")
     probabilities: list[dict[str, float]] | None = Field(None, description=f"Per row: {_PROBABILITIES}")
+    intervals: list[tuple[float, float]] | None = Field(None, description=f"Per row: {_INTERVAL}")
+    sets: list[list[ClassLabel]] | None = Field(None, description=f"Per row: {_SET}")
 
 
 class FeedbackResponse(_Answer):
@@ -524,6 +547,9 @@ class FeedbackResponse(_Answer):
     probabilities: dict[str, float] | None = Field(None, description=(
         f"The distribution the round played, before it learnt (the label's class included when new). "
         f"{_PROBABILITIES}"))
+    interval: tuple[float, float] | None = Field(None, description=(
+        f"The round's, before it learnt. {_INTERVAL}"))
+    set: list[ClassLabel] | None = Field(None, description=f"The round's, before it learnt. {_SET}")
 
 
 class BatchFeedbackResponse(_Answer):
@@ -533,6 +559,8 @@ class BatchFeedbackResponse(_Answer):
     labels: list[ClassLabel | None] | None = Field(None, description=f"Per round: {_LABEL}")
     probabilities: list[dict[str, float]] | None = Field(None, description=(
         f"Per round, the distribution it played. {_PROBABILITIES}"))
+    intervals: list[tuple[float, float]] | None = Field(None, description=f"Per round: {_INTERVAL}")
+    sets: list[list[ClassLabel]] | None = Field(None, description=f"Per round: {_SET}")
 
 
 class StateImported(BaseModel):

@@ -46,10 +46,12 @@ from kons_service.http.schemas import RECORD_MAX_FIELDS, check_record
 __all__ = [
     "DATATYPES",
     "INPUT",
+    "INTERVAL",
     "LABEL",
     "OUTPUT",
     "OUTPUTS",
     "PROBABILITIES",
+    "SET",
     "InferenceRequest",
     "InferenceResponse",
     "ModelMetadata",
@@ -65,8 +67,11 @@ OUTPUT = "prediction"
 INPUT = "x"
 #: A classifier's outputs besides :data:`OUTPUT`.
 LABEL, PROBABILITIES = "label", "probabilities"
+#: A learner created with a coverage: its interval (regression, ``FP64 [batch, 2]``) or its prediction set
+#: (a classifier, ``BYTES [batch]``: each the JSON list of its classes), at that coverage.
+INTERVAL, SET = "interval", "set"
 #: Every output a model may be asked for.
-OUTPUTS = (OUTPUT, LABEL, PROBABILITIES)
+OUTPUTS = (OUTPUT, LABEL, PROBABILITIES, INTERVAL, SET)
 
 #: The datatypes of a named input that are not numbers: categories (strings) and booleans.
 BYTES, BOOL = "BYTES", "BOOL"

@@ -40,7 +40,8 @@ async def create_learner(ref: LearnerDep, spec: LearnerSpec, service: ServiceDep
     if spec.fork is not None:
         result = await service.fork(ref, spec.fork.source, spec.fork.version)
     else:
-        result = await service.create(ref, spec.algorithm, spec.dim, spec.params, spec.task, spec.shadow)
+        result = await service.create(ref, spec.algorithm, spec.dim, spec.params, spec.task, spec.shadow,
+                                      spec.coverage)
     summary = LearnerSummary(**asdict(result.learner))
     return JSONResponse(summary.model_dump(), status_code=201 if result.created else 200)
 

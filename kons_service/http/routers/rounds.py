@@ -6,7 +6,7 @@ from typing import Any, TypeVar
 
 from fastapi import APIRouter
 
-from kons_service.core.learning import Distribution, shown_labels, shown_predictions
+from kons_service.core.learning import ConformalAnswers, Distribution, shown_labels, shown_predictions
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
@@ -34,14 +34,16 @@ router = APIRouter(prefix=f"{V1}/learners", tags=["rounds"], route_class=KonsRou
 async def predict(
     ref: LearnerDep, body: PredictRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> PredictResponse | BatchPredictResponse:
-    result = await service.predict(ref, body.rows(), body.row_ids(), seen)
+    result = await service.predict(ref, body.rows(), body.row_ids(), seen, body.coverage)
     predictions = shown_predictions(result.predictions, result.distributions, result.labels)
     labels, probabilities = _classes(result.distributions, result.labels)
+    intervals, sets = _conformal(result.conformal)
     if body.xs is None:
         return PredictResponse(prediction=predictions[0], version=result.version,
-                               label=_first(labels), probabilities=_first(probabilities))
+                               label=_first(labels), probabilities=_first(probabilities),
+                               interval=_first(intervals), set=_first(sets))
     return BatchPredictResponse(predictions=predictions, version=result.version, labels=labels,
-                                probabilities=probabilities)
+                                probabilities=probabilities, intervals=intervals, sets=sets)
 
 
 @router.post("/{name}/feedback", response_model=FeedbackResponse | BatchFeedbackResponse,
@@ -49,16 +51,18 @@ async def predict(
 async def feedback(
     ref: LearnerDep, body: FeedbackRequest, service: ServiceDep, seen: SeenVersion = None
 ) -> FeedbackResponse | BatchFeedbackResponse:
-    rounds = [Feedback(y=it.y, x=it.x, id=it.id) for it in body.rounds()]
+    rounds = [Feedback(y=it.y, x=it.x, id=it.id, coverage=body.coverage) for it in body.rounds()]
     result = await service.feedback(ref, rounds, body.request_id, seen)
     predictions = shown_predictions(result.predictions, result.distributions, result.labels)
     losses, version = result.losses, result.version
     labels, probabilities = _classes(result.distributions, result.labels)
+    intervals, sets = _conformal(result.conformal)
     if body.items is None:
         return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version,
-                                label=_first(labels), probabilities=_first(probabilities))
+                                label=_first(labels), probabilities=_first(probabilities),
+                                interval=_first(intervals), set=_first(sets))
     return BatchFeedbackResponse(predictions=predictions, losses=losses, version=version, labels=labels,
-                                 probabilities=probabilities)
+                                 probabilities=probabilities, intervals=intervals, sets=sets)
 
 
 def _classes(
@@ -69,6 +73,16 @@ def _classes(
     if distributions is None:
         return None, None
     return shown_labels(distributions, labels), [json_keyed(d) for d in distributions]
+
+
+def _conformal(answers: ConformalAnswers | None
+               ) -> tuple[list[tuple[float, float]] | None, list[list[Any]] | None]:
+    """The rows' intervals or sets (both None: no coverage asked)."""
+    if not answers:
+        return None, None
+    if isinstance(answers[0], list):
+        return None, answers
+    return answers, None
 
 
 def _first(values: list[T] | None) -> T | None:

@@ -16,7 +16,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kons
-from kons_service.core.learning import label_key, shown_labels, shown_predictions
+from kons_service.core.learning import ConformalAnswers, label_key, shown_labels, shown_predictions
 from kons_service.core.service import LearnerService
 from kons_service.http.body import KonsRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
@@ -25,9 +25,11 @@ from kons_service.http.schemas import json_keyed
 from kons_service.http.v2 import (
     BYTES,
     INPUT,
+    INTERVAL,
     LABEL,
     OUTPUT,
     PROBABILITIES,
+    SET,
     InferenceRequest,
     InferenceResponse,
     ModelMetadata,
@@ -176,6 +178,9 @@ async def _metadata(ref: LearnerRef, service: LearnerService, version: str | Non
     if learner.classes is not None:
         outputs += [TensorMetadata(name=LABEL, datatype="BYTES", shape=[-1]),
                     TensorMetadata(name=PROBABILITIES, datatype="FP64", shape=[-1, len(learner.classes)])]
+    if learner.config.get("coverage") is not None:
+        outputs.append(TensorMetadata(name=SET, datatype="BYTES", shape=[-1]) if learner.classes is not None
+                       else TensorMetadata(name=INTERVAL, datatype="FP64", shape=[-1, 2]))
     inputs = [TensorMetadata(name=INPUT, datatype="FP64", shape=[-1, dim])]
     if learner.encoding is not None:  # a learner of records: one input per name it has seen
         kinds = {f["name"]: "FP64" if f["kind"] == "numeric" else BYTES for f in learner.encoding["features"]}
@@ -208,14 +213,29 @@ async def _infer(ref: LearnerRef, body: InferenceRequest, service: LearnerServic
                     OutputTensor(name=PROBABILITIES, shape=[batch, len(classes)], datatype="FP64",
                                  parameters={"classes": classes},
                                  data=[row[c] for row in keyed for c in classes])]
+    outputs += _conformal_outputs(result.conformal, result.config.get("coverage"), batch)
     wanted = [o.name for o in body.outputs] if body.outputs else [o.name for o in outputs]
     answered = {o.name: o for o in outputs}
     missing = [name for name in wanted if name not in answered]
     if missing:
         raise kons.InvalidInputError(
-            f"model {ref.name!r} is not a classifier: it has no output {missing[0]!r}.")
+            f"model {ref.name!r} " + ("was created without a 'coverage'" if missing[0] in (INTERVAL, SET)
+                                      else "is not a classifier") + f": it has no output {missing[0]!r}.")
     return InferenceResponse(model_name=ref.name, model_version=current, id=body.id,
                              outputs=[answered[name] for name in wanted])
+
+
+def _conformal_outputs(answers: ConformalAnswers | None, coverage: float | None, batch: int
+                       ) -> list[OutputTensor]:
+    """A learner created with a coverage: its rows' intervals or prediction sets (as JSON lists)."""
+    if not answers:
+        return []
+    parameters = {"coverage": coverage}
+    if isinstance(answers[0], list):
+        return [OutputTensor(name=SET, shape=[batch], datatype="BYTES", parameters=parameters,
+                             data=[json.dumps(labels) for labels in answers])]
+    return [OutputTensor(name=INTERVAL, shape=[batch, 2], datatype="FP64", parameters=parameters,
+                         data=[bound for interval in answers for bound in interval])]
 
 
 def _check_version(ref: LearnerRef, current: str, version: str | None) -> None:

@@ -296,3 +296,27 @@ def test_kons_does_not_import_river_or_sklearn() -> None:
     code = "import sys, kons; print(sorted({'river', 'sklearn'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_intervals_and_sets_through_the_adapter_are_kons_own() -> None:
+    from river.conf.interval import Interval
+
+    rng = np.random.default_rng(4)
+    regressor, direct = KonsRegressor(), kons.Auto()
+    classifier, direct_classes = KonsClassifier(), kons.Auto(task="classification")
+    covered = []
+    for _ in range(400):
+        x: dict[Hashable, Any] = {"a": float(rng.normal()), "b": float(rng.normal())}
+        y = 2.0 * x["a"] + rng.normal() * (0.1 + abs(x["b"]))
+        interval = regressor.predict_one(x, with_interval=True, coverage=0.8)
+        assert isinstance(interval, Interval)
+        assert (interval.lower, interval.upper) == direct.predict_interval_one(x, 0.8)
+        covered.append(y in interval)
+        regressor.learn_one(x, y)
+        direct.learn_one(x, y)
+        label = "up" if x["a"] > 0 else "down"
+        assert classifier.predict_set_one(x, 0.9) == direct_classes.predict_set_one(x, 0.9)
+        classifier.learn_one(x, label)
+        direct_classes.learn_one(x, label)
+    assert abs(np.mean(covered[50:]) - 0.8) < 0.06
+    assert regressor.predict_one({"a": 1.0, "b": 0.0}) == direct.predict_one({"a": 1.0, "b": 0.0})
