@@ -472,9 +472,12 @@ that <witness>: ...; lost at least versions F to L (N rounds)` once per loss per
   versions after the head up to it; this reaches a replica that never held the rounds and needs no local
   state. What it cannot see: a loss no client comes back with a version of; a loss the store has already
   overtaken when the version comes back (others appended past it); more than the client saw. It trusts the
-  client: a version from before a delete, a re-create or a state upload of the learner is reported as a loss
-  (clients must forget it then, as the Python client does), and a made-up version only costs a log line and
-  a count.
+  client only where the store cannot prove it lost nothing: a version above the head counts only if the
+  Redis holding the learner has restarted or a replica taken over since the learner was created (`INFO`:
+  uptime, `master_replid2`); otherwise nothing was ever lost and the header is logged (info) and counted
+  nowhere, whatever number a client sends. After such a restart a version from before a delete, a
+  re-create or a state upload of the learner is reported as a loss (clients must forget it then, as the
+  Python client does).
 
 Measured below: Redis rollback across a restart.
 
@@ -488,8 +491,10 @@ _NOTES = """## How to read these figures
 * **Retry-safety**: feedback takes an optional `request_id` (1-128 of `[A-Za-z0-9_.:-]`, one per request,
   covering a whole batch). A retry with the same id returns the original predictions, losses and
   version and changes nothing; the same id with another body is a 409. Ids are remembered in Redis for
-  `KONS_REQUEST_ID_TTL_SECONDS` (default 3600) and at most `KONS_REQUEST_IDS_MAX` (default 10000) per
-  learner, oldest first out: a retry later than that is a new request. Requests without an id get a
+  `KONS_REQUEST_ID_TTL_SECONDS` (default 3600): a retry later than that is a new request. Their answers
+  are kept at most `KONS_REQUEST_IDS_MAX` (default 10000) per learner and within the learner's share of
+  the tenant's byte budget, oldest first out: a retry whose answer went is a 409 `already_applied`,
+  never applied again. Requests without an id get a
   private one for 60 s so that redis-py re-sending the append script after a lost reply cannot apply a
   round twice (see `tests/reliability/test_retry_safety.py`).
 * **503 under Redis faults**: while Redis is down every request that needs it answers 503 with

@@ -62,15 +62,15 @@ MAX_LEVELS = 8
 RING = 256
 #: The largest regression score (residuals beyond this many local scales count as this).
 SCORE_CAP = 1e3
-#: Quantile tracking's step: regression scores are in local scales (a typical 90% threshold near 2),
-#: set scores in probability.
+#: Quantile tracking's step: regression scores are in local scales (a threshold of a few units), set
+#: scores in probability.
 STEP = {"interval": 0.05, "set": 0.01}
 #: Weight of the newest round in the recent means of the absolute residual and of the spread (about the
 #: last 100 rounds: a drift's new scale is followed within a few hundred rounds).
 SCALE_WEIGHT = 0.01
 #: The exponent of the learner's own uncertainty in the local scale (0: a global scale); chosen on the
-#: tuning streams of benchmarks/intervals.py (docs/intervals.md): 0 gave the narrowest mean width, 0.5 keeps
-#: the width following the row for a little more.
+#: tuning streams of benchmarks/intervals.py (docs/intervals.md): a global scale gave the narrowest mean
+#: width, the square root keeps the width following the row for a little more.
 SPREAD_EXPONENT = 0.5
 #: The golden ratio's fractional part (a low-discrepancy sequence of shares, :meth:`Conformal._share`).
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0

@@ -38,8 +38,10 @@ async def test_auto_is_created_without_algorithm_and_agrees_with_kons_after_a_re
         sent = int(label)  # labels 0 and 1: the classes the user sent
         fed = await first.post("/v1/learners/a/feedback", json={"x": x.tolist(), "y": sent})
         assert fed.status_code == 200, fed.text
-        # a classifier's prediction: the probability of its label, the most probable class
-        assert fed.json()["prediction"] == max(local.learn_proba_one(x, sent).values())
+        # a classifier's prediction: the probability of the class it predicted (0 before it knew a class)
+        played = local.learn_round(x, sent)
+        expected = 0.0 if played.predicted is None else dict(played.distribution or [])[played.predicted]
+        assert fed.json()["prediction"] == expected
     probe = {"x": [0.3, 5.01e4, 3.0, -650.0]}
     asked = (await first.post("/v1/learners/a/predict", json=probe)).json()
     # a classifier's answer: its class and probabilities, keyed by the user's own labels

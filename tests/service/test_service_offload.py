@@ -5,6 +5,7 @@ one tenant's large exact learner does not stall every other tenant's requests (i
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -55,13 +56,13 @@ async def test_one_round_of_a_large_learner_is_played_off_the_event_loop_unless_
     kind: type[kons.Learner] = type(learner)
     learn_round, predict_round = kind.learn_round, kind.predict_round
 
-    def spied_learn(self: kons.Learner, x: object, y: object) -> kons.Round:
+    def spied_learn(self: kons.Learner, x: object, y: object, *args: Any, **kwargs: Any) -> kons.Round:
         threads.append(threading.current_thread())
-        return learn_round(self, x, y)
+        return learn_round(self, x, y, *args, **kwargs)
 
-    def spied_predict(self: kons.Learner, x: object) -> kons.Round:
+    def spied_predict(self: kons.Learner, x: object, *args: Any, **kwargs: Any) -> kons.Round:
         threads.append(threading.current_thread())
-        return predict_round(self, x)
+        return predict_round(self, x, *args, **kwargs)
 
     # (the learner's rounds, which the feedback writer and the service call)
     monkeypatch.setattr(kind, "learn_round", spied_learn)
