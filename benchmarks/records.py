@@ -132,7 +132,8 @@ def _play_river(model: Any, records: list[Record], y: np.ndarray, regression: bo
     played = []
     for record, target in zip(records, y, strict=True):
         if regression:
-            played.append(float(model.predict_one(record)))
+            prediction = model.predict_one(record)  # (River's AMF says None before its first row)
+            played.append(0.0 if prediction is None else float(prediction))
             model.learn_one(record, float(target))
         else:
             proba = model.predict_proba_one(record)
