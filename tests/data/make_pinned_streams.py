@@ -41,14 +41,14 @@ to hold each distinct Nystrom dictionary once and a full dictionary's state to l
 factor (every play and prediction of every case the same, bit for bit against main e12d011 on the machine
 that re-recorded them; only those five keys changed): ``nystrom_kons``'s is the original machine's
 arithmetic (that machine, fingerprint 74a754614c7087c4, computed the old checksum exactly), the ``auto``
-cases' are that machine's (its plays of them are within the rounding of the recording's); the same five
-checksums of ``machines/e208e84f8d4fc53f.npz`` can only be re-recorded on a machine of that fingerprint.
+cases' are that machine's (its plays of them are within the rounding of the recording's); that machine's
+own recording is ``machines/74a754614c7087c4.npz`` (``tests/data/record_machine.py``).
 The regression ``auto`` cases once more, deliberately, for heavy tails (issue 39: the linear model of every
 row, the bound 20, predictions beyond the targets' range, the mixture's substitution centred on its weighted
 mean): their plays from round 2 (dense) and 6 (sparse) on, predictions and checksums (relative MSE of the
 plays 0.1139 -> 0.1072 and 0.2352 -> 0.2323); only their keys were taken from the rerun (the classification
-cases play as recorded, within this machine's rounding; their checksums, like machines/'s, are stale: the
-saved grid has three more slots and the last targets' arrays).
+cases play as recorded, within this machine's rounding; their checksums are stale: the saved grid has three more
+slots and the last targets' arrays; this machine's recording in machines/ holds the current ones).
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.

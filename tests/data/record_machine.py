@@ -5,12 +5,16 @@ Only right with code that computes what the recordings' code did: run it at a co
 bit-identical to the original recordings on the machine that made them, or that is itself bit-identical
 (here) to such a commit. ``machines/`` holds one file per machine arithmetic, and how each was made:
 
-* ``e208e84f8d4fc53f.npz`` was written on an AVX2 machine (AMD EPYC, OpenBLAS's Haswell kernels) by
-  commit ddc75b8, whose replays are bit-identical there to those of b100929 (checked over every pinned
-  case's plays, predictions and final state), and b100929 replayed every original recording bit for bit on
-  the machine that made them (its CI).
+* ``74a754614c7087c4.npz`` was written on an AMD EPYC machine (AVX2) by commit 96b1514, whose plays of
+  every recording are those of the recordings within :data:`~tests.recorded.RTOL` (the regression ``auto``
+  cases of ``pinned_streams.npz`` were re-recorded on this machine): from then on this machine checks every
+  replay and final state bit for bit, so a change meant to keep plays cannot move them even by rounding.
+  A deliberate change of plays or of saved bytes re-records it with the other recordings.
 
-Run ``python tests/data/record_machine.py``.
+An earlier file, written on another AVX2 machine, was removed when the saved grid's layout changed: its
+checksums could only be re-recorded on that machine.
+
+Run ``python -m tests.data.record_machine``.
 """
 
 from __future__ import annotations
