@@ -37,7 +37,6 @@ from kons.auto.config import (
     TREE_MAX_DIM,
     TREE_PRIOR,
     TREE_WAKE_ROWS,
-    YOUNG_KERNELS,
     YOUNG_LINEAR,
 )
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
@@ -49,7 +48,15 @@ from kons.auto.experts.protocol import Expert, Form, Row
 from kons.auto.experts.recent import RecentExpert, RecentLinear
 from kons.auto.experts.tree import HoeffdingTree, TreeExpert
 from kons.auto.mixture import Mixture
-from kons.auto.restarts import Probation, RecentRounds
+from kons.auto.restarts import (
+    YOUNG_BASES,
+    YOUNG_SIZE,
+    Generation,
+    Probation,
+    RecentRounds,
+    restart,
+    young_slots,
+)
 from kons.auto.slots import generation_slots, in_layout, member_slots, saved_order
 from kons.base import Learner, arrays_nbytes
 from kons.errors import StateFormatError
@@ -92,24 +99,12 @@ __all__ = [
 
 #: A generation's copies in a state saved while it copied one kernel member (its slots' layout then).
 _ONE_KERNEL_BASES = len(YOUNG_LINEAR) + 1
-#: Restarted copies of grid members in a generation.
-YOUNG_BASES = len(YOUNG_LINEAR) + YOUNG_KERNELS
-#: A generation's experts: its copies, then the Bayesian linear model of the rows since it started
-#: (:class:`~kons.auto.experts.recent.RecentLinear`, the warm-up a fresh ``auto`` plays, which fits a new
-#: linear concept within a few rows where the copies' Newton steps need tens).
-YOUNG_SIZE = YOUNG_BASES + 1
 #: A grid member: (view, kind, width factor, step factor).
 Member = tuple[str, str, float, float]
 #: The form of the row the linear model of a generation takes: the standardised view with the intercept.
 _RECENT_FORM = RecentExpert.form
-_KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
 #: The prefix of the arrays of the Nystrom learners' dictionaries in a saved grid (each saved once).
 _DICTIONARY_PREFIX = "dictionary_"
-
-
-def _binary_target(index: float) -> float:
-    """The label -1 or +1 of the binary model for a kept class index 0 or 1."""
-    return 1.0 if index > 0.0 else -1.0
 
 
 def signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
@@ -146,40 +141,6 @@ def _sharing(members: list[LearnerExpert]) -> list[LearnerExpert]:
     factors, and a round's kernel row, solve and KORS proposal are computed once for them all."""
     share_dictionaries([member.base for member in members if isinstance(member.base, NystromKONS)])
     return members
-
-
-def _young_slots(generation: int) -> range:
-    """The mixture's slots of a generation of restarted bases."""
-    start = len(GRID) + 1 + generation * YOUNG_SIZE
-    return range(start, start + YOUNG_SIZE)
-
-
-@dataclass
-class _Generation:
-    """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``, and the linear
-    model of the rows since then (None in a generation saved before it existed, whose slot stays empty)."""
-
-    start: int
-    members: list[int]
-    copies: list[LearnerExpert]
-    recent_expert: RecentExpert | None
-
-    @property
-    def bases(self) -> list[Learner]:
-        return [copy.base for copy in self.copies]
-
-    @property
-    def recent(self) -> RecentLinear | None:
-        return None if self.recent_expert is None else self.recent_expert.model
-
-    def experts(self, g: int) -> list[tuple[int, Expert]]:
-        """Its experts, in generation ``g``'s slots: (slot, expert)."""
-        slots = _young_slots(g)
-        # a generation saved with fewer copies leaves its last copies' slots empty
-        placed: list[tuple[int, Expert]] = list(zip(slots, self.copies, strict=False))
-        if self.recent_expert is not None:
-            placed.append((slots[YOUNG_BASES], self.recent_expert))
-        return placed
 
 
 @dataclass(frozen=True)
@@ -274,18 +235,27 @@ def _build_lags(grid: Grid) -> list[Expert] | None:
     return list(lag_experts(LAGS, grid.bound, TARGET_BOUND, LAGS_WAKE_ROWS))
 
 
-def _restore_lags(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
-                  scalars: dict[str, Any]) -> list[Expert] | None:
-    """The last targets and their model (none in a state saved before they existed: their slots stay
-    empty, so that such a learner goes on as it would have)."""
-    if "target_last_targets" not in arrays:
-        if grid.mixture.switching.active[grid.slot["target_last"]]:
-            raise StateFormatError("the last targets play where there are none.")
+def _restore_saved(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray], slot: str,
+                   what: str, restore: Callable[[list[Expert]], None]) -> list[Expert] | None:
+    """The experts of the kind whose first slot is ``slot`` (``what`` they are, for the errors), loaded into
+    ``built`` by ``restore`` from their arrays ``<slot>_*``; none in a state saved before they existed
+    (their slots stay empty, so that such a learner goes on as it would have)."""
+    if not any(name.startswith(f"{slot}_") for name in arrays):
+        if grid.mixture.switching.active[grid.slot[slot]]:
+            raise StateFormatError(f"{what} play where there are none.")
         return None
     if built is None:
-        raise StateFormatError("the last targets do not match the grid.")
-    restore_lags(cast(list[LastTarget | TargetLags], built), arrays, "target_last", "target_lags")
+        raise StateFormatError(f"{what} do not match the grid.")
+    restore(built)
     return built
+
+
+def _restore_lags(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                  scalars: dict[str, Any]) -> list[Expert] | None:
+    """The last targets and their model."""
+    return _restore_saved(grid, built, arrays, "target_last", "the last targets", lambda experts:
+                          restore_lags(cast(list[LastTarget | TargetLags], experts), arrays, "target_last",
+                                       "target_lags"))
 
 
 def _build_linear(grid: Grid) -> list[Expert] | None:
@@ -296,15 +266,9 @@ def _build_linear(grid: Grid) -> list[Expert] | None:
 
 def _restore_linear(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
                     scalars: dict[str, Any]) -> list[Expert] | None:
-    """The linear model of every row (none in a state saved before it existed: its slot stays empty)."""
-    if "linear_P" not in arrays:
-        if grid.mixture.switching.active[grid.slot["linear"]]:
-            raise StateFormatError("the linear model plays where there is none.")
-        return None
-    if built is None:
-        raise StateFormatError("the linear model does not match the grid.")
-    cast(RecentExpert, built[0]).model.restore({key: arrays[f"linear_{key}"] for key in ("P", "b", "sum")})
-    return built
+    """The linear model of every row."""
+    return _restore_saved(grid, built, arrays, "linear", "the linear model's experts", lambda experts: cast(
+        RecentExpert, experts[0]).model.restore({key: arrays[f"linear_{key}"] for key in ("P", "b", "sum")}))
 
 
 #: The experts after the generations, one line a kind, in the order of their slots (a kind added later
@@ -390,7 +354,7 @@ class Grid:
         self.quantile_bins = bins  # the thresholds of the warm-up rows, if any
         self.classes = 2  # the classes the bases play: 2 is the binary model, one score
         self.members = _sharing([LearnerExpert(self.new_base(member), _form(member)) for member in GRID])
-        self.young: list[_Generation | None] = [None] * GENERATIONS
+        self.young: list[Generation | None] = [None] * GENERATIONS
         self._alive: list[tuple[int, Expert]] = []
         self._weights_now = np.zeros(0)
         self._weights_of: tuple[np.ndarray, np.ndarray] | None = None  # the arrays _weights_now is of
@@ -474,6 +438,10 @@ class Grid:
             multinomial_rounds(base)._widen(self.classes - 1)
         return base
 
+    def new_member(self, i: int) -> LearnerExpert:
+        """A fresh expert of the grid member ``GRID[i]``."""
+        return LearnerExpert(self.new_base(GRID[i]), _form(GRID[i]))
+
     def new_bins_base(self, bins: QuantileBins) -> Learner:
         """A fresh linear model on the quantile thresholds ``bins``: ONS with the raw linear member's
         regulariser and step."""
@@ -497,14 +465,14 @@ class Grid:
                                                                                      strict=True))]
         for g, generation in enumerate(self.young):
             if generation is not None:
-                slots = _young_slots(g)[:len(generation.members)]
+                slots = young_slots(g)[:len(generation.members)]
                 alive += [(slot, GRID[i], base) for slot, i, base in
                           zip(slots, generation.members, generation.bases, strict=True)]
         return alive
 
     def _recent(self) -> list[tuple[int, RecentLinear]]:
         """The generations' linear models: (mixture slot, model)."""
-        return [(_young_slots(g)[YOUNG_BASES], generation.recent) for g, generation in enumerate(self.young)
+        return [(young_slots(g)[YOUNG_BASES], generation.recent) for g, generation in enumerate(self.young)
                 if generation is not None and generation.recent is not None]
 
     def alive(self) -> list[tuple[int, Expert]]:
@@ -641,7 +609,7 @@ class Grid:
                                else self.errors.steps(self.kept.errors(), baseline))
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
-            self._restart(span)
+            restart(self, span)
         weights = self._weights()
         leader = int(np.argmax(weights))
         if leader != self.leader:
@@ -671,80 +639,6 @@ class Grid:
             if nap[0] >= NAP_ROUNDS:
                 self.mixture.switching.leave(slots)
                 nap[:] = [0, 1]
-
-    def _restart(self, span: int) -> None:
-        """Start a generation (:data:`YOUNG_LINEAR`, the views and widths of the :data:`YOUNG_KERNELS` kernel
-        members heaviest under the switching rate 0 at the default step, and the linear model of the rows
-        from now on) in the slots :meth:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when
-        the change has just been declared (then on trial: :class:`~kons.auto.restarts.Probation`), else at
-        :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation (fresh copies, held,
-        are no larger than those they replace: the slots' kinds are fixed), so that a held learner keeps
-        its size. The generation first learns the last ``span`` rounds kept (this one
-        included): the rows since the declared change's estimated onset."""
-        weights = self.mixture.weights()
-        g = self._replaced_generation(weights)
-        if g is None:
-            return
-        # ranked by their weights under the switching rate 0 (their losses since round 1): the geometry
-        # outlasts the concept, and the rates that switch follow whichever member did best lately
-        lasting = self.mixture.switching.log_weights[0]
-        heaviest = sorted(_KERNEL_MEMBERS, key=lambda i: -float(lasting[i]))
-        at_default_step = dict.fromkeys(GRID.index((*GRID[i][:3], 1.0)) for i in heaviest)
-        # held, the copies replace a generation's one for one (one saved with fewer copies keeps fewer)
-        replaced = self.young[g]
-        kernels = (len(replaced.members) - len(YOUNG_LINEAR) if self.held and replaced is not None
-                   else YOUNG_KERNELS)
-        members = [*YOUNG_LINEAR, *list(at_default_step)[:kernels]]
-        generation = _Generation(self.rounds, members,
-                                 [LearnerExpert(self.new_base(GRID[i]), _form(GRID[i])) for i in members],
-                                 RecentExpert(self.new_recent()))
-        self._replay(generation, span)
-        self.young[g] = generation
-        slots = _young_slots(g)  # a generation with fewer copies (held) leaves its last copies' slots empty
-        entering = [*slots[:len(members)], slots[YOUNG_BASES]]
-        if self.probation is not None and not set(self.probation.slots).isdisjoint(entering):
-            self.probation = None  # its generation is gone
-        if self.rounds == self.last_change:
-            self.mixture.enter(entering, CHANGE_ENTRY_PRIOR)
-            self.probation = Probation(entering, entry=CHANGE_ENTRY_PRIOR, low=PROBATION_PRIOR,
-                                       rounds=PROBATION_ROUNDS)
-        else:
-            self.mixture.enter(entering, ENTRY_PRIOR)
-        if self.leader in _young_slots(g):
-            self.leader_since = self.rounds
-
-    def _replaced_generation(self, weights: np.ndarray) -> int | None:
-        """The generation a restart takes: an empty one (not while the growth is held), else, at the round
-        a change is declared, the one started first, else the lighter-weighted; None if there is none.
-
-        At a declared change both generations learnt concepts the change has ended, the older from further
-        back (which the grid's own members cover already), and the weight it holds is the old concepts'
-        weight, which the mixture would take hundreds of rounds to move off it (measured on the gradual
-        Friedman drift: ``docs/auto.md``)."""
-        started = [(k, generation) for k, generation in enumerate(self.young) if generation is not None]
-        if len(started) < GENERATIONS and not self.held:
-            return next(k for k, generation in enumerate(self.young) if generation is None)
-        if not started:
-            return None
-        if self.rounds == self.last_change:
-            return min(started, key=lambda pair: pair[1].start)[0]
-        return min(started, key=lambda pair: float(weights[_young_slots(pair[0])].sum()))[0]
-
-    def _replay(self, generation: _Generation, rounds: int) -> None:
-        """``generation`` learns the last ``rounds`` rounds kept, as if it had started before them (what it
-        plays on them is not scored: the mixture has seen those rounds)."""
-        sparse, classes = self.log_scaler.sparse, self.classes
-        experts = generation.experts(0)
-        for z, zlog, target in self.kept.last(rounds):
-            views = (SparseVector.from_dense(z), SparseVector.from_dense(zlog)) if sparse else (z, zlog)
-            row = Row(self.views_forms(*views), z)
-            if classes > 2:
-                for _, expert in experts:
-                    expert.learn_class(row, int(target), classes)
-            else:
-                t = _binary_target(target) if self.mixture.binary else target
-                for _, expert in experts:
-                    expert.learn(row, t)
 
     # The multinomial model (three classes or more): every expert plays the probabilities of the classes
     # (a Newton member the softmax of its clipped scores of classes 1.. against class 0, kons._multinomial),
@@ -847,8 +741,8 @@ class Grid:
             grown += repeated_dictionary_nbytes(self._nested_learners(), growing=True)
         grown += sum(expert.growth_nbytes(rounds) for experts in self.experts
                      for expert in experts or [])  # nothing while held
-        # held, restarts only replace generations, by copies no larger (see _restart): only a generation
-        # saved without its linear model grows, by one
+        # held, restarts only replace generations, by copies no larger (kons.auto.restarts.restart): only
+        # a generation saved without its linear model grows, by one
         recent = self.new_recent().nbytes()
         grown += recent * sum(generation.recent is None if generation is not None else not self.held
                               for generation in self.young)
@@ -907,7 +801,7 @@ class Grid:
             raise StateFormatError("the restarted bases do not match the grid.")
         with dictionaries_restored(arrays):  # the dictionaries saved once (none before they were)
             self.members = self._restored_members(arrays)
-            self.young = [_Generation(generation[0], generation[1:],
+            self.young = [Generation(generation[0], generation[1:],
                                       [self._restored(arrays[f"young{g}_{j}"], GRID[i])
                                        for j, i in enumerate(generation[1:])],
                                       self._restored_recent(arrays, g))
@@ -953,7 +847,7 @@ class Grid:
             probation = Probation.restored(scalars["probation"])
         except (KeyError, TypeError, ValueError) as exc:
             raise StateFormatError("the trial of a generation is not one.") from exc
-        young = {slot for g in range(GENERATIONS) for slot in _young_slots(g)}
+        young = {slot for g in range(GENERATIONS) for slot in young_slots(g)}
         if not set(probation.slots) <= young or not self.mixture.switching.active[probation.slots].all():
             raise StateFormatError("the trial of a generation does not match the grid.")
         self.probation = probation

@@ -1,22 +1,167 @@
-r"""The restarts of :class:`~kons.Auto`'s grid: what a generation started at a declared change needs
-around its experts. :class:`Probation` is the trial of the generation started at a declared change (a
-false alarm costs the old experts what a small entry costs); :class:`RecentRounds` keeps the last rounds
-the grid played (its rows in both views, the targets, the mixture's losses and errors), so that such a
-generation learns the rows since the change's estimated onset before it plays
-(:meth:`kons.auto.grid.Grid._restart`)."""
+r"""The restarts of :class:`~kons.Auto`'s grid: the generations of restarted copies that a declared change
+starts (:class:`Generation`; :func:`restart` picks their slots and the members they copy, :func:`replay`
+has them learn the rows since the change's estimated onset before they play), and what such a generation
+needs around its experts. :class:`Probation` is the trial of the generation started at a declared change
+(a false alarm costs the old experts what a small entry costs); :class:`RecentRounds` keeps the last
+rounds the grid played (its rows in both views, the targets, the mixture's losses and errors) for the
+replay."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kons.auto.config import (
+    CHANGE_ENTRY_PRIOR,
+    ENTRY_PRIOR,
+    GENERATIONS,
+    GRID,
+    PROBATION_PRIOR,
+    PROBATION_ROUNDS,
+    YOUNG_KERNELS,
+    YOUNG_LINEAR,
+)
+from kons.auto.experts.newton import LearnerExpert
+from kons.auto.experts.protocol import Expert, Row
+from kons.auto.experts.recent import RecentExpert, RecentLinear
 from kons.auto.mixture import _SMALLEST_WEIGHT, SwitchingWeights
 from kons.auto.ring import Ring
+from kons.base import Learner
 from kons.errors import StateFormatError
+from kons.sparse import SparseVector
 
-__all__ = ["Probation", "RecentRounds"]
+if TYPE_CHECKING:
+    from kons.auto.grid import Grid
+
+__all__ = ["YOUNG_BASES", "YOUNG_SIZE", "Generation", "Probation", "RecentRounds", "replay", "restart",
+           "young_slots"]
+
+#: Restarted copies of grid members in a generation.
+YOUNG_BASES = len(YOUNG_LINEAR) + YOUNG_KERNELS
+#: A generation's experts: its copies, then the Bayesian linear model of the rows since it started
+#: (:class:`~kons.auto.experts.recent.RecentLinear`, the warm-up a fresh ``auto`` plays, which fits a new
+#: linear concept within a few rows where the copies' Newton steps need tens).
+YOUNG_SIZE = YOUNG_BASES + 1
+#: The grid's kernel members (a generation copies the heaviest of them).
+_KERNEL_MEMBERS = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
+
+
+def young_slots(generation: int) -> range:
+    """The mixture's slots of a generation of restarted bases."""
+    start = len(GRID) + 1 + generation * YOUNG_SIZE
+    return range(start, start + YOUNG_SIZE)
+
+
+def _binary_target(index: float) -> float:
+    """The label -1 or +1 of the binary model for a kept class index 0 or 1."""
+    return 1.0 if index > 0.0 else -1.0
+
+
+@dataclass
+class Generation:
+    """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``, and the linear
+    model of the rows since then (None in a generation saved before it existed, whose slot stays empty)."""
+
+    start: int
+    members: list[int]
+    copies: list[LearnerExpert]
+    recent_expert: RecentExpert | None
+
+    @property
+    def bases(self) -> list[Learner]:
+        return [copy.base for copy in self.copies]
+
+    @property
+    def recent(self) -> RecentLinear | None:
+        return None if self.recent_expert is None else self.recent_expert.model
+
+    def experts(self, g: int) -> list[tuple[int, Expert]]:
+        """Its experts, in generation ``g``'s slots: (slot, expert)."""
+        slots = young_slots(g)
+        # a generation saved with fewer copies leaves its last copies' slots empty
+        placed: list[tuple[int, Expert]] = list(zip(slots, self.copies, strict=False))
+        if self.recent_expert is not None:
+            placed.append((slots[YOUNG_BASES], self.recent_expert))
+        return placed
+
+
+def restart(grid: Grid, span: int) -> None:
+    """Start a generation (:data:`YOUNG_LINEAR`, the views and widths of the :data:`YOUNG_KERNELS` kernel
+    members heaviest under the switching rate 0 at the default step, and the linear model of the rows
+    from now on) in the slots :func:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when
+    the change has just been declared (then on trial: :class:`Probation`), else at
+    :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation (fresh copies, held,
+    are no larger than those they replace: the slots' kinds are fixed), so that a held learner keeps
+    its size. The generation first learns the last ``span`` rounds kept (this one included): the rows
+    since the declared change's estimated onset (:func:`replay`)."""
+    weights = grid.mixture.weights()
+    g = _replaced_generation(grid, weights)
+    if g is None:
+        return
+    # ranked by their weights under the switching rate 0 (their losses since round 1): the geometry
+    # outlasts the concept, and the rates that switch follow whichever member did best lately
+    lasting = grid.mixture.switching.log_weights[0]
+    heaviest = sorted(_KERNEL_MEMBERS, key=lambda i: -float(lasting[i]))
+    at_default_step = dict.fromkeys(GRID.index((*GRID[i][:3], 1.0)) for i in heaviest)
+    # held, the copies replace a generation's one for one (one saved with fewer copies keeps fewer)
+    replaced = grid.young[g]
+    kernels = (len(replaced.members) - len(YOUNG_LINEAR) if grid.held and replaced is not None
+               else YOUNG_KERNELS)
+    members = [*YOUNG_LINEAR, *list(at_default_step)[:kernels]]
+    generation = Generation(grid.rounds, members, [grid.new_member(i) for i in members],
+                            RecentExpert(grid.new_recent()))
+    replay(grid, generation, span)
+    grid.young[g] = generation
+    slots = young_slots(g)  # a generation with fewer copies (held) leaves its last copies' slots empty
+    entering = [*slots[:len(members)], slots[YOUNG_BASES]]
+    if grid.probation is not None and not set(grid.probation.slots).isdisjoint(entering):
+        grid.probation = None  # its generation is gone
+    if grid.rounds == grid.last_change:
+        grid.mixture.enter(entering, CHANGE_ENTRY_PRIOR)
+        grid.probation = Probation(entering, entry=CHANGE_ENTRY_PRIOR, low=PROBATION_PRIOR,
+                                   rounds=PROBATION_ROUNDS)
+    else:
+        grid.mixture.enter(entering, ENTRY_PRIOR)
+    if grid.leader in young_slots(g):
+        grid.leader_since = grid.rounds
+
+
+def _replaced_generation(grid: Grid, weights: np.ndarray) -> int | None:
+    """The generation a restart takes: an empty one (not while the growth is held), else, at the round
+    a change is declared, the one started first, else the lighter-weighted; None if there is none.
+
+    At a declared change both generations learnt concepts the change has ended, the older from further
+    back (which the grid's own members cover already), and the weight it holds is the old concepts'
+    weight, which the mixture would take hundreds of rounds to move off it (measured on the gradual
+    Friedman drift: ``docs/auto.md``)."""
+    started = [(k, generation) for k, generation in enumerate(grid.young) if generation is not None]
+    if len(started) < GENERATIONS and not grid.held:
+        return next(k for k, generation in enumerate(grid.young) if generation is None)
+    if not started:
+        return None
+    if grid.rounds == grid.last_change:
+        return min(started, key=lambda pair: pair[1].start)[0]
+    return min(started, key=lambda pair: float(weights[young_slots(pair[0])].sum()))[0]
+
+
+def replay(grid: Grid, generation: Generation, rounds: int) -> None:
+    """``generation`` learns the last ``rounds`` rounds kept, as if it had started before them (what it
+    plays on them is not scored: the mixture has seen those rounds)."""
+    sparse, classes = grid.log_scaler.sparse, grid.classes
+    experts = generation.experts(0)
+    for z, zlog, target in grid.kept.last(rounds):
+        views = (SparseVector.from_dense(z), SparseVector.from_dense(zlog)) if sparse else (z, zlog)
+        row = Row(grid.views_forms(*views), z)
+        if classes > 2:
+            for _, expert in experts:
+                expert.learn_class(row, int(target), classes)
+        else:
+            t = _binary_target(target) if grid.mixture.binary else target
+            for _, expert in experts:
+                expert.learn(row, t)
 
 
 class Probation:
@@ -102,7 +247,6 @@ class Probation:
                 or not np.isfinite([*probation.losses, probation.mixture_loss]).all()):
             raise ValueError("not a trial of a generation")
         return probation
-
 
 
 class RecentRounds:

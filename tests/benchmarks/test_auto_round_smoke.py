@@ -19,6 +19,7 @@ from benchmarks.common import REPO
 @pytest.mark.timeout(120)
 def test_the_floor_covers_the_generations_and_changes_no_state() -> None:
     import kons
+    from kons.auto.restarts import restart
 
     X, y = _stream(80)
     auto = kons.Auto()
@@ -27,7 +28,7 @@ def test_the_floor_covers_the_generations_and_changes_no_state() -> None:
     assert grid is not None and grid.thresholds is not None  # the threshold model, on dense rows of 8
     grid.last_change = grid.rounds
     for _ in range(2):  # both generations started (as at declared changes), their linear models too
-        grid._restart(8)
+        restart(grid, 8)
     assert len(grid._recent()) == 2
     scratch: dict[Any, np.ndarray] = {}
     for x, target in zip(X[60:], y[60:], strict=True):

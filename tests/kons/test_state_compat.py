@@ -18,7 +18,8 @@ import pytest
 import kons
 import kons._state
 from kons.auto.experts.newton import LearnerExpert
-from kons.auto.grid import EXPERTS, YOUNG_LINEAR, _young_slots, layout
+from kons.auto.grid import EXPERTS, YOUNG_LINEAR, layout
+from kons.auto.restarts import restart, young_slots
 from kons.auto.slots import EARLIER_LAYOUTS, in_layout
 from tests.recorded import (
     REPLAYS,
@@ -133,11 +134,11 @@ def test_a_held_auto_restarting_over_a_generation_saved_with_one_kernel_copy_kee
     learner.hold_growth(True)
     grid = learner._grid
     g = next(k for k, generation in enumerate(grid.young) if generation is not None)
-    grid._restart(1)
+    restart(grid, 1)
     generation = grid.young[g]
     assert generation is not None and generation.start == grid.rounds
     assert len(generation.members) == len(YOUNG_LINEAR) + 1
-    assert not grid.mixture.switching.active[_young_slots(g)[len(generation.members)]]
+    assert not grid.mixture.switching.active[young_slots(g)[len(generation.members)]]
 
 
 def test_each_earlier_layout_of_the_mixture_s_slots_is_read_by_name_into_today_s() -> None:

@@ -16,10 +16,10 @@ from kons.auto import Auto
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.neighbours import RecentNeighbours
 from kons.auto.experts.recent import RecentLinear
-from kons.auto.grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form, _young_slots
+from kons.auto.grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form
 from kons.auto.learner import REGRESSION_BOUND
 from kons.auto.mixture import MIX_BOUND, RATES, SWITCHING_PRIOR, Mixture, SwitchingWeights
-from kons.auto.restarts import RecentRounds
+from kons.auto.restarts import RecentRounds, restart, young_slots
 from kons.base import _round_numerics
 from kons.errors import NumericalError
 from tests.data.make_tracking_blobs import _stream
@@ -375,7 +375,7 @@ def test_a_change_declared_with_both_generations_alive_replaces_the_one_started_
         before = []
         if grid is not None and None not in grid.young:
             weights = grid.mixture.weights()
-            before = sorted((generation.start, float(weights[_young_slots(g)].sum()))
+            before = sorted((generation.start, float(weights[young_slots(g)].sum()))
                             for g, generation in enumerate(grid.young) if generation is not None)
         learner.learn_one(x, t)
         if learner.changes_detected > changes and before:
@@ -607,7 +607,7 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
     # default step
     kernels = [GRID[i] for i in generation.members[-2:]]
     assert all(kernel[1] == "nystrom" and kernel[3] == 1.0 for kernel in kernels) and kernels[0] != kernels[1]
-    assert len(_young_slots(g)) == YOUNG_BASES + 1
+    assert len(young_slots(g)) == YOUNG_BASES + 1
 
 
 def test_a_generation_s_kernel_copies_are_the_kernel_members_that_lead_under_the_switching_rate_0() -> None:
@@ -630,7 +630,7 @@ def test_a_generation_s_kernel_copies_are_the_kernel_members_that_lead_under_the
     switching.log_rate_weights = np.log(np.array([0.01, *[0.99 / (len(RATES) - 1)] * (len(RATES) - 1)]))
     kernels = [i for i, member in enumerate(GRID) if member[1] == "nystrom"]
     assert max(kernels, key=lambda i: float(grid.mixture.weights()[i])) == lately  # the current leader
-    grid._restart(8)
+    restart(grid, 8)
     generation = next(generation for generation in grid.young if generation is not None)
     # the rate 0's two leaders, in their order, at the default step
     copies = [GRID[i] for i in generation.members[-2:]]

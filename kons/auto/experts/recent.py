@@ -9,7 +9,7 @@ the rows learnt since it started, O(d^2) per round and a state of fixed size.
 
 :class:`RecentRounds` keeps the last rounds the grid played (its rows in both views, the targets, the
 mixture's losses and errors), so that a generation started at a declared change learns the rows since the
-change's estimated onset before it plays (:meth:`kons.auto.grid.Grid._restart`).
+change's estimated onset before it plays (:func:`kons.auto.restarts.restart`).
 """
 
 from __future__ import annotations
