@@ -165,6 +165,15 @@ class CachedLearner:
             self.nbytes, self._nbytes_at = self.loaded().state_nbytes(), here
         return self.nbytes
 
+    def recent_nbytes(self) -> int:
+        """The learner's state size as last measured, measured now only if it never was since the learner
+        was loaded (lock held): for what tolerates the growth of the few rounds replayed since (a batch's
+        work bound, where its round runs), so that a feedback after another replica's rounds measures the
+        state once, after its own rounds, not before them too."""
+        if self._nbytes_at[0] != self.incarnation:
+            return self.state_nbytes()
+        return self.nbytes
+
     def at(self, head: Head) -> bool:
         here = (self.incarnation, self.version, self.tip)
         return self.learner is not None and here == (head.incarnation, head.version, head.tip)
@@ -177,6 +186,7 @@ class CachedLearner:
 
     def adopt(self, learner: kons.Learner, config: dict[str, Any], head: Head, restored_at: int = 0) -> None:
         self.learner, self.config, self.restored_at = learner, config, restored_at
+        self._nbytes_at = ("", -1, "")  # another state: measured again
         self.incarnation, self.version, self.tip = head.incarnation, head.version, head.tip
         self.snap_version = head.snap_version
         self.last_snapshot = time.monotonic()
@@ -379,7 +389,7 @@ class LearnerCache:
 
     async def replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:
         """Play logged rounds (no rollback among them) on the learner (lock held, or one of its own)."""
-        await offload(functools.partial(self._replay, entry, rows), len(rows), entry.state_nbytes(),
+        await offload(functools.partial(self._replay, entry, rows), len(rows), entry.recent_nbytes(),
                       entry.round_cpu_seconds)
 
     def _replay(self, entry: CachedLearner, rows: list[LoggedRound]) -> None:

@@ -407,7 +407,7 @@ class FeedbackWriter:
         played = _Played()
         for request in group:
             try:
-                check_work(entry.state_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
+                check_work(entry.recent_nbytes(), len(request.items), self.settings.batch_max_work_bytes)
                 xs = [self._features(it, recalled) for it in request.items]
                 check_labels(task, [it.y for it in request.items])
                 coverage = asked_coverage(config or entry.config, request.items[0].coverage)
@@ -453,7 +453,7 @@ class FeedbackWriter:
             track_coverage(learner, entry.config)
             rounds, played.seconds, played.cpu_seconds = await offload(
                 timed(lambda: [learner.learn_round(x, y, coverage, track=False) for x, y, coverage in rows]),
-                len(rows), entry.state_nbytes(), entry.round_cpu_seconds)
+                len(rows), entry.recent_nbytes(), entry.round_cpu_seconds)
             losses = cast(list[float], [r.loss for r in rounds])  # a learnt round has its loss
             played.correct = [r.correct for r in rounds]
         plays = [r.value for r in rounds]

@@ -67,6 +67,34 @@ async def test_a_loaded_learner_writes_optimistically_without_the_lease(
     await _check_against_the_log(core, dict(enumerate(plays, start=1)))
 
 
+async def test_a_feedback_after_another_replica_s_rounds_measures_the_state_once(
+    make_core: CoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = await make_core(), await make_core()
+    await a.create()
+    await a.feed(0, 1)
+    await b.feed(1, 2)
+    learner = a.cache.held(REF)
+    assert learner is not None
+    measured = 0
+    state_nbytes = type(learner).state_nbytes
+
+    def counted(self: kons.Learner) -> int:
+        nonlocal measured
+        measured += 1
+        return state_nbytes(self)
+
+    monkeypatch.setattr(type(learner), "state_nbytes", counted)
+    feedbacks = 40
+    for i in range(2, 2 + feedbacks):  # each process replays the other's round before playing its own
+        await (a if i % 2 else b).feed(i, i + 1)
+    # once after its rounds (an optimistic append that lost plays them again, on a learner rebuilt and
+    # measured; and a process's reservation is checked every _GROWTH_AHEAD rounds): not again before
+    # them, after the replay (twice a feedback before)
+    assert feedbacks <= measured <= feedbacks + 10
+    await _check_against_the_log(a, {})  # (a wrote the last round)
+
+
 def test_conflicts_back_off_doubling_up_to_the_cap_and_start_again_once_old(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
