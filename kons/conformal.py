@@ -80,6 +80,8 @@ _FEW = 20
 
 def check_coverage(coverage: Any) -> float:
     """``coverage`` as a float in (0, 1), else :class:`InvalidParameterError`."""
+    if type(coverage) is float and 0.0 < coverage < 1.0:  # the usual ask, without building the message
+        return coverage
     return check_real("the learner", "coverage", coverage, low=0.0, high=1.0, low_open=True, high_open=True)
 
 
@@ -103,6 +105,7 @@ class Conformal:
         self.spread_exponent = spread_exponent  # (these two: for benchmarks.intervals' tuning runs)
         self.levels = np.zeros(0)
         self.quantiles = np.zeros(0)
+        self._at: dict[float, int] = {}  # each tracked level's index (a lookup cheaper than a search)
         self.scores = np.zeros(RING)
         self.kept = 0  # scores in the ring (at most RING)
         self.next = 0  # the slot the next score takes, the oldest once the ring is full
@@ -110,6 +113,7 @@ class Conformal:
         # recent means (unnormalised, bias-corrected by ``rounds``) of |residual| and of the spread
         self.residual = 0.0
         self.spread = 0.0
+        self._bias = (0, 0.0)  # the recent means' bias correction: (rounds, its divisor)
 
     # ----------------------------------------------------------------- thresholds
     def track(self, coverage: float) -> None:
@@ -121,12 +125,16 @@ class Conformal:
         keep = slice(1, None) if len(self.levels) >= MAX_LEVELS else slice(None)
         self.levels = np.append(self.levels[keep], coverage)
         self.quantiles = np.append(self.quantiles[keep], start)
+        self._index()
+
+    def _index(self) -> None:
+        self._at = {level: at for at, level in enumerate(self.levels.tolist())}
 
     def threshold(self, coverage: float) -> float:
         """The threshold of ``coverage``: tracked, else the ring's quantile, else a default."""
-        at = np.flatnonzero(self.levels == coverage)
-        if at.size:
-            return float(self.quantiles[at[0]])
+        at = self._at.get(coverage)
+        if at is not None:
+            return float(self.quantiles[at])
         count = self.kept
         if count >= _FEW:  # the split-conformal quantile of the kept scores
             rank = min(math.ceil((count + 1) * coverage), count) - 1
@@ -147,7 +155,11 @@ class Conformal:
 
     # ----------------------------------------------------------------- regression
     def _mean(self, total: float) -> float:
-        return total / -math.expm1(self.rounds * math.log1p(-SCALE_WEIGHT))
+        rounds, divisor = self._bias
+        if rounds != self.rounds:  # once per round, not at every ask
+            divisor = -math.expm1(self.rounds * math.log1p(-SCALE_WEIGHT))
+            self._bias = (self.rounds, divisor)
+        return total / divisor
 
     def scale(self, spread: float) -> float:
         """The local scale of a row of uncertainty ``spread`` (0 before any round)."""
@@ -224,6 +236,7 @@ class Conformal:
                     or (conformal.kept < RING and conformal.next != conformal.kept)):
                 raise StateFormatError("the conformal arrays do not fit together.")
             conformal.levels, conformal.quantiles = levels.copy(), quantiles.copy()
+            conformal._index()
             conformal.scores[:len(scores)] = scores
             conformal.rounds = int(header["rounds"])
             conformal.residual, conformal.spread = (float(v) for v in header["means"])

@@ -266,8 +266,9 @@ class Mixture:
         #: The label of fewest errors among three classes or more: a vote over the experts' labels, from
         #: the first multinomial round (two classes: the sign of the score, :meth:`label`).
         self.vote: LabelVote | None = None
-        # the last round's plays and weights (not state: read for its spread, kons.conformal)
-        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        # the last round's plays, weights and plays less their weighted mean, None until computed (not
+        # state: read for its spread, kons.conformal)
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
 
     def weights(self) -> np.ndarray:
         return self.switching.weights()
@@ -276,9 +277,9 @@ class Mixture:
         """The aggregating algorithm's play for the experts' predictions ``preds`` (``weights``: the
         current :meth:`weights`, if the caller has them)."""
         w = self.weights() if weights is None else weights
-        self._last = (preds, w)
         bound = self.bound
         if self.binary:
+            self._last = (preds, w, None)
             p = float(w @ np.exp(_log_sigmoid(preds)))
             p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
             return math.log(p / (1.0 - p))
@@ -286,6 +287,7 @@ class Mixture:
         log_w = np.log(np.maximum(w, 1e-300))
         centre = float(w @ preds) if self.centred else 0.0
         shifted = preds - centre
+        self._last = (preds, w, shifted if self.centred else None)
 
         def g(y: float) -> float:
             return -float(np.logaddexp.reduce(log_w - eta * (shifted - y) ** 2)) / eta
@@ -302,9 +304,10 @@ class Mixture:
         """The standard deviation of the last :meth:`mix`'s plays under its weights."""
         if self._last is None:
             return 0.0
-        preds, w = self._last
-        mean = float(w @ preds)
-        return math.sqrt(max(float(w @ (preds - mean) ** 2), 0.0))
+        preds, w, deviation = self._last
+        if deviation is None:
+            deviation = preds - float(w @ preds)
+        return math.sqrt(max(float(w @ (deviation * deviation)), 0.0))
 
     def mix_probabilities(self, probabilities: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
