@@ -165,6 +165,12 @@ BENCHMARKS = (
               "(docs/reliability.md)",
               "python -m benchmarks.ack_marks --runs 4 --out benchmarks/results",
               ("ack_marks.md", "ack_marks.json"), (*_SERVICE, "benchmarks/ack_marks.py")),
+    Benchmark("The learner cache's own cost per request with 100 to 10,000 learners held, against a "
+              "baseline revision's (docs/service-design.md)",
+              "nice -n 5 python -m benchmarks.cache_evict --baseline 96b1514 --blocks 4 --requests 1000 "
+              "--out benchmarks/results",
+              ("cache_evict.md", "cache_evict.json"),
+              ("kons_service/core/cache.py", "benchmarks/cache_evict.py")),
     Benchmark("Snapshots by what they save: snapshot bytes per acknowledged feedback against the log's, "
               "0.25 to 100 feedbacks/s per learner, the code before beside (docs/service-design.md)",
               "nice -n 5 python -m benchmarks.snapshot_rate --baseline /tmp/kons-before "

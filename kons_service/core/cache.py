@@ -107,6 +107,9 @@ class CachedLearner:
     #: then asks the store for the earlier answer before playing anything (see :meth:`appended_before`).
     appended_ids: dict[str, None] = field(default_factory=dict)
     _nbytes_at: tuple[str, int, str] = ("", -1, "")  # where ``nbytes`` was measured
+    #: What the cache's totals count of it: its ``nbytes`` when last counted, -1 when not counted (no
+    #: learner, or out of the cache) (see :meth:`LearnerCache._recount`).
+    counted_nbytes: int = -1
 
     def appended(self, version: int, tip: str, stride: int, nbytes: int) -> None:
         """This process appended rounds up to ``version`` (round ``tip``), after which the learner's state
@@ -216,6 +219,9 @@ class LearnerCache:
         self.rollbacks = RollbackReporter(metrics, store.server.may_have_lost)
         self.marks = marks
         self._entries: OrderedDict[LearnerRef, CachedLearner] = OrderedDict()
+        # The loaded learners among them and their bytes, kept as requests leave their entries, so that
+        # eviction looks only at the least recently used ones (not at every entry, each request).
+        self._loaded = self._loaded_nbytes = 0
 
     # ------------------------------------------------------------------ entries
     def entry(self, ref: LearnerRef) -> CachedLearner:
@@ -242,8 +248,17 @@ class LearnerCache:
         return list(self._entries.values())
 
     def drop(self, ref: LearnerRef) -> None:
-        self._entries.pop(ref, None)  # a request still using it fails its compare-and-append
+        entry = self._entries.pop(ref, None)  # a request still using it fails its compare-and-append
+        if entry is not None:
+            self._recount(entry)
         self._evict()
+
+    def _recount(self, entry: CachedLearner) -> None:
+        """Bring the totals of loaded learners and their bytes up to date with ``entry``."""
+        now = entry.nbytes if entry.learner is not None and self._entries.get(entry.ref) is entry else -1
+        was, entry.counted_nbytes = entry.counted_nbytes, now
+        self._loaded += (now >= 0) - (was >= 0)
+        self._loaded_nbytes += max(now, 0) - max(was, 0)
 
     def _release(self, entry: CachedLearner) -> None:
         """A request is done with ``entry``: take it out if it holds no learner (unless it keeps the head of
@@ -255,26 +270,38 @@ class LearnerCache:
                     del self._entries[entry.ref]
             else:  # nobody plays on it now, so its arrays can be measured
                 entry.state_nbytes()
+        self._recount(entry)
         self._evict()
 
     def _evict(self) -> None:
         """Evict least recently used learners while over ``cache_size`` learners or ``cache_bytes``;
-        never one in use, nor the most recently used (a learner larger than the budget stays alone)."""
-        loaded = [e for e in self._entries.values() if e.learner is not None]
-        count, nbytes = len(loaded), sum(e.nbytes for e in loaded)
-        for entry in loaded[:-1]:
+        never one in use, nor the most recently used (a learner larger than the budget stays alone).
+        Looks at the entries from the least recently used on, only while over: O(1) a request but for
+        the entries in use it passes over."""
+        count, nbytes = self._loaded, self._loaded_nbytes
+        victims: list[tuple[CachedLearner, bool]] = []
+        seen = 0  # loaded learners looked at, the last of them the most recently used
+        for entry in self._entries.values():
             over_count = count > self.settings.cache_size
             if not over_count and nbytes <= self.settings.cache_bytes:
                 break
+            if entry.counted_nbytes < 0:
+                continue
+            seen += 1
+            if seen >= self._loaded:
+                break
             if entry.users or entry.lock.locked():
                 continue
+            victims.append((entry, over_count))
+            count, nbytes = count - 1, nbytes - entry.counted_nbytes
+        for entry, over_count in victims:
             del self._entries[entry.ref]
-            count, nbytes = count - 1, nbytes - entry.nbytes
+            self._recount(entry)
             self.metrics.evictions.labels("count" if over_count else "bytes").inc()
             if entry.version > entry.snap_version:
                 self._on_evict(entry)
-        self.metrics.cached.set(count)
-        self.metrics.cached_bytes.set(nbytes)
+        self.metrics.cached.set(self._loaded)
+        self.metrics.cached_bytes.set(self._loaded_nbytes)
 
     @contextlib.asynccontextmanager
     async def locked(self, entry: CachedLearner) -> AsyncIterator[CachedLearner]:
@@ -331,6 +358,13 @@ class LearnerCache:
             self.rollbacks.held(entry.ref, entry.version, entry.tip, head)
         reason = "behind" if entry.learner is not None else "dropped" if dropped else "cold"
         self.metrics.loads.labels(reason).inc()
+        try:
+            await self._rebuild(entry)
+        finally:
+            self._recount(entry)  # (counted while in use, as loaded or not)
+
+    async def _rebuild(self, entry: CachedLearner) -> None:
+        """Rebuild the learner from its newest snapshot and the log after it."""
         for _ in range(_LOAD_ATTEMPTS):
             entry.invalidate()
             stored = await self.store.snapshots.read_state(entry.ref)

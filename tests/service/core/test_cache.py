@@ -5,6 +5,9 @@ lost rounds this process held (held, or dropped after a lost append); and evicti
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -169,3 +172,41 @@ async def test_over_the_byte_budget_only_the_most_recent_learner_stays(make_core
     assert [e.ref for e in core.cache.entries()] == refs[-1:]
     assert core.sample("kons_cache_evictions_total", budget="bytes") == 2
     assert core.sample("kons_cached_learners") == 1
+
+
+class _Looked(OrderedDict[Any, Any]):
+    """The cache's entries, counting how many a walk through them looks at."""
+
+    looked = 0
+
+    def values(self) -> Iterator[Any]:  # type: ignore[override]
+        for value in super().values():
+            self.looked += 1
+            yield value
+
+
+async def test_a_full_cache_of_many_learners_evicts_the_least_recently_used_looking_at_few(
+    make_core: CoreFactory,
+) -> None:
+    core = await make_core(cache_size=40)
+    refs = [LearnerRef("t", f"m{i}") for i in range(70)]
+    for ref in refs:
+        await core.create(ref)
+    entries = core.cache._entries = _Looked()
+    looked = []
+    for ref in refs[:60]:
+        before = entries.looked
+        await core.feed(0, 1, ref)
+        looked.append(entries.looked - before)
+    assert [e.ref for e in core.cache.entries()] == refs[20:60]
+    assert max(looked) <= 2  # the one it evicts, and where it stops (it looked at all 40 before)
+    async with core.cache.current(refs[20]):  # the least recently used becomes the most
+        pass
+    for ref in refs[60:70]:
+        async with core.cache.current(ref):
+            pass
+    assert [e.ref for e in core.cache.entries()] == [*refs[31:60], refs[20], *refs[60:70]]
+    assert [e.ref for e in core.evicted] == refs[:20] + refs[21:31]  # each with a round to snapshot
+    assert core.sample("kons_cache_evictions_total", budget="count") == 30
+    assert core.sample("kons_cached_learners") == 40
+    assert core.sample("kons_cached_bytes") == sum(e.nbytes for e in core.cache.entries()) > 0
