@@ -330,6 +330,32 @@ def _full_nbytes(base: Learner, rounds: int) -> int:
     return base.state_nbytes() + base.max_growth_nbytes(rounds)
 
 
+@dataclass(frozen=True)
+class _PredictedRow:
+    """The :class:`Row` the grid's experts last took, what it was made of (``z`` and ``x``, copies where
+    they could change) and the state of the grid it was made in (its rounds and its log view's scaler)."""
+
+    rounds: int
+    log_count: int
+    z: np.ndarray
+    x: np.ndarray
+    row: Row
+    log_stats: ScalerStats
+
+    @classmethod
+    def of(cls, grid: Grid, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector, row: Row,
+           log_stats: ScalerStats) -> _PredictedRow | None:
+        if not isinstance(z, np.ndarray) or not isinstance(x, np.ndarray):
+            return None
+        return cls(grid.rounds, grid.log_scaler.count, z.copy(), x.copy(), row, log_stats)
+
+    def matches(self, grid: Grid, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> bool:
+        """Whether the row of ``z`` and ``x`` in ``grid`` now is this one (a missing value is NaN in both)."""
+        return (grid.rounds == self.rounds and grid.log_scaler.count == self.log_count
+                and isinstance(z, np.ndarray) and isinstance(x, np.ndarray)
+                and np.array_equal(z, self.z) and np.array_equal(x, self.x, equal_nan=True))
+
+
 class Grid:
     """The grid's learners on their views of the row, the log view's scaler, the restarted copies and
     their :class:`Mixture` with the constant prediction: :class:`Auto`'s model once the kernel widths are
@@ -359,6 +385,7 @@ class Grid:
         self._weights_now = np.zeros(0)
         self._weights_of: tuple[np.ndarray, np.ndarray] | None = None  # the arrays _weights_now is of
         self._alive_of: tuple[Any, ...] = ()  # what _alive was listed from (alive())
+        self._predicted_row: _PredictedRow | None = None  # the last row the experts took (inputs())
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
@@ -512,9 +539,16 @@ class Grid:
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> tuple[Row, ScalerStats]:
         """The round's :class:`Row` (:meth:`views_forms`, the log view's dense one kept for a replay) and the
-        log view's pending statistics (:meth:`FeatureScaler.pending`)."""
+        log view's pending statistics (:meth:`FeatureScaler.pending`). A learning round right after the
+        prediction of the same dense row (a service's predict, then its feedback) takes the prediction's
+        :class:`Row` again, so that the experts recognise it (:class:`_PredictedRow`)."""
+        predicted = self._predicted_row
+        if predicted is not None and predicted.matches(self, z, x):
+            return predicted.row, predicted.log_stats
         zlog, log_stats = self.log_scaler.pending(signed_log(x))
-        return Row(self.views_forms(z, zlog), x), log_stats
+        row = Row(self.views_forms(z, zlog), x)
+        self._predicted_row = _PredictedRow.of(self, z, x, row, log_stats)
+        return row, log_stats
 
     def views_forms(self, z: np.ndarray | SparseVector, zlog: np.ndarray | SparseVector
                     ) -> dict[Form, np.ndarray | SparseVector]:
@@ -523,7 +557,10 @@ class Grid:
         forms = {}
         for log, linear in self.forms:
             view = zlog if log else z
-            forms[log, linear] = checked_form(with_intercept(view) if linear else dense(view))
+            form = checked_form(with_intercept(view) if linear else dense(view))
+            if isinstance(form, np.ndarray):  # the experts read it, none writes to it
+                form.flags.writeable = False
+            forms[log, linear] = form
         return forms
 
     # The experts take the checked forms (a Nystrom or ONS member through its unchecked round), inside
@@ -789,6 +826,7 @@ class Grid:
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
         built with the saved widths (its bases must match the restored ones)."""
+        self._predicted_row = None
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
         if "young" not in scalars:
             self._restore_aggregating(arrays, rounds)

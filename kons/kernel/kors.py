@@ -15,7 +15,7 @@ a packed Cholesky factor, and :math:`r_t = (\sqrt{\eta}\dot g_t)^2 (k_{tt} - u^\
 
 This is a sampler, not a learner: :class:`~kons.SketchedKONS` owns one and drives it. A learner whose
 dictionary is full (:class:`~kons.NystromKONS` at its bound) asks it nothing more and keeps only its points:
-a *retired* sampler, without the weights and factor that only its proposals use.
+a *retired* sampler (:meth:`KORS.retire`), without the weights and factor that only its proposals use.
 """
 
 from __future__ import annotations
@@ -101,6 +101,11 @@ class KORS:
         self._weights.append(q)
         self._chol.append(q * u, diagonal)
 
+    def retire(self) -> None:
+        """Keep the points only, the weights and the factor let go: the dictionary is full, nothing more
+        will be proposed."""
+        self._weights, self._chol = GrowableVector(), PackedCholesky()
+
     def arrays(self) -> dict[str, np.ndarray]:
         """The points and their squared norms, and (not retired) the weights and the factor."""
         points = {"kors_points": self._points.view, "kors_sq_norms": self._points.sq_norms.view}
@@ -113,7 +118,7 @@ class KORS:
         left out), for a dictionary that is full."""
         self._points = GrowableRows(dim, arrays["kors_points"], arrays["kors_sq_norms"])
         if retired:
-            self._weights, self._chol = GrowableVector(), PackedCholesky()
+            self.retire()
             return
         self._weights = GrowableVector(arrays["kors_weights"])
         self._chol = PackedCholesky(arrays["kors_chol"])

@@ -51,10 +51,13 @@ class _SharedRound:
     members alone, which only ever grow at the end, so every sharer gets the very floats it would have
     computed on its own dictionary."""
 
-    __slots__ = ("joined", "kxx", "phi", "proposal", "size", "x")
+    __slots__ = ("filling", "given", "joined", "kxx", "phi", "proposal", "size", "x")
 
-    def __init__(self) -> None:
+    def __init__(self, filling: set[int]) -> None:
+        #: The sharers (by id) whose embedding is not full yet: KORS retires once none is left.
+        self.filling = filling
         self.x: np.ndarray | None = None
+        self.given: np.ndarray | None = None  # the array the row came in (``x`` is its copy)
         self.size = -1
         self.phi = np.zeros(0)
         self.kxx = 0.0
@@ -62,11 +65,19 @@ class _SharedRound:
         self.joined = False
 
     def holds(self, x: np.ndarray, size: int) -> bool:
-        """Whether the round kept is that of the row ``x`` on the dictionary's first ``size`` members."""
-        return self.size == size and self.x is not None and np.array_equal(self.x, x)
+        """Whether the round kept is that of the row ``x`` on the dictionary's first ``size`` members. The
+        very array it came in is recognised without comparing every value when nothing can have written
+        to it (read-only, owning its memory): the sharers of a grid take the same array, the round's form
+        of the row, and a play and the learning round after it the same row."""
+        if self.size != size or self.x is None:
+            return False
+        if x is self.given and not x.flags.writeable and x.base is None:
+            return True
+        return np.array_equal(self.x, x)
 
     def keep(self, x: np.ndarray, size: int, phi: np.ndarray, kxx: float) -> None:
         self.x, self.size, self.phi, self.kxx = np.array(x, copy=True), size, phi, kxx
+        self.given = x
         self.proposal, self.joined = None, False
 
 
@@ -323,6 +334,8 @@ class NystromKONS(Learner):
                 self._shared.joined = True  # the other sharers that take the row grow their embedding only
         self._inverse = inverse
         self._weights = weights
+        if joining is not None and self._size >= self.max_dictionary:
+            self._filled()
         if shrink != 0.0:
             inverse.rank_one_update(-shrink, v)  # Sherman-Morrison (Eq. 2)
 
@@ -419,7 +432,25 @@ class NystromKONS(Learner):
     def _detach(self) -> None:
         """Leave a shared dictionary that grew by a row this learner did not take (its coin, or its round
         that failed, said otherwise): a private copy of the members it has, as it would have had alone."""
+        shared, kors = self._shared, self._kors
         self._own_dictionary(self._dictionary_arrays())
+        if shared is not None:
+            self._filling_done(shared, kors)
+
+    def _filled(self) -> None:
+        """The embedding is full: KORS's weights and factor, which only its proposals use, are let go, once
+        no sharer of the dictionary still fills it (:meth:`_filling_done`)."""
+        if self._shared is None:
+            self._kors.retire()
+        else:
+            self._filling_done(self._shared, self._kors)
+
+    def _filling_done(self, shared: _SharedRound, kors: KORS) -> None:
+        """This learner no longer fills the shared dictionary of ``kors`` (full, or left behind): the last
+        to stop retires KORS if the dictionary is full (one left behind took its own copy first)."""
+        shared.filling.discard(id(self))
+        if not shared.filling and kors.size >= self.max_dictionary:
+            kors.retire()
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         if "dictionary" in scalars:  # saved apart by the composite that held this learner
@@ -466,8 +497,10 @@ def share_dictionaries(learners: Sequence[NystromKONS]) -> None:
             owners.append(learner)
             continue
         if owner._shared is None:
-            owner._shared = _SharedRound()
+            owner._shared = _SharedRound({id(owner)} if owner._size < owner.max_dictionary else set())
         learner._kors, learner._factor, learner._shared = owner._kors, owner._factor, owner._shared
+        if learner._size < learner.max_dictionary:
+            owner._shared.filling.add(id(learner))
 
 
 def _by_dictionary(learners: Mapping[str, Learner]) -> list[list[tuple[str, NystromKONS]]]:

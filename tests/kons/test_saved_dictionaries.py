@@ -16,6 +16,7 @@ import kons._state
 import kons.auto.grid
 from kons import NystromKONS
 from kons.errors import StateFormatError
+from kons.kernel.kors import KORS
 
 #: A dictionary bound small enough for the members' dictionaries to fill within the test's rows.
 BOUND = 40
@@ -35,11 +36,17 @@ def _stream(task: str) -> tuple[np.ndarray, list[Any]]:
     return X, [f"class {i}" for i in np.digitize(y, [-0.5, 0.5])]
 
 
-def _mature(task: str, monkeypatch: pytest.MonkeyPatch) -> tuple[kons.Auto, np.ndarray, list[Any]]:
+def _mature(task: str, monkeypatch: pytest.MonkeyPatch, *, factors_kept: bool = False
+            ) -> tuple[kons.Auto, np.ndarray, list[Any]]:
+    """A learner whose dictionaries are full; ``factors_kept``: its full dictionaries' KORS keeps its
+    weights and factor in memory, as every learner did before they were let go (main at 96b1514)."""
     monkeypatch.setattr(kons.auto.grid, "MAX_DICTIONARY", BOUND)
     X, y = _stream(task)
     learner = kons.Auto(task=task, seed=0)
-    learner.learn_many(X[:ROWS], y[:ROWS])
+    with pytest.MonkeyPatch.context() as patch:
+        if factors_kept:
+            patch.setattr(KORS, "retire", lambda self: None)
+        learner.learn_many(X[:ROWS], y[:ROWS])
     grid = learner._grid
     assert grid is not None and learner.stats()["changes"] >= 1
     assert all(base.stats()["dictionary_full"] for base in grid.bases if isinstance(base, NystromKONS))
@@ -86,6 +93,8 @@ def _saving_as_before() -> Iterator[None]:
 def test_a_restored_mature_auto_continues_as_the_one_that_never_saved(
         task: str, monkeypatch: pytest.MonkeyPatch) -> None:
     learner, X, y = _mature(task, monkeypatch)
+    live = [base for base in learner._grid.bases if isinstance(base, NystromKONS)] if learner._grid else []
+    assert live and all(base._kors.retired for base in live)  # in memory too, not only in the saved state
     blob = learner.to_bytes()
     _, arrays = kons._state.decode(blob)
     # the members' three dictionaries (one per view and width) and each restarted kernel copy's, once each,
@@ -109,7 +118,7 @@ def test_a_restored_mature_auto_continues_as_the_one_that_never_saved(
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_a_state_saved_with_each_member_s_dictionary_loads_and_continues_identically(
         task: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    learner, X, y = _mature(task, monkeypatch)
+    learner, X, y = _mature(task, monkeypatch, factors_kept=True)
     with _saving_as_before():
         old = learner.to_bytes()
     _, old_arrays = kons._state.decode(old)
@@ -129,7 +138,7 @@ def test_a_full_nystrom_kons_saves_its_dictionary_without_kors_proposal_state() 
     y = np.sin(X[:, 0])
     learner = NystromKONS(kernel={"name": "rbf", "gamma": 0.5}, max_dictionary=20, seed=1, dim=3)
     learner.learn_many(X[:200], y[:200])
-    assert learner.stats()["dictionary_full"] and not learner._kors.retired
+    assert learner.stats()["dictionary_full"] and learner._kors.retired  # let go in memory once full
     blob = learner.to_bytes()
     _, arrays = kons._state.decode(blob)
     assert {"kors_points", "kors_sq_norms", "factor"} <= arrays.keys()

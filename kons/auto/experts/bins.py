@@ -49,6 +49,9 @@ class QuantileBins:
         self._table = np.full((len(edges), widest), np.inf)
         for row, e in zip(self._table, edges, strict=True):
             row[:len(e)] = e
+        # the indicator of each cell of the table (feature j's k-th threshold: offsets[j] + k; a padding
+        # cell's is never taken), flat in the table's order
+        self._indicators = (self.offsets[:-1, None] + np.arange(widest)).ravel().astype(np.int64)
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> QuantileBins:
@@ -66,12 +69,11 @@ class QuantileBins:
 
     def code(self, x: np.ndarray) -> SparseVector:
         """The indicators of the thresholds each feature of ``x`` passes (``x_j > e``), and the constant 1."""
-        passed = (self._table < x[:, None]).sum(axis=1)  # the first ones of each feature (NaN: none)
-        total = int(passed.sum())
-        # feature j's indicators are offsets[j] + 0 .. passed[j] - 1
-        firsts = np.repeat(self.offsets[:-1] - (np.cumsum(passed) - passed), passed)
-        indices = np.append(firsts + np.arange(total), self.dim - 1).astype(np.int64)
-        return SparseVector.trusted(indices, np.ones(total + 1), self.dim)  # sorted, distinct, in range
+        # the thresholds passed: the first ones of each feature (NaN passes none), whose cells in the table
+        # come in the indicators' order
+        passed = np.flatnonzero(self._table < x[:, None])
+        indices = np.append(self._indicators[passed], self.dim - 1)
+        return SparseVector.trusted(indices, np.ones(len(indices)), self.dim)  # sorted, distinct, in range
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The thresholds, concatenated, and each feature's count."""

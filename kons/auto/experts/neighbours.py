@@ -73,6 +73,7 @@ class RecentNeighbours:
         self.targets = np.zeros(capacity)
         self.squared_norms = np.zeros(capacity)  # of the kept rows (not saved: computed from them)
         self.ring = Ring(capacity)
+        self.kept = 0  # rows kept or restored since it was made: its plays change with it
 
     def _nearest(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The targets of the ``k`` nearest kept rows (all kept if fewer) and their Euclidean distances."""
@@ -93,6 +94,7 @@ class RecentNeighbours:
         self.squared_norms[slot] = _squared_norm(self.rows[slot])
         self.targets[slot] = target
         self.ring.advance()
+        self.kept += 1
 
     # ----------------------------------------------------------------- one score
     def predict(self, x: np.ndarray, binary: bool) -> float:
@@ -157,6 +159,7 @@ class RecentNeighbours:
         self.rows, self.targets = rows.astype(np.float64), targets.astype(np.float64)
         self.squared_norms = np.array([_squared_norm(row) for row in self.rows])  # as keep computed them
         self.ring = ring
+        self.kept += 1
 
 
 class NeighboursExpert:
@@ -169,21 +172,39 @@ class NeighboursExpert:
 
     def __init__(self, model: RecentNeighbours, *, binary: bool, wake_rows: int) -> None:
         self.model, self.binary, self.wake_rows = model, binary, wake_rows
+        # the last row played, the rows kept then, the classes (0: one score) and the play: a row played
+        # and then learnt is ranked once (the grid hands the same Row to both)
+        self._played: tuple[Row, int, int, Any] | None = None
 
     def _input(self, row: Row) -> np.ndarray:
         return dense(row.forms[self.form])
 
+    def _play(self, row: Row, classes: int) -> Any:
+        played = self._played
+        if played is not None and played[0] is row and played[1:3] == (self.model.kept, classes):
+            return played[3]
+        x = self._input(row)
+        play = self.model.probabilities(x, classes) if classes else self.model.predict(x, self.binary)
+        self._played = row, self.model.kept, classes, play
+        return play
+
     def predict(self, row: Row) -> float:
-        return self.model.predict(self._input(row), self.binary)
+        score: float = self._play(row, 0)
+        return score
 
     def learn(self, row: Row, target: float) -> float:
-        return self.model.learn(self._input(row), target, self.binary)
+        played = self.predict(row)
+        self.model.keep(self._input(row), self.model.kept_target(target, self.binary))
+        return played
 
     def probabilities(self, row: Row, classes: int) -> np.ndarray:
-        return self.model.probabilities(self._input(row), classes)
+        probabilities: np.ndarray = self._play(row, classes)
+        return probabilities
 
     def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
-        return self.model.learn_class(self._input(row), label, classes)
+        played = self.probabilities(row, classes)
+        self.model.keep(self._input(row), float(label))
+        return played
 
     def widen(self, classes: int) -> None:
         """Nothing: its targets are class indices already."""

@@ -79,9 +79,14 @@ class ThresholdExpert(LearnerExpert):
     def __init__(self, bins: QuantileBins, base: Learner) -> None:
         super().__init__(base, (False, True))
         self.bins = bins
+        self._coded: tuple[Row, SparseVector] | None = None  # the last row and its code
 
     def input(self, row: Row) -> SparseVector:
-        return self.bins.code(row.raw())
+        """The thresholds' code of the raw row, coded once for a row played and then learnt (the grid
+        hands the same :class:`Row` to both)."""
+        if self._coded is None or self._coded[0] is not row:
+            self._coded = row, self.bins.code(row.raw())
+        return self._coded[1]
 
     def hold_growth(self, held: bool) -> None:
         """Nothing: a fixed-size learner."""

@@ -112,3 +112,34 @@ def test_auto_with_three_classes_plays_as_with_each_members_own_dictionary() -> 
         alone.learn_one(x, label)
     # the private copies are saved one each; loaded, the equal ones are shared again and saved once
     assert len(shared.classes) == 3 and shared.to_bytes() == kons.load(alone.to_bytes()).to_bytes()
+
+
+def test_a_full_dictionary_lets_korss_factor_go_once_no_sharer_still_fills_it() -> None:
+    """KORS's weights and factor serve only its proposals: a full dictionary keeps its points alone, in
+    memory as in the saved state, but only once every sharer has stopped filling it: here one learner's
+    coin keeps out the very row that fills it (row 58, the 30th member), so that learner still needs the
+    factor of the first 29 for its own copy, which it takes at its next round, before the shared one goes."""
+    X, y = _stream(100)
+    everyone = set(range(0, 60, 2))
+    runs = []
+    for share in (False, True):
+        learners = [ForcedJoins(**{**PARAMS, "eta": eta}) for eta in STEPS]
+        for learner, joins in zip(learners, (everyone, everyone - {58}, everyone), strict=True):
+            learner.joins, learner.coin_rounds = frozenset(joins), []
+        if share:
+            share_dictionaries(learners)
+        plays = []
+        for i, (x, target) in enumerate(zip(X, y, strict=True)):
+            plays.append([learner.learn_one(x, target) for learner in learners])
+            if share and i == 58:  # the last member joined: the second, behind, still shares the dictionary
+                assert learners[0]._kors.size == 30 and learners[1]._kors is learners[0]._kors
+                assert not learners[0]._kors.retired
+            if share and i == 59:  # the second took its own copy: the shared one lets KORS's factor go
+                assert learners[1]._kors is not learners[0]._kors and learners[1]._kors.size == 29
+                assert learners[0]._kors.retired and not learners[1]._kors.retired
+        runs.append((np.array(plays), [learner.to_bytes() for learner in learners], learners))
+    np.testing.assert_array_equal(runs[1][0], runs[0][0])
+    assert runs[1][1] == runs[0][1]
+    for learners in (runs[0][2], runs[1][2]):
+        assert all(learner._kors.retired == (learner._size == 30) for learner in learners)
+        assert learners[0]._kors.arrays().keys() == {"kors_points", "kors_sq_norms"}
