@@ -160,9 +160,9 @@ class NystromKONS(Learner):
         Hard bound on ``j``. The state takes about :math:`8(1.5 j^2 + j(d + 3))` bytes (two triangular
         factors, KORS's and :math:`L`, and :math:`A^{-1}`, each packed, plus the points); once the
         dictionary is full, about :math:`8(j^2 + j(d + 3))` (KORS's factor and weights, which only its
-        proposals use, are no longer saved, nor kept by a learner loaded from such a state). 500 trades a
-        little error for memory against the smaller and larger bounds measured (``docs/kons-math.md``,
-        Nystrom-KONS); an operator short of memory can take 256.
+        proposals use, are neither saved nor kept in memory: :meth:`~kons.kernel.kors.KORS.retire`). 500
+        trades a little error for memory against the smaller and larger bounds measured
+        (``docs/kons-math.md``, Nystrom-KONS); an operator short of memory can take 256.
     seed : int, default 0
         Seed of KORS's coins (the generator's state is saved with the learner).
     dim : int or None, default None
