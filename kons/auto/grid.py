@@ -350,10 +350,12 @@ class _PredictedRow:
         return cls(grid.rounds, grid.log_scaler.count, z.copy(), x.copy(), row, log_stats)
 
     def matches(self, grid: Grid, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> bool:
-        """Whether the row of ``z`` and ``x`` in ``grid`` now is this one (a missing value is NaN in both)."""
+        """Whether the row of ``z`` and ``x`` in ``grid`` now is this one, bit for bit (a zero's sign and a
+        missing value's NaN too)."""
         return (grid.rounds == self.rounds and grid.log_scaler.count == self.log_count
                 and isinstance(z, np.ndarray) and isinstance(x, np.ndarray)
-                and np.array_equal(z, self.z) and np.array_equal(x, self.x, equal_nan=True))
+                and z.shape == self.z.shape and x.shape == self.x.shape
+                and z.tobytes() == self.z.tobytes() and x.tobytes() == self.x.tobytes())
 
 
 class Grid:
