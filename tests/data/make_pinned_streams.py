@@ -47,8 +47,8 @@ The regression ``auto`` cases once more, deliberately, for heavy tails (issue 39
 row, the bound 20, predictions beyond the targets' range, the mixture's substitution centred on its weighted
 mean): their plays from round 2 (dense) and 6 (sparse) on, predictions and checksums (relative MSE of the
 plays 0.1139 -> 0.1072 and 0.2352 -> 0.2323); only their keys were taken from the rerun (the classification
-cases play as recorded, within this machine's rounding; their checksums are stale: the saved grid has three more
-slots and the last targets' arrays; this machine's recording in machines/ holds the current ones).
+cases play as recorded, within this machine's rounding; their checksums are stale: the saved grid has three
+more slots and the last targets' arrays; this machine's recording in machines/ holds the current ones).
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
