@@ -71,18 +71,18 @@ def test_the_local_expert_plays_its_nearest_kept_rows(task: str) -> None:
                  "regression": float(rng.normal() * 2.0)}[task]
         t = drawn if source is None else targets[source]
         if task == "classes":
-            np.testing.assert_allclose(neighbours.learn_class(x, int(t), 3),
+            np.testing.assert_allclose(_learn_class(neighbours, x, int(t), 3),
                                        _reference_probabilities(nearest, distances, 3), rtol=1e-9)
         elif task == "binary":
             negative, positive = _reference_probabilities([float(v > 0) for v in nearest], distances, 2)
             expected = math.log(positive / negative)
-            assert neighbours.learn(x, t, binary=True) == pytest.approx(min(max(expected, -clip), clip),
+            assert _learn(neighbours, x, t, binary=True) == pytest.approx(min(max(expected, -clip), clip),
                                                                         rel=1e-9)
         else:
             weights = [1.0 / max(d, SAME_POINT_DISTANCE) for d in distances]
             expected = (sum(w * v for w, v in zip(weights, nearest, strict=True)) / sum(weights)
                         if nearest else 0.0)
-            assert neighbours.learn(x, t, binary=False) == pytest.approx(min(max(expected, -clip), clip),
+            assert _learn(neighbours, x, t, binary=False) == pytest.approx(min(max(expected, -clip), clip),
                                                                          rel=1e-9)
         rows.append(x)
         targets.append(t)
@@ -108,7 +108,7 @@ def test_the_local_expert_state_round_trips_and_rejects_a_mismatch() -> None:
     rng = np.random.default_rng(4)
     neighbours = RecentNeighbours(5, 3, k=2, clip=3.0)
     for _ in range(8):
-        neighbours.learn(rng.normal(size=3), float(rng.normal()), binary=False)
+        _learn(neighbours, rng.normal(size=3), float(rng.normal()), binary=False)
     restored = RecentNeighbours(5, 3, k=2, clip=3.0)
     restored.restore({name: a.copy() for name, a in neighbours.arrays().items()}, neighbours.scalars())
     x = rng.normal(size=3)
@@ -120,9 +120,22 @@ def test_the_local_expert_state_round_trips_and_rejects_a_mismatch() -> None:
 def test_a_binary_local_expert_goes_on_with_a_third_class() -> None:
     neighbours = RecentNeighbours(4, 1, k=2, clip=3.0)
     for x, label in ((0.0, -1.0), (1.0, 1.0), (2.0, 1.0)):
-        neighbours.learn(np.array([x]), label, binary=True)
+        _learn(neighbours, np.array([x]), label, binary=True)
     # the nearest of 1.9 are the rows 2 and 1, both +1: class 1 twice
-    np.testing.assert_allclose(neighbours.learn_class(np.array([1.9]), 2, 3), [1 / 5, 3 / 5, 1 / 5])
+    np.testing.assert_allclose(_learn_class(neighbours, np.array([1.9]), 2, 3), [1 / 5, 3 / 5, 1 / 5])
+
+
+def _learn(neighbours: RecentNeighbours, x: np.ndarray, t: float, binary: bool) -> float:
+    """Play, then keep the row, as the local expert does in a round."""
+    played = neighbours.predict(x, binary)
+    neighbours.keep(x, neighbours.kept_target(t, binary))
+    return played
+
+
+def _learn_class(neighbours: RecentNeighbours, x: np.ndarray, label: int, classes: int) -> np.ndarray:
+    played = neighbours.probabilities(x, classes)
+    neighbours.keep(x, float(label))
+    return played
 
 
 def _stream(rows: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

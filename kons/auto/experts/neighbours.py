@@ -112,13 +112,6 @@ class RecentNeighbours:
             score = 0.0
         return min(max(score, -self.clip), self.clip)
 
-    def learn(self, x: np.ndarray, t: float, binary: bool) -> float:
-        """Play :meth:`predict`, then keep the row; a label -1/+1 kept as the class index 0/1 (a binary
-        learner that meets a third class goes on with :meth:`learn_class` on its kept rows)."""
-        played = self.predict(x, binary)
-        self.keep(x, self.kept_target(t, binary))
-        return played
-
     @staticmethod
     def kept_target(t: float, binary: bool) -> float:
         """The target kept for ``t``: a binary label -1/+1 as its class index 0/1, else ``t``."""
@@ -130,11 +123,6 @@ class RecentNeighbours:
         votes = _smoothed_votes(*self._nearest(x), classes)
         probabilities: np.ndarray = votes / votes.sum()
         return probabilities
-
-    def learn_class(self, x: np.ndarray, label: int, classes: int) -> np.ndarray:
-        played = self.probabilities(x, classes)
-        self.keep(x, float(label))
-        return played
 
     # ----------------------------------------------------------------- the state
     @property
