@@ -33,6 +33,7 @@ one dropping the target answered longest ago, so a point's size is bounded whate
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import time
@@ -191,49 +192,51 @@ def _columns(learner: kons.Learner, y: np.ndarray, played: np.ndarray) -> list[n
     return [zeros, zeros, (margin > 0).astype(np.float64), logistic]
 
 
-def _calibration(distributions: Sequence[Distribution],
-                 labels: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Each round's probability of its most probable class (the first on a tie, as
-    :func:`kons.losses.top_label`), and whether that class was the label; NaN and 0 for a round that
-    played no class (a classifier before its first label)."""
-    confidence = np.full(len(labels), np.nan)
-    right = np.zeros(len(labels))
-    for i, (d, y) in enumerate(zip(distributions, labels, strict=True)):
-        if d:
-            top = max(range(len(d)), key=lambda k: d[k][1])
-            confidence[i] = d[top][1]
-            right[i] = class_position([c for c, _ in d], y) == top
-    return confidence, right
+#: A round of class probabilities: the bin of its most probable class's probability, that probability and
+#: whether that class was the label.
+_Calibrated = tuple[int, float, bool]
 
 
-def _extras(segment_of: np.ndarray, segments: int, covered: Sequence[Covered | None],
-            calibration: tuple[np.ndarray, np.ndarray] | None) -> list[dict[str, Any]]:
+def _calibration(distributions: Sequence[Distribution], labels: Sequence[Any]) -> list[_Calibrated | None]:
+    """Each round's bin, probability of its most probable class (the first on a tie, as
+    :func:`kons.losses.top_label`) and whether that class was the label; None for a round that played no
+    class (a classifier before its first label). In Python, not NumPy: a feedback is mostly one round."""
+    rounds: list[_Calibrated | None] = []
+    for d, y in zip(distributions, labels, strict=True):
+        if not d:
+            rounds.append(None)
+            continue
+        top = max(range(len(d)), key=lambda k: d[k][1])
+        probability = d[top][1]
+        rounds.append((min(int(probability * CALIBRATION_BINS), CALIBRATION_BINS - 1), probability,
+                       class_position([c for c, _ in d], y) == top))
+    return rounds
+
+
+def _extras(segment_of: Sequence[int], segments: int, covered: Sequence[Covered | None],
+            calibration: Sequence[_Calibrated | None] | None) -> list[dict[str, Any]]:
     """Each segment's coverage sums by target and calibration bins (see ``lib/history.lua``) of rounds in
     segments ``segment_of`` (each round's)."""
     extras: list[dict[str, Any]] = [{} for _ in range(segments)]
-    for k, answer in zip(segment_of.tolist(), covered, strict=True):
+    for k, answer, calibrated in zip(segment_of, covered, calibration or [None] * len(covered), strict=True):
         if answer is not None:
             sums = extras[k].setdefault("coverage", {}).setdefault(json.dumps(answer.coverage), [0, 0, 0.0])
             sums[0] += 1
             sums[1] += int(answer.covered)
             sums[2] += answer.width
-    if calibration is not None:
-        confidence, right = calibration
-        played = ~np.isnan(confidence)
-        bins = np.minimum((confidence[played] * CALIBRATION_BINS).astype(np.int64), CALIBRATION_BINS - 1)
-        at = segment_of[played] * CALIBRATION_BINS + bins
-        width = segments * CALIBRATION_BINS
-        sums = [np.bincount(at, minlength=width).reshape(segments, -1),
-                np.bincount(at, confidence[played], width).reshape(segments, -1),
-                np.bincount(at, right[played], width).reshape(segments, -1).astype(np.int64)]
-        for k in range(segments):
-            extras[k]["bins"] = [v for s in sums for v in s[k].tolist()]
+        if calibrated is not None:  # count, sum of probabilities, rounds right, per bin
+            at, probability, right = calibrated
+            bins = extras[k].setdefault("bins", [0] * CALIBRATION_BINS + [0.0] * CALIBRATION_BINS
+                                        + [0] * CALIBRATION_BINS)
+            bins[at] += 1
+            bins[CALIBRATION_BINS + at] += probability
+            bins[2 * CALIBRATION_BINS + at] += int(right)
     return extras
 
 
 def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndarray], stats: dict[str, Any],
            state_bytes: int, covered: Sequence[Covered | None] = (),
-           calibration: tuple[np.ndarray, np.ndarray] | None = None) -> str:
+           calibration: Sequence[_Calibrated | None] | None = None) -> str:
     """The offer for ``rounds`` rounds ``before + 1 ..`` of per-round sums ``columns`` (|error|, error^2,
     correct, log loss; each (rounds,)), ``covered`` (each round's interval or set, if any; or none given)
     and ``calibration`` (:func:`_calibration`, of a learner of class probabilities): one segment per stride
@@ -249,7 +252,7 @@ def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndar
                 for k, (end, start) in enumerate(zip(ends, starts, strict=True))] if rounds else []
     offer: dict[str, Any] = {"task": task, "segments": segments}
     if rounds and (calibration is not None or any(c is not None for c in covered)):
-        segment_of = np.searchsorted(starts, np.arange(rounds), side="right") - 1
+        segment_of = [bisect.bisect_right(starts, i) - 1 for i in range(rounds)]
         for segment, extra in zip(segments, _extras(segment_of, len(segments), covered or [None] * rounds,
                                                     calibration), strict=True):
             if extra:
