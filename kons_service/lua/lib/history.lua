@@ -64,18 +64,21 @@ end
 -- of a few rounds between two large totals would lose): the difference of two points is then the sum of the
 -- window's rounds to float64's rounding.
 local function number(x)
-  if x == math.floor(x) and math.abs(x) < 2 ^ 53 then
+  if x == 0 then
+    return '0'
+  elseif x == math.floor(x) and math.abs(x) < 2 ^ 53 then
     return string.format('%d', x)
   end
   return string.format('%.17g', x)
 end
 
-local function numbers(values, first, last)
+-- The texts of ``values``' numbers (a list), for table.concat.
+local function formatted(values)
   local out = {}
-  for k = first or 1, last or #values do
-    out[#out + 1] = number(values[k])
+  for k = 1, #values do
+    out[k] = number(values[k])
   end
-  return '[' .. table.concat(out, ',') .. ']'
+  return out
 end
 
 -- The coverage totals as stored (hist_coverage) and as a point shows them.
@@ -93,18 +96,19 @@ local function coverage_text(coverage, shown)
   return '[' .. table.concat(out, ',') .. ']'
 end
 
--- A point's totals: the errors', the coverage's and the calibration's.
+-- A point's totals: the errors', the coverage's and the calibration's (each given as formatted()'s texts).
 local function totals_text(totals, coverage, calibration)
   local out = {}
   for k, name in ipairs(TOTALS) do
-    out[k] = '"' .. name .. '":' .. number(totals[k])
+    out[k] = '"' .. name .. '":' .. totals[k]
   end
   if #coverage > 0 then
     out[#out + 1] = '"coverage":' .. coverage_text(coverage, true)
   end
   if #calibration > 0 then
-    out[#out + 1] = string.format('"calibration":{"since":%d,"count":%s,"confidence":%s,"correct":%s}',
-      calibration[1], numbers(calibration, 2, 11), numbers(calibration, 12, 21), numbers(calibration, 22, 31))
+    out[#out + 1] = string.format('"calibration":{"since":%s,"count":[%s],"confidence":[%s],"correct":[%s]}',
+      calibration[1], table.concat(calibration, ',', 2, 11), table.concat(calibration, ',', 12, 21),
+      table.concat(calibration, ',', 22, 31))
   end
   return '{' .. table.concat(out, ',') .. '}'
 end
@@ -123,6 +127,14 @@ local function record_point(hist, incarnation, offer, cap, known)
     totals, changes, coverage, calibration = decoded(4, totals), decoded(5, changes), decoded(6, coverage),
       decoded(7, calibration)
   end
+  -- the totals' texts, formatted once per change (a point and the meta fields share them)
+  local texts, extras_changed = {}, known[3] ~= incarnation
+  local function text_of(k, values)
+    if not texts[k] then
+      texts[k] = formatted(values)
+    end
+    return texts[k]
+  end
   local given = cjson.decode(offer)
   local change = given['change']
   if change then
@@ -139,8 +151,10 @@ local function record_point(hist, incarnation, offer, cap, known)
     for k = 1, #TOTALS do
       totals[k] = totals[k] + segment[k + 1]
     end
+    texts = {}
     local extra = segment[7]
     if extra then
+      extras_changed = true
       local since = segment[1] - segment[2]
       if extra['coverage'] then
         for target, sums in pairs(extra['coverage']) do
@@ -169,7 +183,7 @@ local function record_point(hist, incarnation, offer, cap, known)
         head = string.sub(given['point'], 1, -2)
       end
       local point = head .. ',"task":' .. cjson.encode(given['task']) .. ',"totals":'
-        .. totals_text(totals, coverage, calibration) .. '}'
+        .. totals_text(text_of('totals', totals), coverage, text_of('calibration', calibration)) .. '}'
       last, kept = at, 1
       if redis.call('RPUSH', hist, point) > cap then
         local points = redis.call('LRANGE', hist, 0, -1)
@@ -195,7 +209,13 @@ local function record_point(hist, incarnation, offer, cap, known)
   end
   -- (cjson writes an empty table as {}: an empty list's text is written by hand)
   local changes_text = #changes > 0 and cjson.encode(changes) or '[]'
-  return {kept, stride, {'hist_totals', numbers(totals), 'hist_version', last, 'hist_stride', stride,
-    'hist_incarnation', incarnation, 'hist_changes', changes_text, 'hist_coverage', coverage_text(coverage),
-    'hist_calibration', numbers(calibration)}}
+  local fields = {'hist_totals', '[' .. table.concat(text_of('totals', totals), ',') .. ']', 'hist_version',
+    last, 'hist_stride', stride, 'hist_incarnation', incarnation, 'hist_changes', changes_text}
+  if extras_changed then  -- (else as they were)
+    local n = #fields
+    fields[n + 1], fields[n + 2] = 'hist_coverage', coverage_text(coverage)
+    fields[n + 3] = 'hist_calibration'
+    fields[n + 4] = '[' .. table.concat(text_of('calibration', calibration), ',') .. ']'
+  end
+  return {kept, stride, fields}
 end
