@@ -352,3 +352,29 @@ async def test_a_retry_asking_another_coverage_is_a_conflict(make_client: AppFac
     retried = await client.post(f"{URL}/feedback", json={"items": items, "request_id": "s"})
     assert retried.json() == plain.json()
     assert (await client.get(URL)).json()["version"] == 6
+
+
+async def test_a_state_upload_or_a_new_learner_of_the_name_starts_the_totals_anew(
+        make_client: AppFactory) -> None:
+    """A learner that takes another's state, and a learner created again under a deleted one's name: their
+    coverage and calibration totals count only their own rounds."""
+    client = await make_client()
+    X, _ = _stream(30)
+    items = [{"x": x.tolist(), "y": "a" if x[0] > 0 else "b"} for x in X]
+    spec = {"task": "classification", "coverage": 0.9}
+    assert (await client.put(URL, json=spec)).status_code == 201
+    assert (await client.post(f"{URL}/feedback", json={"items": items[:20]})).status_code == 200
+    blob = (await client.get(f"{URL}/state")).content
+    assert (await client.put(f"{URL}-copy", json=spec)).status_code == 201
+    copied = await client.put(f"{URL}-copy/state", content=blob,
+                              headers={"Content-Type": "application/octet-stream"})
+    assert copied.status_code == 200, copied.text
+    assert (await client.delete(URL)).status_code in (200, 204)
+    assert (await client.put(URL, json=spec)).status_code == 201
+    for url in (URL, f"{URL}-copy"):
+        fed = (await client.post(f"{url}/feedback", json={"items": items[20:]})).json()
+        last = (await client.get(f"{url}/history")).json()["points"][-1]
+        (coverage,) = last["totals"]["coverage"]
+        assert coverage["rounds"] == 10 and coverage["covered"] == sum(
+            item["y"] in answer for item, answer in zip(items[20:], fed["sets"], strict=True)), url
+        assert sum(last["totals"]["calibration"]["count"]) == 10, url
