@@ -60,57 +60,53 @@ local function add_coverage(coverage, target, since, sums, keep)
   coverage[#coverage + 1] = entry
 end
 
--- Running totals are written as JSON by hand, each number to 17 digits (cjson writes 14, which a window
--- of a few rounds between two large totals would lose): the difference of two points is then the sum of the
--- window's rounds to float64's rounding.
-local function number(x)
-  if x == 0 then
-    return '0'
-  elseif x == math.floor(x) and math.abs(x) < 2 ^ 53 then
-    return string.format('%d', x)
-  end
-  return string.format('%.17g', x)
-end
-
--- The texts of ``values``' numbers (a list), for table.concat.
-local function formatted(values)
-  local out = {}
-  for k = 1, #values do
-    out[k] = number(values[k])
-  end
-  return out
-end
+-- Running totals are written as JSON by hand, each number to 17 digits (cjson writes 14, and rounding the
+-- totals at every append would drift with time): the difference of two points is then the sum of the
+-- window's rounds to float64's rounding. %.17g writes an integer as one.
+local TOTALS_FORMAT = '"rounds":%.17g,"abs_error":%.17g,"squared_error":%.17g,"correct":%.17g,'
+  .. '"log_loss":%.17g'
+local LIST5 = '[%.17g,%.17g,%.17g,%.17g,%.17g]'
+local BINS_FORMAT = '%.17g' .. string.rep(',%.17g', 9)
 
 -- The coverage totals as stored (hist_coverage) and as a point shows them.
 local function coverage_text(coverage, shown)
   local out = {}
   for j, e in ipairs(coverage) do
     if shown then
-      out[j] = string.format('{"target":%s,"since":%d,"rounds":%s,"covered":%s,"width":%s}', e[1], e[2],
-        number(e[3]), number(e[4]), number(e[5]))
+      out[j] = string.format('{"target":%s,"since":%d,"rounds":%.17g,"covered":%.17g,"width":%.17g}', e[1],
+        e[2], e[3], e[4], e[5])
     else
-      out[j] = string.format('[%s,%d,%s,%s,%s]', cjson.encode(e[1]), e[2], number(e[3]), number(e[4]),
-        number(e[5]))
+      out[j] = string.format('[%s,%d,%.17g,%.17g,%.17g]', cjson.encode(e[1]), e[2], e[3], e[4], e[5])
     end
   end
   return '[' .. table.concat(out, ',') .. ']'
 end
 
--- A point's totals: the errors', the coverage's and the calibration's (each given as formatted()'s texts).
-local function totals_text(totals, coverage, calibration)
-  local out = {}
-  for k, name in ipairs(TOTALS) do
-    out[k] = '"' .. name .. '":' .. totals[k]
+-- The calibration totals as stored (hist_calibration), or as a point shows them.
+local function calibration_text(calibration, shown)
+  if #calibration == 0 then
+    return '[]'
   end
+  local count = string.format(BINS_FORMAT, unpack(calibration, 2, 11))
+  local confidence = string.format(BINS_FORMAT, unpack(calibration, 12, 21))
+  local correct = string.format(BINS_FORMAT, unpack(calibration, 22, 31))
+  if shown then
+    return string.format('{"since":%d,"count":[%s],"confidence":[%s],"correct":[%s]}', calibration[1], count,
+      confidence, correct)
+  end
+  return string.format('[%d,%s,%s,%s]', calibration[1], count, confidence, correct)
+end
+
+-- A point's totals: the errors', the coverage's and the calibration's.
+local function totals_text(totals, coverage, calibration)
+  local text = string.format(TOTALS_FORMAT, unpack(totals))
   if #coverage > 0 then
-    out[#out + 1] = '"coverage":' .. coverage_text(coverage, true)
+    text = text .. ',"coverage":' .. coverage_text(coverage, true)
   end
   if #calibration > 0 then
-    out[#out + 1] = string.format('"calibration":{"since":%s,"count":[%s],"confidence":[%s],"correct":[%s]}',
-      calibration[1], table.concat(calibration, ',', 2, 11), table.concat(calibration, ',', 12, 21),
-      table.concat(calibration, ',', 22, 31))
+    text = text .. ',"calibration":' .. calibration_text(calibration, true)
   end
-  return '{' .. table.concat(out, ',') .. '}'
+  return '{' .. text .. '}'
 end
 
 local function record_point(hist, incarnation, offer, cap, known)
@@ -127,14 +123,7 @@ local function record_point(hist, incarnation, offer, cap, known)
     totals, changes, coverage, calibration = decoded(4, totals), decoded(5, changes), decoded(6, coverage),
       decoded(7, calibration)
   end
-  -- the totals' texts, formatted once per change (a point and the meta fields share them)
-  local texts, extras_changed = {}, known[3] ~= incarnation
-  local function text_of(k, values)
-    if not texts[k] then
-      texts[k] = formatted(values)
-    end
-    return texts[k]
-  end
+  local extras_changed = known[3] ~= incarnation
   local given = cjson.decode(offer)
   local change = given['change']
   if change then
@@ -151,7 +140,6 @@ local function record_point(hist, incarnation, offer, cap, known)
     for k = 1, #TOTALS do
       totals[k] = totals[k] + segment[k + 1]
     end
-    texts = {}
     local extra = segment[7]
     if extra then
       extras_changed = true
@@ -183,7 +171,7 @@ local function record_point(hist, incarnation, offer, cap, known)
         head = string.sub(given['point'], 1, -2)
       end
       local point = head .. ',"task":' .. cjson.encode(given['task']) .. ',"totals":'
-        .. totals_text(text_of('totals', totals), coverage, text_of('calibration', calibration)) .. '}'
+        .. totals_text(totals, coverage, calibration) .. '}'
       last, kept = at, 1
       if redis.call('RPUSH', hist, point) > cap then
         local points = redis.call('LRANGE', hist, 0, -1)
@@ -209,13 +197,12 @@ local function record_point(hist, incarnation, offer, cap, known)
   end
   -- (cjson writes an empty table as {}: an empty list's text is written by hand)
   local changes_text = #changes > 0 and cjson.encode(changes) or '[]'
-  local fields = {'hist_totals', '[' .. table.concat(text_of('totals', totals), ',') .. ']', 'hist_version',
-    last, 'hist_stride', stride, 'hist_incarnation', incarnation, 'hist_changes', changes_text}
+  local fields = {'hist_totals', string.format(LIST5, unpack(totals)), 'hist_version', last, 'hist_stride',
+    stride, 'hist_incarnation', incarnation, 'hist_changes', changes_text}
   if extras_changed then  -- (else as they were)
     local n = #fields
     fields[n + 1], fields[n + 2] = 'hist_coverage', coverage_text(coverage)
-    fields[n + 3] = 'hist_calibration'
-    fields[n + 4] = '[' .. table.concat(text_of('calibration', calibration), ',') .. ']'
+    fields[n + 3], fields[n + 4] = 'hist_calibration', calibration_text(calibration)
   end
   return {kept, stride, fields}
 end
