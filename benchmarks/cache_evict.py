@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,7 +23,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
+from benchmarks.common import command_line, machine_summary, markdown_table, module_at, results_dir
 from benchmarks.provenance import provenance, publish
 from kons_service.core import cache as current_cache
 from kons_service.core.metrics import Metrics
@@ -44,19 +41,6 @@ class _Learner:
 
     def state_nbytes(self) -> int:
         return _STATE_BYTES
-
-
-def _baseline(revision: str, directory: Path) -> ModuleType:
-    source = subprocess.run(["git", "show", f"{revision}:kons_service/core/cache.py"], check=True,
-                            capture_output=True, text=True).stdout
-    path = directory / "cache_baseline.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("cache_baseline", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # (its dataclasses look their module up)
-    spec.loader.exec_module(module)
-    return module
 
 
 async def _request(cache: Any, ref: LearnerRef) -> None:
@@ -125,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stamp = provenance(SOURCES)
     with tempfile.TemporaryDirectory(prefix="kons-cache-") as tmp:
-        baseline = _baseline(args.baseline, Path(tmp))
+        baseline = module_at(args.baseline, "kons_service/core/cache.py", Path(tmp))
         results = asyncio.run(run(baseline, sizes=args.sizes, blocks=args.blocks, requests=args.requests))
     command = command_line("benchmarks.cache_evict", argv, outputs=("--out",))
     text = markdown(results, command, args.baseline)

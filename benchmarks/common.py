@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import os
 import platform
 import shlex
@@ -24,10 +25,11 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 __all__ = ["REPO", "blas_env", "blas_threads", "command_line", "git_commit", "machine", "machine_summary",
-           "markdown_table", "require_datasets", "results_dir"]
+           "markdown_table", "module_at", "require_datasets", "results_dir", "text_at"]
 
 REPO = Path(__file__).resolve().parents[1]
 #: The environment variables that fix the thread pools of OpenBLAS, OpenMP and MKL when a process starts.
@@ -79,6 +81,25 @@ def command_line(module: str, argv: Sequence[str] | None = None, *, outputs: Seq
         elif not word.startswith(tuple(f"{option}=" for option in outputs)):
             kept.append(word)
     return " ".join(["python -m", module, *map(shlex.quote, kept)])
+
+
+def text_at(revision: str, path: str) -> str:
+    """The text of the checkout's file ``path`` at git ``revision``."""
+    return subprocess.run(["git", "show", f"{revision}:{path}"], cwd=REPO, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def module_at(revision: str, path: str, directory: Path) -> ModuleType:
+    """The Python module ``path`` of the checkout as it was at git ``revision`` (written into
+    ``directory``), imported beside this checkout's own under the name ``<its name>_baseline``."""
+    name = f"{Path(path).stem}_baseline"
+    (directory / f"{name}.py").write_text(text_at(revision, path))
+    spec = importlib.util.spec_from_file_location(name, directory / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module
 
 
 def git_commit(paths: Sequence[str] = ("kons", "kons_service", "benchmarks", "testkit")) -> str:

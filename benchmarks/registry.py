@@ -171,6 +171,13 @@ BENCHMARKS = (
               "--out benchmarks/results",
               ("cache_evict.md", "cache_evict.json"),
               ("kons_service/core/cache.py", "benchmarks/cache_evict.py")),
+    Benchmark("What the history's coverage and calibration totals cost a feedback: the offer in the service "
+              "and record_point in Redis, against a baseline revision's, and the bytes of a point "
+              "(docs/intervals.md)",
+              "nice -n 5 python -m benchmarks.history_cost --baseline 071a3fa --out benchmarks/results",
+              ("history_cost.md", "history_cost.json"),
+              ("kons_service/core/history.py", "kons_service/lua/lib/history.lua",
+               "kons_service/lua/history.lua", "benchmarks/history_cost.py")),
     Benchmark("Snapshots by what they save: snapshot bytes per acknowledged feedback against the log's, "
               "0.25 to 100 feedbacks/s per learner, the code before beside (docs/service-design.md)",
               "nice -n 5 python -m benchmarks.snapshot_rate --baseline /tmp/kons-before "

@@ -80,7 +80,8 @@ def test_the_faq_names_every_error_code_under_its_status() -> None:
 ANSWERS: list[type[BaseModel]] = [
     schemas.PredictResponse, schemas.BatchPredictResponse, schemas.FeedbackResponse,
     schemas.BatchFeedbackResponse, schemas.LearnerSummary, schemas.LearnerInfo, schemas.LearnerList,
-    schemas.LearnerHistory, schemas.HistoryPoint, schemas.ErrorTotals, schemas.ChangeEvent,
+    schemas.LearnerHistory, schemas.HistoryPoint, schemas.ErrorTotals, schemas.CoverageTotals,
+    schemas.CalibrationTotals, schemas.ChangeEvent,
     schemas.StateImported, schemas.ErrorDetail, schemas.RollbackEvent, schemas.LearnerVersions,
     schemas.VersionPoint, schemas.RolledBack,
 ]

@@ -56,7 +56,7 @@ from kons_service.core.errors import (
     UnknownIdError,
 )
 from kons_service.core.growth import GrowthBudget
-from kons_service.core.history import HistoryRecorder
+from kons_service.core.history import Covered, HistoryRecorder
 from kons_service.core.learning import (
     REGRESSION,
     SHADOW_REQUEST,
@@ -176,9 +176,9 @@ class _Played:
     #: The class each round predicted (:attr:`kons.Round.predicted`), per request.
     predicted: list[list[Any]] = field(default_factory=list)
     coverages: list[float | None] = field(default_factory=list)  # each request's asked (None: none)
-    #: The rounds answered with a coverage: it, whether the answer held the label, its width (an
-    #: interval's) or size (a set's).
-    covered: list[tuple[float, bool, float]] = field(default_factory=list)
+    #: Each round, in order over the requests, if answered with a coverage: it, whether the answer held the
+    #: label, its width (an interval's) or size (a set's); else None.
+    covered: list[Covered | None] = field(default_factory=list)
     #: Each request's rounds' intervals or sets, if it asked a coverage (else None).
     conformal: list[ConformalAnswers | None] = field(default_factory=list)
     #: Whether each round predicted its label (None: regression), in order over the requests.
@@ -204,11 +204,15 @@ def _fingerprint(items: Sequence[Feedback], request_id: str) -> str:
     """A digest of a feedback body, so that a request_id reused for another body is caught. Dense
     features go in as their float64 bytes (the log's encoding), not as text: a large batch is hashed
     without turning its arrays back into Python floats. A shadow challenger's catch-up names its body
-    by its id (its champion's versions, see :mod:`.shadows`), so that id is its digest."""
+    by its id (its champion's versions, see :mod:`.shadows`), so that id is its digest. The coverage
+    asked is part of the body (a retry asking another gets a 409, not the intervals of the first),
+    digested only when asked, so that a body without one keeps its digest of before."""
     digest = hashlib.sha256()
     if request_id.startswith(SHADOW_REQUEST):
         digest.update(request_id.encode())
         return digest.hexdigest()[:32]
+    if items and items[0].coverage is not None:
+        digest.update(b"coverage " + float(items[0].coverage).hex().encode())
     for it in items:
         x = b"" if it.x is None else codec.encode_features(codec.to_kons(it.x))
         head = json.dumps([it.id, it.y, len(x)], separators=(",", ":"), allow_nan=False).encode()
@@ -473,9 +477,9 @@ class FeedbackWriter:
             played.distributions.append(
                 None if any(d is None for d in distributions) else cast(list[Distribution], distributions))
             played.conformal.append(conformal_answers(rounds[start : start + len(xs)]))
-            played.covered += [(r.coverage, bool(r.covered), r.interval[1] - r.interval[0] if r.interval
-                                else float(len(r.prediction_set or ())))
-                               for r in rounds[start : start + len(xs)] if r.coverage is not None]
+            played.covered += [None if r.coverage is None else Covered(
+                r.coverage, bool(r.covered), r.interval[1] - r.interval[0] if r.interval
+                else float(len(r.prediction_set or ()))) for r in rounds[start : start + len(xs)]]
             start += len(xs)
 
     async def _append(self, entry: CachedLearner, head: Head, token: str, group: list[_Request],
@@ -501,7 +505,7 @@ class FeedbackWriter:
                 request.fingerprint, plays, losses, distributions, labels, conformal)
             tags.append(RequestTag(request.id or "", record, len(request.items), request.fingerprint or ""))
         errors = self.history.due(entry, head.version, played.learned, played.plays, played.distributions,
-                                  played.correct, played.stats, played.state_bytes)
+                                  played.correct, played.covered, played.stats, played.state_bytes)
         history = (errors, self.settings.history_points)
         held = entry.record_bytes
         for _ in range(2):
@@ -544,8 +548,9 @@ class FeedbackWriter:
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 correct = None if None in played.correct else [bool(c) for c in played.correct]
                 self.metrics.count_rounds(ref, learner.loss, losses, correct)
-                if played.covered:
-                    self.metrics.count_covered(ref, played.covered)
+                covered = [c for c in played.covered if c is not None]
+                if covered:
+                    self.metrics.count_covered(ref, covered)
                 self.metrics.observe_learner(ref, entry.version, played.stats, played.state_bytes)
                 if played.changes:
                     self.metrics.count_changes(ref, played.changes)

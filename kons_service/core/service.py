@@ -458,9 +458,14 @@ class LearnerService:
         except kons.InvalidParameterError as exc:
             raise kons.StateFormatError(f"the state's parameters are invalid: {exc}") from None
         theirs, _ = self._sized_config(unsized, params.get("dim"))
+        our_config = json.loads(stored)
+        # The config's coverage is the service's, not the blob's (a state plays the same whatever coverage
+        # it tracks, and the learner tracks its config's from its next round on): the learner's is kept.
+        if "coverage" in our_config:
+            theirs = canonical({**json.loads(theirs), "coverage": our_config["coverage"]})
         # A learner whose first feedback has not decided its task yet takes a state of either task (one
         # exported from a learner created with the very same body): the state's decides it, below.
-        their_config, our_config = json.loads(theirs), json.loads(stored)
+        their_config = json.loads(theirs)
         deciding = (theirs != stored and undecided(our_config) and not undecided(their_config)
                     and canonical(undecided_config(their_config)) == stored)
         if theirs != stored and not deciding:

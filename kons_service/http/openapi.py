@@ -42,6 +42,10 @@ _STATS = {"rounds": 3, "stored_points": 3, "dictionary_size": 2, "kors_size": 2,
 _ERROR = {"code": "learner_not_found", "message": "No learner 'm' in this tenant.",
           "request_id": "3f2b8c1e9a7d4e0f8b6c5a4d3e2f1a0b"}
 _TOTALS = {"rounds": 3, "abs_error": 4.1133, "squared_error": 8.7435, "correct": 0.0, "log_loss": 0.0}
+_COVERAGE = {"target": 0.9, "since": 0, "rounds": 1000, "covered": 904, "width": 3125.5}
+_CALIBRATION = {"since": 0, "count": [0, 0, 0, 0, 0, 110, 140, 200, 250, 300],
+                "confidence": [0, 0, 0, 0, 0, 60.5, 91.0, 150.0, 212.5, 285.0],
+                "correct": [0, 0, 0, 0, 0, 58, 93, 146, 209, 290]}
 _POINT = {"version": 3, "task": "regression", "totals": _TOTALS, "time": 1795450000.125,
           "recent_loss": 0.0873,
           "cumulative_loss": 8.7435, "dictionary_size": 2, "stored_points": 3, "effective_dimension": 1.0309,
@@ -96,7 +100,12 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
                           "probabilities": {"setosa": 0.3691, "versicolor": 0.3998, "virginica": 0.2312}}],
     "BatchFeedbackResponse": [{"predictions": [0.2231, 0.8089], "losses": [0.6036, 7.8899], "version": 3}],
     "StateImported": [{"version": 3}],
-    "ErrorTotals": [_TOTALS],
+    "ErrorTotals": [_TOTALS, {**_TOTALS, "rounds": 1000, "coverage": [_COVERAGE]},
+                    {"rounds": 1000, "abs_error": 0.0, "squared_error": 0.0, "correct": 796,
+                     "log_loss": 512.4, "coverage": [{**_COVERAGE, "width": 1420}],
+                     "calibration": _CALIBRATION}],
+    "CoverageTotals": [_COVERAGE],
+    "CalibrationTotals": [_CALIBRATION],
     "HistoryPoint": [_POINT, {"version": 2, "task": "regression", "totals": {**_TOTALS, "rounds": 2}}],
     "ChangeEvent": [{"version": 1042, "changes": 1}],
     "LearnerHistory": [{"stride": 1, "points": [_POINT], "changes": []},

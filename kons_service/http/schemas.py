@@ -244,6 +244,34 @@ class LearnerInfo(LearnerSummary):
         "coordinates, categories with their counts, and its missing, overflow and hashed counts."))
 
 
+class CoverageTotals(BaseModel):
+    """Sums over the rounds answered with an interval or prediction set at one target coverage, from the
+    round after ``since`` up to the point. Over the rounds between two points, the coverage achieved is the
+    difference of their ``covered`` over that of their ``rounds`` (of the second's alone if the first has no
+    totals of this target with the same ``since`` and ``since`` is at or after the first point's version;
+    else the window is not covered by these totals), the mean width ``width`` likewise."""
+
+    target: float = Field(description="The coverage asked (the config's or a request's).")
+    since: int = Field(description="The version before the first round these totals count.")
+    rounds: int = Field(description="Rounds answered with an interval or set at this target.")
+    covered: int = Field(description="Of them, those whose interval or set held the label.")
+    width: float = Field(description="Sum of the intervals' widths (regression) or of the sets' sizes "
+                                     "(classes).")
+
+
+class CalibrationTotals(BaseModel):
+    """A classifier's rounds of class probabilities from the round after ``since`` up to the point, in 10
+    bins of the probability of their most probable class ([0, 0.1), ..., [0.9, 1]). The expected
+    calibration error over the rounds between two points is the sum over the bins of |difference of
+    ``confidence`` - difference of ``correct``|, over the difference of their total ``count`` (windows
+    as for :class:`CoverageTotals`)."""
+
+    since: int = Field(description="The version before the first round these totals count.")
+    count: list[int] = Field(description="Rounds per bin.")
+    confidence: list[float] = Field(description="Sum of the most probable class's probability, per bin.")
+    correct: list[int] = Field(description="Rounds whose most probable class was the label, per bin.")
+
+
 class ErrorTotals(BaseModel):
     """Sums over the learner's rounds up to a point, in the user's units, of its played predictions'
     errors: the error over the rounds between two points is the difference of their sums over the
@@ -256,6 +284,12 @@ class ErrorTotals(BaseModel):
                            "the most probable, or the score's sign; 0 for numbers).")
     log_loss: float = Field(description="Labels: sum of the log loss of the played class probabilities "
                             "(of a binary learner with the logistic loss: of its log-odds), 0 otherwise.")
+    coverage: list[CoverageTotals] | None = Field(None, description=(
+        "Per target coverage, the rounds answered with an interval or set (the targets answered last, "
+        "at most 8; absent before the first)."))
+    calibration: CalibrationTotals | None = Field(None, description=(
+        "A classifier of class probabilities: its rounds by confidence, for the expected calibration "
+        "error (absent otherwise)."))
 
 
 class HistoryPoint(BaseModel):
@@ -467,7 +501,7 @@ class FeedbackRequest(_Body):
 
     ``request_id`` (optional, one per request, covering the whole batch) makes the request retry-safe:
     a request whose id was already applied is answered with the original predictions, losses and
-    version and changes nothing; the same id with another body is a 409.
+    version and changes nothing; the same id with another body (another ``coverage`` included) is a 409.
     """
 
     x: Features | None = None

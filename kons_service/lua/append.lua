@@ -44,7 +44,7 @@ local final = tonumber(expected) + n_rounds
 local mine = token .. '/' .. string.format('%d', final)
 
 local h = redis.call('HMGET', meta, 'incarnation', 'version', 'tip', 'hist_stride', 'hist_version',
-  'hist_incarnation', 'hist_totals', 'hist_changes')
+  'hist_incarnation', 'hist_totals', 'hist_changes', 'hist_coverage', 'hist_calibration')
 if not h[1] then
   return {-1}
 end
@@ -200,7 +200,8 @@ end
 local version = string.format('%d', v)
 local stride = 0
 if ARGV[8] ~= '' then
-  local kept = record_point(hist, incarnation, ARGV[8], tonumber(ARGV[9]), {h[4], h[5], h[6], h[7], h[8]})
+  local kept = record_point(hist, incarnation, ARGV[8], tonumber(ARGV[9]),
+    {h[4], h[5], h[6], h[7], h[8], h[9], h[10]})
   stride = kept[2]
   redis.call('HSET', meta, 'version', version, 'tip', tip, unpack(kept[3]))
 else

@@ -175,9 +175,11 @@ def test_a_multi_class_learner_shows_its_classes_accuracy_and_log_loss(
         assert float(line["data-last"]) == pytest.approx(value, rel=1e-12), series
         assert float(shown[series]) == float(line["data-last"])  # the number now, in the table
     assert not dom.of("pets", "polyline", data_series="mae")
-    # accuracy (a fraction) and log loss (nats) on axes of their own
+    # accuracy (a fraction), log loss (nats) and the calibration error of its probabilities on axes of
+    # their own (no coverage asked: no coverage chart)
     charts = [a["data-chart"] for c, t, a in dom.found if c == "pets" and t == "svg"]
-    assert charts == ["accuracy (all rounds)", "log loss (all rounds)"]
+    assert charts == ["accuracy (all rounds)", "log loss (all rounds)",
+                      "calibration error of the probabilities (all rounds)"]
     assert shown["leader"] == stats["leader"] and float(shown["changes"]) == stats["changes"]
 
 
@@ -325,3 +327,77 @@ def test_a_rollback_is_marked_and_the_challengers_are_shown_beside_the_curves(se
     values = [cell.get("data-value") for cell in dom.of(champion, "td") if "data-value" in cell
               and "data-stat" not in cell]
     assert values[:2] == [str(at["rounds"]), repr(at["error"])]
+
+
+GREEN = np.array([0x2E, 0x7D, 0x32]) / 255  # the first target's colour in dashboard.html
+
+
+def test_intervals_and_sets_show_their_coverage_width_and_calibration_per_window(
+        service: ServiceProcess, tmp_path: Path) -> None:
+    """A regression learner answering intervals at its config's 90% and then at a request's 80%, and a
+    classifier answering sets: over the last 100 rounds, each target's curve ends at the coverage and mean
+    width the answers' own intervals give (the 80% one counted from its first round), with its target as a
+    dashed line; the classifier's last expected calibration error and mean set size are those of its
+    answers' probabilities and sets; the screenshot shows the coverage curves."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(150, 3))
+    y = 3.0 * X[:, 0] - X[:, 1] + rng.normal(size=150) * (0.2 + np.abs(X[:, 2]))
+    labels = [["a", "b", "c"][int(x[0] > 0) + int(x[1] > 0.5) if rng.random() > 0.2 else int(rng.integers(3))]
+              for x in X[:120]]
+    answered = []  # regression: (round, target, covered, width)
+    classes = []  # classifier: (confidence of the most probable class, whether it was the label, set size)
+    with httpx.Client(base_url=service.url, headers=HEADERS, timeout=60) as http:
+        for name, task in (("sure", "regression"), ("sure-classes", "classification")):
+            created = http.put(f"/v1/learners/{name}", json={"task": task, "coverage": 0.9})
+            assert created.status_code == 201, created.text
+        try:
+            for start, size, coverage in ((0, 50, None), (50, 50, None), (100, 50, 0.8)):
+                rows = range(start, start + size)
+                body: dict[str, object] = {"items": [{"x": X[i].tolist(), "y": float(y[i])} for i in rows]}
+                if coverage:
+                    body["coverage"] = coverage
+                fed = http.post("/v1/learners/sure/feedback", json=body).json()
+                answered += [(i + 1, coverage or 0.9, low <= y[i] <= high, high - low)
+                             for i, (low, high) in zip(rows, fed["intervals"], strict=True)]
+            items = [{"x": x.tolist(), "y": label} for x, label in zip(X, labels, strict=False)]
+            fed = http.post("/v1/learners/sure-classes/feedback", json={"items": items}).json()
+            for p, label, answer in zip(fed["probabilities"], labels, fed["sets"], strict=True):
+                top = max(p, key=p.__getitem__)
+                classes.append((p[top], top == label, len(answer)))
+            dom = Elements(chromium(f"{service.url}/dashboard#key={KEY}", tmp_path, "--dump-dom"))
+            shot = tmp_path / "sure.png"
+            chromium(f"{service.url}/dashboard#key={KEY}", tmp_path, f"--screenshot={shot}",
+                     "--window-size=1280,3000")
+        finally:
+            for name in ("sure", "sure-classes"):
+                http.delete(f"/v1/learners/{name}")
+    charts = [a["data-chart"] for c, t, a in dom.found if c == "sure" and t == "svg"]
+    assert charts == ["MAE, RMSE (last 100 rounds)", "coverage achieved vs target (last 100 rounds)",
+                      "mean interval width (last 100 rounds)"]
+    shown = {a["data-stat"]: a["data-value"] for a in dom.of("sure", "td") if "data-stat" in a}
+    for target, since in ((0.9, 50), (0.8, 100)):  # the last 100 rounds; the 80% ones since their first
+        window = [a for a in answered if a[0] > since and a[1] == target]
+        assert len(window) == 50
+        (curve,) = dom.of("sure", "polyline", data_series=f"coverage@{target}")
+        assert float(curve["data-last"]) == pytest.approx(np.mean([a[2] for a in window]), rel=1e-12)
+        assert float(shown[f"coverage@{target}"]) == float(curve["data-last"])
+        (width,) = dom.of("sure", "polyline", data_series=f"width@{target}")
+        assert float(width["data-last"]) == pytest.approx(np.mean([a[3] for a in window]), rel=1e-12)
+        assert len(dom.of("sure", "line", data_target=str(target))) == 1
+    (first,) = dom.of("sure", "polyline", data_series="coverage@0.8")
+    assert int(first["data-points"]) == 50  # the 80% curve starts with its first round
+    assert not dom.of("sure", "polyline", data_series="ece")  # no probabilities: no calibration chart
+
+    last = classes[-100:]
+    bins = [min(int(c * 10), 9) for c, _, _ in last]
+    gaps = [sum(c - right for (c, right, _), b in zip(last, bins, strict=True) if b == k) for k in range(10)]
+    ece = sum(abs(gap) for gap in gaps) / 100
+    (curve,) = dom.of("sure-classes", "polyline", data_series="ece")
+    assert float(curve["data-last"]) == pytest.approx(ece, rel=1e-9) and ece > 0
+    (sizes,) = dom.of("sure-classes", "polyline", data_series="width@0.9")
+    assert float(sizes["data-last"]) == pytest.approx(np.mean([n for _, _, n in last]), rel=1e-12)
+    charts = [a["data-chart"] for c, t, a in dom.found if c == "sure-classes" and t == "svg"]
+    assert charts[2:] == ["coverage achieved vs target (last 100 rounds)", "mean set size (last 100 rounds)",
+                          "calibration error of the probabilities (last 100 rounds)"]
+    pixels = image.imread(shot)[..., :3]
+    assert np.all(np.abs(pixels - GREEN) < 0.05, axis=-1).sum() > 200  # the 90% coverage curves are drawn
