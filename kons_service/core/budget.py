@@ -24,6 +24,8 @@ __all__ = ["TenantBudget"]
 
 #: A reservation younger than this may belong to a create in progress, so it is never reclaimed.
 RECLAIM_MIN_AGE_MS = 60_000
+#: A kept-versions reservation granted or confirmed more recently than this is not shrunk by the sweep.
+SHRINK_MIN_AGE_MS = 30_000
 
 
 class TenantBudget:
@@ -32,6 +34,7 @@ class TenantBudget:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
+        self.shrink_min_age_ms = SHRINK_MIN_AGE_MS
 
     async def reserve(self, ref: LearnerRef, nbytes: int, refused: str) -> int:
         """Make the learner's reservation at least ``nbytes``; returns it. Raises 422 ``resource_limit``
@@ -98,6 +101,13 @@ class TenantBudget:
         if not got.granted and await self.store.budget.reclaim(ref.tenant, RECLAIM_MIN_AGE_MS):
             got = await self.store.budget.reserve_kept(ref, nbytes, budget)
         return got.learner_bytes
+
+    async def give_back_kept(self, ref: LearnerRef, cost: int) -> bool:
+        """The learner's kept versions now cost ``cost`` (some aged out): its reservation comes down to it,
+        unless a publication asked for it in the last ``shrink_min_age_ms`` (it may be keeping versions
+        within the larger one; one that takes longer over-counts until the next sweep or publication).
+        Whether it came down."""
+        return await self.store.budget.shrink_kept(ref, cost, self.shrink_min_age_ms) <= cost
 
     async def allow_records(self, ref: LearnerRef, need: int, reserved: int) -> int:
         """What the learner's request ids and the answers kept for their retries may hold together, for

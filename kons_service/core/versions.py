@@ -123,7 +123,14 @@ class Versions:
         while not self._closing:
             due = await self.store.snapshots.due_for_retention(_SWEEP_PAGE)
             for ref in due:
-                await self.store.snapshots.retain(ref, await self.retention(ref, 0, 0))
+                # within the reservation it holds (asking would confirm it), which then comes down to
+                # what is still kept (publications only grow it); without one, as a publication asks
+                held = await self.store.budget.kept(ref)
+                keep = await self.retention(ref, 0, 0) if held == 0 else self._policy(held)
+                cost = await self.store.snapshots.retain(ref, keep)
+                if cost is not None and cost < held and not await self.budget.give_back_kept(ref, cost):
+                    # asked for lately: given back at a later sweep
+                    await self.store.snapshots.due_again(ref, self.budget.shrink_min_age_ms)
             visited += len(due)
             self.metrics.retention_sweeps.inc(len(due))
             if len(due) < _SWEEP_PAGE:
@@ -135,7 +142,10 @@ class Versions:
         the older bases may cost what the tenant's budget grants for keeping all of them."""
         bases = await self.store.snapshots.bases(ref)
         need = kept_cost(bases) + (bases[-1].nbytes if bases else 0) + log_bytes
-        allowance = await self.budget.allow_kept(ref, need) if need else 0
+        return self._policy(await self.budget.allow_kept(ref, need) if need else 0)
+
+    def _policy(self, allowance: int) -> KeepPolicy:
+        """The retention policy with the older bases' cost within ``allowance``."""
         return KeepPolicy(self.settings.keep_versions, int(self.settings.keep_versions_seconds * 1000),
                           allowance)
 

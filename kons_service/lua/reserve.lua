@@ -6,8 +6,9 @@
 -- KEYS: the tenant's bytes hash (learner name -> "<bytes> <reserved at, ms>", and '*total' -> the sum of
 -- both hashes; '*' is not allowed in a learner name), then the hash holding this reservation (the same
 -- key, or the tenant's ids hash).  ARGV: name, nbytes, budget, max_learners (0 for an ids reservation).
--- A reservation never shrinks here (unreserve.lua drops it), so a learner's own concurrent growth and a
--- create of the same name cannot lower it. Returns {1 granted | 0 over the byte budget | -1 over the
+-- A reservation never shrinks here (unreserve.lua drops it; shrink.lua lowers a kept-versions one the
+-- sweep finds larger than needed), so a learner's own concurrent growth and a create of the same name
+-- cannot lower it. Returns {1 granted | 0 over the byte budget | -1 over the
 -- learner count, the reservation's bytes, the tenant's total, the tenant's learners}.
 local bytes, entries = KEYS[1], KEYS[2]
 local name, want, budget, max_learners = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -21,7 +22,10 @@ local learners = redis.call('HLEN', bytes) - redis.call('HEXISTS', bytes, '*tota
 local function reply(code)
   return {code, string.format('%d', held), string.format('%d', total), learners}
 end
-if entry and want <= held then
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if entry and want <= held then  -- confirmed: stamped again, so that shrink.lua leaves it for a while
+  redis.call('HSET', entries, name, string.format('%d %d', held, now))
   return reply(1)
 end
 if not entry and max_learners > 0 and learners >= max_learners then
@@ -30,8 +34,6 @@ end
 if total - held + want > budget then
   return reply(0)
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 total = total - held + want
 if not entry and max_learners > 0 then
   learners = learners + 1

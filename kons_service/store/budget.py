@@ -48,6 +48,20 @@ class TenantBytes:
         (``append.lua`` keeps them within it) to at least ``nbytes``, against the same tenant budget."""
         return await self._reserve(ref, keys.tenant_record_bytes(ref.tenant), nbytes, budget, 0)
 
+    @translated
+    async def kept(self, ref: LearnerRef) -> int:
+        """The learner's kept-versions reservation's bytes (0: none), as it is: not confirmed, not grown."""
+        entry = await self.connection.client.hget(keys.tenant_kept_bytes(ref.tenant), ref.name)
+        return 0 if entry is None else int(text(entry).split(" ", 1)[0])
+
+    @translated
+    async def shrink_kept(self, ref: LearnerRef, nbytes: int, min_age_ms: int) -> int:
+        """Lower the learner's kept-versions reservation to ``nbytes`` if it is larger and was not granted
+        or confirmed in the last ``min_age_ms`` (``shrink.lua``); its bytes after, -1 if it has none."""
+        return int(await self.connection.scripts["shrink"](
+            keys=[keys.tenant_bytes(ref.tenant), keys.tenant_kept_bytes(ref.tenant)],
+            args=[ref.name, nbytes, min_age_ms]))
+
     async def _reserve(self, ref: LearnerRef, entries: str, nbytes: int, budget: int,
                        max_learners: int) -> Reservation:
         code, held, tenant_bytes, learners = await self.connection.scripts["reserve"](

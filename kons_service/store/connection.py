@@ -29,7 +29,7 @@ __all__ = ["NAMED", "Connection", "connect_client", "number", "script_text", "te
 
 _SCRIPTS = ("create", "decide", "acquire", "release", "renew", "append", "remember", "recall",
             "commit_snapshot", "replace_state", "rollback", "fork", "promote", "delete", "history", "reserve",
-            "unreserve", "retain")
+            "unreserve", "shrink", "retain")
 #: The shared Lua a script needs prepended (Redis scripts cannot load one another), from ``lua/lib``.
 _LIBRARIES = {"commit_snapshot": "versions", "replace_state": "versions", "rollback": "versions",
               "fork": "versions", "promote": "versions", "retain": "versions", "append": "history",

@@ -160,6 +160,11 @@ class Snapshots:
         return [keys.of_member(text(m)) for m in found]
 
     @translated
+    async def due_again(self, ref: LearnerRef, delay_ms: int) -> None:
+        """List the learner for a sweep in ``delay_ms`` (sooner if it is listed sooner)."""
+        await self.connection.client.zadd(keys.RETAIN, {keys.member(ref): _now_ms() + delay_ms}, lt=True)
+
+    @translated
     async def retain(self, ref: LearnerRef, keep: KeepPolicy) -> int | None:
         """Apply ``keep`` to the learner's kept bases as they are (``retain.lua``) and list it for its next
         sweep, when its oldest base next ages out (none if only its newest is left, until it publishes

@@ -6,6 +6,7 @@ rounds stay in the log, a feedback racing a rollback is before or after it, and 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -326,8 +327,77 @@ async def test_an_idle_learners_older_versions_age_out(make_client: AppFactory, 
     assert r.xlen("kons:{default/m}:log") == 0
     [token] = {field.split(b":")[0] for field in cast(list[bytes], r.hkeys("kons:{default/m}:snap"))}
     assert r.hget("kons:{default/m}:meta", "snap_token") == token
-    assert r.zscore("kons:retain", "default/m") is None  # (listed again by its next snapshot)
+    # listed again only to give back its reservation, asked for too lately to shrink now (then by its
+    # next snapshot)
+    listed = r.zscore("kons:retain", "default/m")
+    assert listed is not None and listed > time.time() * 1000 + 20_000
     assert client.app.state.service.metrics.retention_sweeps._value.get() >= 1
     assert (await client.post(f"{URL}/rollback", json={"version": 10})).status_code == 409
     assert await _state(client) == _replayed(stream).to_bytes()
     r.close()
+
+
+async def _kept_reservation(client: AppClient) -> tuple[int, int]:
+    """The learner's kept-versions reservation and its tenant's total, as the store holds them."""
+    redis_client = client.app.state.service.store.budget.connection.client
+    entry = await redis_client.hget("kons:tenant:{default}:kept_bytes", "m")
+    total = await redis_client.hget("kons:tenant:{default}:bytes", "*total")
+    return int(entry.split(b" ")[0]), int(total)
+
+
+async def _aged_out_gives_back(client: AppClient) -> None:
+    """Versions kept, then aged out on an idle learner: the sweep gives their reservation back."""
+    client.app.state.service.budget.shrink_min_age_ms = 0  # (no publication runs meanwhile)
+    stream = _stream(30)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    for start in range(0, 30, 10):
+        await _feed(client, stream[start:start + 10])
+        await _snapshot(client)
+    kept, total = await _kept_reservation(client)
+    assert kept >= (await client.get(f"{URL}/versions")).json()["kept_bytes"] > 0
+    for _ in range(300):  # idle from here on
+        await asyncio.sleep(0.1)
+        if (await client.get(f"{URL}/versions")).json()["oldest"] == 30:
+            break
+    for _ in range(50):  # (the sweep that dropped them gives the reservation back just after)
+        if (await _kept_reservation(client))[0] == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert await _kept_reservation(client) == (0, total - kept)  # reserved for good before
+    # a new version is reserved again as it is kept
+    await _feed(client, stream[:5])
+    await _snapshot(client)
+    assert (await _kept_reservation(client))[0] > 0
+
+
+async def test_the_sweep_gives_back_the_reservation_of_versions_that_aged_out(
+    make_client: AppFactory,
+) -> None:
+    await _aged_out_gives_back(await make_client(keep_versions_seconds=4.0, keep_versions_sweep_seconds=0.2))
+
+
+@pytest.mark.redis
+async def test_the_sweep_gives_back_aged_out_versions_on_the_embedded_store(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, snapshot_interval_seconds=3600.0, keep_versions_seconds=4.0,
+                        keep_versions_sweep_seconds=0.2)
+    async with serve(settings) as client:
+        await _aged_out_gives_back(client)
+
+
+async def test_the_sweep_leaves_a_reservation_asked_for_lately_for_a_later_sweep(
+    make_client: AppFactory, redis_url: str
+) -> None:
+    client = await make_client(keep_versions_seconds=2.0, keep_versions_sweep_seconds=3600.0)
+    service = client.app.state.service
+    service.budget.shrink_min_age_ms = 60_000
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    for start in range(0, 20, 10):
+        await _feed(client, _stream(20)[start:start + 10])
+        await _snapshot(client)
+    kept, total = await _kept_reservation(client)
+    await asyncio.sleep(2.5)
+    assert await service.kept_versions.sweep() == 1
+    assert (await client.get(f"{URL}/versions")).json()["oldest"] == 20  # aged out, but asked for lately:
+    assert await _kept_reservation(client) == (kept, total)  # its reservation stays for now
+    listed = redis.Redis.from_url(redis_url).zscore("kons:retain", "default/m")
+    assert listed is not None and listed > time.time() * 1000 + 50_000  # and its learner is due again
