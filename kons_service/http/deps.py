@@ -16,11 +16,17 @@ from kons_service.http.auth import Authenticator
 from kons_service.settings import NAME_RULE, Settings, valid_name
 from kons_service.store import LearnerRef
 
-__all__ = ["LearnerDep", "SeenVersion", "ServiceDep", "SettingsDep", "TenantDep"]
+__all__ = ["LearnerDep", "SeenVersion", "ServiceDep", "SettingsDep", "TenantDep", "service_of"]
 
-async def _service(request: Request) -> LearnerService:
+def service_of(request: Request) -> LearnerService:
+    """The app's service, for a route that takes it without a dependency (the rounds: each dependency
+    is a step of FastAPI's solving on every request)."""
     service: LearnerService = request.app.state.service
     return service
+
+
+async def _service(request: Request) -> LearnerService:
+    return service_of(request)
 
 
 async def _settings(request: Request) -> Settings:

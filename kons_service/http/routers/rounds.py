@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
 
 from kons_service.core.learning import ConformalAnswers, Distribution, shown_labels, shown_predictions
 from kons_service.core.service import Feedback
 from kons_service.http.body import KonsRoute
-from kons_service.http.deps import LearnerDep, SeenVersion, ServiceDep
+from kons_service.http.deps import LearnerDep, SeenVersion, service_of
+from kons_service.http.responses import TextJSONResponse
 from kons_service.http.routers import V1
 from kons_service.http.schemas import (
     BatchFeedbackResponse,
@@ -32,37 +34,45 @@ router = APIRouter(prefix=f"{V1}/learners", tags=["rounds"], route_class=KonsRou
 @router.post("/{name}/predict", response_model=PredictResponse | BatchPredictResponse,
              response_model_exclude_none=True)
 async def predict(
-    ref: LearnerDep, body: PredictRequest, service: ServiceDep, seen: SeenVersion = None
-) -> PredictResponse | BatchPredictResponse:
-    result = await service.predict(ref, body.rows(), body.row_ids(), seen, body.coverage)
+    ref: LearnerDep, body: PredictRequest, request: Request, seen: SeenVersion = None
+) -> TextJSONResponse:
+    result = await service_of(request).predict(ref, body.rows(), body.row_ids(), seen, body.coverage)
     predictions = shown_predictions(result.predictions, result.distributions, result.labels)
     labels, probabilities = _classes(result.distributions, result.labels)
     intervals, sets = _conformal(result.conformal)
     if body.xs is None:
-        return PredictResponse(prediction=predictions[0], version=result.version,
-                               label=_first(labels), probabilities=_first(probabilities),
-                               interval=_first(intervals), set=_first(sets))
-    return BatchPredictResponse(predictions=predictions, version=result.version, labels=labels,
-                                probabilities=probabilities, intervals=intervals, sets=sets)
+        return _answer(PredictResponse(prediction=predictions[0], version=result.version,
+                                       label=_first(labels), probabilities=_first(probabilities),
+                                       interval=_first(intervals), set=_first(sets)))
+    return _answer(BatchPredictResponse(predictions=predictions, version=result.version, labels=labels,
+                                        probabilities=probabilities, intervals=intervals, sets=sets))
 
 
 @router.post("/{name}/feedback", response_model=FeedbackResponse | BatchFeedbackResponse,
              response_model_exclude_none=True)
 async def feedback(
-    ref: LearnerDep, body: FeedbackRequest, service: ServiceDep, seen: SeenVersion = None
-) -> FeedbackResponse | BatchFeedbackResponse:
+    ref: LearnerDep, body: FeedbackRequest, request: Request, seen: SeenVersion = None
+) -> TextJSONResponse:
     rounds = [Feedback(y=it.y, x=it.x, id=it.id, coverage=body.coverage) for it in body.rounds()]
-    result = await service.feedback(ref, rounds, body.request_id, seen)
+    result = await service_of(request).feedback(ref, rounds, body.request_id, seen)
     predictions = shown_predictions(result.predictions, result.distributions, result.labels)
     losses, version = result.losses, result.version
     labels, probabilities = _classes(result.distributions, result.labels)
     intervals, sets = _conformal(result.conformal)
     if body.items is None:
-        return FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version,
-                                label=_first(labels), probabilities=_first(probabilities),
-                                interval=_first(intervals), set=_first(sets))
-    return BatchFeedbackResponse(predictions=predictions, losses=losses, version=version, labels=labels,
-                                 probabilities=probabilities, intervals=intervals, sets=sets)
+        return _answer(FeedbackResponse(prediction=predictions[0], loss=losses[0], version=version,
+                                        label=_first(labels), probabilities=_first(probabilities),
+                                        interval=_first(intervals), set=_first(sets)))
+    return _answer(BatchFeedbackResponse(predictions=predictions, losses=losses, version=version,
+                                         labels=labels, probabilities=probabilities, intervals=intervals,
+                                         sets=sets))
+
+
+# The rounds are the hot path: their answers are built checked and rendered once, as FastAPI renders a
+# route's response model (which it would otherwise validate again).
+def _answer(answer: BaseModel) -> TextJSONResponse:
+    """The answer as FastAPI renders it for ``response_model_exclude_none``: its JSON without None fields."""
+    return TextJSONResponse(answer.model_dump(mode="json", exclude_none=True))
 
 
 def _classes(
