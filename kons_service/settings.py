@@ -128,10 +128,10 @@ class Settings(BaseSettings):
     )
     request_ids_max_bytes: int = Field(
         64 * 2**20, ge=1024, description="Most bytes one learner's request_ids and the answers kept for "
-        "their retries may hold together, counted in KONS_TENANT_MAX_BYTES (the reservation, which never "
-        "shrinks while the learner exists, grows at most to this): the oldest answers are dropped to fit, "
-        "and a feedback with a request_id is refused 422 resource_limit when the ids of the last "
-        "request_id_ttl_seconds alone would not fit.")
+        "their retries may hold together, counted in KONS_TENANT_MAX_BYTES (the reservation grows at most to "
+        "this, and the periodic sweep gives back what expired ids no longer hold): the oldest answers are "
+        "dropped to fit, and a feedback with a request_id is refused 422 resource_limit when the ids of the "
+        "last request_id_ttl_seconds alone would not fit.")
     lease_ttl_ms: int = Field(
         2_000, ge=100, description="Per-learner writer lease, renewed every third of it while its writer "
         "works: a crashed writer blocks its learner at most this long. Correctness does not depend on it "

@@ -16,6 +16,8 @@ count of learners, capped in the same atomic step.
 
 from __future__ import annotations
 
+import time
+
 from kons_service.core.errors import ResourceLimitError
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef, Reservation, Store
@@ -24,8 +26,14 @@ __all__ = ["TenantBudget"]
 
 #: A reservation younger than this may belong to a create in progress, so it is never reclaimed.
 RECLAIM_MIN_AGE_MS = 60_000
-#: A kept-versions reservation granted or confirmed more recently than this is not shrunk by the sweep.
+#: A reservation (kept versions, request ids) granted or confirmed more recently than this is not shrunk by
+#: the sweep: it may be in use.
 SHRINK_MIN_AGE_MS = 30_000
+_SWEEP_PAGE = 100  # learners the records' sweep asks for at a time
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class TenantBudget:
@@ -124,7 +132,34 @@ class TenantBudget:
             got = await self.store.budget.reserve_records(ref, need, budget)
         if not got.granted and await self.store.budget.reclaim(ref.tenant, RECLAIM_MIN_AGE_MS):
             got = await self.store.budget.reserve_records(ref, need, budget)
+        # (what it holds expires an hour after the newest id: then the sweep gives the rest back)
+        await self.store.budget.list_records(ref, _now_ms() + self.settings.request_id_ttl_seconds * 1000)
         return got.learner_bytes
+
+    @property
+    def records_fresh_seconds(self) -> float:
+        """How long a process may append within the records' reservation it was last told of before it
+        asks again: well within ``shrink_min_age_ms``, so that the sweep never shrinks one in use."""
+        return self.shrink_min_age_ms / 3000
+
+    async def sweep_records(self) -> int:
+        """Give back what learners' request ids and kept answers no longer hold (they expire after
+        ``request_id_ttl_seconds``; their reservation only grows as they come): each listed learner due,
+        its reservation brought down to what it holds, unless a process asked for it in the last
+        ``shrink_min_age_ms``, and listed again while it holds any. Returns how many it looked at."""
+        visited, now, ttl_ms = 0, _now_ms(), self.settings.request_id_ttl_seconds * 1000
+        while True:
+            due = await self.store.budget.records_due(now, _SWEEP_PAGE)
+            for ref in due:
+                held = await self.store.budget.records_held(ref)
+                after = await self.store.budget.shrink_records(ref, held, self.shrink_min_age_ms)
+                if after > held:  # asked for lately
+                    await self.store.budget.list_records(ref, now + self.shrink_min_age_ms)
+                elif after > 0:
+                    await self.store.budget.list_records(ref, now + ttl_ms)
+            visited += len(due)
+            if len(due) < _SWEEP_PAGE:
+                return visited
 
     async def _reserve(self, ref: LearnerRef, nbytes: int) -> Reservation:
         return await self.store.budget.reserve(ref, nbytes, self.settings.tenant_max_bytes,

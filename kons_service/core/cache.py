@@ -90,6 +90,7 @@ class CachedLearner:
     #: (0: not asked) and what they hold, as last heard from the store.
     record_room: int = 0
     record_bytes: int = 0
+    record_room_at: float = -1e9  # when (monotonic) the store last told of ``record_room``
     #: Feedback requests waiting for the learner's writer (see :mod:`kons_service.core.feedback`).
     queue: list[Any] = field(default_factory=list)
     #: Whether this process made the newest append it knows of, so that the next may skip the lease; and

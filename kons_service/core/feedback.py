@@ -529,7 +529,13 @@ class FeedbackWriter:
                   + 2 * len(tag.id) + 1 + len(tag.record)  # and its answer's record
                   for tag in tags if tag.id)
         if new or held > entry.record_room:
-            entry.record_room = await self.budget.allow_records(entry.ref, held + new, entry.record_room)
+            now = time.monotonic()
+            # a room last heard of long ago is asked again (confirmed): the sweep may have given part back
+            stale = now - entry.record_room_at >= self.budget.records_fresh_seconds
+            if stale or held + new > entry.record_room:
+                entry.record_room = await self.budget.allow_records(entry.ref, held + new,
+                                                                    0 if stale else entry.record_room)
+                entry.record_room_at = now
         return entry.record_room
 
     async def _conclude(self, entry: CachedLearner, head: Head, group: list[_Request],

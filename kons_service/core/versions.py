@@ -110,6 +110,7 @@ class Versions:
             await asyncio.sleep(self.settings.keep_versions_sweep_seconds)
             try:
                 await self.sweep()
+                await self.budget.sweep_records()
             except StoreUnavailableError as exc:
                 log.warning("the sweep of kept versions failed: %s", exc)
             except Exception:

@@ -6,8 +6,8 @@
 -- KEYS: the tenant's bytes hash (learner name -> "<bytes> <reserved at, ms>", and '*total' -> the sum of
 -- both hashes; '*' is not allowed in a learner name), then the hash holding this reservation (the same
 -- key, or the tenant's ids hash).  ARGV: name, nbytes, budget, max_learners (0 for an ids reservation).
--- A reservation never shrinks here (unreserve.lua drops it; shrink.lua lowers a kept-versions one the
--- sweep finds larger than needed), so a learner's own concurrent growth and a create of the same name
+-- A reservation never shrinks here (unreserve.lua drops it; shrink.lua lowers one the periodic sweep
+-- finds larger than what it holds: kept versions that aged out, request ids that expired), so a learner's own concurrent growth and a create of the same name
 -- cannot lower it. Returns {1 granted | 0 over the byte budget | -1 over the
 -- learner count, the reservation's bytes, the tenant's total, the tenant's learners}.
 local bytes, entries = KEYS[1], KEYS[2]

@@ -58,9 +58,39 @@ class TenantBytes:
     async def shrink_kept(self, ref: LearnerRef, nbytes: int, min_age_ms: int) -> int:
         """Lower the learner's kept-versions reservation to ``nbytes`` if it is larger and was not granted
         or confirmed in the last ``min_age_ms`` (``shrink.lua``); its bytes after, -1 if it has none."""
-        return int(await self.connection.scripts["shrink"](
-            keys=[keys.tenant_bytes(ref.tenant), keys.tenant_kept_bytes(ref.tenant)],
-            args=[ref.name, nbytes, min_age_ms]))
+        return await self._shrink(ref, keys.tenant_kept_bytes(ref.tenant), nbytes, min_age_ms)
+
+    @translated
+    async def shrink_records(self, ref: LearnerRef, nbytes: int, min_age_ms: int) -> int:
+        """:meth:`shrink_kept` for the reservation of its request ids and the answers kept for them."""
+        return await self._shrink(ref, keys.tenant_record_bytes(ref.tenant), nbytes, min_age_ms)
+
+    @translated
+    async def records_held(self, ref: LearnerRef) -> int:
+        """What the learner's request ids and kept answers hold now, as ``append.lua`` counts them (0 once
+        they all expired)."""
+        marks, answers = await self.connection.client.hmget(keys.learner_key(ref, "reqs"),
+                                                            ["*marks", "*answers"])
+        return int(marks or 0) + int(answers or 0)
+
+    @translated
+    async def list_records(self, ref: LearnerRef, at_ms: int) -> None:
+        """List the learner for a look at its records' reservation at ``at_ms`` (epoch ms), unless it is
+        listed sooner."""
+        await self.connection.client.zadd(keys.RECORDS, {keys.member(ref): at_ms}, lt=True)
+
+    @translated
+    async def records_due(self, now_ms: int, count: int) -> list[LearnerRef]:
+        """Up to ``count`` learners listed for a look at their records' reservation by ``now_ms``; each is
+        taken off the list (listed again if still needed)."""
+        found = await self.connection.client.zrangebyscore(keys.RECORDS, "-inf", now_ms, start=0, num=count)
+        if found:
+            await self.connection.client.zrem(keys.RECORDS, *found)
+        return [keys.of_member(text(m)) for m in found]
+
+    async def _shrink(self, ref: LearnerRef, entries: str, nbytes: int, min_age_ms: int) -> int:
+        return int(await self.connection.scripts["shrink"](keys=[keys.tenant_bytes(ref.tenant), entries],
+                                                           args=[ref.name, nbytes, min_age_ms]))
 
     async def _reserve(self, ref: LearnerRef, entries: str, nbytes: int, budget: int,
                        max_learners: int) -> Reservation:

@@ -44,9 +44,9 @@ from __future__ import annotations
 
 from kons_service.store.records import LearnerRef
 
-__all__ = ["LEARNER_PARTS", "RETAIN", "SHADOWS", "learner_key", "learner_keys", "member", "of_member",
-           "tenant_budget_keys", "tenant_bytes", "tenant_id_bytes", "tenant_index", "tenant_kept_bytes",
-           "tenant_record_bytes"]
+__all__ = ["LEARNER_PARTS", "RECORDS", "RETAIN", "SHADOWS", "learner_key", "learner_keys", "member",
+           "of_member", "tenant_budget_keys", "tenant_bytes", "tenant_id_bytes", "tenant_index",
+           "tenant_kept_bytes", "tenant_record_bytes"]
 
 #: The keys one learner may own, by the part that ends their name (meta first).
 LEARNER_PARTS = ("meta", "log", "snap", "ids", "ids_exp", "reqs", "reqs_exp", "lease", "snaplock", "hist",
@@ -80,6 +80,9 @@ SHADOWS = "kons:shadows"
 #: The learners that keep older versions, as "tenant/name", scored by when (ms) the oldest next ages out:
 #: what the periodic retention sweep visits (``retain.lua``).
 RETAIN = "kons:retain"
+#: Learners whose reservation for request ids and kept answers may outlast what they hold, scored by when
+#: the sweep looks again (epoch ms): ``<tenant>/<name>`` members (see :func:`member`).
+RECORDS = "kons:records"
 
 
 def member(ref: LearnerRef) -> str:

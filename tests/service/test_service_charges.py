@@ -3,8 +3,10 @@ byte budget, the answers kept for retries; and what it is told to wait is bounde
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import cast
 
 import httpx
@@ -13,9 +15,10 @@ import pytest
 
 from kons_service.core.codec import decode_answer, encode_answer
 from kons_service.http.errors import RETRY_AFTER_MAX_SECONDS
+from kons_service.settings import Settings
 from kons_service.store import LearnerRef
 from kons_service.store.keys import learner_key, tenant_bytes, tenant_record_bytes
-from testkit.processes import AppClient, AppFactory, RedisServer
+from testkit.processes import AppClient, AppFactory, RedisServer, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -198,3 +201,47 @@ async def test_a_feedback_whose_request_id_does_not_fit_is_refused_and_applies_n
     assert (await client.get("/v1/learners/m", headers=A)).json()["version"] == applied
     plain = await client.post("/v1/learners/m/feedback", json={"items": _rows(99, 1)}, headers=A)
     assert plain.status_code == 200 and plain.json()["version"] == applied + 1
+
+
+async def _records_reserved(client: AppClient, tenant: str) -> tuple[int, int]:
+    """The learner m's reservation for request ids and kept answers, and its tenant's total."""
+    redis_client = client.app.state.service.store.budget.connection.client
+    entry = await redis_client.hget(tenant_record_bytes(tenant), "m")
+    total = await redis_client.hget(tenant_bytes(tenant), "*total")
+    return int(entry.split(b" ")[0]), int(total)
+
+
+async def _expired_records_give_back(client: AppClient, tenant: str, headers: dict[str, str]) -> None:
+    """A burst of feedbacks with request ids, then none: once the ids expire, the sweep gives their
+    reservation back to the tenant (it was held until the learner was deleted), and the next id reserves
+    again."""
+    client.app.state.service.budget.shrink_min_age_ms = 0  # (a process asks again before each append)
+    for i in range(10):
+        body = {"items": _rows(i, 5), "request_id": f"burst-{i}"}
+        assert (await client.post("/v1/learners/m/feedback", json=body, headers=headers)).status_code == 200
+    reserved, total = await _records_reserved(client, tenant)
+    assert reserved > 0
+    for _ in range(100):  # the ids expire after 2 s; the sweep runs every 0.2 s
+        await asyncio.sleep(0.1)
+        if (await _records_reserved(client, tenant))[0] == 0:
+            break
+    assert await _records_reserved(client, tenant) == (0, total - reserved)
+    body = {"items": _rows(99, 5), "request_id": "after"}
+    assert (await client.post("/v1/learners/m/feedback", json=body, headers=headers)).status_code == 200
+    again, total_again = await _records_reserved(client, tenant)
+    held = int(await client.app.state.service.store.budget.connection.client.hget(
+        learner_key(LearnerRef(tenant, "m"), "reqs"), "*marks"))
+    assert 0 < held <= again and total_again == total - reserved + again
+
+
+async def test_the_sweep_gives_back_the_reservation_of_expired_request_ids(make_client: AppFactory) -> None:
+    client = await _keyed(make_client, request_id_ttl_seconds=2, keep_versions_sweep_seconds=0.2)
+    await _expired_records_give_back(client, "alpha", A)
+
+
+@pytest.mark.redis
+async def test_the_sweep_gives_back_expired_request_ids_on_the_embedded_store(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, request_id_ttl_seconds=2, keep_versions_sweep_seconds=0.2)
+    async with serve(settings) as client:
+        assert (await client.put("/v1/learners/m", json=ONS)).status_code == 201
+        await _expired_records_give_back(client, "default", {})
