@@ -34,9 +34,13 @@ async def _settings(request: Request) -> Settings:
     return settings
 
 
-async def _tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+def _tenant_of(request: Request, authorization: str | None) -> str:
     auth: Authenticator = request.app.state.auth
     return auth.tenant(authorization)
+
+
+async def _tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+    return _tenant_of(request, authorization)
 
 
 ServiceDep = Annotated[LearnerService, Depends(_service)]
@@ -44,7 +48,11 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 TenantDep = Annotated[str, Depends(_tenant)]
 
 
-async def _learner(name: str, tenant: TenantDep) -> LearnerRef:
+async def _learner(name: str, request: Request,
+                   authorization: Annotated[str | None, Header()] = None) -> LearnerRef:
+    # (the tenant is resolved here rather than by TenantDep: a sub-dependency is a step of FastAPI's
+    # solving on every request, and the rounds are the hot path)
+    tenant = _tenant_of(request, authorization)
     if not valid_name(name):
         raise InvalidNameError(f"Invalid learner name {name[:80]!r}: a name is {NAME_RULE}.")
     return LearnerRef(tenant, name)
