@@ -129,13 +129,19 @@ async def test_a_dropped_learner_reports_a_lost_history_at_its_next_sync_but_not
     assert core.sample("kons_history_rollbacks_total") == 1
 
 
+async def _created(core: Core, learners: int) -> list[LearnerRef]:
+    """Learners m0, m1, ... created in the store (none loaded)."""
+    refs = [LearnerRef("t", f"m{i}") for i in range(learners)]
+    for ref in refs:
+        await core.create(ref)
+    return refs
+
+
 async def test_the_least_recently_used_learner_is_evicted_and_handed_over_if_it_has_new_rounds(
     make_core: CoreFactory,
 ) -> None:
     core = await make_core(cache_size=2)
-    refs = [LearnerRef("t", f"m{i}") for i in range(4)]
-    for ref in refs:
-        await core.create(ref)
+    refs = await _created(core, 4)
     await core.feed(0, 2, refs[0])  # m0 has unsnapshotted rounds; m1 has none
     for ref in refs[1:3]:
         async with core.cache.current(ref):
@@ -189,9 +195,7 @@ async def test_a_full_cache_of_many_learners_evicts_the_least_recently_used_look
     make_core: CoreFactory,
 ) -> None:
     core = await make_core(cache_size=40)
-    refs = [LearnerRef("t", f"m{i}") for i in range(70)]
-    for ref in refs:
-        await core.create(ref)
+    refs = await _created(core, 70)
     entries = core.cache._entries = _Looked()
     looked = []
     for ref in refs[:60]:
