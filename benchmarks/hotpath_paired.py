@@ -53,6 +53,8 @@ __all__ = ["main", "run"]
 SOURCES = ("kons", "kons_service", "testkit/processes.py", "benchmarks/hotpath.py",
            "benchmarks/hotpath_paired.py", "benchmarks/echo_app.py")
 PATH = "/v1/learners/paired"
+#: The service's own CPU per request (ms), compared between the checkouts block by block.
+_CPU = {"feedback_cpu_ms": "service CPU ms per feedback", "predict_cpu_ms": "service CPU ms per predict"}
 #: The figures and their goals (issue 36): the checkout's value of each must be at most its goal.
 FIGURES = {"feedback_cpu": ("service CPU per feedback / in-process round", 3.0),
            "predict_cpu": ("service CPU per predict / in-process predict", 3.0),
@@ -78,7 +80,8 @@ async def run(targets: Sequence[Target], *, blocks: int, rows_per_block: int) ->
     rows = Rows("cadata")
     spec = LEARNERS["auto"]
     warm = rows.rows(0, WARM_ROWS)
-    measured: dict[str, dict[str, list[float]]] = {t.label: {k: [] for k in FIGURES} for t in targets}
+    measured: dict[str, dict[str, list[float]]] = {t.label: {k: [] for k in (*FIGURES, *_CPU)}
+                                                    for t in targets}
     own: dict[str, list[dict[str, float]]] = {t.label: [] for t in targets}
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="kons-paired-") as tmp:
@@ -115,6 +118,8 @@ async def run(targets: Sequence[Target], *, blocks: int, rows_per_block: int) ->
                         figures["predict_cpu"].append(cpu_p / predict_cpu)
                         figures["feedback_p50"].append(p50_f / echo_f)
                         figures["predict_p50"].append(p50_p / echo_p)
+                        figures["feedback_cpu_ms"].append(cpu_f * 1e3)
+                        figures["predict_cpu_ms"].append(cpu_p * 1e3)
                     start += rows_per_block
                     loads.append(os.getloadavg()[0])
     described = {t.label: {"checkout": str(t.checkout), "provenance": _checkout_provenance(t.checkout),
@@ -139,6 +144,14 @@ def markdown(record: dict[str, Any], command: str) -> str:
         mid = statistics.median(record["targets"]["current"]["figures"][key])
         cells.append("met" if mid <= goal else "not met")
         rows.append(cells)
+    if "baseline" in labels:
+        for key, name in _CPU.items():
+            current, baseline = (record["targets"][label]["figures"][key]
+                                 for label in ("current", "baseline"))
+            ratios = [c / b for c, b in zip(current, baseline, strict=True)]
+            low, mid, high = _quartiles(ratios)
+            rows.append([name, "-", f"{statistics.median(current):.2f}", f"{statistics.median(baseline):.2f}",
+                         f"current / baseline {mid:.2f}x ({low:.2f}-{high:.2f})"])
     low, high = record["load"]
     return "\n".join([
         "# Issue 36's service figures, in alternating blocks against a baseline", "",
