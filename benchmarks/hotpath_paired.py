@@ -169,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=16)
     parser.add_argument("--rows", type=int, default=40, help="feedbacks (and predicts) per block and target")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/hotpath_single"))
+    parser.add_argument("--name", default="paired", help="the results' file names (NAME.md, NAME.json)")
     args = parser.parse_args(argv)
     stamp = provenance(SOURCES)
     targets = [Target("current", REPO), Target("baseline", args.baseline.resolve())]
@@ -177,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     record["seconds"] = round(time.time() - started, 1)
     command = command_line("benchmarks.hotpath_paired", argv, outputs=("--out",))
     text = markdown(record, command)
-    publish(args.out, "paired", stamp, text, record, indent=1)
+    publish(args.out, args.name, stamp, text, record, indent=1)
     print(text)
     return 0
 
