@@ -162,11 +162,20 @@ class FeatureScaler:
     standardised) and the round does not count in its statistics. The scaler then keeps a count per
     coordinate (``counts``); until the first such row it has none, and arrays give exactly the results
     (and the saved state) they gave before gaps existed.
+
+    ``groups``: sets of coordinates that share one scale, the root mean of their variances (a record's
+    categorical name: :meth:`~kons.records.RecordEncoder.category_groups`), so that a rare category's
+    coordinate is not blown up by the inverse root of its frequency; every other coordinate has its own
+    deviation. ``omits_groups``: the groups' coordinates standardise to 0 instead (a view that leaves the
+    categorical names out).
     """
 
-    def __init__(self, dim: int, sparse: bool) -> None:
+    def __init__(self, dim: int, sparse: bool, groups: tuple[np.ndarray, ...] = (),
+                 omits_groups: bool = False) -> None:
         self.dim = dim
         self.sparse = sparse
+        self.groups = groups
+        self.omits_groups = omits_groups
         self.count = 0
         self.mean = np.zeros(dim)
         self.m2 = np.zeros(dim)  # sum of squared deviations (dense) or unused (sparse)
@@ -191,7 +200,10 @@ class FeatureScaler:
         return mean, self.m2 + delta * deviation, self.maxabs, counts
 
     def _std(self, m2: np.ndarray, counts: np.ndarray | None, count: int) -> np.ndarray:
-        std: np.ndarray = np.sqrt(m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0)))
+        variance = m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0))
+        for group in self.groups:  # (an infinite scale standardises a coordinate to 0)
+            variance[group] = np.inf if self.omits_groups else variance[group].mean()
+        std: np.ndarray = np.sqrt(variance)
         return std
 
     def transform(self, x: np.ndarray | SparseVector, *, commit: bool) -> np.ndarray | SparseVector:
@@ -328,12 +340,17 @@ class Preprocessor:
     range_margin
         How far beyond the targets' range a prediction may go, in widths of that range (regression with
         no ``user_bound``): 0 clips to the range.
+    pooled
+        Whether the coordinates of a record's categorical name (its categories and its missing
+        indicator: :meth:`RecordEncoder.category_groups`) share one scale; else each is standardised on
+        its own, and a rare category stands out by the inverse root of its frequency.
     """
 
     def __init__(self, *, loss: Loss, user_bound: float | None, model_bound: float, warms_up: bool,
-                 range_margin: float = 0.0) -> None:
+                 range_margin: float = 0.0, pooled: bool = False) -> None:
         self.loss = loss
         self.range_margin = range_margin
+        self.pooled = pooled
         self.binary = bool(loss.binary)
         self.user_bound = user_bound
         self.model_bound = model_bound
@@ -410,6 +427,18 @@ class Preprocessor:
         if encoding is not None:
             self.encoder, pending = encoding
             self.encoder.commit(pending)
+            if pending.taken:
+                self._pool()
+
+    def _pool(self) -> None:
+        """Give the feature scaler the encoder's categorical names' groups of coordinates (if ``pooled``)."""
+        if self.pooled and self.scaler is not None and self.encoder is not None:
+            self.scaler.groups = self.encoder.category_groups()
+
+    @property
+    def groups(self) -> tuple[np.ndarray, ...]:
+        """The feature scaler's groups of coordinates that share one scale (none before the first row)."""
+        return () if self.scaler is None else self.scaler.groups
 
     def encoding(self) -> dict[str, Any] | None:
         """:meth:`RecordEncoder.encoding` (None: the learner learns arrays, or has seen no row)."""
@@ -551,6 +580,8 @@ class Preprocessor:
                    "ready": self.ready, **self.y.scalars()}
         if self.encoder is not None:
             scalars["records"] = self.encoder.scalars()
+            if self.pooled:  # (a state of records saved before pooling existed goes on without it)
+                scalars["pooled"] = True
         return scalars
 
     def restore(self, dim: int, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
@@ -562,7 +593,9 @@ class Preprocessor:
         self.labels = [int(v) for v in scalars["labels"]]
         self.y.restore(scalars)
         if "records" in scalars:
+            self.pooled = self.pooled and bool(scalars.get("pooled", False))
             self.encoder = RecordEncoder.from_scalars(scalars["records"], dim)
+            self._pool()
         if "buffer_x" in arrays:
             rows, ys = arrays["buffer_x"], arrays["buffer_y"]
             if rows.shape != (len(ys), dim):

@@ -53,7 +53,7 @@ Examples
 ...     _ = model.learn_one({"city": city, "rooms": t % 5, "floor": None if t % 7 == 0 else t % 4},
 ...                         {"Paris": 300.0, "Lyon": 200.0, "Lille": 100.0}[city] + 10.0 * (t % 5))
 >>> round(model.predict_one({"city": "Lyon", "rooms": 2, "floor": 1}))
-220
+219
 >>> encoding = model.encoding()
 >>> encoding["width"], [f["name"] for f in encoding["features"]]
 (32, ['city', 'floor', 'rooms'])
@@ -275,6 +275,18 @@ class RecordEncoder:
         for bucket, total in hashed_sum.items():
             vector[bucket] = total if np.isnan(vector[bucket]) else vector[bucket] + total
         return vector, pending
+
+    def category_groups(self) -> tuple[np.ndarray, ...]:
+        """The coordinates of each categorical name (its categories, its "other" and its missing
+        indicator: a missing value is one more category of the name) that holds two or more: the groups
+        a feature scaler gives one scale (:class:`~kons.preprocessing.FeatureScaler`)."""
+        groups = []
+        for known in self.names.values():
+            one_hot = known.one_hot_slots()
+            group = sorted([*one_hot, known.missing] if one_hot and known.missing >= 0 else one_hot)
+            if len(group) > 1:
+                groups.append(np.array(group))
+        return tuple(groups)
 
     def encode(self, record: Record) -> np.ndarray:
         """The record's vector on the current state (a prediction: nothing kept)."""

@@ -115,9 +115,11 @@ def signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
     return logged
 
 
-def standardised(rows: list[np.ndarray | SparseVector], dim: int) -> np.ndarray:
-    """The rows standardised by their own statistics (for the median width of a view)."""
-    scaler = FeatureScaler(dim, isinstance(rows[0], SparseVector))
+def standardised(rows: list[np.ndarray | SparseVector], dim: int, groups: tuple[np.ndarray, ...] = (),
+                 omits_groups: bool = False) -> np.ndarray:
+    """The rows standardised by their own statistics (for the median width of a view; ``groups`` and
+    ``omits_groups`` as :class:`FeatureScaler`'s)."""
+    scaler = FeatureScaler(dim, isinstance(rows[0], SparseVector), groups, omits_groups)
     for row in rows:
         scaler.transform(row, commit=True)
     return np.stack([scaler.standardise(dense(row)) for row in rows])

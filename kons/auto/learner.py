@@ -128,7 +128,7 @@ class Auto(Learner):
         # regression state saved before them goes on under the rules it was saved with.
         self._tails = True
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
-                                  warms_up=True, range_margin=RANGE_MARGIN)
+                                  warms_up=True, range_margin=RANGE_MARGIN, pooled=True)
         self._grid: Grid | None = None  # built once the warm-up gives the kernel widths
         self._classes = Classes()
         # The round just played (classification): its distribution over the classes and its log loss,
@@ -377,7 +377,8 @@ class Auto(Learner):
         return Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
                     centred=self._tails,
                     widths=(width, log_width), held=self._growth_held,
-                    log_scaler=FeatureScaler(self._dim, sparse), binary=self._binary, bins=bins)
+                    log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
+                    binary=self._binary, bins=bins)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
@@ -388,8 +389,9 @@ class Auto(Learner):
         width = median_width(Z)
         dense_rows = not self._prep.x_scaler.sparse and thresholds_per_feature(self._dim) > 0
         bins = QuantileBins.from_rows(np.stack([dense(x) for x in rows])) if rows and dense_rows else None
-        return self._new_grid(width, median_width(standardised(log_rows, self._dim)) if log_rows else width,
-                              bins=bins)
+        log_width = (median_width(standardised(log_rows, self._dim, self._prep.groups, omits_groups=True))
+                     if log_rows else width)
+        return self._new_grid(width, log_width, bins=bins)
 
     def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
         r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
@@ -468,6 +470,8 @@ class Auto(Learner):
         x, encoding = prep.encode(x, self._dim)  # a record as its vector; its new names kept at the end
         played = self._learn_label(x, y) if self._binary else self._learn_target(x, y)
         prep.commit_encoding(encoding)
+        if self._grid is not None:  # the log view leaves out the categorical names' coordinates
+            self._grid.log_scaler.groups = prep.groups
         return played, 0.0
 
     def _learn_label(self, x: np.ndarray | SparseVector, y: Any) -> float:
@@ -636,6 +640,7 @@ class Auto(Learner):
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         self._tails = self._binary or bool(scalars.get("tails", False))
         self._prep.range_margin = RANGE_MARGIN if self._tails else 0.0
+        self._prep.pooled = True  # unless the state is of records saved before (Preprocessor.restore)
         self._prep.restore(self._dim, arrays, scalars)
         if self._binary and scalars:
             self._classes.restore(scalars.get("classes"), self._prep.labels)

@@ -10,7 +10,8 @@ import pytest
 
 from tests.streams import benchmark_data
 
-NEEDED = ("abalone", "housing", "cpu_act", "magic04")
+NEEDED = ("abalone", "housing", "cpu_act", "magic04", "space_ga", "cadata", "power_plant", "kin8nm",
+          "cpusmall", "bodyfat")
 
 
 @pytest.mark.skipif(not all(benchmark_data(n) for n in NEEDED),
@@ -18,7 +19,7 @@ NEEDED = ("abalone", "housing", "cpu_act", "magic04")
 @pytest.mark.timeout(120)
 def test_record_streams_keep_gaps_and_categories_and_every_method_plays_them() -> None:
     pytest.importorskip("river")
-    from benchmarks.records import BLANKED, cost, quality, record_stream
+    from benchmarks.records import BLANKED, categoricals, cost, paired_block_interval, quality, record_stream
 
     records, _, numeric, categorical, complete = record_stream("abalone", 400)
     values = [v for r in records for v in r.values()]
@@ -28,5 +29,15 @@ def test_record_streams_keep_gaps_and_categories_and_every_method_plays_them() -
     rows = quality(60)
     assert {row[3] for row in rows} >= {"auto", "ons", "River linear"}
     assert all(math.isfinite(float(row[4])) for row in rows)
+    noisy, _, numeric, categorical, complete = record_stream("space_ga", 400)  # a name of 5 random categories
+    assert categorical == ["noise"] and len(numeric) == 6 and complete.shape == (400, 6)
+    assert {r["noise"] for r in noisy} == {*(f"noise={k}" for k in range(5)), None}
+    compared = categoricals(60)
+    assert {row[1] for row in compared} == {"tuning", "held-out"} and len(compared) == 10
+    assert all(float(row[5]) > 0 for row in compared)
+    losses = np.random.default_rng(0).random(300)
+    assert paired_block_interval(losses, losses) == (1.0, 1.0)
+    low, high = paired_block_interval(2.0 * losses, losses)
+    assert low == high == pytest.approx(2.0)
     table, width = cost(10, 2)
     assert width == 64 and len(table) == 3 and all(np.isfinite(float(r[2])) for r in table)
