@@ -96,6 +96,18 @@ def test_a_trees_play_is_the_average_over_its_prunings_weighted_by_their_losses(
         np.testing.assert_allclose(forest.predict_proba(x), numerator / denominator, rtol=1e-10)
 
 
+def test_a_node_far_ahead_of_its_subtree_leaves_the_play_a_distribution() -> None:
+    # noise labels of 15 classes and a small prior: a node's weight ahead of its subtree's by more than
+    # the doubles' precision, so that its own share rounds to 1 (once a NaN for every later path)
+    rng = np.random.default_rng(14)
+    X, y = rng.normal(size=(1500, 20)), rng.integers(0, 15, 1500)
+    forest = MondrianForest(20, 15, trees=3, max_nodes=255, dirichlet=0.01, seed=14)
+    for x, label in zip(X, y, strict=True):
+        p = forest.predict_proba(x)
+        assert np.isfinite(p).all() and p.min() >= 0.0 and p.sum() == pytest.approx(1.0)
+        forest.learn(x, int(label))
+
+
 def test_the_splits_keep_the_mondrian_invariants() -> None:
     forest = _learnt(1500, 3, trees=4, max_nodes=101, seed=5)
     for t in range(forest.trees):

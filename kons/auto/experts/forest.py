@@ -122,17 +122,15 @@ class MondrianForest:
         """The aggregated probabilities of paths given one after another (the nodes ``nodes`` of the trees
         ``trees``, ``lengths`` a path), one row a path: the recursion of the module's docstring unrolled
         (a node contributes its own prediction times its own share of what the nodes above it left)."""
-        # a node's own share (at most 1/2 of the aggregate below it, so 1 - own >= 1/2 but at a leaf)
-        own = 0.5 * np.exp(self._log_weight[trees, nodes] - self._log_tree[trees, nodes])
+        # a node's own share, w / (2 w-bar) (at most 1; a rounding above it would leave the nodes below
+        # a negative share)
+        own = np.minimum(0.5 * np.exp(self._log_weight[trees, nodes] - self._log_tree[trees, nodes]), 1.0)
         ends = np.cumsum(lengths) - 1
         starts = ends - np.asarray(lengths) + 1
-        own[ends] = 0.0
-        # the share the nodes above left each node, path by path: a cumulative sum of logs restarted at
-        # each path's root
-        kept = np.cumsum(np.log1p(-own))
-        before = np.concatenate([[0.0], kept[:-1]])
-        left = np.exp(before - before[np.repeat(starts, lengths)])
         own[ends] = 1.0  # a leaf's share: what the nodes above left
+        left = np.ones(len(nodes))  # the share the nodes above left each node, path by path
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            np.cumprod(1.0 - own[start:end], out=left[start + 1:end + 1])
         shares = own * left
         weighted = shares[:, None] * self._smoothed(self._counts[trees, nodes])
         result: np.ndarray = np.add.reduceat(weighted, starts, axis=0)
