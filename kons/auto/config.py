@@ -138,10 +138,10 @@ FOREST_MAX_DIM = 64
 #: default; 0.5 left the forest behind the kernels by log loss on the tuning streams, so it never held
 #: weight (docs/auto.md#the-mondrian-forest).
 FOREST_DIRICHLET = 0.01
-#: Rows the forest learns before it plays, and its prior weight once it does: a small stream (150 rows)
-#: must see it play (docs/auto.md#the-mondrian-forest).
-FOREST_WAKE_ROWS = 50
-FOREST_PRIOR = ENTRY_PRIOR
+#: Rows the forest learns before it plays, and its prior weight once it does: on a small stream (iris,
+#: 150 rows) it must play early and gain weight fast (docs/auto.md#the-mondrian-forest).
+FOREST_WAKE_ROWS = 20
+FOREST_PRIOR = 0.05
 
 # ----------------------------------------------------------------- the target's last values (docs/series.md)
 #: Last targets the autoregressive expert regresses on (regression; benchmarks/results/series.md).

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 from itertools import product
+from typing import cast
 
 import numpy as np
 import pytest
 from scipy.special import gammaln
 
 import kons
+import kons.auto.grid
 from kons.auto.config import FOREST_PRIOR, FOREST_TREES, FOREST_WAKE_ROWS
 from kons.auto.experts.forest import ForestExpert, MondrianForest
 from kons.auto.experts.protocol import Row
@@ -221,22 +223,30 @@ def test_a_missing_value_extends_no_box_and_goes_to_the_lower_side() -> None:
     np.testing.assert_array_equal(restored.predict_proba(X[0]), forest.predict_proba(X[0]))
 
 
-def test_the_forest_enters_auto_after_its_wake_rows_at_its_prior() -> None:
-    X, y = _steps(FOREST_WAKE_ROWS + 40, 3, seed=11)
+@pytest.mark.parametrize("wake_rows", [FOREST_WAKE_ROWS, 60])  # within the warm-up's rows; after them
+def test_the_forest_enters_auto_after_its_wake_rows_at_its_prior(wake_rows: int,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kons.auto.grid, "FOREST_WAKE_ROWS", wake_rows)
+    X, y = _steps(100, 3, seed=11)
     learner = kons.Auto(task="classification")
-    entered = None
+    entered, at_prior = None, False
     for r, (x, label) in enumerate(zip(X, y, strict=True)):
         learner.learn_one(x, f"class {label}")
         grid = learner._grid
-        if grid is None or entered is not None:
+        if grid is None:
             continue
-        if grid.mixture.switching.active[FOREST_SLOT]:
+        forest = grid._kind("forest")
+        assert forest is not None
+        active = bool(grid.mixture.switching.active[FOREST_SLOT])
+        assert active == forest[0].ready()
+        if active and entered is None:
             entered = r
-            forest = grid._kind("forest")
-            assert forest is not None and forest[0].ready()
-            weights = np.exp(grid.mixture.switching.log_weights[:, FOREST_SLOT])
-            np.testing.assert_allclose(weights, FOREST_PRIOR, rtol=1e-12)
+            if cast(ForestExpert, forest[0]).forest.rows_learnt == wake_rows:  # entered after the update
+                weights = np.exp(grid.mixture.switching.log_weights[:, FOREST_SLOT])
+                np.testing.assert_allclose(weights, FOREST_PRIOR, rtol=1e-12)
+                at_prior = True
     assert entered is not None and FOREST_NAME in learner.stats()["weights"]
+    assert at_prior == (wake_rows == 60)  # (the warm-up's rows learnt when the grid starts: it plays them)
     binary = kons.Auto(task="classification")
     regression = kons.Auto(task="regression")
     for x, label in zip(X, y, strict=True):
