@@ -11,6 +11,7 @@ __all__ = [
     "EARLIER_REGRESSION_BOUND",
     "ENTRY_PRIOR",
     "FOREST_DIRICHLET",
+    "FOREST_MAX_BYTES",
     "FOREST_MAX_DIM",
     "FOREST_MAX_NODES",
     "FOREST_PRIOR",
@@ -132,8 +133,12 @@ FOREST_TREES = 10
 #: Nodes of a tree at most: then its splits stay and its nodes only count, so its state and cost stay
 #: flat; 255 cost image_segments a tenth of its errors against 511 (docs/auto.md#the-mondrian-forest).
 FOREST_MAX_NODES = 511
-#: Features above which there is none: a node keeps its box, two floats a feature.
-FOREST_MAX_DIM = 64
+#: The forest's saved bytes on two classes at most (its trees' nodes bounded to fit: a node keeps its box,
+#: two floats a feature): about half a mature grid's state (docs/auto.md#the-mondrian-forest).
+FOREST_MAX_BYTES = 2_000_000
+#: Features above which there is none: on digits (64) the kernels lead, and the forest held 0.3% of the
+#: weight at 1.38x the round's CPU time (docs/auto.md#the-mondrian-forest).
+FOREST_MAX_DIM = 32
 #: The Dirichlet (Krichevsky-Trofimov) prior of a node's class frequencies: AMF's earlier multi-class
 #: default; 0.5 left the forest behind the kernels by log loss on the tuning streams, so it never held
 #: weight (docs/auto.md#the-mondrian-forest).

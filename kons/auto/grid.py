@@ -16,6 +16,7 @@ from kons.auto.config import (
     CHANGE_ENTRY_PRIOR,
     ENTRY_PRIOR,
     FOREST_DIRICHLET,
+    FOREST_MAX_BYTES,
     FOREST_MAX_DIM,
     FOREST_MAX_NODES,
     FOREST_PRIOR,
@@ -47,7 +48,7 @@ from kons.auto.config import (
 )
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
-from kons.auto.experts.forest import ForestExpert, MondrianForest
+from kons.auto.experts.forest import ForestExpert, MondrianForest, nodes_within
 from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, restore_lags
 from kons.auto.experts.neighbours import NeighboursExpert, RecentNeighbours
 from kons.auto.experts.newton import LearnerExpert, ThresholdExpert
@@ -281,8 +282,9 @@ def _restore_linear(grid: Grid, built: list[Expert] | None, arrays: dict[str, np
 def _build_forest(grid: Grid) -> list[Expert] | None:
     if not grid.mixture.binary or grid.dim > FOREST_MAX_DIM:
         return None
-    forest = MondrianForest(grid.dim, 2, trees=FOREST_TREES, max_nodes=FOREST_MAX_NODES,
-                            dirichlet=FOREST_DIRICHLET, seed=grid.seed)
+    nodes = nodes_within(FOREST_MAX_BYTES, grid.dim, FOREST_TREES, FOREST_MAX_NODES)
+    forest = MondrianForest(grid.dim, 2, trees=FOREST_TREES, max_nodes=nodes, dirichlet=FOREST_DIRICHLET,
+                            seed=grid.seed)
     return [ForestExpert(forest, wake_rows=FOREST_WAKE_ROWS)]
 
 
@@ -354,7 +356,8 @@ def class_column_nbytes(dim: int) -> int:
     two columns: counted twice."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
     trees = len(TREE_GRACES) * MAX_TREE_LEAVES * (5 * dim + 1) if dim <= TREE_MAX_DIM else 0
-    forest = FOREST_TREES * FOREST_MAX_NODES if dim <= FOREST_MAX_DIM else 0  # a count a node
+    forest = (FOREST_TREES * nodes_within(FOREST_MAX_BYTES, dim, FOREST_TREES, FOREST_MAX_NODES)
+              if dim <= FOREST_MAX_DIM else 0)  # a count a node
     return 8 * (sum(lengths) + bins_columns(dim) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1))
                 + trees + forest)
 

@@ -15,7 +15,7 @@ from scipy.special import gammaln
 import kons
 import kons.auto.grid
 from kons.auto.config import FOREST_PRIOR, FOREST_TREES, FOREST_WAKE_ROWS
-from kons.auto.experts.forest import ForestExpert, MondrianForest
+from kons.auto.experts.forest import ForestExpert, MondrianForest, nodes_within
 from kons.auto.experts.protocol import Row
 from kons.auto.grid import EXPERTS, layout
 from kons.errors import StateFormatError
@@ -154,6 +154,18 @@ def test_the_nodes_stop_at_their_bound_and_a_held_forest_does_not_split() -> Non
     for x, label in zip(X[50:500], y[50:500], strict=True):
         held.learn(x, int(label))
     np.testing.assert_array_equal(held.nodes, nodes)
+
+
+def test_a_full_forest_within_its_byte_bound_saves_at_most_those_bytes() -> None:
+    nodes = nodes_within(40_000, 3, 3, 511)
+    assert nodes % 2 == 1 and nodes_within(40_000, 3, 3, 31) == 31
+    X, y = _steps(3000, 2, seed=15)
+    forest = MondrianForest(3, 2, trees=3, max_nodes=nodes, seed=15)
+    for x, label in zip(X, y, strict=True):
+        forest.learn(x, int(label))
+    assert (forest.nodes == nodes).all()
+    saved = sum(array.nbytes for array in forest.state().values())
+    assert 40_000 - 3 * 2 * 8 * (7 + 2 * 3 + 2) < saved <= 40_000
 
 
 def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -> None:

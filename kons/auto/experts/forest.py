@@ -43,7 +43,7 @@ import numpy as np
 from kons.auto.experts.protocol import Row
 from kons.errors import StateFormatError
 
-__all__ = ["ForestExpert", "MondrianForest"]
+__all__ = ["ForestExpert", "MondrianForest", "nodes_within"]
 
 #: A leaf's split time: never (finite, as every number of a saved state).
 _NEVER = float(np.finfo(float).max)
@@ -52,6 +52,18 @@ _NONE_LOW, _NONE_HIGH = _NEVER, -_NEVER
 _LOG_HALF = math.log(0.5)
 #: The state's format, first of its integers.
 _VERSION = 1
+
+
+def nodes_within(nbytes: int, dim: int, trees: int, most: int) -> int:
+    """The nodes a tree may hold, at most ``most`` (odd: a root and pairs of children), so that ``trees``
+    trees over ``dim`` features save at most ``nbytes`` on two classes (:meth:`MondrianForest.state`)."""
+    nodes = (nbytes - 8 * (3 + 6 + trees)) // (trees * _node_nbytes(dim, 2))  # (the state's head: state())
+    return max(1, min(most, nodes - (1 - nodes % 2)))
+
+
+def _node_nbytes(dim: int, classes: int) -> int:
+    """A saved node's bytes: its feature and children, its threshold, split time, weights, box and counts."""
+    return 8 * (3 + 4 + 2 * dim + classes)
 
 
 class MondrianForest:
@@ -112,27 +124,37 @@ class MondrianForest:
         self._splits = [(self._feature[t].tolist(), self._threshold[t].tolist(), self._children[t].tolist())
                         for t in range(self.trees)]
 
+    def _flat(self, paths: list[list[int]]) -> tuple[np.ndarray, list[int]]:
+        """The paths' nodes one after another, as indices of the node arrays' first two axes flattened
+        (one index array for every gather: cheaper than two), and the paths' lengths."""
+        lengths = [len(path) for path in paths]
+        flat = np.concatenate(paths) + np.repeat(np.arange(0, self.trees * self.max_nodes, self.max_nodes),
+                                                 lengths)
+        return flat, lengths
+
     def _smoothed(self, counts: np.ndarray) -> np.ndarray:
         """The nodes' smoothed class frequencies (rows of ``counts``)."""
         smoothed = counts + self.dirichlet
         result: np.ndarray = smoothed / smoothed.sum(axis=-1, keepdims=True)
         return result
 
-    def _aggregated(self, trees: list[int], nodes: list[int], lengths: list[int]) -> np.ndarray:
-        """The aggregated probabilities of paths given one after another (the nodes ``nodes`` of the trees
-        ``trees``, ``lengths`` a path), one row a path: the recursion of the module's docstring unrolled
-        (a node contributes its own prediction times its own share of what the nodes above it left)."""
+    def _aggregated(self, flat: np.ndarray, lengths: list[int]) -> np.ndarray:
+        """The aggregated probabilities of paths given one after another (the nodes ``flat``, ``lengths``
+        a path), one row a path: the recursion of the module's docstring unrolled (a node contributes its
+        own prediction times its own share of what the nodes above it left)."""
         # a node's own share, w / (2 w-bar) (at most 1; a rounding above it would leave the nodes below
         # a negative share)
-        own = np.minimum(0.5 * np.exp(self._log_weight[trees, nodes] - self._log_tree[trees, nodes]), 1.0)
+        own = np.minimum(0.5 * np.exp(self._log_weight.reshape(-1)[flat] - self._log_tree.reshape(-1)[flat]),
+                         1.0)
         ends = np.cumsum(lengths) - 1
         starts = ends - np.asarray(lengths) + 1
+        # what the nodes above left each node, path by path: a sum of logs from the path's root (a share
+        # of 1 leaves 0, floored at the smallest double so that a log stays finite)
+        logs = np.log(np.maximum(1.0 - own, 1e-300))
+        above = np.cumsum(logs) - logs
+        left = np.exp(above - np.repeat(above[starts], lengths))
         own[ends] = 1.0  # a leaf's share: what the nodes above left
-        left = np.ones(len(nodes))  # the share the nodes above left each node, path by path
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            np.cumprod(1.0 - own[start:end], out=left[start + 1:end + 1])
-        shares = own * left
-        weighted = shares[:, None] * self._smoothed(self._counts[trees, nodes])
+        weighted = (own * left)[:, None] * self._smoothed(self._counts.reshape(-1, self.classes)[flat])
         result: np.ndarray = np.add.reduceat(weighted, starts, axis=0)
         return result
 
@@ -140,10 +162,7 @@ class MondrianForest:
         """The classes' probabilities for the row ``x`` (``dim`` finite floats): the trees' mean."""
         if not self._learnt:
             return np.full(self.classes, 1.0 / self.classes)
-        paths = self._route(x)
-        trees = [t for t, path in enumerate(paths) for _ in path]
-        result: np.ndarray = self._aggregated(trees, [node for path in paths for node in path],
-                                              [len(path) for path in paths]).mean(axis=0)
+        result: np.ndarray = self._aggregated(*self._flat(self._route(x))).mean(axis=0)
         return result
 
     def learn(self, x: np.ndarray, label: int) -> None:
@@ -212,18 +231,21 @@ class MondrianForest:
         """The paths learn the row: each node's loss on it first (its prediction before the row), then its
         counts and box; the pruning weights from each leaf up (one pass over every path's nodes, in
         Python floats: each depends on the one below)."""
-        trees = np.array([t for t, path in enumerate(paths) for _ in path])
-        nodes = np.array([node for path in paths for node in path])
-        counts = self._counts[trees, nodes]
-        self._log_weight[trees, nodes] += self.step * np.log(self._smoothed(counts)[:, label])
-        self._counts[trees, nodes, label] += 1.0
-        self._lower[trees, nodes] = np.fmin(self._lower[trees, nodes], x)  # (a missing value: none)
-        self._upper[trees, nodes] = np.fmax(self._upper[trees, nodes], x)
+        flat, _ = self._flat(paths)
+        log_weight, log_tree = self._log_weight.reshape(-1), self._log_tree.reshape(-1)
+        counts = self._counts.reshape(-1, self.classes)
+        log_weight[flat] += self.step * np.log(self._smoothed(counts[flat])[:, label])
+        counts[flat, label] += 1.0
+        lower, upper = self._lower.reshape(-1, self.dim), self._upper.reshape(-1, self.dim)
+        lower[flat] = np.fmin(lower[flat], x)  # (a missing value: none)
+        upper[flat] = np.fmax(upper[flat], x)
         # each node's child off the path (a leaf's: itself, unused)
-        siblings = self._children[trees, nodes].sum(axis=1) - np.append(nodes[1:], 0)
-        siblings = np.where(self._children[trees, nodes, 0] >= 0, siblings, nodes)
-        own = self._log_weight[trees, nodes].tolist()
-        beside = self._log_tree[trees, siblings].tolist()
+        children = self._children.reshape(-1, 2)[flat]
+        tree_start = flat - flat % self.max_nodes
+        siblings = np.where(children[:, 0] >= 0, tree_start + children.sum(axis=1) - np.append(flat[1:], 0)
+                            + tree_start, flat)
+        own = log_weight[flat].tolist()
+        beside = log_tree[siblings].tolist()
         tree = own.copy()  # a leaf's weight is its own
         log1p, exp, end = math.log1p, math.exp, 0
         for path in paths:
@@ -233,7 +255,7 @@ class MondrianForest:
                 split, mine = beside[i] + below, own[i]
                 below = tree[i] = (mine + log1p(exp(split - mine)) if mine > split
                                    else split + log1p(exp(mine - split))) + _LOG_HALF
-        self._log_tree[trees, nodes] = tree
+        log_tree[flat] = tree
 
     def growth_nbytes(self, rounds: int) -> int:
         """The most its state can grow in ``rounds`` rounds: two nodes a tree a round, up to
@@ -241,11 +263,7 @@ class MondrianForest:
         if self.held:
             return 0
         nodes = int(np.minimum(2 * rounds, self.max_nodes - self._nodes).sum())
-        return nodes * self._node_nbytes(self.classes)
-
-    def _node_nbytes(self, classes: int) -> int:
-        """A saved node's bytes: its feature and children, its threshold, time, weights, box and counts."""
-        return 8 * (3 + 4 + 2 * self.dim + classes)
+        return nodes * _node_nbytes(self.dim, self.classes)
 
     def widen(self, classes: int) -> None:
         """Make room for ``classes`` classes (more than now): the new ones counted nowhere yet."""
