@@ -110,6 +110,22 @@ def test_a_node_far_ahead_of_its_subtree_leaves_the_play_a_distribution() -> Non
         forest.learn(x, int(label))
 
 
+def test_a_prediction_before_the_learning_of_the_same_row_changes_nothing() -> None:
+    X, y = _steps(400, 3, seed=16)
+    X[::5, 2] = np.nan
+    asked, quiet = (MondrianForest(3, 3, trees=3, max_nodes=63, seed=16) for _ in range(2))
+    for x, label in zip(X, y, strict=True):
+        first = asked.predict_proba(x.copy())
+        again = asked.predict_proba(x.copy())  # the play kept for the same values
+        np.testing.assert_array_equal(first, again)
+        first[:] = 0.0  # a caller's copy
+        np.testing.assert_array_equal(asked.predict_proba(x), quiet.predict_proba(x.copy()))
+        asked.learn(x.copy(), int(label))
+        quiet.learn(x, int(label))
+    for name, array in asked.state().items():
+        np.testing.assert_array_equal(quiet.state()[name], array)
+
+
 def test_the_splits_keep_the_mondrian_invariants() -> None:
     forest = _learnt(1500, 3, trees=4, max_nodes=101, seed=5)
     for t in range(forest.trees):

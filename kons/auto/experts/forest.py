@@ -89,7 +89,10 @@ class MondrianForest:
         self._counts = np.zeros((*shape, classes))
         self._nodes = np.ones(trees, dtype=np.int64)  # node 0 is the root
         self._learnt = 0
-        self._paths: tuple[np.ndarray, list[list[int]]] | None = None  # the last row routed, its paths
+        # the last row routed (a copy), its paths and the play on it (None until played), while nothing has
+        # been learnt since: a round's play and its learning, or a prediction then the learning of the same
+        # row, route and play it once
+        self._last: tuple[np.ndarray, list[list[int]], np.ndarray | None] | None = None
         self._splits: list[tuple[list[int], list[float], list[list[int]]]] = []
         self._listed()
 
@@ -103,10 +106,10 @@ class MondrianForest:
         return self._nodes.copy()
 
     def _route(self, x: np.ndarray) -> list[list[int]]:
-        """Each tree's path (root to leaf) for ``x``; the last ones computed while nothing was learnt since,
-        for the same row (a round's play, then its learning)."""
-        if self._paths is not None and self._paths[0] is x:
-            return self._paths[1]
+        """Each tree's path (root to leaf) for ``x``."""
+        if self._seen(x):
+            assert self._last is not None
+            return self._last[1]
         paths = []
         values = x.tolist()
         for feature, threshold, children in self._splits:
@@ -115,8 +118,13 @@ class MondrianForest:
                 node = children[node][values[feature[node]] > threshold[node]]
                 path.append(node)
             paths.append(path)
-        self._paths = (x, paths)
+        self._last = (x.copy(), paths, None)
         return paths
+
+    def _seen(self, x: np.ndarray) -> bool:
+        """Whether ``x`` is the last row routed (its values: a prediction and the learning round of one row
+        are often two arrays)."""
+        return self._last is not None and np.array_equal(self._last[0], x, equal_nan=True)
 
     def _listed(self) -> None:
         """The splits as Python lists (:meth:`_route` walks them a node at a time, where a NumPy scalar
@@ -162,14 +170,18 @@ class MondrianForest:
         """The classes' probabilities for the row ``x`` (``dim`` finite floats): the trees' mean."""
         if not self._learnt:
             return np.full(self.classes, 1.0 / self.classes)
-        result: np.ndarray = self._aggregated(*self._flat(self._route(x))).mean(axis=0)
+        if self._seen(x) and self._last is not None and self._last[2] is not None:
+            return self._last[2].copy()
+        paths = self._route(x)
+        result: np.ndarray = self._aggregated(*self._flat(paths)).mean(axis=0)
+        self._last = (self._last[0] if self._last is not None else x.copy(), paths, result.copy())
         return result
 
     def learn(self, x: np.ndarray, label: int) -> None:
         """Learn the row ``x`` of class ``label``: in each tree, a split on its path maybe, then the counts,
         boxes and weights of the path's nodes."""
         paths = self._route(x)
-        self._paths = None  # the trees change now
+        self._last = None  # the trees change now
         if not self._learnt:
             self._lower[:, 0], self._upper[:, 0] = _box(x)
         elif not self.held:
@@ -271,6 +283,7 @@ class MondrianForest:
         if extra > 0:
             self._counts = np.pad(self._counts, [(0, 0), (0, 0), (0, extra)])
             self.classes = classes
+            self._last = None  # its play has fewer classes
 
     _NODE_FLOATS = ("_threshold", "_time", "_log_weight", "_log_tree", "_lower", "_upper", "_counts")
 
@@ -349,7 +362,7 @@ class MondrianForest:
         self._feature, self._children, self._nodes = feature, children, nodes.astype(np.int64)
         for name, array in fresh.items():
             setattr(self, name, array)
-        self._rng, self._learnt, self.classes, self._paths = rng, learnt, classes, None
+        self._rng, self._learnt, self.classes, self._last = rng, learnt, classes, None
         self._listed()
 
 
