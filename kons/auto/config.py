@@ -131,20 +131,20 @@ NAP_ROUNDS = 500
 #: noisier labels (docs/auto.md#the-mondrian-forest).
 FOREST_TREES = 10
 #: Nodes of a tree at most: then its splits stay and its nodes only count, so its state and cost stay
-#: flat; 255 cost image_segments a tenth of its errors against 511 (docs/auto.md#the-mondrian-forest).
+#: flat; fewer cost image segments errors (docs/auto.md#the-mondrian-forest).
 FOREST_MAX_NODES = 511
 #: The forest's saved bytes on two classes at most (its trees' nodes bounded to fit: a node keeps its box,
-#: two floats a feature): about half a mature grid's state (docs/auto.md#the-mondrian-forest).
+#: two floats a feature): below a mature grid's own state (docs/auto.md#the-mondrian-forest).
 FOREST_MAX_BYTES = 2_000_000
-#: Features above which there is none: on digits (64) the kernels lead, and the forest held 0.3% of the
-#: weight at 1.38x the round's CPU time (docs/auto.md#the-mondrian-forest).
+#: Features above which there is none: on digits the kernels lead, and the forest cost much of the round
+#: for little weight (docs/auto.md#the-mondrian-forest).
 FOREST_MAX_DIM = 32
 #: The Dirichlet (Krichevsky-Trofimov) prior of a node's class frequencies: AMF's earlier multi-class
-#: default; 0.5 left the forest behind the kernels by log loss on the tuning streams, so it never held
-#: weight (docs/auto.md#the-mondrian-forest).
+#: default; its default now left the forest behind the kernels by log loss on the tuning streams, so that
+#: it never held weight (docs/auto.md#the-mondrian-forest).
 FOREST_DIRICHLET = 0.01
-#: Rows the forest learns before it plays, and its prior weight once it does: on a small stream (iris,
-#: 150 rows) it must play early and gain weight fast (docs/auto.md#the-mondrian-forest).
+#: Rows the forest learns before it plays, and its prior weight once it does: on a small stream (iris) it
+#: must play early and gain weight fast (docs/auto.md#the-mondrian-forest).
 FOREST_WAKE_ROWS = 20
 FOREST_PRIOR = 0.05
 
