@@ -10,6 +10,13 @@ __all__ = [
     "CHANGE_ENTRY_PRIOR",
     "EARLIER_REGRESSION_BOUND",
     "ENTRY_PRIOR",
+    "FOREST_DIRICHLET",
+    "FOREST_MAX_BYTES",
+    "FOREST_MAX_DIM",
+    "FOREST_MAX_NODES",
+    "FOREST_PRIOR",
+    "FOREST_TREES",
+    "FOREST_WAKE_ROWS",
     "GENERATIONS",
     "GRID",
     "LAGS",
@@ -118,6 +125,28 @@ MAX_TREE_LEAVES = 64
 #: docs/auto.md#nap_weight-and-nap_rounds).
 NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 500
+
+# ----------------------------------------------------------------- the Mondrian forest (docs/auto.md)
+#: Trees of the aggregated Mondrian forest (three classes or more): AMF's default; fewer trees vote
+#: noisier labels (docs/auto.md#the-mondrian-forest).
+FOREST_TREES = 10
+#: Nodes of a tree at most: then its splits stay and its nodes only count, so its state and cost stay
+#: flat; fewer cost image segments errors (docs/auto.md#the-mondrian-forest).
+FOREST_MAX_NODES = 511
+#: The forest's saved bytes on two classes at most (its trees' nodes bounded to fit: a node keeps its box,
+#: two floats a feature): below a mature grid's own state (docs/auto.md#the-mondrian-forest).
+FOREST_MAX_BYTES = 2_000_000
+#: Features above which there is none: on digits the kernels lead, and the forest cost much of the round
+#: for little weight (docs/auto.md#the-mondrian-forest).
+FOREST_MAX_DIM = 32
+#: The Dirichlet (Krichevsky-Trofimov) prior of a node's class frequencies: AMF's earlier multi-class
+#: default; its default now left the forest behind the kernels by log loss on the tuning streams, so that
+#: it never held weight (docs/auto.md#the-mondrian-forest).
+FOREST_DIRICHLET = 0.01
+#: Rows the forest learns before it plays, and its prior weight once it does: on a small stream (iris) it
+#: must play early and gain weight fast (docs/auto.md#the-mondrian-forest).
+FOREST_WAKE_ROWS = 20
+FOREST_PRIOR = 0.05
 
 # ----------------------------------------------------------------- the target's last values (docs/series.md)
 #: Last targets the autoregressive expert regresses on (regression; benchmarks/results/series.md).

@@ -15,6 +15,13 @@ from kons._multinomial import multinomial_rounds
 from kons.auto.config import (
     CHANGE_ENTRY_PRIOR,
     ENTRY_PRIOR,
+    FOREST_DIRICHLET,
+    FOREST_MAX_BYTES,
+    FOREST_MAX_DIM,
+    FOREST_MAX_NODES,
+    FOREST_PRIOR,
+    FOREST_TREES,
+    FOREST_WAKE_ROWS,
     GENERATIONS,
     GRID,
     LAGS,
@@ -41,6 +48,7 @@ from kons.auto.config import (
 )
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
+from kons.auto.experts.forest import ForestExpert, MondrianForest, nodes_within
 from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, restore_lags
 from kons.auto.experts.neighbours import NeighboursExpert, RecentNeighbours
 from kons.auto.experts.newton import LearnerExpert, ThresholdExpert
@@ -273,6 +281,29 @@ def _restore_linear(grid: Grid, built: list[Expert] | None, arrays: dict[str, np
         RecentExpert, experts[0]).model.restore({key: arrays[f"linear_{key}"] for key in ("P", "b", "sum")}))
 
 
+def _build_forest(grid: Grid) -> list[Expert] | None:
+    if not grid.mixture.binary or grid.dim > FOREST_MAX_DIM:
+        return None
+    nodes = nodes_within(FOREST_MAX_BYTES, grid.dim, FOREST_TREES, FOREST_MAX_NODES)
+    forest = MondrianForest(grid.dim, 2, trees=FOREST_TREES, max_nodes=nodes, dirichlet=FOREST_DIRICHLET,
+                            seed=grid.seed)
+    return [ForestExpert(forest, wake_rows=FOREST_WAKE_ROWS)]
+
+
+def _restore_forest(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                    scalars: dict[str, Any]) -> list[Expert] | None:
+    """The forest (none in a state saved before it existed: its slot stays empty, so that such a learner
+    goes on as it would have)."""
+    if "forest_ints" not in arrays:
+        if grid.mixture.switching.active[grid.slot["forest"]]:
+            raise StateFormatError("the forest plays where there is none.")
+        return None
+    if built is None:
+        raise StateFormatError("the forest does not match the grid.")
+    cast(ForestExpert, built[0]).forest.restore(arrays, "forest")
+    return built
+
+
 #: The experts after the generations, one line a kind, in the order of their slots (a kind added later
 #: goes last, so that a state saved before it keeps its slots where they were: :mod:`kons.auto.slots`).
 EXPERTS: tuple[Kind, ...] = (
@@ -297,6 +328,10 @@ EXPERTS: tuple[Kind, ...] = (
     # play from the start with the grid's prior
     Kind(("linear",), ("bayesian_linear(raw) of every row",), _build_linear, _restore_linear,
          start_prior=1.0 / (len(GRID) + 2)),
+    # the aggregated Mondrian forest (three classes or more): it learns every row and enters after
+    # FOREST_WAKE_ROWS
+    Kind(("forest",), (f"aggregated_mondrian_forest(raw, {FOREST_TREES} trees)",), _build_forest,
+         _restore_forest, wake_prior=FOREST_PRIOR, observes="update", naps=True),
 )
 
 
@@ -323,8 +358,10 @@ def class_column_nbytes(dim: int) -> int:
     two columns: counted twice."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
     trees = len(TREE_GRACES) * MAX_TREE_LEAVES * (5 * dim + 1) if dim <= TREE_MAX_DIM else 0
+    forest = (FOREST_TREES * nodes_within(FOREST_MAX_BYTES, dim, FOREST_TREES, FOREST_MAX_NODES)
+              if dim <= FOREST_MAX_DIM else 0)  # a count a node
     return 8 * (sum(lengths) + bins_columns(dim) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1))
-                + trees)
+                + trees + forest)
 
 
 def _full_nbytes(base: Learner, rounds: int) -> int:

@@ -3,10 +3,10 @@
 A slot's name is also the name of its expert's state in a saved grid: ``base<i>`` for the members of
 :data:`~kons.auto.config.GRID`, ``constant``, ``young<g>_<j>`` and ``young<g>_recent`` for the copies and
 the linear model of generation ``g``, then one name per expert of :data:`~kons.auto.grid.EXPERTS` (``bins``,
-``neighbours``, ``tree<i>``, ``target_last``, ``target_lags``). A state saved by an earlier release holds
-the mixture's weights in that
-release's layout; :func:`in_layout` brings them to today's by name, the slots it did not have inactive at
-weight 0, so that such a learner goes on exactly as it would have.
+``neighbours``, ``tree<i>``, ``target_last``, ``target_lags``, ``linear``, ``forest``). A state saved by an
+earlier release holds the mixture's weights in that release's layout; :func:`in_layout` brings them to
+today's by name, the slots it did not have inactive at weight 0, so that such a learner goes on exactly as it
+would have.
 """
 
 from __future__ import annotations
@@ -45,8 +45,10 @@ EARLIER_LAYOUTS: tuple[tuple[str, ...], ...] = (
     _layout(4, True, "bins", "neighbours"),  # before the trees
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2"),  # before the last targets
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags"),
-    # today's
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear"),
+    # today's
+    _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear",
+            "forest"),
 )
 
 
@@ -80,7 +82,7 @@ def in_layout(arrays: dict[str, np.ndarray], layout: tuple[str, ...]) -> dict[st
 #: then the other experts' in the order they were added.
 _SAVED_ORDER = (r"base\d+", r"bins_base", r"young\d+_\d+", r"dictionary_.*", r"young\d+_recent_.*",
                 r"(mix|log|replay)_.*", r"neighbours_.*", r"tree\d+_.*", r"bins_.*", r"target_last_.*",
-                r"target_lags_.*", r"linear_.*")
+                r"target_lags_.*", r"linear_.*", r"forest_.*")
 
 
 def saved_order(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -9,7 +9,9 @@ bit-identical to the original recordings on the machine that made them, or that 
   every recording are those of the recordings within :data:`~tests.recorded.RTOL` (the regression ``auto``
   cases of ``pinned_streams.npz`` were re-recorded on this machine): from then on this machine checks every
   replay and final state bit for bit, so a change meant to keep plays cannot move them even by rounding.
-  A deliberate change of plays or of saved bytes re-records it with the other recordings.
+  A deliberate change of plays or of saved bytes re-records it with the other recordings. Re-recorded when
+  the Mondrian forest's slot joined the saved grid: the four ``auto`` checksums changed, every play and
+  prediction as before.
 
 An earlier file, written on another AVX2 machine, was removed when the saved grid's layout changed: its
 checksums could only be re-recorded on that machine.

@@ -1,0 +1,438 @@
+r"""An aggregated Mondrian forest for classes: one more kind of expert for :class:`~kons.Auto`, strong where
+the kernels on many classes are weak (class regions of irregular shapes, a label that steps along a few
+features), in the spirit of AMF (Mourtada, Gaïffas and Scornet, "AMF: Aggregated Mondrian forests for
+online learning", JRSS B 2021).
+
+Each tree partitions the space by a Mondrian process restricted to the rows seen (Lakshminarayanan, Roy and
+Teh, "Mondrian forests", NIPS 2014). A node keeps the box of its rows (the range of each feature), the time
+:math:`\tau` at which it split (never, for a leaf), its class counts and two log-weights. A row :math:`x`
+goes down its path; at each node with the box extended by :math:`e_j` along feature :math:`j` (0 inside
+the box), a time :math:`T \sim \mathrm{Exp}(\sum_j e_j)` is drawn, and if the node's parent's split time
+plus :math:`T` comes before the node's own split time, a new node is put above it: it splits on feature
+:math:`j` with probability :math:`e_j / \sum e`, at a threshold uniform between the box and :math:`x_j`; the
+old node (its subtree) goes to one side, a new leaf holding :math:`x` to the other. With an infinite
+lifetime (AMF's), a leaf always splits when a row falls outside its box, except when the leaf's rows are
+all of the row's class (AMF's ``split_pure=False``: a pure leaf stays whole).
+
+Every node predicts its Krichevsky-Trofimov-smoothed class frequencies
+:math:`(n_c + \alpha) / (n + C\alpha)` and carries :math:`w_v = \exp(-\eta L_v)`, :math:`L_v` the log loss
+of its predictions on the rows that went through it, each taken before the row was counted. The tree
+plays the exponentially weighted average over every pruning of the tree, each pruning's prior
+:math:`2^{-(\text{its nodes that could split})}`, computed along the path by Context Tree Weighting
+(Willems, Shtarkov and Tjalkens 1995; Helmbold and Schapire 1997):
+
+.. math:: \bar w_v = \tfrac12 w_v + \tfrac12 \bar w_{v_0} \bar w_{v_1} \text{ (a leaf: } \bar w_v = w_v),
+   \qquad \hat p_v = \frac{w_v}{2 \bar w_v} p_v + \Big(1 - \frac{w_v}{2 \bar w_v}\Big) \hat p_{\text{child}},
+
+:math:`\hat p` of the root the tree's play; with :math:`\eta = 1` it is the Bayes mixture over the prunings.
+The forest plays its trees' mean.
+
+Bounded: a tree holds at most ``max_nodes`` nodes; once full its structure stays and its nodes only count
+(as they do while ``held``), so state and cost per round do not grow with the stream. Deterministic: the
+randomness is one :class:`numpy.random.Generator` seeded from the learner's seed, whose state is saved.
+Why these choices and what the forest gives ``auto``: ``docs/auto.md#the-mondrian-forest``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kons.auto.experts.protocol import Row
+from kons.errors import StateFormatError
+
+__all__ = ["ForestExpert", "MondrianForest", "nodes_within"]
+
+#: A leaf's split time: never (finite, as every number of a saved state).
+_NEVER = float(np.finfo(float).max)
+#: The box of a feature no row of the node has given (all missing): empty, lower above upper.
+_NONE_LOW, _NONE_HIGH = _NEVER, -_NEVER
+_LOG_HALF = math.log(0.5)
+#: The state's format, first of its integers.
+_VERSION = 1
+
+
+def nodes_within(nbytes: int, dim: int, trees: int, most: int) -> int:
+    """The nodes a tree may hold, at most ``most`` (odd: a root and pairs of children), so that ``trees``
+    trees over ``dim`` features save at most ``nbytes`` on two classes (:meth:`MondrianForest.state`)."""
+    nodes = (nbytes - 8 * (3 + 6 + trees)) // (trees * _node_nbytes(dim, 2))  # (the state's head: state())
+    return max(1, min(most, nodes - (1 - nodes % 2)))
+
+
+def _node_nbytes(dim: int, classes: int) -> int:
+    """A saved node's bytes: its feature and children, its threshold, split time, weights, box and counts."""
+    return 8 * (3 + 4 + 2 * dim + classes)
+
+
+class MondrianForest:
+    """``trees`` aggregated Mondrian trees over ``dim`` features and ``classes`` classes (labels
+    ``0 .. classes - 1``), each of at most ``max_nodes`` nodes; ``step`` is :math:`\\eta`, ``dirichlet``
+    :math:`\\alpha`."""
+
+    def __init__(self, dim: int, classes: int, *, trees: int = 10, max_nodes: int = 255, step: float = 1.0,
+                 dirichlet: float = 0.5, seed: int = 0) -> None:
+        self.dim, self.classes, self.trees, self.max_nodes = dim, classes, trees, max_nodes
+        self.step, self.dirichlet, self.seed = step, dirichlet, seed
+        self.held = False  # no split while held (the owner's growth hold)
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+        shape = (trees, max_nodes)
+        self._feature = np.zeros(shape, dtype=np.int64)
+        self._threshold = np.zeros(shape)
+        self._children = np.full((*shape, 2), -1, dtype=np.int64)  # -1: a leaf
+        self._time = np.full(shape, _NEVER)  # when the node split
+        self._log_weight = np.zeros(shape)  # log w_v
+        self._log_tree = np.zeros(shape)  # log w-bar_v
+        self._lower = np.full((*shape, dim), _NONE_LOW)  # the box of the node's rows
+        self._upper = np.full((*shape, dim), _NONE_HIGH)
+        self._counts = np.zeros((*shape, classes))
+        self._nodes = np.ones(trees, dtype=np.int64)  # node 0 is the root
+        self._learnt = 0
+        # the last row routed (a copy), its paths and the play on it (None until played), while nothing has
+        # been learnt since: a round's play and its learning, or a prediction then the learning of the same
+        # row, route and play it once
+        self._last: tuple[np.ndarray, list[list[int]], np.ndarray | None] | None = None
+        self._splits: list[tuple[list[int], list[float], list[list[int]]]] = []
+        self._listed()
+
+    @property
+    def rows_learnt(self) -> int:
+        return self._learnt
+
+    @property
+    def nodes(self) -> np.ndarray:
+        """Each tree's nodes."""
+        return self._nodes.copy()
+
+    def _route(self, x: np.ndarray) -> list[list[int]]:
+        """Each tree's path (root to leaf) for ``x``."""
+        if self._seen(x):
+            assert self._last is not None
+            return self._last[1]
+        paths = []
+        values = x.tolist()
+        for feature, threshold, children in self._splits:
+            node, path = 0, [0]
+            while children[node][0] >= 0:
+                node = children[node][values[feature[node]] > threshold[node]]
+                path.append(node)
+            paths.append(path)
+        self._last = (x.copy(), paths, None)
+        return paths
+
+    def _seen(self, x: np.ndarray) -> bool:
+        """Whether ``x`` is the last row routed (its values: a prediction and the learning round of one row
+        are often two arrays)."""
+        return self._last is not None and np.array_equal(self._last[0], x, equal_nan=True)
+
+    def _listed(self) -> None:
+        """The splits as Python lists (:meth:`_route` walks them a node at a time, where a NumPy scalar
+        costs more than the comparison), from the arrays: after a restore."""
+        self._splits = [(self._feature[t].tolist(), self._threshold[t].tolist(), self._children[t].tolist())
+                        for t in range(self.trees)]
+
+    def _flat(self, paths: list[list[int]]) -> tuple[np.ndarray, list[int]]:
+        """The paths' nodes one after another, as indices of the node arrays' first two axes flattened
+        (one index array for every gather: cheaper than two), and the paths' lengths."""
+        lengths = [len(path) for path in paths]
+        flat = np.concatenate(paths) + np.repeat(np.arange(0, self.trees * self.max_nodes, self.max_nodes),
+                                                 lengths)
+        return flat, lengths
+
+    def _smoothed(self, counts: np.ndarray) -> np.ndarray:
+        """The nodes' smoothed class frequencies (rows of ``counts``)."""
+        smoothed = counts + self.dirichlet
+        result: np.ndarray = smoothed / smoothed.sum(axis=-1, keepdims=True)
+        return result
+
+    def _aggregated(self, flat: np.ndarray, lengths: list[int]) -> np.ndarray:
+        """The aggregated probabilities of paths given one after another (the nodes ``flat``, ``lengths``
+        a path), one row a path: the recursion of the module's docstring unrolled (a node contributes its
+        own prediction times its own share of what the nodes above it left)."""
+        # a node's own share, w / (2 w-bar) (at most 1; a rounding above it would leave the nodes below
+        # a negative share)
+        own = np.minimum(0.5 * np.exp(self._log_weight.reshape(-1)[flat] - self._log_tree.reshape(-1)[flat]),
+                         1.0)
+        ends = np.cumsum(lengths) - 1
+        starts = ends - np.asarray(lengths) + 1
+        # what the nodes above left each node, path by path: a sum of logs from the path's root (a share
+        # of 1 leaves 0, floored at the smallest double so that a log stays finite)
+        logs = np.log(np.maximum(1.0 - own, 1e-300))
+        above = np.cumsum(logs) - logs
+        left = np.exp(above - np.repeat(above[starts], lengths))
+        own[ends] = 1.0  # a leaf's share: what the nodes above left
+        weighted = (own * left)[:, None] * self._smoothed(self._counts.reshape(-1, self.classes)[flat])
+        result: np.ndarray = np.add.reduceat(weighted, starts, axis=0)
+        return result
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """The classes' probabilities for the row ``x`` (``dim`` finite floats): the trees' mean."""
+        if not self._learnt:
+            return np.full(self.classes, 1.0 / self.classes)
+        if self._seen(x) and self._last is not None and self._last[2] is not None:
+            return self._last[2].copy()
+        paths = self._route(x)
+        result: np.ndarray = self._aggregated(*self._flat(paths)).mean(axis=0)
+        self._last = (self._last[0] if self._last is not None else x.copy(), paths, result.copy())
+        return result
+
+    def learn(self, x: np.ndarray, label: int) -> None:
+        """Learn the row ``x`` of class ``label``: in each tree, a split on its path maybe, then the counts,
+        boxes and weights of the path's nodes."""
+        paths = self._route(x)
+        self._last = None  # the trees change now
+        if not self._learnt:
+            self._lower[:, 0], self._upper[:, 0] = _box(x)
+        elif not self.held:
+            paths = [self._extend(t, path, x, label) if self._nodes[t] + 2 <= self.max_nodes else path
+                     for t, path in enumerate(paths)]
+        self._count(paths, x, label)
+        self._learnt += 1
+
+    def _extend(self, t: int, path: list[int], x: np.ndarray, label: int) -> list[int]:
+        """Tree ``t``'s path for ``x`` after the Mondrian process's split on it, if one comes."""
+        lower, upper = self._lower[t, path], self._upper[t, path]
+        # a missing value (NaN) extends nothing (fmax), nor does a feature no row of the node gave
+        with np.errstate(over="ignore", invalid="ignore"):
+            extension = np.where(lower <= upper, np.fmax(lower - x, 0.0) + np.fmax(x - upper, 0.0), 0.0)
+        rates = extension.sum(axis=1)
+        counts = self._counts[t, path]
+        pure = counts[:, label] == counts.sum(axis=1)  # every row of the node of the row's class
+        candidates = (rates > 0.0) & ~pure
+        if not candidates.any():
+            return path
+        times = self._time[t, path]
+        born = np.concatenate([[0.0], times[:-1]])  # when each node's cell was made: its parent's split
+        with np.errstate(divide="ignore", over="ignore"):
+            waits = self._rng.standard_exponential(len(path)) / rates
+        splits = candidates & (born + waits < times)
+        if not splits.any():
+            return path
+        k = int(np.argmax(splits))
+        feature = min(int(np.searchsorted(np.cumsum(extension[k]), self._rng.random() * rates[k],
+                                          side="right")), self.dim - 1)
+        while extension[k, feature] <= 0.0:  # a rounding at the cumulative sum's end: the last extended
+            feature -= 1
+        node = path[k]
+        moved, leaf = int(self._nodes[t]), int(self._nodes[t]) + 1
+        self._nodes[t] += 2
+        for array in (self._feature, self._threshold, self._children, self._time, self._log_weight,
+                      self._log_tree, self._lower, self._upper, self._counts):
+            array[t, moved] = array[t, node]  # the node and its subtree, one level down
+        above = x[feature] > upper[k, feature]
+        low, high = (upper[k, feature], x[feature]) if above else (x[feature], lower[k, feature])
+        # the new node keeps the old one's counts and weights: the same rows went through it
+        self._feature[t, node] = feature
+        self._threshold[t, node] = low + (high - low) * self._rng.random()
+        self._children[t, node] = (moved, leaf) if above else (leaf, moved)
+        self._time[t, node] = born[k] + waits[k]
+        self._children[t, leaf] = -1
+        self._time[t, leaf] = _NEVER
+        self._log_weight[t, leaf] = self._log_tree[t, leaf] = 0.0
+        self._lower[t, leaf], self._upper[t, leaf] = _box(x)
+        self._counts[t, leaf] = 0.0
+        features, thresholds, children = self._splits[t]
+        for changed in (node, moved, leaf):
+            features[changed] = int(self._feature[t, changed])
+            thresholds[changed] = float(self._threshold[t, changed])
+            children[changed] = self._children[t, changed].tolist()
+        return [*path[:k + 1], leaf]
+
+    def _count(self, paths: list[list[int]], x: np.ndarray, label: int) -> None:
+        """The paths learn the row: each node's loss on it first (its prediction before the row), then its
+        counts and box; the pruning weights from each leaf up (one pass over every path's nodes, in
+        Python floats: each depends on the one below)."""
+        flat, _ = self._flat(paths)
+        log_weight, log_tree = self._log_weight.reshape(-1), self._log_tree.reshape(-1)
+        counts = self._counts.reshape(-1, self.classes)
+        log_weight[flat] += self.step * np.log(self._smoothed(counts[flat])[:, label])
+        counts[flat, label] += 1.0
+        lower, upper = self._lower.reshape(-1, self.dim), self._upper.reshape(-1, self.dim)
+        lower[flat] = np.fmin(lower[flat], x)  # (a missing value: none)
+        upper[flat] = np.fmax(upper[flat], x)
+        # each node's child off the path (a leaf's: itself, unused)
+        children = self._children.reshape(-1, 2)[flat]
+        tree_start = flat - flat % self.max_nodes
+        siblings = np.where(children[:, 0] >= 0, tree_start + children.sum(axis=1) - np.append(flat[1:], 0)
+                            + tree_start, flat)
+        own = log_weight[flat].tolist()
+        beside = log_tree[siblings].tolist()
+        tree = own.copy()  # a leaf's weight is its own
+        log1p, exp, end = math.log1p, math.exp, 0
+        for path in paths:
+            end += len(path)
+            below = own[end - 1]
+            for i in range(end - 2, end - len(path) - 1, -1):
+                split, mine = beside[i] + below, own[i]
+                below = tree[i] = (mine + log1p(exp(split - mine)) if mine > split
+                                   else split + log1p(exp(mine - split))) + _LOG_HALF
+        log_tree[flat] = tree
+
+    def growth_nbytes(self, rounds: int) -> int:
+        """The most its state can grow in ``rounds`` rounds: two nodes a tree a round, up to
+        ``max_nodes``; nothing while held."""
+        if self.held:
+            return 0
+        nodes = int(np.minimum(2 * rounds, self.max_nodes - self._nodes).sum())
+        return nodes * _node_nbytes(self.dim, self.classes)
+
+    def widen(self, classes: int) -> None:
+        """Make room for ``classes`` classes (more than now): the new ones counted nowhere yet."""
+        extra = classes - self.classes
+        if extra > 0:
+            self._counts = np.pad(self._counts, [(0, 0), (0, 0), (0, extra)])
+            self.classes = classes
+            self._last = None  # its play has fewer classes
+
+    _NODE_FLOATS = ("_threshold", "_time", "_log_weight", "_log_tree", "_lower", "_upper", "_counts")
+
+    def state(self, prefix: str = "forest") -> dict[str, np.ndarray]:
+        """The forest as two arrays (each array costs a saved state a header): ``<prefix>_ints``, the format,
+        the classes, the rows learnt, the generator's state (six words), each tree's nodes, then each
+        tree's used nodes' features and children; ``<prefix>_floats``, each tree's used nodes' thresholds,
+        split times, weights, boxes and counts, flattened."""
+        rng = self._rng.bit_generator.state
+        words = [rng["state"]["state"] >> 64, rng["state"]["state"] & (2**64 - 1), rng["state"]["inc"] >> 64,
+                 rng["state"]["inc"] & (2**64 - 1), rng["has_uint32"], rng["uinteger"]]
+        head = np.array([_VERSION, self.classes, self._learnt], dtype=np.int64)
+        ints = [head, np.array(words, dtype=np.uint64).view(np.int64), self._nodes]
+        floats = []
+        for t, used in enumerate(self._nodes.tolist()):
+            ints += [self._feature[t, :used], self._children[t, :used].ravel()]
+            floats += [getattr(self, name)[t, :used].ravel() for name in self._NODE_FLOATS]
+        return {f"{prefix}_ints": np.concatenate(ints).astype(np.int64),
+                f"{prefix}_floats": np.concatenate(floats)}
+
+    def restore(self, arrays: dict[str, np.ndarray], prefix: str = "forest") -> None:
+        """Load :meth:`state` (of a forest of as many classes or more: it was widened); a state of another
+        shape, or one that is not a forest, is refused with :class:`~kons.errors.StateFormatError` and
+        leaves the forest as it was."""
+        try:
+            ints = np.asarray(arrays[f"{prefix}_ints"])
+            floats = np.asarray(arrays[f"{prefix}_floats"])
+        except KeyError as exc:
+            raise StateFormatError(f"a forest state is incomplete: {exc}") from None
+        head = 3 + 6 + self.trees
+        if ints.ndim != 1 or floats.ndim != 1 or ints.dtype != np.int64 or len(ints) < head \
+                or ints[0] != _VERSION:
+            raise StateFormatError("a forest state has the wrong format.")
+        classes, learnt = int(ints[1]), int(ints[2])
+        nodes = ints[9:head]
+        if classes < self.classes or learnt < 0 or (nodes < 1).any() or (nodes > self.max_nodes).any() \
+                or (nodes % 2 != 1).any():
+            raise StateFormatError("a forest state's sizes do not make a forest.")
+        if len(ints) != head + 3 * int(nodes.sum()) or \
+                len(floats) != int(nodes.sum()) * (4 + 2 * self.dim + classes):
+            raise StateFormatError("a forest state has the wrong size.")
+        shape = (self.trees, self.max_nodes)
+        feature = np.zeros(shape, dtype=np.int64)
+        children = np.full((*shape, 2), -1, dtype=np.int64)
+        fresh = {"_threshold": np.zeros(shape), "_time": np.full(shape, _NEVER),
+                 "_log_weight": np.zeros(shape), "_log_tree": np.zeros(shape),
+                 "_lower": np.full((*shape, self.dim), _NONE_LOW),
+                 "_upper": np.full((*shape, self.dim), _NONE_HIGH), "_counts": np.zeros((*shape, classes))}
+        at, start = head, 0
+        for t, used in enumerate(nodes.tolist()):
+            feature[t, :used] = ints[at:at + used]
+            children[t, :used] = ints[at + used:at + 3 * used].reshape(used, 2)
+            at += 3 * used
+            for name in self._NODE_FLOATS:
+                target = fresh[name][t, :used]
+                target[...] = floats[start:start + target.size].reshape(target.shape)
+                start += target.size
+            inner = children[t, :used, 0] >= 0
+            links = children[t, :used][inner]
+            if (links < 1).any() or (links >= used).any() or (feature[t, :used][inner] < 0).any() \
+                    or (feature[t, :used][inner] >= self.dim).any() \
+                    or sorted(links.ravel().tolist()) != list(range(1, used)) \
+                    or _reached(children[t]) != used:
+                raise StateFormatError("a forest state's splits do not make trees.")
+        if not all(np.isfinite(array).all() for array in fresh.values()):
+            raise StateFormatError("a forest state holds numbers that are not finite.")
+        words = [int(w) for w in ints[3:9].view(np.uint64)]
+        rng = np.random.Generator(np.random.PCG64())
+        try:
+            rng.bit_generator.state = {"bit_generator": "PCG64",
+                                       "state": {"state": (words[0] << 64) | words[1],
+                                                 "inc": (words[2] << 64) | words[3]},
+                                       "has_uint32": words[4], "uinteger": words[5]}
+        except (TypeError, ValueError) as exc:
+            raise StateFormatError("a forest state's generator is not one.") from exc
+        self._feature, self._children, self._nodes = feature, children, nodes.astype(np.int64)
+        for name, array in fresh.items():
+            setattr(self, name, array)
+        self._rng, self._learnt, self.classes, self._last = rng, learnt, classes, None
+        self._listed()
+
+
+def _box(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The box of the one row ``x``: empty along its missing values."""
+    return np.fmin(x, _NONE_LOW), np.fmax(x, _NONE_HIGH)
+
+
+def _reached(children: np.ndarray) -> int:
+    """The nodes reached from the root by ``children`` (each node one parent: a cycle is not reached)."""
+    reached, stack = 0, [0]
+    while stack and reached <= len(children):
+        node = stack.pop()
+        reached += 1
+        if children[node, 0] >= 0:
+            stack += children[node].tolist()
+    return reached
+
+
+class ForestExpert:
+    """A :class:`MondrianForest` as an expert for three classes or more, on the raw row (as AMF is used: on
+    the tuning streams the raw row beat the standardised and the signed-log ones, whose running statistics
+    move the boxes learnt early). Like the trees (:class:`~kons.auto.experts.tree.TreeExpert`) it learns
+    every row after the mixture's update (:meth:`observe`), from the first round with three classes (a
+    binary stream gains nothing from it that the trees do not give: it neither learns nor plays there),
+    and is ready to enter once it has learnt ``wake_rows`` rows."""
+
+    sleeps = True
+
+    def __init__(self, forest: MondrianForest, *, wake_rows: int) -> None:
+        self.forest, self.wake_rows = forest, wake_rows
+
+    def predict(self, row: Row) -> float:
+        """No binary score: it never plays on two classes (0, the mean, were it asked)."""
+        return 0.0
+
+    def learn(self, row: Row, target: float) -> float:
+        return 0.0
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:
+        self.forest.widen(classes)
+        return self.forest.predict_proba(row.raw())[:classes]
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
+        """Its probabilities: it learns the row in :meth:`observe`."""
+        return self.probabilities(row, classes)
+
+    def widen(self, classes: int) -> None:
+        self.forest.widen(classes)
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        """Learn the row of class index ``target`` (with three classes or more)."""
+        if classes > 2:
+            self.forest.widen(classes)
+            self.forest.learn(row.raw(), int(target))
+
+    def ready(self) -> bool:
+        return self.forest.rows_learnt >= self.wake_rows
+
+    def hold_growth(self, held: bool) -> None:
+        self.forest.held = held
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.forest.state().values())
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return self.forest.growth_nbytes(rounds)
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        return self.forest.state(name)
+
+    def scalars(self) -> Any:
+        return None
