@@ -90,6 +90,9 @@ RIVER_BEST = {"bodyfat": "river_linear_tss", "power_plant": "river_linear_tss",
               "linear_abrupt": "river_linear_tss", "friedman_lea": "river_arf",
               "friedman_gra": "river_linear_tss", "friedman_gsg": "river_linear_tss",
               "trump_approval": "river_linear_tss", "water_flow": "river_linear_tss"}
+#: The preprocessed second-order learners whose intervals follow their leverage, and their rows per stream.
+LEARNERS = ("ons", "fd_son", "rp_son", "oja_son", "kons", "sketched_kons", "nystrom_kons")
+LEARNER_T = 2000
 GOAL_STREAM = 0.015
 GOAL_WINDOW = 0.05
 
@@ -352,6 +355,51 @@ def tune(streams: Sequence[Stream]) -> list[list[Any]]:
     return rows
 
 
+# ----------------------------------------------------------------- the other learners
+def record_learner(algorithm: str, stream: Stream) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The plays and spreads (the square root of the row's leverage) of the preprocessed ``algorithm`` on
+    the first :data:`LEARNER_T` rows of ``stream``, and its targets."""
+    X, y = stream.build()
+    X, y = X[:LEARNER_T], y[:LEARNER_T]
+    learner = kons.learner_from_params(algorithm, {})
+    plays, spreads = np.empty(len(y)), np.empty(len(y))
+    for t, (x, target) in enumerate(zip(X, y, strict=True)):
+        plays[t] = learner.learn_one(x, float(target))
+        spreads[t] = learner._spread()
+    return plays, spreads, y
+
+
+def tune_learners(streams: Sequence[Stream], exponents: Sequence[float] = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0)
+                  ) -> list[list[Any]]:
+    """Each learner and exponent of its leverage on the tuning streams: the median ratio of the 90% width
+    to the learner's own global interval (exponent 0, at the coverage achieved), the worst stream gap."""
+    rows = []
+    for algorithm in LEARNERS:
+        recorded = [record_learner(algorithm, stream) for stream in streams]
+        print(f"[tune] {algorithm} recorded", file=sys.stderr, flush=True)
+        for exponent in exponents:
+            ratios, gaps = [], []
+            for plays, spreads, y in recorded:
+                ratio, coverage = _local_against_global(plays, spreads, y, exponent)
+                ratios.append(ratio)
+                gaps.append(abs(coverage - 0.9))
+            rows.append([algorithm, exponent, f"{np.median(ratios):.3f}", f"{max(ratios):.3f}",
+                         f"{max(gaps):.4f}"])
+    return rows
+
+
+def _local_against_global(plays: np.ndarray, spreads: np.ndarray, y: np.ndarray, exponent: float
+                          ) -> tuple[float, float]:
+    """The 90% width with the local scale of ``exponent`` over that of the global scale (exponent 0)
+    scaled in hindsight to the coverage the local one achieved, and that coverage (rounds from
+    :data:`SCORED_FROM` on)."""
+    local = replay_intervals(plays, spreads, y, 0.9, exponent=exponent)
+    covered, width = _scored(local, y)
+    achieved = float(covered[SCORED_FROM:].mean())
+    flat = replay_intervals(plays, spreads, y, 0.9, exponent=0.0)
+    return width / at_coverage(flat, plays, y, achieved), float(covered.mean())
+
+
 # ----------------------------------------------------------------- report
 def _pct(v: float) -> str:
     return f"{100 * v:.1f}"
@@ -458,6 +506,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parts", default="regression,classification,cost")
     parser.add_argument("--no-river", action="store_true", help="skip River's jackknife")
     parser.add_argument("--tune", action="store_true", help="print the tuning table and stop")
+    parser.add_argument("--tune-learners", action="store_true",
+                        help="print the other learners' tuning table (their leverage's exponent) and stop")
     parser.add_argument("--shard", default="0/1", help="i/n: run every n-th stream from the i-th")
     parser.add_argument("--merge", type=Path, nargs="*",
                         help="folders of intervals.json of shards measured on one kons: publish them as one, "
@@ -470,6 +520,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = tune([s for s in regression_streams() if s.name in TUNING])
         print("\n".join(markdown_table(["exponent", "step", "median width / global", "worst stream gap",
                                         "worst window gap"], rows)))
+        return 0
+    if args.tune_learners:
+        rows = tune_learners([s for s in regression_streams() if s.name in TUNING])
+        print("\n".join(markdown_table(["learner", "exponent", "median width / global", "largest",
+                                        "worst stream gap"], rows)))
         return 0
     out = results_dir(args.out, "intervals")
     command = command_line("benchmarks.intervals", argv, outputs=("--out",))

@@ -54,7 +54,8 @@ import numpy as np
 from kons._validation import check_real
 from kons.errors import InvalidParameterError, StateFormatError
 
-__all__ = ["MAX_LEVELS", "RING", "SCORE_CAP", "Conformal", "check_coverage"]
+__all__ = ["LEVERAGE_EXPONENT", "MAX_LEVELS", "RING", "SCORE_CAP", "SPREAD_EXPONENT", "Conformal",
+           "check_coverage"]
 
 #: The most coverages tracked at once.
 MAX_LEVELS = 8
@@ -72,6 +73,10 @@ SCALE_WEIGHT = 0.01
 #: tuning streams of benchmarks/intervals.py (docs/intervals.md): a global scale gave the narrowest mean
 #: width, the square root keeps the width following the row for a little more.
 SPREAD_EXPONENT = 0.5
+#: The exponent for a second-order learner's spread, the square root of the row's leverage
+#: :math:`x^\top A^{-1} x` (its own interval's local scale); chosen likewise, on the same tuning streams
+#: (docs/intervals.md).
+LEVERAGE_EXPONENT = 0.25
 #: The golden ratio's fractional part (a low-discrepancy sequence of shares, :meth:`Conformal._share`).
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 #: Scores needed in the ring before a new coverage starts at their quantile (else at a default).
@@ -223,10 +228,12 @@ class Conformal:
                 "means": [self.residual, self.spread]}
 
     @classmethod
-    def restored(cls, header: Any, arrays: dict[str, np.ndarray]) -> Conformal:
-        """The component saved as :meth:`header` and :meth:`arrays` (which it pops from ``arrays``)."""
+    def restored(cls, header: Any, arrays: dict[str, np.ndarray],
+                 spread_exponent: float = SPREAD_EXPONENT) -> Conformal:
+        """The component saved as :meth:`header` and :meth:`arrays` (which it pops from ``arrays``), for a
+        learner whose spread takes ``spread_exponent`` (not saved: the learner's class fixes it)."""
         try:
-            conformal = cls(header["kind"])
+            conformal = cls(header["kind"], spread_exponent=spread_exponent)
             levels = arrays.pop("conformal_levels")
             quantiles = arrays.pop("conformal_quantiles")
             scores = arrays.pop("conformal_scores")
