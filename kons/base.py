@@ -121,6 +121,8 @@ class Learner(abc.ABC):
     #: The exponent of :meth:`_spread` in the local scale of its intervals (:mod:`kons.conformal`; a class
     #: attribute, except for :class:`~kons.preprocessing.Preprocessed`, which takes its base learner's).
     _spread_exponent: float = SPREAD_EXPONENT
+    #: The exponent of the row's region (its play's) in that local scale (:mod:`kons.conformal`).
+    _region_exponent: ClassVar[float] = 0.0
     #: The resolved step, reported by :meth:`stats` (None: the learner has no such step).
     _eta: float | None = None
     #: Whether the learned state grows with the rounds (kernel learners storing points); linear ones:
@@ -537,7 +539,8 @@ class Learner(abc.ABC):
             raise InvalidParameterError(f"{type(self).__name__} with the {self.loss} loss gives {gives}.")
         conformal = self._conformal
         if conformal is None:
-            conformal = Conformal(own, spread_exponent=self._spread_exponent)
+            conformal = Conformal(own, spread_exponent=self._spread_exponent,
+                                  region_exponent=self._region_exponent)
         if track:
             self._conformal = conformal
             conformal.track(coverage)
@@ -564,7 +567,8 @@ class Learner(abc.ABC):
             pairs = played.distribution or []
             inside = conformal.prediction_set(np.array([p for _, p in pairs], dtype=np.float64), coverage)
             return [pairs[i][0] for i in inside]
-        interval = conformal.interval(played.value, self._spread(), coverage)
+        interval = conformal.interval(played.value, self._spread() if conformal.spread_exponent else 0.0,
+                                      coverage)
         if interval is None:  # nothing learnt since intervals started: the learner's range
             interval = (min(-self.C, played.value), max(self.C, played.value))
         return interval
@@ -591,7 +595,7 @@ class Learner(abc.ABC):
     def _learn_conformal(self, conformal: Conformal, y_hat: float, y: Any) -> None:
         """The round just learnt (played ``y_hat``, label ``y``) for the conformal component, after the
         interval of the coverage asked of it, if any, was answered."""
-        spread = self._spread()
+        spread = self._spread() if conformal.spread_exponent else 0.0
         if self._asked is not None:
             self._answered = self._conformal_answer(conformal, Round(y_hat), self._asked)
             self._covered = self._answered[0] <= float(y) <= self._answered[1]
@@ -885,7 +889,8 @@ class Learner(abc.ABC):
             learner._growth_held = held  # its parts (a composite's) carry their own, in their blobs
             if "conformal" in header:  # its arrays are taken out of the learner's
                 arrays = dict(arrays)
-                learner._conformal = Conformal.restored(header["conformal"], arrays, learner._spread_exponent)
+                learner._conformal = Conformal.restored(header["conformal"], arrays, learner._spread_exponent,
+                                                          learner._region_exponent)
             if (header["rng"] is None) != (learner._rng is None):
                 raise StateFormatError("the random generator's state is missing or unexpected.")
             if learner._rng is not None:
