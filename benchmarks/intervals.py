@@ -487,7 +487,8 @@ def render(regression: list[dict[str, Any]], classification: list[dict[str, Any]
                   f"residuals: **{global_wins} of {len(regression)}** streams, median width ratio "
                   f"**{np.median(global_ratios):.3f}**. Narrower than River's RegressionJackknife around its "
                   f"best default: **{river_wins} of {len(river_ratios)}**, median ratio "
-                  f"**{np.median(river_ratios) if river_ratios else math.nan:.3f}**. Cells: coverage (%), "
+                  f"**{np.median(river_ratios) if river_ratios else math.nan:.3f}**. "
+                  + _split(regression, global_ratios) + " Cells: coverage (%), "
                   "mean width (the target's units); for a baseline, then its width at auto's coverage.", "",
                   *markdown_table(["stream", "auto", "global conformal", "auto / global (equal coverage)",
                                    "River jackknife", "auto / River (equal coverage)"], rows), ""]
@@ -521,6 +522,22 @@ def render(regression: list[dict[str, Any]], classification: list[dict[str, Any]
                   f"median ratio **{costs['median_ratio']:.3f}** (blocks: "
                   + ", ".join(f"{v:.3f}" for v in costs["ratios"]) + ").", ""]
     return "\n".join(lines)
+
+
+def _split(regression: list[dict[str, Any]], ratios: list[float]) -> str:
+    """The width against the global interval and the coverage goal on the tuning and held-out streams."""
+    parts = []
+    for label, tuning in (("tuning", True), ("held out", False)):
+        chosen = [(r, v) for r, v in zip(regression, ratios, strict=True)
+                  if (r["stream"] in TUNING) == tuning]
+        if not chosen:
+            continue
+        within = sum(all(abs(r["levels"][str(c)]["coverage"] - c) <= GOAL_STREAM for c in COVERAGES)
+                     for r, _ in chosen)
+        parts.append(f"{label}: narrower than the global interval on **{sum(v < 1.0 for _, v in chosen)} of "
+                     f"{len(chosen)}**, median ratio **{np.median([v for _, v in chosen]):.3f}**, coverage "
+                     f"within {GOAL_STREAM * 100:.1f} points on {within} of {len(chosen)}")
+    return "On the " + "; ".join(parts) + "."
 
 
 def _render_learners(learners: list[dict[str, Any]]) -> list[str]:
