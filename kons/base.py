@@ -475,12 +475,13 @@ class Learner(abc.ABC):
 
     # ----------------------------------------------------------------- conformal intervals and sets
     def predict_interval_one(self, x: Any, coverage: float = 0.9) -> tuple[float, float]:
-        """An interval ``(low, high)`` around :meth:`predict_one` that holds the target with the long-run
+        r"""An interval ``(low, high)`` around :meth:`predict_one` that holds the target with the long-run
         frequency ``coverage`` (a regression learner), whatever the stream does.
 
         The width follows the row: the learner's recent mean absolute residual times its own
-        uncertainty about the row relative to its usual one (for :class:`~kons.Auto`, the spread of its
-        experts' plays under the mixture's weights; a learner without such a measure has one width for
+        uncertainty about the row relative to its usual one (a second-order learner's: the row's leverage
+        :math:`x^\top A^{-1} x` under its matrix; for :class:`~kons.Auto`, the recent mean absolute
+        residual of the rows whose play fell in the same region; a first-order learner has one width for
         every row, which still follows a drift). The scale of the residuals is calibrated online, one
         threshold per coverage asked, by quantile tracking (adaptive conformal inference: Gibbs and
         Candès 2021; Angelopoulos et al. 2023), :mod:`kons.conformal`.

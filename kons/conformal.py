@@ -30,10 +30,14 @@ It says nothing of the coverage conditional on ``x``; the local scale below is w
 the row. Derivation and measurements: ``docs/intervals.md``.
 
 **Scores.** Regression: :math:`s_t = |y_t - \hat y_t| / \sigma_t`, with the local scale
-:math:`\sigma_t = m_t\,((d_t + \bar d_t) / (2 \bar d_t))^{\gamma}`: :math:`m_t` the recent mean absolute
-residual, :math:`d_t` the learner's own uncertainty about the row (for :class:`kons.Auto`, the spread of its
-experts' plays under the mixture's weights; 0 for a learner that has none, whose interval is then global
-but drift-adaptive) and :math:`\bar d_t` its recent mean. Classes: the adaptive prediction sets' score
+:math:`\sigma_t = m_t\,((d_t + \bar d_t) / (2 \bar d_t))^{\gamma}\,((r_t + \bar r_t) / (2 \bar r_t))^{\rho}`:
+:math:`m_t` the recent mean absolute residual; :math:`d_t` the learner's own uncertainty about the row (a
+second-order learner's: the square root of the row's leverage :math:`x^\top A^{-1} x`, exponent
+:data:`LEVERAGE_EXPONENT`; 0 for a learner that has none, whose interval is then global but
+drift-adaptive; :class:`kons.Auto`'s spread of its experts' plays has the exponent
+:data:`SPREAD_EXPONENT`); :math:`r_t` the recent mean absolute residual of the rows whose play fell in the
+same region as this one (:class:`kons.Auto` only, exponent :data:`REGION_EXPONENT`); :math:`\bar d_t`,
+:math:`\bar r_t` their recent means. Classes: the adaptive prediction sets' score
 (Romano, Sesia and Candès 2020), the probability of the classes more probable than the label plus a share
 :math:`u_t` of the label's own (randomised sets, the draw :math:`u_t` from a deterministic low-discrepancy
 sequence); the set holds the classes whose score is at most :math:`q_t`.
@@ -205,7 +209,9 @@ class Conformal:
         if mean_spread > 0.0 and self.spread_exponent:
             scale *= ((spread + mean_spread) / (2.0 * mean_spread)) ** self.spread_exponent
         if self.region_exponent:
-            usual = self._mean(self.region_mean)
+            # corrected by the rounds the regions saw (fewer than ``rounds`` in a state saved before them)
+            count = self.targets[0]
+            usual = self.region_mean / -math.expm1(count * math.log1p(-SCALE_WEIGHT)) if count else 0.0
             if usual > 0.0:
                 if region is None:
                     region = self._region(prediction)[1]

@@ -257,6 +257,24 @@ def test_saved_restored_and_replayed_bit_identically(rounds: int, algorithm: str
     assert restored.to_bytes() == learner.to_bytes()
 
 
+def test_a_state_saved_before_the_regions_continues_with_intervals_of_the_same_scale() -> None:
+    X, y = _drifting(900)
+    learner = kons.Auto()
+    for i in range(600):
+        learner.learn_round(X[i], y[i], coverage=0.9)
+    header, arrays = kons._state.decode(learner.to_bytes())
+    del header["conformal"]["regions"], arrays["conformal_region_residual"], arrays["conformal_region_seen"]
+    old = kons.load(kons._state.encode(header, arrays))
+    ratios = []
+    for i in range(600, 900):
+        now, before = learner.learn_round(X[i], y[i], coverage=0.9), old.learn_round(X[i], y[i], coverage=0.9)
+        assert now.value == before.value and now.interval is not None and before.interval is not None
+        ratios.append((before.interval[1] - before.interval[0]) / (now.interval[1] - now.interval[0]))
+    # the regions start empty (each at the overall mean residual) and fill within a few hundred rounds
+    assert max(ratios) < 2.0 and abs(float(np.median(ratios[-100:])) - 1.0) < 0.25
+    assert "regions" in kons._state.decode(old.to_bytes())[0]["conformal"]
+
+
 def test_a_learner_never_asked_saves_what_it_saved_before() -> None:
     X, y = _drifting(50)
     learner = kons.learner_from_params("ons", {})
