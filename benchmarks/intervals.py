@@ -62,7 +62,7 @@ from benchmarks.provenance import provenance, publish
 from benchmarks.quality import CLASSIFICATION, REGRESSION
 from benchmarks.raw_regime import RAW_METHODS
 from benchmarks.raw_report import SUITES
-from kons.conformal import REGION_EXPONENT, SPREAD_EXPONENT, STEP, Conformal
+from kons.conformal import SPREAD_EXPONENT, STEP, Conformal
 from kons.datasets import load_dataset
 
 __all__ = ["main"]
@@ -155,12 +155,10 @@ def _global_quantile(kept: list[float], coverage: float) -> float:
 
 
 def replay_intervals(plays: np.ndarray, spreads: np.ndarray, y: np.ndarray, coverage: float,
-                     step: float | None = None, exponent: float = SPREAD_EXPONENT,
-                     region: float = REGION_EXPONENT) -> np.ndarray:
+                     step: float | None = None, exponent: float = SPREAD_EXPONENT) -> np.ndarray:
     """The (n, 2) intervals of the library's component asked ``coverage`` from the first round (the first
-    round: its fallback, the targets' range, here infinite); ``exponent`` and ``region``: auto's unless
-    given."""
-    conformal = Conformal("interval", step=step, spread_exponent=exponent, region_exponent=region)
+    round: its fallback, the targets' range, here infinite); ``exponent``: auto's unless given."""
+    conformal = Conformal("interval", step=step, spread_exponent=exponent)
     conformal.track(coverage)
     out = np.empty((len(y), 2))
     for t, (play, spread, target) in enumerate(zip(plays, spreads, y, strict=True)):
@@ -329,9 +327,8 @@ def cost(rows: int = 2000, blocks: int = 12, block: int = 100) -> dict[str, Any]
 
 # ----------------------------------------------------------------- tuning
 def tune(streams: Sequence[Stream]) -> list[list[Any]]:
-    """Each exponent of auto's spread and of its play's region on the tuning streams: the 90% width
-    relative to the global interval at equal coverage (median, streams narrower), the worst stream and
-    window coverage gaps."""
+    """Each (exponent of auto's spread, step) on the tuning streams: the 90% width relative to the global
+    interval at equal coverage (median, streams narrower), the worst stream and window coverage gaps."""
     recorded = []
     for stream in streams:
         X, y = stream.build()
@@ -343,18 +340,18 @@ def tune(streams: Sequence[Stream]) -> list[list[Any]]:
         recorded.append((plays, spreads, y))
         print(f"[tune] {stream.name} recorded", file=sys.stderr, flush=True)
     rows = []
-    for exponent in (0.0, 0.5, 1.0):
-        for region in (0.0, 0.5, 1.0, 1.5):
+    for exponent in (0.0, 0.5, 1.0, 1.5):
+        for step in (0.02, 0.05, 0.1):
             ratios, gaps, windows = [], [], []
             for plays, spreads, y in recorded:
-                ours = replay_intervals(plays, spreads, y, 0.9, exponent=exponent, region=region)
+                ours = replay_intervals(plays, spreads, y, 0.9, step, exponent)
                 covered, width = _scored(ours, y)
                 baseline = global_intervals(plays, y, 0.9)
                 ratios.append(width / at_coverage(baseline, plays, y, float(covered[SCORED_FROM:].mean())))
                 rec = _coverage_record(covered, 0.9)
                 gaps.append(abs(rec["coverage"] - 0.9))
                 windows.append(rec["worst_window_gap"])
-            rows.append([exponent, region, f"{np.median(ratios):.3f}", f"{sum(r < 1.0 for r in ratios)} of "
+            rows.append([exponent, step, f"{np.median(ratios):.3f}", f"{sum(r < 1.0 for r in ratios)} of "
                          f"{len(ratios)}", f"{max(gaps):.4f}", f"{max(windows):.3f}"])
     return rows
 
@@ -372,7 +369,7 @@ def record_learner(algorithm: str, stream: Stream) -> tuple[np.ndarray, np.ndarr
         played = learner.learn_round(x, float(target), coverage=0.9)
         assert played.interval is not None
         plays[t], spreads[t], answered[t] = played.value, learner._spread(), played.interval
-    replayed = replay_intervals(plays, spreads, y, 0.9, exponent=learner._spread_exponent, region=0.0)
+    replayed = replay_intervals(plays, spreads, y, 0.9, exponent=learner._spread_exponent)
     assert np.array_equal(replayed[1:], answered[1:]), (algorithm, stream.name)
     return plays, spreads, y
 
@@ -384,7 +381,7 @@ def run_learner(algorithm: str, stream: Stream) -> dict[str, Any]:
     exponent = learner_exponent(algorithm)
     levels = {}
     for c in COVERAGES:
-        covered, _ = _scored(replay_intervals(plays, spreads, y, c, exponent=exponent, region=0.0), y)
+        covered, _ = _scored(replay_intervals(plays, spreads, y, c, exponent=exponent), y)
         levels[str(c)] = _coverage_record(covered, c)
     ratio, _ = _local_against_global(plays, spreads, y, exponent)
     return {"learner": algorithm, "stream": stream.name, "rows": len(y), "levels": levels,
@@ -419,10 +416,10 @@ def _local_against_global(plays: np.ndarray, spreads: np.ndarray, y: np.ndarray,
     """The 90% width with the local scale of ``exponent`` over that of the global scale (exponent 0)
     scaled in hindsight to the coverage the local one achieved, and that coverage (rounds from
     :data:`SCORED_FROM` on)."""
-    local = replay_intervals(plays, spreads, y, 0.9, exponent=exponent, region=0.0)
+    local = replay_intervals(plays, spreads, y, 0.9, exponent=exponent)
     covered, width = _scored(local, y)
     achieved = float(covered[SCORED_FROM:].mean())
-    flat = replay_intervals(plays, spreads, y, 0.9, exponent=0.0, region=0.0)
+    flat = replay_intervals(plays, spreads, y, 0.9, exponent=0.0)
     return width / at_coverage(flat, plays, y, achieved), float(covered.mean())
 
 
@@ -591,7 +588,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     if args.tune:
         rows = tune([s for s in regression_streams() if s.name in TUNING])
-        print("\n".join(markdown_table(["spread exponent", "region exponent", "median width / global",
+        print("\n".join(markdown_table(["spread exponent", "step", "median width / global",
                                         "narrower", "worst stream gap", "worst window gap"], rows)))
         return 0
     if args.tune_learners:

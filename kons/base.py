@@ -121,8 +121,6 @@ class Learner(abc.ABC):
     #: The exponent of :meth:`_spread` in the local scale of its intervals (:mod:`kons.conformal`; a class
     #: attribute, except for :class:`~kons.preprocessing.Preprocessed`, which takes its base learner's).
     _spread_exponent: float = SPREAD_EXPONENT
-    #: The exponent of the row's region (its play's) in that local scale (:mod:`kons.conformal`).
-    _region_exponent: ClassVar[float] = 0.0
     #: The resolved step, reported by :meth:`stats` (None: the learner has no such step).
     _eta: float | None = None
     #: Whether the learned state grows with the rounds (kernel learners storing points); linear ones:
@@ -480,11 +478,11 @@ class Learner(abc.ABC):
 
         The width follows the row: the learner's recent mean absolute residual times its own
         uncertainty about the row relative to its usual one (a second-order learner's: the row's leverage
-        :math:`x^\top A^{-1} x` under its matrix; for :class:`~kons.Auto`, the recent mean absolute
-        residual of the rows whose play fell in the same region; a first-order learner has one width for
-        every row, which still follows a drift). The scale of the residuals is calibrated online, one
-        threshold per coverage asked, by quantile tracking (adaptive conformal inference: Gibbs and
-        Candès 2021; Angelopoulos et al. 2023), :mod:`kons.conformal`.
+        :math:`x^\top A^{-1} x` under its matrix; for :class:`~kons.Auto`, the spread of its experts' plays
+        under the mixture's weights; a first-order learner has one width for every row, which still
+        follows a drift). The scale of the residuals is calibrated online, one threshold per coverage
+        asked, by quantile tracking (adaptive conformal inference: Gibbs and Candès 2021; Angelopoulos et
+        al. 2023), :mod:`kons.conformal`.
 
         Guarantee: over any ``n`` rounds learnt after this coverage was first asked, the fraction of
         targets outside the interval played at their round differs from ``1 - coverage`` by at most
@@ -540,8 +538,7 @@ class Learner(abc.ABC):
             raise InvalidParameterError(f"{type(self).__name__} with the {self.loss} loss gives {gives}.")
         conformal = self._conformal
         if conformal is None:
-            conformal = Conformal(own, spread_exponent=self._spread_exponent,
-                                  region_exponent=self._region_exponent)
+            conformal = Conformal(own, spread_exponent=self._spread_exponent)
         if track:
             self._conformal = conformal
             conformal.track(coverage)
@@ -568,8 +565,7 @@ class Learner(abc.ABC):
             pairs = played.distribution or []
             inside = conformal.prediction_set(np.array([p for _, p in pairs], dtype=np.float64), coverage)
             return [pairs[i][0] for i in inside]
-        interval = conformal.interval(played.value, self._spread() if conformal.spread_exponent else 0.0,
-                                      coverage)
+        interval = conformal.interval(played.value, self._spread(), coverage)
         if interval is None:  # nothing learnt since intervals started: the learner's range
             interval = (min(-self.C, played.value), max(self.C, played.value))
         return interval
@@ -596,7 +592,7 @@ class Learner(abc.ABC):
     def _learn_conformal(self, conformal: Conformal, y_hat: float, y: Any) -> None:
         """The round just learnt (played ``y_hat``, label ``y``) for the conformal component, after the
         interval of the coverage asked of it, if any, was answered."""
-        spread = self._spread() if conformal.spread_exponent else 0.0
+        spread = self._spread()
         if self._asked is not None:
             self._answered = self._conformal_answer(conformal, Round(y_hat), self._asked)
             self._covered = self._answered[0] <= float(y) <= self._answered[1]
@@ -890,8 +886,7 @@ class Learner(abc.ABC):
             learner._growth_held = held  # its parts (a composite's) carry their own, in their blobs
             if "conformal" in header:  # its arrays are taken out of the learner's
                 arrays = dict(arrays)
-                learner._conformal = Conformal.restored(header["conformal"], arrays, learner._spread_exponent,
-                                                          learner._region_exponent)
+                learner._conformal = Conformal.restored(header["conformal"], arrays, learner._spread_exponent)
             if (header["rng"] is None) != (learner._rng is None):
                 raise StateFormatError("the random generator's state is missing or unexpected.")
             if learner._rng is not None:

@@ -30,17 +30,15 @@ It says nothing of the coverage conditional on ``x``; the local scale below is w
 the row. Derivation and measurements: ``docs/intervals.md``.
 
 **Scores.** Regression: :math:`s_t = |y_t - \hat y_t| / \sigma_t`, with the local scale
-:math:`\sigma_t = m_t\,((d_t + \bar d_t) / (2 \bar d_t))^{\gamma}\,((r_t + \bar r_t) / (2 \bar r_t))^{\rho}`:
-:math:`m_t` the recent mean absolute residual; :math:`d_t` the learner's own uncertainty about the row (a
-second-order learner's: the square root of the row's leverage :math:`x^\top A^{-1} x`, exponent
-:data:`LEVERAGE_EXPONENT`; 0 for a learner that has none, whose interval is then global but
-drift-adaptive; :class:`kons.Auto`'s spread of its experts' plays has the exponent
-:data:`SPREAD_EXPONENT`); :math:`r_t` the recent mean absolute residual of the rows whose play fell in the
-same region as this one (:class:`kons.Auto` only, exponent :data:`REGION_EXPONENT`); :math:`\bar d_t`,
-:math:`\bar r_t` their recent means. Classes: the adaptive prediction sets' score
-(Romano, Sesia and Candès 2020), the probability of the classes more probable than the label plus a share
-:math:`u_t` of the label's own (randomised sets, the draw :math:`u_t` from a deterministic low-discrepancy
-sequence); the set holds the classes whose score is at most :math:`q_t`.
+:math:`\sigma_t = m_t\,((d_t + \bar d_t) / (2 \bar d_t))^{\gamma}`: :math:`m_t` the recent mean absolute
+residual; :math:`d_t` the learner's own uncertainty about the row (a second-order learner's: the square root
+of the row's leverage :math:`x^\top A^{-1} x`, exponent :data:`LEVERAGE_EXPONENT`; :class:`kons.Auto`'s: the
+spread of its experts' plays under the mixture's weights, exponent :data:`SPREAD_EXPONENT`; 0 for a learner
+that has none, whose interval is then global but drift-adaptive) and :math:`\bar d_t` its recent mean.
+Classes: the adaptive prediction sets' score (Romano, Sesia and Candès 2020), the probability of the classes
+more probable than the label plus a share :math:`u_t` of the label's own (randomised sets, the draw
+:math:`u_t` from a deterministic low-discrepancy sequence); the set holds the classes whose score is at
+most :math:`q_t`.
 
 The state is bounded: at most :data:`MAX_LEVELS` thresholds (a further coverage asked replaces the oldest
 one), a ring of the last :data:`RING` scores (a newly asked coverage starts at their quantile, and a
@@ -50,7 +48,6 @@ coverage not tracked is answered from them) and a few scalars.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from statistics import NormalDist
 from typing import Any
 
@@ -74,24 +71,15 @@ STEP = {"interval": 0.05, "set": 0.01}
 #: Weight of the newest round in the recent means of the absolute residual and of the spread (about the
 #: last 100 rounds: a drift's new scale is followed within a few hundred rounds).
 SCALE_WEIGHT = 0.01
-#: The exponent of :class:`kons.Auto`'s own uncertainty (the spread of its experts' plays) in its local
-#: scale: 0, chosen on the tuning streams of benchmarks/intervals.py (docs/intervals.md): it did not
-#: narrow the interval at equal coverage, and with the region (below) it widened it.
-SPREAD_EXPONENT = 0.0
+#: The exponent of :class:`kons.Auto`'s own uncertainty (the spread of its experts' plays under the
+#: mixture's weights) in its local scale (0: a global scale); chosen on the tuning streams of
+#: benchmarks/intervals.py (docs/intervals.md): a global scale gave the narrowest mean width, the square
+#: root keeps the width following the row for a little more.
+SPREAD_EXPONENT = 0.5
 #: The exponent for a second-order learner's spread, the square root of the row's leverage
 #: :math:`x^\top A^{-1} x` (its own interval's local scale); chosen likewise, on the same tuning streams
 #: (docs/intervals.md).
 LEVERAGE_EXPONENT = 0.25
-#: The exponent of the row's region in :class:`kons.Auto`'s local scale (0: no region, the other
-#: learners): the recent mean absolute residual of the rows whose play fell in the same region, relative
-#: to its usual value. Chosen on the tuning streams (docs/intervals.md), where the experts' spread and
-#: the Newton experts' leverage did not narrow the interval and the region did.
-REGION_EXPONENT = 1.0
-#: The regions: the play standardised by the targets' running mean and deviation, cut at the octiles of
-#: a normal (eight regions of about equal frequency for normal targets).
-REGION_EDGES = tuple(NormalDist().inv_cdf(i / 8) for i in range(1, 8))
-#: Weight of the newest round in a region's mean absolute residual (about its last 50 rows).
-REGION_WEIGHT = 0.02
 #: The golden ratio's fractional part (a low-discrepancy sequence of shares, :meth:`Conformal._share`).
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 #: Scores needed in the ring before a new coverage starts at their quantile (else at a default).
@@ -118,12 +106,11 @@ def _set_scores(probabilities: np.ndarray, share: float) -> np.ndarray:
 class Conformal:
     """The conformal state of one learner (see the module): ``kind`` is ``"interval"`` or ``"set"``."""
 
-    def __init__(self, kind: str, *, step: float | None = None, spread_exponent: float = SPREAD_EXPONENT,
-                 region_exponent: float = 0.0) -> None:
+    def __init__(self, kind: str, *, step: float | None = None,
+                 spread_exponent: float = SPREAD_EXPONENT) -> None:
         self.kind = kind
         self.step = STEP[kind] if step is None else step
-        self.spread_exponent = spread_exponent  # (these three: the learner's, and benchmarks.intervals')
-        self.region_exponent = region_exponent if kind == "interval" else 0.0
+        self.spread_exponent = spread_exponent  # (these two: for benchmarks.intervals' tuning runs)
         self.levels = np.zeros(0)
         self.quantiles = np.zeros(0)
         self._at: dict[float, int] = {}  # each tracked level's index (a lookup cheaper than a search)
@@ -134,13 +121,6 @@ class Conformal:
         # recent means (unnormalised, bias-corrected by ``rounds``) of |residual| and of the spread
         self.residual = 0.0
         self.spread = 0.0
-        # With a region exponent: each region's recent mean |residual| (unnormalised) and the weight it
-        # has seen (its bias correction), the recent mean of the regions' values at their rows, and the
-        # targets' count, mean and variance (which standardise the play).
-        self.region_residual = np.zeros(len(REGION_EDGES) + 1)
-        self.region_seen = np.zeros(len(REGION_EDGES) + 1)
-        self.region_mean = 0.0
-        self.targets = (0, 0.0, 0.0)
         self._bias = (0, 0.0)  # the recent means' bias correction: (rounds, its divisor)
 
     # ----------------------------------------------------------------- thresholds
@@ -189,58 +169,29 @@ class Conformal:
             self._bias = (self.rounds, divisor)
         return total / divisor
 
-    def _region(self, prediction: float) -> tuple[int, float]:
-        """The region of a play and its recent mean absolute residual (the overall one while it saw none)."""
-        count, mean, variance = self.targets
-        deviation = math.sqrt(variance) if count > 1 else 1.0
-        region = bisect_left(REGION_EDGES, (prediction - mean) / deviation if deviation > 0.0 else 0.0)
-        seen = self.region_seen[region]
-        if seen > 0.0:
-            return region, float(self.region_residual[region] / seen)
-        return region, self._mean(self.residual) if self.rounds else 0.0
-
-    def scale(self, spread: float, prediction: float = 0.0, region: float | None = None) -> float:
-        """The local scale of a row of uncertainty ``spread`` whose play is ``prediction`` (0 before any
-        round); ``region``: its region's mean absolute residual, if known."""
+    def scale(self, spread: float) -> float:
+        """The local scale of a row of uncertainty ``spread`` (0 before any round)."""
         if self.rounds == 0:
             return 0.0
         scale = self._mean(self.residual)
         mean_spread = self._mean(self.spread)
         if mean_spread > 0.0 and self.spread_exponent:
             scale *= ((spread + mean_spread) / (2.0 * mean_spread)) ** self.spread_exponent
-        if self.region_exponent:
-            # corrected by the rounds the regions saw (fewer than ``rounds`` in a state saved before them)
-            count = self.targets[0]
-            usual = self.region_mean / -math.expm1(count * math.log1p(-SCALE_WEIGHT)) if count else 0.0
-            if usual > 0.0:
-                if region is None:
-                    region = self._region(prediction)[1]
-                scale *= ((region + usual) / (2.0 * usual)) ** self.region_exponent
         return scale
 
     def interval(self, prediction: float, spread: float, coverage: float) -> tuple[float, float] | None:
         """The interval around ``prediction`` of a row of uncertainty ``spread``; None before any round."""
         if self.rounds == 0:
             return None
-        half = max(self.threshold(coverage), 0.0) * self.scale(spread, prediction)
+        half = max(self.threshold(coverage), 0.0) * self.scale(spread)
         return prediction - half, prediction + half
 
     def learn_residual(self, prediction: float, y: float, spread: float) -> None:
         """A regression round: the play ``prediction`` of a row of spread ``spread``, its target ``y``."""
         residual = abs(y - prediction)
-        region, value = self._region(prediction) if self.region_exponent else (0, 0.0)
-        scale = self.scale(spread, prediction, value)
+        scale = self.scale(spread)
         if self.rounds:
             self.learn(residual / scale if scale > 0.0 else (0.0 if residual == 0.0 else SCORE_CAP))
-        if self.region_exponent:
-            self.region_residual[region] += REGION_WEIGHT * (residual - self.region_residual[region])
-            self.region_seen[region] += REGION_WEIGHT * (1.0 - self.region_seen[region])
-            self.region_mean += SCALE_WEIGHT * (value - self.region_mean)
-            count, mean, variance = self.targets
-            count += 1
-            delta = y - mean
-            mean += delta / count
-            self.targets = (count, mean, variance + (delta * (y - mean) - variance) / count)
         self.rounds += 1
         self.residual += SCALE_WEIGHT * (residual - self.residual)
         self.spread += SCALE_WEIGHT * (spread - self.spread)
@@ -269,41 +220,23 @@ class Conformal:
 
     # ----------------------------------------------------------------- persistence
     def nbytes(self) -> int:
-        regions = self.region_residual.nbytes + self.region_seen.nbytes if self.region_exponent else 0
-        return self.levels.nbytes + self.quantiles.nbytes + self.scores.nbytes + regions
+        return self.levels.nbytes + self.quantiles.nbytes + self.scores.nbytes
 
     def arrays(self) -> dict[str, np.ndarray]:
-        arrays = {"conformal_levels": self.levels, "conformal_quantiles": self.quantiles,
-                  "conformal_scores": self.scores[:self.kept].copy()}
-        if self.region_exponent:  # (only then: a learner without regions saves what it saved before)
-            arrays.update(conformal_region_residual=self.region_residual,
-                          conformal_region_seen=self.region_seen)
-        return arrays
+        return {"conformal_levels": self.levels, "conformal_quantiles": self.quantiles,
+                "conformal_scores": self.scores[:self.kept].copy()}
 
     def header(self) -> dict[str, Any]:
-        header = {"kind": self.kind, "ring": [self.kept, self.next], "rounds": self.rounds,
-                  "means": [self.residual, self.spread]}
-        if self.region_exponent:
-            header["regions"] = [self.region_mean, *self.targets]
-        return header
+        return {"kind": self.kind, "ring": [self.kept, self.next], "rounds": self.rounds,
+                "means": [self.residual, self.spread]}
 
     @classmethod
-    def restored(cls, header: Any, arrays: dict[str, np.ndarray], spread_exponent: float = SPREAD_EXPONENT,
-                 region_exponent: float = 0.0) -> Conformal:
+    def restored(cls, header: Any, arrays: dict[str, np.ndarray],
+                 spread_exponent: float = SPREAD_EXPONENT) -> Conformal:
         """The component saved as :meth:`header` and :meth:`arrays` (which it pops from ``arrays``), for a
-        learner whose spread and region take these exponents (not saved: the learner's class fixes them;
-        a state saved before the regions starts them empty)."""
+        learner whose spread takes ``spread_exponent`` (not saved: the learner's class fixes it)."""
         try:
-            conformal = cls(header["kind"], spread_exponent=spread_exponent, region_exponent=region_exponent)
-            residual = arrays.pop("conformal_region_residual", None)
-            seen = arrays.pop("conformal_region_seen", None)
-            if region_exponent and residual is not None and seen is not None and "regions" in header:
-                if residual.shape != conformal.region_residual.shape or seen.shape != residual.shape:
-                    raise StateFormatError("the conformal regions do not fit together.")
-                conformal.region_residual, conformal.region_seen = residual.copy(), seen.copy()
-                region_mean, count, mean, variance = header["regions"]
-                conformal.region_mean = float(region_mean)
-                conformal.targets = (int(count), float(mean), float(variance))
+            conformal = cls(header["kind"], spread_exponent=spread_exponent)
             levels = arrays.pop("conformal_levels")
             quantiles = arrays.pop("conformal_quantiles")
             scores = arrays.pop("conformal_scores")

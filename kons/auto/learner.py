@@ -53,7 +53,7 @@ from kons.auto.grid import (
 from kons.auto.mixture import MIX_BOUND, Mixture
 from kons.base import Learner, _round_numerics
 from kons.classes import MAX_CLASSES, MAX_LABEL_CHARS, Classes, class_label, class_position, legacy_sign
-from kons.conformal import REGION_EXPONENT, Conformal
+from kons.conformal import Conformal
 from kons.errors import InvalidParameterError
 from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
@@ -103,7 +103,6 @@ class Auto(Learner):
     # Its Nystrom bases grow up to their dictionary bound; held, they keep learning at their size.
     grows = True
     can_hold_growth = True
-    _region_exponent = REGION_EXPONENT  # its intervals' width follows its play's region (kons.conformal)
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "task": OneOf(tuple(TASKS)),
         "C": NoneOr(POSITIVE),

@@ -10,17 +10,7 @@ import numpy as np
 import pytest
 
 import kons
-from kons.conformal import (
-    LEVERAGE_EXPONENT,
-    MAX_LEVELS,
-    REGION_EXPONENT,
-    REGION_WEIGHT,
-    RING,
-    SCALE_WEIGHT,
-    SPREAD_EXPONENT,
-    STEP,
-    Conformal,
-)
+from kons.conformal import LEVERAGE_EXPONENT, MAX_LEVELS, RING, SCALE_WEIGHT, SPREAD_EXPONENT, STEP, Conformal
 from kons.errors import InvalidParameterError, StateFormatError
 
 
@@ -34,45 +24,27 @@ def _drifting(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _reference_intervals(plays: list[float], ys: list[float], spreads: list[float], coverage: float,
-                         exponent: float = SPREAD_EXPONENT, region: float = 0.0
-                         ) -> list[tuple[float, float] | None]:
+                         exponent: float = SPREAD_EXPONENT) -> list[tuple[float, float] | None]:
     """The intervals of every round, recomputed from the definitions of :mod:`kons.conformal` in plain Python:
-    the recent means as explicit weighted sums, the threshold tracked from the normal default, a play's
-    region from the octiles of a normal and the mean and deviation of the targets before it."""
+    the recent means as explicit weighted sums, the threshold tracked from the normal default."""
     from statistics import NormalDist
 
     q = NormalDist().inv_cdf((1.0 + coverage) / 2.0) * math.sqrt(math.pi / 2.0)
-    octiles = [NormalDist().inv_cdf(i / 8) for i in range(1, 8)]
     out: list[tuple[float, float] | None] = []
     residuals: list[float] = []
-    regions: list[int] = []
-    values: list[float] = []  # each round's region's mean |residual| at its play
-
-    def recent(series: list[float], weight: float) -> float:
-        weights = [weight * (1.0 - weight) ** (len(series) - 1 - i) for i in range(len(series))]
-        return sum(w * v for w, v in zip(weights, series, strict=True)) / sum(weights)
-
     for t, (play, y, spread) in enumerate(zip(plays, ys, spreads, strict=True)):
-        deviation = float(np.std(ys[:t])) if t > 1 else 1.0
-        z = (play - (float(np.mean(ys[:t])) if t else 0.0)) / deviation if deviation > 0.0 else 0.0
-        here = sum(z > edge for edge in octiles)
-        alike = [r for r, g in zip(residuals, regions, strict=True) if g == here]
-        value = recent(alike, REGION_WEIGHT) if alike else (recent(residuals, SCALE_WEIGHT) if t else 0.0)
         if t == 0:
             out.append(None)
         else:
-            m = recent(residuals, SCALE_WEIGHT)
-            d = recent(spreads[:t], SCALE_WEIGHT)
-            scale = m * ((spread + d) / (2.0 * d)) ** exponent if d > 0.0 and exponent else m
-            usual = recent(values, SCALE_WEIGHT)
-            if region and usual > 0.0:
-                scale *= ((value + usual) / (2.0 * usual)) ** region
+            weights = [SCALE_WEIGHT * (1.0 - SCALE_WEIGHT) ** (t - 1 - i) for i in range(t)]
+            total = sum(weights)
+            m = sum(w * r for w, r in zip(weights, residuals, strict=True)) / total
+            d = sum(w * s for w, s in zip(weights, spreads[:t], strict=True)) / total
+            scale = m * ((spread + d) / (2.0 * d)) ** exponent if d > 0.0 else m
             out.append((play - max(q, 0.0) * scale, play + max(q, 0.0) * scale))
             score = abs(y - play) / scale
             q += STEP["interval"] * (float(score > q) - (1.0 - coverage))
         residuals.append(abs(y - play))
-        regions.append(here)
-        values.append(value)
     return out
 
 
@@ -89,10 +61,8 @@ def test_the_intervals_are_the_definitions_recomputed_slowly(algorithm: str) -> 
         assert played.interval is not None
         assert played.covered == (played.interval[0] <= target <= played.interval[1])
     assert (np.array(spreads) > 0).any()  # auto's experts disagree, ONS's rows have their leverage
-    if algorithm == "auto":  # auto's spread and its play's region
-        reference = _reference_intervals(plays, list(y), spreads, 0.9, SPREAD_EXPONENT, REGION_EXPONENT)
-    else:  # ONS's leverage
-        reference = _reference_intervals(plays, list(y), spreads, 0.9, LEVERAGE_EXPONENT)
+    exponent = SPREAD_EXPONENT if algorithm == "auto" else LEVERAGE_EXPONENT  # auto's spread, ONS's leverage
+    reference = _reference_intervals(plays, list(y), spreads, 0.9, exponent)
     for got, want in zip(answered[1:], reference[1:], strict=True):
         assert got is not None and want is not None
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
@@ -255,24 +225,6 @@ def test_saved_restored_and_replayed_bit_identically(rounds: int, algorithm: str
         b = restored.learn_round(X[i], y[i], coverage=0.95)
         assert a == b
     assert restored.to_bytes() == learner.to_bytes()
-
-
-def test_a_state_saved_before_the_regions_continues_with_intervals_of_the_same_scale() -> None:
-    X, y = _drifting(900)
-    learner = kons.Auto()
-    for i in range(600):
-        learner.learn_round(X[i], y[i], coverage=0.9)
-    header, arrays = kons._state.decode(learner.to_bytes())
-    del header["conformal"]["regions"], arrays["conformal_region_residual"], arrays["conformal_region_seen"]
-    old = kons.load(kons._state.encode(header, arrays))
-    ratios = []
-    for i in range(600, 900):
-        now, before = learner.learn_round(X[i], y[i], coverage=0.9), old.learn_round(X[i], y[i], coverage=0.9)
-        assert now.value == before.value and now.interval is not None and before.interval is not None
-        ratios.append((before.interval[1] - before.interval[0]) / (now.interval[1] - now.interval[0]))
-    # the regions start empty (each at the overall mean residual) and fill within a few hundred rounds
-    assert max(ratios) < 2.0 and abs(float(np.median(ratios[-100:])) - 1.0) < 0.25
-    assert "regions" in kons._state.decode(old.to_bytes())[0]["conformal"]
 
 
 def test_a_learner_never_asked_saves_what_it_saved_before() -> None:
