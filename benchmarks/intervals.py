@@ -90,6 +90,9 @@ RIVER_BEST = {"bodyfat": "river_linear_tss", "power_plant": "river_linear_tss",
               "linear_abrupt": "river_linear_tss", "friedman_lea": "river_arf",
               "friedman_gra": "river_linear_tss", "friedman_gsg": "river_linear_tss",
               "trump_approval": "river_linear_tss", "water_flow": "river_linear_tss"}
+#: The preprocessed second-order learners whose intervals follow their leverage, and their rows per stream.
+LEARNERS = ("ons", "fd_son", "rp_son", "oja_son", "kons", "sketched_kons", "nystrom_kons")
+LEARNER_T = 2000
 GOAL_STREAM = 0.015
 GOAL_WINDOW = 0.05
 
@@ -154,7 +157,7 @@ def _global_quantile(kept: list[float], coverage: float) -> float:
 def replay_intervals(plays: np.ndarray, spreads: np.ndarray, y: np.ndarray, coverage: float,
                      step: float | None = None, exponent: float = SPREAD_EXPONENT) -> np.ndarray:
     """The (n, 2) intervals of the library's component asked ``coverage`` from the first round (the first
-    round: its fallback, the targets' range, here infinite)."""
+    round: its fallback, the targets' range, here infinite); ``exponent``: auto's unless given."""
     conformal = Conformal("interval", step=step, spread_exponent=exponent)
     conformal.track(coverage)
     out = np.empty((len(y), 2))
@@ -324,8 +327,8 @@ def cost(rows: int = 2000, blocks: int = 12, block: int = 100) -> dict[str, Any]
 
 # ----------------------------------------------------------------- tuning
 def tune(streams: Sequence[Stream]) -> list[list[Any]]:
-    """Each (exponent, step) on the tuning streams: mean 90% width relative to the global interval, worst
-    stream and worst window coverage gaps."""
+    """Each (exponent of auto's spread, step) on the tuning streams: the 90% width relative to the global
+    interval at equal coverage (median, streams narrower), the worst stream and window coverage gaps."""
     recorded = []
     for stream in streams:
         X, y = stream.build()
@@ -341,15 +344,83 @@ def tune(streams: Sequence[Stream]) -> list[list[Any]]:
         for step in (0.02, 0.05, 0.1):
             ratios, gaps, windows = [], [], []
             for plays, spreads, y in recorded:
-                covered, width = _scored(replay_intervals(plays, spreads, y, 0.9, step, exponent), y)
-                _, global_width = _scored(global_intervals(plays, y, 0.9), y)
+                ours = replay_intervals(plays, spreads, y, 0.9, step, exponent)
+                covered, width = _scored(ours, y)
+                baseline = global_intervals(plays, y, 0.9)
+                ratios.append(width / at_coverage(baseline, plays, y, float(covered[SCORED_FROM:].mean())))
                 rec = _coverage_record(covered, 0.9)
-                ratios.append(width / global_width)
                 gaps.append(abs(rec["coverage"] - 0.9))
                 windows.append(rec["worst_window_gap"])
-            rows.append([exponent, step, f"{np.median(ratios):.3f}", f"{max(gaps):.4f}",
-                         f"{max(windows):.3f}"])
+            rows.append([exponent, step, f"{np.median(ratios):.3f}", f"{sum(r < 1.0 for r in ratios)} of "
+                         f"{len(ratios)}", f"{max(gaps):.4f}", f"{max(windows):.3f}"])
     return rows
+
+
+# ----------------------------------------------------------------- the other learners
+def record_learner(algorithm: str, stream: Stream) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The plays and spreads (the square root of the row's leverage) of the preprocessed ``algorithm`` on
+    the first :data:`LEARNER_T` rows of ``stream`` with ``learn_round(x, y, coverage=0.9)``, and its
+    targets; the replay of 90% is checked equal to the intervals the rounds answered."""
+    X, y = stream.build()
+    X, y = X[:LEARNER_T], y[:LEARNER_T]
+    learner = kons.learner_from_params(algorithm, {})
+    plays, spreads, answered = np.empty(len(y)), np.empty(len(y)), np.empty((len(y), 2))
+    for t, (x, target) in enumerate(zip(X, y, strict=True)):
+        played = learner.learn_round(x, float(target), coverage=0.9)
+        assert played.interval is not None
+        plays[t], spreads[t], answered[t] = played.value, learner._spread(), played.interval
+    replayed = replay_intervals(plays, spreads, y, 0.9, exponent=learner._spread_exponent)
+    assert np.array_equal(replayed[1:], answered[1:]), (algorithm, stream.name)
+    return plays, spreads, y
+
+
+def run_learner(algorithm: str, stream: Stream) -> dict[str, Any]:
+    """A preprocessed second-order learner's intervals on ``stream``: coverage at each level and the 90%
+    width against its own global interval (its spread left out: one width for every row)."""
+    plays, spreads, y = record_learner(algorithm, stream)
+    exponent = learner_exponent(algorithm)
+    levels = {}
+    for c in COVERAGES:
+        covered, _ = _scored(replay_intervals(plays, spreads, y, c, exponent=exponent), y)
+        levels[str(c)] = _coverage_record(covered, c)
+    ratio, _ = _local_against_global(plays, spreads, y, exponent)
+    return {"learner": algorithm, "stream": stream.name, "rows": len(y), "levels": levels,
+            "width_ratio": ratio}
+
+
+def learner_exponent(algorithm: str) -> float:
+    return kons.learner_from_params(algorithm, {})._spread_exponent
+
+
+def tune_learners(streams: Sequence[Stream], exponents: Sequence[float] = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0)
+                  ) -> list[list[Any]]:
+    """Each learner and exponent of its leverage on the tuning streams: the median ratio of the 90% width
+    to the learner's own global interval (exponent 0, at the coverage achieved), the worst stream gap."""
+    rows = []
+    for algorithm in LEARNERS:
+        recorded = [record_learner(algorithm, stream) for stream in streams]
+        print(f"[tune] {algorithm} recorded", file=sys.stderr, flush=True)
+        for exponent in exponents:
+            ratios, gaps = [], []
+            for plays, spreads, y in recorded:
+                ratio, coverage = _local_against_global(plays, spreads, y, exponent)
+                ratios.append(ratio)
+                gaps.append(abs(coverage - 0.9))
+            rows.append([algorithm, exponent, f"{np.median(ratios):.3f}", f"{max(ratios):.3f}",
+                         f"{max(gaps):.4f}"])
+    return rows
+
+
+def _local_against_global(plays: np.ndarray, spreads: np.ndarray, y: np.ndarray, exponent: float
+                          ) -> tuple[float, float]:
+    """The 90% width with the local scale of ``exponent`` over that of the global scale (exponent 0)
+    scaled in hindsight to the coverage the local one achieved, and that coverage (rounds from
+    :data:`SCORED_FROM` on)."""
+    local = replay_intervals(plays, spreads, y, 0.9, exponent=exponent)
+    covered, width = _scored(local, y)
+    achieved = float(covered[SCORED_FROM:].mean())
+    flat = replay_intervals(plays, spreads, y, 0.9, exponent=0.0)
+    return width / at_coverage(flat, plays, y, achieved), float(covered.mean())
 
 
 # ----------------------------------------------------------------- report
@@ -358,7 +429,7 @@ def _pct(v: float) -> str:
 
 
 def render(regression: list[dict[str, Any]], classification: list[dict[str, Any]],
-           costs: dict[str, Any] | None, command: str, commit: str) -> str:
+           learners: list[dict[str, Any]], costs: dict[str, Any] | None, command: str, commit: str) -> str:
     lines = ["# How sure is the prediction: conformal intervals and sets of `auto` (issue 38)", "",
              "Generated by `benchmarks/intervals.py`; do not edit by hand.", "", f"    {command}", "",
              f"Commit {commit}. Machine: {machine_summary()}; load average "
@@ -413,7 +484,8 @@ def render(regression: list[dict[str, Any]], classification: list[dict[str, Any]
                   f"residuals: **{global_wins} of {len(regression)}** streams, median width ratio "
                   f"**{np.median(global_ratios):.3f}**. Narrower than River's RegressionJackknife around its "
                   f"best default: **{river_wins} of {len(river_ratios)}**, median ratio "
-                  f"**{np.median(river_ratios) if river_ratios else math.nan:.3f}**. Cells: coverage (%), "
+                  f"**{np.median(river_ratios) if river_ratios else math.nan:.3f}**. "
+                  + _split(regression, global_ratios) + " Cells: coverage (%), "
                   "mean width (the target's units); for a baseline, then its width at auto's coverage.", "",
                   *markdown_table(["stream", "auto", "global conformal", "auto / global (equal coverage)",
                                    "River jackknife", "auto / River (equal coverage)"], rows), ""]
@@ -437,6 +509,8 @@ def render(regression: list[dict[str, Any]], classification: list[dict[str, Any]
                   "coverage, size); ECE of the most probable class's played probability per window.", "",
                   *markdown_table(["stream", "rows", "classes", *(f"{c:.0%}" for c in COVERAGES),
                                    f"ECE per {WINDOW} rows"], rows), ""]
+    if learners:
+        lines += _render_learners(learners)
     if costs:
         lines += ["## Cost", "",
                   "`predict_round(x, coverage=0.9)` / `predict_round(x)` on auto trained on "
@@ -447,6 +521,50 @@ def render(regression: list[dict[str, Any]], classification: list[dict[str, Any]
     return "\n".join(lines)
 
 
+def _split(regression: list[dict[str, Any]], ratios: list[float]) -> str:
+    """The width against the global interval and the coverage goal on the tuning and held-out streams."""
+    parts = []
+    for label, tuning in (("tuning", True), ("held out", False)):
+        chosen = [(r, v) for r, v in zip(regression, ratios, strict=True)
+                  if (r["stream"] in TUNING) == tuning]
+        if not chosen:
+            continue
+        within = sum(all(abs(r["levels"][str(c)]["coverage"] - c) <= GOAL_STREAM for c in COVERAGES)
+                     for r, _ in chosen)
+        parts.append(f"{label}: narrower than the global interval on **{sum(v < 1.0 for _, v in chosen)} of "
+                     f"{len(chosen)}**, median ratio **{np.median([v for _, v in chosen]):.3f}**, coverage "
+                     f"within {GOAL_STREAM * 100:.1f} points on {within} of {len(chosen)}")
+    return "On the " + "; ".join(parts) + "."
+
+
+def _render_learners(learners: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for algorithm in LEARNERS:
+        records = [r for r in learners if r["learner"] == algorithm]
+        if not records:
+            continue
+        within = sum(all(abs(r["levels"][str(c)]["coverage"] - c) <= GOAL_STREAM for c in COVERAGES)
+                     for r in records)
+        windowed = [r for r in records if r["levels"]["0.9"]["worst_window_gap"] is not None]
+        in_windows = sum(all(r["levels"][str(c)]["worst_window_gap"] <= GOAL_WINDOW for c in COVERAGES)
+                         for r in windowed)
+        ratios = [r["width_ratio"] for r in records]
+        rows.append([algorithm, len(records), f"{within} of {len(records)}",
+                     f"{in_windows} of {len(windowed)}",
+                     f"{sum(v < 1.0 for v in ratios)} of {len(ratios)}", f"{np.median(ratios):.3f}",
+                     f"{min(ratios):.3f} - {max(ratios):.3f}"])
+    return ["## The other regression learners (held-out streams)", "",
+            "Each preprocessed second-order learner (``learner_from_params(name, {})``), on the first "
+            f"{LEARNER_T} rows of every regression stream but the tuning ones, learns with "
+            "``learn_round(x, y, coverage=0.9)``; its spread is the square root of the row's leverage "
+            "(80% and 95% replayed as for auto). Width: its 90% interval against its own global one (the "
+            "same component without the spread: one width for every row, following the drift), that "
+            "one scaled in hindsight to the coverage the local one achieved.", "",
+            *markdown_table(["learner", "streams", "coverage within 1.5 points (80, 90, 95%)",
+                             "every window within 5 points", "narrower than its global interval",
+                             "median width ratio", "range"], rows), ""]
+
+
 def _library(stamp: dict[str, Any]) -> dict[str, str]:
     return {path: blob for path, blob in stamp["blobs"].items() if path.startswith("kons/")}
 
@@ -455,9 +573,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", type=Path, help="where intervals.md and intervals.json go")
     parser.add_argument("--streams", help="comma list of stream names (default: all)")
-    parser.add_argument("--parts", default="regression,classification,cost")
+    parser.add_argument("--parts", default="regression,classification,learners,cost")
     parser.add_argument("--no-river", action="store_true", help="skip River's jackknife")
     parser.add_argument("--tune", action="store_true", help="print the tuning table and stop")
+    parser.add_argument("--tune-learners", action="store_true",
+                        help="print the other learners' tuning table (their leverage's exponent) and stop")
     parser.add_argument("--shard", default="0/1", help="i/n: run every n-th stream from the i-th")
     parser.add_argument("--merge", type=Path, nargs="*",
                         help="folders of intervals.json of shards measured on one kons: publish them as one, "
@@ -468,14 +588,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     if args.tune:
         rows = tune([s for s in regression_streams() if s.name in TUNING])
-        print("\n".join(markdown_table(["exponent", "step", "median width / global", "worst stream gap",
-                                        "worst window gap"], rows)))
+        print("\n".join(markdown_table(["spread exponent", "step", "median width / global",
+                                        "narrower", "worst stream gap", "worst window gap"], rows)))
+        return 0
+    if args.tune_learners:
+        rows = tune_learners([s for s in regression_streams() if s.name in TUNING])
+        print("\n".join(markdown_table(["learner", "exponent", "median width / global", "largest",
+                                        "worst stream gap"], rows)))
         return 0
     out = results_dir(args.out, "intervals")
     command = command_line("benchmarks.intervals", argv, outputs=("--out",))
     stamp = provenance(SOURCES, ("river",))
     regression: list[dict[str, Any]] = []
     classification: list[dict[str, Any]] = []
+    learners: list[dict[str, Any]] = []
     costs = None
     shards: list[dict[str, Any]] = []  # the provenance of each merged shard
     if args.merge:
@@ -486,6 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"{folder} was measured on another kons than {args.merge[0]}")
             regression += shard["regression"]
             classification += shard["classification"]
+            learners += shard.get("learners", [])
             costs = shard["cost"] or costs
             command += f" # shard: {shard['command']}"
         parts = set()
@@ -498,6 +625,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"[intervals] {stream.name}: " + json.dumps(
                     {c: round(v["coverage"], 4) for c, v in regression[-1]["levels"].items()}),
                     file=sys.stderr, flush=True)
+    if "learners" in parts:
+        for stream in [s for s in regression_streams() if s.name not in TUNING][index::count]:
+            if chosen is None or stream.name in chosen:
+                for algorithm in LEARNERS:
+                    learners.append(run_learner(algorithm, stream))
+                print(f"[intervals] learners on {stream.name}: " + json.dumps(
+                    {r["learner"]: round(r["width_ratio"], 3) for r in learners[-len(LEARNERS):]}),
+                    file=sys.stderr, flush=True)
     if "classification" in parts:
         for stream in classification_streams()[index::count]:
             if chosen is None or stream.name in chosen:
@@ -507,9 +642,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr, flush=True)
     if "cost" in parts:
         costs = cost()
-    record = {"command": command, "regression": regression, "classification": classification, "cost": costs,
+    record = {"command": command, "regression": regression, "classification": classification,
+              "learners": learners, "cost": costs,
               "constants": {"step": STEP, "spread_exponent": SPREAD_EXPONENT}, "shards": shards}
-    report = publish(out, "intervals", stamp, render(regression, classification, costs, command,
+    report = publish(out, "intervals", stamp, render(regression, classification, learners, costs, command,
                                                      stamp["commit"][:9]), record)
     print(f"intervals: {report}", file=sys.stderr)
     return 0

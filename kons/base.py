@@ -30,7 +30,7 @@ from kons._validation import (
     check_int,
     check_real,
 )
-from kons.conformal import Conformal, check_coverage
+from kons.conformal import SPREAD_EXPONENT, Conformal, check_coverage
 from kons.errors import InvalidInputError, InvalidParameterError, NumericalError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, LossName, get_loss
@@ -118,6 +118,9 @@ class Learner(abc.ABC):
     #: Whether ``eta`` is the weight of the second-order term, defaulting to the loss's curvature
     #: ``sigma(C)`` (:meth:`_resolve_eta`): :meth:`_set_params` then sets ``_eta`` and ``_sqrt_eta``.
     _eta_from_curvature: ClassVar[bool] = False
+    #: The exponent of :meth:`_spread` in the local scale of its intervals (:mod:`kons.conformal`; a class
+    #: attribute, except for :class:`~kons.preprocessing.Preprocessed`, which takes its base learner's).
+    _spread_exponent: float = SPREAD_EXPONENT
     #: The resolved step, reported by :meth:`stats` (None: the learner has no such step).
     _eta: float | None = None
     #: Whether the learned state grows with the rounds (kernel learners storing points); linear ones:
@@ -259,6 +262,9 @@ class Learner(abc.ABC):
         self._asked: float | None = None  # the coverage asked of the round being learnt
         self._answered: tuple[float, float] | list[Any] | None = None  # its interval or set
         self._covered: bool | None = None  # whether that held the label
+        # The row last played and its leverage x' A^{-1} x, for _spread (not state: a function of it)
+        self._played_row: Any = None
+        self._played_quad: float | None = None
         if self.dim is not None:
             self._fix_dim(self.dim)
 
@@ -467,15 +473,16 @@ class Learner(abc.ABC):
 
     # ----------------------------------------------------------------- conformal intervals and sets
     def predict_interval_one(self, x: Any, coverage: float = 0.9) -> tuple[float, float]:
-        """An interval ``(low, high)`` around :meth:`predict_one` that holds the target with the long-run
+        r"""An interval ``(low, high)`` around :meth:`predict_one` that holds the target with the long-run
         frequency ``coverage`` (a regression learner), whatever the stream does.
 
         The width follows the row: the learner's recent mean absolute residual times its own
-        uncertainty about the row relative to its usual one (for :class:`~kons.Auto`, the spread of its
-        experts' plays under the mixture's weights; a learner without such a measure has one width for
-        every row, which still follows a drift). The scale of the residuals is calibrated online, one
-        threshold per coverage asked, by quantile tracking (adaptive conformal inference: Gibbs and
-        Candès 2021; Angelopoulos et al. 2023), :mod:`kons.conformal`.
+        uncertainty about the row relative to its usual one (a second-order learner's: the row's leverage
+        :math:`x^\top A^{-1} x` under its matrix; for :class:`~kons.Auto`, the spread of its experts' plays
+        under the mixture's weights; a first-order learner has one width for every row, which still
+        follows a drift). The scale of the residuals is calibrated online, one threshold per coverage
+        asked, by quantile tracking (adaptive conformal inference: Gibbs and Candès 2021; Angelopoulos et
+        al. 2023), :mod:`kons.conformal`.
 
         Guarantee: over any ``n`` rounds learnt after this coverage was first asked, the fraction of
         targets outside the interval played at their round differs from ``1 - coverage`` by at most
@@ -529,12 +536,13 @@ class Learner(abc.ABC):
                      None: "neither intervals nor prediction sets (it is not a regression learner and gives "
                            "no class probabilities: use 'auto' with task 'classification')"}[own]
             raise InvalidParameterError(f"{type(self).__name__} with the {self.loss} loss gives {gives}.")
-        if not track:
-            return Conformal(own) if self._conformal is None else self._conformal
-        if self._conformal is None:
-            self._conformal = Conformal(own)
-        self._conformal.track(coverage)
-        return self._conformal
+        conformal = self._conformal
+        if conformal is None:
+            conformal = Conformal(own, spread_exponent=self._spread_exponent)
+        if track:
+            self._conformal = conformal
+            conformal.track(coverage)
+        return conformal
 
     def _conformal_round(self, learnt: Any, coverage: float | None, track: bool) -> Round:
         """The round ``learnt()`` plays, with the interval or set of ``coverage`` of its play."""
@@ -563,7 +571,22 @@ class Learner(abc.ABC):
         return interval
 
     def _spread(self) -> float:
-        """The learner's own uncertainty about the row it just played (0: it has no such measure)."""
+        r"""The learner's own uncertainty about the row it just played: the square root of the row's
+        leverage :math:`x^\top A^{-1} x` under a second-order learner's matrix (0: a learner without one).
+
+        A learner's round keeps the leverage it computes anyway (``_played_quad``, the matrix before the
+        update); a prediction keeps only its row (``_played_row``) and the leverage is computed here, on
+        the same state, only when an interval is asked."""
+        quad = self._played_quad
+        if quad is None:
+            if self._played_row is None:
+                return 0.0
+            quad = self._played_quad = self._quad(self._played_row)
+        return math.sqrt(max(quad, 0.0))
+
+    def _quad(self, row: Any) -> float:
+        r"""The leverage :math:`x^\top A^{-1} x` of a ``row`` as ``_predict`` recorded it, on the current
+        state (0: a learner without a second-order matrix)."""
         return 0.0
 
     def _learn_conformal(self, conformal: Conformal, y_hat: float, y: Any) -> None:
@@ -863,7 +886,7 @@ class Learner(abc.ABC):
             learner._growth_held = held  # its parts (a composite's) carry their own, in their blobs
             if "conformal" in header:  # its arrays are taken out of the learner's
                 arrays = dict(arrays)
-                learner._conformal = Conformal.restored(header["conformal"], arrays)
+                learner._conformal = Conformal.restored(header["conformal"], arrays, learner._spread_exponent)
             if (header["rng"] is None) != (learner._rng is None):
                 raise StateFormatError("the random generator's state is missing or unexpected.")
             if learner._rng is not None:

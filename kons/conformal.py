@@ -31,12 +31,14 @@ the row. Derivation and measurements: ``docs/intervals.md``.
 
 **Scores.** Regression: :math:`s_t = |y_t - \hat y_t| / \sigma_t`, with the local scale
 :math:`\sigma_t = m_t\,((d_t + \bar d_t) / (2 \bar d_t))^{\gamma}`: :math:`m_t` the recent mean absolute
-residual, :math:`d_t` the learner's own uncertainty about the row (for :class:`kons.Auto`, the spread of its
-experts' plays under the mixture's weights; 0 for a learner that has none, whose interval is then global
-but drift-adaptive) and :math:`\bar d_t` its recent mean. Classes: the adaptive prediction sets' score
-(Romano, Sesia and Candès 2020), the probability of the classes more probable than the label plus a share
-:math:`u_t` of the label's own (randomised sets, the draw :math:`u_t` from a deterministic low-discrepancy
-sequence); the set holds the classes whose score is at most :math:`q_t`.
+residual; :math:`d_t` the learner's own uncertainty about the row (a second-order learner's: the square root
+of the row's leverage :math:`x^\top A^{-1} x`, exponent :data:`LEVERAGE_EXPONENT`; :class:`kons.Auto`'s: the
+spread of its experts' plays under the mixture's weights, exponent :data:`SPREAD_EXPONENT`; 0 for a learner
+that has none, whose interval is then global but drift-adaptive) and :math:`\bar d_t` its recent mean.
+Classes: the adaptive prediction sets' score (Romano, Sesia and Candès 2020), the probability of the classes
+more probable than the label plus a share :math:`u_t` of the label's own (randomised sets, the draw
+:math:`u_t` from a deterministic low-discrepancy sequence); the set holds the classes whose score is at
+most :math:`q_t`.
 
 The state is bounded: at most :data:`MAX_LEVELS` thresholds (a further coverage asked replaces the oldest
 one), a ring of the last :data:`RING` scores (a newly asked coverage starts at their quantile, and a
@@ -54,7 +56,8 @@ import numpy as np
 from kons._validation import check_real
 from kons.errors import InvalidParameterError, StateFormatError
 
-__all__ = ["MAX_LEVELS", "RING", "SCORE_CAP", "Conformal", "check_coverage"]
+__all__ = ["LEVERAGE_EXPONENT", "MAX_LEVELS", "RING", "SCORE_CAP", "SPREAD_EXPONENT", "Conformal",
+           "check_coverage"]
 
 #: The most coverages tracked at once.
 MAX_LEVELS = 8
@@ -68,10 +71,15 @@ STEP = {"interval": 0.05, "set": 0.01}
 #: Weight of the newest round in the recent means of the absolute residual and of the spread (about the
 #: last 100 rounds: a drift's new scale is followed within a few hundred rounds).
 SCALE_WEIGHT = 0.01
-#: The exponent of the learner's own uncertainty in the local scale (0: a global scale); chosen on the
-#: tuning streams of benchmarks/intervals.py (docs/intervals.md): a global scale gave the narrowest mean
-#: width, the square root keeps the width following the row for a little more.
+#: The exponent of :class:`kons.Auto`'s own uncertainty (the spread of its experts' plays under the
+#: mixture's weights) in its local scale (0: a global scale); chosen on the tuning streams of
+#: benchmarks/intervals.py (docs/intervals.md): a global scale gave the narrowest mean width, the square
+#: root keeps the width following the row for a little more.
 SPREAD_EXPONENT = 0.5
+#: The exponent for a second-order learner's spread, the square root of the row's leverage
+#: :math:`x^\top A^{-1} x` (its own interval's local scale); chosen likewise, on the same tuning streams
+#: (docs/intervals.md).
+LEVERAGE_EXPONENT = 0.25
 #: The golden ratio's fractional part (a low-discrepancy sequence of shares, :meth:`Conformal._share`).
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 #: Scores needed in the ring before a new coverage starts at their quantile (else at a default).
@@ -223,10 +231,12 @@ class Conformal:
                 "means": [self.residual, self.spread]}
 
     @classmethod
-    def restored(cls, header: Any, arrays: dict[str, np.ndarray]) -> Conformal:
-        """The component saved as :meth:`header` and :meth:`arrays` (which it pops from ``arrays``)."""
+    def restored(cls, header: Any, arrays: dict[str, np.ndarray],
+                 spread_exponent: float = SPREAD_EXPONENT) -> Conformal:
+        """The component saved as :meth:`header` and :meth:`arrays` (which it pops from ``arrays``), for a
+        learner whose spread takes ``spread_exponent`` (not saved: the learner's class fixes it)."""
         try:
-            conformal = cls(header["kind"])
+            conformal = cls(header["kind"], spread_exponent=spread_exponent)
             levels = arrays.pop("conformal_levels")
             quantiles = arrays.pop("conformal_quantiles")
             scores = arrays.pop("conformal_scores")

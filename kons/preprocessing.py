@@ -705,12 +705,14 @@ class Preprocessed(Learner):
         self.dim = None if dim is None else check_int("Preprocessed", "dim", dim, low=1)
         self.grows = cls.grows
         self.can_hold_growth = cls.can_hold_growth
+        self._spread_exponent = cls._spread_exponent
         self._reset()
 
     def _reset(self) -> None:
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._score_bound,
                                   warms_up=self._base_cls.uses_kernel and "kernel" not in self._params)
         self._base: Learner | None = None  # built at the first row, or after the warm-up
+        self._base_played = False  # whether the base played the last round (else the prior did)
         super()._reset()
 
     def algorithm_params(self) -> tuple[str, dict[str, Any]]:
@@ -795,6 +797,7 @@ class Preprocessed(Learner):
 
     # ----------------------------------------------------------------- rounds
     def _predict(self, x: np.ndarray | SparseVector | Record) -> float:
+        self._base_played = self._prep.ready
         if not self._prep.ready:  # no row yet, or the warm-up: the prior
             return self._prep.prior()
         z = self._prep.scaled(self._prep.encoded(x, self._dim))
@@ -806,6 +809,7 @@ class Preprocessed(Learner):
         if prep.begin(x, self._dim):
             self._base = self._new_base(None)
         target, y_stats = prep.target(y)
+        self._base_played = prep.ready
         if prep.ready:
             played = prep.scaled_round(x, lambda z: self._model._learn_checked(self._features(z), target))
         else:
@@ -820,6 +824,11 @@ class Preprocessed(Learner):
         prep.commit_target(y, y_stats)
         prep.commit_encoding(encoding)
         return played, 0.0
+
+    def _spread(self) -> float:
+        """The base's own uncertainty about the row (standardised), if the base played it (not the
+        prior of the warm-up)."""
+        return self._model._spread() if self._has_model and self._base_played else 0.0
 
     # ----------------------------------------------------------------- size, growth and statistics
     def state_nbytes(self) -> int:

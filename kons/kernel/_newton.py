@@ -21,6 +21,7 @@ import numpy as np
 from kons._numerics import MIN_CAPACITY, TINY, GrowableRows, GrowableVector, PackedCholesky, ridge_leverage
 from kons._validation import POSITIVE, REGULARISER, Constraint, NoneOr
 from kons.base import Learner
+from kons.conformal import LEVERAGE_EXPONENT
 from kons.errors import NumericalError
 from kons.kernels import Kernel, KernelParameter
 
@@ -39,6 +40,7 @@ class KernelNewton(Learner):
 
     uses_kernel = True
     _eta_from_curvature = True
+    _spread_exponent = LEVERAGE_EXPONENT
     # Every round with a non-zero gradient stores its point: there is no learning without growing.
     grows = True
     can_hold_growth = False
@@ -84,10 +86,13 @@ class KernelNewton(Learner):
         return k, kxx, v, k_beta, y_bar, s
 
     def _predict(self, x: np.ndarray) -> float:
-        return self._dual_terms(x)[4]
+        terms = self._dual_terms(x)
+        self._played_row, self._played_quad = None, terms[5]  # the leverage of the row, for _spread
+        return terms[4]
 
     def _learn(self, x: np.ndarray, y: float) -> tuple[float, float]:
         k, kxx, v, k_beta, y_bar, s = self._dual_terms(x)
+        self._played_row, self._played_quad = None, s
         if not (math.isfinite(y_bar) and math.isfinite(s)):
             raise NumericalError("the round overflowed (prediction or variance is not finite).")
         # s_t = phi' A^{-1} phi > 0 in exact arithmetic; rounding can leave it at or below zero, and a

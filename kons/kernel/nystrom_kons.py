@@ -194,6 +194,7 @@ class NystromKONS(Learner):
     }
     uses_kernel = True
     _eta_from_curvature = True
+    _spread_exponent = KernelNewton._spread_exponent
     # The dictionary grows up to max_dictionary; held, it admits no new point (the embedding stays).
     grows = True
     can_hold_growth = True
@@ -285,7 +286,19 @@ class NystromKONS(Learner):
         return self._factor.solve(k), kxx
 
     def _predict(self, x: np.ndarray) -> float:
-        return float(self._features(x)[0] @ self._weights)
+        phi, kxx = self._features(x)
+        self._played_row, self._played_quad = (phi, kxx, self._inverse, None), None  # for _spread
+        return float(phi @ self._weights)
+
+    def _quad(self, row: tuple[np.ndarray, float, PackedSymmetric, float | None]) -> float:
+        r"""The leverage of the row in the whole feature space: :math:`\phi^\top A^{-1} \phi` in the
+        embedding plus :math:`\rho^2 / \alpha` off it (:math:`\rho^2 = k(x, x) - \|\phi\|^2`, the
+        squared distance to the dictionary's span, where :math:`A = \alpha I`); ``row``: the features,
+        :math:`k(x, x)`, the :math:`A^{-1}` of the round and its :math:`\phi^\top A^{-1} \phi` if known."""
+        phi, kxx, inverse, inside = row
+        if inside is None:
+            inside = float(phi @ inverse.matvec(phi))
+        return inside + max(kxx - float(phi @ phi), 0.0) / self.alpha
 
     def _uniform(self) -> float:
         """One U[0, 1) draw from the learner's generator (tests override it to force coins)."""
@@ -349,11 +362,15 @@ class NystromKONS(Learner):
         gdot = self._loss.derivative(y_hat, y)
         scale = self._sqrt_eta * gdot
 
+        played = phi, kxx, self._inverse
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)  # A_{t-1}^{-1} phi_t
+        inside = float(phi @ v)
+        # the row's leverage before the round (a new member's, on the embedding before it joined)
+        self._played_row, self._played_quad = (*played, None if joining else inside), None
         # s_t > 0 in exact arithmetic; rounding can leave it at zero, and h/s then overflows and is
         # rejected below instead of corrupting the state.
-        s = max(float(phi @ v), TINY)
+        s = max(inside, TINY)
         c2 = scale * scale
         projection = excess / s if excess != 0.0 else 0.0  # Lemma 1
         # u_{t+1} = u_t - (h/s) v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)

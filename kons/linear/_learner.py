@@ -26,6 +26,7 @@ import numpy as np
 from kons._numerics import TINY, ridge_leverage
 from kons._validation import POSITIVE, REGULARISER, Constraint, Flag, Integer, NoneOr
 from kons.base import Learner
+from kons.conformal import LEVERAGE_EXPONENT
 from kons.errors import NumericalError
 from kons.linear._linalg import checked_vector
 from kons.sparse import SparseVector
@@ -70,6 +71,7 @@ class LinearLearner(Learner):
     """
 
     accepts_sparse = True
+    _spread_exponent = LEVERAGE_EXPONENT
     diagonal: bool = False
     _diag: np.ndarray | None
 
@@ -98,10 +100,13 @@ class LinearLearner(Learner):
 
     # ----------------------------------------------------------------- the round
     def _predict(self, x: np.ndarray | SparseVector) -> float:
-        return self._margin(self._features(x))
+        f = self._features(x)
+        self._played_row, self._played_quad = f, None  # its leverage computed only if asked (_spread)
+        return self._margin(f)
 
     def _learn(self, x: np.ndarray | SparseVector, y: float) -> tuple[float, float]:
         f = self._features(x)
+        self._played_row, self._played_quad = None, None  # a second-order _round keeps its leverage
         y_hat, leverage, gdot = self._round(f, y)
         if self._diag is not None and gdot != 0.0:
             raw = x.values if isinstance(x, SparseVector) else x
@@ -121,7 +126,9 @@ class LinearLearner(Learner):
 
     @abc.abstractmethod
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
-        """One round on ``f``: ``(y_hat, leverage, gdot)``; must leave the state unchanged if it raises."""
+        r"""One round on ``f``: ``(y_hat, leverage, gdot)``; must leave the state unchanged if it raises.
+        A second-order learner keeps :math:`x^\top A_{t-1}^{-1} x` in ``_played_quad`` (as ``_quad``
+        computes it, bit for bit: the interval of a round is that of a prediction on the same state)."""
 
     # ----------------------------------------------------------------- persistence
     def _arrays(self) -> dict[str, np.ndarray]:

@@ -161,17 +161,26 @@ class FDSON(LinearLearner):
         return super()._model_floats(dim, params) + FactoredBasis.floats(k, dim) + k + m * dim + (k + m) ** 2
 
     # ----------------------------------------------------------------- the round
+    def _metric(self, f: Features) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+        r""":math:`Z x`, :math:`G x`, :math:`\hat x = S x`, :math:`H \hat x` and :math:`\alpha x^\top
+        A^{-1} x` (the sketch's)."""
+        k, n = len(self._D), len(self._g_index)
+        zx = f.cols(self._basis.Z)
+        gx = f.cols(self._Gd[:n])
+        sx = np.zeros(k + self.sketch_size)
+        sx[:k], sx[k : k + n] = self._D * (self._basis.F @ zx), gx
+        hx = self._H @ sx
+        return zx, gx, sx, hx, f.sq_norm - float(sx @ hx)
+
+    def _quad(self, row: Features) -> float:
+        return self._metric(row)[4] / self.alpha
+
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
         alpha, xx, m = self.alpha, f.sq_norm, self.sketch_size
         k, n = len(self._D), len(self._g_index)
         F, D, H = self._basis.F, self._D, self._H
-        zx = f.cols(self._basis.Z)
-        gx = f.cols(self._Gd[:n])
-        top = D * (F @ zx)
-        sx = np.zeros(k + m)  # x_hat = S x
-        sx[:k], sx[k : k + n] = top, gx
-        hx = H @ sx
-        denom = xx - float(sx @ hx)
+        zx, gx, sx, hx, denom = self._metric(f)
+        self._played_quad = denom / alpha
         y_hat, excess = self._play(f.dot(self._basis.ubar) + float(self._basis.b @ zx))
         gamma = projection_step(excess, denom)
         # Projection (Alg. 10, line 6): w_bar = u_bar + gamma (G'H_2 x_hat - x), b += gamma F'D H_1 x_hat.

@@ -113,12 +113,21 @@ class OjaSON(LinearLearner):
         # the basis (its random start draws a Gaussian (d, k) first), Lambda and H (k,)
         return super()._model_floats(dim, params) + FactoredBasis.floats(k, dim) + k * dim + 2 * k
 
+    def _metric(self, f: Features) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        r""":math:`Z x`, :math:`V x`, the weights :math:`(t-1) \Lambda H` of the previous round (as in
+        Alg. 4) and :math:`\alpha x^\top A^{-1} x` (the sketch's)."""
+        zx = f.cols(self._basis.Z)
+        vx = self._basis.F @ zx
+        weight = self._t * self._lam * self._h
+        return zx, vx, weight, f.sq_norm - float(vx @ (weight * vx))
+
+    def _quad(self, row: Features) -> float:
+        return self._metric(row)[3] / self.alpha
+
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
         alpha, xx, F, t = self.alpha, f.sq_norm, self._basis.F, self._t
-        zx = f.cols(self._basis.Z)
-        vx = F @ zx  # V x
-        weight = t * self._lam * self._h  # (t-1) Lambda H of the previous round, as in Alg. 4
-        denom = xx - float(vx @ (weight * vx))
+        zx, vx, weight, denom = self._metric(f)
+        self._played_quad = denom / alpha
         y_hat, excess = self._play(f.dot(self._basis.ubar) + float(self._basis.b @ zx))
         gamma = projection_step(excess, denom)
         b = self._basis.b + gamma * (F.T @ (weight * vx))  # Eq. 6

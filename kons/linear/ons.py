@@ -95,9 +95,17 @@ class ONS(LinearLearner):
     def _margin(self, f: Features) -> float:
         return f.dot(self._u)
 
+    def _metric(self, f: Features) -> tuple[np.ndarray, float]:
+        r""":math:`v = A^{-1} x` (:math:`A^{-1}` is symmetric) and the leverage :math:`x^\top v`."""
+        v = f.cols(self._Ainv)
+        return v, f.dot(v)
+
+    def _quad(self, row: Features) -> float:
+        return self._metric(row)[1]
+
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
-        v = f.cols(self._Ainv)  # A^{-1} x (A^{-1} is symmetric)
-        s = f.dot(v)
+        v, s = self._metric(f)
+        self._played_quad = s
         y_hat, excess = self._play(f.dot(self._u))
         gamma = projection_step(excess, s)  # Lemma 1
         gdot = self._loss.derivative(y_hat, y)

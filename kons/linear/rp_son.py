@@ -112,11 +112,19 @@ class RPSON(LinearLearner):
     def _margin(self, f: Features) -> float:
         return f.dot(self._ubar) + float(self._b @ f.cols(self._S))
 
+    def _metric(self, f: Features) -> tuple[np.ndarray, np.ndarray, float]:
+        r""":math:`\hat x = S x`, :math:`H \hat x` and :math:`\alpha x^\top A^{-1} x` (the sketch's)."""
+        sx = f.cols(self._S)
+        hx = self._H @ sx
+        return sx, hx, f.sq_norm - float(sx @ hx)
+
+    def _quad(self, row: Features) -> float:
+        return self._metric(row)[2] / self.alpha
+
     def _round(self, f: Features, y: float) -> tuple[float, float, float]:
         m, alpha, xx = self.sketch_size, self.alpha, f.sq_norm
-        sx = f.cols(self._S)  # x_hat = S x
-        hx = self._H @ sx
-        denom = xx - float(sx @ hx)  # alpha x'A^{-1}x
+        sx, hx, denom = self._metric(f)
+        self._played_quad = denom / alpha
         y_hat, excess = self._play(f.dot(self._ubar) + float(self._b @ sx))
         gamma = projection_step(excess, denom)
         b = self._b + gamma * hx  # projection step (Alg. 7, line 4)

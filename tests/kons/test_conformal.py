@@ -4,12 +4,13 @@ the coverage guarantee on drifting streams, persistence and replay, bad asks."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
 import kons
-from kons.conformal import MAX_LEVELS, RING, SCALE_WEIGHT, SPREAD_EXPONENT, STEP, Conformal
+from kons.conformal import LEVERAGE_EXPONENT, MAX_LEVELS, RING, SCALE_WEIGHT, SPREAD_EXPONENT, STEP, Conformal
 from kons.errors import InvalidParameterError, StateFormatError
 
 
@@ -22,8 +23,8 @@ def _drifting(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def _reference_intervals(plays: list[float], ys: list[float], spreads: list[float], coverage: float
-                         ) -> list[tuple[float, float] | None]:
+def _reference_intervals(plays: list[float], ys: list[float], spreads: list[float], coverage: float,
+                         exponent: float = SPREAD_EXPONENT) -> list[tuple[float, float] | None]:
     """The intervals of every round, recomputed from the definitions of :mod:`kons.conformal` in plain Python:
     the recent means as explicit weighted sums, the threshold tracked from the normal default."""
     from statistics import NormalDist
@@ -39,7 +40,7 @@ def _reference_intervals(plays: list[float], ys: list[float], spreads: list[floa
             total = sum(weights)
             m = sum(w * r for w, r in zip(weights, residuals, strict=True)) / total
             d = sum(w * s for w, s in zip(weights, spreads[:t], strict=True)) / total
-            scale = m * ((spread + d) / (2.0 * d)) ** SPREAD_EXPONENT if d > 0.0 else m
+            scale = m * ((spread + d) / (2.0 * d)) ** exponent if d > 0.0 else m
             out.append((play - max(q, 0.0) * scale, play + max(q, 0.0) * scale))
             score = abs(y - play) / scale
             q += STEP["interval"] * (float(score > q) - (1.0 - coverage))
@@ -59,8 +60,9 @@ def test_the_intervals_are_the_definitions_recomputed_slowly(algorithm: str) -> 
         answered.append(played.interval)
         assert played.interval is not None
         assert played.covered == (played.interval[0] <= target <= played.interval[1])
-    assert (np.array(spreads) > 0).any() == (algorithm == "auto")  # auto's experts disagree, ONS has none
-    reference = _reference_intervals(plays, list(y), spreads, 0.9)
+    assert (np.array(spreads) > 0).any()  # auto's experts disagree, ONS's rows have their leverage
+    exponent = SPREAD_EXPONENT if algorithm == "auto" else LEVERAGE_EXPONENT  # auto's spread, ONS's leverage
+    reference = _reference_intervals(plays, list(y), spreads, 0.9, exponent)
     for got, want in zip(answered[1:], reference[1:], strict=True):
         assert got is not None and want is not None
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
@@ -97,6 +99,107 @@ def test_the_width_follows_auto_s_own_uncertainty() -> None:
     assert min(noisy) > max(quiet)
 
 
+SECOND_ORDER = ("ons", "fd_son", "rp_son", "oja_son", "kons", "sketched_kons", "nystrom_kons")
+
+
+def _explicit_leverage(A: np.ndarray, x: np.ndarray) -> float:
+    return float(x @ np.linalg.inv(A) @ x)
+
+
+def _kernel_leverage(learner: kons.Learner, points: np.ndarray, scales: np.ndarray, x: np.ndarray) -> float:
+    r""":math:`\phi^\top (\alpha I + \sum_s c_s^2 \phi_s \phi_s^\top)^{-1} \phi` in the feature space, by
+    Woodbury on the explicit Gram matrix: :math:`(k(x,x) - k^\top C (\alpha I + C K C)^{-1} C k) / \alpha`."""
+    kernel, alpha = learner.kernel, learner.alpha  # type: ignore[attr-defined]
+    K = kernel.gram(points, points)
+    k = kernel.gram(x[None, :], points)[0]
+    inner = alpha * np.eye(len(points)) + scales[:, None] * K * scales[None, :]
+    ck = scales * k
+    return float((kernel.diag(x) - ck @ np.linalg.solve(inner, ck)) / alpha)
+
+
+def _reference_leverage(algorithm: str, learner: Any, X: np.ndarray, y: np.ndarray, plays: list[float],
+                        x: np.ndarray) -> float:
+    """The row's leverage under the learner's matrix, built explicitly (from the stream where the
+    matrix is a function of it; from the sketch's own factors for the sketches) and inverted densely."""
+    alpha, d = learner.alpha, len(x)
+    gdots = np.array([learner._loss.derivative(p, t) for p, t in zip(plays, y, strict=True)])
+    if algorithm == "ons":  # A = alpha I + eta sum gdot^2 x x'
+        return _explicit_leverage(alpha * np.eye(d) + learner._eta * (X.T * gdots**2) @ X, x)
+    if algorithm == "rp_son":  # A = alpha I + S'S
+        return _explicit_leverage(alpha * np.eye(d) + learner._S.T @ learner._S, x)
+    if algorithm == "fd_son":  # S = [D V; G], V = F Z
+        S = np.vstack([learner._D[:, None] * (learner._basis.F @ learner._basis.Z),
+                       learner._Gd[:len(learner._g_index)]])
+        return _explicit_leverage(alpha * np.eye(d) + S.T @ S, x)
+    if algorithm == "oja_son":  # A = alpha I + V' (t Lambda) V
+        V = learner._basis.F @ learner._basis.Z
+        return _explicit_leverage(alpha * np.eye(d) + (V.T * (learner._t * learner._lam)) @ V, x)
+    if algorithm == "kons":  # every round with a gradient, c = sqrt(eta) gdot
+        keep = gdots != 0.0
+        return _kernel_leverage(learner, X[keep], math.sqrt(learner._eta) * gdots[keep], x)
+    if algorithm == "sketched_kons":  # the dictionary's rounds only (which joined: the learner's coins)
+        index = learner._dict_index.view
+        return _kernel_leverage(learner, X[index], learner._dict_scale.view, x)
+    # nystrom_kons: phi = L^{-1} k_D with L L' = K_DD, A^{-1} in the embedding, alpha off it
+    points = learner._kors._points.view
+    phi = np.linalg.solve(np.linalg.cholesky(learner.kernel.gram(points, points)),
+                          learner.kernel.gram(x[None, :], points)[0])
+    inside = float(phi @ learner._inverse.to_dense() @ phi)
+    return inside + (float(learner.kernel.diag(x)) - float(phi @ phi)) / float(alpha)
+
+
+@pytest.mark.parametrize("algorithm", SECOND_ORDER)
+def test_a_second_order_learner_s_spread_is_the_leverage_of_its_matrix_inverted_explicitly(
+        algorithm: str) -> None:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 4)) * 0.5
+    y = np.tanh(X @ [1.0, -0.5, 0.3, 0.0]) + 0.1 * rng.normal(size=120)
+    params: dict[str, Any] = {"preprocess": False, "sketch_size": 3} if algorithm.endswith("_son") else {
+        "preprocess": False}
+    if "kons" in algorithm:
+        params["kernel"] = {"name": "rbf", "gamma": 0.5}
+    learner: Any = kons.learner_from_params(algorithm, params)
+    plays: list[float] = []
+    for i, (x, target) in enumerate(zip(X, y, strict=True)):
+        predicted = learner.predict_round(x, 0.9)
+        spread = learner._spread() if i else None  # the row's leverage on the state before the round
+        learnt = learner.learn_round(x, target, 0.9)
+        assert learnt.interval == predicted.interval or not i  # the same state, the same interval
+        assert spread is None or learner._spread() == spread
+        plays.append(learnt.value)
+    for probe in rng.normal(size=(5, 4)) * [0.5, 0.5, 0.5, 3.0]:
+        learner.predict_round(probe, 0.9)
+        reference = _reference_leverage(algorithm, learner, X, y, plays, probe)
+        assert learner._spread() == pytest.approx(math.sqrt(reference), rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", [*SECOND_ORDER, "ogd", "kernel_ogd"])
+def test_every_preprocessed_learner_answers_a_round_the_interval_predicted_on_its_state(
+        algorithm: str) -> None:
+    X, y = _drifting(300)
+    learner = kons.learner_from_params(algorithm, {})
+    spreads = []
+    for i, (x, target) in enumerate(zip(X, y, strict=True)):
+        predicted = learner.predict_round(x, 0.9)
+        learnt = learner.learn_round(x, target, 0.9)
+        assert learnt.interval == predicted.interval or i == 0, i  # (round 0: the range, before C moves)
+        spreads.append(learner._spread())
+    # a first-order learner has one width for every row; a second-order one follows its leverage
+    assert (np.array(spreads) > 0).any() == (algorithm in SECOND_ORDER)
+
+
+def test_a_linear_learner_s_interval_widens_where_its_rows_were_thin() -> None:
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(1500, 3)) * [1.0, 1.0, 0.05]  # the third feature barely moves
+    y = X @ [1.0, -1.0, 2.0] + 0.3 * rng.normal(size=1500)
+    learner = kons.learner_from_params("ons", {})
+    for x, target in zip(X, y, strict=True):
+        learner.learn_round(x, target, coverage=0.9)
+    usual = np.diff(learner.predict_interval_one([0.5, -0.5, 0.0], 0.9))[0]
+    thin = np.diff(learner.predict_interval_one([0.5, -0.5, 0.5], 0.9))[0]  # 10 sd along the thin one
+    assert thin > 1.2 * usual
+
+
 def test_asking_an_interval_does_not_move_the_plays() -> None:
     X, y = _drifting(600)
     plain, asked = kons.Auto(), kons.Auto()
@@ -106,10 +209,11 @@ def test_asking_an_interval_does_not_move_the_plays() -> None:
     assert asked.predict_one(X[0]) == plain.predict_one(X[0])
 
 
-@pytest.mark.parametrize("rounds", [100, RING + 300])
-def test_saved_restored_and_replayed_bit_identically(rounds: int) -> None:
+@pytest.mark.parametrize(("rounds", "algorithm"), [(100, "auto"), (RING + 300, "auto"), (100, "ons"),
+                                                   (RING + 300, "nystrom_kons"), (100, "fd_son")])
+def test_saved_restored_and_replayed_bit_identically(rounds: int, algorithm: str) -> None:
     X, y = _drifting(rounds + 60)
-    learner = kons.Auto()
+    learner = kons.Auto() if algorithm == "auto" else kons.learner_from_params(algorithm, {})
     for i in range(rounds):
         learner.learn_round(X[i], y[i], coverage=0.9 if i % 2 else 0.8)
     learner.predict_interval_one(X[0], 0.95)
