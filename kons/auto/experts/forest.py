@@ -36,6 +36,7 @@ Why these choices and what the forest gives ``auto``: ``docs/auto.md#the-mondria
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,8 @@ _NONE_LOW, _NONE_HIGH = _NEVER, -_NEVER
 _LOG_HALF = math.log(0.5)
 #: The state's format, first of its integers.
 _VERSION = 1
+#: The last row routed: its bytes, its paths, the paths flattened (``MondrianForest._flat``), its play.
+_Routed = tuple[bytes, list[list[int]], tuple[np.ndarray, list[int]], "np.ndarray | None"]
 
 
 def nodes_within(nbytes: int, dim: int, trees: int, most: int) -> int:
@@ -89,11 +92,11 @@ class MondrianForest:
         self._counts = np.zeros((*shape, classes))
         self._nodes = np.ones(trees, dtype=np.int64)  # node 0 is the root
         self._learnt = 0
-        # the last row routed (a copy), its paths and the play on it (None until played), while nothing has
-        # been learnt since: a round's play and its learning, or a prediction then the learning of the same
-        # row, route and play it once
-        self._last: tuple[np.ndarray, list[list[int]], np.ndarray | None] | None = None
-        self._splits: list[tuple[list[int], list[float], list[list[int]]]] = []
+        # the last row routed (its bytes), its paths (as lists and flattened: _flat) and the play on it (None
+        # until played), while nothing has been learnt since: a round's play and its learning, or a
+        # prediction then the learning of the same row, route and play it once
+        self._last: _Routed | None = None
+        self._splits: list[tuple[array[int], array[float], array[int]]] = []
         self._listed()
 
     @property
@@ -106,31 +109,32 @@ class MondrianForest:
         return self._nodes.copy()
 
     def _route(self, x: np.ndarray) -> list[list[int]]:
-        """Each tree's path (root to leaf) for ``x``."""
-        if self._seen(x):
-            assert self._last is not None
+        """Each tree's path (root to leaf) for ``x`` (kept with the paths flattened, :meth:`_flat`, as the
+        last row routed)."""
+        key = x.tobytes()
+        if self._last is not None and self._last[0] == key:
             return self._last[1]
         paths = []
         values = x.tolist()
         for feature, threshold, children in self._splits:
             node, path = 0, [0]
-            while children[node][0] >= 0:
-                node = children[node][values[feature[node]] > threshold[node]]
+            while children[2 * node] >= 0:
+                node = children[2 * node + (values[feature[node]] > threshold[node])]
                 path.append(node)
             paths.append(path)
-        self._last = (x.copy(), paths, None)
+        flat = self._flat(paths)
+        # a row is known by its bytes (a prediction and the learning round of one row are often two arrays):
+        # the same values in other bytes (0 and -0, two NaNs) are routed again, to the same paths
+        self._last = (key, paths, flat, None)
         return paths
 
-    def _seen(self, x: np.ndarray) -> bool:
-        """Whether ``x`` is the last row routed (its values: a prediction and the learning round of one row
-        are often two arrays)."""
-        return self._last is not None and np.array_equal(self._last[0], x, equal_nan=True)
-
     def _listed(self) -> None:
-        """The splits as Python lists (:meth:`_route` walks them a node at a time, where a NumPy scalar
-        costs more than the comparison), from the arrays: after a restore."""
-        self._splits = [(self._feature[t].tolist(), self._threshold[t].tolist(), self._children[t].tolist())
-                        for t in range(self.trees)]
+        """The splits as Python arrays, each node's two children one after the other, from the NumPy
+        arrays: after a restore. :meth:`_route` walks them a node at a time, where a NumPy scalar costs more
+        than the comparison; a Python array holds its numbers in one block, where lists of lists point to
+        objects spread over the heap, which the rest of ``auto``'s round evicts from the cache."""
+        self._splits = [(array("q", self._feature[t].tobytes()), array("d", self._threshold[t].tobytes()),
+                         array("q", self._children[t].tobytes())) for t in range(self.trees)]
 
     def _flat(self, paths: list[list[int]]) -> tuple[np.ndarray, list[int]]:
         """The paths' nodes one after another, as indices of the node arrays' first two axes flattened
@@ -170,24 +174,31 @@ class MondrianForest:
         """The classes' probabilities for the row ``x`` (``dim`` finite floats): the trees' mean."""
         if not self._learnt:
             return np.full(self.classes, 1.0 / self.classes)
-        if self._seen(x) and self._last is not None and self._last[2] is not None:
-            return self._last[2].copy()
-        paths = self._route(x)
-        result: np.ndarray = self._aggregated(*self._flat(paths)).mean(axis=0)
-        self._last = (self._last[0] if self._last is not None else x.copy(), paths, result.copy())
+        self._route(x)
+        assert self._last is not None
+        if self._last[3] is not None:
+            return self._last[3].copy()
+        result: np.ndarray = self._aggregated(*self._last[2]).mean(axis=0)
+        self._last = (*self._last[:3], result.copy())
         return result
 
     def learn(self, x: np.ndarray, label: int) -> None:
         """Learn the row ``x`` of class ``label``: in each tree, a split on its path maybe, then the counts,
         boxes and weights of the path's nodes."""
-        paths = self._route(x)
+        routed = self._route(x)
+        assert self._last is not None
+        flat = self._last[2]
         self._last = None  # the trees change now
+        paths = routed
         if not self._learnt:
             self._lower[:, 0], self._upper[:, 0] = _box(x)
         elif not self.held:
             paths = [self._extend(t, path, x, label) if self._nodes[t] + 2 <= self.max_nodes else path
-                     for t, path in enumerate(paths)]
-        self._count(paths, x, label)
+                     for t, path in enumerate(routed)]
+        # a split on a path: the path gained a leaf
+        if any(path is not before for path, before in zip(paths, routed, strict=True)):
+            flat = self._flat(paths)
+        self._count(paths, flat[0], x, label)
         self._learnt += 1
 
     def _extend(self, t: int, path: list[int], x: np.ndarray, label: int) -> list[int]:
@@ -217,9 +228,9 @@ class MondrianForest:
         node = path[k]
         moved, leaf = int(self._nodes[t]), int(self._nodes[t]) + 1
         self._nodes[t] += 2
-        for array in (self._feature, self._threshold, self._children, self._time, self._log_weight,
+        for column in (self._feature, self._threshold, self._children, self._time, self._log_weight,
                       self._log_tree, self._lower, self._upper, self._counts):
-            array[t, moved] = array[t, node]  # the node and its subtree, one level down
+            column[t, moved] = column[t, node]  # the node and its subtree, one level down
         above = x[feature] > upper[k, feature]
         low, high = (upper[k, feature], x[feature]) if above else (x[feature], lower[k, feature])
         # the new node keeps the old one's counts and weights: the same rows went through it
@@ -236,14 +247,13 @@ class MondrianForest:
         for changed in (node, moved, leaf):
             features[changed] = int(self._feature[t, changed])
             thresholds[changed] = float(self._threshold[t, changed])
-            children[changed] = self._children[t, changed].tolist()
+            children[2 * changed:2 * changed + 2] = array("q", self._children[t, changed].tobytes())
         return [*path[:k + 1], leaf]
 
-    def _count(self, paths: list[list[int]], x: np.ndarray, label: int) -> None:
+    def _count(self, paths: list[list[int]], flat: np.ndarray, x: np.ndarray, label: int) -> None:
         """The paths learn the row: each node's loss on it first (its prediction before the row), then its
         counts and box; the pruning weights from each leaf up (one pass over every path's nodes, in
-        Python floats: each depends on the one below)."""
-        flat, _ = self._flat(paths)
+        Python floats: each depends on the one below); ``flat``: the paths flattened (:meth:`_flat`)."""
         log_weight, log_tree = self._log_weight.reshape(-1), self._log_tree.reshape(-1)
         counts = self._counts.reshape(-1, self.classes)
         log_weight[flat] += self.step * np.log(self._smoothed(counts[flat])[:, label])
@@ -348,7 +358,7 @@ class MondrianForest:
                     or sorted(links.ravel().tolist()) != list(range(1, used)) \
                     or _reached(children[t]) != used:
                 raise StateFormatError("a forest state's splits do not make trees.")
-        if not all(np.isfinite(array).all() for array in fresh.values()):
+        if not all(np.isfinite(column).all() for column in fresh.values()):
             raise StateFormatError("a forest state holds numbers that are not finite.")
         words = [int(w) for w in ints[3:9].view(np.uint64)]
         rng = np.random.Generator(np.random.PCG64())
@@ -360,8 +370,8 @@ class MondrianForest:
         except (TypeError, ValueError) as exc:
             raise StateFormatError("a forest state's generator is not one.") from exc
         self._feature, self._children, self._nodes = feature, children, nodes.astype(np.int64)
-        for name, array in fresh.items():
-            setattr(self, name, array)
+        for name, column in fresh.items():
+            setattr(self, name, column)
         self._rng, self._learnt, self.classes, self._last = rng, learnt, classes, None
         self._listed()
 
