@@ -65,10 +65,12 @@ def test_the_generation_started_at_the_change_learns_the_new_concept_s_scale() -
     generation = min((g for g in grid.young if g is not None), key=lambda g: g.start)
     assert 800 < generation.start < 830 and generation.targets is not None
     after = y[800:]
-    # its scale: the new concept's (within a few percent), where the learner's pools both concepts
-    assert abs(generation.targets.mean - after.mean()) < 0.05 * after.std()
-    assert generation.targets.std == pytest.approx(after.std(), rel=0.05)
-    assert abs(grid.targets.mean - after.mean()) > after.std()
+    # its scale: the new concept's (its first weight, 8 rows at the learner's, pulls it by a little), where
+    # the learner's pools both concepts
+    assert abs(generation.targets.mean - after.mean()) < 0.1 * after.std()
+    # (its deviation keeps 8 rows' worth of the pooled scale's, 8 (S^2 + (M - m)^2) / n: 28% here)
+    assert generation.targets.std == pytest.approx(after.std(), rel=0.35)
+    assert abs(grid.targets.mean - after.mean()) > after.std() and grid.targets.std > 2.0 * after.std()
 
 
 @pytest.mark.slow
