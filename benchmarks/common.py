@@ -2,7 +2,9 @@
 
 * Provenance: the command line that reproduces a report (:func:`command_line`), the checkout's commit
   (:func:`git_commit`) and the machine (:func:`machine` as a record, :func:`machine_summary` as a line).
-* :func:`markdown_table`: the lines of a table, one row per sequence of cells.
+* :func:`markdown_table`: the lines of a table, one row per sequence of cells; :func:`method_label` and
+  :func:`metric_cell` the cells of a method and of its figure in the tables of the benchmarks that run
+  River's defaults of ``benchmarks/raw_regime.py``.
 * Where results go: :func:`results_dir` (the directory named by ``--out``, else a fresh temporary one:
   a run never overwrites the committed ``benchmarks/results`` unless asked to); :func:`require_datasets`
   stops a run whose data files are missing with a message and exit code 2.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import math
 import os
 import platform
 import shlex
@@ -23,13 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
 __all__ = ["REPO", "blas_env", "blas_threads", "command_line", "git_commit", "machine", "machine_summary",
-           "markdown_table", "module_at", "require_datasets", "results_dir", "text_at"]
+           "markdown_table", "method_label", "metric_cell", "module_at", "require_datasets", "results_dir",
+           "text_at"]
 
 REPO = Path(__file__).resolve().parents[1]
 #: The environment variables that fix the thread pools of OpenBLAS, OpenMP and MKL when a process starts.
@@ -167,6 +171,21 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], alig
 
 
 # ---------------------------------------------------------------------------------------------- BLAS
+def method_label(key: str, own: Mapping[str, str]) -> str:
+    """A method's name in a Markdown table: the benchmark's ``own`` label for it, else the label of River's
+    default of that key in ``benchmarks/raw_regime.py`` (its pipes escaped)."""
+    if key in own:
+        return own[key]
+    from benchmarks.raw_regime import RAW_METHODS  # (it imports this module)
+
+    return RAW_METHODS[key].label.replace("|", "\\|")
+
+
+def metric_cell(value: float) -> str:
+    """A figure in a Markdown table, "failed" where the method's plays were not finite."""
+    return "failed" if not math.isfinite(value) else f"{value:.4f}"
+
+
 @contextlib.contextmanager
 def blas_threads(threads: int | None) -> Iterator[str]:
     """Limit the BLAS threads of this process to ``threads`` (``None``: no limit) with threadpoolctl if it

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import os
 import sys
@@ -44,7 +45,14 @@ from typing import Any
 import numpy as np
 
 import kons
-from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
+from benchmarks.common import (
+    command_line,
+    machine_summary,
+    markdown_table,
+    method_label,
+    metric_cell,
+    results_dir,
+)
 from benchmarks.provenance import provenance, publish
 from benchmarks.raw_regime import RAW_METHODS
 
@@ -61,6 +69,11 @@ ORACLE_FACTOR = 1.10
 RIVER_KEYS = ("river_linear", "river_linear_tss", "river_knn", "river_hat", "river_arf", "river_amf")
 
 
+#: The streams' two groups: the rules of ``auto``'s restarts were chosen on the tuning streams, and the
+#: held-out ones, from generators none of those rules saw, report them (shared/notes/bench-protocol.md).
+SPLITS = ("tuning", "held-out")
+
+
 @dataclass(frozen=True)
 class Stream:
     name: str
@@ -68,6 +81,7 @@ class Stream:
     task: str  # regression or binary
     changes: tuple[int, ...]
     build: Callable[[], tuple[np.ndarray, np.ndarray]]
+    split: str = "tuning"
 
 
 def _take(dataset: Any, n: int, keys: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -123,6 +137,81 @@ def _concepts(make: Callable[[int, int], Any], concepts: Sequence[int], every: i
         stream = synth.ConceptDriftStream(stream=make(concepts[k], 20 + k), drift_stream=stream,
                                           position=every, width=width, seed=20 + k)
     return stream
+
+
+def _piecewise(seed: int, dim: int, changes: tuple[int, ...], n: int, flip_every: int) -> Callable[
+        [], tuple[np.ndarray, np.ndarray]]:
+    """A piecewise-linear target of ``dim`` raw features (a hinge and a linear term in each standardised
+    feature, plus a level) whose coefficients change at ``changes``: their signs flip at every change
+    whose place is ``1 (mod flip_every)``, else they are redrawn, and the level is redrawn at each."""
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        scale, loc = rng.uniform(1.0, 50.0, dim), rng.uniform(0.0, 200.0, dim)
+        X = rng.normal(size=(n, dim)) * scale + loc
+        z = (X - loc) / scale
+        knots = 0.5 * rng.normal(size=dim)
+        hinge, linear, level = rng.normal(size=dim), rng.normal(size=dim), 0.0
+        y = np.empty(n)
+        bounds = (0, *changes, n)
+        for k, (start, end) in enumerate(itertools.pairwise(bounds)):
+            if k:
+                flip = k % flip_every == 1
+                hinge, linear = (-hinge, -linear) if flip else (rng.normal(size=dim), rng.normal(size=dim))
+                level = 2.0 * rng.normal()
+            piece = z[start:end]
+            y[start:end] = 20.0 * (np.maximum(piece - knots, 0.0) @ hinge + piece @ linear + level) + 50.0
+        return X, y + 2.0 * rng.normal(size=n)
+
+    return build
+
+
+def _piecewise_scaled() -> tuple[np.ndarray, np.ndarray]:
+    """A piecewise-linear target (:func:`_piecewise`, no change of its own) whose scale and level change at
+    rounds 1,500 (times 5 minus 100) and 3,000 (times 0.2 plus 40)."""
+    X, y = _piecewise(11, 4, (), 4500, 2)()
+    y[1500:3000] = 5.0 * y[1500:3000] - 100.0
+    y[3000:] = 0.2 * y[3000:] + 40.0
+    return X, y
+
+
+def _friedman_scaled() -> tuple[np.ndarray, np.ndarray]:
+    """Friedman #1 (no drift of its own) whose target changes its scale and level at rounds 1,300 and
+    2,600: times 4 plus 30, then times 0.5 minus 10."""
+    from river.datasets import synth
+
+    X, y = _take(synth.Friedman(seed=7), 4000)
+    y[1300:2600] = 4.0 * y[1300:2600] + 30.0
+    y[2600:] = 0.5 * y[2600:] - 10.0
+    return X, y
+
+
+def _planes_flip() -> tuple[np.ndarray, np.ndarray]:
+    """River's 2D planes (a piecewise-linear target of 10 discrete features) whose target changes sign at
+    round 1,500 and back at 3,000."""
+    from river.datasets import synth
+
+    X, y = _take(synth.Planes2D(seed=7), 4000)
+    y[1500:3000] = -y[1500:3000]
+    return X, y
+
+
+def _labelled(generator: str, concepts: tuple[int, ...], every: int, **fixed: Any) -> Callable[
+        [], tuple[np.ndarray, np.ndarray]]:
+    """River's classification ``generator`` with each of ``concepts`` in turn (its argument
+    ``classification_function``, or its seed when there is no such argument), every ``every`` rounds
+    (:func:`_concepts`), as labels -1 and +1."""
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        from river.datasets import synth
+
+        def make(concept: int, seed: int) -> Any:
+            if generator == "Hyperplane":  # each concept's seed draws its own hyperplane (and its rows)
+                return synth.Hyperplane(seed=100 + concept, **fixed)
+            return getattr(synth, generator)(classification_function=concept, seed=seed, **fixed)
+
+        X, y = _take(_concepts(make, concepts, every, 50), 4000)
+        return X, _labels(y)
+
+    return build
 
 
 def _sea() -> tuple[np.ndarray, np.ndarray]:
@@ -183,8 +272,22 @@ STREAMS = {s.name: s for s in (
     Stream("sea_abrupt", "abrupt", "binary", (1000, 2000, 3000), _sea),
     Stream("agrawal_recurring", "recurring", "binary", (1000, 2000, 3000), _agrawal),
     Stream("rbf_gradual", "gradual", "binary", (2000,), _rbf),
+    Stream("piecewise_flip_a", "abrupt", "regression", (1200, 2400, 3600),
+           _piecewise(1, 4, (1200, 2400, 3600), 4800, 2)),
+    Stream("piecewise_flip_b", "abrupt", "regression", (1500, 3000), _piecewise(2, 4, (1500, 3000), 4000, 2)),
+    Stream("piecewise_scaled", "abrupt", "regression", (1500, 3000), _piecewise_scaled),
     Stream("trump_approval", "real", "regression", (), _trump),
     Stream("water_flow", "real", "regression", (), _water_flow),
+    Stream("piecewise_flip_held", "abrupt", "regression", (1000, 2000, 3000),
+           _piecewise(5, 6, (1000, 2000, 3000), 4000, 3), "held-out"),
+    Stream("friedman_scaled", "abrupt", "regression", (1300, 2600), _friedman_scaled, "held-out"),
+    Stream("planes_flip", "recurring", "regression", (1500, 3000), _planes_flip, "held-out"),
+    Stream("sine_abrupt", "abrupt", "binary", (1000, 2000, 3000),
+           _labelled("Sine", (0, 1, 2, 3), 1000, has_noise=True), "held-out"),
+    Stream("mixed_recurring", "recurring", "binary", (1000, 2000, 3000),
+           _labelled("Mixed", (0, 1, 0, 1), 1000), "held-out"),
+    Stream("hyperplane_abrupt", "abrupt", "binary", (1300, 2600),
+           _labelled("Hyperplane", (0, 1, 2), 1300, n_features=10), "held-out"),
 )}
 
 
@@ -239,7 +342,8 @@ def run_stream(stream: Stream, keys: Sequence[str]) -> dict[str, Any]:
     X, y = stream.build()
     regression = stream.task == "regression"
     spans = windows(stream, len(y))
-    record: dict[str, Any] = {"stream": stream.name, "kind": stream.kind, "task": stream.task,
+    record: dict[str, Any] = {"stream": stream.name, "split": stream.split, "kind": stream.kind,
+                              "task": stream.task,
                               "rows": len(y), "dim": X.shape[1], "changes": list(stream.changes),
                               "windows": spans, "runs": []}
     for key in keys:
@@ -268,16 +372,8 @@ def run_stream(stream: Stream, keys: Sequence[str]) -> dict[str, Any]:
     return record
 
 
-def _label(key: str) -> str:
-    if key == "auto":
-        return "kons auto"
-    if key == "oracle":
-        return "auto restarted at each change (oracle)"
-    return RAW_METHODS[key].label.replace("|", "\\|")
-
-
-def _fmt(value: float) -> str:
-    return "failed" if not math.isfinite(value) else f"{value:.4f}"
+#: The methods' names in the tables, where not River's defaults' (``method_label``).
+LABELS = {"auto": "kons auto", "oracle": "auto restarted at each change (oracle)"}
 
 
 def verdicts(record: dict[str, Any]) -> dict[str, Any]:
@@ -299,7 +395,49 @@ def verdicts(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def render(records: list[dict[str, Any]], command: str, commit: str) -> str:
+def _summary(records: list[dict[str, Any]], before: dict[str, list[float]]) -> tuple[list[list[Any]], str]:
+    """One group's summary table and its counts: the streams within the goal of the oracle in every window
+    after a change, the windows within it, and the streams ahead of the best River default."""
+    summary: list[list[Any]] = [["stream", "kind", "task", "rows", "auto", "oracle", "best River (overall)",
+                                 "auto / oracle by window", *(["before"] if before else []),
+                                 "ahead of best River: overall / windows", "changes detected at"]]
+    met_oracle = met_river = windows_met = windows_all = 0
+    for record in records:
+        runs = {r["method"]: r for r in record["runs"]}
+        v = verdicts(record)
+        oracle = runs.get("oracle")
+        within = [r <= ORACLE_FACTOR for r in v["oracle_ratios"]]
+        met_oracle += bool(record["changes"]) and all(within)
+        windows_met, windows_all = windows_met + sum(within), windows_all + len(within)
+        met_river += v["ahead_overall"] and all(v["ahead_windows"])
+        earlier = [_ratios(ratios) for name, ratios in before.items() if name == record["stream"]]
+        best = v["best_river"]
+        summary.append([record["stream"], record["kind"], record["task"], record["rows"],
+                        metric_cell(runs["auto"]["overall"]),
+                        metric_cell(oracle["overall"]) if oracle else "n/a",
+                        f"{method_label(best, LABELS)} {metric_cell(runs[best]['overall'])}",
+                        _ratios(v["oracle_ratios"]),
+                        *([earlier[0] if earlier else "not run"] if before else []),
+                        ("yes" if v["ahead_overall"] else "no") + " / "
+                        + " ".join("yes" if a else "no" for a in v["ahead_windows"]),
+                        ", ".join(str(r) for r in runs["auto"]["detected"]) or "none"])
+    with_oracle = sum(1 for r in records if r["changes"])
+    counts = (f"within {ORACLE_FACTOR - 1:.0%} of the oracle in every window after a change: "
+              f"**{met_oracle} of {with_oracle}** streams, **{windows_met} of {windows_all}** windows; "
+              "ahead of the best River "
+              f"default overall and in every window: **{met_river} of {len(records)}** streams")
+    return summary, counts
+
+
+def _ratios(ratios: Sequence[float]) -> str:
+    """auto / oracle by window, '!' marking those beyond the goal."""
+    return " ".join(f"{r:.2f}" + ("" if r <= ORACLE_FACTOR else "!") for r in ratios) or "n/a"
+
+
+def render(records: list[dict[str, Any]], command: str, commit: str,
+           before: tuple[str, dict[str, list[float]]] | None = None) -> str:
+    """The report; ``before``: an earlier run's commit and its auto / oracle ratios by stream (shown
+    beside)."""
     lines = ["# Following a changing world: `auto` on drifting streams (progressive validation)", "",
              "Generated by `benchmarks/drift.py`; do not edit by hand.", "",
              f"    {command}", "",
@@ -310,43 +448,38 @@ def render(records: list[dict[str, Any]], command: str, commit: str) -> str:
              f"better). Windows: the {WINDOW} rounds after each true change point (or up to the next one); "
              f"for the real series (no known change points) the last {LAST} rounds. Goals: `auto` within "
              f"{ORACLE_FACTOR - 1:.0%} of the oracle in every window after a change; ahead of the best River "
-             "default overall and in every window.", ""]
-    summary = [["stream", "kind", "task", "rows", "auto", "oracle", "best River (overall)",
-                "auto / oracle by window", "ahead of best River: overall / windows", "changes detected at"]]
-    met_oracle = met_river = 0
-    for record in records:
-        runs = {r["method"]: r for r in record["runs"]}
-        v = verdicts(record)
-        oracle = runs.get("oracle")
-        ratios = " ".join(f"{r:.2f}" + ("" if r <= ORACLE_FACTOR else "!") for r in v["oracle_ratios"])
-        ok_oracle = bool(record["changes"]) and all(r <= ORACLE_FACTOR for r in v["oracle_ratios"])
-        ok_river = v["ahead_overall"] and all(v["ahead_windows"])
-        met_oracle += ok_oracle
-        met_river += ok_river
-        summary.append([record["stream"], record["kind"], record["task"], record["rows"],
-                        _fmt(runs["auto"]["overall"]), _fmt(oracle["overall"]) if oracle else "n/a",
-                        f"{_label(v['best_river'])} {_fmt(runs[v['best_river']]['overall'])}",
-                        ratios or "n/a",
-                        ("yes" if v["ahead_overall"] else "no") + " / "
-                        + " ".join("yes" if a else "no" for a in v["ahead_windows"]),
-                        ", ".join(str(r) for r in runs["auto"]["detected"]) or "none"])
-    with_oracle = sum(1 for r in records if r["changes"])
-    goal = f"{ORACLE_FACTOR - 1:.0%}"
-    lines += ["## Summary", "",
-              f"Within {goal} of the oracle in every window after a change: **{met_oracle} of {with_oracle}**"
-              " streams with change points. Ahead of the best River default overall and in every window: "
-              f"**{met_river} of {len(records)}** streams ('!' marks a window more than {goal} behind the "
-              "oracle).", "",
-              *markdown_table(summary[0], summary[1:]), ""]
+             "default overall and in every window. The rules of `auto`'s restarts were chosen on the tuning "
+             "streams; the held-out streams come from generators none of them saw.", ""]
+    if before is not None:
+        lines += [f"Column \"before\": auto / oracle by window in the run of commit {before[0]} (the same "
+                  "streams and oracle).", ""]
+    lines += ["## Summary", ""]
+    for split in SPLITS:
+        group = [record for record in records if record.get("split", "tuning") == split]
+        if not group:
+            continue
+        summary, counts = _summary(group, before[1] if before is not None else {})
+        lines += [f"{split.capitalize()} streams: {counts} ('!' marks a window more than "
+                  f"{ORACLE_FACTOR - 1:.0%} behind the oracle).", "",
+                  *markdown_table(summary[0], summary[1:]), ""]
     for record in records:
         spans = record["windows"]
         head = ["method", "overall", *(f"{a}-{b}" for a, b in spans), "seconds"]
-        rows = [[_label(r["method"]), _fmt(r["overall"]), *(_fmt(w) for w in r["windows"]),
-                 f"{r['seconds']:.1f}"] for r in record["runs"]]
+        rows = [[method_label(r["method"], LABELS), metric_cell(r["overall"]),
+                 *(metric_cell(w) for w in r["windows"]), f"{r['seconds']:.1f}"] for r in record["runs"]]
         changes = ", ".join(str(c) for c in record["changes"]) or "none known"
-        lines += [f"## {record['stream']} ({record['kind']}, {record['task']}, {record['rows']} rows, "
-                  f"{record['dim']} features; changes at {changes})", "", *markdown_table(head, rows), ""]
+        split = record.get("split", "tuning")
+        lines += [f"## {record['stream']} ({split}; {record['kind']}, {record['task']}, "
+                  f"{record['rows']} rows, {record['dim']} features; changes at {changes})", "",
+                  *markdown_table(head, rows), ""]
     return "\n".join(lines)
+
+
+def _before(path: Path) -> tuple[str, dict[str, list[float]]]:
+    """An earlier run's ``drift.json``: its commit and auto / oracle ratios by stream."""
+    saved = json.loads(path.read_text())
+    commit = str(saved.get("provenance", {}).get("commit", "?"))[:9]
+    return commit, {record["stream"]: verdicts(record)["oracle_ratios"] for record in saved["records"]}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -356,6 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma list: auto, oracle and River's keys of benchmarks/raw_regime.py")
     parser.add_argument("--out", type=Path, help="where drift.md and drift.json go (default: a temporary "
                                                   "directory)")
+    parser.add_argument("--before", type=Path, help="an earlier run's drift.json, whose auto / oracle ratios "
+                                                     "the summary shows beside")
     args = parser.parse_args(argv)
     names, keys = args.streams.split(","), args.methods.split(",")
     unknown = [n for n in names if n not in STREAMS] + [k for k in keys
@@ -370,7 +505,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = [run_stream(STREAMS[name], [k for k in keys if k != "river_linear_tss"
                                           or STREAMS[name].task == "regression"]) for name in names]
     record = {"command": command, "records": records}
-    report = publish(out, "drift", stamp, render(records, command, stamp["commit"][:9]), record)
+    before = _before(args.before) if args.before is not None else None
+    report = publish(out, "drift", stamp, render(records, command, stamp["commit"][:9], before), record)
     print(f"drift: {report}", file=sys.stderr)
     return 0
 

@@ -47,7 +47,14 @@ from typing import Any
 import numpy as np
 
 import kons
-from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
+from benchmarks.common import (
+    command_line,
+    machine_summary,
+    markdown_table,
+    method_label,
+    metric_cell,
+    results_dir,
+)
 from benchmarks.drift import STREAMS as DRIFT_STREAMS
 from benchmarks.provenance import provenance, publish
 from benchmarks.raw_regime import RAW_METHODS
@@ -240,18 +247,8 @@ def verdict(record: dict[str, Any]) -> dict[str, Any]:
                        for a, b in zip(auto["windows"], best_windows, strict=True)]}
 
 
-def _label(key: str) -> str:
-    if key == "auto":
-        return "kons auto"
-    if key == "last":
-        return "the last target"
-    if key == "river_amf":
-        return "River AMFRegressor"
-    return RAW_METHODS[key].label.replace("|", "\\|")
-
-
-def _fmt(value: float) -> str:
-    return "failed" if not math.isfinite(value) else f"{value:.4f}"
+#: The methods' names in the tables, where not River's defaults' (``method_label``).
+LABELS = {"auto": "kons auto", "last": "the last target", "river_amf": "River AMFRegressor"}
 
 
 def render(records: list[dict[str, Any]], command: str, commit: str) -> str:
@@ -271,15 +268,16 @@ def render(records: list[dict[str, Any]], command: str, commit: str) -> str:
         for record in (r for r in records if r["split"] == split):
             runs = {r["method"]: r for r in record["runs"]}
             v = verdict(record)
-            summary.append([record["stream"], split, record["rows"], _fmt(runs["auto"]["overall"]),
-                            f"{_label(v['best'])} {_fmt(runs[v['best']]['overall'])}",
+            summary.append([record["stream"], split, record["rows"], metric_cell(runs["auto"]["overall"]),
+                            f"{method_label(v['best'], LABELS)} {metric_cell(runs[v['best']]['overall'])}",
                             " ".join(f"{r:.2f}" for r in v["ratios"]),
                             ("yes" if v["ahead_overall"] else "no") + f" / {sum(v['ahead_windows'])} of "
                             f"{len(v['ahead_windows'])}"])
     lines += ["## Summary", "", *markdown_table(summary[0], summary[1:]), ""]
     for record in records:
         head = ["method", "overall", *(f"{a}-{b}" for a, b in record["windows"]), "CPU s"]
-        rows = [[_label(r["method"]), _fmt(r["overall"]), *(f"{w:.3f}" for w in r["windows"]),
+        rows = [[method_label(r["method"], LABELS), metric_cell(r["overall"]),
+                 *(f"{w:.3f}" for w in r["windows"]),
                  f"{r['seconds']:.1f}"] for r in record["runs"]]
         lines += [f"## {record['stream']} ({record['split']}; {record['about']}; {record['rows']} rows, "
                   f"{record['dim']} features)", "", *markdown_table(head, rows), ""]

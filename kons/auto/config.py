@@ -18,6 +18,7 @@ __all__ = [
     "FOREST_TREES",
     "FOREST_WAKE_ROWS",
     "GENERATIONS",
+    "GENERATION_TARGET_PRIOR",
     "GRID",
     "LAGS",
     "LAGS_PRIOR",
@@ -82,6 +83,10 @@ REPLAY_ROWS = 192
 #: Rounds after a declared change at which a generation starts: at once, then after a gradual change
 #: (docs/auto.md#restart_delays).
 RESTART_DELAYS = (0, 128, 512)
+#: The rounds' worth of weight the learner's scale of the target has in a generation's own scale when the
+#: generation starts (regression): its first rows alone give no deviation, and a false alarm's generation
+#: should learn much as the others do (1 cost space_ga 6% through one; docs/drift.md).
+GENERATION_TARGET_PRIOR = 8.0
 #: Each expert's prior in a generation started at a declared change: the switching rates alone move the
 #: weight too slowly after a long stationary stretch (docs/auto.md#change_entry_prior).
 CHANGE_ENTRY_PRIOR = 0.15

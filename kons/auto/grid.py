@@ -60,6 +60,7 @@ from kons.auto.restarts import (
     YOUNG_BASES,
     YOUNG_SIZE,
     Generation,
+    GenerationTargets,
     Probation,
     RecentRounds,
     restart,
@@ -81,6 +82,7 @@ from kons.preprocessing import (
     TARGET_BOUND,
     FeatureScaler,
     ScalerStats,
+    TargetScaler,
     checked_form,
     restore_nested,
     with_intercept,
@@ -414,8 +416,12 @@ class Grid:
 
     def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
                  held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None,
-                 centred: bool = True) -> None:
+                 centred: bool = True, targets: TargetScaler | None = None) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
+        #: The learner's target scaler (regression), whose statistics before a round standardise its
+        #: plays: a generation started at a change then keeps its own scale of the target
+        #: (:class:`~kons.auto.restarts.GenerationTargets`); None, as a grid saved before, it does not.
+        self.targets = targets
         self.held = held
         self.log_scaler = log_scaler
         self.quantile_bins = bins  # the thresholds of the warm-up rows, if any
@@ -610,20 +616,33 @@ class Grid:
         row, _ = self.inputs(z, x)
         preds = np.zeros(len(self.layout))
         preds[len(GRID)] = constant
+        scaled = self._scaled_generations()
         for slot, expert in self.playing():
-            preds[slot] = expert.predict(row)
+            play = expert.predict(row)
+            own = scaled.get(slot)
+            preds[slot] = play if own is None else self._in_grid_units(own, play)
         played = self.mixture.mix(preds, self._weights())
         self.voted = self.mixture.label(played)
         return played
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
-              constant: float) -> float:
+              constant: float, y: float | None = None) -> float:
+        """A round of the one-score model: ``t`` the target the members learn (standardised, or a label
+        -1 or +1), ``y`` the target in the user's units (regression, for the generations' own scales)."""
         row, log_stats = self.inputs(z, x)
         plays = np.zeros(len(self.layout))
         plays[len(GRID)] = constant
         playing = self.playing()
+        scaled = self._scaled_generations() if y is not None else {}
+        own_targets = {id(own): own.target(cast(float, y)) for own in scaled.values()}
         for slot, expert in playing:
-            plays[slot] = expert.learn(row, t)
+            own = scaled.get(slot)
+            if own is None:
+                plays[slot] = expert.learn(row, t)
+            else:
+                plays[slot] = self._in_grid_units(own, expert.learn(row, own_targets[id(own)][0]))
+        for own in scaled.values():
+            own.commit(own_targets[id(own)][1])
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix(plays, self._weights())
         self.voted = self.mixture.label(played)
@@ -644,6 +663,20 @@ class Grid:
             self._keep(row, t, loss, 0.0)
             self._track(loss, None)
         return played
+
+    def _scaled_generations(self) -> dict[int, GenerationTargets]:
+        """The slots of the generations that keep their own scale of the target, to that scale."""
+        if self.targets is None:
+            return {}
+        return {slot: generation.targets for g, generation in enumerate(self.young)
+                if generation is not None and generation.targets is not None
+                for slot, _ in generation.experts(g)}
+
+    def _in_grid_units(self, own: GenerationTargets, f: float) -> float:
+        """A generation's play ``f`` in its own scale, in the learner's standardised units before the
+        round."""
+        assert self.targets is not None
+        return own.play(f, self.targets.mean, self.targets.std, self.bound)
 
     def _observe(self, when: str, row: Row, target: float, in_play: set[int]) -> None:
         """The round outside their plays of the kinds that observe ``when`` (:attr:`Kind.observes`), and
@@ -802,8 +835,11 @@ class Grid:
                 "stored_points_all_bases": int(sum(s["stored_points"] for s in sizes))}
 
     def own_arrays(self) -> dict[str, np.ndarray]:
-        """The grid's own arrays: the mixture's weights, the log view's scaler and the rounds kept."""
-        return {**self.mixture.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays()}
+        """The grid's own arrays: the mixture's weights, the log view's scaler, the rounds kept and the
+        generations' own scales of the target."""
+        return {**self.mixture.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
+                **{f"young{g}_targets": generation.targets.array() for g, generation in enumerate(self.young)
+                   if generation is not None and generation.targets is not None}}
 
     def nbytes(self) -> int:
         """The bytes of the saved arrays: the experts' and the grid's own, each dictionary once (see
@@ -824,6 +860,8 @@ class Grid:
         recent = self.new_recent().nbytes()
         grown += recent * sum(generation.recent is None if generation is not None else not self.held
                               for generation in self.young)
+        if self.targets is not None and not self.held:  # an empty generation's own scale, once started
+            grown += GenerationTargets(0.0, 0.0, 0.0).array().nbytes * self.young.count(None)
         if self.held:
             return grown
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
@@ -862,12 +900,16 @@ class Grid:
                 **({"naps": {name: list(nap) for name, nap in self.naps.items()}}
                    if any(any(nap) for nap in self.naps.values()) else {}),
                 **extra,
-                **({"probation": self.probation.state()} if self.probation is not None else {})}
+                **({"probation": self.probation.state()} if self.probation is not None else {}),
+                **({"own_targets": True} if self.targets is not None else {})}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
-        built with the saved widths (its bases must match the restored ones)."""
+        built with the saved widths (its bases must match the restored ones). A regression grid saved
+        before the generations kept their own scales of the target goes on without them."""
         self._predicted_row = None
+        if not scalars.get("own_targets", False):
+            self.targets = None
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
         if "young" not in scalars:
             self._restore_aggregating(arrays, rounds)
@@ -883,7 +925,7 @@ class Grid:
             self.young = [Generation(generation[0], generation[1:],
                                       [self._restored(arrays[f"young{g}_{j}"], GRID[i])
                                        for j, i in enumerate(generation[1:])],
-                                      self._restored_recent(arrays, g))
+                                      self._restored_recent(arrays, g), self._restored_targets(arrays, g))
                           if generation else None for g, generation in enumerate(young)]
         mixture = in_layout(arrays, self.layout)
         if not self.mixture.switching.restore(mixture) or not self.mixture.restore_vote(mixture):
@@ -963,6 +1005,13 @@ class Grid:
         recent.restore({name.removeprefix(prefix): array for name, array in arrays.items()
                         if name.startswith(prefix)})
         return RecentExpert(recent)
+
+    def _restored_targets(self, arrays: dict[str, np.ndarray], generation: int) -> GenerationTargets | None:
+        """Generation ``generation``'s own scale of the target, None if it was saved without one."""
+        saved = arrays.get(f"young{generation}_targets")
+        if saved is None or self.targets is None:
+            return None
+        return GenerationTargets.restored(saved)
 
     def _restored(self, blob: np.ndarray, member: Member) -> LearnerExpert:
         """The expert of ``member`` whose learner was saved as ``blob``."""

@@ -158,7 +158,7 @@ class Auto(Learner):
         columns = bins_columns(dim)  # the linear model on the quantile thresholds, and the thresholds
         binned = ONS._model_floats(columns, {"diagonal": False}) + columns + dim if columns else 0
         lags = LAGS + 3 + (LAGS + 1) * (LAGS + 3)
-        return (members + GENERATIONS * (YOUNG_BASES * largest + recent) + 6 * dim + kept + binned + lags
+        return (members + GENERATIONS * (YOUNG_BASES * largest + recent + 3) + 6 * dim + kept + binned + lags
                 + recent)  # the linear model of every row: a generation's
 
     # ----------------------------------------------------------------- bounds and labels
@@ -375,7 +375,7 @@ class Auto(Learner):
         the rows', by default the feature scaler's) and the quantile thresholds ``bins``, if any."""
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
         return Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
-                    centred=self._tails,
+                    centred=self._tails, targets=None if self._binary else self._prep.y,
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
                     binary=self._binary, bins=bins)
@@ -512,7 +512,8 @@ class Auto(Learner):
         prep.begin(x, self._dim)
         target, y_stats = prep.target(y)
         if prep.ready:
-            played = prep.scaled_round(x, lambda z: self._model.learn(z, target, x, self._constant()))
+            played = prep.scaled_round(x, lambda z: self._model.learn(z, target, x, self._constant(),
+                                                                        None if self._binary else y))
         else:
             played = self._warmup_prediction(x)
             with prep.warm_up(x, y) as full:

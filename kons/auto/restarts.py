@@ -4,7 +4,8 @@ has them learn the rows since the change's estimated onset before they play), an
 needs around its experts. :class:`Probation` is the trial of the generation started at a declared change
 (a false alarm costs the old experts what a small entry costs); :class:`RecentRounds` keeps the last
 rounds the grid played (its rows in both views, the targets, the mixture's losses and errors) for the
-replay."""
+replay; :class:`GenerationTargets` is a generation's own scale of the target (regression), so that it
+learns the new concept's units rather than those of every row since the start."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 from kons.auto.config import (
     CHANGE_ENTRY_PRIOR,
     ENTRY_PRIOR,
+    GENERATION_TARGET_PRIOR,
     GENERATIONS,
     GRID,
     PROBATION_PRIOR,
@@ -36,8 +38,8 @@ from kons.sparse import SparseVector
 if TYPE_CHECKING:
     from kons.auto.grid import Grid
 
-__all__ = ["YOUNG_BASES", "YOUNG_SIZE", "Generation", "Probation", "RecentRounds", "replay", "restart",
-           "young_slots"]
+__all__ = ["YOUNG_BASES", "YOUNG_SIZE", "Generation", "GenerationTargets", "Probation", "RecentRounds",
+           "replay", "restart", "young_slots"]
 
 #: Restarted copies of grid members in a generation.
 YOUNG_BASES = len(YOUNG_LINEAR) + YOUNG_KERNELS
@@ -63,12 +65,15 @@ def _binary_target(index: float) -> float:
 @dataclass
 class Generation:
     """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``, and the linear
-    model of the rows since then (None in a generation saved before it existed, whose slot stays empty)."""
+    model of the rows since then (None in a generation saved before it existed, whose slot stays empty);
+    ``targets``, its own scale of the target (regression; None: it learns the grid's standardised target,
+    as every generation did before they had one)."""
 
     start: int
     members: list[int]
     copies: list[LearnerExpert]
     recent_expert: RecentExpert | None
+    targets: GenerationTargets | None = None
 
     @property
     def bases(self) -> list[Learner]:
@@ -111,8 +116,10 @@ def restart(grid: Grid, span: int) -> None:
     kernels = (len(replaced.members) - len(YOUNG_LINEAR) if grid.held and replaced is not None
                else YOUNG_KERNELS)
     members = [*YOUNG_LINEAR, *list(at_default_step)[:kernels]]
+    targets = (None if grid.targets is None
+               else GenerationTargets(grid.targets.mean, grid.targets.std, GENERATION_TARGET_PRIOR))
     generation = Generation(grid.rounds, members, [grid.new_member(i) for i in members],
-                            RecentExpert(grid.new_recent()))
+                            RecentExpert(grid.new_recent()), targets)
     replay(grid, generation, span)
     grid.young[g] = generation
     slots = young_slots(g)  # a generation with fewer copies (held) leaves its last copies' slots empty
@@ -160,8 +167,71 @@ def replay(grid: Grid, generation: Generation, rounds: int) -> None:
                 expert.learn_class(row, int(target), classes)
         else:
             t = _binary_target(target) if grid.mixture.binary else target
+            if generation.targets is not None and grid.targets is not None:
+                # a kept target in the user's units, by the learner's scale now (it was standardised by
+                # the scale of its own round, a few rounds back at most)
+                t, stats = generation.targets.target(grid.targets.mean + grid.targets.std * target)
+                generation.targets.commit(stats)
             for _, expert in experts:
                 expert.learn(row, t)
+
+
+class GenerationTargets:
+    r"""The running mean and deviation of the targets a generation has learnt (regression): its experts learn
+    the targets standardised by them, not by the learner's scaler, whose statistics hold every target since
+    the start.
+
+    After a change that moves the target's level or spread, the learner's scaler follows the new concept
+    over about as many rounds as it had seen before it: a target standardised by it keeps moving for
+    thousands of rounds, so a generation's experts chase a target that drifts by itself, and a kernel
+    member (which has no intercept) cannot even fit the new level (measured on ``benchmarks/drift.py``'s
+    piecewise-linear streams: ``docs/drift.md``). The generation's own statistics start at the learner's,
+    weighted as ``prior`` rounds (a generation's first rows would give no deviation at all), and the rounds
+    since the change's onset soon outweigh them.
+
+    ``play`` maps a play in the generation's units to the learner's standardised units, ``target`` a
+    target in the user's units to the generation's (with the round counted: :meth:`commit` it).
+    """
+
+    def __init__(self, mean: float, std: float, prior: float) -> None:
+        self.count = prior
+        self.mean = mean
+        self.m2 = prior * std * std
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.m2 / self.count) if self.count > 0.0 else 0.0
+
+    def play(self, f: float, mean: float, std: float, bound: float) -> float:
+        """The generation's standardised play ``f`` in the units of a scaler at ``mean`` and ``std``,
+        clipped to ``[-bound, bound]``."""
+        if std <= 0.0:
+            return f
+        return min(max((self.mean + self.std * f - mean) / std, -bound), bound)
+
+    def target(self, y: float) -> tuple[float, tuple[float, float, float]]:
+        """``y`` standardised by the statistics that include it, and those statistics (to commit)."""
+        count = self.count + 1.0
+        delta = y - self.mean
+        mean = self.mean + delta / count
+        m2 = self.m2 + delta * (y - mean)
+        std = math.sqrt(m2 / count)
+        return ((y - mean) / std if std > 0.0 else 0.0), (count, mean, m2)
+
+    def commit(self, stats: tuple[float, float, float]) -> None:
+        self.count, self.mean, self.m2 = stats
+
+    def array(self) -> np.ndarray:
+        return np.array([self.count, self.mean, self.m2])
+
+    @classmethod
+    def restored(cls, array: np.ndarray) -> GenerationTargets:
+        """The statistics :meth:`array` saved; StateFormatError if they are not."""
+        if array.shape != (3,) or not np.isfinite(array).all() or array[0] <= 0.0 or array[2] < 0.0:
+            raise StateFormatError("a generation's target scale is not one.")
+        targets = cls(0.0, 0.0, 0.0)
+        targets.commit((float(array[0]), float(array[1]), float(array[2])))
+        return targets
 
 
 class Probation:

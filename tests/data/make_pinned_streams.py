@@ -49,6 +49,10 @@ mean): their plays from round 2 (dense) and 6 (sparse) on, predictions and check
 plays 0.1139 -> 0.1072 and 0.2352 -> 0.2323); only their keys were taken from the rerun (the classification
 cases play as recorded, within this machine's rounding; their checksums are stale: the saved grid has three
 more slots and the last targets' arrays; this machine's recording in machines/ holds the current ones).
+The regression ``auto`` cases' checksums once more when a generation started at a declared change began to
+keep its own scale of the target (issue 39: the grid saves ``own_targets``; no change is declared on these
+streams, so every play and prediction is the same, bit for bit on machine 74a754614c7087c4), taken from
+that machine's recording.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.

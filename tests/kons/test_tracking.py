@@ -13,15 +13,17 @@ import pytest
 
 import kons
 from kons.auto import Auto
+from kons.auto.config import GENERATION_TARGET_PRIOR
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.neighbours import RecentNeighbours
 from kons.auto.experts.recent import RecentLinear
 from kons.auto.grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form
 from kons.auto.learner import REGRESSION_BOUND
 from kons.auto.mixture import MIX_BOUND, RATES, SWITCHING_PRIOR, Mixture, SwitchingWeights
-from kons.auto.restarts import RecentRounds, restart, young_slots
+from kons.auto.restarts import GenerationTargets, RecentRounds, restart, young_slots
 from kons.base import _round_numerics
 from kons.errors import NumericalError
+from kons.preprocessing import TargetScaler
 from tests.data.make_tracking_blobs import _stream
 from tests.reference import restored_in_step
 
@@ -582,10 +584,12 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
     the declaration holds exactly what a fresh one holds after the rows since then."""
     X, y = _flipping()  # the target flips at row 800
     learner = Auto()
+    pooled = TargetScaler()  # the learner's scale of the target before the round that declares the change
     for x, t in zip(X, y, strict=True):
         learner.learn_one(x, t)
         if learner.changes_detected:
             break
+        pooled.commit(pooled.standardised(float(t))[1])
     grid = learner._grid
     assert grid is not None and 800 < grid.rounds < 800 + REPLAY_ROWS
     g = next(k for k, generation in enumerate(grid.young) if generation is not None)
@@ -594,11 +598,17 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
     since = grid.kept.last(grid.rounds - 800)
     fresh_recent = grid.new_recent()
     fresh = [grid.new_base(GRID[i]) for i in generation.members]
-    for z, zlog, t in since:
+    # the generation's own scale of the target: the learner's weighted as GENERATION_TARGET_PRIOR rows, then
+    # the rows since the onset (their kept targets in the user's units by the learner's scale)
+    own = GenerationTargets(pooled.mean, pooled.std, GENERATION_TARGET_PRIOR)
+    for z, zlog, kept in since:
+        t, stats = own.target(pooled.mean + pooled.std * kept)
+        own.commit(stats)
         forms = grid.views_forms(z, zlog)
         fresh_recent.learn(forms[False, True], t)
         for i, base in zip(generation.members, fresh, strict=True):
             base.learn_one(forms[_form(GRID[i])], t)
+    assert generation.targets is not None and np.array_equal(generation.targets.array(), own.array())
     for name, array in fresh_recent.arrays().items():
         assert np.array_equal(generation.recent.arrays()[name], array), name
     for restarted, base in zip(generation.bases, fresh, strict=True):

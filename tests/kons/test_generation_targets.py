@@ -1,0 +1,104 @@
+"""A generation started at a declared change keeps its own scale of the target (issue 39): its statistics
+against the pooled moments of its prior and its rows, its plays in the learner's units, ``auto`` on a
+target whose level and spread jump, the state through restarts, and a state saved before it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kons
+from kons.auto import Auto
+from kons.auto.restarts import GenerationTargets
+from kons.errors import StateFormatError
+from tests.reference import restored_in_step
+
+
+def test_the_generation_s_scale_is_the_pooled_moments_of_its_prior_and_its_rows() -> None:
+    rng = np.random.default_rng(0)
+    prior_mean, prior_std, prior = 3.0, 2.0, 1.5
+    ys = 40.0 + 7.0 * rng.normal(size=25)
+    targets = GenerationTargets(prior_mean, prior_std, prior)
+    for k, y in enumerate(ys, start=1):
+        t, stats = targets.target(float(y))
+        targets.commit(stats)
+        seen = ys[:k]
+        mean = (prior * prior_mean + seen.sum()) / (prior + k)
+        m2 = prior * prior_std**2 + prior * (prior_mean - mean) ** 2 + ((seen - mean) ** 2).sum()
+        std = np.sqrt(m2 / (prior + k))
+        assert targets.mean == pytest.approx(mean, rel=1e-12)
+        assert targets.std == pytest.approx(std, rel=1e-12)
+        assert t == pytest.approx((y - mean) / std, rel=1e-12)
+
+
+def test_a_play_in_the_generation_s_units_is_the_same_target_in_the_learner_s() -> None:
+    targets = GenerationTargets(100.0, 5.0, 1.0)
+    # 100 + 5 * 2 = 110 in the user's units; the learner standardises by 50 and 20: 3
+    assert targets.play(2.0, 50.0, 20.0, bound=20.0) == pytest.approx(3.0)
+    assert targets.play(2.0, 50.0, 20.0, bound=2.5) == 2.5  # clipped to the mixture's bound
+    assert targets.play(2.0, 50.0, 0.0, bound=20.0) == 2.0  # no scale yet: as played
+
+
+def test_a_saved_scale_that_is_not_one_is_refused() -> None:
+    assert GenerationTargets.restored(np.array([3.0, 1.0, 2.0])).std == pytest.approx(np.sqrt(2.0 / 3.0))
+    for bad in (np.array([0.0, 1.0, 2.0]), np.array([3.0, 1.0, -1.0]), np.array([3.0, 1.0])):
+        with pytest.raises(StateFormatError):
+            GenerationTargets.restored(bad)
+
+
+def _jumping(n: int = 1600, change: int = 800) -> tuple[np.ndarray, np.ndarray]:
+    """Raw rows of a linear target whose sign flips at round ``change``, its level rising by 300 and its
+    spread growing 4 times there."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(n, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
+    y = 10.0 * X[:, 0] + 0.5 * (X[:, 1] - 300.0) + rng.normal(size=n) + 50.0
+    y[change:] = 4.0 * (100.0 - y[change:]) + 300.0
+    return X, y
+
+
+def test_the_generation_started_at_the_change_learns_the_new_concept_s_scale() -> None:
+    X, y = _jumping()
+    learner = Auto()
+    learner.learn_many(X, y)
+    grid = learner._grid
+    assert grid is not None and grid.targets is not None and learner.stats()["changes"] >= 1
+    generation = min((g for g in grid.young if g is not None), key=lambda g: g.start)
+    assert 800 < generation.start < 830 and generation.targets is not None
+    after = y[800:]
+    # its scale: the new concept's (its first weight, 8 rows at the learner's, pulls it by a little), where
+    # the learner's pools both concepts
+    assert abs(generation.targets.mean - after.mean()) < 0.1 * after.std()
+    # (its deviation keeps 8 rows' worth of the pooled scale's, 8 (S^2 + (M - m)^2) / n: 28% here)
+    assert generation.targets.std == pytest.approx(after.std(), rel=0.35)
+    assert abs(grid.targets.mean - after.mean()) > after.std() and grid.targets.std > 2.0 * after.std()
+
+
+@pytest.mark.slow
+def test_auto_with_generations_of_their_own_scale_saves_and_restores_bit_identically() -> None:
+    X, y = _jumping()
+    original = Auto(seed=3)
+    copies = restored_in_step(original, X, y, [790, 810, 900, 1400])
+    assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 4
+    _, arrays = kons._state.decode(original.to_bytes())
+    assert any(name.endswith("_targets") and name.startswith("young") for name in arrays)
+
+
+def test_a_state_saved_before_the_generations_had_their_own_scale_goes_on_without_it() -> None:
+    """A regression state without the grid's ``own_targets`` (as every one saved before) keeps the old
+    rule through its next change: its generations learn the learner's standardised target, and it plays
+    as the same state under the new rule up to the change."""
+    X, y = _jumping()
+    learner = Auto()
+    learner.learn_many(X[:600], y[:600])
+    header, arrays = kons._state.decode(learner.to_bytes())
+    del header["scalars"]["own_targets"]
+    old = kons.load(kons._state.encode(header, arrays))
+    assert isinstance(old, Auto) and old._grid is not None and old._grid.targets is None
+    new = kons.load(learner.to_bytes())
+    plays_old, plays_new = old.learn_many(X[600:], y[600:]), new.learn_many(X[600:], y[600:])
+    assert old.stats()["changes"] >= 1 and all(g is None or g.targets is None for g in old._grid.young)
+    declared = 600 + int(np.flatnonzero(plays_old != plays_new)[0])
+    assert declared > 800  # the same plays until a generation starts after the change
+    _, saved = kons._state.decode(old.to_bytes())
+    assert not any(name.startswith("young") and name.endswith("_targets") for name in saved)
+    assert "own_targets" not in kons._state.decode(old.to_bytes())[0]["scalars"]
