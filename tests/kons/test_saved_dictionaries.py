@@ -125,7 +125,10 @@ def test_a_state_saved_with_each_member_s_dictionary_loads_and_continues_identic
     assert not [name for name in old_arrays if name.startswith("dictionary_")]
     assert all("kors_chol" in nested for nested in _nested(old_arrays).values() if "factor" in nested)
     new = learner.to_bytes()
-    assert len(new) < 0.7 * len(old)  # with these small dictionaries; auto's own: benchmarks.state_bytes
+    # with these small dictionaries; auto's own: benchmarks.state_bytes (the forest of a learner of three
+    # classes or more, the same in both, left out of the comparison)
+    forest = sum(array.nbytes for name, array in old_arrays.items() if "forest" in name)
+    assert len(new) - forest < 0.7 * (len(old) - forest)
     restored = cast(kons.Auto, kons.load(old))
     assert restored.to_bytes() == new  # saved again: each dictionary once, the full ones retired
     plays, final = _continued(learner, X, y)
