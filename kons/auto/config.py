@@ -85,7 +85,8 @@ REPLAY_ROWS = 192
 RESTART_DELAYS = (0, 128, 512)
 #: The rounds' worth of weight the learner's scale of the target has in a generation's own scale when the
 #: generation starts (regression): its first rows alone give no deviation, and a false alarm's generation
-#: should learn much as the others do (1 cost space_ga 6% through one; docs/drift.md).
+#: should learn much as the others do (a weight of 1 cost space_ga's one false alarm dearly;
+#: docs/drift.md).
 GENERATION_TARGET_PRIOR = 8.0
 #: Each expert's prior in a generation started at a declared change: the switching rates alone move the
 #: weight too slowly after a long stationary stretch (docs/auto.md#change_entry_prior).
