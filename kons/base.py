@@ -11,8 +11,7 @@ from __future__ import annotations
 import abc
 import inspect
 import math
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -44,14 +43,36 @@ __all__ = ["LEARNERS", "Learner", "learner_class", "learner_from_params", "load"
 LEARNERS: dict[str, type[Learner]] = {}
 
 
-@contextmanager
-def _round_numerics() -> Iterator[None]:
+class _RoundNumerics:
     """How every round (and a restore) computes: on one BLAS thread, so that its result does not depend
     on the thread count of the embedding process (:mod:`kons._blas`), and without floating-point
     warnings: overflow inside a round is detected from its results (a learner raises NumericalError, the
-    prediction is checked), so numpy's warnings would only reach the caller's stderr."""
-    with one_blas_thread(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        yield
+    prediction is checked), so numpy's warnings would only reach the caller's stderr. A class, not a
+    generator-based context manager: every round enters it, and the generator's frame cost as much as
+    the pin itself."""
+
+    __slots__ = ("_errstate",)
+
+    def __enter__(self) -> None:
+        pin = one_blas_thread()
+        pin.__enter__()
+        try:
+            self._errstate = np.errstate(over="ignore", invalid="ignore", divide="ignore")
+            self._errstate.__enter__()
+        except BaseException:  # pragma: no cover - the pin is lifted whatever happens
+            pin.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            self._errstate.__exit__(*exc_info)
+        finally:
+            one_blas_thread().__exit__(*exc_info)
+
+
+def _round_numerics() -> _RoundNumerics:
+    """A fresh :class:`_RoundNumerics` to enter (each entry keeps its own numpy error state)."""
+    return _RoundNumerics()
 
 
 #: Bytes of one float64 of the state.

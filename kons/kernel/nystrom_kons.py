@@ -398,7 +398,7 @@ class NystromKONS(Learner):
         v = inverse.matvec(phi)
         s = float(phi @ v)
         probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
-        new_weights = weights - np.outer(v, step)
+        new_weights = weights - np.multiply.outer(v, step)
         check_finite(new_weights, shrink * float((v * v).max(initial=0.0)))
         self._commit(joining, inverse, new_weights, shrink, v)
         return probabilities, shrink * max(s, TINY)

@@ -140,7 +140,7 @@ class ONS(LinearLearner):
         margins = f.values @ self._u[f.index]
         check_finite(margins)
         probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
-        u = self._u - np.outer(v, step)
+        u = self._u - np.multiply.outer(v, step)
         # the whole update is checked, as in the binary round (shrink alone let an overflowing v v' through)
         check_finite(u, scaled_outer_peak(shrink, v) if shrink != 0.0 else 0.0)
         self._u = u

@@ -42,6 +42,7 @@ class QuantileBins:
         self.edges = edges
         self.offsets = np.cumsum([0, *(len(e) for e in edges)])
         self.dim = int(self.offsets[-1]) + 1  # the thresholds' indicators, then the constant
+        self._constant = np.array([self.dim - 1], dtype=np.int64)  # the constant's index
         # the thresholds as a (features, most thresholds) table padded with +inf, which no value passes:
         # a row is coded by whole-array operations (a loop over the features cost as much as the
         # threshold model's Newton step)
@@ -72,7 +73,7 @@ class QuantileBins:
         # the thresholds passed: the first ones of each feature (NaN passes none), whose cells in the table
         # come in the indicators' order
         passed = np.flatnonzero(self._table < x[:, None])
-        indices = np.append(self._indicators[passed], self.dim - 1)
+        indices = np.concatenate((self._indicators[passed], self._constant))
         return SparseVector.trusted(indices, np.ones(len(indices)), self.dim)  # sorted, distinct, in range
 
     def arrays(self) -> dict[str, np.ndarray]:

@@ -32,6 +32,9 @@ from kons.errors import StateFormatError
 
 __all__ = ["LastTarget", "TargetLags", "lag_experts", "restore_lags"]
 
+#: The intercept's coordinate after the lags.
+_INTERCEPT = np.ones(1)
+
 
 class _Lagged:
     """What both experts are to the grid: a regression expert that plays from the targets kept in
@@ -106,7 +109,7 @@ class TargetLags(_Lagged):
         self.model = model
 
     def _inputs(self) -> np.ndarray:
-        return np.append(self.lags, 1.0)
+        return np.concatenate((self.lags, _INTERCEPT))
 
     def _clipped(self, f: float) -> float:
         return min(max(f, -self.model.clip / 2.0), self.model.clip / 2.0)

@@ -108,8 +108,8 @@ class RecentLinear:
 
     def _update(self, x: np.ndarray, targets: np.ndarray) -> None:
         v = self.P @ x
-        shrink = np.outer(v, v) / (1.0 + float(x @ v))
-        b = self.b + np.outer(x, targets)
+        shrink = np.multiply.outer(v, v) / (1.0 + float(x @ v))  # (np.outer, without its wrapper)
+        b = self.b + np.multiply.outer(x, targets)
         check_finite(shrink, b)
         self.P -= shrink
         self.b = b
