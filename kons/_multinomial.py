@@ -52,8 +52,13 @@ from kons._numerics import TINY
 if TYPE_CHECKING:
     from kons.base import Learner
 
-__all__ = ["MultinomialRounds", "log_probability", "multinomial_rounds", "newton_outputs",
+__all__ = ["MultinomialRounds", "clipped_scores", "log_probability", "multinomial_rounds", "newton_outputs",
            "reference_softmax", "widened"]
+
+#: The reference class's score (class 0's), before the others' in :func:`reference_softmax`.
+_REFERENCE = np.zeros(1)
+#: The smallest positive normal float64, the floor of a probability whose log is taken.
+_TINY = float(np.finfo(float).tiny)
 
 
 class MultinomialRounds(Protocol):
@@ -79,11 +84,19 @@ def multinomial_rounds(learner: Learner) -> MultinomialRounds:
     return cast(MultinomialRounds, learner)
 
 
+def clipped_scores(scores: np.ndarray, bound: float) -> np.ndarray:
+    """``np.clip(scores, -bound, bound)``, bit for bit, without np.clip's Python wrapper."""
+    clipped: np.ndarray = np.minimum(np.maximum(scores, -bound), bound)
+    return clipped
+
+
 def reference_softmax(scores: np.ndarray) -> np.ndarray:
     """Probabilities of the ``K`` classes for the (K-1,) ``scores`` of classes 1.. against class 0."""
-    z = np.concatenate([[0.0], scores])
-    e = np.exp(z - z.max())
-    probabilities: np.ndarray = e / e.sum()
+    # (the ufuncs' reductions, which ndarray.max and .sum call through a Python wrapper: every expert's
+    # play of every multinomial round comes here)
+    z = np.concatenate((_REFERENCE, scores))
+    e = np.exp(z - np.maximum.reduce(z))
+    probabilities: np.ndarray = e / np.add.reduce(e)
     return probabilities
 
 
@@ -96,7 +109,7 @@ def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s:
     for :math:`v = A_{t-1}^{-1}\phi`, and the Sherman-Morrison coefficient ``shrink``,
     :math:`A_t^{-1} = A_{t-1}^{-1} - \mathrm{shrink}\; v v^\top`.
     """
-    scores = np.clip(margins, -bound, bound)
+    scores = clipped_scores(margins, bound)
     probabilities = reference_softmax(scores)
     gradient = probabilities[1:].copy()  # p_k - [y = k] for the scores k >= 1
     if label:
@@ -116,4 +129,4 @@ def widened(weights: np.ndarray, outputs: int) -> np.ndarray:
 
 def log_probability(probabilities: np.ndarray, label: int) -> float:
     """:math:`\\log p_y`, finite for the probabilities a bounded score gives."""
-    return math.log(max(float(probabilities[label]), np.finfo(float).tiny))
+    return math.log(max(float(probabilities[label]), _TINY))

@@ -49,8 +49,8 @@ def check_finite(*parts: Any, bound: float = np.inf) -> None:
         # numpy's dispatch (a round checks several)
         if isinstance(part, float):
             within = abs(part) < bound
-        elif isinstance(part, np.ndarray):
-            within = part.size == 0 or float(np.abs(part).max()) < bound
+        elif isinstance(part, np.ndarray):  # (the ufunc's reduction: ndarray.max wraps it in Python)
+            within = part.size == 0 or float(np.maximum.reduce(np.abs(part), axis=None)) < bound
         else:
             within = bool((np.abs(part) < bound).all())
         if not within:
@@ -65,7 +65,7 @@ def scaled_outer_peak(scale: float, v: np.ndarray) -> float:
     exactly when every element is, and NaN when one is (a NaN in ``v`` or ``s``, or :math:`0 \cdot \infty`).
     ``check_finite`` on it thus decides as on the whole :math:`s\,v v^\top`, before the matrix is touched.
     """
-    largest = float(np.abs(v).max()) if v.size else 0.0
+    largest = float(np.maximum.reduce(np.abs(v), axis=None)) if v.size else 0.0
     return abs(scale) * (largest * largest)
 
 

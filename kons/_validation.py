@@ -188,7 +188,8 @@ def check_feature_values(values: np.ndarray) -> None:
     # The common case in one pass: values below half the square root of (the largest float / their
     # count) are finite (NaN fails the comparison) and their squared norm cannot overflow; the others
     # are decided exactly below (this runs for several forms of the row on every round).
-    if values.size and float(np.abs(values).max()) < 0.5 * math.sqrt(_LARGEST / values.size):
+    if values.size and (float(np.maximum.reduce(np.abs(values), axis=None))  # (ndarray.max wraps it)
+                        < 0.5 * math.sqrt(_LARGEST / values.size)):
         return
     if not np.isfinite(values).all():
         raise InvalidInputError("x contains a non-finite value (NaN or infinity).")

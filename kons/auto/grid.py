@@ -722,7 +722,7 @@ class Grid:
             self.restarts_due -= 1
             restart(self, span)
         weights = self._weights()
-        leader = int(np.argmax(weights))
+        leader = int(weights.argmax())
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
         self._doze(weights, changed=self.last_change == self.rounds)
@@ -746,7 +746,7 @@ class Grid:
                 continue
             if not self.mixture.switching.active[slots[0]]:  # not entered yet
                 continue
-            nap[0] = nap[0] + 1 if float(weights[slots].sum()) < NAP_WEIGHT else 0
+            nap[0] = nap[0] + 1 if float(np.add.reduce(weights[slots])) < NAP_WEIGHT else 0
             if nap[0] >= NAP_ROUNDS:
                 self.mixture.switching.leave(slots)
                 nap[:] = [0, 1]
@@ -786,7 +786,7 @@ class Grid:
         self.mixture.update_probabilities(experts, label)
         in_play = {slot for slot, _ in playing}
         self._observe("update", row, float(label), in_play)  # trees that enter now play from the next round
-        loss, error = float(self.mixture.class_losses(played, label)), float(np.argmax(played) != label)
+        loss, error = float(self.mixture.class_losses(played, label)), float(played.argmax() != label)
         if self.probation is not None:
             self._step_trial(self.mixture.class_losses(experts, label), loss)
         self._observe("round", row, float(label), in_play)

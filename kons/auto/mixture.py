@@ -92,12 +92,13 @@ class SwitchingWeights:
         self._log_keep = np.log1p(-np.array(rates))[:, None]
         with np.errstate(divide="ignore"):  # the rate 0 shares nothing: log 0 = -inf, exactly
             self._log_share = np.log(np.array(rates))[:, None]
+        self._shares: tuple[bytes, np.ndarray] | None = None  # (active's bytes, _shares_of() of them)
 
     def weights(self) -> np.ndarray:
         r"""The marginal weights :math:`p_i = \sum_r v_r w_{r,i}` of the experts (0 for inactive slots)."""
         log_p = np.logaddexp.reduce(self.log_rate_weights[:, None] + self.log_weights, axis=0)
-        p = np.exp(log_p - log_p.max())
-        normalised: np.ndarray = p / p.sum()
+        p = np.exp(log_p - np.maximum.reduce(log_p))  # (the ufuncs' reductions: ndarray's wrap them)
+        normalised: np.ndarray = p / np.add.reduce(p)
         return normalised
 
     def rate_weights(self) -> np.ndarray:
@@ -115,8 +116,16 @@ class SwitchingWeights:
         evidence = np.logaddexp.reduce(posterior, axis=1)
         self.log_rate_weights = _log_normalised(self.log_rate_weights + evidence)
         posterior -= evidence[:, None]
-        uniform = np.where(self.active, -math.log(int(self.active.sum())), -math.inf)
-        self.log_weights = np.logaddexp(self._log_keep + posterior, self._log_share + uniform)
+        self.log_weights = np.logaddexp(self._log_keep + posterior, self._shares_of())
+
+    def _shares_of(self) -> np.ndarray:
+        """Each rate's share of every expert in play, :math:`\\log(\\alpha_r / K)` (-inf out of play):
+        computed again only when the experts in play change (every round's share takes them)."""
+        active = self.active.tobytes()
+        if self._shares is None or self._shares[0] != active:
+            uniform = np.where(self.active, -math.log(int(self.active.sum())), -math.inf)
+            self._shares = active, self._log_share + uniform
+        return self._shares[1]
 
     def replace(self, slots: list[int], prior: float | np.ndarray) -> None:
         """Experts enter ``slots`` (whatever was there leaves), each with weight ``prior`` (one for all, or
@@ -269,6 +278,9 @@ class Mixture:
         # the last round's plays, weights and plays less their weighted mean, None until computed (not
         # state: read for its spread, kons.conformal)
         self._last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
+        # read-only weights (the grid's, the same array until they change) and their logs, which a
+        # prediction and the learning round after it both take
+        self._log_w: tuple[np.ndarray, np.ndarray] | None = None
 
     def weights(self) -> np.ndarray:
         return self.switching.weights()
@@ -284,7 +296,7 @@ class Mixture:
             p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
             return math.log(p / (1.0 - p))
         eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
-        log_w = np.log(np.maximum(w, 1e-300))
+        log_w = self._logs(w)
         centre = float(w @ preds) if self.centred else 0.0
         shifted = preds - centre
         self._last = (preds, w, shifted if self.centred else None)
@@ -299,6 +311,16 @@ class Mixture:
         # bases that agree beyond the interval (one expert's f gives f), so the play is clipped at the
         # bases' own bound.
         return min(max(centre + (g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
+
+    def _logs(self, w: np.ndarray) -> np.ndarray:
+        """``log(w)``, floored: kept for read-only weights, computed again for any other array."""
+        kept = self._log_w
+        if kept is not None and kept[0] is w:
+            return kept[1]
+        log_w: np.ndarray = np.log(np.maximum(w, 1e-300))
+        if not w.flags.writeable:
+            self._log_w = w, log_w
+        return log_w
 
     def spread(self) -> float:
         """The standard deviation of the last :meth:`mix`'s plays under its weights."""
@@ -342,7 +364,7 @@ class Mixture:
         """The class played for the experts' class probabilities (experts, K) when the mixture played
         ``played``: the vote's (:class:`LabelVote`), the most probable class of ``played`` before there
         is a vote."""
-        own = int(np.argmax(played))
+        own = int(played.argmax())
         return own if self.vote is None else self.vote.label(self._labels(probabilities), own)
 
     @staticmethod
@@ -357,13 +379,13 @@ class Mixture:
         if self.vote is None:
             self.vote = LabelVote(self.switching.active.copy())
         self.vote.follow(self.switching.active)  # (experts that went to sleep leave the vote too)
-        own = int(np.argmax(self.mix_probabilities(probabilities)))
+        own = int(self.mix_probabilities(probabilities).argmax())
         self.vote.update(self._labels(probabilities), own, label)
         self.switching.apply(self.class_losses(probabilities, label))
 
     def _labels(self, probabilities: np.ndarray) -> np.ndarray:
         """Each expert's most probable class, -1 (none) for one out of the mixture."""
-        labels: np.ndarray = np.where(self.switching.active, np.argmax(probabilities, axis=1), -1)
+        labels: np.ndarray = np.where(self.switching.active, probabilities.argmax(axis=1), -1)
         return labels
 
     def enter(self, slots: list[int], prior: float) -> None:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._multinomial import newton_outputs, widened
+from kons._multinomial import clipped_scores, newton_outputs, widened
 from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
 from kons.base import Learner, arrays_nbytes
@@ -376,7 +376,7 @@ class NystromKONS(Learner):
         # u_{t+1} = u_t - (h/s) v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
-        check_finite(new_weights, s, shrink * float((v * v).max(initial=0.0)))
+        check_finite(new_weights, s, shrink * float(np.maximum.reduce(v * v, initial=0.0)))
         self._commit(joining, inverse, new_weights, shrink, v)  # nothing above has touched the state
         return y_hat, ridge_leverage(c2 * s)
 
@@ -387,8 +387,7 @@ class NystromKONS(Learner):
         self._weights = widened(self._weights, outputs)
 
     def _class_scores(self, x: np.ndarray) -> np.ndarray:
-        clipped: np.ndarray = np.clip(self._features(x)[0] @ self._weights, -self.C, self.C)
-        return clipped
+        return clipped_scores(self._features(x)[0] @ self._weights, self.C)
 
     def _learn_class(self, x: np.ndarray, label: int) -> tuple[np.ndarray, float]:
         phi, kxx = self._features(x)
@@ -399,7 +398,7 @@ class NystromKONS(Learner):
         s = float(phi @ v)
         probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
         new_weights = weights - np.multiply.outer(v, step)
-        check_finite(new_weights, shrink * float((v * v).max(initial=0.0)))
+        check_finite(new_weights, shrink * float(np.maximum.reduce(v * v, initial=0.0)))
         self._commit(joining, inverse, new_weights, shrink, v)
         return probabilities, shrink * max(s, TINY)
 

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._multinomial import newton_outputs, widened
+from kons._multinomial import clipped_scores, newton_outputs, widened
 from kons._numerics import check_finite, scaled_outer_peak, subtract_scaled_outer
 from kons._validation import Constraint
 from kons.errors import InvalidParameterError
@@ -130,8 +130,7 @@ class ONS(LinearLearner):
 
     def _class_scores(self, x: np.ndarray | SparseVector) -> np.ndarray:
         f = self._features(x)
-        clipped: np.ndarray = np.clip(f.values @ self._u[f.index], -self.C, self.C)
-        return clipped
+        return clipped_scores(f.values @ self._u[f.index], self.C)
 
     def _learn_class(self, x: np.ndarray | SparseVector, label: int) -> tuple[np.ndarray, float]:
         f = self._features(x)

@@ -59,7 +59,7 @@ def _smoothed_votes(targets: np.ndarray, distances: np.ndarray, classes: int) ->
         return np.ones(classes)
     weights = _vote_weights(distances)
     votes: np.ndarray = np.bincount(targets.astype(int), weights=weights, minlength=classes)[:classes]
-    return votes + float(weights.sum()) / len(weights)  # the mean weight (cheaper than ndarray.mean)
+    return votes + float(np.add.reduce(weights)) / len(weights)  # the mean weight (cheaper than ndarray.mean)
 
 
 class RecentNeighbours:
@@ -107,7 +107,7 @@ class RecentNeighbours:
         elif len(targets):
             # weighted, as the votes (as good or better than the plain mean measured: docs/auto.md)
             weights = _vote_weights(distances)
-            score = float(weights @ targets) / float(weights.sum())
+            score = float(weights @ targets) / float(np.add.reduce(weights))
         else:
             score = 0.0
         return min(max(score, -self.clip), self.clip)
@@ -121,7 +121,7 @@ class RecentNeighbours:
     def probabilities(self, x: np.ndarray, classes: int) -> np.ndarray:
         """The ``classes`` probabilities of the smoothed inverse-distance vote."""
         votes = _smoothed_votes(*self._nearest(x), classes)
-        probabilities: np.ndarray = votes / votes.sum()
+        probabilities: np.ndarray = votes / np.add.reduce(votes)
         return probabilities
 
     # ----------------------------------------------------------------- the state

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kons._multinomial import reference_softmax
+from kons._multinomial import clipped_scores, reference_softmax
 from kons._numerics import check_finite
 from kons.auto.experts.protocol import Row, guarded, guarded_probabilities
 from kons.errors import StateFormatError
@@ -90,7 +90,7 @@ class RecentLinear:
 
     def probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
         """The classes' probabilities for ``x``: the softmax of half the clipped scores."""
-        scores = np.clip(dense(x) @ (self.P @ self.b), -self.clip, self.clip) / 2.0
+        scores = clipped_scores(dense(x) @ (self.P @ self.b), self.clip) / 2.0
         return reference_softmax(scores[1:] - scores[0])
 
     def learn_class(self, x: np.ndarray | SparseVector, label: int) -> np.ndarray:

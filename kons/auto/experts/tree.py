@@ -95,7 +95,7 @@ class HoeffdingTree:
 
     def _frequencies(self, slot: int) -> np.ndarray:
         smoothed = self._counts[slot] + 1.0
-        result: np.ndarray = smoothed / smoothed.sum()
+        result: np.ndarray = smoothed / np.add.reduce(smoothed)
         return result
 
     def _naive_bayes(self, slot: int, x: np.ndarray) -> np.ndarray:
@@ -109,16 +109,16 @@ class HoeffdingTree:
         known = ~np.isnan(x)
         deviation = np.where(known, x - self._mean[slot], 0.0)  # x: finite, or NaN (missing)
         terms = np.where(known, np.log(2.0 * math.pi * variance) + deviation**2 / variance, 0.0)
-        log_p = np.log(self._counts[slot] + 1.0) - 0.5 * terms.sum(axis=1)
-        p = np.exp(log_p - log_p.max())
-        result: np.ndarray = p / p.sum()
+        log_p = np.log(self._counts[slot] + 1.0) - 0.5 * np.add.reduce(terms, axis=1)
+        p = np.exp(log_p - np.maximum.reduce(log_p))
+        result: np.ndarray = p / np.add.reduce(p)
         self._bayes, self._bayes_of = result, (x, slot)
         return result
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """The classes' probabilities for the row ``x`` (``dim`` floats, NaN for a missing value)."""
         slot = int(self._slot[self._leaf_node(x)])
-        if self._counts[slot].sum() == 0.0:
+        if np.add.reduce(self._counts[slot]) == 0.0:
             return np.full(self.classes, 1.0 / self.classes)
         if self._errors[slot, 1] < self._errors[slot, 0]:
             return self._naive_bayes(slot, x)
@@ -129,9 +129,9 @@ class HoeffdingTree:
         node = self._leaf_node(x)
         slot = int(self._slot[node])
         self._learnt += 1
-        if self._counts[slot].sum() > 0.0:
-            self._errors[slot, 0] += int(np.argmax(self._frequencies(slot)) != label)
-            self._errors[slot, 1] += int(np.argmax(self._naive_bayes(slot, x)) != label)
+        if np.add.reduce(self._counts[slot]) > 0.0:
+            self._errors[slot, 0] += int(self._frequencies(slot).argmax() != label)
+            self._errors[slot, 1] += int(self._naive_bayes(slot, x).argmax() != label)
         self._bayes_of = None  # the leaf's statistics change now
         known = ~np.isnan(x)
         value = x  # finite where known (a missing value is NaN, and every use below is where known)
