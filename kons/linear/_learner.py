@@ -40,12 +40,19 @@ DIAGONAL_INIT = 0.1
 class Features:
     """The (possibly rescaled) example on its support: ``index`` (slice or int64 array) and ``values``."""
 
-    __slots__ = ("index", "sq_norm", "values")
+    __slots__ = ("_sq_norm", "index", "values")
 
     def __init__(self, index: slice | np.ndarray, values: np.ndarray) -> None:
         self.index = index
         self.values = values
-        self.sq_norm = float(values @ values)
+        self._sq_norm: float | None = None
+
+    @property
+    def sq_norm(self) -> float:
+        """:math:`\\|x\\|^2`, computed when first asked (ONS, on every round of ``auto``, never asks)."""
+        if self._sq_norm is None:
+            self._sq_norm = float(self.values @ self.values)
+        return self._sq_norm
 
     @property
     def nonzero(self) -> bool:
