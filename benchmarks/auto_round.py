@@ -101,6 +101,16 @@ def _floor_nystrom(base: Any, z: np.ndarray, key: Any, scratch: dict[Any, np.nda
     return play
 
 
+def _threshold_model(grid: Any) -> Any:
+    """The grid's expert on the quantile thresholds, None if it has none (the ``bins`` kind's; before the
+    kinds kept their experts: ``Grid.thresholds``; before that, the two attributes ``bins`` and
+    ``bins_base``: None)."""
+    if hasattr(grid, "_kind"):
+        experts = grid._kind("bins")
+        return None if experts is None else experts[0]
+    return getattr(grid, "thresholds", None)
+
+
 def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> None:
     r"""The numerical calls of one ``auto`` round on ``x`` (dense, after the warm-up), without the Python
     around them, on the learner's current state.
@@ -112,8 +122,8 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
     product) and NystromKONS (the kernel row, once, shared by the embedding's and KORS's triangular
     solves, the packed product and rank-one update, the dots and the step); each generation's linear model
     (``Grid._recent()``: :math:`P x`, the play :math:`x^\top P b`, the Sherman-Morrison outer product
-    and the updates of ``b`` and of the sum of the rows); the threshold model (``Grid.thresholds.base``) on
-    the code of ``x`` (``Grid.thresholds.bins.code`` itself, whole-array operations, then ONS's gather on
+    and the updates of ``b`` and of the sum of the rows); the threshold model (the ``bins`` expert's
+    ``base``) on the code of ``x`` (its ``bins.code`` itself, whole-array operations, then ONS's gather on
     the indices); the mixture: the marginal weights over the switching rates (twice, as a round computes
     them for its play and for the leader), Vovk's substitution (the two log-sum-exps), the experts'
     losses and the switching weights' Bayes step and share (the round's exact ufunc calls, on arrays of
@@ -164,7 +174,7 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
         _scratch(scratch, ("recent", slot), recent.P)[...] -= np.outer(v, v) * (1e-9 / (1.0 + z @ v))
         _ = recent.b + np.outer(z, [0.5])
         _ = recent.sum + z
-    thresholds = getattr(grid, "thresholds", None)  # (before it: the two attributes bins and bins_base)
+    thresholds = _threshold_model(grid)
     bins, bins_base = ((thresholds.bins, thresholds.base) if thresholds is not None
                        else (getattr(grid, "bins", None), getattr(grid, "bins_base", None)))
     if bins is not None and bins_base is not None:
@@ -232,7 +242,7 @@ def child(warmup: int, rounds: int, task: str = "regression", predict: bool = Fa
     sizes = [b.stats()["dictionary_size"] for b in grid.bases if hasattr(b, "max_dictionary")]
     # what the last round had alive (the floor covers each): bases, generations' linear models, thresholds
     alive = [len(grid._members()), len(getattr(grid, "_recent", list)()),
-             int(getattr(grid, "thresholds", getattr(grid, "bins_base", None)) is not None)]
+             int(_threshold_model(grid) is not None or getattr(grid, "bins_base", None) is not None)]
     return {"kons": kons.__file__, "round_us": round_ * 1e6, "floor_us": floor * 1e6,
             "dictionary_sizes": sizes, "alive": alive, "state_bytes": len(auto.to_bytes())}
 

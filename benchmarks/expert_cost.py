@@ -98,14 +98,18 @@ def _timed(clock: _Clock, method: Callable[..., Any]) -> Callable[..., Any]:
 @contextmanager
 def _clocked(clock: _Clock) -> Iterator[None]:
     """The experts' classes with their per-round calls timed by ``clock`` (restored after)."""
-    saved = [(cls, name, cls.__dict__[name]) for cls in _CLASSES for name in _TIMED if name in cls.__dict__]
+    # (a method a class inherits, from a shared base, is timed on the class itself, then taken off again)
+    saved = [(cls, name, getattr(cls, name), name in cls.__dict__) for cls in _CLASSES for name in _TIMED]
     try:
-        for cls, name, method in saved:
+        for cls, name, method, _ in saved:
             setattr(cls, name, _timed(clock, method))
         yield
     finally:
-        for cls, name, method in saved:
-            setattr(cls, name, method)
+        for cls, name, method, own in saved:
+            if own:
+                setattr(cls, name, method)
+            else:
+                delattr(cls, name)
 
 
 def _slot_kinds(grid: Grid) -> np.ndarray:

@@ -15,46 +15,35 @@ from kons._multinomial import multinomial_rounds
 from kons.auto.config import (
     CHANGE_ENTRY_PRIOR,
     ENTRY_PRIOR,
-    FOREST_DIRICHLET,
-    FOREST_MAX_BYTES,
-    FOREST_MAX_DIM,
-    FOREST_MAX_NODES,
     FOREST_PRIOR,
     FOREST_TREES,
-    FOREST_WAKE_ROWS,
     GENERATIONS,
     GRID,
     LAGS,
     LAGS_PRIOR,
-    LAGS_WAKE_ROWS,
     MAX_DICTIONARY,
-    MAX_TREE_LEAVES,
     NAP_ROUNDS,
     NAP_WEIGHT,
     NEIGHBOUR_ROWS,
     NEIGHBOURS,
-    NEIGHBOURS_MAX_DIM,
     NEIGHBOURS_PRIOR,
-    NEIGHBOURS_WAKE_ROWS,
     PROBATION_PRIOR,
     PROBATION_ROUNDS,
     REPLAY_ROWS,
     RESTART_DELAYS,
     TREE_GRACES,
-    TREE_MAX_DIM,
     TREE_PRIOR,
-    TREE_WAKE_ROWS,
     YOUNG_LINEAR,
 )
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
-from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
-from kons.auto.experts.forest import ForestExpert, MondrianForest, nodes_within
-from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, restore_lags
-from kons.auto.experts.neighbours import NeighboursExpert, RecentNeighbours
-from kons.auto.experts.newton import LearnerExpert, ThresholdExpert
+from kons.auto.experts.bins import QuantileBins
+from kons.auto.experts.forest import build_forest, forest_class_column_nbytes, restore_forest
+from kons.auto.experts.lags import build_lags, restore_lags
+from kons.auto.experts.neighbours import RecentNeighbours, build_neighbours, restore_neighbours
+from kons.auto.experts.newton import LearnerExpert, bins_class_column_nbytes, build_bins, restore_bins
 from kons.auto.experts.protocol import Expert, Form, Row
-from kons.auto.experts.recent import RecentExpert, RecentLinear
-from kons.auto.experts.tree import HoeffdingTree, TreeExpert
+from kons.auto.experts.recent import RecentExpert, RecentLinear, build_linear, restore_linear
+from kons.auto.experts.tree import build_trees, restore_trees, trees_class_column_nbytes
 from kons.auto.mixture import Mixture
 from kons.auto.restarts import (
     YOUNG_BASES,
@@ -155,6 +144,11 @@ def _sharing(members: list[LearnerExpert]) -> list[LearnerExpert]:
     return members
 
 
+def _no_class_column(dim: int) -> int:
+    """The bytes one more class adds to experts that take no room per class (a kind's default)."""
+    return 0
+
+
 @dataclass(frozen=True)
 class Kind:
     """One line of :data:`EXPERTS`: a kind of expert after the generations, in the mixture's slots
@@ -168,7 +162,11 @@ class Kind:
     saved state (``built``: the grid's fresh ones), checked against the mixture's slots. ``naps``: once in
     play, they nap together (neither learn nor play, out of the mixture) when their weight has stayed
     below :data:`NAP_WEIGHT` for :data:`NAP_ROUNDS` rounds, and wake at the next change declared, to enter
-    again as they entered first (:meth:`Grid._doze`).
+    again as they entered first (:meth:`Grid._doze`). ``class_column_nbytes``: the most bytes one more
+    class adds to its experts on rows of a given number of features (:func:`class_column_nbytes`; none
+    for experts that take no room per class).
+    ``build``, ``restore`` and ``class_column_nbytes`` live with the kind's adapter, in its module of
+    :mod:`kons.auto.experts`, and take the grid as a :class:`~kons.auto.experts.protocol.GridContext`.
     """
 
     slots: tuple[str, ...]
@@ -179,131 +177,7 @@ class Kind:
     wake_prior: float = 0.0
     observes: str = "round"
     naps: bool = False
-
-
-def _build_bins(grid: Grid) -> list[Expert] | None:
-    bins = grid.quantile_bins
-    return None if bins is None else [ThresholdExpert(bins, grid.new_bins_base(bins))]
-
-
-def _restore_bins(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
-                  scalars: dict[str, Any]) -> list[Expert] | None:
-    """The quantile thresholds and their linear model; none in a state saved without them."""
-    if "bins_edges" not in arrays:
-        return None
-    bins = QuantileBins.restored(arrays)
-    restored = restore_nested(arrays["bins_base"])
-    fresh = grid.new_bins_base(bins)
-    if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
-        raise StateFormatError("the quantile thresholds' learner does not match the grid.")
-    return [ThresholdExpert(bins, restored)]
-
-
-def _build_neighbours(grid: Grid) -> list[Expert] | None:
-    if grid.log_scaler.sparse or grid.dim > NEIGHBOURS_MAX_DIM:
-        return None
-    binary = grid.mixture.binary
-    model = RecentNeighbours(NEIGHBOUR_ROWS, grid.dim, k=NEIGHBOURS,
-                             clip=TARGET_BOUND if binary else grid.bound)
-    return [NeighboursExpert(model, binary=binary, wake_rows=NEIGHBOURS_WAKE_ROWS)]
-
-
-def _restore_neighbours(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
-                        scalars: dict[str, Any]) -> list[Expert] | None:
-    """The local expert's window (none kept yet in a state saved before it existed); it plays only if it
-    exists and holds :data:`NEIGHBOURS_WAKE_ROWS` rows."""
-    if "neighbours" in scalars:
-        if built is None:
-            raise StateFormatError("the kept neighbours do not match the grid.")
-        cast(NeighboursExpert, built[0]).model.restore(arrays, scalars["neighbours"])
-    if grid.mixture.switching.active[grid.slot["neighbours"]] and (built is None or not built[0].ready()):
-        raise StateFormatError("the local expert plays before it holds enough rows.")
-    return built
-
-
-def _build_trees(grid: Grid) -> list[Expert] | None:
-    if not grid.mixture.binary or grid.dim > TREE_MAX_DIM:
-        return None
-    return [TreeExpert(HoeffdingTree(grid.dim, 2, grace=grace, max_leaves=MAX_TREE_LEAVES),
-                       wake_rows=TREE_WAKE_ROWS, clip=TARGET_BOUND) for grace in TREE_GRACES]
-
-
-def _restore_trees(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
-                   scalars: dict[str, Any]) -> list[Expert] | None:
-    """The trees (none learnt yet in a state saved before they existed); they play only if they exist."""
-    if built is not None and "tree0_ints" in arrays:
-        for i, expert in enumerate(built):
-            cast(TreeExpert, expert).tree.restore(arrays, f"tree{i}")
-    elif "tree0_ints" in arrays:
-        raise StateFormatError("the trees do not match the grid.")
-    if grid.mixture.switching.active[grid.slot["tree0"]] and built is None:
-        raise StateFormatError("the trees play where there are none.")
-    return built
-
-
-def _build_lags(grid: Grid) -> list[Expert] | None:
-    if grid.mixture.binary:
-        return None
-    return list(lag_experts(LAGS, grid.bound, TARGET_BOUND, LAGS_WAKE_ROWS))
-
-
-def _restore_saved(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray], slot: str,
-                   what: str, restore: Callable[[list[Expert]], None]) -> list[Expert] | None:
-    """The experts of the kind whose first slot is ``slot`` (``what`` they are, for the errors), loaded into
-    ``built`` by ``restore`` from their arrays ``<slot>_*``; none in a state saved before they existed
-    (their slots stay empty, so that such a learner goes on as it would have)."""
-    if not any(name.startswith(f"{slot}_") for name in arrays):
-        if grid.mixture.switching.active[grid.slot[slot]]:
-            raise StateFormatError(f"{what} play where there are none.")
-        return None
-    if built is None:
-        raise StateFormatError(f"{what} do not match the grid.")
-    restore(built)
-    return built
-
-
-def _restore_lags(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
-                  scalars: dict[str, Any]) -> list[Expert] | None:
-    """The last targets and their model."""
-    return _restore_saved(grid, built, arrays, "target_last", "the last targets", lambda experts:
-                          restore_lags(cast(list[LastTarget | TargetLags], experts), arrays, "target_last",
-                                       "target_lags"))
-
-
-def _build_linear(grid: Grid) -> list[Expert] | None:
-    if grid.mixture.binary:
-        return None
-    return [RecentExpert(RecentLinear(grid.dim, intercept_scale=TARGET_BOUND, clip=grid.bound))]
-
-
-def _restore_linear(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
-                    scalars: dict[str, Any]) -> list[Expert] | None:
-    """The linear model of every row."""
-    return _restore_saved(grid, built, arrays, "linear", "the linear model's experts", lambda experts: cast(
-        RecentExpert, experts[0]).model.restore({key: arrays[f"linear_{key}"] for key in ("P", "b", "sum")}))
-
-
-def _build_forest(grid: Grid) -> list[Expert] | None:
-    if not grid.mixture.binary or grid.dim > FOREST_MAX_DIM:
-        return None
-    nodes = nodes_within(FOREST_MAX_BYTES, grid.dim, FOREST_TREES, FOREST_MAX_NODES)
-    forest = MondrianForest(grid.dim, 2, trees=FOREST_TREES, max_nodes=nodes, dirichlet=FOREST_DIRICHLET,
-                            seed=grid.seed)
-    return [ForestExpert(forest, wake_rows=FOREST_WAKE_ROWS)]
-
-
-def _restore_forest(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
-                    scalars: dict[str, Any]) -> list[Expert] | None:
-    """The forest (none in a state saved before it existed: its slot stays empty, so that such a learner
-    goes on as it would have)."""
-    if "forest_ints" not in arrays:
-        if grid.mixture.switching.active[grid.slot["forest"]]:
-            raise StateFormatError("the forest plays where there is none.")
-        return None
-    if built is None:
-        raise StateFormatError("the forest does not match the grid.")
-    cast(ForestExpert, built[0]).forest.restore(arrays, "forest")
-    return built
+    class_column_nbytes: Callable[[int], int] = _no_class_column
 
 
 #: The experts after the generations, one line a kind, in the order of their slots (a kind added later
@@ -311,29 +185,31 @@ def _restore_forest(grid: Grid, built: list[Expert] | None, arrays: dict[str, np
 EXPERTS: tuple[Kind, ...] = (
     # the linear model on the quantile thresholds of the raw features: in play from the start, with the
     # grid's prior
-    Kind(("bins",), ("ons+intercept(quantile thresholds)",), _build_bins, _restore_bins,
-         start_prior=1.0 / (len(GRID) + 2)),
+    Kind(("bins",), ("ons+intercept(quantile thresholds)",), build_bins, restore_bins,
+         start_prior=1.0 / (len(GRID) + 2), class_column_nbytes=bins_class_column_nbytes),
     # the local expert: asleep until its window holds NEIGHBOURS_WAKE_ROWS rows
     Kind(("neighbours",), (f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)",),
-         _build_neighbours, _restore_neighbours, wake_prior=NEIGHBOURS_PRIOR),
+         build_neighbours, restore_neighbours, wake_prior=NEIGHBOURS_PRIOR),
     # the Hoeffding trees (classes): they learn every row and enter together after TREE_WAKE_ROWS
     Kind(tuple(f"tree{i}" for i in range(len(TREE_GRACES))),
-         tuple(f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES), _build_trees, _restore_trees,
-         wake_prior=TREE_PRIOR / len(TREE_GRACES), observes="update", naps=True),
+         tuple(f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES), build_trees, restore_trees,
+         wake_prior=TREE_PRIOR / len(TREE_GRACES), observes="update", naps=True,
+         class_column_nbytes=trees_class_column_nbytes),
     # the target's last values (regression): the last target, and it corrected by an autoregression on
     # the LAGS last; asleep until the last target beats the mean, then each at LAGS_PRIOR
     Kind(("target_last", "target_lags"),
          ("the last target", f"the last target + bayesian_linear(its {LAGS} last)"),
-         _build_lags, _restore_lags, wake_prior=LAGS_PRIOR),
+         build_lags, restore_lags, wake_prior=LAGS_PRIOR),
     # the Bayesian linear model of every row (regression): least squares, whose step no large residual
     # shrinks (an ONS member's curvature grows with its squared gradients: a heavy tail freezes it); in
     # play from the start with the grid's prior
-    Kind(("linear",), ("bayesian_linear(raw) of every row",), _build_linear, _restore_linear,
+    Kind(("linear",), ("bayesian_linear(raw) of every row",), build_linear, restore_linear,
          start_prior=1.0 / (len(GRID) + 2)),
     # the aggregated Mondrian forest (three classes or more): it learns every row and enters after
     # FOREST_WAKE_ROWS
-    Kind(("forest",), (f"aggregated_mondrian_forest(raw, {FOREST_TREES} trees)",), _build_forest,
-         _restore_forest, wake_prior=FOREST_PRIOR, observes="update", naps=True),
+    Kind(("forest",), (f"aggregated_mondrian_forest(raw, {FOREST_TREES} trees)",), build_forest,
+         restore_forest, wake_prior=FOREST_PRIOR, observes="update", naps=True,
+         class_column_nbytes=forest_class_column_nbytes),
 )
 
 
@@ -345,25 +221,15 @@ def layout(kinds: tuple[Kind, ...]) -> tuple[str, ...]:
             *(name for kind in kinds for name in kind.slots))
 
 
-def bins_columns(dim: int) -> int:
-    """The quantile-threshold view's columns at most (with the constant) for rows of ``dim`` features; 0
-    when there is no such view (:func:`~kons.auto.experts.bins.thresholds_per_feature`)."""
-    thresholds = thresholds_per_feature(dim)
-    return dim * thresholds + 1 if thresholds else 0
-
-
 def class_column_nbytes(dim: int) -> int:
     """The most bytes one more class adds to a grid on rows of ``dim`` features: a weight column in every
     base, as long as the base may become (an ONS base's ``dim + 1`` weights, a Nystrom base's full
     dictionary), and in every slot a restarted copy of the longest may take; a generation's linear model
     scores every class (``K`` columns of ``dim + 1``, the binary model one), so its first widening adds
-    two columns: counted twice."""
+    two columns: counted twice; and what each kind of :data:`EXPERTS` says its experts take."""
     lengths = [dim + 1 if kind == "ons" else MAX_DICTIONARY for _, kind, _, _ in GRID]
-    trees = len(TREE_GRACES) * MAX_TREE_LEAVES * (5 * dim + 1) if dim <= TREE_MAX_DIM else 0
-    forest = (FOREST_TREES * nodes_within(FOREST_MAX_BYTES, dim, FOREST_TREES, FOREST_MAX_NODES)
-              if dim <= FOREST_MAX_DIM else 0)  # a count a node
-    return 8 * (sum(lengths) + bins_columns(dim) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1))
-                + trees + forest)
+    return (8 * (sum(lengths) + GENERATIONS * (YOUNG_BASES * max(lengths) + 2 * (dim + 1)))
+            + sum(kind.class_column_nbytes(dim) for kind in EXPERTS))
 
 
 def _full_nbytes(base: Learner, rounds: int) -> int:
@@ -478,24 +344,6 @@ class Grid:
         return next(experts for kind, experts in zip(self.kinds, self.experts, strict=True)
                     if kind.slots[0] == name)
 
-    @property
-    def thresholds(self) -> ThresholdExpert | None:
-        """The linear model on the quantile thresholds, if there is one."""
-        experts = self._kind("bins")
-        return None if experts is None else cast(ThresholdExpert, experts[0])
-
-    @property
-    def neighbours(self) -> RecentNeighbours | None:
-        """The local expert's window, if there is one."""
-        experts = self._kind("neighbours")
-        return None if experts is None else cast(NeighboursExpert, experts[0]).model
-
-    @property
-    def trees(self) -> list[HoeffdingTree] | None:
-        """The Hoeffding trees, if there are any."""
-        experts = self._kind("tree0")
-        return None if experts is None else [cast(TreeExpert, expert).tree for expert in experts]
-
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
         view, kind, width_factor, step_factor = member
@@ -515,14 +363,6 @@ class Grid:
     def new_member(self, i: int) -> LearnerExpert:
         """A fresh expert of the grid member ``GRID[i]``."""
         return LearnerExpert(self.new_base(GRID[i]), _form(GRID[i]))
-
-    def new_bins_base(self, bins: QuantileBins) -> Learner:
-        """A fresh linear model on the quantile thresholds ``bins``: ONS with the raw linear member's
-        regulariser and step."""
-        base = ONS(loss=self.loss, alpha=float(self.dim + 1), eta=STEP[self.loss], C=self.bound, dim=bins.dim)
-        if self.classes > 2:
-            multinomial_rounds(base)._widen(self.classes - 1)
-        return base
 
     def new_recent(self) -> RecentLinear:
         """A generation's linear model: on the standardised row with the intercept, its intercept's prior

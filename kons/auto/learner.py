@@ -36,7 +36,7 @@ import numpy as np
 from kons._multinomial import log_probability, reference_softmax
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
 from kons.auto.config import EARLIER_REGRESSION_BOUND, LAGS, RANGE_MARGIN, REGRESSION_BOUND, SCORE_BOUND
-from kons.auto.experts.bins import QuantileBins, thresholds_per_feature
+from kons.auto.experts.bins import QuantileBins, bins_columns, thresholds_per_feature
 from kons.auto.grid import (
     GENERATIONS,
     GRID,
@@ -45,7 +45,6 @@ from kons.auto.grid import (
     YOUNG_BASES,
     YOUNG_LINEAR,
     Grid,
-    bins_columns,
     class_column_nbytes,
     signed_log,
     standardised,

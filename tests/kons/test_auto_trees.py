@@ -3,17 +3,26 @@ that a saved learner plays on bit-identically before and after they do."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pytest
 
 import kons
 from kons.auto.config import NAP_ROUNDS, NAP_WEIGHT, TREE_GRACES, TREE_WAKE_ROWS
-from kons.auto.grid import ENTRY_PRIOR, EXPERTS, layout
+from kons.auto.experts.tree import HoeffdingTree, TreeExpert
+from kons.auto.grid import ENTRY_PRIOR, EXPERTS, Grid, layout
 
 TREE_NAMES = [f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES]
 
 NEIGHBOURS_SLOT = layout(EXPERTS).index("neighbours")
 TREE_SLOTS = [layout(EXPERTS).index(f"tree{i}") for i in range(len(TREE_GRACES))]
+
+
+def _trees(grid: Grid) -> list[HoeffdingTree] | None:
+    """The grid's Hoeffding trees, if it has them."""
+    experts = grid._kind("tree0")
+    return None if experts is None else [cast(TreeExpert, expert).model for expert in experts]
 
 
 def _interaction(rows: int, classes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +44,8 @@ def test_the_trees_enter_after_their_wake_rows_at_the_entry_prior_together() -> 
         grid = learner._grid
         if grid is None or entered is not None:
             continue
-        assert grid.trees is not None
+        trees = _trees(grid)
+        assert trees is not None
         if grid.mixture.switching.active[TREE_SLOTS[0]]:
             entered = r
             # in at the prior under every rate, shared by the trees, the others keeping their proportions
@@ -46,7 +56,7 @@ def test_the_trees_enter_after_their_wake_rows_at_the_entry_prior_together() -> 
             np.testing.assert_allclose(weights[:, TREE_SLOTS].sum(axis=1) / (1.0 - neighbours), ENTRY_PRIOR,
                                        rtol=1e-12)
             assert np.ptp(weights[:, TREE_SLOTS], axis=1).max() == 0.0
-            assert all(tree.rows_learnt == TREE_WAKE_ROWS for tree in grid.trees)
+            assert all(tree.rows_learnt == TREE_WAKE_ROWS for tree in trees)
         else:
             assert not set(TREE_NAMES) & set(learner.stats()["weights"])
     assert entered is not None
@@ -104,20 +114,21 @@ def test_the_trees_nap_while_negligible_and_wake_at_a_change() -> None:
     napped = woke = None
     for r, (x, t) in enumerate(zip(X, y, strict=True)):
         grid = learner._grid
+        trees = None if grid is None else _trees(grid)
         before = None
-        if grid is not None and grid.trees is not None:
-            before = (grid.naps["tree0"][1], [tree.rows_learnt for tree in grid.trees],
-                      grid.mixture.weights())
+        if grid is not None and trees is not None:
+            before = (grid.naps["tree0"][1], [tree.rows_learnt for tree in trees], grid.mixture.weights())
         learner.learn_one(x, t)
         grid = learner._grid
-        if before is None or grid is None or grid.trees is None:
+        trees = None if grid is None else _trees(grid)
+        if before is None or grid is None or trees is None:
             continue
         was_napping, learnt, weights = before
         napping = bool(grid.naps["tree0"][1])
         in_play = grid.mixture.switching.active[TREE_SLOTS]
         if napping:
             assert not in_play.any()  # out of the mixture, and they learn nothing (after this round's row)
-            assert [tree.rows_learnt for tree in grid.trees] == [n + (not was_napping) for n in learnt]
+            assert [tree.rows_learnt for tree in trees] == [n + (not was_napping) for n in learnt]
             if not was_napping:  # they nap now: below NAP_WEIGHT for NAP_ROUNDS rounds in play
                 napped = r
                 assert weights[TREE_SLOTS].sum() < NAP_WEIGHT
@@ -125,9 +136,9 @@ def test_the_trees_nap_while_negligible_and_wake_at_a_change() -> None:
         elif was_napping:  # a change was declared this round: awake, they learn from the next round
             woke = r
             assert grid.last_change == grid.rounds
-            assert [tree.rows_learnt for tree in grid.trees] == learnt
+            assert [tree.rows_learnt for tree in trees] == learnt
         elif woke is not None and r == woke + 1:  # they learnt this round's row and entered again
-            assert [tree.rows_learnt for tree in grid.trees] == [n + 1 for n in learnt]
+            assert [tree.rows_learnt for tree in trees] == [n + 1 for n in learnt]
             assert in_play.all()
     assert napped is not None and woke is not None and NAP_ROUNDS < napped < 1000 <= woke
 

@@ -1,7 +1,7 @@
-"""A kind of expert is one adapter and one line of :data:`kons.auto.grid.EXPERTS`: an expert defined here
-plugs into ``auto``'s grid, plays in its mixture, and is saved and restored with it; a state saved without
-it loads and goes on as before, its slot empty (the mixture's product with one more weight, 0, may round
-the last bit otherwise)."""
+"""A kind of expert is one adapter (its build and restore beside it) and one line of
+:data:`kons.auto.grid.EXPERTS`: an expert defined here plugs into ``auto``'s grid, plays in its mixture, and
+is saved and restored with it; a state saved without it loads and goes on as before, its slot empty (the
+mixture's product with one more weight, 0, may round the last bit otherwise)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pytest
 from scipy.special import gammaln
 
 import kons
-import kons.auto.grid
+import kons.auto.experts.forest
 from kons.auto.config import FOREST_PRIOR, FOREST_TREES, FOREST_WAKE_ROWS
 from kons.auto.experts.forest import ForestExpert, MondrianForest, nodes_within
 from kons.auto.experts.protocol import Row
@@ -184,6 +184,27 @@ def test_a_full_forest_within_its_byte_bound_saves_at_most_those_bytes() -> None
     assert 40_000 - 3 * 2 * 8 * (7 + 2 * 3 + 2) < saved <= 40_000
 
 
+def test_the_experts_bytes_are_its_saved_arrays_as_the_forest_grows_widens_and_is_restored() -> None:
+    nodes = nodes_within(40_000, 3, 3, 511)
+    X, y = _steps(3000, 4, seed=16)
+    expert = ForestExpert(MondrianForest(3, 2, trees=3, max_nodes=nodes, seed=16), wake_rows=0)
+
+    def saved(expert: ForestExpert) -> int:
+        return sum(array.nbytes for array in expert.arrays("forest").values())
+
+    assert expert.nbytes() == saved(expert)
+    for r, (x, label) in enumerate(zip(X, y, strict=True)):
+        expert.observe(Row({}, x), float(label), 4, playing=False)
+        if r % 97 == 0:
+            assert expert.nbytes() == saved(expert)
+    assert (expert.model.nodes == nodes).all() and expert.nbytes() == saved(expert) > 40_000  # 4 classes
+    expert.widen(7)
+    assert expert.nbytes() == saved(expert)
+    restored = ForestExpert(MondrianForest(3, 2, trees=3, max_nodes=nodes), wake_rows=0)
+    restored.model.restore(expert.arrays("forest"), "forest")
+    assert restored.nbytes() == saved(restored) == saved(expert)
+
+
 def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -> None:
     X, y = _steps(900, 3, seed=8)
     forest = MondrianForest(3, 2, trees=3, max_nodes=63, seed=8)
@@ -221,12 +242,12 @@ def test_the_expert_answers_the_protocol_on_three_classes_or_more_only() -> None
         if r < 40:  # two classes: it neither learns nor plays a score
             assert expert.learn(row, 1.0 if label else -1.0) == expert.predict(row) == 0.0
             expert.observe(row, float(label > 0), 2, playing=False)
-            assert expert.forest.rows_learnt == 0 and not expert.ready()
+            assert expert.model.rows_learnt == 0 and not expert.ready()
             continue
         assert expert.ready() == (r >= 140)
         played = expert.learn_class(row, int(label), 3)
         np.testing.assert_array_equal(played, expert.probabilities(row, 3))
-        np.testing.assert_array_equal(played, expert.forest.predict_proba(x))
+        np.testing.assert_array_equal(played, expert.model.predict_proba(x))
         assert played.shape == (3,) and played.sum() == pytest.approx(1.0)
         expert.observe(row, float(label), 3, playing=True)
     assert expert.nbytes() == sum(a.nbytes for a in expert.arrays("forest").values())
@@ -254,7 +275,7 @@ def test_a_missing_value_extends_no_box_and_goes_to_the_lower_side() -> None:
 @pytest.mark.parametrize("wake_rows", [FOREST_WAKE_ROWS, 60])  # within the warm-up's rows; after them
 def test_the_forest_enters_auto_after_its_wake_rows_at_its_prior(wake_rows: int,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kons.auto.grid, "FOREST_WAKE_ROWS", wake_rows)
+    monkeypatch.setattr(kons.auto.experts.forest, "FOREST_WAKE_ROWS", wake_rows)
     X, y = _steps(100, 3, seed=11)
     learner = kons.Auto(task="classification")
     entered, at_prior = None, False
@@ -269,7 +290,7 @@ def test_the_forest_enters_auto_after_its_wake_rows_at_its_prior(wake_rows: int,
         assert active == forest[0].ready()
         if active and entered is None:
             entered = r
-            if cast(ForestExpert, forest[0]).forest.rows_learnt == wake_rows:  # entered after the update
+            if cast(ForestExpert, forest[0]).model.rows_learnt == wake_rows:  # entered after the update
                 weights = np.exp(grid.mixture.switching.log_weights[:, FOREST_SLOT])
                 np.testing.assert_allclose(weights, FOREST_PRIOR, rtol=1e-12)
                 at_prior = True

@@ -4,15 +4,17 @@ reference."""
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import pytest
 
 import kons
 import kons._state
+import kons.auto.experts.neighbours
 import kons.auto.grid
 from kons.auto.config import NEIGHBOUR_ROWS, NEIGHBOURS_MAX_DIM, NEIGHBOURS_PRIOR, NEIGHBOURS_WAKE_ROWS
-from kons.auto.experts.neighbours import SAME_POINT_DISTANCE, RecentNeighbours
+from kons.auto.experts.neighbours import SAME_POINT_DISTANCE, NeighboursExpert, RecentNeighbours
 from kons.auto.grid import Grid, layout
 from kons.errors import StateFormatError
 
@@ -149,6 +151,12 @@ def _grid(learner: kons.Auto) -> Grid:
     return learner._grid
 
 
+def _window(grid: Grid) -> RecentNeighbours | None:
+    """The local expert's window, if the grid has the local expert."""
+    experts = grid._kind("neighbours")
+    return None if experts is None else cast(NeighboursExpert, experts[0]).model
+
+
 def test_the_local_expert_sleeps_until_it_holds_enough_rows_then_enters_at_its_prior(
         monkeypatch: pytest.MonkeyPatch) -> None:
     X, y = _stream(NEIGHBOURS_WAKE_ROWS + 40, 3, 5)
@@ -158,17 +166,18 @@ def test_the_local_expert_sleeps_until_it_holds_enough_rows_then_enters_at_its_p
     entered = None
     for r, (x, t) in enumerate(zip(X, y, strict=True)):
         with monkeypatch.context() as patched:  # the same learner with no local expert
-            patched.setattr(kons.auto.grid, "NEIGHBOURS_MAX_DIM", 0)
+            patched.setattr(kons.auto.experts.neighbours, "NEIGHBOURS_MAX_DIM", 0)
             played_without.append(without.learn_one(x, float(t)))
         played.append(learner.learn_one(x, float(t)))
         if learner._grid is None:  # warming up
             continue
         grid = _grid(learner)
-        assert grid.neighbours is not None and _grid(without).neighbours is None
+        window = _window(grid)
+        assert window is not None and _window(_grid(without)) is None
         if entered is None and grid.mixture.switching.active[NEIGHBOURS_SLOT]:
             entered = r
             # in at its prior under every rate, the others keeping their proportions of the rest
-            assert grid.neighbours.count == NEIGHBOURS_WAKE_ROWS
+            assert window.count == NEIGHBOURS_WAKE_ROWS
             weights = np.exp(grid.mixture.switching.log_weights)
             np.testing.assert_allclose(weights[:, NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR, rtol=1e-12)
             np.testing.assert_allclose(np.delete(weights, NEIGHBOURS_SLOT, axis=1).sum(axis=1),
@@ -216,7 +225,7 @@ def test_no_local_expert_on_sparse_or_wide_rows(dim: int, sparse: bool, has_one:
         x = rng.normal(size=dim) * (rng.random(dim) < 0.5)
         learner.learn_one(kons.SparseVector.from_dense(x) if sparse else x, float(rng.normal()))
     grid = _grid(learner)
-    assert (grid.neighbours is not None) == has_one
+    assert (_window(grid) is not None) == has_one
     assert ("neighbours_rows" in kons._state.decode(learner.to_bytes())[1]) == has_one
     assert grid.names()[NEIGHBOURS_SLOT].endswith(", none") != has_one
     assert kons.load(learner.to_bytes()).to_bytes() == learner.to_bytes()

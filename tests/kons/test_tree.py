@@ -200,6 +200,23 @@ def _nbytes(tree: HoeffdingTree) -> int:
     return sum(array.nbytes for array in tree.state().values())
 
 
+def test_the_trees_bytes_are_its_saved_arrays_as_it_grows_widens_and_is_restored() -> None:
+    X, y = _stream(2000, 4, 3, seed=9)
+    tree = HoeffdingTree(4, 2, grace=30, delta=0.1, max_leaves=8)
+    assert tree.nbytes() == _nbytes(tree)
+    for r, (x, label) in enumerate(zip(X, y, strict=True)):
+        tree.widen(int(label) + 1)
+        tree.learn(x, int(label))
+        if r % 97 == 0:
+            assert tree.nbytes() == _nbytes(tree)
+    assert tree.leaves > 1 and tree.nbytes() == _nbytes(tree)
+    tree.widen(5)
+    assert tree.nbytes() == _nbytes(tree)
+    restored = HoeffdingTree(4, 2, grace=30, delta=0.1, max_leaves=8)
+    restored.restore(tree.state())
+    assert restored.nbytes() == _nbytes(restored) == _nbytes(tree)
+
+
 def test_the_growth_bound_holds_and_a_held_tree_does_not_split() -> None:
     X, y = _stream(3000, 4, 3, seed=8)
     tree = HoeffdingTree(4, 3, grace=30, delta=0.1, max_leaves=8)

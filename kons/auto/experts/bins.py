@@ -26,13 +26,20 @@ import numpy as np
 from kons.auto.config import MAX_COLUMNS, MAX_THRESHOLDS
 from kons.sparse import SparseVector
 
-__all__ = ["MAX_COLUMNS", "MAX_THRESHOLDS", "QuantileBins", "thresholds_per_feature"]
+__all__ = ["MAX_COLUMNS", "MAX_THRESHOLDS", "QuantileBins", "bins_columns", "thresholds_per_feature"]
 
 
 
 def thresholds_per_feature(dim: int) -> int:
     """The thresholds each of ``dim`` features may have: 0 when the view would exceed its budget with one."""
     return min(MAX_THRESHOLDS, MAX_COLUMNS // dim)
+
+
+def bins_columns(dim: int) -> int:
+    """The view's columns at most (with the constant) for rows of ``dim`` features; 0 when there is no such
+    view (:func:`thresholds_per_feature`)."""
+    thresholds = thresholds_per_feature(dim)
+    return dim * thresholds + 1 if thresholds else 0
 
 
 class QuantileBins:

@@ -37,14 +37,23 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from kons.auto.experts.protocol import Row
+from kons.auto.config import (
+    FOREST_DIRICHLET,
+    FOREST_MAX_BYTES,
+    FOREST_MAX_DIM,
+    FOREST_MAX_NODES,
+    FOREST_TREES,
+    FOREST_WAKE_ROWS,
+)
+from kons.auto.experts.protocol import Expert, GridContext, ModelExpert, Row, in_play
 from kons.errors import StateFormatError
 
-__all__ = ["ForestExpert", "MondrianForest", "nodes_within"]
+__all__ = ["ForestExpert", "MondrianForest", "build_forest", "forest_class_column_nbytes", "nodes_within",
+           "restore_forest"]
 
 #: A leaf's split time: never (finite, as every number of a saved state).
 _NEVER = float(np.finfo(float).max)
@@ -60,8 +69,14 @@ _Routed = tuple[bytes, list[list[int]], tuple[np.ndarray, list[int]], "np.ndarra
 def nodes_within(nbytes: int, dim: int, trees: int, most: int) -> int:
     """The nodes a tree may hold, at most ``most`` (odd: a root and pairs of children), so that ``trees``
     trees over ``dim`` features save at most ``nbytes`` on two classes (:meth:`MondrianForest.state`)."""
-    nodes = (nbytes - 8 * (3 + 6 + trees)) // (trees * _node_nbytes(dim, 2))  # (the state's head: state())
+    nodes = (nbytes - 8 * _head(trees)) // (trees * _node_nbytes(dim, 2))
     return max(1, min(most, nodes - (1 - nodes % 2)))
+
+
+def _head(trees: int) -> int:
+    """The integers of a saved forest before its nodes' (:meth:`MondrianForest.state`): the format, the
+    classes, the rows learnt, the generator's six words and each tree's nodes."""
+    return 3 + 6 + trees
 
 
 def _node_nbytes(dim: int, classes: int) -> int:
@@ -297,6 +312,10 @@ class MondrianForest:
 
     _NODE_FLOATS = ("_threshold", "_time", "_log_weight", "_log_tree", "_lower", "_upper", "_counts")
 
+    def nbytes(self) -> int:
+        """The bytes of :meth:`state`'s arrays, from the nodes in use (without building them)."""
+        return 8 * _head(self.trees) + int(self._nodes.sum()) * _node_nbytes(self.dim, self.classes)
+
     def state(self, prefix: str = "forest") -> dict[str, np.ndarray]:
         """The forest as two arrays (each array costs a saved state a header): ``<prefix>_ints``, the format,
         the classes, the rows learnt, the generator's state (six words), each tree's nodes, then each
@@ -323,7 +342,7 @@ class MondrianForest:
             floats = np.asarray(arrays[f"{prefix}_floats"])
         except KeyError as exc:
             raise StateFormatError(f"a forest state is incomplete: {exc}") from None
-        head = 3 + 6 + self.trees
+        head = _head(self.trees)
         if ints.ndim != 1 or floats.ndim != 1 or ints.dtype != np.int64 or len(ints) < head \
                 or ints[0] != _VERSION:
             raise StateFormatError("a forest state has the wrong format.")
@@ -392,18 +411,13 @@ def _reached(children: np.ndarray) -> int:
     return reached
 
 
-class ForestExpert:
+class ForestExpert(ModelExpert[MondrianForest]):
     """A :class:`MondrianForest` as an expert for three classes or more, on the raw row (as AMF is used: on
     the tuning streams the raw row beat the standardised and the signed-log ones, whose running statistics
     move the boxes learnt early). Like the trees (:class:`~kons.auto.experts.tree.TreeExpert`) it learns
     every row after the mixture's update (:meth:`observe`), from the first round with three classes (a
     binary stream gains nothing from it that the trees do not give: it neither learns nor plays there),
     and is ready to enter once it has learnt ``wake_rows`` rows."""
-
-    sleeps = True
-
-    def __init__(self, forest: MondrianForest, *, wake_rows: int) -> None:
-        self.forest, self.wake_rows = forest, wake_rows
 
     def predict(self, row: Row) -> float:
         """No binary score: it never plays on two classes (0, the mean, were it asked)."""
@@ -412,37 +426,40 @@ class ForestExpert:
     def learn(self, row: Row, target: float) -> float:
         return 0.0
 
-    def probabilities(self, row: Row, classes: int) -> np.ndarray:
-        self.forest.widen(classes)
-        return self.forest.predict_proba(row.raw())[:classes]
-
-    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
-        """Its probabilities: it learns the row in :meth:`observe`."""
-        return self.probabilities(row, classes)
-
-    def widen(self, classes: int) -> None:
-        self.forest.widen(classes)
-
     def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
         """Learn the row of class index ``target`` (with three classes or more)."""
         if classes > 2:
-            self.forest.widen(classes)
-            self.forest.learn(row.raw(), int(target))
+            super().observe(row, target, classes, playing)
 
-    def ready(self) -> bool:
-        return self.forest.rows_learnt >= self.wake_rows
 
-    def hold_growth(self, held: bool) -> None:
-        self.forest.held = held
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.forest.state().values())
-
-    def growth_nbytes(self, rounds: int) -> int:
-        return self.forest.growth_nbytes(rounds)
-
-    def arrays(self, name: str) -> dict[str, np.ndarray]:
-        return self.forest.state(name)
-
-    def scalars(self) -> Any:
+def build_forest(grid: GridContext) -> list[Expert] | None:
+    """The forest, within :data:`~kons.auto.config.FOREST_MAX_BYTES` on two classes (classes, on rows of at
+    most :data:`~kons.auto.config.FOREST_MAX_DIM` features)."""
+    if not grid.mixture.binary or grid.dim > FOREST_MAX_DIM:
         return None
+    nodes = nodes_within(FOREST_MAX_BYTES, grid.dim, FOREST_TREES, FOREST_MAX_NODES)
+    forest = MondrianForest(grid.dim, 2, trees=FOREST_TREES, max_nodes=nodes, dirichlet=FOREST_DIRICHLET,
+                            seed=grid.seed)
+    return [ForestExpert(forest, wake_rows=FOREST_WAKE_ROWS)]
+
+
+def restore_forest(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                   scalars: dict[str, Any]) -> list[Expert] | None:
+    """The forest (none in a state saved before it existed: its slot stays empty, so that such a learner
+    goes on as it would have)."""
+    if "forest_ints" not in arrays:
+        if in_play(grid, "forest"):
+            raise StateFormatError("the forest plays where there is none.")
+        return None
+    if built is None:
+        raise StateFormatError("the forest does not match the grid.")
+    cast(ForestExpert, built[0]).model.restore(arrays, "forest")
+    return built
+
+
+def forest_class_column_nbytes(dim: int) -> int:
+    """The most bytes one more class adds to the forest on rows of ``dim`` features: a count in every node
+    it may hold."""
+    if dim > FOREST_MAX_DIM:
+        return 0
+    return 8 * FOREST_TREES * nodes_within(FOREST_MAX_BYTES, dim, FOREST_TREES, FOREST_MAX_NODES)

@@ -22,15 +22,17 @@ is the same to them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from kons.auto.experts.protocol import Row, guarded
+from kons.auto.config import LAGS, LAGS_WAKE_ROWS
+from kons.auto.experts.protocol import Expert, GridContext, Row, guarded, restore_saved
 from kons.auto.experts.recent import RecentLinear
 from kons.errors import StateFormatError
+from kons.preprocessing import TARGET_BOUND
 
-__all__ = ["LastTarget", "TargetLags", "lag_experts", "restore_lags"]
+__all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "restore_lags"]
 
 #: The intercept's coordinate after the lags.
 _INTERCEPT = np.ones(1)
@@ -149,8 +151,8 @@ def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int
     return [LastTarget(kept, wake_rows), TargetLags(kept, _model(lags, bound, intercept_scale))]
 
 
-def restore_lags(experts: list[LastTarget | TargetLags], arrays: dict[str, np.ndarray], last: str,
-                 model: str) -> None:
+def _restore_into(experts: list[LastTarget | TargetLags], arrays: dict[str, np.ndarray], last: str,
+                  model: str) -> None:
     """The saved lags (``<last>_targets``) and the change's model (``<model>_P``, ...) into ``experts``."""
     kept, evidence = arrays[f"{last}_targets"], arrays[f"{last}_evidence"]
     first, lagged = experts
@@ -161,3 +163,18 @@ def restore_lags(experts: list[LastTarget | TargetLags], arrays: dict[str, np.nd
     first.lags[:] = kept  # shared: both experts see them
     first.evidence[:] = evidence
     lagged.model.restore({key: arrays[f"{model}_{key}"] for key in ("P", "b", "sum")})
+
+
+def build_lags(grid: GridContext) -> list[Expert] | None:
+    """The two experts on the :data:`~kons.auto.config.LAGS` last targets (regression)."""
+    if grid.mixture.binary:
+        return None
+    return list(lag_experts(LAGS, grid.bound, TARGET_BOUND, LAGS_WAKE_ROWS))
+
+
+def restore_lags(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                 scalars: dict[str, Any]) -> list[Expert] | None:
+    """The last targets and their model."""
+    return restore_saved(grid, built, arrays, "target_last", "the last targets", lambda experts:
+                         _restore_into(cast(list[LastTarget | TargetLags], experts), arrays, "target_last",
+                                       "target_lags"))

@@ -23,16 +23,18 @@ rows, and keeps none on sparse or wide rows: its rows are dense.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from kons.auto.experts.protocol import Row
+from kons.auto.config import NEIGHBOUR_ROWS, NEIGHBOURS, NEIGHBOURS_MAX_DIM, NEIGHBOURS_WAKE_ROWS
+from kons.auto.experts.protocol import Expert, GridContext, Row, in_play
 from kons.auto.ring import Ring
 from kons.errors import StateFormatError
+from kons.preprocessing import TARGET_BOUND
 from kons.sparse import dense
 
-__all__ = ["NeighboursExpert", "RecentNeighbours"]
+__all__ = ["NeighboursExpert", "RecentNeighbours", "build_neighbours", "restore_neighbours"]
 
 #: Distances (in standardised units) below which a kept row counts as ``x`` itself: a vote weighs
 #: 1 / max(distance, this). An exact duplicate is at distance 0, where 1 / d is infinite; and the ranking's
@@ -219,3 +221,26 @@ class NeighboursExpert:
 
     def scalars(self) -> Any:
         return self.model.scalars()
+
+
+def build_neighbours(grid: GridContext) -> list[Expert] | None:
+    """The local expert, on dense rows of at most :data:`~kons.auto.config.NEIGHBOURS_MAX_DIM` features."""
+    if grid.log_scaler.sparse or grid.dim > NEIGHBOURS_MAX_DIM:
+        return None
+    binary = grid.mixture.binary
+    model = RecentNeighbours(NEIGHBOUR_ROWS, grid.dim, k=NEIGHBOURS,
+                             clip=TARGET_BOUND if binary else grid.bound)
+    return [NeighboursExpert(model, binary=binary, wake_rows=NEIGHBOURS_WAKE_ROWS)]
+
+
+def restore_neighbours(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                       scalars: dict[str, Any]) -> list[Expert] | None:
+    """The local expert's window (none kept yet in a state saved before it existed); it plays only if it
+    exists and holds :data:`~kons.auto.config.NEIGHBOURS_WAKE_ROWS` rows."""
+    if "neighbours" in scalars:
+        if built is None:
+            raise StateFormatError("the kept neighbours do not match the grid.")
+        cast(NeighboursExpert, built[0]).model.restore(arrays, scalars["neighbours"])
+    if in_play(grid, "neighbours") and (built is None or not built[0].ready()):
+        raise StateFormatError("the local expert plays before it holds enough rows.")
+    return built

@@ -10,13 +10,15 @@ from typing import Any
 import numpy as np
 
 from kons._multinomial import multinomial_rounds, reference_softmax
-from kons.auto.experts.bins import QuantileBins
-from kons.auto.experts.protocol import Form, Row, guarded, guarded_probabilities
+from kons.auto.experts.bins import QuantileBins, bins_columns
+from kons.auto.experts.protocol import Expert, Form, GridContext, Row, guarded, guarded_probabilities
 from kons.base import Learner, arrays_nbytes
-from kons.preprocessing import nested_blob
+from kons.errors import StateFormatError
+from kons.linear.ons import ONS
+from kons.preprocessing import STEP, nested_blob, restore_nested
 from kons.sparse import SparseVector
 
-__all__ = ["LearnerExpert", "ThresholdExpert"]
+__all__ = ["LearnerExpert", "ThresholdExpert", "bins_class_column_nbytes", "build_bins", "restore_bins"]
 
 
 def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
@@ -101,3 +103,37 @@ class ThresholdExpert(LearnerExpert):
         """Its learner as ``<name>_base`` (``bins_base``) and the thresholds' own arrays (``bins_edges``,
         ``bins_counts``)."""
         return {f"{name}_base": nested_blob(self.base), **self.bins.arrays()}
+
+
+def _new_bins_base(grid: GridContext, bins: QuantileBins) -> Learner:
+    """A fresh linear model on the quantile thresholds ``bins``: ONS with the raw linear member's
+    regulariser and step."""
+    base = ONS(loss=grid.loss, alpha=float(grid.dim + 1), eta=STEP[grid.loss], C=grid.bound, dim=bins.dim)
+    if grid.classes > 2:
+        multinomial_rounds(base)._widen(grid.classes - 1)
+    return base
+
+
+def build_bins(grid: GridContext) -> list[Expert] | None:
+    """The linear model on the thresholds of the grid's warm-up rows, if it has them."""
+    bins = grid.quantile_bins
+    return None if bins is None else [ThresholdExpert(bins, _new_bins_base(grid, bins))]
+
+
+def restore_bins(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                 scalars: dict[str, Any]) -> list[Expert] | None:
+    """The quantile thresholds and their linear model; none in a state saved without them."""
+    if "bins_edges" not in arrays:
+        return None
+    bins = QuantileBins.restored(arrays)
+    restored = restore_nested(arrays["bins_base"])
+    fresh = _new_bins_base(grid, bins)
+    if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
+        raise StateFormatError("the quantile thresholds' learner does not match the grid.")
+    return [ThresholdExpert(bins, restored)]
+
+
+def bins_class_column_nbytes(dim: int) -> int:
+    """The most bytes one more class adds to the linear model on the quantile thresholds of rows of
+    ``dim`` features: a weight a column."""
+    return 8 * bins_columns(dim)

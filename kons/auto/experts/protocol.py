@@ -2,21 +2,29 @@
 
 The grid's rounds are single loops over its experts (:mod:`kons.auto.grid`); what differs from one kind
 to another (the form of the row it takes, how it guards its numerics, whether it learns outside its
-plays) is its adapter's business, in the kind's own module. A kind of expert is added to the grid by its
-adapter and one line of :data:`kons.auto.grid.EXPERTS`.
+plays) is its adapter's business, in the kind's own module, and so are the kind's build from a grid, its
+restore from a saved state and the bytes one more class adds to it (they take the grid as a
+:class:`GridContext`: the experts' modules do not import the grid). A kind of expert is added to the grid by
+its module and one line of :data:`kons.auto.grid.EXPERTS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from kons.errors import NumericalError
+from kons.errors import NumericalError, StateFormatError
 from kons.sparse import SparseVector, dense
 
-__all__ = ["Expert", "Form", "Row", "guarded", "guarded_probabilities"]
+if TYPE_CHECKING:
+    from kons.auto.experts.bins import QuantileBins
+    from kons.auto.mixture import Mixture
+    from kons.preprocessing import FeatureScaler
+
+__all__ = ["ClassModel", "Expert", "Form", "GridContext", "ModelExpert", "Row", "guarded",
+           "guarded_probabilities", "in_play", "restore_saved"]
 
 #: A form of the row an expert takes: (the signed-log view?, with the intercept?).
 Form = tuple[bool, bool]
@@ -103,3 +111,128 @@ def guarded_probabilities(call: Callable[..., np.ndarray], classes: int, *args: 
         return call(*args)
     except NumericalError:
         return np.full(classes, 1.0 / classes)
+
+
+class GridContext(Protocol):
+    """What a kind of expert's build and restore take of the grid (:class:`kons.auto.grid.Grid`): its
+    task and rows, the thresholds of its warm-up rows, the log view's scaler (sparse rows?), its mixture and
+    the mixture's slots by name."""
+
+    @property
+    def loss(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def bound(self) -> float: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def classes(self) -> int: ...
+
+    @property
+    def quantile_bins(self) -> QuantileBins | None: ...
+
+    @property
+    def log_scaler(self) -> FeatureScaler: ...
+
+    @property
+    def mixture(self) -> Mixture: ...
+
+    @property
+    def slot(self) -> Mapping[str, int]: ...
+
+
+def in_play(grid: GridContext, slot: str) -> bool:
+    """Whether the mixture's slot ``slot`` is in play."""
+    return bool(grid.mixture.switching.active[grid.slot[slot]])
+
+
+def restore_saved(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray], slot: str,
+                  what: str, restore: Callable[[list[Expert]], None]) -> list[Expert] | None:
+    """The experts of the kind whose first slot is ``slot`` (``what`` they are, for the errors), loaded into
+    ``built`` by ``restore`` from their arrays ``<slot>_*``; none in a state saved before they existed
+    (their slots stay empty, so that such a learner goes on as it would have)."""
+    if not any(name.startswith(f"{slot}_") for name in arrays):
+        if in_play(grid, slot):
+            raise StateFormatError(f"{what} play where there are none.")
+        return None
+    if built is None:
+        raise StateFormatError(f"{what} do not match the grid.")
+    restore(built)
+    return built
+
+
+class ClassModel(Protocol):
+    """A model of classes on the raw row that :class:`ModelExpert` wraps (a tree, a forest)."""
+
+    held: bool
+
+    @property
+    def rows_learnt(self) -> int: ...
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray: ...
+
+    def learn(self, x: np.ndarray, label: int) -> None: ...
+
+    def widen(self, classes: int) -> None: ...
+
+    def nbytes(self) -> int:
+        """The bytes of :meth:`state`'s arrays."""
+        ...
+
+    def growth_nbytes(self, rounds: int) -> int: ...
+
+    def state(self, prefix: str) -> dict[str, np.ndarray]: ...
+
+
+Model = TypeVar("Model", bound=ClassModel)
+
+
+class ModelExpert(Generic[Model]):
+    """A :class:`ClassModel` as an expert on the raw row, asleep until it has learnt ``wake_rows`` rows. It
+    learns every row, in play or not, in :meth:`observe` (after the mixture's update: one that enters then
+    plays from the next round); its plays are the model's probabilities (a subclass says its binary
+    score)."""
+
+    sleeps = True
+
+    def __init__(self, model: Model, *, wake_rows: int) -> None:
+        self.model, self.wake_rows = model, wake_rows
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:
+        self.model.widen(classes)
+        return self.model.predict_proba(row.raw())[:classes]
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
+        """Its probabilities: it learns the row in :meth:`observe`."""
+        return self.probabilities(row, classes)
+
+    def widen(self, classes: int) -> None:
+        self.model.widen(classes)
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        """Learn the row of class index ``target``."""
+        self.model.widen(classes)
+        self.model.learn(row.raw(), int(target))
+
+    def ready(self) -> bool:
+        return self.model.rows_learnt >= self.wake_rows
+
+    def hold_growth(self, held: bool) -> None:
+        self.model.held = held
+
+    def nbytes(self) -> int:
+        return self.model.nbytes()
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return self.model.growth_nbytes(rounds)
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        return self.model.state(name)
+
+    def scalars(self) -> Any:
+        return None

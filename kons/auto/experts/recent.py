@@ -14,17 +14,18 @@ change's estimated onset before it plays (:func:`kons.auto.restarts.restart`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from kons._multinomial import clipped_scores, reference_softmax
 from kons._numerics import check_finite
-from kons.auto.experts.protocol import Row, guarded, guarded_probabilities
+from kons.auto.experts.protocol import Expert, GridContext, Row, guarded, guarded_probabilities, restore_saved
 from kons.errors import StateFormatError
+from kons.preprocessing import TARGET_BOUND
 from kons.sparse import SparseVector, dense
 
-__all__ = ["RecentExpert", "RecentLinear"]
+__all__ = ["RecentExpert", "RecentLinear", "build_linear", "restore_linear"]
 
 
 class RecentLinear:
@@ -175,3 +176,17 @@ class RecentExpert:
 
     def scalars(self) -> Any:
         return None
+
+
+def build_linear(grid: GridContext) -> list[Expert] | None:
+    """The Bayesian linear model of every row (regression), on the standardised row with the intercept."""
+    if grid.mixture.binary:
+        return None
+    return [RecentExpert(RecentLinear(grid.dim, intercept_scale=TARGET_BOUND, clip=grid.bound))]
+
+
+def restore_linear(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                   scalars: dict[str, Any]) -> list[Expert] | None:
+    """The linear model of every row."""
+    return restore_saved(grid, built, arrays, "linear", "the linear model's experts", lambda experts: cast(
+        RecentExpert, experts[0]).model.restore({key: arrays[f"linear_{key}"] for key in ("P", "b", "sum")}))

@@ -27,15 +27,17 @@ statistics.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy.special import ndtr
 
-from kons.auto.experts.protocol import Row
+from kons.auto.config import MAX_TREE_LEAVES, TREE_GRACES, TREE_MAX_DIM, TREE_WAKE_ROWS
+from kons.auto.experts.protocol import Expert, GridContext, ModelExpert, Row, in_play
 from kons.errors import StateFormatError
+from kons.preprocessing import TARGET_BOUND
 
-__all__ = ["HoeffdingTree", "TreeExpert"]
+__all__ = ["HoeffdingTree", "TreeExpert", "build_trees", "restore_trees", "trees_class_column_nbytes"]
 
 #: The range of a feature no row has shown yet (finite: a saved state holds finite numbers only).
 _NONE_LOW, _NONE_HIGH = float(np.finfo(float).max), float(-np.finfo(float).max)
@@ -259,6 +261,12 @@ class HoeffdingTree:
     _LEAF_FLOATS = ("_n", "_mean", "_m2", "_low", "_high", "_counts", "_since", "_errors")
     _FLOATS = ("_threshold", *_LEAF_FLOATS)
 
+    def nbytes(self) -> int:
+        """The bytes of :meth:`state`'s arrays, from the sizes of the tree's (without building them)."""
+        ints = 3 + self._feature.size + self._children.size + self._slot.size
+        floats: int = sum(getattr(self, name).size for name in self._FLOATS)
+        return 8 * (ints + floats)
+
     def state(self, prefix: str = "tree") -> dict[str, np.ndarray]:
         """The tree as two arrays (few arrays: each costs a saved state a header): ``<prefix>_ints``, the
         sizes (nodes, leaves, rows learnt) then the nodes' features, children and leaf slots, and
@@ -326,19 +334,17 @@ def _weighted_entropy(counts: np.ndarray) -> np.ndarray:
     return result
 
 
-class TreeExpert:
-    """A :class:`HoeffdingTree` as an expert (classes only) on the raw row. It learns every row, in play
-    or not, after the mixture's update (:meth:`observe`: a tree that enters then plays from the next
-    round), and is ready to enter once it has learnt ``wake_rows`` rows; its binary score is the log-odds
-    of its probabilities, clipped at ``clip``."""
-
-    sleeps = True
+class TreeExpert(ModelExpert[HoeffdingTree]):
+    """A :class:`HoeffdingTree` as an expert (classes only) on the raw row (:class:`ModelExpert`: it learns
+    every row after the mixture's update and is ready to enter once it has learnt ``wake_rows`` rows); its
+    binary score is the log-odds of its probabilities, clipped at ``clip``."""
 
     def __init__(self, tree: HoeffdingTree, *, wake_rows: int, clip: float) -> None:
-        self.tree, self.wake_rows, self.clip = tree, wake_rows, clip
+        super().__init__(tree, wake_rows=wake_rows)
+        self.clip = clip
 
     def predict(self, row: Row) -> float:
-        p = self.tree.predict_proba(row.raw())
+        p = self.model.predict_proba(row.raw())
         score = math.log(max(p[1], 1e-300) / max(p[0], 1e-300))
         return min(max(score, -self.clip), self.clip)
 
@@ -346,37 +352,30 @@ class TreeExpert:
         """Its score: it learns the row in :meth:`observe`."""
         return self.predict(row)
 
-    def probabilities(self, row: Row, classes: int) -> np.ndarray:
-        self.tree.widen(classes)
-        return self.tree.predict_proba(row.raw())[:classes]
 
-    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
-        """Its probabilities: it learns the row in :meth:`observe`."""
-        self.tree.widen(classes)
-        return self.tree.predict_proba(row.raw())
-
-    def widen(self, classes: int) -> None:
-        self.tree.widen(classes)
-
-    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
-        """Learn the row of class index ``target``."""
-        self.tree.widen(classes)
-        self.tree.learn(row.raw(), int(target))
-
-    def ready(self) -> bool:
-        return self.tree.rows_learnt >= self.wake_rows
-
-    def hold_growth(self, held: bool) -> None:
-        self.tree.held = held
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.tree.state().values())
-
-    def growth_nbytes(self, rounds: int) -> int:
-        return self.tree.growth_nbytes(rounds)
-
-    def arrays(self, name: str) -> dict[str, np.ndarray]:
-        return self.tree.state(name)
-
-    def scalars(self) -> Any:
+def build_trees(grid: GridContext) -> list[Expert] | None:
+    """A tree of each of :data:`~kons.auto.config.TREE_GRACES` (classes, on rows of at most
+    :data:`~kons.auto.config.TREE_MAX_DIM` features)."""
+    if not grid.mixture.binary or grid.dim > TREE_MAX_DIM:
         return None
+    return [TreeExpert(HoeffdingTree(grid.dim, 2, grace=grace, max_leaves=MAX_TREE_LEAVES),
+                       wake_rows=TREE_WAKE_ROWS, clip=TARGET_BOUND) for grace in TREE_GRACES]
+
+
+def restore_trees(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                  scalars: dict[str, Any]) -> list[Expert] | None:
+    """The trees (none learnt yet in a state saved before they existed); they play only if they exist."""
+    if built is not None and "tree0_ints" in arrays:
+        for i, expert in enumerate(built):
+            cast(TreeExpert, expert).model.restore(arrays, f"tree{i}")
+    elif "tree0_ints" in arrays:
+        raise StateFormatError("the trees do not match the grid.")
+    if in_play(grid, "tree0") and built is None:
+        raise StateFormatError("the trees play where there are none.")
+    return built
+
+
+def trees_class_column_nbytes(dim: int) -> int:
+    """The most bytes one more class adds to the trees on rows of ``dim`` features: its statistics in
+    every leaf of every tree."""
+    return 8 * len(TREE_GRACES) * MAX_TREE_LEAVES * (5 * dim + 1) if dim <= TREE_MAX_DIM else 0
