@@ -49,7 +49,7 @@ from kons.auto.config import (
     FOREST_TREES,
     FOREST_WAKE_ROWS,
 )
-from kons.auto.experts.protocol import Expert, GridContext, ModelExpert, Row, in_play
+from kons.auto.experts.protocol import Expert, GridContext, ModelExpert, Row, ints_and_floats, restore_saved
 from kons.errors import StateFormatError
 
 __all__ = ["ForestExpert", "MondrianForest", "build_forest", "forest_class_column_nbytes", "nodes_within",
@@ -337,11 +337,7 @@ class MondrianForest:
         """Load :meth:`state` (of a forest of as many classes or more: it was widened); a state of another
         shape, or one that is not a forest, is refused with :class:`~kons.errors.StateFormatError` and
         leaves the forest as it was."""
-        try:
-            ints = np.asarray(arrays[f"{prefix}_ints"])
-            floats = np.asarray(arrays[f"{prefix}_floats"])
-        except KeyError as exc:
-            raise StateFormatError(f"a forest state is incomplete: {exc}") from None
+        ints, floats = ints_and_floats(arrays, prefix, "a forest state")
         head = _head(self.trees)
         if ints.ndim != 1 or floats.ndim != 1 or ints.dtype != np.int64 or len(ints) < head \
                 or ints[0] != _VERSION:
@@ -445,16 +441,9 @@ def build_forest(grid: GridContext) -> list[Expert] | None:
 
 def restore_forest(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
                    scalars: dict[str, Any]) -> list[Expert] | None:
-    """The forest (none in a state saved before it existed: its slot stays empty, so that such a learner
-    goes on as it would have)."""
-    if "forest_ints" not in arrays:
-        if in_play(grid, "forest"):
-            raise StateFormatError("the forest plays where there is none.")
-        return None
-    if built is None:
-        raise StateFormatError("the forest does not match the grid.")
-    cast(ForestExpert, built[0]).model.restore(arrays, "forest")
-    return built
+    """The forest."""
+    return restore_saved(grid, built, arrays, "forest", "the forest's experts", lambda experts: cast(
+        ForestExpert, experts[0]).model.restore(arrays, "forest"))
 
 
 def forest_class_column_nbytes(dim: int) -> int:

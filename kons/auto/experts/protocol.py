@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from kons.preprocessing import FeatureScaler
 
 __all__ = ["ClassModel", "Expert", "Form", "GridContext", "ModelExpert", "Row", "guarded",
-           "guarded_probabilities", "in_play", "restore_saved"]
+           "guarded_probabilities", "in_play", "ints_and_floats", "restore_saved"]
 
 #: A form of the row an expert takes: (the signed-log view?, with the intercept?).
 Form = tuple[bool, bool]
@@ -187,6 +187,15 @@ class ClassModel(Protocol):
     def growth_nbytes(self, rounds: int) -> int: ...
 
     def state(self, prefix: str) -> dict[str, np.ndarray]: ...
+
+
+def ints_and_floats(arrays: dict[str, np.ndarray], prefix: str, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The two arrays a :class:`ClassModel` saves its state in, ``<prefix>_ints`` and ``<prefix>_floats``
+    (few arrays: each costs a saved state a header); ``what`` they are, for the error if one is missing."""
+    try:
+        return np.asarray(arrays[f"{prefix}_ints"]), np.asarray(arrays[f"{prefix}_floats"])
+    except KeyError as exc:
+        raise StateFormatError(f"{what} is incomplete: {exc}") from None
 
 
 Model = TypeVar("Model", bound=ClassModel)

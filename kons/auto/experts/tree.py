@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from kons.auto.config import MAX_TREE_LEAVES, TREE_GRACES, TREE_MAX_DIM, TREE_WAKE_ROWS
-from kons.auto.experts.protocol import Expert, GridContext, ModelExpert, Row, in_play
+from kons.auto.experts.protocol import Expert, GridContext, ModelExpert, Row, in_play, ints_and_floats
 from kons.errors import StateFormatError
 from kons.preprocessing import TARGET_BOUND
 
@@ -280,11 +280,7 @@ class HoeffdingTree:
         """Load :meth:`state` (of a tree with as many classes or more: it was widened); a state of another
         shape, or one that is not a tree, is refused with :class:`~kons.errors.StateFormatError` and
         leaves the tree as it was."""
-        try:
-            ints = np.asarray(arrays[f"{prefix}_ints"])
-            floats = np.asarray(arrays[f"{prefix}_floats"])
-        except KeyError as exc:
-            raise StateFormatError(f"a tree state is incomplete: {exc}") from None
+        ints, floats = ints_and_floats(arrays, prefix, "a tree state")
         nodes_max = len(self._feature)
         if ints.ndim != 1 or floats.ndim != 1 or len(ints) != 3 + 4 * nodes_max:
             raise StateFormatError("a tree state has the wrong size.")
