@@ -101,6 +101,27 @@ def test_two_classes_of_the_multinomial_round_are_the_binary_logistic_ons() -> N
     assert np.allclose(multinomial._u[:, 0], binary._u, rtol=1e-10, atol=1e-12)
 
 
+def test_each_kind_of_expert_bounds_the_bytes_one_more_class_adds_to_its_experts() -> None:
+    X, labels = _blobs(400, classes=3, seed=7)
+    learner = Auto(task="classification")
+    learner.learn_many(X, labels)
+    grid = learner._grid
+    assert grid is not None and grid.classes == 3
+    grew = set()
+    for kind in grid.kinds:
+        experts = grid._kind(kind.slots[0])
+        if experts is None:
+            continue
+        before = sum(expert.nbytes() for expert in experts)
+        for expert in experts:
+            expert.widen(grid.classes + 1)
+        added = sum(expert.nbytes() for expert in experts) - before
+        assert 0 <= added <= kind.class_column_nbytes(5), kind.slots
+        assert (added > 0) == (kind.class_column_nbytes(5) > 0), kind.slots
+        grew |= {kind.slots[0]} if added else set()
+    assert grew == {"bins", "tree0", "forest"}  # the local expert's targets are class indices already
+
+
 def test_class_growth_bounds_the_bytes_new_classes_add() -> None:
     X, labels = _blobs(620, classes=10, seed=6)
     known = labels < 3
