@@ -132,6 +132,18 @@ def test_the_readme_shows_the_registry_and_every_registered_source_exists() -> N
         assert all((REPO / source).exists() for source in benchmark.sources), benchmark.claim
 
 
+def test_the_registry_knows_what_the_paired_hot_path_measures() -> None:
+    from benchmarks import hotpath_paired
+
+    for name in ("paired", "paired_main_071a3fa"):
+        for suffix in (".md", ".json"):
+            benchmark = registry.benchmark_of(f"hotpath_single/{name}{suffix}")
+            assert benchmark is not None and "benchmarks.hotpath_paired" in benchmark.command
+            assert benchmark.sources == hotpath_paired.SOURCES
+    single = registry.benchmark_of("hotpath_single/hotpath.json")
+    assert single is not None and "--parts single" in single.command
+
+
 def test_the_commands_to_rerun_are_those_of_the_benchmarks_behind_once_each() -> None:
     from benchmarks.stale import Verdict, rerun_commands
 
