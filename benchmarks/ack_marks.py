@@ -22,8 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
-from benchmarks.provenance import provenance, publish
+from benchmarks.common import machine_summary, markdown_table, run_and_publish
 from kons_service.core.marks import AckMarks
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef
@@ -112,14 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200, help="feedbacks per block")
     parser.add_argument("--out", type=Path, help="write ack_marks.md and ack_marks.json here")
     args = parser.parse_args(argv)
-    stamp = provenance(SOURCES)
-    with tempfile.TemporaryDirectory(prefix="kons-marks-") as tmp:
-        results = asyncio.run(run(Path(tmp), runs=args.runs, blocks=args.blocks, rounds=args.rounds))
-    command = command_line("benchmarks.ack_marks", argv, outputs=("--out",))
-    text = markdown(results, command)
-    publish(results_dir(args.out, "ack_marks"), "ack_marks", stamp, text, results, indent=2)
-    print(text)
-    return 0
+
+    def measure() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="kons-marks-") as tmp:
+            return asyncio.run(run(Path(tmp), runs=args.runs, blocks=args.blocks, rounds=args.rounds))
+
+    return run_and_publish("benchmarks.ack_marks", argv, name="ack_marks", out=args.out, sources=SOURCES,
+                           run=measure, page=markdown, indent=2)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from benchmarks.common import command_line, machine_summary, markdown_table, module_at, results_dir
-from benchmarks.provenance import provenance, publish
+from benchmarks.common import machine_summary, markdown_table, module_at, run_and_publish
 from kons_service.core import cache as current_cache
 from kons_service.core.metrics import Metrics
 from kons_service.settings import Settings
@@ -107,15 +106,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000, help="requests per block")
     parser.add_argument("--out", type=Path, help="write cache_evict.md and cache_evict.json here")
     args = parser.parse_args(argv)
-    stamp = provenance(SOURCES)
-    with tempfile.TemporaryDirectory(prefix="kons-cache-") as tmp:
-        baseline = module_at(args.baseline, "kons_service/core/cache.py", Path(tmp))
-        results = asyncio.run(run(baseline, sizes=args.sizes, blocks=args.blocks, requests=args.requests))
-    command = command_line("benchmarks.cache_evict", argv, outputs=("--out",))
-    text = markdown(results, command, args.baseline)
-    publish(results_dir(args.out, "cache_evict"), "cache_evict", stamp, text, results, indent=2)
-    print(text)
-    return 0
+
+    def measure() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="kons-cache-") as tmp:
+            baseline = module_at(args.baseline, "kons_service/core/cache.py", Path(tmp))
+            return asyncio.run(run(baseline, sizes=args.sizes, blocks=args.blocks, requests=args.requests))
+
+    return run_and_publish("benchmarks.cache_evict", argv, name="cache_evict", out=args.out, sources=SOURCES,
+                           run=measure, indent=2,
+                           page=lambda results, command: markdown(results, command, args.baseline))
 
 
 if __name__ == "__main__":

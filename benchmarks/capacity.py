@@ -37,9 +37,8 @@ import numpy as np
 
 import kons
 from benchmarks import registry
-from benchmarks.common import blas_threads, command_line, machine_summary, markdown_table, results_dir
+from benchmarks.common import blas_threads, machine_summary, markdown_table, run_and_publish
 from benchmarks.hotpath import process_tree_cpu_seconds
-from benchmarks.provenance import provenance, publish
 from testkit.processes import RedisServer, ServiceProcess, vm_rss_kib
 
 __all__ = ["SERVICE_CPU_MS", "main", "run"]
@@ -185,16 +184,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--out", type=Path, help="write capacity.md and capacity.json here")
     args = parser.parse_args(argv)
-    stamp = provenance(registry.sources_of("capacity.md") or ())  # the code imported now is what runs
     load_start = round(os.getloadavg()[0], 1)
-    with tempfile.TemporaryDirectory(prefix="kons-capacity-") as tmp:
-        record = run(Path(tmp), algorithm=args.algorithm, dim=args.dim, learners=args.learners,
-                     warm=args.warm, clients=args.clients, seconds=args.seconds)
-    command = command_line("benchmarks.capacity", argv, outputs=("--out",))
-    text = markdown(record, command, load_start)
-    publish(results_dir(args.out, "capacity"), "capacity", stamp, text, record, indent=2)
-    print(text)
-    return 0
+
+    def measure() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="kons-capacity-") as tmp:
+            return run(Path(tmp), algorithm=args.algorithm, dim=args.dim, learners=args.learners,
+                       warm=args.warm, clients=args.clients, seconds=args.seconds)
+
+    return run_and_publish("benchmarks.capacity", argv, name="capacity", out=args.out,
+                           sources=registry.sources_of("capacity.md") or (), run=measure,
+                           page=lambda record, command: markdown(record, command, load_start), indent=2)
 
 
 if __name__ == "__main__":

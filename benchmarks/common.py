@@ -7,7 +7,8 @@
   River's defaults of ``benchmarks/raw_regime.py``.
 * Where results go: :func:`results_dir` (the directory named by ``--out``, else a fresh temporary one:
   a run never overwrites the committed ``benchmarks/results`` unless asked to); :func:`require_datasets`
-  stops a run whose data files are missing with a message and exit code 2.
+  stops a run whose data files are missing with a message and exit code 2; :func:`run_and_publish` is the
+  end of a benchmark's ``main`` that stamps, runs, and writes and prints its report.
 * BLAS threads: :func:`blas_threads` limits them in this process, :func:`blas_env` in a child process.
   On shared cores a second BLAS thread makes timings wait on a busy core (``scaling.md`` has figures),
   so benchmarks run with one.
@@ -26,14 +27,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
 __all__ = ["REPO", "blas_env", "blas_threads", "command_line", "git_commit", "machine", "machine_summary",
            "markdown_table", "method_label", "metric_cell", "module_at", "require_datasets", "results_dir",
-           "text_at"]
+           "run_and_publish", "text_at"]
 
 REPO = Path(__file__).resolve().parents[1]
 #: The environment variables that fix the thread pools of OpenBLAS, OpenMP and MKL when a process starts.
@@ -62,6 +63,25 @@ def require_datasets(names: Iterable[str], benchmark: str) -> None:
     missing = [n for n in names if not any((root / f"{n}.{ext}.gz").exists() for ext in ("csv", "libsvm"))]
     if missing:
         _usage_error(f"{benchmark}: no data set {', '.join(missing)} in {root} (KONS_BENCH_DATA_DIR).")
+
+
+def run_and_publish(module: str, argv: Sequence[str] | None, *, name: str, out: Path | None,
+                    sources: Sequence[str], run: Callable[[], dict[str, Any]],
+                    page: Callable[[dict[str, Any], str], str], indent: int = 1) -> int:
+    """The end of a benchmark's ``main``, once its arguments are parsed: stamp the provenance of
+    ``sources`` first (the code imported now is what runs), ``run()`` the measurements, render their
+    record as a report with ``page(record, command)`` (``command``: :func:`command_line` of ``module``
+    and ``argv``, without ``--out``), write both as ``name.md`` and ``name.json`` into ``out``
+    (:func:`results_dir`; :func:`benchmarks.provenance.publish`, the JSON indented by ``indent``) and
+    print the report. Returns ``main``'s exit status."""
+    from benchmarks.provenance import provenance, publish  # (it imports this module)
+
+    stamp = provenance(sources)
+    record = run()
+    text = page(record, command_line(module, argv, outputs=("--out",)))
+    publish(results_dir(out, name), name, stamp, text, record, indent=indent)
+    print(text)
+    return 0
 
 
 def _usage_error(message: str) -> NoReturn:

@@ -29,16 +29,7 @@ from types import ModuleType
 from typing import Any
 
 import kons
-from benchmarks.common import (
-    REPO,
-    command_line,
-    machine_summary,
-    markdown_table,
-    module_at,
-    results_dir,
-    text_at,
-)
-from benchmarks.provenance import provenance, publish
+from benchmarks.common import REPO, machine_summary, markdown_table, module_at, run_and_publish, text_at
 from kons_service.core import history as current_history
 from kons_service.core.cache import CachedLearner
 from kons_service.store import LearnerRef
@@ -185,13 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=300, help="calls per block")
     parser.add_argument("--out", type=Path, help="write history_cost.md and history_cost.json here")
     args = parser.parse_args(argv)
-    stamp = provenance(SOURCES)
-    results = run(args.baseline, blocks=args.blocks, calls=args.calls)
-    command = command_line("benchmarks.history_cost", argv, outputs=("--out",))
-    text = markdown(results, command, args.baseline)
-    publish(results_dir(args.out, "history_cost"), "history_cost", stamp, text, results, indent=2)
-    print(text)
-    return 0
+    return run_and_publish("benchmarks.history_cost", argv, name="history_cost", out=args.out,
+                           sources=SOURCES, indent=2,
+                           run=lambda: run(args.baseline, blocks=args.blocks, calls=args.calls),
+                           page=lambda results, command: markdown(results, command, args.baseline))
 
 
 if __name__ == "__main__":

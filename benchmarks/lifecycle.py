@@ -38,8 +38,7 @@ import redis
 
 import kons
 from benchmarks import registry
-from benchmarks.common import command_line, machine_summary, markdown_table, results_dir
-from benchmarks.provenance import provenance, publish
+from benchmarks.common import machine_summary, markdown_table, run_and_publish
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef
 from kons_service.store.keys import learner_key, learner_keys
@@ -290,12 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--snapshot-every", type=int, default=250)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    stamp = provenance(registry.sources_of("lifecycle.md") or ())
-    result = asyncio.run(_run(args))
-    text = _markdown(result, command_line("benchmarks.lifecycle", argv, outputs=("--out",)))
-    publish(results_dir(args.out, "lifecycle"), "lifecycle", stamp, text, result)
-    print(text)
-    return 0
+    return run_and_publish("benchmarks.lifecycle", argv, name="lifecycle", out=args.out,
+                           sources=registry.sources_of("lifecycle.md") or (),
+                           run=lambda: asyncio.run(_run(args)), page=_markdown)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ __all__ = ["BENCHMARKS", "Benchmark", "benchmark_of", "markdown", "sources_of"]
 
 _LIBRARY = ("kons",)
 _SERVICE = ("kons", "kons_service", "testkit/processes.py")
+#: What benchmarks.hotpath_paired measures (its SOURCES, which it records in each result).
+_HOTPATH_PAIRED = (*_SERVICE, "benchmarks/hotpath.py", "benchmarks/hotpath_paired.py",
+                   "benchmarks/echo_app.py")
 #: What the raw regime's kons runs measure (each run records its own: benchmarks/raw_regime.py).
 _RAW_REGIME = (*_LIBRARY, "benchmarks/quality.py", "benchmarks/methods.py", "benchmarks/raw_regime.py")
 
@@ -43,6 +46,22 @@ BENCHMARKS = (
               "python -m benchmarks.hotpath --parts many --many 10000 --out benchmarks/results/hotpath_many",
               ("hotpath_many/hotpath.md", "hotpath_many/hotpath.json"),
               (*_SERVICE, "benchmarks/hotpath.py", "benchmarks/echo_app.py", "benchmarks/load.py")),
+    Benchmark("Service hot path, part a alone (issue 36): feedback/predict p50 vs an echo, service CPU per "
+              "feedback/predict vs the in-process round, against a baseline checkout measured after it",
+              "python -m benchmarks.hotpath --parts single --baseline PATH --seconds 20 "
+              "--out benchmarks/results/hotpath_single",
+              ("hotpath_single/hotpath.md", "hotpath_single/hotpath.json"),
+              (*_SERVICE, "benchmarks/hotpath.py", "benchmarks/echo_app.py", "benchmarks/load.py")),
+    Benchmark("The same four figures with a baseline checkout up at once, in alternating blocks (issue 36; "
+              "README's fast path quotes its feedback p50 vs an echo)",
+              "OPENBLAS_NUM_THREADS=1 nice -n 5 python -m benchmarks.hotpath_paired --baseline PATH "
+              "--blocks 16 --rows 40 --out benchmarks/results/hotpath_single",
+              ("hotpath_single/paired.md", "hotpath_single/paired.json"), _HOTPATH_PAIRED),
+    Benchmark("The same, paired against main before issue 36's hot-path changes (071a3fa)",
+              "OPENBLAS_NUM_THREADS=1 nice -n 5 python -m benchmarks.hotpath_paired --baseline PATH_071a3fa "
+              "--blocks 16 --rows 40 --name paired_main_071a3fa --out benchmarks/results/hotpath_single",
+              ("hotpath_single/paired_main_071a3fa.md", "hotpath_single/paired_main_071a3fa.json"),
+              _HOTPATH_PAIRED),
     Benchmark("Service latency vs a bare echo endpoint, lost updates, chantilly peer",
               "python -m benchmarks.load --out benchmarks/results", ("load.md", "raw/load.json"),
               (*_SERVICE, "benchmarks/load.py", "benchmarks/echo_app.py")),

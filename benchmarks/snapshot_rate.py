@@ -34,8 +34,7 @@ import httpx
 import numpy as np
 
 from benchmarks import registry
-from benchmarks.common import REPO, command_line, machine_summary, markdown_table, results_dir
-from benchmarks.provenance import provenance, publish
+from benchmarks.common import REPO, machine_summary, markdown_table, run_and_publish
 from testkit.processes import SPEC, RedisServer, ServiceProcess, hash_int
 from testkit.scrape import value
 
@@ -186,17 +185,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write snapshot_rate[_ALGORITHM].md and .json here")
     args = parser.parse_args(argv)
     name = "snapshot_rate" if args.algorithm == "sketched_kons" else f"snapshot_rate_{args.algorithm}"
-    stamp = provenance(registry.sources_of(f"{name}.md") or ())  # the code imported now is what runs
     checkouts = {"this": REPO, **({"baseline": args.baseline} if args.baseline else {})}
     load_start = round(os.getloadavg()[0], 1)
-    with tempfile.TemporaryDirectory(prefix="kons-snapshot-rate-") as tmp:
-        record = run(Path(tmp), checkouts, learners=args.learners, seconds=args.seconds, rates=args.rates,
-                     algorithm=args.algorithm)
-    command = command_line("benchmarks.snapshot_rate", argv, outputs=("--out",))
-    text = markdown(record, command, load_start)
-    publish(results_dir(args.out, name), name, stamp, text, record, indent=2)
-    print(text)
-    return 0
+
+    def measure() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="kons-snapshot-rate-") as tmp:
+            return run(Path(tmp), checkouts, learners=args.learners, seconds=args.seconds, rates=args.rates,
+                       algorithm=args.algorithm)
+
+    return run_and_publish("benchmarks.snapshot_rate", argv, name=name, out=args.out,
+                           sources=registry.sources_of(f"{name}.md") or (), run=measure,
+                           page=lambda record, command: markdown(record, command, load_start), indent=2)
 
 
 if __name__ == "__main__":

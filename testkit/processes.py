@@ -495,11 +495,30 @@ class ReplicatedRedis:
 
 
 class AppClient(httpx.AsyncClient):
-    """An HTTP client bound to an in-process app; ``app`` lets a test reach the service behind it."""
+    """An HTTP client bound to an in-process app; ``app`` lets a test reach the service behind it.
+
+    httpx's ASGI transport ignores timeouts, so a request the app never answered used to hang its test
+    until pytest-timeout's 600 s: here each request must be answered within its read timeout (the
+    client's 60 s unless the request says otherwise), else it fails with ``httpx.ReadTimeout``. The wait
+    does not rely on cancelling the request: on Python 3.11 a cancel can be lost in a Redis call (see
+    ``Snapshotter._stop_loop``)."""
 
     def __init__(self, app: FastAPI) -> None:
         super().__init__(transport=httpx.ASGITransport(app=app), base_url="http://kons.test", timeout=60)
         self.app = app
+
+    async def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        seconds = request.extensions.get("timeout", {}).get("read")
+        answer = asyncio.create_task(super().send(request, **kwargs))
+        try:
+            done, _ = await asyncio.wait({answer}, timeout=seconds)
+        finally:
+            if not answer.done():
+                answer.cancel()
+        if not done:
+            raise httpx.ReadTimeout(f"{request.method} {request.url} not answered in {seconds} s by the app",
+                                    request=request)
+        return answer.result()
 
 
 @asynccontextmanager

@@ -49,7 +49,7 @@ class WriterLeases:
         self.metrics = metrics
         self._tokens = (store.leases.writer_token(i) for i in itertools.count())
         self._held: set[str] = set()  # tokens of the leases this process's writers hold (or wait for)
-        self._late_releases: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()  # late releases, renewals told to stop
 
     def token(self) -> str:
         """A fresh writer token (an optimistic append names one too, to check that no lease is held)."""
@@ -67,23 +67,33 @@ class WriterLeases:
             except StoreUnavailableError:
                 await self._release(ref, token)  # Redis may have applied the acquire and lost its reply
                 raise
-            renewal = asyncio.create_task(self._renew(ref, token))
+            ended = asyncio.Event()
+            renewal = asyncio.create_task(self._renew(ref, token, ended))
             try:
                 yield lease
             finally:
+                # The writer does not wait for its renewal to end: on Python 3.11 the cancel can be lost in a
+                # Redis call (redis-py's asyncio.wait_for, CPython gh-86296; see Snapshotter._stop_loop), and
+                # a renewal that carried on renewed the lease for ever while its writer waited for it: the
+                # request hung and the learner stayed locked. ``ended`` stops it after the call under way.
+                ended.set()
                 renewal.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewal
+                self._keep(renewal)
                 if not lease.consumed:
                     await self._release(ref, token)
         finally:
             self._held.discard(token)
 
     async def close(self) -> None:
-        """Stop the background releases (their leases expire on their own)."""
-        for task in list(self._late_releases):
+        """Stop the background releases and renewals (their leases expire on their own)."""
+        for task in list(self._background):
             task.cancel()
-        await asyncio.gather(*self._late_releases, return_exceptions=True)
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
+        """Hold a reference to a background task until it ends (the event loop keeps only weak ones)."""
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _release(self, ref: LearnerRef, token: str) -> None:
         """Give the lease back; if Redis does not answer (restarting), keep trying in the background
@@ -92,9 +102,7 @@ class WriterLeases:
         try:
             await self.store.leases.release(ref, token)
         except StoreUnavailableError:
-            task = asyncio.create_task(self._release_when_back(ref, token))
-            self._late_releases.add(task)
-            task.add_done_callback(self._late_releases.discard)
+            self._keep(asyncio.create_task(self._release_when_back(ref, token)))
 
     async def _release_when_back(self, ref: LearnerRef, token: str) -> None:
         deadline = time.monotonic() + self.settings.lease_ttl_ms / 1000
@@ -104,12 +112,15 @@ class WriterLeases:
                 await self.store.leases.release(ref, token)
                 return
 
-    async def _renew(self, ref: LearnerRef, token: str) -> None:
+    async def _renew(self, ref: LearnerRef, token: str, ended: asyncio.Event) -> None:
         """Keep the lease while the writer works (a long batch, a slow replay), so that its TTL can be
-        short: it only bounds how long a crashed writer blocks the learner. Stops once the lease is lost."""
+        short: it only bounds how long a crashed writer blocks the learner. Stops once the lease is lost
+        or the writer has ``ended`` (checked too, since a cancel can be lost: see :meth:`hold`)."""
         ttl = self.settings.lease_ttl_ms
-        while True:
+        while not ended.is_set():
             await asyncio.sleep(ttl / 3000)
+            if ended.is_set():
+                return
             try:
                 if not await self.store.leases.renew(ref, token, ttl):
                     return

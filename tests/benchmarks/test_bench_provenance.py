@@ -102,11 +102,46 @@ def test_publish_writes_the_report_and_the_figures_each_with_the_record(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.md", "new"]
 
 
+def test_run_and_publish_runs_once_then_writes_and_prints_the_stamped_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    measured: list[dict[str, object]] = []
+
+    def run() -> dict[str, object]:
+        measured.append({"rounds": 3})
+        return measured[-1]
+
+    status = common.run_and_publish(
+        "benchmarks.example", ["--rounds", "3", "--out", str(tmp_path)], name="example", out=tmp_path,
+        sources=["benchmarks/common.py"], run=run, indent=2,
+        page=lambda record, command: f"# {record}\n\n`{command}`\n")
+    assert status == 0 and len(measured) == 1
+    page = (tmp_path / "example.md").read_text()
+    assert page.startswith("# {'rounds': 3}\n\n`python -m benchmarks.example --rounds 3`\n")  # no --out
+    stamp = read_markdown_stamp(page)
+    assert stamp is not None and list(stamp["blobs"]) == ["benchmarks/common.py"]
+    figures = (tmp_path / "example.json").read_text()
+    assert json.loads(figures) == {"rounds": 3, "provenance": stamp} and figures.startswith('{\n  "rounds"')
+    assert capsys.readouterr().out.startswith("# {'rounds': 3}")
+
+
 def test_the_readme_shows_the_registry_and_every_registered_source_exists() -> None:
     readme = (REPO / "benchmarks" / "README.md").read_text()
     assert "\n".join(registry.markdown()) in readme
     for benchmark in registry.BENCHMARKS:
         assert all((REPO / source).exists() for source in benchmark.sources), benchmark.claim
+
+
+def test_the_registry_knows_what_the_paired_hot_path_measures() -> None:
+    from benchmarks import hotpath_paired
+
+    for name in ("paired", "paired_main_071a3fa"):
+        for suffix in (".md", ".json"):
+            benchmark = registry.benchmark_of(f"hotpath_single/{name}{suffix}")
+            assert benchmark is not None and "benchmarks.hotpath_paired" in benchmark.command
+            assert benchmark.sources == hotpath_paired.SOURCES
+    single = registry.benchmark_of("hotpath_single/hotpath.json")
+    assert single is not None and "--parts single" in single.command
 
 
 def test_the_commands_to_rerun_are_those_of_the_benchmarks_behind_once_each() -> None:
