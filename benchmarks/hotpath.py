@@ -12,11 +12,11 @@ Each part runs for the checkout under test ("current") and then, with ``--baseli
 
 a. **Single client.** An ``auto`` learner (dim 8, warmed with 64 rows) gets single-row feedback and
    predict requests interleaved with echo requests of the same bodies: p50 of each against echo's. Then
-   ``--cpu-rounds`` feedbacks alone, and as many predicts: the service's CPU seconds per request (utime +
-   stime of its process tree, ``/proc/<pid>/stat``) against an in-process round of the same learner on
-   the same rows (a subprocess importing that checkout's ``kons``), and Redis's ``INFO commandstats``
-   delta per request, in total and by command. Redis counts the commands a script runs as well as the
-   ``EVALSHA`` that runs it.
+   ``--cpu-rounds`` feedbacks alone, and as many predicts: the service's CPU seconds per request (its
+   process tree's threads' time on a core, ``/proc/<pid>/task/<tid>/schedstat``) against an in-process
+   round of the same learner on the same rows (a subprocess importing that checkout's ``kons``), and
+   Redis's ``INFO commandstats`` delta per request, in total and by command. Redis counts the commands a
+   script runs as well as the ``EVALSHA`` that runs it.
 b. **16 clients, one learner.** For ``auto`` and ``nystrom_kons``, with ``KONS_GROUP_COMMIT=true`` and
    ``=false`` (a setting today's code ignores): acknowledged feedback rounds per second over
    ``--seconds``, the learner's version checked to grow by exactly that many; against the ceiling measured
@@ -140,20 +140,26 @@ class Target:
 
 # ---------------------------------------------------------------------------------------------- probes
 def process_tree_cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` and its live descendants (``/proc/<pid>/stat``), in seconds."""
-    parent, used = {}, {}
+    """The CPU seconds of ``pid`` and its live descendants so far: each live thread's time on a core
+    (``/proc/<pid>/task/<tid>/schedstat``, in nanoseconds; ``utime + stime`` come in clock ticks, 10 ms,
+    a quarter of a millisecond per request over a block of 40). A thread that ends between two readings
+    takes its time with it (the service's worker threads outlive a block)."""
+    parent = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
             text = stat.read_text()
-            fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
-            child = int(stat.parent.name)
-            parent[child], used[child] = int(fields[1]), int(fields[11]) + int(fields[12])
+            parent[int(stat.parent.name)] = int(text[text.rindex(")") + 2 :].split()[1])  # after "pid (comm)"
     tree, grew = {pid}, True
     while grew:
         more = {p for p, pp in parent.items() if pp in tree} - tree
         tree |= more
         grew = bool(more)
-    return sum(used.get(p, 0) for p in tree) / os.sysconf("SC_CLK_TCK")
+    nanoseconds = 0
+    for process in tree:
+        for schedstat in Path(f"/proc/{process}/task").glob("*/schedstat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                nanoseconds += int(schedstat.read_text().split()[0])
+    return nanoseconds / 1e9
 
 
 def command_calls(client: redis.Redis) -> dict[str, int]:

@@ -5,10 +5,11 @@ figures move with the load of its minutes. Here both services run at once (real 
 processes, each on its own fresh ``redis-server``, one ``auto`` learner of dimension 8 warmed with 64 rows
 of ``cadata``), beside the bare FastAPI echo of :mod:`benchmarks.echo_app`, and take turns in blocks (which
 starts alternates): per block and target, ``--rows`` single-row feedbacks, then as many predicts, each
-followed by an echo of the same body; the same rows to both. Per block: the service's CPU (utime + stime
-of its process tree) per feedback and per predict, and the p50 of each against the p50 of the echoes sent
-between them; each checkout's in-process round and predict (a subprocess importing its ``kons``, the same
-rows, one BLAS thread) are timed between blocks too. Figures: medians over the blocks of the ratios::
+followed by an echo of the same body; the same rows to both. Per block: the service's CPU (its process
+tree's threads' time on a core, in nanoseconds) per feedback and per predict, and the p50 of each against
+the p50 of the echoes sent between them; each checkout's in-process round and predict (a subprocess
+importing its ``kons``, the same rows, one BLAS thread) are timed between blocks too. Figures: medians
+over the blocks of the ratios::
 
     OPENBLAS_NUM_THREADS=1 nice -n 5 python -m benchmarks.hotpath_paired --baseline /tmp/base469 \\
         --out benchmarks/results/hotpath_single

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Request, Response
 from fastapi.datastructures import Default, DefaultPlaceholder
@@ -27,11 +29,12 @@ from starlette.types import Receive, Scope
 
 from kons_service.core.errors import TooManyRequestsError
 from kons_service.core.streams import read_limited
+from kons_service.http.deps import learner_of
 from kons_service.http.errors import InvalidBodyError, carried
 from kons_service.http.parsers import INLINE_BYTES, Invalid, Malformed, Parsed, loads_strict
 from kons_service.http.responses import TextJSONResponse
 
-__all__ = ["KonsRoute", "LargeBodies", "StrictRequest"]
+__all__ = ["KonsRoute", "LargeBodies", "RoundRoute", "StrictRequest"]
 
 
 #: Bodies over this size take turns (:class:`~kons_service.core.fairness.HeavyTurns`) with other tenants'
@@ -162,7 +165,7 @@ class KonsRoute(APIRoute):
         super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
+        handler = self.request_handler(super().get_route_handler())
         body_type = None if self.body_field is None else self.body_field.field_info.annotation
 
         async def strict_handler(request: Request, heavy_turn: Callable[[int], Awaitable[None]] | None = None,
@@ -210,3 +213,53 @@ class KonsRoute(APIRoute):
                 return await strict_handler(request, heavy_turn, charge)
 
         return authenticated_handler
+
+    def request_handler(self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
+                        ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """The handler of an authenticated request with its :class:`StrictRequest` (FastAPI's)."""
+        return handler
+
+
+class RoundRoute(KonsRoute):
+    """The route of a round (predict, feedback: most requests), whose endpoint takes the learner ``ref``
+    (:data:`~kons_service.http.deps.LearnerDep`), its JSON ``body``, the ``request`` and ``seen``
+    (:data:`~kons_service.http.deps.SeenVersion`). A regular request (a JSON body that its schema
+    validates, a valid learner name and seen version) is handed to the endpoint without FastAPI's
+    solving of its parameters, a generic walk that weighs on every round; any other goes through FastAPI's
+    own handler (the body already read), which answers it, or its error, as on every route. What the
+    route documents (OpenAPI) is FastAPI's, unchanged."""
+
+    def request_handler(self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
+                        ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        body_field, endpoint = self.body_field, self.endpoint
+        assert body_field is not None and set(inspect.signature(endpoint).parameters) == _ROUND_PARAMETERS
+
+        async def arguments(request: Request) -> dict[str, Any] | None:
+            """The endpoint's arguments for a regular request, else None; errors in FastAPI's order (the
+            body's JSON, the learner's name, then the parameters' values)."""
+            headers = request.headers
+            if headers.get("content-type") != "application/json":
+                return None
+            try:
+                parsed = await request.json()
+            except json.JSONDecodeError:
+                return None
+            ref = learner_of(request, request.path_params["name"], headers.get("authorization"))
+            seen = headers.get("kons-seen-version")
+            if seen is not None and not (seen.isascii() and seen.isdigit()):
+                return None
+            body, errors = body_field.validate(parsed, loc=("body",))
+            if errors:
+                return None
+            return {"ref": ref, "body": body, "request": request, "seen": None if seen is None else int(seen)}
+
+        async def regular_first(request: Request) -> Response:
+            given = await arguments(request)
+            if given is None:
+                return await handler(request)
+            return cast(Response, await endpoint(**given))
+
+        return regular_first
+
+
+_ROUND_PARAMETERS = {"ref", "body", "request", "seen"}

@@ -16,7 +16,7 @@ from kons_service.http.auth import Authenticator
 from kons_service.settings import NAME_RULE, Settings, valid_name
 from kons_service.store import LearnerRef
 
-__all__ = ["LearnerDep", "SeenVersion", "ServiceDep", "SettingsDep", "TenantDep", "service_of"]
+__all__ = ["LearnerDep", "SeenVersion", "ServiceDep", "SettingsDep", "TenantDep", "learner_of", "service_of"]
 
 def service_of(request: Request) -> LearnerService:
     """The app's service, for a route that takes it without a dependency (the rounds: each dependency
@@ -48,14 +48,19 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 TenantDep = Annotated[str, Depends(_tenant)]
 
 
-async def _learner(name: str, request: Request,
-                   authorization: Annotated[str | None, Header()] = None) -> LearnerRef:
-    # (the tenant is resolved here rather than by TenantDep: a sub-dependency is a step of FastAPI's
-    # solving on every request, and the rounds are the hot path)
+def learner_of(request: Request, name: str, authorization: str | None) -> LearnerRef:
+    """The learner ``name`` of the caller's tenant (whose key is in ``authorization``)."""
     tenant = _tenant_of(request, authorization)
     if not valid_name(name):
         raise InvalidNameError(f"Invalid learner name {name[:80]!r}: a name is {NAME_RULE}.")
     return LearnerRef(tenant, name)
+
+
+async def _learner(name: str, request: Request,
+                   authorization: Annotated[str | None, Header()] = None) -> LearnerRef:
+    # (the tenant is resolved here rather than by TenantDep: a sub-dependency is a step of FastAPI's
+    # solving on every request)
+    return learner_of(request, name, authorization)
 
 
 LearnerDep = Annotated[LearnerRef, Depends(_learner)]

@@ -4,6 +4,7 @@ concurrent feedbacks to one learner (each answered with its own rounds; the log 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -166,3 +167,35 @@ async def test_an_optimistic_append_that_loses_is_retried_leased_and_backs_off(
     plays = [local.learn_one(*_row(i)) for i in range(4)]
     assert answer["prediction"] == plays[-1]  # played on the rebuilt learner, as a replay does
     assert (await a.get(f"{URL}/state")).content == (await b.get(f"{URL}/state")).content == local.to_bytes()
+
+
+async def test_a_regular_round_skips_fastapis_solving_and_answers_as_it_would(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round with a plain JSON body goes straight to its endpoint (kons_service.http.body.RoundRoute);
+    the same round sent so that FastAPI's handler takes it (a content type with parameters) is answered
+    alike, and so is a seen version either way."""
+    from fastapi.dependencies.utils import solve_dependencies as solve
+
+    solved = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        solved.append(kwargs["request"].url.path)
+        return await solve(*args, **kwargs)
+
+    monkeypatch.setattr("fastapi.routing.solve_dependencies", counted)
+    client = await make_client()
+    answers: dict[str, list[Any]] = {}
+    for content_type, url in (("application/json", URL), ("application/json; charset=utf-8", f"{URL}2")):
+        assert (await client.put(url, json={"algorithm": "ons", "dim": 3})).status_code == 201
+        solved.clear()
+        got = []
+        for i in range(4):
+            headers = {"Content-Type": content_type, "Kons-Seen-Version": str(i)}
+            for route, body in (("feedback", _body(i)), ("predict", {"x": _body(i + 1)["x"]})):
+                response = await client.post(f"{url}/{route}", content=json.dumps(body), headers=headers)
+                assert response.status_code == 200, response.text
+                got.append(response.json())
+        answers[content_type] = got
+        assert solved == ([] if url == URL else [f"{url}/feedback", f"{url}/predict"] * 4)
+    assert answers["application/json"] == answers["application/json; charset=utf-8"]

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from kons_service.core.learning import ConformalAnswers, Distribution, shown_labels, shown_predictions
 from kons_service.core.service import Feedback
-from kons_service.http.body import KonsRoute
+from kons_service.http.body import RoundRoute
 from kons_service.http.deps import LearnerDep, SeenVersion, service_of
 from kons_service.http.responses import TextJSONResponse
 from kons_service.http.routers import V1
@@ -26,7 +26,7 @@ from kons_service.http.schemas import (
 
 T = TypeVar("T")
 
-router = APIRouter(prefix=f"{V1}/learners", tags=["rounds"], route_class=KonsRoute,
+router = APIRouter(prefix=f"{V1}/learners", tags=["rounds"], route_class=RoundRoute,
                    responses=error_responses(400, 401, 404, 409, 413, 422, 503))
 
 
