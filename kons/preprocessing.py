@@ -130,7 +130,7 @@ def with_intercept(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
     """``z`` with the constant feature 1 appended (the linear family's intercept)."""
     if isinstance(z, SparseVector):
         return SparseVector(np.append(z.indices, z.dim), np.append(z.values, 1.0), z.dim + 1)
-    return np.concatenate((z, _INTERCEPT))  # np.append(z, 1.0) without its wrapper (every round)
+    return np.concatenate((z, _INTERCEPT))  # np.append without its wrapper (every round)
 
 
 def user_bound(owner: str, C: Any) -> float | None:
