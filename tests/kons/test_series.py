@@ -12,7 +12,8 @@ import pytest
 
 import kons
 import kons.auto.grid
-from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts
+from kons.auto.config import LAGS_WARMUP_ROWS, LAGS_WARMUP_SHARE
+from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
 from kons.preprocessing import TARGET_BOUND
 
@@ -88,6 +89,32 @@ def test_auto_follows_a_series_in_time_order() -> None:
     assert weights[LAST] + weights[LAGGED] > 0.5
     last_error = np.mean((y[999:-1] - y[1000:]) ** 2)
     assert np.mean((played[1000:] - y[1000:]) ** 2) < 1.1 * last_error
+
+
+def _leads_by_loop(targets: np.ndarray, share: float) -> bool:
+    last = mean = 0.0
+    for i in range(1, len(targets)):
+        last += (targets[i] - targets[i - 1]) ** 2
+        mean += (targets[i] - sum(targets[:i]) / i) ** 2
+    return last < share * mean
+
+
+def test_the_warm_up_plays_the_last_target_once_it_clearly_beats_the_running_mean() -> None:
+    X, y = _series(32, 5)
+    rng = np.random.default_rng(1)
+    for targets in (y, rng.permutation(y), rng.normal(size=20), np.cumsum(rng.normal(size=20))):
+        for share in (0.5, 1.0):
+            assert last_leads(targets, share) == _leads_by_loop(targets, share)
+    model = kons.Auto()
+    played = np.array([model.learn_one(x, t) for x, t in zip(X, y, strict=True)])
+    leads = [i for i in range(LAGS_WARMUP_ROWS, 32) if last_leads(y[:i], LAGS_WARMUP_SHARE)]
+    assert len(leads) > 20  # the walk: the last target leads almost from the first buffered rows
+    np.testing.assert_array_equal(played[leads], y[np.array(leads) - 1])
+    order = rng.permutation(32)
+    shuffled = kons.Auto()
+    plays = np.array([shuffled.learn_one(x, t) for x, t in zip(X[order], y[order], strict=True)])
+    # in no order it plays the linear model of the buffer
+    assert not np.isin(plays[LAGS_WARMUP_ROWS:], y[order][LAGS_WARMUP_ROWS - 1:-1]).any()
 
 
 def test_on_rows_in_no_order_they_never_play(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,9 @@ it does twice as badly: there they never play, and ``auto`` plays as without the
 the rounds standardised them (the target scaler moves a little each round; its moves are :math:`O(1/n)`),
 in a state of fixed size; nothing depends on the row, so a record, a sparse row or a row with missing values
 is the same to them.
+
+Before the grid exists (``auto``'s warm-up), :func:`last_leads` is the same evidence on the buffered targets:
+the warm-up plays the last target while it has done much better than the running mean.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from kons.auto.experts.recent import RecentLinear
 from kons.errors import StateFormatError
 from kons.preprocessing import TARGET_BOUND
 
-__all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "restore_lags"]
+__all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "last_leads", "restore_lags"]
 
 #: The intercept's coordinate after the lags.
 _INTERCEPT = np.ones(1)
@@ -141,6 +144,17 @@ def _model(lags: int, bound: float, intercept_scale: float) -> RecentLinear:
     # the change's model: its own bound (a change is at most twice the bound), the lags' prior as
     # RecentLinear's (a unit prior variance of w'x on standardised inputs)
     return RecentLinear(lags, intercept_scale=intercept_scale, clip=2.0 * bound)
+
+
+def last_leads(targets: np.ndarray, share: float) -> bool:
+    """Whether, over ``targets`` in the order they came, the last target has forecast them with a sum of
+    squared errors below ``share`` times that of the mean of the targets before each (the evidence of
+    :class:`LastTarget` for rows kept without a scale: the warm-up's buffer). On rows in no order the last
+    target's expected error is about twice the mean's."""
+    if len(targets) < 2:
+        return False
+    means = np.cumsum(targets)[:-1] / np.arange(1, len(targets))
+    return bool(np.sum(np.diff(targets) ** 2) < share * np.sum((targets[1:] - means) ** 2))
 
 
 def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int
