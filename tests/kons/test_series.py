@@ -5,7 +5,7 @@ goes on identically."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -182,3 +182,26 @@ def test_a_regression_state_says_it_follows_the_rules_for_tails_and_loads_under_
     restored = kons.load(model.to_bytes())
     assert isinstance(restored, kons.Auto)
     assert model._model_bound == 20.0 and restored._model_bound == 20.0
+
+
+def _wakes(targets: np.ndarray, local: bool) -> int | None:
+    """The round at which the last target would enter on these standardised targets (None: never)."""
+    last, lagged = lag_experts(8, 20.0, TARGET_BOUND, 32)
+    assert isinstance(last, LastTarget)
+    if not local:
+        last.local = None  # a state saved before the kept targets' mean was evidence
+    for i, t in enumerate(targets):
+        for expert in (last, lagged):
+            expert.observe(cast(Row, None), float(t), 0, False)
+        if last.ready():
+            return i
+    return None
+
+
+def test_a_change_of_level_in_no_order_does_not_wake_them() -> None:
+    rng = np.random.default_rng(2)
+    shifted = np.concatenate([rng.normal(size=400), 4.0 + rng.normal(size=600)])
+    assert _wakes(shifted, local=False) is not None  # the standing mean errs after the change
+    assert _wakes(shifted, local=True) is None
+    walk = np.cumsum(rng.normal(size=200)) / 5.0
+    assert _wakes(walk, local=True) == _wakes(walk, local=False) == 31
