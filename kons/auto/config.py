@@ -23,6 +23,8 @@ __all__ = [
     "LAGS",
     "LAGS_PRIOR",
     "LAGS_WAKE_ROWS",
+    "LAGS_WARMUP_ROWS",
+    "LAGS_WARMUP_SHARE",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
     "MAX_THRESHOLDS",
@@ -160,6 +162,12 @@ LAGS = 8
 #: Rounds before the experts on the last targets may wake (once the last target beats the mean): the
 #: warm-up's, so that they may play from the grid's first round (docs/series.md).
 LAGS_WAKE_ROWS = 32
+#: Buffered rounds after which the warm-up plays the last target while its squared errors stay below
+#: LAGS_WARMUP_SHARE times the running mean's: the first rounds of a short series fall in the warm-up, and
+#: on a heavy tail a few rounds in no order can favour it by chance (chosen on the tuning series:
+#: docs/series.md#the-warm-up).
+LAGS_WARMUP_ROWS = 8
+LAGS_WARMUP_SHARE = 0.5
 #: The prior of each of the two experts on the last targets once awake: large, they wake only where the
 #: rows come in time order (docs/series.md).
 LAGS_PRIOR = 0.25

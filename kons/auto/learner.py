@@ -35,8 +35,17 @@ import numpy as np
 
 from kons._multinomial import log_probability, reference_softmax
 from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check_int
-from kons.auto.config import EARLIER_REGRESSION_BOUND, LAGS, RANGE_MARGIN, REGRESSION_BOUND, SCORE_BOUND
+from kons.auto.config import (
+    EARLIER_REGRESSION_BOUND,
+    LAGS,
+    LAGS_WARMUP_ROWS,
+    LAGS_WARMUP_SHARE,
+    RANGE_MARGIN,
+    REGRESSION_BOUND,
+    SCORE_BOUND,
+)
 from kons.auto.experts.bins import QuantileBins, bins_columns, thresholds_per_feature
+from kons.auto.experts.lags import last_leads
 from kons.auto.grid import (
     GENERATIONS,
     GRID,
@@ -156,7 +165,7 @@ class Auto(Learner):
         kept = REPLAY_ROWS * (2 * dim + 3)
         columns = bins_columns(dim)  # the linear model on the quantile thresholds, and the thresholds
         binned = ONS._model_floats(columns, {"diagonal": False}) + columns + dim if columns else 0
-        lags = LAGS + 3 + (LAGS + 1) * (LAGS + 3)
+        lags = LAGS + 4 + (LAGS + 1) * (LAGS + 3)
         return (members + GENERATIONS * (YOUNG_BASES * largest + recent + 3) + 6 * dim + kept + binned + lags
                 + recent)  # the linear model of every row: a generation's
 
@@ -403,6 +412,11 @@ class Auto(Learner):
         :math:`\pm 1`. In the dual, :math:`f(z) = k^\top (Z Z^\top + d I)^{-1} (t - \bar t)`,
         O(n^2 d + n^3) for the at most :data:`~kons.preprocessing.WARMUP_ROWS` buffered rows, and a
         function of the buffer alone (no state of its own).
+
+        Regression rows in time order: once :data:`~kons.auto.config.LAGS_WARMUP_ROWS` rows are buffered,
+        the last target instead, while it has forecast the buffered targets much better than their
+        running mean (:func:`~kons.auto.experts.lags.last_leads`; the grid's experts on the last targets
+        wake on the same evidence). A state saved before the rules for heavy tails warms up as it did.
         """
         prep = self._prep
         if not prep.buffer:
@@ -410,6 +424,9 @@ class Auto(Learner):
         scaler = prep.x_scaler
         Z = prep.standardised_buffer()
         t = np.array([y for _, y in prep.buffer])
+        if (not self._binary and self._tails and len(t) >= LAGS_WARMUP_ROWS
+                and last_leads(t, LAGS_WARMUP_SHARE)):
+            return float(t[-1])
         mean, std = float(t.mean()), float(t.std())
         if self._binary:
             std = 1.0

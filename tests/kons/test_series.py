@@ -5,14 +5,15 @@ goes on identically."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
 
 import kons
 import kons.auto.grid
-from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts
+from kons.auto.config import LAGS_WARMUP_ROWS, LAGS_WARMUP_SHARE
+from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
 from kons.preprocessing import TARGET_BOUND
 
@@ -90,6 +91,32 @@ def test_auto_follows_a_series_in_time_order() -> None:
     assert np.mean((played[1000:] - y[1000:]) ** 2) < 1.1 * last_error
 
 
+def _leads_by_loop(targets: np.ndarray, share: float) -> bool:
+    last = mean = 0.0
+    for i in range(1, len(targets)):
+        last += (targets[i] - targets[i - 1]) ** 2
+        mean += (targets[i] - sum(targets[:i]) / i) ** 2
+    return last < share * mean
+
+
+def test_the_warm_up_plays_the_last_target_once_it_clearly_beats_the_running_mean() -> None:
+    X, y = _series(32, 5)
+    rng = np.random.default_rng(1)
+    for targets in (y, rng.permutation(y), rng.normal(size=20), np.cumsum(rng.normal(size=20))):
+        for share in (0.5, 1.0):
+            assert last_leads(targets, share) == _leads_by_loop(targets, share)
+    model = kons.Auto()
+    played = np.array([model.learn_one(x, t) for x, t in zip(X, y, strict=True)])
+    leads = [i for i in range(LAGS_WARMUP_ROWS, 32) if last_leads(y[:i], LAGS_WARMUP_SHARE)]
+    assert len(leads) > 20  # the walk: the last target leads almost from the first buffered rows
+    np.testing.assert_array_equal(played[leads], y[np.array(leads) - 1])
+    order = rng.permutation(32)
+    shuffled = kons.Auto()
+    plays = np.array([shuffled.learn_one(x, t) for x, t in zip(X[order], y[order], strict=True)])
+    # in no order it plays the linear model of the buffer
+    assert not np.isin(plays[LAGS_WARMUP_ROWS:], y[order][LAGS_WARMUP_ROWS - 1:-1]).any()
+
+
 def test_on_rows_in_no_order_they_never_play(monkeypatch: pytest.MonkeyPatch) -> None:
     X, y = _series(800, 4)
     order = np.random.default_rng(0).permutation(len(y))
@@ -155,3 +182,26 @@ def test_a_regression_state_says_it_follows_the_rules_for_tails_and_loads_under_
     restored = kons.load(model.to_bytes())
     assert isinstance(restored, kons.Auto)
     assert model._model_bound == 20.0 and restored._model_bound == 20.0
+
+
+def _wakes(targets: np.ndarray, local: bool) -> int | None:
+    """The round at which the last target would enter on these standardised targets (None: never)."""
+    last, lagged = lag_experts(8, 20.0, TARGET_BOUND, 32)
+    assert isinstance(last, LastTarget)
+    if not local:
+        last.local = None  # a state saved before the kept targets' mean was evidence
+    for i, t in enumerate(targets):
+        for expert in (last, lagged):
+            expert.observe(cast(Row, None), float(t), 0, False)
+        if last.ready():
+            return i
+    return None
+
+
+def test_a_change_of_level_in_no_order_does_not_wake_them() -> None:
+    rng = np.random.default_rng(2)
+    shifted = np.concatenate([rng.normal(size=400), 4.0 + rng.normal(size=600)])
+    assert _wakes(shifted, local=False) is not None  # the standing mean errs after the change
+    assert _wakes(shifted, local=True) is None
+    walk = np.cumsum(rng.normal(size=200)) / 5.0
+    assert _wakes(walk, local=True) == _wakes(walk, local=False) == 31

@@ -18,10 +18,14 @@ it does twice as badly: there they never play, and ``auto`` plays as without the
 the rounds standardised them (the target scaler moves a little each round; its moves are :math:`O(1/n)`),
 in a state of fixed size; nothing depends on the row, so a record, a sparse row or a row with missing values
 is the same to them.
+
+Before the grid exists (``auto``'s warm-up), :func:`last_leads` is the same evidence on the buffered targets:
+the warm-up plays the last target while it has done much better than the running mean.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import numpy as np
@@ -32,7 +36,7 @@ from kons.auto.experts.recent import RecentLinear
 from kons.errors import StateFormatError
 from kons.preprocessing import TARGET_BOUND
 
-__all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "restore_lags"]
+__all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "last_leads", "restore_lags"]
 
 #: The intercept's coordinate after the lags.
 _INTERCEPT = np.ones(1)
@@ -71,14 +75,19 @@ class _Lagged:
 
 class LastTarget(_Lagged):
     """The last round's standardised target. Asleep, it keeps the evidence that the rows come in time
-    order: its squared errors and the mean's (the standardised target's, 0) summed over the rounds; it
-    is :meth:`ready` once, after ``wake_rows`` rounds, its sum is below the mean's. On rows in no order
-    its expected error is twice the mean's, so it never wakes there, and ``auto`` plays as without it."""
+    order: its squared errors and the mean's (the standardised target's, 0) summed over the rounds, and
+    those of the mean of the kept targets (the last :data:`~kons.auto.config.LAGS`); it is :meth:`ready`
+    once, after ``wake_rows`` rounds, its sum is below both. On rows in no order its expected error is
+    twice the mean's, so it never wakes there, and ``auto`` plays as without it. After a change of level
+    the standing mean errs for long where the last target does not, though the rows are in no order; the
+    mean of the last few targets follows the new level within a few rounds, so such a change does not wake
+    it (a state saved before that evidence, ``local`` None, goes on under the mean alone)."""
 
     def __init__(self, lags: np.ndarray, wake_rows: int) -> None:
         super().__init__(lags)
         self.wake_rows = wake_rows
         self.evidence = np.zeros(3)  # rounds, the last target's squared errors, the mean's
+        self.local: np.ndarray | None = np.zeros(1)  # the squared errors of the kept targets' mean
 
     def predict(self, row: Row) -> float:
         return float(self.lags[0])
@@ -89,16 +98,20 @@ class LastTarget(_Lagged):
     def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
         """The round's evidence (the lags move on in :meth:`TargetLags.observe`, observed after it)."""
         self.evidence += (1.0, (target - float(self.lags[0])) ** 2, target * target)
+        if self.local is not None:
+            self.local += (target - float(self.lags.mean())) ** 2
 
     def ready(self) -> bool:
         rounds, last, mean = self.evidence
-        return bool(rounds >= self.wake_rows and last < mean)
+        local = math.inf if self.local is None else float(self.local[0])
+        return bool(rounds >= self.wake_rows and last < mean and last < local)
 
     def nbytes(self) -> int:
-        return self.lags.nbytes + self.evidence.nbytes
+        return self.lags.nbytes + self.evidence.nbytes + (0 if self.local is None else self.local.nbytes)
 
     def arrays(self, name: str) -> dict[str, np.ndarray]:
-        return {f"{name}_targets": self.lags, f"{name}_evidence": self.evidence}
+        kept = {f"{name}_targets": self.lags, f"{name}_evidence": self.evidence}
+        return kept if self.local is None else {**kept, f"{name}_local": self.local}
 
 
 class TargetLags(_Lagged):
@@ -143,6 +156,17 @@ def _model(lags: int, bound: float, intercept_scale: float) -> RecentLinear:
     return RecentLinear(lags, intercept_scale=intercept_scale, clip=2.0 * bound)
 
 
+def last_leads(targets: np.ndarray, share: float) -> bool:
+    """Whether, over ``targets`` in the order they came, the last target has forecast them with a sum of
+    squared errors below ``share`` times that of the mean of the targets before each (the evidence of
+    :class:`LastTarget` for rows kept without a scale: the warm-up's buffer). On rows in no order the last
+    target's expected error is about twice the mean's."""
+    if len(targets) < 2:
+        return False
+    means = np.cumsum(targets)[:-1] / np.arange(1, len(targets))
+    return bool(np.sum(np.diff(targets) ** 2) < share * np.sum((targets[1:] - means) ** 2))
+
+
 def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int
                 ) -> list[LastTarget | TargetLags]:
     """The two experts on ``lags`` shared lags, plays within ``[-bound, bound]``, asleep for at least
@@ -153,15 +177,19 @@ def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int
 
 def _restore_into(experts: list[LastTarget | TargetLags], arrays: dict[str, np.ndarray], last: str,
                   model: str) -> None:
-    """The saved lags (``<last>_targets``) and the change's model (``<model>_P``, ...) into ``experts``."""
+    """The saved lags (``<last>_targets``, the evidence ``<last>_evidence`` and ``<last>_local``, absent
+    from a state saved before it) and the change's model (``<model>_P``, ...) into ``experts``."""
     kept, evidence = arrays[f"{last}_targets"], arrays[f"{last}_evidence"]
+    local = arrays.get(f"{last}_local")
     first, lagged = experts
     assert isinstance(first, LastTarget) and isinstance(lagged, TargetLags)
     if (kept.shape != first.lags.shape or evidence.shape != first.evidence.shape
-            or not (np.isfinite(kept).all() and np.isfinite(evidence).all())):
+            or not (np.isfinite(kept).all() and np.isfinite(evidence).all())
+            or (local is not None and (local.shape != (1,) or not np.isfinite(local).all()))):
         raise StateFormatError("the kept targets do not match the grid.")
     first.lags[:] = kept  # shared: both experts see them
     first.evidence[:] = evidence
+    first.local = None if local is None else local.astype(np.float64)
     lagged.model.restore({key: arrays[f"{model}_{key}"] for key in ("P", "b", "sum")})
 
 
