@@ -16,7 +16,9 @@ all of the row's class (AMF's ``split_pure=False``: a pure leaf stays whole).
 
 Every node predicts its Krichevsky-Trofimov-smoothed class frequencies
 :math:`(n_c + \alpha) / (n + C\alpha)` and carries :math:`w_v = \exp(-\eta L_v)`, :math:`L_v` the log loss
-of its predictions on the rows that went through it, each taken before the row was counted. The tree
+of its predictions on the rows that went through it, each taken before the row was counted, the node's
+first row excepted (as AMF counts it: that row made the node, a new leaf or the root, and a leaf's
+uniform prediction of it would shrink every new leaf towards its parent). The tree
 plays the exponentially weighted average over every pruning of the tree, each pruning's prior
 :math:`2^{-(\text{its nodes that could split})}`, computed along the path by Context Tree Weighting
 (Willems, Shtarkov and Tjalkens 1995; Helmbold and Schapire 1997):
@@ -271,7 +273,11 @@ class MondrianForest:
         Python floats: each depends on the one below); ``flat``: the paths flattened (:meth:`_flat`)."""
         log_weight, log_tree = self._log_weight.reshape(-1), self._log_tree.reshape(-1)
         counts = self._counts.reshape(-1, self.classes)
-        log_weight[flat] += self.step * np.log(self._smoothed(counts[flat])[:, label])
+        # a node's first row is the one that made it (a new leaf, the root): it pays no loss on it (its
+        # uniform prediction of the row that drew it would only shrink every new leaf towards its parent)
+        path_counts = counts[flat]
+        logs = np.log(self._smoothed(path_counts)[:, label])
+        log_weight[flat] += self.step * np.where(path_counts.sum(axis=1) > 0.0, logs, 0.0)
         counts[flat, label] += 1.0
         lower, upper = self._lower.reshape(-1, self.dim), self._upper.reshape(-1, self.dim)
         lower[flat] = np.fmin(lower[flat], x)  # (a missing value: none)
