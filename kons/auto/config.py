@@ -149,7 +149,8 @@ FOREST_MAX_BYTES = 2_000_000
 FOREST_MAX_DIM = 32
 #: The Dirichlet (Krichevsky-Trofimov) prior of a node's class frequencies: AMF's earlier multi-class
 #: default; its default now left the forest behind the kernels by log loss on the tuning streams, so that
-#: it never held weight (docs/auto.md#the-mondrian-forest).
+#: it never held weight (docs/auto.md#the-mondrian-forest); with a node's first row free, a larger prior
+#: raised the log loss on most tuning streams (docs/auto.md#a-nodes-first-row-pays-no-loss).
 FOREST_DIRICHLET = 0.01
 #: Rows the forest learns before it plays, and its prior weight once it does: on a small stream (iris) it
 #: must play early and gain weight fast (docs/auto.md#the-mondrian-forest).
