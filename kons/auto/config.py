@@ -8,6 +8,7 @@ from kons.preprocessing import TARGET_BOUND
 
 __all__ = [
     "CHANGE_ENTRY_PRIOR",
+    "CONCEPT_TARGET_FADE",
     "EARLIER_REGRESSION_BOUND",
     "ENTRY_PRIOR",
     "FOREST_DIRICHLET",
@@ -90,6 +91,10 @@ RESTART_DELAYS = (0, 128, 512)
 #: should learn much as the others do (a weight of 1 cost space_ga's one false alarm dearly;
 #: docs/drift.md).
 GENERATION_TARGET_PRIOR = 8.0
+#: The rounds of its own over which that weight falls by e in the scale of the concept since the change,
+#: whose units the mixture weighs the experts in: held, the old spread outweighs a shrunk one's rows for
+#: thousands of rounds; in the generations' own scales a fading weight did worse (docs/drift.md).
+CONCEPT_TARGET_FADE = 8.0
 #: Each expert's prior in a generation started at a declared change: the switching rates alone move the
 #: weight too slowly after a long stationary stretch (docs/auto.md#change_entry_prior).
 CHANGE_ENTRY_PRIOR = 0.15

@@ -44,10 +44,11 @@ from kons.auto.experts.newton import LearnerExpert, bins_class_column_nbytes, bu
 from kons.auto.experts.protocol import Expert, Form, Row
 from kons.auto.experts.recent import RecentExpert, RecentLinear, build_linear, restore_linear
 from kons.auto.experts.tree import build_trees, restore_trees, trees_class_column_nbytes
-from kons.auto.mixture import Mixture
+from kons.auto.mixture import Mixture, Units
 from kons.auto.restarts import (
     YOUNG_BASES,
     YOUNG_SIZE,
+    FadingTargets,
     Generation,
     GenerationTargets,
     Probation,
@@ -288,6 +289,11 @@ class Grid:
         #: plays: a generation started at a change then keeps its own scale of the target
         #: (:class:`~kons.auto.restarts.GenerationTargets`); None, as a grid saved before, it does not.
         self.targets = targets
+        #: The scale of the target since the last declared change (regression), whose units the mixture
+        #: weighs the experts in (:meth:`units`): None until a change is declared, and in a grid saved
+        #: before it had one (:attr:`keeps_concept` False: it goes on as it was saved).
+        self.concept: FadingTargets | None = None
+        self.keeps_concept = targets is not None
         self.held = held
         self.log_scaler = log_scaler
         self.quantile_bins = bins  # the thresholds of the warm-up rows, if any
@@ -461,7 +467,7 @@ class Grid:
             play = expert.predict(row)
             own = scaled.get(slot)
             preds[slot] = play if own is None else self._in_grid_units(own, play)
-        played = self.mixture.mix(preds, self._weights())
+        played = self.mixture.mix(preds, self._weights(), self.units())
         self.voted = self.mixture.label(played)
         return played
 
@@ -475,6 +481,7 @@ class Grid:
         playing = self.playing()
         scaled = self._scaled_generations() if y is not None else {}
         own_targets = {id(own): own.target(cast(float, y)) for own in scaled.values()}
+        units = self.units() if y is not None else None  # the scales before the round
         for slot, expert in playing:
             own = scaled.get(slot)
             if own is None:
@@ -483,17 +490,21 @@ class Grid:
                 plays[slot] = self._in_grid_units(own, expert.learn(row, own_targets[id(own)][0]))
         for own in scaled.values():
             own.commit(own_targets[id(own)][1])
+        if self.concept is not None and y is not None:
+            self.concept.commit(self.concept.target(y)[1])
         self.log_scaler.commit(log_stats)
-        played = self.mixture.mix(plays, self._weights())
+        played = self.mixture.mix(plays, self._weights(), units)
         self.voted = self.mixture.label(played)
-        self.mixture.update(plays, t)
+        self.mixture.update(plays, t, units)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1
         in_play = {slot for slot, _ in playing}
         self._observe("update", row, kept_target, in_play)  # trees that enter now play from the next round
+        # the detectors take the loss in the grid's units, the trial in the mixture's
         loss = float(self.mixture.losses(np.array([played]), t)[0])
         if self.probation is not None:
-            self._step_trial(self.mixture.losses(plays, t), loss)
+            own_loss = loss if units is None else float(self.mixture.losses(np.array([played]), t, units)[0])
+            self._step_trial(self.mixture.losses(plays, t, units), own_loss)
         self._observe("round", row, kept_target, in_play)
         if binary:
             error = float(played * t <= 0.0)
@@ -511,6 +522,21 @@ class Grid:
         return {slot: generation.targets for g, generation in enumerate(self.young)
                 if generation is not None and generation.targets is not None
                 for slot, _ in generation.experts(g)}
+
+    def units(self) -> Units | None:
+        """The mixture's units (regression): those of the concept's scale (:attr:`concept`) from the
+        grid's; None (the grid's) before a change is declared.
+
+        The grid's own scale holds every target since the start: after a change that shrinks the
+        target's spread, the experts' losses in its units are as small as the new spread is to the old,
+        squared, and the mixture's weights, which move by those losses, hardly move at all; the
+        generation started at the change then keeps the weight it entered with, spread over its experts
+        whatever their errors (measured on ``benchmarks/drift.py``'s piecewise_scaled stream:
+        ``docs/drift.md``)."""
+        concept, targets = self.concept, self.targets
+        if concept is None or targets is None or targets.std <= 0.0 or concept.std <= 0.0:
+            return None
+        return (concept.mean - targets.mean) / targets.std, concept.std / targets.std
 
     def _in_grid_units(self, own: GenerationTargets, f: float) -> float:
         """A generation's play ``f`` in its own scale, in the learner's standardised units before the
@@ -679,7 +705,8 @@ class Grid:
         generations' own scales of the target."""
         return {**self.mixture.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
                 **{f"young{g}_targets": generation.targets.array() for g, generation in enumerate(self.young)
-                   if generation is not None and generation.targets is not None}}
+                   if generation is not None and generation.targets is not None},
+                **({"concept_scale": self.concept.array()} if self.concept is not None else {})}
 
     def nbytes(self) -> int:
         """The bytes of the saved arrays: the experts' and the grid's own, each dictionary once (see
@@ -700,8 +727,11 @@ class Grid:
         recent = self.new_recent().nbytes()
         grown += recent * sum(generation.recent is None if generation is not None else not self.held
                               for generation in self.young)
-        if self.targets is not None and not self.held:  # an empty generation's own scale, once started
+        if self.targets is not None and not self.held:  # an empty generation's own scale, once started,
+            # and the concept's
             grown += GenerationTargets(0.0, 0.0, 0.0).array().nbytes * self.young.count(None)
+            if self.keeps_concept and self.concept is None:
+                grown += FadingTargets(0.0, 0.0, 1.0, 1.0).array().nbytes
         if self.held:
             return grown
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
@@ -741,7 +771,8 @@ class Grid:
                    if any(any(nap) for nap in self.naps.values()) else {}),
                 **extra,
                 **({"probation": self.probation.state()} if self.probation is not None else {}),
-                **({"own_targets": True} if self.targets is not None else {})}
+                **({"own_targets": True} if self.targets is not None else {}),
+                **({"concept_scale": True} if self.keeps_concept else {})}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
@@ -750,6 +781,9 @@ class Grid:
         self._predicted_row = None
         if not scalars.get("own_targets", False):
             self.targets = None
+        self.keeps_concept = self.targets is not None and bool(scalars.get("concept_scale", False))
+        saved = arrays.get("concept_scale")
+        self.concept = FadingTargets.restored(saved) if saved is not None and self.keeps_concept else None
         self.log_scaler.restore(arrays, int(scalars["log_count"]), "log")
         if "young" not in scalars:
             self._restore_aggregating(arrays, rounds)

@@ -21,7 +21,11 @@ from kons.auto.config import (
     SWITCHING_PRIOR,
 )
 
-__all__ = ["MIX_BOUND", "RATES", "SWITCHING_PRIOR", "LabelVote", "Mixture", "SwitchingWeights"]
+__all__ = ["MIX_BOUND", "RATES", "SWITCHING_PRIOR", "LabelVote", "Mixture", "SwitchingWeights", "Units"]
+
+#: The mixture's units of the target, as the affine map ``(offset, factor)`` from the plays' units: a play
+#: ``f`` is ``(f - offset) / factor`` in them (regression; :meth:`Mixture.mix`).
+Units = tuple[float, float]
 
 
 
@@ -281,13 +285,15 @@ class Mixture:
         # read-only weights (the grid's, the same array until they change) and their logs, which a
         # prediction and the learning round after it both take
         self._log_w: tuple[np.ndarray, np.ndarray] | None = None
+        self._factor = 1.0  # of the last mix's units (Units), for its spread in the plays' units
 
     def weights(self) -> np.ndarray:
         return self.switching.weights()
 
-    def mix(self, preds: np.ndarray, weights: np.ndarray | None = None) -> float:
+    def mix(self, preds: np.ndarray, weights: np.ndarray | None = None, units: Units | None = None) -> float:
         """The aggregating algorithm's play for the experts' predictions ``preds`` (``weights``: the
-        current :meth:`weights`, if the caller has them)."""
+        current :meth:`weights`, if the caller has them); regression in ``units`` (:data:`Units`; None:
+        those of the plays), the play returned in the plays' units."""
         w = self.weights() if weights is None else weights
         bound = self.bound
         if self.binary:
@@ -295,6 +301,16 @@ class Mixture:
             p = float(w @ np.exp(_log_sigmoid(preds)))
             p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
             return math.log(p / (1.0 - p))
+        if units is None:
+            self._factor = 1.0
+            return self._substituted(preds, w)
+        offset, self._factor = units
+        played = self._substituted((preds - offset) / self._factor, w)
+        return min(max(offset + self._factor * played, -bound), bound)
+
+    def _substituted(self, preds: np.ndarray, w: np.ndarray) -> float:
+        """Vovk's substitution for the squared loss: the play for ``preds`` under the weights ``w``."""
+        bound = self.bound
         eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
         log_w = self._logs(w)
         centre = float(w @ preds) if self.centred else 0.0
@@ -323,13 +339,13 @@ class Mixture:
         return log_w
 
     def spread(self) -> float:
-        """The standard deviation of the last :meth:`mix`'s plays under its weights."""
+        """The standard deviation of the last :meth:`mix`'s plays under its weights, in the plays' units."""
         if self._last is None:
             return 0.0
         preds, w, deviation = self._last
         if deviation is None:
             deviation = preds - float(w @ preds)
-        return math.sqrt(max(float(w @ (deviation * deviation)), 0.0))
+        return self._factor * math.sqrt(max(float(w @ (deviation * deviation)), 0.0))
 
     def mix_probabilities(self, probabilities: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
@@ -338,19 +354,23 @@ class Mixture:
         mixed: np.ndarray = (self.weights() if weights is None else weights) @ probabilities
         return mixed
 
-    def losses(self, plays: np.ndarray, t: float) -> np.ndarray:
+    def losses(self, plays: np.ndarray, t: float, units: Units | None = None) -> np.ndarray:
         r"""The experts' losses times the mixture's learning rate: :math:`\eta \ell(f_i, t)`, whose
         :math:`e^{-\eta \ell}` is each expert's likelihood (the log loss, or the squared loss on
-        :math:`[-B, B]` with :math:`\eta = 1/(2B^2)`)."""
+        :math:`[-B, B]` with :math:`\eta = 1/(2B^2)`, in ``units`` as :meth:`mix`)."""
         if self.binary:
             scaled: np.ndarray = -_log_sigmoid(t * plays)
             return scaled
+        if units is not None:
+            offset, factor = units
+            plays, t = (plays - offset) / factor, (t - offset) / factor
         target = min(max(t, -self.bound), self.bound)
         return (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
 
-    def update(self, plays: np.ndarray, t: float) -> None:
-        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}`, then the switching weights' share."""
-        self.switching.apply(self.losses(plays, t))
+    def update(self, plays: np.ndarray, t: float, units: Units | None = None) -> None:
+        r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}` (in ``units`` as :meth:`mix`), then the
+        switching weights' share."""
+        self.switching.apply(self.losses(plays, t, units))
 
     @staticmethod
     def label(played: float) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 
 from kons.auto.config import (
     CHANGE_ENTRY_PRIOR,
+    CONCEPT_TARGET_FADE,
     ENTRY_PRIOR,
     GENERATION_TARGET_PRIOR,
     GENERATIONS,
@@ -38,8 +39,8 @@ from kons.sparse import SparseVector
 if TYPE_CHECKING:
     from kons.auto.grid import Grid
 
-__all__ = ["YOUNG_BASES", "YOUNG_SIZE", "Generation", "GenerationTargets", "Probation", "RecentRounds",
-           "replay", "restart", "young_slots"]
+__all__ = ["YOUNG_BASES", "YOUNG_SIZE", "FadingTargets", "Generation", "GenerationTargets", "Probation",
+           "RecentRounds", "replay", "restart", "young_slots"]
 
 #: Restarted copies of grid members in a generation.
 YOUNG_BASES = len(YOUNG_LINEAR) + YOUNG_KERNELS
@@ -102,6 +103,8 @@ def restart(grid: Grid, span: int) -> None:
     are no larger than those they replace: the slots' kinds are fixed), so that a held learner keeps
     its size. The generation first learns the last ``span`` rounds kept (this one included): the rows
     since the declared change's estimated onset (:func:`replay`)."""
+    # at a declared change the concept's scale starts afresh, the change's generation from the same prior
+    fresh = _restart_concept(grid, span) if grid.rounds == grid.last_change else None
     weights = grid.mixture.weights()
     g = _replaced_generation(grid, weights)
     if g is None:
@@ -116,10 +119,8 @@ def restart(grid: Grid, span: int) -> None:
     kernels = (len(replaced.members) - len(YOUNG_LINEAR) if grid.held and replaced is not None
                else YOUNG_KERNELS)
     members = [*YOUNG_LINEAR, *list(at_default_step)[:kernels]]
-    targets = (None if grid.targets is None
-               else GenerationTargets(grid.targets.mean, grid.targets.std, GENERATION_TARGET_PRIOR))
     generation = Generation(grid.rounds, members, [grid.new_member(i) for i in members],
-                            RecentExpert(grid.new_recent()), targets)
+                            RecentExpert(grid.new_recent()), _generation_targets(grid, fresh))
     replay(grid, generation, span)
     grid.young[g] = generation
     slots = young_slots(g)  # a generation with fewer copies (held) leaves its last copies' slots empty
@@ -134,6 +135,36 @@ def restart(grid: Grid, span: int) -> None:
         grid.mixture.enter(entering, ENTRY_PRIOR)
     if grid.leader in young_slots(g):
         grid.leader_since = grid.rounds
+
+
+def _restart_concept(grid: Grid, span: int) -> GenerationTargets | None:
+    """At a declared change, the grid's scale of the concept (:attr:`Grid.concept`, regression) starts
+    afresh: the last concept's scale (the learner's at the first change) as a fading prior
+    (:class:`FadingTargets`, :data:`GENERATION_TARGET_PRIOR`), then the last ``span`` rounds kept (the rows
+    since the change's estimated onset). Returns the change's generation's own scale before those rounds
+    (it replays them itself): the same prior, not fading; None, and no scale of the concept, while the
+    growth is held (it would add to the state) or in a grid saved before it had one."""
+    if grid.targets is None or not grid.keeps_concept or (grid.concept is None and grid.held):
+        return None
+    last = grid.concept if grid.concept is not None else grid.targets
+    grid.concept = FadingTargets(last.mean, last.std, GENERATION_TARGET_PRIOR, CONCEPT_TARGET_FADE)
+    for _, _, target in grid.kept.last(span):
+        grid.concept.commit(grid.concept.target(grid.targets.mean + grid.targets.std * target)[1])
+    return GenerationTargets(last.mean, last.std, GENERATION_TARGET_PRIOR)
+
+
+def _generation_targets(grid: Grid, fresh: GenerationTargets | None) -> GenerationTargets | None:
+    """A new generation's own scale of the target (regression): ``fresh`` at a declared change
+    (:func:`_restart_concept`), else the one it would have had started at the change
+    (:meth:`FadingTargets.fixed`), else, in a grid without a scale of the concept, the learner's weighted as
+    :data:`GENERATION_TARGET_PRIOR` rounds."""
+    if grid.targets is None:
+        return None
+    if fresh is not None:
+        return fresh
+    if grid.concept is not None:
+        return grid.concept.fixed()
+    return GenerationTargets(grid.targets.mean, grid.targets.std, GENERATION_TARGET_PRIOR)
 
 
 def _replaced_generation(grid: Grid, weights: np.ndarray) -> int | None:
@@ -221,6 +252,7 @@ class GenerationTargets:
     def commit(self, stats: tuple[float, float, float]) -> None:
         self.count, self.mean, self.m2 = stats
 
+
     def array(self) -> np.ndarray:
         return np.array([self.count, self.mean, self.m2])
 
@@ -231,6 +263,91 @@ class GenerationTargets:
             raise StateFormatError("a generation's target scale is not one.")
         targets = cls(0.0, 0.0, 0.0)
         targets.commit((float(array[0]), float(array[1]), float(array[2])))
+        return targets
+
+
+class FadingTargets:
+    r"""The scale of the target since the last declared change (regression: the grid's
+    :attr:`~kons.auto.grid.Grid.concept`, whose units the mixture weighs the experts in): the mean and
+    deviation of the targets since the change pooled with a prior scale (the last concept's: the
+    learner's, or the scale since the change before) weighted as ``prior`` rounds at first, and as
+    :math:`c\,e^{-n/f}` rounds after :math:`n` rounds of its own (:math:`c` = ``prior``, :math:`f` =
+    ``fade``).
+
+    A prior of fixed weight :math:`c` (:class:`GenerationTargets`) holds the scale to the old concept's for
+    as long as its variance, weighted :math:`c`, outweighs the rows': after a change that shrinks the
+    target's spread by a factor :math:`k`, for about :math:`c k^2` rounds (thousands, on
+    ``benchmarks/drift.py``'s piecewise_scaled stream: ``docs/drift.md``), and a mixture that weighs the
+    experts in those units hardly tells them apart. Faded, the prior stands for the first rows alone (a
+    scale's first rows give no deviation); after a few tens of rounds the scale is that of the rows since
+    the change.
+
+    ``play`` and ``target`` as :class:`GenerationTargets`'.
+    """
+
+    def __init__(self, mean: float, std: float, prior: float, fade: float) -> None:
+        self.prior, self.prior_mean, self.prior_std, self.fade = prior, mean, std, fade
+        self.count, self.own_mean, self.m2 = 0.0, 0.0, 0.0  # of its own rows
+
+    def _pooled(self, count: float, own_mean: float, m2: float) -> tuple[float, float]:
+        """The mean and deviation of ``count`` own rows (``own_mean``, ``m2``) pooled with the prior."""
+        weight = self.prior * math.exp(-count / self.fade)
+        total = weight + count
+        if total <= 0.0:
+            return self.prior_mean, self.prior_std
+        gap = own_mean - self.prior_mean
+        mean = self.prior_mean + gap * count / total
+        variance = (weight * self.prior_std ** 2 + m2 + gap * gap * weight * count / total) / total
+        return mean, math.sqrt(max(variance, 0.0))
+
+    @property
+    def mean(self) -> float:
+        return self._pooled(self.count, self.own_mean, self.m2)[0]
+
+    @property
+    def std(self) -> float:
+        return self._pooled(self.count, self.own_mean, self.m2)[1]
+
+    def play(self, f: float, mean: float, std: float, bound: float) -> float:
+        """As :meth:`GenerationTargets.play`."""
+        if std <= 0.0:
+            return f
+        own_mean, own_std = self._pooled(self.count, self.own_mean, self.m2)
+        return min(max((own_mean + own_std * f - mean) / std, -bound), bound)
+
+    def target(self, y: float) -> tuple[float, tuple[float, float, float]]:
+        """``y`` standardised by the statistics that include it, and its own rows' (to commit)."""
+        count = self.count + 1.0
+        delta = y - self.own_mean
+        own_mean = self.own_mean + delta / count
+        m2 = self.m2 + delta * (y - own_mean)
+        mean, std = self._pooled(count, own_mean, m2)
+        return ((y - mean) / std if std > 0.0 else 0.0), (count, own_mean, m2)
+
+    def commit(self, stats: tuple[float, float, float]) -> None:
+        self.count, self.own_mean, self.m2 = stats
+
+    def array(self) -> np.ndarray:
+        return np.array([self.prior, self.prior_mean, self.prior_std, self.fade, self.count, self.own_mean,
+                         self.m2])
+
+    def fixed(self) -> GenerationTargets:
+        """The scale of the same prior and rows with the prior's weight kept (:class:`GenerationTargets`)."""
+        total = self.prior + self.count
+        gap = self.own_mean - self.prior_mean
+        fixed = GenerationTargets(0.0, 0.0, 0.0)
+        fixed.commit((total, self.prior_mean + gap * self.count / total,
+                      self.prior * self.prior_std**2 + self.m2 + gap * gap * self.prior * self.count / total))
+        return fixed
+
+    @classmethod
+    def restored(cls, array: np.ndarray) -> FadingTargets:
+        """The scale :meth:`array` saved; StateFormatError if it is not one."""
+        if (array.shape != (7,) or not np.isfinite(array).all() or array[0] <= 0.0 or array[2] < 0.0
+                or array[3] <= 0.0 or array[4] < 0.0 or array[6] < 0.0):
+            raise StateFormatError("a generation's target scale is not one.")
+        targets = cls(float(array[1]), float(array[2]), float(array[0]), float(array[3]))
+        targets.commit((float(array[4]), float(array[5]), float(array[6])))
         return targets
 
 

@@ -1,6 +1,8 @@
 """A generation started at a declared change keeps its own scale of the target (issue 39): its statistics
 against the pooled moments of its prior and its rows, its plays in the learner's units, ``auto`` on a
-target whose level and spread jump, the state through restarts, and a state saved before it."""
+target whose level and spread jump, the state through restarts, and a state saved before it; the prior
+that fades and the scale of the concept since the change, whose units the mixture weighs the experts in
+(a target whose spread shrinks), and a state saved before them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import pytest
 
 import kons
 from kons.auto import Auto
-from kons.auto.restarts import GenerationTargets
+from kons.auto.mixture import Mixture
+from kons.auto.restarts import FadingTargets, GenerationTargets
 from kons.errors import StateFormatError
 from tests.reference import restored_in_step
 
@@ -81,6 +84,7 @@ def test_auto_with_generations_of_their_own_scale_saves_and_restores_bit_identic
     assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 4
     _, arrays = kons._state.decode(original.to_bytes())
     assert any(name.endswith("_targets") and name.startswith("young") for name in arrays)
+    assert "concept_scale" in arrays
 
 
 def test_a_state_saved_before_the_generations_had_their_own_scale_goes_on_without_it() -> None:
@@ -102,3 +106,108 @@ def test_a_state_saved_before_the_generations_had_their_own_scale_goes_on_withou
     _, saved = kons._state.decode(old.to_bytes())
     assert not any(name.startswith("young") and name.endswith("_targets") for name in saved)
     assert "own_targets" not in kons._state.decode(old.to_bytes())[0]["scalars"]
+
+
+def test_a_fading_scale_is_the_pooled_moments_of_its_rows_and_a_prior_of_fading_weight() -> None:
+    rng = np.random.default_rng(1)
+    prior_mean, prior_std, prior, fade = 300.0, 80.0, 8.0, 5.0
+    ys = 40.0 + 7.0 * rng.normal(size=60)
+    targets = FadingTargets(prior_mean, prior_std, prior, fade)
+    assert (targets.mean, targets.std) == (prior_mean, prior_std)
+    for k, y in enumerate(ys, start=1):
+        t, stats = targets.target(float(y))
+        targets.commit(stats)
+        seen, weight = ys[:k], prior * np.exp(-k / fade)
+        mean = (weight * prior_mean + seen.sum()) / (weight + k)
+        m2 = weight * prior_std**2 + weight * (prior_mean - mean) ** 2 + ((seen - mean) ** 2).sum()
+        std = np.sqrt(m2 / (weight + k))
+        assert targets.mean == pytest.approx(mean, rel=1e-9)
+        assert targets.std == pytest.approx(std, rel=1e-9)
+        assert t == pytest.approx((y - mean) / std, rel=1e-9)
+    # faded: the rows' own moments, where a fixed prior would still hold the old spread
+    assert targets.std == pytest.approx(ys.std(), rel=2e-3)
+    fixed = GenerationTargets(prior_mean, prior_std, prior)
+    for y in ys:
+        fixed.commit(fixed.target(float(y))[1])
+    assert fixed.std > 5.0 * ys.std()
+    assert np.allclose(targets.fixed().array(), fixed.array(), rtol=1e-9)  # the same, the prior kept
+    # a play in its units is the same target in the learner's, as GenerationTargets'
+    expected = (targets.mean + 2.0 * targets.std - 50.0) / 20.0
+    assert targets.play(2.0, 50.0, 20.0, bound=20.0) == pytest.approx(expected)
+
+
+def test_a_saved_fading_scale_that_is_not_one_is_refused() -> None:
+    saved = FadingTargets(1.0, 2.0, 8.0, 8.0)
+    saved.commit((3.0, 1.5, 0.5))
+    assert np.array_equal(FadingTargets.restored(saved.array()).array(), saved.array())
+    for k, bad in ((0, 0.0), (2, -1.0), (3, 0.0), (4, -1.0), (6, -1.0), (1, np.nan)):
+        array = saved.array()
+        array[k] = bad
+        with pytest.raises(StateFormatError):
+            FadingTargets.restored(array)
+    with pytest.raises(StateFormatError):
+        FadingTargets.restored(saved.array()[:6])
+
+
+def test_the_mixture_in_other_units_is_the_same_mixture_mapped_there_and_back() -> None:
+    rng = np.random.default_rng(2)
+    preds, t = rng.normal(size=6), 0.3
+    offset, factor = -0.4, 0.05
+    weights = rng.dirichlet(np.ones(6))
+    plain, mapped = Mixture(binary=False, bound=20.0, experts=6), Mixture(binary=False, bound=20.0, experts=6)
+    played = mapped.mix(preds, weights, (offset, factor))
+    assert played == pytest.approx(offset + factor * plain.mix((preds - offset) / factor, weights))
+    assert mapped.spread() == pytest.approx(factor * plain.spread())
+    assert np.allclose(mapped.losses(preds, t, (offset, factor)),
+                       plain.losses((preds - offset) / factor, (t - offset) / factor))
+    # without units, as before
+    assert plain.mix(preds, weights) == Mixture(binary=False, bound=20.0, experts=6).mix(preds, weights, None)
+
+
+def _shrinking(n: int = 1600, change: int = 800) -> tuple[np.ndarray, np.ndarray]:
+    """Raw rows of a linear target whose spread falls 20 times at round ``change``, its level by 300."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(n, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
+    y = 10.0 * X[:, 0] + 0.5 * (X[:, 1] - 300.0) + rng.normal(size=n) + 400.0
+    y[change:] = 0.05 * (y[change:] - 400.0) + 100.0
+    return X, y
+
+
+def test_after_a_shrink_the_mixture_weighs_the_experts_in_the_new_concept_s_units() -> None:
+    X, y = _shrinking()
+    learner = Auto()
+    learner.learn_many(X, y)
+    grid = learner._grid
+    assert grid is not None and grid.targets is not None and grid.concept is not None
+    declared = learner.last_change_round
+    assert declared is not None and 800 < declared < 850
+    after = y[900:]
+    # (its own rows start at the change's estimated onset, a few rows early: they widen it, by 3 here)
+    assert grid.concept.std < 4.0 * after.std() and abs(grid.concept.mean - after.mean()) < after.std()
+    units = grid.units()
+    assert units is not None and units[1] == pytest.approx(grid.concept.std / grid.targets.std)
+    assert units[1] < 0.05  # where the learner's scale pools the spread before the change
+    # a generation started since learns on the same prior and rows, the prior's weight kept
+    for generation in (g for g in grid.young if g is not None and g.start > declared):
+        assert generation.targets is not None
+        fixed = grid.concept.fixed()
+        assert generation.targets.mean == pytest.approx(fixed.mean, rel=1e-6)
+
+
+def test_a_state_saved_before_the_concept_s_scale_goes_on_without_it() -> None:
+    """A regression state without the grid's ``concept_scale`` (as every one saved before) keeps the rule it
+    was saved under through its next change: the mixture in the learner's units, its generations' scales
+    from the learner's; and it plays as the same state under the new rule up to the change."""
+    X, y = _shrinking()
+    learner = Auto()
+    learner.learn_many(X[:600], y[:600])
+    header, arrays = kons._state.decode(learner.to_bytes())
+    del header["scalars"]["concept_scale"]
+    old = kons.load(kons._state.encode(header, arrays))
+    assert isinstance(old, Auto) and old._grid is not None and not old._grid.keeps_concept
+    new = kons.load(learner.to_bytes())
+    plays_old, plays_new = old.learn_many(X[600:], y[600:]), new.learn_many(X[600:], y[600:])
+    assert old.stats()["changes"] >= 1 and old._grid.concept is None and old._grid.units() is None
+    assert 600 + int(np.flatnonzero(plays_old != plays_new)[0]) > 800
+    header, saved = kons._state.decode(old.to_bytes())
+    assert "concept_scale" not in saved and "concept_scale" not in header["scalars"]

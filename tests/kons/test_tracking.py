@@ -13,14 +13,14 @@ import pytest
 
 import kons
 from kons.auto import Auto
-from kons.auto.config import GENERATION_TARGET_PRIOR
+from kons.auto.config import CONCEPT_TARGET_FADE, GENERATION_TARGET_PRIOR
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.neighbours import RecentNeighbours
 from kons.auto.experts.recent import RecentLinear
 from kons.auto.grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form
 from kons.auto.learner import REGRESSION_BOUND
 from kons.auto.mixture import MIX_BOUND, RATES, SWITCHING_PRIOR, Mixture, SwitchingWeights
-from kons.auto.restarts import GenerationTargets, RecentRounds, restart, young_slots
+from kons.auto.restarts import FadingTargets, GenerationTargets, RecentRounds, restart, young_slots
 from kons.base import _round_numerics
 from kons.errors import NumericalError
 from kons.preprocessing import TargetScaler
@@ -599,16 +599,20 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
     fresh_recent = grid.new_recent()
     fresh = [grid.new_base(GRID[i]) for i in generation.members]
     # the generation's own scale of the target: the learner's weighted as GENERATION_TARGET_PRIOR rows, then
-    # the rows since the onset (their kept targets in the user's units by the learner's scale)
+    # the rows since the onset (their kept targets in the user's units by the learner's scale); the grid's
+    # scale of the concept, the mixture's units, the same with its prior fading
     own = GenerationTargets(pooled.mean, pooled.std, GENERATION_TARGET_PRIOR)
+    concept = FadingTargets(pooled.mean, pooled.std, GENERATION_TARGET_PRIOR, CONCEPT_TARGET_FADE)
     for z, zlog, kept in since:
         t, stats = own.target(pooled.mean + pooled.std * kept)
         own.commit(stats)
+        concept.commit(concept.target(pooled.mean + pooled.std * kept)[1])
         forms = grid.views_forms(z, zlog)
         fresh_recent.learn(forms[False, True], t)
         for i, base in zip(generation.members, fresh, strict=True):
             base.learn_one(forms[_form(GRID[i])], t)
     assert generation.targets is not None and np.array_equal(generation.targets.array(), own.array())
+    assert grid.concept is not None and np.array_equal(grid.concept.array(), concept.array())
     for name, array in fresh_recent.arrays().items():
         assert np.array_equal(generation.recent.arrays()[name], array), name
     for restarted, base in zip(generation.bases, fresh, strict=True):
