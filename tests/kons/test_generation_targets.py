@@ -49,12 +49,17 @@ def test_a_saved_scale_that_is_not_one_is_refused() -> None:
             GenerationTargets.restored(bad)
 
 
+def _linear(n: int, seed: int, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Raw rows of 3 features and a linear target of theirs at ``level``."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
+    return X, 10.0 * X[:, 0] + 0.5 * (X[:, 1] - 300.0) + rng.normal(size=n) + level
+
+
 def _jumping(n: int = 1600, change: int = 800) -> tuple[np.ndarray, np.ndarray]:
     """Raw rows of a linear target whose sign flips at round ``change``, its level rising by 300 and its
     spread growing 4 times there."""
-    rng = np.random.default_rng(7)
-    X = rng.normal(size=(n, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
-    y = 10.0 * X[:, 0] + 0.5 * (X[:, 1] - 300.0) + rng.normal(size=n) + 50.0
+    X, y = _linear(n, 7, 50.0)
     y[change:] = 4.0 * (100.0 - y[change:]) + 300.0
     return X, y
 
@@ -166,9 +171,7 @@ def test_the_mixture_in_other_units_is_the_same_mixture_mapped_there_and_back() 
 
 def _shrinking(n: int = 1600, change: int = 800) -> tuple[np.ndarray, np.ndarray]:
     """Raw rows of a linear target whose spread falls 20 times at round ``change``, its level by 300."""
-    rng = np.random.default_rng(11)
-    X = rng.normal(size=(n, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
-    y = 10.0 * X[:, 0] + 0.5 * (X[:, 1] - 300.0) + rng.normal(size=n) + 400.0
+    X, y = _linear(n, 11, 400.0)
     y[change:] = 0.05 * (y[change:] - 400.0) + 100.0
     return X, y
 
