@@ -165,7 +165,11 @@ class Kind:
     below :data:`NAP_WEIGHT` for :data:`NAP_ROUNDS` rounds, and wake at the next change declared, to enter
     again as they entered first (:meth:`Grid._doze`). ``class_column_nbytes``: the most bytes one more
     class adds to its experts on rows of a given number of features (:func:`class_column_nbytes`; none
-    for experts that take no room per class).
+    for experts that take no room per class). ``observes_napping``: napping, they still observe the rounds
+    (a window of rows kept fresh for when they wake), only neither play nor enter. ``naps_among_classes``:
+    False for a kind that naps only while the mixture has no label vote (one score: regression, two
+    classes); among three classes or more it is a voter of the label of fewest errors, whose worth its
+    weight in the mixture does not measure, and it stays (or wakes) in play.
     ``build``, ``restore`` and ``class_column_nbytes`` live with the kind's adapter, in its module of
     :mod:`kons.auto.experts`, and take the grid as a :class:`~kons.auto.experts.protocol.GridContext`.
     """
@@ -179,6 +183,8 @@ class Kind:
     observes: str = "round"
     naps: bool = False
     class_column_nbytes: Callable[[int], int] = _no_class_column
+    observes_napping: bool = False
+    naps_among_classes: bool = True
 
 
 #: The experts after the generations, one line a kind, in the order of their slots (a kind added later
@@ -188,9 +194,13 @@ EXPERTS: tuple[Kind, ...] = (
     # grid's prior
     Kind(("bins",), ("ons+intercept(quantile thresholds)",), build_bins, restore_bins,
          start_prior=1.0 / (len(GRID) + 2), class_column_nbytes=bins_class_column_nbytes),
-    # the local expert: asleep until its window holds NEIGHBOURS_WAKE_ROWS rows
+    # the local expert: asleep until its window holds NEIGHBOURS_WAKE_ROWS rows; it naps as the trees
+    # (its ranking of the window costs much of a round where it rarely holds weight), still keeping
+    # the rows, so that it wakes on a window as fresh as if it had stayed; not among three classes or
+    # more, where its labels may lead the vote while its probabilities hold no weight
     Kind(("neighbours",), (f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)",),
-         build_neighbours, restore_neighbours, wake_prior=NEIGHBOURS_PRIOR),
+         build_neighbours, restore_neighbours, wake_prior=NEIGHBOURS_PRIOR, naps=True, observes_napping=True,
+         naps_among_classes=False),
     # the Hoeffding trees (classes): they learn every row and enter together after TREE_WAKE_ROWS
     Kind(tuple(f"tree{i}" for i in range(len(TREE_GRACES))),
          tuple(f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES), build_trees, restore_trees,
@@ -548,12 +558,15 @@ class Grid:
         """The round outside their plays of the kinds that observe ``when`` (:attr:`Kind.observes`), and
         the entry of a sleeping kind once its first expert is ready."""
         for kind, experts in zip(self.kinds, self.experts, strict=True):
-            if kind.observes != when or experts is None or self._napping(kind):
+            if kind.observes != when or experts is None:
+                continue
+            napping = self._napping(kind)
+            if napping and not kind.observes_napping:
                 continue
             slots = self._slots(kind)
             for slot, expert in zip(slots, experts, strict=True):
                 expert.observe(row, target, self.classes, slot in in_play)
-            asleep = kind.start_prior is None and not self.mixture.switching.active[slots[0]]
+            asleep = not napping and kind.start_prior is None and not self.mixture.switching.active[slots[0]]
             if asleep and experts[0].ready():
                 self.mixture.enter(slots, kind.wake_prior)
 
@@ -606,13 +619,15 @@ class Grid:
                 continue
             nap = self.naps[kind.slots[0]]
             slots = self._slots(kind)
+            voting = self.mixture.vote is not None and not kind.naps_among_classes
             if nap[1]:
-                if changed:
+                if changed or voting:
                     nap[:] = [0, 0]
                 continue
             if not self.mixture.switching.active[slots[0]]:  # not entered yet
                 continue
-            nap[0] = nap[0] + 1 if float(np.add.reduce(weights[slots])) < NAP_WEIGHT else 0
+            negligible = not voting and float(np.add.reduce(weights[slots])) < NAP_WEIGHT
+            nap[0] = nap[0] + 1 if negligible else 0
             if nap[0] >= NAP_ROUNDS:
                 self.mixture.switching.leave(slots)
                 nap[:] = [0, 1]

@@ -13,7 +13,14 @@ import kons
 import kons._state
 import kons.auto.experts.neighbours
 import kons.auto.grid
-from kons.auto.config import NEIGHBOUR_ROWS, NEIGHBOURS_MAX_DIM, NEIGHBOURS_PRIOR, NEIGHBOURS_WAKE_ROWS
+from kons.auto.config import (
+    NAP_ROUNDS,
+    NAP_WEIGHT,
+    NEIGHBOUR_ROWS,
+    NEIGHBOURS_MAX_DIM,
+    NEIGHBOURS_PRIOR,
+    NEIGHBOURS_WAKE_ROWS,
+)
 from kons.auto.experts.neighbours import SAME_POINT_DISTANCE, NeighboursExpert, RecentNeighbours
 from kons.auto.grid import Grid, layout
 from kons.errors import StateFormatError
@@ -229,3 +236,78 @@ def test_no_local_expert_on_sparse_or_wide_rows(dim: int, sparse: bool, has_one:
     assert ("neighbours_rows" in kons._state.decode(learner.to_bytes())[1]) == has_one
     assert grid.names()[NEIGHBOURS_SLOT].endswith(", none") != has_one
     assert kons.load(learner.to_bytes()).to_bytes() == learner.to_bytes()
+
+
+def _linear_then_flipped(rows: int, flip: int) -> tuple[np.ndarray, np.ndarray]:
+    """A linear target the linear members learn (the local expert's weight falls away), flipped at
+    ``flip``."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(rows, 5))
+    y = X @ np.array([1.0, -2.0, 0.5, 1.5, -1.0])
+    y[flip:] = -y[flip:]
+    return X, y
+
+
+def test_the_local_expert_naps_while_negligible_keeping_its_rows_and_wakes_at_a_change() -> None:
+    X, y = _linear_then_flipped(1900, 1600)
+    learner = kons.Auto(task="regression")
+    napped = woke = None
+    for r, (x, t) in enumerate(zip(X, y, strict=True)):
+        grid = learner._grid
+        before = None
+        window = None if grid is None else _window(grid)
+        if grid is not None and window is not None:
+            before = (grid.naps["neighbours"][1], window.kept, grid.mixture.weights())
+        learner.learn_one(x, t)
+        grid = learner._grid
+        window = None if grid is None else _window(grid)
+        if before is None or grid is None or window is None:
+            continue
+        was_napping, kept, weights = before
+        napping = bool(grid.naps["neighbours"][1])
+        in_play = bool(grid.mixture.switching.active[NEIGHBOURS_SLOT])
+        assert window.kept == kept + 1  # it keeps every row, napping or not
+        if napping:
+            assert not in_play  # out of the mixture: it neither plays nor ranks its rows
+            if not was_napping:  # it naps now: below NAP_WEIGHT for NAP_ROUNDS rounds in play
+                napped = r
+                assert weights[NEIGHBOURS_SLOT] < NAP_WEIGHT
+                assert not any("nearest" in name for name in learner.stats()["weights"])
+        elif was_napping:  # a change was declared this round: awake, it enters at the next round
+            woke = r
+            assert grid.last_change == grid.rounds and not in_play
+        elif woke is not None and r == woke + 1:
+            assert in_play
+    assert napped is not None and woke is not None and NAP_ROUNDS < napped < 1600 <= woke
+
+
+@pytest.mark.parametrize("saved_at", [1500, 1610])  # napping; just after the change, awake again
+def test_a_learner_saved_with_a_napping_local_expert_plays_on_bit_identically(saved_at: int) -> None:
+    X, y = _linear_then_flipped(1700, 1600)
+    learner = kons.Auto(task="regression")
+    for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
+        learner.learn_one(x, t)
+    copy = kons.Auto.from_bytes(learner.to_bytes())
+    assert copy._grid is not None and learner._grid is not None and copy._grid.naps == learner._grid.naps
+    for x, t in zip(X[saved_at:], y[saved_at:], strict=True):
+        assert learner.predict_one(x) == copy.predict_one(x)
+        assert learner.learn_one(x, t) == copy.learn_one(x, t)
+    assert learner.to_bytes() == copy.to_bytes()
+
+
+def test_among_three_classes_the_local_expert_never_naps_it_votes() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2200, 5))
+    score = X @ np.array([1.0, -2.0, 0.5, 1.5, -1.0])
+    labels = np.digitize(score, np.quantile(score, [1 / 3, 2 / 3]))
+    learner = kons.Auto(task="classification")
+    negligible = longest = 0
+    for x, label in zip(X, labels, strict=True):
+        learner.learn_one(x, int(label))
+        grid = learner._grid
+        if grid is None or not grid.mixture.switching.active[NEIGHBOURS_SLOT]:
+            continue
+        assert grid.naps["neighbours"] == [0, 0]
+        negligible = negligible + 1 if grid.mixture.weights()[NEIGHBOURS_SLOT] < NAP_WEIGHT else 0
+        longest = max(longest, negligible)
+    assert longest > NAP_ROUNDS  # long enough a nap would have begun (as for the trees)
