@@ -53,6 +53,10 @@ The regression ``auto`` cases' checksums once more when a generation started at 
 keep its own scale of the target (issue 39: the grid saves ``own_targets``; no change is declared on these
 streams, so every play and prediction is the same, bit for bit on machine 74a754614c7087c4), taken from
 that machine's recording.
+The ``auto`` cases' final-state checksums once more (issue 39 and 36: the lag experts' local mean and the
+mixture's units since a declared change saved, the forest's and the neighbours' naps; on these 240-round
+streams no change is declared, no nap begins and no forest plays, so every play and prediction is the same,
+bit for bit on machine 74a754614c7087c4), the regression cases' taken from that machine's recording.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
