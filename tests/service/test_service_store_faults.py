@@ -138,16 +138,18 @@ async def test_a_writer_does_not_wait_for_a_renewal_that_lost_its_cancel(
     renewal (CPython gh-86296; during a cluster shard's outage about one cancel in twenty): the writer must
     still end at once and the renewal stop. (It used to renew the lease for ever while its writer waited
     for it: the request hung, the learner stayed locked; test_service_cluster's shard-down test hung so.)"""
-    client = await make_client(lease_ttl_ms=600)  # renewed every 0.2 s, each renewal's call 0.2 s here
+    client = await make_client(lease_ttl_ms=1500)  # renewed every 0.5 s
     leases: WriterLeases = client.app.state.service.writer.leases
     ref = LearnerRef("default", "m")
     assert (await client.put(URL, json=SPEC)).status_code == 201
     renew = leases.store.leases.renew
     renewals = 0
+    in_call = asyncio.Event()
 
     async def swallowing_renew(ref: LearnerRef, token: str, ttl_ms: int) -> bool:
         nonlocal renewals
         renewals += 1
+        in_call.set()
         with contextlib.suppress(asyncio.CancelledError):  # what wait_for does when the cancel races its end
             await asyncio.sleep(0.2)
         return await renew(ref, token, ttl_ms)
@@ -155,12 +157,12 @@ async def test_a_writer_does_not_wait_for_a_renewal_that_lost_its_cancel(
     monkeypatch.setattr(leases.store.leases, "renew", swallowing_renew)
 
     async def write() -> None:
-        async with leases.hold(ref):
-            await asyncio.sleep(0.3)  # the renewal is in its Redis call when the writer ends
+        async with leases.hold(ref), asyncio.timeout(5):
+            await in_call.wait()  # the writer ends while its renewal is in its Redis call
 
     writer = asyncio.create_task(write())
     try:
-        done, _ = await asyncio.wait({writer}, timeout=3)  # (wait_for would cancel, and hide, a hang)
+        done, _ = await asyncio.wait({writer}, timeout=5)  # (wait_for would cancel, and hide, a hang)
         assert done, "the writer waited for its renewal, which lost its cancel and renews for ever"
         writer.result()
         assert renewals == 1
