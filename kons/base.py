@@ -753,7 +753,12 @@ class Learner(abc.ABC):
         O(number of arrays): nothing is copied or encoded (a composite adds up its parts'). It differs
         from ``len(to_bytes())`` by the blob's JSON headers (a few hundred bytes per learner in it).
         """
-        return (arrays_nbytes(self._arrays()) if self._has_model else 0) + self._conformal_nbytes()
+        return (self._arrays_nbytes() if self._has_model else 0) + self._conformal_nbytes()
+
+    def _arrays_nbytes(self) -> int:
+        """The bytes of :meth:`_arrays` (a subclass whose arrays are costly to gather counts them from
+        their shapes instead: the service asks the size after every round)."""
+        return arrays_nbytes(self._arrays())
 
     def _conformal_nbytes(self) -> int:
         """The bytes of the conformal component's arrays (0 until a coverage is asked)."""

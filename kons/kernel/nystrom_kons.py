@@ -19,7 +19,7 @@ import numpy as np
 from kons._multinomial import clipped_scores, newton_outputs, widened
 from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
-from kons.base import Learner, arrays_nbytes
+from kons.base import Learner
 from kons.errors import NumericalError
 from kons.kernel._newton import KernelNewton
 from kons.kernel.kors import KORS, KORSProposal
@@ -37,6 +37,7 @@ MIN_RELATIVE_RESIDUAL = 1e-8
 _DICTIONARY_ARRAYS = ("kors_points", "kors_sq_norms", "kors_weights", "kors_chol", "factor")
 #: The arrays of KORS that only its proposals use: a full dictionary's state leaves them out.
 _PROPOSALS_ONLY = ("kors_weights", "kors_chol")
+_FLOAT_NBYTES = np.dtype(np.float64).itemsize  # every array of the state holds float64
 #: While a composite saves its learners (:func:`dictionaries_saved_apart`): the prefix of each learner's
 #: dictionary's arrays in the composite's state, by the learner's id; while it restores them
 #: (:func:`dictionaries_restored`): the composite's arrays.
@@ -418,6 +419,19 @@ class NystromKONS(Learner):
         return {name: array[:triangle] if name in ("kors_chol", "factor") else array[:size]
                 for name, array in arrays.items() if not (full and name in _PROPOSALS_ONLY)}
 
+    def _dictionary_nbytes(self) -> int:
+        """The bytes of :meth:`_dictionary_arrays`, from the sizes alone (nothing gathered)."""
+        size, dim = self._size, self._dim
+        triangle = size * (size + 1) // 2
+        floats = size * dim + size + triangle  # the points, their squared norms and ``L``
+        if size < self.max_dictionary and not self._kors.retired:
+            floats += size + triangle  # KORS's weights and factor
+        return floats * _FLOAT_NBYTES
+
+    def _arrays_nbytes(self) -> int:
+        newton = self._inverse.packed.nbytes + self._weights.nbytes
+        return newton if id(self) in _SAVING.get() else newton + self._dictionary_nbytes()
+
     def _arrays(self) -> dict[str, np.ndarray]:
         newton = {"inverse": self._inverse.packed, "weights": self._weights}
         if id(self) in _SAVING.get():  # the composite saves the dictionary
@@ -555,7 +569,7 @@ def repeated_dictionary_nbytes(learners: Mapping[str, Learner], *, growing: bool
     """The bytes of the dictionaries that several of ``learners`` use, once per learner but the first: what
     :func:`dictionaries_saved_apart` saves once instead. ``growing``: of the dictionaries not yet full only
     (a sharer that keeps a row out of one, its coin or its failed round, takes its own copy again)."""
-    return sum((len(group) - 1) * arrays_nbytes(group[0][1]._dictionary_arrays())
+    return sum((len(group) - 1) * group[0][1]._dictionary_nbytes()
                for group in _by_dictionary(learners)
                if not growing or group[0][1]._size < group[0][1].max_dictionary)
 

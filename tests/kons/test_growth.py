@@ -113,6 +113,65 @@ def test_state_nbytes_encodes_nothing(kind: str, monkeypatch: pytest.MonkeyPatch
     assert learner.max_growth_nbytes(10) >= 0
 
 
+def _saved_nbytes(learner: Learner) -> int:
+    """The size the slow way: the saved blob's bytes but its headers."""
+    blob = learner.to_bytes()
+    return len(blob) - _overheads(blob)[0]
+
+
+def _drifting(n: int, task: str) -> tuple[list[Any], list[Any]]:
+    """Raw rows whose target's sign flips halfway (a change ``auto`` declares and restarts on); classes
+    appear along the way for a multiclass task; records (a category with new values along the way) for
+    the task ``records``."""
+    rng = np.random.default_rng(36)
+    X = rng.normal(size=(n, 3)) * [1.0, 20.0, 0.1] + [0.0, 300.0, 5.0]
+    target = 10.0 * X[:, 0] + 0.5 * (X[:, 1] - 300.0) + rng.normal(size=n)
+    target[n // 2 :] *= -1.0
+    rows: list[Any] = list(X)
+    if task == "records":
+        rows = [{"a": x[0], "b": x[1], "kind": f"k{i % (2 + i // 100)}"} for i, x in enumerate(X)]
+    if task == "binary":
+        return rows, [bool(t > 0) for t in target]
+    if task == "multiclass":  # a third class from a quarter of the stream on, a fourth from three quarters
+        seen = 2 + (np.arange(n) >= n // 4) + (np.arange(n) >= 3 * n // 4)
+        return rows, [f"c{int(k)}" for k in np.digitize(target, [-15.0, 0.0, 15.0]) % seen]
+    return rows, list(target + 50.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["regression", "binary", "multiclass", "records"])
+def test_auto_state_nbytes_is_the_saved_size_after_every_round(task: str) -> None:
+    """Through the warm-up, dictionary growth, new classes, a declared change and its restarts, a held
+    stretch and reloads, the size counted from shapes is the saved state's after every round."""
+    rows, targets = _drifting(1200, task)
+    learner = kons.Auto(task="classification" if task in ("binary", "multiclass") else "regression")
+    for i, (x, y) in enumerate(zip(rows, targets, strict=True)):
+        if learner.input_dim is not None:
+            learner.hold_growth(900 <= i < 1000)
+        learner.learn_one(x, y)
+        if i % 300 == 299:  # as the service loads it: dictionaries restored, a full one's KORS retired
+            reloaded = kons.load(learner.to_bytes())
+            assert isinstance(reloaded, kons.Auto)
+            learner = reloaded
+        if task != "records":
+            assert learner.state_nbytes() == _saved_nbytes(learner), i
+        elif learner._prep.ready:  # the record encoder's size is an estimate (JSON): the learned arrays'
+            learned = learner.state_nbytes() - learner._prep.nbytes()
+            saved = learner._model.arrays()  # the nested blobs' arrays without their headers, as above
+            assert learned == sum(a.nbytes - (_overheads(a.tobytes())[0] if a.dtype == np.uint8 else 0)
+                                  for a in saved.values()), i
+    assert learner.changes_detected >= 1  # the restarts were played through
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if not k.startswith("auto:")])
+def test_state_nbytes_is_the_saved_size_after_every_round(kind: str) -> None:
+    learner = _build(kind)
+    X, y = _stream(learner)
+    for i, (x, t) in enumerate(zip(X, y, strict=True)):
+        learner.learn_one(x, t)
+        assert learner.state_nbytes() == _saved_nbytes(learner), i
+
+
 # ----------------------------------------------------------------- capabilities
 def test_capabilities_are_declared() -> None:
     for name in LEAVES:
