@@ -2,16 +2,21 @@
 
 ``kons.Auto()`` plays the raw regime's streams (:mod:`benchmarks.raw_regime`: rows as stored, the
 protocol's order, the first ``T`` rows; ``task="classification"`` for the binary sets) exactly as the
-quality suites do, with every expert's calls timed: its plays and learning (``predict``, ``learn``,
-``probabilities``, ``learn_class``) and its round outside its plays (``observe``). The experts are
-grouped by kind:
+quality suites do, and two of the multi-class benchmark's streams (:mod:`benchmarks.multiclass`: the
+same rows and labels, learnt as given), with every expert's calls timed: its plays and learning
+(``predict``, ``learn``, ``probabilities``, ``learn_class``) and its round outside its plays
+(``observe``). The experts are grouped by kind:
 
 * ``nystrom members``: the eight Nystrom KONS members of the grid (their shared kernel row and solve
   counted where it is computed, in the first member of a dictionary that plays the row);
 * ``ons members``: the three linear ONS members;
 * ``generations``: the restarted copies of members after a change and each generation's linear model;
-* ``bins``: the linear model on the quantile thresholds; ``neighbours``: the local expert; ``trees``: the
-  three Hoeffding trees (classes only);
+* then one group per kind of :data:`kons.auto.grid.EXPERTS` (named by :data:`GROUPS`): ``bins``, the
+  linear model on the quantile thresholds; ``neighbours``, the local expert; ``trees``, the three
+  Hoeffding trees (classes only); ``lags``, the last target and its autoregression, and ``linear``, the
+  Bayesian linear model of every row (regression only); ``forest``, the Mondrian forest (three classes
+  or more). An expert is grouped by the kind whose list holds it in the playing grid, so a kind added to
+  ``EXPERTS`` without a group here stops the run rather than hide in ``rest``;
 * ``rest``: the round's time outside the experts (validation, the scalers and the row's forms, the
   mixture, the change detectors, the kept rounds).
 
@@ -20,10 +25,15 @@ mean mixture weight (the sum over its slots of the marginal weights after each r
 those rounds in which one of its experts leads (has the largest weight). An expert whose time share is
 far above its weight and that never leads costs more than it gives on that stream.
 
-Both suites run: the 12 headline sets (the TUNING streams, where a rule of ``auto`` may be chosen) and
-the 14 held-out sets (where it is reported). The timing wrappers add a little to every expert's calls
-(about a microsecond each), which is counted in the experts' shares; the shares are from one process, so
-the machine's load moves them little. Run with one BLAS thread::
+Three suites run: the 12 headline sets (the TUNING streams, where a rule of ``auto`` may be chosen), the
+14 held-out sets (where it is reported), and the multi-class streams ``image_segments`` (7 classes, a
+TUNING stream of the multi-class rules) and ``random_rbf10`` (10 classes, held out), the only suite where
+the forest plays. Among three classes or more the label ``auto`` gives is a vote of its experts' labels
+(:class:`kons.auto.mixture.LabelVote`), whose weights are not those of the mixture reported here.
+
+The timing wrappers add a little to every expert's calls (about a microsecond each), which is counted in
+the experts' shares; the shares are from one process, so the machine's load moves them little.
+Run with one BLAS thread::
 
     OPENBLAS_NUM_THREADS=1 python -m benchmarks.expert_cost --out benchmarks/results
 """
@@ -43,20 +53,38 @@ import numpy as np
 
 import kons
 from benchmarks.common import command_line, machine_summary, markdown_table, require_datasets
+from benchmarks.multiclass import STREAMS, SYNTHETIC_ROWS, TUNING_STREAMS
 from benchmarks.provenance import provenance, publish
 from benchmarks.raw_report import SUITES
+from kons.auto.experts.forest import ForestExpert
+from kons.auto.experts.lags import LastTarget, TargetLags
 from kons.auto.experts.neighbours import NeighboursExpert
 from kons.auto.experts.newton import LearnerExpert, ThresholdExpert
 from kons.auto.experts.recent import RecentExpert
 from kons.auto.experts.tree import TreeExpert
-from kons.auto.grid import Grid
+from kons.auto.grid import Grid, Kind
 from kons.datasets import load_dataset
 from kons.kernel.nystrom_kons import NystromKONS
 
-KINDS = ("nystrom members", "ons members", "generations", "bins", "neighbours", "trees", "rest")
+#: The group of each kind of :data:`kons.auto.grid.EXPERTS`, by the kind's first slot.
+GROUPS = {"bins": "bins", "neighbours": "neighbours", "tree0": "trees", "target_last": "lags",
+          "linear": "linear", "forest": "forest"}
+KINDS = ("nystrom members", "ons members", "generations", *GROUPS.values(), "rest")
+#: The multi-class suite: streams of :mod:`benchmarks.multiclass`, one it tunes on and one it holds out.
+MULTICLASS = ("image_segments", "random_rbf10")
 #: The experts' calls that are timed (the protocol's per-round methods).
 _TIMED = ("predict", "learn", "probabilities", "learn_class", "observe")
-_CLASSES = (LearnerExpert, ThresholdExpert, NeighboursExpert, RecentExpert, TreeExpert)
+_CLASSES = (LearnerExpert, ThresholdExpert, NeighboursExpert, RecentExpert, TreeExpert, ForestExpert,
+            LastTarget, TargetLags)
+
+
+def group_of(kind: Kind) -> str:
+    """The group of a kind of :data:`~kons.auto.grid.EXPERTS` (an error for a kind this benchmark does not
+    know: its time would be counted as the round's ``rest``)."""
+    if kind.slots[0] not in GROUPS:
+        raise RuntimeError(f"benchmarks.expert_cost has no group for the experts {kind.slots}: "
+                           "add it to GROUPS")
+    return GROUPS[kind.slots[0]]
 
 
 class _Clock:
@@ -66,17 +94,29 @@ class _Clock:
         self.seconds = dict.fromkeys(KINDS, 0.0)
         self.grid: Grid | None = None
         self.depth = 0  # nested expert calls (a ThresholdExpert's learn is LearnerExpert's) count once
+        self._known: dict[int, tuple[Any, str]] = {}  # id -> (the expert, kept so the id stays its, its kind)
 
     def kind(self, expert: Any) -> str:
-        if isinstance(expert, ThresholdExpert):
-            return "bins"
-        if isinstance(expert, NeighboursExpert):
-            return "neighbours"
-        if isinstance(expert, TreeExpert):
-            return "trees"
         grid = self.grid
-        if isinstance(expert, LearnerExpert) and grid is not None and any(expert is m for m in grid.members):
+        if grid is None:  # the round that builds the grid (not counted)
+            return "rest"
+        known = self._known.get(id(expert))
+        if known is None or known[0] is not expert:
+            known = (expert, self._find(grid, expert))
+            self._known[id(expert)] = known
+        return known[1]
+
+    @staticmethod
+    def _find(grid: Grid, expert: Any) -> str:
+        """The group of ``expert`` in the grid playing: a member, one of a kind of EXPERTS, else a
+        generation's (its copies and linear model)."""
+        if any(expert is member for member in grid.members):
             return "nystrom members" if isinstance(expert.base, NystromKONS) else "ons members"
+        for kind, experts in zip(grid.kinds, grid.experts, strict=True):
+            if any(expert is own for own in experts or ()):
+                if not isinstance(expert, _CLASSES):
+                    raise RuntimeError(f"benchmarks.expert_cost does not time {type(expert).__name__}")
+                return group_of(kind)
         return "generations"
 
 
@@ -114,22 +154,31 @@ def _clocked(clock: _Clock) -> Iterator[None]:
 
 def _slot_kinds(grid: Grid) -> np.ndarray:
     """Each mixture slot's kind, by its name (:mod:`kons.auto.slots`; the constant's: "rest")."""
+    of_slot = {slot: group_of(kind) for kind in grid.kinds for slot in kind.slots}
+
     def kind(name: str) -> str:
         if name.startswith("base"):
             member = grid.members[int(name.removeprefix("base"))]
             return "nystrom members" if isinstance(member.base, NystromKONS) else "ons members"
-        prefixes = (("young", "generations"), ("bins", "bins"), ("neighbours", "neighbours"),
-                    ("tree", "trees"))
-        return next((kind for prefix, kind in prefixes if name.startswith(prefix)), "rest")
+        return "generations" if name.startswith("young") else of_slot.get(name, "rest")
     return np.array([kind(name) for name in grid.layout], dtype=object)
+
+
+def _stream(name: str, rows: int) -> tuple[np.ndarray, list[Any], str]:
+    """The first ``rows`` rows of ``name``, their targets (labels as given among several classes) and task
+    (``regression``, ``binary`` or ``multi-class``)."""
+    if name in STREAMS:
+        X, labels = STREAMS[name](SYNTHETIC_ROWS)
+        return X[:rows], labels[:rows], "multi-class"
+    data = load_dataset(name, rows, standardize=False)
+    return data.X, [float(y) for y in data.y], data.task
 
 
 def stream_cost(name: str, rows: int) -> dict[str, Any]:
     """``auto`` on the first ``rows`` raw rows of ``name``: each kind's seconds, mean weight and lead share
     over the rounds the grid played, and the round's mean time."""
-    data = load_dataset(name, rows, standardize=False)
-    regression = data.task == "regression"
-    auto = kons.Auto() if regression else kons.Auto(task="classification")
+    X, targets, task = _stream(name, rows)
+    auto = kons.Auto() if task == "regression" else kons.Auto(task="classification")
     clock = _Clock()
     weight = dict.fromkeys(KINDS, 0.0)
     leads = dict.fromkeys(KINDS, 0)
@@ -137,12 +186,12 @@ def stream_cost(name: str, rows: int) -> dict[str, Any]:
     total = 0.0
     kinds = None
     with _clocked(clock):
-        for x, y in zip(data.X, data.y, strict=True):
+        for x, y in zip(X, targets, strict=True):
             grid = auto._grid
             clock.grid = grid
             before = dict(clock.seconds)
             start = time.perf_counter()
-            auto.learn_one(x, float(y))
+            auto.learn_one(x, y)
             elapsed = time.perf_counter() - start
             if grid is None:  # the warm-up (or the round that built the grid): not counted
                 clock.seconds = before
@@ -156,7 +205,7 @@ def stream_cost(name: str, rows: int) -> dict[str, Any]:
             leads[str(kinds[grid.leader])] += 1
     experts = sum(v for k, v in clock.seconds.items() if k != "rest")
     clock.seconds["rest"] = total - experts
-    return {"dataset": name, "task": data.task, "rows": len(data.y), "dim": int(data.X.shape[1]),
+    return {"dataset": name, "task": task, "rows": len(targets), "dim": int(X.shape[1]),
             "rounds": rounds, "round_us": 1e6 * total / max(rounds, 1),
             "share": {k: v / total for k, v in clock.seconds.items()} if total else {},
             "weight": {k: v / rounds for k, v in weight.items()} if rounds else {},
@@ -171,7 +220,7 @@ def _cell(record: dict[str, Any], kind: str) -> str:
 
 def _summary(records: list[dict[str, Any]], task: str) -> list[str]:
     """The mean over a suite's streams of one task, per kind."""
-    chosen = [r for r in records if (r["task"] == "regression") == (task == "regression") and r["rounds"]]
+    chosen = [r for r in records if r["task"] == task and r["rounds"]]
     if not chosen:
         return []
     rows = []
@@ -187,7 +236,8 @@ def _summary(records: list[dict[str, Any]], task: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suites", nargs="+", default=["headline", "holdout"], choices=sorted(SUITES))
+    parser.add_argument("--suites", nargs="+", default=["headline", "holdout", "multiclass"],
+                        choices=[*sorted(SUITES), "multiclass"])
     parser.add_argument("--rows", type=int, default=5000, help="T: the first rows of each stream")
     parser.add_argument("--datasets", nargs="*", help="only these data sets (default: the suites')")
     parser.add_argument("--out", type=Path, help="folder for expert_cost.md/.json (else: stdout only)")
@@ -204,19 +254,21 @@ def main(argv: list[str] | None = None) -> None:
              "streams a rule chosen on them is reported on."]
     record: dict[str, Any] = {"rows": args.rows, "suites": {}}
     for suite_name in args.suites:
-        suite = SUITES[suite_name]
-        names = [n for n in suite.datasets if not args.datasets or n in args.datasets]
-        require_datasets(names, "expert_cost")
+        suite = MULTICLASS if suite_name == "multiclass" else SUITES[suite_name].datasets
+        names = [n for n in suite if not args.datasets or n in args.datasets]
+        require_datasets([n for n in names if n not in STREAMS], "expert_cost")
         records = []
         for name in names:
             records.append(stream_cost(name, args.rows))
             print(f"[{name}] {records[-1]['round_us']:.0f} us/round, load {os.getloadavg()[0]:.1f}",
                   flush=True)
         record["suites"][suite_name] = records
-        role = "TUNING" if suite_name == "headline" else "HELD-OUT"
+        role = {"headline": "TUNING", "holdout": "HELD-OUT"}.get(suite_name) or ", ".join(
+            f"{n}: {'TUNING' if n in TUNING_STREAMS else 'HELD-OUT'}" for n in names)
         lines += ["", f"## {suite_name} ({role} streams), load average at the end "
                   + " / ".join(f"{v:.2f}" for v in os.getloadavg()), ""]
-        lines += _summary(records, "regression") + _summary(records, "classification")
+        lines += [line for task in ("regression", "binary", "multi-class")
+                  for line in _summary(records, task)]
         rows = [[r["dataset"], r["task"], r["dim"], f"{r['round_us']:.0f}", *(_cell(r, k) for k in KINDS)]
                 for r in records]
         lines += markdown_table(["data set", "task", "d", "round (us)", *KINDS], rows)

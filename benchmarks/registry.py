@@ -134,7 +134,7 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_long --out benchmarks/results",
               ("auto_long.md",), (*_LIBRARY, "benchmarks/auto_long.py")),
     Benchmark("Each kind of auto's experts: its share of the round's time against its mixture weight and "
-              "leads, on the raw regime's tuning and held-out streams (issue 36)",
+              "leads, on the raw regime's tuning and held-out streams and two multi-class streams (issue 36)",
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.expert_cost --out benchmarks/results",
               ("expert_cost.md", "expert_cost.json", "expert_cost_naps.md", "expert_cost_naps.json"),
               (*_LIBRARY, "benchmarks/expert_cost.py")),
@@ -142,6 +142,11 @@ BENCHMARKS = (
               "OPENBLAS_NUM_THREADS=1 python -m benchmarks.auto_round --paired --old PATH --old-name 469cdfb "
               "--out benchmarks/results",
               ("auto_round_paired.md",), (*_LIBRARY, "benchmarks/auto_round.py")),
+    Benchmark("A mature auto's saved state against 469cdfb's, in five cases: bytes, zlib bytes, save and "
+              "load CPU (issue 36: state bytes <= 0.6x)",
+              "OPENBLAS_NUM_THREADS=1 python -m benchmarks.state_bytes --old PATH_469cdfb --names 469cdfb "
+              "--repeats 2 --saves 5 --out benchmarks/results",
+              ("state_bytes.md", "state_bytes.json"), (*_LIBRARY, "benchmarks/state_bytes.py")),
     Benchmark("auto on stationary data before and after issue 20: the 26 raw sets within 1%",
               "python -m benchmarks.drift_stationary --after DIR --out benchmarks/results (DIR: the --out of "
               "`benchmarks.quality --regime raw --methods auto` runs of both suites)",

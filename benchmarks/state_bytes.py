@@ -10,7 +10,10 @@ one after the other per case, ``--repeats`` times, alternating, so that their ti
 the bytes do not depend on it. Run it with one BLAS thread::
 
     mkdir -p /tmp/base469 && git archive 469cdfb | tar -x -C /tmp/base469
-    OPENBLAS_NUM_THREADS=1 python -m benchmarks.state_bytes --old /tmp/base469 /tmp/main --out DIR
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.state_bytes --old /tmp/base469 --names 469cdfb --out DIR
+
+Its pages carry the provenance of this checkout's ``kons`` (:mod:`benchmarks.provenance`); the other
+checkouts are named in the command.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+#: What the run measures in this checkout (its pages' provenance).
+SOURCES = ("kons", "benchmarks/state_bytes.py")
 #: case -> (task, features, rows learnt before saving)
 CASES: dict[str, tuple[str, int, int]] = {
     "regression, d = 8": ("regression", 8, 1500),
@@ -106,7 +111,8 @@ def _commit_of(tree: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from benchmarks.common import REPO, command_line, git_commit, machine_summary, markdown_table
+    from benchmarks.common import REPO, command_line, machine_summary, markdown_table
+    from benchmarks.provenance import provenance, publish
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", type=Path, nargs="*", default=[],
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, help="rows learnt in every case (else: each case's own)")
     parser.add_argument("--out", type=Path, help="folder for state_bytes.md (else: stdout only)")
     args = parser.parse_args(argv)
-    commit = git_commit(("kons", "benchmarks"))  # the code the children import, as the run starts
+    stamp = provenance(SOURCES)  # the code the children of this checkout import, as the run starts
     names = args.names or [_commit_of(tree) for tree in args.old]
     trees = {**dict(zip(names, args.old, strict=True)), "this checkout": REPO}
     command = command_line("benchmarks.state_bytes", argv, outputs=("--out",))
@@ -149,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         "# The saved state of a mature `auto`",
         "",
-        f"Command: `OPENBLAS_NUM_THREADS=1 {command}` at commit {commit}"
+        f"Command: `OPENBLAS_NUM_THREADS=1 {command}` at commit {stamp['commit'][:7]}"
+        + (" (with local changes)" if stamp["dirty"] else "")
         + "".join(f"; {label}: {tree}" for label, tree in zip(names, args.old, strict=True))
         + f". Machine: {machine_summary()}; load average {min(loads):.1f}-{max(loads):.1f} over the run.",
         "",
@@ -164,9 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        (args.out / "state_bytes.md").write_text(text)
-        (args.out / "state_bytes.json").write_text(json.dumps({"command": command, "trees": {
-            label: str(tree) for label, tree in trees.items()}, "results": results}, indent=1) + "\n")
+        publish(args.out, "state_bytes", stamp, text, {"command": command, "trees": {
+            label: str(tree) for label, tree in trees.items()}, "results": results})
 
 
 if __name__ == "__main__":
