@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, cast
 
@@ -242,7 +241,7 @@ class RoundRoute(KonsRoute):
                 return None
             try:
                 parsed = await request.json()
-            except json.JSONDecodeError:
+            except ValueError:  # not JSON, or not UTF-8 at all: FastAPI's handler answers either
                 return None
             ref = learner_of(request, request.path_params["name"], headers.get("authorization"))
             seen = headers.get("kons-seen-version")

@@ -74,7 +74,11 @@ def loads_strict(body: bytes) -> Any:
             return value
     # A malformed body, a number out of range or a lone surrogate (which the fast parser refuses, the
     # standard one takes): the standard parser names the offending token, the walk the string.
-    value = json.loads(body, parse_constant=_reject_constant, parse_float=_parse_float)
+    try:
+        value = json.loads(body, parse_constant=_reject_constant, parse_float=_parse_float)
+    except UnicodeDecodeError as exc:  # (a ValueError that is not a JSONDecodeError: it has no position)
+        raise InvalidJSONError(f"The body is not valid JSON: it is not UTF-8 text ({exc.reason} at byte "
+                               f"{exc.start}).") from None
     _check_text(value, ())
     return value
 

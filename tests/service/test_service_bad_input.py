@@ -55,6 +55,9 @@ RAW_BODIES = [  # (path suffix, raw body, status, code, words)
     ("/feedback", b'{"x": [1e999, 2, 3], "y": 1}', 400, "invalid_json", ["1e999"]),
     ("/feedback", b'{"x": [1, 2, 3], "y": 1e400}', 400, "invalid_json", ["out of range"]),
     ("/feedback", b"", 422, "validation_error", []),
+    # not UTF-8 (a fuzzer's body; the rounds' fast path once answered it with a 500)
+    ("/predict", b'1\x1cFl;\xff\x01">@\xca\x9e', 400, "invalid_json", ["UTF-8"]),
+    ("/feedback", b'{"x": [1, 2, 3], "y": "\xff"}', 400, "invalid_json", ["UTF-8"]),
 ]
 
 
