@@ -12,6 +12,7 @@ import kons
 from kons.auto.config import NAP_ROUNDS, NAP_WEIGHT, TREE_GRACES, TREE_WAKE_ROWS
 from kons.auto.experts.tree import HoeffdingTree, TreeExpert
 from kons.auto.grid import ENTRY_PRIOR, EXPERTS, Grid, layout
+from tests.kons.streams import linear_then_flipped
 
 TREE_NAMES = [f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES]
 
@@ -99,17 +100,8 @@ def test_regression_has_no_trees() -> None:
     assert not set(TREE_NAMES) & set(learner.stats()["weights"])
 
 
-def _linear_then_flipped(rows: int, flip: int) -> tuple[np.ndarray, np.ndarray]:
-    """A linear concept the Newton members learn (the trees' weight falls away), flipped at ``flip``."""
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(rows, 5))
-    y = np.where(X @ np.array([1.0, -2.0, 0.5, 1.5, -1.0]) > 0, 1.0, -1.0)
-    y[flip:] = -y[flip:]
-    return X, y
-
-
 def test_the_trees_nap_while_negligible_and_wake_at_a_change() -> None:
-    X, y = _linear_then_flipped(1300, 1000)
+    X, y = linear_then_flipped(1300, 1000, labels=True)
     learner = kons.Auto(task="classification")
     napped = woke = None
     for r, (x, t) in enumerate(zip(X, y, strict=True)):
@@ -145,7 +137,7 @@ def test_the_trees_nap_while_negligible_and_wake_at_a_change() -> None:
 
 @pytest.mark.parametrize("saved_at", [900, 1010])  # napping; just after the change, awake again
 def test_a_learner_saved_with_napping_trees_plays_on_bit_identically(saved_at: int) -> None:
-    X, y = _linear_then_flipped(1100, 1000)
+    X, y = linear_then_flipped(1100, 1000, labels=True)
     learner = kons.Auto(task="classification")
     for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
         learner.learn_one(x, t)

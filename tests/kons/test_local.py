@@ -24,6 +24,7 @@ from kons.auto.config import (
 from kons.auto.experts.neighbours import SAME_POINT_DISTANCE, NeighboursExpert, RecentNeighbours
 from kons.auto.grid import Grid, layout
 from kons.errors import StateFormatError
+from tests.kons.streams import linear_then_flipped
 
 NEIGHBOURS_SLOT = layout(kons.auto.grid.EXPERTS).index("neighbours")
 
@@ -238,18 +239,8 @@ def test_no_local_expert_on_sparse_or_wide_rows(dim: int, sparse: bool, has_one:
     assert kons.load(learner.to_bytes()).to_bytes() == learner.to_bytes()
 
 
-def _linear_then_flipped(rows: int, flip: int) -> tuple[np.ndarray, np.ndarray]:
-    """A linear target the linear members learn (the local expert's weight falls away), flipped at
-    ``flip``."""
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(rows, 5))
-    y = X @ np.array([1.0, -2.0, 0.5, 1.5, -1.0])
-    y[flip:] = -y[flip:]
-    return X, y
-
-
 def test_the_local_expert_naps_while_negligible_keeping_its_rows_and_wakes_at_a_change() -> None:
-    X, y = _linear_then_flipped(1900, 1600)
+    X, y = linear_then_flipped(1900, 1600)
     learner = kons.Auto(task="regression")
     napped = woke = None
     for r, (x, t) in enumerate(zip(X, y, strict=True)):
@@ -283,7 +274,7 @@ def test_the_local_expert_naps_while_negligible_keeping_its_rows_and_wakes_at_a_
 
 @pytest.mark.parametrize("saved_at", [1500, 1610])  # napping; just after the change, awake again
 def test_a_learner_saved_with_a_napping_local_expert_plays_on_bit_identically(saved_at: int) -> None:
-    X, y = _linear_then_flipped(1700, 1600)
+    X, y = linear_then_flipped(1700, 1600)
     learner = kons.Auto(task="regression")
     for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
         learner.learn_one(x, t)
