@@ -201,6 +201,8 @@ class NystromKONS(Learner):
     can_hold_growth = True
     _eta: float  # resolved in _set_params, never None here
     _sqrt_eta: float
+    #: The features, weights and score of the last row scored (:meth:`_score`); not state.
+    _scored: tuple[np.ndarray, np.ndarray, Any] | None = None
 
     kernel: Kernel
     alpha: float
@@ -289,7 +291,18 @@ class NystromKONS(Learner):
     def _predict(self, x: np.ndarray) -> float:
         phi, kxx = self._features(x)
         self._played_row, self._played_quad = (phi, kxx, self._inverse, None), None  # for _spread
-        return float(phi @ self._weights)
+        return float(self._score(phi))
+
+    def _score(self, phi: np.ndarray) -> Any:
+        """:math:`\\phi^\\top u` (the margins ``phi @ W`` of the multinomial round), once for a row played and
+        then learnt: kept with the very arrays it was computed from (a round replaces the weights, a new
+        row's features are new arrays), whose product it then is bit for bit."""
+        scored = self._scored
+        if scored is not None and scored[0] is phi and scored[1] is self._weights:
+            return scored[2]
+        score = phi @ self._weights
+        self._scored = phi, self._weights, score
+        return score
 
     def _quad(self, row: tuple[np.ndarray, float, PackedSymmetric, float | None]) -> float:
         r"""The leverage of the row in the whole feature space: :math:`\phi^\top A^{-1} \phi` in the
@@ -355,7 +368,7 @@ class NystromKONS(Learner):
 
     def _learn(self, x: np.ndarray, y: float) -> tuple[float, float]:
         phi, kxx = self._features(x)
-        y_bar = float(phi @ self._weights)
+        y_bar = float(self._score(phi))
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
         y_hat = self._clip(y_bar)
@@ -388,11 +401,11 @@ class NystromKONS(Learner):
         self._weights = widened(self._weights, outputs)
 
     def _class_scores(self, x: np.ndarray) -> np.ndarray:
-        return clipped_scores(self._features(x)[0] @ self._weights, self.C)
+        return clipped_scores(self._score(self._features(x)[0]), self.C)
 
     def _learn_class(self, x: np.ndarray, label: int) -> tuple[np.ndarray, float]:
         phi, kxx = self._features(x)
-        margins = phi @ self._weights
+        margins = self._score(phi)
         check_finite(margins)
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)
