@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._multinomial import clipped_scores, newton_outputs, widened
+from kons._multinomial import clipped_scores, newton_outputs, reference_softmax, widened
 from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
 from kons.base import Learner
@@ -203,6 +203,8 @@ class NystromKONS(Learner):
     _sqrt_eta: float
     #: The features, weights and score of the last row scored (:meth:`_score`); not state.
     _scored: tuple[np.ndarray, np.ndarray, Any] | None = None
+    #: The margins, clipped scores and probabilities of the last multinomial play (:meth:`_class_play`).
+    _class_played: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     kernel: Kernel
     alpha: float
@@ -401,16 +403,35 @@ class NystromKONS(Learner):
         self._weights = widened(self._weights, outputs)
 
     def _class_scores(self, x: np.ndarray) -> np.ndarray:
-        return clipped_scores(self._score(self._features(x)[0]), self.C)
+        return self._class_play(self._score(self._features(x)[0]))[0]
+
+    def _class_probabilities(self, x: np.ndarray) -> np.ndarray:
+        """The probabilities played for ``x`` (:func:`~kons._multinomial.reference_softmax` of
+        :meth:`_class_scores`), kept for its learning round (read only)."""
+        return self._class_play(self._score(self._features(x)[0]))[1]
+
+    def _class_play(self, margins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The clipped scores of ``margins`` and their probabilities, once for a row played and then learnt
+        (the margins are the very array :meth:`_score` keeps)."""
+        played = self._class_played
+        if played is None or played[0] is not margins:
+            scores = clipped_scores(margins, self.C)
+            probabilities = reference_softmax(scores)
+            scores.flags.writeable = probabilities.flags.writeable = False
+            played = self._class_played = margins, scores, probabilities
+        return played[1], played[2]
 
     def _learn_class(self, x: np.ndarray, label: int) -> tuple[np.ndarray, float]:
         phi, kxx = self._features(x)
         margins = self._score(phi)
         check_finite(margins)
+        played = self._class_played
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)
         s = float(phi @ v)
-        probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
+        probabilities, step, shrink = newton_outputs(
+            margins, label, self.C, self._eta, s,
+            played=played[1:] if played is not None and played[0] is margins else None)
         new_weights = weights - np.multiply.outer(v, step)
         check_finite(new_weights, shrink * float(np.maximum.reduce(v * v, initial=0.0)))
         self._commit(joining, inverse, new_weights, shrink, v)
