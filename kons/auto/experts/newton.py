@@ -5,7 +5,7 @@ round: the grid checked the row's forms once for all of them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -25,8 +25,8 @@ __all__ = ["LearnerExpert", "ThresholdExpert", "bins_class_column_nbytes", "buil
 def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
     """A base's class probabilities for ``row``, nothing learnt (a Nystrom base keeps them for the
     learning round of the row)."""
-    if isinstance(base, NystromKONS):
-        return base._class_probabilities(row)
+    if isinstance(base, NystromKONS):  # (whose form of the row is dense)
+        return base._class_probabilities(cast(np.ndarray, row))
     return reference_softmax(multinomial_rounds(base)._class_scores(row))
 
 
