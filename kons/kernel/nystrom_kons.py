@@ -52,13 +52,13 @@ class _SharedRound:
     members alone, which only ever grow at the end, so every sharer gets the very floats it would have
     computed on its own dictionary."""
 
-    __slots__ = ("filling", "given", "joined", "kxx", "phi", "proposal", "size", "x")
+    __slots__ = ("filling", "given", "joined", "kxx", "phi", "proposal", "row", "size")
 
     def __init__(self, filling: set[int]) -> None:
         #: The sharers (by id) whose embedding is not full yet: KORS retires once none is left.
         self.filling = filling
-        self.x: np.ndarray | None = None
-        self.given: np.ndarray | None = None  # the array the row came in (``x`` is its copy)
+        self.row: bytes | None = None  # the row's values, bit for bit
+        self.given: np.ndarray | None = None  # the array the row came in
         self.size = -1
         self.phi = np.zeros(0)
         self.kxx = 0.0
@@ -66,18 +66,19 @@ class _SharedRound:
         self.joined = False
 
     def holds(self, x: np.ndarray, size: int) -> bool:
-        """Whether the round kept is that of the row ``x`` on the dictionary's first ``size`` members. The
-        very array it came in is recognised without comparing every value when nothing can have written
-        to it (read-only, owning its memory): the sharers of a grid take the same array, the round's form
-        of the row, and a play and the learning round after it the same row."""
-        if self.size != size or self.x is None:
+        """Whether the round kept is that of the row ``x`` (its values bit for bit: the features are a
+        function of those) on the dictionary's first ``size`` members. The very array it came in is
+        recognised without reading its values when nothing can have written to it (read-only, owning its
+        memory): the sharers of a grid take the same array, the round's form of the row, and a play and the
+        learning round after it the same row."""
+        if self.size != size or self.row is None:
             return False
         if x is self.given and not x.flags.writeable and x.base is None:
             return True
-        return np.array_equal(self.x, x)
+        return x.tobytes() == self.row  # (a float64 row of the learner's dimension, as the one kept)
 
     def keep(self, x: np.ndarray, size: int, phi: np.ndarray, kxx: float) -> None:
-        self.x, self.size, self.phi, self.kxx = np.array(x, copy=True), size, phi, kxx
+        self.row, self.size, self.phi, self.kxx = x.tobytes(), size, phi, kxx
         self.given = x
         self.proposal, self.joined = None, False
 
