@@ -100,17 +100,22 @@ def reference_softmax(scores: np.ndarray) -> np.ndarray:
     return probabilities
 
 
-def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s: float
+def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s: float, *,
+                   played: tuple[np.ndarray, np.ndarray] | None = None
                    ) -> tuple[np.ndarray, np.ndarray, float]:
     r"""One multinomial round's play and step (see the module docstring).
 
-    ``margins`` (K-1,): the unclipped scores :math:`W^\top\phi`; ``s``: :math:`\phi^\top A_{t-1}^{-1}\phi`.
+    ``margins`` (K-1,): the unclipped scores :math:`W^\top\phi`; ``s``: :math:`\phi^\top A_{t-1}^{-1}\phi`;
+    ``played``: the clipped scores and the probabilities of ``margins`` if the play computed them already.
     Returns the played probabilities (K,), the step (K-1,) with :math:`W_{t+1} = W_t - v\,\mathrm{step}^\top`
     for :math:`v = A_{t-1}^{-1}\phi`, and the Sherman-Morrison coefficient ``shrink``,
     :math:`A_t^{-1} = A_{t-1}^{-1} - \mathrm{shrink}\; v v^\top`.
     """
-    scores = clipped_scores(margins, bound)
-    probabilities = reference_softmax(scores)
+    if played is None:
+        scores = clipped_scores(margins, bound)
+        probabilities = reference_softmax(scores)
+    else:
+        scores, probabilities = played
     gradient = probabilities[1:].copy()  # p_k - [y = k] for the scores k >= 1
     if label:
         gradient[label - 1] -= 1.0

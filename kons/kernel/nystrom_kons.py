@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._multinomial import clipped_scores, newton_outputs, widened
+from kons._multinomial import clipped_scores, newton_outputs, reference_softmax, widened
 from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
 from kons.base import Learner
@@ -52,13 +52,13 @@ class _SharedRound:
     members alone, which only ever grow at the end, so every sharer gets the very floats it would have
     computed on its own dictionary."""
 
-    __slots__ = ("filling", "given", "joined", "kxx", "phi", "proposal", "size", "x")
+    __slots__ = ("filling", "given", "joined", "kxx", "phi", "proposal", "row", "size")
 
     def __init__(self, filling: set[int]) -> None:
         #: The sharers (by id) whose embedding is not full yet: KORS retires once none is left.
         self.filling = filling
-        self.x: np.ndarray | None = None
-        self.given: np.ndarray | None = None  # the array the row came in (``x`` is its copy)
+        self.row: bytes | None = None  # the row's values, bit for bit
+        self.given: np.ndarray | None = None  # the array the row came in
         self.size = -1
         self.phi = np.zeros(0)
         self.kxx = 0.0
@@ -66,18 +66,19 @@ class _SharedRound:
         self.joined = False
 
     def holds(self, x: np.ndarray, size: int) -> bool:
-        """Whether the round kept is that of the row ``x`` on the dictionary's first ``size`` members. The
-        very array it came in is recognised without comparing every value when nothing can have written
-        to it (read-only, owning its memory): the sharers of a grid take the same array, the round's form
-        of the row, and a play and the learning round after it the same row."""
-        if self.size != size or self.x is None:
+        """Whether the round kept is that of the row ``x`` (its values bit for bit: the features are a
+        function of those) on the dictionary's first ``size`` members. The very array it came in is
+        recognised without reading its values when nothing can have written to it (read-only, owning its
+        memory): the sharers of a grid take the same array, the round's form of the row, and a play and the
+        learning round after it the same row."""
+        if self.size != size or self.row is None:
             return False
         if x is self.given and not x.flags.writeable and x.base is None:
             return True
-        return np.array_equal(self.x, x)
+        return x.tobytes() == self.row  # (a float64 row of the learner's dimension, as the one kept)
 
     def keep(self, x: np.ndarray, size: int, phi: np.ndarray, kxx: float) -> None:
-        self.x, self.size, self.phi, self.kxx = np.array(x, copy=True), size, phi, kxx
+        self.row, self.size, self.phi, self.kxx = x.tobytes(), size, phi, kxx
         self.given = x
         self.proposal, self.joined = None, False
 
@@ -201,6 +202,10 @@ class NystromKONS(Learner):
     can_hold_growth = True
     _eta: float  # resolved in _set_params, never None here
     _sqrt_eta: float
+    #: The features, weights and score of the last row scored (:meth:`_score`); not state.
+    _scored: tuple[np.ndarray, np.ndarray, Any] | None = None
+    #: The margins, clipped scores and probabilities of the last multinomial play (:meth:`_class_play`).
+    _class_played: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     kernel: Kernel
     alpha: float
@@ -289,7 +294,18 @@ class NystromKONS(Learner):
     def _predict(self, x: np.ndarray) -> float:
         phi, kxx = self._features(x)
         self._played_row, self._played_quad = (phi, kxx, self._inverse, None), None  # for _spread
-        return float(phi @ self._weights)
+        return float(self._score(phi))
+
+    def _score(self, phi: np.ndarray) -> Any:
+        """:math:`\\phi^\\top u` (the margins ``phi @ W`` of the multinomial round), once for a row played and
+        then learnt: kept with the very arrays it was computed from (a round replaces the weights, a new
+        row's features are new arrays), whose product it then is bit for bit."""
+        scored = self._scored
+        if scored is not None and scored[0] is phi and scored[1] is self._weights:
+            return scored[2]
+        score = phi @ self._weights
+        self._scored = phi, self._weights, score
+        return score
 
     def _quad(self, row: tuple[np.ndarray, float, PackedSymmetric, float | None]) -> float:
         r"""The leverage of the row in the whole feature space: :math:`\phi^\top A^{-1} \phi` in the
@@ -355,7 +371,7 @@ class NystromKONS(Learner):
 
     def _learn(self, x: np.ndarray, y: float) -> tuple[float, float]:
         phi, kxx = self._features(x)
-        y_bar = float(phi @ self._weights)
+        y_bar = float(self._score(phi))
         if not math.isfinite(y_bar):
             raise NumericalError("the prediction overflowed for this input.")
         y_hat = self._clip(y_bar)
@@ -388,16 +404,35 @@ class NystromKONS(Learner):
         self._weights = widened(self._weights, outputs)
 
     def _class_scores(self, x: np.ndarray) -> np.ndarray:
-        return clipped_scores(self._features(x)[0] @ self._weights, self.C)
+        return self._class_play(self._score(self._features(x)[0]))[0]
+
+    def _class_probabilities(self, x: np.ndarray) -> np.ndarray:
+        """The probabilities played for ``x`` (:func:`~kons._multinomial.reference_softmax` of
+        :meth:`_class_scores`), kept for its learning round (read only)."""
+        return self._class_play(self._score(self._features(x)[0]))[1]
+
+    def _class_play(self, margins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The clipped scores of ``margins`` and their probabilities, once for a row played and then learnt
+        (the margins are the very array :meth:`_score` keeps)."""
+        played = self._class_played
+        if played is None or played[0] is not margins:
+            scores = clipped_scores(margins, self.C)
+            probabilities = reference_softmax(scores)
+            scores.flags.writeable = probabilities.flags.writeable = False
+            played = self._class_played = margins, scores, probabilities
+        return played[1], played[2]
 
     def _learn_class(self, x: np.ndarray, label: int) -> tuple[np.ndarray, float]:
         phi, kxx = self._features(x)
-        margins = phi @ self._weights
+        margins = self._score(phi)
         check_finite(margins)
+        played = self._class_played
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)
         s = float(phi @ v)
-        probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
+        probabilities, step, shrink = newton_outputs(
+            margins, label, self.C, self._eta, s,
+            played=played[1:] if played is not None and played[0] is margins else None)
         new_weights = weights - np.multiply.outer(v, step)
         check_finite(new_weights, shrink * float(np.maximum.reduce(v * v, initial=0.0)))
         self._commit(joining, inverse, new_weights, shrink, v)
