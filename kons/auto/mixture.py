@@ -296,9 +296,11 @@ class Mixture:
         those of the plays), the play returned in the plays' units."""
         w = self.weights() if weights is None else weights
         bound = self.bound
+        # (products by ndarray.dot: bit for bit ``@``, without the matmul ufunc's dispatch, which costs
+        # more than the product itself at a round's sizes)
         if self.binary:
             self._last = (preds, w, None)
-            p = float(w @ np.exp(_log_sigmoid(preds)))
+            p = float(w.dot(np.exp(_log_sigmoid(preds))))
             p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
             return math.log(p / (1.0 - p))
         if units is None:
@@ -313,7 +315,7 @@ class Mixture:
         bound = self.bound
         eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
         log_w = self._logs(w)
-        centre = float(w @ preds) if self.centred else 0.0
+        centre = float(w.dot(preds)) if self.centred else 0.0
         shifted = preds - centre
         self._last = (preds, w, shifted if self.centred else None)
 
@@ -344,14 +346,14 @@ class Mixture:
             return 0.0
         preds, w, deviation = self._last
         if deviation is None:
-            deviation = preds - float(w @ preds)
-        return self._factor * math.sqrt(max(float(w @ (deviation * deviation)), 0.0))
+            deviation = preds - float(w.dot(preds))
+        return self._factor * math.sqrt(max(float(w.dot(deviation * deviation)), 0.0))
 
     def mix_probabilities(self, probabilities: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
         log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i` (``weights``: as
         :meth:`mix`'s)."""
-        mixed: np.ndarray = (self.weights() if weights is None else weights) @ probabilities
+        mixed: np.ndarray = (self.weights() if weights is None else weights).dot(probabilities)
         return mixed
 
     def losses(self, plays: np.ndarray, t: float, units: Units | None = None) -> np.ndarray:

@@ -69,9 +69,11 @@ class RecentLinear:
         self.sum = np.zeros(dim + 1)  # sum of the rows: a new class's column is its negative
 
     # ----------------------------------------------------------------- one score
+    # Products by ndarray.dot: bit for bit ``@``, without the matmul ufunc's dispatch, which costs more than
+    # the product itself at a round's sizes.
     def predict(self, x: np.ndarray | SparseVector) -> float:
         """The clipped score of the one-score model for ``x`` (with the intercept)."""
-        return self._clipped(float(dense(x) @ (self.P @ self.b[:, 0])))
+        return self._clipped(float(dense(x).dot(self.P.dot(self.b[:, 0]))))
 
     def learn(self, x: np.ndarray | SparseVector, t: float) -> float:
         """Play :meth:`predict`, then learn the target ``t``; the state is unchanged if it raises."""
@@ -91,7 +93,7 @@ class RecentLinear:
 
     def probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
         """The classes' probabilities for ``x``: the softmax of half the clipped scores."""
-        scores = clipped_scores(dense(x) @ (self.P @ self.b), self.clip) / 2.0
+        scores = clipped_scores(dense(x).dot(self.P.dot(self.b)), self.clip) / 2.0
         return reference_softmax(scores[1:] - scores[0])
 
     def learn_class(self, x: np.ndarray | SparseVector, label: int) -> np.ndarray:
@@ -108,8 +110,8 @@ class RecentLinear:
         return min(max(f, -self.clip), self.clip)
 
     def _update(self, x: np.ndarray, targets: np.ndarray) -> None:
-        v = self.P @ x
-        shrink = np.multiply.outer(v, v) / (1.0 + float(x @ v))  # (np.outer, without its wrapper)
+        v = self.P.dot(x)
+        shrink = np.multiply.outer(v, v) / (1.0 + float(x.dot(v)))  # (np.outer, without its wrapper)
         b = self.b + np.multiply.outer(x, targets)
         check_finite(shrink, b)
         self.P -= shrink
