@@ -214,7 +214,7 @@ class LabelVote:
         self.weights.replace([self.own], own_prior)
 
     def _voters(self, labels: np.ndarray, own: int) -> np.ndarray:
-        voters: np.ndarray = np.append(labels, own).astype(np.int64)
+        voters: np.ndarray = np.concatenate((labels, (own,))).astype(np.int64, copy=False)  # (np.append's)
         return voters
 
     def label(self, labels: np.ndarray, own: int) -> int:
@@ -225,7 +225,7 @@ class LabelVote:
         votes = np.bincount(voters[voting], weights=self.weights.weights()[voting])
         if own >= 0 and own < len(votes) and votes[own] == votes.max():
             return own
-        return int(np.argmax(votes)) if len(votes) else own
+        return int(votes.argmax()) if len(votes) else own
 
     def update(self, labels: np.ndarray, own: int, y: int) -> None:
         """A round whose true class is ``y``: each voter that did not name it pays ``rate``."""
@@ -244,7 +244,7 @@ class LabelVote:
             self.weights.active[:self.own] &= active
             self.weights.log_weights = _log_normalised(
                 np.where(self.weights.active, self.weights.log_weights, -math.inf))
-        entered = np.flatnonzero(active & ~voting)
+        entered = (active & ~voting).nonzero()[0]  # (np.flatnonzero without its wrappers)
         if len(entered):
             self.enter(entered.tolist())
 
