@@ -670,7 +670,7 @@ class Grid:
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts, self._weights())
         self.voted = self.mixture.class_label(experts, played)
-        self.mixture.update_probabilities(experts, label)
+        self.mixture.update_probabilities(experts, label, played)
         in_play = {slot for slot, _ in playing}
         self._observe("update", row, float(label), in_play)  # trees that enter now play from the next round
         loss, error = float(self.mixture.class_losses(played, label)), float(played.argmax() != label)

@@ -212,6 +212,16 @@ class LabelVote:
         self.weights.log_weights = np.where(voting, -math.log(int(voting.sum())), -math.inf) \
             * np.ones((len(rates), 1))
         self.weights.replace([self.own], own_prior)
+        # the voters' weights and the arrays they are of (every change of the weights replaces those): a
+        # round's prediction and its learning vote with the same
+        self._weights_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _weights(self) -> np.ndarray:
+        switching, kept = self.weights, self._weights_of
+        if (kept is None or kept[0] is not switching.log_weights
+                or kept[1] is not switching.log_rate_weights):
+            kept = self._weights_of = (switching.log_weights, switching.log_rate_weights, switching.weights())
+        return kept[2]
 
     def _voters(self, labels: np.ndarray, own: int) -> np.ndarray:
         voters: np.ndarray = np.concatenate((labels, (own,))).astype(np.int64, copy=False)  # (np.append's)
@@ -222,7 +232,7 @@ class LabelVote:
         mixture's ``own``; ``own`` on a tie."""
         voters = self._voters(labels, own)
         voting = voters >= 0
-        votes = np.bincount(voters[voting], weights=self.weights.weights()[voting])
+        votes = np.bincount(voters[voting], weights=self._weights()[voting])
         if own >= 0 and own < len(votes) and votes[own] == votes.max():
             return own
         return int(votes.argmax()) if len(votes) else own
@@ -238,6 +248,8 @@ class LabelVote:
     def follow(self, active: np.ndarray) -> None:
         """The voters in play as the mixture's experts ``active`` (a state restored, or saved before the
         vote): those out of the mixture leave, those in it and not in the vote enter."""
+        if self.weights.active[:self.own].tobytes() == active.tobytes():  # (most rounds: nothing changes)
+            return
         voting = self.weights.active[:self.own].copy()
         left = voting & ~active
         if left.any():
@@ -286,6 +298,8 @@ class Mixture:
         # prediction and the learning round after it both take
         self._log_w: tuple[np.ndarray, np.ndarray] | None = None
         self._factor = 1.0  # of the last mix's units (Units), for its spread in the plays' units
+        # the experts' labels last computed, the probabilities and the mask in play they are of (not state)
+        self._labels_of: tuple[np.ndarray, bytes, np.ndarray] | None = None
 
     def weights(self) -> np.ndarray:
         return self.switching.weights()
@@ -395,19 +409,27 @@ class Mixture:
         losses: np.ndarray = -np.log(np.maximum(probabilities[..., label], _TINY))
         return losses
 
-    def update_probabilities(self, probabilities: np.ndarray, label: int) -> None:
+    def update_probabilities(self, probabilities: np.ndarray, label: int, played: np.ndarray | None = None
+                             ) -> None:
         r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes; and the
-        vote's round (the vote starts at the first, among the experts then in play)."""
+        vote's round (the vote starts at the first, among the experts then in play). ``played``: the
+        mixture's play for ``probabilities`` under the current weights, if the caller has it."""
         if self.vote is None:
             self.vote = LabelVote(self.switching.active.copy())
         self.vote.follow(self.switching.active)  # (experts that went to sleep leave the vote too)
-        own = int(self.mix_probabilities(probabilities).argmax())
+        own = int((self.mix_probabilities(probabilities) if played is None else played).argmax())
         self.vote.update(self._labels(probabilities), own, label)
         self.switching.apply(self.class_losses(probabilities, label))
 
     def _labels(self, probabilities: np.ndarray) -> np.ndarray:
-        """Each expert's most probable class, -1 (none) for one out of the mixture."""
+        """Each expert's most probable class, -1 (none) for one out of the mixture: the last ones again for
+        the same array and experts in play (a round's label, then its vote's update)."""
+        active = self.switching.active.tobytes()
+        kept = self._labels_of
+        if kept is not None and kept[0] is probabilities and kept[1] == active:
+            return kept[2]
         labels: np.ndarray = np.where(self.switching.active, probabilities.argmax(axis=1), -1)
+        self._labels_of = probabilities, active, labels
         return labels
 
     def enter(self, slots: list[int], prior: float) -> None:
