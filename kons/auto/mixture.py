@@ -261,6 +261,9 @@ class LabelVote:
             self.enter(entered.tolist())
 
 
+#: A mixture's last plays, weights and plays less their weighted mean (:meth:`Mixture.spread`).
+_Last = tuple[np.ndarray, np.ndarray, np.ndarray | None] | None
+
 #: Floor of a probability whose log is taken (the smallest positive normal float64).
 _TINY = float(np.finfo(float).tiny)
 
@@ -293,11 +296,14 @@ class Mixture:
         self.vote: LabelVote | None = None
         # the last round's plays, weights and plays less their weighted mean, None until computed (not
         # state: read for its spread, kons.conformal)
-        self._last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
+        self._last: _Last = None
         # read-only weights (the grid's, the same array until they change) and their logs, which a
         # prediction and the learning round after it both take
         self._log_w: tuple[np.ndarray, np.ndarray] | None = None
         self._factor = 1.0  # of the last mix's units (Units), for its spread in the plays' units
+        # the last play of one score: the read-only weights and the plays' bytes and units it is of, the play,
+        # and _last and _factor after it (not state): a round's learning mixes the plays its prediction did
+        self._mixed: tuple[np.ndarray, bytes, Units | None, float, _Last, float] | None = None
         # the experts' labels last computed, the probabilities and the mask in play they are of (not state)
         self._labels_of: tuple[np.ndarray, bytes, np.ndarray] | None = None
 
@@ -309,6 +315,17 @@ class Mixture:
         current :meth:`weights`, if the caller has them); regression in ``units`` (:data:`Units`; None:
         those of the plays), the play returned in the plays' units."""
         w = self.weights() if weights is None else weights
+        plays = preds.tobytes()
+        kept = self._mixed
+        if kept is not None and kept[0] is w and kept[1] == plays and kept[2] == units:
+            self._last, self._factor = kept[4], kept[5]
+            return kept[3]
+        played = self._mixed_play(preds, w, units)
+        if not w.flags.writeable:  # (weights that no one changes: the same array is the same weights)
+            self._mixed = w, plays, units, played, self._last, self._factor
+        return played
+
+    def _mixed_play(self, preds: np.ndarray, w: np.ndarray, units: Units | None) -> float:
         bound = self.bound
         # (products by ndarray.dot: bit for bit ``@``, without the matmul ufunc's dispatch, which costs
         # more than the product itself at a round's sizes)
