@@ -242,12 +242,17 @@ class FeatureScaler:
             z: np.ndarray | SparseVector = SparseVector(
                 x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
         else:
-            z = self._standard(x, mean, self._std(m2, counts, self.count + 1))
+            # (no counts after the row: the scaler had none and the row misses no value, as _with found)
+            z = self._standard(x, mean, self._std(m2, counts, self.count + 1), complete=counts is None)
         return z, stats
 
-    def _standard(self, x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
-        """``(x - mean) / std``, 0 where the deviation is 0 or ``x`` is left out (NaN)."""
-        if self.counts is None and not np.isnan(x).any():
+    def _standard(self, x: np.ndarray, mean: np.ndarray, std: np.ndarray, complete: bool | None = None
+                  ) -> np.ndarray:
+        """``(x - mean) / std``, 0 where the deviation is 0 or ``x`` is left out (NaN); ``complete``: whether
+        the scaler has no counts and ``x`` misses no value, if the caller knows."""
+        if complete is None:
+            complete = self.counts is None and not np.isnan(x).any()
+        if complete:
             standard: np.ndarray = np.divide(x - mean, std, out=np.zeros(self.dim), where=std > 0)
             return standard
         given = (std > 0) & ~np.isnan(x)

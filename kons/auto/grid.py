@@ -318,6 +318,7 @@ class Grid:
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
+        self._kind_slots = {kind.slots[0]: [self.slot[name] for name in kind.slots] for kind in self.kinds}
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
         self.detector = LossChangeDetector()
@@ -353,7 +354,8 @@ class Grid:
         return [member.base for member in self.members]
 
     def _slots(self, kind: Kind) -> list[int]:
-        return [self.slot[name] for name in kind.slots]
+        """The mixture's slots of ``kind`` (listed once: every round's observation and doze take them)."""
+        return self._kind_slots[kind.slots[0]]
 
     def _kind(self, name: str) -> list[Expert] | None:
         """The experts of the kind whose first slot is ``name``, None if there are none."""
@@ -437,7 +439,7 @@ class Grid:
 
     def playing(self) -> list[tuple[int, Expert]]:
         """The experts that play this round: all but the sleeping ones out of the mixture."""
-        active = self.mixture.switching.active
+        active = self.mixture.switching.active.tolist()  # (a list's items: indexing numpy costs more)
         return [(slot, expert) for slot, expert in self.alive() if not expert.sleeps or active[slot]]
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> tuple[Row, ScalerStats]:
@@ -456,11 +458,15 @@ class Grid:
     def views_forms(self, z: np.ndarray | SparseVector, zlog: np.ndarray | SparseVector
                     ) -> dict[Form, np.ndarray | SparseVector]:
         """Each form of the row the bases take (the standardised view ``z`` or the signed-log view
-        ``zlog``, dense or with the intercept), computed and checked once for all the bases that take it."""
+        ``zlog``, dense or with the intercept), computed and checked once for all the bases that take it:
+        a view's check is its intercept form's (the constant 1 adds nothing a check refuses)."""
         forms = {}
+        checked: dict[bool, np.ndarray | SparseVector] = {}
         for log, linear in self.forms:
-            view = zlog if log else z
-            form = checked_form(with_intercept(view) if linear else dense(view))
+            view = checked.get(log)
+            if view is None:
+                view = checked[log] = checked_form(zlog if log else z)
+            form = with_intercept(view) if linear else dense(view)
             if isinstance(form, np.ndarray):  # the experts read it, none writes to it
                 form.flags.writeable = False
             forms[log, linear] = form
@@ -664,7 +670,7 @@ class Grid:
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts, self._weights())
         self.voted = self.mixture.class_label(experts, played)
-        self.mixture.update_probabilities(experts, label)
+        self.mixture.update_probabilities(experts, label, played)
         in_play = {slot for slot, _ in playing}
         self._observe("update", row, float(label), in_play)  # trees that enter now play from the next round
         loss, error = float(self.mixture.class_losses(played, label)), float(played.argmax() != label)

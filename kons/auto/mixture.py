@@ -212,9 +212,19 @@ class LabelVote:
         self.weights.log_weights = np.where(voting, -math.log(int(voting.sum())), -math.inf) \
             * np.ones((len(rates), 1))
         self.weights.replace([self.own], own_prior)
+        # the voters' weights and the arrays they are of (every change of the weights replaces those): a
+        # round's prediction and its learning vote with the same
+        self._weights_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _weights(self) -> np.ndarray:
+        switching, kept = self.weights, self._weights_of
+        if (kept is None or kept[0] is not switching.log_weights
+                or kept[1] is not switching.log_rate_weights):
+            kept = self._weights_of = (switching.log_weights, switching.log_rate_weights, switching.weights())
+        return kept[2]
 
     def _voters(self, labels: np.ndarray, own: int) -> np.ndarray:
-        voters: np.ndarray = np.append(labels, own).astype(np.int64)
+        voters: np.ndarray = np.concatenate((labels, (own,))).astype(np.int64, copy=False)  # (np.append's)
         return voters
 
     def label(self, labels: np.ndarray, own: int) -> int:
@@ -222,10 +232,10 @@ class LabelVote:
         mixture's ``own``; ``own`` on a tie."""
         voters = self._voters(labels, own)
         voting = voters >= 0
-        votes = np.bincount(voters[voting], weights=self.weights.weights()[voting])
+        votes = np.bincount(voters[voting], weights=self._weights()[voting])
         if own >= 0 and own < len(votes) and votes[own] == votes.max():
             return own
-        return int(np.argmax(votes)) if len(votes) else own
+        return int(votes.argmax()) if len(votes) else own
 
     def update(self, labels: np.ndarray, own: int, y: int) -> None:
         """A round whose true class is ``y``: each voter that did not name it pays ``rate``."""
@@ -238,16 +248,21 @@ class LabelVote:
     def follow(self, active: np.ndarray) -> None:
         """The voters in play as the mixture's experts ``active`` (a state restored, or saved before the
         vote): those out of the mixture leave, those in it and not in the vote enter."""
+        if self.weights.active[:self.own].tobytes() == active.tobytes():  # (most rounds: nothing changes)
+            return
         voting = self.weights.active[:self.own].copy()
         left = voting & ~active
         if left.any():
             self.weights.active[:self.own] &= active
             self.weights.log_weights = _log_normalised(
                 np.where(self.weights.active, self.weights.log_weights, -math.inf))
-        entered = np.flatnonzero(active & ~voting)
+        entered = (active & ~voting).nonzero()[0]  # (np.flatnonzero without its wrappers)
         if len(entered):
             self.enter(entered.tolist())
 
+
+#: A mixture's last plays, weights and plays less their weighted mean (:meth:`Mixture.spread`).
+_Last = tuple[np.ndarray, np.ndarray, np.ndarray | None] | None
 
 #: Floor of a probability whose log is taken (the smallest positive normal float64).
 _TINY = float(np.finfo(float).tiny)
@@ -281,11 +296,16 @@ class Mixture:
         self.vote: LabelVote | None = None
         # the last round's plays, weights and plays less their weighted mean, None until computed (not
         # state: read for its spread, kons.conformal)
-        self._last: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
+        self._last: _Last = None
         # read-only weights (the grid's, the same array until they change) and their logs, which a
         # prediction and the learning round after it both take
         self._log_w: tuple[np.ndarray, np.ndarray] | None = None
         self._factor = 1.0  # of the last mix's units (Units), for its spread in the plays' units
+        # the last play of one score: the read-only weights and the plays' bytes and units it is of, the play,
+        # and _last and _factor after it (not state): a round's learning mixes the plays its prediction did
+        self._mixed: tuple[np.ndarray, bytes, Units | None, float, _Last, float] | None = None
+        # the experts' labels last computed, the probabilities and the mask in play they are of (not state)
+        self._labels_of: tuple[np.ndarray, bytes, np.ndarray] | None = None
 
     def weights(self) -> np.ndarray:
         return self.switching.weights()
@@ -295,10 +315,23 @@ class Mixture:
         current :meth:`weights`, if the caller has them); regression in ``units`` (:data:`Units`; None:
         those of the plays), the play returned in the plays' units."""
         w = self.weights() if weights is None else weights
+        plays = preds.tobytes()
+        kept = self._mixed
+        if kept is not None and kept[0] is w and kept[1] == plays and kept[2] == units:
+            self._last, self._factor = kept[4], kept[5]
+            return kept[3]
+        played = self._mixed_play(preds, w, units)
+        if not w.flags.writeable:  # (weights that no one changes: the same array is the same weights)
+            self._mixed = w, plays, units, played, self._last, self._factor
+        return played
+
+    def _mixed_play(self, preds: np.ndarray, w: np.ndarray, units: Units | None) -> float:
         bound = self.bound
+        # (products by ndarray.dot: bit for bit ``@``, without the matmul ufunc's dispatch, which costs
+        # more than the product itself at a round's sizes)
         if self.binary:
             self._last = (preds, w, None)
-            p = float(w @ np.exp(_log_sigmoid(preds)))
+            p = float(w.dot(np.exp(_log_sigmoid(preds))))
             p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
             return math.log(p / (1.0 - p))
         if units is None:
@@ -313,7 +346,7 @@ class Mixture:
         bound = self.bound
         eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
         log_w = self._logs(w)
-        centre = float(w @ preds) if self.centred else 0.0
+        centre = float(w.dot(preds)) if self.centred else 0.0
         shifted = preds - centre
         self._last = (preds, w, shifted if self.centred else None)
 
@@ -344,14 +377,14 @@ class Mixture:
             return 0.0
         preds, w, deviation = self._last
         if deviation is None:
-            deviation = preds - float(w @ preds)
-        return self._factor * math.sqrt(max(float(w @ (deviation * deviation)), 0.0))
+            deviation = preds - float(w.dot(preds))
+        return self._factor * math.sqrt(max(float(w.dot(deviation * deviation)), 0.0))
 
     def mix_probabilities(self, probabilities: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
         log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i` (``weights``: as
         :meth:`mix`'s)."""
-        mixed: np.ndarray = (self.weights() if weights is None else weights) @ probabilities
+        mixed: np.ndarray = (self.weights() if weights is None else weights).dot(probabilities)
         return mixed
 
     def losses(self, plays: np.ndarray, t: float, units: Units | None = None) -> np.ndarray:
@@ -393,19 +426,27 @@ class Mixture:
         losses: np.ndarray = -np.log(np.maximum(probabilities[..., label], _TINY))
         return losses
 
-    def update_probabilities(self, probabilities: np.ndarray, label: int) -> None:
+    def update_probabilities(self, probabilities: np.ndarray, label: int, played: np.ndarray | None = None
+                             ) -> None:
         r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes; and the
-        vote's round (the vote starts at the first, among the experts then in play)."""
+        vote's round (the vote starts at the first, among the experts then in play). ``played``: the
+        mixture's play for ``probabilities`` under the current weights, if the caller has it."""
         if self.vote is None:
             self.vote = LabelVote(self.switching.active.copy())
         self.vote.follow(self.switching.active)  # (experts that went to sleep leave the vote too)
-        own = int(self.mix_probabilities(probabilities).argmax())
+        own = int((self.mix_probabilities(probabilities) if played is None else played).argmax())
         self.vote.update(self._labels(probabilities), own, label)
         self.switching.apply(self.class_losses(probabilities, label))
 
     def _labels(self, probabilities: np.ndarray) -> np.ndarray:
-        """Each expert's most probable class, -1 (none) for one out of the mixture."""
+        """Each expert's most probable class, -1 (none) for one out of the mixture: the last ones again for
+        the same array and experts in play (a round's label, then its vote's update)."""
+        active = self.switching.active.tobytes()
+        kept = self._labels_of
+        if kept is not None and kept[0] is probabilities and kept[1] == active:
+            return kept[2]
         labels: np.ndarray = np.where(self.switching.active, probabilities.argmax(axis=1), -1)
+        self._labels_of = probabilities, active, labels
         return labels
 
     def enter(self, slots: list[int], prior: float) -> None:

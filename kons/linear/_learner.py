@@ -31,14 +31,20 @@ from kons.errors import NumericalError
 from kons.linear._linalg import checked_vector
 from kons.sparse import SparseVector
 
-__all__ = ["SECOND_ORDER_CONSTRAINTS", "Features", "LinearLearner", "leverage", "projection_step"]
+__all__ = ["SECOND_ORDER_CONSTRAINTS", "WHOLE", "Features", "LinearLearner", "leverage", "projection_step"]
 
 #: D_1 of the diagonal adaptation (Sec. 5.2, footnote 6).
 DIAGONAL_INIT = 0.1
 
 
+#: The support of a dense example: every coordinate (its products skip the indexing, a copy or a view).
+WHOLE = slice(None)
+
+
 class Features:
-    """The (possibly rescaled) example on its support: ``index`` (slice or int64 array) and ``values``."""
+    """The (possibly rescaled) example on its support: ``index`` (:data:`WHOLE`, or an int64 array) and
+    ``values``. Its products are ``ndarray.dot``, bit for bit ``@`` but without the matmul ufunc's
+    dispatch, which costs more than the product itself at the sizes of a round."""
 
     __slots__ = ("_sq_norm", "index", "values")
 
@@ -51,7 +57,7 @@ class Features:
     def sq_norm(self) -> float:
         """:math:`\\|x\\|^2`, computed when first asked (ONS, on every round of ``auto``, never asks)."""
         if self._sq_norm is None:
-            self._sq_norm = float(self.values @ self.values)
+            self._sq_norm = float(self.values.dot(self.values))
         return self._sq_norm
 
     @property
@@ -61,11 +67,19 @@ class Features:
 
     def dot(self, v: np.ndarray) -> float:
         """:math:`v^\\top x` for a (d,) vector ``v``: O(s)."""
-        return float(v[self.index] @ self.values)
+        index = self.index
+        return float((v if index is WHOLE else v[index]).dot(self.values))
+
+    def rows(self, M: np.ndarray) -> np.ndarray:
+        """:math:`x^\\top M` for a (d, k) matrix ``M``: O(s k)."""
+        index = self.index
+        product: np.ndarray = self.values.dot(M if index is WHOLE else M[index])
+        return product
 
     def cols(self, M: np.ndarray) -> np.ndarray:
         """:math:`M x` for a (k, d) matrix ``M``: O(k s)."""
-        product: np.ndarray = M[:, self.index] @ self.values
+        index = self.index
+        product: np.ndarray = (M if index is WHOLE else M[:, index]).dot(self.values)
         return product
 
 
@@ -92,7 +106,7 @@ class LinearLearner(Learner):
 
     # ----------------------------------------------------------------- input
     def _features(self, x: np.ndarray | SparseVector) -> Features:
-        index, values = (x.indices, x.values) if isinstance(x, SparseVector) else (slice(None), x)
+        index, values = (x.indices, x.values) if isinstance(x, SparseVector) else (WHOLE, x)
         if self._diag is not None:
             values = values / np.sqrt(self._diag[index])  # feed D_t^{-1/2} x_t (Sec. 5.2)
         return Features(index, values)

@@ -130,13 +130,13 @@ class ONS(LinearLearner):
 
     def _class_scores(self, x: np.ndarray | SparseVector) -> np.ndarray:
         f = self._features(x)
-        return clipped_scores(f.values @ self._u[f.index], self.C)
+        return clipped_scores(f.rows(self._u), self.C)
 
     def _learn_class(self, x: np.ndarray | SparseVector, label: int) -> tuple[np.ndarray, float]:
         f = self._features(x)
         v = f.cols(self._Ainv)  # A^{-1} x
         s = f.dot(v)
-        margins = f.values @ self._u[f.index]
+        margins = f.rows(self._u)
         check_finite(margins)
         probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
         u = self._u - np.multiply.outer(v, step)

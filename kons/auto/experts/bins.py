@@ -79,7 +79,7 @@ class QuantileBins:
         """The indicators of the thresholds each feature of ``x`` passes (``x_j > e``), and the constant 1."""
         # the thresholds passed: the first ones of each feature (NaN passes none), whose cells in the table
         # come in the indicators' order
-        passed = np.flatnonzero(self._table < x[:, None])
+        passed = (self._table < x[:, None]).ravel().nonzero()[0]  # (np.flatnonzero without its wrappers)
         indices = np.concatenate((self._indicators[passed], self._constant))
         return SparseVector.trusted(indices, np.ones(len(indices)), self.dim)  # sorted, distinct, in range
 

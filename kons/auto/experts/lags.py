@@ -99,7 +99,8 @@ class LastTarget(_Lagged):
         """The round's evidence (the lags move on in :meth:`TargetLags.observe`, observed after it)."""
         self.evidence += (1.0, (target - float(self.lags[0])) ** 2, target * target)
         if self.local is not None:
-            self.local += (target - float(self.lags.mean())) ** 2
+            # (the mean as ndarray.mean computes it, without its Python wrapper)
+            self.local += (target - float(np.add.reduce(self.lags) / len(self.lags))) ** 2
 
     def ready(self) -> bool:
         rounds, last, mean = self.evidence

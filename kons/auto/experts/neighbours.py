@@ -45,7 +45,8 @@ SAME_POINT_DISTANCE = 1e-3
 
 
 def _squared_norm(row: np.ndarray) -> float:
-    return float(row @ row)
+    # (ndarray.dot here and below: bit for bit ``@``, without the matmul ufunc's dispatch)
+    return float(row.dot(row))
 
 
 def _vote_weights(distances: np.ndarray) -> np.ndarray:
@@ -81,7 +82,7 @@ class RecentNeighbours:
         """The targets of the ``k`` nearest kept rows (all kept if fewer) and their Euclidean distances."""
         # |r - x|^2 = |r|^2 - 2 r.x + |x|^2, ranked without the constant |x|^2: one matrix-vector product,
         # where the differences' (rows, d) temporary cost 3 to 5 times as much at d = 10 to 400
-        ranked = self.squared_norms[:self.count] - 2.0 * (self.rows[:self.count] @ x)
+        ranked = self.squared_norms[:self.count] - 2.0 * self.rows[:self.count].dot(x)
         nearest = (np.argpartition(ranked, self.k - 1)[:self.k] if self.count > self.k
                    else np.arange(self.count))
         # rounding can leave a duplicate's squared distance slightly below 0
@@ -109,7 +110,7 @@ class RecentNeighbours:
         elif len(targets):
             # weighted, as the votes (as good or better than the plain mean measured: docs/auto.md)
             weights = _vote_weights(distances)
-            score = float(weights @ targets) / float(np.add.reduce(weights))
+            score = float(weights.dot(targets)) / float(np.add.reduce(weights))
         else:
             score = 0.0
         return min(max(score, -self.clip), self.clip)

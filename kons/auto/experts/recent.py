@@ -67,11 +67,16 @@ class RecentLinear:
         self.P = np.diag(np.append(np.full(dim, 1.0 / dim), intercept_scale * intercept_scale))
         self.b = np.zeros((dim + 1, 1))
         self.sum = np.zeros(dim + 1)  # sum of the rows: a new class's column is its negative
+        self._score: np.ndarray | None = None  # P b of the one score, until P or b change (not state)
 
     # ----------------------------------------------------------------- one score
+    # Products by ndarray.dot: bit for bit ``@``, without the matmul ufunc's dispatch, which costs more than
+    # the product itself at a round's sizes.
     def predict(self, x: np.ndarray | SparseVector) -> float:
         """The clipped score of the one-score model for ``x`` (with the intercept)."""
-        return self._clipped(float(dense(x) @ (self.P @ self.b[:, 0])))
+        if self._score is None:  # (a round's prediction and its learning take the same)
+            self._score = self.P.dot(self.b[:, 0])
+        return self._clipped(float(dense(x).dot(self._score)))
 
     def learn(self, x: np.ndarray | SparseVector, t: float) -> float:
         """Play :meth:`predict`, then learn the target ``t``; the state is unchanged if it raises."""
@@ -88,10 +93,11 @@ class RecentLinear:
         b = self.b if self.b.shape[1] > 1 else np.hstack([-self.b, self.b])
         new = classes - b.shape[1]
         self.b = np.hstack([b, np.repeat(-self.sum[:, None], new, axis=1)]) if new > 0 else b
+        self._score = None
 
     def probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
         """The classes' probabilities for ``x``: the softmax of half the clipped scores."""
-        scores = clipped_scores(dense(x) @ (self.P @ self.b), self.clip) / 2.0
+        scores = clipped_scores(dense(x).dot(self.P.dot(self.b)), self.clip) / 2.0
         return reference_softmax(scores[1:] - scores[0])
 
     def learn_class(self, x: np.ndarray | SparseVector, label: int) -> np.ndarray:
@@ -108,13 +114,14 @@ class RecentLinear:
         return min(max(f, -self.clip), self.clip)
 
     def _update(self, x: np.ndarray, targets: np.ndarray) -> None:
-        v = self.P @ x
-        shrink = np.multiply.outer(v, v) / (1.0 + float(x @ v))  # (np.outer, without its wrapper)
+        v = self.P.dot(x)
+        shrink = np.multiply.outer(v, v) / (1.0 + float(x.dot(v)))  # (np.outer, without its wrapper)
         b = self.b + np.multiply.outer(x, targets)
         check_finite(shrink, b)
         self.P -= shrink
         self.b = b
         self.sum += x
+        self._score = None
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays().values())
@@ -130,6 +137,7 @@ class RecentLinear:
         if not (np.isfinite(P).all() and np.isfinite(b).all() and np.isfinite(total).all()):
             raise StateFormatError("a restarted linear model is not finite.")
         self.P, self.b, self.sum = P.astype(np.float64), b.astype(np.float64), total.astype(np.float64)
+        self._score = None
 
 
 class RecentExpert:
