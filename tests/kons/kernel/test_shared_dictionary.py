@@ -11,6 +11,7 @@ import pytest
 
 import kons
 from kons import NystromKONS
+from kons._multinomial import multinomial_rounds
 from kons.kernel.nystrom_kons import share_dictionaries
 from tests.kons.kernel.test_nystrom_kons import ForcedJoins
 
@@ -49,6 +50,29 @@ def test_sharers_play_as_alone_bit_for_bit(loss: str) -> None:
     np.testing.assert_array_equal(_played(shared, X, y), _played(alone, X, y))
     assert [learner.to_bytes() for learner in shared] == [learner.to_bytes() for learner in alone]
     assert shared[0]._kors is shared[2]._kors and shared[0]._kors.size == 30  # still one, full
+
+
+def test_multinomial_sharers_that_play_first_learn_as_alone_bit_for_bit() -> None:
+    """Sharers of the multinomial round that play each row before learning it (their learning rounds take
+    the play's scores and probabilities) learn and end as learners alone that never played."""
+    X, y = _stream()
+    labels = np.digitize(y, [-0.5, 0.5])
+    runs = []
+    for play in (False, True):
+        learners = _learners(loss="logistic")
+        for learner in learners:
+            multinomial_rounds(learner)._widen(2)
+        if play:
+            share_dictionaries(learners)
+        learnt = []
+        for x, label in zip(X, labels, strict=True):
+            if play:
+                for learner in learners:
+                    learner._class_probabilities(x)
+            learnt += [learner._learn_class_checked(x, int(label)) for learner in learners]
+        runs.append((np.array(learnt), [learner.to_bytes() for learner in learners]))
+    np.testing.assert_array_equal(runs[1][0], runs[0][0])
+    assert runs[1][1] == runs[0][1]
 
 
 def test_a_sharer_whose_coins_differ_takes_its_own_copy() -> None:
