@@ -338,12 +338,15 @@ class Mixture:
             self._factor = 1.0
             return self._substituted(preds, w)
         offset, self._factor = units
-        played = self._substituted((preds - offset) / self._factor, w)
+        # clipped at the bound in the plays' units only: a concept of a smaller scale than the grid's
+        # puts the grid's members' plays beyond the bound in its own units (docs/series.md)
+        played = self._substituted((preds - offset) / self._factor, w, math.inf)
         return min(max(offset + self._factor * played, -bound), bound)
 
-    def _substituted(self, preds: np.ndarray, w: np.ndarray) -> float:
-        """Vovk's substitution for the squared loss: the play for ``preds`` under the weights ``w``."""
-        bound = self.bound
+    def _substituted(self, preds: np.ndarray, w: np.ndarray, bound: float | None = None) -> float:
+        """Vovk's substitution for the squared loss: the play for ``preds`` under the weights ``w``,
+        clipped at ``bound`` (by default the bases' own)."""
+        bound = self.bound if bound is None else bound
         eta = 1.0 / (2.0 * MIX_BOUND * MIX_BOUND)
         log_w = self._logs(w)
         centre = float(w.dot(preds)) if self.centred else 0.0
