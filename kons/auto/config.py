@@ -26,6 +26,7 @@ __all__ = [
     "LAGS_WAKE_ROWS",
     "LAGS_WARMUP_ROWS",
     "LAGS_WARMUP_SHARE",
+    "LINEAR_PRIOR",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
     "MAX_THRESHOLDS",
@@ -177,6 +178,11 @@ LAGS_WARMUP_SHARE = 0.5
 #: The prior of each of the two experts on the last targets once awake: large, they wake only where the
 #: rows come in time order (docs/series.md).
 LAGS_PRIOR = 0.25
+#: The prior of the Bayesian linear model of every row (regression), in play from the grid's start: above
+#: the grid's own, since on a heavy-tailed linear target it is the best expert from the first rounds and
+#: the mixture's rate moves the weight to it over hundreds; a larger one costs the raw sets where it is a
+#: poor expert (docs/series.md#the-linear-models-prior).
+LINEAR_PRIOR = 0.15
 # ----------------------------------------------------------------- the quantile-threshold view
 #: Thresholds per feature at most: a target that steps at a few ages needs no more
 #: (docs/auto.md#max_thresholds).
