@@ -26,6 +26,7 @@ __all__ = [
     "LAGS_WAKE_ROWS",
     "LAGS_WARMUP_ROWS",
     "LAGS_WARMUP_SHARE",
+    "LAGS_WEIGHT_VARIANCE",
     "LINEAR_PRIOR",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
@@ -178,6 +179,10 @@ LAGS_WARMUP_SHARE = 0.5
 #: The prior of each of the two experts on the last targets once awake: large, they wake only where the
 #: rows come in time order (docs/series.md).
 LAGS_PRIOR = 0.25
+#: The prior variance of the autoregression's weights on the lags together (of w'x, x the lags): the lags
+#: of a series move together, so that a unit variance held its correction near 0 through a series' first
+#: bursts (chosen on the tuning series: docs/series.md#the-autoregressions-prior).
+LAGS_WEIGHT_VARIANCE = 16.0
 #: The prior of the Bayesian linear model of every row (regression), in play from the grid's start: above
 #: the grid's own, since on a heavy-tailed linear target it is the best expert from the first rounds and
 #: the mixture's rate moves the weight to it over hundreds; a larger one costs the raw sets where it is a

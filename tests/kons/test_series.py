@@ -12,7 +12,7 @@ import pytest
 
 import kons
 import kons.auto.grid
-from kons.auto.config import LAGS_WARMUP_ROWS, LAGS_WARMUP_SHARE
+from kons.auto.config import LAGS_WARMUP_ROWS, LAGS_WARMUP_SHARE, LAGS_WEIGHT_VARIANCE
 from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
 from kons.preprocessing import TARGET_BOUND
@@ -29,7 +29,8 @@ def _series(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _reference_plays(targets: np.ndarray, lags: int, bound: float) -> np.ndarray:
     """TargetLags' plays from scratch: the ridge of the changes on the lags and 1, solved in batch."""
-    prior = np.diag(np.append(np.full(lags, float(lags)), 1.0 / TARGET_BOUND**2))  # the prior's precision
+    # the prior's precision: the lags' weights of variance LAGS_WEIGHT_VARIANCE together
+    prior = np.diag(np.append(np.full(lags, lags / LAGS_WEIGHT_VARIANCE), 1.0 / TARGET_BOUND**2))
     history = np.zeros(lags)
     rows: list[np.ndarray] = []
     changes: list[float] = []

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from kons.auto.config import LAGS, LAGS_WAKE_ROWS
+from kons.auto.config import LAGS, LAGS_WAKE_ROWS, LAGS_WEIGHT_VARIANCE
 from kons.auto.experts.protocol import Expert, GridContext, Row, guarded, restore_saved
 from kons.auto.experts.recent import RecentLinear
 from kons.errors import StateFormatError
@@ -152,9 +152,10 @@ class TargetLags(_Lagged):
 
 
 def _model(lags: int, bound: float, intercept_scale: float) -> RecentLinear:
-    # the change's model: its own bound (a change is at most twice the bound), the lags' prior as
-    # RecentLinear's (a unit prior variance of w'x on standardised inputs)
-    return RecentLinear(lags, intercept_scale=intercept_scale, clip=2.0 * bound)
+    # the change's model: its own bound (a change is at most twice the bound), the lags' weights of the
+    # prior variance LAGS_WEIGHT_VARIANCE together
+    return RecentLinear(lags, intercept_scale=intercept_scale, clip=2.0 * bound,
+                        weight_variance=LAGS_WEIGHT_VARIANCE)
 
 
 def last_leads(targets: np.ndarray, share: float) -> bool:

@@ -33,10 +33,10 @@ class RecentLinear:
     weights per score.
 
     ``x`` is a standardised row with the intercept last (``dim + 1`` coordinates); the prior is
-    :math:`w \sim N(0, \Sigma_0)`, :math:`\Sigma_0 = \mathrm{diag}(1/d, \dots, 1/d, B^2)` (a unit prior
-    variance of :math:`w^\top z` on standardised rows, as :meth:`kons.Auto._warmup_prediction`, and an
-    intercept of spread ``intercept_scale`` :math:`= B`, the mixture's interval :math:`[-B, B]` for
-    ``auto``), the noise of unit variance. After the
+    :math:`w \sim N(0, \Sigma_0)`, :math:`\Sigma_0 = \mathrm{diag}(v/d, \dots, v/d, B^2)` (a prior
+    variance ``weight_variance`` :math:`= v` of :math:`w^\top z` on standardised rows, by default 1, as
+    :meth:`kons.Auto._warmup_prediction`, and an intercept of spread ``intercept_scale`` :math:`= B`,
+    the mixture's interval :math:`[-B, B]` for ``auto``), the noise of unit variance. After the
     rows :math:`x_1..x_n` with targets :math:`t_1..t_n`:
 
     .. math::
@@ -61,10 +61,11 @@ class RecentLinear:
     target -1 on every row before it: :math:`-\sum_s x_s`, exact, which is why the sum is kept.
     """
 
-    def __init__(self, dim: int, *, intercept_scale: float, clip: float) -> None:
+    def __init__(self, dim: int, *, intercept_scale: float, clip: float, weight_variance: float = 1.0
+                 ) -> None:
         self.dim = dim
         self.clip = clip
-        self.P = np.diag(np.append(np.full(dim, 1.0 / dim), intercept_scale * intercept_scale))
+        self.P = np.diag(np.append(np.full(dim, weight_variance / dim), intercept_scale * intercept_scale))
         self.b = np.zeros((dim + 1, 1))
         self.sum = np.zeros(dim + 1)  # sum of the rows: a new class's column is its negative
         self._score: np.ndarray | None = None  # P b of the one score, until P or b change (not state)
