@@ -27,6 +27,7 @@ __all__ = [
     "LAGS_WARMUP_ROWS",
     "LAGS_WARMUP_SHARE",
     "LAGS_WEIGHT_VARIANCE",
+    "LEVEL_CEILING",
     "LINEAR_PRIOR",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
@@ -109,6 +110,11 @@ PROBATION_ROUNDS = 64
 #: Each expert's prior in a delayed generation: small, the generation before is there already
 #: (docs/auto.md#entry_prior).
 ENTRY_PRIOR = 0.01
+
+# ----------------------------------------------------------------- the loss detector (docs/drift.md)
+#: How many times the block means' recent mean the loss detector's level may stand: a level that lags a
+#: learner's falling losses hides the next change (a shrink of the target's spread; docs/drift.md).
+LEVEL_CEILING = 3.0
 
 # ----------------------------------------------------------------- the local expert (docs/drift.md)
 #: Rows the local expert keeps, and the neighbours it votes with (docs/auto.md#neighbour_rows).
