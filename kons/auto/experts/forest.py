@@ -441,7 +441,6 @@ class MondrianForest:
             self._read_full(ints[head:], floats, nodes, feature, children, fresh)
         else:
             self._read_compact(arrays, prefix, floats, nodes, feature, children, fresh)
-        orders = []  # each tree's inner nodes, each before its children
         for t, used in enumerate(nodes.tolist()):
             inner = children[t, :used, 0] >= 0
             links = children[t, :used][inner]
@@ -449,12 +448,12 @@ class MondrianForest:
                     or (feature[t, :used][inner] >= self.dim).any() \
                     or sorted(links.ravel().tolist()) != list(range(1, used)):
                 raise StateFormatError("a forest state's splits do not make trees.")
-            orders.append(_inner_preorder(children[t]))  # (each node one parent: the walk ends)
-            if 2 * len(orders[-1]) + 1 != used:
-                raise StateFormatError("a forest state's splits do not make trees.")
+        levels = _inner_levels(children)  # (each node one parent: the walk ends)
+        if 2 * sum(len(level) for level in levels) + self.trees != int(nodes.sum()):
+            raise StateFormatError("a forest state's splits do not make trees.")  # nodes not reached
         compact = ints[0] == _COMPACT
         if compact:
-            _derive(children, fresh, orders)
+            _derive(children, fresh, levels)
         if not all(np.isfinite(column).all() for column in fresh.values()):
             raise StateFormatError("a forest state holds numbers that are not finite.")
         words = [int(w) for w in ints[3:9].view(np.uint64)]
@@ -538,43 +537,33 @@ class MondrianForest:
             return False
         derived = {name: getattr(self, name).copy() for name in ("_log_weight", "_log_tree", "_lower",
                                                                  "_upper", "_counts")}
-        _derive(self._children, derived, [_inner_preorder(tree) for tree in self._children])
+        _derive(self._children, derived, _inner_levels(self._children))
         return all(np.array_equal(column, getattr(self, name)) for name, column in derived.items())
 
 
-def _derive(children: np.ndarray, columns: dict[str, np.ndarray], orders: list[list[int]]) -> None:
+def _derive(children: np.ndarray, columns: dict[str, np.ndarray], levels: list[np.ndarray]) -> None:
     """Set the inner nodes' ``_counts``, ``_lower``, ``_upper`` and ``_log_tree`` in ``columns`` from their
     leaves' (and ``_log_weight``), as learning makes them: a node's box and counts are its children's
     together, a leaf's tree weight is its own and an inner node's is :func:`_tree_log_weight` of its
-    children's (``orders``: each tree's inner nodes, each before its children: :func:`_inner_preorder`)."""
+    children's (``levels``: the inner nodes by depth, :func:`_inner_levels`)."""
     trees, most = children.shape[:2]
-    log_weight, log_tree = columns["_log_weight"], columns["_log_tree"]
-    leaf = children[..., 0] < 0
+    flat = _flat_children(children)
+    log_weight, log_tree = columns["_log_weight"].reshape(-1), columns["_log_tree"].reshape(-1)
+    leaf = flat[:, 0] < 0
     log_tree[leaf] = log_weight[leaf]
-    mixed = _tree_log_weight
-    levels: list[list[int]] = []  # the inner nodes (flat indices) by their height above their leaves
-    for t in range(trees):
-        first, second = children[t, :, 0].tolist(), children[t, :, 1].tolist()
-        own, weights = log_weight[t].tolist(), log_tree[t].tolist()
-        heights = [0] * most
-        for node in reversed(orders[t]):  # each after its children
-            left, right = first[node], second[node]
-            weights[node] = mixed(own[node], weights[left] + weights[right])
-            below, beside = heights[left], heights[right]
-            height = heights[node] = (below if below > beside else beside) + 1
-            if height > len(levels):
-                levels.append([])
-            levels[height - 1].append(t * most + node)
-        log_tree[t] = weights
-    flat = children.reshape(-1, 2) + np.repeat(np.arange(trees) * most, most)[:, None]
     counts = columns["_counts"].reshape(trees * most, -1)
     lower, upper = (columns[name].reshape(trees * most, -1) for name in ("_lower", "_upper"))
-    for level in levels:  # the nodes whose children are done
-        at = np.array(level)
-        left, right = flat[at, 0], flat[at, 1]
-        counts[at] = counts[left] + counts[right]
-        lower[at] = np.fmin(lower[left], lower[right])
-        upper[at] = np.fmax(upper[left], upper[right])
+    for level in reversed(levels):  # the deepest first: each node after its children
+        left, right = flat[level, 0], flat[level, 1]
+        counts[level] = counts[left] + counts[right]
+        lower[level] = np.fmin(lower[left], lower[right])
+        upper[level] = np.fmax(upper[left], upper[right])
+    own, weights = log_weight.tolist(), log_tree.tolist()
+    first, second = flat[:, 0].tolist(), flat[:, 1].tolist()
+    mixed = _tree_log_weight
+    for node in np.concatenate([np.zeros(0, dtype=np.int64), *levels[::-1]]).tolist():
+        weights[node] = mixed(own[node], weights[first[node]] + weights[second[node]])
+    log_tree[:] = weights
 
 
 def _box(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -582,17 +571,27 @@ def _box(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.fmin(x, _NONE_LOW), np.fmax(x, _NONE_HIGH)
 
 
-def _inner_preorder(children: np.ndarray) -> list[int]:
-    """A tree's inner nodes reached from its root, each before its children (``children``: each node's, -1
-    for a leaf; each node one parent, or the walk may not end)."""
-    first, second = children[:, 0].tolist(), children[:, 1].tolist()
-    inner, stack = [], [0]
-    while stack:
-        node = stack.pop()
-        if first[node] >= 0:
-            inner.append(node)
-            stack += (first[node], second[node])
-    return inner
+def _flat_children(children: np.ndarray) -> np.ndarray:
+    """The children of every node of the trees ``children`` as indices of the node arrays' first two axes
+    flattened (-1: none)."""
+    trees, most = children.shape[:2]
+    offsets = np.repeat(np.arange(trees) * most, most)[:, None]
+    result: np.ndarray = np.where(children.reshape(-1, 2) >= 0, children.reshape(-1, 2) + offsets, -1)
+    return result
+
+
+def _inner_levels(children: np.ndarray) -> list[np.ndarray]:
+    """The trees' inner nodes reached from their roots, by depth (indices as :func:`_flat_children`'s;
+    ``children``: each node one parent, or the walk may not end)."""
+    flat = _flat_children(children)
+    levels: list[np.ndarray] = []
+    reached = np.arange(children.shape[0]) * children.shape[1]  # the roots
+    while True:
+        inner = reached[flat[reached, 0] >= 0]
+        if not len(inner):
+            return levels
+        levels.append(inner)
+        reached = flat[inner].ravel()
 
 
 class ForestExpert(ModelExpert[MondrianForest]):
