@@ -6,7 +6,9 @@ Layout (all integers little-endian)::
 
 The header names the learner class, its parameters, scalar state (floats round-trip exactly through
 JSON's shortest repr), the random generator's state and, for each array, its dtype, shape and byte
-offset. Arrays are raw little-endian buffers read with ``np.frombuffer``: nothing is ever unpickled.
+offset. Arrays are raw little-endian buffers read with ``np.frombuffer``: nothing is ever unpickled. An
+array of integers may be saved in any of the integer dtypes of :data:`_INTEGERS` (:func:`integer_dtype`: the
+narrowest that holds its values).
 """
 
 from __future__ import annotations
@@ -22,13 +24,25 @@ import numpy as np
 
 from kons.errors import StateFormatError
 
-__all__ = ["FORMAT_VERSION", "decode", "decode_header", "encode"]
+__all__ = ["FORMAT_VERSION", "decode", "decode_header", "encode", "integer_dtype"]
 
 MAGIC = b"KONSSTAT"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sHI")
 _DIGEST = 32
-_DTYPES = {"<f8", "<i8", "|b1", "|u1"}  # |u1: the nested state blobs of wrapped learners
+#: The integer dtypes of a state, narrowest first, with their ranges (|u1 also holds the nested state blobs
+#: of wrapped learners).
+_INTEGERS = tuple((dtype, int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+                  for dtype in map(np.dtype, ("|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8")))
+_DTYPES = {"<f8", "|b1", *(dtype.str for dtype, _, _ in _INTEGERS)}
+
+
+def integer_dtype(low: int, high: int) -> np.dtype:
+    """The narrowest integer dtype of a state that holds every integer from ``low`` to ``high``."""
+    for dtype, least, most in _INTEGERS:
+        if least <= low and high <= most:
+            return dtype
+    raise OverflowError(f"no integer dtype of a state holds {low} to {high}.")
 
 
 def _finite_float(text: str) -> float:

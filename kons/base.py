@@ -825,9 +825,10 @@ class Learner(abc.ABC):
     def max_growth_nbytes(self, rounds: int) -> int:
         """An upper bound of the growth of :meth:`state_nbytes` over the next ``rounds`` rounds.
 
-        0 for a fixed-size learner and for a held one (:meth:`hold_growth`); O(1), from the current
-        sizes (a kernel learner's bound grows with the square of ``rounds``: its factor gains a row per
-        stored point).
+        0 for a fixed-size learner and for a held one (:meth:`hold_growth`; held, ``auto`` on three
+        classes or more still counts its forest's saved counts, which widen when a class's rows in a tree
+        pass 255, then 65,535); O(1), from the current sizes (a kernel learner's bound grows with the
+        square of ``rounds``: its factor gains a row per stored point).
 
         Raises
         ------

@@ -161,7 +161,9 @@ def test_the_nodes_stop_at_their_bound_and_a_held_forest_does_not_split() -> Non
         if r % 500 == 499:
             sizes.append(before[1])
     assert (forest.nodes == 31).all()
-    assert forest.growth_nbytes(10**6) == 0
+    # full, only its counts grow: into wider integers (two more bytes each of its 3 x 16 leaves' 3 counts)
+    # once a class's rows pass 65,535
+    assert forest.growth_nbytes(10) == 0 < forest.growth_nbytes(10**6) == 2 * 3 * 16 * 3
     assert sizes[-1] == sizes[1]  # the state stopped growing
     assert forest.predict_proba(X[0]).sum() == pytest.approx(1.0)
     held = MondrianForest(3, 3, trees=2, max_nodes=31, seed=7)
@@ -184,7 +186,9 @@ def test_a_full_forest_within_its_byte_bound_saves_at_most_those_bytes() -> None
         forest.learn(x, int(label))
     assert (forest.nodes == nodes).all()
     saved = sum(array.nbytes for array in forest.state().values())
-    assert 40_000 - 3 * 2 * 8 * (7 + 2 * 3 + 2) < saved <= 40_000
+    forest._compact = False  # the bound is the full format's (a forest restored from one that is not compact)
+    full = sum(array.nbytes for array in forest.state().values())
+    assert saved < 40_000 - 3 * 2 * 8 * (7 + 2 * 3 + 2) < full <= 40_000
 
 
 def test_the_experts_bytes_are_its_saved_arrays_as_the_forest_grows_widens_and_is_restored() -> None:
@@ -200,9 +204,12 @@ def test_the_experts_bytes_are_its_saved_arrays_as_the_forest_grows_widens_and_i
         expert.observe(Row({}, x), float(label), 4, playing=False)
         if r % 97 == 0:
             assert expert.nbytes() == saved(expert)
-    assert (expert.model.nodes == nodes).all() and expert.nbytes() == saved(expert) > 40_000  # 4 classes
+    assert (expert.model.nodes == nodes).all() and expert.nbytes() == saved(expert)
     expert.widen(7)
     assert expert.nbytes() == saved(expert)
+    expert.model._compact = False  # (as a forest restored from a full state its leaves do not make)
+    assert expert.nbytes() == saved(expert) > 40_000  # the full format's, of 7 classes
+    expert.model._compact = True
     restored = ForestExpert(MondrianForest(3, 2, trees=3, max_nodes=nodes), wake_rows=0)
     restored.model.restore(expert.arrays("forest"), "forest")
     assert restored.nbytes() == saved(restored) == saved(expert)
@@ -223,18 +230,73 @@ def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -
         restored.learn(x, int(label))
     for name, array in forest.state().items():
         np.testing.assert_array_equal(restored.state()[name], array)
-    broken = {"forest_ints": state["forest_ints"][:-1], "forest_floats": state["forest_floats"]}
+    broken = {**state, "forest_ints": state["forest_ints"][:-1]}
     cycle = {name: array.copy() for name, array in state.items()}
-    children = 9 + 3 + int(state["forest_ints"][9]) + 1  # the first tree's root's children
-    cycle["forest_ints"][children:children + 2] = 0  # its root its own child
+    cycle["forest_links"][2] = 1  # the first tree's node 1 or 2 (an inner node: it grew) under itself
+    forest._compact = False
+    full = forest.state()
+    forest._compact = True
+    full_cycle = {name: array.copy() for name, array in full.items()}
+    children = 9 + 3 + int(full["forest_ints"][9]) + 1  # the first tree's root's children
+    full_cycle["forest_ints"][children:children + 2] = 0  # its root its own child
     wider = MondrianForest(3, 4, trees=3, max_nodes=63)
     for bad, target in ((broken, restored), ({"forest_ints": state["forest_ints"]}, restored),
-                        (cycle, restored), (state, wider)):
+                        ({**state, "forest_counts": state["forest_counts"][1:]}, restored),
+                        ({**state, "forest_counts": state["forest_counts"].astype(float)}, restored),
+                        (cycle, restored), (full_cycle, restored), (state, wider)):
         before = restored.state()
         with pytest.raises(StateFormatError):
             target.restore(bad)
         for name, array in restored.state().items():
             np.testing.assert_array_equal(before[name], array)
+
+
+def _full_state(forest: MondrianForest) -> dict[str, np.ndarray]:
+    """The forest's state in the full format (every field of every node, as releases before saved it)."""
+    compact, forest._compact = forest._compact, False
+    try:
+        return forest.state()
+    finally:
+        forest._compact = compact
+
+
+def test_a_full_state_plays_on_identically_and_is_saved_compact_when_its_leaves_make_it() -> None:
+    X, y = _steps(1200, 4, seed=17)
+    X[::9, 0] = np.nan
+    forest = MondrianForest(3, 2, trees=3, max_nodes=63, seed=17)
+    for x, label in zip(X[:600], y[:600], strict=True):
+        forest.widen(int(label) + 1)
+        forest.learn(x, int(label))
+    compact, full = forest.state(), _full_state(forest)
+    assert sum(a.nbytes for a in compact.values()) < sum(a.nbytes for a in full.values()) / 2
+    restored = MondrianForest(3, 4, trees=3, max_nodes=63)
+    restored.restore(full)
+    for name in MondrianForest._NODE_FLOATS:  # the inner nodes made again from the leaves: bit for bit
+        np.testing.assert_array_equal(getattr(restored, name), getattr(forest, name))
+    for name, array in compact.items():
+        np.testing.assert_array_equal(restored.state()[name], array)
+    assert restored.nbytes() == sum(a.nbytes for a in compact.values())
+    for x, label in zip(X[600:], y[600:], strict=True):
+        np.testing.assert_array_equal(restored.predict_proba(x), forest.predict_proba(x))
+        forest.learn(x, int(label))
+        restored.learn(x, int(label))
+    for name, array in forest.state().items():
+        np.testing.assert_array_equal(restored.state()[name], array)
+
+
+def test_a_full_state_its_leaves_do_not_make_is_saved_as_it_came() -> None:
+    forest = _learnt(300, 3, trees=2, max_nodes=31, seed=18)
+    full = _full_state(forest)
+    used = int(forest.nodes[0])
+    assert used > 1
+    full["forest_floats"][3 * used] += 1.0  # the first tree's root's tree weight (after 3 fields a node)
+    restored = MondrianForest(3, 3, trees=2, max_nodes=31)
+    restored.restore(full)
+    assert set(restored.state()) == {"forest_ints", "forest_floats"}
+    for name, array in full.items():
+        np.testing.assert_array_equal(restored.state()[name], array)
+    assert restored.nbytes() == sum(a.nbytes for a in full.values())
+    assert restored.growth_nbytes(1) == 0  # full: no node to grow, and whole floats hold every count
 
 
 def test_the_expert_answers_the_protocol_on_three_classes_or_more_only() -> None:
@@ -254,7 +316,8 @@ def test_the_expert_answers_the_protocol_on_three_classes_or_more_only() -> None
         assert played.shape == (3,) and played.sum() == pytest.approx(1.0)
         expert.observe(row, float(label), 3, playing=True)
     assert expert.nbytes() == sum(a.nbytes for a in expert.arrays("forest").values())
-    assert set(expert.arrays("forest")) == {"forest_ints", "forest_floats"} and expert.scalars() is None
+    assert set(expert.arrays("forest")) == {"forest_ints", "forest_links", "forest_features", "forest_floats",
+                                            "forest_counts"} and expert.scalars() is None
     expert.hold_growth(True)
     assert expert.growth_nbytes(10) == 0
 

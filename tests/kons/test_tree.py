@@ -158,9 +158,9 @@ def test_the_leaves_stop_at_their_bound_and_keep_learning() -> None:
     assert tree.leaves == 4
     before = tree.state()
     # the saved statistics are the leaves' in use: 4 leaves x (2 classes x 4 features x 5 + 2 counts + 3),
-    # after the 7 nodes' thresholds
+    # after the used nodes' thresholds (7; the root alone, before a split)
     assert len(before["tree_floats"]) == 7 + 4 * (2 * 4 * 5 + 2 + 3)
-    assert len(HoeffdingTree(4, 2, max_leaves=4).state()["tree_floats"]) == 7 + 1 * (2 * 4 * 5 + 2 + 3)
+    assert len(HoeffdingTree(4, 2, max_leaves=4).state()["tree_floats"]) == 1 + 1 * (2 * 4 * 5 + 2 + 3)
     tree.learn(X[0], int(y[0]))
     assert tree.leaves == 4 and tree.rows_learnt == 3001 and not np.array_equal(tree.state()["tree_floats"],
                                                                                  before["tree_floats"])
@@ -185,7 +185,7 @@ def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -
     not_a_tree = ints.copy()
     not_a_tree[:2] = (4, 2)
     outside = ints.copy()
-    outside[3:3 + len(tree._feature)] = np.where(tree._feature >= 0, 9, -1)
+    outside[3:3 + tree._nodes] = np.where(tree._feature[:tree._nodes] >= 0, 9, -1)
     for broken in ({"tree_ints": ints},
                    {"tree_ints": ints, "tree_floats": floats[:-1]},
                    {"tree_ints": not_a_tree, "tree_floats": floats},
@@ -194,6 +194,27 @@ def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -
         with pytest.raises(StateFormatError):
             fresh.restore(broken)
         assert fresh.leaves == 1 and fresh.rows_learnt == 0
+
+
+def test_a_state_of_every_node_the_tree_may_hold_as_releases_before_saved_plays_on_identically() -> None:
+    X, y = _stream(1200, 3, 3, seed=4)
+    tree = HoeffdingTree(3, 3, grace=50, delta=0.01, tie=0.2)
+    for x, label in zip(X[:600], y[:600], strict=True):
+        tree.learn(x, int(label))
+    assert 1 < tree.leaves < tree.max_leaves  # nodes unused, saved before as they were made
+    statistics = tree.state()["tree_floats"][tree._nodes:]
+    every_node = {"tree_ints": np.concatenate([[tree._nodes, tree.leaves, tree.rows_learnt], tree._feature,
+                                               tree._children.ravel(), tree._slot]),
+                  "tree_floats": np.concatenate([tree._threshold, statistics])}
+    copy = HoeffdingTree(3, 3, grace=50, delta=0.01, tie=0.2)
+    copy.restore(every_node)
+    ours, theirs = tree.state(), copy.state()
+    assert all(np.array_equal(ours[k], theirs[k]) for k in ours)
+    for x, label in zip(X[600:], y[600:], strict=True):
+        assert np.array_equal(tree.predict_proba(x), copy.predict_proba(x))
+        tree.learn(x, int(label))
+        copy.learn(x, int(label))
+    assert tree.leaves > 3 and all(np.array_equal(tree.state()[k], copy.state()[k]) for k in ours)
 
 
 def _nbytes(tree: HoeffdingTree) -> int:

@@ -43,6 +43,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from kons._state import integer_dtype
 from kons.auto.config import (
     FOREST_DIRICHLET,
     FOREST_MAX_BYTES,
@@ -62,15 +63,18 @@ _NEVER = float(np.finfo(float).max)
 #: The box of a feature no row of the node has given (all missing): empty, lower above upper.
 _NONE_LOW, _NONE_HIGH = _NEVER, -_NEVER
 _LOG_HALF = math.log(0.5)
-#: The state's format, first of its integers.
-_VERSION = 1
+#: The state's formats, first of its integers: every field of every node (still read, and written for a
+#: forest whose inner nodes are not what their leaves make them), or the leaves' fields and the splits only
+#: (:meth:`MondrianForest.state`).
+_FULL, _COMPACT = 1, 2
 #: The last row routed: its bytes, its paths, the paths flattened (``MondrianForest._flat``), its play.
 _Routed = tuple[bytes, list[list[int]], tuple[np.ndarray, list[int]], "np.ndarray | None"]
 
 
 def nodes_within(nbytes: int, dim: int, trees: int, most: int) -> int:
     """The nodes a tree may hold, at most ``most`` (odd: a root and pairs of children), so that ``trees``
-    trees over ``dim`` features save at most ``nbytes`` on two classes (:meth:`MondrianForest.state`)."""
+    trees over ``dim`` features save at most ``nbytes`` on two classes (:meth:`MondrianForest.state`, in
+    either format)."""
     nodes = (nbytes - 8 * _head(trees)) // (trees * _node_nbytes(dim, 2))
     return max(1, min(most, nodes - (1 - nodes % 2)))
 
@@ -82,8 +86,24 @@ def _head(trees: int) -> int:
 
 
 def _node_nbytes(dim: int, classes: int) -> int:
-    """A saved node's bytes: its feature and children, its threshold, split time, weights, box and counts."""
+    """A node's bytes in the full format: its feature and children, its threshold, split time, weights, box
+    and counts (the most a node takes in either format)."""
     return 8 * (3 + 4 + 2 * dim + classes)
+
+
+def _tree_log_weight(own: float, split: float) -> float:
+    r""":math:`\log \bar w_v` of an inner node from its own :math:`\log w_v` and its children's
+    :math:`\log \bar w` summed (``split``): :math:`\log(w_v / 2 + \bar w_{v_0} \bar w_{v_1} / 2)`, bit for
+    bit as :meth:`MondrianForest._count` computes it inline (a call a node would cost every round)."""
+    return (own + math.log1p(math.exp(split - own)) if own > split
+            else split + math.log1p(math.exp(own - split))) + _LOG_HALF
+
+
+def _second(first: np.ndarray) -> np.ndarray:
+    """Each inner node's second child from its first: a split makes its two children at once, an odd index
+    and the next (:meth:`MondrianForest._extend`)."""
+    result: np.ndarray = np.where(first % 2 == 1, first + 1, first - 1)
+    return result
 
 
 class MondrianForest:
@@ -109,6 +129,7 @@ class MondrianForest:
         self._counts = np.zeros((*shape, classes))
         self._nodes = np.ones(trees, dtype=np.int64)  # node 0 is the root
         self._learnt = 0
+        self._compact = True  # saved in the compact format (its inner nodes are what its leaves make them)
         # the last row routed (its bytes), its paths (as lists and flattened: _flat) and the play on it (None
         # until played), while nothing has been learnt since: a round's play and its learning, or a
         # prediction then the learning of the same row, route and play it once
@@ -300,13 +321,19 @@ class MondrianForest:
                                    else split + log1p(exp(mine - split))) + _LOG_HALF
         log_tree[flat] = tree
 
-    def growth_nbytes(self, rounds: int) -> int:
-        """The most its state can grow in ``rounds`` rounds: two nodes a tree a round, up to
-        ``max_nodes``; nothing while held."""
-        if self.held:
-            return 0
-        nodes = int(np.minimum(2 * rounds, self.max_nodes - self._nodes).sum())
-        return nodes * _node_nbytes(self.dim, self.classes)
+    def growth_nbytes(self, rounds: int, counted: int | None = None) -> int:
+        """The most its state can grow in ``rounds`` rounds of which it learns ``counted`` rows (all unless
+        told): two nodes a tree a round, up to ``max_nodes`` (none while held), and in the compact format
+        the leaves' counts, whose integers widen when a class's rows pass what they hold (held or not:
+        the rows are counted either way)."""
+        pairs = 0 if self.held else int(np.minimum(rounds, (self.max_nodes - self._nodes) // 2).sum())
+        if not self._compact:
+            return 2 * pairs * _node_nbytes(self.dim, self.classes)
+        width = self._count_dtype().itemsize
+        wider = integer_dtype(0, self._most_counted() + (rounds if counted is None else counted)).itemsize
+        leaves = (int(self._nodes.sum()) + self.trees) // 2 + pairs
+        return (pairs * (self._inner_nbytes() + self._leaf_nbytes(wider))
+                + (wider - width) * leaves * self.classes)
 
     def widen(self, classes: int) -> None:
         """Make room for ``classes`` classes (more than now): the new ones counted nowhere yet."""
@@ -317,27 +344,77 @@ class MondrianForest:
             self._last = None  # its play has fewer classes
 
     _NODE_FLOATS = ("_threshold", "_time", "_log_weight", "_log_tree", "_lower", "_upper", "_counts")
+    #: An inner node's saved floats in the compact format (the others are its children's).
+    _INNER_FLOATS = ("_threshold", "_time", "_log_weight")
+
+    def _most_counted(self) -> int:
+        """The largest count of a class in a node: a root's, which counts every row of its tree (cheaper
+        to find than the leaves' largest, for every size asked)."""
+        return int(self._counts[:, 0].max(initial=0.0))
+
+    def _count_dtype(self) -> np.dtype:
+        """The integers of the saved counts (compact format): the narrowest that hold a root's."""
+        return integer_dtype(0, self._most_counted())
+
+    def _link_dtype(self) -> np.dtype:
+        """The integers of the saved first children (compact format)."""
+        return integer_dtype(-1, self.max_nodes - 1)
+
+    def _feature_dtype(self) -> np.dtype:
+        """The integers of the saved features (compact format)."""
+        return integer_dtype(0, self.dim - 1)
+
+    def _inner_nbytes(self) -> int:
+        """An inner node's bytes in the compact format: its first child, feature, and floats."""
+        return self._link_dtype().itemsize + self._feature_dtype().itemsize + 8 * len(self._INNER_FLOATS)
+
+    def _leaf_nbytes(self, count_width: int) -> int:
+        """A leaf's bytes in the compact format, its counts ``count_width`` bytes each: its (no) first
+        child, its weight, box and counts."""
+        return self._link_dtype().itemsize + 8 * (1 + 2 * self.dim) + count_width * self.classes
 
     def nbytes(self) -> int:
         """The bytes of :meth:`state`'s arrays, from the nodes in use (without building them)."""
-        return 8 * _head(self.trees) + int(self._nodes.sum()) * _node_nbytes(self.dim, self.classes)
+        nodes = int(self._nodes.sum())
+        if not self._compact:
+            return 8 * _head(self.trees) + nodes * _node_nbytes(self.dim, self.classes)
+        inner = (nodes - self.trees) // 2  # each tree: a root, then pairs of children
+        return (8 * _head(self.trees) + inner * self._inner_nbytes()
+                + (nodes - inner) * self._leaf_nbytes(self._count_dtype().itemsize))
 
     def state(self, prefix: str = "forest") -> dict[str, np.ndarray]:
-        """The forest as two arrays (each array costs a saved state a header): ``<prefix>_ints``, the format,
-        the classes, the rows learnt, the generator's state (six words), each tree's nodes, then each
-        tree's used nodes' features and children; ``<prefix>_floats``, each tree's used nodes' thresholds,
-        split times, weights, boxes and counts, flattened."""
+        """The forest as few arrays (each array costs a saved state a header). ``<prefix>_ints``: the
+        format, the classes, the rows learnt, the generator's state (six words) and each tree's nodes. In the
+        compact format, then, each tree's used nodes one after another: ``<prefix>_links``, each node's
+        first child (-1: a leaf), ``<prefix>_features``, the inner nodes' features, ``<prefix>_floats``, the
+        inner nodes' thresholds, split times and weights, then the leaves' weights and boxes, and
+        ``<prefix>_counts``, the leaves' counts, each array in the narrowest integers that hold it: the
+        rest is what the leaves make it (:func:`_derive`: an inner node's box and counts are its
+        children's together, a leaf's tree weight its own). In the full format (of a forest whose inner
+        nodes are not what their leaves make them: restored so), each tree's used nodes' features and
+        children follow in ``<prefix>_ints``, and ``<prefix>_floats`` holds their every float."""
         rng = self._rng.bit_generator.state
         words = [rng["state"]["state"] >> 64, rng["state"]["state"] & (2**64 - 1), rng["state"]["inc"] >> 64,
                  rng["state"]["inc"] & (2**64 - 1), rng["has_uint32"], rng["uinteger"]]
-        head = np.array([_VERSION, self.classes, self._learnt], dtype=np.int64)
+        head = np.array([_COMPACT if self._compact else _FULL, self.classes, self._learnt], dtype=np.int64)
         ints = [head, np.array(words, dtype=np.uint64).view(np.int64), self._nodes]
-        floats = []
-        for t, used in enumerate(self._nodes.tolist()):
-            ints += [self._feature[t, :used], self._children[t, :used].ravel()]
-            floats += [getattr(self, name)[t, :used].ravel() for name in self._NODE_FLOATS]
+        if not self._compact:
+            floats = []
+            for t, size in enumerate(self._nodes.tolist()):
+                ints += [self._feature[t, :size], self._children[t, :size].ravel()]
+                floats += [getattr(self, name)[t, :size].ravel() for name in self._NODE_FLOATS]
+            return {f"{prefix}_ints": np.concatenate(ints).astype(np.int64),
+                    f"{prefix}_floats": np.concatenate(floats)}
+        used = np.arange(self.max_nodes) < self._nodes[:, None]
+        first = self._children[..., 0]
+        inner, leaf = used & (first >= 0), used & (first < 0)
+        floats = [getattr(self, name)[inner] for name in self._INNER_FLOATS]
+        floats += [self._log_weight[leaf], self._lower[leaf].ravel(), self._upper[leaf].ravel()]
         return {f"{prefix}_ints": np.concatenate(ints).astype(np.int64),
-                f"{prefix}_floats": np.concatenate(floats)}
+                f"{prefix}_links": first[used].astype(self._link_dtype()),
+                f"{prefix}_features": self._feature[inner].astype(self._feature_dtype()),
+                f"{prefix}_floats": np.concatenate(floats),
+                f"{prefix}_counts": self._counts[leaf].astype(self._count_dtype())}
 
     def restore(self, arrays: dict[str, np.ndarray], prefix: str = "forest") -> None:
         """Load :meth:`state` (of a forest of as many classes or more: it was widened); a state of another
@@ -346,16 +423,13 @@ class MondrianForest:
         ints, floats = ints_and_floats(arrays, prefix, "a forest state")
         head = _head(self.trees)
         if ints.ndim != 1 or floats.ndim != 1 or ints.dtype != np.int64 or len(ints) < head \
-                or ints[0] != _VERSION:
+                or ints[0] not in (_FULL, _COMPACT):
             raise StateFormatError("a forest state has the wrong format.")
         classes, learnt = int(ints[1]), int(ints[2])
         nodes = ints[9:head]
         if classes < self.classes or learnt < 0 or (nodes < 1).any() or (nodes > self.max_nodes).any() \
                 or (nodes % 2 != 1).any():
             raise StateFormatError("a forest state's sizes do not make a forest.")
-        if len(ints) != head + 3 * int(nodes.sum()) or \
-                len(floats) != int(nodes.sum()) * (4 + 2 * self.dim + classes):
-            raise StateFormatError("a forest state has the wrong size.")
         shape = (self.trees, self.max_nodes)
         feature = np.zeros(shape, dtype=np.int64)
         children = np.full((*shape, 2), -1, dtype=np.int64)
@@ -363,22 +437,23 @@ class MondrianForest:
                  "_log_weight": np.zeros(shape), "_log_tree": np.zeros(shape),
                  "_lower": np.full((*shape, self.dim), _NONE_LOW),
                  "_upper": np.full((*shape, self.dim), _NONE_HIGH), "_counts": np.zeros((*shape, classes))}
-        at, start = head, 0
+        if ints[0] == _FULL:
+            self._read_full(ints[head:], floats, nodes, feature, children, fresh)
+        else:
+            self._read_compact(arrays, prefix, floats, nodes, feature, children, fresh)
         for t, used in enumerate(nodes.tolist()):
-            feature[t, :used] = ints[at:at + used]
-            children[t, :used] = ints[at + used:at + 3 * used].reshape(used, 2)
-            at += 3 * used
-            for name in self._NODE_FLOATS:
-                target = fresh[name][t, :used]
-                target[...] = floats[start:start + target.size].reshape(target.shape)
-                start += target.size
             inner = children[t, :used, 0] >= 0
             links = children[t, :used][inner]
             if (links < 1).any() or (links >= used).any() or (feature[t, :used][inner] < 0).any() \
                     or (feature[t, :used][inner] >= self.dim).any() \
-                    or sorted(links.ravel().tolist()) != list(range(1, used)) \
-                    or _reached(children[t]) != used:
+                    or sorted(links.ravel().tolist()) != list(range(1, used)):
                 raise StateFormatError("a forest state's splits do not make trees.")
+        levels = _inner_levels(children)  # (each node one parent: the walk ends)
+        if 2 * sum(len(level) for level in levels) + self.trees != int(nodes.sum()):
+            raise StateFormatError("a forest state's splits do not make trees.")  # nodes not reached
+        compact = ints[0] == _COMPACT
+        if compact:
+            _derive(children, fresh, levels)
         if not all(np.isfinite(column).all() for column in fresh.values()):
             raise StateFormatError("a forest state holds numbers that are not finite.")
         words = [int(w) for w in ints[3:9].view(np.uint64)]
@@ -394,7 +469,101 @@ class MondrianForest:
         for name, column in fresh.items():
             setattr(self, name, column)
         self._rng, self._learnt, self.classes, self._last = rng, learnt, classes, None
+        # a forest saved in the full format is saved compact from now on if its leaves make it
+        self._compact = compact or self._derivable()
         self._listed()
+
+    def _read_full(self, ints: np.ndarray, floats: np.ndarray, nodes: np.ndarray, feature: np.ndarray,
+                   children: np.ndarray, fresh: dict[str, np.ndarray]) -> None:
+        """Read the nodes of a state in the full format into the fresh arrays (``ints``: after the head)."""
+        if len(ints) != 3 * int(nodes.sum()) or \
+                len(floats) != int(nodes.sum()) * (4 + 2 * self.dim + fresh["_counts"].shape[-1]):
+            raise StateFormatError("a forest state has the wrong size.")
+        at, start = 0, 0
+        for t, used in enumerate(nodes.tolist()):
+            feature[t, :used] = ints[at:at + used]
+            children[t, :used] = ints[at + used:at + 3 * used].reshape(used, 2)
+            at += 3 * used
+            for name in self._NODE_FLOATS:
+                target = fresh[name][t, :used]
+                target[...] = floats[start:start + target.size].reshape(target.shape)
+                start += target.size
+
+    def _read_compact(self, arrays: dict[str, np.ndarray], prefix: str, floats: np.ndarray,
+                      nodes: np.ndarray, feature: np.ndarray, children: np.ndarray,
+                      fresh: dict[str, np.ndarray]) -> None:
+        """Read the leaves' fields and the splits of a state in the compact format into the fresh arrays
+        (the inner nodes' boxes, counts and tree weights: :func:`_derive`, once the trees are checked)."""
+        try:
+            links, features, counts = (np.asarray(arrays[f"{prefix}_{name}"])
+                                       for name in ("links", "features", "counts"))
+        except KeyError as exc:
+            raise StateFormatError(f"a forest state is incomplete: {exc}") from None
+        total = int(nodes.sum())
+        inner_nodes = (total - self.trees) // 2
+        leaves, classes = total - inner_nodes, fresh["_counts"].shape[-1]
+        if any(array.dtype.kind not in "iu" for array in (links, features, counts)) \
+                or links.shape != (total,) or features.shape != (inner_nodes,) \
+                or counts.shape != (leaves, classes) or (counts < 0).any() \
+                or len(floats) != len(self._INNER_FLOATS) * inner_nodes + leaves * (1 + 2 * self.dim):
+            raise StateFormatError("a forest state has the wrong size.")
+        used = np.arange(self.max_nodes) < nodes[:, None]
+        children[used, 0] = links
+        first = children[..., 0]
+        inner, leaf = used & (first >= 0), used & (first < 0)
+        if int(inner.sum()) != inner_nodes:
+            raise StateFormatError("a forest state's splits do not make trees.")
+        children[inner, 1] = _second(first[inner])
+        feature[inner] = features
+        sizes = [inner_nodes] * len(self._INNER_FLOATS) + [leaves, leaves * self.dim]
+        parts = np.split(floats, np.cumsum(sizes))
+        for name, part in zip(self._INNER_FLOATS, parts, strict=False):
+            fresh[name][inner] = part
+        fresh["_log_weight"][leaf] = parts[-3]
+        fresh["_lower"][leaf] = parts[-2].reshape(leaves, self.dim)
+        fresh["_upper"][leaf] = parts[-1].reshape(leaves, self.dim)
+        fresh["_counts"][leaf] = counts
+
+    def _derivable(self) -> bool:
+        """Whether the forest's inner nodes are what its leaves make them (:func:`_derive`), and its leaves
+        hold what a leaf holds (no split, whole counts): always, for a forest that learnt them."""
+        used = np.arange(self.max_nodes) < self._nodes[:, None]
+        first = self._children[..., 0]
+        inner, leaf = used & (first >= 0), used & (first < 0)
+        if (self._children[inner, 1] != _second(first[inner])).any() \
+                or (self._feature[leaf] != 0).any() or (self._threshold[leaf] != 0.0).any() \
+                or (self._time[leaf] != _NEVER).any() or (self._counts != np.floor(self._counts)).any() \
+                or (self._counts < 0.0).any() or self._counts.max(initial=0.0) >= 2.0**53:
+            return False
+        derived = {name: getattr(self, name).copy() for name in ("_log_weight", "_log_tree", "_lower",
+                                                                 "_upper", "_counts")}
+        _derive(self._children, derived, _inner_levels(self._children))
+        return all(np.array_equal(column, getattr(self, name)) for name, column in derived.items())
+
+
+def _derive(children: np.ndarray, columns: dict[str, np.ndarray], levels: list[np.ndarray]) -> None:
+    """Set the inner nodes' ``_counts``, ``_lower``, ``_upper`` and ``_log_tree`` in ``columns`` from their
+    leaves' (and ``_log_weight``), as learning makes them: a node's box and counts are its children's
+    together, a leaf's tree weight is its own and an inner node's is :func:`_tree_log_weight` of its
+    children's (``levels``: the inner nodes by depth, :func:`_inner_levels`)."""
+    trees, most = children.shape[:2]
+    flat = _flat_children(children)
+    log_weight, log_tree = columns["_log_weight"].reshape(-1), columns["_log_tree"].reshape(-1)
+    leaf = flat[:, 0] < 0
+    log_tree[leaf] = log_weight[leaf]
+    counts = columns["_counts"].reshape(trees * most, -1)
+    lower, upper = (columns[name].reshape(trees * most, -1) for name in ("_lower", "_upper"))
+    for level in reversed(levels):  # the deepest first: each node after its children
+        left, right = flat[level, 0], flat[level, 1]
+        counts[level] = counts[left] + counts[right]
+        lower[level] = np.fmin(lower[left], lower[right])
+        upper[level] = np.fmax(upper[left], upper[right])
+    own, weights = log_weight.tolist(), log_tree.tolist()
+    first, second = flat[:, 0].tolist(), flat[:, 1].tolist()
+    mixed = _tree_log_weight
+    for node in np.concatenate([np.zeros(0, dtype=np.int64), *levels[::-1]]).tolist():
+        weights[node] = mixed(own[node], weights[first[node]] + weights[second[node]])
+    log_tree[:] = weights
 
 
 def _box(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -402,15 +571,27 @@ def _box(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.fmin(x, _NONE_LOW), np.fmax(x, _NONE_HIGH)
 
 
-def _reached(children: np.ndarray) -> int:
-    """The nodes reached from the root by ``children`` (each node one parent: a cycle is not reached)."""
-    reached, stack = 0, [0]
-    while stack and reached <= len(children):
-        node = stack.pop()
-        reached += 1
-        if children[node, 0] >= 0:
-            stack += children[node].tolist()
-    return reached
+def _flat_children(children: np.ndarray) -> np.ndarray:
+    """The children of every node of the trees ``children`` as indices of the node arrays' first two axes
+    flattened (-1: none)."""
+    trees, most = children.shape[:2]
+    offsets = np.repeat(np.arange(trees) * most, most)[:, None]
+    result: np.ndarray = np.where(children.reshape(-1, 2) >= 0, children.reshape(-1, 2) + offsets, -1)
+    return result
+
+
+def _inner_levels(children: np.ndarray) -> list[np.ndarray]:
+    """The trees' inner nodes reached from their roots, by depth (indices as :func:`_flat_children`'s;
+    ``children``: each node one parent, or the walk may not end)."""
+    flat = _flat_children(children)
+    levels: list[np.ndarray] = []
+    reached = np.arange(children.shape[0]) * children.shape[1]  # the roots
+    while True:
+        inner = reached[flat[reached, 0] >= 0]
+        if not len(inner):
+            return levels
+        levels.append(inner)
+        reached = flat[inner].ravel()
 
 
 class ForestExpert(ModelExpert[MondrianForest]):
@@ -432,6 +613,10 @@ class ForestExpert(ModelExpert[MondrianForest]):
         """Learn the row of class index ``target`` (with three classes or more)."""
         if classes > 2:
             super().observe(row, target, classes, playing)
+
+    def growth_nbytes(self, rounds: int) -> int:
+        """The forest's, which counts no row on two classes (it has counted none when a third comes)."""
+        return self.model.growth_nbytes(rounds, rounds if self.model.classes > 2 else 0)
 
 
 def build_forest(grid: GridContext) -> list[Expert] | None:

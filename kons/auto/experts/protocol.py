@@ -84,7 +84,9 @@ class Expert(Protocol):
     def nbytes(self) -> int: ...
 
     def growth_nbytes(self, rounds: int) -> int:
-        """An upper bound of the growth of :meth:`nbytes` over ``rounds`` rounds (0 while held)."""
+        """An upper bound of the growth of :meth:`nbytes` over ``rounds`` rounds (while held, only what
+        no hold stops: the forest's saved counts widen when a class's rows pass what their integers
+        hold)."""
         ...
 
     def arrays(self, name: str) -> dict[str, np.ndarray]:

@@ -39,6 +39,8 @@ from kons.preprocessing import TARGET_BOUND
 
 __all__ = ["HoeffdingTree", "TreeExpert", "build_trees", "restore_trees", "trees_class_column_nbytes"]
 
+#: The numbers a node saves: its feature, two children, leaf slot and threshold.
+_NODE_NUMBERS = 5
 #: The range of a feature no row has shown yet (finite: a saved state holds finite numbers only).
 _NONE_LOW, _NONE_HIGH = float(np.finfo(float).max), float(-np.finfo(float).max)
 
@@ -239,9 +241,9 @@ class HoeffdingTree:
 
     def growth_nbytes(self, rounds: int) -> int:
         """The most its state can grow in ``rounds`` rounds: a leaf a round at most (a round splits at
-        most one leaf), up to ``max_leaves``; nothing while held."""
+        most one leaf: its statistics and two nodes), up to ``max_leaves``; nothing while held."""
         leaves = 0 if self.held else min(rounds, self.max_leaves - self._leaves)
-        return 8 * leaves * (self.classes * (5 * self.dim + 1) + 3)
+        return 8 * leaves * (self.classes * (5 * self.dim + 1) + 3 + 2 * _NODE_NUMBERS)
 
     def widen(self, classes: int) -> None:
         """Make room for ``classes`` classes (more than now): the new ones seen nowhere yet."""
@@ -259,22 +261,23 @@ class HoeffdingTree:
         self.classes = classes
 
     _LEAF_FLOATS = ("_n", "_mean", "_m2", "_low", "_high", "_counts", "_since", "_errors")
-    _FLOATS = ("_threshold", *_LEAF_FLOATS)
 
     def nbytes(self) -> int:
         """The bytes of :meth:`state`'s arrays, from the sizes of the tree's (without building them)."""
-        ints = 3 + self._feature.size + self._children.size + self._slot.size
-        floats: int = sum(getattr(self, name).size for name in self._FLOATS)
-        return 8 * (ints + floats)
+        leaves: int = sum(getattr(self, name).size for name in self._LEAF_FLOATS)
+        return 8 * (3 + _NODE_NUMBERS * self._nodes + leaves)
 
     def state(self, prefix: str = "tree") -> dict[str, np.ndarray]:
         """The tree as two arrays (few arrays: each costs a saved state a header): ``<prefix>_ints``, the
-        sizes (nodes, leaves, rows learnt) then the nodes' features, children and leaf slots, and
-        ``<prefix>_floats``, the thresholds then the statistics of the leaves in use, flattened."""
-        ints = [np.array([self._nodes, self._leaves, self._learnt]), self._feature, self._children.ravel(),
-                self._slot]
+        sizes (nodes, leaves, rows learnt) then the used nodes' features, children and leaf slots, and
+        ``<prefix>_floats``, the used nodes' thresholds then the statistics of the leaves in use,
+        flattened. (Releases before saved every node the tree may hold: :meth:`restore` reads both.)"""
+        used = self._nodes
+        ints = [np.array([self._nodes, self._leaves, self._learnt]), self._feature[:used],
+                self._children[:used].ravel(), self._slot[:used]]
+        floats = [self._threshold[:used], *(getattr(self, name).ravel() for name in self._LEAF_FLOATS)]
         return {f"{prefix}_ints": np.concatenate(ints).astype(np.int64),
-                f"{prefix}_floats": np.concatenate([getattr(self, name).ravel() for name in self._FLOATS])}
+                f"{prefix}_floats": np.concatenate(floats)}
 
     def restore(self, arrays: dict[str, np.ndarray], prefix: str = "tree") -> None:
         """Load :meth:`state` (of a tree with as many classes or more: it was widened); a state of another
@@ -282,17 +285,23 @@ class HoeffdingTree:
         leaves the tree as it was."""
         ints, floats = ints_and_floats(arrays, prefix, "a tree state")
         nodes_max = len(self._feature)
-        if ints.ndim != 1 or floats.ndim != 1 or len(ints) != 3 + 4 * nodes_max:
+        if ints.ndim != 1 or floats.ndim != 1 or len(ints) < 3:
             raise StateFormatError("a tree state has the wrong size.")
         nodes, leaves, learnt = (int(v) for v in ints[:3])
+        saved, extra = divmod(len(ints) - 3, _NODE_NUMBERS - 1)  # the used nodes, or (before) every one
+        if extra or saved not in (nodes, nodes_max) or not 1 <= nodes <= nodes_max:
+            raise StateFormatError("a tree state has the wrong size.")
         if not 1 <= leaves <= self.max_leaves:
             raise StateFormatError("a tree state's nodes and leaves do not make a tree.")
-        classes, extra = divmod(len(floats) - nodes_max - 3 * leaves, leaves * (5 * self.dim + 1))
+        classes, extra = divmod(len(floats) - saved - 3 * leaves, leaves * (5 * self.dim + 1))
         if extra or classes < self.classes:
             raise StateFormatError("a tree state has the wrong size.")
-        feature = ints[3:3 + nodes_max]
-        children = ints[3 + nodes_max:3 + 3 * nodes_max].reshape(nodes_max, 2)
-        slot = ints[3 + 3 * nodes_max:]
+        feature = np.full(nodes_max, -1, dtype=np.int64)
+        children = np.full((nodes_max, 2), -1, dtype=np.int64)
+        slot = np.full(nodes_max, -1, dtype=np.int64)
+        feature[:saved] = ints[3:3 + saved]
+        children[:saved] = ints[3 + saved:3 + 3 * saved].reshape(saved, 2)
+        slot[:saved] = ints[3 + 3 * saved:]
         used = slot[:nodes]
         if not (nodes == 2 * leaves - 1 and learnt >= 0
                 and sorted(used[used >= 0].tolist()) == list(range(leaves))):
@@ -302,15 +311,17 @@ class HoeffdingTree:
                 (feature[:nodes][inner] < 0).any() or (feature[:nodes][inner] >= self.dim).any():
             raise StateFormatError("a tree state's splits point outside the tree.")
         statistics = (leaves, classes, self.dim)
-        shapes = {"_threshold": (nodes_max,), "_n": statistics, "_mean": statistics, "_m2": statistics,
-                  "_low": statistics, "_high": statistics, "_counts": (leaves, classes), "_since": (leaves,),
+        shapes = {"_n": statistics, "_mean": statistics, "_m2": statistics, "_low": statistics,
+                  "_high": statistics, "_counts": (leaves, classes), "_since": (leaves,),
                   "_errors": (leaves, 2)}
-        start = 0
-        for name in self._FLOATS:
+        self._threshold = np.zeros(nodes_max)
+        self._threshold[:saved] = floats[:saved]
+        start = saved
+        for name in self._LEAF_FLOATS:
             size = math.prod(shapes[name])
             setattr(self, name, floats[start:start + size].reshape(shapes[name]).astype(np.float64))
             start += size
-        self._feature, self._children, self._slot = feature.copy(), children.copy(), slot.copy()
+        self._feature, self._children, self._slot = feature, children, slot
         self._bayes_of = None
         self._nodes, self._leaves, self._learnt, self.classes = nodes, leaves, learnt, classes
 
