@@ -28,7 +28,6 @@ __all__ = [
     "LAGS_WARMUP_SHARE",
     "LAGS_WEIGHT_VARIANCE",
     "LEVEL_CEILING",
-    "LINEAR_PRIOR",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
     "MAX_THRESHOLDS",
@@ -189,11 +188,6 @@ LAGS_PRIOR = 0.25
 #: of a series move together, so that a unit variance held its correction near 0 through a series' first
 #: bursts (chosen on the tuning series: docs/series.md#the-autoregressions-prior).
 LAGS_WEIGHT_VARIANCE = 16.0
-#: The prior of the Bayesian linear model of every row (regression), in play from the grid's start: above
-#: the grid's own, since on a heavy-tailed linear target it is the best expert from the first rounds and
-#: the mixture's rate moves the weight to it over hundreds; a larger one costs the raw sets where it is a
-#: poor expert (docs/series.md#the-linear-models-prior).
-LINEAR_PRIOR = 0.15
 # ----------------------------------------------------------------- the quantile-threshold view
 #: Thresholds per feature at most: a target that steps at a few ages needs no more
 #: (docs/auto.md#max_thresholds).

@@ -21,7 +21,6 @@ from kons.auto.config import (
     GRID,
     LAGS,
     LAGS_PRIOR,
-    LINEAR_PRIOR,
     MAX_DICTIONARY,
     NAP_ROUNDS,
     NAP_WEIGHT,
@@ -214,9 +213,9 @@ EXPERTS: tuple[Kind, ...] = (
          build_lags, restore_lags, wake_prior=LAGS_PRIOR),
     # the Bayesian linear model of every row (regression): least squares, whose step no large residual
     # shrinks (an ONS member's curvature grows with its squared gradients: a heavy tail freezes it); in
-    # play from the start at LINEAR_PRIOR
+    # play from the start with the grid's prior
     Kind(("linear",), ("bayesian_linear(raw) of every row",), build_linear, restore_linear,
-         start_prior=LINEAR_PRIOR),
+         start_prior=1.0 / (len(GRID) + 2)),
     # the aggregated Mondrian forest (three classes or more): it learns every row and enters after
     # FOREST_WAKE_ROWS
     Kind(("forest",), (f"aggregated_mondrian_forest(raw, {FOREST_TREES} trees)",), build_forest,

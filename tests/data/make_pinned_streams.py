@@ -57,11 +57,9 @@ The ``auto`` cases' final-state checksums once more (issue 39 and 36: the lag ex
 mixture's units since a declared change saved, the forest's and the neighbours' naps; on these 240-round
 streams no change is declared, no nap begins and no forest plays, so every play and prediction is the same,
 bit for bit on machine 74a754614c7087c4), the regression cases' taken from that machine's recording.
-The regression ``auto`` cases once more, deliberately (issue 39: the linear model of every row starts
-from the weight ``LINEAR_PRIOR``, not the grid's share): their plays, predictions and checksums; the
-classification cases' checksums only (the change detector saves the mean of its recent losses, the forest
-and the trees save their nodes compactly; every play and prediction the same, bit for bit on machine
-74a754614c7087c4), all taken from that machine's recording.
+The ``auto`` cases' final-state checksums once more (issues 36 and 39: the change detector saves the mean
+of its recent losses, the forest and the trees save their nodes compactly; every play and prediction the
+same, bit for bit on machine 74a754614c7087c4), taken from that machine's recording.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
