@@ -33,7 +33,7 @@ __all__ = ["NystromKONS", "dictionaries_restored", "dictionaries_saved_apart", "
 #: k(x, x), exceeds this: the new coordinate divides by that distance, so a near-duplicate member would
 #: amplify rounding by up to 1 / sqrt(ratio) (1e4 here) in every later round.
 MIN_RELATIVE_RESIDUAL = 1e-8
-#: The arrays of a dictionary: KORS's and ``L``.
+#: The arrays of a dictionary: KORS's and ``L`` (saved only if replaying the points does not rebuild it).
 _DICTIONARY_ARRAYS = ("kors_points", "kors_sq_norms", "kors_weights", "kors_chol", "factor")
 #: The arrays of KORS that only its proposals use: a full dictionary's state leaves them out.
 _PROPOSALS_ONLY = ("kors_weights", "kors_chol")
@@ -43,6 +43,9 @@ _FLOAT_NBYTES = np.dtype(np.float64).itemsize  # every array of the state holds 
 #: (:func:`dictionaries_restored`): the composite's arrays.
 _SAVING: ContextVar[Mapping[int, str]] = ContextVar("_SAVING", default=MappingProxyType({}))
 _RESTORING: ContextVar[Mapping[str, np.ndarray]] = ContextVar("_RESTORING", default=MappingProxyType({}))
+#: While a composite restores its learners: the ``L`` replayed for each dictionary saved apart, by its
+#: prefix, so that the learners that share it replay it once.
+_REPLAYED: ContextVar[dict[str, np.ndarray] | None] = ContextVar("_REPLAYED", default=None)
 
 
 class _SharedRound:
@@ -162,7 +165,10 @@ class NystromKONS(Learner):
         Hard bound on ``j``. The state takes about :math:`8(1.5 j^2 + j(d + 3))` bytes (two triangular
         factors, KORS's and :math:`L`, and :math:`A^{-1}`, each packed, plus the points); once the
         dictionary is full, about :math:`8(j^2 + j(d + 3))` (KORS's factor and weights, which only its
-        proposals use, are neither saved nor kept in memory: :meth:`~kons.kernel.kors.KORS.retire`). 500
+        proposals use, are neither saved nor kept in memory: :meth:`~kons.kernel.kors.KORS.retire`). The
+        saved state leaves :math:`L` out as well, :math:`8 j (j + 1) / 2` bytes fewer: a load replays the
+        members through it in their order, which rebuilds it bit for bit (kept only if restored from a
+        state whose :math:`L` the replay does not give). 500
         trades a little error for memory against the smaller and larger bounds measured
         (``docs/kons-math.md``, Nystrom-KONS); an operator short of memory can take 256.
     seed : int, default 0
@@ -237,6 +243,10 @@ class NystromKONS(Learner):
     def _reset_model(self) -> None:
         self._kors = self._new_kors()
         self._factor = PackedCholesky()  # L, L L' = K_DD
+        #: Whether replaying the dictionary's points rebuilds ``L`` bit for bit (:meth:`_replayed_factor`):
+        #: then the state leaves it out. Not when it was restored from a state whose ``L`` the replay
+        #: does not give (saved by another build of the arithmetic).
+        self._factor_replays = True
         self._shared: _SharedRound | None = None  # the round of the learners sharing _kors and _factor
         self._inverse = PackedSymmetric()  # A^{-1}
         self._weights = np.zeros(0)  # u
@@ -284,6 +294,9 @@ class NystromKONS(Learner):
         return self._computed_features(x)
 
     def _computed_features(self, x: np.ndarray) -> tuple[np.ndarray, float]:
+        # A contiguous row, as the replay of a member (:meth:`_replayed_factor`) reads it from the
+        # dictionary: BLAS sums a strided vector in another order.
+        x = np.ascontiguousarray(x)
         points = self._kors.points
         k = self.kernel.row(x, points.view, points.sq_norms.view)
         kxx = self.kernel.diag(x)
@@ -454,11 +467,20 @@ class NystromKONS(Learner):
         return {name: array[:triangle] if name in ("kors_chol", "factor") else array[:size]
                 for name, array in arrays.items() if not (full and name in _PROPOSALS_ONLY)}
 
+    def _saved_dictionary_arrays(self) -> dict[str, np.ndarray]:
+        """:meth:`_dictionary_arrays` as saved: without ``L`` when replaying the points rebuilds it."""
+        arrays = self._dictionary_arrays()
+        if self._factor_replays:
+            del arrays["factor"]
+        return arrays
+
     def _dictionary_nbytes(self) -> int:
-        """The bytes of :meth:`_dictionary_arrays`, from the sizes alone (nothing gathered)."""
+        """The bytes of :meth:`_saved_dictionary_arrays`, from the sizes alone (nothing gathered)."""
         size, dim = self._size, self._dim
         triangle = size * (size + 1) // 2
-        floats = size * dim + size + triangle  # the points, their squared norms and ``L``
+        floats = size * dim + size  # the points and their squared norms
+        if not self._factor_replays:
+            floats += triangle  # ``L``
         if size < self.max_dictionary and not self._kors.retired:
             floats += size + triangle  # KORS's weights and factor
         return floats * _FLOAT_NBYTES
@@ -471,18 +493,37 @@ class NystromKONS(Learner):
         newton = {"inverse": self._inverse.packed, "weights": self._weights}
         if id(self) in _SAVING.get():  # the composite saves the dictionary
             return newton
-        return {**self._dictionary_arrays(), **newton}
+        return {**self._saved_dictionary_arrays(), **newton}
 
     def _scalars(self) -> dict[str, Any]:
         prefix = _SAVING.get().get(id(self))
         return {} if prefix is None else {"dictionary": prefix}
 
-    def _own_dictionary(self, arrays: dict[str, np.ndarray]) -> None:
-        """A private dictionary restored from ``arrays`` (a full one's KORS retired: it proposes nothing)."""
+    def _own_dictionary(self, arrays: dict[str, np.ndarray], *, replays: bool | None = None) -> None:
+        """A private dictionary restored from ``arrays`` (a full one's KORS retired: it proposes nothing);
+        ``L`` replayed from its points if not among them. ``replays``: whether replaying the points gives
+        the ``L`` among them, None to find out (once, for a state that saved it)."""
         self._kors = self._new_kors()
         self._kors.restore(arrays, self._dim, retired=len(arrays["kors_points"]) >= self.max_dictionary)
-        self._factor = PackedCholesky(arrays["factor"])
+        saved = arrays.get("factor")
+        if saved is None:
+            self._factor, self._factor_replays = self._replayed_factor(), True
+        else:
+            self._factor = PackedCholesky(saved)
+            if replays is None:
+                replays = self._replayed_factor().packed.tobytes() == self._factor.packed.tobytes()
+            self._factor_replays = replays
         self._shared = None
+
+    def _replayed_factor(self) -> PackedCholesky:
+        """``L`` rebuilt as it grew: each member's row ``[phi(x), rho]`` on the members before it, by the
+        very operations of :meth:`_computed_features` and :meth:`_embedded` (bit for bit the same)."""
+        points, sq_norms = self._kors.points.view, self._kors.points.sq_norms.view
+        factor = PackedCholesky()
+        for i, x in enumerate(points):
+            phi = factor.solve(self.kernel.row(x, points[:i], sq_norms[:i]))
+            factor.append(phi, math.sqrt(self.kernel.diag(x) - float(phi @ phi)))
+        return factor
 
     def _shares_with(self, other: NystromKONS, arrays: dict[str, np.ndarray]) -> bool:
         """Whether ``other``, whose dictionary's ``arrays`` are given, may take this learner's dictionary."""
@@ -498,7 +539,7 @@ class NystromKONS(Learner):
         """Leave a shared dictionary that grew by a row this learner did not take (its coin, or its round
         that failed, said otherwise): a private copy of the members it has, as it would have had alone."""
         shared, kors = self._shared, self._kors
-        self._own_dictionary(self._dictionary_arrays())
+        self._own_dictionary(self._dictionary_arrays(), replays=self._factor_replays)
         if shared is not None:
             self._filling_done(shared, kors)
 
@@ -524,7 +565,16 @@ class NystromKONS(Learner):
                 raise ValueError("the learner's dictionary is not in the state of the composite restoring it")
             arrays = {**{name: saved[prefix + name] for name in _DICTIONARY_ARRAYS if prefix + name in saved},
                       **arrays}
-        self._own_dictionary(arrays)
+            replayed = _REPLAYED.get()
+            if replayed is not None and prefix in replayed and "factor" not in arrays:
+                arrays["factor"] = replayed[prefix]  # the ``L`` a learner sharing it replayed
+                self._own_dictionary(arrays, replays=True)
+            else:
+                self._own_dictionary(arrays)
+                if replayed is not None and self._factor_replays:
+                    replayed[prefix] = self._factor.packed
+        else:
+            self._own_dictionary(arrays)
         self._inverse = PackedSymmetric(arrays["inverse"])
         self._weights = np.asarray(arrays["weights"], dtype=np.float64)
         size = self._kors.size
@@ -564,6 +614,7 @@ def share_dictionaries(learners: Sequence[NystromKONS]) -> None:
         if owner._shared is None:
             owner._shared = _SharedRound({id(owner)} if owner._size < owner.max_dictionary else set())
         learner._kors, learner._factor, learner._shared = owner._kors, owner._factor, owner._shared
+        learner._factor_replays = owner._factor_replays  # (the same arrays: the same answer)
         if learner._size < learner.max_dictionary:
             owner._shared.filling.add(id(learner))
 
@@ -591,7 +642,7 @@ def dictionaries_saved_apart(learners: Mapping[str, Learner], prefix: str) -> It
     for group in _by_dictionary(learners):
         first, learner = group[0]
         saved_as = f"{prefix}{first}_"
-        arrays |= {saved_as + name: array for name, array in learner._dictionary_arrays().items()}
+        arrays |= {saved_as + name: array for name, array in learner._saved_dictionary_arrays().items()}
         prefixes |= {id(sharer): saved_as for _, sharer in group}
     token = _SAVING.set(MappingProxyType(prefixes))
     try:
@@ -613,8 +664,9 @@ def repeated_dictionary_nbytes(learners: Mapping[str, Learner], *, growing: bool
 def dictionaries_restored(arrays: Mapping[str, np.ndarray]) -> Iterator[None]:
     """Learners restored inside the context whose dictionaries were saved apart
     (:func:`dictionaries_saved_apart`) take them from ``arrays``, the state of their composite."""
-    token = _RESTORING.set(arrays)
+    token, replayed = _RESTORING.set(arrays), _REPLAYED.set({})
     try:
         yield
     finally:
         _RESTORING.reset(token)
+        _REPLAYED.reset(replayed)

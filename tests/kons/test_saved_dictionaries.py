@@ -1,6 +1,7 @@
 """A saved ``auto`` holds each distinct Nystrom dictionary once, and a full one without KORS's weights and
-factor (which only its proposals use): a restored learner plays bit for bit as the one that never saved,
-and states saved before (each member's copy, KORS's factor kept) load and continue identically."""
+factor (which only its proposals use), and any without ``L``, which a load replays from the points: a
+restored learner plays bit for bit as the one that never saved, and states saved before (each member's
+copy, KORS's factor and ``L`` kept) load and continue identically."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def _nested(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
 @contextmanager
 def _saving_as_before() -> Iterator[None]:
     """``to_bytes`` as before dictionaries were saved once: each Nystrom learner's blob holds its own copy,
-    KORS's weights and factor included once full (main at e12d011 and every release before it)."""
+    KORS's weights and factor included once full, and ``L`` (main at e12d011 and every release before it)."""
     def each_own_copy(self: NystromKONS) -> dict[str, np.ndarray]:
         size = self._size
         triangle = size * (size + 1) // 2
@@ -85,6 +86,7 @@ def _saving_as_before() -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(NystromKONS, "_dictionary_arrays", each_own_copy)
+        patch.setattr(NystromKONS, "_saved_dictionary_arrays", each_own_copy)  # ``L`` saved as well
         patch.setattr(kons.auto.grid, "dictionaries_saved_apart", nothing_apart)
         yield
 
@@ -144,8 +146,8 @@ def test_a_full_nystrom_kons_saves_its_dictionary_without_kors_proposal_state() 
     assert learner.stats()["dictionary_full"] and learner._kors.retired  # let go in memory once full
     blob = learner.to_bytes()
     _, arrays = kons._state.decode(blob)
-    assert {"kors_points", "kors_sq_norms", "factor"} <= arrays.keys()
-    assert not {"kors_chol", "kors_weights"} & arrays.keys()
+    assert {"kors_points", "kors_sq_norms"} <= arrays.keys()
+    assert not {"kors_chol", "kors_weights", "factor"} & arrays.keys()  # ``L`` replayed from the points
     restored = cast(NystromKONS, kons.load(blob))
     assert restored._kors.retired and restored.stats() == learner.stats()
     np.testing.assert_array_equal(restored.learn_many(X[200:], y[200:]), learner.learn_many(X[200:], y[200:]))
@@ -190,8 +192,73 @@ def test_a_member_behind_its_shared_dictionary_is_saved_with_the_members_it_has(
         t += 1
     del behind._uniform
     _, arrays = kons._state.decode(learner.to_bytes())
-    assert "dictionary_base1_factor" in arrays and "dictionary_base2_factor" not in arrays
+    assert "dictionary_base1_kors_points" in arrays and "dictionary_base2_kors_points" not in arrays
     restored = cast(kons.Auto, kons.load(learner.to_bytes()))
     assert _continued(restored, X[t:], list(y[t:])) == _continued(learner, X[t:], list(y[t:]))
     assert behind._kors is not cast(NystromKONS, grid.bases[0])._kors  # it left with a private copy
     assert learner.state_nbytes() <= before + bound
+
+
+def _factors(learner: kons.base.Learner) -> list[bytes]:
+    """The ``L`` of each Nystrom learner in ``learner`` (itself, or an ``auto``'s members and copies)."""
+    if isinstance(learner, NystromKONS):
+        return [learner._factor.packed.tobytes()]
+    grid = cast(kons.Auto, learner)._grid
+    assert grid is not None
+    return [nested._factor.packed[:nested._size * (nested._size + 1) // 2].tobytes()
+            for nested in grid._nested_learners().values() if isinstance(nested, NystromKONS)]
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+@pytest.mark.parametrize("bound", [BOUND, 400])  # full, growing
+def test_l_replayed_from_the_points_is_the_live_one_bit_for_bit(
+        task: str, bound: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state leaves ``L`` out and a restore replays it: the very factor the learner grew, also from rows
+    that came strided (a Fortran-ordered matrix); a standalone learner's and an ``auto``'s of three classes
+    (the multinomial round)."""
+    monkeypatch.setattr(kons.auto.grid, "MAX_DICTIONARY", bound)
+    X, y = _stream(task)
+    X = np.asfortranarray(X)
+    rows = 250
+    learner: kons.base.Learner = (
+        NystromKONS(kernel={"name": "rbf", "gamma": 0.2}, max_dictionary=bound, seed=1, dim=5)
+        if task == "regression" else kons.Auto(task=task, seed=0))
+    learner.learn_many(X[:rows], y[:rows])
+    live = _factors(learner)
+    assert len(live) >= 1 and all(live)
+    blob = learner.to_bytes()
+    assert not [name for name in kons._state.decode(blob)[1] if name.endswith("factor")]
+    for nested in _nested(kons._state.decode(blob)[1]).values():
+        assert "factor" not in nested
+    restored = kons.load(blob)
+    assert _factors(restored) == live
+    if isinstance(learner, NystromKONS):
+        assert learner.stats()["dictionary_full"] == (bound == BOUND)
+        np.testing.assert_array_equal(restored.learn_many(X[rows:], y[rows:]),
+                                      learner.learn_many(X[rows:], y[rows:]))
+        assert restored.to_bytes() == learner.to_bytes()
+    else:
+        assert _continued(cast(kons.Auto, restored), X[rows:], y[rows:]) == _continued(
+            cast(kons.Auto, learner), X[rows:], y[rows:])
+
+
+def test_a_saved_l_that_the_points_do_not_replay_is_kept_and_saved_again() -> None:
+    """An ``L`` the replay does not give bit for bit (saved by another build of the arithmetic: here its last
+    bit moved) is restored as saved and saved again, so that the restored learner continues on it."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(260, 3))
+    y = np.sin(X[:, 0])
+    learner = NystromKONS(kernel={"name": "rbf", "gamma": 0.5}, max_dictionary=20, seed=1, dim=3)
+    learner.learn_many(X[:200], y[:200])
+    header, arrays = kons._state.decode(learner.to_bytes())
+    factor = learner._factor.packed.copy()
+    factor[-1] = np.nextafter(factor[-1], np.inf)
+    restored = cast(NystromKONS, kons.load(kons._state.encode(header, {**arrays, "factor": factor})))
+    assert restored._factor.packed.tobytes() == factor.tobytes()
+    restored.learn_many(X[200:], y[200:])
+    saved = kons._state.decode(restored.to_bytes())[1]["factor"]
+    assert saved.tobytes() == restored._factor.packed.tobytes() == factor.tobytes()
+    # and a state that saved a reproducible L (before it was left out) no longer saves it
+    kept = {**arrays, "factor": learner._factor.packed}
+    again = cast(NystromKONS, kons.load(kons._state.encode(header, kept)))
+    assert again.to_bytes() == learner.to_bytes()
