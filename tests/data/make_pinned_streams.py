@@ -60,6 +60,9 @@ bit for bit on machine 74a754614c7087c4), the regression cases' taken from that 
 The ``auto`` cases' final-state checksums once more (issues 36 and 39: the change detector saves the mean
 of its recent losses, the forest and the trees save their nodes compactly; every play and prediction the
 same, bit for bit on machine 74a754614c7087c4), taken from that machine's recording.
+The final-state checksums of the ``auto`` cases, ``nystrom_kons`` and ``nystrom_kons_logistic`` once more
+when a saved Nystrom dictionary left out its factor ``L`` (a load replays it from the points; issue 36):
+every play and prediction the same, bit for bit on machine 74a754614c7087c4, whose recording they are.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
