@@ -87,6 +87,9 @@ class HoeffdingTree:
         self._errors = np.zeros((1, 2))  # errors of [class frequencies, naive Bayes]
         self._bayes = np.zeros(0)
         self._bayes_of: tuple[np.ndarray, int] | None = None  # the row and leaf _bayes is for
+        # per leaf slot, its naive Bayes terms that do not depend on the row (variances, their log
+        # normalisers, the log class counts) while nothing is learnt: predictions repeat them
+        self._leaf_terms: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @property
     def leaves(self) -> int:
@@ -115,20 +118,31 @@ class HoeffdingTree:
         same leaf's)."""
         if self._bayes_of is not None and self._bayes_of[0] is x and self._bayes_of[1] == slot:
             return self._bayes
-        n = self._n[slot]
-        variance = np.where(n > 1.0, self._m2[slot] / np.maximum(n - 1.0, 1.0), 1.0) + 1e-9
+        variance, normaliser, log_counts = self._leaf_terms.get(slot) or self._leaf_terms_of(slot)
         if _complete(x):  # the same terms without the masks that leave out missing values
             deviation = x - self._mean[slot]
-            terms = np.log(2.0 * math.pi * variance) + deviation**2 / variance
+            terms = normaliser + deviation**2 / variance
         else:
             known = ~np.isnan(x)
             deviation = np.where(known, x - self._mean[slot], 0.0)  # x: finite, or NaN (missing)
-            terms = np.where(known, np.log(2.0 * math.pi * variance) + deviation**2 / variance, 0.0)
-        log_p = np.log(self._counts[slot] + 1.0) - 0.5 * np.add.reduce(terms, axis=1)
+            terms = np.where(known, normaliser + deviation**2 / variance, 0.0)
+        log_p = log_counts - 0.5 * np.add.reduce(terms, axis=1)
         p = np.exp(log_p - np.maximum.reduce(log_p))
         result: np.ndarray = p / np.add.reduce(p)
         self._bayes, self._bayes_of = result, (x, slot)
         return result
+
+    def _leaf_terms_of(self, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = self._n[slot]
+        variance = np.where(n > 1.0, self._m2[slot] / np.maximum(n - 1.0, 1.0), 1.0) + 1e-9
+        terms = variance, np.log(2.0 * math.pi * variance), np.log(self._counts[slot] + 1.0)
+        self._leaf_terms[slot] = terms
+        return terms
+
+    def _forget_plays(self) -> None:
+        """Drop what predictions cached: the leaves' statistics change now."""
+        self._bayes_of = None
+        self._leaf_terms.clear()
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """The classes' probabilities for the row ``x`` (``dim`` floats, NaN for a missing value)."""
@@ -147,7 +161,7 @@ class HoeffdingTree:
         if np.add.reduce(self._counts[slot]) > 0.0:
             self._errors[slot, 0] += int(self._frequencies(slot).argmax() != label)
             self._errors[slot, 1] += int(self._naive_bayes(slot, x).argmax() != label)
-        self._bayes_of = None  # the leaf's statistics change now
+        self._forget_plays()
         if _complete(x):
             self._learn_complete(x, slot, label)
         else:
@@ -250,7 +264,7 @@ class HoeffdingTree:
         extra = classes - self.classes
         if extra <= 0:
             return
-        self._bayes_of = None
+        self._forget_plays()
         def padded(array: np.ndarray, fill: float) -> np.ndarray:
             widths = [(0, 0)] * array.ndim
             widths[1] = (0, extra)
@@ -322,7 +336,7 @@ class HoeffdingTree:
             setattr(self, name, floats[start:start + size].reshape(shapes[name]).astype(np.float64))
             start += size
         self._feature, self._children, self._slot = feature, children, slot
-        self._bayes_of = None
+        self._forget_plays()
         self._nodes, self._leaves, self._learnt, self.classes = nodes, leaves, learnt, classes
 
 
