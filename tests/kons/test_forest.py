@@ -224,18 +224,11 @@ def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -
     state = forest.state()
     restored = MondrianForest(3, 2, trees=3, max_nodes=63, seed=0)  # the generator comes with the state
     restored.restore(state)
-    for x, label in zip(X[400:], y[400:], strict=True):
-        np.testing.assert_array_equal(restored.predict_proba(x), forest.predict_proba(x))
-        forest.learn(x, int(label))
-        restored.learn(x, int(label))
-    for name, array in forest.state().items():
-        np.testing.assert_array_equal(restored.state()[name], array)
+    _assert_plays_on_alike(forest, restored, X[400:], y[400:])
     broken = {**state, "forest_ints": state["forest_ints"][:-1]}
     cycle = {name: array.copy() for name, array in state.items()}
     cycle["forest_links"][2] = 1  # the first tree's node 1 or 2 (an inner node: it grew) under itself
-    forest._compact = False
-    full = forest.state()
-    forest._compact = True
+    full = _full_state(forest)
     full_cycle = {name: array.copy() for name, array in full.items()}
     children = 9 + 3 + int(full["forest_ints"][9]) + 1  # the first tree's root's children
     full_cycle["forest_ints"][children:children + 2] = 0  # its root its own child
@@ -249,6 +242,17 @@ def test_a_state_round_trip_plays_on_identically_and_a_broken_one_is_refused() -
             target.restore(bad)
         for name, array in restored.state().items():
             np.testing.assert_array_equal(before[name], array)
+
+
+def _assert_plays_on_alike(forest: MondrianForest, restored: MondrianForest, X: np.ndarray,
+                           y: np.ndarray) -> None:
+    """``restored`` predicts and learns the rows as ``forest`` does, and ends in the same state."""
+    for x, label in zip(X, y, strict=True):
+        np.testing.assert_array_equal(restored.predict_proba(x), forest.predict_proba(x))
+        forest.learn(x, int(label))
+        restored.learn(x, int(label))
+    for name, array in forest.state().items():
+        np.testing.assert_array_equal(restored.state()[name], array)
 
 
 def _full_state(forest: MondrianForest) -> dict[str, np.ndarray]:
@@ -276,12 +280,7 @@ def test_a_full_state_plays_on_identically_and_is_saved_compact_when_its_leaves_
     for name, array in compact.items():
         np.testing.assert_array_equal(restored.state()[name], array)
     assert restored.nbytes() == sum(a.nbytes for a in compact.values())
-    for x, label in zip(X[600:], y[600:], strict=True):
-        np.testing.assert_array_equal(restored.predict_proba(x), forest.predict_proba(x))
-        forest.learn(x, int(label))
-        restored.learn(x, int(label))
-    for name, array in forest.state().items():
-        np.testing.assert_array_equal(restored.state()[name], array)
+    _assert_plays_on_alike(forest, restored, X[600:], y[600:])
 
 
 def test_a_full_state_its_leaves_do_not_make_is_saved_as_it_came() -> None:
