@@ -13,6 +13,8 @@ import numpy as np
 from kons.auto.config import (
     LABEL_ENTRY_PRIOR,
     LABEL_OWN_PRIOR,
+    LABEL_PICK_DISCOUNT,
+    LABEL_PICK_MARGIN,
     LABEL_RATE,
     LABEL_RATES,
     LABEL_SWITCHING_PRIOR,
@@ -196,15 +198,29 @@ class LabelVote:
     prior :math:`\pi`; the switching rates give the same against a sequence of voters, as in
     :class:`SwitchingWeights`.
 
+    The label played is then picked between two rules by their own errors, follow the leader: the vote's
+    label and the mixture's own class each keep their errors, discounted by ``pick_discount`` a round
+    (:data:`~kons.auto.config.LABEL_PICK_DISCOUNT`), and the mixture's class is played while its count is
+    lower than the vote's by more than ``pick_margin`` (:data:`~kons.auto.config.LABEL_PICK_MARGIN`), the
+    vote's otherwise: the vote holds where the experts' labels beat the mixture's class, the mixture's class
+    where its confident experts are right (``docs/auto.md``, "Picking the label by its errors").
+
     A voter's label is a class index, -1 for none.
     """
 
     def __init__(self, active: np.ndarray, *, rate: float = LABEL_RATE,
                  rates: tuple[float, ...] = LABEL_RATES, switching_prior: float = LABEL_SWITCHING_PRIOR,
-                 own_prior: float = LABEL_OWN_PRIOR, entry_prior: float = LABEL_ENTRY_PRIOR) -> None:
+                 own_prior: float = LABEL_OWN_PRIOR, entry_prior: float = LABEL_ENTRY_PRIOR,
+                 pick_discount: float = LABEL_PICK_DISCOUNT, pick_margin: float = LABEL_PICK_MARGIN) -> None:
         """A vote among the mixture's experts ``active`` (a mask of its slots), uniform, and its label
-        at ``own_prior``."""
+        at ``own_prior``; no errors yet for either label rule."""
         self.rate, self.entry_prior = rate, entry_prior
+        self.pick_discount, self.pick_margin = pick_discount, pick_margin
+        #: The discounted errors of the label rules: the vote's label, the mixture's own class.
+        self.pick_errors = np.zeros(2)
+        # the voters' labels, the mixture's class and the weights the vote's last label is of, and that
+        # label (not state): a round's label and the count of its errors after it read the same
+        self._voted_of: tuple[np.ndarray, int, np.ndarray, int] | None = None
         self.own = len(active)
         voting = np.append(active, True)
         self.weights = SwitchingWeights(len(voting), 1, rates, switching_prior, name="label")
@@ -227,15 +243,33 @@ class LabelVote:
         voters: np.ndarray = np.concatenate((labels, (own,))).astype(np.int64, copy=False)  # (np.append's)
         return voters
 
-    def label(self, labels: np.ndarray, own: int) -> int:
+    def voted(self, labels: np.ndarray, own: int) -> int:
         """The class of the largest weight among the voters' ``labels`` (the experts', by slot) and the
         mixture's ``own``; ``own`` on a tie."""
+        weights, kept = self._weights(), self._voted_of
+        if kept is not None and kept[0] is labels and kept[1] == own and kept[2] is weights:
+            return kept[3]
         voters = self._voters(labels, own)
         voting = voters >= 0
-        votes = np.bincount(voters[voting], weights=self._weights()[voting])
+        votes = np.bincount(voters[voting], weights=weights[voting])
         if own >= 0 and own < len(votes) and votes[own] == votes.max():
-            return own
-        return int(votes.argmax()) if len(votes) else own
+            voted = own
+        else:
+            voted = int(votes.argmax()) if len(votes) else own
+        self._voted_of = labels, own, weights, voted
+        return voted
+
+    def label(self, labels: np.ndarray, own: int) -> int:
+        """The label played: the mixture's ``own`` class while its errors are lower than the vote's by
+        more than the margin, the vote's (:meth:`voted`) otherwise."""
+        errors = self.pick_errors
+        return own if errors[1] + self.pick_margin < errors[0] else self.voted(labels, own)
+
+    def score(self, labels: np.ndarray, own: int, y: int) -> None:
+        """Each label rule's errors after a round whose true class is ``y``, the vote's label as played
+        (before :meth:`follow` and :meth:`update`)."""
+        wrong = np.array([self.voted(labels, own) != y, own != y])
+        self.pick_errors = self.pick_discount * self.pick_errors + wrong
 
     def update(self, labels: np.ndarray, own: int, y: int) -> None:
         """A round whose true class is ``y``: each voter that did not name it pays ``rate``."""
@@ -418,8 +452,8 @@ class Mixture:
 
     def class_label(self, probabilities: np.ndarray, played: np.ndarray) -> int:
         """The class played for the experts' class probabilities (experts, K) when the mixture played
-        ``played``: the vote's (:class:`LabelVote`), the most probable class of ``played`` before there
-        is a vote."""
+        ``played``: the vote's pick (:meth:`LabelVote.label`), the most probable class of ``played`` before
+        there is a vote."""
         own = int(played.argmax())
         return own if self.vote is None else self.vote.label(self._labels(probabilities), own)
 
@@ -434,11 +468,14 @@ class Mixture:
         r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes; and the
         vote's round (the vote starts at the first, among the experts then in play). ``played``: the
         mixture's play for ``probabilities`` under the current weights, if the caller has it."""
-        if self.vote is None:
-            self.vote = LabelVote(self.switching.active.copy())
-        self.vote.follow(self.switching.active)  # (experts that went to sleep leave the vote too)
+        labels = self._labels(probabilities)
         own = int((self.mix_probabilities(probabilities) if played is None else played).argmax())
-        self.vote.update(self._labels(probabilities), own, label)
+        if self.vote is None:  # (its first round played the mixture's class, no rule's: not scored)
+            self.vote = LabelVote(self.switching.active.copy())
+        else:
+            self.vote.score(labels, own, label)
+        self.vote.follow(self.switching.active)  # (experts that went to sleep leave the vote too)
+        self.vote.update(labels, own, label)
         self.switching.apply(self.class_losses(probabilities, label))
 
     def _labels(self, probabilities: np.ndarray) -> np.ndarray:
@@ -460,7 +497,8 @@ class Mixture:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The switching weights' arrays, and the vote's (``label_*``) if there is one."""
-        vote = {} if self.vote is None else self.vote.weights.arrays()
+        vote = {} if self.vote is None else {**self.vote.weights.arrays(),
+                                             "label_pick_errors": self.vote.pick_errors}
         return {**self.switching.arrays(), **vote}
 
     def restore_vote(self, arrays: dict[str, np.ndarray]) -> bool:
@@ -473,6 +511,12 @@ class Mixture:
         self.vote = LabelVote(self.switching.active.copy())
         if not self.vote.weights.restore(arrays):
             return False
+        # (a vote saved before its label rules were scored counts their errors from here, the vote's
+        # label played until the mixture's class has made fewer since)
+        errors = arrays.get("label_pick_errors", self.vote.pick_errors)
+        if errors.shape != self.vote.pick_errors.shape:
+            return False
+        self.vote.pick_errors = errors.astype(float)
         self.vote.follow(self.switching.active)
         return True
 
