@@ -371,10 +371,12 @@ def report(quality: dict[str, dict[str, Score]], cost: list[tuple[str, float, fl
              "", f"`{command}` at {commit}; {machine_summary()}; load average before the run "
              f"{load_before[0]:.2f} (1 min), after {os.getloadavg()[0]:.2f}: the machine is shared, so "
              "read ratios measured side by side, not absolute times.", "",
-             f"Streams: tuning (the label vote's constants were chosen on them, `benchmarks/label_vote.py`): "
+             "Streams: tuning (the label vote's constants were chosen on them, `benchmarks/label_vote.py`, "
+             "and the pick of the label's, docs/auto.md \"Picking the label by its errors\"): "
              f"{', '.join(n for n in quality if n in TUNING_STREAMS)}; held out (no part in choosing any "
              f"constant): {', '.join(n for n in quality if n not in TUNING_STREAMS)}. `{AUTO}` is the class "
-             f"`auto` predicts (`Round.predicted`: its label vote); `{TOP}` the most probable class of the "
+             "`auto` predicts (`Round.predicted`: its label vote's, or the most probable class while that "
+             f"has made fewer errors of late); `{TOP}` the most probable class of the "
              "same rounds' distribution, the label `auto` gave before the vote (the distributions, so the "
              "log loss, are the same).", ""]
     if cost:
