@@ -136,6 +136,7 @@ class MondrianForest:
         self._last: _Routed | None = None
         self._splits: list[tuple[array[int], array[float], array[int]]] = []
         self._listed()
+        self._frequencies, self._share, self._log_left = self._plays_of_all()
 
     @property
     def rows_learnt(self) -> int:
@@ -188,23 +189,46 @@ class MondrianForest:
         result: np.ndarray = smoothed / smoothed.sum(axis=-1, keepdims=True)
         return result
 
+    def _plays_of(self, counts: np.ndarray, log_weight: np.ndarray, log_tree: np.ndarray,
+                  shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the aggregation reads of the nodes whose ``counts`` and log-weights are given, as arrays of
+        ``shape``: their smoothed class frequencies, their own shares ``w / (2 w-bar)`` (at most 1; a
+        rounding above it would leave the nodes below a negative share) and the log of what each share
+        leaves the nodes below (a share of 1 leaves 0, floored at the smallest double so that a log stays
+        finite). The forest keeps them node by node, refreshed where it learns (:meth:`_refresh`): a
+        prediction gathers them instead of computing them on every path again."""
+        share = np.minimum(0.5 * np.exp(log_weight - log_tree), 1.0)
+        return (self._smoothed(counts).reshape(*shape, self.classes), share.reshape(shape),
+                np.log(np.maximum(1.0 - share, 1e-300)).reshape(shape))
+
+    def _plays_of_all(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the aggregation reads of every node (:meth:`_plays_of`)."""
+        return self._plays_of(self._counts.reshape(-1, self.classes), self._log_weight.reshape(-1),
+                              self._log_tree.reshape(-1), self._log_tree.shape)
+
+    def _refresh(self, flat: np.ndarray) -> None:
+        """Refresh what the aggregation reads of the nodes ``flat`` (:meth:`_plays_of`) from their counts and
+        weights."""
+        frequencies, share, log_left = self._plays_of(self._counts.reshape(-1, self.classes)[flat],
+                                                      self._log_weight.reshape(-1)[flat],
+                                                      self._log_tree.reshape(-1)[flat], flat.shape)
+        self._frequencies.reshape(-1, self.classes)[flat] = frequencies
+        self._share.reshape(-1)[flat] = share
+        self._log_left.reshape(-1)[flat] = log_left
+
     def _aggregated(self, flat: np.ndarray, lengths: list[int]) -> np.ndarray:
         """The aggregated probabilities of paths given one after another (the nodes ``flat``, ``lengths``
         a path), one row a path: the recursion of the module's docstring unrolled (a node contributes its
         own prediction times its own share of what the nodes above it left)."""
-        # a node's own share, w / (2 w-bar) (at most 1; a rounding above it would leave the nodes below
-        # a negative share)
-        own = np.minimum(0.5 * np.exp(self._log_weight.reshape(-1)[flat] - self._log_tree.reshape(-1)[flat]),
-                         1.0)
+        own = self._share.reshape(-1)[flat]
         ends = np.cumsum(lengths) - 1
         starts = ends - np.asarray(lengths) + 1
-        # what the nodes above left each node, path by path: a sum of logs from the path's root (a share
-        # of 1 leaves 0, floored at the smallest double so that a log stays finite)
-        logs = np.log(np.maximum(1.0 - own, 1e-300))
+        # what the nodes above left each node, path by path: a sum of logs from the path's root
+        logs = self._log_left.reshape(-1)[flat]
         above = np.cumsum(logs) - logs
         left = np.exp(above - np.repeat(above[starts], lengths))
         own[ends] = 1.0  # a leaf's share: what the nodes above left
-        weighted = (own * left)[:, None] * self._smoothed(self._counts.reshape(-1, self.classes)[flat])
+        weighted = (own * left)[:, None] * self._frequencies.reshape(-1, self.classes)[flat]
         result: np.ndarray = np.add.reduceat(weighted, starts, axis=0)
         return result
 
@@ -267,7 +291,8 @@ class MondrianForest:
         moved, leaf = int(self._nodes[t]), int(self._nodes[t]) + 1
         self._nodes[t] += 2
         for column in (self._feature, self._threshold, self._children, self._time, self._log_weight,
-                      self._log_tree, self._lower, self._upper, self._counts):
+                      self._log_tree, self._lower, self._upper, self._counts, self._frequencies, self._share,
+                      self._log_left):
             column[t, moved] = column[t, node]  # the node and its subtree, one level down
         above = x[feature] > upper[k, feature]
         low, high = (upper[k, feature], x[feature]) if above else (x[feature], lower[k, feature])
@@ -281,6 +306,7 @@ class MondrianForest:
         self._log_weight[t, leaf] = self._log_tree[t, leaf] = 0.0
         self._lower[t, leaf], self._upper[t, leaf] = _box(x)
         self._counts[t, leaf] = 0.0
+        self._refresh(np.array([t * self.max_nodes + leaf]))
         features, thresholds, children = self._splits[t]
         for changed in (node, moved, leaf):
             features[changed] = int(self._feature[t, changed])
@@ -297,7 +323,7 @@ class MondrianForest:
         # a node's first row is the one that made it (a new leaf, the root): it pays no loss on it (its
         # uniform prediction of the row that drew it would only shrink every new leaf towards its parent)
         path_counts = counts[flat]
-        logs = np.log(self._smoothed(path_counts)[:, label])
+        logs = np.log(self._frequencies.reshape(-1, self.classes)[flat, label])
         log_weight[flat] += self.step * np.where(path_counts.sum(axis=1) > 0.0, logs, 0.0)
         counts[flat, label] += 1.0
         lower, upper = self._lower.reshape(-1, self.dim), self._upper.reshape(-1, self.dim)
@@ -320,6 +346,7 @@ class MondrianForest:
                 below = tree[i] = (mine + log1p(exp(split - mine)) if mine > split
                                    else split + log1p(exp(mine - split))) + _LOG_HALF
         log_tree[flat] = tree
+        self._refresh(flat)
 
     def growth_nbytes(self, rounds: int, counted: int | None = None) -> int:
         """The most its state can grow in ``rounds`` rounds of which it learns ``counted`` rows (all unless
@@ -341,6 +368,7 @@ class MondrianForest:
         if extra > 0:
             self._counts = np.pad(self._counts, [(0, 0), (0, 0), (0, extra)])
             self.classes = classes
+            self._frequencies = self._plays_of_all()[0]
             self._last = None  # its play has fewer classes
 
     _NODE_FLOATS = ("_threshold", "_time", "_log_weight", "_log_tree", "_lower", "_upper", "_counts")
@@ -472,6 +500,7 @@ class MondrianForest:
         # a forest saved in the full format is saved compact from now on if its leaves make it
         self._compact = compact or self._derivable()
         self._listed()
+        self._frequencies, self._share, self._log_left = self._plays_of_all()
 
     def _read_full(self, ints: np.ndarray, floats: np.ndarray, nodes: np.ndarray, feature: np.ndarray,
                    children: np.ndarray, fresh: dict[str, np.ndarray]) -> None:
