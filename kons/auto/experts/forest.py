@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from itertools import chain
 from typing import Any, cast
 
 import numpy as np
@@ -148,18 +149,19 @@ class MondrianForest:
         return self._nodes.copy()
 
     def _route(self, x: np.ndarray) -> list[list[int]]:
-        """Each tree's path (root to leaf) for ``x`` (kept with the paths flattened, :meth:`_flat`, as the
-        last row routed)."""
+        """Each tree's path (root to leaf) for ``x``, as indices of the node arrays' first two axes
+        flattened (kept with the paths flattened, :meth:`_flat`, as the last row routed)."""
         key = x.tobytes()
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         paths = []
         values = x.tolist()
-        for feature, threshold, children in self._splits:
-            node, path = 0, [0]
+        for root, (feature, threshold, children) in zip(range(0, self.trees * self.max_nodes, self.max_nodes),
+                                                        self._splits, strict=False):
+            node, path = 0, [root]
             while children[2 * node] >= 0:
                 node = children[2 * node + (values[feature[node]] > threshold[node])]
-                path.append(node)
+                path.append(root + node)
             paths.append(path)
         flat = self._flat(paths)
         # a row is known by its bytes (a prediction and the learning round of one row are often two arrays):
@@ -176,12 +178,10 @@ class MondrianForest:
                          array("q", self._children[t].tobytes())) for t in range(self.trees)]
 
     def _flat(self, paths: list[list[int]]) -> tuple[np.ndarray, list[int]]:
-        """The paths' nodes one after another, as indices of the node arrays' first two axes flattened
-        (one index array for every gather: cheaper than two), and the paths' lengths."""
+        """The paths' nodes one after another (one index array for every gather: cheaper than two), and the
+        paths' lengths."""
         lengths = [len(path) for path in paths]
-        flat = np.concatenate(paths) + np.repeat(np.arange(0, self.trees * self.max_nodes, self.max_nodes),
-                                                 lengths)
-        return flat, lengths
+        return np.fromiter(chain.from_iterable(paths), np.int64, sum(lengths)), lengths
 
     def _smoothed(self, counts: np.ndarray) -> np.ndarray:
         """The nodes' smoothed class frequencies (rows of ``counts``)."""
@@ -263,8 +263,11 @@ class MondrianForest:
         self._count(paths, flat[0], x, label)
         self._learnt += 1
 
-    def _extend(self, t: int, path: list[int], x: np.ndarray, label: int) -> list[int]:
-        """Tree ``t``'s path for ``x`` after the Mondrian process's split on it, if one comes."""
+    def _extend(self, t: int, routed: list[int], x: np.ndarray, label: int) -> list[int]:
+        """Tree ``t``'s path for ``x`` (as :meth:`_route` gives it) after the Mondrian process's split on
+        it, if one comes."""
+        root = t * self.max_nodes
+        path = [node - root for node in routed]  # the tree's own indices
         lower, upper = self._lower[t, path], self._upper[t, path]
         # a missing value (NaN) extends nothing (fmax), nor does a feature no row of the node gave
         with np.errstate(over="ignore", invalid="ignore"):
@@ -274,14 +277,14 @@ class MondrianForest:
         pure = counts[:, label] == counts.sum(axis=1)  # every row of the node of the row's class
         candidates = (rates > 0.0) & ~pure
         if not candidates.any():
-            return path
+            return routed
         times = self._time[t, path]
         born = np.concatenate([[0.0], times[:-1]])  # when each node's cell was made: its parent's split
         with np.errstate(divide="ignore", over="ignore"):
             waits = self._rng.standard_exponential(len(path)) / rates
         splits = candidates & (born + waits < times)
         if not splits.any():
-            return path
+            return routed
         k = int(np.argmax(splits))
         feature = min(int(np.searchsorted(np.cumsum(extension[k]), self._rng.random() * rates[k],
                                           side="right")), self.dim - 1)
@@ -306,13 +309,13 @@ class MondrianForest:
         self._log_weight[t, leaf] = self._log_tree[t, leaf] = 0.0
         self._lower[t, leaf], self._upper[t, leaf] = _box(x)
         self._counts[t, leaf] = 0.0
-        self._refresh(np.array([t * self.max_nodes + leaf]))
+        self._refresh(np.array([root + leaf]))
         features, thresholds, children = self._splits[t]
         for changed in (node, moved, leaf):
             features[changed] = int(self._feature[t, changed])
             thresholds[changed] = float(self._threshold[t, changed])
             children[2 * changed:2 * changed + 2] = array("q", self._children[t, changed].tobytes())
-        return [*path[:k + 1], leaf]
+        return [*routed[:k + 1], root + leaf]
 
     def _count(self, paths: list[list[int]], flat: np.ndarray, x: np.ndarray, label: int) -> None:
         """The paths learn the row: each node's loss on it first (its prediction before the row), then its
