@@ -90,6 +90,8 @@ class HoeffdingTree:
         # per leaf slot, its naive Bayes terms that do not depend on the row (variances, their log
         # normalisers, the log class counts) while nothing is learnt: predictions repeat them
         self._leaf_terms: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._splits: tuple[list[int], list[float], list[int], list[int]] = ([], [], [], [])
+        self._listed()
 
     @property
     def leaves(self) -> int:
@@ -100,11 +102,20 @@ class HoeffdingTree:
         """The rows the tree has learnt."""
         return self._learnt
 
+    def _listed(self) -> None:
+        """The nodes' features, thresholds, children (two a node) and leaf slots as Python lists, from the
+        NumPy arrays (after a split or a restore): :meth:`_leaf_node` walks them a node at a time, where a
+        NumPy scalar costs more than the comparison."""
+        self._splits = (self._feature.tolist(), self._threshold.tolist(), self._children.ravel().tolist(),
+                        self._slot.tolist())
+
     def _leaf_node(self, x: np.ndarray) -> int:
+        feature, threshold, children, slot = self._splits
+        values = x.tolist()
         node = 0
-        while self._slot[node] < 0:
+        while slot[node] < 0:
             # NaN > t is False: a missing value goes to the lower side
-            node = int(self._children[node, int(x[self._feature[node]] > self._threshold[node])])
+            node = children[2 * node + (values[feature[node]] > threshold[node])]
         return node
 
     def _frequencies(self, slot: int) -> np.ndarray:
@@ -139,10 +150,14 @@ class HoeffdingTree:
         self._leaf_terms[slot] = terms
         return terms
 
-    def _forget_plays(self) -> None:
-        """Drop what predictions cached: the leaves' statistics change now."""
+    def _forget_plays(self, slot: int | None = None) -> None:
+        """Drop what predictions cached: the statistics of the leaf ``slot`` change now (of every leaf if
+        None)."""
         self._bayes_of = None
-        self._leaf_terms.clear()
+        if slot is None:
+            self._leaf_terms.clear()
+        else:
+            self._leaf_terms.pop(slot, None)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """The classes' probabilities for the row ``x`` (``dim`` floats, NaN for a missing value)."""
@@ -161,7 +176,7 @@ class HoeffdingTree:
         if np.add.reduce(self._counts[slot]) > 0.0:
             self._errors[slot, 0] += int(self._frequencies(slot).argmax() != label)
             self._errors[slot, 1] += int(self._naive_bayes(slot, x).argmax() != label)
-        self._forget_plays()
+        self._forget_plays(slot)
         if _complete(x):
             self._learn_complete(x, slot, label)
         else:
@@ -252,6 +267,7 @@ class HoeffdingTree:
             self._low[child_slot], self._high[child_slot] = _NONE_LOW, _NONE_HIGH
             self._counts[child_slot] = self._since[child_slot] = self._errors[child_slot] = 0.0
         self._leaves += 1
+        self._listed()
 
     def growth_nbytes(self, rounds: int) -> int:
         """The most its state can grow in ``rounds`` rounds: a leaf a round at most (a round splits at
@@ -337,6 +353,7 @@ class HoeffdingTree:
             start += size
         self._feature, self._children, self._slot = feature, children, slot
         self._forget_plays()
+        self._listed()
         self._nodes, self._leaves, self._learnt, self.classes = nodes, leaves, learnt, classes
 
 
