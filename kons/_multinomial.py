@@ -72,6 +72,10 @@ class MultinomialRounds(Protocol):
     def _class_scores(self, x: Any) -> np.ndarray:
         """The clipped scores (K-1,) for ``x``, nothing learnt."""
 
+    def _class_probabilities(self, x: Any) -> np.ndarray:
+        """The classes' probabilities (K,) for ``x`` (:func:`reference_softmax` of :meth:`_class_scores`),
+        nothing learnt: kept for the learning round of the row (read only)."""
+
     def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
         """One round: ``(probabilities played, leverage)``."""
 

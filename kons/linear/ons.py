@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kons._multinomial import clipped_scores, newton_outputs, widened
+from kons._multinomial import clipped_scores, newton_outputs, reference_softmax, widened
 from kons._numerics import check_finite, scaled_outer_peak, subtract_scaled_outer
 from kons._validation import Constraint
 from kons.errors import InvalidParameterError
@@ -87,6 +87,7 @@ class ONS(LinearLearner):
         super()._reset_model()
         self._u = np.zeros(self._dim)
         self._Ainv = np.eye(self._dim) / self.alpha
+        self._class_played: tuple[Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
@@ -129,16 +130,39 @@ class ONS(LinearLearner):
         self._u = widened(self._u, outputs)
 
     def _class_scores(self, x: np.ndarray | SparseVector) -> np.ndarray:
-        f = self._features(x)
-        return clipped_scores(f.rows(self._u), self.C)
+        return self._class_play(x)[1]
+
+    def _class_probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
+        """The probabilities played for ``x`` (:func:`~kons._multinomial.reference_softmax` of
+        :meth:`_class_scores`), kept for its learning round (read only)."""
+        return self._class_play(x)[2]
+
+    def _class_play(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The margins of ``x``, their clipped scores and probabilities, once for a row played and then
+        learnt while the weights stay the very array they were computed with (a round replaces them): a
+        dense row is known by its bytes, a sparse one (``auto``'s forms and threshold codes, made once for
+        a row's play and learning) by identity; the key keeps the row alive, so that no other takes its
+        identity."""
+        key = x.tobytes() if isinstance(x, np.ndarray) else x
+        played = self._class_played
+        if played is not None and played[1] is self._u and (played[0] is key or played[0] == key):
+            return played[2:]
+        margins = self._features(x).rows(self._u)
+        scores = clipped_scores(margins, self.C)
+        probabilities = reference_softmax(scores)
+        for array in (margins, scores, probabilities):
+            array.flags.writeable = False
+        self._class_played = key, self._u, margins, scores, probabilities
+        return margins, scores, probabilities
 
     def _learn_class(self, x: np.ndarray | SparseVector, label: int) -> tuple[np.ndarray, float]:
         f = self._features(x)
         v = f.cols(self._Ainv)  # A^{-1} x
         s = f.dot(v)
-        margins = f.rows(self._u)
+        margins, scores, probabilities = self._class_play(x)
         check_finite(margins)
-        probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s)
+        probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s,
+                                                     played=(scores, probabilities))
         u = self._u - np.multiply.outer(v, step)
         # the whole update is checked, as in the binary round (shrink alone let an overflowing v v' through)
         check_finite(u, scaled_outer_peak(shrink, v) if shrink != 0.0 else 0.0)

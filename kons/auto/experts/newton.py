@@ -5,16 +5,15 @@ round: the grid checked the row's forms once for all of them."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from kons._multinomial import multinomial_rounds, reference_softmax
+from kons._multinomial import multinomial_rounds
 from kons.auto.experts.bins import QuantileBins, bins_columns
 from kons.auto.experts.protocol import Expert, Form, GridContext, Row, guarded, guarded_probabilities
 from kons.base import Learner, arrays_nbytes
 from kons.errors import StateFormatError
-from kons.kernel.nystrom_kons import NystromKONS
 from kons.linear.ons import ONS
 from kons.preprocessing import STEP, nested_blob, restore_nested
 from kons.sparse import SparseVector
@@ -23,11 +22,9 @@ __all__ = ["LearnerExpert", "ThresholdExpert", "bins_class_column_nbytes", "buil
 
 
 def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
-    """A base's class probabilities for ``row``, nothing learnt (a Nystrom base keeps them for the
-    learning round of the row)."""
-    if isinstance(base, NystromKONS):  # (whose form of the row is dense)
-        return base._class_probabilities(cast(np.ndarray, row))
-    return reference_softmax(multinomial_rounds(base)._class_scores(row))
+    """A base's class probabilities for ``row``, nothing learnt (kept by the base for the learning round
+    of the row)."""
+    return multinomial_rounds(base)._class_probabilities(row)
 
 
 class LearnerExpert:
