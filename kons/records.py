@@ -256,7 +256,9 @@ class RecordEncoder:
             if known is not None:
                 if known.missing >= 0:
                     vector[known.missing] = 0.0
-                vector[known.one_hot_slots()] = 0.0  # a value is given: not the other categories
+                one_hot = known.one_hot_slots()
+                if one_hot:  # a value is given: not the other categories (a number's name has none, and
+                    vector[one_hot] = 0.0  # NumPy's assignment through an empty list costs as much)
             if isinstance(value, float):
                 put(name, "numeric", value)
             elif known is not None and value in known.categories:
