@@ -114,6 +114,8 @@ class Record:
 
 
 def _value(name: str, value: Any) -> Value:
+    if type(value) is float and math.isfinite(value):  # the most common value first: kept as it is
+        return value
     if value is None or isinstance(value, str):
         if isinstance(value, str) and len(value) > MAX_NAME_LENGTH:
             raise InvalidInputError(
