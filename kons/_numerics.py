@@ -50,6 +50,12 @@ def check_finite(*parts: Any, bound: float = np.inf) -> None:
         if isinstance(part, float):
             within = abs(part) < bound
         elif isinstance(part, np.ndarray):  # (the ufunc's reduction: ndarray.max wraps it in Python)
+            if bound == math.inf and part.dtype.kind == "f":
+                # The sum of the squares (one BLAS dot, no temporary) is finite only if every element is:
+                # the exact test below runs only when it is not (an element is not, or the sum overflowed).
+                flat = part.ravel("K")
+                if math.isfinite(flat.dot(flat)):
+                    continue
             within = part.size == 0 or float(np.maximum.reduce(np.abs(part), axis=None)) < bound
         else:
             within = bool((np.abs(part) < bound).all())
@@ -209,7 +215,8 @@ class PackedCholesky(_PackedTriangle):
         """:math:`L^{-1} b` (forward substitution); ``b`` has length ``size`` and is not modified."""
         if self.size == 0:
             return np.zeros(0)
-        solution: np.ndarray = dtpsv(self.size, self._packed.view, b, lower=0, trans=1)
+        # (BLAS reads the triangle of ``size`` at the start of the buffer: no view of it is made)
+        solution: np.ndarray = dtpsv(self.size, self._packed._data, b, lower=0, trans=1)
         return solution
 
     def append(self, row: np.ndarray, diagonal: float) -> None:
@@ -235,13 +242,13 @@ class PackedSymmetric(_PackedTriangle):
         """:math:`S x` for ``x`` of length ``size`` (a new array)."""
         if self.size == 0:
             return np.zeros(0)
-        product: np.ndarray = dspmv(self.size, 1.0, self._packed.view, x, lower=0)
+        product: np.ndarray = dspmv(self.size, 1.0, self._packed._data, x, lower=0)  # (as in solve)
         return product
 
     def rank_one_update(self, coefficient: float, x: np.ndarray) -> None:
         r""":math:`S \leftarrow S + c\, x x^\top` in place (exactly symmetric: one triangle is stored)."""
         if self.size:
-            dspr(self.size, coefficient, x, self._packed.view, lower=0, overwrite_ap=1)
+            dspr(self.size, coefficient, x, self._packed._data, lower=0, overwrite_ap=1)
 
     def extended(self, diagonal: float) -> PackedSymmetric:
         """A new matrix ``[[S, 0], [0, diagonal]]`` of size ``size + 1``; ``self`` is unchanged."""

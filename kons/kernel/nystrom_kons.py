@@ -48,6 +48,14 @@ _RESTORING: ContextVar[Mapping[str, np.ndarray]] = ContextVar("_RESTORING", defa
 _REPLAYED: ContextVar[dict[str, np.ndarray] | None] = ContextVar("_REPLAYED", default=None)
 
 
+def _update_peak(shrink: float, v: np.ndarray) -> float:
+    """A number that is finite exactly when ``shrink * max(v * v)`` is (``shrink >= 0``), the largest element
+    of the update ``shrink v v'``: ``shrink`` times the sum of the squares (one BLAS dot, no temporary),
+    which bounds each square as rounded, and the exact peak only when that bound is not finite."""
+    bound = shrink * v.dot(v)
+    return bound if bound < math.inf else shrink * float(np.maximum.reduce(v * v, initial=0.0))
+
+
 class _SharedRound:
     """The round of the learners that share one dictionary (see :func:`share_dictionaries`): the features
     of the last row and KORS's proposal for it, at the dictionary size they were computed for, and whether
@@ -316,7 +324,7 @@ class NystromKONS(Learner):
         scored = self._scored
         if scored is not None and scored[0] is phi and scored[1] is self._weights:
             return scored[2]
-        score = phi @ self._weights
+        score = phi.dot(self._weights)  # (as ``@`` bit for bit, without the matmul ufunc's dispatch)
         self._scored = phi, self._weights, score
         return score
 
@@ -327,7 +335,7 @@ class NystromKONS(Learner):
         :math:`k(x, x)`, the :math:`A^{-1}` of the round and its :math:`\phi^\top A^{-1} \phi` if known."""
         phi, kxx, inverse, inside = row
         if inside is None:
-            inside = float(phi @ inverse.matvec(phi))
+            inside = float(phi.dot(inverse.matvec(phi)))
         return inside + max(kxx - float(phi @ phi), 0.0) / self.alpha
 
     def _uniform(self) -> float:
@@ -395,7 +403,7 @@ class NystromKONS(Learner):
         played = phi, kxx, self._inverse
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)  # A_{t-1}^{-1} phi_t
-        inside = float(phi @ v)
+        inside = float(phi.dot(v))
         # the row's leverage before the round (a new member's, on the embedding before it joined)
         self._played_row, self._played_quad = (*played, None if joining else inside), None
         # s_t > 0 in exact arithmetic; rounding can leave it at zero, and h/s then overflows and is
@@ -406,7 +414,7 @@ class NystromKONS(Learner):
         # u_{t+1} = u_t - (h/s) v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
-        check_finite(new_weights, s, shrink * float(np.maximum.reduce(v * v, initial=0.0)))
+        check_finite(new_weights, s, _update_peak(shrink, v))
         self._commit(joining, inverse, new_weights, shrink, v)  # nothing above has touched the state
         return y_hat, ridge_leverage(c2 * s)
 
@@ -442,12 +450,12 @@ class NystromKONS(Learner):
         played = self._class_played
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)
-        s = float(phi @ v)
+        s = float(phi.dot(v))
         probabilities, step, shrink = newton_outputs(
             margins, label, self.C, self._eta, s,
             played=played[1:] if played is not None and played[0] is margins else None)
         new_weights = weights - np.multiply.outer(v, step)
-        check_finite(new_weights, shrink * float(np.maximum.reduce(v * v, initial=0.0)))
+        check_finite(new_weights, _update_peak(shrink, v))
         self._commit(joining, inverse, new_weights, shrink, v)
         return probabilities, shrink * max(s, TINY)
 
