@@ -268,7 +268,8 @@ class SymmetricMatrix:
     def rank_one_update(self, coefficient: float, x: np.ndarray) -> None:
         r""":math:`S \leftarrow S + c\, x x^\top` in place (exactly symmetric: one triangle is stored)."""
         if self.size:
-            dsyr(coefficient, x, lower=1, a=self._dense, overwrite_a=1)
+            # (in place, the array being Fortran-ordered; kept as returned, lest a copy take the update)
+            self._dense = dsyr(coefficient, x, lower=1, a=self._dense, overwrite_a=1)
 
     def extended(self, diagonal: float) -> SymmetricMatrix:
         """A new matrix ``[[S, 0], [0, diagonal]]`` of size ``size + 1``; ``self`` is unchanged."""
