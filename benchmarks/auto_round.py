@@ -5,7 +5,7 @@ benchmark times, in one child process per checkout, ``learn_one`` on a stream of
 warm-up (the Nystrom bases then hold their steady-state dictionaries) and, on the same states and rows,
 the *floor*: the numerical calls that round makes, issued directly with no Python around them but the
 loop over the alive bases (per Nystrom base the kernel row, the triangular solves of the embedding and of
-KORS, the packed matrix-vector product and rank-one update, the dot products; per ONS base, the threshold
+KORS, the matrix-vector product with A^{-1} and its update, the dot products; per ONS base, the threshold
 model's included, the product with :math:`A^{-1}`, the dots and the outer product; each restarted
 generation's linear model; the scalers, the signed log, the forms, the thresholds' code, the mixture's
 switching weights and the kept-round copy: :func:`_floor_round` lists what it covers and leaves out). The
@@ -59,7 +59,7 @@ def _scratch(scratch: dict[Any, np.ndarray], key: Any, array: np.ndarray) -> np.
     (a dictionary grew, a generation was replaced), so that the floor never writes into the state."""
     work = scratch.get(key)
     if work is None or work.shape != array.shape:
-        work = scratch[key] = array.copy()
+        work = scratch[key] = array.copy(order="K")  # (a Fortran-ordered matrix stays one)
     return work
 
 
@@ -77,9 +77,9 @@ def _floor_ons(Ainv: np.ndarray, u: np.ndarray, index: Any, values: np.ndarray,
 
 def _floor_nystrom(base: Any, z: np.ndarray, key: Any, scratch: dict[Any, np.ndarray]) -> float:
     """A NystromKONS round's numerics on ``z``: the kernel row, the triangular solve of the embedding and
-    (while the dictionary may grow) of KORS on the same row, the packed product and rank-one update (on a
+    (while the dictionary may grow) of KORS on the same row, the product with A^{-1} and its update (on a
     scratch copy), the dots and the weight step."""
-    from scipy.linalg.blas import dspmv, dspr, dtpsv
+    from scipy.linalg.blas import dspmv, dspr, dsymv, dsyr, dtpsv
 
     j = base._factor.size
     if j == 0:  # a restarted copy before its first point: the round plays 0 and computes nothing
@@ -93,11 +93,18 @@ def _floor_nystrom(base: Any, z: np.ndarray, key: Any, scratch: dict[Any, np.nda
     if j < base.max_dictionary:  # KORS's proposal: the same kernel row, its own solve
         u = dtpsv(j, base._kors._chol.packed, base._kors._weights.view * k, lower=0, trans=1)
         _ = u @ u
-    v = dspmv(j, 1.0, base._inverse.packed, phi, lower=0)
+    dense = getattr(base._inverse, "_dense", None)  # A^{-1} (packed in a checkout that keeps it packed)
+    if dense is None:
+        v = dspmv(j, 1.0, base._inverse.packed, phi, lower=0)
+    else:
+        v = dsymv(1.0, dense, phi, lower=1)
     _ = phi @ v
     _ = base._weights - 0.1 * v
     _ = (v * v).max(initial=0.0)
-    dspr(j, -1e-12, v, _scratch(scratch, key, base._inverse.packed), lower=0, overwrite_ap=1)
+    if dense is None:
+        dspr(j, -1e-12, v, _scratch(scratch, key, base._inverse.packed), lower=0, overwrite_ap=1)
+    else:
+        dsyr(-1e-12, v, lower=1, a=_scratch(scratch, key, dense), overwrite_a=1)
     return play
 
 
@@ -120,7 +127,7 @@ def _floor_round(auto: Any, x: np.ndarray, scratch: dict[Any, np.ndarray]) -> No
     base of ``Grid._members()`` (the grid's and the restarted generations' copies) on its form
     ``_form(member)``, per kind: ONS (the product with :math:`A^{-1}`, the dots, the step and the outer
     product) and NystromKONS (the kernel row, once, shared by the embedding's and KORS's triangular
-    solves, the packed product and rank-one update, the dots and the step); each generation's linear model
+    solves, the product with A^{-1} and its update, the dots and the step); each generation's linear model
     (``Grid._recent()``: :math:`P x`, the play :math:`x^\top P b`, the Sherman-Morrison outer product
     and the updates of ``b`` and of the sum of the rows); the threshold model (the ``bins`` expert's
     ``base``) on the code of ``x`` (its ``bins.code`` itself, whole-array operations, then ONS's gather on

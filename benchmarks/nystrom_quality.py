@@ -46,7 +46,7 @@ from benchmarks.common import results_dir
 from benchmarks.methods import median_gamma
 from benchmarks.provenance import provenance, stamp_json, stamp_markdown
 from benchmarks.quality import CLASSIFICATION, REGRESSION, split_rows
-from kons._numerics import PackedSymmetric
+from kons._numerics import SymmetricMatrix
 from kons.datasets import load_dataset
 from kons.kernels import RBF
 from kons.losses import get_loss
@@ -57,10 +57,10 @@ __all__ = ["OnlineScaler", "RestartingNystromKONS", "main", "score"]
 class RestartingNystromKONS(kons.NystromKONS):
     """PROS-N-KONS's phases: every growth of the dictionary restarts the Newton state (not registered)."""
 
-    def _grown(self, weights: np.ndarray, inverse: PackedSymmetric) -> tuple[np.ndarray, PackedSymmetric]:
+    def _grown(self, weights: np.ndarray, inverse: SymmetricMatrix) -> tuple[np.ndarray, SymmetricMatrix]:
         size = len(weights) + 1
         identity = np.eye(size)[np.tril_indices(size)] / self.alpha
-        return np.zeros(size), PackedSymmetric(identity)
+        return np.zeros(size), SymmetricMatrix(identity)
 
 
 #: label -> (class, parameters beyond the common ones); the first is the baseline, the second the learner.

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.linalg.blas import dspmv, dspr, dtpsv
+from scipy.linalg.blas import dsymv, dsyr, dtpsv
 
 from kons.errors import NumericalError
 
@@ -23,7 +23,7 @@ __all__ = [
     "GrowableRows",
     "GrowableVector",
     "PackedCholesky",
-    "PackedSymmetric",
+    "SymmetricMatrix",
     "check_finite",
     "ridge_leverage",
     "scaled_outer_peak",
@@ -50,6 +50,12 @@ def check_finite(*parts: Any, bound: float = np.inf) -> None:
         if isinstance(part, float):
             within = abs(part) < bound
         elif isinstance(part, np.ndarray):  # (the ufunc's reduction: ndarray.max wraps it in Python)
+            if bound == math.inf and part.dtype.kind == "f":
+                # The sum of the squares (one BLAS dot, no temporary) is finite only if every element is:
+                # the exact test below runs only when it is not (an element is not, or the sum overflowed).
+                flat = part.ravel("K")
+                if math.isfinite(flat.dot(flat)):
+                    continue
             within = part.size == 0 or float(np.maximum.reduce(np.abs(part), axis=None)) < bound
         else:
             within = bool((np.abs(part) < bound).all())
@@ -209,7 +215,8 @@ class PackedCholesky(_PackedTriangle):
         """:math:`L^{-1} b` (forward substitution); ``b`` has length ``size`` and is not modified."""
         if self.size == 0:
             return np.zeros(0)
-        solution: np.ndarray = dtpsv(self.size, self._packed.view, b, lower=0, trans=1)
+        # (BLAS reads the triangle of ``size`` at the start of the buffer: no view of it is made)
+        solution: np.ndarray = dtpsv(self.size, self._packed._data, b, lower=0, trans=1)
         return solution
 
     def append(self, row: np.ndarray, diagonal: float) -> None:
@@ -223,32 +230,58 @@ class PackedCholesky(_PackedTriangle):
         return self._lower()
 
 
-class PackedSymmetric(_PackedTriangle):
-    r"""A symmetric matrix in packed storage (one triangle, the layout of :class:`PackedCholesky`).
+class SymmetricMatrix:
+    r"""A symmetric matrix held dense, saved as one triangle packed (the layout of :class:`PackedCholesky`).
 
-    Half the memory of the dense matrix, BLAS ``dspmv``/``dspr`` for the product and the in-place
-    rank-one update (O(m^2) each, no temporary), and :meth:`extended` appends a row and column that are
-    zero off the diagonal, which is a plain append in this layout.
+    The lower triangle lives in a Fortran-ordered (size, size) array whose other triangle is never read
+    nor written: BLAS ``dsymv`` and ``dsyr`` on it read and write that triangle only, so the matrix is
+    exactly symmetric, and they cost less than ``dspmv``/``dspr`` on the packed triangle
+    (``benchmarks/results/auto_round_paired.md``) for twice its memory. :meth:`packed` gives the
+    triangle row after row, the form that is saved; :meth:`extended` appends a row and a column that are
+    zero off the diagonal (a new array).
     """
+
+    def __init__(self, packed: np.ndarray | None = None) -> None:
+        packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
+        self.size = _triangle_side(len(packed))
+        self._dense = np.zeros((self.size, self.size), order="F")
+        self._dense[np.tril_indices(self.size)] = packed
+
+    @property
+    def packed(self) -> np.ndarray:
+        """The lower triangle packed row after row (a new array: for saving)."""
+        packed: np.ndarray = self._dense[np.tril_indices(self.size)]
+        return packed
+
+    @property
+    def packed_nbytes(self) -> int:
+        """The bytes of :meth:`packed`, without gathering it."""
+        return self.size * (self.size + 1) // 2 * self._dense.itemsize
 
     def matvec(self, x: np.ndarray) -> np.ndarray:
         """:math:`S x` for ``x`` of length ``size`` (a new array)."""
         if self.size == 0:
             return np.zeros(0)
-        product: np.ndarray = dspmv(self.size, 1.0, self._packed.view, x, lower=0)
+        product: np.ndarray = dsymv(1.0, self._dense, x, lower=1)
         return product
 
     def rank_one_update(self, coefficient: float, x: np.ndarray) -> None:
         r""":math:`S \leftarrow S + c\, x x^\top` in place (exactly symmetric: one triangle is stored)."""
         if self.size:
-            dspr(self.size, coefficient, x, self._packed.view, lower=0, overwrite_ap=1)
+            # (in place, the array being Fortran-ordered; kept as returned, lest a copy take the update)
+            self._dense = dsyr(coefficient, x, lower=1, a=self._dense, overwrite_a=1)
 
-    def extended(self, diagonal: float) -> PackedSymmetric:
+    def extended(self, diagonal: float) -> SymmetricMatrix:
         """A new matrix ``[[S, 0], [0, diagonal]]`` of size ``size + 1``; ``self`` is unchanged."""
-        return PackedSymmetric(np.concatenate([self.packed, np.zeros(self.size), [diagonal]]))
+        grown = SymmetricMatrix()
+        grown.size = size = self.size + 1
+        grown._dense = np.zeros((size, size), order="F")
+        grown._dense[: self.size, : self.size] = self._dense
+        grown._dense[self.size, self.size] = diagonal
+        return grown
 
     def to_dense(self) -> np.ndarray:
-        """The (size, size) matrix as a dense array (for tests and diagnostics)."""
-        lower = self._lower()
+        """The (size, size) matrix as a full array (for tests and diagnostics)."""
+        lower = np.tril(self._dense)
         dense: np.ndarray = lower + np.tril(lower, -1).T
         return dense

@@ -71,8 +71,9 @@ class Kernel(abc.ABC):
 
 def _sq_distances(x: np.ndarray, P: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
     # ||p - x||^2 = ||p||^2 - 2 p'x + ||x||^2: one GEMV instead of an (n, d) temporary.
-    dist: np.ndarray = sq_norms - 2.0 * (P @ x)
-    dist += x @ x
+    # (ndarray.dot: the products of ``@`` bit for bit, without the matmul ufunc's dispatch)
+    dist: np.ndarray = sq_norms - 2.0 * P.dot(x)
+    dist += x.dot(x)
     np.maximum(dist, 0.0, out=dist)  # cancellation can leave tiny negatives for near-duplicates
     return dist
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons._multinomial import clipped_scores, newton_outputs, reference_softmax, widened
-from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, PackedSymmetric, check_finite, ridge_leverage
+from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, SymmetricMatrix, check_finite, ridge_leverage
 from kons._validation import Constraint, Integer
 from kons.base import Learner
 from kons.errors import NumericalError
@@ -46,6 +46,14 @@ _RESTORING: ContextVar[Mapping[str, np.ndarray]] = ContextVar("_RESTORING", defa
 #: While a composite restores its learners: the ``L`` replayed for each dictionary saved apart, by its
 #: prefix, so that the learners that share it replay it once.
 _REPLAYED: ContextVar[dict[str, np.ndarray] | None] = ContextVar("_REPLAYED", default=None)
+
+
+def _update_peak(shrink: float, v: np.ndarray) -> float:
+    """A number that is finite exactly when ``shrink * max(v * v)`` is (``shrink >= 0``), the largest element
+    of the update ``shrink v v'``: ``shrink`` times the sum of the squares (one BLAS dot, no temporary),
+    which bounds each square as rounded, and the exact peak only when that bound is not finite."""
+    bound = shrink * v.dot(v)
+    return bound if bound < math.inf else shrink * float(np.maximum.reduce(v * v, initial=0.0))
 
 
 class _SharedRound:
@@ -113,7 +121,8 @@ class NystromKONS(Learner):
         A_t = A_{t-1} + \eta\dot g_t^2\phi_t\phi_t^\top,\qquad
         u_{t+1} = w_t - A_t^{-1}\dot g_t\phi_t = w_t - \frac{\dot g_t}{1 + \eta\dot g_t^2 s_t}\, v,
 
-    with :math:`A^{-1}` kept in packed symmetric storage and updated by Sherman-Morrison,
+    with :math:`A^{-1}` kept dense (one triangle read and written: exactly symmetric; saved packed) and
+    updated by Sherman-Morrison,
     :math:`A_t^{-1} = A_{t-1}^{-1} - \frac{\eta\dot g_t^2}{1 + \eta\dot g_t^2 s_t} v v^\top`: O(j^2) per
     round, never an inversion. Nothing outside the dictionary is stored.
 
@@ -162,11 +171,11 @@ class NystromKONS(Learner):
     beta, epsilon : float, default 1.0, 0.5
         KORS oversampling and accuracy, as in :class:`~kons.SketchedKONS`.
     max_dictionary : int, default 500
-        Hard bound on ``j``. The state takes about :math:`8(1.5 j^2 + j(d + 3))` bytes (two triangular
-        factors, KORS's and :math:`L`, and :math:`A^{-1}`, each packed, plus the points); once the
-        dictionary is full, about :math:`8(j^2 + j(d + 3))` (KORS's factor and weights, which only its
-        proposals use, are neither saved nor kept in memory: :meth:`~kons.kernel.kors.KORS.retire`). The
-        saved state leaves :math:`L` out as well, :math:`8 j (j + 1) / 2` bytes fewer: a load replays the
+        Hard bound on ``j``. The state takes about :math:`8(2 j^2 + j(d + 3))` bytes in memory (two
+        triangular factors, KORS's and :math:`L`, packed, :math:`A^{-1}` dense, plus the points); once the
+        dictionary is full, about :math:`8(3 j^2 / 2 + j(d + 3))` (KORS's factor and weights, which only
+        its proposals use, are neither saved nor kept in memory: :meth:`~kons.kernel.kors.KORS.retire`).
+        Saved, :math:`A^{-1}` is its packed triangle, and the state leaves :math:`L` out: a load replays the
         members through it in their order, which rebuilds it bit for bit (kept only if restored from a
         state whose :math:`L` the replay does not give). 500
         trades a little error for memory against the smaller and larger bounds measured
@@ -248,7 +257,7 @@ class NystromKONS(Learner):
         #: does not give (saved by another build of the arithmetic).
         self._factor_replays = True
         self._shared: _SharedRound | None = None  # the round of the learners sharing _kors and _factor
-        self._inverse = PackedSymmetric()  # A^{-1}
+        self._inverse = SymmetricMatrix()  # A^{-1}
         self._weights = np.zeros(0)  # u
 
     @property
@@ -261,8 +270,9 @@ class NystromKONS(Learner):
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
         # The bound once the dictionary is full (m = max_dictionary): KORS's points (a growable buffer of
-        # at most max(16, 2m) rows of d, their norms and weights), KORS's factor, L and A^{-1} (growable
-        # packed triangles of m(m+1)/2, at most twice that or 16 each) and u.
+        # at most max(16, 2m) rows of d, their norms and weights), KORS's factor and L (growable packed
+        # triangles of m(m+1)/2, at most twice that or 16 each), A^{-1} (dense, m^2: within the same bound)
+        # and u.
         m: int = params["max_dictionary"]
         rows = max(MIN_CAPACITY, 2 * m)
         return rows * (dim + 2) + 3 * max(MIN_CAPACITY, m * (m + 1)) + m
@@ -316,25 +326,25 @@ class NystromKONS(Learner):
         scored = self._scored
         if scored is not None and scored[0] is phi and scored[1] is self._weights:
             return scored[2]
-        score = phi @ self._weights
+        score = phi.dot(self._weights)  # (as ``@`` bit for bit, without the matmul ufunc's dispatch)
         self._scored = phi, self._weights, score
         return score
 
-    def _quad(self, row: tuple[np.ndarray, float, PackedSymmetric, float | None]) -> float:
+    def _quad(self, row: tuple[np.ndarray, float, SymmetricMatrix, float | None]) -> float:
         r"""The leverage of the row in the whole feature space: :math:`\phi^\top A^{-1} \phi` in the
         embedding plus :math:`\rho^2 / \alpha` off it (:math:`\rho^2 = k(x, x) - \|\phi\|^2`, the
         squared distance to the dictionary's span, where :math:`A = \alpha I`); ``row``: the features,
         :math:`k(x, x)`, the :math:`A^{-1}` of the round and its :math:`\phi^\top A^{-1} \phi` if known."""
         phi, kxx, inverse, inside = row
         if inside is None:
-            inside = float(phi @ inverse.matvec(phi))
+            inside = float(phi.dot(inverse.matvec(phi)))
         return inside + max(kxx - float(phi @ phi), 0.0) / self.alpha
 
     def _uniform(self) -> float:
         """One U[0, 1) draw from the learner's generator (tests override it to force coins)."""
         return float(self._generator.random())
 
-    def _grown(self, weights: np.ndarray, inverse: PackedSymmetric) -> tuple[np.ndarray, PackedSymmetric]:
+    def _grown(self, weights: np.ndarray, inverse: SymmetricMatrix) -> tuple[np.ndarray, SymmetricMatrix]:
         """The Newton state ``(u, A^{-1})`` in the embedding grown by one coordinate (new objects); the
         weights of the multinomial round grow by a row."""
         grown = np.concatenate([weights, np.zeros((1, *weights.shape[1:]))])
@@ -342,7 +352,7 @@ class NystromKONS(Learner):
 
     # ----------------------------------------------------------------- the round
     def _embedded(self, x: np.ndarray, phi: np.ndarray, kxx: float
-                  ) -> tuple[np.ndarray, PackedSymmetric, np.ndarray, tuple[Any, np.ndarray, float] | None]:
+                  ) -> tuple[np.ndarray, SymmetricMatrix, np.ndarray, tuple[Any, np.ndarray, float] | None]:
         """KORS's decision on ``x`` (see *Growth*): the weights, ``A^{-1}`` and ``phi`` in the embedding
         of this round, and what joins the dictionary (None: nothing); nothing committed."""
         weights, inverse = self._weights, self._inverse
@@ -367,7 +377,7 @@ class NystromKONS(Learner):
             shared.proposal = self._kors.propose(x, kxx, 1.0)
         return shared.proposal
 
-    def _commit(self, joining: tuple[Any, np.ndarray, float] | None, inverse: PackedSymmetric,
+    def _commit(self, joining: tuple[Any, np.ndarray, float] | None, inverse: SymmetricMatrix,
                 weights: np.ndarray, shrink: float, v: np.ndarray) -> None:
         """Keep the round: the new member, the weights and the Sherman-Morrison update of ``A^{-1}``."""
         if joining is not None and (self._shared is None or not self._shared.joined):
@@ -395,7 +405,7 @@ class NystromKONS(Learner):
         played = phi, kxx, self._inverse
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)  # A_{t-1}^{-1} phi_t
-        inside = float(phi @ v)
+        inside = float(phi.dot(v))
         # the row's leverage before the round (a new member's, on the embedding before it joined)
         self._played_row, self._played_quad = (*played, None if joining else inside), None
         # s_t > 0 in exact arithmetic; rounding can leave it at zero, and h/s then overflows and is
@@ -406,7 +416,7 @@ class NystromKONS(Learner):
         # u_{t+1} = u_t - (h/s) v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
-        check_finite(new_weights, s, shrink * float(np.maximum.reduce(v * v, initial=0.0)))
+        check_finite(new_weights, s, _update_peak(shrink, v))
         self._commit(joining, inverse, new_weights, shrink, v)  # nothing above has touched the state
         return y_hat, ridge_leverage(c2 * s)
 
@@ -442,12 +452,12 @@ class NystromKONS(Learner):
         played = self._class_played
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)
-        s = float(phi @ v)
+        s = float(phi.dot(v))
         probabilities, step, shrink = newton_outputs(
             margins, label, self.C, self._eta, s,
             played=played[1:] if played is not None and played[0] is margins else None)
         new_weights = weights - np.multiply.outer(v, step)
-        check_finite(new_weights, shrink * float(np.maximum.reduce(v * v, initial=0.0)))
+        check_finite(new_weights, _update_peak(shrink, v))
         self._commit(joining, inverse, new_weights, shrink, v)
         return probabilities, shrink * max(s, TINY)
 
@@ -486,7 +496,7 @@ class NystromKONS(Learner):
         return floats * _FLOAT_NBYTES
 
     def _arrays_nbytes(self) -> int:
-        newton = self._inverse.packed.nbytes + self._weights.nbytes
+        newton = self._inverse.packed_nbytes + self._weights.nbytes
         return newton if id(self) in _SAVING.get() else newton + self._dictionary_nbytes()
 
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -575,7 +585,7 @@ class NystromKONS(Learner):
                     replayed[prefix] = self._factor.packed
         else:
             self._own_dictionary(arrays)
-        self._inverse = PackedSymmetric(arrays["inverse"])
+        self._inverse = SymmetricMatrix(arrays["inverse"])
         self._weights = np.asarray(arrays["weights"], dtype=np.float64)
         size = self._kors.size
         # the weights of one score, or the (j, K-1) columns of the multinomial round

@@ -17,7 +17,7 @@ from scipy.linalg import cholesky, solve_triangular
 
 import kons
 from kons import NystromKONS
-from kons._numerics import PackedSymmetric
+from kons._numerics import SymmetricMatrix
 from tests.reference import Trace, explicit_ons, loss_derivative, rbf_gram, single_threaded, unclipped_run
 from tests.streams import load_stream
 
@@ -194,11 +194,12 @@ def test_a_repeated_point_joins_once() -> None:
     assert len(learner.coin_rounds) > 100  # KORS was asked, the span test refused
 
 
-def test_packed_symmetric_matches_dense() -> None:
+def test_symmetric_matrix_matches_dense() -> None:
     rng = np.random.default_rng(3)
     B = rng.normal(size=(6, 6))
     S = B @ B.T
-    packed = PackedSymmetric(S[np.tril_indices(6)])
+    packed = SymmetricMatrix(S[np.tril_indices(6)])
+    assert packed.packed.tobytes() == S[np.tril_indices(6)].tobytes() and packed.packed_nbytes == 21 * 8
     x = rng.normal(size=6)
     assert np.allclose(packed.matvec(x), S @ x, rtol=1e-14, atol=1e-13)
     packed.rank_one_update(-0.25, x)  # in place
@@ -208,6 +209,7 @@ def test_packed_symmetric_matches_dense() -> None:
     expected[:6, :6] = packed.to_dense()
     expected[6, 6] = 2.0
     assert np.array_equal(grown.to_dense(), expected) and packed.size == 6
+    assert SymmetricMatrix(grown.packed).packed.tobytes() == grown.packed.tobytes()  # saved, restored
 
 
 def test_rejected_round_after_the_coin_restores_the_generator() -> None:
