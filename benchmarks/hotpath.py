@@ -14,8 +14,10 @@ a. **Single client.** An ``auto`` learner (dim 8, warmed with 64 rows) gets sing
    predict requests interleaved with echo requests of the same bodies: p50 of each against echo's. Then
    ``--cpu-rounds`` feedbacks alone, and as many predicts: the service's CPU seconds per request (its
    process tree's threads' time on a core, ``/proc/<pid>/task/<tid>/schedstat``) against an in-process
-   round of the same learner on the same rows (a subprocess importing that checkout's ``kons``), and
-   Redis's ``INFO commandstats`` delta per request, in total and by command. Redis counts the commands a
+   round of the same learner on the same rows (a subprocess importing that checkout's ``kons``) and
+   against the echo's CPU for as many requests of the same bodies right after (the floor: what's left of
+   the service's once the echo's and the learner's are taken out is its own), and Redis's
+   ``INFO commandstats`` delta per request, in total and by command. Redis counts the commands a
    script runs as well as the ``EVALSHA`` that runs it.
 b. **16 clients, one learner.** For ``auto`` and ``nystrom_kons``, with ``KONS_GROUP_COMMIT=true`` and
    ``=false`` (a setting today's code ignores): acknowledged feedback rounds per second over
@@ -52,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -61,10 +63,19 @@ import httpx
 import redis
 
 from benchmarks.common import blas_env, command_line, machine, markdown_table
-from benchmarks.load import percentiles, uvicorn_server
+from benchmarks.load import UVICORN_ARGS, percentiles
 from benchmarks.provenance import provenance, publish
 from kons.datasets import load_dataset
-from testkit.processes import REPO, RedisServer, ServiceProcess, service_env, vm_rss_kib
+from testkit.processes import (
+    REPO,
+    RedisServer,
+    ServiceProcess,
+    free_port,
+    service_env,
+    start_service,
+    terminate,
+    vm_rss_kib,
+)
 from testkit.scrape import samples, value
 
 __all__ = ["Config", "main", "run"]
@@ -203,6 +214,19 @@ def in_process(
 
 
 # ---------------------------------------------------------------------------------------------- set-up
+@contextlib.contextmanager
+def echo_server(env: dict[str, str], log: Path) -> Iterator[tuple[str, int]]:
+    """The echo app under uvicorn as :func:`benchmarks.load.uvicorn_server` runs it; yields its base URL
+    and process id (whose CPU is the floor of a request's)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "uvicorn", "benchmarks.echo_app:app", *UVICORN_ARGS, "--port", str(port)]
+    proc = start_service(port, env, log, argv)
+    try:
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        terminate(proc, 60)
+
+
 def http_client(base_url: str) -> httpx.AsyncClient:
     """Keep-alive connections dropped after 1 s idle: uvicorn closes them after 5 s, and a request sent
     on one just as it closes fails (httpx.ReadError) instead of measuring anything."""
@@ -306,10 +330,11 @@ async def single_client(
     target: Target,
     config: Config,
     rows: Rows,
-    echo: httpx.AsyncClient,
+    echoed: tuple[httpx.AsyncClient, int],
     workdir: Path,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
+    echo, echo_pid = echoed  # (its client, its process)
     spec, name = LEARNERS["auto"], "single"
     warm = rows.rows(0, WARM_ROWS)
     single = rows.rows(WARM_ROWS, config.single_rounds)
@@ -339,8 +364,14 @@ async def single_client(
                     )
                 cpu_after, calls_after = process_tree_cpu_seconds(proc.pid), command_calls(r)
                 by_command = per_request(calls, calls_after, len(counted))
+                # the floor: the echo's CPU for the same bodies, right after
+                echo_cpu = process_tree_cpu_seconds(echo_pid)
+                for x, y in counted:
+                    await timed(echo, "/echo", {"x": x, "y": y} if endpoint == "feedback" else {"x": x})
+                echo_cpu = process_tree_cpu_seconds(echo_pid) - echo_cpu
                 counts[endpoint] = {
                     "cpu_ms": (cpu_after - cpu) / len(counted) * 1e3,
+                    "echo_cpu_ms": echo_cpu / len(counted) * 1e3,
                     "redis_commands": sum(by_command.values()),
                     "by_command": by_command,
                 }
@@ -605,13 +636,14 @@ async def run(
     with tempfile.TemporaryDirectory(prefix="kons-hotpath-") as tmp:
         workdir = Path(tmp)
         echo_env = {**service_env(), **blas_env(1)}
-        with uvicorn_server("benchmarks.echo_app:app", echo_env, workdir / "echo.log") as echo_url:
+        with echo_server(echo_env, workdir / "echo.log") as (echo_url, echo_pid):
             async with http_client(echo_url) as echo:
                 for part in parts:
                     for target in targets:
                         t = record["targets"][target.label]
                         if part == "single":
-                            t[part] = await single_client(target, config, rows, echo, workdir, log)
+                            echoed = (echo, echo_pid)
+                            t[part] = await single_client(target, config, rows, echoed, workdir, log)
                         elif part == "clients":
                             t[part] = await concurrent_clients(target, config, rows, echo, workdir, log)
                         elif part == "many":
@@ -754,6 +786,25 @@ def render(record: dict[str, Any], command: str) -> str:
                 shown = ", ".join(f"{k} {v:.2f}" for k, v in counts["by_command"].items())
                 lines.append(f"* `{label}` {endpoint}: {shown}")
         lines.append("")
+        requests = [req for label in labels for req in targets[label]["single"]["requests"].values()]
+        if all("echo_cpu_ms" in req for req in requests):  # (not in the records of before)
+            lines += [
+                "Where a request's service CPU goes: the echo's CPU for the same bodies (HTTP, JSON and "
+                "the framework: the floor of any endpoint), the in-process learner's, and the rest (the "
+                "service's own: Redis round trips, validation, the cache, metrics), in ms:",
+                "",
+            ]
+            for label in labels:
+                a = targets[label]["single"]
+                own = {"feedback": a["in_process_round_cpu_ms"], "predict": a["in_process_predict_cpu_ms"]}
+                for endpoint, counts in a["requests"].items():
+                    rest = counts["cpu_ms"] - counts["echo_cpu_ms"] - own[endpoint]
+                    lines.append(
+                        f"* `{label}` {endpoint}: {_n(counts['cpu_ms'], 2)} = echo "
+                        f"{_n(counts['echo_cpu_ms'], 2)} + learner {_n(own[endpoint], 2)} + rest "
+                        f"{_n(rest, 2)}"
+                    )
+            lines.append("")
     if all("clients" in targets[label] for label in labels):
         lines += [
             "## b. One learner, concurrent clients",
