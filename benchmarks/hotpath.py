@@ -16,7 +16,8 @@ a. **Single client.** An ``auto`` learner (dim 8, warmed with 64 rows) gets sing
    process tree's threads' time on a core, ``/proc/<pid>/task/<tid>/schedstat``) against an in-process
    round of the same learner on the same rows (a subprocess importing that checkout's ``kons``) and
    against the echo's CPU for as many requests of the same bodies right after (the floor: what's left of
-   the service's once the echo's and the learner's are taken out is its own), and Redis's
+   the service's once the echo's and the learner's are taken out is its own; and the learner's CPU
+   inside the service, from its ``kons_learner_cpu_seconds``, where it has it), and Redis's
    ``INFO commandstats`` delta per request, in total and by command. Redis counts the commands a
    script runs as well as the ``EVALSHA`` that runs it.
 b. **16 clients, one learner.** For ``auto`` and ``nystrom_kons``, with ``KONS_GROUP_COMMIT=true`` and
@@ -93,6 +94,8 @@ LEARNERS = {
     "auto": {"algorithm": "auto", "dim": 8, "params": {}},
     "nystrom_kons": {"algorithm": "nystrom_kons", "dim": 8, "params": {}},
 }
+#: The service's count of the CPU seconds its learners took, by work (``predict``, ``feedback``).
+LEARNER_CPU = "kons_learner_cpu_seconds_total"
 WARM_ROWS = 64  # past auto's first 32 rows, where it still learns its kernel width
 SNAPSHOT_IN_FLIGHT = 8
 
@@ -357,12 +360,14 @@ async def single_client(
         counts: dict[str, Any] = {}
         with contextlib.closing(server.client()) as r:
             for endpoint in ("feedback", "predict"):
+                learner_cpu = value(await metrics_text(client), LEARNER_CPU, work=endpoint)
                 calls, cpu = command_calls(r), process_tree_cpu_seconds(proc.pid)
                 for x, y in counted:
                     await timed(
                         client, f"{path}/{endpoint}", {"x": x, "y": y} if endpoint == "feedback" else {"x": x}
                     )
                 cpu_after, calls_after = process_tree_cpu_seconds(proc.pid), command_calls(r)
+                learner_after = value(await metrics_text(client), LEARNER_CPU, work=endpoint)
                 by_command = per_request(calls, calls_after, len(counted))
                 # the floor: the echo's CPU for the same bodies, right after
                 echo_cpu = process_tree_cpu_seconds(echo_pid)
@@ -372,6 +377,9 @@ async def single_client(
                 counts[endpoint] = {
                     "cpu_ms": (cpu_after - cpu) / len(counted) * 1e3,
                     "echo_cpu_ms": echo_cpu / len(counted) * 1e3,
+                    # (the learner's own CPU in the service, where the service counts it)
+                    "learner_cpu_ms": math.nan if learner_cpu is None or learner_after is None
+                    else (learner_after - learner_cpu) / len(counted) * 1e3,
                     "redis_commands": sum(by_command.values()),
                     "by_command": by_command,
                 }
@@ -791,7 +799,9 @@ def render(record: dict[str, Any], command: str) -> str:
             lines += [
                 "Where a request's service CPU goes: the echo's CPU for the same bodies (HTTP, JSON and "
                 "the framework: the floor of any endpoint), the in-process learner's, and the rest (the "
-                "service's own: Redis round trips, validation, the cache, metrics), in ms:",
+                "service's own: Redis round trips, validation, the cache, metrics), in ms; and the CPU the "
+                "learner took inside the service (`kons_learner_cpu_seconds`, where the service counts it), "
+                "which a warm in-process loop underestimates:",
                 "",
             ]
             for label in labels:
@@ -803,6 +813,8 @@ def render(record: dict[str, Any], command: str) -> str:
                         f"* `{label}` {endpoint}: {_n(counts['cpu_ms'], 2)} = echo "
                         f"{_n(counts['echo_cpu_ms'], 2)} + learner {_n(own[endpoint], 2)} + rest "
                         f"{_n(rest, 2)}"
+                        + (f"; the learner took {_n(counts['learner_cpu_ms'], 2)} in the service"
+                           if not math.isnan(counts.get("learner_cpu_ms", math.nan)) else "")
                     )
             lines.append("")
     if all("clients" in targets[label] for label in labels):

@@ -551,6 +551,7 @@ class FeedbackWriter:
                 learner = entry.loaded()
                 losses = [loss for request_losses in played.losses for loss in request_losses]
                 entry.count_rounds(len(losses), played.logged_bytes, played.seconds, played.cpu_seconds)
+                self.metrics.count_learner_cpu("feedback", played.cpu_seconds)
                 self.metrics.log_bytes.inc(played.logged_bytes)
                 correct = None if None in played.correct else [bool(c) for c in played.correct]
                 self.metrics.count_rounds(ref, learner.loss, losses, correct)

@@ -103,6 +103,12 @@ class Metrics:
         self.classified = Counter("kons_feedback_classified", "Acknowledged rounds of classifiers.",
                                   registry=r)
         self.predictions = Counter("kons_predictions", "Predictions served.", registry=r)
+        self.learner_cpu = Counter(
+            "kons_learner_cpu_seconds", "CPU seconds the learners took to predict (work=predict) and to play "
+            "acknowledged feedback rounds (work=feedback), in the thread that ran them: the rest of a "
+            "request's CPU is the service's (HTTP, validation, Redis, the cache).", ["work"], registry=r)
+        for work in ("predict", "feedback"):
+            self.learner_cpu.labels(work)
         self.replayed = Counter("kons_replayed_rounds", "Logged rounds replayed into cached learners.",
                                 registry=r)
         self.loads = Counter(
@@ -252,6 +258,10 @@ class Metrics:
         self.refresh_worker()
 
     # ------------------------------------------------------------------ learners
+    def count_learner_cpu(self, work: str, seconds: float) -> None:
+        """The CPU seconds a learner took to ``predict`` or to play ``feedback`` rounds."""
+        self._series(self.learner_cpu, work).inc(seconds)
+
     def count_rounds(self, ref: LearnerRef, loss: str, losses: Sequence[float],
                      correct: Sequence[bool] | None = None) -> None:
         """Acknowledged feedback rounds of ``ref`` with their losses, and for a classifier whether each

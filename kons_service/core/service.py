@@ -50,6 +50,7 @@ from kons_service.core.learning import (
     numerics,
     offload,
     task_of,
+    timed,
     undecided,
     undecided_config,
 )
@@ -383,13 +384,15 @@ class LearnerService:
             coverage = asked_coverage(entry.config, coverage)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
-                rounds = await offload(lambda: [learner.predict_round(x, coverage) for x in rows], len(rows),
-                                       entry.state_nbytes(), entry.round_cpu_seconds)
+                rounds, _, cpu_seconds = await offload(
+                    timed(lambda: [learner.predict_round(x, coverage) for x in rows]), len(rows),
+                    entry.state_nbytes(), entry.round_cpu_seconds)
             version, config, restored_at = entry.version, entry.config, entry.restored_at
             self.limiter.charge_work(ref.tenant, len(rows) * entry.state_nbytes())
         if ids:
             await self._remember(ref, [(i, codec.encode_features(x)) for i, x in zip(ids, rows, strict=True)])
         self.metrics.predictions.inc(len(rows))
+        self.metrics.count_learner_cpu("predict", cpu_seconds)
         distributions = [r.distribution for r in rounds]
         classified = None not in distributions
         return Predictions([r.value for r in rounds], version, config,
