@@ -384,6 +384,7 @@ class Auto(Learner):
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
         return Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
                     centred=self._tails, targets=None if self._binary else self._prep.y,
+                    features=None if self._binary else self._prep.x_scaler,
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
                     binary=self._binary, bins=bins)
