@@ -187,6 +187,9 @@ class FeatureScaler:
         # prediction and the learning round of the same row scale it once
         self._pending: tuple[tuple[Any, ...], tuple[Any, ...],
                              tuple[np.ndarray | SparseVector, ScalerStats]] | None = None
+        # the statistics the inverse deviations were computed from, and those (not state): every commit
+        # replaces the arrays, so the rows of one state share them (standardised_before())
+        self._inverse: tuple[tuple[Any, ...], int, np.ndarray] | None = None
 
     def _with(self, x: np.ndarray | SparseVector) -> ScalerStats:
         """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed)."""
@@ -271,6 +274,24 @@ class FeatureScaler:
             scaled: np.ndarray = np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
             return scaled
         return self._standard(x, self.mean, self._std(self.m2, self.counts, self.count))
+
+    def standardised_before(self, x: np.ndarray) -> np.ndarray | None:
+        """A dense ``x`` standardised by the current statistics, those of the rows before it, with the
+        constant feature 1 appended (the row the linear models of :class:`~kons.Auto` play on); None if
+        that overflows."""
+        of, kept = (self.m2, self.counts, self.groups), self._inverse
+        if kept is None or kept[1] != self.count or any(a is not b for a, b in zip(kept[0], of, strict=True)):
+            std = self._std(self.m2, self.counts, self.count)
+            kept = self._inverse = of, self.count, np.divide(1.0, std, out=np.zeros(self.dim), where=std > 0)
+        row = np.empty(self.dim + 1)
+        deviation = np.subtract(x, self.mean, out=row[:-1])
+        deviation *= kept[2]
+        row[-1] = 1.0
+        if not math.isfinite(float(row.sum())):  # a missing value (NaN: standardised to 0), or an overflow
+            row[:-1] = self.standardise(x)
+            if not np.isfinite(row).all():
+                return None
+        return row
 
     def snapshot(self) -> tuple[int, ScalerStats]:
         """The statistics, to :meth:`rollback` to."""

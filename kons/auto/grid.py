@@ -458,8 +458,9 @@ class Grid:
         zlog, log_stats = self.log_scaler.pending(signed_log(x))
         features, before = self.features, None
         if features is not None and not features.sparse:
-            before = cast(np.ndarray, with_intercept(checked_form(features.standardise(dense(x)))))
-            before.flags.writeable = False
+            before = features.standardised_before(dense(x))
+            if before is not None:  # the experts read it, none writes to it
+                before.flags.writeable = False
         row = Row(self.views_forms(z, zlog), x, before)
         self._predicted_row = _PredictedRow.of(self, z, x, row, log_stats)
         return row, log_stats
