@@ -5,6 +5,7 @@ goes on identically."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import numpy as np
@@ -15,7 +16,8 @@ import kons.auto.grid
 from kons.auto.config import LAGS_WARMUP_ROWS, LAGS_WARMUP_SHARE, LAGS_WEIGHT_VARIANCE
 from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
-from kons.preprocessing import TARGET_BOUND
+from kons.auto.experts.recent import RecentExpert
+from kons.preprocessing import TARGET_BOUND, with_intercept
 
 LAST, LAGGED = "the last target", "the last target + bayesian_linear(its 8 last)"
 
@@ -171,6 +173,25 @@ def test_a_heavy_tailed_linear_target_is_fitted_as_rivers_linear_model_fits_it()
     records = np.flatnonzero(y[1:] > np.maximum.accumulate(y)[:-1] * 1.5) + 1
     assert len(records) and all(played[r] > np.max(y[:r]) for r in records if r > 200)
     assert np.mean((played - y) ** 2) < 1.25 * np.mean((np.array(peer) - y) ** 2)
+
+
+def test_the_linear_model_plays_a_record_on_the_row_standardised_by_the_rows_before_it() -> None:
+    X, y = _delays(300, 0)
+    model = kons.Auto()
+    for x, t in zip(X, y, strict=True):
+        model.learn_one(x, t)
+    grid = cast(kons.auto.grid.Grid, model._grid)
+    scaler = model._prep.x_scaler
+    linear = cast(RecentExpert, cast(list[Any], grid._kind("linear"))[0])
+    record = X[0].copy()
+    record[0] = scaler.mean[0] + 17.0 * math.sqrt(scaler.m2[0] / scaler.count)  # 17 deviations out
+    row, _ = grid.inputs(model._prep.scaled(record), record)
+    before = cast(np.ndarray, with_intercept(scaler.standardise(record)))
+    assert row.before is not None and np.allclose(row.before, before, rtol=0.0, atol=1e-12)
+    # standardised by the statistics that include it, the record would stand nearer the mean
+    assert cast(np.ndarray, row.forms[RecentExpert.form])[0] < 0.8 * before[0]
+    assert linear.predict(row) == linear.model.predict(row.before)
+    assert linear.predict(row) > linear.model.predict(row.forms[RecentExpert.form]) + 1.0
 
 
 def test_a_regression_state_says_it_follows_the_rules_for_tails_and_loads_under_them() -> None:
