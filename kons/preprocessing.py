@@ -288,7 +288,7 @@ class FeatureScaler:
         deviation *= kept[2]
         row[-1] = 1.0
         if not math.isfinite(float(row.sum())):  # a missing value (NaN: standardised to 0), or an overflow
-            row[:-1] = self.standardise(x)
+            deviation[np.isnan(x)] = 0.0
             if not np.isfinite(row).all():
                 return None
         return row

@@ -199,11 +199,18 @@ def test_a_regression_state_says_it_follows_the_rules_for_tails_and_loads_under_
     model = kons.Auto()
     for x, t in zip(X[:200], y[:200], strict=True):
         model.learn_one(x, t)
-    header, _ = kons._state.decode(model.to_bytes())
-    assert header["scalars"]["tails"] is True
+    header, arrays = kons._state.decode(model.to_bytes())
+    assert header["scalars"]["tails"] is True and header["scalars"]["plays_before"] is True
     restored = kons.load(model.to_bytes())
     assert isinstance(restored, kons.Auto)
     assert model._model_bound == 20.0 and restored._model_bound == 20.0
+    assert cast(kons.auto.grid.Grid, restored._grid).features is restored._prep.x_scaler
+    # a state saved before the linear models played on the row standardised by the rows before it goes on
+    # playing them on the row as the other experts take it
+    scalars = {key: value for key, value in header["scalars"].items() if key != "plays_before"}
+    older = kons.load(kons._state.encode({**header, "scalars": scalars}, arrays))
+    assert isinstance(older, kons.Auto) and cast(kons.auto.grid.Grid, older._grid).features is None
+    assert "plays_before" not in kons._state.decode(older.to_bytes())[0]["scalars"]
 
 
 def _wakes(targets: np.ndarray, local: bool) -> int | None:
