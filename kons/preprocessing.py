@@ -190,6 +190,9 @@ class FeatureScaler:
         # the statistics the inverse deviations were computed from, and those (not state): every commit
         # replaces the arrays, so the rows of one state share them (standardised_before())
         self._inverse: tuple[tuple[Any, ...], int, np.ndarray] | None = None
+        # the deviations the last dense pending() row was scaled by and the statistics they are of (not
+        # state): once those are committed, the deviations of the next row's standardised_before()
+        self._deviations: tuple[tuple[Any, ...], int, np.ndarray] | None = None
 
     def _with(self, x: np.ndarray | SparseVector) -> ScalerStats:
         """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed)."""
@@ -246,7 +249,9 @@ class FeatureScaler:
                 x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
         else:
             # (no counts after the row: the scaler had none and the row misses no value, as _with found)
-            z = self._standard(x, mean, self._std(m2, counts, self.count + 1), complete=counts is None)
+            std = self._std(m2, counts, self.count + 1)
+            self._deviations = (m2, counts, self.groups), self.count + 1, std
+            z = self._standard(x, mean, std, complete=counts is None)
         return z, stats
 
     def _standard(self, x: np.ndarray, mean: np.ndarray, std: np.ndarray, complete: bool | None = None
@@ -280,8 +285,10 @@ class FeatureScaler:
         constant feature 1 appended (the row the linear models of :class:`~kons.Auto` play on); None if
         that overflows."""
         of, kept = (self.m2, self.counts, self.groups), self._inverse
-        if kept is None or kept[1] != self.count or any(a is not b for a, b in zip(kept[0], of, strict=True)):
-            std = self._std(self.m2, self.counts, self.count)
+        if kept is None or not self._is_of(kept, of):
+            deviations = self._deviations
+            std = (deviations[2] if deviations is not None and self._is_of(deviations, of)
+                   else self._std(self.m2, self.counts, self.count))
             kept = self._inverse = of, self.count, np.divide(1.0, std, out=np.zeros(self.dim), where=std > 0)
         row = np.empty(self.dim + 1)
         deviation = np.subtract(x, self.mean, out=row[:-1])
@@ -292,6 +299,10 @@ class FeatureScaler:
             if not np.isfinite(row).all():
                 return None
         return row
+
+    def _is_of(self, kept: tuple[tuple[Any, ...], int, np.ndarray], of: tuple[Any, ...]) -> bool:
+        """Whether ``kept`` was computed from the statistics ``of`` at the current count."""
+        return kept[1] == self.count and all(a is b for a, b in zip(kept[0], of, strict=True))
 
     def snapshot(self) -> tuple[int, ScalerStats]:
         """The statistics, to :meth:`rollback` to."""
