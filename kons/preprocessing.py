@@ -190,9 +190,11 @@ class FeatureScaler:
         # the statistics the inverse deviations were computed from, and those (not state): every commit
         # replaces the arrays, so the rows of one state share them (standardised_before())
         self._inverse: tuple[tuple[Any, ...], int, np.ndarray] | None = None
-        # the deviations the last dense pending() row was scaled by and the statistics they are of (not
-        # state): once those are committed, the deviations of the next row's standardised_before()
-        self._deviations: tuple[tuple[Any, ...], int, np.ndarray] | None = None
+        # the deviations the last dense pending() row was scaled by and the statistics they are of, and
+        # those of the statistics committed last, if a pending() row computed them (not state): the
+        # deviations of the next row's standardised_before()
+        self._pending_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
+        self._committed_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
 
     def _with(self, x: np.ndarray | SparseVector) -> ScalerStats:
         """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed)."""
@@ -250,7 +252,7 @@ class FeatureScaler:
         else:
             # (no counts after the row: the scaler had none and the row misses no value, as _with found)
             std = self._std(m2, counts, self.count + 1)
-            self._deviations = (m2, counts, self.groups), self.count + 1, std
+            self._pending_std = (m2, counts, self.groups), self.count + 1, std
             z = self._standard(x, mean, std, complete=counts is None)
         return z, stats
 
@@ -272,6 +274,7 @@ class FeatureScaler:
         """Keep the statistics :meth:`pending` computed."""
         self.count += 1
         self.mean, self.m2, self.maxabs, self.counts = stats
+        self._committed_std = self._pending_std
 
     def standardise(self, x: np.ndarray) -> np.ndarray:
         """A dense ``x`` scaled by the current statistics (the buffered warm-up rows)."""
@@ -286,8 +289,8 @@ class FeatureScaler:
         that overflows."""
         of, kept = (self.m2, self.counts, self.groups), self._inverse
         if kept is None or not self._is_of(kept, of):
-            deviations = self._deviations
-            std = (deviations[2] if deviations is not None and self._is_of(deviations, of)
+            committed = self._committed_std
+            std = (committed[2] if committed is not None and self._is_of(committed, of)
                    else self._std(self.m2, self.counts, self.count))
             kept = self._inverse = of, self.count, np.divide(1.0, std, out=np.zeros(self.dim), where=std > 0)
         row = np.empty(self.dim + 1)
