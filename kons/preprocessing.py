@@ -187,6 +187,14 @@ class FeatureScaler:
         # prediction and the learning round of the same row scale it once
         self._pending: tuple[tuple[Any, ...], tuple[Any, ...],
                              tuple[np.ndarray | SparseVector, ScalerStats]] | None = None
+        # the statistics the inverse deviations were computed from, and those (not state): every commit
+        # replaces the arrays, so the rows of one state share them (standardised_before())
+        self._inverse: tuple[tuple[Any, ...], int, np.ndarray] | None = None
+        # the deviations the last dense pending() row was scaled by and the statistics they are of, and
+        # those of the statistics committed last, if a pending() row computed them (not state): the
+        # deviations of the next row's standardised_before()
+        self._pending_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
+        self._committed_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
 
     def _with(self, x: np.ndarray | SparseVector) -> ScalerStats:
         """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed)."""
@@ -243,7 +251,9 @@ class FeatureScaler:
                 x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
         else:
             # (no counts after the row: the scaler had none and the row misses no value, as _with found)
-            z = self._standard(x, mean, self._std(m2, counts, self.count + 1), complete=counts is None)
+            std = self._std(m2, counts, self.count + 1)
+            self._pending_std = (m2, counts, self.groups), self.count + 1, std
+            z = self._standard(x, mean, std, complete=counts is None)
         return z, stats
 
     def _standard(self, x: np.ndarray, mean: np.ndarray, std: np.ndarray, complete: bool | None = None
@@ -264,6 +274,7 @@ class FeatureScaler:
         """Keep the statistics :meth:`pending` computed."""
         self.count += 1
         self.mean, self.m2, self.maxabs, self.counts = stats
+        self._committed_std = self._pending_std
 
     def standardise(self, x: np.ndarray) -> np.ndarray:
         """A dense ``x`` scaled by the current statistics (the buffered warm-up rows)."""
@@ -271,6 +282,30 @@ class FeatureScaler:
             scaled: np.ndarray = np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
             return scaled
         return self._standard(x, self.mean, self._std(self.m2, self.counts, self.count))
+
+    def standardised_before(self, x: np.ndarray) -> np.ndarray | None:
+        """A dense ``x`` standardised by the current statistics, those of the rows before it, with the
+        constant feature 1 appended (the row the linear models of :class:`~kons.Auto` play on); None if
+        that overflows."""
+        of, kept = (self.m2, self.counts, self.groups), self._inverse
+        if kept is None or not self._is_of(kept, of):
+            committed = self._committed_std
+            std = (committed[2] if committed is not None and self._is_of(committed, of)
+                   else self._std(self.m2, self.counts, self.count))
+            kept = self._inverse = of, self.count, np.divide(1.0, std, out=np.zeros(self.dim), where=std > 0)
+        row = np.empty(self.dim + 1)
+        deviation = np.subtract(x, self.mean, out=row[:-1])
+        deviation *= kept[2]
+        row[-1] = 1.0
+        if not math.isfinite(float(row.sum())):  # a missing value (NaN: standardised to 0), or an overflow
+            deviation[np.isnan(x)] = 0.0
+            if not np.isfinite(row).all():
+                return None
+        return row
+
+    def _is_of(self, kept: tuple[tuple[Any, ...], int, np.ndarray], of: tuple[Any, ...]) -> bool:
+        """Whether ``kept`` was computed from the statistics ``of`` at the current count."""
+        return kept[1] == self.count and all(a is b for a, b in zip(kept[0], of, strict=True))
 
     def snapshot(self) -> tuple[int, ScalerStats]:
         """The statistics, to :meth:`rollback` to."""

@@ -293,7 +293,8 @@ class Grid:
 
     def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
                  held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None,
-                 centred: bool = True, targets: TargetScaler | None = None) -> None:
+                 centred: bool = True, targets: TargetScaler | None = None,
+                 features: FeatureScaler | None = None) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
         #: The learner's target scaler (regression), whose statistics before a round standardise its
         #: plays: a generation started at a change then keeps its own scale of the target
@@ -304,6 +305,10 @@ class Grid:
         #: before it had one (:attr:`keeps_concept` False: it goes on as it was saved).
         self.concept: FadingTargets | None = None
         self.keeps_concept = targets is not None
+        #: The learner's feature scaler (regression), whose statistics before a round standardise the row
+        #: the linear models play on (:attr:`Row.before`); None (classification) they play on the row as
+        #: the others take it.
+        self.features = features
         self.held = held
         self.log_scaler = log_scaler
         self.quantile_bins = bins  # the thresholds of the warm-up rows, if any
@@ -451,7 +456,12 @@ class Grid:
         if predicted is not None and predicted.matches(self, z, x):
             return predicted.row, predicted.log_stats
         zlog, log_stats = self.log_scaler.pending(signed_log(x))
-        row = Row(self.views_forms(z, zlog), x)
+        features, before = self.features, None
+        if features is not None and not features.sparse:
+            before = features.standardised_before(dense(x))
+            if before is not None:  # the experts read it, none writes to it
+                before.flags.writeable = False
+        row = Row(self.views_forms(z, zlog), x, before)
         self._predicted_row = _PredictedRow.of(self, z, x, row, log_stats)
         return row, log_stats
 

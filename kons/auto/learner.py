@@ -135,6 +135,9 @@ class Auto(Learner):
         # targets' range by RANGE_MARGIN, the mixture's substitution centred on its weighted mean. A
         # regression state saved before them goes on under the rules it was saved with.
         self._tails = True
+        # The linear models play on the row standardised by the statistics before it (regression,
+        # docs/series.md); a state saved before this goes on playing them on the row as the others take it.
+        self._plays_before = True
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
                                   warms_up=True, range_margin=RANGE_MARGIN, pooled=True)
         self._grid: Grid | None = None  # built once the warm-up gives the kernel widths
@@ -384,6 +387,7 @@ class Auto(Learner):
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
         return Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
                     centred=self._tails, targets=None if self._binary else self._prep.y,
+                    features=self._prep.x_scaler if self._plays_before and not self._binary else None,
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
                     binary=self._binary, bins=bins)
@@ -652,10 +656,14 @@ class Auto(Learner):
             scalars["classes"] = saved
         if not self._binary and self._tails:  # a state saved before the rules for heavy tails: as it was
             scalars["tails"] = True
+        scaler = self._prep.scaler
+        if not self._binary and self._plays_before and (scaler is None or not scaler.sparse):
+            scalars["plays_before"] = True  # (sparse rows have no such play: their state is as it was)
         return scalars
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         self._tails = self._binary or bool(scalars.get("tails", False))
+        self._plays_before = not self._binary and bool(scalars.get("plays_before", False))
         self._prep.range_margin = RANGE_MARGIN if self._tails else 0.0
         self._prep.pooled = True  # unless the state is of records saved before (Preprocessor.restore)
         self._prep.restore(self._dim, arrays, scalars)

@@ -16,7 +16,7 @@ import pytest
 
 import kons
 from kons.kernels import RBF
-from kons.preprocessing import WARMUP_ROWS, Preprocessed, binary_label, median_width
+from kons.preprocessing import WARMUP_ROWS, FeatureScaler, Preprocessed, binary_label, median_width
 from tests.streams import load_stream
 
 PAPER = sorted(n for n, c in kons.LEARNERS.items() if not c.preprocesses)
@@ -169,6 +169,25 @@ def test_bad_input_leaves_the_learner_unchanged_during_and_after_warmup() -> Non
             with pytest.raises(kons.InvalidInputError):
                 learner.learn_one(bad_x, bad_y)
             assert learner.to_bytes() == before
+
+
+def test_a_row_standardised_before_it_is_taken_into_the_statistics() -> None:
+    rng = np.random.default_rng(0)
+    scaler = FeatureScaler(3, sparse=False)
+    for row in rng.normal(size=(20, 3)) * [1.0, 100.0, 0.0] + [0.0, 50.0, 7.0]:
+        scaler.transform(row, commit=True)
+    x = np.array([40.0, 60.0, 7.0])
+    before = scaler.standardised_before(x)
+    assert before is not None
+    # the statistics of the rows before it (a constant feature standardises to 0), the intercept last
+    assert np.allclose(before, np.append(scaler.standardise(x), 1.0), rtol=0.0, atol=1e-12)
+    assert before[2] == 0.0 and before[0] > cast(np.ndarray, scaler.transform(x, commit=False))[0]
+    missing = scaler.standardised_before(np.array([np.nan, 60.0, 7.0]))
+    assert missing is not None and missing[0] == 0.0 and math.isclose(missing[1], before[1], rel_tol=1e-12)
+    scaler.transform(x, commit=True)  # a new state: the deviations are computed again
+    again = scaler.standardised_before(x)
+    assert again is not None
+    assert np.allclose(again, np.append(scaler.standardise(x), 1.0), rtol=0.0, atol=1e-12)
 
 
 def test_median_width_is_the_inverse_median_squared_distance() -> None:

@@ -5,6 +5,7 @@ goes on identically."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import numpy as np
@@ -15,7 +16,8 @@ import kons.auto.grid
 from kons.auto.config import LAGS_WARMUP_ROWS, LAGS_WARMUP_SHARE, LAGS_WEIGHT_VARIANCE
 from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
-from kons.preprocessing import TARGET_BOUND
+from kons.auto.experts.recent import RecentExpert
+from kons.preprocessing import TARGET_BOUND, with_intercept
 
 LAST, LAGGED = "the last target", "the last target + bayesian_linear(its 8 last)"
 
@@ -173,16 +175,42 @@ def test_a_heavy_tailed_linear_target_is_fitted_as_rivers_linear_model_fits_it()
     assert np.mean((played - y) ** 2) < 1.25 * np.mean((np.array(peer) - y) ** 2)
 
 
+def test_the_linear_model_plays_a_record_on_the_row_standardised_by_the_rows_before_it() -> None:
+    X, y = _delays(300, 0)
+    model = kons.Auto()
+    for x, t in zip(X, y, strict=True):
+        model.learn_one(x, t)
+    grid = cast(kons.auto.grid.Grid, model._grid)
+    scaler = model._prep.x_scaler
+    linear = cast(RecentExpert, cast(list[Any], grid._kind("linear"))[0])
+    record = X[0].copy()
+    record[0] = scaler.mean[0] + 17.0 * math.sqrt(scaler.m2[0] / scaler.count)  # 17 deviations out
+    row, _ = grid.inputs(model._prep.scaled(record), record)
+    before = cast(np.ndarray, with_intercept(scaler.standardise(record)))
+    assert row.before is not None and np.allclose(row.before, before, rtol=0.0, atol=1e-12)
+    # standardised by the statistics that include it, the record would stand nearer the mean
+    assert cast(np.ndarray, row.forms[RecentExpert.form])[0] < 0.8 * before[0]
+    assert linear.predict(row) == linear.model.predict(row.before)
+    assert linear.predict(row) > linear.model.predict(row.forms[RecentExpert.form]) + 1.0
+
+
 def test_a_regression_state_says_it_follows_the_rules_for_tails_and_loads_under_them() -> None:
     X, y = _delays(300, 3)
     model = kons.Auto()
     for x, t in zip(X[:200], y[:200], strict=True):
         model.learn_one(x, t)
-    header, _ = kons._state.decode(model.to_bytes())
-    assert header["scalars"]["tails"] is True
+    header, arrays = kons._state.decode(model.to_bytes())
+    assert header["scalars"]["tails"] is True and header["scalars"]["plays_before"] is True
     restored = kons.load(model.to_bytes())
     assert isinstance(restored, kons.Auto)
     assert model._model_bound == 20.0 and restored._model_bound == 20.0
+    assert cast(kons.auto.grid.Grid, restored._grid).features is restored._prep.x_scaler
+    # a state saved before the linear models played on the row standardised by the rows before it goes on
+    # playing them on the row as the other experts take it
+    scalars = {key: value for key, value in header["scalars"].items() if key != "plays_before"}
+    older = kons.load(kons._state.encode({**header, "scalars": scalars}, arrays))
+    assert isinstance(older, kons.Auto) and cast(kons.auto.grid.Grid, older._grid).features is None
+    assert "plays_before" not in kons._state.decode(older.to_bytes())[0]["scalars"]
 
 
 def _wakes(targets: np.ndarray, local: bool) -> int | None:

@@ -32,12 +32,15 @@ Form = tuple[bool, bool]
 
 class Row:
     """One round's row as the experts take it: each form of the standardised views (computed and checked
-    once for all the experts that take it) and the raw row ``x``."""
+    once for all the experts that take it), the raw row ``x`` and, where the grid has it, ``before``: the
+    standardised view with the intercept by the statistics of the rows before this one (regression's dense
+    rows; :meth:`~kons.auto.grid.Grid.inputs`), which the linear models play on."""
 
-    __slots__ = ("forms", "x")
+    __slots__ = ("before", "forms", "x")
 
-    def __init__(self, forms: dict[Form, np.ndarray | SparseVector], x: np.ndarray | SparseVector) -> None:
-        self.forms, self.x = forms, x
+    def __init__(self, forms: dict[Form, np.ndarray | SparseVector], x: np.ndarray | SparseVector,
+                 before: np.ndarray | None = None) -> None:
+        self.forms, self.x, self.before = forms, x, before
 
     def raw(self) -> np.ndarray:
         """The raw row, dense."""

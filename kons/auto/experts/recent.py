@@ -79,10 +79,11 @@ class RecentLinear:
             self._score = self.P.dot(self.b[:, 0])
         return self._clipped(float(dense(x).dot(self._score)))
 
-    def learn(self, x: np.ndarray | SparseVector, t: float) -> float:
-        """Play :meth:`predict`, then learn the target ``t``; the state is unchanged if it raises."""
+    def learn(self, x: np.ndarray | SparseVector, t: float, played_on: np.ndarray | None = None) -> float:
+        """Play :meth:`predict` (for ``played_on`` if given, else ``x``), then learn the target ``t`` for
+        ``x``; the state is unchanged if it raises."""
         row = dense(x)
-        played = self.predict(row)
+        played = self.predict(row if played_on is None else played_on)
         targets = np.array([t])
         self._update(row, targets)
         return played
@@ -142,7 +143,15 @@ class RecentLinear:
 
 
 class RecentExpert:
-    """A generation's :class:`RecentLinear` as an expert, on the standardised row with the intercept."""
+    """A generation's :class:`RecentLinear` as an expert, on the standardised row with the intercept.
+
+    Regression's dense rows: it plays on the row standardised by the statistics before it
+    (:attr:`Row.before`) and learns the row as the other experts take it, standardised by the statistics
+    that include it, as River's ``StandardScaler`` in a pipeline does (it predicts, then learns and
+    transforms). A row far out in a heavy tail raises the deviation it is divided by: standardised by
+    statistics that include it, it comes out nearer the mean than the rows learnt before it stood, and a
+    linear model, whose play is in the units of the targets before the round, under-plays it
+    (``docs/series.md``)."""
 
     sleeps = False
     form = (False, True)
@@ -151,10 +160,10 @@ class RecentExpert:
         self.model = model
 
     def predict(self, row: Row) -> float:
-        return guarded(self.model.predict, row.forms[self.form])
+        return guarded(self.model.predict, row.forms[self.form] if row.before is None else row.before)
 
     def learn(self, row: Row, target: float) -> float:
-        return guarded(self.model.learn, row.forms[self.form], target)
+        return guarded(self.model.learn, row.forms[self.form], target, row.before)
 
     def probabilities(self, row: Row, classes: int) -> np.ndarray:
         return guarded_probabilities(self.model.probabilities, classes, row.forms[self.form])
