@@ -385,9 +385,11 @@ class Auto(Learner):
         """The grid for the median-heuristic widths of the standardised and of the log view (``sparse``:
         the rows', by default the feature scaler's) and the quantile thresholds ``bins``, if any."""
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
+        # the linear models' play on the row before it needs the feature scaler; a grid whose bytes are
+        # only estimated, before the first row has made the scaler, plays nothing
         return Grid(loss=self.loss, dim=self._dim, bound=self._model_bound, seed=self.seed,
                     centred=self._tails, targets=None if self._binary else self._prep.y,
-                    features=self._prep.x_scaler if self._plays_before and not self._binary else None,
+                    features=self._prep.scaler if self._plays_before and not self._binary else None,
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
                     binary=self._binary, bins=bins)

@@ -225,6 +225,14 @@ def test_max_growth_nbytes_needs_the_dimension_and_a_count() -> None:
     assert kons.KONS(dim=2).max_growth_nbytes(0) == 0
 
 
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_a_fresh_auto_bounds_its_growth_before_its_first_row(task: str) -> None:
+    # the service asks before the first feedback; a regression grid's linear models play on the feature
+    # scaler, which only the first row creates
+    learner = kons.Auto(dim=3, task=task)
+    assert learner.max_growth_nbytes(50) > 0
+
+
 # ----------------------------------------------------------------- the bound
 GROWING = [k for k in KINDS if k.split(":")[-1] in {"kons", "sketched_kons", "kernel_ogd", "nystrom_kons",
                                                      "classification", "preprocessed"}]
