@@ -377,10 +377,7 @@ class LearnerService:
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
             await self._check_seen(ref, seen, entry.incarnation, entry.version)
-            # (a single row's round checks it as check_rows would, with the same error: no need to twice;
-            # unless a coverage is asked, whose error must not come before the row's)
-            if len(rows) > 1 or coverage is not None:
-                check_rows(learner, rows)
+            check_rows(learner, rows)
             coverage = asked_coverage(entry.config, coverage)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
