@@ -124,7 +124,7 @@ def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s:
     if label:
         gradient[label - 1] -= 1.0
     s = max(s, TINY)
-    c2 = eta * float(gradient @ gradient)
+    c2 = eta * float(gradient.dot(gradient))  # (``@`` bit for bit, without the matmul ufunc's dispatch)
     step = (margins - scores) / s + gradient / (1.0 + c2 * s)  # Lemma 1, then A_t^{-1} g
     return probabilities, step, c2 / (1.0 + c2 * s)
 
