@@ -139,10 +139,10 @@ TREE_PRIOR = ENTRY_PRIOR
 TREE_MAX_DIM = 200
 #: Leaves of a tree at most: its state and cost stay flat.
 MAX_TREE_LEAVES = 64
-#: The trees nap (neither learn nor play, out of the mixture) once their weight together has stayed
-#: below NAP_WEIGHT for NAP_ROUNDS rounds in play, and wake at the next change declared: they cost much
-#: of a binary round and rarely hold weight (benchmarks/results/expert_cost.md,
-#: docs/auto.md#nap_weight-and-nap_rounds).
+#: The kinds that nap (the trees, the local expert, the forest: Kind.naps) neither learn nor play, out
+#: of the mixture, once their weight together has stayed below NAP_WEIGHT for NAP_ROUNDS rounds in play,
+#: and wake at the next change declared: they cost much of a round and rarely hold weight
+#: (benchmarks/results/expert_cost.md, docs/auto.md#nap_weight-and-nap_rounds).
 NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 500
 

@@ -163,7 +163,8 @@ class Kind:
     saved state (``built``: the grid's fresh ones), checked against the mixture's slots. ``naps``: once in
     play, they nap together (neither learn nor play, out of the mixture) when their weight has stayed
     below :data:`NAP_WEIGHT` for :data:`NAP_ROUNDS` rounds, and wake at the next change declared, to enter
-    again as they entered first (:meth:`Grid._doze`). ``class_column_nbytes``: the most bytes one more
+    again as they entered first: sleepers once ready, a kind in play from the start at once, at
+    ``start_prior`` (:meth:`Grid._doze`). ``class_column_nbytes``: the most bytes one more
     class adds to its experts on rows of a given number of features (:func:`class_column_nbytes`; none
     for experts that take no room per class). ``observes_napping``: napping, they still observe the rounds
     (a window of rows kept fresh for when they wake), only neither play nor enter. ``naps_among_classes``:
@@ -191,7 +192,8 @@ class Kind:
 #: goes last, so that a state saved before it keeps its slots where they were: :mod:`kons.auto.slots`).
 EXPERTS: tuple[Kind, ...] = (
     # the linear model on the quantile thresholds of the raw features: in play from the start, with the
-    # grid's prior
+    # grid's prior; it does not nap: a slow learner, its weight can come back long after it was
+    # negligible (docs/auto.md#nap_weight-and-nap_rounds)
     Kind(("bins",), ("ons+intercept(quantile thresholds)",), build_bins, restore_bins,
          start_prior=1.0 / (len(GRID) + 2), class_column_nbytes=bins_class_column_nbytes),
     # the local expert: asleep until its window holds NEIGHBOURS_WAKE_ROWS rows; it naps as the trees
@@ -349,9 +351,12 @@ class Grid:
             self.experts.append(experts)
         # of each kind that naps and has experts, by its first slot: [rounds in a row in play below
         # NAP_WEIGHT, napping]
-        self.naps: dict[str, list[int]] = {kind.slots[0]: [0, 0] for kind, experts
-                                           in zip(self.kinds, self.experts, strict=True)
-                                           if kind.naps and experts is not None}
+        self.naps: dict[str, list[int]] = self._no_naps()
+
+    def _no_naps(self) -> dict[str, list[int]]:
+        """The naps of the kinds that nap and have experts: none napping, no round counted."""
+        return {kind.slots[0]: [0, 0] for kind, experts in zip(self.kinds, self.experts, strict=True)
+                if kind.naps and experts is not None}
 
     @property
     def bases(self) -> list[Learner]:
@@ -443,9 +448,9 @@ class Grid:
         return self._weights_now
 
     def playing(self) -> list[tuple[int, Expert]]:
-        """The experts that play this round: all but the sleeping ones out of the mixture."""
+        """The experts that play this round: those in the mixture (not asleep, not napping)."""
         active = self.mixture.switching.active.tolist()  # (a list's items: indexing numpy costs more)
-        return [(slot, expert) for slot, expert in self.alive() if not expert.sleeps or active[slot]]
+        return [(slot, expert) for slot, expert in self.alive() if active[slot]]
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> tuple[Row, ScalerStats]:
         """The round's :class:`Row` (:meth:`views_forms`, the log view's dense one kept for a replay) and the
@@ -582,7 +587,7 @@ class Grid:
             slots = self._slots(kind)
             for slot, expert in zip(slots, experts, strict=True):
                 expert.observe(row, target, self.classes, slot in in_play)
-            asleep = not napping and kind.start_prior is None and not self.mixture.switching.active[slots[0]]
+            asleep = not napping and experts[0].sleeps and not self.mixture.switching.active[slots[0]]
             if asleep and experts[0].ready():
                 self.mixture.enter(slots, kind.wake_prior)
 
@@ -628,8 +633,9 @@ class Grid:
     def _doze(self, weights: np.ndarray, changed: bool) -> None:
         """The kinds that nap (:attr:`Kind.naps`) after a round whose mixture's weights are ``weights``:
         napping, they wake at a declared change (``changed``; they learn from the next round, and enter
-        as they first did); in play, they nap once their weight together has stayed below
-        :data:`NAP_WEIGHT` for :data:`NAP_ROUNDS` rounds."""
+        as they first did: experts that sleep once ready, the others at once at their start prior); in
+        play, they nap once their weight together has stayed below :data:`NAP_WEIGHT` for
+        :data:`NAP_ROUNDS` rounds."""
         for kind, experts in zip(self.kinds, self.experts, strict=True):
             if not kind.naps or experts is None:
                 continue
@@ -639,6 +645,8 @@ class Grid:
             if nap[1]:
                 if changed or voting:
                     nap[:] = [0, 0]
+                    if kind.start_prior is not None:  # (the others enter once ready: _observe)
+                        self.mixture.enter(slots, kind.start_prior)
                 continue
             if not self.mixture.switching.active[slots[0]]:  # not entered yet
                 continue
@@ -854,7 +862,7 @@ class Grid:
         were naps)."""
         saved = scalars.get("naps", {})
         try:
-            naps = {name: [int(v) for v in saved.get(name, [0, 0])] for name in self.naps}
+            naps = {name: [int(v) for v in saved.get(name, nap)] for name, nap in self._no_naps().items()}
         except (AttributeError, TypeError, ValueError) as exc:
             raise StateFormatError("the experts' naps are not naps.") from exc
         for name, nap in naps.items():

@@ -51,9 +51,11 @@ class Expert(Protocol):
     """An expert of the grid: it plays a score (regression: a standardised target; binary: log-odds) or
     the probabilities of ``classes`` classes, and learns the round's target or label.
 
-    ``sleeps``: an expert that sleeps plays only while its slot is in the mixture (it enters when
-    :meth:`ready`); the others play from when they exist. :meth:`observe` is its round outside its plays
-    (a sleeping expert that keeps rows, a tree that learns every row after the mixture's update).
+    Every expert plays only while its slot is in the mixture. ``sleeps``: an expert that sleeps enters it
+    when :meth:`ready`; the others are in it from when they exist. Either kind may nap (out of the mixture
+    while its weight is negligible, back at a declared change: :class:`kons.auto.grid.Kind`).
+    :meth:`observe` is its round outside its plays (a sleeping expert that keeps rows, a tree that learns
+    every row after the mixture's update).
     """
 
     sleeps: bool

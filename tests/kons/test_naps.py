@@ -1,0 +1,102 @@
+"""Naps of a kind of expert that plays from the grid's start (:attr:`kons.auto.grid.Kind.start_prior`), not
+only of those that sleep until ready: out of the mixture while negligible, neither learning nor playing, and
+back at once at the next change declared, with its start prior. ``auto``'s own such kind, the linear model
+on the quantile thresholds, does not nap (docs/auto.md#nap_weight-and-nap_rounds): here a grid whose
+threshold model naps stands for any such kind."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import kons
+import kons.auto.grid
+from kons.auto.config import GRID, NAP_ROUNDS, NAP_WEIGHT
+from kons.auto.experts.newton import ThresholdExpert
+from kons.auto.grid import Grid, layout
+from kons.errors import StateFormatError
+from kons.preprocessing import nested_blob
+from tests.kons.streams import linear_then_flipped
+
+BINS_SLOT = layout(kons.auto.grid.EXPERTS).index("bins")
+#: The prior the threshold model plays from the start with, and enters again with after a nap.
+START_PRIOR = 1.0 / (len(GRID) + 2)
+
+
+@pytest.fixture(autouse=True)
+def napping_bins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grid's kinds, the threshold model's napping."""
+    kinds = tuple(dataclasses.replace(kind, naps=True) if kind.slots[0] == "bins" else kind
+                  for kind in kons.auto.grid.EXPERTS)
+    assert kinds != kons.auto.grid.EXPERTS
+    monkeypatch.setattr(kons.auto.grid, "EXPERTS", kinds)
+
+
+def _bins(grid: Grid) -> ThresholdExpert:
+    experts = grid.experts[[kind.slots[0] for kind in grid.kinds].index("bins")]
+    assert experts is not None and isinstance(experts[0], ThresholdExpert)
+    return experts[0]
+
+
+def test_the_threshold_model_naps_while_negligible_and_enters_again_at_a_change() -> None:
+    X, y = linear_then_flipped(1700, 1600, labels=True)
+    learner = kons.Auto(task="classification")
+    napped = woke = None
+    for r, (x, t) in enumerate(zip(X, y, strict=True)):
+        grid = learner._grid
+        before = None
+        if grid is not None:
+            expert = _bins(grid)
+            before = (grid.naps["bins"][1], grid.mixture.weights()[BINS_SLOT],
+                      nested_blob(expert.base).tobytes() if grid.naps["bins"][1] else None)
+        learner.learn_one(x, t)
+        grid = learner._grid
+        if before is None or grid is None:
+            continue
+        was_napping, weight, learnt = before
+        napping = bool(grid.naps["bins"][1])
+        in_play = bool(grid.mixture.switching.active[BINS_SLOT])
+        if napping:
+            assert not in_play and not any("quantile" in name for name in learner.stats()["weights"])
+            if was_napping:  # it neither learns nor plays
+                assert nested_blob(_bins(grid).base).tobytes() == learnt
+            else:  # it naps now: below NAP_WEIGHT for NAP_ROUNDS rounds in play
+                napped = r
+                assert weight < NAP_WEIGHT
+        elif was_napping:  # a change was declared this round: back at once, with its start prior
+            woke = r
+            assert grid.last_change == grid.rounds and in_play
+            assert grid.mixture.weights()[BINS_SLOT] == pytest.approx(START_PRIOR)
+        else:
+            assert in_play  # from the grid's start
+    assert napped is not None and woke is not None and NAP_ROUNDS < napped < 1600 <= woke
+
+
+@pytest.mark.parametrize("saved_at", [1000, 1620])  # napping; after the change, in play again
+def test_a_learner_saved_with_a_napping_threshold_model_plays_on_bit_identically(saved_at: int) -> None:
+    X, y = linear_then_flipped(1700, 1600, labels=True)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
+        learner.learn_one(x, t)
+    grid = learner._grid
+    assert grid is not None and grid.naps["bins"][1] == (saved_at < 1600)
+    copy = kons.Auto.from_bytes(learner.to_bytes())
+    assert copy._grid is not None and copy._grid.naps == grid.naps
+    for x, t in zip(X[saved_at:], y[saved_at:], strict=True):
+        assert learner.predict_one(x) == copy.predict_one(x)
+        assert learner.learn_one(x, t) == copy.learn_one(x, t)
+    assert learner.to_bytes() == copy.to_bytes()
+
+
+def test_a_state_saved_napping_in_play_is_refused() -> None:
+    X, y = linear_then_flipped(700, 1600, labels=True)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, t)
+    grid = learner._grid
+    assert grid is not None and grid.naps["bins"][1]
+    grid.mixture.switching.active[BINS_SLOT] = True  # a nap that says it is out of the mixture, in it
+    with pytest.raises(StateFormatError):
+        kons.Auto.from_bytes(learner.to_bytes())
+
