@@ -144,7 +144,7 @@ MAX_TREE_LEAVES = 64
 #: and wake at the next change declared: they cost much of a round and rarely hold weight
 #: (benchmarks/results/expert_cost.md, docs/auto.md#nap_weight-and-nap_rounds).
 NAP_WEIGHT = 1e-3
-NAP_ROUNDS = 500
+NAP_ROUNDS = 250
 
 # ----------------------------------------------------------------- the Mondrian forest (docs/auto.md)
 #: Trees of the aggregated Mondrian forest (three classes or more): AMF's default; fewer trees vote

@@ -859,7 +859,7 @@ class Grid:
 
     def _restore_naps(self, scalars: dict[str, Any]) -> None:
         """The naps of the kinds that nap (none napping, no round counted, in a state saved before there
-        were naps)."""
+        were naps; a count saved under a longer :data:`NAP_ROUNDS` naps at its next negligible round)."""
         saved = scalars.get("naps", {})
         try:
             naps = {name: [int(v) for v in saved.get(name, nap)] for name, nap in self._no_naps().items()}
@@ -867,7 +867,7 @@ class Grid:
             raise StateFormatError("the experts' naps are not naps.") from exc
         for name, nap in naps.items():
             napping_in_play = nap[1] and self.mixture.switching.active[self.slot[name]]
-            if len(nap) != 2 or not 0 <= nap[0] < NAP_ROUNDS or nap[1] not in (0, 1) or napping_in_play:
+            if len(nap) != 2 or nap[0] < 0 or nap[1] not in (0, 1) or napping_in_play:
                 raise StateFormatError("the experts' naps do not match the grid.")
         self.naps = naps
 

@@ -261,7 +261,7 @@ def test_the_local_expert_naps_while_negligible_keeping_its_rows_and_wakes_at_a_
         if napping:
             assert not in_play  # out of the mixture: it neither plays nor ranks its rows
             if not was_napping:  # it naps now: below NAP_WEIGHT for NAP_ROUNDS rounds in play
-                napped = r
+                napped = r if napped is None else napped  # (the first nap: it naps again after the change)
                 assert weights[NEIGHBOURS_SLOT] < NAP_WEIGHT
                 assert not any("nearest" in name for name in learner.stats()["weights"])
         elif was_napping:  # a change was declared this round: awake, it enters at the next round

@@ -100,3 +100,18 @@ def test_a_state_saved_napping_in_play_is_refused() -> None:
     with pytest.raises(StateFormatError):
         kons.Auto.from_bytes(learner.to_bytes())
 
+
+
+def test_a_count_saved_under_longer_naps_loads_and_naps_at_the_next_negligible_round(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = linear_then_flipped(520, 1600, labels=True)
+    learner = kons.Auto(task="classification")
+    with monkeypatch.context() as longer:
+        longer.setattr(kons.auto.grid, "NAP_ROUNDS", 4 * NAP_ROUNDS)
+        for x, t in zip(X[:-1], y[:-1], strict=True):
+            learner.learn_one(x, t)
+    grid = learner._grid
+    assert grid is not None and grid.naps["bins"][0] > NAP_ROUNDS and not grid.naps["bins"][1]
+    copy = kons.Auto.from_bytes(learner.to_bytes())
+    copy.learn_one(X[-1], y[-1])
+    assert copy._grid is not None and copy._grid.naps["bins"] == [0, 1]
