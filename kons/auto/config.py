@@ -54,6 +54,7 @@ __all__ = [
     "TREE_PRIOR",
     "TREE_WAKE_ROWS",
     "YOUNG_KERNELS",
+    "YOUNG_KERNEL_STEPS",
     "YOUNG_LINEAR",
 ]
 
@@ -76,9 +77,13 @@ MAX_DICTIONARY = 200
 #: The members restarted at a change: the linear bases of both views at the default step, whose new
 #: concept a small step learns slowly (docs/auto.md#young_linear).
 YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
-#: Kernel members restarted too, the heaviest under the switching rate 0: which geometry suits the new
-#: concept is not known at the change, so two (docs/auto.md#young_kernels).
-YOUNG_KERNELS = 2
+#: The steps of the kernel members restarted too, each in the geometry (view and width) heaviest under the
+#: switching rate 0: a fresh grid's weight after a change sits on that geometry at the small step as much
+#: as at the default one; the second-heaviest geometry it replaces helped less (docs/drift.md, "The kernel
+#: copies' steps").
+YOUNG_KERNEL_STEPS = (1.0, 0.1)
+#: Kernel members restarted at a change (docs/auto.md#young_kernels).
+YOUNG_KERNELS = len(YOUNG_KERNEL_STEPS)
 #: Generations alive at once: a new one replaces the oldest at a declared change, else the lighter
 #: (docs/auto.md#generations).
 GENERATIONS = 2

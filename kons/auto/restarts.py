@@ -24,6 +24,7 @@ from kons.auto.config import (
     GRID,
     PROBATION_PRIOR,
     PROBATION_ROUNDS,
+    YOUNG_KERNEL_STEPS,
     YOUNG_KERNELS,
     YOUNG_LINEAR,
 )
@@ -95,30 +96,30 @@ class Generation:
 
 
 def restart(grid: Grid, span: int) -> None:
-    """Start a generation (:data:`YOUNG_LINEAR`, the views and widths of the :data:`YOUNG_KERNELS` kernel
-    members heaviest under the switching rate 0 at the default step, and the linear model of the rows
-    from now on) in the slots :func:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when
-    the change has just been declared (then on trial: :class:`Probation`), else at
-    :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation (fresh copies, held,
-    are no larger than those they replace: the slots' kinds are fixed), so that a held learner keeps
-    its size. The generation first learns the last ``span`` rounds kept (this one included): the rows
-    since the declared change's estimated onset (:func:`replay`)."""
+    """Start a generation (:data:`YOUNG_LINEAR`, the kernel member heaviest under the switching rate 0 at
+    each of the :data:`YOUNG_KERNEL_STEPS`, and the linear model of the rows from now on) in the slots
+    :func:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when the change has just been
+    declared (then on trial: :class:`Probation`), else at :data:`ENTRY_PRIOR`; while the growth is held,
+    only in place of a generation (fresh copies, held, are no larger than those they replace: the slots'
+    kinds are fixed), so that a held learner keeps its size. The generation first learns the last
+    ``span`` rounds kept (this one included): the rows since the declared change's estimated onset
+    (:func:`replay`)."""
     # at a declared change the concept's scale starts afresh, the change's generation from the same prior
     fresh = _restart_concept(grid, span) if grid.rounds == grid.last_change else None
     weights = grid.mixture.weights()
     g = _replaced_generation(grid, weights)
     if g is None:
         return
-    # ranked by their weights under the switching rate 0 (their losses since round 1): the geometry
-    # outlasts the concept, and the rates that switch follow whichever member did best lately
+    # the geometry heaviest under the switching rate 0 (its losses since round 1): the geometry outlasts
+    # the concept, and the rates that switch follow whichever member did best lately
     lasting = grid.mixture.switching.log_weights[0]
-    heaviest = sorted(_KERNEL_MEMBERS, key=lambda i: -float(lasting[i]))
-    at_default_step = dict.fromkeys(GRID.index((*GRID[i][:3], 1.0)) for i in heaviest)
+    view, kind, width, _ = GRID[max(_KERNEL_MEMBERS, key=lambda i: float(lasting[i]))]
+    kernel_copies = [GRID.index((view, kind, width, step)) for step in YOUNG_KERNEL_STEPS]
     # held, the copies replace a generation's one for one (one saved with fewer copies keeps fewer)
     replaced = grid.young[g]
     kernels = (len(replaced.members) - len(YOUNG_LINEAR) if grid.held and replaced is not None
                else YOUNG_KERNELS)
-    members = [*YOUNG_LINEAR, *list(at_default_step)[:kernels]]
+    members = [*YOUNG_LINEAR, *kernel_copies[:kernels]]
     generation = Generation(grid.rounds, members, [grid.new_member(i) for i in members],
                             RecentExpert(grid.new_recent()), _generation_targets(grid, fresh))
     replay(grid, generation, span)

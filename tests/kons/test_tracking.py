@@ -13,7 +13,7 @@ import pytest
 
 import kons
 from kons.auto import Auto
-from kons.auto.config import CONCEPT_TARGET_FADE, GENERATION_TARGET_PRIOR, LEVEL_CEILING
+from kons.auto.config import CONCEPT_TARGET_FADE, GENERATION_TARGET_PRIOR, LEVEL_CEILING, YOUNG_KERNEL_STEPS
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.neighbours import RecentNeighbours
 from kons.auto.experts.recent import RecentLinear
@@ -618,17 +618,18 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
         assert np.array_equal(generation.recent.arrays()[name], array), name
     for restarted, base in zip(generation.bases, fresh, strict=True):
         assert restarted.to_bytes() == base.to_bytes()
-    # the kernel copies: the views and widths of the kernel members heaviest under the rate 0, at the
-    # default step
+    # the kernel copies: the view and width of the kernel member heaviest under the rate 0, at each of
+    # YOUNG_KERNEL_STEPS
     kernels = [GRID[i] for i in generation.members[-2:]]
-    assert all(kernel[1] == "nystrom" and kernel[3] == 1.0 for kernel in kernels) and kernels[0] != kernels[1]
+    assert all(kernel[1] == "nystrom" and kernel[:3] == kernels[0][:3] for kernel in kernels)
+    assert [kernel[3] for kernel in kernels] == list(YOUNG_KERNEL_STEPS)
     assert len(young_slots(g)) == YOUNG_BASES + 1
 
 
 def test_a_generation_s_kernel_copies_are_the_kernel_members_that_lead_under_the_switching_rate_0() -> None:
-    """The two kernel copies a restart makes take the views and widths of the two kernel members weighing
-    most under the rate 0 (their losses since round 1), not of the one the switching rates make the
-    current leader."""
+    """The two kernel copies a restart makes take the view and width of the kernel member weighing most
+    under the rate 0 (its losses since round 1), not of the one the switching rates make the current
+    leader, at each of YOUNG_KERNEL_STEPS."""
     X, y = _stream(0, 60, 0, 60)  # no flip: the weights are set below
     learner = Auto()
     learner.learn_many(X, y)
@@ -647,9 +648,9 @@ def test_a_generation_s_kernel_copies_are_the_kernel_members_that_lead_under_the
     assert max(kernels, key=lambda i: float(grid.mixture.weights()[i])) == lately  # the current leader
     restart(grid, 8)
     generation = next(generation for generation in grid.young if generation is not None)
-    # the rate 0's two leaders, in their order, at the default step
+    # the rate 0's leader, at the default step and at the small one
     copies = [GRID[i] for i in generation.members[-2:]]
-    assert copies == [("log", "nystrom", 1.0, 1.0), ("raw", "nystrom", 4.0, 1.0)]
+    assert copies == [("log", "nystrom", 1.0, 1.0), ("log", "nystrom", 1.0, 0.1)]
 
 
 def test_a_sparse_auto_replays_its_kept_rows_as_sparse_and_restores_identically() -> None:
