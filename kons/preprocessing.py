@@ -64,6 +64,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons import base as _base
+from kons._numerics import clip
 from kons._validation import (
     Constraint,
     Integer,
@@ -351,8 +352,8 @@ class TargetScaler:
         if not self.count:
             return 0.0
         spread = margin * (self.high - self.low)
-        y = min(max(self.mean + self.std * f, self.low - spread), self.high + spread)
-        return y if bound is None else min(max(y, -bound), bound)
+        y = clip(self.mean + self.std * f, self.low - spread, self.high + spread)
+        return y if bound is None else clip(y, -bound, bound)
 
     def standardised(self, y: float) -> tuple[float, tuple[int, float, float, float, float]]:
         """``y`` standardised by the statistics that include it, and those statistics (uncommitted)."""
@@ -445,7 +446,7 @@ class Preprocessor:
         if self.binary:
             negative, positive = self.labels
             bound = self.model_bound
-            return min(max(math.log((positive + 0.5) / (negative + 0.5)), -bound), bound)
+            return clip(math.log((positive + 0.5) / (negative + 0.5)), -bound, bound)
         return self.y.to_user(0.0, self.user_bound)
 
     def to_user(self, f: float) -> float:
