@@ -103,10 +103,12 @@ def is_record(x: Any) -> bool:
 @dataclass(frozen=True)
 class Record:
     """A validated record: its ``(name, value)`` pairs sorted by name (numbers as floats, bools as 0/1),
-    and the width a learner takes when this record is its first row."""
+    and the width a learner takes when this record is its first row; ``numbers``, the bytes of its numbers
+    in that order, tells apart two records whose items compare equal but hold 0.0 and -0.0."""
 
     items: tuple[tuple[str, Value], ...]
     width: int
+    numbers: bytes = field(default=b"", compare=False, repr=False)
 
     def __len__(self) -> int:
         """The width (what fixes a learner's dimension at its first row, as an array's length does)."""
@@ -159,7 +161,7 @@ def parse_record(x: dict[Any, Any], dim: int | None) -> Record:
     numbers = np.array([v for _, v in items if isinstance(v, float)])
     check_feature_values(numbers)
     width = dim if dim is not None else min(MAX_WIDTH, max(MIN_WIDTH, WIDTH_PER_KEY * len(items)))
-    return Record(tuple(items), width)
+    return Record(tuple(items), width, numbers.tobytes())
 
 
 @dataclass
@@ -218,10 +220,25 @@ class RecordEncoder:
         # What a name absent from every record encodes to: NaN but 1 on missing indicators and 0 on the
         # buckets used so far (a bucket sums what is hashed into it).
         self.template = np.full(width, np.nan)
+        # the commits so far, the last record pending() encoded and the commits it was encoded after, and
+        # its result (not state): a prediction and the learning round of the same record encode it once
+        self._commits = 0
+        self._pending: tuple[Record, int, tuple[np.ndarray, _Pending]] | None = None
 
     # ----------------------------------------------------------------- a round
     def pending(self, record: Record) -> tuple[np.ndarray, _Pending]:
-        """The record's vector (NaN: left out of the round) and what learning it adds; nothing kept."""
+        """The record's vector (NaN: left out of the round; read-only) and what learning it adds; nothing
+        kept."""
+        kept = self._pending
+        if (kept is not None and kept[1] == self._commits and kept[0] == record
+                and kept[0].numbers == record.numbers):
+            return kept[2]
+        encoded = self._pending_of(record)
+        encoded[0].flags.writeable = False  # (the vector of every round that encodes this record again)
+        self._pending = record, self._commits, encoded
+        return encoded
+
+    def _pending_of(self, record: Record) -> tuple[np.ndarray, _Pending]:
         pending = _Pending(record)
         vector = self.template.copy()
         hashed_sum: dict[int, float] = {}
@@ -298,6 +315,7 @@ class RecordEncoder:
 
     def commit(self, pending: _Pending) -> None:
         """Keep what :meth:`pending` computed: the coordinates taken and the counts of the round."""
+        self._commits += 1
         for (name, kind, category), s in pending.taken.items():
             holder = self.names.setdefault(name, _Name())
             if kind == "category":
