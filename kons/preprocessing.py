@@ -157,6 +157,17 @@ def restore_nested(array: np.ndarray) -> Learner:
 ScalerStats = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
 
 
+def _divided(deviation: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """``deviation / std``, 0 where ``std`` is not positive (a coordinate without variance), written into
+    ``deviation`` (the caller's temporary): one division without the mask once every ``std`` is positive."""
+    divided: np.ndarray
+    if float(np.minimum.reduce(std)) > 0.0:  # (False for a NaN; the ufunc's reduction: ndarray.min wraps it)
+        divided = np.divide(deviation, std, out=deviation)
+    else:
+        divided = np.divide(deviation, std, out=np.zeros(len(std)), where=std > 0)
+    return divided
+
+
 class FeatureScaler:
     """Running per-feature scaling: Welford mean/variance (dense) or running max |x_j| (sparse).
 
@@ -197,22 +208,25 @@ class FeatureScaler:
         self._pending_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
         self._committed_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
 
-    def _with(self, x: np.ndarray | SparseVector) -> ScalerStats:
-        """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed)."""
+    def _with(self, x: np.ndarray | SparseVector) -> tuple[ScalerStats, np.ndarray | None]:
+        """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed), and ``x`` less that
+        mean when the scaler has no counts and ``x`` is dense and misses no value (None otherwise): the
+        numerator of its standardised value."""
         if isinstance(x, SparseVector):
             maxabs = self.maxabs.copy()
             maxabs[x.indices] = np.maximum(maxabs[x.indices], np.abs(x.values))
-            return self.mean, self.m2, maxabs, self.counts
-        present = ~np.isnan(x)
-        if self.counts is None and present.all():
+            return (self.mean, self.m2, maxabs, self.counts), None
+        if self.counts is None and not np.isnan(x).any():
             delta = x - self.mean
             mean = self.mean + delta / (self.count + 1)
-            return mean, self.m2 + delta * (x - mean), self.maxabs, None
+            deviation = x - mean
+            return (mean, self.m2 + delta * deviation, self.maxabs, None), deviation
+        present = ~np.isnan(x)
         counts = (np.full(self.dim, float(self.count)) if self.counts is None else self.counts) + present
         delta = np.subtract(x, self.mean, out=np.zeros(self.dim), where=present)
         mean = self.mean + np.divide(delta, counts, out=np.zeros(self.dim), where=present)
         deviation = np.subtract(x, mean, out=np.zeros(self.dim), where=present)
-        return mean, self.m2 + delta * deviation, self.maxabs, counts
+        return (mean, self.m2 + delta * deviation, self.maxabs, counts), None
 
     def _std(self, m2: np.ndarray, counts: np.ndarray | None, count: int) -> np.ndarray:
         variance = m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0))
@@ -244,17 +258,17 @@ class FeatureScaler:
         return self._pending_of(x)
 
     def _pending_of(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray | SparseVector, ScalerStats]:
-        stats = self._with(x)
+        stats, deviation = self._with(x)
         mean, m2, maxabs, counts = stats
         if isinstance(x, SparseVector):
             scale = maxabs[x.indices]
             z: np.ndarray | SparseVector = SparseVector(
                 x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
         else:
-            # (no counts after the row: the scaler had none and the row misses no value, as _with found)
             std = self._std(m2, counts, self.count + 1)
             self._pending_std = (m2, counts, self.groups), self.count + 1, std
-            z = self._standard(x, mean, std, complete=counts is None)
+            z = (_divided(deviation, std) if deviation is not None  # (the scaler has counts, or x a gap)
+                 else self._standard(x, mean, std, complete=False))
         return z, stats
 
     def _standard(self, x: np.ndarray, mean: np.ndarray, std: np.ndarray, complete: bool | None = None
@@ -264,10 +278,9 @@ class FeatureScaler:
         if complete is None:
             complete = self.counts is None and not np.isnan(x).any()
         if complete:
-            standard: np.ndarray = np.divide(x - mean, std, out=np.zeros(self.dim), where=std > 0)
-            return standard
+            return _divided(x - mean, std)
         given = (std > 0) & ~np.isnan(x)
-        standard = np.divide(np.subtract(x, mean, out=np.zeros(self.dim), where=given), std,
+        standard: np.ndarray = np.divide(np.subtract(x, mean, out=np.zeros(self.dim), where=given), std,
                          out=np.zeros(self.dim), where=given)
         return standard
 
