@@ -275,11 +275,14 @@ class RecordEncoder:
             if known is not None:
                 if known.missing >= 0:
                     vector[known.missing] = 0.0
-                one_hot = known.one_hot_slots()
-                if one_hot:  # a value is given: not the other categories (a number's name has none, and
-                    vector[one_hot] = 0.0  # NumPy's assignment through an empty list costs as much)
+                if known.other >= 0 or known.categories:  # a value is given: not the other categories
+                    for s in known.one_hot_slots():  # (one by one: NumPy's assignment through a list
+                        vector[s] = 0.0  # costs more for a few)
             if isinstance(value, float):
-                put(name, "numeric", value)
+                if known is not None and known.numeric >= 0:  # (put()'s, without its lookups)
+                    vector[known.numeric] = value
+                else:
+                    put(name, "numeric", value)
             elif known is not None and value in known.categories:
                 vector[known.categories[value]] = 1.0
             elif known is None or len(known.categories) < MAX_CATEGORIES:
