@@ -64,6 +64,7 @@ Examples
 from __future__ import annotations
 
 import math
+import operator
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +116,10 @@ class Record:
         return self.width
 
 
+#: A record's pair's name, what its pairs are sorted by.
+_NAME = operator.itemgetter(0)
+
+
 def _value(name: str, value: Any) -> Value:
     if type(value) is float and math.isfinite(value):  # the most common value first: kept as it is
         return value
@@ -156,8 +161,9 @@ def parse_record(x: dict[Any, Any], dim: int | None) -> Record:
         if len(name) > MAX_NAME_LENGTH:
             raise InvalidInputError(f"a record's names have at most {MAX_NAME_LENGTH} characters; "
                                     f"got one of {len(name)}.")
-        items.append((name, _value(name, value)))
-    items.sort(key=lambda item: item[0])
+        # (a finite float, the most common value, kept as _value() keeps it, without its call)
+        items.append((name, value if type(value) is float and math.isfinite(value) else _value(name, value)))
+    items.sort(key=_NAME)
     numbers = np.array([v for _, v in items if isinstance(v, float)])
     check_feature_values(numbers)
     width = dim if dim is not None else min(MAX_WIDTH, max(MIN_WIDTH, WIDTH_PER_KEY * len(items)))
