@@ -209,9 +209,8 @@ class FeatureScaler:
         self._committed_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
 
     def _with(self, x: np.ndarray | SparseVector) -> tuple[ScalerStats, np.ndarray | None]:
-        """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed), and ``x`` less that
-        mean when the scaler has no counts and ``x`` is dense and misses no value (None otherwise): the
-        numerator of its standardised value."""
+        """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed), and, for a dense ``x``,
+        ``x`` less that mean (0 where it misses a value): the numerator of its standardised value."""
         if isinstance(x, SparseVector):
             maxabs = self.maxabs.copy()
             maxabs[x.indices] = np.maximum(maxabs[x.indices], np.abs(x.values))
@@ -226,7 +225,7 @@ class FeatureScaler:
         delta = np.subtract(x, self.mean, out=np.zeros(self.dim), where=present)
         mean = self.mean + np.divide(delta, counts, out=np.zeros(self.dim), where=present)
         deviation = np.subtract(x, mean, out=np.zeros(self.dim), where=present)
-        return (mean, self.m2 + delta * deviation, self.maxabs, counts), None
+        return (mean, self.m2 + delta * deviation, self.maxabs, counts), deviation
 
     def _std(self, m2: np.ndarray, counts: np.ndarray | None, count: int) -> np.ndarray:
         variance = m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0))
@@ -259,7 +258,7 @@ class FeatureScaler:
 
     def _pending_of(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray | SparseVector, ScalerStats]:
         stats, deviation = self._with(x)
-        mean, m2, maxabs, counts = stats
+        _, m2, maxabs, counts = stats
         if isinstance(x, SparseVector):
             scale = maxabs[x.indices]
             z: np.ndarray | SparseVector = SparseVector(
@@ -267,22 +266,9 @@ class FeatureScaler:
         else:
             std = self._std(m2, counts, self.count + 1)
             self._pending_std = (m2, counts, self.groups), self.count + 1, std
-            z = (_divided(deviation, std) if deviation is not None  # (the scaler has counts, or x a gap)
-                 else self._standard(x, mean, std, complete=False))
+            assert deviation is not None  # (a dense row's)
+            z = _divided(deviation, std)  # (a missing value's deviation is 0: so is its standardised value)
         return z, stats
-
-    def _standard(self, x: np.ndarray, mean: np.ndarray, std: np.ndarray, complete: bool | None = None
-                  ) -> np.ndarray:
-        """``(x - mean) / std``, 0 where the deviation is 0 or ``x`` is left out (NaN); ``complete``: whether
-        the scaler has no counts and ``x`` misses no value, if the caller knows."""
-        if complete is None:
-            complete = self.counts is None and not np.isnan(x).any()
-        if complete:
-            return _divided(x - mean, std)
-        given = (std > 0) & ~np.isnan(x)
-        standard: np.ndarray = np.divide(np.subtract(x, mean, out=np.zeros(self.dim), where=given), std,
-                         out=np.zeros(self.dim), where=given)
-        return standard
 
     def commit(self, stats: ScalerStats) -> None:
         """Keep the statistics :meth:`pending` computed."""
@@ -295,7 +281,8 @@ class FeatureScaler:
         if self.sparse:
             scaled: np.ndarray = np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
             return scaled
-        return self._standard(x, self.mean, self._std(self.m2, self.counts, self.count))
+        deviation = np.subtract(x, self.mean, out=np.zeros(self.dim), where=~np.isnan(x))  # (0 if left out)
+        return _divided(deviation, self._std(self.m2, self.counts, self.count))
 
     def standardised_before(self, x: np.ndarray) -> np.ndarray | None:
         """A dense ``x`` standardised by the current statistics, those of the rows before it, with the
