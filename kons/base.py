@@ -19,6 +19,7 @@ import numpy as np
 from kons import _state
 from kons._blas import one_blas_thread
 from kons._multinomial import log_probability, multinomial_rounds
+from kons._numerics import clip
 from kons._validation import (
     POSITIVE,
     Constraint,
@@ -357,7 +358,8 @@ class Learner(abc.ABC):
         return self._loss.check_label(as_label(y), self.C)
 
     def _clip(self, y_bar: float) -> float:
-        return min(max(y_bar, -self.C), self.C)
+        bound = self.C
+        return clip(y_bar, -bound, bound)
 
     def check_round(self, x: Any, y: Any = None) -> tuple[Any, float | None]:
         """Validate one round's input exactly as :meth:`learn_one` and :meth:`predict_one` do.

@@ -64,6 +64,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons import base as _base
+from kons._numerics import clip
 from kons._validation import (
     Constraint,
     Integer,
@@ -156,6 +157,17 @@ def restore_nested(array: np.ndarray) -> Learner:
 ScalerStats = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
 
 
+def _divided(deviation: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """``deviation / std``, 0 where ``std`` is not positive (a coordinate without variance), written into
+    ``deviation`` (the caller's temporary): one division without the mask once every ``std`` is positive."""
+    divided: np.ndarray
+    if float(np.minimum.reduce(std)) > 0.0:  # (False for a NaN; the ufunc's reduction: ndarray.min wraps it)
+        divided = np.divide(deviation, std, out=deviation)
+    else:
+        divided = np.divide(deviation, std, out=np.zeros(len(std)), where=std > 0)
+    return divided
+
+
 class FeatureScaler:
     """Running per-feature scaling: Welford mean/variance (dense) or running max |x_j| (sparse).
 
@@ -196,22 +208,24 @@ class FeatureScaler:
         self._pending_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
         self._committed_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
 
-    def _with(self, x: np.ndarray | SparseVector) -> ScalerStats:
-        """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed)."""
+    def _with(self, x: np.ndarray | SparseVector) -> tuple[ScalerStats, np.ndarray | None]:
+        """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed), and, for a dense ``x``,
+        ``x`` less that mean (0 where it misses a value): the numerator of its standardised value."""
         if isinstance(x, SparseVector):
             maxabs = self.maxabs.copy()
             maxabs[x.indices] = np.maximum(maxabs[x.indices], np.abs(x.values))
-            return self.mean, self.m2, maxabs, self.counts
-        present = ~np.isnan(x)
-        if self.counts is None and present.all():
+            return (self.mean, self.m2, maxabs, self.counts), None
+        if self.counts is None and not np.isnan(x).any():
             delta = x - self.mean
             mean = self.mean + delta / (self.count + 1)
-            return mean, self.m2 + delta * (x - mean), self.maxabs, None
+            deviation = x - mean
+            return (mean, self.m2 + delta * deviation, self.maxabs, None), deviation
+        present = ~np.isnan(x)
         counts = (np.full(self.dim, float(self.count)) if self.counts is None else self.counts) + present
         delta = np.subtract(x, self.mean, out=np.zeros(self.dim), where=present)
         mean = self.mean + np.divide(delta, counts, out=np.zeros(self.dim), where=present)
         deviation = np.subtract(x, mean, out=np.zeros(self.dim), where=present)
-        return mean, self.m2 + delta * deviation, self.maxabs, counts
+        return (mean, self.m2 + delta * deviation, self.maxabs, counts), deviation
 
     def _std(self, m2: np.ndarray, counts: np.ndarray | None, count: int) -> np.ndarray:
         variance = m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0))
@@ -243,32 +257,18 @@ class FeatureScaler:
         return self._pending_of(x)
 
     def _pending_of(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray | SparseVector, ScalerStats]:
-        stats = self._with(x)
-        mean, m2, maxabs, counts = stats
+        stats, deviation = self._with(x)
+        _, m2, maxabs, counts = stats
         if isinstance(x, SparseVector):
             scale = maxabs[x.indices]
             z: np.ndarray | SparseVector = SparseVector(
                 x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
         else:
-            # (no counts after the row: the scaler had none and the row misses no value, as _with found)
             std = self._std(m2, counts, self.count + 1)
             self._pending_std = (m2, counts, self.groups), self.count + 1, std
-            z = self._standard(x, mean, std, complete=counts is None)
+            assert deviation is not None  # (a dense row's)
+            z = _divided(deviation, std)  # (a missing value's deviation is 0: so is its standardised value)
         return z, stats
-
-    def _standard(self, x: np.ndarray, mean: np.ndarray, std: np.ndarray, complete: bool | None = None
-                  ) -> np.ndarray:
-        """``(x - mean) / std``, 0 where the deviation is 0 or ``x`` is left out (NaN); ``complete``: whether
-        the scaler has no counts and ``x`` misses no value, if the caller knows."""
-        if complete is None:
-            complete = self.counts is None and not np.isnan(x).any()
-        if complete:
-            standard: np.ndarray = np.divide(x - mean, std, out=np.zeros(self.dim), where=std > 0)
-            return standard
-        given = (std > 0) & ~np.isnan(x)
-        standard = np.divide(np.subtract(x, mean, out=np.zeros(self.dim), where=given), std,
-                         out=np.zeros(self.dim), where=given)
-        return standard
 
     def commit(self, stats: ScalerStats) -> None:
         """Keep the statistics :meth:`pending` computed."""
@@ -281,7 +281,8 @@ class FeatureScaler:
         if self.sparse:
             scaled: np.ndarray = np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
             return scaled
-        return self._standard(x, self.mean, self._std(self.m2, self.counts, self.count))
+        deviation = np.subtract(x, self.mean, out=np.zeros(self.dim), where=~np.isnan(x))  # (0 if left out)
+        return _divided(deviation, self._std(self.m2, self.counts, self.count))
 
     def standardised_before(self, x: np.ndarray) -> np.ndarray | None:
         """A dense ``x`` standardised by the current statistics, those of the rows before it, with the
@@ -351,8 +352,8 @@ class TargetScaler:
         if not self.count:
             return 0.0
         spread = margin * (self.high - self.low)
-        y = min(max(self.mean + self.std * f, self.low - spread), self.high + spread)
-        return y if bound is None else min(max(y, -bound), bound)
+        y = clip(self.mean + self.std * f, self.low - spread, self.high + spread)
+        return y if bound is None else clip(y, -bound, bound)
 
     def standardised(self, y: float) -> tuple[float, tuple[int, float, float, float, float]]:
         """``y`` standardised by the statistics that include it, and those statistics (uncommitted)."""
@@ -445,7 +446,7 @@ class Preprocessor:
         if self.binary:
             negative, positive = self.labels
             bound = self.model_bound
-            return min(max(math.log((positive + 0.5) / (negative + 0.5)), -bound), bound)
+            return clip(math.log((positive + 0.5) / (negative + 0.5)), -bound, bound)
         return self.y.to_user(0.0, self.user_bound)
 
     def to_user(self, f: float) -> float:

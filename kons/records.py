@@ -64,6 +64,7 @@ Examples
 from __future__ import annotations
 
 import math
+import operator
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,14 +104,20 @@ def is_record(x: Any) -> bool:
 @dataclass(frozen=True)
 class Record:
     """A validated record: its ``(name, value)`` pairs sorted by name (numbers as floats, bools as 0/1),
-    and the width a learner takes when this record is its first row."""
+    and the width a learner takes when this record is its first row; ``numbers``, the bytes of its numbers
+    in that order, tells apart two records whose items compare equal but hold 0.0 and -0.0."""
 
     items: tuple[tuple[str, Value], ...]
     width: int
+    numbers: bytes = field(default=b"", compare=False, repr=False)
 
     def __len__(self) -> int:
         """The width (what fixes a learner's dimension at its first row, as an array's length does)."""
         return self.width
+
+
+#: A record's pair's name, what its pairs are sorted by.
+_NAME = operator.itemgetter(0)
 
 
 def _value(name: str, value: Any) -> Value:
@@ -154,12 +161,13 @@ def parse_record(x: dict[Any, Any], dim: int | None) -> Record:
         if len(name) > MAX_NAME_LENGTH:
             raise InvalidInputError(f"a record's names have at most {MAX_NAME_LENGTH} characters; "
                                     f"got one of {len(name)}.")
-        items.append((name, _value(name, value)))
-    items.sort(key=lambda item: item[0])
+        # (a finite float, the most common value, kept as _value() keeps it, without its call)
+        items.append((name, value if type(value) is float and math.isfinite(value) else _value(name, value)))
+    items.sort(key=_NAME)
     numbers = np.array([v for _, v in items if isinstance(v, float)])
     check_feature_values(numbers)
     width = dim if dim is not None else min(MAX_WIDTH, max(MIN_WIDTH, WIDTH_PER_KEY * len(items)))
-    return Record(tuple(items), width)
+    return Record(tuple(items), width, numbers.tobytes())
 
 
 @dataclass
@@ -218,10 +226,25 @@ class RecordEncoder:
         # What a name absent from every record encodes to: NaN but 1 on missing indicators and 0 on the
         # buckets used so far (a bucket sums what is hashed into it).
         self.template = np.full(width, np.nan)
+        # the commits so far, the last record pending() encoded and the commits it was encoded after, and
+        # its result (not state): a prediction and the learning round of the same record encode it once
+        self._commits = 0
+        self._pending: tuple[Record, int, tuple[np.ndarray, _Pending]] | None = None
 
     # ----------------------------------------------------------------- a round
     def pending(self, record: Record) -> tuple[np.ndarray, _Pending]:
-        """The record's vector (NaN: left out of the round) and what learning it adds; nothing kept."""
+        """The record's vector (NaN: left out of the round; read-only) and what learning it adds; nothing
+        kept."""
+        kept = self._pending
+        if (kept is not None and kept[1] == self._commits and kept[0] == record
+                and kept[0].numbers == record.numbers):
+            return kept[2]
+        encoded = self._pending_of(record)
+        encoded[0].flags.writeable = False  # (the vector of every round that encodes this record again)
+        self._pending = record, self._commits, encoded
+        return encoded
+
+    def _pending_of(self, record: Record) -> tuple[np.ndarray, _Pending]:
         pending = _Pending(record)
         vector = self.template.copy()
         hashed_sum: dict[int, float] = {}
@@ -258,11 +281,14 @@ class RecordEncoder:
             if known is not None:
                 if known.missing >= 0:
                     vector[known.missing] = 0.0
-                one_hot = known.one_hot_slots()
-                if one_hot:  # a value is given: not the other categories (a number's name has none, and
-                    vector[one_hot] = 0.0  # NumPy's assignment through an empty list costs as much)
+                if known.other >= 0 or known.categories:  # a value is given: not the other categories
+                    for s in known.one_hot_slots():  # (one by one: NumPy's assignment through a list
+                        vector[s] = 0.0  # costs more for a few)
             if isinstance(value, float):
-                put(name, "numeric", value)
+                if known is not None and known.numeric >= 0:  # (put()'s, without its lookups)
+                    vector[known.numeric] = value
+                else:
+                    put(name, "numeric", value)
             elif known is not None and value in known.categories:
                 vector[known.categories[value]] = 1.0
             elif known is None or len(known.categories) < MAX_CATEGORIES:
@@ -298,6 +324,7 @@ class RecordEncoder:
 
     def commit(self, pending: _Pending) -> None:
         """Keep what :meth:`pending` computed: the coordinates taken and the counts of the round."""
+        self._commits += 1
         for (name, kind, category), s in pending.taken.items():
             holder = self.names.setdefault(name, _Name())
             if kind == "category":

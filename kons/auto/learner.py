@@ -313,11 +313,11 @@ class Auto(Learner):
         """The index of the class a round that played ``probabilities`` predicts: the grid's label vote
         (:class:`~kons.auto.mixture.LabelVote`) once the grid plays, else the most probable class (the
         first on a tie)."""
-        top = int(np.argmax(probabilities))
-        if not self._prep.ready:
-            return top
-        voted = self._model.voted
-        return voted if 0 <= voted < len(probabilities) else top
+        if self._prep.ready:
+            voted = self._model.voted
+            if 0 <= voted < len(probabilities):
+                return voted
+        return int(np.argmax(probabilities))
 
     def _spread(self) -> float:
         """The spread of the experts' plays (standardised) under the mixture's weights, last round."""

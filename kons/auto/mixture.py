@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from kons._numerics import clip
 from kons.auto.config import (
     LABEL_ENTRY_PRIOR,
     LABEL_OWN_PRIOR,
@@ -366,7 +367,7 @@ class Mixture:
         if self.binary:
             self._last = (preds, w, None)
             p = float(w.dot(np.exp(_log_sigmoid(preds))))
-            p = min(max(p, 1.0 / (1.0 + math.exp(bound))), 1.0 / (1.0 + math.exp(-bound)))
+            p = clip(p, 1.0 / (1.0 + math.exp(bound)), 1.0 / (1.0 + math.exp(-bound)))
             return math.log(p / (1.0 - p))
         if units is None:
             self._factor = 1.0
@@ -375,7 +376,7 @@ class Mixture:
         # clipped at the bound in the plays' units only: a concept of a smaller scale than the grid's
         # puts the grid's members' plays beyond the bound in its own units (docs/series.md)
         played = self._substituted((preds - offset) / self._factor, w, math.inf)
-        return min(max(offset + self._factor * played, -bound), bound)
+        return clip(offset + self._factor * played, -bound, bound)
 
     def _substituted(self, preds: np.ndarray, w: np.ndarray, bound: float | None = None) -> float:
         """Vovk's substitution for the squared loss: the play for ``preds`` under the weights ``w``,
@@ -396,7 +397,7 @@ class Mixture:
         # soon as the heavy experts predicted a tail beyond the interval (docs/series.md). It follows
         # bases that agree beyond the interval (one expert's f gives f), so the play is clipped at the
         # bases' own bound.
-        return min(max(centre + (g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound), bound)
+        return clip(centre + (g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound, bound)
 
     def _logs(self, w: np.ndarray) -> np.ndarray:
         """``log(w)``, floored: kept for read-only weights, computed again for any other array."""
@@ -434,7 +435,7 @@ class Mixture:
         if units is not None:
             offset, factor = units
             plays, t = (plays - offset) / factor, (t - offset) / factor
-        target = min(max(t, -self.bound), self.bound)
+        target = clip(t, -self.bound, self.bound)
         return (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
 
     def update(self, plays: np.ndarray, t: float, units: Units | None = None) -> None:

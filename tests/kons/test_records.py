@@ -324,6 +324,28 @@ def test_a_given_dim_is_the_width() -> None:
     assert parse_record({"b": 1, "a": True}, None).items == (("a", 1.0), ("b", 1.0))
 
 
+
+def test_a_record_predicted_then_learnt_is_encoded_as_if_learnt_alone() -> None:
+    """The encoder keeps the last record's encoding for the learning round after its prediction: a
+    record equal to it but for the sign of a zero, or one encoded again after a commit, is encoded
+    afresh."""
+    encoder, fresh = RecordEncoder(16), RecordEncoder(16)
+    negative, positive = parse_record({"a": -0.0, "b": "x"}, 16), parse_record({"a": 0.0, "b": "x"}, 16)
+    assert negative == positive and negative.numbers != positive.numbers
+    assert encoder.pending(negative)[0].tobytes() != fresh.pending(positive)[0].tobytes()
+    vector, pending = encoder.pending(positive)
+    assert vector.tobytes() == fresh.pending(positive)[0].tobytes()
+    encoder.commit(pending)
+    fresh.commit(fresh.pending(positive)[1])
+    assert encoder.pending(positive)[0].tobytes() == fresh.pending(positive)[0].tobytes()
+    records, y = _stream(300)
+    alone, predicted = kons.Auto(), kons.Auto()
+    for r, t in zip(records, y, strict=True):
+        alone.learn_one(r, t)
+        predicted.predict_one(r)
+        predicted.learn_one(r, t)
+    assert predicted.to_bytes() == alone.to_bytes()
+
 # ----------------------------------------------------------------------------- persistence
 
 @pytest.mark.parametrize("make", [kons.Auto, lambda: kons.learner_from_params("ons", {}),
