@@ -1,0 +1,211 @@
+"""Why ``auto``'s label loses where it does on the multi-class streams (issue 39; docs/auto.md, "Where the
+label still loses, and why").
+
+One run of ``kons.Auto(task="classification")`` per stream records every multinomial round: each expert's
+label (-1 while out of the mixture), the vote's label, the mixture's most probable class, the label played
+and the true class. It prints the errors of each, the experts of fewest errors (an expert out of play counted
+with the label played), and replays exactly, on the recorded labels (the pick changes no learning), a
+candidate rule: follow the leader by discounted errors over every expert's label besides the vote's and the
+mixture's class. ``--seeds N`` also counts River's ``AMFClassifier`` and ``auto`` at seeds 0..N-1, and
+``--forest-wake`` ``auto`` with the forest woken after that many rows, ``--softmax-voter`` the vote replayed
+with River's softmax regression as one more voter.
+
+Run::
+
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.label_diagnosis --streams iris image_segments waveform
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from typing import Any
+
+import numpy as np
+
+import kons
+import kons.auto.experts.forest as forest_module
+import kons.auto.mixture as mixture_module
+from benchmarks.multiclass import STREAMS, TUNING_STREAMS, _log_loss
+
+#: The first rows, counted apart (a small stream's errors are mostly there).
+EARLY = 25
+#: The candidate rule's grid: discounts of the errors, and the lead an expert needs over the label played.
+DISCOUNTS = (0.97, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997, 0.999, 0.9995, 1.0)
+MARGINS = (0.5, 1.0, 2.0, 4.0)
+
+
+class Recorded:
+    """A stream's multinomial rounds: experts' labels (rounds, experts), and the vote's label, the
+    mixture's class, the label played and the true class (rounds)."""
+
+    def __init__(self, names: list[str], rounds: list[tuple[np.ndarray, int, int, int, int, np.ndarray]],
+                 wrong: list[bool]) -> None:
+        #: Whether ``auto``'s label was wrong, by row.
+        self.names, self.wrong, errors = names, wrong, sum(wrong)
+        self.errors = errors
+        self.labels = np.full((len(rounds), len(names)), -1)
+        self.weights = np.zeros((len(rounds), len(names)))
+        for t, (labels, _, _, _, _, weights) in enumerate(rounds):
+            self.labels[t, :len(labels)] = labels
+            self.weights[t, :len(weights)] = weights
+        self.voted, self.own, self.picked, self.y = (np.array([r[i] for r in rounds]) for i in (1, 2, 3, 4))
+        #: The errors outside the recorded rounds (the first, before any class is known).
+        self.offset = errors - int(np.sum(self.picked != self.y))
+
+
+def record(name: str) -> Recorded:
+    rounds: list[tuple[np.ndarray, int, int, int, int, np.ndarray]] = []
+    original = mixture_module.Mixture.update_probabilities
+
+    def update(self: mixture_module.Mixture, probabilities: np.ndarray, label: int,
+               played: np.ndarray | None = None) -> None:
+        labels = self._labels(probabilities).copy()
+        own = int((self.mix_probabilities(probabilities) if played is None else played).argmax())
+        vote = self.vote
+        voted, picked = (own, own) if vote is None else (vote.voted(labels, own), vote.label(labels, own))
+        rounds.append((labels, voted, own, picked, label, self.weights().copy()))
+        original(self, probabilities, label, played)
+
+    mixture_module.Mixture.update_probabilities = update  # type: ignore[method-assign]
+    try:
+        X, y = STREAMS[name](3000)
+        model = kons.Auto(task="classification")
+        wrong = [model.learn_round(x, t).predicted != t for x, t in zip(X, y, strict=True)]
+        names = model._grid.names() if model._grid is not None else []
+    finally:
+        mixture_module.Mixture.update_probabilities = original  # type: ignore[method-assign]
+    return Recorded(names, rounds, wrong)
+
+
+def follow_experts(r: Recorded, discount: float, margin: float) -> int:
+    """The errors of the candidate rule on ``r``'s rounds (those outside them as played)."""
+    candidates = np.column_stack([r.voted, r.own, r.labels])
+    counts = np.zeros(candidates.shape[1])
+    current, errors = 0, 0
+    for labels, y in zip(candidates, r.y, strict=True):
+        live = labels >= 0
+        best = int(np.argmin(np.where(live, counts, np.inf)))
+        if not live[current] or counts[best] + margin < counts[current]:
+            current = best
+        wrong = labels[current] != y
+        errors += int(wrong)
+        counts = discount * counts + np.where(live, labels != y, wrong)
+    return errors + r.offset
+
+
+def with_voter(name: str, r: Recorded) -> None:
+    """The label played with River's ``StandardScaler | SoftmaxRegression`` as one more voter of the vote
+    (its labels on the same rows; the vote replayed by :class:`~kons.auto.mixture.LabelVote`, the mixture's
+    class as recorded)."""
+    from river import linear_model, preprocessing
+
+    X, y = STREAMS[name](3000)
+    index: dict[Any, int] = {}
+    for label in y:  # (auto's classes: in order of first appearance)
+        index.setdefault(label, len(index))
+    model: Any = preprocessing.StandardScaler() | linear_model.SoftmaxRegression()
+    extra = []
+    for x, t in zip(X, y, strict=True):
+        features = dict(enumerate(x.tolist()))
+        proba = model.predict_proba_one(features)
+        extra.append(index[max(proba, key=proba.__getitem__)] if proba else -1)
+        model.learn_one(features, t)
+    outcome = {}
+    for voting in (False, True):
+        vote, errors = None, 0
+        for t in range(len(r.y)):
+            labels = np.append(r.labels[t], extra[t]) if voting else r.labels[t]
+            own, label = int(r.own[t]), int(r.y[t])
+            errors += (own if vote is None else vote.label(labels, own)) != label
+            if vote is None:
+                vote = mixture_module.LabelVote(labels >= 0)
+            else:
+                vote.score(labels, own, label)
+            vote.follow(labels >= 0)
+            vote.update(labels, own, label)
+        outcome[voting] = errors
+    print(f"{name}: the label played replayed {outcome[False]}, with River's softmax as a voter "
+          f"{outcome[True]} (the softmax alone {sum(index[t] != e for t, e in zip(y, extra, strict=True))})")
+
+
+def describe(name: str, r: Recorded, shown: int = 6) -> None:
+    active = r.labels >= 0
+    wrong = r.labels != r.y[:, None]
+    filled = np.where(active, wrong, (r.picked != r.y)[:, None]).sum(axis=0)
+    print(f"== {name}: auto {r.errors} errors; recorded rounds {len(r.y)}: played {np.sum(r.picked != r.y)}, "
+          f"vote {np.sum(r.voted != r.y)}, mixture's class {np.sum(r.own != r.y)}; in its first {EARLY} rows "
+          f"{sum(r.wrong[:EARLY])}")
+    played_wrong = r.picked != r.y
+    for i in [i for i in np.argsort(filled, kind="stable") if active[:, i].any()][:shown]:
+        print(f"   {r.names[i][:60]:60s} plays {active[:, i].sum():5d} rounds, errors there "
+              f"{np.sum(wrong[:, i] & active[:, i]):4d} (played there "
+              f"{np.sum(played_wrong & active[:, i]):4d}), mean weight {r.weights[:, i].mean():.3f}")
+
+
+def seeds(name: str, count: int) -> None:
+    from river import forest
+
+    X, y = STREAMS[name](3000)
+    amf, early, ours = [], [], []
+    for seed in range(count):
+        model: Any = forest.AMFClassifier(seed=seed)
+        wrong = []
+        for x, t in zip(X, y, strict=True):
+            features = dict(enumerate(x.tolist()))
+            proba = model.predict_proba_one(features)
+            wrong.append((max(proba, key=proba.__getitem__) if proba else None) != t)
+            model.learn_one(features, t)
+        amf.append(sum(wrong))
+        early.append(sum(wrong[:EARLY]))
+        auto = kons.Auto(task="classification", seed=seed)
+        ours.append(sum(auto.learn_round(x, t).predicted != t for x, t in zip(X, y, strict=True)))
+    print(f"{name}: River AMF errors at seeds 0..{count - 1} {amf} (in the first {EARLY} rows {early}); "
+          f"auto {ours}")
+
+
+def wake(name: str, rows: int) -> None:
+    names = vars(forest_module)  # (the name the forest's builder reads, not exported)
+    kept, names["FOREST_WAKE_ROWS"] = names["FOREST_WAKE_ROWS"], rows
+    try:
+        X, y = STREAMS[name](3000)
+        model = kons.Auto(task="classification")
+        errors, losses = 0, []
+        for x, t in zip(X, y, strict=True):
+            played = model.learn_round(x, t)
+            errors += played.predicted != t
+            losses.append(_log_loss(dict(played.distribution or []), t))
+    finally:
+        names["FOREST_WAKE_ROWS"] = kept
+    print(f"{name}: the forest woken after {rows} rows: {errors} errors, log loss {np.mean(losses):.4f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", nargs="*", default=list(TUNING_STREAMS), choices=list(STREAMS))
+    parser.add_argument("--seeds", type=int, default=0)
+    parser.add_argument("--forest-wake", type=int, nargs="*", default=[])
+    parser.add_argument("--softmax-voter", action="store_true")
+    args = parser.parse_args(argv)
+    recorded = {name: record(name) for name in args.streams}
+    for name, r in recorded.items():
+        describe(name, r)
+    print("follow the leader over every label (discount, margin): mean ratio to the label played, errors")
+    rows = []
+    for discount, margin in itertools.product(DISCOUNTS, MARGINS):
+        errors = {name: follow_experts(r, discount, margin) for name, r in recorded.items()}
+        rows.append((float(np.mean([errors[n] / max(r.errors, 1) for n, r in recorded.items()])),
+                     discount, margin, errors))
+    for ratio, discount, margin, errors in sorted(rows, key=lambda row: row[0]):
+        print(f"   {discount:g}, {margin:g}: {ratio:.4f} {errors}")
+    for name in args.streams:
+        if args.softmax_voter:
+            with_voter(name, recorded[name])
+        if args.seeds:
+            seeds(name, args.seeds)
+        for rows_ in args.forest_wake:
+            wake(name, rows_)
+
+
+if __name__ == "__main__":
+    main()

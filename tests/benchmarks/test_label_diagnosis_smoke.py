@@ -1,0 +1,33 @@
+"""Smoke test of the label diagnosis (benchmarks/label_diagnosis.py): a short stream recorded, the rule
+replayed on its records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from benchmarks import label_diagnosis
+from benchmarks.multiclass import STREAMS
+
+
+@pytest.mark.timeout(120)
+def test_the_records_replay_the_label_played_and_the_rule_follows_a_better_expert(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = 60
+
+    def first_rows(n: int) -> tuple[np.ndarray, list[Any]]:
+        X, y = STREAMS["iris"](n)
+        return X[:rows], y[:rows]
+
+    monkeypatch.setattr(label_diagnosis, "STREAMS", {"iris": first_rows})
+    recorded = label_diagnosis.record("iris")
+    assert len(recorded.wrong) == rows and recorded.errors == sum(recorded.wrong)
+    assert recorded.labels.shape == (len(recorded.y), len(recorded.names))
+    # no label leads the vote's by an infinite margin: the vote's errors
+    vote = int(np.sum(recorded.voted != recorded.y)) + recorded.offset
+    assert label_diagnosis.follow_experts(recorded, 1.0, np.inf) == vote
+    # an expert always right is followed once the label played trails it by the margin
+    recorded.labels[:, 0] = recorded.y
+    assert label_diagnosis.follow_experts(recorded, 1.0, 0.5) - recorded.offset <= 1
