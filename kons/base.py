@@ -55,20 +55,23 @@ class _RoundNumerics:
     __slots__ = ("_errstate",)
 
     def __enter__(self) -> None:
-        pin = one_blas_thread()
-        pin.__enter__()
+        _BLAS_PIN.__enter__()
         try:
             self._errstate = np.errstate(over="ignore", invalid="ignore", divide="ignore")
             self._errstate.__enter__()
         except BaseException:  # pragma: no cover - the pin is lifted whatever happens
-            pin.__exit__(None, None, None)
+            _BLAS_PIN.__exit__(None, None, None)
             raise
 
     def __exit__(self, *exc_info: Any) -> None:
         try:
             self._errstate.__exit__(*exc_info)
         finally:
-            one_blas_thread().__exit__(*exc_info)
+            _BLAS_PIN.__exit__(*exc_info)
+
+
+#: The pin every round enters (held here: one lookup less per round than asking for it).
+_BLAS_PIN = one_blas_thread()
 
 
 def _round_numerics() -> _RoundNumerics:

@@ -140,3 +140,11 @@ def test_replays_agree_across_processes_with_different_openblas_num_threads() ->
         assert done.stderr == ""
         outputs.append(done.stdout)
     assert outputs[0] and outputs[0] == outputs[1]
+
+
+def test_a_round_keeps_the_callers_one_thread_limit_in_a_process_with_more_threads() -> None:
+    """In the pthreads builds the pin sets the process-wide count: a round must put back the count the
+    caller chose (lifting the pin once reset it to the count the process started its threads for)."""
+    with threadpool_limits(2), threadpool_limits(1):
+        learner_from_params("ons", {"dim": 3}).learn_one([1.0, 2.0, 3.0], 1.0)
+        assert _blas_threads() == [1] * len(_blas_threads())
