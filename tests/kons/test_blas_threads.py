@@ -8,6 +8,7 @@ for bit (with the threads left to the process, both cases diverged within 20 rou
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from kons._blas import one_blas_thread, pinned_libraries
+from kons._blas import _count_reader, one_blas_thread, pinned_libraries
 from kons.base import Learner, learner_from_params
 
 ROUNDS = 30
@@ -148,3 +149,13 @@ def test_a_round_keeps_the_callers_one_thread_limit_in_a_process_with_more_threa
     with threadpool_limits(2), threadpool_limits(1):
         learner_from_params("ons", {"dim": 3}).learn_one([1.0, 2.0, 3.0], 1.0)
         assert _blas_threads() == [1] * len(_blas_threads())
+
+
+def test_a_library_that_does_not_export_its_count_is_read_through_its_getter() -> None:
+    class Library:
+        dynlib = ctypes.CDLL(None)  # the process's own symbols: no OpenBLAS variable among them
+
+        def get_num_threads(self) -> int:
+            return 3
+
+    assert _count_reader(Library())() == 3
