@@ -534,9 +534,9 @@ class Grid:
         in_play = {slot for slot, _ in playing}
         self._observe("update", row, kept_target, in_play)  # trees that enter now play from the next round
         # the detectors take the loss in the grid's units, the trial in the mixture's
-        loss = float(self.mixture.losses(np.array([played]), t)[0])
+        loss = self.mixture.loss(played, t)
         if self.probation is not None:
-            own_loss = loss if units is None else float(self.mixture.losses(np.array([played]), t, units)[0])
+            own_loss = loss if units is None else self.mixture.loss(played, t, units)
             self._step_trial(self.mixture.losses(plays, t, units), own_loss)
         self._observe("round", row, kept_target, in_play)
         if binary:
