@@ -138,9 +138,10 @@ def _form(member: Member) -> Form:
 
 
 def _sharing(members: list[LearnerExpert]) -> list[LearnerExpert]:
-    """The grid's members, their Nystrom bases of one view and width sharing one dictionary: they draw the
-    same coins (one seed, the point itself to KORS whatever the step), so they hold the same points and
-    factors, and a round's kernel row, solve and KORS proposal are computed once for them all."""
+    """The grid's members (or a generation's copies), their Nystrom bases of one view and width sharing one
+    dictionary: they draw the same coins (one seed, the point itself to KORS whatever the step), so they
+    hold the same points and factors, and a round's kernel row, solve and KORS proposal are computed once
+    for them all."""
     share_dictionaries([member.base for member in members if isinstance(member.base, NystromKONS)])
     return members
 
@@ -388,9 +389,10 @@ class Grid:
             multinomial_rounds(base)._widen(self.classes - 1)
         return base
 
-    def new_member(self, i: int) -> LearnerExpert:
-        """A fresh expert of the grid member ``GRID[i]``."""
-        return LearnerExpert(self.new_base(GRID[i]), _form(GRID[i]))
+    def new_members(self, indices: list[int]) -> list[LearnerExpert]:
+        """Fresh experts of the grid members ``GRID[i]`` for ``i`` in ``indices``, their equal dictionaries
+        shared (:func:`_sharing`: copies of one geometry at several steps learn the same rows)."""
+        return _sharing([LearnerExpert(self.new_base(GRID[i]), _form(GRID[i])) for i in indices])
 
     def new_recent(self) -> RecentLinear:
         """A generation's linear model: on the standardised row with the intercept, its intercept's prior
@@ -532,9 +534,9 @@ class Grid:
         in_play = {slot for slot, _ in playing}
         self._observe("update", row, kept_target, in_play)  # trees that enter now play from the next round
         # the detectors take the loss in the grid's units, the trial in the mixture's
-        loss = float(self.mixture.losses(np.array([played]), t)[0])
+        loss = self.mixture.loss(played, t)
         if self.probation is not None:
-            own_loss = loss if units is None else float(self.mixture.losses(np.array([played]), t, units)[0])
+            own_loss = loss if units is None else self.mixture.loss(played, t, units)
             self._step_trial(self.mixture.losses(plays, t, units), own_loss)
         self._observe("round", row, kept_target, in_play)
         if binary:
@@ -836,8 +838,8 @@ class Grid:
         with dictionaries_restored(arrays):  # the dictionaries saved once (none before they were)
             self.members = self._restored_members(arrays)
             self.young = [Generation(generation[0], generation[1:],
-                                      [self._restored(arrays[f"young{g}_{j}"], GRID[i])
-                                       for j, i in enumerate(generation[1:])],
+                                      _sharing([self._restored(arrays[f"young{g}_{j}"], GRID[i])
+                                                for j, i in enumerate(generation[1:])]),
                                       self._restored_recent(arrays, g), self._restored_targets(arrays, g))
                           if generation else None for g, generation in enumerate(young)]
         mixture = in_layout(arrays, self.layout)

@@ -438,6 +438,17 @@ class Mixture:
         target = clip(t, -self.bound, self.bound)
         return (plays - target) ** 2 / (2.0 * MIX_BOUND * MIX_BOUND)
 
+    def loss(self, played: float, t: float, units: Units | None = None) -> float:
+        """The loss of one play (the mixture's own): :meth:`losses` of it, the same float, without an
+        array's allocation and dispatch (each round scores its play once or twice)."""
+        if self.binary:
+            return float(np.logaddexp(0.0, -(t * played)))
+        if units is not None:
+            offset, factor = units
+            played, t = (played - offset) / factor, (t - offset) / factor
+        gap = played - clip(t, -self.bound, self.bound)
+        return float(gap * gap / (2.0 * MIX_BOUND * MIX_BOUND))  # (numpy's square of an array: x * x)
+
     def update(self, plays: np.ndarray, t: float, units: Units | None = None) -> None:
         r""":math:`w_i \leftarrow w_i e^{-\eta \ell(f_i, t)}` (in ``units`` as :meth:`mix`), then the
         switching weights' share."""

@@ -120,7 +120,7 @@ def restart(grid: Grid, span: int) -> None:
     kernels = (len(replaced.members) - len(YOUNG_LINEAR) if grid.held and replaced is not None
                else YOUNG_KERNELS)
     members = [*YOUNG_LINEAR, *kernel_copies[:kernels]]
-    generation = Generation(grid.rounds, members, [grid.new_member(i) for i in members],
+    generation = Generation(grid.rounds, members, grid.new_members(members),
                             RecentExpert(grid.new_recent()), _generation_targets(grid, fresh))
     replay(grid, generation, span)
     grid.young[g] = generation

@@ -128,6 +128,18 @@ def test_aggregating_algorithm_pays_at_most_log_k_over_the_best_expert(binary: b
     assert total < np.mean(expert_losses)  # and it does learn which expert to follow
 
 
+@pytest.mark.parametrize("binary", [False, True])
+def test_the_loss_of_one_play_is_that_of_the_plays_bit_for_bit(binary: bool) -> None:
+    rng = np.random.default_rng(3)
+    mixture = _mixture(binary, 3)
+    for _ in range(2000):
+        played = float(rng.normal() * 10.0 ** rng.uniform(-3.0, 3.0))
+        t = float(rng.choice([-1.0, 1.0])) if binary else float(rng.normal() * 10.0 ** rng.uniform(-2.0, 2.0))
+        units = None if binary or rng.random() < 0.5 else (float(rng.normal()), float(rng.uniform(0.1, 5.0)))
+        one, of_plays = mixture.loss(played, t, units), mixture.losses(np.array([played]), t, units)
+        assert type(one) is float and one.hex() == float(of_plays[0]).hex()
+
+
 @pytest.mark.parametrize(("binary", "bound"), [(False, REGRESSION_BOUND), (True, SCORE_BOUND)])
 def test_the_mixture_plays_beyond_its_interval_up_to_the_bases_bound(binary: bool, bound: float) -> None:
     """Bases that agree beyond [-MIX_BOUND, MIX_BOUND] are followed there, up to the bases' bound."""

@@ -262,3 +262,32 @@ def test_a_saved_l_that_the_points_do_not_replay_is_kept_and_saved_again() -> No
     kept = {**arrays, "factor": learner._factor.packed}
     again = cast(NystromKONS, kons.load(kons._state.encode(header, kept)))
     assert again.to_bytes() == learner.to_bytes()
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_a_generation_s_kernel_copies_share_one_dictionary_saved_once(
+        task: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    learner, X, y = _mature(task, monkeypatch)
+    grid = learner._grid
+    assert grid is not None
+    generations = [generation for generation in grid.young if generation is not None]
+    copies = [[base for base in generation.bases if isinstance(base, NystromKONS)]
+              for generation in generations]
+    assert any(len(kernels) > 1 for kernels in copies)
+    for kernels in copies:  # one geometry at several steps: one dictionary, one kernel row a round
+        assert len({id(base._kors) for base in kernels}) == 1
+    _, arrays = kons._state.decode(learner.to_bytes())
+    young = {name.split("_kors")[0] for name in arrays if name.startswith("dictionary_young")}
+    assert len(young) == len(generations)
+    # a state saved while each copy held its own dictionary (as before they shared one) shares it again
+    for kernels in copies:
+        for base in kernels[1:]:
+            base._detach()
+    old = learner.to_bytes()
+    restored = cast(kons.Auto, kons.load(old))
+    assert restored._grid is not None
+    for generation in restored._grid.young:
+        kernels = [base for base in generation.bases if isinstance(base, NystromKONS)] if generation else []
+        assert len({id(base._kors) for base in kernels}) <= 1
+    assert len(restored.to_bytes()) < len(old)
+    assert _continued(restored, X, y)[0] == _continued(learner, X, y)[0]
