@@ -135,7 +135,7 @@ class MondrianForest:
         # until played), while nothing has been learnt since: a round's play and its learning, or a
         # prediction then the learning of the same row, route and play it once
         self._last: _Routed | None = None
-        self._splits: list[tuple[array[int], array[float], array[int]]] = []
+        self._splits: tuple[array[int], array[float], array[int]] = (array("q"), array("d"), array("q"))
         self._listed()
         self._frequencies, self._share, self._log_left = self._plays_of_all()
 
@@ -156,12 +156,12 @@ class MondrianForest:
             return self._last[1]
         paths = []
         values = x.tolist()
-        for root, (feature, threshold, children) in zip(range(0, self.trees * self.max_nodes, self.max_nodes),
-                                                        self._splits, strict=False):
-            node, path = 0, [root]
+        feature, threshold, children = self._splits
+        for root in range(0, self.trees * self.max_nodes, self.max_nodes):
+            node, path = root, [root]
             while children[2 * node] >= 0:
                 node = children[2 * node + (values[feature[node]] > threshold[node])]
-                path.append(root + node)
+                path.append(node)
             paths.append(path)
         flat = self._flat(paths)
         # a row is known by its bytes (a prediction and the learning round of one row are often two arrays):
@@ -173,9 +173,11 @@ class MondrianForest:
         """The splits as Python arrays, each node's two children one after the other, from the NumPy
         arrays: after a restore. :meth:`_route` walks them a node at a time, where a NumPy scalar costs more
         than the comparison; a Python array holds its numbers in one block, where lists of lists point to
-        objects spread over the heap, which the rest of ``auto``'s round evicts from the cache."""
-        self._splits = [(array("q", self._feature[t].tobytes()), array("d", self._threshold[t].tobytes()),
-                         array("q", self._children[t].tobytes())) for t in range(self.trees)]
+        objects spread over the heap, which the rest of ``auto``'s round evicts from the cache. One array
+        each for every tree, the nodes as indices of the node arrays' first two axes flattened (the
+        children's too, -1 for none): the walk adds no tree's offset."""
+        self._splits = (array("q", self._feature.tobytes()), array("d", self._threshold.tobytes()),
+                        array("q", _flat_children(self._children).tobytes()))
 
     def _flat(self, paths: list[list[int]]) -> tuple[np.ndarray, list[int]]:
         """The paths' nodes one after another (one index array for every gather: cheaper than two), and the
@@ -220,15 +222,16 @@ class MondrianForest:
         """The aggregated probabilities of paths given one after another (the nodes ``flat``, ``lengths``
         a path), one row a path: the recursion of the module's docstring unrolled (a node contributes its
         own prediction times its own share of what the nodes above it left)."""
-        own = self._share.reshape(-1)[flat]
+        # (np.take: the gathers of fancy indexing, with less around them)
+        own = np.take(self._share.reshape(-1), flat)
         ends = np.cumsum(lengths) - 1
         starts = ends - np.asarray(lengths) + 1
         # what the nodes above left each node, path by path: a sum of logs from the path's root
-        logs = self._log_left.reshape(-1)[flat]
+        logs = np.take(self._log_left.reshape(-1), flat)
         above = np.cumsum(logs) - logs
         left = np.exp(above - np.repeat(above[starts], lengths))
         own[ends] = 1.0  # a leaf's share: what the nodes above left
-        weighted = (own * left)[:, None] * self._frequencies.reshape(-1, self.classes)[flat]
+        weighted = (own * left)[:, None] * np.take(self._frequencies.reshape(-1, self.classes), flat, axis=0)
         result: np.ndarray = np.add.reduceat(weighted, starts, axis=0)
         return result
 
@@ -240,7 +243,8 @@ class MondrianForest:
         assert self._last is not None
         if self._last[3] is not None:
             return self._last[3].copy()
-        result: np.ndarray = self._aggregated(*self._last[2]).mean(axis=0)
+        # the mean as np.mean computes it (a sum over the first axis, then a division), without its checks
+        result: np.ndarray = np.add.reduce(self._aggregated(*self._last[2]), axis=0) / self.trees
         self._last = (*self._last[:3], result.copy())
         return result
 
@@ -310,11 +314,12 @@ class MondrianForest:
         self._lower[t, leaf], self._upper[t, leaf] = _box(x)
         self._counts[t, leaf] = 0.0
         self._refresh(np.array([root + leaf]))
-        features, thresholds, children = self._splits[t]
+        features, thresholds, children = self._splits
         for changed in (node, moved, leaf):
-            features[changed] = int(self._feature[t, changed])
-            thresholds[changed] = float(self._threshold[t, changed])
-            children[2 * changed:2 * changed + 2] = array("q", self._children[t, changed].tobytes())
+            features[root + changed] = int(self._feature[t, changed])
+            thresholds[root + changed] = float(self._threshold[t, changed])
+            children[2 * (root + changed):2 * (root + changed) + 2] = array(
+                "q", [child if child < 0 else root + child for child in self._children[t, changed].tolist()])
         return [*routed[:k + 1], root + leaf]
 
     def _count(self, paths: list[list[int]], flat: np.ndarray, x: np.ndarray, label: int) -> None:

@@ -43,13 +43,15 @@ __all__ = ["HoeffdingTree", "TreeExpert", "build_trees", "restore_trees", "trees
 _NODE_NUMBERS = 5
 #: The range of a feature no row has shown yet (finite: a saved state holds finite numbers only).
 _NONE_LOW, _NONE_HIGH = float(np.finfo(float).max), float(-np.finfo(float).max)
+#: What a leaf plays: the uniform probabilities (no row yet), naive Bayes or its class frequencies.
+_UNIFORM, _BAYES, _FREQUENCIES = 0, 1, 2
 
 
-def _complete(x: np.ndarray) -> bool:
-    """Whether the row ``x`` (finite values, NaN for a missing one) misses no value: a NaN makes the sum
-    NaN; a sum that overflows to NaN (never, for rows of finite values, unless inf - inf) only sends
+def _complete(values: list[float]) -> bool:
+    """Whether the row ``values`` (finite values, NaN for a missing one) misses no value: a NaN makes the
+    sum NaN; a sum that overflows to NaN (never, for rows of finite values, unless inf - inf) only sends
     the row the masked way, which gives the same numbers."""
-    return not math.isnan(float(np.add.reduce(x)))
+    return not math.isnan(sum(values))
 
 
 class HoeffdingTree:
@@ -90,6 +92,8 @@ class HoeffdingTree:
         # per leaf slot, its naive Bayes terms that do not depend on the row (variances, their log
         # normalisers, the log class counts) while nothing is learnt: predictions repeat them
         self._leaf_terms: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # per leaf slot, what it plays (:meth:`predict_proba`) while nothing is learnt
+        self._leaf_plays: dict[int, int] = {}
         self._splits: tuple[list[int], list[float], list[int], list[int]] = ([], [], [], [])
         self._listed()
 
@@ -109,28 +113,30 @@ class HoeffdingTree:
         self._splits = (self._feature.tolist(), self._threshold.tolist(), self._children.ravel().tolist(),
                         self._slot.tolist())
 
-    def _leaf_node(self, x: np.ndarray) -> int:
+    def _leaf_node(self, x: np.ndarray) -> tuple[int, bool]:
+        """The leaf ``x`` falls in, and whether ``x`` misses no value (:func:`_complete`: the walk has
+        the row as Python floats, on which the test is cheaper than on the array)."""
         feature, threshold, children, slot = self._splits
         values = x.tolist()
         node = 0
         while slot[node] < 0:
             # NaN > t is False: a missing value goes to the lower side
             node = children[2 * node + (values[feature[node]] > threshold[node])]
-        return node
+        return node, _complete(values)
 
     def _frequencies(self, slot: int) -> np.ndarray:
         smoothed = self._counts[slot] + 1.0
         result: np.ndarray = smoothed / np.add.reduce(smoothed)
         return result
 
-    def _naive_bayes(self, slot: int, x: np.ndarray) -> np.ndarray:
-        """The naive Bayes probabilities at the leaf ``slot`` for ``x``: the last ones computed while
-        nothing has been learnt since, for the same row (a round's play, then its learning, weighs the
-        same leaf's)."""
+    def _naive_bayes(self, slot: int, x: np.ndarray, complete: bool) -> np.ndarray:
+        """The naive Bayes probabilities at the leaf ``slot`` for ``x`` (``complete``: missing no value,
+        :func:`_complete`): the last ones computed while nothing has been learnt since, for the same row
+        (a round's play, then its learning, weighs the same leaf's)."""
         if self._bayes_of is not None and self._bayes_of[0] is x and self._bayes_of[1] == slot:
             return self._bayes
         variance, normaliser, log_counts = self._leaf_terms.get(slot) or self._leaf_terms_of(slot)
-        if _complete(x):  # the same terms without the masks that leave out missing values
+        if complete:  # the same terms without the masks that leave out missing values
             deviation = x - self._mean[slot]
             terms = normaliser + deviation**2 / variance
         else:
@@ -156,28 +162,36 @@ class HoeffdingTree:
         self._bayes_of = None
         if slot is None:
             self._leaf_terms.clear()
+            self._leaf_plays.clear()
         else:
             self._leaf_terms.pop(slot, None)
+            self._leaf_plays.pop(slot, None)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """The classes' probabilities for the row ``x`` (``dim`` floats, NaN for a missing value)."""
-        slot = int(self._slot[self._leaf_node(x)])
-        if np.add.reduce(self._counts[slot]) == 0.0:
+        node, complete = self._leaf_node(x)
+        slot = self._splits[3][node]
+        play = self._leaf_plays.get(slot)
+        if play is None:
+            play = self._leaf_plays[slot] = (_UNIFORM if np.add.reduce(self._counts[slot]) == 0.0
+                                             else _BAYES if self._errors[slot, 1] < self._errors[slot, 0]
+                                             else _FREQUENCIES)
+        if play == _BAYES:
+            return self._naive_bayes(slot, x, complete)
+        if play == _UNIFORM:
             return np.full(self.classes, 1.0 / self.classes)
-        if self._errors[slot, 1] < self._errors[slot, 0]:
-            return self._naive_bayes(slot, x)
         return self._frequencies(slot)
 
     def learn(self, x: np.ndarray, label: int) -> None:
         """Learn the row ``x`` of class ``label``; may split its leaf."""
-        node = self._leaf_node(x)
-        slot = int(self._slot[node])
+        node, complete = self._leaf_node(x)
+        slot = self._splits[3][node]
         self._learnt += 1
         if np.add.reduce(self._counts[slot]) > 0.0:
             self._errors[slot, 0] += int(self._frequencies(slot).argmax() != label)
-            self._errors[slot, 1] += int(self._naive_bayes(slot, x).argmax() != label)
+            self._errors[slot, 1] += int(self._naive_bayes(slot, x, complete).argmax() != label)
         self._forget_plays(slot)
-        if _complete(x):
+        if complete:
             self._learn_complete(x, slot, label)
         else:
             self._learn_known(x, slot, label)
