@@ -52,16 +52,17 @@ def clip(value: float, low: float, high: float) -> float:
 
 def check_finite(*parts: Any, bound: float = np.inf) -> None:
     """Raise :class:`NumericalError` unless every float/array in ``parts`` is finite and below ``bound``."""
+    unbounded = bound == math.inf
     for part in parts:
         # also False for NaN (the largest of values with a NaN is NaN); a float is checked without
         # numpy's dispatch (a round checks several)
         if isinstance(part, float):
             within = abs(part) < bound
         elif isinstance(part, np.ndarray):  # (the ufunc's reduction: ndarray.max wraps it in Python)
-            if bound == math.inf and part.dtype.kind == "f":
+            if unbounded and part.dtype.kind == "f":
                 # The sum of the squares (one BLAS dot, no temporary) is finite only if every element is:
                 # the exact test below runs only when it is not (an element is not, or the sum overflowed).
-                flat = part.ravel("K")
+                flat = part if part.ndim == 1 else part.ravel("K")  # (a vector's dot needs no view)
                 if math.isfinite(flat.dot(flat)):
                     continue
             within = part.size == 0 or float(np.maximum.reduce(np.abs(part), axis=None)) < bound

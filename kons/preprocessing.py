@@ -122,8 +122,13 @@ def median_width(Z: np.ndarray) -> float:
 
 def checked_form(z: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
     """A standardised row as a base learner's validation would pass it (finite, with a finite squared
-    norm), checked once for the bases that take it unchecked (``_learn_checked``)."""
-    check_feature_values(z.values if isinstance(z, SparseVector) else z)
+    norm), checked once for the bases that take it unchecked (``_learn_checked``), inside their round's
+    numerics context (which ignores an overflow)."""
+    values = z.values if isinstance(z, SparseVector) else z
+    # The squared norm (one BLAS dot) is finite exactly when the check passes: a NaN or an infinity makes
+    # it NaN or infinite, and the check's own test of it is this dot. The check then names the problem.
+    if not math.isfinite(values.dot(values)):
+        check_feature_values(values)
     return z
 
 
@@ -215,7 +220,9 @@ class FeatureScaler:
             maxabs = self.maxabs.copy()
             maxabs[x.indices] = np.maximum(maxabs[x.indices], np.abs(x.values))
             return (self.mean, self.m2, maxabs, self.counts), None
-        if self.counts is None and not np.isnan(x).any():
+        # (the squared norm, one BLAS dot, is NaN exactly when a value is: no other sum of squares is;
+        # inside a round's numerics context, which ignores its overflow)
+        if self.counts is None and not math.isnan(x.dot(x)):
             delta = x - self.mean
             mean = self.mean + delta / (self.count + 1)
             deviation = x - mean
@@ -231,7 +238,7 @@ class FeatureScaler:
         variance = m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0))
         for group in self.groups:  # (an infinite scale standardises a coordinate to 0)
             variance[group] = np.inf if self.omits_groups else variance[group].mean()
-        std: np.ndarray = np.sqrt(variance)
+        std: np.ndarray = np.sqrt(variance, out=variance)
         return std
 
     def transform(self, x: np.ndarray | SparseVector, *, commit: bool) -> np.ndarray | SparseVector:
@@ -298,7 +305,7 @@ class FeatureScaler:
         deviation = np.subtract(x, self.mean, out=row[:-1])
         deviation *= kept[2]
         row[-1] = 1.0
-        if not math.isfinite(float(row.sum())):  # a missing value (NaN: standardised to 0), or an overflow
+        if not math.isfinite(np.add.reduce(row)):  # a missing value (NaN: standardised to 0), or an overflow
             deviation[np.isnan(x)] = 0.0
             if not np.isfinite(row).all():
                 return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import warnings
 from typing import cast
 
@@ -15,8 +16,18 @@ import numpy as np
 import pytest
 
 import kons
+from kons._validation import check_feature_values
+from kons.base import _round_numerics
+from kons.errors import InvalidInputError
 from kons.kernels import RBF
-from kons.preprocessing import WARMUP_ROWS, FeatureScaler, Preprocessed, binary_label, median_width
+from kons.preprocessing import (
+    WARMUP_ROWS,
+    FeatureScaler,
+    Preprocessed,
+    binary_label,
+    checked_form,
+    median_width,
+)
 from tests.streams import load_stream
 
 PAPER = sorted(n for n, c in kons.LEARNERS.items() if not c.preprocesses)
@@ -209,3 +220,29 @@ def test_user_given_kernel_and_bound_are_kept() -> None:
         kons.learner_from_params("auto", {"preprocess": False})
     with pytest.raises(kons.InvalidParameterError):
         Preprocessed(algorithm="auto")
+
+
+def test_a_form_is_checked_as_check_feature_values_checks_it() -> None:
+    """checked_form (the dot of a form's squared norm, inside the round's numerics context) passes exactly
+    the forms check_feature_values passes, at the overflow's edge too, and raises its error otherwise; a
+    FeatureScaler tells a missing value (NaN) from an infinity or an overflowing square."""
+    edge = math.sqrt(np.finfo(np.float64).max / 2.0)
+    forms = [[1.0, -0.0], [], [np.nan, 1.0], [np.inf, 1.0], [-np.inf], [1e200, 1.0], [edge, edge],
+             [edge, np.nextafter(edge, np.inf)], [edge * 1.0000001, edge], [0.0] * 7 + [edge * 1.5]]
+    with _round_numerics():
+        for values in map(np.array, forms):
+            try:
+                check_feature_values(values)
+                expected = None
+            except InvalidInputError as error:
+                expected = str(error)
+            if expected is None:
+                assert checked_form(values) is values
+            else:
+                with pytest.raises(InvalidInputError, match=re.escape(expected)):
+                    checked_form(values)
+        for row, missing in (([np.nan, 1.0], True), ([np.inf, 1.0], False), ([1e200, 1e200], False)):
+            scaler = FeatureScaler(2, False)
+            scaler.transform(np.zeros(2), commit=True)
+            scaler.transform(np.array(row), commit=True)
+            assert (scaler.counts is not None) == missing
