@@ -25,6 +25,7 @@ __all__ = [
     "PackedCholesky",
     "SymmetricMatrix",
     "check_finite",
+    "check_finite_vector",
     "clip",
     "ridge_leverage",
     "scaled_outer_peak",
@@ -70,6 +71,19 @@ def check_finite(*parts: Any, bound: float = np.inf) -> None:
             within = bool((np.abs(part) < bound).all())
         if not within:
             raise NumericalError("the round would put a non-finite or overflowing number into the state.")
+
+
+def check_finite_vector(vector: np.ndarray, *scalars: float) -> None:
+    """:func:`check_finite` of a float vector and floats (a Newton round's new weights and the numbers of
+    its update), deciding as it does; the common case, all finite, without its dispatch on each part's
+    type (every base of a mixture checks its round)."""
+    if vector.ndim == 1 and math.isfinite(vector.dot(vector)):  # (finite only if every element is)
+        for scalar in scalars:
+            if not math.isfinite(scalar):
+                break
+        else:
+            return
+    check_finite(vector, *scalars)
 
 
 def scaled_outer_peak(scale: float, v: np.ndarray) -> float:

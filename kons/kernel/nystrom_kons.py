@@ -17,7 +17,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons._multinomial import clipped_scores, newton_outputs, reference_softmax, widened
-from kons._numerics import MIN_CAPACITY, TINY, PackedCholesky, SymmetricMatrix, check_finite, ridge_leverage
+from kons._numerics import (
+    MIN_CAPACITY,
+    TINY,
+    PackedCholesky,
+    SymmetricMatrix,
+    check_finite,
+    check_finite_vector,
+    ridge_leverage,
+)
 from kons._validation import Constraint, Integer
 from kons.base import Learner
 from kons.errors import NumericalError
@@ -416,7 +424,7 @@ class NystromKONS(Learner):
         # u_{t+1} = u_t - (h/s) v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
-        check_finite(new_weights, s, _update_peak(shrink, v))
+        check_finite_vector(new_weights, s, _update_peak(shrink, v))
         self._commit(joining, inverse, new_weights, shrink, v)  # nothing above has touched the state
         return y_hat, ridge_leverage(c2 * s)
 

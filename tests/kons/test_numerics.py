@@ -148,3 +148,21 @@ def test_check_finite_decides_as_every_element_below_the_bound(part: float | np.
         else:
             with pytest.raises(NumericalError):
                 check_finite(part, bound=bound)
+
+
+@pytest.mark.parametrize("vector", [np.zeros(0), np.array([1.0, -3.0]), np.array([np.nan, 0.0]),
+                                    np.array([np.inf]), np.array([1e200, 1e200]), np.array([[1.0], [2.0]])])
+@pytest.mark.parametrize("scalars", [(), (2.0,), (0.5, float("inf")), (float("nan"), 1.0),
+                                     (np.float64(3.0),)])
+def test_check_finite_vector_decides_as_check_finite(vector: np.ndarray, scalars: tuple[float, ...]) -> None:
+    from kons._numerics import check_finite, check_finite_vector
+    from kons.errors import NumericalError
+
+    with np.errstate(over="ignore"):  # (as inside a round: a squared norm may overflow)
+        try:
+            check_finite(vector, *scalars)
+        except NumericalError:
+            with pytest.raises(NumericalError):
+                check_finite_vector(vector, *scalars)
+        else:
+            check_finite_vector(vector, *scalars)

@@ -97,15 +97,19 @@ class LastTarget(_Lagged):
 
     def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
         """The round's evidence (the lags move on in :meth:`TargetLags.observe`, observed after it)."""
-        self.evidence += (1.0, (target - float(self.lags[0])) ** 2, target * target)
-        if self.local is not None:
+        # (the sums as floats, each the float64 addition the arrays' own would make, without building an
+        # array of the round's terms)
+        rounds, last, mean = self.evidence.tolist()
+        self.evidence[:] = rounds + 1.0, last + (target - float(self.lags[0])) ** 2, mean + target * target
+        local = self.local
+        if local is not None:
             # (the mean as ndarray.mean computes it, without its Python wrapper)
-            self.local += (target - float(np.add.reduce(self.lags) / len(self.lags))) ** 2
+            local[0] = float(local[0]) + (target - float(np.add.reduce(self.lags) / len(self.lags))) ** 2
 
     def ready(self) -> bool:
-        rounds, last, mean = self.evidence
+        rounds, last, mean = self.evidence.tolist()
         local = math.inf if self.local is None else float(self.local[0])
-        return bool(rounds >= self.wake_rows and last < mean and last < local)
+        return rounds >= self.wake_rows and last < mean and last < local
 
     def nbytes(self) -> int:
         return self.lags.nbytes + self.evidence.nbytes + (0 if self.local is None else self.local.nbytes)
@@ -139,8 +143,9 @@ class TargetLags(_Lagged):
         return self._clipped(last + guarded(self.model.learn, self._inputs(), target - last))
 
     def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
-        if not playing:
-            self.learn(row, target)
+        if not playing:  # asleep: the round learnt as in a play, the play itself not computed
+            last = float(self.lags[0])
+            guarded(self.model.learn_unplayed, self._inputs(), target - last)
         self.lags[1:] = self.lags[:-1]
         self.lags[0] = target
 

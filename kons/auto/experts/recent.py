@@ -88,6 +88,12 @@ class RecentLinear:
         self._update(row, targets)
         return played
 
+    def learn_unplayed(self, x: np.ndarray, t: float) -> float:
+        """:meth:`learn` of a dense ``x`` without computing its play (an expert asleep: no one reads it);
+        0."""
+        self._update(x, np.array([t]))
+        return 0.0
+
     # ----------------------------------------------------------------- K classes
     def widen(self, classes: int) -> None:
         """Score ``classes`` classes from now on (a binary model's one score is class 1's, class 0's the
