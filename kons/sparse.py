@@ -135,11 +135,17 @@ def _validated(indices: Any, values: Any, dim: Any) -> tuple[np.ndarray, np.ndar
     return index, vals, int(dim)
 
 
+#: The sparse forms that are Python types of their own, and dense rows' types (none of them sparse).
+_SPARSE_TYPES = (SparseVector, dict)
+_DENSE_TYPES = frozenset({np.ndarray, list, tuple})
+
+
 def is_sparse_input(x: Any) -> bool:
     """Whether ``x`` is one of the accepted sparse forms (SparseVector, dict, scipy.sparse row)."""
-    if isinstance(x, SparseVector | dict):
+    if isinstance(x, _SPARSE_TYPES):
         return True
-    return type(x).__module__.startswith("scipy.sparse")
+    # (a dense row, the common case, without reading its type's module)
+    return type(x) not in _DENSE_TYPES and type(x).__module__.startswith("scipy.sparse")
 
 
 def as_sparse(x: Any, dim: int | None) -> SparseVector:
