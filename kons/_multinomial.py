@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from kons.base import Learner
 
 __all__ = ["MultinomialRounds", "clipped_scores", "log_probability", "multinomial_rounds", "newton_outputs",
-           "reference_softmax", "widened"]
+           "reference_softmax", "reference_softmaxes", "widened"]
 
 #: The reference class's score (class 0's), before the others' in :func:`reference_softmax`.
 _REFERENCE = np.zeros(1)
@@ -76,6 +76,17 @@ class MultinomialRounds(Protocol):
         """The classes' probabilities (K,) for ``x`` (:func:`reference_softmax` of :meth:`_class_scores`),
         nothing learnt: kept for the learning round of the row (read only)."""
 
+    def _class_margins(self, x: Any) -> np.ndarray:
+        """The unclipped scores (K-1,) for ``x``, nothing learnt (kept: not to be written to), which a caller
+        that plays several learners at once clips and turns into probabilities itself
+        (:meth:`_keep_class_play`)."""
+
+    def _keep_class_play(self, x: Any, margins: np.ndarray, scores: np.ndarray,
+                         probabilities: np.ndarray) -> None:
+        """Keep, for the learning round of ``x``, the play a caller computed from :meth:`_class_margins`
+        (``margins``, that very array): :func:`clipped_scores` with the bound ``C`` and
+        :func:`reference_softmax`, bit for bit (read only)."""
+
     def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
         """One round: ``(probabilities played, leverage)``."""
 
@@ -88,8 +99,9 @@ def multinomial_rounds(learner: Learner) -> MultinomialRounds:
     return cast(MultinomialRounds, learner)
 
 
-def clipped_scores(scores: np.ndarray, bound: float) -> np.ndarray:
-    """``np.clip(scores, -bound, bound)``, bit for bit, without np.clip's Python wrapper."""
+def clipped_scores(scores: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
+    """``np.clip(scores, -bound, bound)``, bit for bit, without np.clip's Python wrapper (``bound``: a
+    float, or a column of one per row of ``scores``)."""
     clipped: np.ndarray = np.minimum(np.maximum(scores, -bound), bound)
     return clipped
 
@@ -101,6 +113,16 @@ def reference_softmax(scores: np.ndarray) -> np.ndarray:
     z = np.concatenate((_REFERENCE, scores))
     e = np.exp(z - np.maximum.reduce(z))
     probabilities: np.ndarray = e / np.add.reduce(e)
+    return probabilities
+
+
+def reference_softmaxes(scores: np.ndarray) -> np.ndarray:
+    """:func:`reference_softmax` of each row of the (n, K-1) ``scores``, bit for bit, in one numpy call
+    per step for all the rows: each step is elementwise or a reduction along a row (a contiguous one,
+    which numpy reduces as the row alone)."""
+    z = np.concatenate((np.zeros((len(scores), 1)), scores), axis=1)
+    e = np.exp(z - np.maximum.reduce(z, axis=1, keepdims=True))
+    probabilities: np.ndarray = e / np.add.reduce(e, axis=1, keepdims=True)
     return probabilities
 
 

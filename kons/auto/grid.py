@@ -40,7 +40,13 @@ from kons.auto.experts.bins import QuantileBins
 from kons.auto.experts.forest import build_forest, forest_class_column_nbytes, restore_forest
 from kons.auto.experts.lags import build_lags, restore_lags
 from kons.auto.experts.neighbours import RecentNeighbours, build_neighbours, restore_neighbours
-from kons.auto.experts.newton import LearnerExpert, bins_class_column_nbytes, build_bins, restore_bins
+from kons.auto.experts.newton import (
+    LearnerExpert,
+    bins_class_column_nbytes,
+    build_bins,
+    played_together,
+    restore_bins,
+)
 from kons.auto.experts.protocol import Expert, Form, Row
 from kons.auto.experts.recent import RecentExpert, RecentLinear, build_linear, restore_linear
 from kons.auto.experts.tree import build_trees, restore_trees, trees_class_column_nbytes
@@ -666,8 +672,13 @@ class Grid:
         row, _ = self.inputs(z, x)
         experts = np.full((len(self.layout), len(constant)), 1.0 / len(constant))
         experts[len(GRID)] = constant
+        newton = []
         for slot, expert in self.playing():
-            experts[slot] = expert.probabilities(row, self.classes)
+            if isinstance(expert, LearnerExpert):  # (played together: played_together)
+                newton.append((slot, expert))
+            else:
+                experts[slot] = expert.probabilities(row, self.classes)
+        played_together(newton, row, experts)
         played = self.mixture.mix_probabilities(experts, self._weights())
         self.voted = self.mixture.class_label(experts, played)
         return played

@@ -435,12 +435,16 @@ class NystromKONS(Learner):
         self._weights = widened(self._weights, outputs)
 
     def _class_scores(self, x: np.ndarray) -> np.ndarray:
-        return self._class_play(self._score(self._features(x)[0]))[0]
+        return self._class_play(self._class_margins(x))[0]
 
     def _class_probabilities(self, x: np.ndarray) -> np.ndarray:
         """The probabilities played for ``x`` (:func:`~kons._multinomial.reference_softmax` of
         :meth:`_class_scores`), kept for its learning round (read only)."""
-        return self._class_play(self._score(self._features(x)[0]))[1]
+        return self._class_play(self._class_margins(x))[1]
+
+    def _class_margins(self, x: np.ndarray) -> np.ndarray:
+        margins: np.ndarray = self._score(self._features(x)[0])
+        return margins
 
     def _class_play(self, margins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The clipped scores of ``margins`` and their probabilities, once for a row played and then learnt
@@ -452,6 +456,10 @@ class NystromKONS(Learner):
             scores.flags.writeable = probabilities.flags.writeable = False
             played = self._class_played = margins, scores, probabilities
         return played[1], played[2]
+
+    def _keep_class_play(self, x: np.ndarray, margins: np.ndarray, scores: np.ndarray,
+                         probabilities: np.ndarray) -> None:
+        self._class_played = margins, scores, probabilities
 
     def _learn_class(self, x: np.ndarray, label: int) -> tuple[np.ndarray, float]:
         phi, kxx = self._features(x)

@@ -139,21 +139,39 @@ class ONS(LinearLearner):
 
     def _class_play(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The margins of ``x``, their clipped scores and probabilities, once for a row played and then
-        learnt while the weights stay the very array they were computed with (a round replaces them): a
-        dense row is known by its bytes, a sparse one (``auto``'s forms and threshold codes, made once for
-        a row's play and learning) by identity; the key keeps the row alive, so that no other takes its
-        identity."""
-        key = x.tobytes() if isinstance(x, np.ndarray) else x
-        played = self._class_played
-        if played is not None and played[1] is self._u and (played[0] is key or played[0] == key):
-            return played[2:]
+        learnt (:meth:`_kept_play`)."""
+        played = self._kept_play(x)
+        if played is None:
+            margins = self._new_margins(x)
+            scores = clipped_scores(margins, self.C)
+            played = margins, scores, reference_softmax(scores)
+            self._keep_class_play(x, *played)
+        return played
+
+    def _class_margins(self, x: np.ndarray | SparseVector) -> np.ndarray:
+        played = self._kept_play(x)
+        return self._new_margins(x) if played is None else played[0]
+
+    def _new_margins(self, x: np.ndarray | SparseVector) -> np.ndarray:
         margins = self._features(x).rows(self._u)
-        scores = clipped_scores(margins, self.C)
-        probabilities = reference_softmax(scores)
-        for array in (margins, scores, probabilities):
-            array.flags.writeable = False
-        self._class_played = key, self._u, margins, scores, probabilities
-        return margins, scores, probabilities
+        margins.flags.writeable = False
+        return margins
+
+    def _kept_play(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The play kept for ``x`` while the weights stay the very array it was computed with (a round
+        replaces them): a dense row is known by its bytes, a sparse one (``auto``'s forms and threshold
+        codes, made once for a row's play and learning) by identity; the key keeps the row alive, so that
+        no other takes its identity."""
+        played = self._class_played
+        if played is None or played[1] is not self._u:
+            return None
+        key = _row_key(x)
+        return played[2:] if played[0] is key or played[0] == key else None
+
+    def _keep_class_play(self, x: np.ndarray | SparseVector, margins: np.ndarray, scores: np.ndarray,
+                         probabilities: np.ndarray) -> None:
+        scores.flags.writeable = probabilities.flags.writeable = False
+        self._class_played = _row_key(x), self._u, margins, scores, probabilities
 
     def _learn_class(self, x: np.ndarray | SparseVector, label: int) -> tuple[np.ndarray, float]:
         f = self._features(x)
@@ -180,3 +198,8 @@ class ONS(LinearLearner):
         # the weights of one score, or the (d, K-1) columns of the multinomial round
         self._u = checked_vector(u, self._dim) if u.ndim == 1 else checked_matrix(u, self._dim, u.shape[1])
         self._Ainv = checked_matrix(arrays["Ainv"], self._dim, self._dim)
+
+
+def _row_key(x: np.ndarray | SparseVector) -> Any:
+    """What a kept play knows its row by (:meth:`ONS._kept_play`)."""
+    return x.tobytes() if isinstance(x, np.ndarray) else x

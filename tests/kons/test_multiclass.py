@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,8 +13,11 @@ import scipy.linalg
 
 import kons
 from kons import classes as kons_classes
-from kons._multinomial import MultinomialRounds, multinomial_rounds
+from kons._multinomial import MultinomialRounds, multinomial_rounds, reference_softmax, reference_softmaxes
 from kons.auto import Auto
+from kons.auto.experts.newton import LearnerExpert, played_together
+from kons.auto.grid import Grid
+from kons.errors import NumericalError
 from kons.losses import log_loss, top_label
 from kons.preprocessing import WARMUP_ROWS
 from tests.reference import restored_in_step
@@ -156,6 +160,53 @@ def test_only_the_learners_that_declare_the_multinomial_round_have_it() -> None:
             with pytest.raises(TypeError, match="no multinomial round"):
                 multinomial_rounds(learner)
     assert {name for name, cls in kons.LEARNERS.items() if cls.multinomial} == {"ons", "nystrom_kons"}
+
+
+def test_the_softmaxes_of_rows_are_each_row_s_softmax_bit_for_bit() -> None:
+    rng = np.random.default_rng(11)
+    for rows, classes in [(1, 3), (12, 10), (20, 11), (5, 40), (3, 2)]:
+        scores = np.clip(rng.normal(size=(rows, classes - 1)) * rng.choice([0.1, 3.0, 30.0]), -10.0, 10.0)
+        together = reference_softmaxes(scores)
+        assert together.shape == (rows, classes)
+        for row, probabilities in zip(scores, together, strict=True):
+            assert reference_softmax(row).tobytes() == probabilities.tobytes()
+
+
+def _newton_experts(learner: Auto, x: np.ndarray) -> tuple[list[tuple[int, LearnerExpert]], Any]:
+    grid = learner._grid
+    assert isinstance(grid, Grid)
+    z = learner._prep.scaled(x)
+    return [(slot, e) for slot, e in grid.playing() if isinstance(e, LearnerExpert)], grid.inputs(z, x)[0]
+
+
+def test_the_newton_experts_played_together_play_and_keep_their_own_plays() -> None:
+    """Each expert's probabilities, bit for bit as its own play, and the learning round after them as after
+    its own play; an expert whose round overflows keeps its uniform row."""
+    X, labels = _blobs(260, classes=5, seed=9)
+    learner = Auto(task="classification", seed=1)
+    learner.learn_many(X[:250], labels[:250])
+    alone = kons.load(learner.to_bytes())
+    assert isinstance(alone, Auto)
+    for x, label in zip(X[250:], labels[250:], strict=True):
+        experts, row = _newton_experts(learner, x)
+        own_experts, own_row = _newton_experts(alone, x)
+        assert len(experts) >= 10
+        together = np.full((max(slot for slot, _ in experts) + 1, 5), 0.2)
+        played_together(experts, row, together)
+        for (slot, _), (_, own) in zip(experts, own_experts, strict=True):
+            assert together[slot].tobytes() == own.probabilities(own_row, 5).tobytes()
+        for (_, expert), (_, own) in zip(experts, own_experts, strict=True):
+            assert (expert.learn_class(row, int(label), 5).tobytes()
+                    == own.learn_class(own_row, int(label), 5).tobytes())
+    failing = experts[3][1].base
+    def overflowing(x: Any) -> np.ndarray:
+        raise NumericalError("overflow")
+    failing._class_margins = overflowing  # type: ignore[attr-defined]
+    experts, row = _newton_experts(learner, X[0])
+    together = np.full((max(slot for slot, _ in experts) + 1, 5), 0.2)
+    played_together(experts, row, together)
+    assert np.array_equal(together[experts[3][0]], np.full(5, 0.2))
+    assert not np.array_equal(together[experts[2][0]], np.full(5, 0.2))
 
 
 def test_string_labels_play_as_zero_and_one() -> None:

@@ -9,16 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from kons._multinomial import multinomial_rounds
+from kons._multinomial import MultinomialRounds, clipped_scores, multinomial_rounds, reference_softmaxes
 from kons.auto.experts.bins import QuantileBins, bins_columns
 from kons.auto.experts.protocol import Expert, Form, GridContext, Row, guarded, guarded_probabilities
 from kons.base import Learner, arrays_nbytes
-from kons.errors import StateFormatError
+from kons.errors import NumericalError, StateFormatError
 from kons.linear.ons import ONS
 from kons.preprocessing import STEP, nested_blob, restore_nested
 from kons.sparse import SparseVector
 
-__all__ = ["LearnerExpert", "ThresholdExpert", "bins_class_column_nbytes", "build_bins", "restore_bins"]
+__all__ = ["LearnerExpert", "ThresholdExpert", "bins_class_column_nbytes", "build_bins", "played_together",
+           "restore_bins"]
 
 
 def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
@@ -73,6 +74,34 @@ class LearnerExpert:
 
     def scalars(self) -> Any:
         return None
+
+
+def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabilities: np.ndarray) -> None:
+    """Each expert's :meth:`~LearnerExpert.probabilities` for ``row`` into its slot's row of
+    ``probabilities`` (experts, K), bit for bit, each kept by its learner for the learning round of the row
+    as its own play would be: the learners' margins one by one, then the clipping and the softmaxes of all
+    of them at once, one numpy call a step where each expert's own play makes one of each (calls that
+    weigh most in a multinomial prediction). An expert whose round overflows leaves its row as it is (the
+    grid's uniform probabilities, which :func:`guarded_probabilities` plays)."""
+    slots: list[int] = []
+    played: list[tuple[MultinomialRounds, np.ndarray | SparseVector, np.ndarray]] = []
+    bounds: list[float] = []
+    for slot, expert in experts:
+        base, x = multinomial_rounds(expert.base), expert.input(row)
+        try:
+            played.append((base, x, base._class_margins(x)))
+        except NumericalError:
+            continue
+        slots.append(slot)
+        bounds.append(expert.base.C)
+    if not slots:
+        return
+    scores = clipped_scores(np.array([margins for _, _, margins in played]), np.array(bounds)[:, None])
+    together = reference_softmaxes(scores)
+    scores.flags.writeable = together.flags.writeable = False
+    for (base, x, margins), own_scores, own in zip(played, scores, together, strict=True):
+        base._keep_class_play(x, margins, own_scores, own)
+    probabilities[slots] = together
 
 
 class ThresholdExpert(LearnerExpert):
