@@ -138,6 +138,13 @@ def _base_name(view: str, kind: str, width_factor: float, step_factor: float) ->
     return f"nystrom_kons({view}, width x{width_factor:g}, eta x{step_factor:g})"
 
 
+def _sizes(base: Learner) -> tuple[int, int]:
+    """The stored points and dictionary size of ``base``, as its ``stats()`` counts them, without its other
+    counters."""
+    sizes = base._model_stats() if base._has_model else {}
+    return sizes.get("stored_points", 0), sizes.get("dictionary_size", 0)
+
+
 def _form(member: Member) -> Form:
     """The form of the row a member takes: (the log view?, with the intercept?)."""
     return member[0] == "log", member[1] == "ons"
@@ -328,6 +335,8 @@ class Grid:
         self._weights_now = np.zeros(0)
         self._weights_of: tuple[np.ndarray, np.ndarray] | None = None  # the arrays _weights_now is of
         self._alive_of: tuple[Any, ...] = ()  # what _alive was listed from (alive())
+        self._names: list[str] = []
+        self._names_of: list[tuple[int, Expert]] | None = None  # the alive() list _names is of
         self._predicted_row: _PredictedRow | None = None  # the last row the experts took (inputs())
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
@@ -735,22 +744,26 @@ class Grid:
         return names
 
     def stats(self) -> dict[str, Any]:
-        w = self.mixture.weights()
-        names = self.names()
-        alive = self.mixture.switching.active
-        sizes = [b.stats() for _, _, b in self._members()]
-        return {"weights": {n: float(v) for n, v, on in zip(names, w, alive, strict=True) if on},
+        # (the service asks for them after every round: the names are listed again only when the experts
+        # are, the weights are those the next prediction takes, and each base gives only its sizes)
+        alive = self.alive()
+        if self._names_of is not alive:
+            self._names, self._names_of = self.names(), alive
+        names = self._names
+        switching = self.mixture.switching
+        sizes = [_sizes(b) for _, _, b in self._members()]
+        weights = zip(names, self._weights().tolist(), switching.active.tolist(), strict=True)
+        return {"weights": {n: v for n, v, on in weights if on},
                 "leader": names[self.leader],
                 "leader_since": self.leader_since,
                 "changes": self.changes,
                 "last_change_round": self.last_change if self.last_change >= 0 else None,
-                "switching_rates": {f"{r:g}": float(v) for r, v in
-                                    zip(self.mixture.switching.rates, self.mixture.switching.rate_weights(),
-                                        strict=True)},
+                "switching_rates": {f"{r:g}": v for r, v in
+                                    zip(switching.rates, switching.rate_weights().tolist(), strict=True)},
                 # the largest base (each base stores at most one point per round); the total is memory
-                "stored_points": int(max(s["stored_points"] for s in sizes)),
-                "dictionary_size": int(max(s["dictionary_size"] for s in sizes)),
-                "stored_points_all_bases": int(sum(s["stored_points"] for s in sizes))}
+                "stored_points": int(max(stored for stored, _ in sizes)),
+                "dictionary_size": int(max(dictionary for _, dictionary in sizes)),
+                "stored_points_all_bases": int(sum(stored for stored, _ in sizes))}
 
     def own_arrays(self) -> dict[str, np.ndarray]:
         """The grid's own arrays: the mixture's weights, the log view's scaler, the rounds kept and the

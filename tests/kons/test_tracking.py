@@ -474,6 +474,17 @@ def _sea(n: int = 1800, change: int = 1000, seed: int = 0) -> tuple[np.ndarray, 
     return X, np.where(rng.random(n) < 0.1, 1 - labels, labels).tolist()
 
 
+def test_the_stats_asked_before_a_restart_name_the_experts_it_started() -> None:
+    X, labels = _sea()
+    learner = Auto(task="classification")
+    learner.learn_many(X[:1000], labels[:1000])
+    before = learner.stats()  # (the names of its experts are kept until they change)
+    learner.learn_many(X[1000:], labels[1000:])
+    after = learner.stats()
+    assert before["changes"] == 0 and not any("restarted" in name for name in before["weights"])
+    assert any(f"restarted at round {after['last_change_round']}" in name for name in after["weights"])
+
+
 def test_auto_declares_a_change_of_concept_that_raises_its_error_rate() -> None:
     X, labels = _sea()
     learner = Auto(task="classification")
