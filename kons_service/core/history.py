@@ -247,7 +247,9 @@ def _offer(entry: CachedLearner, before: int, rounds: int, columns: list[np.ndar
     # segment k ends at the k-th multiple of the stride after ``before`` (the last one at ``after``)
     ends = [*range((before // stride + 1) * stride, after, stride), after]
     starts = [0, *(end - before for end in ends[:-1])]
-    sums = [np.add.reduceat(column, starts) if rounds else np.zeros(0) for column in columns]
+    # (a round alone is its own sums: most feedback is one round, whose reductions would cost more)
+    sums = [column.tolist() if rounds == 1 else np.add.reduceat(column, starts) if rounds else np.zeros(0)
+            for column in columns]
     segments = [[end, end - before - start, *(float(s[k]) for s in sums)]
                 for k, (end, start) in enumerate(zip(ends, starts, strict=True))] if rounds else []
     offer: dict[str, Any] = {"task": task, "segments": segments}
