@@ -53,6 +53,7 @@ __all__ = [
     "TREE_MAX_DIM",
     "TREE_PRIOR",
     "TREE_WAKE_ROWS",
+    "WARMUP_NOISE",
     "YOUNG_KERNELS",
     "YOUNG_KERNEL_STEPS",
     "YOUNG_LINEAR",
@@ -200,6 +201,12 @@ MAX_THRESHOLDS = 7
 #: Thresholds over all features at most: the model on them keeps a (columns + 1)^2 matrix, about a
 #: Nystrom base's size.
 MAX_COLUMNS = 128
+
+# ----------------------------------------------------------------- the multi-class warm-up
+#: The noise variance of the warm-up's kernel regression of the classes (its kernel's prior variance is
+#: 1): a small one fits the few buffered rows closely, a class seen once among them too; the evidence
+#: weighs it against the linear model (chosen on the tuning streams: docs/auto.md#warmup_noise).
+WARMUP_NOISE = 0.1
 
 # ----------------------------------------------------------------- the mixture and its bounds
 #: The switching rates mixed: 0 (the aggregating algorithm) and rates that move the weight within about

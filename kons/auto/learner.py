@@ -43,6 +43,7 @@ from kons.auto.config import (
     RANGE_MARGIN,
     REGRESSION_BOUND,
     SCORE_BOUND,
+    WARMUP_NOISE,
 )
 from kons.auto.experts.bins import QuantileBins, bins_columns, thresholds_per_feature
 from kons.auto.experts.lags import last_leads
@@ -451,9 +452,18 @@ class Auto(Learner):
         return 0.0 if not self._binary else self._prep.prior()
 
     def _warmup_probabilities(self, x: np.ndarray | SparseVector, classes: int) -> np.ndarray:
-        r"""The warm-up play for ``classes`` classes: :meth:`_warmup_prediction` for each class against
-        the others (labels :math:`\pm 1`, one solve for all of them), and the softmax of half those
-        scores; for two classes, the sigmoid of the binary warm-up score (the two scores are opposite)."""
+        r"""The warm-up play for ``classes`` classes: two Gaussian-process regressions of each class
+        against the others (labels :math:`\pm 1`, centred by their mean, one solve for all classes), each
+        played as the softmax of half its scores, averaged by their evidence on the buffered rows.
+
+        The linear one is :meth:`_warmup_prediction`'s model (covariance :math:`ZZ^\top/d`, unit noise);
+        the other has the grid's radial kernel at the buffer's median width and the noise
+        :data:`~kons.auto.config.WARMUP_NOISE`: classes that no hyperplane parts (a class seen once, far
+        from the others; two classes that overlap along every direction) are what the grid learns after the
+        warm-up, and its first rounds need not be lost to the linear model. Each model's evidence is the
+        Gaussian marginal likelihood :math:`\log N(t - \bar t; 0, G)` of the buffered labels' columns
+        (equal priors), so the average is Bayes' over the two; a function of the buffer alone, as the
+        linear model is (docs/auto.md, "The multi-class warm-up")."""
         prep = self._prep
         if not prep.buffer:
             return self._class_prior(classes)
@@ -461,10 +471,23 @@ class Auto(Learner):
         targets = -np.ones((len(Z), classes))
         targets[np.arange(len(Z)), [int(t) for _, t in prep.buffer]] = 1.0
         mean = targets.mean(axis=0)
-        coef = np.linalg.solve(Z @ Z.T + self._dim * np.eye(len(Z)), targets - mean)
-        f = np.clip(Z @ prep.x_scaler.standardise(dense(x)) @ coef, -TARGET_BOUND, TARGET_BOUND)
-        scores = np.clip(mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
-        return reference_softmax(scores[1:] - scores[0])
+        z = prep.x_scaler.standardise(dense(x))
+        squares = np.einsum("ij,ij->i", Z, Z)
+        distances = np.maximum(squares[:, None] + squares[None, :] - 2.0 * (Z @ Z.T), 0.0)
+        width = median_width(Z)
+        plays, evidences = [], []
+        for gram, k in ((Z @ Z.T / self._dim + np.eye(len(Z)), Z @ z / self._dim),
+                        (np.exp(-width * distances) + WARMUP_NOISE * np.eye(len(Z)),
+                         np.exp(-width * np.maximum(squares + z @ z - 2.0 * (Z @ z), 0.0)))):
+            coef = np.linalg.solve(gram, targets - mean)
+            f = np.clip(k @ coef, -TARGET_BOUND, TARGET_BOUND)
+            scores = np.clip(mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
+            plays.append(reference_softmax(scores[1:] - scores[0]))
+            evidences.append(-0.5 * float(np.sum((targets - mean) * coef))
+                             - 0.5 * classes * float(np.linalg.slogdet(gram)[1]))
+        weights = np.exp(np.array(evidences) - max(evidences))
+        played: np.ndarray = (weights / weights.sum()) @ np.array(plays)
+        return played
 
     def _class_probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
         """The probabilities of the classes (three or more) for a checked ``x``, nothing learnt."""

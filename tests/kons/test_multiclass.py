@@ -387,6 +387,24 @@ def test_the_played_distribution_of_a_new_class() -> None:
     assert learner.predict_proba_dict_one(X[0]).keys() == {"a", "b", "c"}
 
 
+def test_the_warm_up_plays_classes_that_no_hyperplane_parts() -> None:
+    """Three concentric rings in the warm-up: the linear model alone plays near the class frequencies
+    everywhere; the evidence gives the play to the kernel regression, which names each row's ring."""
+    rng = np.random.default_rng(12)
+    radii = np.array([0.0, 3.0, 6.0])
+    labels = np.arange(WARMUP_ROWS - 2) % 3
+    angles = rng.uniform(0.0, 2.0 * np.pi, len(labels))
+    X = (radii[labels] + rng.normal(0.0, 0.3, len(labels)))[:, None] * np.c_[np.cos(angles), np.sin(angles)]
+    learner = Auto(task="classification")
+    for x, y in zip(X, labels, strict=True):
+        learner.learn_one(x, int(y))
+    assert not learner._prep.ready  # still the warm-up's play
+    for x, y in zip(X, labels, strict=True):
+        probabilities = learner.predict_proba_dict_one(x)
+        assert math.isclose(sum(probabilities.values()), 1.0)
+        assert max(probabilities, key=probabilities.__getitem__) == y
+
+
 def test_a_regression_learner_has_no_classes() -> None:
     learner = Auto()
     assert learner.classes == []

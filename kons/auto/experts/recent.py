@@ -57,8 +57,9 @@ class RecentLinear:
     Targets: the standardised target (regression), the label :math:`\pm 1` (two classes: the score is
     the log-odds played), or for ``K`` classes each class against the others, :math:`\pm 1` in ``K``
     columns, played as the softmax of half the scores (for two classes the sigmoid of the binary score,
-    :meth:`kons.Auto._warmup_probabilities`'s rule). A class that appears later takes the column of a
-    target -1 on every row before it: :math:`-\sum_s x_s`, exact, which is why the sum is kept.
+    the rule of :meth:`kons.Auto._warmup_probabilities`'s linear model). A class that appears later
+    takes the column of a target -1 on every row before it: :math:`-\sum_s x_s`, exact, which is why the
+    sum is kept.
     """
 
     def __init__(self, dim: int, *, intercept_scale: float, clip: float, weight_variance: float = 1.0
