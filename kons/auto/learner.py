@@ -580,11 +580,13 @@ class Auto(Learner):
             played = self._model.learn_class(z, label, x, constant)
             prep.x_scaler.commit(scaled)
         else:
-            played = self._warmup_probabilities(x, classes)
             buffered = prep.buffer
-            if len(prep.labels) == 2:  # the third class: the buffered labels -1 and +1 become indices
+            # the third class: the buffered labels -1 and +1 become indices, before the play reads them as
+            # indices (a label -1 would name the last class, the new one: the label it was just told)
+            if len(prep.labels) == 2:
                 prep.buffer = [(row, float(t > 0)) for row, t in buffered]
             try:
+                played = self._warmup_probabilities(x, classes)
                 with prep.warm_up(x, float(label)) as full:
                     if full:  # as in _learn_target, with the classes' indices
                         Z = prep.standardised_buffer()

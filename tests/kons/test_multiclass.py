@@ -405,6 +405,18 @@ def test_the_warm_up_plays_classes_that_no_hyperplane_parts() -> None:
         assert max(probabilities, key=probabilities.__getitem__) == y
 
 
+def test_the_third_class_round_of_the_warm_up_reads_the_buffered_labels_as_classes() -> None:
+    """The buffer holds the two first classes as -1 and +1 until the third class comes: its round's play
+    reads them as the classes 0 and 1, not the -1 as the last class (the new one, the label just given).
+    On the first class's row again, that class is the most probable, not the new one."""
+    X, _ = _blobs(2, seed=13)
+    learner = Auto(task="classification")
+    learner.learn_one(X[0], "a")
+    learner.learn_one(X[1], "b")
+    played = learner.learn_proba_one(X[0], "c")
+    assert max(played, key=played.__getitem__) == "a"
+
+
 def test_a_regression_learner_has_no_classes() -> None:
     learner = Auto()
     assert learner.classes == []
