@@ -472,13 +472,14 @@ class Auto(Learner):
         targets[np.arange(len(Z)), [int(t) for _, t in prep.buffer]] = 1.0
         mean = targets.mean(axis=0)
         z = prep.x_scaler.standardise(dense(x))
-        squares = np.einsum("ij,ij->i", Z, Z)
-        distances = np.maximum(squares[:, None] + squares[None, :] - 2.0 * (Z @ Z.T), 0.0)
+        inner, inner_z = Z @ Z.T, Z @ z
+        squares = np.diagonal(inner)
+        distances = np.maximum(squares[:, None] + squares[None, :] - 2.0 * inner, 0.0)
         width = median_width(Z)
         plays, evidences = [], []
-        for gram, k in ((Z @ Z.T / self._dim + np.eye(len(Z)), Z @ z / self._dim),
+        for gram, k in ((inner / self._dim + np.eye(len(Z)), inner_z / self._dim),
                         (np.exp(-width * distances) + WARMUP_NOISE * np.eye(len(Z)),
-                         np.exp(-width * np.maximum(squares + z @ z - 2.0 * (Z @ z), 0.0)))):
+                         np.exp(-width * np.maximum(squares + z @ z - 2.0 * inner_z, 0.0)))):
             coef = np.linalg.solve(gram, targets - mean)
             f = np.clip(k @ coef, -TARGET_BOUND, TARGET_BOUND)
             scores = np.clip(mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
