@@ -696,15 +696,21 @@ class Grid:
                     constant: np.ndarray) -> np.ndarray:
         """A round with ``len(constant)`` classes (the experts widened to them first, which cannot fail
         once the inputs are checked); the mixture's probabilities played."""
+        predicted = self._predicted_row
         row, log_stats = self.inputs(z, x)
         classes = len(constant)
-        if classes > self.classes:
+        widened = classes > self.classes
+        if widened:
             for _, expert in self.alive():
                 expert.widen(classes)
             self.classes = classes
         experts = np.full((len(self.layout), classes), 1.0 / classes)
         experts[len(GRID)] = constant
         playing = self.playing()
+        if widened or predicted is None or predicted.row is not row:  # (else its prediction played them)
+            # the Newton experts' plays, kept by their learners for their rounds below (each learner
+            # takes its kept play only while it is still the play of its state)
+            played_together([(slot, e) for slot, e in playing if isinstance(e, LearnerExpert)], row, experts)
         for slot, expert in playing:
             experts[slot] = expert.learn_class(row, label, classes)
         self.log_scaler.commit(log_stats)
