@@ -75,7 +75,7 @@ from kons._validation import check_feature_values
 from kons.errors import InvalidInputError
 
 __all__ = ["MAX_CATEGORIES", "MAX_KEYS", "MAX_NAME_LENGTH", "MAX_WIDTH", "MIN_WIDTH", "WIDTH_PER_KEY",
-           "Record", "RecordEncoder", "is_record", "parse_record"]
+           "Record", "RecordEncoder", "is_record", "parse_record", "same_record"]
 
 #: The most keys a record may have (a larger one is refused before its keys are read).
 MAX_KEYS = 1000
@@ -168,6 +168,29 @@ def parse_record(x: dict[Any, Any], dim: int | None) -> Record:
     check_feature_values(numbers)
     width = dim if dim is not None else min(MAX_WIDTH, max(MIN_WIDTH, WIDTH_PER_KEY * len(items)))
     return Record(tuple(items), width, numbers.tobytes())
+
+
+#: The value types whose equal values of one type a record parses alike (a float's sign of zero aside).
+_PLAIN = frozenset({float, int, bool, str, type(None)})
+
+
+def same_record(x: dict[Any, Any], kept: dict[Any, Any]) -> bool:
+    """Whether the dict ``x`` holds what ``kept`` held, so that :func:`parse_record` of it gives the
+    :class:`Record` it gave (a prediction, then the learning round of the same record): the same names,
+    each with a value of the same plain type and equal, a float's zero of the same sign (a NaN is equal to
+    no other); any other type of value is never taken for the same."""
+    if len(x) != len(kept):
+        return False
+    for name, value in x.items():
+        if name not in kept:
+            return False
+        old = kept[name]
+        kind = type(value)
+        if kind is not type(old) or kind not in _PLAIN or not (value is old or value == old):
+            return False
+        if kind is float and value == 0.0 and math.copysign(1.0, value) != math.copysign(1.0, old):
+            return False
+    return True
 
 
 @dataclass

@@ -74,7 +74,7 @@ from kons.preprocessing import (
     median_width,
     user_bound,
 )
-from kons.records import Record
+from kons.records import Record, same_record
 from kons.rounds import Round
 from kons.sparse import SparseVector, dense
 
@@ -147,6 +147,9 @@ class Auto(Learner):
         # and the index of the class it predicted (the label of fewest errors).
         self._played: tuple[list[tuple[Any, float]], float] = ([], 0.0)
         self._predicted = -1
+        # the last record checked, as given (a copy), the dimension it was checked for, and its parse (not
+        # state): a prediction and the learning round of the same record parse it once
+        self._parsed: tuple[dict[Any, Any], int | None, Record] | None = None
         super()._reset()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -187,7 +190,13 @@ class Auto(Learner):
         return REGRESSION_BOUND if self._tails else EARLIER_REGRESSION_BOUND
 
     def _check_x(self, x: Any) -> Any:
-        return self._prep.check_form(super()._check_x(x))
+        kept, dim = self._parsed, self._known_dim()
+        if kept is not None and type(x) is dict and kept[1] == dim and same_record(x, kept[0]):
+            return self._prep.check_form(kept[2])  # (a record parsed once for its prediction and round)
+        checked = super()._check_x(x)
+        if isinstance(checked, Record):
+            self._parsed = dict(x), dim, checked
+        return self._prep.check_form(checked)
 
     def _check_y(self, y: Any) -> Any:
         """Regression: the target as a float. Classification: a label of the binary learners of before

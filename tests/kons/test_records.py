@@ -542,3 +542,44 @@ def test_a_state_of_records_saved_before_the_shared_scale_goes_on_as_it_was(case
         fresh.learn_one(x, y)
     assert fresh.to_bytes() != blob
     assert kons.load(fresh.to_bytes()).to_bytes() == fresh.to_bytes()
+
+
+@pytest.mark.parametrize(("given", "same"), [
+    ({"a": 1.0, "b": "x", "c": None}, True),
+    ({"c": None, "b": "x", "a": 1.0}, True),  # (another order of the same names)
+    ({"a": 1.0, "b": "x"}, False),
+    ({"a": 1, "b": "x", "c": None}, False),  # an int where the float was
+    ({"a": True, "b": "x", "c": None}, False),
+    ({"a": 1.0, "b": "y", "c": None}, False),
+    ({"a": 1.0, "b": "x", "d": None}, False),
+    ({"a": 1.0, "b": "x", "c": np.float64(0.0)}, False),
+])
+def test_same_record_takes_only_what_parses_alike(given: dict[str, object], same: bool) -> None:
+    from kons.records import same_record
+
+    assert same_record(given, {"a": 1.0, "b": "x", "c": None}) is same
+
+
+def test_same_record_tells_the_zeros_and_nans_apart() -> None:
+    from kons.records import same_record
+
+    assert not same_record({"a": -0.0}, {"a": 0.0})
+    assert same_record({"a": 0.0}, {"a": 0.0})
+    assert not same_record({"a": float("nan")}, {"a": float("nan")})
+    assert not same_record({"a": np.float32(1.0)}, {"a": np.float32(1.0)})  # (not a plain type)
+
+
+def test_a_record_predicted_then_learnt_plays_as_parsed_each_time() -> None:
+    rng = np.random.default_rng(3)
+    kept, fresh = kons.Auto(), kons.Auto()
+    for i in range(400):
+        record = {"f0": float(rng.normal()), "f1": None if i % 7 == 0 else float(rng.normal()),
+                  "kind": ["n", "s"][i % 2], "zero": -0.0 if i % 3 == 0 else 0.0}
+        target = float(rng.normal())
+        assert kept.predict_one(record) == fresh.predict_one(dict(record))
+        if i % 5 == 0:
+            record["zero"] = 0.0 if record["zero"] else -0.0  # (changed between the prediction and the round)
+        fresh._parsed = None  # (parsed afresh every time)
+        assert kept.learn_one(record, target) == fresh.learn_one(dict(record), target)
+        fresh._parsed = None
+    assert kept.to_bytes() == fresh.to_bytes()
