@@ -237,7 +237,8 @@ class FeatureScaler:
     def _std(self, m2: np.ndarray, counts: np.ndarray | None, count: int) -> np.ndarray:
         variance = m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0))
         for group in self.groups:  # (an infinite scale standardises a coordinate to 0)
-            variance[group] = np.inf if self.omits_groups else variance[group].mean()
+            # (the mean as ndarray.mean computes it, without its Python wrapper: every scaled row takes it)
+            variance[group] = np.inf if self.omits_groups else np.add.reduce(variance[group]) / len(group)
         std: np.ndarray = np.sqrt(variance, out=variance)
         return std
 
