@@ -782,15 +782,17 @@ class Grid:
     def nbytes(self) -> int:
         """The bytes of the saved arrays: the experts' and the grid's own, each dictionary once (see
         :meth:`arrays`)."""
-        return (sum(expert.nbytes() for _, expert in self.alive()) + arrays_nbytes(self.own_arrays())
-                - repeated_dictionary_nbytes(self._nested_learners()))
+        alive = self.alive()
+        nested = (expert.base for _, expert in alive if type(expert) is LearnerExpert)  # (no dict built)
+        return (sum(expert.nbytes() for _, expert in alive) + arrays_nbytes(self.own_arrays())
+                - repeated_dictionary_nbytes(nested))
 
     def growth_nbytes(self, rounds: int) -> int:
         """The experts' growth, each young slot's counted as if a fresh copy replaced it and grew (a
         generation's linear model has a fixed size: counted where a generation has none yet)."""
         grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
         if not self.held:  # a member that keeps a row out of a shared dictionary takes its own copy
-            grown += repeated_dictionary_nbytes(self._nested_learners(), growing=True)
+            grown += repeated_dictionary_nbytes(self._nested_learners().values(), growing=True)
         grown += sum(expert.growth_nbytes(rounds) for experts in self.experts
                      for expert in experts or [])  # nothing while held
         # held, restarts only replace generations, by copies no larger (kons.auto.restarts.restart): only

@@ -8,7 +8,7 @@ O(j d + j^2) for a dictionary of ``j`` points, whatever the number of rounds. Se
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -677,13 +677,21 @@ def dictionaries_saved_apart(learners: Mapping[str, Learner], prefix: str) -> It
         _SAVING.reset(token)
 
 
-def repeated_dictionary_nbytes(learners: Mapping[str, Learner], *, growing: bool = False) -> int:
+def repeated_dictionary_nbytes(learners: Iterable[Learner], *, growing: bool = False) -> int:
     """The bytes of the dictionaries that several of ``learners`` use, once per learner but the first: what
     :func:`dictionaries_saved_apart` saves once instead. ``growing``: of the dictionaries not yet full only
-    (a sharer that keeps a row out of one, its coin or its failed round, takes its own copy again)."""
-    return sum((len(group) - 1) * group[0][1]._dictionary_nbytes()
-               for group in _by_dictionary(learners)
-               if not growing or group[0][1]._size < group[0][1].max_dictionary)
+    (a sharer that keeps a row out of one, its coin or its failed round, takes its own copy again).
+
+    The groups of :func:`_by_dictionary`, counted in one pass without listing them (the service asks the
+    size after every round): each sharer after a group's first adds the first's dictionary bytes."""
+    firsts: dict[tuple[int, int], NystromKONS] = {}
+    repeated = 0
+    for learner in learners:
+        if isinstance(learner, NystromKONS) and learner._has_model:
+            first = firsts.setdefault((id(learner._kors), learner._size), learner)
+            if first is not learner and (not growing or first._size < first.max_dictionary):
+                repeated += first._dictionary_nbytes()
+    return repeated
 
 
 @contextmanager

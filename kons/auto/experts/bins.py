@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from kons.auto.config import MAX_COLUMNS, MAX_THRESHOLDS
+from kons.base import arrays_nbytes
 from kons.sparse import SparseVector
 
 __all__ = ["MAX_COLUMNS", "MAX_THRESHOLDS", "QuantileBins", "bins_columns", "thresholds_per_feature"]
@@ -60,6 +61,8 @@ class QuantileBins:
         # the indicator of each cell of the table (feature j's k-th threshold: offsets[j] + k; a padding
         # cell's is never taken), flat in the table's order
         self._indicators = (self.offsets[:-1, None] + np.arange(widest)).ravel().astype(np.int64)
+        # the bytes of :meth:`arrays`, fixed with the thresholds: counted once, not gathered at each size
+        self.nbytes = arrays_nbytes(self.arrays())
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> QuantileBins:

@@ -12,7 +12,7 @@ import numpy as np
 from kons._multinomial import MultinomialRounds, clipped_scores, multinomial_rounds, reference_softmaxes
 from kons.auto.experts.bins import QuantileBins, bins_columns
 from kons.auto.experts.protocol import Expert, Form, GridContext, Row, guarded, guarded_probabilities
-from kons.base import Learner, arrays_nbytes
+from kons.base import Learner
 from kons.errors import NumericalError, StateFormatError
 from kons.linear.ons import ONS
 from kons.preprocessing import STEP, nested_blob, restore_nested
@@ -124,7 +124,7 @@ class ThresholdExpert(LearnerExpert):
         """Nothing: a fixed-size learner."""
 
     def nbytes(self) -> int:
-        return self.base.state_nbytes() + arrays_nbytes(self.bins.arrays())
+        return self.base.state_nbytes() + self.bins.nbytes
 
     def growth_nbytes(self, rounds: int) -> int:
         return 0
