@@ -320,7 +320,7 @@ class LearnerService:
             await self._check_seen(ref, seen, entry.incarnation, entry.version)
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
-            self.metrics.observe_learner(ref, entry.version, stats, learner.state_nbytes())
+            self.metrics.observe_learner(ref, entry.version, stats, entry.state_nbytes())  # (once a version)
             classes = list(learner.classes) if classifier(learner) else None
             return LearnerDetails(ref.name, entry.config, entry.version, stats, learner.input_dim,
                                   task_of(entry.config, learner), classes, learner.encoding(),
@@ -476,7 +476,8 @@ class LearnerService:
         # The stored config may leave the dimension to the first row: the blob's own is checked here.
         budget = self.settings.learner_max_bytes
         learner = await anyio.to_thread.run_sync(lambda: kons.load(blob, max_bytes=budget))
-        reserved = await self.budget.reserve(ref, learner.state_nbytes(), "the state was not installed")
+        nbytes = learner.state_nbytes()  # (measured once: the learner is not played before it is cached)
+        reserved = await self.budget.reserve(ref, nbytes, "the state was not installed")
         if deciding:
             stored = await self._decide_for_state(ref, stored, theirs)
         version = int(learner.stats()["rounds"])
@@ -492,7 +493,7 @@ class LearnerService:
             entry.adopt(learner, json.loads(stored), head)
             entry.reserved_bytes = reserved
             await self.history_recorder.offer(entry, before=-1)
-        self.metrics.observe_learner(ref, version, learner.stats(), learner.state_nbytes())
+        self.metrics.observe_learner(ref, version, learner.stats(), nbytes)
         return version
 
     async def _decide_for_state(self, ref: LearnerRef, undecided_text: str, theirs: str) -> str:
