@@ -28,6 +28,7 @@ __all__ = [
     "check_finite_vector",
     "clip",
     "ridge_leverage",
+    "scaled_outer_bound",
     "scaled_outer_peak",
     "scheduled_step",
     "subtract_scaled_outer",
@@ -96,6 +97,15 @@ def scaled_outer_peak(scale: float, v: np.ndarray) -> float:
     """
     largest = float(np.maximum.reduce(np.abs(v), axis=None)) if v.size else 0.0
     return abs(scale) * (largest * largest)
+
+
+def scaled_outer_bound(scale: float, v: np.ndarray) -> float:
+    r"""A number finite exactly when :func:`scaled_outer_peak` is: :math:`|s|\,\|v\|^2` (one BLAS dot, no
+    temporary), which bounds each :math:`|s\,(v_i v_j)|` as rounded (a sum of squares rounds to no less
+    than its largest term), and the exact peak only when that bound is not finite (an element is not, or
+    the sum overflowed). A round's check takes it: one call where the peak makes two."""
+    bound = abs(scale) * v.dot(v)
+    return bound if bound < math.inf else scaled_outer_peak(scale, v)
 
 
 def subtract_scaled_outer(matrix: np.ndarray, scale: float, v: np.ndarray) -> None:

@@ -435,6 +435,8 @@ class Preprocessor:
         """The label as the model uses it: {-1, +1} for a binary loss (from {0, 1} or booleans too)."""
         if self.binary:
             return binary_label(y)
+        if type(y) is float and math.isfinite(y * y):  # (a float passes as_label as itself: every round's)
+            return y
         value = as_label(y)
         if not math.isfinite(value * value):  # the running variance of the target would overflow
             raise InvalidInputError(f"the label {value!r} is too large: its square overflows float64.")

@@ -82,6 +82,7 @@ __all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND"
            "Auto", "Mixture"]
 
 TASKS = {"regression": "squared", "classification": "logistic"}
+_FLOAT64 = np.dtype(np.float64)  # (numpy's float64 arrays' dtype; a row of another is checked in full)
 
 
 class Auto(Learner):
@@ -150,6 +151,9 @@ class Auto(Learner):
         # the last record checked, as given (a copy), the dimension it was checked for, and its parse (not
         # state): a prediction and the learning round of the same record parse it once
         self._parsed: tuple[dict[Any, Any], int | None, Record] | None = None
+        # the last float64 array checked: the dimension it was checked for, its shape and its values (not
+        # state): a prediction and the learning round of the same row validate it once
+        self._validated: tuple[int | None, tuple[int, ...], bytes] | None = None
         super()._reset()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -193,9 +197,16 @@ class Auto(Learner):
         kept, dim = self._parsed, self._known_dim()
         if kept is not None and type(x) is dict and kept[1] == dim and same_record(x, kept[0]):
             return self._prep.check_form(kept[2])  # (a record parsed once for its prediction and round)
+        # A float64 array is checked as itself (``as_features`` takes it as it is): its values, shape and
+        # the dimension decide, so the same values pass again unchecked.
+        values = x.tobytes() if type(x) is np.ndarray and x.dtype is _FLOAT64 else None
+        if values is not None and self._validated == (dim, x.shape, values):
+            return self._prep.check_form(x)
         checked = super()._check_x(x)
         if isinstance(checked, Record):
             self._parsed = dict(x), dim, checked
+        elif values is not None:
+            self._validated = dim, x.shape, values
         return self._prep.check_form(checked)
 
     def _check_y(self, y: Any) -> Any:

@@ -25,6 +25,7 @@ from kons._numerics import (
     check_finite,
     check_finite_vector,
     ridge_leverage,
+    scaled_outer_bound,
 )
 from kons._validation import Constraint, Integer
 from kons.base import Learner
@@ -54,14 +55,6 @@ _RESTORING: ContextVar[Mapping[str, np.ndarray]] = ContextVar("_RESTORING", defa
 #: While a composite restores its learners: the ``L`` replayed for each dictionary saved apart, by its
 #: prefix, so that the learners that share it replay it once.
 _REPLAYED: ContextVar[dict[str, np.ndarray] | None] = ContextVar("_REPLAYED", default=None)
-
-
-def _update_peak(shrink: float, v: np.ndarray) -> float:
-    """A number that is finite exactly when ``shrink * max(v * v)`` is (``shrink >= 0``), the largest element
-    of the update ``shrink v v'``: ``shrink`` times the sum of the squares (one BLAS dot, no temporary),
-    which bounds each square as rounded, and the exact peak only when that bound is not finite."""
-    bound = shrink * v.dot(v)
-    return bound if bound < math.inf else shrink * float(np.maximum.reduce(v * v, initial=0.0))
 
 
 class _SharedRound:
@@ -301,13 +294,14 @@ class NystromKONS(Learner):
         share the dictionary."""
         shared = self._shared
         if shared is not None:
-            if shared.holds(x, self._size):
+            size = self._inverse.size  # (:attr:`_size`, read once: every play and round of a sharer asks)
+            if shared.holds(x, size):
                 return shared.phi, shared.kxx
-            if self._size != self._factor.size:
+            if size != self._factor.size:
                 self._detach()
             else:
                 phi, kxx = self._computed_features(x)
-                shared.keep(x, self._size, phi, kxx)
+                shared.keep(x, size, phi, kxx)
                 return phi, kxx
         return self._computed_features(x)
 
@@ -424,7 +418,7 @@ class NystromKONS(Learner):
         # u_{t+1} = u_t - (h/s) v - A_t^{-1} g_t,  A_t^{-1} g_t = gdot v / (1 + c^2 s)
         new_weights = weights - (projection + gdot / (1.0 + c2 * s)) * v
         shrink = c2 / (1.0 + c2 * s)
-        check_finite_vector(new_weights, s, _update_peak(shrink, v))
+        check_finite_vector(new_weights, s, scaled_outer_bound(shrink, v))
         self._commit(joining, inverse, new_weights, shrink, v)  # nothing above has touched the state
         return y_hat, ridge_leverage(c2 * s)
 
@@ -473,7 +467,7 @@ class NystromKONS(Learner):
             margins, label, self.C, self._eta, s,
             played=played[1:] if played is not None and played[0] is margins else None)
         new_weights = weights - np.multiply.outer(v, step)
-        check_finite(new_weights, _update_peak(shrink, v))
+        check_finite(new_weights, scaled_outer_bound(shrink, v))
         self._commit(joining, inverse, new_weights, shrink, v)
         return probabilities, shrink * max(s, TINY)
 

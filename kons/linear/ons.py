@@ -7,7 +7,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kons._multinomial import clipped_scores, newton_outputs, reference_softmax, widened
-from kons._numerics import check_finite, check_finite_vector, scaled_outer_peak, subtract_scaled_outer
+from kons._numerics import (
+    check_finite,
+    check_finite_vector,
+    scaled_outer_bound,
+    scaled_outer_peak,
+    subtract_scaled_outer,
+)
 from kons._validation import Constraint
 from kons.errors import InvalidParameterError
 from kons.linear._learner import SECOND_ORDER_CONSTRAINTS, Features, LinearLearner, leverage, projection_step
@@ -115,7 +121,7 @@ class ONS(LinearLearner):
         step = gamma + gdot / (1.0 + c2 * s)
         u = self._u - step * v
         shrink = c2 / (1.0 + c2 * s)
-        check_finite_vector(u, scaled_outer_peak(shrink, v) if c2 != 0.0 else 0.0)
+        check_finite_vector(u, scaled_outer_bound(shrink, v) if c2 != 0.0 else 0.0)
         self._u = u
         if c2 != 0.0:
             subtract_scaled_outer(self._Ainv, shrink, v)  # Sherman-Morrison (Eq. 2), in place

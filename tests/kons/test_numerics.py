@@ -7,7 +7,7 @@ import pytest
 
 import kons
 from kons import SparseVector
-from kons._numerics import _OUTER_BLOCK, scaled_outer_peak, subtract_scaled_outer
+from kons._numerics import _OUTER_BLOCK, scaled_outer_bound, scaled_outer_peak, subtract_scaled_outer
 
 # odd sizes, and sizes around the row block: one block (181 rows), a short last block (182, 257, 1000),
 # blocks ending exactly at d (256)
@@ -45,14 +45,16 @@ def test_subtract_scaled_outer_updates_a_view_in_place() -> None:
     ("scale", "v"),
     [(1.0, [1.0, -3.0, 2.0]), (-2.0, [0.0, 0.0]), (1e-300, [1e200, 1.0]), (0.0, [1e200, 1.0]),
      (np.inf, [0.0, 1.0]), (np.inf, [0.0, 0.0]), (np.nan, [1.0]), (1.0, [np.nan, 1.0]), (1.0, [np.inf]),
-     (1e300, [1e5, -1e4]), (1.0, [1e154, 1e154])],
+     (1e300, [1e5, -1e4]), (1.0, [1e154, 1e154]), (1.0, [1e154, 1e154, 1e154]), (-1e-300, [1e200, 1e200]),
+     (1e-10, [1e160, 0.0])],
 )
 def test_the_peak_is_finite_exactly_when_every_element_of_the_update_is(scale: float, v: list[float]) -> None:
     arr = np.array(v)
     with np.errstate(over="ignore", invalid="ignore"):
         update = scale * np.outer(arr, arr)
         peak = scaled_outer_peak(scale, arr)
-    assert bool(np.isfinite(update).all()) == bool(np.isfinite(peak))
+        bound = scaled_outer_bound(scale, arr)
+    assert bool(np.isfinite(update).all()) == bool(np.isfinite(peak)) == bool(np.isfinite(bound))
     if np.isfinite(peak):
         assert peak == np.max(np.abs(update))
 
