@@ -9,9 +9,10 @@ into the versioned, pickle-free format of :mod:`kons._state`, and restoring cont
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -194,8 +195,7 @@ class Learner(abc.ABC):
     def _defaults(cls) -> dict[str, Any]:
         """The hyper-parameters with their defaults, in the constructor's order (scikit-learn's
         convention: the signature of ``__init__`` is the list of parameters)."""
-        return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
-                if name != "self"}
+        return dict(_signature_defaults(cls.__init__))
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -966,6 +966,14 @@ class Learner(abc.ABC):
         ``self._dim`` is set; raise ValueError (or KeyError) if the arrays do not fit together. It must
         not draw random numbers (the generator's state is already restored).
         """
+
+
+@functools.cache
+def _signature_defaults(init: Callable[..., None]) -> tuple[tuple[str, Any], ...]:
+    """The parameters of a constructor with their defaults, in order (read once per constructor: every
+    learner built, saved or loaded lists them, and ``inspect.signature`` costs more than the rest)."""
+    parameters = inspect.signature(init).parameters
+    return tuple((name, p.default) for name, p in parameters.items() if name != "self")
 
 
 def _answering(played: Round, coverage: float, answer: tuple[float, float] | list[Any] | None,
