@@ -8,6 +8,7 @@ first-order learners.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -150,6 +151,16 @@ def _triangle_side(length: int) -> int:
     return side
 
 
+@functools.lru_cache(maxsize=8)
+def _lower_positions(size: int) -> np.ndarray:
+    """Where the lower triangle of a Fortran-ordered (size, size) array lies in its memory, row after row
+    (read-only; kept for the few sizes in use: ``np.tril_indices`` costs more than the copy it indexes)."""
+    rows, columns = np.tril_indices(size)
+    positions: np.ndarray = columns * size + rows
+    positions.flags.writeable = False
+    return positions
+
+
 def _grown(arr: np.ndarray, needed: int) -> np.ndarray:
     """``arr`` if it holds ``needed`` rows, else a copy with at least double the capacity."""
     if needed <= arr.shape[0]:
@@ -276,14 +287,15 @@ class SymmetricMatrix:
 
     def __init__(self, packed: np.ndarray | None = None) -> None:
         packed = np.zeros(0) if packed is None else np.asarray(packed, dtype=np.float64)
-        self.size = _triangle_side(len(packed))
-        self._dense = np.zeros((self.size, self.size), order="F")
-        self._dense[np.tril_indices(self.size)] = packed
+        self.size = size = _triangle_side(len(packed))
+        dense = np.zeros(size * size)
+        dense[_lower_positions(size)] = packed
+        self._dense = dense.reshape((size, size), order="F")
 
     @property
     def packed(self) -> np.ndarray:
         """The lower triangle packed row after row (a new array: for saving)."""
-        packed: np.ndarray = self._dense[np.tril_indices(self.size)]
+        packed: np.ndarray = self._dense.reshape(-1, order="F")[_lower_positions(self.size)]
         return packed
 
     @property

@@ -9,9 +9,10 @@ into the versioned, pickle-free format of :mod:`kons._state`, and restoring cont
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -194,8 +195,7 @@ class Learner(abc.ABC):
     def _defaults(cls) -> dict[str, Any]:
         """The hyper-parameters with their defaults, in the constructor's order (scikit-learn's
         convention: the signature of ``__init__`` is the list of parameters)."""
-        return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
-                if name != "self"}
+        return dict(_signature_defaults(cls.__init__))
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -889,6 +889,11 @@ class Learner(abc.ABC):
         With ``max_bytes``, a blob whose learner would allocate more (:meth:`state_bytes` of the
         parameters in its header) is refused before any of its arrays or of the learner is built.
         """
+        return cls._from_blob(blob, max_bytes)
+
+    @classmethod
+    def _from_blob(cls, blob: bytes, max_bytes: int | None, *, nested: bool = False) -> Self:
+        """:meth:`from_bytes`; ``nested``: of a blob inside a state being loaded (:func:`load_nested`)."""
         learner_cls: type[Self] = cls
 
         def check(header: dict[str, Any]) -> None:
@@ -904,7 +909,7 @@ class Learner(abc.ABC):
                         f"the state's learner would allocate {needed} bytes; at most {max_bytes} are allowed."
                     )
 
-        header, arrays = _state.decode(blob, check)
+        header, arrays = _state.decode(blob, check, nested=nested)
         try:
             learner = learner_cls.from_params(header["params"])
             rounds, cumulative, recent, effective = header["counters"]
@@ -968,6 +973,14 @@ class Learner(abc.ABC):
         """
 
 
+@functools.cache
+def _signature_defaults(init: Callable[..., None]) -> tuple[tuple[str, Any], ...]:
+    """The parameters of a constructor with their defaults, in order (read once per constructor: every
+    learner built, saved or loaded lists them, and ``inspect.signature`` costs more than the rest)."""
+    parameters = inspect.signature(init).parameters
+    return tuple((name, p.default) for name, p in parameters.items() if name != "self")
+
+
 def _answering(played: Round, coverage: float, answer: tuple[float, float] | list[Any] | None,
                covered: bool | None) -> Round:
     """``played`` with the conformal answer of ``coverage`` (a set, as a list, or an interval) and, for a
@@ -1023,6 +1036,12 @@ def learner_from_params(algorithm: str, params: dict[str, Any]) -> Learner:
 def load(blob: bytes, *, max_bytes: int | None = None) -> Learner:
     """Rebuild any learner from its :meth:`Learner.to_bytes` blob (``max_bytes``: see ``from_bytes``)."""
     return Learner.from_bytes(blob, max_bytes=max_bytes)
+
+
+def load_nested(blob: bytes) -> Learner:
+    """:func:`load` of a learner's state saved inside another's (a wrapped learner's, an array of it):
+    its checksum is not computed again, the enclosing state's covers its bytes."""
+    return Learner._from_blob(blob, None, nested=True)
 
 
 def peek(blob: bytes) -> tuple[str, dict[str, Any]]:

@@ -150,10 +150,11 @@ def nested_blob(learner: Learner) -> np.ndarray:
 
 
 def restore_nested(array: np.ndarray) -> Learner:
-    """Inverse of :func:`nested_blob` (a corrupted blob raises :class:`StateFormatError`)."""
+    """Inverse of :func:`nested_blob`, for an array of a state being loaded, whose checksum covers it (an
+    inconsistent blob raises :class:`StateFormatError`)."""
     if array.dtype != np.uint8 or array.ndim != 1:
         raise StateFormatError("a nested learner state must be a 1-D byte array.")
-    return _base.load(array.tobytes())
+    return _base.load_nested(array.tobytes())
 
 
 #: What :meth:`FeatureScaler.pending` computes and :meth:`FeatureScaler.commit` keeps: the mean, the

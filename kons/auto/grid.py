@@ -961,9 +961,11 @@ class Grid:
         return GenerationTargets.restored(saved)
 
     def _restored(self, blob: np.ndarray, member: Member) -> LearnerExpert:
-        """The expert of ``member`` whose learner was saved as ``blob``."""
+        """The expert of ``member`` whose learner was saved as ``blob``, checked against the grid's own
+        learner of ``member``: the fresh one it was built with (:meth:`new_base`, whose parameters a
+        restored one must have), or the restored one that replaced it (one fewer learner built per base)."""
         restored = restore_nested(blob)
-        fresh = self.new_base(member)
-        if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
+        own = self.members[GRID.index(member)].base
+        if type(own) is not type(restored) or own.get_params() != restored.get_params():
             raise StateFormatError("a nested base learner does not match the grid.")
         return LearnerExpert(restored, _form(member))

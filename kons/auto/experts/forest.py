@@ -595,12 +595,20 @@ def _derive(children: np.ndarray, columns: dict[str, np.ndarray], levels: list[n
         counts[level] = counts[left] + counts[right]
         lower[level] = np.fmin(lower[left], lower[right])
         upper[level] = np.fmax(upper[left], upper[right])
-    own, weights = log_weight.tolist(), log_tree.tolist()
-    first, second = flat[:, 0].tolist(), flat[:, 1].tolist()
-    mixed = _tree_log_weight
-    for node in np.concatenate([np.zeros(0, dtype=np.int64), *levels[::-1]]).tolist():
-        weights[node] = mixed(own[node], weights[first[node]] + weights[second[node]])
-    log_tree[:] = weights
+        log_tree[level] = _tree_log_weights(log_weight[level], log_tree[left] + log_tree[right])
+
+
+def _tree_log_weights(own: np.ndarray, split: np.ndarray) -> np.ndarray:
+    """:func:`_tree_log_weight` of each node of a level, bit for bit: its sums and differences are IEEE
+    operations, the same in numpy; its ``exp`` and ``log1p`` are ``math``'s, one node at a time (numpy's
+    own may differ in the last bit)."""
+    above = own > split
+    top = np.where(above, own, split)
+    gap = np.where(above, split - own, own - split)
+    exp, log1p = math.exp, math.log1p
+    tails = np.array([log1p(exp(g)) for g in gap.tolist()])
+    weights: np.ndarray = top + tails + _LOG_HALF
+    return weights
 
 
 def _box(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
