@@ -5,7 +5,7 @@ prediction. Why these members, and the regret statement for the restarts: ``docs
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -782,17 +782,15 @@ class Grid:
     def nbytes(self) -> int:
         """The bytes of the saved arrays: the experts' and the grid's own, each dictionary once (see
         :meth:`arrays`)."""
-        alive = self.alive()
-        nested = (expert.base for _, expert in alive if type(expert) is LearnerExpert)  # (no dict built)
-        return (sum(expert.nbytes() for _, expert in alive) + arrays_nbytes(self.own_arrays())
-                - repeated_dictionary_nbytes(nested))
+        return (sum(expert.nbytes() for _, expert in self.alive()) + arrays_nbytes(self.own_arrays())
+                - repeated_dictionary_nbytes(base for _, base in self._nested()))  # (no dict built)
 
     def growth_nbytes(self, rounds: int) -> int:
         """The experts' growth, each young slot's counted as if a fresh copy replaced it and grew (a
         generation's linear model has a fixed size: counted where a generation has none yet)."""
         grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
         if not self.held:  # a member that keeps a row out of a shared dictionary takes its own copy
-            grown += repeated_dictionary_nbytes(self._nested_learners().values(), growing=True)
+            grown += repeated_dictionary_nbytes((base for _, base in self._nested()), growing=True)
         grown += sum(expert.growth_nbytes(rounds) for experts in self.experts
                      for expert in experts or [])  # nothing while held
         # held, restarts only replace generations, by copies no larger (kons.auto.restarts.restart): only
@@ -814,10 +812,13 @@ class Grid:
             grown += sum(max(largest, _full_nbytes(base, rounds)) - base.state_nbytes() for base in bases)
         return grown
 
+    def _nested(self) -> Iterator[tuple[int, Learner]]:
+        """The slots and learners of the members and of the generations' copies."""
+        return ((slot, expert.base) for slot, expert in self.alive() if type(expert) is LearnerExpert)
+
     def _nested_learners(self) -> dict[str, Learner]:
-        """The learners of the members and of the generations' copies, by their slots' names."""
-        return {self.layout[slot]: expert.base for slot, expert in self.alive()
-                if type(expert) is LearnerExpert}
+        """:meth:`_nested`'s learners by their slots' names."""
+        return {self.layout[slot]: base for slot, base in self._nested()}
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The experts' arrays, each distinct dictionary of the Nystrom learners saved once, as

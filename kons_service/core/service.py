@@ -480,7 +480,8 @@ class LearnerService:
         reserved = await self.budget.reserve(ref, nbytes, "the state was not installed")
         if deciding:
             stored = await self._decide_for_state(ref, stored, theirs)
-        version = int(learner.stats()["rounds"])
+        stats = learner.stats()  # (once: the learner is not played before the gauges take them)
+        version = int(stats["rounds"])
         incarnation = uuid.uuid4().hex
         head = Head(incarnation, version, version, incarnation)  # a new history: its tip is its incarnation
         replaced = await self.store.snapshots.replace_state(ref, stored, head, blob,
@@ -493,7 +494,7 @@ class LearnerService:
             entry.adopt(learner, json.loads(stored), head)
             entry.reserved_bytes = reserved
             await self.history_recorder.offer(entry, before=-1)
-        self.metrics.observe_learner(ref, version, learner.stats(), nbytes)
+        self.metrics.observe_learner(ref, version, stats, nbytes)
         return version
 
     async def _decide_for_state(self, ref: LearnerRef, undecided_text: str, theirs: str) -> str:
