@@ -18,6 +18,7 @@ files imported or loaded beside this checkout's), in blocks that rotate, in one 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -66,9 +67,12 @@ def _offer_part(baseline: ModuleType, blocks: int, calls: int) -> dict[str, floa
     entry = CachedLearner(LearnerRef("t", "m"), learner=learner, version=300)
     covered = current_history.Covered(0.9, bool(played.covered), float(len(played.prediction_set or ())))
     stats, ys, plays = learner.stats(), [[labels[-1]]], [[played.value]]
+    # A revision from before the intervals (issue 38) has no ``covered`` argument; one from after takes it.
+    baseline_takes_covered = "covered" in inspect.signature(baseline.HistoryRecorder.due).parameters
+    baseline_extra: list[Any] = [[covered]] if baseline_takes_covered else []
     calls_of: dict[str, Callable[[], str]] = {
         "baseline": lambda: baseline.HistoryRecorder.due(entry, 300, ys, plays, distributions,
-                                                         [played.correct], stats, 1000),
+                                                         [played.correct], *baseline_extra, stats, 1000),
         "current": lambda: current_history.HistoryRecorder.due(entry, 300, ys, plays, distributions,
                                                                [played.correct], [covered], stats, 1000)}
 
