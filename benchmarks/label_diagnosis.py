@@ -37,10 +37,12 @@ MARGINS = (0.5, 1.0, 2.0, 4.0)
 
 class Recorded:
     """A stream's multinomial rounds: experts' labels (rounds, experts), and the vote's label, the
-    mixture's class, the label played and the true class (rounds)."""
+    mixture's class, the label played and the true class (rounds). The rounds of the rows the warm-up
+    plays are learnt by the grid when it replays its buffer, all in one row, and played by no rule of the
+    grid: they count in each rule's state, not in its errors (``played``)."""
 
     def __init__(self, names: list[str], rounds: list[tuple[np.ndarray, int, int, int, int, np.ndarray]],
-                 wrong: list[bool]) -> None:
+                 wrong: list[bool], rows: list[int], tempered: list[int]) -> None:
         #: Whether ``auto``'s label was wrong, by row.
         self.names, self.wrong, errors = names, wrong, sum(wrong)
         self.errors = errors
@@ -50,12 +52,19 @@ class Recorded:
             self.labels[t, :len(labels)] = labels
             self.weights[t, :len(weights)] = weights
         self.voted, self.own, self.picked, self.y = (np.array([r[i] for r in rounds]) for i in (1, 2, 3, 4))
-        #: The errors outside the recorded rounds (the first, before any class is known).
-        self.offset = errors - int(np.sum(self.picked != self.y))
+        #: The mixture's tempered class (the pick's second rule), by round.
+        self.tempered = np.array(tempered)
+        #: Whether the grid played the round (its row's only round).
+        self.played = np.bincount(rows, minlength=len(wrong))[rows] == 1
+        #: The errors outside the rounds played (the first row, before any class is known, and the
+        #: warm-up's).
+        self.offset = errors - int(np.sum((self.picked != self.y) & self.played))
 
 
 def record(name: str) -> Recorded:
     rounds: list[tuple[np.ndarray, int, int, int, int, np.ndarray]] = []
+    rows: list[int] = []  # the row of each round
+    tempered: list[int] = []
     original = mixture_module.Mixture.update_probabilities
 
     def update(self: mixture_module.Mixture, probabilities: np.ndarray, label: int,
@@ -63,33 +72,38 @@ def record(name: str) -> Recorded:
         labels = self._labels(probabilities).copy()
         own = int((self.mix_probabilities(probabilities) if played is None else played).argmax())
         vote = self.vote
-        voted, picked = (own, own) if vote is None else (vote.voted(labels, own), vote.label(labels, own))
+        tempered.append(self.tempered_class(probabilities))
+        voted, picked = (own, own) if vote is None else (
+            vote.voted(labels, own), vote.label(labels, own, tempered[-1]))
         rounds.append((labels, voted, own, picked, label, self.weights().copy()))
+        rows.append(len(wrong))
         original(self, probabilities, label, played)
 
     mixture_module.Mixture.update_probabilities = update  # type: ignore[method-assign]
     try:
         X, y = STREAMS[name](3000)
         model = kons.Auto(task="classification")
-        wrong = [model.learn_round(x, t).predicted != t for x, t in zip(X, y, strict=True)]
+        wrong: list[bool] = []
+        for x, t in zip(X, y, strict=True):
+            wrong.append(model.learn_round(x, t).predicted != t)
         names = model._grid.names() if model._grid is not None else []
     finally:
         mixture_module.Mixture.update_probabilities = original  # type: ignore[method-assign]
-    return Recorded(names, rounds, wrong)
+    return Recorded(names, rounds, wrong, rows, tempered)
 
 
 def follow_experts(r: Recorded, discount: float, margin: float) -> int:
-    """The errors of the candidate rule on ``r``'s rounds (those outside them as played)."""
+    """The errors of the candidate rule on ``r``'s rounds played (those outside them as played)."""
     candidates = np.column_stack([r.voted, r.own, r.labels])
     counts = np.zeros(candidates.shape[1])
     current, errors = 0, 0
-    for labels, y in zip(candidates, r.y, strict=True):
+    for labels, y, played in zip(candidates, r.y, r.played, strict=True):
         live = labels >= 0
         best = int(np.argmin(np.where(live, counts, np.inf)))
         if not live[current] or counts[best] + margin < counts[current]:
             current = best
         wrong = labels[current] != y
-        errors += int(wrong)
+        errors += int(wrong and played)
         counts = discount * counts + np.where(live, labels != y, wrong)
     return errors + r.offset
 
@@ -116,27 +130,28 @@ def with_voter(name: str, r: Recorded) -> None:
         vote, errors = None, 0
         for t in range(len(r.y)):
             labels = np.append(r.labels[t], extra[t]) if voting else r.labels[t]
-            own, label = int(r.own[t]), int(r.y[t])
-            errors += (own if vote is None else vote.label(labels, own)) != label
+            own, tempered, label = int(r.own[t]), int(r.tempered[t]), int(r.y[t])
+            errors += r.played[t] and (own if vote is None else vote.label(labels, own, tempered)) != label
             if vote is None:
                 vote = mixture_module.LabelVote(labels >= 0)
             else:
-                vote.score(labels, own, label)
+                vote.score(labels, own, tempered, label)
             vote.follow(labels >= 0)
             vote.update(labels, own, label)
-        outcome[voting] = errors
+        outcome[voting] = errors + r.offset
     print(f"{name}: the label played replayed {outcome[False]}, with River's softmax as a voter "
           f"{outcome[True]} (the softmax alone {sum(index[t] != e for t, e in zip(y, extra, strict=True))})")
 
 
 def describe(name: str, r: Recorded, shown: int = 6) -> None:
-    active = r.labels >= 0
+    active = (r.labels >= 0) & r.played[:, None]
     wrong = r.labels != r.y[:, None]
-    filled = np.where(active, wrong, (r.picked != r.y)[:, None]).sum(axis=0)
-    print(f"== {name}: auto {r.errors} errors; recorded rounds {len(r.y)}: played {np.sum(r.picked != r.y)}, "
-          f"vote {np.sum(r.voted != r.y)}, mixture's class {np.sum(r.own != r.y)}; in its first {EARLY} rows "
-          f"{sum(r.wrong[:EARLY])}")
-    played_wrong = r.picked != r.y
+    played_wrong = (r.picked != r.y) & r.played
+    filled = np.where(active, wrong, played_wrong[:, None]).sum(axis=0)
+    print(f"== {name}: auto {r.errors} errors; the grid's {r.played.sum()} rounds played: played "
+          f"{played_wrong.sum()}, vote {np.sum((r.voted != r.y) & r.played)}, mixture's class "
+          f"{np.sum((r.own != r.y) & r.played)}, tempered class {np.sum((r.tempered != r.y) & r.played)}; "
+          f"in its first {EARLY} rows {sum(r.wrong[:EARLY])}")
     for i in [i for i in np.argsort(filled, kind="stable") if active[:, i].any()][:shown]:
         print(f"   {r.names[i][:60]:60s} plays {active[:, i].sum():5d} rounds, errors there "
               f"{np.sum(wrong[:, i] & active[:, i]):4d} (played there "

@@ -54,7 +54,8 @@ class _Margined(_LabelVote):
         super().__init__(active, **kwargs)
         self.lead = float(np.exp(margin))
 
-    def label(self, labels: np.ndarray, own: int) -> int:
+    def margined(self, labels: np.ndarray, own: int) -> int:
+        """The label of this rule (not the learner's pick, :meth:`LabelVote.label`)."""
         voters = self._voters(labels, own)
         voting = voters >= 0
         votes = np.bincount(voters[voting], weights=self.weights.weights()[voting])
@@ -77,7 +78,7 @@ class _Shadowed(_LabelVote):
 
     def update(self, labels: np.ndarray, own: int, y: int) -> None:
         for name, shadow in self.shadows.items():
-            _Shadowed.errors[name] = _Shadowed.errors.get(name, 0) + (shadow.label(labels, own) != y)
+            _Shadowed.errors[name] = _Shadowed.errors.get(name, 0) + (shadow.margined(labels, own) != y)
             shadow.update(labels, own, y)
         _Shadowed.own_errors[0] += own != y
         _Shadowed.own_errors[1] += 1

@@ -243,10 +243,14 @@ LABEL_OWN_PRIOR = 0.1
 #: The prior weight of an expert that enters the vote (a restarted copy, a sleeping expert that wakes): the
 #: mixture's entry prior (docs/auto.md#label_entry_prior).
 LABEL_ENTRY_PRIOR = ENTRY_PRIOR
-#: The discount of the label rules' errors (the vote's label, the mixture's most probable class) by which
+#: The discount of the label rules' errors (the vote's label, the mixture's tempered class) by which
 #: the label played is picked: recent rounds count, so a rule that falls behind is left
 #: (docs/auto.md#label_pick_discount).
 LABEL_PICK_DISCOUNT = 0.999
-#: The lead in discounted errors the mixture's class needs over the vote's to be played: less than one
+#: The lead in discounted errors the tempered class needs over the vote's to be played: less than one
 #: error, so equal counts keep the vote (docs/auto.md#label_pick_margin).
 LABEL_PICK_MARGIN = 0.5
+#: The power of the log-loss weights under which the pick's second rule mixes the experts' probabilities
+#: for its class: flatter weights average the experts where one leads by log loss but none by errors
+#: (docs/auto.md#label_weight_power).
+LABEL_WEIGHT_POWER = 0.35

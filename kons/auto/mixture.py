@@ -19,6 +19,7 @@ from kons.auto.config import (
     LABEL_RATE,
     LABEL_RATES,
     LABEL_SWITCHING_PRIOR,
+    LABEL_WEIGHT_POWER,
     MIX_BOUND,
     RATES,
     SWITCHING_PRIOR,
@@ -200,11 +201,13 @@ class LabelVote:
     :class:`SwitchingWeights`.
 
     The label played is then picked between two rules by their own errors, follow the leader: the vote's
-    label and the mixture's own class each keep their errors, discounted by ``pick_discount`` a round
-    (:data:`~kons.auto.config.LABEL_PICK_DISCOUNT`), and the mixture's class is played while its count is
-    lower than the vote's by more than ``pick_margin`` (:data:`~kons.auto.config.LABEL_PICK_MARGIN`), the
-    vote's otherwise: the vote holds where the experts' labels beat the mixture's class, the mixture's class
-    where its confident experts are right (``docs/auto.md``, "Picking the label by its errors").
+    label and the mixture's tempered class (the most probable class under the mixture's weights raised to
+    :data:`~kons.auto.config.LABEL_WEIGHT_POWER`, :meth:`Mixture.tempered_class`) each keep their errors,
+    discounted by ``pick_discount`` a round (:data:`~kons.auto.config.LABEL_PICK_DISCOUNT`), and the
+    tempered class is played while its count is lower than the vote's by more than ``pick_margin``
+    (:data:`~kons.auto.config.LABEL_PICK_MARGIN`), the vote's otherwise: the vote holds where the experts'
+    labels beat the mixture's class, the tempered class where the mixture's experts averaged are right
+    (``docs/auto.md``, "Picking the label by its errors", "The tempered class").
 
     A voter's label is a class index, -1 for none.
     """
@@ -217,7 +220,7 @@ class LabelVote:
         at ``own_prior``; no errors yet for either label rule."""
         self.rate, self.entry_prior = rate, entry_prior
         self.pick_discount, self.pick_margin = pick_discount, pick_margin
-        #: The discounted errors of the label rules: the vote's label, the mixture's own class.
+        #: The discounted errors of the label rules: the vote's label, the mixture's tempered class.
         self.pick_errors = np.zeros(2)
         # the voters' labels, the mixture's class and the weights the vote's last label is of, and that
         # label (not state): a round's label and the count of its errors after it read the same
@@ -260,16 +263,17 @@ class LabelVote:
         self._voted_of = labels, own, weights, voted
         return voted
 
-    def label(self, labels: np.ndarray, own: int) -> int:
-        """The label played: the mixture's ``own`` class while its errors are lower than the vote's by
-        more than the margin, the vote's (:meth:`voted`) otherwise."""
+    def label(self, labels: np.ndarray, own: int, tempered: int) -> int:
+        """The label played: the mixture's ``tempered`` class while its errors are lower than the vote's
+        by more than the margin, the vote's (:meth:`voted`, the mixture's ``own`` class a voter)
+        otherwise."""
         errors = self.pick_errors
-        return own if errors[1] + self.pick_margin < errors[0] else self.voted(labels, own)
+        return tempered if errors[1] + self.pick_margin < errors[0] else self.voted(labels, own)
 
-    def score(self, labels: np.ndarray, own: int, y: int) -> None:
+    def score(self, labels: np.ndarray, own: int, tempered: int, y: int) -> None:
         """Each label rule's errors after a round whose true class is ``y``, the vote's label as played
         (before :meth:`follow` and :meth:`update`)."""
-        wrong = np.array([self.voted(labels, own) != y, own != y])
+        wrong = np.array([self.voted(labels, own) != y, tempered != y])
         self.pick_errors = self.pick_discount * self.pick_errors + wrong
 
     def update(self, labels: np.ndarray, own: int, y: int) -> None:
@@ -341,6 +345,11 @@ class Mixture:
         self._mixed: tuple[np.ndarray, bytes, Units | None, float, _Last, float] | None = None
         # the experts' labels last computed, the probabilities and the mask in play they are of (not state)
         self._labels_of: tuple[np.ndarray, bytes, np.ndarray] | None = None
+        # the switching weights' arrays and the weights they give, raised to LABEL_WEIGHT_POWER or not (not
+        # state; every change of the weights replaces those arrays): the weights a round's mix was given
+        # serve its tempered class, and one state's powers its prediction and its learning
+        self._weights_given: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._powers_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def weights(self) -> np.ndarray:
         return self.switching.weights()
@@ -422,6 +431,8 @@ class Mixture:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
         log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i` (``weights``: as
         :meth:`mix`'s)."""
+        if weights is not None and not weights.flags.writeable:  # (the grid's, of the weights' arrays now)
+            self._weights_given = self.switching.log_weights, self.switching.log_rate_weights, weights
         mixed: np.ndarray = (self.weights() if weights is None else weights).dot(probabilities)
         return mixed
 
@@ -467,7 +478,26 @@ class Mixture:
         ``played``: the vote's pick (:meth:`LabelVote.label`), the most probable class of ``played`` before
         there is a vote."""
         own = int(played.argmax())
-        return own if self.vote is None else self.vote.label(self._labels(probabilities), own)
+        if self.vote is None:
+            return own
+        return self.vote.label(self._labels(probabilities), own, self.tempered_class(probabilities))
+
+    def tempered_class(self, probabilities: np.ndarray) -> int:
+        """The most probable class of the experts' ``probabilities`` (experts, K) mixed under the weights
+        raised to :data:`~kons.auto.config.LABEL_WEIGHT_POWER`: flatter than the log-loss mixture's, so
+        that its class averages the experts its leader would outweigh (``docs/auto.md``, "The tempered
+        class")."""
+        return int(self._powers().dot(probabilities).argmax())
+
+    def _powers(self) -> np.ndarray:
+        log_weights, log_rate_weights = self.switching.log_weights, self.switching.log_rate_weights
+        kept = self._powers_of
+        if kept is None or kept[0] is not log_weights or kept[1] is not log_rate_weights:
+            given = self._weights_given
+            weights = given[2] if given is not None and given[0] is log_weights \
+                and given[1] is log_rate_weights else self.weights()
+            kept = self._powers_of = log_weights, log_rate_weights, np.power(weights, LABEL_WEIGHT_POWER)
+        return kept[2]
 
     @staticmethod
     def class_losses(probabilities: np.ndarray, label: int) -> np.ndarray:
@@ -485,7 +515,7 @@ class Mixture:
         if self.vote is None:  # (its first round played the mixture's class, no rule's: not scored)
             self.vote = LabelVote(self.switching.active.copy())
         else:
-            self.vote.score(labels, own, label)
+            self.vote.score(labels, own, self.tempered_class(probabilities), label)
         self.vote.follow(self.switching.active)  # (experts that went to sleep leave the vote too)
         self.vote.update(labels, own, label)
         self.switching.apply(self.class_losses(probabilities, label))

@@ -15,7 +15,8 @@ import pytest
 
 import kons
 import kons._state
-from kons.auto.mixture import LabelVote
+from kons.auto.config import LABEL_WEIGHT_POWER
+from kons.auto.mixture import LabelVote, Mixture
 from kons.losses import top_label
 
 
@@ -93,7 +94,7 @@ def test_the_vote_plays_and_weighs_as_a_plain_weighted_majority_with_fixed_share
         labels = np.where(rng.random(experts) < accuracy, y, rng.integers(classes, size=experts))
         labels[~np.array(plain.active[:experts])] = -1  # an expert out of play names nothing
         own = int(labels[2]) if rng.random() < 0.8 else -1
-        assert vote.label(labels, own) == plain.label(labels.tolist(), own), t
+        assert vote.label(labels, own, own) == plain.label(labels.tolist(), own), t
         vote.update(labels, own, y)
         plain.update(labels.tolist(), own, y)
         np.testing.assert_allclose(vote.weights.weights(), plain.weights(), rtol=1e-9, atol=1e-300)
@@ -105,32 +106,50 @@ def test_the_vote_leaves_the_majority_for_the_voter_of_fewest_errors() -> None:
     vote = LabelVote(np.ones(3, dtype=bool))
     right, wrong = 1, 0
     labels = np.array([right, wrong, wrong])
-    assert vote.label(labels, wrong) == wrong  # two experts and the mixture against one
+    assert vote.label(labels, wrong, wrong) == wrong  # two experts and the mixture against one
     for _ in range(2):
         vote.update(labels, wrong, right)  # expert 0 right, the others wrong
-    assert vote.label(labels, wrong) == right
+    assert vote.label(labels, wrong, wrong) == right
 
 
 def test_the_label_is_the_vote_s_until_the_mixture_s_class_has_fewer_errors() -> None:
     vote = LabelVote(np.ones(3, dtype=bool), rate=0.1)  # (a slow vote: it keeps its label meanwhile)
     experts, own = np.array([0, 0, 0]), 1
-    assert vote.voted(experts, own) == vote.label(experts, own) == 0  # no errors yet: the vote's
+    assert vote.voted(experts, own) == vote.label(experts, own, own) == 0  # no errors yet: the vote's
     for _ in range(2):  # the experts outvote the mixture's class, and are wrong
-        vote.label(experts, own)
-        vote.score(experts, own, own)
+        vote.label(experts, own, own)
+        vote.score(experts, own, own, own)
         vote.update(experts, own, own)
         assert vote.voted(experts, own) == 0
-        assert vote.label(experts, own) == own  # the mixture's class has the fewer errors
+        assert vote.label(experts, own, own) == own  # the mixture's class has the fewer errors
     experts, own = np.array([2, 2, 2]), 0
-    assert vote.label(experts, own) == own
+    assert vote.label(experts, own, own) == own
     for _ in range(3):  # now the vote is right and the mixture's class wrong
-        vote.label(experts, own)
-        vote.score(experts, own, 2)
+        vote.label(experts, own, own)
+        vote.score(experts, own, own, 2)
         vote.update(experts, own, 2)
-    assert vote.voted(experts, own) == vote.label(experts, own) == 2
+    assert vote.voted(experts, own) == vote.label(experts, own, own) == 2
     # equal discounted errors, or the mixture's lead within the margin: the vote's
     vote.pick_errors = np.array([1.0, 1.0 - vote.pick_margin])
-    assert vote.label(np.array([1, 1, 1]), 0) == 1
+    assert vote.label(np.array([1, 1, 1]), 0, 0) == 1
+
+
+def test_the_tempered_class_averages_the_experts_the_leader_outweighs() -> None:
+    mixture = Mixture(binary=False, bound=10.0, experts=3)
+    mixture.switching.log_weights = np.log(np.array([[0.9, 0.05, 0.05]] * len(mixture.switching.log_weights)))
+    # the leader is sure of nothing (class 0 barely), the two others sure of class 1
+    probabilities = np.array([[0.5, 0.25, 0.25], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    assert int(mixture.mix_probabilities(probabilities).argmax()) == 0  # the log-loss mixture's class
+    flattened = np.power(mixture.weights(), LABEL_WEIGHT_POWER)
+    assert int(flattened.dot(probabilities).argmax()) == mixture.tempered_class(probabilities) == 1
+    # the weights a mix was given serve it while the weights stay; new weights are computed again
+    given = mixture.weights()
+    given.flags.writeable = False
+    mixture.mix_probabilities(probabilities, given)
+    assert mixture.tempered_class(probabilities) == 1
+    leading = np.log(np.array([0.999, 0.0005, 0.0005]))
+    mixture.switching.log_weights = leading * np.ones_like(mixture.switching.log_weights)
+    assert mixture.tempered_class(probabilities) == 0
 
 
 @functools.cache
