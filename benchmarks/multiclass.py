@@ -375,8 +375,8 @@ def report(quality: dict[str, dict[str, Score]], cost: list[tuple[str, float, fl
              "and the pick of the label's, docs/auto.md \"Picking the label by its errors\"): "
              f"{', '.join(n for n in quality if n in TUNING_STREAMS)}; held out (no part in choosing any "
              f"constant): {', '.join(n for n in quality if n not in TUNING_STREAMS)}. `{AUTO}` is the class "
-             "`auto` predicts (`Round.predicted`: its label vote's, or the most probable class while that "
-             f"has made fewer errors of late); `{TOP}` the most probable class of the "
+             "`auto` predicts (`Round.predicted`: its label vote's, or the class of its flatter mixture "
+             f"while that has made fewer errors of late); `{TOP}` the most probable class of the "
              "same rounds' distribution, the label `auto` gave before the vote (the distributions, so the "
              "log loss, are the same).", ""]
     if cost:
