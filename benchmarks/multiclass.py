@@ -145,9 +145,12 @@ class _Auto:
         self.top: Any = None
 
     def step(self, x: np.ndarray, y: Any) -> Answer:
+        known = y in self.model.classes
         played = self.model.learn_round(x, y)
         distribution = dict(played.distribution or [])
-        self.top = top_label(played.distribution or [])
+        # The played distribution names the label of its round even when that label is new (the mass the
+        # model gives a class it has not seen); a class nobody had seen cannot be the label predicted.
+        self.top = top_label(played.distribution or []) if known else None
         return played.predicted, distribution
 
 
