@@ -176,7 +176,7 @@ class Auto(Learner):
         kept = REPLAY_ROWS * (2 * dim + 3)
         columns = bins_columns(dim)  # the linear model on the quantile thresholds, and the thresholds
         binned = ONS._model_floats(columns, {"diagonal": False}) + columns + dim if columns else 0
-        lags = LAGS + 4 + (LAGS + 1) * (LAGS + 3)
+        lags = LAGS + 6 + (LAGS + 1) * (LAGS + 3)
         return (members + GENERATIONS * (YOUNG_BASES * largest + recent + 3) + 6 * dim + kept + binned + lags
                 + recent)  # the linear model of every row: a generation's
 

@@ -18,6 +18,9 @@ it does twice as badly: there they never play, and ``auto`` plays as without the
 the rounds standardised them (the target scaler moves a little each round; its moves are :math:`O(1/n)`),
 in a state of fixed size; nothing depends on the row, so a record, a sparse row or a row with missing values
 is the same to them.
+The targets before the last are kept in the units of the scaler's statistics before the last round, and
+moved to those of the round that plays on them (an affine map): early in a stream, and at a burst, the
+scale moves much in one round, and lags of several scales read as a trend the series does not have.
 
 Before the grid exists (``auto``'s warm-up), :func:`last_leads` is the same evidence on the buffered targets:
 the warm-up plays the last target while it has done much better than the running mean.
@@ -34,7 +37,7 @@ from kons.auto.config import LAGS, LAGS_WAKE_ROWS, LAGS_WEIGHT_VARIANCE
 from kons.auto.experts.protocol import Expert, GridContext, Row, guarded, restore_saved
 from kons.auto.experts.recent import RecentLinear
 from kons.errors import StateFormatError
-from kons.preprocessing import TARGET_BOUND
+from kons.preprocessing import TARGET_BOUND, TargetScaler
 
 __all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "last_leads", "restore_lags"]
 
@@ -42,14 +45,38 @@ __all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "last_leads"
 _INTERCEPT = np.ones(1)
 
 
+def _moved(lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None) -> np.ndarray:
+    """``lags`` with those before the newest moved from ``units`` (the mean and deviation they were
+    standardised by) to the statistics of ``targets`` now; ``lags`` itself if there is nothing to move
+    (no scaler: a state saved before the units were kept goes on as it was)."""
+    if targets is None:
+        return lags
+    mean, std = targets.mean, targets.std
+    was_mean, was_std = units.tolist()
+    if (mean == was_mean and std == was_std) or std <= 0.0 or was_std <= 0.0:
+        return lags
+    moved = lags.copy()
+    moved[1:] = lags[1:] * (was_std / std) + (was_mean - mean) / std
+    return moved
+
+
 class _Lagged:
     """What both experts are to the grid: a regression expert that plays from the targets kept in
-    ``lags`` (newest first, shared), asleep until the last target has beaten the mean."""
+    ``lags`` (newest first, shared; those before the newest in ``units``, shared: :func:`_moved`), asleep
+    until the last target has beaten the mean."""
 
     sleeps = True
 
-    def __init__(self, lags: np.ndarray) -> None:
-        self.lags = lags
+    def __init__(self, lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None) -> None:
+        self.lags, self.units, self.targets = lags, units, targets
+
+    def _move(self) -> None:
+        """The kept targets into the scaler's units now (once a round: the second call finds them there)."""
+        targets = self.targets
+        if targets is None:
+            return
+        self.lags[:] = _moved(self.lags, self.units, targets)
+        self.units[:] = targets.mean, targets.std
 
     def probabilities(self, row: Row, classes: int) -> np.ndarray:  # pragma: no cover - regression only
         raise NotImplementedError("the lag experts are for regression")
@@ -83,8 +110,9 @@ class LastTarget(_Lagged):
     mean of the last few targets follows the new level within a few rounds, so such a change does not wake
     it (a state saved before that evidence, ``local`` None, goes on under the mean alone)."""
 
-    def __init__(self, lags: np.ndarray, wake_rows: int) -> None:
-        super().__init__(lags)
+    def __init__(self, lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None, wake_rows: int
+                 ) -> None:
+        super().__init__(lags, units, targets)
         self.wake_rows = wake_rows
         self.evidence = np.zeros(3)  # rounds, the last target's squared errors, the mean's
         self.local: np.ndarray | None = np.zeros(1)  # the squared errors of the kept targets' mean
@@ -99,6 +127,7 @@ class LastTarget(_Lagged):
         """The round's evidence (the lags move on in :meth:`TargetLags.observe`, observed after it)."""
         # (the sums as floats, each the float64 addition the arrays' own would make, without building an
         # array of the round's terms)
+        self._move()
         rounds, last, mean = self.evidence.tolist()
         self.evidence[:] = rounds + 1.0, last + (target - float(self.lags[0])) ** 2, mean + target * target
         local = self.local
@@ -112,10 +141,13 @@ class LastTarget(_Lagged):
         return rounds >= self.wake_rows and last < mean and last < local
 
     def nbytes(self) -> int:
-        return self.lags.nbytes + self.evidence.nbytes + (0 if self.local is None else self.local.nbytes)
+        return (self.lags.nbytes + self.evidence.nbytes + (0 if self.local is None else self.local.nbytes)
+                + (0 if self.targets is None else self.units.nbytes))
 
     def arrays(self, name: str) -> dict[str, np.ndarray]:
         kept = {f"{name}_targets": self.lags, f"{name}_evidence": self.evidence}
+        if self.targets is not None:
+            kept[f"{name}_units"] = self.units
         return kept if self.local is None else {**kept, f"{name}_local": self.local}
 
 
@@ -124,12 +156,13 @@ class TargetLags(_Lagged):
     plays clipped at the model's bound. It learns every round, in its plays or, asleep, in
     :meth:`observe`, so that it enters having learnt the rows before; then it keeps the round's target."""
 
-    def __init__(self, lags: np.ndarray, model: RecentLinear) -> None:
-        super().__init__(lags)
+    def __init__(self, lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None,
+                 model: RecentLinear) -> None:
+        super().__init__(lags, units, targets)
         self.model = model
 
     def _inputs(self) -> np.ndarray:
-        return np.concatenate((self.lags, _INTERCEPT))
+        return np.concatenate((_moved(self.lags, self.units, self.targets), _INTERCEPT))
 
     def _clipped(self, f: float) -> float:
         return min(max(f, -self.model.clip / 2.0), self.model.clip / 2.0)
@@ -143,6 +176,7 @@ class TargetLags(_Lagged):
         return self._clipped(last + guarded(self.model.learn, self._inputs(), target - last))
 
     def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        self._move()
         if not playing:  # asleep: the round learnt as in a play, the play itself not computed
             last = float(self.lags[0])
             guarded(self.model.learn_unplayed, self._inputs(), target - last)
@@ -174,27 +208,34 @@ def last_leads(targets: np.ndarray, share: float) -> bool:
     return bool(np.sum(np.diff(targets) ** 2) < share * np.sum((targets[1:] - means) ** 2))
 
 
-def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int
-                ) -> list[LastTarget | TargetLags]:
+def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int,
+                targets: TargetScaler | None = None) -> list[LastTarget | TargetLags]:
     """The two experts on ``lags`` shared lags, plays within ``[-bound, bound]``, asleep for at least
-    ``wake_rows`` rounds."""
+    ``wake_rows`` rounds; the lags kept in the units of ``targets`` (None: as each round standardised
+    them)."""
     kept = np.zeros(lags)
-    return [LastTarget(kept, wake_rows), TargetLags(kept, _model(lags, bound, intercept_scale))]
+    units = np.array([0.0, 0.0] if targets is None else [targets.mean, targets.std])
+    return [LastTarget(kept, units, targets, wake_rows),
+            TargetLags(kept, units, targets, _model(lags, bound, intercept_scale))]
 
 
 def _restore_into(experts: list[LastTarget | TargetLags], arrays: dict[str, np.ndarray], last: str,
-                  model: str) -> None:
-    """The saved lags (``<last>_targets``, the evidence ``<last>_evidence`` and ``<last>_local``, absent
-    from a state saved before it) and the change's model (``<model>_P``, ...) into ``experts``."""
+                  model: str, targets: TargetScaler | None) -> None:
+    """The saved lags (``<last>_targets``, the evidence ``<last>_evidence`` and ``<last>_local``, and their
+    units ``<last>_units`` in the scale of ``targets``, both absent from a state saved before them) and the
+    change's model (``<model>_P``, ...) into ``experts``."""
     kept, evidence = arrays[f"{last}_targets"], arrays[f"{last}_evidence"]
-    local = arrays.get(f"{last}_local")
+    local, units = arrays.get(f"{last}_local"), arrays.get(f"{last}_units")
     first, lagged = experts
     assert isinstance(first, LastTarget) and isinstance(lagged, TargetLags)
     if (kept.shape != first.lags.shape or evidence.shape != first.evidence.shape
             or not (np.isfinite(kept).all() and np.isfinite(evidence).all())
-            or (local is not None and (local.shape != (1,) or not np.isfinite(local).all()))):
+            or (local is not None and (local.shape != (1,) or not np.isfinite(local).all()))
+            or (units is not None and (units.shape != first.units.shape or not np.isfinite(units).all()))):
         raise StateFormatError("the kept targets do not match the grid.")
     first.lags[:] = kept  # shared: both experts see them
+    first.units[:] = 0.0 if units is None else units
+    first.targets = lagged.targets = None if units is None else targets  # (saved before: as it was)
     first.evidence[:] = evidence
     first.local = None if local is None else local.astype(np.float64)
     lagged.model.restore({key: arrays[f"{model}_{key}"] for key in ("P", "b", "sum")})
@@ -204,7 +245,7 @@ def build_lags(grid: GridContext) -> list[Expert] | None:
     """The two experts on the :data:`~kons.auto.config.LAGS` last targets (regression)."""
     if grid.mixture.binary:
         return None
-    return list(lag_experts(LAGS, grid.bound, TARGET_BOUND, LAGS_WAKE_ROWS))
+    return list(lag_experts(LAGS, grid.bound, TARGET_BOUND, LAGS_WAKE_ROWS, grid.targets))
 
 
 def restore_lags(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
@@ -212,4 +253,4 @@ def restore_lags(grid: GridContext, built: list[Expert] | None, arrays: dict[str
     """The last targets and their model."""
     return restore_saved(grid, built, arrays, "target_last", "the last targets", lambda experts:
                          _restore_into(cast(list[LastTarget | TargetLags], experts), arrays, "target_last",
-                                       "target_lags"))
+                                       "target_lags", grid.targets))

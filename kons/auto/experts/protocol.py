@@ -21,7 +21,7 @@ from kons.sparse import SparseVector, dense
 if TYPE_CHECKING:
     from kons.auto.experts.bins import QuantileBins
     from kons.auto.mixture import Mixture
-    from kons.preprocessing import FeatureScaler
+    from kons.preprocessing import FeatureScaler, TargetScaler
 
 __all__ = ["ClassModel", "Expert", "Form", "GridContext", "ModelExpert", "Row", "guarded",
            "guarded_probabilities", "in_play", "ints_and_floats", "restore_saved"]
@@ -145,6 +145,9 @@ class GridContext(Protocol):
 
     @property
     def log_scaler(self) -> FeatureScaler: ...
+
+    @property
+    def targets(self) -> TargetScaler | None: ...
 
     @property
     def mixture(self) -> Mixture: ...
