@@ -38,6 +38,7 @@ from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check
 from kons.auto.config import (
     EARLIER_REGRESSION_BOUND,
     LAGS,
+    LAGS_WARMUP_LINEAR_ROWS,
     LAGS_WARMUP_ROWS,
     LAGS_WARMUP_SHARE,
     RANGE_MARGIN,
@@ -443,25 +444,41 @@ class Auto(Learner):
         Regression rows in time order: once :data:`~kons.auto.config.LAGS_WARMUP_ROWS` rows are buffered,
         the last target instead, while it has forecast the buffered targets much better than their
         running mean (:func:`~kons.auto.experts.lags.last_leads`; the grid's experts on the last targets
-        wake on the same evidence). A state saved before the rules for heavy tails warms up as it did.
+        wake on the same evidence), or better than both that mean and this model (:meth:`_last_leads`). A
+        state saved before the rules for heavy tails warms up as it did.
         """
         prep = self._prep
         if not prep.buffer:
             return prep.prior()
-        scaler = prep.x_scaler
         Z = prep.standardised_buffer()
         t = np.array([y for _, y in prep.buffer])
-        if (not self._binary and self._tails and len(t) >= LAGS_WARMUP_ROWS
-                and last_leads(t, LAGS_WARMUP_SHARE)):
+        if not self._binary and self._tails and len(t) >= LAGS_WARMUP_ROWS and self._last_leads(Z, t):
             return float(t[-1])
+        return self._buffer_linear(Z, t, prep.x_scaler.standardise(dense(x)))
+
+    def _last_leads(self, Z: np.ndarray, t: np.ndarray) -> bool:
+        """Whether the warm-up plays the last target: it has forecast the buffered targets much better than
+        their running mean, or (once :data:`~kons.auto.config.LAGS_WARMUP_LINEAR_ROWS` rows are buffered)
+        better than the mean and than the linear model it would play instead, each buffered target forecast
+        from the rows before it: on a short series in time order that model can err more than the mean."""
+        if last_leads(t, LAGS_WARMUP_SHARE):
+            return True
+        if len(t) < LAGS_WARMUP_LINEAR_ROWS or not last_leads(t, 1.0):
+            return False
+        linear = sum((self._buffer_linear(Z[:i], t[:i], Z[i]) - t[i]) ** 2 for i in range(1, len(t)))
+        return bool(np.sum(np.diff(t) ** 2) < linear)
+
+    def _buffer_linear(self, Z: np.ndarray, t: np.ndarray, z: np.ndarray) -> float:
+        """The Bayesian linear model of the buffered rows ``Z`` and targets ``t`` played on the standardised
+        row ``z`` (:meth:`_warmup_prediction`)."""
         mean, std = float(t.mean()), float(t.std())
         if self._binary:
             std = 1.0
         elif std == 0.0:
-            return prep.prior()
+            return self._prep.prior()
         gram = Z @ Z.T + self._dim * np.eye(len(t))
         coef = np.linalg.solve(gram, (t - mean) / std)
-        f = float(Z @ scaler.standardise(dense(x)) @ coef)
+        f = float(Z @ z @ coef)
         f = min(max(f, -TARGET_BOUND), TARGET_BOUND)
         if self._binary:
             return min(max(mean + f, -TARGET_BOUND), TARGET_BOUND)

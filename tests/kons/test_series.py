@@ -13,7 +13,12 @@ import pytest
 
 import kons
 import kons.auto.grid
-from kons.auto.config import LAGS_WARMUP_ROWS, LAGS_WARMUP_SHARE, LAGS_WEIGHT_VARIANCE
+from kons.auto.config import (
+    LAGS_WARMUP_LINEAR_ROWS,
+    LAGS_WARMUP_ROWS,
+    LAGS_WARMUP_SHARE,
+    LAGS_WEIGHT_VARIANCE,
+)
 from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
 from kons.auto.experts.recent import RecentExpert
@@ -118,6 +123,24 @@ def test_the_warm_up_plays_the_last_target_once_it_clearly_beats_the_running_mea
     plays = np.array([shuffled.learn_one(x, t) for x, t in zip(X[order], y[order], strict=True)])
     # in no order it plays the linear model of the buffer
     assert not np.isin(plays[LAGS_WARMUP_ROWS:], y[order][LAGS_WARMUP_ROWS - 1:-1]).any()
+
+
+def test_the_warm_up_plays_the_last_target_where_it_beats_the_mean_and_the_linear_model() -> None:
+    # a short seasonal series with a trend: the linear model of features that say nothing errs more than
+    # the running mean, and the last target less than both though not half the mean's
+    rng = np.random.default_rng(0)
+    rows = np.arange(32)
+    y = 100 + 20 * np.sin(2 * np.pi * rows / 12) + 2 * rows + 8 * rng.normal(size=32)
+    X = rng.normal(size=(32, 2))
+    model = kons.Auto()
+    played = np.array([model.learn_one(x, t) for x, t in zip(X, y, strict=True)])
+    by_mean = {k for k in range(LAGS_WARMUP_ROWS, 32) if last_leads(y[:k], LAGS_WARMUP_SHARE)}
+    lasts = {k for k in range(LAGS_WARMUP_ROWS, 32) if played[k] == y[k - 1]}
+    assert by_mean < lasts and min(lasts - by_mean) >= LAGS_WARMUP_LINEAR_ROWS
+    order = rng.permutation(32)
+    shuffled = kons.Auto()
+    plays = np.array([shuffled.learn_one(x, t) for x, t in zip(X[order], y[order], strict=True)])
+    assert not (plays[LAGS_WARMUP_ROWS:] == y[order][LAGS_WARMUP_ROWS - 1:-1]).any()
 
 
 def test_on_rows_in_no_order_they_never_play(monkeypatch: pytest.MonkeyPatch) -> None:
