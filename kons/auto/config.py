@@ -189,8 +189,8 @@ LAGS_WAKE_ROWS = 32
 LAGS_WARMUP_ROWS = 8
 LAGS_WARMUP_SHARE = 0.5
 #: Buffered rounds after which the warm-up also plays the last target while its squared errors are below
-#: both the running mean's and those of the linear model it plays instead: from 8 a heavy tail in no order
-#: fooled it, 9-16 tied on the tuning series; 12 kept, safer than 9 (docs/series.md#the-warm-up).
+#: both the running mean's and those of the linear model it plays instead: with fewer a heavy tail in no
+#: order fooled it; in the middle of the rows that tied on the tuning series (docs/series.md#the-warm-up).
 LAGS_WARMUP_LINEAR_ROWS = 12
 #: The prior of each of the two experts on the last targets once awake: large, they wake only where the
 #: rows come in time order (docs/series.md).
