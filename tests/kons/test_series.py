@@ -296,3 +296,18 @@ def test_a_state_saved_before_the_lags_kept_their_scale_goes_on_as_it_was() -> N
     assert "target_last_units" not in kons._state.decode(older.to_bytes())[1]
     for x, t in zip(X[150:], y[150:], strict=True):
         assert math.isfinite(older.learn_one(x, t))
+
+
+def test_saved_in_a_burst_it_goes_on_identically() -> None:
+    # saved while the scale moves much a round: the kept targets' units are state
+    X, y = _series(200, 6)
+    y[80:84] -= 400.0
+    model = kons.Auto()
+    for x, t in zip(X[:82], y[:82], strict=True):
+        model.learn_one(x, t)
+    restored = kons.load(model.to_bytes())
+    assert restored.to_bytes() == model.to_bytes()
+    for x, t in zip(X[82:], y[82:], strict=True):
+        assert restored.predict_one(x) == model.predict_one(x)
+        assert restored.learn_one(x, t) == model.learn_one(x, t)
+    assert restored.to_bytes() == model.to_bytes()
