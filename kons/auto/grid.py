@@ -338,6 +338,9 @@ class Grid:
         self._names: list[str] = []
         self._names_of: list[tuple[int, Expert]] | None = None  # the alive() list _names is of
         self._predicted_row: _PredictedRow | None = None  # the last row the experts took (inputs())
+        # the alive() list and the mixture's flags that playing() listed from, its list and its slots
+        self._playing: tuple[list[tuple[int, Expert]], bytes, list[tuple[int, Expert]], set[int]] | None
+        self._playing = None
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
@@ -466,8 +469,19 @@ class Grid:
 
     def playing(self) -> list[tuple[int, Expert]]:
         """The experts that play this round: those in the mixture (not asleep, not napping)."""
-        active = self.mixture.switching.active.tolist()  # (a list's items: indexing numpy costs more)
-        return [(slot, expert) for slot, expert in self.alive() if active[slot]]
+        return self._in_play()[0]
+
+    def _in_play(self) -> tuple[list[tuple[int, Expert]], set[int]]:
+        """:meth:`playing` and its slots, listed again only when the experts or those in the mixture change
+        (a round's prediction and learning take the same; the lists are read, never written to)."""
+        alive, switching = self.alive(), self.mixture.switching
+        active = switching.active.tobytes()  # (written in place when an expert enters or leaves)
+        kept = self._playing
+        if kept is None or kept[0] is not alive or kept[1] != active:
+            flags = switching.active.tolist()  # (a list's items: indexing numpy costs more)
+            playing = [(slot, expert) for slot, expert in alive if flags[slot]]
+            kept = self._playing = alive, active, playing, {slot for slot, _ in playing}
+        return kept[2], kept[3]
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> tuple[Row, ScalerStats]:
         """The round's :class:`Row` (:meth:`views_forms`, the log view's dense one kept for a replay) and the
@@ -526,7 +540,7 @@ class Grid:
         row, log_stats = self.inputs(z, x)
         plays = np.zeros(len(self.layout))
         plays[len(GRID)] = constant
-        playing = self.playing()
+        playing, in_play = self._in_play()
         scaled = self._scaled_generations() if y is not None else {}
         own_targets = {id(own): own.target(cast(float, y)) for own in scaled.values()}
         units = self.units() if y is not None else None  # the scales before the round
@@ -546,7 +560,6 @@ class Grid:
         self.mixture.update(plays, t, units)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1
-        in_play = {slot for slot, _ in playing}
         self._observe("update", row, kept_target, in_play)  # trees that enter now play from the next round
         # the detectors take the loss in the grid's units, the trial in the mixture's
         loss = self.mixture.loss(played, t)
