@@ -309,7 +309,7 @@ class FeatureScaler:
         row[-1] = 1.0
         if not math.isfinite(np.add.reduce(row)):  # a missing value (NaN: standardised to 0), or an overflow
             deviation[np.isnan(x)] = 0.0
-            if not np.isfinite(row).all():
+            if not np.logical_and.reduce(np.isfinite(row)):  # (ndarray.all wraps this reduction in Python)
                 return None
         return row
 

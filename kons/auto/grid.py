@@ -341,6 +341,7 @@ class Grid:
         # the alive() list and the mixture's flags that playing() listed from, its list and its slots
         self._playing: tuple[list[tuple[int, Expert]], bytes, list[tuple[int, Expert]], set[int]] | None
         self._playing = None
+        self._scaled: tuple[list[tuple[int, Expert]], dict[int, GenerationTargets]] | None = None  # (alive())
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
@@ -577,12 +578,16 @@ class Grid:
         return played
 
     def _scaled_generations(self) -> dict[int, GenerationTargets]:
-        """The slots of the generations that keep their own scale of the target, to that scale."""
+        """The slots of the generations that keep their own scale of the target, to that scale (read only:
+        listed again when the generations change, as :meth:`alive` is)."""
         if self.targets is None:
             return {}
-        return {slot: generation.targets for g, generation in enumerate(self.young)
-                if generation is not None and generation.targets is not None
-                for slot, _ in generation.experts(g)}
+        alive, kept = self.alive(), self._scaled
+        if kept is None or kept[0] is not alive:
+            kept = self._scaled = alive, {slot: generation.targets for g, generation in enumerate(self.young)
+                                          if generation is not None and generation.targets is not None
+                                          for slot, _ in generation.experts(g)}
+        return kept[1]
 
     def units(self) -> Units | None:
         """The mixture's units (regression): those of the concept's scale (:attr:`concept`) from the
