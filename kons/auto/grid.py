@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import is_
 from typing import Any, cast
 
 import numpy as np
@@ -443,7 +444,7 @@ class Grid:
         the members, a generation or the kinds' experts are replaced (a restart, a restore), which it
         holds on to, so that a new one is never taken for the old."""
         of = (self.members, self.experts, *self.young)
-        if len(of) != len(self._alive_of) or any(a is not b for a, b in zip(of, self._alive_of, strict=True)):
+        if len(of) != len(self._alive_of) or not all(map(is_, of, self._alive_of)):  # (no generator's frame)
             self._alive, self._alive_of = self._listed(), of
         return self._alive
 
