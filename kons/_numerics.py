@@ -44,6 +44,10 @@ TINY = 1e-300
 SCHEDULES = ("constant", "inverse_sqrt")
 #: Elements of the row block :func:`subtract_scaled_outer` computes at a time (256 KiB: it stays in cache).
 _OUTER_BLOCK = 32768
+# The BLAS wrappers take their arguments by position only, each named in a comment: f2py parses keyword
+# arguments more slowly than a small product of a round computes, and every base makes a few such calls.
+_YES = 1
+_NO = 0
 
 
 def clip(value: float, low: float, high: float) -> float:
@@ -260,7 +264,8 @@ class PackedCholesky(_PackedTriangle):
         if self.size == 0:
             return np.zeros(0)
         # (BLAS reads the triangle of ``size`` at the start of the buffer: no view of it is made)
-        solution: np.ndarray = dtpsv(self.size, self._packed._data, b, lower=0, trans=1)
+        # (n, ap, x, incx, offx, lower, trans)
+        solution: np.ndarray = dtpsv(self.size, self._packed._data, b, 1, 0, _NO, _YES)
         return solution
 
     def append(self, row: np.ndarray, diagonal: float) -> None:
@@ -307,14 +312,16 @@ class SymmetricMatrix:
         """:math:`S x` for ``x`` of length ``size`` (a new array)."""
         if self.size == 0:
             return np.zeros(0)
-        product: np.ndarray = dsymv(1.0, self._dense, x, lower=1)
+        # (alpha, a, x, beta, y, offx, incx, offy, incy, lower)
+        product: np.ndarray = dsymv(1.0, self._dense, x, 0.0, None, 0, 1, 0, 1, _YES)
         return product
 
     def rank_one_update(self, coefficient: float, x: np.ndarray) -> None:
         r""":math:`S \leftarrow S + c\, x x^\top` in place (exactly symmetric: one triangle is stored)."""
         if self.size:
             # (in place, the array being Fortran-ordered; kept as returned, lest a copy take the update)
-            self._dense = dsyr(coefficient, x, lower=1, a=self._dense, overwrite_a=1)
+            # (alpha, x, lower, incx, offx, n, a, overwrite_a)
+            self._dense = dsyr(coefficient, x, _YES, 1, 0, len(x), self._dense, _YES)
 
     def extended(self, diagonal: float) -> SymmetricMatrix:
         """A new matrix ``[[S, 0], [0, diagonal]]`` of size ``size + 1``; ``self`` is unchanged."""

@@ -362,7 +362,8 @@ class Learner(abc.ABC):
 
     def _clip(self, y_bar: float) -> float:
         bound = self.C
-        return clip(y_bar, -bound, bound)
+        # (:func:`clip`'s test written out: every expert of a mixture clips its plays)
+        return y_bar if -bound <= y_bar <= bound else clip(y_bar, -bound, bound)
 
     def check_round(self, x: Any, y: Any = None) -> tuple[Any, float | None]:
         """Validate one round's input exactly as :meth:`learn_one` and :meth:`predict_one` do.

@@ -59,6 +59,7 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from operator import is_
 from typing import Any, ClassVar
 
 import numpy as np
@@ -258,7 +259,7 @@ class FeatureScaler:
             state = (self.mean, self.m2, self.maxabs, self.counts, self.groups)  # replaced, never written to
             kept = self._pending
             if (kept is not None and kept[0] == key
-                    and all(a is b for a, b in zip(kept[1], state, strict=True))):
+                    and all(map(is_, kept[1], state))):  # (both of five; no generator's frame)
                 return kept[2]
             scaled = self._pending_of(x)
             self._pending = key, state, scaled
@@ -309,13 +310,13 @@ class FeatureScaler:
         row[-1] = 1.0
         if not math.isfinite(np.add.reduce(row)):  # a missing value (NaN: standardised to 0), or an overflow
             deviation[np.isnan(x)] = 0.0
-            if not np.isfinite(row).all():
+            if not np.logical_and.reduce(np.isfinite(row)):  # (ndarray.all wraps this reduction in Python)
                 return None
         return row
 
     def _is_of(self, kept: tuple[tuple[Any, ...], int, np.ndarray], of: tuple[Any, ...]) -> bool:
         """Whether ``kept`` was computed from the statistics ``of`` at the current count."""
-        return kept[1] == self.count and all(a is b for a, b in zip(kept[0], of, strict=True))
+        return kept[1] == self.count and all(map(is_, kept[0], of))  # (both of three; no generator's frame)
 
     def snapshot(self) -> tuple[int, ScalerStats]:
         """The statistics, to :meth:`rollback` to."""

@@ -60,7 +60,7 @@ class SparseVector:
     @classmethod
     def trusted(cls, indices: np.ndarray, values: np.ndarray, dim: int) -> SparseVector:
         """A vector of parts the library built valid itself (sorted distinct int64 ``indices`` in
-        ``[0, dim)``, as many finite float64 ``values``, both fresh arrays, made read-only here): as the
+        ``[0, dim)``, as many finite float64 ``values``, arrays no one writes to, made read-only here): as the
         checked constructor would store them, without its checks (a row coded on every round)."""
         vector = object.__new__(cls)
         indices.flags.writeable = False

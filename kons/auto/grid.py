@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import is_
 from typing import Any, cast
 
 import numpy as np
@@ -338,6 +339,10 @@ class Grid:
         self._names: list[str] = []
         self._names_of: list[tuple[int, Expert]] | None = None  # the alive() list _names is of
         self._predicted_row: _PredictedRow | None = None  # the last row the experts took (inputs())
+        # the alive() list and the mixture's flags that playing() listed from, its list and its slots
+        self._playing: tuple[list[tuple[int, Expert]], bytes, list[tuple[int, Expert]], set[int]] | None
+        self._playing = None
+        self._scaled: tuple[list[tuple[int, Expert]], dict[int, GenerationTargets]] | None = None  # (alive())
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
@@ -439,7 +444,7 @@ class Grid:
         the members, a generation or the kinds' experts are replaced (a restart, a restore), which it
         holds on to, so that a new one is never taken for the old."""
         of = (self.members, self.experts, *self.young)
-        if len(of) != len(self._alive_of) or any(a is not b for a, b in zip(of, self._alive_of, strict=True)):
+        if len(of) != len(self._alive_of) or not all(map(is_, of, self._alive_of)):  # (no generator's frame)
             self._alive, self._alive_of = self._listed(), of
         return self._alive
 
@@ -466,8 +471,19 @@ class Grid:
 
     def playing(self) -> list[tuple[int, Expert]]:
         """The experts that play this round: those in the mixture (not asleep, not napping)."""
-        active = self.mixture.switching.active.tolist()  # (a list's items: indexing numpy costs more)
-        return [(slot, expert) for slot, expert in self.alive() if active[slot]]
+        return self._in_play()[0]
+
+    def _in_play(self) -> tuple[list[tuple[int, Expert]], set[int]]:
+        """:meth:`playing` and its slots, listed again only when the experts or those in the mixture change
+        (a round's prediction and learning take the same; the lists are read, never written to)."""
+        alive, switching = self.alive(), self.mixture.switching
+        active = switching.active.tobytes()  # (written in place when an expert enters or leaves)
+        kept = self._playing
+        if kept is None or kept[0] is not alive or kept[1] != active:
+            flags = switching.active.tolist()  # (a list's items: indexing numpy costs more)
+            playing = [(slot, expert) for slot, expert in alive if flags[slot]]
+            kept = self._playing = alive, active, playing, {slot for slot, _ in playing}
+        return kept[2], kept[3]
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> tuple[Row, ScalerStats]:
         """The round's :class:`Row` (:meth:`views_forms`, the log view's dense one kept for a replay) and the
@@ -526,7 +542,7 @@ class Grid:
         row, log_stats = self.inputs(z, x)
         plays = np.zeros(len(self.layout))
         plays[len(GRID)] = constant
-        playing = self.playing()
+        playing, in_play = self._in_play()
         scaled = self._scaled_generations() if y is not None else {}
         own_targets = {id(own): own.target(cast(float, y)) for own in scaled.values()}
         units = self.units() if y is not None else None  # the scales before the round
@@ -546,7 +562,6 @@ class Grid:
         self.mixture.update(plays, t, units)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1
-        in_play = {slot for slot, _ in playing}
         self._observe("update", row, kept_target, in_play)  # trees that enter now play from the next round
         # the detectors take the loss in the grid's units, the trial in the mixture's
         loss = self.mixture.loss(played, t)
@@ -564,12 +579,16 @@ class Grid:
         return played
 
     def _scaled_generations(self) -> dict[int, GenerationTargets]:
-        """The slots of the generations that keep their own scale of the target, to that scale."""
+        """The slots of the generations that keep their own scale of the target, to that scale (read only:
+        listed again when the generations change, as :meth:`alive` is)."""
         if self.targets is None:
             return {}
-        return {slot: generation.targets for g, generation in enumerate(self.young)
-                if generation is not None and generation.targets is not None
-                for slot, _ in generation.experts(g)}
+        alive, kept = self.alive(), self._scaled
+        if kept is None or kept[0] is not alive:
+            kept = self._scaled = alive, {slot: generation.targets for g, generation in enumerate(self.young)
+                                          if generation is not None and generation.targets is not None
+                                          for slot, _ in generation.experts(g)}
+        return kept[1]
 
     def units(self) -> Units | None:
         """The mixture's units (regression): those of the concept's scale (:attr:`concept`) from the

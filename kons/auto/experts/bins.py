@@ -51,6 +51,8 @@ class QuantileBins:
         self.offsets = np.cumsum([0, *(len(e) for e in edges)])
         self.dim = int(self.offsets[-1]) + 1  # the thresholds' indicators, then the constant
         self._constant = np.array([self.dim - 1], dtype=np.int64)  # the constant's index
+        self._ones = np.ones(self.dim)  # a code's values are a prefix (np.ones is a Python function)
+        self._ones.flags.writeable = False
         # the thresholds as a (features, most thresholds) table padded with +inf, which no value passes:
         # a row is coded by whole-array operations (a loop over the features cost as much as the
         # threshold model's Newton step)
@@ -84,7 +86,8 @@ class QuantileBins:
         # come in the indicators' order
         passed = (self._table < x[:, None]).ravel().nonzero()[0]  # (np.flatnonzero without its wrappers)
         indices = np.concatenate((self._indicators[passed], self._constant))
-        return SparseVector.trusted(indices, np.ones(len(indices)), self.dim)  # sorted, distinct, in range
+        # (sorted, distinct, in range)
+        return SparseVector.trusted(indices, self._ones[:len(indices)], self.dim)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The thresholds, concatenated, and each feature's count."""

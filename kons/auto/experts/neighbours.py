@@ -83,7 +83,7 @@ class RecentNeighbours:
         # |r - x|^2 = |r|^2 - 2 r.x + |x|^2, ranked without the constant |x|^2: one matrix-vector product,
         # where the differences' (rows, d) temporary cost 3 to 5 times as much at d = 10 to 400
         ranked = self.squared_norms[:self.count] - 2.0 * self.rows[:self.count].dot(x)
-        nearest = (np.argpartition(ranked, self.k - 1)[:self.k] if self.count > self.k
+        nearest = (ranked.argpartition(self.k - 1)[:self.k] if self.count > self.k
                    else np.arange(self.count))
         # rounding can leave a duplicate's squared distance slightly below 0
         distances = np.sqrt(np.maximum(ranked[nearest] + _squared_norm(x), 0.0))

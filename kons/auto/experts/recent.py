@@ -124,7 +124,8 @@ class RecentLinear:
 
     def _update(self, x: np.ndarray, targets: np.ndarray) -> None:
         v = self.P.dot(x)
-        shrink = np.multiply.outer(v, v) / (1.0 + float(x.dot(v)))  # (np.outer, without its wrapper)
+        shrink = np.multiply.outer(v, v)  # (np.outer, without its wrapper)
+        shrink /= 1.0 + float(x.dot(v))  # (in place: no second (d, d) temporary)
         b = self.b + np.multiply.outer(x, targets)
         check_finite(shrink, b)
         self.P -= shrink
