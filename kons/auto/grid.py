@@ -45,10 +45,9 @@ from kons.auto.experts.newton import (
     LearnerExpert,
     bins_class_column_nbytes,
     build_bins,
-    played_together,
     restore_bins,
 )
-from kons.auto.experts.protocol import Expert, Form, Row
+from kons.auto.experts.protocol import Expert, Form, Row, by_play
 from kons.auto.experts.recent import RecentExpert, RecentLinear, build_linear, restore_linear
 from kons.auto.experts.tree import build_trees, restore_trees, trees_class_column_nbytes
 from kons.auto.mixture import Mixture, Units
@@ -700,13 +699,11 @@ class Grid:
         row, _ = self.inputs(z, x)
         experts = np.full((len(self.layout), len(constant)), 1.0 / len(constant))
         experts[len(GRID)] = constant
-        newton = []
-        for slot, expert in self.playing():
-            if isinstance(expert, LearnerExpert):  # (played together: played_together)
-                newton.append((slot, expert))
-            else:
-                experts[slot] = expert.probabilities(row, self.classes)
-        played_together(newton, row, experts)
+        alone, together = by_play(self.playing())
+        for slot, expert in alone:
+            experts[slot] = expert.probabilities(row, self.classes)
+        for play, experts_of_kind in together.items():
+            play(experts_of_kind, row, experts)
         played = self.mixture.mix_probabilities(experts, self._weights())
         self.voted = self.mixture.class_label(experts, played)
         return played
@@ -729,7 +726,8 @@ class Grid:
         if widened or predicted is None or predicted.row is not row:  # (else its prediction played them)
             # the Newton experts' plays, kept by their learners for their rounds below (each learner
             # takes its kept play only while it is still the play of its state)
-            played_together([(slot, e) for slot, e in playing if isinstance(e, LearnerExpert)], row, experts)
+            for play, experts_of_kind in by_play(playing)[1].items():
+                play(experts_of_kind, row, experts)
         for slot, expert in playing:
             experts[slot] = expert.learn_class(row, label, classes)
         self.log_scaler.commit(log_stats)

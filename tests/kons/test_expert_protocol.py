@@ -12,7 +12,7 @@ import pytest
 
 import kons
 import kons.auto.grid
-from kons.auto.experts.protocol import Row
+from kons.auto.experts.protocol import PlayTogether, Row
 from kons.auto.grid import EXPERTS, Grid, Kind
 from kons.errors import StateFormatError
 
@@ -21,6 +21,7 @@ class LastTarget:
     """Plays the last target it learnt (a class's probabilities: the last label's, smoothed)."""
 
     sleeps = False
+    plays_together: PlayTogether | None = None
 
     def __init__(self) -> None:
         self.last = np.zeros(1)
@@ -124,3 +125,41 @@ def test_a_state_saved_without_it_loads_and_goes_on_as_before(task: str,
     # the mixture is a product with the weights, one longer: its sum may be rounded otherwise, by an ulp
     # (whether it is depends on the length, as the product's blocks fall)
     np.testing.assert_allclose(plays[:, 0], plays[:, 1], rtol=1e-13, atol=0)
+
+
+calls: list[list[int]] = []
+
+
+def _play_last_targets(experts: list[tuple[int, Any]], row: Row, probabilities: np.ndarray) -> None:
+    """The last-target experts' class probabilities all at once, as each plays its own."""
+    calls.append([slot for slot, _ in experts])
+    for slot, expert in experts:
+        probabilities[slot] = expert.probabilities(row, probabilities.shape[1])
+
+
+class LastTargetTogether(LastTarget):
+    """:class:`LastTarget`, whose experts play their class probabilities together."""
+
+    plays_together = staticmethod(_play_last_targets)
+
+
+def _pair(expert: type[LastTarget]) -> Kind:
+    return Kind(("last_a", "last_b"), ("last target a", "last target b"),
+                lambda grid: [expert(), expert()], lambda grid, built, arrays, scalars: built,
+                start_prior=0.05)
+
+
+def test_experts_that_play_together_are_played_once_a_round_and_as_each_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = _stream("classification", 300, 9)
+    plays, slots = {}, set()
+    for expert in (LastTarget, LastTargetTogether):
+        monkeypatch.setattr(kons.auto.grid, "EXPERTS", (*EXPERTS, _pair(expert)))
+        calls.clear()
+        learner = kons.Auto(task="classification")
+        plays[expert] = [(learner.predict_proba_by_class_one(x).tolist(),
+                          learner.learn_proba_by_class_one(x, y).tolist()) for x, y in stream]
+        assert learner._grid is not None
+        slots = {learner._grid.slot["last_a"], learner._grid.slot["last_b"]}
+    assert plays[LastTarget] == plays[LastTargetTogether]
+    assert calls and all(sorted(call) == sorted(slots) for call in calls)  # both in one call, nothing else

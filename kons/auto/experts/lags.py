@@ -66,6 +66,7 @@ class _Lagged:
     until the last target has beaten the mean."""
 
     sleeps = True
+    plays_together = None
 
     def __init__(self, lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None) -> None:
         self.lags, self.units, self.targets = lags, units, targets

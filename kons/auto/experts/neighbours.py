@@ -159,6 +159,7 @@ class NeighboursExpert:
     ``wake_rows`` rows; in play, it keeps the row as it learns. ``binary``: its score is log-odds."""
 
     sleeps = True
+    plays_together = None
     form = (False, False)
 
     def __init__(self, model: RecentNeighbours, *, binary: bool, wake_rows: int) -> None:

@@ -28,10 +28,39 @@ def _scored(base: Learner, row: np.ndarray | SparseVector) -> np.ndarray:
     return multinomial_rounds(base)._class_probabilities(row)
 
 
+def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabilities: np.ndarray) -> None:
+    """Each expert's :meth:`~LearnerExpert.probabilities` for ``row`` into its slot's row of
+    ``probabilities`` (experts, K), bit for bit, each kept by its learner for the learning round of the row
+    as its own play would be: the learners' margins one by one, then the clipping and the softmaxes of all
+    of them at once, one numpy call a step where each expert's own play makes one of each (calls that
+    weigh most in a multinomial prediction). An expert whose round overflows leaves its row as it is (the
+    grid's uniform probabilities, which :func:`guarded_probabilities` plays)."""
+    slots: list[int] = []
+    played: list[tuple[MultinomialRounds, np.ndarray | SparseVector, np.ndarray]] = []
+    bounds: list[float] = []
+    for slot, expert in experts:
+        base, x = multinomial_rounds(expert.base), expert.input(row)
+        try:
+            played.append((base, x, base._class_margins(x)))
+        except NumericalError:
+            continue
+        slots.append(slot)
+        bounds.append(expert.base.C)
+    if not slots:
+        return
+    scores = clipped_scores(np.array([margins for _, _, margins in played]), np.array(bounds)[:, None])
+    together = reference_softmaxes(scores)
+    scores.flags.writeable = together.flags.writeable = False
+    for (base, x, margins), own_scores, own in zip(played, scores, together, strict=True):
+        base._keep_class_play(x, margins, own_scores, own)
+    probabilities[slots] = together
+
+
 class LearnerExpert:
     """A kons learner on the form ``form`` of the row (a grid member, or a restarted copy of one)."""
 
     sleeps = False
+    plays_together = staticmethod(played_together)
 
     def __init__(self, base: Learner, form: Form) -> None:
         self.base, self.form = base, form
@@ -81,34 +110,6 @@ class LearnerExpert:
 
     def scalars(self) -> Any:
         return None
-
-
-def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabilities: np.ndarray) -> None:
-    """Each expert's :meth:`~LearnerExpert.probabilities` for ``row`` into its slot's row of
-    ``probabilities`` (experts, K), bit for bit, each kept by its learner for the learning round of the row
-    as its own play would be: the learners' margins one by one, then the clipping and the softmaxes of all
-    of them at once, one numpy call a step where each expert's own play makes one of each (calls that
-    weigh most in a multinomial prediction). An expert whose round overflows leaves its row as it is (the
-    grid's uniform probabilities, which :func:`guarded_probabilities` plays)."""
-    slots: list[int] = []
-    played: list[tuple[MultinomialRounds, np.ndarray | SparseVector, np.ndarray]] = []
-    bounds: list[float] = []
-    for slot, expert in experts:
-        base, x = multinomial_rounds(expert.base), expert.input(row)
-        try:
-            played.append((base, x, base._class_margins(x)))
-        except NumericalError:
-            continue
-        slots.append(slot)
-        bounds.append(expert.base.C)
-    if not slots:
-        return
-    scores = clipped_scores(np.array([margins for _, _, margins in played]), np.array(bounds)[:, None])
-    together = reference_softmaxes(scores)
-    scores.flags.writeable = together.flags.writeable = False
-    for (base, x, margins), own_scores, own in zip(played, scores, together, strict=True):
-        base._keep_class_play(x, margins, own_scores, own)
-    probabilities[slots] = together
 
 
 class ThresholdExpert(LearnerExpert):

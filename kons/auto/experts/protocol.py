@@ -10,7 +10,7 @@ its module and one line of :data:`kons.auto.grid.EXPERTS`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from kons.auto.mixture import Mixture
     from kons.preprocessing import FeatureScaler, TargetScaler
 
-__all__ = ["ClassModel", "Expert", "Form", "GridContext", "ModelExpert", "Row", "guarded",
-           "guarded_probabilities", "in_play", "ints_and_floats", "restore_saved"]
+__all__ = ["ClassModel", "Expert", "Form", "GridContext", "ModelExpert", "PlayTogether", "Row", "by_play",
+           "guarded", "guarded_probabilities", "in_play", "ints_and_floats", "restore_saved"]
 
 #: A form of the row an expert takes: (the signed-log view?, with the intercept?).
 Form = tuple[bool, bool]
@@ -47,6 +47,12 @@ class Row:
         return dense(self.x)
 
 
+#: How experts of one kind play a multinomial round's class probabilities all at once: given them in play
+#: with their slots, the row and the grid's (slots, classes) probabilities, it fills their rows as each
+#: one's :meth:`Expert.probabilities` would, bit for bit, with fewer numpy calls than one play each.
+PlayTogether = Callable[[list[tuple[int, Any]], "Row", np.ndarray], None]
+
+
 class Expert(Protocol):
     """An expert of the grid: it plays a score (regression: a standardised target; binary: log-odds) or
     the probabilities of ``classes`` classes, and learns the round's target or label.
@@ -59,6 +65,11 @@ class Expert(Protocol):
     """
 
     sleeps: bool
+    @property
+    def plays_together(self) -> PlayTogether | None:
+        """None, or how the experts of this kind play their class probabilities together (the grid then
+        calls it once for all of them in play instead of their :meth:`probabilities`)."""
+        ...
 
     def predict(self, row: Row) -> float: ...
 
@@ -101,6 +112,21 @@ class Expert(Protocol):
     def scalars(self) -> Any:
         """The state's JSON scalars, None if it has none."""
         ...
+
+
+def by_play(playing: Iterable[tuple[int, Expert]]
+            ) -> tuple[list[tuple[int, Expert]], dict[PlayTogether, list[tuple[int, Expert]]]]:
+    """The experts in ``playing`` (slot, expert) that play their class probabilities alone, and the others
+    grouped by their kind's :attr:`Expert.plays_together`, each in ``playing``'s order."""
+    alone: list[tuple[int, Expert]] = []
+    together: dict[PlayTogether, list[tuple[int, Expert]]] = {}
+    for played in playing:
+        play = played[1].plays_together
+        if play is None:
+            alone.append(played)
+        else:
+            together.setdefault(play, []).append(played)
+    return alone, together
 
 
 def guarded(call: Callable[..., float], *args: Any) -> float:
@@ -218,6 +244,7 @@ class ModelExpert(Generic[Model]):
     score)."""
 
     sleeps = True
+    plays_together = None
 
     def __init__(self, model: Model, *, wake_rows: int) -> None:
         self.model, self.wake_rows = model, wake_rows

@@ -162,6 +162,7 @@ class RecentExpert:
     (``docs/series.md``)."""
 
     sleeps = False
+    plays_together = None
     form = (False, True)
 
     def __init__(self, model: RecentLinear) -> None:
