@@ -69,6 +69,9 @@ standardised by the statistics before it (issue 39): its plays from round 32 on,
 :math:`A^{-1}` went dense in memory (issue 36: products by ``dsymv``/``dsyr``, so the ``auto`` and Nystrom
 cases' plays moved in their last bits, at most 3e-13 of a play, kept as recorded here; this machine's
 recording in ``machines/`` holds them bit for bit).
+The regression ``auto`` cases' final-state checksums once more when the lag experts began to keep their
+lags' units (issue 39: two more floats saved; every play and prediction the same, bit for bit on machine
+74a754614c7087c4), only those two keys taken from the rerun.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
