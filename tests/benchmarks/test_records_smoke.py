@@ -32,8 +32,12 @@ def test_record_streams_keep_gaps_and_categories_and_every_method_plays_them() -
     noisy, _, numeric, categorical, complete = record_stream("space_ga", 400)  # a name of 5 random categories
     assert categorical == ["noise"] and len(numeric) == 6 and complete.shape == (400, 6)
     assert {r["noise"] for r in noisy} == {*(f"noise={k}" for k in range(5)), None}
+    many, _, numeric, categorical, complete = record_stream("abalone+noise", 400)  # abalone's rows, 20 added
+    assert categorical == ["noise"] and len(numeric) == 8 and complete.shape == (400, 8)
+    assert {r["noise"] for r in many} == {*(f"noise={k}" for k in range(20)), None}
+    assert [row[0] for row in categoricals(60, {"abalone+noise", "kin8nm"})] == ["abalone+noise", "kin8nm"]
     compared = categoricals(60)
-    assert {row[1] for row in compared} == {"tuning", "held-out"} and len(compared) == 10
+    assert {row[1] for row in compared} == {"tuning", "held-out"} and len(compared) == 11
     assert all(float(row[5]) > 0 for row in compared)
     losses = np.random.default_rng(0).random(300)
     assert paired_block_interval(losses, losses) == (1.0, 1.0)
