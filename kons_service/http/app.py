@@ -24,6 +24,7 @@ from kons_service.http.auth import Authenticator
 from kons_service.http.body import LargeBodies
 from kons_service.http.errors import install_error_handlers
 from kons_service.http.heap import HeapTrimmer
+from kons_service.http.lane import RoundLane
 from kons_service.http.logs import RequestContextMiddleware, stamp_records
 from kons_service.http.openapi import install_openapi, operation_id
 from kons_service.http.parsers import INLINE_BYTES, ParserPool
@@ -142,6 +143,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ops.router)
     app.include_router(v2.router)
     install_openapi(app)
+    # (added first, so that it runs inside the request context: every request keeps its id and access line)
+    app.add_middleware(RoundLane, routes=rounds.router.routes, handlers=app.exception_handlers)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     return app
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
@@ -199,3 +199,51 @@ async def test_a_regular_round_skips_fastapis_solving_and_answers_as_it_would(
         answers[content_type] = got
         assert solved == ([] if url == URL else [f"{url}/feedback", f"{url}/predict"] * 4)
     assert answers["application/json"] == answers["application/json; charset=utf-8"]
+
+
+async def test_the_rounds_lane_answers_as_the_full_walk_does(make_client: AppFactory) -> None:
+    """Rounds go to their route through kons_service.http.lane.RoundLane, past FastAPI's router; every
+    answer, errors included (unknown learner, bad JSON, bad body, bad name, bad header, other content
+    type, other method), is the one the full walk gives, as an app without the lane shows."""
+    from kons_service.http.lane import RoundLane
+
+    async def answers(client: AppClient) -> list[tuple[int, str, Any]]:
+        got = []
+        requests: list[tuple[str, str, Any, dict[str, str]]] = [
+            ("POST", f"{URL}/predict", {"x": [1.0, 2.0, 3.0]}, {}),  # unknown learner
+            ("PUT", URL, {"algorithm": "ons", "dim": 3}, {}),
+            *[("POST", f"{URL}/feedback", _body(i), {}) for i in range(3)],
+            ("POST", f"{URL}/predict", {"x": _body(4)["x"]}, {"Kons-Seen-Version": "2"}),
+            ("POST", f"{URL}/predict", {"xs": [_body(5)["x"]] * 2}, {}),
+            ("POST", f"{URL}/feedback", {"items": [_body(6), _body(7)]}, {}),
+            ("POST", f"{URL}/predict", "{not json", {}),
+            ("POST", f"{URL}/predict", {"x": [1.0, 2.0]}, {}),
+            ("POST", f"{URL}/predict", {"z": 1}, {}),
+            ("POST", f"{URL}/feedback", {"x": [1.0, "a", 3.0], "y": 1.0}, {}),
+            ("POST", f"{URL}/predict", {"x": [1.0, 2.0, 3.0]}, {"Kons-Seen-Version": "-1"}),
+            ("POST", f"{URL}/predict", {"x": [1.0, 2.0, 3.0]}, {"Content-Type": "text/plain"}),
+            ("POST", "/v1/learners/bad%20name/predict", {"x": [1.0, 2.0, 3.0]}, {}),
+            ("GET", f"{URL}/predict", None, {}),
+            ("DELETE", URL, None, {}),
+        ]
+        for method, url, body, headers in requests:
+            content = body if isinstance(body, str) else None if body is None else json.dumps(body)
+            response = await client.request(method, url, content=content,
+                                            headers={"Content-Type": "application/json", **headers})
+            kind = response.headers.get("content-type", "")
+            shown = response.json() if kind.startswith("application/json") else response.text
+            if isinstance(shown, dict) and isinstance(shown.get("error"), dict):
+                shown["error"].pop("request_id", None)
+            assert response.headers["x-request-id"]
+            got.append((response.status_code, kind, shown))
+        return got
+
+    lane = await make_client()
+    assert any(cast(Any, m).cls is RoundLane for m in lane.app.user_middleware)
+    walk = await make_client()
+    walk.app.user_middleware = [m for m in walk.app.user_middleware if cast(Any, m).cls is not RoundLane]
+    walk.app.middleware_stack = walk.app.build_middleware_stack()
+    taken = await answers(lane)
+    assert [status for status, _, _ in taken] == [404, 201, 200, 200, 200, 200, 200, 200, 400, 422, 422, 422,
+                                                   422, 422, 422, 405, 204], taken
+    assert taken == await answers(walk)
