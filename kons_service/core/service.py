@@ -377,7 +377,11 @@ class LearnerService:
         rows = [codec.to_kons(x) for x in xs]
         async with self.cache.current(ref) as (entry, learner):
             await self._check_seen(ref, seen, entry.incarnation, entry.version)
-            check_rows(learner, rows)
+            # A lone row without a coverage is checked by its round, first thing, with kons's same check and
+            # words (kons.Learner.check_round); a batch is checked whole before any row is predicted, and a
+            # row with a coverage before the coverage is.
+            if len(rows) > 1 or coverage is not None or entry.config.get("coverage") is not None:
+                check_rows(learner, rows)
             coverage = asked_coverage(entry.config, coverage)
             check_work(entry.state_nbytes(), len(rows), self.settings.batch_max_work_bytes)
             with numerics():
