@@ -58,8 +58,10 @@ async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(
         response = await client.post(f"{URL}/feedback", json=_body(i))
         after = _commands(server)
         assert response.status_code == 200 and response.json()["version"] == i + 1
+        # (the shadow task's poll for challengers, SMEMBERS every half second in the background, may land
+        # in a window on a loaded machine: it is no part of the feedback)
         calls.append({name: n - before.get(name, 0) for name, n in after.items()
-                      if n != before.get(name, 0) and name != "info"})
+                      if n != before.get(name, 0) and name not in ("info", "smembers")})
     for used in calls:
         assert used["evalsha"] == 1  # one call: the append script, nothing before it
         assert "set" not in used and "del" not in used  # no lease taken
