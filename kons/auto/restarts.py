@@ -146,7 +146,7 @@ def _forget_old_neighbours(grid: Grid, span: int) -> None:
     :data:`~kons.auto.config.NEIGHBOUR_ROWS` rows otherwise votes with the old concept's rows for as many
     rounds, and near a class boundary that moved they outvote the new ones (the tuning drifts of
     ``benchmarks/drift.py``: ``docs/drift.md``). Regression and three classes or more keep their windows."""
-    if not grid.mixture.binary:
+    if not grid.mixture.binary or grid.classes > 2:
         return
     experts = grid._kind("neighbours")
     if experts is not None:

@@ -359,3 +359,17 @@ def test_a_binary_learner_saved_across_a_forgetting_change_plays_on_bit_identica
         assert learner.learn_one(x, t) == copy.learn_one(x, t)
     assert learner.changes_detected == copy.changes_detected >= 1
     assert learner.to_bytes() == copy.to_bytes()
+
+
+def test_among_three_classes_a_declared_change_leaves_the_local_expert_its_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    forgotten: list[int] = []
+    monkeypatch.setattr(RecentNeighbours, "forget", lambda self, keep: forgotten.append(keep))
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(900, 4))
+    labels = np.digitize(X[:, 0] + X[:, 1], [-0.5, 0.5])
+    labels[600:] = (labels[600:] + 1) % 3  # every class renamed: the mixture's errors rise at once
+    learner = kons.Auto(task="classification")
+    for x, label in zip(X, labels, strict=True):
+        learner.learn_one(x, int(label))
+    assert learner.changes_detected >= 1 and not forgotten
