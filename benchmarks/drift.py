@@ -12,6 +12,8 @@ time-ordered, so none of them is used here):
 * ``sea_abrupt``: SEA's four concepts in turn (Street and Kim 2001), 10% label noise;
 * ``agrawal_recurring``: Agrawal's loan functions 1 -> 3 -> 1 -> 3 (Agrawal et al. 1993), raw salaries;
 * ``rbf_gradual``: two random RBF concepts, a 500-round gradual change (``ConceptDriftStream``);
+* ``agrawal_abrupt``, ``rbf_abrupt``: the same generators, other functions and seeds, abrupt changes (added
+  to choose issue 39's rule for the local expert after a change on two classes);
 * ``trump_approval`` and ``water_flow``: River's bundled series (1,001 daily approval ratings; 1,268
   hourly water flows, featurised as hour, day of week and hours since the start). No true change points.
 
@@ -245,6 +247,35 @@ def _rbf() -> tuple[np.ndarray, np.ndarray]:
     return X, _labels(y)
 
 
+#: The second tuning drifts' generators take other seeds (the first ones' plus this), so that their rows
+#: are not those of the first tuning drifts.
+_SECOND_SEEDS = 40
+
+
+def _agrawal_abrupt() -> tuple[np.ndarray, np.ndarray]:
+    """Agrawal's loan functions 2 -> 5 -> 7 -> 4 (tuning: added for issue 39's classification recovery)."""
+    from river.datasets import synth
+
+    def make(function: int, seed: int) -> Any:
+        return synth.Agrawal(classification_function=function, seed=seed + _SECOND_SEEDS)
+
+    X, y = _take(_concepts(make, (1, 4, 6, 3), 1000, 50), 4000)
+    return X, _labels(y)
+
+
+def _rbf_abrupt() -> tuple[np.ndarray, np.ndarray]:
+    """Three random RBF concepts of their own centroids, switching every 1,300 rounds (tuning: added for
+    issue 39's classification recovery)."""
+    from river.datasets import synth
+
+    def make(model: int, seed: int) -> Any:
+        return synth.RandomRBF(seed_model=model + 10, seed_sample=seed + _SECOND_SEEDS, n_features=10,
+                               n_centroids=50)
+
+    X, y = _take(_concepts(make, (1, 2, 3), 1300, 50), 3900)
+    return X, _labels(y)
+
+
 def _trump() -> tuple[np.ndarray, np.ndarray]:
     from river.datasets import TrumpApproval
 
@@ -272,6 +303,8 @@ STREAMS = {s.name: s for s in (
     Stream("sea_abrupt", "abrupt", "binary", (1000, 2000, 3000), _sea),
     Stream("agrawal_recurring", "recurring", "binary", (1000, 2000, 3000), _agrawal),
     Stream("rbf_gradual", "gradual", "binary", (2000,), _rbf),
+    Stream("agrawal_abrupt", "abrupt", "binary", (1000, 2000, 3000), _agrawal_abrupt),
+    Stream("rbf_abrupt", "abrupt", "binary", (1300, 2600), _rbf_abrupt),
     Stream("piecewise_flip_a", "abrupt", "regression", (1200, 2400, 3600),
            _piecewise(1, 4, (1200, 2400, 3600), 4800, 2)),
     Stream("piecewise_flip_b", "abrupt", "regression", (1500, 3000), _piecewise(2, 4, (1500, 3000), 4000, 2)),

@@ -302,3 +302,74 @@ def test_among_three_classes_the_local_expert_never_naps_it_votes() -> None:
         negligible = negligible + 1 if grid.mixture.weights()[NEIGHBOURS_SLOT] < NAP_WEIGHT else 0
         longest = max(longest, negligible)
     assert longest > NAP_ROUNDS  # long enough a nap would have begun (as for the trees)
+
+
+def test_a_window_that_forgets_plays_as_one_that_kept_only_its_last_rows() -> None:
+    rng = np.random.default_rng(6)
+    capacity, dim = 7, 3
+    neighbours = RecentNeighbours(capacity, dim, k=3, clip=5.0)
+    rows = [rng.normal(size=dim) for _ in range(30)]
+    labels = [float(rng.integers(2)) for _ in rows]
+    for x, t in zip(rows[:11], labels[:11], strict=True):  # past the capacity: the ring has wrapped
+        neighbours.keep(x, t)
+    neighbours.forget(4)
+    fresh = RecentNeighbours(capacity, dim, k=3, clip=5.0)
+    for x, t in zip(rows[7:11], labels[7:11], strict=True):
+        fresh.keep(x, t)
+    assert neighbours.count == fresh.count == 4
+    for x, t in zip(rows[11:], labels[11:], strict=True):  # on past the capacity again
+        assert neighbours.predict(x, binary=True) == fresh.predict(x, binary=True)
+        neighbours.keep(x, t)
+        fresh.keep(x, t)
+    for name, array in neighbours.arrays().items():
+        np.testing.assert_array_equal(array, fresh.arrays()[name])
+
+
+def test_at_a_declared_change_on_two_classes_the_local_expert_keeps_the_rows_since_its_onset() -> None:
+    X, y = linear_then_flipped(1900, 1600, labels=True)
+    learner = kons.Auto(task="classification")
+    declared = None
+    for r, (x, t) in enumerate(zip(X, y, strict=True)):
+        grid = learner._grid
+        window = None if grid is None else _window(grid)
+        count = None if window is None else window.count
+        learner.learn_one(x, t)
+        grid = _grid(learner) if learner._grid is not None else None
+        if grid is None or count is None or grid.last_change != grid.rounds or declared is not None:
+            continue
+        declared = r
+        window = _window(grid)
+        assert window is not None and count == min(r, NEIGHBOUR_ROWS)  # before: the full window
+        assert 1 <= window.count <= r + 1 - 1600 + 8  # the rows since the change's estimated onset
+        # the last rows the grid kept for the replay, as the local expert took them
+        kept = grid.kept.last(window.count)
+        np.testing.assert_array_equal(window.rows[:window.count], [z for z, _, _ in kept])
+        np.testing.assert_array_equal(window.targets[:window.count], [t for _, _, t in kept])
+    assert declared is not None and 1600 <= declared < 1700
+
+
+def test_a_binary_learner_saved_across_a_forgetting_change_plays_on_bit_identically() -> None:
+    X, y = linear_then_flipped(1800, 1600, labels=True)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X[:1590], y[:1590], strict=True):
+        learner.learn_one(x, t)
+    copy = kons.Auto.from_bytes(learner.to_bytes())
+    for x, t in zip(X[1590:], y[1590:], strict=True):
+        assert learner.predict_one(x) == copy.predict_one(x)
+        assert learner.learn_one(x, t) == copy.learn_one(x, t)
+    assert learner.changes_detected == copy.changes_detected >= 1
+    assert learner.to_bytes() == copy.to_bytes()
+
+
+def test_among_three_classes_a_declared_change_leaves_the_local_expert_its_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    forgotten: list[int] = []
+    monkeypatch.setattr(RecentNeighbours, "forget", lambda self, keep: forgotten.append(keep))
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(900, 4))
+    labels = np.digitize(X[:, 0] + X[:, 1], [-0.5, 0.5])
+    labels[600:] = (labels[600:] + 1) % 3  # every class renamed: the mixture's errors rise at once
+    learner = kons.Auto(task="classification")
+    for x, label in zip(X, labels, strict=True):
+        learner.learn_one(x, int(label))
+    assert learner.changes_detected >= 1 and not forgotten

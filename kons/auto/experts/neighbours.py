@@ -99,6 +99,20 @@ class RecentNeighbours:
         self.ring.advance()
         self.kept += 1
 
+    def forget(self, keep: int) -> None:
+        """Keep only the last ``keep`` rows, moved to the ring's first slots (oldest first); the others'
+        slots are emptied, so that the state holds only what the window holds."""
+        slots = self.ring.order()[max(self.ring.count - keep, 0):]
+        count = len(slots)
+        rows, targets = self.rows[slots], self.targets[slots]
+        self.rows[:] = 0.0
+        self.targets[:] = 0.0
+        self.squared_norms[:] = 0.0
+        self.rows[:count], self.targets[:count] = rows, targets
+        self.squared_norms[:count] = [_squared_norm(row) for row in rows]  # as keep computes them
+        self.ring.count, self.ring.next = count, count % self.ring.capacity
+        self.kept += 1
+
     # ----------------------------------------------------------------- one score
     def predict(self, x: np.ndarray, binary: bool) -> float:
         """The log-odds of the smoothed vote (``binary``), else the neighbours' mean target weighted as the
