@@ -25,8 +25,8 @@ def test_the_records_replay_the_label_played_and_the_rule_follows_a_better_exper
     recorded = label_diagnosis.record("iris")
     assert len(recorded.wrong) == rows and recorded.errors == sum(recorded.wrong)
     assert recorded.labels.shape == (len(recorded.y), len(recorded.names))
-    # no label leads the vote's by an infinite margin: the vote's errors
-    vote = int(np.sum(recorded.voted != recorded.y)) + recorded.offset
+    # no label leads the vote's by an infinite margin: the vote's errors on the rounds the grid played
+    vote = int(np.sum((recorded.voted != recorded.y) & recorded.played)) + recorded.offset
     assert label_diagnosis.follow_experts(recorded, 1.0, np.inf) == vote
     # an expert always right is followed once the label played trails it by the margin
     recorded.labels[:, 0] = recorded.y

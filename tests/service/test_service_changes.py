@@ -13,6 +13,7 @@ import redis
 import kons
 from testkit.processes import AppFactory
 from testkit.scrape import value
+from tests.service.redis_counts import commands, used_between
 
 pytestmark = pytest.mark.anyio
 
@@ -75,21 +76,6 @@ async def test_a_stationary_stream_records_no_change(make_client: AppFactory) ->
     assert value((await client.get("/metrics")).text, "kons_changes_total") == 0
 
 
-# INFO is this test's own count; PING is redis-py's health check of a connection idle for 15 s, which a
-# loaded machine reaches between two requests whatever they do; CONFIG GET is the eviction guard's periodic
-# check of Redis's maxmemory-policy (kons_service.core.eviction), which may fall during either request;
-# SMEMBERS is the shadows' loop listing the challengers to catch up (kons_service.core.shadows): a feedback
-# wakes it, and it runs when it next gets the event loop, with auto's round on the loop often during the next
-# request.
-NOT_THE_ROUNDS = frozenset({"info", "ping", "config|get", "smembers"})
-
-
-def _commands(server: redis.Redis) -> dict[str, int]:
-    """Redis's count of each command run so far (commands inside scripts included)."""
-    stats = server.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
-
-
 async def test_a_feedback_that_declares_a_change_is_still_one_redis_call(
     make_client: AppFactory, redis_url: str
 ) -> None:
@@ -105,12 +91,10 @@ async def test_a_feedback_that_declares_a_change_is_still_one_redis_call(
     used = []
     for start in (CHANGE, CHANGE + 20):  # the change is declared in the first of these two
         part = slice(start, start + 20)
-        before = _commands(server)
+        before = commands(server)
         answer = await client.post(f"{URL}/feedback", json={"items": _items(X[part], y[part])})
         assert answer.status_code == 200
-        after = _commands(server)
-        used.append({name: n - before.get(name, 0) for name, n in after.items()
-                     if n != before.get(name, 0) and name not in NOT_THE_ROUNDS})
+        used.append(used_between(before, commands(server)))
         changes = (await client.get(f"{URL}/history")).json()["changes"]
         assert len(changes) == 1  # declared in the first
     assert used[0] == used[1]  # the same script calls and the same commands in them, change or not

@@ -18,6 +18,7 @@ from kons_service.core.learning import build
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef
 from testkit.processes import SPEC, AppClient, AppFactory
+from tests.service.redis_counts import commands, used_between
 
 pytestmark = pytest.mark.anyio
 
@@ -28,12 +29,6 @@ ROWS = np.random.default_rng(3).normal(size=(64, 3))
 def _body(i: int) -> dict[str, Any]:
     x = ROWS[i]
     return {"x": x.tolist(), "y": float(x[0] - 0.5 * x[1])}
-
-
-def _commands(server: redis.Redis) -> dict[str, int]:
-    """Redis's count of each command run so far (commands inside scripts included)."""
-    stats = server.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
 
 
 async def _local(client: httpx.AsyncClient) -> kons.Learner:
@@ -54,14 +49,11 @@ async def test_a_feedback_on_a_loaded_learner_is_one_redis_call(
         assert (await client.post(f"{URL}/feedback", json=_body(i))).status_code == 200
     calls = []
     for i in range(40, 48):
-        before = _commands(server)
+        before = commands(server)
         response = await client.post(f"{URL}/feedback", json=_body(i))
-        after = _commands(server)
+        after = commands(server)
         assert response.status_code == 200 and response.json()["version"] == i + 1
-        # (the shadow task's poll for challengers, SMEMBERS every half second in the background, may land
-        # in a window on a loaded machine: it is no part of the feedback)
-        calls.append({name: n - before.get(name, 0) for name, n in after.items()
-                      if n != before.get(name, 0) and name not in ("info", "smembers")})
+        calls.append(used_between(before, after))
     for used in calls:
         assert used["evalsha"] == 1  # one call: the append script, nothing before it
         assert "set" not in used and "del" not in used  # no lease taken
@@ -141,10 +133,10 @@ async def test_without_group_commit_each_request_is_its_own_append(
     client = await make_client(group_commit=False)
     server = redis.Redis.from_url(redis_url)
     assert (await client.put(URL, json=SPEC)).status_code == 201
-    before = _commands(server).get("evalsha", 0)
+    before = commands(server).get("evalsha", 0)
     responses = await asyncio.gather(*(client.post(f"{URL}/feedback", json=_body(i)) for i in range(8)))
     assert sorted(r.json()["version"] for r in responses) == list(range(1, 9))
-    assert _commands(server)["evalsha"] - before >= 8 + 1  # 8 appends, and the first's lease
+    assert commands(server)["evalsha"] - before >= 8 + 1  # 8 appends, and the first's lease
 
 
 def test_group_commit_is_on_by_default() -> None:
