@@ -57,6 +57,24 @@ def _reference_plays(targets: np.ndarray, lags: int, bound: float) -> np.ndarray
     return np.array(plays)
 
 
+
+def _learnt(X: np.ndarray, y: np.ndarray, rows: int) -> kons.Auto:
+    """A default ``auto`` that learnt the first ``rows`` rows of ``(X, y)``."""
+    model = kons.Auto()
+    for x, t in zip(X[:rows], y[:rows], strict=True):
+        model.learn_one(x, t)
+    return model
+
+
+def _goes_on_identically(model: kons.Auto, X: np.ndarray, y: np.ndarray, start: int) -> None:
+    """``model`` saved and restored plays and learns rows ``start:`` of ``(X, y)`` as ``model`` does."""
+    restored = kons.load(model.to_bytes())
+    assert restored.to_bytes() == model.to_bytes()
+    for x, t in zip(X[start:], y[start:], strict=True):
+        assert restored.predict_one(x) == model.predict_one(x)
+        assert restored.learn_one(x, t) == model.learn_one(x, t)
+    assert restored.to_bytes() == model.to_bytes()
+
 def test_the_lags_play_the_last_target_and_its_ridge_autoregression() -> None:
     rng = np.random.default_rng(1)
     targets = np.clip(np.cumsum(rng.normal(size=300) * 0.3), -4.0, 4.0)
@@ -158,16 +176,9 @@ def test_on_rows_in_no_order_they_never_play(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_saved_after_they_woke_it_goes_on_identically() -> None:
     X, y = _series(600, 5)
-    model = kons.Auto()
-    for x, t in zip(X[:400], y[:400], strict=True):
-        model.learn_one(x, t)
+    model = _learnt(X, y, 400)
     assert LAST in model.stats()["weights"]
-    restored = kons.load(model.to_bytes())
-    assert restored.to_bytes() == model.to_bytes()
-    for x, t in zip(X[400:], y[400:], strict=True):
-        assert restored.predict_one(x) == model.predict_one(x)
-        assert restored.learn_one(x, t) == model.learn_one(x, t)
-    assert restored.to_bytes() == model.to_bytes()
+    _goes_on_identically(model, X, y, 400)
 
 
 def _delays(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -219,9 +230,7 @@ def test_the_linear_model_plays_a_record_on_the_row_standardised_by_the_rows_bef
 
 def test_a_regression_state_says_it_follows_the_rules_for_tails_and_loads_under_them() -> None:
     X, y = _delays(300, 3)
-    model = kons.Auto()
-    for x, t in zip(X[:200], y[:200], strict=True):
-        model.learn_one(x, t)
+    model = _learnt(X, y, 200)
     header, arrays = kons._state.decode(model.to_bytes())
     assert header["scalars"]["tails"] is True and header["scalars"]["plays_before"] is True
     restored = kons.load(model.to_bytes())
@@ -283,9 +292,7 @@ def test_the_kept_targets_are_the_last_ones_in_the_scale_of_the_round_that_plays
 
 def test_a_state_saved_before_the_lags_kept_their_scale_goes_on_as_it_was() -> None:
     X, y = _series(200, 7)
-    model = kons.Auto()
-    for x, t in zip(X[:150], y[:150], strict=True):
-        model.learn_one(x, t)
+    model = _learnt(X, y, 150)
     header, arrays = kons._state.decode(model.to_bytes())
     assert "target_last_units" in arrays
     saved_before = {key: array for key, array in arrays.items() if key != "target_last_units"}
@@ -302,12 +309,5 @@ def test_saved_in_a_burst_it_goes_on_identically() -> None:
     # saved while the scale moves much a round: the kept targets' units are state
     X, y = _series(200, 6)
     y[80:84] -= 400.0
-    model = kons.Auto()
-    for x, t in zip(X[:82], y[:82], strict=True):
-        model.learn_one(x, t)
-    restored = kons.load(model.to_bytes())
-    assert restored.to_bytes() == model.to_bytes()
-    for x, t in zip(X[82:], y[82:], strict=True):
-        assert restored.predict_one(x) == model.predict_one(x)
-        assert restored.learn_one(x, t) == model.learn_one(x, t)
-    assert restored.to_bytes() == model.to_bytes()
+    model = _learnt(X, y, 82)
+    _goes_on_identically(model, X, y, 82)
