@@ -45,18 +45,26 @@ __all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "last_leads"
 _INTERCEPT = np.ones(1)
 
 
-def _moved(lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None) -> np.ndarray:
-    """``lags`` with those before the newest moved from ``units`` (the mean and deviation they were
-    standardised by) to the statistics of ``targets`` now; ``lags`` itself if there is nothing to move
-    (no scaler: a state saved before the units were kept goes on as it was)."""
-    if targets is None:
-        return lags
+def _affine(units: np.ndarray, targets: TargetScaler) -> tuple[float, float] | None:
+    """The scale and the shift that move targets standardised by ``units`` (the mean and deviation they
+    were standardised by) to the statistics of ``targets`` now; None if there is nothing to move."""
     mean, std = targets.mean, targets.std
     was_mean, was_std = units.tolist()
     if (mean == was_mean and std == was_std) or std <= 0.0 or was_std <= 0.0:
+        return None
+    return was_std / std, (was_mean - mean) / std
+
+
+def _moved(lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None) -> np.ndarray:
+    """``lags`` with those before the newest moved from ``units`` to the statistics of ``targets`` now
+    (:func:`_affine`), in a copy; ``lags`` itself if there is nothing to move (no scaler: a state saved
+    before the units were kept goes on as it was)."""
+    affine = None if targets is None else _affine(units, targets)
+    if affine is None:
         return lags
+    scale, shift = affine
     moved = lags.copy()
-    moved[1:] = lags[1:] * (was_std / std) + (was_mean - mean) / std
+    moved[1:] = lags[1:] * scale + shift
     return moved
 
 
@@ -72,11 +80,15 @@ class _Lagged:
         self.lags, self.units, self.targets = lags, units, targets
 
     def _move(self) -> None:
-        """The kept targets into the scaler's units now (once a round: the second call finds them there)."""
+        """The kept targets into the scaler's units now (once a learning round: the scaler moves only after
+        it, so the later calls of the round find them there)."""
         targets = self.targets
         if targets is None:
             return
-        self.lags[:] = _moved(self.lags, self.units, targets)
+        affine = _affine(self.units, targets)
+        if affine is not None:
+            scale, shift = affine
+            self.lags[1:] = self.lags[1:] * scale + shift
         self.units[:] = targets.mean, targets.std
 
     def probabilities(self, row: Row, classes: int) -> np.ndarray:  # pragma: no cover - regression only
@@ -163,7 +175,14 @@ class TargetLags(_Lagged):
         self.model = model
 
     def _inputs(self) -> np.ndarray:
+        """The model's inputs: the kept targets in the scaler's units now, and the intercept (the kept
+        targets themselves are moved only in a learning round: :meth:`_move`)."""
         return np.concatenate((_moved(self.lags, self.units, self.targets), _INTERCEPT))
+
+    def _moved_inputs(self) -> np.ndarray:
+        """:meth:`_inputs` in a learning round: the kept targets moved once, for the round's observes too."""
+        self._move()
+        return np.concatenate((self.lags, _INTERCEPT))
 
     def _clipped(self, f: float) -> float:
         return min(max(f, -self.model.clip / 2.0), self.model.clip / 2.0)
@@ -174,13 +193,14 @@ class TargetLags(_Lagged):
 
     def learn(self, row: Row, target: float) -> float:
         last = float(self.lags[0])
-        return self._clipped(last + guarded(self.model.learn, self._inputs(), target - last))
+        return self._clipped(last + guarded(self.model.learn, self._moved_inputs(), target - last))
 
     def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
-        self._move()
-        if not playing:  # asleep: the round learnt as in a play, the play itself not computed
+        if playing:
+            self._move()
+        else:  # asleep: the round learnt as in a play, the play itself not computed
             last = float(self.lags[0])
-            guarded(self.model.learn_unplayed, self._inputs(), target - last)
+            guarded(self.model.learn_unplayed, self._moved_inputs(), target - last)
         self.lags[1:] = self.lags[:-1]
         self.lags[0] = target
 
