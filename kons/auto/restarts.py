@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,7 +28,6 @@ from kons.auto.config import (
     YOUNG_KERNELS,
     YOUNG_LINEAR,
 )
-from kons.auto.experts.neighbours import NeighboursExpert
 from kons.auto.experts.newton import LearnerExpert
 from kons.auto.experts.protocol import Expert, Row
 from kons.auto.experts.recent import RecentExpert, RecentLinear
@@ -130,7 +129,7 @@ def restart(grid: Grid, span: int) -> None:
     if grid.probation is not None and not set(grid.probation.slots).isdisjoint(entering):
         grid.probation = None  # its generation is gone
     if grid.rounds == grid.last_change:
-        _forget_old_neighbours(grid, span)
+        _forget_old_rows(grid, span)
         grid.mixture.enter(entering, CHANGE_ENTRY_PRIOR)
         grid.probation = Probation(entering, entry=CHANGE_ENTRY_PRIOR, low=PROBATION_PRIOR,
                                    rounds=PROBATION_ROUNDS)
@@ -140,17 +139,18 @@ def restart(grid: Grid, span: int) -> None:
         grid.leader_since = grid.rounds
 
 
-def _forget_old_neighbours(grid: Grid, span: int) -> None:
-    """At a declared change on two classes, the local expert keeps only the last ``span`` rows (those since
-    the change's estimated onset), as a fresh ``auto``'s would hold them: its window of the last
-    :data:`~kons.auto.config.NEIGHBOUR_ROWS` rows otherwise votes with the old concept's rows for as many
-    rounds, and near a class boundary that moved they outvote the new ones (the tuning drifts of
-    ``benchmarks/drift.py``: ``docs/drift.md``). Regression and three classes or more keep their windows."""
+def _forget_old_rows(grid: Grid, span: int) -> None:
+    """At a declared change on two classes, the experts that keep rows (the local expert) keep only the
+    last ``span`` (those since the change's estimated onset), as a fresh ``auto``'s would hold them: the
+    local expert's window of the last :data:`~kons.auto.config.NEIGHBOUR_ROWS` rows otherwise votes with
+    the old concept's rows for as many rounds, and near a class boundary that moved they outvote the new
+    ones (the tuning drifts of ``benchmarks/drift.py``: ``docs/drift.md``). Regression and three classes or
+    more keep their windows."""
     if not grid.mixture.binary or grid.classes > 2:
         return
-    experts = grid._kind("neighbours")
-    if experts is not None:
-        cast(NeighboursExpert, experts[0]).model.forget(span)
+    for experts in grid.experts:
+        for expert in experts or ():
+            expert.forget(span)
 
 
 def _restart_concept(grid: Grid, span: int) -> GenerationTargets | None:

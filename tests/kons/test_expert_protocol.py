@@ -54,6 +54,9 @@ class LastTarget:
     def ready(self) -> bool:
         return True
 
+    def forget(self, rounds: int) -> None:
+        pass
+
     def hold_growth(self, held: bool) -> None:
         pass
 

@@ -103,6 +103,9 @@ class _Lagged:
     def ready(self) -> bool:
         return True
 
+    def forget(self, rounds: int) -> None:
+        """Nothing: the last targets are the series' own, not rows (and regression keeps them at a change)."""
+
     def hold_growth(self, held: bool) -> None:
         """Nothing: a fixed size."""
 

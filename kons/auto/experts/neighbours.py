@@ -223,6 +223,10 @@ class NeighboursExpert:
     def ready(self) -> bool:
         return self.model.count >= self.wake_rows
 
+    def forget(self, rounds: int) -> None:
+        """Keep only the last ``rounds`` rows of the window."""
+        self.model.forget(rounds)
+
     def hold_growth(self, held: bool) -> None:
         """Nothing: a window of fixed size."""
 

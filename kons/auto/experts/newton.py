@@ -96,6 +96,9 @@ class LearnerExpert:
     def ready(self) -> bool:
         return True
 
+    def forget(self, rounds: int) -> None:
+        """Nothing: it keeps no rows."""
+
     def hold_growth(self, held: bool) -> None:
         self.base.hold_growth(held)
 

@@ -95,6 +95,11 @@ class Expert(Protocol):
         """Whether a sleeping expert would play: it enters the mixture then."""
         ...
 
+    def forget(self, rounds: int) -> None:
+        """At a declared change: of the rows it keeps, keep only those of the last ``rounds`` rounds (the
+        rows since the change's onset); nothing for an expert that keeps no rows."""
+        ...
+
     def hold_growth(self, held: bool) -> None: ...
 
     def nbytes(self) -> int: ...
@@ -267,6 +272,9 @@ class ModelExpert(Generic[Model]):
 
     def ready(self) -> bool:
         return self.model.rows_learnt >= self.wake_rows
+
+    def forget(self, rounds: int) -> None:
+        """Nothing: its model keeps no rows."""
 
     def hold_growth(self, held: bool) -> None:
         self.model.held = held

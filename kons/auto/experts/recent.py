@@ -189,6 +189,9 @@ class RecentExpert:
     def ready(self) -> bool:
         return True
 
+    def forget(self, rounds: int) -> None:
+        """Nothing: it keeps no rows."""
+
     def hold_growth(self, held: bool) -> None:
         """Nothing: a fixed size."""
 
