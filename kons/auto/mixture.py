@@ -429,9 +429,10 @@ class Mixture:
 
     def mix_probabilities(self, probabilities: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         r"""The aggregating algorithm's play for the experts' class probabilities (experts, K): for the
-        log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i` (``weights``: as
-        :meth:`mix`'s)."""
-        if weights is not None and not weights.flags.writeable:  # (the grid's, of the weights' arrays now)
+        log loss, 1-mixable for any K, the Bayes mixture :math:`p = \sum_i w_i p_i` (``weights``: the current
+        :meth:`weights`, if the caller has them; the caller leaves them unchanged: they serve the tempered
+        class of the same weights, :meth:`tempered_class`)."""
+        if weights is not None:
             self._weights_given = self.switching.log_weights, self.switching.log_rate_weights, weights
         mixed: np.ndarray = (self.weights() if weights is None else weights).dot(probabilities)
         return mixed

@@ -143,9 +143,7 @@ def test_the_tempered_class_averages_the_experts_the_leader_outweighs() -> None:
     flattened = np.power(mixture.weights(), LABEL_WEIGHT_POWER)
     assert int(flattened.dot(probabilities).argmax()) == mixture.tempered_class(probabilities) == 1
     # the weights a mix was given serve it while the weights stay; new weights are computed again
-    given = mixture.weights()
-    given.flags.writeable = False
-    mixture.mix_probabilities(probabilities, given)
+    mixture.mix_probabilities(probabilities, mixture.weights())
     assert mixture.tempered_class(probabilities) == 1
     leading = np.log(np.array([0.999, 0.0005, 0.0005]))
     mixture.switching.log_weights = leading * np.ones_like(mixture.switching.log_weights)
