@@ -152,7 +152,9 @@ class OjaSON(LinearLearner):
             W = F @ K @ F.T
             W = 0.5 * (W + W.T) + (rate * (2.0 + rate * c * c * xx)) * np.outer(vg, vg)
             try:
-                F1 = dtrsm(1.0, np.linalg.cholesky(W), F, lower=1)  # (LAPACK's trtrs is slow here)
+                # (LAPACK's trtrs is slow here; the arguments positional, as kons._numerics passes them: f2py
+                # parses keywords slowly) (alpha, a, b, side: left, lower)
+                F1 = dtrsm(1.0, np.linalg.cholesky(W), F, 0, 1)
             except np.linalg.LinAlgError:
                 raise NumericalError("Oja's directions became linearly dependent.") from None
             K = K + np.outer(delta, zg) + np.outer(zg, delta) + (c * c * xx) * np.outer(delta, delta)
