@@ -136,6 +136,30 @@ def test_feature_values_are_decided_by_finite_values_and_squared_norm(values: li
         check_feature_values(arr)
 
 
+@pytest.mark.filterwarnings("error")  # a numpy RuntimeWarning would reach a service's stderr
+@pytest.mark.parametrize("values, refused", [([1e300], True), ([_EDGE, _EDGE], True),
+                                             ([1e200, -1e200, 1.0], True), ([0.7 * _EDGE], False),
+                                             ([0.5 * _EDGE] * 3, False)])
+def test_huge_finite_values_are_decided_silently_at_every_entry(
+    values: list[float], refused: bool, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Huge finite values at the public entries, outside a round's numerics context (numpy's default
+    floating-point handling, which warns of an overflow): a dense row, a sparse one and a record whose
+    squared norm overflows are refused with the check's error, the others accepted, and nothing reaches
+    stderr."""
+    d = len(values)
+    rows = [(kons.Auto(), np.array(values)), (kons.ONS(dim=d), {"indices": list(range(d)), "values": values}),
+            (kons.Auto(), {f"k{i}": v for i, v in enumerate(values)})]
+    with np.errstate(all="warn"):
+        for learner, x in rows:
+            if refused:
+                with pytest.raises(kons.InvalidInputError, match="its squared norm overflows float64"):
+                    learner.check_round(x, 1.0)
+            else:
+                learner.check_round(x, 1.0)
+    assert capfd.readouterr().err == ""
+
+
 @pytest.mark.parametrize("part", [np.zeros(0), np.array([1.0, -3.0]), np.array([[1.0], [np.nan]]),
                                   np.array([np.inf, 0.0]), np.array([-np.inf]), np.array([2.0, 5.0]), 4.0,
                                   float("nan"), np.float64(1e300)])
