@@ -284,47 +284,47 @@ class MondrianForest:
         times = self._time.reshape(-1)[nodes]
         ends = np.cumsum(lengths)
         begins = ends - np.asarray(lengths)
+        born = np.concatenate([[0.0], times[:-1]])  # when each node's cell was made: its parent's split
+        born[begins] = 0.0  # (a root's: the start)
         drawing = (np.logical_or.reduceat(candidates, begins) & (self._nodes + 2 <= self.max_nodes)).tolist()
         paths = list(routed)
-        for t, (begin, end) in enumerate(zip(begins.tolist(), ends.tolist(), strict=True)):
-            if drawing[t]:
-                paths[t] = self._split(t, routed[t], x, extension[begin:end], rates[begin:end],
-                                       candidates[begin:end], times[begin:end], lower[begin:end],
-                                       upper[begin:end])
+        with np.errstate(divide="ignore", over="ignore"):
+            for t, (begin, end) in enumerate(zip(begins.tolist(), ends.tolist(), strict=True)):
+                if not drawing[t]:
+                    continue
+                waits = self._rng.standard_exponential(end - begin) / rates[begin:end]
+                splits = candidates[begin:end] & (born[begin:end] + waits < times[begin:end])
+                if splits.any():
+                    k = int(np.argmax(splits))
+                    i = begin + k
+                    paths[t] = self._split(t, routed[t], k, x, extension[i], rates[i], lower[i], upper[i],
+                                           born[i] + waits[k])
         return paths
 
-    def _split(self, t: int, routed: list[int], x: np.ndarray, extension: np.ndarray, rates: np.ndarray,
-               candidates: np.ndarray, times: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> list[int]:
-        """Tree ``t``'s path for ``x`` after the Mondrian process's split on it, if one comes: ``routed``
-        the path, and of its nodes the box's ``extension`` by the row, its sum (``rates``), whether
-        each may split (``candidates``), their split ``times`` and boxes."""
+    def _split(self, t: int, routed: list[int], k: int, x: np.ndarray, extension: np.ndarray, rate: float,
+               lower: np.ndarray, upper: np.ndarray, time: float) -> list[int]:
+        """Tree ``t``'s path ``routed`` after the Mondrian process's split above its ``k``-th node at
+        ``time``, whose box (``lower``, ``upper``) the row ``x`` extends by ``extension`` (``rate`` in
+        all)."""
         root = t * self.max_nodes
-        path = [node - root for node in routed]  # the tree's own indices
-        born = np.concatenate([[0.0], times[:-1]])  # when each node's cell was made: its parent's split
-        with np.errstate(divide="ignore", over="ignore"):
-            waits = self._rng.standard_exponential(len(path)) / rates
-        splits = candidates & (born + waits < times)
-        if not splits.any():
-            return routed
-        k = int(np.argmax(splits))
-        feature = min(int(np.searchsorted(np.cumsum(extension[k]), self._rng.random() * rates[k],
+        feature = min(int(np.searchsorted(np.cumsum(extension), self._rng.random() * rate,
                                           side="right")), self.dim - 1)
-        while extension[k, feature] <= 0.0:  # a rounding at the cumulative sum's end: the last extended
+        while extension[feature] <= 0.0:  # a rounding at the cumulative sum's end: the last extended
             feature -= 1
-        node = path[k]
+        node = routed[k] - root
         moved, leaf = int(self._nodes[t]), int(self._nodes[t]) + 1
         self._nodes[t] += 2
         for column in (self._feature, self._threshold, self._children, self._time, self._log_weight,
                       self._log_tree, self._lower, self._upper, self._counts, self._frequencies, self._share,
                       self._log_left):
             column[t, moved] = column[t, node]  # the node and its subtree, one level down
-        above = x[feature] > upper[k, feature]
-        low, high = (upper[k, feature], x[feature]) if above else (x[feature], lower[k, feature])
+        above = x[feature] > upper[feature]
+        low, high = (upper[feature], x[feature]) if above else (x[feature], lower[feature])
         # the new node keeps the old one's counts and weights: the same rows went through it
         self._feature[t, node] = feature
         self._threshold[t, node] = low + (high - low) * self._rng.random()
         self._children[t, node] = (moved, leaf) if above else (leaf, moved)
-        self._time[t, node] = born[k] + waits[k]
+        self._time[t, node] = time
         self._children[t, leaf] = -1
         self._time[t, leaf] = _NEVER
         self._log_weight[t, leaf] = self._log_tree[t, leaf] = 0.0
