@@ -158,11 +158,13 @@ NAP_ROUNDS = 250
 #: noisier labels (docs/auto.md#the-mondrian-forest).
 FOREST_TREES = 10
 #: Nodes of a tree at most: then its splits stay and its nodes only count, so its state and cost stay
-#: flat; fewer cost image segments errors (docs/auto.md#the-mondrian-forest).
-FOREST_MAX_NODES = 511
+#: flat; about what AMF's unbounded trees grow to on image segments, where fewer cost errors
+#: (docs/auto.md#trees-as-large-as-amfs).
+FOREST_MAX_NODES = 1023
 #: The forest's saved bytes on two classes at most (its trees' nodes bounded to fit: a node keeps its box,
-#: two floats a feature): below a mature grid's own state (docs/auto.md#the-mondrian-forest).
-FOREST_MAX_BYTES = 2_000_000
+#: two floats a feature): the node bound's on rows of up to about twenty features
+#: (docs/auto.md#trees-as-large-as-amfs).
+FOREST_MAX_BYTES = 4_000_000
 #: Features above which there is none: on digits the kernels lead, and the forest cost much of the round
 #: for little weight (docs/auto.md#the-mondrian-forest).
 FOREST_MAX_DIM = 32

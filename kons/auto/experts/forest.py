@@ -102,7 +102,7 @@ def _tree_log_weight(own: float, split: float) -> float:
 
 def _second(first: np.ndarray) -> np.ndarray:
     """Each inner node's second child from its first: a split makes its two children at once, an odd index
-    and the next (:meth:`MondrianForest._extend`)."""
+    and the next (:meth:`MondrianForest._split`)."""
     result: np.ndarray = np.where(first % 2 == 1, first + 1, first - 1)
     return result
 
@@ -258,56 +258,73 @@ class MondrianForest:
         paths = routed
         if not self._learnt:
             self._lower[:, 0], self._upper[:, 0] = _box(x)
-        elif not self.held:
-            paths = [self._extend(t, path, x, label) if self._nodes[t] + 2 <= self.max_nodes else path
-                     for t, path in enumerate(routed)]
+        elif not self.held and (self._nodes + 2 <= self.max_nodes).any():
+            paths = self._extend(routed, flat, x, label)
         # a split on a path: the path gained a leaf
         if any(path is not before for path, before in zip(paths, routed, strict=True)):
             flat = self._flat(paths)
         self._count(paths, flat[0], x, label)
         self._learnt += 1
 
-    def _extend(self, t: int, routed: list[int], x: np.ndarray, label: int) -> list[int]:
-        """Tree ``t``'s path for ``x`` (as :meth:`_route` gives it) after the Mondrian process's split on
-        it, if one comes."""
-        root = t * self.max_nodes
-        path = [node - root for node in routed]  # the tree's own indices
-        lower, upper = self._lower[t, path], self._upper[t, path]
+    def _extend(self, routed: list[list[int]], flat: tuple[np.ndarray, list[int]], x: np.ndarray,
+                label: int) -> list[list[int]]:
+        """The trees' paths for ``x`` (as :meth:`_route` gives them, ``flat`` flattened: :meth:`_flat`) after
+        the Mondrian process's splits on them, if any come (a full tree's path stays). Each path's nodes are
+        looked at for every tree at once: most rows of a grown tree extend no impure node's box, and a
+        tree's draw is made only where one does."""
+        nodes, lengths = flat
+        lower, upper = self._lower.reshape(-1, self.dim)[nodes], self._upper.reshape(-1, self.dim)[nodes]
         # a missing value (NaN) extends nothing (fmax), nor does a feature no row of the node gave
         with np.errstate(over="ignore", invalid="ignore"):
             extension = np.where(lower <= upper, np.fmax(lower - x, 0.0) + np.fmax(x - upper, 0.0), 0.0)
         rates = extension.sum(axis=1)
-        counts = self._counts[t, path]
+        counts = self._counts.reshape(-1, self.classes)[nodes]
         pure = counts[:, label] == counts.sum(axis=1)  # every row of the node of the row's class
         candidates = (rates > 0.0) & ~pure
-        if not candidates.any():
-            return routed
-        times = self._time[t, path]
+        times = self._time.reshape(-1)[nodes]
+        ends = np.cumsum(lengths)
+        begins = ends - np.asarray(lengths)
         born = np.concatenate([[0.0], times[:-1]])  # when each node's cell was made: its parent's split
+        born[begins] = 0.0  # (a root's: the start)
+        drawing = (np.logical_or.reduceat(candidates, begins) & (self._nodes + 2 <= self.max_nodes)).tolist()
+        paths = list(routed)
         with np.errstate(divide="ignore", over="ignore"):
-            waits = self._rng.standard_exponential(len(path)) / rates
-        splits = candidates & (born + waits < times)
-        if not splits.any():
-            return routed
-        k = int(np.argmax(splits))
-        feature = min(int(np.searchsorted(np.cumsum(extension[k]), self._rng.random() * rates[k],
+            for t, (begin, end) in enumerate(zip(begins.tolist(), ends.tolist(), strict=True)):
+                if not drawing[t]:
+                    continue
+                waits = self._rng.standard_exponential(end - begin) / rates[begin:end]
+                splits = candidates[begin:end] & (born[begin:end] + waits < times[begin:end])
+                if splits.any():
+                    k = int(np.argmax(splits))
+                    i = begin + k
+                    paths[t] = self._split(t, routed[t], k, x, extension[i], rates[i], lower[i], upper[i],
+                                           born[i] + waits[k])
+        return paths
+
+    def _split(self, t: int, routed: list[int], k: int, x: np.ndarray, extension: np.ndarray, rate: float,
+               lower: np.ndarray, upper: np.ndarray, time: float) -> list[int]:
+        """Tree ``t``'s path ``routed`` after the Mondrian process's split above its ``k``-th node at
+        ``time``, whose box (``lower``, ``upper``) the row ``x`` extends by ``extension`` (``rate`` in
+        all)."""
+        root = t * self.max_nodes
+        feature = min(int(np.searchsorted(np.cumsum(extension), self._rng.random() * rate,
                                           side="right")), self.dim - 1)
-        while extension[k, feature] <= 0.0:  # a rounding at the cumulative sum's end: the last extended
+        while extension[feature] <= 0.0:  # a rounding at the cumulative sum's end: the last extended
             feature -= 1
-        node = path[k]
+        node = routed[k] - root
         moved, leaf = int(self._nodes[t]), int(self._nodes[t]) + 1
         self._nodes[t] += 2
         for column in (self._feature, self._threshold, self._children, self._time, self._log_weight,
                       self._log_tree, self._lower, self._upper, self._counts, self._frequencies, self._share,
                       self._log_left):
             column[t, moved] = column[t, node]  # the node and its subtree, one level down
-        above = x[feature] > upper[k, feature]
-        low, high = (upper[k, feature], x[feature]) if above else (x[feature], lower[k, feature])
+        above = x[feature] > upper[feature]
+        low, high = (upper[feature], x[feature]) if above else (x[feature], lower[feature])
         # the new node keeps the old one's counts and weights: the same rows went through it
         self._feature[t, node] = feature
         self._threshold[t, node] = low + (high - low) * self._rng.random()
         self._children[t, node] = (moved, leaf) if above else (leaf, moved)
-        self._time[t, node] = born[k] + waits[k]
+        self._time[t, node] = time
         self._children[t, leaf] = -1
         self._time[t, leaf] = _NEVER
         self._log_weight[t, leaf] = self._log_tree[t, leaf] = 0.0
