@@ -45,6 +45,7 @@ from kons_service.store.records import (
     StoredState,
 )
 from kons_service.store.server import answers_ping
+from kons_service.store.tracking import HeadMark
 
 __all__ = [
     "AppendOutcome",
@@ -52,6 +53,7 @@ __all__ = [
     "AppliedRequest",
     "Base",
     "Head",
+    "HeadMark",
     "KeepPolicy",
     "LearnerRef",
     "LeaseBusy",

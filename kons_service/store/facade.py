@@ -22,6 +22,7 @@ from kons_service.store.records import Head, LearnerRef, ListedLearner
 from kons_service.store.server import ServerChecks
 from kons_service.store.shadows import ShadowLinks
 from kons_service.store.snapshots import Snapshots
+from kons_service.store.tracking import HeadWatch
 
 __all__ = ["Store"]
 
@@ -52,6 +53,8 @@ class Store:
         self.snapshots = Snapshots(connection)
         self.budget = TenantBytes(connection)
         self.shadows = ShadowLinks(connection)
+        #: Whether a learner's head may have moved since it was last read (see :mod:`.tracking`).
+        self.heads = HeadWatch(client)
 
     @classmethod
     def connect(cls, url: str, timeout_seconds: float, named: bool = True, *, cluster: bool = False,
@@ -61,6 +64,7 @@ class Store:
         return cls(client, name, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
 
     async def close(self) -> None:
+        await self.heads.close()
         await self.client.aclose()
 
     @translated
