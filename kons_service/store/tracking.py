@@ -50,6 +50,8 @@ _PROOF_SECONDS = 0.25
 #: A mark is trusted only this long after the last proof: a connection that stopped delivering without
 #: closing (a network partition) makes every mark stale within it.
 _TRUST_SECONDS = 1.0
+#: How long after a failure of the tracking connection no other is tried (the heads are read meanwhile).
+_RETRY_SECONDS = 1.0
 #: Prefixes tracked on one connection before it is opened again (a prefix cannot be untracked alone): an
 #: evicted learner's would otherwise keep sending pushes, and Redis keep the prefix, forever.
 _PREFIXES_MAX = 4096
@@ -77,13 +79,15 @@ class HeadWatch:
         self._pushes: dict[str, int] = {}  # meta key -> the invalidations received since it was tracked
         self._proven_at = -math.inf  # when (monotonic) the last PING answered on the connection was sent
         self._prover: asyncio.Task[None] | None = None
+        self._retry_at = -math.inf  # no connection is tried before (monotonic), after a failure
+        self._poll: select.poll | None = None  # of the connection's socket
 
     async def mark(self, ref: LearnerRef) -> HeadMark | None:
         """A mark of the learner's head, to take BEFORE reading the head (None: not watched). Tracks its
         key first, connecting if need be."""
-        if self._client is None:
-            return None
         key = keys.learner_key(ref, "meta")
+        if self._client is None or time.monotonic() < self._retry_at:
+            return None
         try:
             async with self._lock:
                 connection = await self._connected()
@@ -93,17 +97,21 @@ class HeadWatch:
                         connection = await self._connected()
                     sent = time.monotonic()
                     await connection.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", key)
-                    await connection.read_response()
+                    try:
+                        await connection.read_response()
+                    except redis.exceptions.ResponseError as refusal:  # (an ACL without CLIENT, say)
+                        # (no two learners' meta keys overlap: names hold neither '}' nor ':')
+                        log.warning("Redis refuses CLIENT TRACKING (%s): every read reads the head", refusal)
+                        self._client = None
+                        return None
                     self._pushes[key] = 0
                     self._proven_at = max(self._proven_at, sent)  # (an answer proves it alive too)
                 return HeadMark(self._epoch, key, self._pushes[key])
-        except redis.exceptions.ResponseError as error:
-            # a prefix overlapping one tracked (a learner name holding another's key and more): that
-            # learner's head is read every time
-            log.debug("not watching %s: %s", key, error)
-            return None
         except Exception as error:  # whatever redis-py lets out (see .errors.translated)
-            log.debug("not watching %s: %s", key, error)  # (the head read that follows answers the failure)
+            # (the head read that follows answers the failure; the next tries wait a while, so that a Redis
+            # refusing this connection costs no request more than a head read)
+            log.debug("not watching %s: %s", key, error)
+            self._retry_at = time.monotonic() + _RETRY_SECONDS
             if self._connection is not None:
                 await self._lose(self._connection)
             return None
@@ -154,12 +162,20 @@ class HeadWatch:
         """A new connection tracks nothing yet: every mark made before is stale."""
         self._epoch += 1
         self._pushes.clear()
+        # (redis-py has no public view of a connection's socket)
+        writer = getattr(connection, "_writer", None)
+        sock = None if writer is None else writer.transport.get_extra_info("socket")
+        self._poll = None
+        if sock is not None:
+            self._poll = select.poll()  # (not select.select: it fails on descriptors above 1023)
+            self._poll.register(sock.fileno(), select.POLLIN | select.POLLPRI)
 
     async def _lose(self, connection: AbstractConnection) -> None:
         """Pushes may have been missed on ``connection`` (lock held): drop it; every mark is stale."""
         self._epoch += 1
         self._pushes.clear()
         self._proven_at = -math.inf
+        self._poll = None
         with contextlib.suppress(Exception):
             await connection.disconnect(nowait=True)
 
@@ -195,8 +211,7 @@ class HeadWatch:
                 except Exception:  # whatever redis-py lets out (see .errors.translated)
                     await self._lose(connection)
                     return False
-        sock = writer.transport.get_extra_info("socket")
-        return sock is not None and not select.select([sock], [], [], 0)[0]
+        return self._poll is not None and not self._poll.poll(0)  # (nothing readable: no push on its way)
 
     async def _prove(self) -> None:
         """Every :data:`_PROOF_SECONDS`, a ``PING`` on the connection (the pushes before its answer are
