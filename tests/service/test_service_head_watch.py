@@ -104,3 +104,20 @@ async def test_a_killed_tracking_connection_makes_every_cached_head_stale(
         assert await _feed(a, 1, start=10 + round_) == 3 + round_
         assert await _version(b) == 3 + round_
         await asyncio.sleep(0.05)
+
+
+async def test_a_tracking_connection_that_does_not_answer_is_not_trusted(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
+    """A connection that stops delivering without closing (here every client paused) may be missing pushes:
+    while its ``PING`` is unanswered, and past a second without an answered one, the head is read again."""
+    client = await make_client()
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    await _feed(client, 2)
+    assert await _version(client) == 2
+    admin = redis_server.client()
+    before = commands(admin)
+    admin.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+    await asyncio.sleep(1.2)  # (the watch's PING is unanswered since)
+    assert await _version(client) == 2  # waits for the pause to end: the head is read
+    assert used_between(before, commands(admin)).get("hmget") == 1
