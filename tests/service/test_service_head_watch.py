@@ -117,7 +117,7 @@ async def test_a_tracking_connection_that_does_not_answer_is_not_trusted(
     assert await _version(client) == 2
     admin = redis_server.client()
     before = commands(admin)
-    admin.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+    admin.client_pause(3000, all=True)
     await asyncio.sleep(1.2)  # (the watch's PING is unanswered since)
     assert await _version(client) == 2  # waits for the pause to end: the head is read
     assert used_between(before, commands(admin)).get("hmget") == 1
