@@ -38,7 +38,7 @@ class Store:
     """
 
     def __init__(self, client: Redis | RedisCluster, connection_name: str | None = None, *,
-                 wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
+                 wait_replicas: int = 0, wait_timeout_ms: int = 1000, held: int = 1024) -> None:
         connection = Connection(client, connection_name, wait_replicas=wait_replicas,
                                 wait_timeout_ms=wait_timeout_ms)
         self.connection = connection
@@ -54,14 +54,15 @@ class Store:
         self.budget = TenantBytes(connection)
         self.shadows = ShadowLinks(connection)
         #: Whether a learner's head may have moved since it was last read (see :mod:`.tracking`).
-        self.heads = HeadWatch(client)
+        self.heads = HeadWatch(client, held)
 
     @classmethod
     def connect(cls, url: str, timeout_seconds: float, named: bool = True, *, cluster: bool = False,
-                wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> Store:
-        """A store on the Redis at ``url`` (see :func:`.connect_client`)."""
+                wait_replicas: int = 0, wait_timeout_ms: int = 1000, held: int = 1024) -> Store:
+        """A store on the Redis at ``url`` (see :func:`.connect_client`); ``held``: how many learners the
+        process may hold at once (see :class:`.HeadWatch`)."""
         client, name = connect_client(url, timeout_seconds, named, cluster=cluster)
-        return cls(client, name, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
+        return cls(client, name, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms, held=held)
 
     async def close(self) -> None:
         await self.heads.close()

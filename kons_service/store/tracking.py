@@ -52,9 +52,11 @@ _PROOF_SECONDS = 0.25
 _TRUST_SECONDS = 1.0
 #: How long after a failure of the tracking connection no other is tried (the heads are read meanwhile).
 _RETRY_SECONDS = 1.0
-#: Prefixes tracked on one connection before it is opened again (a prefix cannot be untracked alone): an
-#: evicted learner's would otherwise keep sending pushes, and Redis keep the prefix, forever.
-_PREFIXES_MAX = 4096
+#: Prefixes tracked on one connection, per learner the process may hold, before it is opened again (a
+#: prefix cannot be untracked alone): an evicted learner's would otherwise keep sending pushes, and Redis
+#: keep the prefix, forever; a few times the cache's size, so that a full cache turning over is seldom
+#: tracked anew.
+_PREFIXES_PER_HELD = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +72,10 @@ class HeadMark:
 class HeadWatch:
     """Tracks the ``meta`` keys of the learners this process holds (see the module's docstring)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, held: int = 1024) -> None:
+        """``held``: how many learners the process may hold at once (its cache's size)."""
         self._client = client if isinstance(client, Redis) else None  # (a RedisCluster: not watched)
+        self._prefixes_max = _PREFIXES_PER_HELD * held
         self._connection: AbstractConnection | None = None
         self._lock = asyncio.Lock()  # one reader of the connection at a time
         #: Bumped whenever pushes may have been missed: every mark of an older epoch is stale.
@@ -92,7 +96,7 @@ class HeadWatch:
             async with self._lock:
                 connection = await self._connected()
                 if key not in self._pushes:
-                    if len(self._pushes) >= _PREFIXES_MAX:
+                    if len(self._pushes) >= self._prefixes_max:
                         await self._lose(connection)
                         connection = await self._connected()
                     sent = time.monotonic()

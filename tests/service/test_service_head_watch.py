@@ -121,3 +121,19 @@ async def test_a_tracking_connection_that_does_not_answer_is_not_trusted(
     await asyncio.sleep(1.2)  # (the watch's PING is unanswered since)
     assert await _version(client) == 2  # waits for the pause to end: the head is read
     assert used_between(before, commands(admin)).get("hmget") == 1
+
+
+async def test_a_watch_reopened_past_its_prefixes_still_sees_every_write(make_client: AppFactory) -> None:
+    """A process holding one learner at a time tracks at most 4 prefixes on a connection, then opens another:
+    the learners it cycles through (more than that) still serve every write of another replica."""
+    a, b = await make_client(), await make_client(cache_size=1)
+    names = [f"{URL}-{i}" for i in range(6)]
+    for name in names:
+        assert (await a.put(name, json=SPEC)).status_code == 201
+    for turn in range(3):
+        for i, name in enumerate(names):
+            answer = await a.post(f"{name}/feedback", json={"x": [i, 1.0], "y": 1.0})
+            assert answer.status_code == 200
+            for _ in range(2):  # (the second from the cache while it holds the learner)
+                predicted = await b.post(f"{name}/predict", json={"x": [0.5, 1.0]})
+                assert predicted.status_code == 200 and predicted.json()["version"] == turn + 1
