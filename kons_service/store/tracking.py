@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.exceptions
+from redis._parsers import _AsyncRESP3Parser
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
@@ -149,8 +150,11 @@ class HeadWatch:
         assert self._client is not None
         pool = self._client.connection_pool
         # No retries: a silent reconnection would lose the tracking while the marks stayed trusted (a
-        # reconnection made anyway, by redis-py, is counted by _on_connect).
-        options = {**pool.connection_kwargs, "protocol": 3, "retry": Retry(NoBackoff(), 0)}
+        # reconnection made anyway, by redis-py, is counted by _on_connect). redis-py's own RESP3 parser even
+        # with hiredis installed: it takes from the stream only the bytes of the reply it parses, so that
+        # any other is still there for _drained to see (hiredis's reads whole chunks into its own buffer).
+        options = {**pool.connection_kwargs, "protocol": 3, "retry": Retry(NoBackoff(), 0),
+                   "parser_class": _AsyncRESP3Parser}
         connection = self._connection
         if connection is None:
             connection = self._connection = pool.connection_class(**options)
