@@ -38,7 +38,7 @@ from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.rollbacks import RollbackReporter, Witness
 from kons_service.settings import Settings
-from kons_service.store import Head, LearnerRef, LogEntry, LoggedRound, Store
+from kons_service.store import Head, HeadMark, LearnerRef, LogEntry, LoggedRound, Store
 
 __all__ = ["CachedLearner", "LearnerCache", "logged_bytes", "not_found"]
 
@@ -101,6 +101,9 @@ class CachedLearner:
     resume_at: float = 0.0  # when a learner whose growth is held asks for room again (monotonic)
     #: The head of a learner dropped after it played rounds that were not logged (:meth:`drop_played`).
     held: Head | None = None
+    #: Taken before the head it was last brought to was read: while the store's watch finds it unchanged,
+    #: that head is still the store's (see :meth:`LearnerCache.current`).
+    head_mark: HeadMark | None = None
     #: Rounds its reservation still covers the growth of (see :meth:`.growth.GrowthBudget.held`).
     growth_credit: int = 0
     #: The request ids of the latest requests this process appended (an ordered set, at most
@@ -152,6 +155,7 @@ class CachedLearner:
 
     def invalidate(self) -> None:
         self.learner, self.incarnation, self.version, self.tip = None, "", 0, ""
+        self.head_mark = None
         self.optimistic, self.growth_credit = False, 0
 
     def drop_played(self) -> None:
@@ -327,10 +331,19 @@ class LearnerCache:
             self._release(entry)
 
     @contextlib.asynccontextmanager
-    async def current(self, ref: LearnerRef) -> AsyncIterator[tuple[CachedLearner, kons.Learner]]:
-        """The learner of ``ref`` at the store's head, locked for the block."""
+    async def current(self, ref: LearnerRef,
+                      seen: int = 0) -> AsyncIterator[tuple[CachedLearner, kons.Learner]]:
+        """The learner of ``ref`` at the store's head, locked for the block. The head is not read while the
+        store's watch proves it unchanged since the learner was brought to it (the learner is then at the
+        head already: any write since, by any process, makes the mark stale), unless a client says it saw a
+        version after the learner's (``seen``), which must be checked against the store itself."""
         async with self.locked(self.entry(ref)) as entry:
-            await self.sync(entry, await self.head(ref))
+            if not (entry.learner is not None and seen <= entry.version
+                    and await self.store.heads.unchanged(entry.head_mark)):
+                entry.head_mark = None
+                mark = await self.store.heads.mark(ref)  # (before the head is read: a write after it counts)
+                await self.sync(entry, await self.head(ref))
+                entry.head_mark = mark
             yield entry, entry.loaded()
 
     async def head(self, ref: LearnerRef) -> Head:

@@ -316,7 +316,7 @@ class LearnerService:
     async def describe(self, ref: LearnerRef, seen: int | None = None) -> LearnerDetails:
         """The learner's summary and stats; ``seen``: the newest version the caller was answered, if it
         sent it back (a head below it is a rollback: :mod:`.rollbacks`)."""
-        async with self.cache.current(ref) as (entry, learner):
+        async with self.cache.current(ref, seen or 0) as (entry, learner):
             await self._check_seen(ref, seen, entry.incarnation, entry.version)
             stats = learner.stats()
             # also here, so that after a restart the gauges are there before the next feedback
@@ -375,7 +375,7 @@ class LearnerService:
         as for :meth:`describe`; with ``coverage``, each row's interval or set (nothing changes)."""
         self._check_batch(len(xs))
         rows = [codec.to_kons(x) for x in xs]
-        async with self.cache.current(ref) as (entry, learner):
+        async with self.cache.current(ref, seen or 0) as (entry, learner):
             await self._check_seen(ref, seen, entry.incarnation, entry.version)
             # A lone row without a coverage is checked by its round, first thing, with kons's same check and
             # words (kons.Learner.check_round); a batch is checked whole before any row is predicted, and a

@@ -89,7 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 raise
         store = Store.connect(url, settings.redis_timeout_seconds, named=settings.lease_takeover,
                               cluster=settings.redis_cluster, wait_replicas=settings.redis_wait_replicas,
-                              wait_timeout_ms=settings.redis_wait_timeout_ms)
+                              wait_timeout_ms=settings.redis_wait_timeout_ms, held=settings.cache_size)
         service = LearnerService(store, settings, metrics)
         started = False
         trimming = asyncio.create_task(HeapTrimmer(settings.heap_trim_seconds, settings.heap_arenas).run())

@@ -6,7 +6,8 @@
 :class:`StoreUnavailableError` (:mod:`.errors`; the HTTP answers are chosen at the edge). The key names
 are pure functions of :mod:`.keys`, where their layout is described; each concern has its module:
 :mod:`.leases`, :mod:`.log`, :mod:`.ids`, :mod:`.history`, :mod:`.snapshots`, :mod:`.budget` (the
-tenant's bytes) and :mod:`.server` (checks of Redis itself), all sharing one :mod:`.connection`.
+tenant's bytes) and :mod:`.server` (checks of Redis itself), all sharing one :mod:`.connection`; and
+:mod:`.tracking`, on a connection of its own (whether a learner's head moved since it was read).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from kons_service.store.records import (
     StoredState,
 )
 from kons_service.store.server import answers_ping
+from kons_service.store.tracking import HeadMark
 
 __all__ = [
     "AppendOutcome",
@@ -52,6 +54,7 @@ __all__ = [
     "AppliedRequest",
     "Base",
     "Head",
+    "HeadMark",
     "KeepPolicy",
     "LearnerRef",
     "LeaseBusy",

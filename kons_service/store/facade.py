@@ -22,6 +22,7 @@ from kons_service.store.records import Head, LearnerRef, ListedLearner
 from kons_service.store.server import ServerChecks
 from kons_service.store.shadows import ShadowLinks
 from kons_service.store.snapshots import Snapshots
+from kons_service.store.tracking import HeadWatch
 
 __all__ = ["Store"]
 
@@ -37,7 +38,7 @@ class Store:
     """
 
     def __init__(self, client: Redis | RedisCluster, connection_name: str | None = None, *,
-                 wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
+                 wait_replicas: int = 0, wait_timeout_ms: int = 1000, held: int = 1024) -> None:
         connection = Connection(client, connection_name, wait_replicas=wait_replicas,
                                 wait_timeout_ms=wait_timeout_ms)
         self.connection = connection
@@ -52,15 +53,19 @@ class Store:
         self.snapshots = Snapshots(connection)
         self.budget = TenantBytes(connection)
         self.shadows = ShadowLinks(connection)
+        #: Whether a learner's head may have moved since it was last read (see :mod:`.tracking`).
+        self.heads = HeadWatch(client, held)
 
     @classmethod
     def connect(cls, url: str, timeout_seconds: float, named: bool = True, *, cluster: bool = False,
-                wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> Store:
-        """A store on the Redis at ``url`` (see :func:`.connect_client`)."""
+                wait_replicas: int = 0, wait_timeout_ms: int = 1000, held: int = 1024) -> Store:
+        """A store on the Redis at ``url`` (see :func:`.connect_client`); ``held``: how many learners the
+        process may hold at once (see :class:`.HeadWatch`)."""
         client, name = connect_client(url, timeout_seconds, named, cluster=cluster)
-        return cls(client, name, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
+        return cls(client, name, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms, held=held)
 
     async def close(self) -> None:
+        await self.heads.close()
         await self.client.aclose()
 
     @translated
