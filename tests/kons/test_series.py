@@ -18,6 +18,7 @@ from kons.auto.config import (
     LAGS_WARMUP_ROWS,
     LAGS_WARMUP_SHARE,
     LAGS_WEIGHT_VARIANCE,
+    MIX_EARLY_ROUNDS,
 )
 from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
@@ -179,6 +180,23 @@ def test_saved_after_they_woke_it_goes_on_identically() -> None:
     model = _learnt(X, y, 400)
     assert LAST in model.stats()["weights"]
     _goes_on_identically(model, X, y, 400)
+
+
+def test_the_first_rounds_play_sharpened_weights_a_view_saved_mid_way_goes_on_identically() -> None:
+    X, y = _delays(MIX_EARLY_ROUNDS + 100, 3)
+    model = kons.Auto()
+    for x, t in zip(X[:100], y[:100], strict=True):
+        model.learn_one(x, t)
+    grid = cast(kons.auto.grid.Grid, model._grid)
+    weights, power = grid._weights(), MIX_EARLY_ROUNDS / (grid.rounds + 1)
+    assert np.allclose(grid._played_weights(), weights**power / np.sum(weights**power))
+    restored = kons.load(model.to_bytes())  # (the view is not state: the same bytes, the same plays)
+    assert restored.to_bytes() == model.to_bytes()
+    for x, t in zip(X[100:], y[100:], strict=True):
+        assert restored.predict_one(x) == model.predict_one(x)
+        assert restored.learn_one(x, t) == model.learn_one(x, t)
+    grid = cast(kons.auto.grid.Grid, model._grid)
+    assert grid._played_weights() is grid._weights()  # past the first rounds: the mixture's own
 
 
 def _delays(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
