@@ -352,6 +352,10 @@ class Grid:
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
         self._kind_slots = {kind.slots[0]: [self.slot[name] for name in kind.slots] for kind in self.kinds}
+        # the slots of the experts of the row (all but the target's last values'): those whose weights the
+        # first rounds sharpen (_played_weights)
+        self._of_the_row = np.ones(len(self.layout), dtype=bool)
+        self._of_the_row[self._kind_slots.get("target_last", [])] = False
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
         self.detector = LossChangeDetector()
@@ -476,18 +480,25 @@ class Grid:
 
     def _played_weights(self) -> np.ndarray:
         """The weights a regression round plays with: until round :data:`~kons.auto.config.MIX_EARLY_ROUNDS`
-        the mixture's raised to ``MIX_EARLY_ROUNDS / round`` (its first rounds' differences in loss are
-        small against the mixture's rate, and the best expert of the stream held little weight for hundreds
-        of rounds: docs/series.md), then the mixture's own. A view, not state: the weights' updates, the
-        leader and the experts' naps take the mixture's own, so from that round on it plays as without it."""
+        the weights of the experts of the row raised to ``MIX_EARLY_ROUNDS / round`` and scaled back to the
+        mixture's weight of them all (their first rounds' differences in loss are small against the
+        mixture's rate, and the best of them held little weight for hundreds of rounds), the experts of the
+        target's last values at the mixture's own (sharpened against them, the many experts of the row
+        that forecast a series' trend and season together, each at a small weight, were left out of the
+        play; sharpened among themselves, the last target and its autoregression, alike in their first
+        rounds, followed the noise: docs/series.md); then the mixture's own. A view, not state: the weights'
+        updates, the leader and the experts' naps take the mixture's own, so from that round on it plays
+        as without it."""
         weights = self._weights()
         power = MIX_EARLY_ROUNDS / (self.rounds + 1)
         if power <= 1.0 or not self.early or self.rounds < WARMUP_ROWS:  # (the warm-up's replay too)
             return weights
         kept = self._sharpened
         if kept is None or kept[0] is not weights:
-            sharpened = weights ** power
-            sharpened /= sharpened.sum()
+            sharpened = weights.copy()
+            of_the_row = weights[self._of_the_row]
+            raised = (of_the_row / of_the_row.max()) ** power  # (relative to the largest: no underflow)
+            sharpened[self._of_the_row] = raised * (of_the_row.sum() / raised.sum())
             sharpened.flags.writeable = False
             kept = self._sharpened = weights, sharpened
         return kept[1]

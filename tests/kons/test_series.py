@@ -184,19 +184,28 @@ def test_saved_after_they_woke_it_goes_on_identically() -> None:
 
 def test_the_first_rounds_play_sharpened_weights_a_view_saved_mid_way_goes_on_identically() -> None:
     X, y = _delays(MIX_EARLY_ROUNDS + 100, 3)
-    model = kons.Auto()
-    for x, t in zip(X[:100], y[:100], strict=True):
-        model.learn_one(x, t)
+    model = _learnt(X, y, 100)
     grid = cast(kons.auto.grid.Grid, model._grid)
     weights, power = grid._weights(), MIX_EARLY_ROUNDS / (grid.rounds + 1)
-    assert np.allclose(grid._played_weights(), weights**power / np.sum(weights**power))
-    restored = kons.load(model.to_bytes())  # (the view is not state: the same bytes, the same plays)
-    assert restored.to_bytes() == model.to_bytes()
-    for x, t in zip(X[100:], y[100:], strict=True):
-        assert restored.predict_one(x) == model.predict_one(x)
-        assert restored.learn_one(x, t) == model.learn_one(x, t)
+    assert np.allclose(grid._played_weights(), weights**power / np.sum(weights**power))  # (the lags asleep)
+    _goes_on_identically(model, X, y, 100)  # (the view is not state: the same bytes, the same plays)
     grid = cast(kons.auto.grid.Grid, model._grid)
     assert grid._played_weights() is grid._weights()  # past the first rounds: the mixture's own
+
+
+def test_the_first_rounds_sharpen_the_experts_of_the_row_among_themselves_the_lags_as_mixed() -> None:
+    X, y = _series(MIX_EARLY_ROUNDS + 50, 0)
+    model = _learnt(X, y, 100)
+    grid = cast(kons.auto.grid.Grid, model._grid)
+    weights, played = grid._weights(), grid._played_weights()
+    lags = [grid.slot["target_last"], grid.slot["target_lags"]]
+    assert weights[lags].sum() > 0.0 and np.array_equal(played[lags], weights[lags])  # awake: as mixed
+    of_the_row = np.ones(len(weights), dtype=bool)
+    of_the_row[lags] = False
+    power = MIX_EARLY_ROUNDS / (grid.rounds + 1)
+    raised = weights[of_the_row] ** power
+    assert np.allclose(played[of_the_row], raised / raised.sum() * weights[of_the_row].sum())
+    _goes_on_identically(model, X, y, 100)
 
 
 def _delays(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
