@@ -591,16 +591,21 @@ class Grid:
         if self.concept is not None and y is not None:
             self.concept.commit(self.concept.target(y)[1])
         self.log_scaler.commit(log_stats)
-        played = self.mixture.mix(plays, self._played_weights(), units)
+        weights, played_weights = self._weights(), self._played_weights()
+        # the detectors, the kept rounds and the trial score the mixture's own play, so that the first
+        # rounds' view (_played_weights) leaves the state as it was without it
+        scored = None if played_weights is weights else self.mixture.mix(plays, weights, units)
+        played = self.mixture.mix(plays, played_weights, units)  # (the last mix: the play's spread)
+        scored = played if scored is None else scored
         self.voted = self.mixture.label(played)
         self.mixture.update(plays, t, units)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1
         self._observe("update", row, kept_target, in_play)  # trees that enter now play from the next round
         # the detectors take the loss in the grid's units, the trial in the mixture's
-        loss = self.mixture.loss(played, t)
+        loss = self.mixture.loss(scored, t)
         if self.probation is not None:
-            own_loss = loss if units is None else self.mixture.loss(played, t, units)
+            own_loss = loss if units is None else self.mixture.loss(scored, t, units)
             self._step_trial(self.mixture.losses(plays, t, units), own_loss)
         self._observe("round", row, kept_target, in_play)
         if binary:
