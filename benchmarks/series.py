@@ -15,11 +15,20 @@ next three): every row is a time step, read in its true order, features the cale
 * ``elnino``: 732 monthly sea surface temperatures, 1950-2010 (month, year): seasonal, bursty;
 * ``sunspots``: 309 yearly sunspot numbers, 1700-2008 (year): cyclic, a heavy right tail (skew 0.8).
 
+Eight short synthetic series in time order, tuning stand-ins for the held-out real ones (the tuning real
+series are long and have no trend; the rules for a series' first rounds were chosen on these):
+
+* ``trend_season_s0`` to ``_s3``: 144 monthly values of the airline passengers' character, an exponential
+  trend and a season whose swing grows with it (:func:`_trend_season`);
+* ``cycles_s0`` to ``_s3``: 300 yearly values of the sunspots' character, skewed cycles of 9-13 years with
+  peaks of a gamma's spread (:func:`_cycles`).
+
 And four synthetic heavy-tailed streams in no order (``delays_*``: an arrival delay whose departure delay,
 a lognormal tail, carries a linear signal; issue 39's delay-like case), for the rules for heavy tails.
 
-Split (``docs/series.md``): ``water_flow``, ``trump_approval`` and the seed-0 delays are the TUNING
-streams (the drift benchmark had used the first two before); the others are HELD OUT, the headline.
+Split (``docs/series.md``): ``water_flow``, ``trump_approval``, the seed-0 delays and the eight synthetic
+series are the TUNING streams (the drift benchmark had used the first two before); the others are HELD
+OUT, the headline.
 
 Every method predicts, then learns each row (progressive validation). Metric: the mean squared error divided
 by the variance of the scored targets, over the stream and over each tenth of it (the series are shorter than
@@ -144,6 +153,45 @@ def _delays(seed: int, noise: bool) -> Callable[[], tuple[np.ndarray, np.ndarray
     return build
 
 
+def _trend_season(seed: int, rows: int = 144) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+    """A synthetic monthly series of the airline passengers' character (a tuning stand-in for it): a level
+    growing exponentially (0.8-1.2% a month), a season (one harmonic and half of a second, random phases)
+    whose swing grows with the level (12-20% of it), lognormal noise (3%); features: month, months since
+    the start."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        t = np.arange(rows, dtype=float)
+        phases = rng.uniform(0.0, 2.0 * np.pi, size=2)
+        season = np.sin(2.0 * np.pi * t / 12.0 + phases[0]) + 0.5 * np.sin(4.0 * np.pi * t / 12.0 + phases[1])
+        level = 100.0 * np.exp(rng.uniform(0.008, 0.012) * t)
+        y = level * (1.0 + rng.uniform(0.12, 0.2) * season) * rng.lognormal(0.0, 0.03, size=rows)
+        return np.column_stack([t % 12.0 + 1.0, t]), y
+
+    return build
+
+
+def _cycles(seed: int, rows: int = 300) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+    """A synthetic yearly series of the sunspots' character (a tuning stand-in for them): cycles of 9-13
+    years, each a fast rise and a slow fall (a skewed bump) with its own peak (a gamma's, so some cycles
+    are far above the others), plus normal noise; feature: the year."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        y = np.zeros(rows)
+        start = -float(rng.uniform(0.0, 11.0))
+        while start < rows:
+            period, peak = rng.uniform(9.0, 13.0), rng.gamma(4.0, 20.0)
+            u = (np.arange(rows) - start) / period
+            inside = (u >= 0.0) & (u < 1.0)
+            y[inside] += peak * (u[inside] / 0.35) ** 2 * np.exp(2.0 * (1.0 - u[inside] / 0.35))
+            start += period
+        y = np.maximum(y + rng.normal(size=rows) * 6.0, 0.0)
+        return np.arange(1700.0, 1700.0 + rows)[:, None], y
+
+    return build
+
+
 STREAMS = {s.name: s for s in (
     Series("water_flow", "tuning", "hourly, bursty, heavy left tail", DRIFT_STREAMS["water_flow"].build),
     Series("trump_approval", "tuning", "daily, five pollsters' figures", _trump),
@@ -155,6 +203,10 @@ STREAMS = {s.name: s for s in (
     Series("delays_one_s2", "held-out", "synthetic, heavy tail, the signal alone", _delays(2, False)),
     Series("delays_noisy_s0", "tuning", "synthetic, heavy tail, lognormal noise", _delays(0, True)),
     Series("delays_noisy_s2", "held-out", "synthetic, heavy tail, lognormal noise", _delays(2, True)),
+    *(Series(f"trend_season_s{seed}", "tuning", "synthetic, monthly, trend and growing season",
+             _trend_season(seed)) for seed in range(4)),
+    *(Series(f"cycles_s{seed}", "tuning", "synthetic, yearly, skewed cycles", _cycles(seed))
+      for seed in range(4)),
 )}
 
 

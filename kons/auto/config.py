@@ -34,6 +34,7 @@ __all__ = [
     "MAX_THRESHOLDS",
     "MAX_TREE_LEAVES",
     "MIX_BOUND",
+    "MIX_EARLY_ROUNDS",
     "NAP_ROUNDS",
     "NAP_WEIGHT",
     "NEIGHBOURS",
@@ -222,6 +223,11 @@ RATES = (0.0, 1e-2, 1e-1)
 #: The prior of the rates other than 0, together: a stationary stream pays ln(1/0.95)/eta for them
 #: (docs/auto.md#switching_prior).
 SWITCHING_PRIOR = 0.05
+#: Until this round a regression grid plays the weights of its experts of the row raised to
+#: MIX_EARLY_ROUNDS / round among themselves (the lag experts' at the mixture's own): its first rounds'
+#: evidence is thin against the rate, and a view leaves the weights to the plain mixture after it (chosen on
+#: the tuning streams: docs/series.md#the-mixtures-first-rounds).
+MIX_EARLY_ROUNDS = 400
 #: The interval [-B, B] of standardised targets on which the mixture is Vovk's aggregating algorithm: a
 #: wider one slows it down (docs/auto.md#mix_bound).
 MIX_BOUND = TARGET_BOUND

@@ -23,6 +23,7 @@ from kons.auto.config import (
     LAGS,
     LAGS_PRIOR,
     MAX_DICTIONARY,
+    MIX_EARLY_ROUNDS,
     NAP_ROUNDS,
     NAP_WEIGHT,
     NEIGHBOUR_ROWS,
@@ -76,6 +77,7 @@ from kons.linear.ons import ONS
 from kons.preprocessing import (
     STEP,
     TARGET_BOUND,
+    WARMUP_ROWS,
     FeatureScaler,
     ScalerStats,
     TargetScaler,
@@ -310,8 +312,11 @@ class Grid:
     def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
                  held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None,
                  centred: bool = True, targets: TargetScaler | None = None,
-                 features: FeatureScaler | None = None) -> None:
+                 features: FeatureScaler | None = None, early: bool = False) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
+        #: Whether the first rounds play the mixture's weights sharpened (regression,
+        #: :meth:`_played_weights`); False, as a grid saved before, they play the mixture's own.
+        self.early = early
         #: The learner's target scaler (regression), whose statistics before a round standardise its
         #: plays: a generation started at a change then keeps its own scale of the target
         #: (:class:`~kons.auto.restarts.GenerationTargets`); None, as a grid saved before, it does not.
@@ -334,6 +339,7 @@ class Grid:
         self._alive: list[tuple[int, Expert]] = []
         self._weights_now = np.zeros(0)
         self._weights_of: tuple[np.ndarray, np.ndarray] | None = None  # the arrays _weights_now is of
+        self._sharpened: tuple[np.ndarray, np.ndarray] | None = None  # _played_weights' of _weights_now
         self._alive_of: tuple[Any, ...] = ()  # what _alive was listed from (alive())
         self._names: list[str] = []
         self._names_of: list[tuple[int, Expert]] | None = None  # the alive() list _names is of
@@ -346,6 +352,10 @@ class Grid:
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
         self._kind_slots = {kind.slots[0]: [self.slot[name] for name in kind.slots] for kind in self.kinds}
+        # the slots of the experts of the row (all but the target's last values'): those whose weights the
+        # first rounds sharpen (_played_weights)
+        self._of_the_row = np.ones(len(self.layout), dtype=bool)
+        self._of_the_row[self._kind_slots.get("target_last", [])] = False
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
         self.detector = LossChangeDetector()
@@ -468,6 +478,31 @@ class Grid:
             self._weights_of = (switching.log_weights, switching.log_rate_weights)
         return self._weights_now
 
+    def _played_weights(self) -> np.ndarray:
+        """The weights a regression round plays with: until round :data:`~kons.auto.config.MIX_EARLY_ROUNDS`
+        the weights of the experts of the row raised to ``MIX_EARLY_ROUNDS / round`` and scaled back to the
+        mixture's weight of them all (their first rounds' differences in loss are small against the
+        mixture's rate, and the best of them held little weight for hundreds of rounds), the experts of the
+        target's last values at the mixture's own (sharpened against them, the many experts of the row
+        that forecast a series' trend and season together, each at a small weight, were left out of the
+        play; sharpened among themselves, the last target and its autoregression, alike in their first
+        rounds, followed the noise: docs/series.md); then the mixture's own. A view, not state: the weights'
+        updates, the leader and the experts' naps take the mixture's own, so from that round on it plays
+        as without it."""
+        weights = self._weights()
+        power = MIX_EARLY_ROUNDS / (self.rounds + 1)
+        if power <= 1.0 or not self.early or self.rounds < WARMUP_ROWS:  # (the warm-up's replay too)
+            return weights
+        kept = self._sharpened
+        if kept is None or kept[0] is not weights:
+            sharpened = weights.copy()
+            of_the_row = weights[self._of_the_row]
+            raised = (of_the_row / of_the_row.max()) ** power  # (relative to the largest: no underflow)
+            sharpened[self._of_the_row] = raised * (of_the_row.sum() / raised.sum())
+            sharpened.flags.writeable = False
+            kept = self._sharpened = weights, sharpened
+        return kept[1]
+
     def playing(self) -> list[tuple[int, Expert]]:
         """The experts that play this round: those in the mixture (not asleep, not napping)."""
         return self._in_play()[0]
@@ -530,7 +565,7 @@ class Grid:
             play = expert.predict(row)
             own = scaled.get(slot)
             preds[slot] = play if own is None else self._in_grid_units(own, play)
-        played = self.mixture.mix(preds, self._weights(), self.units())
+        played = self.mixture.mix(preds, self._played_weights(), self.units())
         self.voted = self.mixture.label(played)
         return played
 
@@ -556,16 +591,21 @@ class Grid:
         if self.concept is not None and y is not None:
             self.concept.commit(self.concept.target(y)[1])
         self.log_scaler.commit(log_stats)
-        played = self.mixture.mix(plays, self._weights(), units)
+        weights, played_weights = self._weights(), self._played_weights()
+        # the detectors, the kept rounds and the trial score the mixture's own play, so that the first
+        # rounds' view (_played_weights) leaves the state as it was without it
+        scored = None if played_weights is weights else self.mixture.mix(plays, weights, units)
+        played = self.mixture.mix(plays, played_weights, units)  # (the last mix: the play's spread)
+        scored = played if scored is None else scored
         self.voted = self.mixture.label(played)
         self.mixture.update(plays, t, units)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1
         self._observe("update", row, kept_target, in_play)  # trees that enter now play from the next round
         # the detectors take the loss in the grid's units, the trial in the mixture's
-        loss = self.mixture.loss(played, t)
+        loss = self.mixture.loss(scored, t)
         if self.probation is not None:
-            own_loss = loss if units is None else self.mixture.loss(played, t, units)
+            own_loss = loss if units is None else self.mixture.loss(scored, t, units)
             self._step_trial(self.mixture.losses(plays, t, units), own_loss)
         self._observe("round", row, kept_target, in_play)
         if binary:

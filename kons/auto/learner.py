@@ -141,6 +141,9 @@ class Auto(Learner):
         # The linear models play on the row standardised by the statistics before it (regression,
         # docs/series.md); a state saved before this goes on playing them on the row as the others take it.
         self._plays_before = True
+        # A regression grid's first rounds play its mixture's weights sharpened (Grid.early, docs/series.md);
+        # a state saved before this goes on playing the mixture's own.
+        self._early = True
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
                                   warms_up=True, range_margin=RANGE_MARGIN, pooled=True)
         self._grid: Grid | None = None  # built once the warm-up gives the kernel widths
@@ -414,7 +417,7 @@ class Auto(Learner):
                     features=self._prep.scaler if self._plays_before and not self._binary else None,
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
-                    binary=self._binary, bins=bins)
+                    binary=self._binary, bins=bins, early=self._early and not self._binary)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
@@ -724,11 +727,14 @@ class Auto(Learner):
         scaler = self._prep.scaler
         if not self._binary and self._plays_before and (scaler is None or not scaler.sparse):
             scalars["plays_before"] = True  # (sparse rows have no such play: their state is as it was)
+        if not self._binary and self._early:
+            scalars["early"] = True
         return scalars
 
     def _restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
         self._tails = self._binary or bool(scalars.get("tails", False))
         self._plays_before = not self._binary and bool(scalars.get("plays_before", False))
+        self._early = not self._binary and bool(scalars.get("early", False))
         self._prep.range_margin = RANGE_MARGIN if self._tails else 0.0
         self._prep.pooled = True  # unless the state is of records saved before (Preprocessor.restore)
         self._prep.restore(self._dim, arrays, scalars)

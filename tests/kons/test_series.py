@@ -18,6 +18,7 @@ from kons.auto.config import (
     LAGS_WARMUP_ROWS,
     LAGS_WARMUP_SHARE,
     LAGS_WEIGHT_VARIANCE,
+    MIX_EARLY_ROUNDS,
 )
 from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
@@ -179,6 +180,42 @@ def test_saved_after_they_woke_it_goes_on_identically() -> None:
     model = _learnt(X, y, 400)
     assert LAST in model.stats()["weights"]
     _goes_on_identically(model, X, y, 400)
+
+
+def test_the_first_rounds_play_sharpened_weights_a_view_saved_mid_way_goes_on_identically() -> None:
+    X, y = _delays(MIX_EARLY_ROUNDS + 100, 3)
+    model = _learnt(X, y, 100)
+    grid = cast(kons.auto.grid.Grid, model._grid)
+    weights, power = grid._weights(), MIX_EARLY_ROUNDS / (grid.rounds + 1)
+    assert np.allclose(grid._played_weights(), weights**power / np.sum(weights**power))  # (the lags asleep)
+    _goes_on_identically(model, X, y, 100)  # (the view is not state: the same bytes, the same plays)
+    grid = cast(kons.auto.grid.Grid, model._grid)
+    assert grid._played_weights() is grid._weights()  # past the first rounds: the mixture's own
+
+
+def test_the_first_rounds_view_leaves_the_state_past_them_it_plays_as_without_it() -> None:
+    X, y = _delays(MIX_EARLY_ROUNDS + 60, 0)
+    y[150:] = 60.0 - y[150:]  # a change in the first rounds: the detectors declare it
+    viewed, plain = kons.Auto(), kons.Auto()
+    plain._early = False  # (as a state saved before the view)
+    plays = [(viewed.learn_one(x, t), plain.learn_one(x, t)) for x, t in zip(X, y, strict=True)]
+    assert plays[100][0] != plays[100][1]  # the view moved the first rounds' plays
+    assert all(a == b for a, b in plays[MIX_EARLY_ROUNDS:])  # and nothing after them: the detectors as well
+
+
+def test_the_first_rounds_sharpen_the_experts_of_the_row_among_themselves_the_lags_as_mixed() -> None:
+    X, y = _series(MIX_EARLY_ROUNDS + 50, 0)
+    model = _learnt(X, y, 100)
+    grid = cast(kons.auto.grid.Grid, model._grid)
+    weights, played = grid._weights(), grid._played_weights()
+    lags = [grid.slot["target_last"], grid.slot["target_lags"]]
+    assert weights[lags].sum() > 0.0 and np.array_equal(played[lags], weights[lags])  # awake: as mixed
+    of_the_row = np.ones(len(weights), dtype=bool)
+    of_the_row[lags] = False
+    power = MIX_EARLY_ROUNDS / (grid.rounds + 1)
+    raised = weights[of_the_row] ** power
+    assert np.allclose(played[of_the_row], raised / raised.sum() * weights[of_the_row].sum())
+    _goes_on_identically(model, X, y, 100)
 
 
 def _delays(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
