@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import redis._parsers
 import redis.exceptions
-from redis._parsers import _AsyncRESP3Parser
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
@@ -60,6 +60,17 @@ _RETRY_SECONDS = 1.0
 _PREFIXES_PER_HELD = 4
 
 
+def _push_parser() -> type | None:
+    """redis-py's own async RESP3 parser (a private name), if it hands the invalidation pushes to a handler
+    and its connections parse the pushes already received on demand; else None. redis-py 5.0's takes them
+    in silently, with the reply after them (a watch on it would miss every write)."""
+    parser: type | None = getattr(redis._parsers, "_AsyncRESP3Parser", None)
+    if (parser is None or not hasattr(parser, "set_invalidation_push_handler")
+            or not hasattr(AbstractConnection, "process_invalidation_messages")):
+        return None
+    return parser
+
+
 @dataclass(frozen=True, slots=True)
 class HeadMark:
     """What :meth:`HeadWatch.unchanged` compares: the tracking connection's epoch and the pushes its key had
@@ -76,6 +87,11 @@ class HeadWatch:
     def __init__(self, client: Any, held: int = 1024) -> None:
         """``held``: how many learners the process may hold at once (its cache's size)."""
         self._client = client if isinstance(client, Redis) else None  # (a RedisCluster: not watched)
+        self._parser = _push_parser()
+        if self._client is not None and self._parser is None:
+            log.info("redis-py %s hands no invalidation push over: every read reads the head",
+                     redis.__version__)
+            self._client = None
         self._prefixes_max = _PREFIXES_PER_HELD * held
         self._connection: AbstractConnection | None = None
         self._lock = asyncio.Lock()  # one reader of the connection at a time
@@ -108,6 +124,7 @@ class HeadWatch:
                         # (no two learners' meta keys overlap: names hold neither '}' nor ':')
                         log.warning("Redis refuses CLIENT TRACKING (%s): every read reads the head", refusal)
                         self._client = None
+                        await self._lose(connection)  # (nor is it proven alive any more)
                         return None
                     self._pushes[key] = 0
                     self._proven_at = max(self._proven_at, sent)  # (an answer proves it alive too)
@@ -154,22 +171,24 @@ class HeadWatch:
         # with hiredis installed: it takes from the stream only the bytes of the reply it parses, so that
         # any other is still there for _drained to see (hiredis's reads whole chunks into its own buffer).
         options = {**pool.connection_kwargs, "protocol": 3, "retry": Retry(NoBackoff(), 0),
-                   "parser_class": _AsyncRESP3Parser}
+                   "parser_class": self._parser}
         connection = self._connection
         if connection is None:
-            connection = self._connection = pool.connection_class(**options)
+            connection = pool.connection_class(**options)
             connection.register_connect_callback(self._on_connect)  # type: ignore[no-untyped-call]
-            # (redis-py has no public setter of a connection's push handler)
-            connection._parser.set_invalidation_push_handler(self._invalidated)  # type: ignore[attr-defined]
+            self._connection = connection
         await connection.connect()  # type: ignore[no-untyped-call]
         if self._prover is None:
             self._prover = asyncio.get_running_loop().create_task(self._prove())
         return connection
 
     async def _on_connect(self, connection: AbstractConnection) -> None:
-        """A new connection tracks nothing yet: every mark made before is stale."""
+        """A new connection tracks nothing yet: every mark made before is stale. Its parser gets the handler
+        of the pushes on every connection (a connection without it is never left behind by a failure)."""
         self._epoch += 1
         self._pushes.clear()
+        # (redis-py has no public setter of a connection's push handler)
+        connection._parser.set_invalidation_push_handler(self._invalidated)  # type: ignore[attr-defined]
         # (redis-py has no public view of a connection's socket)
         writer = getattr(connection, "_writer", None)
         sock = None if writer is None else writer.transport.get_extra_info("socket")
@@ -223,8 +242,8 @@ class HeadWatch:
 
     async def _prove(self) -> None:
         """Every :data:`_PROOF_SECONDS`, a ``PING`` on the connection (the pushes before its answer are
-        parsed first), which proves it alive since the ping was sent."""
-        while True:
+        parsed first), which proves it alive since the ping was sent; until Redis refuses the tracking."""
+        while self._client is not None:
             await asyncio.sleep(_PROOF_SECONDS)
             connection = self._connection
             if connection is None or not connection.is_connected:

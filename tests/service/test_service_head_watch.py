@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 import redis
+from redis._parsers import _AsyncRESP3Parser
 
 from testkit.processes import AppClient, AppFactory, RedisServer
 from tests.service.redis_counts import commands, used_between
@@ -137,3 +138,44 @@ async def test_a_watch_reopened_past_its_prefixes_still_sees_every_write(make_cl
             for _ in range(2):  # (the second from the cache while it holds the learner)
                 predicted = await b.post(f"{name}/predict", json={"x": [0.5, 1.0]})
                 assert predicted.status_code == 200 and predicted.json()["version"] == turn + 1
+
+
+async def test_a_redis_py_that_hides_the_pushes_is_not_watched(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py 5.0 (pyproject allows ``redis>=5.0``) has no invalidation handler on its async RESP3 parser:
+    its parser takes the pushes in (with any reply after them) and drops them. Its watch would miss every
+    write: it must not run, and every predict read the head (one handler-less connection from a first failed
+    start must not be reused a second later either)."""
+    owner = next(c for c in _AsyncRESP3Parser.__mro__ if "set_invalidation_push_handler" in vars(c))
+    monkeypatch.delattr(owner, "set_invalidation_push_handler")
+    a, b = await make_client(), await make_client()
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    assert await _version(b) == 0
+    await asyncio.sleep(1.1)  # (past the pause after a failed start of the tracking connection)
+    assert await _version(b) == 0
+    for i in range(2):
+        assert await _feed(a, 1, start=i) == i + 1
+        await asyncio.sleep(0.3)  # (a PING of the watch, if it ran, takes the push in meanwhile)
+        assert await _version(b) == i + 1
+
+
+async def test_a_redis_refusing_tracking_leaves_no_watch_running(
+    make_client: AppFactory, redis_server: RedisServer
+) -> None:
+    """A Redis whose ACL refuses ``CLIENT TRACKING``: every predict reads the head, and the watch's connection
+    is closed (not kept open, pinged four times a second, for nothing)."""
+    admin = redis_server.client()
+    admin.acl_setuser("untracked", enabled=True, passwords=["+secret"], keys=["~*"], channels=["*"],
+                      commands=["+@all", "-client|tracking"])
+    try:
+        client = await make_client(redis_url=f"redis://untracked:secret@127.0.0.1:{redis_server.port}/0")
+        assert (await client.put(URL, json=SPEC)).status_code == 201
+        for _ in range(2):
+            assert await _version(client) == 0
+        before = commands(admin)
+        await asyncio.sleep(0.6)
+        assert commands(admin).get("ping", 0) == before.get("ping", 0)
+        assert not [c for c in admin.client_list() if c.get("user") == "untracked" and c.get("cmd") == "ping"]
+    finally:
+        admin.acl_deluser("untracked")
