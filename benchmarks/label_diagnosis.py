@@ -8,7 +8,8 @@ with the label played), and replays exactly, on the recorded labels (the pick ch
 candidate rule: follow the leader by discounted errors over every expert's label besides the vote's and the
 mixture's class. ``--seeds N`` also counts River's ``AMFClassifier`` and ``auto`` at seeds 0..N-1, and
 ``--forest-wake`` ``auto`` with the forest woken after that many rows, ``--softmax-voter`` the vote replayed
-with River's softmax regression as one more voter.
+with River's softmax regression as one more voter, and ``--warmup-labels`` the errors of candidate labels of
+the rows the multi-class warm-up plays (:func:`warmup_labels`).
 
 Run::
 
@@ -25,8 +26,13 @@ import numpy as np
 
 import kons
 import kons.auto.experts.forest as forest_module
+import kons.auto.learner as learner_module
 import kons.auto.mixture as mixture_module
 from benchmarks.multiclass import STREAMS, TUNING_STREAMS, _log_loss
+from kons._multinomial import reference_softmax
+from kons.auto.config import WARMUP_NOISE
+from kons.preprocessing import TARGET_BOUND, median_width
+from kons.sparse import dense
 
 #: The first rows, counted apart (a small stream's errors are mostly there).
 EARLY = 25
@@ -195,13 +201,112 @@ def wake(name: str, rows: int) -> None:
     print(f"{name}: the forest woken after {rows} rows: {errors} errors, log loss {np.mean(losses):.4f}")
 
 
+#: The candidate labels of a warm-up round (:func:`warmup_labels`).
+WARMUP_RULES = ("played", "without base rates", "nearest row", "fewer leave-one-out errors")
+
+
+def _warmup_models(Z: np.ndarray, labels: np.ndarray, z: np.ndarray, classes: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The warm-up's two models as ``Auto._warmup_probabilities`` fits them on the buffered rows ``Z``
+    (standardised) of class indices ``labels``: their weights by evidence, the class means, their scores'
+    deviations from those means at ``z`` (models x classes) and on each buffered row left out (models x
+    rows x classes; Gaussian-process regression's closed form)."""
+    targets = -np.ones((len(Z), classes))
+    targets[np.arange(len(Z)), labels] = 1.0
+    mean = targets.mean(axis=0)
+    inner, inner_z = Z @ Z.T, Z @ z
+    squares = np.diagonal(inner)
+    distances = np.maximum(squares[:, None] + squares[None, :] - 2.0 * inner, 0.0)
+    width = median_width(Z)
+    evidences, deviations, left_out = [], [], []
+    for gram, k in ((inner / Z.shape[1] + np.eye(len(Z)), inner_z / Z.shape[1]),
+                    (np.exp(-width * distances) + WARMUP_NOISE * np.eye(len(Z)),
+                     np.exp(-width * np.maximum(squares + z @ z - 2.0 * inner_z, 0.0)))):
+        inverse = np.linalg.inv(gram)
+        coef = inverse @ (targets - mean)
+        deviations.append(np.clip(k @ coef, -TARGET_BOUND, TARGET_BOUND))
+        left_out.append(np.clip(targets - mean - coef / np.diagonal(inverse)[:, None], -TARGET_BOUND,
+                                TARGET_BOUND))
+        evidences.append(-0.5 * float(np.sum((targets - mean) * coef))
+                         - 0.5 * classes * float(np.linalg.slogdet(gram)[1]))
+    weights = np.exp(np.array(evidences) - max(evidences))
+    return weights / weights.sum(), mean, np.array(deviations), np.array(left_out)
+
+
+def _mixed_class(weights: np.ndarray, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """The most probable class among ``allowed`` of the models' softmaxes of half their ``scores``
+    (models x ... x classes) averaged by ``weights``, as the warm-up plays them."""
+    halves = scores / 2.0
+    plays = np.apply_along_axis(lambda s: reference_softmax(s[1:] - s[0]), -1, halves)
+    mixed = np.tensordot(weights, plays, 1)
+    chosen: np.ndarray = np.where(allowed, mixed, -1.0).argmax(axis=-1)
+    return chosen
+
+
+def warmup_labels(name: str) -> dict[str, int]:
+    """The errors of candidate labels on the multinomial rounds the warm-up plays (the rows before the
+    grid's; the same rows and plays for all: a label changes no learning), each among the classes the
+    buffer holds: the class ``auto`` played; the class of the same models' scores without the classes'
+    base rates in the buffer (their means, which the play adds back); the class of the nearest buffered
+    row; and the one of those first two with fewer errors on the buffered rows, each left out in turn
+    (today's on a tie)."""
+    errors = dict.fromkeys(WARMUP_RULES, 0)
+    original = learner_module.Auto._warmup_probabilities
+    # the round's labels without the base rates and of the nearest row, and whether the first had fewer
+    # leave-one-out errors than the play's on the buffer
+    candidates: list[int] = []
+
+    def spied(self: kons.Auto, x: Any, classes: int) -> np.ndarray:
+        played: np.ndarray = original(self, x, classes)
+        prep = self._prep
+        if prep.buffer:
+            Z = prep.standardised_buffer()
+            labels = np.array([int(t) for _, t in prep.buffer])
+            z = prep.x_scaler.standardise(dense(x))
+            weights, mean, deviations, left_out = _warmup_models(Z, labels, z, classes)
+            held = np.bincount(labels, minlength=classes) > 0
+            again = np.bincount(labels, minlength=classes) > 1  # (a class left out still in the buffer)
+            loo = [int(np.sum(_mixed_class(weights, scores, again) != labels))
+                   for scores in (mean + left_out, left_out)]
+            without = int(_mixed_class(weights, deviations, held))
+            nearest = int(labels[np.argmin(np.sum((Z - z) ** 2, axis=1))])
+            candidates[:] = [without, nearest, int(loo[1] < loo[0])]
+        return played
+
+    learner_module.Auto._warmup_probabilities = spied  # type: ignore[method-assign]
+    try:
+        X, y = STREAMS[name](3000)
+        model = kons.Auto(task="classification")
+        for x, t in zip(X, y, strict=True):
+            candidates.clear()
+            predicted = model.learn_round(x, t).predicted
+            if candidates:  # (a multinomial round of the warm-up, the buffer not empty)
+                without, nearest, fewer = candidates
+                played = model.classes.index(predicted)
+                truth = model.classes.index(t)
+                labels = (played, without, nearest, without if fewer else played)
+                for rule, label in zip(WARMUP_RULES, labels, strict=True):
+                    errors[rule] += label != truth
+            if model._grid is not None:  # (the grid plays from the next row)
+                break
+    finally:
+        learner_module.Auto._warmup_probabilities = original  # type: ignore[method-assign]
+    return errors
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", nargs="*", default=list(TUNING_STREAMS), choices=list(STREAMS))
     parser.add_argument("--seeds", type=int, default=0)
     parser.add_argument("--forest-wake", type=int, nargs="*", default=[])
     parser.add_argument("--softmax-voter", action="store_true")
+    parser.add_argument("--warmup-labels", action="store_true")
     args = parser.parse_args(argv)
+    if args.warmup_labels:
+        print("errors on the warm-up's multinomial rounds: " + ", ".join(WARMUP_RULES))
+        for name in args.streams:
+            print(f"   {name:16s} {list(warmup_labels(name).values())}", flush=True)
+        return
     recorded = {name: record(name) for name in args.streams}
     for name, r in recorded.items():
         describe(name, r)

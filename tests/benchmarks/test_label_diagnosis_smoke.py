@@ -31,3 +31,21 @@ def test_the_records_replay_the_label_played_and_the_rule_follows_a_better_exper
     # an expert always right is followed once the label played trails it by the margin
     recorded.labels[:, 0] = recorded.y
     assert label_diagnosis.follow_experts(recorded, 1.0, 0.5) - recorded.offset <= 1
+
+
+@pytest.mark.timeout(120)
+def test_the_warmup_labels_count_the_label_played_on_the_warmups_multinomial_rounds() -> None:
+    import kons
+    from kons.preprocessing import WARMUP_ROWS
+
+    errors = label_diagnosis.warmup_labels("iris")
+    assert list(errors) == list(label_diagnosis.WARMUP_RULES)
+    # the label played, counted apart: the rounds of three classes or more before the grid plays
+    X, y = STREAMS["iris"](WARMUP_ROWS)
+    model, played, rounds = kons.Auto(task="classification"), 0, 0
+    for x, t in list(zip(X, y, strict=True))[:WARMUP_ROWS]:
+        wrong = model.learn_round(x, t).predicted != t
+        if len(model.classes) >= 3:
+            played, rounds = played + wrong, rounds + 1
+    assert errors["played"] == played and rounds > 0
+    assert all(0 <= count <= rounds for count in errors.values())
