@@ -7,8 +7,9 @@ and the true class. It prints the errors of each, the experts of fewest errors (
 with the label played), and replays exactly, on the recorded labels (the pick changes no learning), a
 candidate rule: follow the leader by discounted errors over every expert's label besides the vote's and the
 mixture's class. ``--seeds N`` also counts River's ``AMFClassifier`` and ``auto`` at seeds 0..N-1, and
-``--forest-wake`` ``auto`` with the forest woken after that many rows, ``--softmax-voter`` the vote replayed
-with River's softmax regression as one more voter, and ``--warmup-labels`` the errors of candidate labels of
+``--forest-wake`` ``auto`` with the forest woken after that many rows (``--neighbours-wake`` the local expert;
+``--forest-dirichlet`` the forest's prior, at the ``--seeds``), ``--softmax-voter`` the vote replayed with
+River's softmax regression as one more voter, and ``--warmup-labels`` the errors of candidate labels of
 the rows the multi-class warm-up plays (:func:`warmup_labels`).
 
 Run::
@@ -26,6 +27,7 @@ import numpy as np
 
 import kons
 import kons.auto.experts.forest as forest_module
+import kons.auto.experts.neighbours as neighbours_module
 import kons.auto.learner as learner_module
 import kons.auto.mixture as mixture_module
 from benchmarks.multiclass import STREAMS, TUNING_STREAMS, _log_loss
@@ -185,20 +187,26 @@ def seeds(name: str, count: int) -> None:
           f"auto {ours}")
 
 
-def wake(name: str, rows: int) -> None:
-    names = vars(forest_module)  # (the name the forest's builder reads, not exported)
-    kept, names["FOREST_WAKE_ROWS"] = names["FOREST_WAKE_ROWS"], rows
+def patched(name: str, module: Any, constant: str, value: float, seeds: int = 1) -> None:
+    """``auto``'s errors and log loss on ``name`` at seeds 0..``seeds``-1 with ``module``'s ``constant`` (the
+    name its builder reads, not exported) set to ``value``."""
+    names = vars(module)
+    kept, names[constant] = names[constant], type(names[constant])(value)
     try:
         X, y = STREAMS[name](3000)
-        model = kons.Auto(task="classification")
-        errors, losses = 0, []
-        for x, t in zip(X, y, strict=True):
-            played = model.learn_round(x, t)
-            errors += played.predicted != t
-            losses.append(_log_loss(dict(played.distribution or []), t))
+        errors, losses = [], []
+        for seed in range(seeds):
+            model = kons.Auto(task="classification", seed=seed)
+            wrong, logs = 0, []
+            for x, t in zip(X, y, strict=True):
+                played = model.learn_round(x, t)
+                wrong += played.predicted != t
+                logs.append(_log_loss(dict(played.distribution or []), t))
+            errors.append(wrong)
+            losses.append(f"{np.mean(logs):.4f}")
     finally:
-        names["FOREST_WAKE_ROWS"] = kept
-    print(f"{name}: the forest woken after {rows} rows: {errors} errors, log loss {np.mean(losses):.4f}")
+        names[constant] = kept
+    print(f"{name}: {constant} = {value:g}: errors at seeds 0..{seeds - 1} {errors}, log loss {losses}")
 
 
 #: The candidate labels of a warm-up round (:func:`warmup_labels`).
@@ -299,6 +307,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--streams", nargs="*", default=list(TUNING_STREAMS), choices=list(STREAMS))
     parser.add_argument("--seeds", type=int, default=0)
     parser.add_argument("--forest-wake", type=int, nargs="*", default=[])
+    parser.add_argument("--neighbours-wake", type=int, nargs="*", default=[])
+    parser.add_argument("--forest-dirichlet", type=float, nargs="*", default=[])
     parser.add_argument("--softmax-voter", action="store_true")
     parser.add_argument("--warmup-labels", action="store_true")
     args = parser.parse_args(argv)
@@ -324,7 +334,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.seeds:
             seeds(name, args.seeds)
         for rows_ in args.forest_wake:
-            wake(name, rows_)
+            patched(name, forest_module, "FOREST_WAKE_ROWS", rows_)
+        for rows_ in args.neighbours_wake:
+            patched(name, neighbours_module, "NEIGHBOURS_WAKE_ROWS", rows_)
+        for prior in args.forest_dirichlet:
+            patched(name, forest_module, "FOREST_DIRICHLET", prior, max(args.seeds, 1))
 
 
 if __name__ == "__main__":

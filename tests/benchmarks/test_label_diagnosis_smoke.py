@@ -49,3 +49,19 @@ def test_the_warmup_labels_count_the_label_played_on_the_warmups_multinomial_rou
             played, rounds = played + wrong, rounds + 1
     assert errors["played"] == played and rounds > 0
     assert all(0 <= count <= rounds for count in errors.values())
+
+
+@pytest.mark.timeout(120)
+def test_a_patched_constant_is_restored(monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    def first_rows(n: int) -> tuple[np.ndarray, list[Any]]:
+        X, y = STREAMS["iris"](n)
+        return X[:40], y[:40]
+
+    monkeypatch.setattr(label_diagnosis, "STREAMS", {"iris": first_rows})
+    import kons.auto.experts.neighbours as module
+
+    kept = vars(module)["NEIGHBOURS_WAKE_ROWS"]  # (the name the builder reads, not exported)
+    label_diagnosis.patched("iris", module, "NEIGHBOURS_WAKE_ROWS", 32)
+    assert kept == vars(module)["NEIGHBOURS_WAKE_ROWS"]
+    assert "NEIGHBOURS_WAKE_ROWS = 32: errors at seeds 0..0 [" in capsys.readouterr().out
