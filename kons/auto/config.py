@@ -189,12 +189,13 @@ LAGS_WAKE_ROWS = 32
 #: LAGS_WARMUP_SHARE times the running mean's: the first rounds of a short series fall in the warm-up, and
 #: on a heavy tail a few rounds in no order can favour it by chance (chosen on the tuning series:
 #: docs/series.md#the-warm-up).
-LAGS_WARMUP_ROWS = 8
+LAGS_WARMUP_ROWS = 6
 LAGS_WARMUP_SHARE = 0.5
 #: Buffered rounds after which the warm-up also plays the last target while its squared errors are below
-#: both the running mean's and those of the linear model it plays instead: with fewer a heavy tail in no
-#: order fooled it; in the middle of the rows that tied on the tuning series (docs/series.md#the-warm-up).
-LAGS_WARMUP_LINEAR_ROWS = 12
+#: both the running mean's and those of the linear model it plays instead: a short cyclic or trending
+#: series turns within its first dozen rows, and the linear model of so few rows follows the turn late;
+#: with fewer rows the rule changed plays on a raw set in no order (docs/series.md#the-warm-up).
+LAGS_WARMUP_LINEAR_ROWS = 6
 #: The prior of each of the two experts on the last targets once awake: large, they wake only where the
 #: rows come in time order (docs/series.md).
 LAGS_PRIOR = 0.25
