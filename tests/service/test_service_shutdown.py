@@ -5,6 +5,7 @@ never fails a request."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import subprocess
@@ -144,6 +145,39 @@ async def test_the_watch_closes_even_if_the_cancel_of_its_ping_is_lost(redis_url
     assert time.monotonic() - started < 2
     await asyncio.sleep(0.1)
     assert prover.done()
+
+
+@pytest.mark.anyio
+async def test_the_watch_abandons_a_task_that_does_not_stop(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever keeps the PING task from stopping, the close waits for it a second, says so once, and goes
+    on to close the connection."""
+    watch, _ = await _tracking(redis_url)
+    assert watch._prover is not None
+    watch._prover.cancel()
+    released = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not released.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await released.wait()
+
+    watch._prover = asyncio.get_running_loop().create_task(stubborn())
+    connection = watch._connection
+    assert connection is not None
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, "kons_service.store"):
+        closing = asyncio.ensure_future(watch.close())
+        try:
+            await asyncio.wait({closing}, timeout=5)
+            took = time.monotonic() - started
+        finally:
+            released.set()  # (a close still waiting for it ends too)
+    assert closing.done() and 0.9 < took < 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "shutdown: abandoned the head watch's PING task after 1 s (Redis did not answer)"]
+    assert not connection.is_connected
 
 
 @pytest.mark.anyio
