@@ -60,7 +60,6 @@ def _sigterm_and_time(proc: subprocess.Popen[bytes], log: Path) -> float:
     return time.monotonic() - started
 
 
-@pytest.mark.slow  # (about 20 s on a loaded 2-core machine, mostly the service's start)
 def test_a_service_sigtermed_while_redis_is_paused_exits_in_time(own_redis: RedisServer,
                                                                   tmp_path: Path) -> None:
     """Learners with unsnapshotted rounds, then Redis frozen: the shutdown gives up on the snapshots at the
@@ -84,7 +83,6 @@ def test_a_service_sigtermed_while_redis_is_paused_exits_in_time(own_redis: Redi
     assert took < _EXIT_SECONDS
 
 
-@pytest.mark.slow  # (as above)
 def test_a_service_sigtermed_while_the_watchs_ping_is_outstanding_exits_in_time(
     own_redis: RedisServer, tmp_path: Path
 ) -> None:
