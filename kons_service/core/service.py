@@ -57,6 +57,7 @@ from kons_service.core.learning import (
 from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.shadows import ChallengerReport, Promoted, Shadows
+from kons_service.core.shutdown import within
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
 from kons_service.core.versions import RolledBack, Versions, VersionsReport
@@ -83,6 +84,11 @@ __all__ = [
 #: member with its score, and their share of the hash tables as they grow: about 130 to 170 bytes measured
 #: with MEMORY USAGE), rounded up so that a learner's ids stay within their share.
 _ID_OVERHEAD_BYTES = 192
+#: How long the background tasks have to stop at shutdown: at once at their cancel, or, a cancel lost in a
+#: Redis call (Python 3.11), at their closing flag after that call (a socket timeout and its two re-sends).
+_STOP_SECONDS = 10.0
+#: The last steps' time at shutdown, past the snapshots' deadline.
+_LAST_STEP_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,16 +190,24 @@ class LearnerService:
         self.kept_versions.start()
 
     async def close(self, timeout: float = 60.0) -> None:
-        """Stop the background tasks and snapshot every learner with unsnapshotted rounds (all within
-        ``timeout`` seconds)."""
-        await self.eviction.close()
-        await self.shadows.close()
-        await self.kept_versions.close()
-        await self.writer.close()
-        await self.snapshots.close(self.cache, asyncio.get_running_loop().time() + timeout)
+        """Stop the background tasks, then snapshot every learner with unsnapshotted rounds, all within
+        ``timeout`` seconds (and :data:`_LAST_STEP_SECONDS` for the acknowledged marks): a step past its time
+        is abandoned with a WARNING and the shutdown goes on. Nothing acknowledged is lost with it: a
+        feedback is answered only once its rounds are in Redis's log (:meth:`.FeedbackWriter.write`); a
+        snapshot only shortens the replay at the learner's next load."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        stops = min(timeout, _STOP_SECONDS)
+        # (at once: each stops at its cancel, unless the cancel is lost in a Redis call; then after it)
+        await asyncio.gather(within(self.eviction.close(), stops, "the eviction check"),
+                             within(self.shadows.close(), stops, "the shadows' catch-up"),
+                             within(self.kept_versions.close(), stops, "the sweep of kept versions"),
+                             within(self.writer.close(), stops, "the writer leases' background work"))
+        await within(self.snapshots.close(self.cache, deadline), deadline - loop.time() + _LAST_STEP_SECONDS,
+                     "the snapshots")
         if self._marks_task is not None:
             self._marks_task.cancel()
-            await asyncio.gather(self._marks_task, return_exceptions=True)
+            await within(self._marks_task, _LAST_STEP_SECONDS, "the fsync of the acknowledged marks")
         if self.cache.marks is not None:
             self.cache.marks.close()
 

@@ -97,7 +97,7 @@ class Snapshotter:
         self.settings = settings
         self.metrics = metrics
         self.task: asyncio.Task[None] | None = None  # the periodic loop, once started
-        self._pending: set[asyncio.Task[None]] = set()  # snapshots of evicted learners
+        self._pending: set[asyncio.Task[bool]] = set()  # snapshots of evicted learners
         self._closing = False
         #: When a learner's snapshot is due (in the cache, and as it leaves it).
         self.when_due = SnapshotPolicy.of(settings)
@@ -117,16 +117,25 @@ class Snapshotter:
 
     async def close(self, cache: LearnerCache, deadline: float) -> None:
         """Stop the loop, then snapshot every learner with unsnapshotted rounds, until ``deadline``
-        (loop time)."""
+        (loop time) or a Redis that does not answer (each of the others would wait for it as long). The
+        learners left are said once: their rounds are in the log, replayed at their next load."""
         self._closing = True
         if self.task is not None:
             await self._stop_loop(self.task, deadline)
-        with contextlib.suppress(TimeoutError):
+        left = [entry for entry in cache.entries() if entry.version > entry.snap_version]
+        try:
             async with asyncio.timeout_at(deadline):
                 if self._pending:
                     await asyncio.gather(*self._pending, return_exceptions=True)
-                for entry in cache.entries():
-                    await self.snapshot_quietly(entry)
+                while left:
+                    if not await self.snapshot_quietly(left[0]):
+                        log.warning("shutdown: Redis does not answer: %d learners left unsnapshotted (their "
+                                    "acknowledged rounds are in the log)", len(left))
+                        return
+                    left.pop(0)
+        except TimeoutError:
+            log.warning("shutdown: %d learners left unsnapshotted at the deadline (their acknowledged rounds "
+                        "are in the log)", len(left))
 
     def cost(self, entry: CachedLearner, now: float) -> LogCost:
         """What ``entry``'s log since its last snapshot costs, and what a snapshot of it would."""
@@ -168,16 +177,19 @@ class Snapshotter:
         if not task.cancelled() and task.exception() is not None:
             log.error("the snapshot task failed", exc_info=task.exception())
 
-    async def snapshot_quietly(self, entry: CachedLearner) -> None:
-        """:meth:`snapshot`, counting and logging a failure instead of raising it."""
+    async def snapshot_quietly(self, entry: CachedLearner) -> bool:
+        """:meth:`snapshot`, counting and logging a failure instead of raising it; False if Redis did not
+        answer."""
         try:
             await self.snapshot(entry)
         except StoreUnavailableError as exc:
             self.metrics.snapshots.labels("error").inc()
             log.warning("snapshot of %s failed: %s", entry.ref, exc)
+            return False
         except Exception:
             self.metrics.snapshots.labels("error").inc()
             log.exception("snapshot of %s failed", entry.ref)
+        return True
 
     async def snapshot(self, entry: CachedLearner) -> bool:
         """Write the cached learner's full state as the newest snapshot; True if it was published."""

@@ -53,6 +53,9 @@ _PROOF_SECONDS = 0.25
 _TRUST_SECONDS = 1.0
 #: How long after a failure of the tracking connection no other is tried (the heads are read meanwhile).
 _RETRY_SECONDS = 1.0
+#: How long :meth:`HeadWatch.close` waits for the ``PING`` task to stop, and then for the connection to
+#: close, before it abandons them (a Redis paused or gone answers neither; the process is exiting).
+_CLOSE_SECONDS = 1.0
 #: Prefixes tracked on one connection, per learner the process may hold, before it is opened again (a
 #: prefix cannot be untracked alone): an evicted learner's would otherwise keep sending pushes, and Redis
 #: keep the prefix, forever; a few times the cache's size, so that a full cache turning over is seldom
@@ -102,12 +105,13 @@ class HeadWatch:
         self._prover: asyncio.Task[None] | None = None
         self._retry_at = -math.inf  # no connection is tried before (monotonic), after a failure
         self._poll: select.poll | None = None  # of the connection's socket
+        self._closing = False
 
     async def mark(self, ref: LearnerRef) -> HeadMark | None:
         """A mark of the learner's head, to take BEFORE reading the head (None: not watched). Tracks its
         key first, connecting if need be."""
         key = keys.learner_key(ref, "meta")
-        if self._client is None or time.monotonic() < self._retry_at:
+        if self._client is None or self._closing or time.monotonic() < self._retry_at:
             return None
         try:
             async with self._lock:
@@ -144,20 +148,33 @@ class HeadWatch:
         if (mark is None or connection is None or mark.epoch != self._epoch
                 or time.monotonic() - self._proven_at > _TRUST_SECONDS):
             return False
-        if not await self._drained(connection):
+        try:
+            if not await self._drained(connection):
+                return False
+        except Exception as error:  # whatever redis-py's internals let out: the caller reads the head
+            log.debug("the head watch failed (%r): the head is read", error)
+            self._epoch += 1  # (pushes may have been lost with it)
+            with contextlib.suppress(Exception):
+                if not self._lock.locked():  # (else its holder, which meets the same failure, drops it)
+                    async with self._lock:
+                        await self._lose(connection)
             return False
         return mark.epoch == self._epoch and self._pushes.get(mark.key, -1) == mark.pushes
 
     async def close(self) -> None:
-        if self._prover is not None:
-            self._prover.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._prover
-            self._prover = None
-        if self._connection is not None:
-            self._epoch += 1
-            await self._connection.disconnect()
-            self._connection = None
+        """Stop the ``PING`` task and close the connection, waiting for neither longer than
+        :data:`_CLOSE_SECONDS` (a ``PING`` unanswered, or a cancel lost in redis-py, is abandoned)."""
+        self._closing = True  # (the task stops on it too: a cancel can be lost, see _prove)
+        self._epoch += 1
+        prover, self._prover = self._prover, None
+        if prover is not None:
+            prover.cancel()
+            await _abandoned_after(prover, "the head watch's PING task")
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            # (nowait: no waiting for the socket's close to be acknowledged by a Redis that may not answer)
+            await _abandoned_after(asyncio.ensure_future(connection.disconnect(nowait=True)),
+                                   "the close of the head watch's connection")
 
     # ------------------------------------------------------------------ the connection
     async def _connected(self) -> AbstractConnection:
@@ -242,8 +259,11 @@ class HeadWatch:
 
     async def _prove(self) -> None:
         """Every :data:`_PROOF_SECONDS`, a ``PING`` on the connection (the pushes before its answer are
-        parsed first), which proves it alive since the ping was sent; until Redis refuses the tracking."""
-        while self._client is not None:
+        parsed first), which proves it alive since the ping was sent; until Redis refuses the tracking or
+        the watch closes. The flag is checked too: on Python 3.11 a cancel can be lost in redis-py's send
+        (its ``asyncio.wait_for``, CPython gh-86296), and this loop would then ping for ever while
+        :meth:`close` waited for it (a SIGTERMed process that never exited)."""
+        while self._client is not None and not self._closing:
             await asyncio.sleep(_PROOF_SECONDS)
             connection = self._connection
             if connection is None or not connection.is_connected:
@@ -257,3 +277,13 @@ class HeadWatch:
                     await self._lose(connection)
                     continue
                 self._proven_at = sent
+
+
+async def _abandoned_after(task: asyncio.Future[None], what: str) -> None:
+    """Wait for ``task`` at most :data:`_CLOSE_SECONDS`; then cancel it, leave it, and say so."""
+    done, _ = await asyncio.wait({task}, timeout=_CLOSE_SECONDS)
+    if not done:
+        task.cancel()
+        log.warning("shutdown: abandoned %s after %.0f s (Redis did not answer)", what, _CLOSE_SECONDS)
+    elif not task.cancelled() and task.exception() is not None:
+        log.debug("shutdown: %s failed: %r", what, task.exception())
