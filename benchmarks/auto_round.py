@@ -113,7 +113,7 @@ def _threshold_model(grid: Any) -> Any:
     kinds kept their experts: ``Grid.thresholds``; before that, the two attributes ``bins`` and
     ``bins_base``: None)."""
     if hasattr(grid, "_kind"):
-        experts = grid._kind("bins")
+        experts = grid.experts_of("bins")
         return None if experts is None else experts[0]
     return getattr(grid, "thresholds", None)
 

@@ -397,8 +397,9 @@ class Grid:
         """The mixture's slots of ``kind`` (listed once: every round's observation and doze take them)."""
         return self._kind_slots[kind.slots[0]]
 
-    def _kind(self, name: str) -> list[Expert] | None:
-        """The experts of the kind whose first slot is ``name``, None if there are none."""
+    def experts_of(self, name: str) -> list[Expert] | None:
+        """The experts of the kind of :data:`EXPERTS` whose first slot is ``name`` (``"bins"``,
+        ``"neighbours"``, ``"tree0"``, ...), None if this grid has none (read-only: to inspect them)."""
         return next(experts for kind, experts in zip(self.kinds, self.experts, strict=True)
                     if kind.slots[0] == name)
 
