@@ -424,7 +424,8 @@ class Auto(Learner):
                     features=self._prep.scaler if self._plays_before and not self._binary else None,
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
-                    binary=self._binary, bins=bins, early=self._early and not self._binary)
+                    binary=self._binary, bins=bins, early=self._early and not self._binary,
+                    numbers=self._prep.encoder is not None)  # (records: their categorical names)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
