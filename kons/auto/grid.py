@@ -1,7 +1,9 @@
 r"""The grid of :class:`~kons.Auto`: its base learners on two views of the row, the generations of
-restarted copies that follow a change, the linear model on the quantile thresholds of the raw features
-(:mod:`kons.auto.experts.bins`), and their :class:`~kons.auto.mixture.Mixture` with the constant
-prediction. Why these members, and the regret statement for the restarts: ``docs/auto.md``."""
+restarted copies that follow a change, the other kinds of experts (:data:`EXPERTS`: the linear model on
+the quantile thresholds of the raw features, :mod:`kons.auto.experts.bins`; the local expert; the
+Hoeffding trees and the forest for classes; the target's last values and the linear model of every row for
+regression), and their :class:`~kons.auto.mixture.Mixture` with the constant prediction. Why these
+members, and the regret statement for the restarts: ``docs/auto.md``."""
 
 from __future__ import annotations
 
@@ -567,9 +569,10 @@ class Grid:
 
     def views_forms(self, z: np.ndarray | SparseVector, zlog: np.ndarray | SparseVector
                     ) -> dict[Form, np.ndarray | SparseVector]:
-        """Each form of the row the bases take (the standardised view ``z`` or the signed-log view
-        ``zlog``, dense or with the intercept), computed and checked once for all the bases that take it:
-        a view's check is its intercept form's (the constant 1 adds nothing a check refuses)."""
+        """Each form of the row the bases take (the standardised view ``z``, the signed-log view ``zlog``, or
+        ``z`` without a record's categorical names; dense or with the intercept), computed and checked once
+        for all the bases that take it: a view's check is its intercept form's (the constant 1 adds nothing a
+        check refuses)."""
         forms: dict[Form, np.ndarray | SparseVector] = {}
         checked: dict[int, np.ndarray | SparseVector] = {}
         for of, linear in self.forms:
