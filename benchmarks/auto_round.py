@@ -111,9 +111,10 @@ def _floor_nystrom(base: Any, z: np.ndarray, key: Any, scratch: dict[Any, np.nda
 def _threshold_model(grid: Any) -> Any:
     """The grid's expert on the quantile thresholds, None if it has none (the ``bins`` kind's; before the
     kinds kept their experts: ``Grid.thresholds``; before that, the two attributes ``bins`` and
-    ``bins_base``: None)."""
-    if hasattr(grid, "_kind"):
-        experts = grid._kind("bins")
+    ``bins_base``: None). A checkout before ``Grid.experts_of`` has it as ``Grid._kind``."""
+    experts_of = getattr(grid, "experts_of", None) or getattr(grid, "_kind", None)
+    if experts_of is not None:
+        experts = experts_of("bins")
         return None if experts is None else experts[0]
     return getattr(grid, "thresholds", None)
 

@@ -408,8 +408,8 @@ class Preprocessor:
     warms_up
         Whether the model waits for the warm-up rows (the median-heuristic kernel width).
     range_margin
-        How far beyond the targets' range a prediction may go, in widths of that range (regression with
-        no ``user_bound``): 0 clips to the range.
+        How far beyond the targets' range a prediction may go, in widths of that range (regression; a
+        ``user_bound`` clips it too): 0 clips to the range.
     pooled
         Whether the coordinates of a record's categorical name (its categories and its missing
         indicator: :meth:`RecordEncoder.category_groups`) share one scale; else each is standardised on
@@ -446,7 +446,8 @@ class Preprocessor:
 
     @property
     def bound(self) -> float:
-        """The bound on every prediction: the user's ``C``, else the largest target magnitude seen."""
+        """The user's ``C``, else ``model_bound`` (binary loss) or the largest target magnitude seen (a
+        scale: with a ``range_margin``, a prediction may reach past it, :meth:`to_user`)."""
         if self.user_bound is not None:
             return self.user_bound
         if self.binary:
@@ -462,7 +463,8 @@ class Preprocessor:
         return self.y.to_user(0.0, self.user_bound)
 
     def to_user(self, f: float) -> float:
-        """A play of the model on standardised data in the user's units (clipped to their range)."""
+        """A play of the model on standardised data in the user's units (clipped to the targets' range
+        widened by ``range_margin``, and to the user's ``C``)."""
         return f if self.binary else self.y.to_user(f, self.user_bound, self.range_margin)
 
     def probability(self, score: float) -> float:

@@ -42,6 +42,7 @@ __all__ = [
     "NEIGHBOURS_PRIOR",
     "NEIGHBOURS_WAKE_ROWS",
     "NEIGHBOUR_ROWS",
+    "NUMBERS_WIDTH",
     "PROBATION_PRIOR",
     "PROBATION_ROUNDS",
     "RANGE_MARGIN",
@@ -73,6 +74,11 @@ GRID = (
     ("raw", "ons", 1.0, 10.0),
     ("log", "ons", 1.0, 1.0),
 )
+#: The width factor of the raw view's kernel members that leave a record's categorical names out, as the
+#: log view does: the wide ones, so that the narrow ones keep what a name that says much adds, and the
+#: mixture has a raw kernel to weigh that a name that says nothing does not blur
+#: (docs/auto.md#a-records-categorical-names).
+NUMBERS_WIDTH = 4.0
 #: Dictionary bound of each Nystrom base: bounded cost per round (docs/auto.md#max_dictionary).
 MAX_DICTIONARY = 200
 

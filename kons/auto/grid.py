@@ -1,7 +1,9 @@
 r"""The grid of :class:`~kons.Auto`: its base learners on two views of the row, the generations of
-restarted copies that follow a change, the linear model on the quantile thresholds of the raw features
-(:mod:`kons.auto.experts.bins`), and their :class:`~kons.auto.mixture.Mixture` with the constant
-prediction. Why these members, and the regret statement for the restarts: ``docs/auto.md``."""
+restarted copies that follow a change, the other kinds of experts (:data:`EXPERTS`: the linear model on
+the quantile thresholds of the raw features, :mod:`kons.auto.experts.bins`; the local expert; the
+Hoeffding trees and the forest for classes; the target's last values and the linear model of every row for
+regression), and their :class:`~kons.auto.mixture.Mixture` with the constant prediction. Why these
+members, and the regret statement for the restarts: ``docs/auto.md``."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from kons.auto.config import (
     NEIGHBOUR_ROWS,
     NEIGHBOURS,
     NEIGHBOURS_PRIOR,
+    NUMBERS_WIDTH,
     PROBATION_PRIOR,
     PROBATION_ROUNDS,
     REPLAY_ROWS,
@@ -147,9 +150,30 @@ def _sizes(base: Learner) -> tuple[int, int]:
     return sizes.get("stored_points", 0), sizes.get("dictionary_size", 0)
 
 
-def _form(member: Member) -> Form:
-    """The form of the row a member takes: (the log view?, with the intercept?)."""
-    return member[0] == "log", member[1] == "ons"
+#: The views of a :data:`Form`: the standardised row, its signed log, and the standardised row without a
+#: record's categorical names (their coordinates at 0, as the log view's scaler standardises them).
+_RAW, _LOG, _NUMBERS = 0, 1, 2
+
+
+def _form(member: Member, numbers: bool = False) -> Form:
+    """The form of the row a member takes: (its view, with the intercept?); ``numbers``: the raw view's
+    kernel members of width :data:`NUMBERS_WIDTH` take it without the categorical names."""
+    view, kind, width_factor, _ = member
+    if view == "log":
+        return _LOG, kind == "ons"
+    leaves_names = numbers and kind == "nystrom" and width_factor == NUMBERS_WIDTH
+    return _NUMBERS if leaves_names else _RAW, kind == "ons"
+
+
+def _without(view: np.ndarray | SparseVector, groups: tuple[np.ndarray, ...]) -> np.ndarray | SparseVector:
+    """``view`` with the coordinates of ``groups`` (a record's categorical names) at 0; itself without any
+    (arrays, sparse rows: the same row, bit for bit)."""
+    if not groups:
+        return view
+    numbers = dense(view).copy()
+    for group in groups:
+        numbers[group] = 0.0
+    return numbers
 
 
 def _sharing(members: list[LearnerExpert]) -> list[LearnerExpert]:
@@ -312,8 +336,11 @@ class Grid:
     def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
                  held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None,
                  centred: bool = True, targets: TargetScaler | None = None,
-                 features: FeatureScaler | None = None, early: bool = False) -> None:
+                 features: FeatureScaler | None = None, early: bool = False, numbers: bool = False) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
+        #: Whether the raw view's kernel members of width :data:`NUMBERS_WIDTH` leave a record's categorical
+        #: names out (:func:`_form`); False, as a grid saved before, they see them.
+        self.numbers = numbers
         #: Whether the first rounds play the mixture's weights sharpened (regression,
         #: :meth:`_played_weights`); False, as a grid saved before, they play the mixture's own.
         self.early = early
@@ -334,7 +361,8 @@ class Grid:
         self.log_scaler = log_scaler
         self.quantile_bins = bins  # the thresholds of the warm-up rows, if any
         self.classes = 2  # the classes the bases play: 2 is the binary model, one score
-        self.members = _sharing([LearnerExpert(self.new_base(member), _form(member)) for member in GRID])
+        self.members = _sharing([LearnerExpert(self.new_base(member), _form(member, numbers))
+                                 for member in GRID])
         self.young: list[Generation | None] = [None] * GENERATIONS
         self._alive: list[tuple[int, Expert]] = []
         self._weights_now = np.zeros(0)
@@ -370,7 +398,7 @@ class Grid:
         self.leader_since = 0
         #: The label of the round last played or predicted (classification: :meth:`Mixture.label`).
         self.voted = 0
-        self.forms = sorted({_form(member) for member in GRID})
+        self.forms = sorted({_form(member, numbers) for member in GRID})
         self.experts: list[list[Expert] | None] = []  # of each kind of EXPERTS
         for kind in self.kinds:
             experts = kind.build(self)
@@ -397,8 +425,9 @@ class Grid:
         """The mixture's slots of ``kind`` (listed once: every round's observation and doze take them)."""
         return self._kind_slots[kind.slots[0]]
 
-    def _kind(self, name: str) -> list[Expert] | None:
-        """The experts of the kind whose first slot is ``name``, None if there are none."""
+    def experts_of(self, name: str) -> list[Expert] | None:
+        """The experts of the kind of :data:`EXPERTS` whose first slot is ``name`` (``"bins"``,
+        ``"neighbours"``, ``"tree0"``, ...), None if this grid has none (read-only: to inspect them)."""
         return next(experts for kind, experts in zip(self.kinds, self.experts, strict=True)
                     if kind.slots[0] == name)
 
@@ -421,7 +450,8 @@ class Grid:
     def new_members(self, indices: list[int]) -> list[LearnerExpert]:
         """Fresh experts of the grid members ``GRID[i]`` for ``i`` in ``indices``, their equal dictionaries
         shared (:func:`_sharing`: copies of one geometry at several steps learn the same rows)."""
-        return _sharing([LearnerExpert(self.new_base(GRID[i]), _form(GRID[i])) for i in indices])
+        return _sharing([LearnerExpert(self.new_base(GRID[i]), _form(GRID[i], self.numbers))
+                         for i in indices])
 
     def new_recent(self) -> RecentLinear:
         """A generation's linear model: on the standardised row with the intercept, its intercept's prior
@@ -539,19 +569,24 @@ class Grid:
 
     def views_forms(self, z: np.ndarray | SparseVector, zlog: np.ndarray | SparseVector
                     ) -> dict[Form, np.ndarray | SparseVector]:
-        """Each form of the row the bases take (the standardised view ``z`` or the signed-log view
-        ``zlog``, dense or with the intercept), computed and checked once for all the bases that take it:
-        a view's check is its intercept form's (the constant 1 adds nothing a check refuses)."""
-        forms = {}
-        checked: dict[bool, np.ndarray | SparseVector] = {}
-        for log, linear in self.forms:
-            view = checked.get(log)
-            if view is None:
-                view = checked[log] = checked_form(zlog if log else z)
+        """Each form of the row the bases take (the standardised view ``z``, the signed-log view ``zlog``, or
+        ``z`` without a record's categorical names; dense or with the intercept), computed and checked once
+        for all the bases that take it: a view's check is its intercept form's (the constant 1 adds nothing a
+        check refuses)."""
+        forms: dict[Form, np.ndarray | SparseVector] = {}
+        checked: dict[int, np.ndarray | SparseVector] = {}
+        for of, linear in self.forms:
+            view = checked.get(of)
+            if view is None:  # (sorted: the raw view is checked before the view without the names)
+                view = checked[of] = (_without(checked[_RAW], self.log_scaler.groups) if of == _NUMBERS
+                                      else checked_form(zlog if of == _LOG else z))
+            if of == _NUMBERS and view is checked[_RAW]:  # no names to leave out: the raw view's form
+                forms[of, linear] = forms[_RAW, linear]
+                continue
             form = with_intercept(view) if linear else dense(view)
             if isinstance(form, np.ndarray):  # the experts read it, none writes to it
                 form.flags.writeable = False
-            forms[log, linear] = form
+            forms[of, linear] = form
         return forms
 
     # The experts take the checked forms (a Nystrom or ONS member through its unchecked round), inside
@@ -903,13 +938,18 @@ class Grid:
                 **extra,
                 **({"probation": self.probation.state()} if self.probation is not None else {}),
                 **({"own_targets": True} if self.targets is not None else {}),
-                **({"concept_scale": True} if self.keeps_concept else {})}
+                **({"concept_scale": True} if self.keeps_concept else {}),
+                **({"numbers": True} if self.numbers else {})}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
         built with the saved widths (its bases must match the restored ones). A regression grid saved
         before the generations kept their own scales of the target goes on without them."""
         self._predicted_row = None
+        self.numbers = bool(scalars.get("numbers", False))  # (a grid saved before: its members see the names)
+        self.forms = sorted({_form(member, self.numbers) for member in GRID})
+        for member, expert in zip(GRID, self.members, strict=True):
+            expert.form = _form(member, self.numbers)
         if not scalars.get("own_targets", False):
             self.targets = None
         self.keeps_concept = self.targets is not None and bool(scalars.get("concept_scale", False))
@@ -1026,4 +1066,4 @@ class Grid:
         own = self.members[GRID.index(member)].base
         if type(own) is not type(restored) or own.get_params() != restored.get_params():
             raise StateFormatError("a nested base learner does not match the grid.")
-        return LearnerExpert(restored, _form(member))
+        return LearnerExpert(restored, _form(member, self.numbers))

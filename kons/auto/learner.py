@@ -3,9 +3,11 @@ r"""``auto``: a self-tuning learner for raw data, a mixture of a small grid of l
 Behind the online preprocessing of :mod:`kons.preprocessing` (feature and target scaling, warm-up for the
 median-heuristic RBF width, labels of any kind), :class:`Auto` plays every round a small grid of experts
 (:mod:`kons.auto.grid`: Nystrom kernel and linear Newton learners on two views of the row, a linear model
-on quantile thresholds, a local expert, Hoeffding trees for classes, the constant) and combines their
-plays by Vovk's aggregating algorithm with switching weights (:mod:`kons.auto.mixture`), so it pays an
-:math:`O(\log K)` price for not knowing which configuration suits the stream. Change detectors on the
+on quantile thresholds, a local expert, Hoeffding trees for classes, an aggregated Mondrian forest for three
+classes or more, the target's last values and a Bayesian linear model of every row for regression, the
+constant) and combines their plays by Vovk's aggregating algorithm with switching weights
+(:mod:`kons.auto.mixture`), so it pays an :math:`O(\log K)` price for not knowing which configuration
+suits the stream. Change detectors on the
 mixture's own plays (:mod:`kons.auto.detectors`) start generations of fresh learners at a declared change
 (:mod:`kons.auto.restarts`). Until the median-heuristic width is known it plays the Bayesian linear model
 of the buffered rows. Why each part is there, the regret statements, the cost of a round and what was
@@ -99,12 +101,16 @@ class Auto(Learner):
         and the probability played for the label with more; ``predict_one`` the score, or the
         probability of the most probable class.
     C : float or None, default None
-        Bound on the predictions in the user's units (regression); None: the range of the targets seen.
-        Ignored for classification, whose scores (log-odds) lie in :math:`[-B, B]`, :math:`B` =
-        :data:`SCORE_BOUND`.
+        Bound on the magnitude of the predictions in the user's units (regression): a prediction lies in
+        :math:`[-C, C]`. With or without it, a prediction lies within the range of the targets seen,
+        widened on each side by :data:`~kons.auto.config.RANGE_MARGIN` times that range's width (a heavy
+        tail's next target lies beyond every one seen: ``docs/series.md``). Ignored for classification,
+        whose scores (log-odds) lie in :math:`[-B, B]`, :math:`B` = :data:`SCORE_BOUND`.
     seed : int, default 0
         Seed of the Nystrom bases' dictionary coins.
     dim : int or None, default None
+        Input dimension; None fixes it at the first row (a record's: the width of its encoding,
+        :mod:`kons.records`).
     """
 
     name = "auto"
@@ -187,7 +193,8 @@ class Auto(Learner):
     # ----------------------------------------------------------------- bounds and labels
     @property
     def C(self) -> float:  # type: ignore[override]  # noqa: N802 - the learners' name for the bound
-        """The bound on every prediction: the user's ``C``, else the largest target magnitude seen."""
+        """The user's ``C`` (regression), else the largest target magnitude seen (a scale, not a bound: a
+        prediction may reach past it, see the parameter ``C``); :data:`SCORE_BOUND` for classification."""
         return self._prep.bound
 
     @property
@@ -417,7 +424,8 @@ class Auto(Learner):
                     features=self._prep.scaler if self._plays_before and not self._binary else None,
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
-                    binary=self._binary, bins=bins, early=self._early and not self._binary)
+                    binary=self._binary, bins=bins, early=self._early and not self._binary,
+                    numbers=self._prep.encoder is not None)  # (records: their categorical names)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log

@@ -25,7 +25,7 @@ def test_the_floor_covers_the_generations_and_changes_no_state() -> None:
     auto = kons.Auto()
     auto.learn_many(X[:60], y[:60])
     grid = auto._grid
-    assert grid is not None and grid._kind("bins") is not None  # the threshold model, on dense rows of 8
+    assert grid is not None and grid.experts_of("bins") is not None  # the threshold model, on dense rows of 8
     grid.last_change = grid.rounds
     for _ in range(2):  # both generations started (as at declared changes), their linear models too
         restart(grid, 8)

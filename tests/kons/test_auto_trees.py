@@ -22,7 +22,7 @@ TREE_SLOTS = [layout(EXPERTS).index(f"tree{i}") for i in range(len(TREE_GRACES))
 
 def _trees(grid: Grid) -> list[HoeffdingTree] | None:
     """The grid's Hoeffding trees, if it has them."""
-    experts = grid._kind("tree0")
+    experts = grid.experts_of("tree0")
     return None if experts is None else [cast(TreeExpert, expert).model for expert in experts]
 
 

@@ -85,6 +85,6 @@ def test_no_view_on_sparse_rows_or_too_many_features(rows: str) -> None:
         row = SparseVector.from_dense(x) if rows == "sparse" else x
         model.learn_one(row, bool(x[0] > 0))
     grid = model._grid
-    assert grid is not None and grid._kind("bins") is None
+    assert grid is not None and grid.experts_of("bins") is None
     assert not grid.mixture.switching.active[BINS_SLOT]
     assert "ons+intercept(quantile thresholds)" not in model.stats()["weights"]

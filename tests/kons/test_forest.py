@@ -349,7 +349,7 @@ def test_the_forest_enters_auto_after_its_wake_rows_at_its_prior(wake_rows: int,
         grid = learner._grid
         if grid is None:
             continue
-        forest = grid._kind("forest")
+        forest = grid.experts_of("forest")
         assert forest is not None
         active = bool(grid.mixture.switching.active[FOREST_SLOT])
         assert active == forest[0].ready()
@@ -366,7 +366,7 @@ def test_the_forest_enters_auto_after_its_wake_rows_at_its_prior(wake_rows: int,
     for x, label in zip(X, y, strict=True):
         binary.learn_one(x, int(label > 0))
         regression.learn_one(x, float(label))
-    assert regression._grid is not None and regression._grid._kind("forest") is None
+    assert regression._grid is not None and regression._grid.experts_of("forest") is None
     assert binary._grid is not None and FOREST_NAME not in binary.stats()["weights"]
 
 

@@ -161,7 +161,7 @@ def _grid(learner: kons.Auto) -> Grid:
 
 def _window(grid: Grid) -> RecentNeighbours | None:
     """The local expert's window, if the grid has the local expert."""
-    experts = grid._kind("neighbours")
+    experts = grid.experts_of("neighbours")
     return None if experts is None else cast(NeighboursExpert, experts[0]).model
 
 

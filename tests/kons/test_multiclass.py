@@ -113,7 +113,7 @@ def test_each_kind_of_expert_bounds_the_bytes_one_more_class_adds_to_its_experts
     assert grid is not None and grid.classes == 3
     grew = set()
     for kind in grid.kinds:
-        experts = grid._kind(kind.slots[0])
+        experts = grid.experts_of(kind.slots[0])
         if experts is None:
             continue
         before = sum(expert.nbytes() for expert in experts)

@@ -17,6 +17,7 @@ import pytest
 import kons
 from kons.preprocessing import FeatureScaler, Preprocessed
 from kons.records import MAX_CATEGORIES, MAX_KEYS, MAX_NAME_LENGTH, Record, RecordEncoder, parse_record
+from kons.sparse import dense
 
 CITIES = ("Paris", "Lyon", "Lille", "Nantes", "Nice")
 CITY_EFFECT = {"Paris": 3.0, "Lyon": 1.0, "Lille": -1.0, "Nantes": 0.0, "Nice": -3.0}
@@ -583,3 +584,38 @@ def test_a_record_predicted_then_learnt_plays_as_parsed_each_time() -> None:
         assert kept.learn_one(record, target) == fresh.learn_one(dict(record), target)
         fresh._parsed = None
     assert kept.to_bytes() == fresh.to_bytes()
+
+
+def test_the_wide_raw_kernels_take_the_row_without_the_categorical_names() -> None:
+    # a name that says nothing blurs every distance a kernel takes it into, and no kernel can learn to
+    # ignore it: the raw view's kernel members of width NUMBERS_WIDTH take the row without the names (as
+    # the log view does), the narrower ones with them, and the mixture weighs both (docs/auto.md)
+    from kons.auto.config import GRID, NUMBERS_WIDTH
+
+    records, y = _stream(120)
+    learner = kons.Auto()
+    for record, target in zip(records, y, strict=True):
+        learner.learn_one(record, target)
+    grid = learner._grid
+    assert grid is not None
+    groups = learner._prep.groups
+    names = np.concatenate(groups)
+    assert len(names) > 0
+    z = np.arange(1.0, learner._dim + 1.0)
+    forms = {form: dense(view) for form, view in grid.views_forms(z, z).items()}
+    wide = [member.form for (view, kind, width, _), member in zip(GRID, grid.members, strict=True)
+            if view == "raw" and kind == "nystrom" and width == NUMBERS_WIDTH]
+    assert wide and all(form == (2, False) for form in wide)
+    assert np.all(forms[2, False][names] == 0.0)
+    numbers = np.setdiff1d(np.arange(learner._dim), names)
+    assert np.array_equal(forms[2, False][numbers], z[numbers])
+    assert np.array_equal(forms[False, False], z)  # the narrow members: every coordinate
+    # a state saved says so, and goes on so restored
+    restored = kons.load(learner.to_bytes())
+    assert isinstance(restored, kons.Auto) and restored._grid is not None
+    assert [m.form for m in restored._grid.members] == [m.form for m in grid.members]
+    # arrays have no categorical names: every raw member takes the raw view, as before
+    arrays = kons.Auto()
+    for row, target in zip(np.random.default_rng(0).normal(size=(120, 3)), y, strict=True):
+        arrays.learn_one(row, target)
+    assert arrays._grid is not None and all(m.form[0] != 2 for m in arrays._grid.members)

@@ -267,7 +267,7 @@ def test_the_linear_model_plays_a_record_on_the_row_standardised_by_the_rows_bef
         model.learn_one(x, t)
     grid = cast(kons.auto.grid.Grid, model._grid)
     scaler = model._prep.x_scaler
-    linear = cast(RecentExpert, cast(list[Any], grid._kind("linear"))[0])
+    linear = cast(RecentExpert, cast(list[Any], grid.experts_of("linear"))[0])
     record = X[0].copy()
     record[0] = scaler.mean[0] + 17.0 * math.sqrt(scaler.m2[0] / scaler.count)  # 17 deviations out
     row, _ = grid.inputs(model._prep.scaled(record), record)
@@ -320,7 +320,7 @@ def test_a_change_of_level_in_no_order_does_not_wake_them() -> None:
 
 
 def _lags(model: kons.Auto) -> tuple[LastTarget, TargetLags]:
-    last, lagged = cast(list[Any], cast(kons.auto.grid.Grid, model._grid)._kind("target_last"))
+    last, lagged = cast(list[Any], cast(kons.auto.grid.Grid, model._grid).experts_of("target_last"))
     assert isinstance(last, LastTarget) and isinstance(lagged, TargetLags)
     return last, lagged
 

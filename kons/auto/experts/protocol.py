@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["ClassModel", "Expert", "Form", "GridContext", "ModelExpert", "PlayTogether", "Row", "by_play",
            "guarded", "guarded_probabilities", "in_play", "ints_and_floats", "restore_saved"]
 
-#: A form of the row an expert takes: (the signed-log view?, with the intercept?).
-Form = tuple[bool, bool]
+#: A form of the row an expert takes: (its view: 0 (or False) the standardised row, 1 (or True) its signed
+#: log, 2 the standardised row without a record's categorical names; with the intercept?).
+Form = tuple[int, bool]
 
 
 class Row:
