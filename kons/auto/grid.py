@@ -142,6 +142,18 @@ def _sharpen(weights: np.ndarray, slots: np.ndarray | list[int], power: float) -
     weights[slots] = raised * (of_slots.sum() / raised.sum())
 
 
+def _sharpen_groups(weights: np.ndarray, groups: list[np.ndarray], power: float) -> None:
+    """The total weights of the ``groups`` of slots raised to ``power`` among themselves, in place, their
+    sum kept, each group's weights scaled to its new total."""
+    totals = np.array([float(weights[group].sum()) for group in groups])
+    if not totals.max() > 0.0:
+        return
+    raised = (totals / totals.max()) ** power
+    for group, total, new in zip(groups, totals, raised * (totals.sum() / raised.sum()), strict=True):
+        if total > 0.0:
+            weights[group] *= new / total
+
+
 def _base_name(view: str, kind: str, width_factor: float, step_factor: float) -> str:
     """A grid member's name in :meth:`Auto.stats`'s weights."""
     if kind == "ons":
@@ -501,11 +513,13 @@ class Grid:
         play; sharpened among themselves, the last target and its autoregression, alike in their first
         rounds, followed the noise: docs/series.md); then the mixture's own. After them, a generation
         younger than ``MIX_EARLY_ROUNDS`` rounds (:attr:`young_early`) plays its own experts' weights raised
-        to ``MIX_EARLY_ROUNDS / (its age + 1)`` among themselves, their total kept, as a fresh learner
-        started at its birth would play them (the oracle of ``benchmarks/drift.py`` does: docs/drift.md,
-        "A generation's first rounds"). A view, not state: the weights' updates, the leader and the
-        experts' naps take the mixture's own, so once the grid and its generations are past their first
-        rounds it plays as without it."""
+        to ``MIX_EARLY_ROUNDS / (its age + 1)`` among themselves, as a fresh learner started at its birth
+        would play them (the oracle of ``benchmarks/drift.py`` does), and its total weight and the other
+        experts' of the row raised to that power against each other (the others in their proportions, the
+        lags at the mixture's own): the generation carries the play once it weighs more than they do, and
+        gives it back once they weigh more (docs/drift.md, "A generation's first rounds"). A view, not
+        state: the weights' updates, the leader and the experts' naps take the mixture's own, so once the
+        grid and its generations are past their first rounds it plays as without it."""
         weights = self._weights()
         if not self.early or self.rounds < WARMUP_ROWS:  # (the warm-up's replay too)
             return weights
@@ -522,7 +536,12 @@ class Grid:
                 if generation is None or age + 1 >= MIX_EARLY_ROUNDS:
                     continue
                 sharpened = weights.copy() if sharpened is weights else sharpened
-                _sharpen(sharpened, [slot for slot, _ in generation.experts(g)], MIX_EARLY_ROUNDS / (age + 1))
+                young = np.array([slot for slot, _ in generation.experts(g)])
+                others = self._of_the_row.copy()
+                others[young] = False
+                power = MIX_EARLY_ROUNDS / (age + 1)
+                _sharpen_groups(sharpened, [young, np.flatnonzero(others)], power)
+                _sharpen(sharpened, young, power)
         if sharpened is not weights:
             sharpened.flags.writeable = False
         self._sharpened = weights, sharpened

@@ -1,7 +1,7 @@
 """A generation started at a declared change plays its first rounds as a fresh learner's first rounds play
-(regression): its own experts' weights sharpened among themselves, the power counted from its start, their
-total the mixture's; the view is not state (a learner saved mid-way goes on identically), and a state saved
-before it plays the mixture's own weights."""
+(regression): its own experts' weights sharpened among themselves, the power counted from its start, and its
+total against the other experts of the row's; the view is not state (a learner saved mid-way goes on
+identically), and a state saved before it plays the mixture's own weights."""
 
 from __future__ import annotations
 
@@ -49,16 +49,24 @@ def test_a_generation_plays_its_experts_sharpened_as_a_fresh_learner_at_its_age(
     g, generation = _change_generation(grid)
     age = grid.rounds - generation.start
     assert 0 < age < MIX_EARLY_ROUNDS and grid.rounds >= MIX_EARLY_ROUNDS  # the grid's own view is over
+    assert all(other is generation or other is None or grid.rounds - other.start + 1 >= MIX_EARLY_ROUNDS
+               for other in grid.young)  # the one young generation
     weights, played = grid._weights(), grid._played_weights()
-    slots = [slot for slot, _ in generation.experts(g)]
-    raised = weights[slots] ** (MIX_EARLY_ROUNDS / (age + 1))
-    assert np.allclose(played[slots], raised / raised.sum() * weights[slots].sum())
-    assert not np.allclose(played[slots], weights[slots])  # (the view moved them)
-    others = np.ones(len(weights), dtype=bool)
-    for g_other, other in enumerate(grid.young):  # a delayed generation younger still has its own view
-        if other is not None and grid.rounds - other.start + 1 < MIX_EARLY_ROUNDS:
-            others[[slot for slot, _ in other.experts(g_other)]] = False
-    assert np.array_equal(played[others], weights[others])  # the older experts at the mixture's own
+    power = MIX_EARLY_ROUNDS / (age + 1)
+    young = np.zeros(len(weights), dtype=bool)
+    young[[slot for slot, _ in generation.experts(g)]] = True
+    lags = np.zeros(len(weights), dtype=bool)
+    lags[[grid.slot["target_last"], grid.slot["target_lags"]]] = True
+    others = ~young & ~lags
+    # the generation's total against the other experts of the row's, both raised to the power, their sum kept
+    totals = np.array([weights[young].sum(), weights[others].sum()])
+    raised_totals = totals**power
+    new_totals = raised_totals / raised_totals.sum() * totals.sum()
+    raised = weights[young] ** power
+    assert np.allclose(played[young], raised / raised.sum() * new_totals[0])
+    assert np.allclose(played[others], weights[others] * new_totals[1] / totals[1])
+    assert np.array_equal(played[lags], weights[lags])  # the lags at the mixture's own
+    assert not np.allclose(played[young], weights[young])  # (the view moved them)
 
 
 def test_a_learner_saved_while_a_generation_is_young_goes_on_identically() -> None:
