@@ -136,6 +136,27 @@ def standardised(rows: list[np.ndarray | SparseVector], dim: int, groups: tuple[
     return np.stack([scaler.standardise(dense(row)) for row in rows])
 
 
+def _sharpen(weights: np.ndarray, slots: np.ndarray | list[int], power: float) -> None:
+    """The weights of ``slots`` raised to ``power`` among themselves, in place, their sum kept."""
+    of_slots = weights[slots]
+    if not of_slots.max() > 0.0:  # (weights that underflowed: nothing to sharpen)
+        return
+    raised = (of_slots / of_slots.max()) ** power  # (relative to the largest: no underflow)
+    weights[slots] = raised * (of_slots.sum() / raised.sum())
+
+
+def _sharpen_groups(weights: np.ndarray, groups: list[np.ndarray], power: float) -> None:
+    """The total weights of the ``groups`` of slots raised to ``power`` among themselves, in place, their
+    sum kept, each group's weights scaled to its new total."""
+    totals = np.array([float(weights[group].sum()) for group in groups])
+    if not totals.max() > 0.0:
+        return
+    raised = (totals / totals.max()) ** power
+    for group, total, new in zip(groups, totals, raised * (totals.sum() / raised.sum()), strict=True):
+        if total > 0.0:
+            weights[group] *= new / total
+
+
 def _base_name(view: str, kind: str, width_factor: float, step_factor: float) -> str:
     """A grid member's name in :meth:`Auto.stats`'s weights."""
     if kind == "ons":
@@ -344,6 +365,10 @@ class Grid:
         #: Whether the first rounds play the mixture's weights sharpened (regression,
         #: :meth:`_played_weights`); False, as a grid saved before, they play the mixture's own.
         self.early = early
+        #: Whether a generation's first rounds play its own experts' weights sharpened among themselves, as
+        #: a fresh learner's first rounds do (:meth:`_played_weights`); False, as a grid saved before, they
+        #: play the mixture's own.
+        self.young_early = early
         #: The learner's target scaler (regression), whose statistics before a round standardise its
         #: plays: a generation started at a change then keeps its own scale of the target
         #: (:class:`~kons.auto.restarts.GenerationTargets`); None, as a grid saved before, it does not.
@@ -516,22 +541,41 @@ class Grid:
         target's last values at the mixture's own (sharpened against them, the many experts of the row
         that forecast a series' trend and season together, each at a small weight, were left out of the
         play; sharpened among themselves, the last target and its autoregression, alike in their first
-        rounds, followed the noise: docs/series.md); then the mixture's own. A view, not state: the weights'
-        updates, the leader and the experts' naps take the mixture's own, so from that round on it plays
-        as without it."""
+        rounds, followed the noise: docs/series.md); then the mixture's own. After them, a generation
+        younger than ``MIX_EARLY_ROUNDS`` rounds (:attr:`young_early`) plays its own experts' weights raised
+        to ``MIX_EARLY_ROUNDS / (its age + 1)`` among themselves, as a fresh learner started at its birth
+        would play them (the oracle of ``benchmarks/drift.py`` does), and its total weight and the other
+        experts' of the row raised to that power against each other (the others in their proportions, the
+        lags at the mixture's own): the generation carries the play once it weighs more than they do, and
+        gives it back once they weigh more (docs/drift.md, "A generation's first rounds"). A view, not
+        state: the weights' updates, the leader and the experts' naps take the mixture's own, so once the
+        grid and its generations are past their first rounds it plays as without it."""
         weights = self._weights()
-        power = MIX_EARLY_ROUNDS / (self.rounds + 1)
-        if power <= 1.0 or not self.early or self.rounds < WARMUP_ROWS:  # (the warm-up's replay too)
+        if not self.early or self.rounds < WARMUP_ROWS:  # (the warm-up's replay too)
             return weights
         kept = self._sharpened
-        if kept is None or kept[0] is not weights:
+        if kept is not None and kept[0] is weights:
+            return kept[1]
+        sharpened = weights
+        if self.rounds + 1 < MIX_EARLY_ROUNDS:
             sharpened = weights.copy()
-            of_the_row = weights[self._of_the_row]
-            raised = (of_the_row / of_the_row.max()) ** power  # (relative to the largest: no underflow)
-            sharpened[self._of_the_row] = raised * (of_the_row.sum() / raised.sum())
+            _sharpen(sharpened, self._of_the_row, MIX_EARLY_ROUNDS / (self.rounds + 1))
+        elif self.young_early:
+            for g, generation in enumerate(self.young):
+                age = self.rounds - generation.start if generation is not None else MIX_EARLY_ROUNDS
+                if generation is None or age + 1 >= MIX_EARLY_ROUNDS:
+                    continue
+                sharpened = weights.copy() if sharpened is weights else sharpened
+                young = np.array([slot for slot, _ in generation.experts(g)])
+                others = self._of_the_row.copy()
+                others[young] = False
+                power = MIX_EARLY_ROUNDS / (age + 1)
+                _sharpen_groups(sharpened, [young, np.flatnonzero(others)], power)
+                _sharpen(sharpened, young, power)
+        if sharpened is not weights:
             sharpened.flags.writeable = False
-            kept = self._sharpened = weights, sharpened
-        return kept[1]
+        self._sharpened = weights, sharpened
+        return sharpened
 
     def playing(self) -> list[tuple[int, Expert]]:
         """The experts that play this round: those in the mixture (not asleep, not napping)."""
@@ -939,7 +983,8 @@ class Grid:
                 **({"probation": self.probation.state()} if self.probation is not None else {}),
                 **({"own_targets": True} if self.targets is not None else {}),
                 **({"concept_scale": True} if self.keeps_concept else {}),
-                **({"numbers": True} if self.numbers else {})}
+                **({"numbers": True} if self.numbers else {}),
+                **({"young_early": True} if self.young_early else {})}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
         """Load the state :meth:`arrays` and :meth:`scalars` saved into this grid after ``rounds`` rounds,
@@ -950,6 +995,7 @@ class Grid:
         self.forms = sorted({_form(member, self.numbers) for member in GRID})
         for member, expert in zip(GRID, self.members, strict=True):
             expert.form = _form(member, self.numbers)
+        self.young_early = self.early and bool(scalars.get("young_early", False))
         if not scalars.get("own_targets", False):
             self.targets = None
         self.keeps_concept = self.targets is not None and bool(scalars.get("concept_scale", False))
