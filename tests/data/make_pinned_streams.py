@@ -76,6 +76,10 @@ The regression ``auto`` cases once more, deliberately, when the grid's first 400
 the weights of the experts of the row sharpened among themselves (issue 39): their plays from round 32 on
 (where the grid starts), predictions and checksums (relative MSE of the plays 0.1072 -> 0.0989 dense,
 0.2323 -> 0.2184 sparse), recorded on machine 74a754614c7087c4; every other case as recorded.
+The regression ``auto`` cases' final-state checksums once more when a generation started at a declared
+change began to play its first rounds as a fresh learner's (issue 39: the grid saves ``young_early``; no
+change is declared on these streams, so every play and prediction is the same, bit for bit on machine
+74a754614c7087c4), only those two keys taken from the rerun.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
