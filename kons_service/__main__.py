@@ -20,6 +20,7 @@ import uvicorn
 
 from kons_service.http.logs import logging_config
 from kons_service.settings import Settings
+from kons_service.shutdown import CONNECTIONS_SECONDS
 from kons_service.store.embedded import EmbeddedRedis
 
 
@@ -45,7 +46,7 @@ def main() -> None:
     try:
         uvicorn.run("kons_service.main:app", host=settings.bind_host(), port=settings.port,
                     workers=settings.workers, log_level=settings.log_level, log_config=log_config,
-                    access_log=False, timeout_graceful_shutdown=30)
+                    access_log=False, timeout_graceful_shutdown=CONNECTIONS_SECONDS)
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -57,11 +57,11 @@ from kons_service.core.learning import (
 from kons_service.core.marks import AckMarks
 from kons_service.core.metrics import Metrics
 from kons_service.core.shadows import ChallengerReport, Promoted, Shadows
-from kons_service.core.shutdown import within
 from kons_service.core.snapshots import Snapshotter
 from kons_service.core.streams import read_limited
 from kons_service.core.versions import RolledBack, Versions, VersionsReport
 from kons_service.settings import NAME_RULE, Settings, valid_name
+from kons_service.shutdown import LAST_STEP_SECONDS, SERVICE_SECONDS, within
 from kons_service.store import Head, LearnerRef, Publication, Store
 
 __all__ = [
@@ -87,8 +87,6 @@ _ID_OVERHEAD_BYTES = 192
 #: How long the background tasks have to stop at shutdown: at once at their cancel, or, a cancel lost in a
 #: Redis call (Python 3.11), at their closing flag after that call (a socket timeout and its two re-sends).
 _STOP_SECONDS = 10.0
-#: The last steps' time at shutdown, past the snapshots' deadline.
-_LAST_STEP_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +187,9 @@ class LearnerService:
         self.shadows.start()
         self.kept_versions.start()
 
-    async def close(self, timeout: float = 60.0) -> None:
+    async def close(self, timeout: float = SERVICE_SECONDS) -> None:
         """Stop the background tasks, then snapshot every learner with unsnapshotted rounds, all within
-        ``timeout`` seconds (and :data:`_LAST_STEP_SECONDS` for the acknowledged marks): a step past its time
+        ``timeout`` seconds (and :data:`LAST_STEP_SECONDS` for the acknowledged marks): a step past its time
         is abandoned with a WARNING and the shutdown goes on. Nothing acknowledged is lost with it: a
         feedback is answered only once its rounds are in Redis's log (:meth:`.FeedbackWriter.write`); a
         snapshot only shortens the replay at the learner's next load."""
@@ -203,11 +201,11 @@ class LearnerService:
                              within(self.shadows.close(), stops, "the shadows' catch-up"),
                              within(self.kept_versions.close(), stops, "the sweep of kept versions"),
                              within(self.writer.close(), stops, "the writer leases' background work"))
-        await within(self.snapshots.close(self.cache, deadline), deadline - loop.time() + _LAST_STEP_SECONDS,
+        await within(self.snapshots.close(self.cache, deadline), deadline - loop.time() + LAST_STEP_SECONDS,
                      "the snapshots")
         if self._marks_task is not None:
             self._marks_task.cancel()
-            await within(self._marks_task, _LAST_STEP_SECONDS, "the fsync of the acknowledged marks")
+            await within(self._marks_task, LAST_STEP_SECONDS, "the fsync of the acknowledged marks")
         if self.cache.marks is not None:
             self.cache.marks.close()
 

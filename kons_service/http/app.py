@@ -20,7 +20,6 @@ import kons
 from kons_service.core.fairness import HeavyTurns, RefusalPause
 from kons_service.core.metrics import Metrics
 from kons_service.core.service import LearnerService
-from kons_service.core.shutdown import within
 from kons_service.http.auth import Authenticator
 from kons_service.http.body import LargeBodies
 from kons_service.http.errors import install_error_handlers
@@ -31,16 +30,13 @@ from kons_service.http.openapi import install_openapi, operation_id
 from kons_service.http.parsers import INLINE_BYTES, ParserPool
 from kons_service.http.routers import learners, ops, rounds, v2
 from kons_service.settings import Settings
+from kons_service.shutdown import STORE_CLOSE_SECONDS, within
 from kons_service.store import Store, StoreUnavailableError
 from kons_service.store.embedded import EmbeddedRedis
 
 __all__ = ["create_app"]
 
 log = logging.getLogger("kons_service")
-
-#: How long the store's connections have to close at shutdown (the head watch's own close is bounded
-#: within it).
-_STORE_CLOSE_SECONDS = 5.0
 
 
 async def _check_the_store(service: LearnerService) -> None:
@@ -116,7 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             finally:
                 # (its connections' closes wait for Redis's acknowledgement, each for at most a socket
                 # timeout: a Redis paused or gone must not keep the process alive)
-                await within(store.close(), _STORE_CLOSE_SECONDS, "the close of the Redis connections")
+                await within(store.close(), STORE_CLOSE_SECONDS, "the close of the Redis connections")
                 parsers.close()
                 metrics.worker_exits()
                 if embedded is not None:

@@ -38,6 +38,7 @@ from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from kons_service.shutdown import within
 from kons_service.store import keys
 from kons_service.store.records import LearnerRef
 
@@ -54,7 +55,8 @@ _TRUST_SECONDS = 1.0
 #: How long after a failure of the tracking connection no other is tried (the heads are read meanwhile).
 _RETRY_SECONDS = 1.0
 #: How long :meth:`HeadWatch.close` waits for the ``PING`` task to stop, and then for the connection to
-#: close, before it abandons them (a Redis paused or gone answers neither; the process is exiting).
+#: close, before it abandons them (a Redis paused or gone answers neither; the process is exiting): within
+#: :data:`kons_service.shutdown.STORE_CLOSE_SECONDS`.
 _CLOSE_SECONDS = 1.0
 #: Prefixes tracked on one connection, per learner the process may hold, before it is opened again (a
 #: prefix cannot be untracked alone): an evicted learner's would otherwise keep sending pushes, and Redis
@@ -169,12 +171,12 @@ class HeadWatch:
         prover, self._prover = self._prover, None
         if prover is not None:
             prover.cancel()
-            await _abandoned_after(prover, "the head watch's PING task")
+            await within(prover, _CLOSE_SECONDS, "the head watch's PING task")
         connection, self._connection = self._connection, None
         if connection is not None:
             # (nowait: no waiting for the socket's close to be acknowledged by a Redis that may not answer)
-            await _abandoned_after(asyncio.ensure_future(connection.disconnect(nowait=True)),
-                                   "the close of the head watch's connection")
+            await within(connection.disconnect(nowait=True), _CLOSE_SECONDS,
+                         "the close of the head watch's connection")
 
     # ------------------------------------------------------------------ the connection
     async def _connected(self) -> AbstractConnection:
@@ -278,12 +280,3 @@ class HeadWatch:
                     continue
                 self._proven_at = sent
 
-
-async def _abandoned_after(task: asyncio.Future[None], what: str) -> None:
-    """Wait for ``task`` at most :data:`_CLOSE_SECONDS`; then cancel it, leave it, and say so."""
-    done, _ = await asyncio.wait({task}, timeout=_CLOSE_SECONDS)
-    if not done:
-        task.cancel()
-        log.warning("shutdown: abandoned %s after %.0f s (Redis did not answer)", what, _CLOSE_SECONDS)
-    elif not task.cancelled() and task.exception() is not None:
-        log.debug("shutdown: %s failed: %r", what, task.exception())

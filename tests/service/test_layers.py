@@ -80,4 +80,4 @@ def test_the_store_knows_neither_the_core_nor_the_edge() -> None:
 def test_every_service_module_is_in_a_layer() -> None:
     """A module added at the top of ``kons_service`` must be a shared one listed here, or go in a layer."""
     top = sorted(p.stem for p in (ROOT / "kons_service").glob("*.py"))
-    assert top == ["__init__", "__main__", "children", "cli", "client", "main", "settings"]
+    assert top == ["__init__", "__main__", "children", "cli", "client", "main", "settings", "shutdown"]
