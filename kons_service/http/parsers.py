@@ -198,7 +198,13 @@ class ParserPool:
             raise ParserUnavailableError("The body parser restarted; retry.") from None
 
     def close(self) -> None:
-        """Stop the workers (a body being parsed is finished first)."""
+        """Stop the workers at once. It runs at shutdown, once uvicorn has answered or cancelled every
+        request: a body still being parsed serves no one, and a worker stuck in it (starved of the CPU at
+        its niceness, or stopped) must not keep the process alive, as waiting for it did."""
         executor, self._executor = self._executor, None
         if executor is not None:
+            # (the standard library has no public way to end a pool's busy workers before Python 3.14)
+            for worker in list((executor._processes or {}).values()):
+                worker.terminate()
+            # (its manager thread sees them gone, fails what was left, and ends; this waits for it)
             executor.shutdown(wait=True, cancel_futures=True)

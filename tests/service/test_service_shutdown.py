@@ -21,6 +21,7 @@ import pytest
 
 import kons_service.core.service as service_module
 from kons_service.core.service import LearnerService
+from kons_service.http.parsers import ParserPool
 from kons_service.shutdown import LAST_STEP_SECONDS, SERVICE_SECONDS, TOTAL_SECONDS
 from kons_service.store import LearnerRef
 from kons_service.store.connection import connect_client
@@ -282,3 +283,19 @@ def test_the_shutdowns_bounds_fit_the_deployments_grace_period() -> None:
     main = (Path(__file__).resolve().parents[2] / "kons_service/__main__.py").read_text()
     assert "timeout_graceful_shutdown=CONNECTIONS_SECONDS" in main
 
+
+@pytest.mark.anyio
+async def test_the_parser_pool_closes_at_once_with_a_worker_busy() -> None:
+    """At shutdown no request waits for a parse any more: a worker still in one (starved, stopped, or a
+    slow body) is ended, not waited for (06077fc's close waited the 20 s of this one)."""
+    pool = ParserPool(1)
+    await pool.parse(dict, b"{}")  # (the pool started)
+    executor = pool._executor
+    assert executor is not None
+    busy = executor.submit(time.sleep, 20.0)
+    await asyncio.sleep(0.5)
+    assert busy.running()
+    started = time.monotonic()
+    await asyncio.to_thread(pool.close)
+    assert time.monotonic() - started < 10
+    assert busy.done()
