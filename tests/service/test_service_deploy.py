@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import json
 import os
 import shlex
@@ -15,7 +16,13 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from kons_service.core.service import LearnerService
+from kons_service.shutdown import SERVICE_SECONDS, TOTAL_SECONDS
 from testkit.processes import REPO
+
+#: What a SIGTERMed process's exit takes past the bounded steps of its shutdown (the parser processes' end,
+#: the interpreter's exit).
+_EXIT_MARGIN_SECONDS = 5.0
 
 
 def test_compose_file_names_the_service_and_a_durable_redis() -> None:
@@ -34,6 +41,21 @@ def test_compose_file_names_the_service_and_a_durable_redis() -> None:
     keys = kons["environment"]["KONS_API_KEYS"]
     assert keys.startswith("${KONS_API_KEYS:?") and "change-me" not in keys  # no public default key
     assert kons["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_the_shutdowns_bounds_fit_the_grace_periods() -> None:
+    """Kubernetes SIGKILLs a pod still running ``terminationGracePeriodSeconds`` after its SIGTERM, compose a
+    container ``stop_grace_period`` after it: the shutdown's bounded steps must end before (4a56b63's added
+    up to 97 s: uvicorn's 30 s for the requests, the service's 60 s and its last steps, the store's 5 s;
+    against 60 s)."""
+    pods = [doc for doc in yaml.safe_load_all((REPO / "deploy/kubernetes/kons.yaml").read_text())
+            if doc["kind"] == "Deployment"]
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    graces = [pods[0]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+              int(compose["services"]["kons"]["stop_grace_period"].removesuffix("s"))]
+    assert min(graces) >= TOTAL_SECONDS + _EXIT_MARGIN_SECONDS
+    assert inspect.signature(LearnerService.close).parameters["timeout"].default == SERVICE_SECONDS
+    assert "timeout_graceful_shutdown=CONNECTIONS_SECONDS" in (REPO / "kons_service/__main__.py").read_text()
 
 
 def test_dockerfile_is_slim_non_root_with_a_healthcheck() -> None:
