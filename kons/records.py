@@ -53,7 +53,7 @@ Examples
 ...     _ = model.learn_one({"city": city, "rooms": t % 5, "floor": None if t % 7 == 0 else t % 4},
 ...                         {"Paris": 300.0, "Lyon": 200.0, "Lille": 100.0}[city] + 10.0 * (t % 5))
 >>> round(model.predict_one({"city": "Lyon", "rooms": 2, "floor": 1}))
-219
+220
 >>> encoding = model.encoding()
 >>> encoding["width"], [f["name"] for f in encoding["features"]]
 (32, ['city', 'floor', 'rooms'])
