@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> None:
             idle = _phase(url, pid, [], args.seconds, args.sender_nice)
             tallies["idle", name].cells.append(idle)
             last_idle.pop(name).idle_after[-1] = idle
+        _require_senders(tallies, args.sender_nice)
         machine = (f"machine: {machine_summary()}; {args.rounds} rounds of {args.seconds:g} s per cell, an "
                    f"idle cell before and after each hostile one; senders at niceness {args.sender_nice}; "
                    f"load average {load_at_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end")
@@ -304,6 +305,17 @@ def main(argv: list[str] | None = None) -> None:
                       f"    OPENBLAS_NUM_THREADS=1 {command}", "",
                       machine, "", *tables]
             args.out.write_text(stamp_markdown("\n".join(report), stamp))
+
+
+def _require_senders(tallies: dict[tuple[str, str], _Tally], nice: int) -> None:
+    """Stop with an error when a hostile cell's senders sent nothing: its victim ran as if idle, so the
+    page would claim fairness it never measured (senders at a high niceness on a loaded machine get no
+    CPU at all)."""
+    silent = [f"{phase} on {name}, round {i + 1}" for (phase, name), tally in tallies.items()
+              if phase != "idle" for i, cell in enumerate(tally.cells) if cell.hostile == 0]
+    if silent:
+        raise SystemExit(f"no hostile request was sent in {len(silent)} cell(s) ({'; '.join(silent)}): "
+                         f"the senders at niceness {nice} got no CPU; run on a quieter machine")
 
 
 def _tables(tallies: dict[tuple[str, str], _Tally], jitter: _Jitter) -> list[str]:
