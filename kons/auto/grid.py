@@ -562,8 +562,10 @@ class Grid:
             _sharpen(sharpened, self._of_the_row, MIX_EARLY_ROUNDS / (self.rounds + 1))
         elif self.young_early:
             for g, generation in enumerate(self.young):
-                age = self.rounds - generation.start if generation is not None else MIX_EARLY_ROUNDS
-                if generation is None or age + 1 >= MIX_EARLY_ROUNDS:
+                if generation is None:
+                    continue
+                age = self.rounds - generation.start
+                if age + 1 >= MIX_EARLY_ROUNDS:
                     continue
                 sharpened = weights.copy() if sharpened is weights else sharpened
                 young = np.array([slot for slot, _ in generation.experts(g)])
@@ -665,6 +667,12 @@ class Grid:
                 plays[slot] = expert.learn(row, t)
             else:
                 plays[slot] = self._in_grid_units(own, expert.learn(row, own_targets[id(own)][0]))
+        for g, generation in enumerate(self.young):  # (its linear model learnt the round in the new units)
+            if generation is None or id(generation.targets) not in own_targets:
+                continue
+            if young_slots(g)[YOUNG_BASES] in in_play:
+                target, stats = own_targets[id(generation.targets)]
+                generation.restandardise(stats, (dense(row.forms[RecentExpert.form]), target))
         for own in scaled.values():
             own.commit(own_targets[id(own)][1])
         if self.concept is not None and y is not None:

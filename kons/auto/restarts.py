@@ -85,6 +85,17 @@ class Generation:
     def recent(self) -> RecentLinear | None:
         return None if self.recent_expert is None else self.recent_expert.model
 
+    def restandardise(self, stats: tuple[float, float, float], last: tuple[np.ndarray, float] | None = None
+                      ) -> None:
+        """Its linear model's targets learnt so far re-expressed in the units of its scale's ``stats`` (to
+        commit): in its first rounds the scale moves from the learner's to the new concept's, and targets
+        learnt in the units before would bias the fit for as many rounds again (its copies' updates cannot
+        be re-expressed so). ``last``: the row and target learnt this round, in the new units already."""
+        recent = self.recent
+        moved = None if self.targets is None or recent is None else self.targets.moved(stats)
+        if recent is not None and moved is not None:
+            recent.restandardise(*moved, last)
+
     def experts(self, g: int) -> list[tuple[int, Expert]]:
         """Its experts, in generation ``g``'s slots: (slot, expert)."""
         slots = young_slots(g)
@@ -218,6 +229,7 @@ def replay(grid: Grid, generation: Generation, rounds: int) -> None:
                 # a kept target in the user's units, by the learner's scale now (it was standardised by
                 # the scale of its own round, a few rounds back at most)
                 t, stats = generation.targets.target(grid.targets.mean + grid.targets.std * target)
+                generation.restandardise(stats)
                 generation.targets.commit(stats)
             for _, expert in experts:
                 expert.learn(row, t)
@@ -267,6 +279,15 @@ class GenerationTargets:
 
     def commit(self, stats: tuple[float, float, float]) -> None:
         self.count, self.mean, self.m2 = stats
+
+    def moved(self, stats: tuple[float, float, float]) -> tuple[float, float] | None:
+        """``(scale, shift)`` that take a target standardised now to the units of ``stats`` (to commit),
+        ``t -> scale * t + shift``; None when either deviation is 0 (no units to take it from or to)."""
+        count, mean, m2 = stats
+        std, new_std = self.std, math.sqrt(m2 / count)
+        if std <= 0.0 or new_std <= 0.0:
+            return None
+        return std / new_std, (self.mean - mean) / new_std
 
 
     def array(self) -> np.ndarray:

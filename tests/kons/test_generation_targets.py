@@ -11,6 +11,7 @@ import pytest
 
 import kons
 from kons.auto import Auto
+from kons.auto.experts.recent import RecentLinear
 from kons.auto.mixture import Mixture
 from kons.auto.restarts import FadingTargets, GenerationTargets
 from kons.errors import StateFormatError
@@ -40,6 +41,28 @@ def test_a_play_in_the_generation_s_units_is_the_same_target_in_the_learner_s() 
     assert targets.play(2.0, 50.0, 20.0, bound=20.0) == pytest.approx(3.0)
     assert targets.play(2.0, 50.0, 20.0, bound=2.5) == 2.5  # clipped to the mixture's bound
     assert targets.play(2.0, 50.0, 0.0, bound=20.0) == 2.0  # no scale yet: as played
+
+
+def test_the_generation_s_linear_model_re_expressed_is_the_model_of_its_targets_in_the_new_units() -> None:
+    # each round the scale moves (GenerationTargets: its first rounds), and the model learnt the round's
+    # target in the new units: re-expressed, it is the model of every target in the scale reached
+    rng = np.random.default_rng(3)
+    X = np.hstack([rng.normal(size=(30, 3)), np.ones((30, 1))])
+    ys = 60.0 + 9.0 * X[:, :3] @ np.array([1.0, -2.0, 0.5]) + rng.normal(size=30)
+    targets = GenerationTargets(5.0, 2.0, 8.0)
+    followed = RecentLinear(3, intercept_scale=5.0, clip=20.0)
+    for x, y in zip(X, ys, strict=True):
+        t, stats = targets.target(float(y))
+        followed.learn(x, t)
+        moved = targets.moved(stats)
+        assert moved is not None
+        followed.restandardise(*moved, (x, t))
+        targets.commit(stats)
+    at_once = RecentLinear(3, intercept_scale=5.0, clip=20.0)
+    for x, y in zip(X, ys, strict=True):
+        at_once.learn(x, (y - targets.mean) / targets.std)
+    np.testing.assert_allclose(followed.b, at_once.b, rtol=1e-9, atol=1e-9)
+    assert followed.predict(X[0]) == pytest.approx(at_once.predict(X[0]), rel=1e-9)
 
 
 def test_a_saved_scale_that_is_not_one_is_refused() -> None:

@@ -611,12 +611,16 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
     fresh_recent = grid.new_recent()
     fresh = [grid.new_base(GRID[i]) for i in generation.members]
     # the generation's own scale of the target: the learner's weighted as GENERATION_TARGET_PRIOR rows, then
-    # the rows since the onset (their kept targets in the user's units by the learner's scale); the grid's
+    # the rows since the onset (their kept targets in the user's units by the learner's scale, the linear
+    # model's learnt ones re-expressed as it moves); the grid's
     # scale of the concept, the mixture's units, the same with its prior fading
     own = GenerationTargets(pooled.mean, pooled.std, GENERATION_TARGET_PRIOR)
     concept = FadingTargets(pooled.mean, pooled.std, GENERATION_TARGET_PRIOR, CONCEPT_TARGET_FADE)
     for z, zlog, kept in since:
         t, stats = own.target(pooled.mean + pooled.std * kept)
+        moved = own.moved(stats)  # the linear model's targets so far, re-expressed as the scale moves
+        if moved is not None:
+            fresh_recent.restandardise(*moved)
         own.commit(stats)
         concept.commit(concept.target(pooled.mean + pooled.std * kept)[1])
         forms = grid.views_forms(z, zlog)

@@ -95,6 +95,19 @@ class RecentLinear:
         self._update(x, np.array([t]))
         return 0.0
 
+    def restandardise(self, scale: float, shift: float, last: tuple[np.ndarray, float] | None = None) -> None:
+        """Re-express the targets learnt (one score) in new units, ``t -> scale * t + shift``: the target's
+        scale of a restarted generation moves in its first rounds, and targets learnt in its earlier units
+        would stay biased by the move in the fit (``b`` and the sum of the rows give it exactly). ``last``:
+        the row and target learnt last, already in the new units."""
+        rows = self.sum if last is None else self.sum - last[0]
+        b = scale * self.b[:, 0] + shift * rows
+        if last is not None:
+            b += (1.0 - scale) * last[1] * last[0]
+        check_finite(b)
+        self.b = b[:, None]
+        self._score = None
+
     # ----------------------------------------------------------------- K classes
     def widen(self, classes: int) -> None:
         """Score ``classes`` classes from now on (a binary model's one score is class 1's, class 0's the
