@@ -289,7 +289,6 @@ class GenerationTargets:
             return None
         return std / new_std, (self.mean - mean) / new_std
 
-
     def array(self) -> np.ndarray:
         return np.array([self.count, self.mean, self.m2])
 
