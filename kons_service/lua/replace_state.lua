@@ -4,7 +4,7 @@
 -- blob is the new one's only base.
 -- KEYS: meta, snap, log, kept.  ARGV: expected config, new incarnation, version, token, n_chunks, n_bytes.
 -- Returns {1} | {-1} learner gone | {-2} config changed | {-3} chunks incomplete.
--- Uses chunks_complete and keep_base (lib/versions.lua).
+-- Uses chunks_complete, drop_chunks, parse_base and keep_base (lib/versions.lua).
 local meta, snap, log, kept = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local config = redis.call('HGET', meta, 'config')
 if not config then
@@ -15,6 +15,9 @@ if config ~= ARGV[1] then
 end
 if not chunks_complete(snap, ARGV[4], ARGV[5], ARGV[6]) then
   return {-3}
+end
+for _, member in ipairs(redis.call('ZRANGE', kept, 0, -1)) do
+  drop_chunks(snap, parse_base(member))
 end
 redis.call('DEL', log, kept)
 redis.call('HDEL', meta, 'rollbacks', 'promotions')

@@ -187,8 +187,10 @@ class Snapshots:
         return number(keep_from or snap), number(version)
 
     async def _write_chunks(self, ref: LearnerRef, blob: bytes, chunk_bytes: int) -> tuple[str, int]:
-        """Write ``blob`` as binary chunks ``<token>:<i>`` of the snapshot hash under a fresh token."""
-        token = uuid.uuid4().hex
+        """Write ``blob`` as binary chunks ``<token>:<i>`` of the snapshot hash under a fresh token, which
+        starts with the time (ms) it was made: until they are published, the retention of another
+        publication or of the sweep leaves them alone (``lib/versions.lua``)."""
+        token = f"{_now_ms()}-{uuid.uuid4().hex}"
         view = memoryview(blob)
         key = keys.learner_key(ref, "snap")
         n = 0

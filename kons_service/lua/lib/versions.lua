@@ -13,9 +13,11 @@
 -- next one is older than ``max_age_ms`` (every version of that age stays restorable); the oldest goes
 -- while what the older bases cost (their bytes and the log after each up to the next) exceeds
 -- ``allowance`` (their share of the tenant's byte budget). The newest base always stays. Drops every chunk
--- of no kept base (and any a dead writer left), sets meta's keep_from to the oldest base's version, trims
--- the log before it, but not past what a shadow challenger has yet to learn (``shadows``, when given: its
--- hash of challengers' cursors; a negative one is a stalled challenger's, which keeps nothing).
+-- of no kept base (and any a dead writer left, once older than a live writer takes), sets meta's keep_from
+-- to the oldest base's version, trims the log before it, but not past what a shadow challenger has yet
+-- to learn (``shadows``, when given: its hash of challengers' cursors; a negative one is a stalled
+-- challenger's, which keeps nothing).
+-- drop_chunks(snap, base): delete a base's chunks (parse_base gives ``base``).
 -- retain(meta, snap, log, kept, policy, shadows): the same policy on the kept bases as they are (no new
 -- one: an idle learner's older bases age out too); returns their cost and when (ms) the oldest next ages
 -- out (0: only the newest is left). Returns the older bases' cost in bytes.
@@ -49,6 +51,23 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- A writer writes a state's chunks under a token that starts with the time it began ("<ms>-<hex>"), then
+-- publishes them; until then they belong to no base. Chunks of no base are a dead writer's only once
+-- they are older than any live writer takes (the snapshot lock lasts 2 minutes; 10 leave room for clocks
+-- that disagree): dropping younger ones would make a publication under way fail as incomplete.
+local WRITER_GRACE_MS = 600000
+
+local function being_written(token, settled)
+  local began = tonumber(string.match(token, '^(%d+)%-'))
+  return began ~= nil and began > settled
+end
+
+local function drop_chunks(snap, base)
+  for c = 0, base.chunks - 1 do
+    redis.call('HDEL', snap, base.token .. ':' .. c)
+  end
+end
+
 local function base_text(b)
   return string.format('%d %s %d %d %d %d %s', b.v, b.token, b.chunks, b.bytes, b.time, b.log, b.tip)
 end
@@ -67,6 +86,7 @@ local function retain(meta, snap, log, kept, policy, shadows)
   end
   local function drop(i)
     redis.call('ZREM', kept, bases[i].member)
+    drop_chunks(snap, bases[i])
     local following = bases[i + 1]
     if following and i > 1 then  -- the log between its neighbours is now the next one's
       redis.call('ZREM', kept, following.member)
@@ -105,8 +125,10 @@ local function retain(meta, snap, log, kept, policy, shadows)
   for _, b in ipairs(bases) do
     tokens[b.token] = true
   end
+  local settled = now_ms() - WRITER_GRACE_MS  -- (a base dropped above took its chunks with it)
   for _, field in ipairs(redis.call('HKEYS', snap)) do
-    if not tokens[string.match(field, '^([^:]*)')] then
+    local token = string.match(field, '^([^:]*)')
+    if not tokens[token] and not being_written(token, settled) then
       redis.call('HDEL', snap, field)
     end
   end
