@@ -46,7 +46,8 @@ def main() -> None:
     try:
         uvicorn.run("kons_service.main:app", host=settings.bind_host(), port=settings.port,
                     workers=settings.workers, log_level=settings.log_level, log_config=log_config,
-                    access_log=False, timeout_graceful_shutdown=CONNECTIONS_SECONDS)
+                    access_log=False, timeout_graceful_shutdown=CONNECTIONS_SECONDS,
+                    timeout_keep_alive=settings.keep_alive_seconds)
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)

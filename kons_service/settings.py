@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     blas_threads: int = Field(
         1, ge=1, description="BLAS threads per process: a round is a small matrix-vector product, where a "
         "thread pool costs more than it saves; scale with KONS_WORKERS instead.")
+    keep_alive_seconds: int = Field(
+        75, ge=1, description="How long an idle keep-alive connection stays open (uvicorn's "
+        "--timeout-keep-alive, whose default, 5 s, is shorter than a load balancer's or a pooled client's "
+        "idle time, often 60 s: they then send a request on a connection the service is closing, and get a "
+        "reset).")
     log_level: str = "info"
     log_format: Literal["text", "json"] = Field("text", description="text, or json: one JSON object a line.")
 

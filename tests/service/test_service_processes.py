@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from http.client import HTTPConnection, RemoteDisconnected
 from pathlib import Path
 
 import httpx
@@ -278,3 +279,37 @@ def test_a_sigkilled_service_leaves_no_embedded_redis_behind(tmp_path: Path) -> 
         proc.kill()
         proc.wait(30)
     _assert_they_exit(children)
+
+
+def _answered_after_idling(port: int, idle_seconds: float) -> bool:
+    """Ask /healthz on a keep-alive connection, stay idle, then ask again on the same connection: whether
+    the service answered (False if it closed the connection meanwhile)."""
+    http = HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        http.request("GET", "/healthz")
+        assert http.getresponse().read() == b'{"status":"ok"}'
+        time.sleep(idle_seconds)
+        http.request("GET", "/healthz")  # (http.client opens no new connection while it holds one)
+        return http.getresponse().status == 200
+    except (RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+        return False
+    finally:
+        http.close()
+
+
+def test_an_idle_keep_alive_connection_outlives_uvicorns_five_seconds(redis_url: str, tmp_path: Path) -> None:
+    """A pooled client (or a load balancer) reuses a connection after a pause longer than uvicorn's default
+    5 s keep-alive: it is still open (KONS_KEEP_ALIVE_SECONDS, 75 s); closed after the setting's time."""
+    port = free_port()
+    proc = start_service(port, service_env(KONS_REDIS_URL=redis_url, KONS_PORT=str(port)), tmp_path / "a.log")
+    try:
+        assert _answered_after_idling(port, 6.5)
+    finally:
+        _stop(proc)
+    port = free_port()
+    proc = start_service(port, service_env(KONS_REDIS_URL=redis_url, KONS_PORT=str(port),
+                                           KONS_KEEP_ALIVE_SECONDS="1"), tmp_path / "b.log")
+    try:
+        assert not _answered_after_idling(port, 3.0)
+    finally:
+        _stop(proc)
