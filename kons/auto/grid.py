@@ -665,16 +665,18 @@ class Grid:
             own = scaled.get(slot)
             if own is None:
                 plays[slot] = expert.learn(row, t)
+            elif isinstance(expert, RecentExpert):  # a generation's linear model: it plays in the units
+                # before the round, and learns once its generation's scale has moved to those after it (below)
+                plays[slot] = self._in_grid_units(own, expert.predict(row))
             else:
                 plays[slot] = self._in_grid_units(own, expert.learn(row, own_targets[id(own)][0]))
-        for g, generation in enumerate(self.young):  # (its linear model learnt the round in the new units)
+        for g, generation in enumerate(self.young):  # (its linear model's targets moved, playing or not)
             if generation is None or id(generation.targets) not in own_targets:
                 continue
-            if young_slots(g)[YOUNG_BASES] in in_play:
-                target, stats = own_targets[id(generation.targets)]
-                generation.restandardise(stats, (dense(row.forms[RecentExpert.form]), target))
-        for own in scaled.values():
-            own.commit(own_targets[id(own)][1])
+            target, stats = own_targets[id(generation.targets)]
+            generation.move_scale(stats)
+            if generation.recent_expert is not None and young_slots(g)[YOUNG_BASES] in in_play:
+                generation.recent_expert.learn_unplayed(row, target)
         if self.concept is not None and y is not None:
             self.concept.commit(self.concept.target(y)[1])
         self.log_scaler.commit(log_stats)

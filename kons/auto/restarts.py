@@ -85,16 +85,19 @@ class Generation:
     def recent(self) -> RecentLinear | None:
         return None if self.recent_expert is None else self.recent_expert.model
 
-    def restandardise(self, stats: tuple[float, float, float], last: tuple[np.ndarray, float] | None = None
-                      ) -> None:
-        """Its linear model's targets learnt so far re-expressed in the units of its scale's ``stats`` (to
-        commit): in its first rounds the scale moves from the learner's to the new concept's, and targets
-        learnt in the units before would bias the fit for as many rounds again (its copies' updates cannot
-        be re-expressed so). ``last``: the row and target learnt this round, in the new units already."""
-        recent = self.recent
-        moved = None if self.targets is None or recent is None else self.targets.moved(stats)
+    def move_scale(self, stats: tuple[float, float, float]) -> None:
+        """Commit its scale's ``stats`` (a round's, before its experts learn the round's target in their
+        units), its linear model's targets learnt so far re-expressed in them first: in its first rounds the
+        scale moves from the learner's to the new concept's, and targets learnt in the units before would
+        bias the fit for as many rounds again (its copies' updates cannot be re-expressed so). Whether its
+        linear model plays or not: its targets are in the scale's units whenever it enters again."""
+        targets, recent = self.targets, self.recent
+        if targets is None:
+            return
+        moved = None if recent is None else targets.moved(stats)
         if recent is not None and moved is not None:
-            recent.restandardise(*moved, last)
+            recent.restandardise(*moved)
+        targets.commit(stats)
 
     def experts(self, g: int) -> list[tuple[int, Expert]]:
         """Its experts, in generation ``g``'s slots: (slot, expert)."""
@@ -229,8 +232,7 @@ def replay(grid: Grid, generation: Generation, rounds: int) -> None:
                 # a kept target in the user's units, by the learner's scale now (it was standardised by
                 # the scale of its own round, a few rounds back at most)
                 t, stats = generation.targets.target(grid.targets.mean + grid.targets.std * target)
-                generation.restandardise(stats)
-                generation.targets.commit(stats)
+                generation.move_scale(stats)
             for _, expert in experts:
                 expert.learn(row, t)
 

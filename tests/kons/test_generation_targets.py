@@ -11,9 +11,9 @@ import pytest
 
 import kons
 from kons.auto import Auto
-from kons.auto.experts.recent import RecentLinear
+from kons.auto.experts.recent import RecentExpert, RecentLinear
 from kons.auto.mixture import Mixture
-from kons.auto.restarts import FadingTargets, GenerationTargets
+from kons.auto.restarts import YOUNG_BASES, FadingTargets, Generation, GenerationTargets, young_slots
 from kons.errors import StateFormatError
 from tests.reference import restored_in_step
 
@@ -44,25 +44,50 @@ def test_a_play_in_the_generation_s_units_is_the_same_target_in_the_learner_s() 
 
 
 def test_the_generation_s_linear_model_re_expressed_is_the_model_of_its_targets_in_the_new_units() -> None:
-    # each round the scale moves (GenerationTargets: its first rounds), and the model learnt the round's
-    # target in the new units: re-expressed, it is the model of every target in the scale reached
+    # each round the scale moves (GenerationTargets: its first rounds) before the model learns the round's
+    # target in the new units (Generation.move_scale): it is the model of every target in the scale reached
     rng = np.random.default_rng(3)
     X = np.hstack([rng.normal(size=(30, 3)), np.ones((30, 1))])
     ys = 60.0 + 9.0 * X[:, :3] @ np.array([1.0, -2.0, 0.5]) + rng.normal(size=30)
-    targets = GenerationTargets(5.0, 2.0, 8.0)
     followed = RecentLinear(3, intercept_scale=5.0, clip=20.0)
+    generation = Generation(0, [], [], RecentExpert(followed), GenerationTargets(5.0, 2.0, 8.0))
+    targets = generation.targets
+    assert targets is not None
     for x, y in zip(X, ys, strict=True):
         t, stats = targets.target(float(y))
+        generation.move_scale(stats)
+        assert np.array_equal(targets.array(), np.array(stats))
         followed.learn(x, t)
-        moved = targets.moved(stats)
-        assert moved is not None
-        followed.restandardise(*moved, (x, t))
-        targets.commit(stats)
     at_once = RecentLinear(3, intercept_scale=5.0, clip=20.0)
     for x, y in zip(X, ys, strict=True):
         at_once.learn(x, (y - targets.mean) / targets.std)
     np.testing.assert_allclose(followed.b, at_once.b, rtol=1e-9, atol=1e-9)
     assert followed.predict(X[0]) == pytest.approx(at_once.predict(X[0]), rel=1e-9)
+
+
+def test_a_generation_s_linear_model_out_of_play_keeps_its_targets_in_the_generation_s_units() -> None:
+    """The generation's scale moves in every round, its linear model playing or not: the targets it learnt
+    move with it, so that it plays in the scale's units when it enters again."""
+    X, y = _jumping()
+    learner = Auto()
+    for k in range(len(y)):
+        learner.learn_one(X[k], y[k])
+        if learner.changes_detected:
+            break
+    grid = learner._grid
+    assert grid is not None and grid.last_change == grid.rounds
+    g, generation = next((g, generation) for g, generation in enumerate(grid.young)
+                         if generation is not None and generation.start == grid.rounds)
+    model, targets = generation.recent, generation.targets
+    assert model is not None and targets is not None
+    grid.mixture.switching.leave([young_slots(g)[YOUNG_BASES]])
+    b, mean, std = model.b[:, 0].copy(), targets.mean, targets.std
+    learner.learn_many(X[k + 1:k + 41], y[k + 1:k + 41])
+    assert grid.young[g] is generation and not grid.mixture.switching.active[young_slots(g)[YOUNG_BASES]]
+    assert abs(targets.mean - mean) > 0.1 * std  # the scale moved
+    # it learnt no row: the same targets, in the units the scale reached
+    expected = (std * b + (mean - targets.mean) * model.sum) / targets.std
+    np.testing.assert_allclose(model.b[:, 0], expected, rtol=1e-9, atol=1e-9)
 
 
 def test_a_saved_scale_that_is_not_one_is_refused() -> None:

@@ -95,15 +95,11 @@ class RecentLinear:
         self._update(x, np.array([t]))
         return 0.0
 
-    def restandardise(self, scale: float, shift: float, last: tuple[np.ndarray, float] | None = None) -> None:
+    def restandardise(self, scale: float, shift: float) -> None:
         """Re-express the targets learnt (one score) in new units, ``t -> scale * t + shift``: the target's
         scale of a restarted generation moves in its first rounds, and targets learnt in its earlier units
-        would stay biased by the move in the fit (``b`` and the sum of the rows give it exactly). ``last``:
-        the row and target learnt last, already in the new units."""
-        rows = self.sum if last is None else self.sum - last[0]
-        b = scale * self.b[:, 0] + shift * rows
-        if last is not None:
-            b += (1.0 - scale) * last[1] * last[0]
+        would stay biased by the move in the fit (``b`` and the sum of the rows give it exactly)."""
+        b = scale * self.b[:, 0] + shift * self.sum
         check_finite(b)
         self.b = b[:, None]
         self._score = None
@@ -186,6 +182,12 @@ class RecentExpert:
 
     def learn(self, row: Row, target: float) -> float:
         return guarded(self.model.learn, row.forms[self.form], target, row.before)
+
+    def learn_unplayed(self, row: Row, target: float) -> None:
+        """:meth:`learn` without its play, made before: a restarted generation's linear model plays in its
+        generation's units before the round and learns the round's target once its targets learnt so far
+        are in the units after it (:meth:`kons.auto.restarts.Generation.move_scale`)."""
+        guarded(self.model.learn_unplayed, dense(row.forms[self.form]), target)
 
     def probabilities(self, row: Row, classes: int) -> np.ndarray:
         return guarded_probabilities(self.model.probabilities, classes, row.forms[self.form])
