@@ -171,10 +171,15 @@ class Snapshots:
         another); the older bases' cost in bytes, None if there is no such learner."""
         reply = await self.connection.run("retain", ref, ("meta", "snap", "log", "kept", "shadows"),
                                           [keep.count, keep.max_age_ms, keep.allowance])
+        client, member = self.connection.client, keys.member(ref)
         if int(reply[0]) == 1 and int(reply[2]) > 0:
-            await self.connection.client.zadd(keys.RETAIN, {keys.member(ref): int(reply[2])})
+            await client.zadd(keys.RETAIN, {member: int(reply[2])})
         else:
-            await self.connection.client.zrem(keys.RETAIN, keys.member(ref))
+            await client.zrem(keys.RETAIN, member)
+            # A publication since the script may have listed it already (``_settle`` lists it only if it is
+            # not): its bases, counted after the unlisting, say whether it has to stay listed.
+            if await client.zcard(keys.learner_key(ref, "kept")) > 1:
+                await client.zadd(keys.RETAIN, {member: _now_ms()}, nx=True)
         return int(reply[1]) if int(reply[0]) == 1 else (0 if int(reply[0]) == 0 else None)
 
     @translated

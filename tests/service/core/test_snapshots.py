@@ -136,6 +136,34 @@ async def test_retention_drops_the_chunks_a_dead_writer_left_once_they_are_old(c
     assert stored is not None and stored.snapshot == fed(4).to_bytes()
 
 
+async def test_a_publication_while_the_sweep_unlists_a_learner_leaves_it_listed(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (the sweep takes a learner left with only its newest base off its list; a publication listing it
+    # just before, once its retention had run, was undone so, and its older base then never aged out)
+    await core.create()
+    await core.feed(0, 4)
+    entry = await _held(core)
+    keep = KeepPolicy(4, 60_000, 1 << 30)
+
+    async def keeping(ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
+        return keep
+
+    core.snapshots.retention = keeping
+    run = core.store.connection.run
+
+    async def published_after_retaining(script: str, *args: Any) -> Any:
+        reply = await run(script, *args)
+        if script == "retain":  # the learner as created: its one base, so it is to be unlisted
+            assert await core.snapshots.snapshot(entry)
+        return reply
+
+    monkeypatch.setattr(core.store.connection, "run", published_after_retaining)
+    assert await core.store.snapshots.retain(REF, keep) is not None
+    assert len(await core.store.snapshots.bases(REF)) == 2
+    assert await core.store.snapshots.due_for_retention(10) == [REF]
+
+
 async def test_shutdown_snapshots_every_learner_with_new_rounds_and_waits_for_the_evicted_ones(
     make_core: CoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
