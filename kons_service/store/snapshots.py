@@ -170,7 +170,7 @@ class Snapshots:
         sweep, when its oldest base next ages out (none if only its newest is left, until it publishes
         another); the older bases' cost in bytes, None if there is no such learner."""
         reply = await self.connection.run("retain", ref, ("meta", "snap", "log", "kept", "shadows"),
-                                          [keep.count, keep.max_age_ms, keep.allowance])
+                                          [keep.count, keep.max_age_ms, keep.allowance, keep.granted_for])
         client, member = self.connection.client, keys.member(ref)
         if int(reply[0]) == 1 and int(reply[2]) > 0:
             await client.zadd(keys.RETAIN, {member: int(reply[2])})

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from kons_service.core.cache import CachedLearner
+from kons_service.core.history import HistoryRecorder
+from kons_service.core.versions import Versions
 from kons_service.store import KeepPolicy, LearnerRef, Publication, keys
 from kons_service.store.connection import text
 from tests.service.core.conftest import REF, Core, CoreFactory, fed, item, lose_and_retake
@@ -162,6 +164,37 @@ async def test_a_publication_while_the_sweep_unlists_a_learner_leaves_it_listed(
     assert await core.store.snapshots.retain(REF, keep) is not None
     assert len(await core.store.snapshots.bases(REF)) == 2
     assert await core.store.snapshots.due_for_retention(10) == [REF]
+
+
+@pytest.mark.parametrize("reserved", [True, False])
+async def test_a_sweep_racing_a_publication_keeps_the_versions_the_publication_kept(
+    core: Core, monkeypatch: pytest.MonkeyPatch, reserved: bool
+) -> None:
+    # (the sweep read the learner's kept-versions reservation, or asked for one without it, a publication
+    # then grew it and kept a new base within it, and the sweep applied the allowance it had: older bases
+    # the publication kept went)
+    versions = Versions(core.store, core.settings, core.metrics, core.cache, core.budget,
+                        HistoryRecorder(core.store, core.settings))
+    core.snapshots.retention = versions.retention
+    await core.create()
+    await core.feed(0, 4)
+    assert await core.snapshots.snapshot(await _held(core))  # kept beside the learner as created; listed
+    if not reserved:  # (as a learner kept before reservations were: the sweep asks for one)
+        assert await core.store.budget.shrink_kept(REF, 0, 0) == 0
+    await core.feed(4, 8)
+    racing = [await _held(core)]
+    owner, name = (core.store.budget, "kept") if reserved else (core.budget, "allow_kept")
+    allowance_of = getattr(owner, name)
+
+    async def published_after_reading(*args: Any) -> int:
+        allowance: int = await allowance_of(*args)
+        while racing:  # (the publication asks for its own allowance too)
+            assert await core.snapshots.snapshot(racing.pop())
+        return allowance
+
+    monkeypatch.setattr(owner, name, published_after_reading)
+    assert await versions.sweep() == 1
+    assert [base.version for base in await core.store.snapshots.bases(REF)] == [0, 4, 8]
 
 
 async def test_shutdown_snapshots_every_learner_with_new_rounds_and_waits_for_the_evicted_ones(
