@@ -274,6 +274,12 @@ class Shadows:
             done = await self._learn(ref, link, rows)
             await self.store.shadows.follow(champion, ref.name, done)
             if not await self.store.shadows.lock_renewed(ref, token, _LOCK_MS):
+                if await self.store.shadows.link(ref) is None:
+                    # deleted meanwhile, with this lock: its delete may have forgotten it before the
+                    # cursor above was written, which would keep the champion's log after it for ever (a
+                    # delete after the lock was renewed forgets it after that cursor)
+                    await self.store.shadows.forget(champion, ref.name)
+                    return "gone"
                 return "busy"
         return "following"
 

@@ -111,6 +111,32 @@ async def test_a_challenger_learns_the_champions_rounds_and_is_compared(make_cli
     assert await service.store.shadows.cursors(LearnerRef("default", "m")) == {}
 
 
+async def test_a_challenger_deleted_during_its_catch_up_holds_its_champions_log_no_more(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a catch-up that had fed the challenger its rounds wrote its cursor after a delete had forgotten it:
+    # the champion kept its log after that cursor for ever, and every process kept catching the dead
+    # challenger up)
+    client = await make_client()
+    service = client.app.state.service
+    await service.shadows.close()  # (this test runs the one catch-up itself)
+    champion, challenger = LearnerRef("default", "m"), LearnerRef("default", "c")
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(client, _stream(5))
+    learn = service.shadows._learn
+
+    async def deleted_after_learning(*args: Any) -> int:
+        done: int = await learn(*args)
+        assert (await client.delete("/v1/learners/c")).status_code == 204
+        return done
+
+    monkeypatch.setattr(service.shadows, "_learn", deleted_after_learning)
+    status = await service.shadows.catch_up(challenger)
+    assert await service.store.shadows.cursors(champion) == {}
+    assert challenger not in await service.store.shadows.all()
+    assert status == "gone"
+
+
 async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
         make_client: AppFactory) -> None:
     """Rounds the champion's writer in this process logged are learnt without reading them back; rounds
