@@ -194,10 +194,9 @@ class Versions:
             learner, tip, config = state
             blob = await anyio.to_thread.run_sync(learner.to_bytes)
             keep = await self.retention(ref, len(blob), 0)
-            changed = "" if config == await self.store.config(ref) else config  # (past a promotion)
             outcome = await self.store.snapshots.rollback(
                 ref, head.incarnation, target, tip, uuid.uuid4().hex, blob,
-                self.settings.snapshot_chunk_bytes, keep, ROLLBACK_EVENTS, changed)
+                self.settings.snapshot_chunk_bytes, keep, ROLLBACK_EVENTS, config)
             if outcome.status is RollbackStatus.APPLIED:
                 self.metrics.version_rollbacks.inc()
                 return RolledBack(outcome.version, target, int(learner.stats()["rounds"]))

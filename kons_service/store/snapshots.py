@@ -94,11 +94,11 @@ class Snapshots:
     @translated
     async def rollback(self, ref: LearnerRef, incarnation: str, target: int, target_tip: str, token: str,
                        blob: bytes, chunk_bytes: int, keep: KeepPolicy, keep_events: int,
-                       config: str = "") -> RollbackOutcome:
+                       config: str) -> RollbackOutcome:
         """Make ``blob`` (the learner's state after round ``target``, whose id is ``target_tip``) its
         state at a new version past the head, atomically with the appends (see ``rollback.lua``);
-        ``token``: this rollback's own, fresh; ``config``: the config in force at ``target`` if it is not
-        the learner's now."""
+        ``token``: this rollback's own, fresh; ``config``: the config in force at ``target``, which the
+        script makes the learner's if it is not (a rollback past a promotion)."""
         chunks, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
         args = [incarnation, target, target_tip, token, chunks, n_chunks, len(blob), keep.count,
                 keep.max_age_ms, keep.allowance, keep_events, config]
