@@ -57,7 +57,6 @@ from kons_service.settings import Settings
 from kons_service.store import (
     Head,
     LearnerRef,
-    LeaseBusy,
     LogEntry,
     LoggedRound,
     Publication,
@@ -336,14 +335,10 @@ class Shadows:
         deadline = asyncio.get_running_loop().time() + self.settings.lease_wait_seconds
         while asyncio.get_running_loop().time() < deadline:
             await self.catch_up(ref)  # most of the way, while the champion still takes feedback
-            token = self.store.leases.writer_token(uuid.uuid4().int % 10**12)
-            head = await self.store.leases.acquire(champion, token, self.settings.lease_ttl_ms)
-            if head is None:
-                raise not_found(champion)
-            if isinstance(head, LeaseBusy):
-                await asyncio.sleep(min(head.wait_ms, 200) / 1000)
-                continue
-            try:
+            # (the lease of this process's writers: renewed while it is held, and never taken over by one of
+            # them, which would take a token of this process that none of them holds for a dead writer's)
+            async with self.writer.leases.hold(champion) as lease:
+                head = lease.head
                 if head.incarnation != link.incarnation:
                     raise InvalidShadowError(f"Learner {champion.name!r}'s state was replaced since {name!r} "
                                              "started following it.")
@@ -355,10 +350,9 @@ class Shadows:
                     config = {k: v for k, v in entry.config.items() if k != "shadow"}
                 keep = await self.versions.retention(champion, len(blob), 0)
                 outcome = await self.store.snapshots.promote(
-                    champion, token, head, canonical(config), blob, self.settings.snapshot_chunk_bytes,
+                    champion, lease.token, head, canonical(config), blob, self.settings.snapshot_chunk_bytes,
                     uuid.uuid4().hex, keep, name)
-            finally:
-                await self.store.leases.release(champion, token)  # (promote.lua released it if it ran)
+                lease.consumed = outcome is Publication.PUBLISHED  # (promote.lua released it)
             if outcome is Publication.GONE:
                 raise not_found(champion)
             if outcome is Publication.PUBLISHED:

@@ -390,6 +390,34 @@ async def test_promotion_under_concurrent_feedback(make_client: AppFactory) -> N
     assert (await b.get(f"{URL}/state")).content == old.to_bytes()
 
 
+async def test_a_feedback_of_the_promoting_process_waits_for_the_promotion(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the promotion held the champion's writer lease under a token of its process that none of its writers
+    # held, so a writer of that process waiting for the lease took it for a dead writer's and took it
+    # over: the promotion failed, and was tried again, while feedback kept coming)
+    client = await make_client()
+    service = client.app.state.service
+    stream = _stream(12, seed=5)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(client, stream[:10])
+    catch_up_to = service.shadows._catch_up_to
+    fed: list[asyncio.Task[httpx.Response]] = []
+
+    async def fed_while_leased(*args: Any) -> None:
+        await catch_up_to(*args)
+        if not fed:  # (a feedback that finds the lease held takes the lease for its next attempt)
+            x, y = stream[10]
+            fed.append(asyncio.create_task(client.post(f"{URL}/feedback", json={"x": x, "y": y})))
+            await asyncio.sleep(0.3)
+
+    monkeypatch.setattr(service.shadows, "_catch_up_to", fed_while_leased)
+    promoted = await client.post(f"{URL}/promote", json={"challenger": "c"})
+    assert promoted.status_code == 200 and promoted.json()["version"] == 11
+    assert (await fed[0]).json()["version"] == 12  # played by the new champion
+    assert service.metrics.takeovers._value.get() == 0
+
+
 async def test_bad_promotions_are_4xx_and_change_nothing(make_client: AppFactory) -> None:
     a = await make_client()
     stream = _stream(20)
