@@ -153,7 +153,7 @@ class Shadows:
         champion = LearnerRef(ref.tenant, link.champion)
         self._champions[champion] = time.monotonic() + _FOLLOWED_SECONDS
         for _ in range(_ATTEMPTS):
-            await self.store.shadows.follow(champion, ref.name, link.start)
+            await self.store.shadows.follow(champion, ref.name, link.start, first=True)
             head = await self.cache.head(champion)
             rows = await self.store.log.read(champion, link.start, 1)
             if head.incarnation == link.incarnation and (
@@ -163,9 +163,11 @@ class Shadows:
         raise BusyError(f"Learner {link.champion!r} kept changing while its challenger was created; retry.")
 
     async def settle(self, ref: LearnerRef, link: ShadowLink) -> None:
-        """After the challenger's create (made or not): a name that is no challenger of this link (it
-        existed already, or the create failed) holds its champion's log no more."""
-        if await self.store.shadows.link(ref) != link:
+        """After the challenger's create (made or not): a name that is no challenger of this champion (it
+        existed as another learner, or the create failed) holds its champion's log no more; a challenger
+        of it that existed already keeps its cursor (left as it was by :meth:`register`)."""
+        stored = await self.store.shadows.link(ref)
+        if stored is None or stored.champion != link.champion:
             await self.store.shadows.forget(LearnerRef(ref.tenant, link.champion), ref.name)
         self.nudge()
 

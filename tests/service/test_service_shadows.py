@@ -148,6 +148,31 @@ async def test_a_challenger_deleted_during_its_catch_up_holds_its_champions_log_
     assert status == "gone"
 
 
+async def test_a_challenger_created_again_keeps_its_place_in_its_champions_log(
+        make_client: AppFactory, redis_url: str) -> None:
+    # (a create of an existing challenger, the same request sent again, registered the champion's head as
+    # its cursor, then, finding the challenger it did not make, forgot the cursor: the champion's next
+    # snapshot trimmed the rounds the challenger had yet to learn, and it stopped for good)
+    client = await make_client(keep_versions=1)
+    service = client.app.state.service
+    champion, challenger = LearnerRef("default", "m"), LearnerRef("default", "c")
+    stream = _stream(20, seed=3)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _locked_out(service, challenger, "elsewhere")  # (it learns nothing for now)
+    await _feed(client, stream)
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 200  # the same
+    assert await service.store.shadows.cursors(champion) == {"c": 0}
+    assert await service.snapshots.snapshot(service.cache.entry(champion))
+    assert redis.Redis.from_url(redis_url).xlen("kons:{default/m}:log") == 20
+    await service.store.shadows.unlock(challenger, "elsewhere")
+    await _caught_up(client, 20)
+    local = _challenger()
+    for x, y in stream:
+        local.learn_one(np.array(x), y)
+    assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
+
+
 async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
         make_client: AppFactory) -> None:
     """Rounds the champion's writer in this process logged are learnt without reading them back; rounds
