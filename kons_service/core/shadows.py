@@ -57,7 +57,6 @@ from kons_service.settings import Settings
 from kons_service.store import (
     Head,
     LearnerRef,
-    LeaseBusy,
     LogEntry,
     LoggedRound,
     Publication,
@@ -154,7 +153,7 @@ class Shadows:
         champion = LearnerRef(ref.tenant, link.champion)
         self._champions[champion] = time.monotonic() + _FOLLOWED_SECONDS
         for _ in range(_ATTEMPTS):
-            await self.store.shadows.follow(champion, ref.name, link.start)
+            await self.store.shadows.follow(champion, ref.name, link.start, first=True)
             head = await self.cache.head(champion)
             rows = await self.store.log.read(champion, link.start, 1)
             if head.incarnation == link.incarnation and (
@@ -164,9 +163,11 @@ class Shadows:
         raise BusyError(f"Learner {link.champion!r} kept changing while its challenger was created; retry.")
 
     async def settle(self, ref: LearnerRef, link: ShadowLink) -> None:
-        """After the challenger's create (made or not): a name that is no challenger of this link (it
-        existed already, or the create failed) holds its champion's log no more."""
-        if await self.store.shadows.link(ref) != link:
+        """After the challenger's create (made or not): a name that is no challenger of this champion (it
+        existed as another learner, or the create failed) holds its champion's log no more; a challenger
+        of it that existed already keeps its cursor (left as it was by :meth:`register`)."""
+        stored = await self.store.shadows.link(ref)
+        if stored is None or stored.champion != link.champion:
             await self.store.shadows.forget(LearnerRef(ref.tenant, link.champion), ref.name)
         self.nudge()
 
@@ -274,6 +275,12 @@ class Shadows:
             done = await self._learn(ref, link, rows)
             await self.store.shadows.follow(champion, ref.name, done)
             if not await self.store.shadows.lock_renewed(ref, token, _LOCK_MS):
+                if await self.store.shadows.link(ref) is None:
+                    # deleted meanwhile, with this lock: its delete may have forgotten it before the
+                    # cursor above was written, which would keep the champion's log after it for ever (a
+                    # delete after the lock was renewed forgets it after that cursor)
+                    await self.store.shadows.forget(champion, ref.name)
+                    return "gone"
                 return "busy"
         return "following"
 
@@ -330,14 +337,10 @@ class Shadows:
         deadline = asyncio.get_running_loop().time() + self.settings.lease_wait_seconds
         while asyncio.get_running_loop().time() < deadline:
             await self.catch_up(ref)  # most of the way, while the champion still takes feedback
-            token = self.store.leases.writer_token(uuid.uuid4().int % 10**12)
-            head = await self.store.leases.acquire(champion, token, self.settings.lease_ttl_ms)
-            if head is None:
-                raise not_found(champion)
-            if isinstance(head, LeaseBusy):
-                await asyncio.sleep(min(head.wait_ms, 200) / 1000)
-                continue
-            try:
+            # (the lease of this process's writers: renewed while it is held, and never taken over by one of
+            # them, which would take a token of this process that none of them holds for a dead writer's)
+            async with self.writer.leases.hold(champion) as lease:
+                head = lease.head
                 if head.incarnation != link.incarnation:
                     raise InvalidShadowError(f"Learner {champion.name!r}'s state was replaced since {name!r} "
                                              "started following it.")
@@ -349,10 +352,9 @@ class Shadows:
                     config = {k: v for k, v in entry.config.items() if k != "shadow"}
                 keep = await self.versions.retention(champion, len(blob), 0)
                 outcome = await self.store.snapshots.promote(
-                    champion, token, head, canonical(config), blob, self.settings.snapshot_chunk_bytes,
+                    champion, lease.token, head, canonical(config), blob, self.settings.snapshot_chunk_bytes,
                     uuid.uuid4().hex, keep, name)
-            finally:
-                await self.store.leases.release(champion, token)  # (promote.lua released it if it ran)
+                lease.consumed = outcome is Publication.PUBLISHED  # (promote.lua released it)
             if outcome is Publication.GONE:
                 raise not_found(champion)
             if outcome is Publication.PUBLISHED:

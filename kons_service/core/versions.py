@@ -16,6 +16,7 @@ past a rollback entry, rebuilds from that snapshot. The rounds after ``N`` stay 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
@@ -125,9 +126,14 @@ class Versions:
             due = await self.store.snapshots.due_for_retention(_SWEEP_PAGE)
             for ref in due:
                 # within the reservation it holds (asking would confirm it), which then comes down to
-                # what is still kept (publications only grow it); without one, as a publication asks
+                # what is still kept (publications only grow it); without one, as a publication asks. The
+                # bases are read first: a base kept after this read is a publication's, which applied the
+                # byte rule itself, perhaps within an allowance granted after the one read here, so the
+                # script then leaves that rule to it (``granted_for``)
+                bases = await self.store.snapshots.bases(ref)
                 held = await self.store.budget.kept(ref)
-                keep = await self.retention(ref, 0, 0) if held == 0 else self._policy(held)
+                keep = dataclasses.replace(self._policy(held or await self._allowance(ref, bases, 0)),
+                                           granted_for=bases[-1].key if bases else "")
                 cost = await self.store.snapshots.retain(ref, keep)
                 if cost is not None and cost < held and not await self.budget.give_back_kept(ref, cost):
                     # asked for lately: given back at a later sweep
@@ -141,9 +147,13 @@ class Versions:
     async def retention(self, ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
         """The retention policy of a publication of ``new_bytes`` after ``log_bytes`` of logged rounds:
         the older bases may cost what the tenant's budget grants for keeping all of them."""
-        bases = await self.store.snapshots.bases(ref)
+        return self._policy(await self._allowance(ref, await self.store.snapshots.bases(ref), log_bytes))
+
+    async def _allowance(self, ref: LearnerRef, bases: list[Base], log_bytes: int) -> int:
+        """What the older bases may cost once ``bases``' newest is one of them, ``log_bytes`` of rounds
+        logged after it (the tenant's budget asked: see :meth:`.TenantBudget.allow_kept`)."""
         need = kept_cost(bases) + (bases[-1].nbytes if bases else 0) + log_bytes
-        return self._policy(await self.budget.allow_kept(ref, need) if need else 0)
+        return await self.budget.allow_kept(ref, need) if need else 0
 
     def _policy(self, allowance: int) -> KeepPolicy:
         """The retention policy with the older bases' cost within ``allowance``."""
@@ -184,10 +194,9 @@ class Versions:
             learner, tip, config = state
             blob = await anyio.to_thread.run_sync(learner.to_bytes)
             keep = await self.retention(ref, len(blob), 0)
-            changed = "" if config == await self.store.config(ref) else config  # (past a promotion)
             outcome = await self.store.snapshots.rollback(
                 ref, head.incarnation, target, tip, uuid.uuid4().hex, blob,
-                self.settings.snapshot_chunk_bytes, keep, ROLLBACK_EVENTS, changed)
+                self.settings.snapshot_chunk_bytes, keep, ROLLBACK_EVENTS, config)
             if outcome.status is RollbackStatus.APPLIED:
                 self.metrics.version_rollbacks.inc()
                 return RolledBack(outcome.version, target, int(learner.stats()["rounds"]))

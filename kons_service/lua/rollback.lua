@@ -7,15 +7,17 @@
 -- meta's ``rollbacks`` (JSON list of [version, target, time ms, token], the newest ``keep_events``).
 -- KEYS: meta, snap, log, kept, shadows, configs.  ARGV: incarnation, target, the id of round ``target`` the
 -- state was rebuilt to (its tip), token (this rollback's, fresh), chunks' token, n_chunks, n_bytes,
--- keep_count, keep_max_age_ms, allowance, keep_events, and the config in force at ``target`` when it is
--- not the learner's now ('' otherwise: a rollback past a promotion restores the previous config).
+-- keep_count, keep_max_age_ms, allowance, keep_events, and the config in force at ``target``, which
+-- becomes the learner's if it is not (a rollback past a promotion restores the previous config; compared
+-- here, since a promotion may change the learner's config while the state is rebuilt).
 -- Idempotent: a re-sent call finds its token among the events and answers as the first run did.
 -- Returns {1, new version, kept bytes} | {-1} gone or replaced | {-2, keep_from, version} target not kept
 -- | {-3} the round at ``target`` is not the one the state was rebuilt to | {-4} chunks incomplete.
 -- Uses logged_tip, chunks_complete and keep_base (lib/versions.lua).
 local meta, snap, log, kept, configs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
 local incarnation, target, target_tip, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local h = redis.call('HMGET', meta, 'incarnation', 'version', 'tip', 'keep_from', 'rollbacks', 'snap_version')
+local h = redis.call('HMGET', meta, 'incarnation', 'version', 'tip', 'keep_from', 'rollbacks', 'snap_version',
+  'config')
 if not h[1] or h[1] ~= incarnation then
   return {-1}
 end
@@ -56,7 +58,7 @@ end
 redis.call('HSET', meta, 'version', string.format('%d', v), 'tip', new_tip, 'snap_version',
   string.format('%d', v), 'snap_token', ARGV[5], 'snap_chunks', ARGV[6], 'snap_bytes', ARGV[7],
   'snap_tip', new_tip, 'rollbacks', cjson.encode(events))
-if ARGV[12] ~= '' then
+if ARGV[12] ~= h[7] then
   redis.call('HSET', meta, 'config', ARGV[12])
   redis.call('HSET', configs, string.format('%d', v), ARGV[12])
 end

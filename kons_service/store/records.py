@@ -100,6 +100,11 @@ class Base:
     log_bytes: int
     tip: str
 
+    @property
+    def key(self) -> str:
+        """What tells this base from any other of its learner: its version and its chunks' token."""
+        return f"{self.version} {self.token}"
+
 
 @dataclass(frozen=True, slots=True)
 class ShadowLink:
@@ -122,6 +127,11 @@ class KeepPolicy:
     count: int
     max_age_ms: int
     allowance: int
+    #: For a retention of the bases as they are (the sweep's): the newest base when ``allowance`` was read
+    #: or granted (:meth:`Base.key`); if another is newest by the time it is applied, a publication since
+    #: kept its bases within an allowance of its own, granted later, and none is dropped for its bytes.
+    #: "": applied whatever the bases.
+    granted_for: str = ""
 
 
 class RollbackStatus(StrEnum):

@@ -42,11 +42,17 @@ class ShadowLinks:
         return ShadowLink(fields["of"], fields["incarnation"], int(fields["from"]), fields.get("stalled", ""))
 
     @translated
-    async def follow(self, champion: LearnerRef, challenger: str, cursor: int) -> None:
+    async def follow(self, champion: LearnerRef, challenger: str, cursor: int, *,
+                     first: bool = False) -> None:
         """Record that ``challenger`` has learnt ``champion``'s log up to version ``cursor`` (so that the
-        champion keeps its log after it), and list the challenger among those to catch up."""
+        champion keeps its log after it), and list the challenger among those to catch up. ``first``: its
+        registration, before it is created, which leaves a cursor it has as it is (a challenger of that
+        name exists: the create will find it, and it has learnt only up to its own cursor)."""
         pipe = self.connection.client.pipeline(transaction=False)  # (one round trip; two slots)
-        pipe.hset(keys.learner_key(champion, "shadows"), challenger, cursor)
+        if first:
+            pipe.hsetnx(keys.learner_key(champion, "shadows"), challenger, cursor)
+        else:
+            pipe.hset(keys.learner_key(champion, "shadows"), challenger, cursor)
         pipe.sadd(keys.SHADOWS, keys.member(LearnerRef(champion.tenant, challenger)))
         await pipe.execute()
 

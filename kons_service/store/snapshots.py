@@ -94,11 +94,11 @@ class Snapshots:
     @translated
     async def rollback(self, ref: LearnerRef, incarnation: str, target: int, target_tip: str, token: str,
                        blob: bytes, chunk_bytes: int, keep: KeepPolicy, keep_events: int,
-                       config: str = "") -> RollbackOutcome:
+                       config: str) -> RollbackOutcome:
         """Make ``blob`` (the learner's state after round ``target``, whose id is ``target_tip``) its
         state at a new version past the head, atomically with the appends (see ``rollback.lua``);
-        ``token``: this rollback's own, fresh; ``config``: the config in force at ``target`` if it is not
-        the learner's now."""
+        ``token``: this rollback's own, fresh; ``config``: the config in force at ``target``, which the
+        script makes the learner's if it is not (a rollback past a promotion)."""
         chunks, n_chunks = await self._write_chunks(ref, blob, chunk_bytes)
         args = [incarnation, target, target_tip, token, chunks, n_chunks, len(blob), keep.count,
                 keep.max_age_ms, keep.allowance, keep_events, config]
@@ -170,11 +170,16 @@ class Snapshots:
         sweep, when its oldest base next ages out (none if only its newest is left, until it publishes
         another); the older bases' cost in bytes, None if there is no such learner."""
         reply = await self.connection.run("retain", ref, ("meta", "snap", "log", "kept", "shadows"),
-                                          [keep.count, keep.max_age_ms, keep.allowance])
+                                          [keep.count, keep.max_age_ms, keep.allowance, keep.granted_for])
+        client, member = self.connection.client, keys.member(ref)
         if int(reply[0]) == 1 and int(reply[2]) > 0:
-            await self.connection.client.zadd(keys.RETAIN, {keys.member(ref): int(reply[2])})
+            await client.zadd(keys.RETAIN, {member: int(reply[2])})
         else:
-            await self.connection.client.zrem(keys.RETAIN, keys.member(ref))
+            await client.zrem(keys.RETAIN, member)
+            # A publication since the script may have listed it already (``_settle`` lists it only if it is
+            # not): its bases, counted after the unlisting, say whether it has to stay listed.
+            if await client.zcard(keys.learner_key(ref, "kept")) > 1:
+                await client.zadd(keys.RETAIN, {member: _now_ms()}, nx=True)
         return int(reply[1]) if int(reply[0]) == 1 else (0 if int(reply[0]) == 0 else None)
 
     @translated

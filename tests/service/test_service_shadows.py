@@ -18,6 +18,7 @@ import redis
 
 import kons
 from kons_service.core import codec as kons_service_codec
+from kons_service.core.service import LearnerService
 from kons_service.store import LearnerRef
 from testkit.processes import SPEC, AppClient, AppFactory, services_on_redis
 
@@ -55,6 +56,16 @@ async def _caught_up(client: AppClient, version: int) -> dict[str, Any]:
             return report
         await asyncio.sleep(0.05)
     raise AssertionError(report)
+
+
+async def _locked_out(service: LearnerService, challenger: LearnerRef, holder: str) -> None:
+    """Take the challenger's catch-up lock as another process would, once this process's shadow task lets
+    go of it (its loop takes it every half second, and as soon as a feedback or a create wakes it)."""
+    for _ in range(200):
+        if await service.store.shadows.lock(challenger, holder, 60_000):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the catch-up lock of {challenger} was never free")
 
 
 async def test_a_challenger_learns_the_champions_rounds_and_is_compared(make_client: AppFactory) -> None:
@@ -111,6 +122,57 @@ async def test_a_challenger_learns_the_champions_rounds_and_is_compared(make_cli
     assert await service.store.shadows.cursors(LearnerRef("default", "m")) == {}
 
 
+async def test_a_challenger_deleted_during_its_catch_up_holds_its_champions_log_no_more(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a catch-up that had fed the challenger its rounds wrote its cursor after a delete had forgotten it:
+    # the champion kept its log after that cursor for ever, and every process kept catching the dead
+    # challenger up)
+    client = await make_client()
+    service = client.app.state.service
+    await service.shadows.close()  # (this test runs the one catch-up itself)
+    champion, challenger = LearnerRef("default", "m"), LearnerRef("default", "c")
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(client, _stream(5))
+    learn = service.shadows._learn
+
+    async def deleted_after_learning(*args: Any) -> int:
+        done: int = await learn(*args)
+        assert (await client.delete("/v1/learners/c")).status_code == 204
+        return done
+
+    monkeypatch.setattr(service.shadows, "_learn", deleted_after_learning)
+    status = await service.shadows.catch_up(challenger)
+    assert await service.store.shadows.cursors(champion) == {}
+    assert challenger not in await service.store.shadows.all()
+    assert status == "gone"
+
+
+async def test_a_challenger_created_again_keeps_its_place_in_its_champions_log(
+        make_client: AppFactory, redis_url: str) -> None:
+    # (a create of an existing challenger, the same request sent again, registered the champion's head as
+    # its cursor, then, finding the challenger it did not make, forgot the cursor: the champion's next
+    # snapshot trimmed the rounds the challenger had yet to learn, and it stopped for good)
+    client = await make_client(keep_versions=1)
+    service = client.app.state.service
+    champion, challenger = LearnerRef("default", "m"), LearnerRef("default", "c")
+    stream = _stream(20, seed=3)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _locked_out(service, challenger, "elsewhere")  # (it learns nothing for now)
+    await _feed(client, stream)
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 200  # the same
+    assert await service.store.shadows.cursors(champion) == {"c": 0}
+    assert await service.snapshots.snapshot(service.cache.entry(champion))
+    assert redis.Redis.from_url(redis_url).xlen("kons:{default/m}:log") == 20
+    await service.store.shadows.unlock(challenger, "elsewhere")
+    await _caught_up(client, 20)
+    local = _challenger()
+    for x, y in stream:
+        local.learn_one(np.array(x), y)
+    assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
+
+
 async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
         make_client: AppFactory) -> None:
     """Rounds the champion's writer in this process logged are learnt without reading them back; rounds
@@ -128,7 +190,7 @@ async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_o
 
     # the writer's rounds 31-60 are replaced by others under other ids: none of them is learnt
     challenger, champion = LearnerRef("default", "c"), LearnerRef("default", "m")
-    assert await service.store.shadows.lock(challenger, "elsewhere", 60_000)  # (no catch-up meanwhile)
+    await _locked_out(service, challenger, "elsewhere")  # (no catch-up meanwhile)
     await _feed(client, stream[30:60])
     recent = service.shadows._recent[champion]
     assert [row.version for row in recent.rows][-30:] == list(range(31, 61))
@@ -157,7 +219,7 @@ async def test_a_challenger_too_far_behind_is_stalled_and_holds_its_champions_lo
     r = redis.Redis.from_url(redis_url)
     assert (await client.put(URL, json=SPEC)).status_code == 201
     assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
-    assert await service.store.shadows.lock(challenger, "stuck", 60_000)
+    await _locked_out(service, challenger, "stuck")
     stream = _stream(60, seed=9)
     await _feed(client, stream[:40])
     assert await service.snapshots.snapshot(service.cache.entry(champion))
@@ -351,6 +413,34 @@ async def test_promotion_under_concurrent_feedback(make_client: AppFactory) -> N
     assert rolled.status_code == 200, rolled.text
     assert (await b.get(URL)).json()["config"]["algorithm"] == SPEC["algorithm"]
     assert (await b.get(f"{URL}/state")).content == old.to_bytes()
+
+
+async def test_a_feedback_of_the_promoting_process_waits_for_the_promotion(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the promotion held the champion's writer lease under a token of its process that none of its writers
+    # held, so a writer of that process waiting for the lease took it for a dead writer's and took it
+    # over: the promotion failed, and was tried again, while feedback kept coming)
+    client = await make_client()
+    service = client.app.state.service
+    stream = _stream(12, seed=5)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(client, stream[:10])
+    catch_up_to = service.shadows._catch_up_to
+    fed: list[asyncio.Task[httpx.Response]] = []
+
+    async def fed_while_leased(*args: Any) -> None:
+        await catch_up_to(*args)
+        if not fed:  # (a feedback that finds the lease held takes the lease for its next attempt)
+            x, y = stream[10]
+            fed.append(asyncio.create_task(client.post(f"{URL}/feedback", json={"x": x, "y": y})))
+            await asyncio.sleep(0.3)
+
+    monkeypatch.setattr(service.shadows, "_catch_up_to", fed_while_leased)
+    promoted = await client.post(f"{URL}/promote", json={"challenger": "c"})
+    assert promoted.status_code == 200 and promoted.json()["version"] == 11
+    assert (await fed[0]).json()["version"] == 12  # played by the new champion
+    assert service.metrics.takeovers._value.get() == 0
 
 
 async def test_bad_promotions_are_4xx_and_change_nothing(make_client: AppFactory) -> None:

@@ -163,6 +163,33 @@ async def test_the_v2_model_version_moves_with_rollbacks_and_promotions(make_cli
     assert promoted not in (created, rolled, again) and await model_version(a) == promoted
 
 
+async def test_a_rollback_racing_a_promotion_restores_the_config_of_its_version(
+    make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (a rollback compared the config in force at its version with the learner's, then a promotion changed
+    # the learner's: the rollback, told the config was unchanged, restored the state of its version under
+    # the challenger's config)
+    client = await make_client(keep_versions=4)
+    service = client.app.state.service
+    stream = _stream(20, seed=6)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    challenger = {**SPEC, "params": {**SPEC["params"], "C": 5.0}, "shadow": "m"}
+    assert (await client.put("/v1/learners/c", json=challenger)).status_code == 201
+    await _feed(client, stream)
+    config = (await client.get(URL)).json()["config"]
+    rollback = service.store.snapshots.rollback
+
+    async def promoted_first(*args: Any, **kwargs: Any) -> Any:
+        assert (await client.post(f"{URL}/promote", json={"challenger": "c"})).status_code == 200
+        assert (await client.get(URL)).json()["config"]["params"]["C"] == 5.0
+        return await rollback(*args, **kwargs)
+
+    monkeypatch.setattr(service.store.snapshots, "rollback", promoted_first)
+    assert (await client.post(f"{URL}/rollback", json={"version": 10})).status_code == 200
+    assert (await client.get(URL)).json()["config"] == config
+    assert await _state(client) == _replayed(stream[:10]).to_bytes()
+
+
 async def test_a_version_not_kept_is_a_409_and_changes_nothing(make_client: AppFactory) -> None:
     a = await make_client(keep_versions=1)  # only the newest snapshot: nothing before it restorable
     stream = _stream(30)

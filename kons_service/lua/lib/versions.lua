@@ -20,7 +20,10 @@
 -- drop_chunks(snap, base): delete a base's chunks (parse_base gives ``base``).
 -- retain(meta, snap, log, kept, policy, shadows): the same policy on the kept bases as they are (no new
 -- one: an idle learner's older bases age out too); returns their cost and when (ms) the oldest next ages
--- out (0: only the newest is left). Returns the older bases' cost in bytes.
+-- out (0: only the newest is left). ``policy[4]``, when given: the newest base ("<version> <token>") when
+-- the allowance was read; if another is newest now, a publication since kept its bases within an allowance
+-- of its own, granted after that one, and none is dropped for its bytes (the stale allowance could only
+-- drop what that publication kept). Returns the older bases' cost in bytes.
 local function chunks_complete(snap, token, n_chunks, n_bytes)
   local prefix = token .. ':'
   local total = 0
@@ -109,6 +112,8 @@ local function retain(meta, snap, log, kept, policy, shadows)
       drop(best)
     end
   end
+  local newest = bases[#bases]
+  local granted = (policy[4] or '') == '' or policy[4] == string.format('%d %s', newest.v, newest.token)
   local old = now_ms() - policy[2]
   while #bases > 1 and bases[2].time <= old do
     drop(1)
@@ -117,7 +122,7 @@ local function retain(meta, snap, log, kept, policy, shadows)
   for i = 1, #bases - 1 do
     cost = cost + bases[i].bytes + bases[i + 1].log
   end
-  while #bases > 1 and cost > policy[3] do
+  while granted and #bases > 1 and cost > policy[3] do
     cost = cost - bases[1].bytes - bases[2].log
     drop(1)
   end

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from kons_service.core.cache import CachedLearner
+from kons_service.core.history import HistoryRecorder
+from kons_service.core.versions import Versions
 from kons_service.store import KeepPolicy, LearnerRef, Publication, keys
 from kons_service.store.connection import text
 from tests.service.core.conftest import REF, Core, CoreFactory, fed, item, lose_and_retake
@@ -134,6 +136,65 @@ async def test_retention_drops_the_chunks_a_dead_writer_left_once_they_are_old(c
     assert not fields & {f"{now_ms - 11 * 60_000}-dead:0", "deadwriterbeforetimedtokens:0"}
     stored = await core.store.snapshots.read_state(REF)
     assert stored is not None and stored.snapshot == fed(4).to_bytes()
+
+
+async def test_a_publication_while_the_sweep_unlists_a_learner_leaves_it_listed(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (the sweep takes a learner left with only its newest base off its list; a publication listing it
+    # just before, once its retention had run, was undone so, and its older base then never aged out)
+    await core.create()
+    await core.feed(0, 4)
+    entry = await _held(core)
+    keep = KeepPolicy(4, 60_000, 1 << 30)
+
+    async def keeping(ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
+        return keep
+
+    core.snapshots.retention = keeping
+    run = core.store.connection.run
+
+    async def published_after_retaining(script: str, *args: Any) -> Any:
+        reply = await run(script, *args)
+        if script == "retain":  # the learner as created: its one base, so it is to be unlisted
+            assert await core.snapshots.snapshot(entry)
+        return reply
+
+    monkeypatch.setattr(core.store.connection, "run", published_after_retaining)
+    assert await core.store.snapshots.retain(REF, keep) is not None
+    assert len(await core.store.snapshots.bases(REF)) == 2
+    assert await core.store.snapshots.due_for_retention(10) == [REF]
+
+
+@pytest.mark.parametrize("reserved", [True, False])
+async def test_a_sweep_racing_a_publication_keeps_the_versions_the_publication_kept(
+    core: Core, monkeypatch: pytest.MonkeyPatch, reserved: bool
+) -> None:
+    # (the sweep read the learner's kept-versions reservation, or asked for one without it, a publication
+    # then grew it and kept a new base within it, and the sweep applied the allowance it had: older bases
+    # the publication kept went)
+    versions = Versions(core.store, core.settings, core.metrics, core.cache, core.budget,
+                        HistoryRecorder(core.store, core.settings))
+    core.snapshots.retention = versions.retention
+    await core.create()
+    await core.feed(0, 4)
+    assert await core.snapshots.snapshot(await _held(core))  # kept beside the learner as created; listed
+    if not reserved:  # (as a learner kept before reservations were: the sweep asks for one)
+        assert await core.store.budget.shrink_kept(REF, 0, 0) == 0
+    await core.feed(4, 8)
+    racing = [await _held(core)]
+    owner, name = (core.store.budget, "kept") if reserved else (core.budget, "allow_kept")
+    allowance_of = getattr(owner, name)
+
+    async def published_after_reading(*args: Any) -> int:
+        allowance: int = await allowance_of(*args)
+        while racing:  # (the publication asks for its own allowance too)
+            assert await core.snapshots.snapshot(racing.pop())
+        return allowance
+
+    monkeypatch.setattr(owner, name, published_after_reading)
+    assert await versions.sweep() == 1
+    assert [base.version for base in await core.store.snapshots.bases(REF)] == [0, 4, 8]
 
 
 async def test_shutdown_snapshots_every_learner_with_new_rounds_and_waits_for_the_evicted_ones(
