@@ -213,14 +213,37 @@ def test_a_state_saved_while_the_local_expert_sleeps_goes_on_identically() -> No
     assert restored.to_bytes() == learner.to_bytes()
 
 
-def test_a_state_whose_local_expert_plays_before_it_holds_enough_rows_is_refused() -> None:
+def test_a_state_whose_local_expert_plays_without_a_row_is_refused() -> None:
     X, y = _stream(100, 3, 7)
     learner = kons.Auto()
     for x, t in zip(X, y, strict=True):
         learner.learn_one(x, float(t))
+    window = _window(_grid(learner))
+    assert window is not None
+    window.forget(0)
     _grid(learner).mixture.enter([NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR)
-    with pytest.raises(StateFormatError, match="before it holds enough rows"):
+    with pytest.raises(StateFormatError, match="plays without a row"):
         kons.load(learner.to_bytes())
+
+
+def test_a_binary_learner_saved_soon_after_a_forgetting_change_plays_on_bit_identically() -> None:
+    # its local expert plays on with the rows since the change's onset, fewer than it enters with: labels
+    # by a threshold on one feature, then on another from row 600
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(900, 4))
+    y = np.where(np.arange(900) < 600, np.where(X[:, 0] > 0.5, 1.0, -1.0),
+                 np.where(X[:, 1] < -0.3, 1.0, -1.0))
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X[:750], y[:750], strict=True):
+        learner.learn_one(x, t)
+    window = _window(_grid(learner))
+    assert learner.changes_detected >= 1 and window is not None and window.count < NEIGHBOURS_WAKE_ROWS
+    assert _grid(learner).mixture.switching.active[NEIGHBOURS_SLOT]
+    copy = kons.Auto.from_bytes(learner.to_bytes())
+    for x, t in zip(X[750:], y[750:], strict=True):
+        assert learner.predict_one(x) == copy.predict_one(x)
+        assert learner.learn_one(x, t) == copy.learn_one(x, t)
+    assert learner.to_bytes() == copy.to_bytes()
 
 
 @pytest.mark.parametrize(("dim", "sparse", "has_one"), [(NEIGHBOURS_MAX_DIM, False, True),

@@ -256,11 +256,13 @@ def build_neighbours(grid: GridContext) -> list[Expert] | None:
 def restore_neighbours(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
                        scalars: dict[str, Any]) -> list[Expert] | None:
     """The local expert's window (none kept yet in a state saved before it existed); it plays only if it
-    exists and holds :data:`~kons.auto.config.NEIGHBOURS_WAKE_ROWS` rows."""
+    exists and holds a row: it enters once it holds :data:`~kons.auto.config.NEIGHBOURS_WAKE_ROWS`, and a
+    change declared on two classes leaves it only the rows since the change's onset, fewer, while it plays
+    on."""
     if "neighbours" in scalars:
         if built is None:
             raise StateFormatError("the kept neighbours do not match the grid.")
         cast(NeighboursExpert, built[0]).model.restore(arrays, scalars["neighbours"])
-    if in_play(grid, "neighbours") and (built is None or not built[0].ready()):
-        raise StateFormatError("the local expert plays before it holds enough rows.")
+    if in_play(grid, "neighbours") and (built is None or not cast(NeighboursExpert, built[0]).model.count):
+        raise StateFormatError("the local expert plays without a row.")
     return built
