@@ -18,6 +18,8 @@ __all__ = [
     "FOREST_PRIOR",
     "FOREST_TREES",
     "FOREST_WAKE_ROWS",
+    "FRESH_BINS_KEPT",
+    "FRESH_BINS_PRIOR",
     "GENERATIONS",
     "GENERATION_TARGET_PRIOR",
     "GRID",
@@ -123,6 +125,12 @@ PROBATION_ROUNDS = 64
 #: Each expert's prior in a delayed generation: small, the generation before is there already
 #: (docs/auto.md#entry_prior).
 ENTRY_PRIOR = 0.01
+#: The prior of the threshold model started afresh at a change declared on two classes (a generation's
+#: expert's), and the rounds through which it is kept at the changes declared after it: the same change is
+#: often declared again by the other detector (chosen on the tuning drifts of benchmarks/drift.py:
+#: docs/drift.md, "A fresh threshold model at a declared change").
+FRESH_BINS_PRIOR = CHANGE_ENTRY_PRIOR
+FRESH_BINS_KEPT = RESTART_DELAYS[-1]
 
 # ----------------------------------------------------------------- the loss detector (docs/drift.md)
 #: How many times the block means' recent mean the loss detector's level may stand: a level that lags a

@@ -20,6 +20,8 @@ from kons.auto.config import (
     ENTRY_PRIOR,
     FOREST_PRIOR,
     FOREST_TREES,
+    FRESH_BINS_KEPT,
+    FRESH_BINS_PRIOR,
     GENERATIONS,
     GRID,
     LAGS,
@@ -43,6 +45,12 @@ from kons.auto.config import (
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.bins import QuantileBins
 from kons.auto.experts.forest import build_forest, forest_class_column_nbytes, restore_forest
+from kons.auto.experts.fresh_bins import (
+    FreshThresholds,
+    build_fresh_bins,
+    renewed_fresh_bins,
+    restore_fresh_bins,
+)
 from kons.auto.experts.lags import build_lags, restore_lags
 from kons.auto.experts.neighbours import RecentNeighbours, build_neighbours, restore_neighbours
 from kons.auto.experts.newton import (
@@ -284,6 +292,10 @@ EXPERTS: tuple[Kind, ...] = (
     Kind(("forest",), (f"aggregated_mondrian_forest(raw, {FOREST_TREES} trees)",), build_forest,
          restore_forest, wake_prior=FOREST_PRIOR, observes="update", naps=True,
          class_column_nbytes=forest_class_column_nbytes),
+    # the linear model on the quantile thresholds started afresh at a change declared on two classes
+    # (classes): out of the mixture until then (it neither sleeps nor starts: _renew_fresh_bins enters it)
+    Kind(("fresh_bins",), ("ons+intercept(quantile thresholds) since a declared change",), build_fresh_bins,
+         restore_fresh_bins, class_column_nbytes=bins_class_column_nbytes),
 )
 
 
@@ -784,12 +796,30 @@ class Grid:
                                else self.errors.steps(self.kept.errors(), baseline))
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
+            if self.rounds == self.last_change and self.classes == 2:
+                self._renew_fresh_bins()
             restart(self, span)
         weights = self._weights()
         leader = int(weights.argmax())
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
         self._doze(weights, changed=self.last_change == self.rounds)
+
+    def _renew_fresh_bins(self) -> None:
+        """At a change declared on two classes, the threshold model since a declared change starts afresh
+        and enters at :data:`FRESH_BINS_PRIOR`, unless it started within the last :data:`FRESH_BINS_KEPT`
+        rounds: one change is often declared twice (by either detector, tens of rounds apart), and the
+        second start lost what the first had learnt (docs/drift.md)."""
+        k = next(k for k, kind in enumerate(self.kinds) if kind.slots[0] == "fresh_bins")
+        experts = self.experts[k]
+        if experts is None:
+            return
+        old = cast(FreshThresholds, experts[0])
+        if old.start >= 0 and self.rounds - old.start < FRESH_BINS_KEPT:
+            return
+        # a new list of the kinds' experts: alive() lists them again
+        self.experts = [*self.experts[:k], renewed_fresh_bins(self, old, self.rounds), *self.experts[k + 1:]]
+        self.mixture.enter(self._slots(self.kinds[k]), FRESH_BINS_PRIOR)
 
     def _napping(self, kind: Kind) -> bool:
         return kind.naps and bool(self.naps[kind.slots[0]][1])

@@ -46,9 +46,11 @@ EARLIER_LAYOUTS: tuple[tuple[str, ...], ...] = (
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2"),  # before the last targets
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags"),
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear"),
+    _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear",
+            "forest"),  # before the threshold model since a declared change
     # today's
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear",
-            "forest"),
+            "forest", "fresh_bins"),
 )
 
 
@@ -82,7 +84,7 @@ def in_layout(arrays: dict[str, np.ndarray], layout: tuple[str, ...]) -> dict[st
 #: then the other experts' in the order they were added.
 _SAVED_ORDER = (r"base\d+", r"bins_base", r"young\d+_\d+", r"dictionary_.*", r"young\d+_recent_.*",
                 r"(mix|log|replay)_.*", r"neighbours_.*", r"tree\d+_.*", r"bins_.*", r"target_last_.*",
-                r"target_lags_.*", r"linear_.*", r"forest_.*")
+                r"target_lags_.*", r"linear_.*", r"forest_.*", r"fresh_bins_.*")
 
 
 def saved_order(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

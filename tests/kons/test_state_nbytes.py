@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kons
+from kons.auto.experts.fresh_bins import FreshThresholds
 from kons.auto.experts.newton import LearnerExpert, ThresholdExpert
 from kons.auto.grid import Grid
 from kons.base import Learner, arrays_nbytes
@@ -35,7 +36,9 @@ def _saved_nbytes(grid: Grid) -> int:
     with dictionaries_saved_apart(nested, "dictionary_") as dictionaries:
         total += arrays_nbytes(dictionaries)
         for slot, expert in grid.alive():
-            if isinstance(expert, ThresholdExpert):  # (a LearnerExpert too)
+            if isinstance(expert, FreshThresholds):  # (its thresholds saved by the threshold model's)
+                total += _gathered_nbytes(expert.base)
+            elif isinstance(expert, ThresholdExpert):  # (a LearnerExpert too)
                 total += _gathered_nbytes(expert.base) + arrays_nbytes(expert.bins.arrays())
             elif isinstance(expert, LearnerExpert):
                 total += _gathered_nbytes(expert.base)
