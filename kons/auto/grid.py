@@ -292,8 +292,8 @@ EXPERTS: tuple[Kind, ...] = (
     Kind(("forest",), (f"aggregated_mondrian_forest(raw, {FOREST_TREES} trees)",), build_forest,
          restore_forest, wake_prior=FOREST_PRIOR, observes="update", naps=True,
          class_column_nbytes=forest_class_column_nbytes),
-    # the linear model on the quantile thresholds started afresh at a change declared on two classes
-    # (classes): out of the mixture until then (it neither sleeps nor starts: _renew_fresh_bins enters it)
+    # the linear model on the quantile thresholds started afresh at a change declared on two classes: out of
+    # the mixture until then (it neither sleeps nor starts: Grid._renew_fresh_bins enters it)
     Kind(("fresh_bins",), ("ons+intercept(quantile thresholds) since a declared change",), build_fresh_bins,
          restore_fresh_bins, class_column_nbytes=bins_class_column_nbytes),
 )
@@ -806,8 +806,9 @@ class Grid:
         self._doze(weights, changed=self.last_change == self.rounds)
 
     def _renew_fresh_bins(self) -> None:
-        """At a change declared on two classes, the threshold model since a declared change starts afresh
-        and enters at :data:`FRESH_BINS_PRIOR`, unless it started within the last :data:`FRESH_BINS_KEPT`
+        """At a change declared on two classes, before the change's generation enters (whose trial then
+        weighs the generation's own entry), the threshold model since a declared change starts afresh and
+        enters at :data:`FRESH_BINS_PRIOR`, unless it started within the last :data:`FRESH_BINS_KEPT`
         rounds: one change is often declared twice (by either detector, tens of rounds apart), and the
         second start lost what the first had learnt (docs/drift.md)."""
         k = next(k for k, kind in enumerate(self.kinds) if kind.slots[0] == "fresh_bins")
