@@ -15,8 +15,9 @@ same rows and labels, learnt as given), with every expert's calls timed: its pla
   linear model on the quantile thresholds; ``neighbours``, the local expert; ``trees``, the three
   Hoeffding trees (classes only); ``lags``, the last target and its autoregression, and ``linear``, the
   Bayesian linear model of every row (regression only); ``forest``, the Mondrian forest (three classes
-  or more). An expert is grouped by the kind whose list holds it in the playing grid, so a kind added to
-  ``EXPERTS`` without a group here stops the run rather than hide in ``rest``;
+  or more); ``fresh bins``, the threshold model started afresh at a change declared on two classes. An
+  expert is grouped by the kind whose list holds it in the playing grid, so a kind added to ``EXPERTS``
+  without a group here stops the run rather than hide in ``rest``;
 * ``rest``: the round's time outside the experts (validation, the scalers and the row's forms, the
   mixture, the change detectors, the kept rounds).
 
@@ -68,7 +69,7 @@ from kons.kernel.nystrom_kons import NystromKONS
 
 #: The group of each kind of :data:`kons.auto.grid.EXPERTS`, by the kind's first slot.
 GROUPS = {"bins": "bins", "neighbours": "neighbours", "tree0": "trees", "target_last": "lags",
-          "linear": "linear", "forest": "forest"}
+          "linear": "linear", "forest": "forest", "fresh_bins": "fresh bins"}
 KINDS = ("nystrom members", "ons members", "generations", *GROUPS.values(), "rest")
 #: The multi-class suite: streams of :mod:`benchmarks.multiclass`, one it tunes on and one it holds out.
 MULTICLASS = ("image_segments", "random_rbf10")
