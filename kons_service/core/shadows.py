@@ -84,6 +84,10 @@ _SIGNIFICANCE = 0.05
 _RECENT_ROUNDS = 4096
 #: ... for this long after a catch-up (or a challenger's creation) here last saw it followed.
 _FOLLOWED_SECONDS = 60.0
+#: A challenger's cursor is written before the challenger is created (:meth:`Shadows.register`): a
+#: comparison forgets a cursor without a challenger (left by a create or a delete that crashed) only once it
+#: has seen it so, unchanged, for this long, far longer than a create takes.
+_UNLINKED_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +133,8 @@ class Shadows:
         #: and the newest rounds each one's writer here logged (:meth:`logged`).
         self._champions: dict[LearnerRef, float] = {}
         self._recent: dict[LearnerRef, _Recent] = {}
+        #: The cursors a comparison here found without a challenger: when it first did (:meth:`compare`).
+        self._unlinked: dict[tuple[LearnerRef, str, int], float] = {}
 
     # ------------------------------------------------------------------ creation
     async def link(self, ref: LearnerRef, champion: str) -> tuple[ShadowLink, str | None]:
@@ -382,13 +388,21 @@ class Shadows:
         async with self.cache.current(champion) as (_, learner):
             champion_error = _error_of(learner)
         reports = []
-        for name in sorted(await self.store.shadows.cursors(champion)):
+        cursors = await self.store.shadows.cursors(champion)
+        for seen in [k for k in self._unlinked if k[0] == champion and cursors.get(k[1]) != k[2]]:
+            del self._unlinked[seen]
+        for name in sorted(cursors):
             ref = LearnerRef(champion.tenant, name)
             status = await self.catch_up(ref)
             link = await self.store.shadows.link(ref)
-            if link is None:
-                await self.store.shadows.forget(champion, name)
+            unlinked = (champion, name, cursors[name])
+            if link is None:  # a leftover, or a challenger being created (registered, not yet created)
+                now = time.monotonic()
+                if now - self._unlinked.setdefault(unlinked, now) > _UNLINKED_SECONDS:
+                    await self.store.shadows.forget(champion, name)
+                    del self._unlinked[unlinked]
                 continue
+            self._unlinked.pop(unlinked, None)
             async with self.cache.current(ref) as (entry, challenger):
                 learnt, config, challenger_error = entry.version, entry.config, _error_of(challenger)
             comparison = None

@@ -173,6 +173,57 @@ async def test_a_challenger_created_again_keeps_its_place_in_its_champions_log(
     assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
 
 
+async def test_a_comparison_while_a_challenger_is_created_leaves_its_place_in_the_log_alone(
+        make_client: AppFactory, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a GET .../challengers between a challenger's registration and its create found a cursor without a
+    # challenger and forgot it: the challenger was never caught up, and the champion's next snapshot
+    # trimmed the rounds it had to learn)
+    client = await make_client(keep_versions=1)
+    service = client.app.state.service
+    champion = LearnerRef("default", "m")
+    stream = _stream(30, seed=5)
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    await _feed(client, stream[:10])
+    register = service.shadows.register
+
+    async def compared_meanwhile(ref: LearnerRef, link: Any) -> Any:
+        registered = await register(ref, link)
+        assert (await client.get(f"{URL}/challengers")).json()["challengers"] == []
+        return registered
+
+    monkeypatch.setattr(service.shadows, "register", compared_meanwhile)
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    assert await service.store.shadows.cursors(champion) == {"c": 10}
+    await _locked_out(service, LearnerRef("default", "c"), "elsewhere")  # (it learns nothing for now)
+    await _feed(client, stream[10:])
+    assert await service.snapshots.snapshot(service.cache.entry(champion))
+    assert redis.Redis.from_url(redis_url).xlen("kons:{default/m}:log") == 20
+    await service.store.shadows.unlock(LearnerRef("default", "c"), "elsewhere")
+    await _caught_up(client, 30)
+    local = _challenger()
+    for x, y in stream[10:]:
+        local.learn_one(np.array(x), y)
+    assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
+
+
+async def test_a_cursor_left_without_a_challenger_is_forgotten_by_a_later_comparison(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cursor whose challenger was never created (its create crashed after the registration) pins its
+    champion's log only until a comparison has seen it so for longer than a create takes."""
+    client = await make_client()
+    service = client.app.state.service
+    champion = LearnerRef("default", "m")
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    await service.store.shadows.follow(champion, "ghost", 0, first=True)
+    assert (await client.get(f"{URL}/challengers")).json()["challengers"] == []
+    assert await service.store.shadows.cursors(champion) == {"ghost": 0}  # (it may be being created)
+    monkeypatch.setattr("kons_service.core.shadows._UNLINKED_SECONDS", 0.0)
+    await asyncio.sleep(0.01)  # (the monotonic clock moves on: it has been seen so for longer than that)
+    assert (await client.get(f"{URL}/challengers")).json()["challengers"] == []
+    assert await service.store.shadows.cursors(champion) == {}
+    assert LearnerRef("default", "ghost") not in await service.store.shadows.all()
+
+
 async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
         make_client: AppFactory) -> None:
     """Rounds the champion's writer in this process logged are learnt without reading them back; rounds
