@@ -63,6 +63,7 @@ from kons_service.store import (
     ShadowLink,
     Store,
     StoreUnavailableError,
+    process_of,
     round_id,
 )
 
@@ -75,6 +76,9 @@ __all__ = ["ChallengerReport", "Promoted", "Shadows"]
 log = logging.getLogger("kons_service.shadows")
 
 _LOCK_MS = 60_000
+#: How often the process holding a challenger's catch-up lock is asked about (``CLIENT LIST``): a lock of
+#: a process that is gone (SIGKILLed) is taken over, not waited for for :data:`_LOCK_MS`.
+_RECHECK_SECONDS = 1.0
 _ATTEMPTS = 5
 _INTERVAL_SECONDS = 0.5
 _BATCH_SECONDS = 0.25
@@ -135,6 +139,7 @@ class Shadows:
         self._recent: dict[LearnerRef, _Recent] = {}
         #: The cursors a comparison here found without a challenger: when it first did (:meth:`compare`).
         self._unlinked: dict[tuple[LearnerRef, str, int], float] = {}
+        self._holders_asked: dict[str, float] = {}  # catch-up lock holder -> until when it is not asked again
 
     # ------------------------------------------------------------------ creation
     async def link(self, ref: LearnerRef, champion: str) -> tuple[ShadowLink, str | None]:
@@ -244,13 +249,37 @@ class Shadows:
     async def catch_up(self, ref: LearnerRef) -> str:
         """Feed the challenger the champion's rounds it has not learnt (one process at a time); its
         status: ``following``, ``busy`` (another process is at it) or why it stopped."""
-        token = uuid.uuid4().hex
-        if not await self.store.shadows.lock(ref, token, _LOCK_MS):
+        token = self.writer.leases.token()  # (names this process: see _taken_over)
+        if not await self.store.shadows.lock(ref, token, _LOCK_MS) and not await self._taken_over(ref, token):
             return "busy"
         try:
             return await self._catch_up(ref, token)
         finally:
             await self.store.shadows.unlock(ref, token)
+
+    async def _taken_over(self, ref: LearnerRef, token: str) -> bool:
+        """Take the challenger's catch-up lock if its holder's process is gone (no connection to Redis, as
+        after a SIGKILL; the writer lease's rule, :meth:`.WriterLeases._gone`), instead of leaving the
+        challenger behind its champion until the lock expires; asked about a holder at most every
+        :data:`_RECHECK_SECONDS` (``CLIENT LIST`` walks Redis's clients), and never about this process."""
+        if not self.settings.lease_takeover:
+            return False
+        holder = await self.store.shadows.holder(ref)
+        if holder is None or process_of(holder) == self.store.process_name:
+            return False
+        now = time.monotonic()
+        if self._holders_asked.get(holder, now) > now:
+            return False
+        self._holders_asked = {h: until for h, until in self._holders_asked.items() if until > now}
+        self._holders_asked[holder] = now + _RECHECK_SECONDS
+        if await self.store.leases.holder_connected(holder) is not False:
+            return False
+        await self.store.shadows.unlock(ref, holder)  # (if that holder still has it)
+        if not await self.store.shadows.lock(ref, token, _LOCK_MS):
+            return False
+        log.warning("took over the catch-up lock of shadow challenger %s from %s, whose process is gone", ref,
+                    holder)
+        return True
 
     async def _catch_up(self, ref: LearnerRef, token: str) -> str:
         link = await self.store.shadows.link(ref)

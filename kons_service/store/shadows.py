@@ -91,6 +91,12 @@ class ShadowLinks:
                                                      px=ttl_ms))
 
     @translated
+    async def holder(self, ref: LearnerRef) -> str | None:
+        """The token of the catch-up lock's holder; None if it is free."""
+        value = await self.connection.client.get(keys.learner_key(ref, "shadowlock"))
+        return None if value is None else text(value)
+
+    @translated
     async def lock_renewed(self, ref: LearnerRef, token: str, ttl_ms: int) -> bool:
         """Extend the lock if ``token`` still holds it."""
         return bool(await self.connection.run("renew", ref, ("shadowlock",), [token, ttl_ms]))

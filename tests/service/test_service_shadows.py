@@ -224,6 +224,31 @@ async def test_a_cursor_left_without_a_challenger_is_forgotten_by_a_later_compar
     assert LearnerRef("default", "ghost") not in await service.store.shadows.all()
 
 
+async def test_the_catch_up_lock_of_a_process_that_is_gone_is_taken_over(make_client: AppFactory) -> None:
+    # (a replica SIGKILLed during a catch-up left its lock: the challenger learnt nothing for the lock's
+    # minute; a live holder's lock is still waited for)
+    a, b = await make_client(), await make_client()
+    service = a.app.state.service
+    challenger = LearnerRef("default", "c")
+    stream = _stream(20, seed=6)
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    assert (await a.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    alive = f"{b.app.state.service.store.process_name}:1"
+    await _locked_out(service, challenger, alive)
+    await _feed(a, stream[:10])
+    assert await service.shadows.catch_up(challenger) == "busy"
+    assert await service.store.shadows.holder(challenger) == alive
+    await service.store.shadows.unlock(challenger, alive)
+
+    await _locked_out(service, challenger, "kons:gone:1")  # (a named process with no connection to Redis)
+    await _feed(a, stream[10:])
+    await _caught_up(a, 20)
+    local = _challenger()
+    for x, y in stream:
+        local.learn_one(np.array(x), y)
+    assert (await b.get("/v1/learners/c/state")).content == local.to_bytes()
+
+
 async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
         make_client: AppFactory) -> None:
     """Rounds the champion's writer in this process logged are learnt without reading them back; rounds
@@ -392,7 +417,8 @@ def test_a_shadow_learns_every_acknowledged_round_once_through_sigkills(tmp_path
                 else:
                     raise AssertionError(f"round {i} was never acknowledged")
             assert acknowledged == list(range(1, len(stream) + 1))
-            # the catch-up of the rounds since the last kill (up to 60 s: two xdist workers share the cores)
+            # the catch-up of the rounds since the last kill (a catch-up lock the kill left is taken over;
+            # up to 60 s: two xdist workers share the cores)
             for _ in range(600):
                 report = http.get(f"{first}{URL}/challengers").json()
                 if report["challengers"][0]["learnt"] == len(stream):
