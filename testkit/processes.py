@@ -48,6 +48,7 @@ __all__ = [
     "ReplicatedRedis",
     "ReplyDropper",
     "ServiceProcess",
+    "eventually",
     "free_port",
     "haproxy_binary",
     "hash_int",
@@ -114,6 +115,18 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
         if check():
             return
         time.sleep(0.02)
+    raise TimeoutError(f"{what} not ready after {timeout} s")
+
+
+async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout: float, what: str) -> None:
+    """:func:`wait_until` in an event loop (``check`` may be a coroutine function): for what a test waits
+    on, instead of a sleep that a loaded machine can outlast."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        held = check()
+        if await held if isinstance(held, Awaitable) else held:
+            return
+        await asyncio.sleep(0.02)
     raise TimeoutError(f"{what} not ready after {timeout} s")
 
 

@@ -23,7 +23,7 @@ from redis.asyncio.connection import AbstractConnection
 from kons_service.core.lease import WriterLeases
 from kons_service.store import LearnerRef, Store
 from kons_service.store.keys import learner_keys
-from testkit.processes import SPEC, AppFactory, RedisServer
+from testkit.processes import SPEC, AppFactory, RedisServer, eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -122,11 +122,11 @@ async def test_the_lease_renewal_outlives_failures(
     renewal = asyncio.create_task(writer.leases._renew(ref, "token", asyncio.Event()))
     try:
         with failing(RuntimeError("TCPTransport closed=True"), script(writer.store, "renew")) as refused:
-            await asyncio.sleep(0.7)
-            assert len(refused) >= 2 and not renewal.done()
-        await asyncio.sleep(0.5)
+            await eventually(lambda: len(refused) >= 2, 10, "two renewals refused")
+            assert not renewal.done()
+        # renewed (to its TTL, from the 60 s it was set to) once Redis answered
+        await eventually(lambda: 0 < redis_server.client().pttl(lease) <= 600, 10, "the renewal")
         assert not renewal.done()
-        assert 0 < redis_server.client().pttl(lease) <= 600  # renewed (to its TTL) once Redis answered
     finally:
         renewal.cancel()
 
