@@ -15,7 +15,7 @@ import redis
 
 import kons
 from kons_service.store import Head, LearnerRef, LeaseBusy, LogEntry, Store
-from testkit.processes import AppFactory, hash_int
+from testkit.processes import AppFactory, eventually, hash_int
 
 pytestmark = pytest.mark.anyio
 
@@ -136,7 +136,9 @@ async def test_two_instances_interleaving_feedback_agree(make_client: AppFactory
     assert min(replayed) > 0  # each instance really caught up with rounds the other one logged
 
 
-async def test_a_lagging_instance_rebuilds_past_a_trimmed_log(make_client: AppFactory) -> None:
+async def test_a_lagging_instance_rebuilds_past_a_trimmed_log(
+    make_client: AppFactory, redis_url: str
+) -> None:
     spec = SPECS["kernel_ogd"]
     a = await make_client()
     b = await make_client(snapshot_every_rounds=5, snapshot_interval_seconds=0.05)
@@ -151,7 +153,10 @@ async def test_a_lagging_instance_rebuilds_past_a_trimmed_log(make_client: AppFa
     for x in X[3:]:
         await b.post(f"{url}/feedback", json={"x": x.tolist(), "y": _label(spec, x)})
         local.learn_one(x, _label(spec, x))
-    await asyncio.sleep(0.3)  # b snapshots at 30 and trims rounds 4..30 that a has not seen
+    # b snapshots at 30 and trims rounds 4..30 that a has not seen (a loaded machine may take a while)
+    r = redis.Redis.from_url(redis_url)
+    await eventually(lambda: r.hget("kons:{default/lag}:meta", "snap_version") == b"30", 30, "b's snapshot")
+    r.close()
     probe = [0.2, -0.1, 0.4, 0.0]
     assert (await a.post(f"{url}/predict", json={"x": probe})).json() == {
         "prediction": local.predict_one(probe), "version": 30}
