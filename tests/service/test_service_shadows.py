@@ -37,6 +37,14 @@ def _challenger() -> kons.Learner:
     return kons.learner_from_params("ons", {**CHALLENGER["params"], "dim": 3})
 
 
+def _challenger_state(rounds: list[tuple[list[float], float]]) -> bytes:
+    """The state of a challenger that learnt ``rounds`` in one process (what a caught-up one must be)."""
+    local = _challenger()
+    for x, y in rounds:
+        local.learn_one(np.array(x), y)
+    return local.to_bytes()
+
+
 def _stream(n: int, seed: int = 4) -> list[tuple[list[float], float]]:
     rng = np.random.default_rng(seed)
     xs = rng.normal(size=(n, 3))
@@ -167,10 +175,7 @@ async def test_a_challenger_created_again_keeps_its_place_in_its_champions_log(
     assert redis.Redis.from_url(redis_url).xlen("kons:{default/m}:log") == 20
     await service.store.shadows.unlock(challenger, "elsewhere")
     await _caught_up(client, 20)
-    local = _challenger()
-    for x, y in stream:
-        local.learn_one(np.array(x), y)
-    assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
+    assert (await client.get("/v1/learners/c/state")).content == _challenger_state(stream)
 
 
 async def test_a_comparison_while_a_challenger_is_created_leaves_its_place_in_the_log_alone(
@@ -200,10 +205,7 @@ async def test_a_comparison_while_a_challenger_is_created_leaves_its_place_in_th
     assert redis.Redis.from_url(redis_url).xlen("kons:{default/m}:log") == 20
     await service.store.shadows.unlock(LearnerRef("default", "c"), "elsewhere")
     await _caught_up(client, 30)
-    local = _challenger()
-    for x, y in stream[10:]:
-        local.learn_one(np.array(x), y)
-    assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
+    assert (await client.get("/v1/learners/c/state")).content == _challenger_state(stream[10:])
 
 
 async def test_a_cursor_left_without_a_challenger_is_forgotten_by_a_later_comparison(
@@ -243,10 +245,7 @@ async def test_the_catch_up_lock_of_a_process_that_is_gone_is_taken_over(make_cl
     await _locked_out(service, challenger, "kons:gone:1")  # (a named process with no connection to Redis)
     await _feed(a, stream[10:])
     await _caught_up(a, 20)
-    local = _challenger()
-    for x, y in stream:
-        local.learn_one(np.array(x), y)
-    assert (await b.get("/v1/learners/c/state")).content == local.to_bytes()
+    assert (await b.get("/v1/learners/c/state")).content == _challenger_state(stream)
 
 
 async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
@@ -278,10 +277,7 @@ async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_o
     await service.store.shadows.unlock(challenger, "elsewhere")
     await _caught_up(client, 60)
     assert read._value.get() == 30
-    local = _challenger()
-    for x, y in stream:
-        local.learn_one(np.array(x), y)
-    assert (await client.get("/v1/learners/c/state")).content == local.to_bytes()
+    assert (await client.get("/v1/learners/c/state")).content == _challenger_state(stream)
 
 
 async def test_a_challenger_too_far_behind_is_stalled_and_holds_its_champions_log_no_more(
