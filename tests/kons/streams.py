@@ -1,8 +1,10 @@
-"""Streams several test modules of ``auto`` learn from."""
+"""Streams several test modules of ``auto`` learn from, and the check that a saved one goes on as it would."""
 
 from __future__ import annotations
 
 import numpy as np
+
+import kons
 
 
 def linear_then_flipped(rows: int, flip: int, *, labels: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -15,3 +17,13 @@ def linear_then_flipped(rows: int, flip: int, *, labels: bool = False) -> tuple[
         y = np.where(y > 0, 1.0, -1.0)
     y[flip:] = -y[flip:]
     return X, y
+
+
+def goes_on_identically(model: kons.Auto, X: np.ndarray, y: np.ndarray, start: int) -> None:
+    """``model`` saved and restored plays and learns rows ``start:`` of ``(X, y)`` as ``model`` does."""
+    restored = kons.load(model.to_bytes())
+    assert restored.to_bytes() == model.to_bytes()
+    for x, t in zip(X[start:], y[start:], strict=True):
+        assert restored.predict_one(x) == model.predict_one(x)
+        assert restored.learn_one(x, t) == model.learn_one(x, t)
+    assert restored.to_bytes() == model.to_bytes()

@@ -13,6 +13,7 @@ import kons
 from kons.auto.config import MIX_EARLY_ROUNDS
 from kons.auto.grid import Grid
 from kons.auto.restarts import Generation
+from tests.kons.streams import goes_on_identically
 
 CHANGE = 600  # past the grid's own first rounds
 
@@ -72,12 +73,7 @@ def test_a_generation_plays_its_experts_sharpened_as_a_fresh_learner_at_its_age(
 def test_a_learner_saved_while_a_generation_is_young_goes_on_identically() -> None:
     X, y = _stream(CHANGE + 200)
     model = _learnt(X, y, CHANGE + 40)
-    restored = kons.load(model.to_bytes())
-    assert restored.to_bytes() == model.to_bytes()
-    for x, t in zip(X[CHANGE + 40:], y[CHANGE + 40:], strict=True):
-        assert restored.predict_one(x) == model.predict_one(x)
-        assert restored.learn_one(x, t) == model.learn_one(x, t)
-    assert restored.to_bytes() == model.to_bytes()
+    goes_on_identically(model, X, y, CHANGE + 40)
 
 
 def test_a_state_saved_before_the_view_plays_the_mixtures_weights_and_past_it_the_plays_agree() -> None:

@@ -12,6 +12,7 @@ import kons
 from kons.auto.config import FRESH_BINS_KEPT
 from kons.auto.experts.fresh_bins import FreshThresholds
 from kons.auto.grid import Grid
+from tests.kons.streams import goes_on_identically
 
 CHANGE = 600
 
@@ -75,12 +76,7 @@ def test_a_learner_saved_after_the_start_goes_on_identically() -> None:
     X, y = _stream(CHANGE + 400)
     model = _learnt(X, y, CHANGE + 150)
     assert _fresh(cast(Grid, model._grid)).start > 0
-    restored = kons.load(model.to_bytes())
-    assert restored.to_bytes() == model.to_bytes()
-    for x, t in zip(X[CHANGE + 150:], y[CHANGE + 150:], strict=True):
-        assert restored.predict_one(x) == model.predict_one(x)
-        assert restored.learn_one(x, t) == model.learn_one(x, t)
-    assert restored.to_bytes() == model.to_bytes()
+    goes_on_identically(model, X, y, CHANGE + 150)
 
 
 def test_regression_has_none() -> None:

@@ -25,6 +25,7 @@ from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_lea
 from kons.auto.experts.protocol import Row
 from kons.auto.experts.recent import RecentExpert
 from kons.preprocessing import TARGET_BOUND, with_intercept
+from tests.kons.streams import goes_on_identically
 
 LAST, LAGGED = "the last target", "the last target + bayesian_linear(its 8 last)"
 
@@ -67,15 +68,6 @@ def _learnt(X: np.ndarray, y: np.ndarray, rows: int) -> kons.Auto:
         model.learn_one(x, t)
     return model
 
-
-def _goes_on_identically(model: kons.Auto, X: np.ndarray, y: np.ndarray, start: int) -> None:
-    """``model`` saved and restored plays and learns rows ``start:`` of ``(X, y)`` as ``model`` does."""
-    restored = kons.load(model.to_bytes())
-    assert restored.to_bytes() == model.to_bytes()
-    for x, t in zip(X[start:], y[start:], strict=True):
-        assert restored.predict_one(x) == model.predict_one(x)
-        assert restored.learn_one(x, t) == model.learn_one(x, t)
-    assert restored.to_bytes() == model.to_bytes()
 
 def test_the_lags_play_the_last_target_and_its_ridge_autoregression() -> None:
     rng = np.random.default_rng(1)
@@ -196,7 +188,7 @@ def test_saved_after_they_woke_it_goes_on_identically() -> None:
     X, y = _series(600, 5)
     model = _learnt(X, y, 400)
     assert LAST in model.stats()["weights"]
-    _goes_on_identically(model, X, y, 400)
+    goes_on_identically(model, X, y, 400)
 
 
 def test_the_first_rounds_play_sharpened_weights_a_view_saved_mid_way_goes_on_identically() -> None:
@@ -205,7 +197,7 @@ def test_the_first_rounds_play_sharpened_weights_a_view_saved_mid_way_goes_on_id
     grid = cast(kons.auto.grid.Grid, model._grid)
     weights, power = grid._weights(), MIX_EARLY_ROUNDS / (grid.rounds + 1)
     assert np.allclose(grid._played_weights(), weights**power / np.sum(weights**power))  # (the lags asleep)
-    _goes_on_identically(model, X, y, 100)  # (the view is not state: the same bytes, the same plays)
+    goes_on_identically(model, X, y, 100)  # (the view is not state: the same bytes, the same plays)
     grid = cast(kons.auto.grid.Grid, model._grid)
     assert grid._played_weights() is grid._weights()  # past the first rounds: the mixture's own
 
@@ -235,7 +227,7 @@ def test_the_first_rounds_sharpen_the_experts_of_the_row_among_themselves_the_la
     power = MIX_EARLY_ROUNDS / (grid.rounds + 1)
     raised = weights[of_the_row] ** power
     assert np.allclose(played[of_the_row], raised / raised.sum() * weights[of_the_row].sum())
-    _goes_on_identically(model, X, y, 100)
+    goes_on_identically(model, X, y, 100)
 
 
 def _delays(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -367,4 +359,4 @@ def test_saved_in_a_burst_it_goes_on_identically() -> None:
     X, y = _series(200, 6)
     y[80:84] -= 400.0
     model = _learnt(X, y, 82)
-    _goes_on_identically(model, X, y, 82)
+    goes_on_identically(model, X, y, 82)

@@ -26,11 +26,16 @@ async def _held(core: Core, ref: LearnerRef = REF) -> CachedLearner:
         return entry
 
 
+async def _fed(core: Core, rounds: int) -> CachedLearner:
+    """The learner created and fed its first ``rounds`` rounds here, as this process holds it."""
+    await core.create()
+    await core.feed(0, rounds)
+    return await _held(core)
+
+
 async def test_a_snapshot_holds_the_learner_at_its_version_and_trims_the_log(make_core: CoreFactory) -> None:
     core = await make_core()
-    await core.create()
-    await core.feed(0, 6)
-    entry = await _held(core)
+    entry = await _fed(core, 6)
     assert entry.log_bytes > 0
     assert await core.snapshots.snapshot(entry)
     stored = await core.store.snapshots.read_state(REF)
@@ -62,9 +67,7 @@ async def test_no_snapshot_without_new_rounds_or_under_another_writer_s_lock(cor
 
 
 async def test_a_history_the_store_lost_is_never_published(core: Core) -> None:
-    await core.create()
-    await core.feed(0, 5)
-    entry = await _held(core)
+    entry = await _fed(core, 5)
     await lose_and_retake(core, keep=2, retaken=3)  # the store: our 1-2, then another writer's 3-5
     assert not await core.snapshots.snapshot(entry)  # same incarnation and version, not the same rounds
     stored = await core.store.snapshots.read_state(REF)
@@ -76,9 +79,7 @@ async def test_a_history_the_store_lost_is_never_published(core: Core) -> None:
 async def test_rounds_logged_while_a_snapshot_is_written_stay_behind_it(
     core: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await core.create()
-    await core.feed(0, 4)
-    entry = await _held(core)
+    entry = await _fed(core, 4)
     publish = core.store.snapshots.publish
     during: list[int] = []
 
@@ -105,9 +106,7 @@ async def test_a_retention_sweep_while_a_snapshot_is_written_leaves_its_chunks_a
 ) -> None:
     # (CI once lost a snapshot so: the sweep dropped the chunks of every token no kept base named, those
     # of a publication under way included, which then failed as incomplete)
-    await core.create()
-    await core.feed(0, 4)
-    entry = await _held(core)
+    entry = await _fed(core, 4)
     write_chunks = core.store.snapshots._write_chunks
     keep = KeepPolicy(4, 60_000, 1 << 30)
 
@@ -123,9 +122,7 @@ async def test_a_retention_sweep_while_a_snapshot_is_written_leaves_its_chunks_a
 
 
 async def test_retention_drops_the_chunks_a_dead_writer_left_once_they_are_old(core: Core) -> None:
-    await core.create()
-    await core.feed(0, 4)
-    assert await core.snapshots.snapshot(await _held(core))
+    assert await core.snapshots.snapshot(await _fed(core, 4))
     client, snap = core.store.connection.client, keys.learner_key(REF, "snap")
     now_ms = int(time.time() * 1000)
     for field in (f"{now_ms - 11 * 60_000}-dead:0", "deadwriterbeforetimedtokens:0", f"{now_ms}-writing:0"):
@@ -143,9 +140,7 @@ async def test_a_publication_while_the_sweep_unlists_a_learner_leaves_it_listed(
 ) -> None:
     # (the sweep takes a learner left with only its newest base off its list; a publication listing it
     # just before, once its retention had run, was undone so, and its older base then never aged out)
-    await core.create()
-    await core.feed(0, 4)
-    entry = await _held(core)
+    entry = await _fed(core, 4)
     keep = KeepPolicy(4, 60_000, 1 << 30)
 
     async def keeping(ref: LearnerRef, new_bytes: int, log_bytes: int) -> KeepPolicy:
@@ -176,9 +171,7 @@ async def test_a_sweep_racing_a_publication_keeps_the_versions_the_publication_k
     versions = Versions(core.store, core.settings, core.metrics, core.cache, core.budget,
                         HistoryRecorder(core.store, core.settings))
     core.snapshots.retention = versions.retention
-    await core.create()
-    await core.feed(0, 4)
-    assert await core.snapshots.snapshot(await _held(core))  # kept beside the learner as created; listed
+    assert await core.snapshots.snapshot(await _fed(core, 4))  # kept beside the learner as created; listed
     if not reserved:  # (as a learner kept before reservations were: the sweep asks for one)
         assert await core.store.budget.shrink_kept(REF, 0, 0) == 0
     await core.feed(4, 8)
