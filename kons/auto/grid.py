@@ -810,13 +810,17 @@ class Grid:
         weighs the generation's own entry), the threshold model since a declared change starts afresh and
         enters at :data:`FRESH_BINS_PRIOR`, unless it started within the last :data:`FRESH_BINS_KEPT`
         rounds: one change is often declared twice (by either detector, tens of rounds apart), and the
-        second start lost what the first had learnt (docs/drift.md)."""
+        second start lost what the first had learnt (docs/drift.md). Its first start builds its learner:
+        while the growth is held it starts only in place of one started, so that a held learner keeps its
+        size (as a generation does: :func:`~kons.auto.restarts.restart`)."""
         k = next(k for k, kind in enumerate(self.kinds) if kind.slots[0] == "fresh_bins")
         experts = self.experts[k]
         if experts is None:
             return
         old = cast(FreshThresholds, experts[0])
         if old.start >= 0 and self.rounds - old.start < FRESH_BINS_KEPT:
+            return
+        if old.model is None and self.held:
             return
         # a new list of the kinds' experts: alive() lists them again
         self.experts = [*self.experts[:k], renewed_fresh_bins(self, old, self.rounds), *self.experts[k + 1:]]
@@ -964,7 +968,8 @@ class Grid:
 
     def growth_nbytes(self, rounds: int) -> int:
         """The experts' growth, each young slot's counted as if a fresh copy replaced it and grew (a
-        generation's linear model has a fixed size: counted where a generation has none yet)."""
+        generation's linear model has a fixed size: counted where a generation has none yet), and the
+        threshold model since a declared change's learner until it starts."""
         grown = sum(b.max_growth_nbytes(rounds) for b in self.bases)
         if not self.held:  # a member that keeps a row out of a shared dictionary takes its own copy
             grown += repeated_dictionary_nbytes((base for _, base in self._nested()), growing=True)
@@ -982,12 +987,22 @@ class Grid:
                 grown += FadingTargets(0.0, 0.0, 1.0, 1.0).array().nbytes
         if self.held:
             return grown
+        grown += self._fresh_bins_start_nbytes()  # (held, it does not start: _renew_fresh_bins)
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
         for generation in self.young:
             bases = generation.bases if generation is not None else []
             grown += largest * (YOUNG_BASES - len(bases))  # empty slots, filled at a restart
             grown += sum(max(largest, _full_nbytes(base, rounds)) - base.state_nbytes() for base in bases)
         return grown
+
+    def _fresh_bins_start_nbytes(self) -> int:
+        """The bytes the first start of the threshold model since a declared change builds (0 once started,
+        on three classes or more and without one): a learner as large as the threshold model of every
+        row's (the same learner on the same thresholds)."""
+        fresh, bins = self.experts_of("fresh_bins"), self.experts_of("bins")
+        if fresh is None or bins is None or self.classes > 2 or cast(FreshThresholds, fresh[0]).model:
+            return 0
+        return cast(LearnerExpert, bins[0]).base.state_nbytes()
 
     def _nested(self) -> Iterator[tuple[int, Learner]]:
         """The slots and learners of the members and of the generations' copies."""

@@ -36,8 +36,9 @@ def _saved_nbytes(grid: Grid) -> int:
     with dictionaries_saved_apart(nested, "dictionary_") as dictionaries:
         total += arrays_nbytes(dictionaries)
         for slot, expert in grid.alive():
-            if isinstance(expert, FreshThresholds):  # (its thresholds saved by the threshold model's)
-                total += _gathered_nbytes(expert.base)
+            if isinstance(expert, FreshThresholds):  # (its thresholds saved by the threshold model's; no
+                # learner before it starts)
+                total += _gathered_nbytes(expert.model.base) if expert.model is not None else 0
             elif isinstance(expert, ThresholdExpert):  # (a LearnerExpert too)
                 total += _gathered_nbytes(expert.base) + arrays_nbytes(expert.bins.arrays())
             elif isinstance(expert, LearnerExpert):
