@@ -90,7 +90,8 @@ _RECENT_ROUNDS = 4096
 _FOLLOWED_SECONDS = 60.0
 #: A challenger's cursor is written before the challenger is created (:meth:`Shadows.register`): a
 #: comparison forgets a cursor without a challenger (left by a create or a delete that crashed) only once it
-#: has seen it so, unchanged, for this long, far longer than a create takes.
+#: has seen it so, unchanged, for this long, far longer than a create takes (and the shadow task then
+#: settles the record of one that no comparison settles: :meth:`Shadows._settle_unlinked`).
 _UNLINKED_SECONDS = 60.0
 
 
@@ -231,6 +232,8 @@ class Shadows:
             for champion in [c for c, until in self._champions.items() if until < now]:
                 del self._champions[champion]
                 self._recent.pop(champion, None)
+            with contextlib.suppress(StoreUnavailableError):  # (settled at a later pass)
+                await self._settle_unlinked(now)
             # at most 4 catch-ups a second: a batch of a quarter second's rounds shares one catch-up's Redis
             # calls and one write (a catch-up per feedback cost about 10 times the challenger's round)
             await asyncio.sleep(_BATCH_SECONDS)
@@ -429,7 +432,7 @@ class Shadows:
                 now = time.monotonic()
                 if now - self._unlinked.setdefault(unlinked, now) > _UNLINKED_SECONDS:
                     await self.store.shadows.forget(champion, name)
-                    del self._unlinked[unlinked]
+                    self._unlinked.pop(unlinked, None)  # (unless the shadow task settled it meanwhile)
                 continue
             self._unlinked.pop(unlinked, None)
             async with self.cache.current(ref) as (entry, challenger):
@@ -442,6 +445,21 @@ class Shadows:
             reports.append(ChallengerReport(name, config, link.start, at, max(0, head.version - at),
                                             "following" if status == "busy" else status, comparison))
         return head.version, reports
+
+    async def _settle_unlinked(self, now: float) -> None:
+        """Settle the records of cursors a comparison here saw without a challenger more than
+        :data:`_UNLINKED_SECONDS` before ``now`` that no comparison of their champion settled since (the
+        champion or the challenger was deleted, by any process, or the champion is not compared again):
+        forget a cursor still there, unchanged and without a challenger, as that comparison would have,
+        and drop the record either way. A record so lasts about :data:`_UNLINKED_SECONDS` whatever becomes
+        of its learners: a service whose tenants create and delete learners keeps no more of them than the
+        last minute's comparisons made."""
+        for record in [r for r, seen in self._unlinked.items() if now - seen > _UNLINKED_SECONDS]:
+            champion, name, cursor = record
+            if ((await self.store.shadows.cursors(champion)).get(name) == cursor
+                    and await self.store.shadows.link(LearnerRef(champion.tenant, name)) is None):
+                await self.store.shadows.forget(champion, name)
+            self._unlinked.pop(record, None)
 
     async def _comparison(self, champion: LearnerRef, ref: LearnerRef, link: ShadowLink, learnt: int,
                           champion_error: _Error, challenger_error: _Error) -> dict[str, Any] | None:

@@ -226,6 +226,47 @@ async def test_a_cursor_left_without_a_challenger_is_forgotten_by_a_later_compar
     assert LearnerRef("default", "ghost") not in await service.store.shadows.all()
 
 
+async def _settled(service: LearnerService) -> None:
+    """Wait for the shadow task's passes (every half second) to leave no record of an unlinked cursor."""
+    for _ in range(100):
+        if not service.shadows._unlinked:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(service.shadows._unlinked)
+
+
+async def test_a_comparison_s_record_of_a_cursor_without_a_challenger_goes_with_its_deleted_champion(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that compared a champion while one of its cursors had no challenger drops that record once
+    the champion is deleted (here by another replica) and no comparison of it can come: its records stay
+    as few as the last minute's comparisons made, however many learners its tenants create and delete."""
+    a, b = await make_client(), await make_client()
+    service = a.app.state.service
+    champion = LearnerRef("default", "m")
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    await service.store.shadows.follow(champion, "ghost", 0, first=True)
+    assert (await a.get(f"{URL}/challengers")).json()["challengers"] == []
+    assert list(service.shadows._unlinked) == [(champion, "ghost", 0)]
+    assert (await b.delete(URL)).status_code == 204
+    monkeypatch.setattr("kons_service.core.shadows._UNLINKED_SECONDS", 0.0)
+    await _settled(service)
+    assert await service.store.shadows.cursors(champion) == {}
+
+
+async def test_a_cursor_left_without_a_challenger_is_forgotten_with_no_later_comparison(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = await make_client()
+    service = client.app.state.service
+    champion = LearnerRef("default", "m")
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    await service.store.shadows.follow(champion, "ghost", 0, first=True)
+    assert (await client.get(f"{URL}/challengers")).json()["challengers"] == []
+    monkeypatch.setattr("kons_service.core.shadows._UNLINKED_SECONDS", 0.0)
+    await _settled(service)
+    assert await service.store.shadows.cursors(champion) == {}
+    assert LearnerRef("default", "ghost") not in await service.store.shadows.all()
+
+
 async def test_the_catch_up_lock_of_a_process_that_is_gone_is_taken_over(make_client: AppFactory) -> None:
     # (a replica SIGKILLed during a catch-up left its lock: the challenger learnt nothing for the lock's
     # minute; a live holder's lock is still waited for)
