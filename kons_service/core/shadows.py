@@ -218,6 +218,9 @@ class Shadows:
             except StoreUnavailableError as exc:
                 log.warning("shadow catch-up paused: %s", exc)
                 continue
+            # (a challenger deleted, promoted or stalled is listed no more: its status goes, so that they stay
+            # as many as the challengers there are)
+            self._reported = {ref: self._reported[ref] for ref in challengers if ref in self._reported}
             for ref in challengers:
                 if self._closing:
                     return

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -226,13 +227,13 @@ async def test_a_cursor_left_without_a_challenger_is_forgotten_by_a_later_compar
     assert LearnerRef("default", "ghost") not in await service.store.shadows.all()
 
 
-async def _settled(service: LearnerService) -> None:
-    """Wait for the shadow task's passes (every half second) to leave no record of an unlinked cursor."""
+async def _until(holds: Callable[[], bool]) -> None:
+    """Wait for the shadow task's passes (every half second) to make ``holds()`` true."""
     for _ in range(100):
-        if not service.shadows._unlinked:
+        if holds():
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(service.shadows._unlinked)
+    raise AssertionError("the shadow task's passes never made it so")
 
 
 async def test_a_comparison_s_record_of_a_cursor_without_a_challenger_goes_with_its_deleted_champion(
@@ -249,7 +250,7 @@ async def test_a_comparison_s_record_of_a_cursor_without_a_challenger_goes_with_
     assert list(service.shadows._unlinked) == [(champion, "ghost", 0)]
     assert (await b.delete(URL)).status_code == 204
     monkeypatch.setattr("kons_service.core.shadows._UNLINKED_SECONDS", 0.0)
-    await _settled(service)
+    await _until(lambda: not service.shadows._unlinked)
     assert await service.store.shadows.cursors(champion) == {}
 
 
@@ -262,9 +263,22 @@ async def test_a_cursor_left_without_a_challenger_is_forgotten_with_no_later_com
     await service.store.shadows.follow(champion, "ghost", 0, first=True)
     assert (await client.get(f"{URL}/challengers")).json()["challengers"] == []
     monkeypatch.setattr("kons_service.core.shadows._UNLINKED_SECONDS", 0.0)
-    await _settled(service)
+    await _until(lambda: not service.shadows._unlinked)
     assert await service.store.shadows.cursors(champion) == {}
     assert LearnerRef("default", "ghost") not in await service.store.shadows.all()
+
+
+async def test_the_status_of_a_deleted_challenger_is_not_kept(make_client: AppFactory) -> None:
+    client = await make_client()
+    service = client.app.state.service
+    challenger = LearnerRef("default", "c")
+    assert (await client.put(URL, json=SPEC)).status_code == 201
+    assert (await client.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    await _feed(client, _stream(3))
+    await _caught_up(client, 3)
+    await _until(lambda: challenger in service.shadows._reported)
+    assert (await client.delete("/v1/learners/c")).status_code == 204
+    await _until(lambda: challenger not in service.shadows._reported)
 
 
 async def test_the_catch_up_lock_of_a_process_that_is_gone_is_taken_over(make_client: AppFactory) -> None:
