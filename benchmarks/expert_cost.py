@@ -58,6 +58,7 @@ from benchmarks.multiclass import STREAMS, SYNTHETIC_ROWS, TUNING_STREAMS
 from benchmarks.provenance import provenance, publish
 from benchmarks.raw_report import SUITES
 from kons.auto.experts.forest import ForestExpert
+from kons.auto.experts.fresh_bins import FreshThresholds
 from kons.auto.experts.lags import LastTarget, TargetLags
 from kons.auto.experts.neighbours import NeighboursExpert
 from kons.auto.experts.newton import LearnerExpert, ThresholdExpert
@@ -75,8 +76,8 @@ KINDS = ("nystrom members", "ons members", "generations", *GROUPS.values(), "res
 MULTICLASS = ("image_segments", "random_rbf10")
 #: The experts' calls that are timed (the protocol's per-round methods).
 _TIMED = ("predict", "learn", "probabilities", "learn_class", "observe")
-_CLASSES = (LearnerExpert, ThresholdExpert, NeighboursExpert, RecentExpert, TreeExpert, ForestExpert,
-            LastTarget, TargetLags)
+_CLASSES = (LearnerExpert, ThresholdExpert, FreshThresholds, NeighboursExpert, RecentExpert, TreeExpert,
+            ForestExpert, LastTarget, TargetLags)
 
 
 def group_of(kind: Kind) -> str:
@@ -94,7 +95,9 @@ class _Clock:
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(KINDS, 0.0)
         self.grid: Grid | None = None
-        self.depth = 0  # nested expert calls (a ThresholdExpert's learn is LearnerExpert's) count once
+        # nested expert calls (a ThresholdExpert's learn is LearnerExpert's, FreshThresholds' its model's)
+        # count once
+        self.depth = 0
         self._known: dict[int, tuple[Any, str]] = {}  # id -> (the expert, kept so the id stays its, its kind)
 
     def kind(self, expert: Any) -> str:
