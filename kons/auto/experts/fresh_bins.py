@@ -19,7 +19,7 @@ import numpy as np
 
 from kons.auto.experts.bins import QuantileBins
 from kons.auto.experts.newton import ThresholdExpert, _new_bins_base
-from kons.auto.experts.protocol import Expert, GridContext, Row, in_play
+from kons.auto.experts.protocol import Expert, GridContext, LearnsInItsPlays, Row, in_play
 from kons.base import Learner
 from kons.errors import StateFormatError
 from kons.preprocessing import nested_blob, restore_nested
@@ -27,7 +27,7 @@ from kons.preprocessing import nested_blob, restore_nested
 __all__ = ["FreshThresholds", "build_fresh_bins", "renewed_fresh_bins", "restore_fresh_bins"]
 
 
-class FreshThresholds:
+class FreshThresholds(LearnsInItsPlays):
     """A threshold model started at round ``start`` on the thresholds ``bins`` (those of the threshold model
     of every row, which saves them), learning with ``base``; not started (``start`` -1, ``base`` None) it
     has no model and is out of the mixture until the first change declared on two classes.
@@ -35,7 +35,6 @@ class FreshThresholds:
     It plays alone (the one expert of its kind), through its :attr:`model` once started: the grid plays
     only the experts in the mixture."""
 
-    sleeps = False
     plays_together = None
 
     def __init__(self, bins: QuantileBins, base: Learner | None = None, start: int = -1) -> None:
@@ -62,15 +61,6 @@ class FreshThresholds:
         """Its model's classes (none before it starts: it is built with the grid's)."""
         if self.model is not None:
             self.model.widen(classes)
-
-    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
-        """Nothing: it learns in its plays."""
-
-    def ready(self) -> bool:
-        return True
-
-    def forget(self, rounds: int) -> None:
-        """Nothing: it keeps no rows."""
 
     def hold_growth(self, held: bool) -> None:
         """Nothing: a fixed-size learner (held, the grid starts none where there was none)."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from kons._multinomial import MultinomialRounds, clipped_scores, multinomial_rounds, reference_softmaxes
 from kons.auto.experts.bins import QuantileBins, bins_columns
-from kons.auto.experts.protocol import Expert, Form, GridContext, Row, guarded_probabilities
+from kons.auto.experts.protocol import Expert, Form, GridContext, LearnsInItsPlays, Row, guarded_probabilities
 from kons.base import Learner
 from kons.errors import NumericalError, StateFormatError
 from kons.linear.ons import ONS
@@ -56,10 +56,9 @@ def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabil
     probabilities[slots] = together
 
 
-class LearnerExpert:
+class LearnerExpert(LearnsInItsPlays):
     """A kons learner on the form ``form`` of the row (a grid member, or a restarted copy of one)."""
 
-    sleeps = False
     plays_together = staticmethod(played_together)
 
     def __init__(self, base: Learner, form: Form) -> None:
@@ -89,15 +88,6 @@ class LearnerExpert:
 
     def widen(self, classes: int) -> None:
         multinomial_rounds(self.base)._widen(classes - 1)
-
-    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
-        """Nothing: it learns in its plays."""
-
-    def ready(self) -> bool:
-        return True
-
-    def forget(self, rounds: int) -> None:
-        """Nothing: it keeps no rows."""
 
     def hold_growth(self, held: bool) -> None:
         self.base.hold_growth(held)

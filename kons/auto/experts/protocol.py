@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from kons.auto.mixture import Mixture
     from kons.preprocessing import FeatureScaler, TargetScaler
 
-__all__ = ["ClassModel", "Expert", "Form", "GridContext", "ModelExpert", "PlayTogether", "Row", "by_play",
-           "guarded", "guarded_probabilities", "in_play", "ints_and_floats", "restore_saved"]
+__all__ = ["ClassModel", "Expert", "Form", "GridContext", "LearnsInItsPlays", "ModelExpert", "PlayTogether",
+           "Row", "by_play", "guarded", "guarded_probabilities", "in_play", "ints_and_floats",
+           "restore_saved"]
 
 #: A form of the row an expert takes: (its view: 0 (or False) the standardised row, 1 (or True) its signed
 #: log, 2 the standardised row without a record's categorical names; with the intercept?).
@@ -118,6 +119,22 @@ class Expert(Protocol):
     def scalars(self) -> Any:
         """The state's JSON scalars, None if it has none."""
         ...
+
+
+class LearnsInItsPlays:
+    """The :class:`Expert` calls outside its plays of an expert that learns only in them and keeps no rows:
+    it never sleeps, and observes and forgets nothing."""
+
+    sleeps = False
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        """Nothing: it learns in its plays."""
+
+    def ready(self) -> bool:
+        return True
+
+    def forget(self, rounds: int) -> None:
+        """Nothing: it keeps no rows."""
 
 
 def by_play(playing: Iterable[tuple[int, Expert]]
