@@ -209,16 +209,23 @@ async def test_a_comparison_while_a_challenger_is_created_leaves_its_place_in_th
     assert (await client.get("/v1/learners/c/state")).content == _challenger_state(stream[10:])
 
 
-async def test_a_cursor_left_without_a_challenger_is_forgotten_by_a_later_comparison(
-        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cursor whose challenger was never created (its create crashed after the registration) pins its
-    champion's log only until a comparison has seen it so for longer than a create takes."""
-    client = await make_client()
+async def _a_ghost_cursor(client: AppClient) -> tuple[LearnerService, LearnerRef]:
+    """The service of ``client`` and a champion ``m`` with a cursor ``ghost`` of no challenger (as a create
+    that crashed after its registration leaves), which a comparison has seen so."""
     service = client.app.state.service
     champion = LearnerRef("default", "m")
     assert (await client.put(URL, json=SPEC)).status_code == 201
     await service.store.shadows.follow(champion, "ghost", 0, first=True)
     assert (await client.get(f"{URL}/challengers")).json()["challengers"] == []
+    return service, champion
+
+
+async def test_a_cursor_left_without_a_challenger_is_forgotten_by_a_later_comparison(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cursor whose challenger was never created (its create crashed after the registration) pins its
+    champion's log only until a comparison has seen it so for longer than a create takes."""
+    client = await make_client()
+    service, champion = await _a_ghost_cursor(client)
     assert await service.store.shadows.cursors(champion) == {"ghost": 0}  # (it may be being created)
     monkeypatch.setattr("kons_service.core.shadows._UNLINKED_SECONDS", 0.0)
     await asyncio.sleep(0.01)  # (the monotonic clock moves on: it has been seen so for longer than that)
@@ -242,11 +249,7 @@ async def test_a_comparison_s_record_of_a_cursor_without_a_challenger_goes_with_
     the champion is deleted (here by another replica) and no comparison of it can come: its records stay
     as few as the last minute's comparisons made, however many learners its tenants create and delete."""
     a, b = await make_client(), await make_client()
-    service = a.app.state.service
-    champion = LearnerRef("default", "m")
-    assert (await a.put(URL, json=SPEC)).status_code == 201
-    await service.store.shadows.follow(champion, "ghost", 0, first=True)
-    assert (await a.get(f"{URL}/challengers")).json()["challengers"] == []
+    service, champion = await _a_ghost_cursor(a)
     assert list(service.shadows._unlinked) == [(champion, "ghost", 0)]
     assert (await b.delete(URL)).status_code == 204
     monkeypatch.setattr("kons_service.core.shadows._UNLINKED_SECONDS", 0.0)
@@ -257,11 +260,7 @@ async def test_a_comparison_s_record_of_a_cursor_without_a_challenger_goes_with_
 async def test_a_cursor_left_without_a_challenger_is_forgotten_with_no_later_comparison(
         make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     client = await make_client()
-    service = client.app.state.service
-    champion = LearnerRef("default", "m")
-    assert (await client.put(URL, json=SPEC)).status_code == 201
-    await service.store.shadows.follow(champion, "ghost", 0, first=True)
-    assert (await client.get(f"{URL}/challengers")).json()["challengers"] == []
+    service, champion = await _a_ghost_cursor(client)
     monkeypatch.setattr("kons_service.core.shadows._UNLINKED_SECONDS", 0.0)
     await _until(lambda: not service.shadows._unlinked)
     assert await service.store.shadows.cursors(champion) == {}
