@@ -11,7 +11,8 @@ bit-identical to the original recordings on the machine that made them, or that 
   replay and final state bit for bit, so a change meant to keep plays cannot move them even by rounding.
   A deliberate change of plays or of saved bytes re-records it with the other recordings. Re-recorded when
   the Mondrian forest's slot joined the saved grid: the four ``auto`` checksums changed, every play and
-  prediction as before.
+  prediction as before; and when the threshold model since a declared change stopped saving a learner before
+  its first start (``auto_classification``'s checksum only).
 
 An earlier file, written on another AVX2 machine, was removed when the saved grid's layout changed: its
 checksums could only be re-recorded on that machine.
