@@ -62,6 +62,7 @@ __all__ = [
     "YOUNG_KERNELS",
     "YOUNG_KERNEL_STEPS",
     "YOUNG_LINEAR",
+    "YOUNG_SECOND_STEPS",
 ]
 
 # ----------------------------------------------------------------- the grid's members
@@ -95,6 +96,11 @@ YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 
 YOUNG_KERNEL_STEPS = (1.0, 0.1)
 #: Kernel members restarted at a change (docs/auto.md#young_kernels).
 YOUNG_KERNELS = len(YOUNG_KERNEL_STEPS)
+#: Regression: the steps of the kernel copies of the second-heaviest geometry under the switching rate 0,
+#: which take the log view's linear member's place (:data:`YOUNG_LINEAR`'s second) in a generation: a fresh
+#: grid spreads its weight over the geometries after a change, and the copies of one geometry alone trailed
+#: it for hundreds of rounds (docs/drift.md, "A second geometry in a regression generation").
+YOUNG_SECOND_STEPS = (1.0,)
 #: Generations alive at once: a new one replaces the oldest at a declared change, else the lighter
 #: (docs/auto.md#generations).
 GENERATIONS = 2

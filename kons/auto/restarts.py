@@ -27,6 +27,7 @@ from kons.auto.config import (
     YOUNG_KERNEL_STEPS,
     YOUNG_KERNELS,
     YOUNG_LINEAR,
+    YOUNG_SECOND_STEPS,
 )
 from kons.auto.experts.newton import LearnerExpert
 from kons.auto.experts.protocol import Expert, Row
@@ -110,12 +111,11 @@ class Generation:
 
 
 def restart(grid: Grid, span: int) -> None:
-    """Start a generation (:data:`YOUNG_LINEAR`, the kernel member heaviest under the switching rate 0 at
-    each of the :data:`YOUNG_KERNEL_STEPS`, and the linear model of the rows from now on) in the slots
-    :func:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when the change has just been
-    declared (then on trial: :class:`Probation`), else at :data:`ENTRY_PRIOR`; while the growth is held,
-    only in place of a generation (fresh copies, held, are no larger than those they replace: the slots'
-    kinds are fixed), so that a held learner keeps its size. The generation first learns the last
+    """Start a generation (the copies of :func:`_copied_members` and the linear model of the rows from now
+    on) in the slots :func:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when the change has
+    just been declared (then on trial: :class:`Probation`), else at :data:`ENTRY_PRIOR`; while the growth
+    is held, only in place of a generation (fresh copies, held, are no larger than those they replace: the
+    slots' kinds are fixed), so that a held learner keeps its size. The generation first learns the last
     ``span`` rounds kept (this one included): the rows since the declared change's estimated onset
     (:func:`replay`)."""
     # at a declared change the concept's scale starts afresh, the change's generation from the same prior
@@ -124,16 +124,7 @@ def restart(grid: Grid, span: int) -> None:
     g = _replaced_generation(grid, weights)
     if g is None:
         return
-    # the geometry heaviest under the switching rate 0 (its losses since round 1): the geometry outlasts
-    # the concept, and the rates that switch follow whichever member did best lately
-    lasting = grid.mixture.switching.log_weights[0]
-    view, kind, width, _ = GRID[max(_KERNEL_MEMBERS, key=lambda i: float(lasting[i]))]
-    kernel_copies = [GRID.index((view, kind, width, step)) for step in YOUNG_KERNEL_STEPS]
-    # held, the copies replace a generation's one for one (one saved with fewer copies keeps fewer)
-    replaced = grid.young[g]
-    kernels = (len(replaced.members) - len(YOUNG_LINEAR) if grid.held and replaced is not None
-               else YOUNG_KERNELS)
-    members = [*YOUNG_LINEAR, *kernel_copies[:kernels]]
+    members = _copied_members(grid, grid.young[g])
     generation = Generation(grid.rounds, members, grid.new_members(members),
                             RecentExpert(grid.new_recent()), _generation_targets(grid, fresh))
     replay(grid, generation, span)
@@ -151,6 +142,35 @@ def restart(grid: Grid, span: int) -> None:
         grid.mixture.enter(entering, ENTRY_PRIOR)
     if grid.leader in young_slots(g):
         grid.leader_since = grid.rounds
+
+
+def _geometries(lasting: np.ndarray) -> list[tuple[str, str, float]]:
+    """The kernel members' geometries (view, kind, width), the one of the member heaviest under the switching
+    rate 0 (its log weights ``lasting``) first, then by their heaviest members' weights."""
+    geometries: list[tuple[str, str, float]] = []
+    for i in sorted(_KERNEL_MEMBERS, key=lambda i: -float(lasting[i])):  # (stable: the first of equals)
+        if GRID[i][:3] not in geometries:
+            geometries.append(GRID[i][:3])
+    return geometries
+
+
+def _copied_members(grid: Grid, replaced: Generation | None) -> list[int]:
+    """The members a new generation copies: :data:`YOUNG_LINEAR` and the heaviest geometry under the
+    switching rate 0 (its losses since round 1: the geometry outlasts the concept, and the rates that switch
+    follow whichever member did best lately) at each of the :data:`YOUNG_KERNEL_STEPS`; for regression, the
+    second-heaviest geometry at :data:`YOUNG_SECOND_STEPS` in place of the log view's linear member. Held,
+    copy for copy of the kinds of the generation ``replaced`` (one saved with fewer copies keeps fewer, one
+    saved with both linear members keeps them), so that the learner keeps its size."""
+    geometries = _geometries(grid.mixture.switching.log_weights[0])
+    heaviest = [GRID.index((*geometries[0], step)) for step in YOUNG_KERNEL_STEPS]
+    both_linear = [*YOUNG_LINEAR, *heaviest]
+    second = [GRID.index((*geometries[1], step)) for step in YOUNG_SECOND_STEPS]
+    members = both_linear if grid.mixture.binary else [YOUNG_LINEAR[0], *second, *heaviest]
+    if not grid.held or replaced is None:
+        return members
+    kinds = [GRID[i][1] for i in replaced.members]
+    return next(choice[:len(kinds)] for choice in (members, both_linear)
+                if [GRID[i][1] for i in choice[:len(kinds)]] == kinds)
 
 
 def _forget_old_rows(grid: Grid, span: int) -> None:

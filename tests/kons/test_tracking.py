@@ -7,20 +7,35 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import cast
 
 import numpy as np
 import pytest
 
 import kons
 from kons.auto import Auto
-from kons.auto.config import CONCEPT_TARGET_FADE, GENERATION_TARGET_PRIOR, LEVEL_CEILING, YOUNG_KERNEL_STEPS
+from kons.auto.config import (
+    CONCEPT_TARGET_FADE,
+    GENERATION_TARGET_PRIOR,
+    LEVEL_CEILING,
+    YOUNG_KERNEL_STEPS,
+    YOUNG_LINEAR,
+    YOUNG_SECOND_STEPS,
+)
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.neighbours import RecentNeighbours
 from kons.auto.experts.recent import RecentLinear
 from kons.auto.grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form
 from kons.auto.learner import REGRESSION_BOUND
 from kons.auto.mixture import MIX_BOUND, RATES, SWITCHING_PRIOR, Mixture, SwitchingWeights
-from kons.auto.restarts import FadingTargets, GenerationTargets, RecentRounds, restart, young_slots
+from kons.auto.restarts import (
+    FadingTargets,
+    Generation,
+    GenerationTargets,
+    RecentRounds,
+    restart,
+    young_slots,
+)
 from kons.base import _round_numerics
 from kons.errors import NumericalError
 from kons.preprocessing import TargetScaler
@@ -666,6 +681,59 @@ def test_a_generation_s_kernel_copies_are_the_kernel_members_that_lead_under_the
     # the rate 0's leader, at the default step and at the small one
     copies = [GRID[i] for i in generation.members[-2:]]
     assert copies == [("log", "nystrom", 1.0, 1.0), ("log", "nystrom", 1.0, 0.1)]
+
+
+def _geometries_by_brute_force(log_weights: np.ndarray) -> list[tuple[str, str, float]]:
+    """The kernel geometries (view, kind, width) ranked by the weight of their heaviest member under the
+    rate 0 (``log_weights``), written out: each geometry's members gathered, its best weight taken."""
+    best: dict[tuple[str, str, float], float] = {}
+    for i, (view, kind, width, _) in enumerate(GRID):
+        if kind == "nystrom":
+            best[view, kind, width] = max(best.get((view, kind, width), -math.inf), float(log_weights[i]))
+    return sorted(best, key=lambda geometry: -best[geometry])
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_a_regression_generation_copies_the_second_heaviest_geometry_in_place_of_the_log_linear_member(
+        task: str) -> None:
+    """Regression: the raw view's linear member, the second geometry under the rate 0 at each of
+    YOUNG_SECOND_STEPS, then the heaviest at each of YOUNG_KERNEL_STEPS (as many copies as the generation's
+    slots); two classes keep both linear members. Held, a restart keeps the kinds of the copies it replaces:
+    a generation of both linear members (saved before) gets both again."""
+    assert 1 + len(YOUNG_SECOND_STEPS) + len(YOUNG_KERNEL_STEPS) == YOUNG_BASES
+    X, y = _stream(0, 60, 0 if task == "regression" else 2, 60)
+    learner = Auto(task=task)
+    learner.learn_many(X, y)
+    grid = learner._grid
+    assert grid is not None
+    switching = grid.mixture.switching
+    # the rate 0's weights: the log view's kernel leads, the raw view's at width x4 next (by its member at
+    # the step 10, its step-1 member lighter than the raw view's at width x1)
+    weights = {("log", "nystrom", 1.0, 0.1): 0.6, ("raw", "nystrom", 4.0, 10.0): 0.2,
+               ("raw", "nystrom", 1.0, 1.0): 0.1}
+    switching.log_weights[0, switching.active] = math.log(0.001)
+    for member, weight in weights.items():
+        switching.log_weights[0, GRID.index(member)] = math.log(weight)
+    first, second = _geometries_by_brute_force(switching.log_weights[0])[:2]
+    assert (first, second) == (("log", "nystrom", 1.0), ("raw", "nystrom", 4.0))
+    restart(grid, 8)
+    g, generation = next((g, generation) for g, generation in enumerate(grid.young) if generation is not None)
+    heaviest = [GRID.index((*first, step)) for step in YOUNG_KERNEL_STEPS]
+    if task == "regression":
+        expected = [YOUNG_LINEAR[0], *(GRID.index((*second, step)) for step in YOUNG_SECOND_STEPS), *heaviest]
+    else:
+        expected = [*YOUNG_LINEAR, *heaviest]
+    assert generation.members == expected
+    # held: a generation of both linear members and one kernel copy (a state saved before) keeps its kinds
+    generation.members = [*YOUNG_LINEAR, heaviest[0]]
+    grid.hold_growth(True)
+    restart(grid, 8)
+    assert grid.young[g] is not generation
+    restarted = grid.young[g]
+    assert restarted is not None and restarted.members == [*YOUNG_LINEAR, heaviest[0]]
+    restarted.members = expected  # and one of today's kinds its own
+    restart(grid, 8)
+    assert cast(Generation, grid.young[g]).members == expected
 
 
 def test_a_sparse_auto_replays_its_kept_rows_as_sparse_and_restores_identically() -> None:
