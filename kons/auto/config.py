@@ -87,7 +87,8 @@ MAX_DICTIONARY = 200
 
 # ----------------------------------------------------------------- restarts (docs/drift.md)
 #: The members restarted at a change: the linear bases of both views at the default step, whose new
-#: concept a small step learns slowly (docs/auto.md#young_linear).
+#: concept a small step learns slowly (docs/auto.md#young_linear); regression restarts the first only
+#: (:data:`YOUNG_SECOND_STEPS`).
 YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
 #: The steps of the kernel members restarted too, each in the geometry (view and width) heaviest under the
 #: switching rate 0: a fresh grid's weight after a change sits on that geometry at the small step as much
@@ -99,7 +100,8 @@ YOUNG_KERNELS = len(YOUNG_KERNEL_STEPS)
 #: Regression: the steps of the kernel copies of the second-heaviest geometry under the switching rate 0,
 #: which take the log view's linear member's place (:data:`YOUNG_LINEAR`'s second) in a generation: a fresh
 #: grid spreads its weight over the geometries after a change, and the copies of one geometry alone trailed
-#: it for hundreds of rounds (docs/drift.md, "A second geometry in a regression generation").
+#: it for hundreds of rounds (docs/drift.md, "The regression windows a rule can reach, and a second
+#: geometry in a regression generation").
 YOUNG_SECOND_STEPS = (1.0,)
 #: Generations alive at once: a new one replaces the oldest at a declared change, else the lighter
 #: (docs/auto.md#generations).
