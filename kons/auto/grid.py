@@ -922,7 +922,8 @@ class Grid:
                 continue
             start = generation.start
             names += [f"{_base_name(*GRID[i])} restarted at round {start}" for i in generation.members]
-            names += [f"restarted copy {j} of generation {g}, none: saved before it existed"
+            names += [f"restarted copy {j} of generation {g}, none: not copied (a regression generation's "
+                      "last, or saved before it existed)"
                       for j in range(len(generation.members), YOUNG_BASES)]
             names.append(f"bayesian_linear(raw) of the rows since round {start}"
                          + (" (none: saved before it existed)" if generation.recent is None else ""))

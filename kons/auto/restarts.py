@@ -27,7 +27,7 @@ from kons.auto.config import (
     YOUNG_KERNEL_STEPS,
     YOUNG_KERNELS,
     YOUNG_LINEAR,
-    YOUNG_SECOND_STEPS,
+    YOUNG_REGRESSION_LINEAR,
 )
 from kons.auto.experts.newton import LearnerExpert
 from kons.auto.experts.protocol import Expert, Row
@@ -144,28 +144,18 @@ def restart(grid: Grid, span: int) -> None:
         grid.leader_since = grid.rounds
 
 
-def _geometries(lasting: np.ndarray) -> list[tuple[str, str, float]]:
-    """The kernel members' geometries (view, kind, width), the one of the member heaviest under the switching
-    rate 0 (its log weights ``lasting``) first, then by their heaviest members' weights."""
-    geometries: list[tuple[str, str, float]] = []
-    for i in sorted(_KERNEL_MEMBERS, key=lambda i: -float(lasting[i])):  # (stable: the first of equals)
-        if GRID[i][:3] not in geometries:
-            geometries.append(GRID[i][:3])
-    return geometries
-
-
 def _copied_members(grid: Grid, replaced: Generation | None) -> list[int]:
-    """The members a new generation copies: :data:`YOUNG_LINEAR` and the heaviest geometry under the
-    switching rate 0 (its losses since round 1: the geometry outlasts the concept, and the rates that switch
-    follow whichever member did best lately) at each of the :data:`YOUNG_KERNEL_STEPS`; for regression, the
-    second-heaviest geometry at :data:`YOUNG_SECOND_STEPS` in place of the log view's linear member. Held,
-    copy for copy of the kinds of the generation ``replaced`` (one saved with fewer copies keeps fewer, one
-    saved with both linear members keeps them), so that the learner keeps its size."""
-    geometries = _geometries(grid.mixture.switching.log_weights[0])
-    heaviest = [GRID.index((*geometries[0], step)) for step in YOUNG_KERNEL_STEPS]
+    """The members a new generation copies: :data:`YOUNG_LINEAR` (regression:
+    :data:`YOUNG_REGRESSION_LINEAR`) and the kernel geometry heaviest under the switching rate 0 (its losses
+    since round 1: the geometry outlasts the concept, and the rates that switch follow whichever member did
+    best lately) at each of the :data:`YOUNG_KERNEL_STEPS`. Held, copy for copy of the kinds of the
+    generation ``replaced`` (one saved with fewer copies keeps fewer, one saved with both linear members
+    keeps them), so that the learner keeps its size."""
+    lasting = grid.mixture.switching.log_weights[0]
+    view, kind, width, _ = GRID[max(_KERNEL_MEMBERS, key=lambda i: float(lasting[i]))]
+    heaviest = [GRID.index((view, kind, width, step)) for step in YOUNG_KERNEL_STEPS]
     both_linear = [*YOUNG_LINEAR, *heaviest]
-    second = [GRID.index((*geometries[1], step)) for step in YOUNG_SECOND_STEPS]
-    members = both_linear if grid.mixture.binary else [YOUNG_LINEAR[0], *second, *heaviest]
+    members = both_linear if grid.mixture.binary else [*YOUNG_REGRESSION_LINEAR, *heaviest]
     if not grid.held or replaced is None:
         return members
     kinds = [GRID[i][1] for i in replaced.members]

@@ -12,7 +12,8 @@ import pytest
 
 import kons
 from kons.auto import Auto
-from kons.auto.grid import CHANGE_ENTRY_PRIOR, PROBATION_PRIOR, PROBATION_ROUNDS
+from kons.auto.config import YOUNG_LINEAR, YOUNG_REGRESSION_LINEAR
+from kons.auto.grid import CHANGE_ENTRY_PRIOR, PROBATION_PRIOR, PROBATION_ROUNDS, YOUNG_SIZE
 from kons.auto.mixture import SwitchingWeights
 from kons.auto.restarts import Probation
 from tests.kons.test_state import _edit_header_text
@@ -182,6 +183,10 @@ def _trial_after_the_change(learner: Auto, X: np.ndarray, y: np.ndarray) -> tupl
     raise AssertionError("no change declared")
 
 
+#: The experts of a regression generation (it copies the raw view's linear member alone).
+GENERATION = YOUNG_SIZE - len(YOUNG_LINEAR) + len(YOUNG_REGRESSION_LINEAR)
+
+
 def _young(weights: dict[str, float]) -> list[float]:
     """The weights of the restarted generations' experts (named after the round they started)."""
     return [w for name, w in weights.items() if "restarted at round" in name or "rows since round" in name]
@@ -193,11 +198,12 @@ def test_a_false_alarm_s_generation_is_demoted_after_its_first_round_and_stays_s
     declared, weights = _trial_after_the_change(learner, X, y)
     assert declared == 700
     young = _young(weights)
-    assert len(young) == 5 and sum(young) < 5 * (PROBATION_PRIOR + CHANGE_ENTRY_PRIOR) / 2
+    assert len(young) == GENERATION and sum(young) < GENERATION * (PROBATION_PRIOR + CHANGE_ENTRY_PRIOR) / 2
     trial = slice(declared + 2, declared + 2 + PROBATION_ROUNDS)
     learner.learn_many(X[trial], y[trial])
     assert learner._grid.probation is None  # type: ignore[union-attr]
-    assert sum(_young(learner.stats()["weights"])) < 5 * PROBATION_PRIOR and learner.changes_detected == 1
+    assert sum(_young(learner.stats()["weights"])) < GENERATION * PROBATION_PRIOR
+    assert learner.changes_detected == 1
 
 
 def test_a_flipped_target_s_generation_holds_its_entry_weight_within_a_few_rounds() -> None:
@@ -211,7 +217,7 @@ def test_a_flipped_target_s_generation_holds_its_entry_weight_within_a_few_round
     declared, _ = _trial_after_the_change(learner, X, y)
     learner.learn_many(X[declared + 2:declared + 10], y[declared + 2:declared + 10])
     assert learner._grid is not None and learner._grid.probation is None
-    assert sum(_young(learner.stats()["weights"])) > 5 * CHANGE_ENTRY_PRIOR
+    assert sum(_young(learner.stats()["weights"])) > GENERATION * CHANGE_ENTRY_PRIOR
 
 
 def test_an_auto_saved_during_a_trial_plays_on_exactly_as_the_original() -> None:

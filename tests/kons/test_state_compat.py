@@ -133,7 +133,7 @@ def test_an_auto_blob_with_generations_older_than_their_linear_model_continues_i
             np.testing.assert_array_equal(arrays[name], old_arrays[name])
     assert isinstance(learner, kons.Auto) and learner._grid is not None
     # its second kernel copy's slot (a generation copies two kernel members since) is empty too
-    empty = [name for name in learner._grid.names() if "none: saved before it existed" in name]
+    empty = [name for name in learner._grid.names() if "saved before it existed" in name]
     assert len(empty) == 2 and not set(empty) & learner.stats()["weights"].keys()  # slots not in play
     assert any("restarted at round" in name for name in learner.stats()["weights"])
     replayed = tracking_blob(case)

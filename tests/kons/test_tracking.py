@@ -20,7 +20,7 @@ from kons.auto.config import (
     LEVEL_CEILING,
     YOUNG_KERNEL_STEPS,
     YOUNG_LINEAR,
-    YOUNG_SECOND_STEPS,
+    YOUNG_REGRESSION_LINEAR,
 )
 from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.neighbours import RecentNeighbours
@@ -373,10 +373,12 @@ def test_a_generation_started_at_a_declared_change_enters_with_its_weight() -> N
             break
     weights = learner.stats()["weights"]
     young = [name for name in weights if name not in before]
-    assert len(young) == YOUNG_SIZE and any(name.startswith("bayesian_linear") for name in young)
+    # (regression copies the raw view's linear member alone)
+    size = YOUNG_SIZE - len(YOUNG_LINEAR) + len(YOUNG_REGRESSION_LINEAR)
+    assert len(young) == size and any(name.startswith("bayesian_linear") for name in young)
     for name in young:
         assert weights[name] == pytest.approx(CHANGE_ENTRY_PRIOR, rel=1e-9)
-    kept = 1.0 - YOUNG_SIZE * CHANGE_ENTRY_PRIOR
+    kept = 1.0 - size * CHANGE_ENTRY_PRIOR
     assert sum(weights[name] for name in before) == pytest.approx(kept, rel=1e-9)
 
 
@@ -683,54 +685,40 @@ def test_a_generation_s_kernel_copies_are_the_kernel_members_that_lead_under_the
     assert copies == [("log", "nystrom", 1.0, 1.0), ("log", "nystrom", 1.0, 0.1)]
 
 
-def _geometries_by_brute_force(log_weights: np.ndarray) -> list[tuple[str, str, float]]:
-    """The kernel geometries (view, kind, width) ranked by the weight of their heaviest member under the
-    rate 0 (``log_weights``), written out: each geometry's members gathered, its best weight taken."""
-    best: dict[tuple[str, str, float], float] = {}
-    for i, (view, kind, width, _) in enumerate(GRID):
-        if kind == "nystrom":
-            best[view, kind, width] = max(best.get((view, kind, width), -math.inf), float(log_weights[i]))
-    return sorted(best, key=lambda geometry: -best[geometry])
-
-
 @pytest.mark.parametrize("task", ["regression", "classification"])
-def test_a_regression_generation_copies_the_second_heaviest_geometry_in_place_of_the_log_linear_member(
-        task: str) -> None:
-    """Regression: the raw view's linear member, the second geometry under the rate 0 at each of
-    YOUNG_SECOND_STEPS, then the heaviest at each of YOUNG_KERNEL_STEPS (as many copies as the generation's
-    slots); two classes keep both linear members. Held, a restart keeps the kinds of the copies it replaces:
-    a generation of both linear members (saved before) gets both again."""
-    assert 1 + len(YOUNG_SECOND_STEPS) + len(YOUNG_KERNEL_STEPS) == YOUNG_BASES
-    X, y = _stream(0, 60, 0 if task == "regression" else 2, 60)
+def test_a_regression_generation_copies_the_raw_view_s_linear_member_alone(task: str) -> None:
+    """Regression: the raw view's linear member and the kernel copies, the last copy's slot empty (out of the
+    mixture, and of its trial); two classes keep both linear members. Held, a restart keeps the kinds of the
+    copies it replaces: a generation of both linear members (saved before) gets both again."""
+    X, y = _flipping()
     learner = Auto(task=task)
-    learner.learn_many(X, y)
+    for x, t in zip(X, y if task == "regression" else np.sign(y - 50.0), strict=True):
+        learner.learn_one(x, t)
+        if learner.changes_detected:
+            break
     grid = learner._grid
-    assert grid is not None
-    switching = grid.mixture.switching
-    # the rate 0's weights: the log view's kernel leads, the raw view's at width x4 next (by its member at
-    # the step 10, its step-1 member lighter than the raw view's at width x1)
-    weights = {("log", "nystrom", 1.0, 0.1): 0.6, ("raw", "nystrom", 4.0, 10.0): 0.2,
-               ("raw", "nystrom", 1.0, 1.0): 0.1}
-    switching.log_weights[0, switching.active] = math.log(0.001)
-    for member, weight in weights.items():
-        switching.log_weights[0, GRID.index(member)] = math.log(weight)
-    first, second = _geometries_by_brute_force(switching.log_weights[0])[:2]
-    assert (first, second) == (("log", "nystrom", 1.0), ("raw", "nystrom", 4.0))
-    restart(grid, 8)
-    g, generation = next((g, generation) for g, generation in enumerate(grid.young) if generation is not None)
-    heaviest = [GRID.index((*first, step)) for step in YOUNG_KERNEL_STEPS]
+    assert grid is not None and learner.changes_detected == 1
+    g, generation = next((g, generation) for g, generation in enumerate(grid.young)
+                         if generation is not None and generation.start == grid.last_change)
+    kernels = [i for i in generation.members if GRID[i][1] == "nystrom"]
+    assert [GRID[i][3] for i in kernels] == list(YOUNG_KERNEL_STEPS)
+    linear = [i for i in generation.members if GRID[i][1] == "ons"]
+    slots = young_slots(g)
     if task == "regression":
-        expected = [YOUNG_LINEAR[0], *(GRID.index((*second, step)) for step in YOUNG_SECOND_STEPS), *heaviest]
+        assert linear == [GRID.index(("raw", "ons", 1.0, 1.0))] and len(generation.members) == YOUNG_BASES - 1
+        assert not grid.mixture.switching.active[slots[YOUNG_BASES - 1]]
+        assert grid.probation is None or slots[YOUNG_BASES - 1] not in grid.probation.slots
     else:
-        expected = [*YOUNG_LINEAR, *heaviest]
-    assert generation.members == expected
+        assert linear == [GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0))]
+    assert grid.mixture.switching.active[[*slots[:len(generation.members)], slots[YOUNG_BASES]]].all()
     # held: a generation of both linear members and one kernel copy (a state saved before) keeps its kinds
-    generation.members = [*YOUNG_LINEAR, heaviest[0]]
+    expected = list(generation.members)
+    generation.members = [*YOUNG_LINEAR, kernels[0]]
     grid.hold_growth(True)
     restart(grid, 8)
-    assert grid.young[g] is not generation
     restarted = grid.young[g]
-    assert restarted is not None and restarted.members == [*YOUNG_LINEAR, heaviest[0]]
+    assert restarted is not None and restarted is not generation
+    assert restarted.members == [*YOUNG_LINEAR, kernels[0]]
     restarted.members = expected  # and one of today's kinds its own
     restart(grid, 8)
     assert cast(Generation, grid.young[g]).members == expected
