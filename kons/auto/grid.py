@@ -1001,7 +1001,8 @@ class Grid:
         on three classes or more and without one): a learner as large as the threshold model of every
         row's (the same learner on the same thresholds)."""
         fresh, bins = self.experts_of("fresh_bins"), self.experts_of("bins")
-        if fresh is None or bins is None or self.classes > 2 or cast(FreshThresholds, fresh[0]).model:
+        if (fresh is None or bins is None or self.classes > 2
+                or cast(FreshThresholds, fresh[0]).model is not None):
             return 0
         return cast(LearnerExpert, bins[0]).base.state_nbytes()
 
