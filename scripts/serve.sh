@@ -12,8 +12,8 @@
 # service starts (and stops) its own Redis server, persisting to an append-only file in KONS_DATA_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=.venv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+. scripts/setup.sh
+make_venv
 stamp="$venv/.kons-service-installed"
 wanted="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
