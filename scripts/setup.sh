@@ -54,3 +54,15 @@ make_venv() {
   fi
   python3 -m venv --clear "$venv"
 }
+
+# install_checkout EXTRAS: the checkout into .venv, editable, with its extras EXTRAS (comma-separated) at the
+# versions pinned in constraints.txt. editable_mode=compat puts the checkout's root on sys.path: the default
+# mode's import hook is consulted after sys.path, where a directory named kons with no __init__.py wins as an
+# empty namespace package, and the clone itself is one (`git clone` names it kons) for every script run
+# from its parent directory: `from kons_service import Client` failed there.
+install_checkout() {
+  local install=("$venv/bin/python" -m pip install --disable-pip-version-check -c constraints.txt
+    --config-settings editable_mode=compat -e ".[$1]")
+  # pip's notes about extra index locations of this machine go to stderr; failures still stop the script.
+  "${install[@]}" -q 2>/dev/null || "${install[@]}"
+}

@@ -17,9 +17,7 @@ provide haproxy haproxy "the routing tier's tests will be skipped"
 provide chromium chromium "the dashboard's browser tests will be skipped"
 
 make_venv
-# pip's notes about extra index locations of this machine go to stderr; failures still stop the script.
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[service,test]" 2>/dev/null \
-  || "$venv/bin/python" -m pip install --disable-pip-version-check -c constraints.txt -e ".[service,test]"
+install_checkout service,test
 
 "$venv/bin/ruff" check .
 "$venv/bin/mypy" kons kons_service testkit tests benchmarks

@@ -77,7 +77,7 @@ def test_serve_script_runs_python_m_kons_service_in_its_own_venv_after_installin
     script = REPO / "scripts" / "serve.sh"
     text = script.read_text()
     assert os.access(script, os.X_OK)
-    assert '-c constraints.txt -e ".[service]"' in text and "\nmake_venv\n" in text
+    assert "\nmake_venv\n" in text and "install_checkout service\n" in text
     assert text.rstrip().endswith('exec "$venv/bin/python" -m kons_service')
     for checked in (script, REPO / "scripts" / "setup.sh"):
         assert subprocess.run(["bash", "-n", str(checked)], check=False).returncode == 0
@@ -146,7 +146,9 @@ def test_the_image_and_ci_install_the_pinned_versions() -> None:
         assert requirement.specifier.contains(pins[name], prereleases=True), (line, pins[name])
     assert "pip install -c constraints.txt" in (REPO / "Dockerfile").read_text()
     assert "COPY pyproject.toml constraints.txt" in (REPO / "Dockerfile").read_text()
-    assert '-c constraints.txt -e ".[service,test]"' in (REPO / "scripts" / "test.sh").read_text()
+    assert "install_checkout service,test\n" in (REPO / "scripts" / "test.sh").read_text()
+    assert '-c constraints.txt --config-settings editable_mode=compat -e ".[$1]"' in " ".join(
+        (REPO / "scripts" / "setup.sh").read_text().split())
 
 
 def _dockerfile_instructions() -> list[str]:
