@@ -71,7 +71,7 @@ echo "/healthz answered $(seconds "$start") s after serve.sh started"
 echo "== the README's quick start, run from the clone's parent directory (/root), then its curl example"
 readme_block python "from kons_service import Client" | podman exec -i "$root_box" sh -c 'cat > /root/quickstart.py'
 podman exec -w /root "$root_box" /root/kons/.venv/bin/python /root/quickstart.py
-readme_block bash "irises/predict" | sed 's/^curl .*/& \&\& echo/' | podman exec -i "$root_box" bash -e
+readme_block bash "irises/predict" | sed 's/^curl /curl -sS /; s/^curl .*/& \&\& echo/' | podman exec -i "$root_box" bash -e
 podman exec "$root_box" bash -c 'kill -INT "$(cat /root/serve.pid)"'
 wait "$serving"
 
