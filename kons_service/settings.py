@@ -90,8 +90,9 @@ class Settings(BaseSettings):
         "snapshot's bytes (snapshot bytes stay within 3x of the log's) ...")
     snapshot_max_replay_seconds: float = Field(
         10.0, gt=0, description="... or, whatever the bytes, once its log would take this long to replay "
-        "(the learner's measured seconds per round times the rounds behind): the bound on a rebuild after a "
-        "crash or a takeover ...")
+        "(the rounds behind times the seconds one takes to read back from the store, as measured by this "
+        "process's replays, and to play, as this learner's rounds were timed): the bound on a rebuild after "
+        "a crash or a takeover ...")
     snapshot_interval_seconds: float | None = Field(
         None, gt=0, description="... and, if set, at the latest this long after the last one if it has new "
         "rounds (by default never by the clock: a slowly fed learner's snapshots would cost far more bytes "

@@ -6,7 +6,8 @@ snapshotted by what the snapshot saves, never merely because time passed (:class
 log since the last snapshot holds more bytes than the snapshot would (keeping the log is the dearer), or
 once it is ``snapshot_every_rounds`` behind and its log holds a third of the snapshot's bytes (a short
 replay, while snapshot bytes stay within 3x of the log's at any feeding rate), or, whatever the bytes, once
-its replay would take ``snapshot_max_replay_seconds`` (the bound on a rebuild). Never within
+its replay would take ``snapshot_max_replay_seconds`` (the bound on a rebuild: each round behind read back
+from the store, as the cache measures it, and played, as this learner's rounds were timed). Never within
 ``snapshot_min_seconds`` of the last one (a hot learner's log grows faster than any snapshot pays back);
 ``snapshot_interval_seconds``, if set, adds a clock. A learner leaving the cache (evicted) is snapshotted by
 the same rule, without the floor (there is no later chance here), and :meth:`Snapshotter.close` snapshots
@@ -47,9 +48,15 @@ class LogCost:
 
     rounds_behind: int
     log_bytes: int  # of the rounds behind
-    round_seconds: float  # to replay one of them
+    round_seconds: float  # to play one of them
     snapshot_bytes: int
     since_snapshot: float  # seconds
+    read_seconds: float = 0.0  # to read one of them back from the store (a replay's cost beyond playing it)
+
+    @property
+    def replay_seconds(self) -> float:
+        """How long a rebuild would take to replay the rounds behind: read back, then played."""
+        return self.rounds_behind * (self.round_seconds + self.read_seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +88,7 @@ class SnapshotPolicy:
         return (cost.log_bytes >= cost.snapshot_bytes
                 or (cost.rounds_behind >= self.every_rounds
                     and cost.log_bytes >= _REPLAY_LOG_FRACTION * cost.snapshot_bytes)
-                or cost.rounds_behind * cost.round_seconds >= self.max_replay_seconds
+                or cost.replay_seconds >= self.max_replay_seconds
                 or (self.interval_seconds is not None and cost.since_snapshot >= self.interval_seconds))
 
 
@@ -103,8 +110,11 @@ class Snapshotter:
         self.when_due = SnapshotPolicy.of(settings)
         #: Which older states a snapshot keeps (the service sets :meth:`.Versions.retention`).
         self.retention: Callable[[LearnerRef, int, int], Awaitable[KeepPolicy]] = _newest_only
+        #: The cache whose learners it snapshots (once started), which measures what reading the log costs.
+        self.cache: LearnerCache | None = None
 
     def start(self, cache: LearnerCache) -> None:
+        self.cache = cache
         self.task = asyncio.create_task(self._loop(cache), name="kons-snapshotter")
 
     def schedule(self, entry: CachedLearner) -> None:
@@ -141,7 +151,8 @@ class Snapshotter:
         """What ``entry``'s log since its last snapshot costs, and what a snapshot of it would."""
         return LogCost(rounds_behind=entry.version - entry.snap_version, log_bytes=entry.log_bytes,
                        round_seconds=entry.round_seconds, snapshot_bytes=entry.nbytes,
-                       since_snapshot=now - entry.last_snapshot)
+                       since_snapshot=now - entry.last_snapshot,
+                       read_seconds=0.0 if self.cache is None else self.cache.log_read_seconds)
 
     def _due(self, entry: CachedLearner, now: float) -> bool:
         return entry.learner is not None and self.when_due.due(self.cost(entry, now))
