@@ -70,9 +70,9 @@ def test_a_replay_that_would_take_too_long_is_due_whatever_the_bytes() -> None:
 
 
 def test_a_replay_is_priced_with_reading_its_rounds_back() -> None:
-    """A rebuild reads each round back from the store before playing it: a dim-8 NystromKONS measured
-    0.15 ms a replayed round against its live 0.08 ms, and overran a 10 s bound by 44% when priced by the
-    live rounds alone."""
+    """A rebuild reads each round back from the store before playing it: a dim-8 NystromKONS priced by its
+    live rounds alone replayed 94,300 rounds in 14.4 s against a 10 s bound (reading a round back: 0.04 to
+    0.05 ms of its 0.15)."""
     behind = dataclasses.replace(CHEAP, rounds_behind=30_000, log_bytes=1000, round_seconds=0.0006)
     assert not POLICY.due(behind)  # 18 s of playing
     assert POLICY.due(dataclasses.replace(behind, read_seconds=0.0004))  # and 12 s of reading: 30 s
