@@ -7,8 +7,9 @@ log since the last snapshot holds more bytes than the snapshot would (keeping th
 once it is ``snapshot_every_rounds`` behind and its log holds a third of the snapshot's bytes (a short
 replay, while snapshot bytes stay within 3x of the log's at any feeding rate), or, whatever the bytes, once
 its replay would take ``snapshot_max_replay_seconds`` (the bound on a rebuild: each round behind read back
-from the store, as the cache measures it, and played, as this learner's rounds were timed). Never within
-``snapshot_min_seconds`` of the last one (a hot learner's log grows faster than any snapshot pays back);
+from the store, as the cache measures it, and played, as this learner's rounds were timed). Never, but for
+that bound, within ``snapshot_min_seconds`` of the last one (a hot learner's log grows faster than any
+snapshot pays back);
 ``snapshot_interval_seconds``, if set, adds a clock. A learner leaving the cache (evicted) is snapshotted by
 the same rule, without the floor (there is no later chance here), and :meth:`Snapshotter.close` snapshots
 every learner that still has new rounds. One process writes a learner's snapshot at a time (a lock in the
@@ -79,16 +80,24 @@ class SnapshotPolicy:
         return min(self.floor_seconds, self.interval_seconds or self.floor_seconds)
 
     def due(self, cost: LogCost, *, leaving: bool = False) -> bool:
-        """Whether to write a snapshot now: never without new rounds or within the floor (unless the
-        learner is ``leaving`` the cache: then there is no later chance); then once the log holds the
-        snapshot's bytes, or is ``every_rounds`` long with a third of them, or would take
-        ``max_replay_seconds`` to replay, or (if set) ``interval_seconds`` after the last one."""
-        if cost.rounds_behind <= 0 or (cost.since_snapshot < self.floor and not leaving):
+        """Whether to write a snapshot now: never without new rounds; once the log would take
+        ``max_replay_seconds`` to replay, floor or not; never else within the floor (unless the learner
+        is ``leaving`` the cache: then there is no later chance); then once the log holds the snapshot's
+        bytes, or is ``every_rounds`` long with a third of them, or (if set) ``interval_seconds`` after the
+        last one."""
+        if cost.rounds_behind <= 0:
+            return False
+        # The bound holds within the floor too: a learner fed more than a third of a core's worth of rounds
+        # accrues more than 10 s of replay in the floor's 30 s (a dim-8 NystromKONS at 5,400 rounds a second:
+        # 14 s). This rule needs no floor of its own: a replay accrues at most about as fast as the learner
+        # is played, so it fires at most about every ``max_replay_seconds``.
+        if cost.replay_seconds >= self.max_replay_seconds:
+            return True
+        if cost.since_snapshot < self.floor and not leaving:
             return False
         return (cost.log_bytes >= cost.snapshot_bytes
                 or (cost.rounds_behind >= self.every_rounds
                     and cost.log_bytes >= _REPLAY_LOG_FRACTION * cost.snapshot_bytes)
-                or cost.replay_seconds >= self.max_replay_seconds
                 or (self.interval_seconds is not None and cost.since_snapshot >= self.interval_seconds))
 
 

@@ -79,6 +79,17 @@ def test_a_replay_is_priced_with_reading_its_rounds_back() -> None:
     assert not POLICY.due(dataclasses.replace(behind, read_seconds=0.000399))
 
 
+def test_the_replay_bound_holds_within_the_floor() -> None:
+    """A learner fed 5,400 rounds a second accrued 14 s of replay 17.5 s after its last snapshot, while the
+    floor's 30 s kept the next one away."""
+    hot = dataclasses.replace(CHEAP, rounds_behind=94_300, log_bytes=1000, round_seconds=0.0001,
+                              read_seconds=0.00005, since_snapshot=17.5)
+    assert hot.replay_seconds > 10.0
+    assert dataclasses.replace(POLICY, max_replay_seconds=10.0).due(hot)
+    assert not POLICY.due(hot)  # (14 s, within a 30 s bound)
+    assert not POLICY.due(dataclasses.replace(hot, log_bytes=10**7))  # the bytes wait for the floor
+
+
 @pytest.mark.anyio
 async def test_a_rebuild_measures_what_reading_the_log_costs_and_the_snapshots_price_it(
         make_client: AppFactory) -> None:
