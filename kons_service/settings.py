@@ -83,16 +83,16 @@ class Settings(BaseSettings):
     # Durability and background work
     snapshot_min_seconds: float = Field(
         30.0, ge=0, description="A learner is snapshotted at most this often (capped at "
-        "snapshot_interval_seconds), and, past it, once its log since the last snapshot holds more bytes "
-        "than the snapshot would ...")
+        "snapshot_interval_seconds; but for snapshot_max_replay_seconds, the bound on a rebuild), and, past "
+        "it, once its log since the last snapshot holds more bytes than the snapshot would ...")
     snapshot_every_rounds: int = Field(
         1000, ge=1, description="... or once it is this many rounds behind and its log holds a third of the "
         "snapshot's bytes (snapshot bytes stay within 3x of the log's) ...")
     snapshot_max_replay_seconds: float = Field(
         10.0, gt=0, description="... or, whatever the bytes, once its log would take this long to replay "
         "(the rounds behind times the seconds one takes to read back from the store, as measured by this "
-        "process's replays, and to play, as this learner's rounds were timed): the bound on a rebuild after "
-        "a crash or a takeover ...")
+        "process's replays, and to play, as this learner's rounds were timed), even within "
+        "snapshot_min_seconds: the bound on a rebuild after a crash or a takeover ...")
     snapshot_interval_seconds: float | None = Field(
         None, gt=0, description="... and, if set, at the latest this long after the last one if it has new "
         "rounds (by default never by the clock: a slowly fed learner's snapshots would cost far more bytes "
