@@ -465,8 +465,11 @@ class Grid:
     def experts_of(self, name: str) -> list[Expert] | None:
         """The experts of the kind of :data:`EXPERTS` whose first slot is ``name`` (``"bins"``,
         ``"neighbours"``, ``"tree0"``, ...), None if this grid has none (read-only: to inspect them)."""
-        return next(experts for kind, experts in zip(self.kinds, self.experts, strict=True)
-                    if kind.slots[0] == name)
+        return self.experts[self._kind_index(name)]
+
+    def _kind_index(self, name: str) -> int:
+        """Where the kind whose first slot is ``name`` sits in :attr:`kinds` (and :attr:`experts`)."""
+        return next(k for k, kind in enumerate(self.kinds) if kind.slots[0] == name)
 
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
@@ -813,7 +816,7 @@ class Grid:
         second start lost what the first had learnt (docs/drift.md). Its first start builds its learner:
         while the growth is held it starts only in place of one started, so that a held learner keeps its
         size (as a generation does: :func:`~kons.auto.restarts.restart`)."""
-        k = next(k for k, kind in enumerate(self.kinds) if kind.slots[0] == "fresh_bins")
+        k = self._kind_index("fresh_bins")
         experts = self.experts[k]
         if experts is None:
             return

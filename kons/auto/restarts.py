@@ -158,9 +158,10 @@ def _copied_members(grid: Grid, replaced: Generation | None) -> list[int]:
     members = both_linear if grid.mixture.binary else [*YOUNG_REGRESSION_LINEAR, *heaviest]
     if not grid.held or replaced is None:
         return members
-    kinds = [GRID[i][1] for i in replaced.members]
-    return next(choice[:len(kinds)] for choice in (members, both_linear)
-                if [GRID[i][1] for i in choice[:len(kinds)]] == kinds)
+    kept = len(replaced.members)
+    if [GRID[i][1] for i in members[:kept]] == [GRID[i][1] for i in replaced.members]:
+        return members[:kept]
+    return both_linear[:kept]  # a regression generation saved before it copied the raw view's linear alone
 
 
 def _forget_old_rows(grid: Grid, span: int) -> None:

@@ -457,9 +457,12 @@ class Shadows:
         and drop the record either way. A record so lasts about :data:`_UNLINKED_SECONDS` whatever becomes
         of its learners: a service whose tenants create and delete learners keeps no more of them than the
         last minute's comparisons made."""
+        cursors: dict[LearnerRef, dict[str, int]] = {}  # a champion's, read once a pass for all its records
         for record in [r for r, seen in self._unlinked.items() if now - seen > _UNLINKED_SECONDS]:
             champion, name, cursor = record
-            if ((await self.store.shadows.cursors(champion)).get(name) == cursor
+            if champion not in cursors:
+                cursors[champion] = await self.store.shadows.cursors(champion)
+            if (cursors[champion].get(name) == cursor
                     and await self.store.shadows.link(LearnerRef(champion.tenant, name)) is None):
                 await self.store.shadows.forget(champion, name)
             self._unlinked.pop(record, None)

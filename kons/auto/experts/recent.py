@@ -20,7 +20,15 @@ import numpy as np
 
 from kons._multinomial import clipped_scores, reference_softmax
 from kons._numerics import check_finite
-from kons.auto.experts.protocol import Expert, GridContext, Row, guarded, guarded_probabilities, restore_saved
+from kons.auto.experts.protocol import (
+    Expert,
+    GridContext,
+    LearnsInItsPlays,
+    Row,
+    guarded,
+    guarded_probabilities,
+    restore_saved,
+)
 from kons.errors import StateFormatError
 from kons.preprocessing import TARGET_BOUND
 from kons.sparse import SparseVector, dense
@@ -159,7 +167,7 @@ class RecentLinear:
         self._score = None
 
 
-class RecentExpert:
+class RecentExpert(LearnsInItsPlays):
     """A generation's :class:`RecentLinear` as an expert, on the standardised row with the intercept.
 
     Regression's dense rows: it plays on the row standardised by the statistics before it
@@ -170,7 +178,6 @@ class RecentExpert:
     linear model, whose play is in the units of the targets before the round, under-plays it
     (``docs/series.md``)."""
 
-    sleeps = False
     plays_together = None
     form = (False, True)
 
@@ -197,15 +204,6 @@ class RecentExpert:
 
     def widen(self, classes: int) -> None:
         self.model.widen(classes)
-
-    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
-        """Nothing: it learns in its plays."""
-
-    def ready(self) -> bool:
-        return True
-
-    def forget(self, rounds: int) -> None:
-        """Nothing: it keeps no rows."""
 
     def hold_growth(self, held: bool) -> None:
         """Nothing: a fixed size."""
