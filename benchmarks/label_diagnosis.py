@@ -9,8 +9,9 @@ candidate rule: follow the leader by discounted errors over every expert's label
 mixture's class. ``--seeds N`` also counts River's ``AMFClassifier`` and ``auto`` at seeds 0..N-1, and
 ``--forest-wake`` ``auto`` with the forest woken after that many rows (``--neighbours-wake`` the local expert;
 ``--forest-dirichlet`` the forest's prior, at the ``--seeds``), ``--softmax-voter`` the vote replayed with
-River's softmax regression as one more voter, and ``--warmup-labels`` the errors of candidate labels of
-the rows the multi-class warm-up plays (:func:`warmup_labels`).
+River's softmax regression as one more voter, ``--warmup-labels`` the errors of candidate labels of
+the rows the multi-class warm-up plays (:func:`warmup_labels`), and ``--two-class-warmup`` those of the rows
+the warm-up plays with two classes, played as the multi-class warm-up would (:func:`two_class_warmup`).
 
 Run::
 
@@ -241,13 +242,17 @@ def _warmup_models(Z: np.ndarray, labels: np.ndarray, z: np.ndarray, classes: in
     return weights / weights.sum(), mean, np.array(deviations), np.array(left_out)
 
 
+def _mixed_play(weights: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The models' softmaxes of half their ``scores`` (models x ... x classes) averaged by ``weights``, as
+    the warm-up plays them."""
+    plays = np.apply_along_axis(lambda s: reference_softmax(s[1:] - s[0]), -1, scores / 2.0)
+    mixed: np.ndarray = np.tensordot(weights, plays, 1)
+    return mixed
+
+
 def _mixed_class(weights: np.ndarray, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """The most probable class among ``allowed`` of the models' softmaxes of half their ``scores``
-    (models x ... x classes) averaged by ``weights``, as the warm-up plays them."""
-    halves = scores / 2.0
-    plays = np.apply_along_axis(lambda s: reference_softmax(s[1:] - s[0]), -1, halves)
-    mixed = np.tensordot(weights, plays, 1)
-    chosen: np.ndarray = np.where(allowed, mixed, -1.0).argmax(axis=-1)
+    """The most probable class among ``allowed`` of :func:`_mixed_play`."""
+    chosen: np.ndarray = np.where(allowed, _mixed_play(weights, scores), -1.0).argmax(axis=-1)
     return chosen
 
 
@@ -302,6 +307,45 @@ def warmup_labels(name: str) -> dict[str, int]:
     return errors
 
 
+def two_class_warmup(name: str) -> tuple[int, float, int, float]:
+    """The errors and summed log loss of the warm-up's rounds with two classes in the buffer (the binary
+    model's linear play, ``Auto._warmup_prediction``), as played and as the multi-class warm-up would play
+    them: the linear model and the radial one averaged by their evidence (:func:`_warmup_models` at two
+    classes). The same rows and learning for both: the warm-up's play changes no model."""
+    original = learner_module.Auto._warmup_prediction
+    averaged: list[float] = []  # the round's probability of the class of index 1 (the label +1)
+
+    def spied(self: kons.Auto, x: Any) -> float:
+        played: float = original(self, x)
+        prep = self._prep
+        labels = np.array([int(t > 0) for _, t in prep.buffer])
+        if self._binary and len(set(labels.tolist())) == 2:
+            Z = prep.standardised_buffer()
+            weights, mean, deviations, _ = _warmup_models(Z, labels, prep.x_scaler.standardise(dense(x)), 2)
+            averaged[:] = [float(_mixed_play(weights, mean + deviations)[1])]
+        return played
+
+    counts = [0, 0.0, 0, 0.0]
+    learner_module.Auto._warmup_prediction = spied  # type: ignore[method-assign]
+    try:
+        X, y = STREAMS[name](3000)
+        model = kons.Auto(task="classification")
+        for x, t in zip(X, y, strict=True):
+            averaged.clear()
+            played = model.learn_round(x, t)
+            if averaged:
+                positive = model.classes.index(t) == 1
+                for at, p in ((0, dict(played.distribution or [])[t]),
+                              (2, averaged[0] if positive else 1.0 - averaged[0])):
+                    counts[at] += p < 0.5 or (p == 0.5 and positive)  # (a tie plays the class of index 0)
+                    counts[at + 1] += -float(np.log(max(p, 1e-300)))
+            if model._grid is not None:
+                break
+    finally:
+        learner_module.Auto._warmup_prediction = original  # type: ignore[method-assign]
+    return int(counts[0]), round(counts[1], 3), int(counts[2]), round(counts[3], 3)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", nargs="*", default=list(TUNING_STREAMS), choices=list(STREAMS))
@@ -311,7 +355,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--forest-dirichlet", type=float, nargs="*", default=[])
     parser.add_argument("--softmax-voter", action="store_true")
     parser.add_argument("--warmup-labels", action="store_true")
+    parser.add_argument("--two-class-warmup", action="store_true")
     args = parser.parse_args(argv)
+    if args.two_class_warmup:
+        print("the two-class warm-up's rounds: errors and log loss summed, played / averaged as 3 classes")
+        for name in args.streams:
+            print(f"   {name:16s} {two_class_warmup(name)}", flush=True)
+        return
     if args.warmup_labels:
         print("errors on the warm-up's multinomial rounds: " + ", ".join(WARMUP_RULES))
         for name in args.streams:

@@ -65,3 +65,21 @@ def test_a_patched_constant_is_restored(monkeypatch: pytest.MonkeyPatch,
     label_diagnosis.patched("iris", module, "NEIGHBOURS_WAKE_ROWS", 32)
     assert kept == vars(module)["NEIGHBOURS_WAKE_ROWS"]
     assert "NEIGHBOURS_WAKE_ROWS = 32: errors at seeds 0..0 [" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(120)
+def test_the_two_class_warmup_counts_the_label_played_on_its_rounds() -> None:
+    import kons
+    from kons.preprocessing import WARMUP_ROWS
+
+    errors, loss, averaged_errors, averaged_loss = label_diagnosis.two_class_warmup("iris")
+    # the label played, counted apart: the rounds of the binary model with both classes buffered
+    X, y = STREAMS["iris"](WARMUP_ROWS)
+    model, played, rounds = kons.Auto(task="classification"), 0, 0
+    for x, t in list(zip(X, y, strict=True))[:WARMUP_ROWS]:
+        both = len(model.classes) == 2 and t in model.classes
+        wrong = model.learn_round(x, t).predicted != t
+        if both:
+            played, rounds = played + wrong, rounds + 1
+    assert errors == played and rounds > 0
+    assert 0 <= averaged_errors <= rounds and loss > 0.0 and averaged_loss > 0.0
