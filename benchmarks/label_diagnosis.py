@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--two-class-warmup", action="store_true")
     args = parser.parse_args(argv)
     if args.two_class_warmup:
-        print("the two-class warm-up's rounds: errors and log loss summed, played / averaged as 3 classes")
+        print("the two-class warm-up's rounds: errors, log loss summed; played / as the multi-class warm-up")
         for name in args.streams:
             print(f"   {name:16s} {two_class_warmup(name)}", flush=True)
         return
