@@ -36,6 +36,7 @@ from kons.auto.config import (
     NUMBERS_WIDTH,
     PROBATION_PRIOR,
     PROBATION_ROUNDS,
+    REGRESSION_LOSS_THRESHOLD,
     REPLAY_ROWS,
     RESTART_DELAYS,
     TREE_GRACES,
@@ -423,7 +424,9 @@ class Grid:
         self._of_the_row[self._kind_slots.get("target_last", [])] = False
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
-        self.detector = LossChangeDetector()
+        # regression declares a shrink of the target sooner (its threshold's note); classes keep the default
+        self.detector = (LossChangeDetector() if binary
+                         else LossChangeDetector(threshold=REGRESSION_LOSS_THRESHOLD))
         self.errors = ErrorChangeDetector()
         self.kept = RecentRounds(REPLAY_ROWS, dim)
         self.rounds = 0

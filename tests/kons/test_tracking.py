@@ -18,6 +18,7 @@ from kons.auto.config import (
     CONCEPT_TARGET_FADE,
     GENERATION_TARGET_PRIOR,
     LEVEL_CEILING,
+    REGRESSION_LOSS_THRESHOLD,
     YOUNG_KERNEL_STEPS,
     YOUNG_LINEAR,
     YOUNG_REGRESSION_LINEAR,
@@ -247,6 +248,19 @@ def test_auto_declares_the_change_restarts_bases_and_says_who_leads_since_when()
     X, y = _flipping(change=1600)
     steady.learn_many(X, y)
     assert steady.stats()["changes"] == 0 and steady.stats()["last_change_round"] is None
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_regression_declares_at_its_own_threshold_and_classes_at_the_detector_s(task: str) -> None:
+    """Regression's loss detector asks less than the default (a shrink of the target declared sooner:
+    docs/drift.md), classes keep the default; a restored learner keeps its task's."""
+    X, y = _flipping()
+    labels = np.sign(y) if task == "classification" else y
+    learner = Auto(task=task)
+    learner.learn_many(X[:100], labels[:100])
+    expected = LossChangeDetector().threshold if task == "classification" else REGRESSION_LOSS_THRESHOLD
+    for auto in (learner, cast(Auto, kons.load(learner.to_bytes()))):
+        assert auto._grid is not None and auto._grid.detector.threshold == expected
 
 
 def test_an_auto_in_its_warm_up_reports_no_change() -> None:
