@@ -146,9 +146,9 @@ LEVEL_CEILING = 3.0
 #: The loss detector's CUSUM threshold in regression (classes keep the detector's 10). It was 10: a shrink of
 #: the target's spread (benchmarks/drift.py's piecewise_scaled at 3,000) was declared on its sixth round,
 #: where one round's squared error is hundreds of times the new concept's variance; 9.5 declares it on its
-#: fourth, and the raw sets and the heavy-tailed series declare as before. On two classes (log losses, the
-#: error detector beside it) 9.5 declared a tuning drift's change a round sooner and played it worse
-#: (docs/drift.md, "A shrink declared sooner").
+#: third, and the heavy-tailed series declare as before. On two classes (log losses, the error detector
+#: beside it) 9.5 declared a tuning drift's change a round sooner and played it worse (docs/drift.md,
+#: "A shrink declared sooner").
 REGRESSION_LOSS_THRESHOLD = 9.5
 
 # ----------------------------------------------------------------- the local expert (docs/drift.md)
