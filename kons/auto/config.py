@@ -143,12 +143,10 @@ FRESH_BINS_KEPT = RESTART_DELAYS[-1]
 #: How many times the block means' recent mean the loss detector's level may stand: a level that lags a
 #: learner's falling losses hides the next change (a shrink of the target's spread; docs/drift.md).
 LEVEL_CEILING = 3.0
-#: The loss detector's CUSUM threshold in regression (classes keep the detector's 10). It was 10: a shrink of
-#: the target's spread (benchmarks/drift.py's piecewise_scaled at 3,000) was declared on its sixth round,
-#: where one round's squared error is hundreds of times the new concept's variance; 9.5 declares it on its
-#: third, and the heavy-tailed series declare as before. On two classes (log losses, the error detector
-#: beside it) 9.5 declared a tuning drift's change a round sooner and played it worse (docs/drift.md,
-#: "A shrink declared sooner").
+#: The loss detector's CUSUM threshold in regression (classes keep the detector's default): a shrink of the
+#: target's spread, whose rounds each err by many times the new concept's variance, is declared a few rounds
+#: sooner, and the heavy-tailed tuning series declare as before; on classes the lower threshold played a
+#: tuning drift worse (docs/drift.md, "A shrink declared sooner").
 REGRESSION_LOSS_THRESHOLD = 9.5
 
 # ----------------------------------------------------------------- the local expert (docs/drift.md)
