@@ -79,7 +79,7 @@ from kons.base import Learner
 from kons.errors import InvalidInputError, InvalidParameterError, StateFormatError
 from kons.kernels import Kernel
 from kons.losses import Loss, get_loss, sigmoid
-from kons.records import Record, RecordEncoder
+from kons.records import IMPUTE_RIDGE, GaussianImputer, Record, RecordEncoder
 from kons.sparse import SparseVector, dense
 
 __all__ = ["TARGET_BOUND", "WARMUP_ROWS", "FeatureScaler", "Preprocessed", "Preprocessor", "ScalerStats",
@@ -414,10 +414,13 @@ class Preprocessor:
         Whether the coordinates of a record's categorical name (its categories and its missing
         indicator: :meth:`RecordEncoder.category_groups`) share one scale; else each is standardised on
         its own, and a rare category stands out by the inverse root of its frequency.
+    imputes
+        Whether a record's missing numbers are imputed by their conditional mean given its present ones
+        (:class:`~kons.records.GaussianImputer`); else each is its running mean, 0 once standardised.
     """
 
     def __init__(self, *, loss: Loss, user_bound: float | None, model_bound: float, warms_up: bool,
-                 range_margin: float = 0.0, pooled: bool = False) -> None:
+                 range_margin: float = 0.0, pooled: bool = False, imputes: bool = False) -> None:
         self.loss = loss
         self.range_margin = range_margin
         self.pooled = pooled
@@ -427,6 +430,7 @@ class Preprocessor:
         self.warms_up = warms_up
         self.scaler: FeatureScaler | None = None
         self.encoder: RecordEncoder | None = None  # the first row was a record
+        self.imputer = GaussianImputer(IMPUTE_RIDGE) if imputes else None  # (used by records only)
         self.y = TargetScaler()
         self.labels = [0, 0]  # counts of the labels by class index (binary losses: -1 and +1)
         self.buffer: list[tuple[np.ndarray, float]] = []
@@ -483,24 +487,29 @@ class Preprocessor:
         return x
 
     def encode(self, x: np.ndarray | SparseVector | Record, dim: int
-               ) -> tuple[np.ndarray | SparseVector, tuple[RecordEncoder, Any] | None]:
-        """A record as its vector (left as it is: any other row), and what learning it adds to the
-        encoder, for :meth:`commit_encoding` once the round has succeeded."""
+               ) -> tuple[np.ndarray | SparseVector, tuple[RecordEncoder, Any, np.ndarray] | None]:
+        """A record as its vector, its missing numbers imputed if the imputer can (left as it is: any
+        other row), and what learning it adds to the encoder and the imputer, for :meth:`commit_encoding`
+        once the round has succeeded."""
         if not isinstance(x, Record):
             return x, None
         encoder = self.encoder if self.encoder is not None else RecordEncoder(dim)
         vector, pending = encoder.pending(x)
-        return vector, (encoder, pending)
+        filled = vector if self.imputer is None else self.imputer.filled(vector)
+        return filled, (encoder, pending, vector)
 
     def encoded(self, x: np.ndarray | SparseVector | Record, dim: int) -> np.ndarray | SparseVector:
         """A record as its vector on the current encoding (a prediction: nothing kept)."""
         return self.encode(x, dim)[0]
 
-    def commit_encoding(self, encoding: tuple[RecordEncoder, Any] | None) -> None:
+    def commit_encoding(self, encoding: tuple[RecordEncoder, Any, np.ndarray] | None) -> None:
         """Keep what :meth:`encode` computed."""
         if encoding is not None:
-            self.encoder, pending = encoding
+            self.encoder, pending, vector = encoding
             self.encoder.commit(pending)
+            if self.imputer is not None:  # (the row as sent: an imputed number is not counted)
+                numbers = [s for (_, kind, _), s in pending.taken.items() if kind == "numeric"]
+                self.imputer.commit(vector, numbers)
             if pending.taken:
                 self._pool()
 
@@ -612,12 +621,21 @@ class Preprocessor:
         if self.scaler is None:
             return 0
         buffered = _FLOAT_BYTES * len(self.buffer) * (self.scaler.dim + 1)  # buffer_x and buffer_y
-        encoder = 0 if self.encoder is None else self.encoder.nbytes()
+        encoder = 0 if self.encoder is None else self.encoder.nbytes() + self._imputer_nbytes()
         return _base.arrays_nbytes(self.scaler.arrays()) + buffered + encoder
 
     def encoder_growth_nbytes(self) -> int:
         """What the record encoder may still add (bounded by its width; 0 for arrays)."""
-        return 0 if self.encoder is None else self.encoder.growth_nbytes()
+        if self.encoder is None:
+            return 0
+        if self.imputer is None:
+            return self.encoder.growth_nbytes()
+        tracked = len(self.imputer.coordinates)  # (every free coordinate may be a new number's)
+        return self.encoder.growth_nbytes() + GaussianImputer.growth_nbytes(
+            tracked, tracked + self.encoder.free - self.encoder.taken)
+
+    def _imputer_nbytes(self) -> int:
+        return 0 if self.imputer is None else self.imputer.nbytes()
 
     def warm_up_growth_nbytes(self, dim: int, rounds: int, fresh_model_nbytes: Callable[[int], int]) -> int:
         """Before the model is ready: what the scaler, the warm-up buffer and the model about to be built
@@ -637,6 +655,8 @@ class Preprocessor:
         if self.scaler is None:
             return {}
         arrays = self.scaler.arrays()
+        if self.encoder is not None and self.imputer is not None:
+            arrays.update(self.imputer.arrays())
         if self.buffer:
             rows = np.stack([x for x, _ in self.buffer])
             gaps = np.isnan(rows)
@@ -670,6 +690,12 @@ class Preprocessor:
             self.pooled = self.pooled and bool(scalars.get("pooled", False))
             self.encoder = RecordEncoder.from_scalars(scalars["records"], dim)
             self._pool()
+            if self.imputer is not None:
+                if "impute_pairs" in arrays:
+                    self.imputer.restore(arrays, dim)
+                else:  # a state saved before the imputer existed: its statistics start now
+                    numeric = [k.numeric for k in self.encoder.names.values() if k.numeric >= 0]
+                    self.imputer.track(numeric, self.scaler.mean[numeric])
         if "buffer_x" in arrays:
             rows, ys = arrays["buffer_x"], arrays["buffer_y"]
             if rows.shape != (len(ys), dim):

@@ -74,8 +74,9 @@ import numpy as np
 from kons._validation import check_feature_values
 from kons.errors import InvalidInputError
 
-__all__ = ["MAX_CATEGORIES", "MAX_KEYS", "MAX_NAME_LENGTH", "MAX_WIDTH", "MIN_WIDTH", "WIDTH_PER_KEY",
-           "Record", "RecordEncoder", "is_record", "parse_record", "same_record"]
+__all__ = ["IMPUTE_BOUND", "IMPUTE_RIDGE", "MAX_CATEGORIES", "MAX_KEYS", "MAX_NAME_LENGTH", "MAX_WIDTH",
+           "MIN_WIDTH", "WIDTH_PER_KEY", "GaussianImputer", "Record", "RecordEncoder", "is_record",
+           "parse_record", "same_record"]
 
 #: The most keys a record may have (a larger one is refused before its keys are read).
 MAX_KEYS = 1000
@@ -452,3 +453,117 @@ class RecordEncoder:
                 encoder.template[encoder.free + i] = 0.0
         encoder.untracked = int(saved["untracked"])
         return encoder
+
+
+#: The ridge added to the present numbers' correlations when the missing ones are imputed from them.
+IMPUTE_RIDGE = 0.1
+#: How many deviations from its mean an imputed number may lie: the present numbers of a row that the
+#: correlations do not describe (nearly collinear coordinates, a rare row) would otherwise extrapolate far.
+IMPUTE_BOUND = 2.0
+#: The rows with a value a numeric coordinate needs before it is imputed or used to impute another.
+_IMPUTE_MIN_ROWS = 2
+
+
+class GaussianImputer:
+    r"""The conditional mean of a record's missing numbers given its present ones (a Gaussian conditional).
+
+    It keeps, over the learned rounds, each pair of the encoder's numeric coordinates' count of rows with
+    both values, the sums of each one's values over those rows and the sum of their products (values less
+    the coordinate's first value, so that a large offset costs no precision): the pairwise-complete means,
+    variances and correlations. A row's missing numeric coordinates :math:`m` are then imputed by
+    :math:`\mu_m + s_m R_{mo} (R_{oo} + \lambda I)^{-1} (x_o - \mu_o) / s_o` on its present ones :math:`o`
+    (:math:`R`: the correlations, :math:`s`: the deviations), the ridge :math:`\lambda` keeping the solve
+    defined when the pairwise correlations are not positive definite, each within :data:`IMPUTE_BOUND`
+    deviations of its mean. A row missing no number is left as it
+    is, without a solve. Its state is three :math:`k \times k` arrays for :math:`k` numeric coordinates, so
+    bounded by the encoder's width; a round costs :math:`O(k^2)`, and :math:`O(k^3)` when a number is
+    missing.
+    """
+
+    def __init__(self, ridge: float) -> None:
+        self.ridge = ridge
+        self.coordinates = np.zeros(0, dtype=np.int64)  # the numeric coordinates, in order of first value
+        self.shift = np.zeros(0)  # what each coordinate's values are taken less of (its first value)
+        self.pairs = np.zeros((0, 0))  # [i, j]: the rows with a value at both i and j
+        self.sums = np.zeros((0, 0))  # [i, j]: the sum of i's shifted values over those rows
+        self.products = np.zeros((0, 0))  # [i, j]: the sum of the products of their shifted values there
+
+    def filled(self, x: np.ndarray) -> np.ndarray:
+        """``x`` with its missing numeric coordinates imputed (``x`` itself when none is, or cannot be)."""
+        values = x[self.coordinates]
+        if not math.isnan(np.add.reduce(values)):  # nothing missing (the common row): no solve
+            return x
+        known = self.pairs.diagonal() >= _IMPUTE_MIN_ROWS
+        missing = np.isnan(values)
+        targets = np.flatnonzero(missing & known)
+        if not len(targets):
+            return x
+        given = np.flatnonzero(~missing & known)
+        used = np.concatenate([given, targets])
+        pairs = self.pairs[np.ix_(used, used)]
+        enough = pairs >= _IMPUTE_MIN_ROWS
+        counts = np.where(enough, pairs, 1.0)
+        sums = self.sums[np.ix_(used, used)]
+        products = self.products[np.ix_(used, used)]
+        covariance = np.where(enough, (products - sums * sums.T / counts) / counts, 0.0)
+        deviation = np.sqrt(np.maximum(covariance.diagonal(), 0.0))
+        mean = sums.diagonal() / counts.diagonal()
+        scale = np.where(deviation > 0.0, deviation, 1.0)
+        correlation = covariance / np.outer(scale, scale)
+        g = len(given)
+        standardised = (values[given] - self.shift[given] - mean[:g]) / scale[:g]
+        gram = correlation[:g, :g] + self.ridge * np.eye(g)  # (no number given: the means, solving nothing)
+        try:
+            regressed = correlation[g:, :g] @ np.linalg.solve(gram, standardised)
+        except np.linalg.LinAlgError:  # (pairwise correlations need not be positive definite: the ridge may
+            return x  # leave them singular, and the running means impute the row)
+        np.clip(regressed, -IMPUTE_BOUND, IMPUTE_BOUND, out=regressed)
+        filled = x.copy()
+        filled[self.coordinates[targets]] = self.shift[targets] + mean[g:] + scale[g:] * regressed
+        return filled
+
+    def commit(self, x: np.ndarray, new: list[int]) -> None:
+        """Count the learned row ``x`` (NaN: missing), whose round took the numeric coordinates ``new``."""
+        if new:
+            self.coordinates = np.concatenate([self.coordinates, np.array(new, dtype=np.int64)])
+            self.shift = np.concatenate([self.shift, x[new]])
+            self.pairs, self.sums, self.products = (
+                np.pad(a, ((0, len(new)), (0, len(new)))) for a in (self.pairs, self.sums, self.products))
+        shifted = x[self.coordinates] - self.shift
+        present = ~np.isnan(shifted)
+        value = np.where(present, shifted, 0.0)
+        self.pairs += np.outer(present, present)
+        self.sums += np.outer(value, present)
+        self.products += np.outer(value, value)
+
+    def track(self, coordinates: list[int], shift: np.ndarray) -> None:
+        """Start the statistics of ``coordinates`` taken less ``shift`` (a state saved before the imputer
+        existed: its numeric coordinates, less the feature scaler's running means)."""
+        self.coordinates = np.array(coordinates, dtype=np.int64)
+        self.shift = shift.copy()
+        k = len(coordinates)
+        self.pairs, self.sums, self.products = np.zeros((k, k)), np.zeros((k, k)), np.zeros((k, k))
+
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in self.arrays().values()))
+
+    @staticmethod
+    def growth_nbytes(tracked: int, most: int) -> int:
+        """An upper bound of what the statistics of ``tracked`` coordinates may add up to ``most``."""
+        return 8 * ((3 * most + 2) * most - (3 * tracked + 2) * tracked)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"impute_coordinates": self.coordinates, "impute_shift": self.shift,
+                "impute_pairs": self.pairs, "impute_sums": self.sums, "impute_products": self.products}
+
+    def restore(self, arrays: dict[str, np.ndarray], width: int) -> None:
+        """Inverse of :meth:`arrays` (ValueError if it is inconsistent)."""
+        coordinates = arrays["impute_coordinates"].astype(np.int64)
+        k = len(coordinates)
+        square = (arrays["impute_pairs"], arrays["impute_sums"], arrays["impute_products"])
+        inside = k == 0 or 0 <= coordinates.min() <= coordinates.max() < width
+        if (arrays["impute_shift"].shape != (k,) or any(a.shape != (k, k) for a in square)
+                or len(set(coordinates.tolist())) != k or not inside):
+            raise ValueError("the imputer's statistics are inconsistent.")
+        self.coordinates, self.shift = coordinates, arrays["impute_shift"]
+        self.pairs, self.sums, self.products = square

@@ -151,7 +151,7 @@ class Auto(Learner):
         # a state saved before this goes on playing the mixture's own.
         self._early = True
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
-                                  warms_up=True, range_margin=RANGE_MARGIN, pooled=True)
+                                  warms_up=True, range_margin=RANGE_MARGIN, pooled=True, imputes=True)
         self._grid: Grid | None = None  # built once the warm-up gives the kernel widths
         self._classes = Classes()
         # The round just played (classification): its distribution over the classes and its log loss,

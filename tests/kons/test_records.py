@@ -16,7 +16,15 @@ import pytest
 
 import kons
 from kons.preprocessing import FeatureScaler, Preprocessed
-from kons.records import MAX_CATEGORIES, MAX_KEYS, MAX_NAME_LENGTH, Record, RecordEncoder, parse_record
+from kons.records import (
+    IMPUTE_BOUND,
+    MAX_CATEGORIES,
+    MAX_KEYS,
+    MAX_NAME_LENGTH,
+    Record,
+    RecordEncoder,
+    parse_record,
+)
 from kons.sparse import dense
 
 CITIES = ("Paris", "Lyon", "Lille", "Nantes", "Nice")
@@ -184,7 +192,11 @@ def test_categories_appearing_late_and_missing_values_are_counted() -> None:
     assert size["missing"] == 30 and size["numbers"] == 270
     coordinates = [c["coordinate"] for c in city["categories"]]
     assert coordinates == sorted(coordinates)  # in order of first appearance
-    mean = learner._prep.x_scaler.mean[size["coordinate"]]
+    # the imputer's statistics count the numbers given, not those it imputed (which the scaler counts)
+    imputer = learner._prep.imputer
+    assert imputer is not None and imputer.coordinates.tolist() == [size["coordinate"]]
+    mean = imputer.shift[0] + imputer.sums[0, 0] / imputer.pairs[0, 0]
+    assert imputer.pairs[0, 0] == 270
     assert mean == pytest.approx(np.mean([float(t % 7) for t in range(300) if t % 10]), rel=1e-12)
 
 
@@ -528,15 +540,29 @@ def test_a_state_of_records_saved_before_the_shared_scale_goes_on_as_it_was(case
                 if key.startswith(f"{case}/")}
     blob = recorded["blob"].tobytes()
     learner = kons.load(blob)
+    assert isinstance(learner, kons.Auto)
     reloaded = kons.load(learner.to_bytes())  # saved again, it still has no shared scale
     assert isinstance(reloaded, kons.Auto) and not reloaded._prep.pooled
     task, rounds = CASES[case]
     records, targets = stream(list(CASES).index(case), rounds + CONTINUATION, task)
     continuation = list(zip(records[rounds:], targets[rounds:], strict=True))
+    # the imputer's statistics start at the restore: without it, the learner plays as it did
+    imputing = kons.load(blob)
+    assert isinstance(imputing, kons.Auto)
+    learner._prep.imputer = None
     played = np.array([learner.learn_one(x, y) for x, y in continuation])
     predicted = np.array([learner.predict_one(x) for x, _ in continuation])
     np.testing.assert_allclose(played, recorded["played"], rtol=RTOL)
     np.testing.assert_allclose(predicted, recorded["predicted"], rtol=RTOL)
+    started = imputing._prep.imputer
+    assert started is not None and not started.pairs.any()
+    for x, y in continuation:
+        imputing.learn_one(x, y)
+    assert imputing._prep.encoder is not None
+    for name in ("rooms", "floor"):
+        i = started.coordinates.tolist().index(imputing._prep.encoder.names[name].numeric)
+        assert started.pairs[i, i] == sum(x[name] is not None for x, _ in continuation)
+    assert kons.load(imputing.to_bytes()).to_bytes() == imputing.to_bytes()
     # a learner of the same records today shares the scale (and saves that it does)
     fresh = kons.Auto(task=task)
     for x, y in zip(records[:rounds], targets[:rounds], strict=True):
@@ -619,3 +645,109 @@ def test_the_wide_raw_kernels_take_the_row_without_the_categorical_names() -> No
     for row, target in zip(np.random.default_rng(0).normal(size=(120, 3)), y, strict=True):
         arrays.learn_one(row, target)
     assert arrays._grid is not None and all(m.form[0] != 2 for m in arrays._grid.members)
+
+
+# ----------------------------------------------------------------------------- imputation
+
+def _slow_conditional_mean(rows: np.ndarray, row: np.ndarray, ridge: float, bound: float) -> np.ndarray:
+    """The missing values of ``row`` by the Gaussian conditional on its present ones, from the pairwise
+    complete means and covariances of ``rows`` (NaN: missing), computed pair by pair, within ``bound``
+    deviations of their means."""
+    k = rows.shape[1]
+    mean = np.array([np.nanmean(rows[:, i]) for i in range(k)])
+    covariance = np.zeros((k, k))
+    for i in range(k):
+        for j in range(k):
+            both = ~np.isnan(rows[:, i]) & ~np.isnan(rows[:, j])
+            if both.sum() >= 2:
+                a, b = rows[both, i], rows[both, j]
+                covariance[i, j] = np.mean((a - a.mean()) * (b - b.mean()))
+    deviation = np.sqrt(covariance.diagonal())
+    correlation = covariance / np.outer(deviation, deviation)
+    m, o = np.isnan(row), ~np.isnan(row)
+    z = (row[o] - mean[o]) / deviation[o]
+    gram = correlation[np.ix_(o, o)] + ridge * np.eye(o.sum())
+    regressed = correlation[np.ix_(m, o)] @ np.linalg.solve(gram, z)
+    imputed: np.ndarray = mean[m] + deviation[m] * np.clip(regressed, -bound, bound)
+    return imputed
+
+
+def _correlated_records(n: int, seed: int, missing: float = 0.2) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Records of four correlated numbers far from 0 (some missing) and a category; a target of them."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n, 1))
+    X = 1e4 + base * [1.0, 2.0, -1.0, 0.5] + 0.3 * rng.normal(size=(n, 4))
+    records = [{**{n: None if rng.random() < missing else float(v) for n, v in zip("abcd", x, strict=True)},
+                "kind": "k" + str(int(rng.integers(3)))} for x in X]
+    return records, X @ [1.0, 1.0, 1.0, 1.0]
+
+
+def test_the_imputed_numbers_are_the_gaussian_conditional_mean_of_a_slow_reference() -> None:
+    records, y = _correlated_records(300, seed=11)
+    learner = kons.Auto()
+    for r, t in zip(records, y, strict=True):
+        learner.learn_one(r, t)
+    prep = learner._prep
+    assert prep.encoder is not None and prep.imputer is not None
+    names = [n for n in "abcd"]
+    columns = [prep.encoder.names[n].numeric for n in names]
+    rows = np.array([[np.nan if r[n] is None else r[n] for n in names] for r in records])
+    for query in ({"a": 1e4 + 1.0, "b": None, "c": 1e4 - 0.5, "d": None, "kind": "k1"},
+                  {"a": None, "b": None, "c": None, "d": 1e4 + 0.2},
+                  {"a": None, "b": 1e4 - 2.0, "c": 1e4 + 1.0, "d": 1e4},
+                  {"a": 1e4 + 10.0, "b": None, "c": None, "d": None}):  # (beyond the bound: clipped)
+        encoded, _ = prep.encode(parse_record(query, None), learner._dim)
+        row = np.array([np.nan if query.get(n) is None else query[n] for n in names])
+        expected = _slow_conditional_mean(rows, row, prep.imputer.ridge, IMPUTE_BOUND)
+        np.testing.assert_allclose(dense(encoded)[columns][np.isnan(row)], expected, rtol=1e-9)
+        np.testing.assert_array_equal(dense(encoded)[columns][~np.isnan(row)], row[~np.isnan(row)])
+
+
+def test_a_record_missing_no_number_is_encoded_as_without_the_imputer() -> None:
+    records, y = _correlated_records(100, seed=12)
+    learner = kons.Auto()
+    for r, t in zip(records, y, strict=True):
+        learner.learn_one(r, t)
+    prep = learner._prep
+    assert prep.encoder is not None
+    complete, gap = (parse_record({"a": 1e4, "b": 1e4, "c": 1e4, "d": v, "kind": None}, None)
+                     for v in (1e4, None))
+    assert prep.encode(complete, learner._dim)[0] is prep.encoder.pending(complete)[0]  # (no copy, no solve)
+    assert not np.isnan(dense(prep.encode(gap, learner._dim)[0])[prep.encoder.names["d"].numeric])
+
+
+def test_a_stream_missing_no_number_plays_as_without_the_imputer() -> None:
+    records, y = _correlated_records(150, seed=13, missing=0.0)
+    imputing, not_imputing = kons.Auto(), kons.Auto()
+    not_imputing._prep.imputer = None
+    for r, t in zip(records, y, strict=True):
+        assert imputing.learn_one(r, t) == not_imputing.learn_one(r, t)
+
+
+def test_the_imputer_saved_mid_stream_restores_exactly() -> None:
+    records, y = _correlated_records(200, seed=14)
+    whole, first = kons.Auto(), kons.Auto()
+    played = [whole.learn_one(r, t) for r, t in zip(records, y, strict=True)]
+    for r, t in zip(records[:120], y[:120], strict=True):
+        first.learn_one(r, t)
+    restored = kons.load(first.to_bytes())
+    assert isinstance(restored, kons.Auto)
+    assert restored._prep.imputer is not None and first._prep.imputer is not None
+    for key, value in first._prep.imputer.arrays().items():
+        np.testing.assert_array_equal(restored._prep.imputer.arrays()[key], value)
+    assert [restored.learn_one(r, t) for r, t in zip(records[120:], y[120:], strict=True)] == played[120:]
+    assert restored.to_bytes() == whole.to_bytes()
+
+
+@pytest.mark.parametrize("key", ["impute_pairs", "impute_coordinates"])
+def test_a_corrupted_imputer_is_a_state_format_error(key: str) -> None:
+    from kons import _state
+
+    learner = kons.Auto()
+    for r, t in zip(*_correlated_records(30, seed=15), strict=True):
+        learner.learn_one(r, t)
+    header, arrays = _state.decode(learner.to_bytes())
+    arrays = dict(arrays)
+    arrays[key] = arrays[key][:-1]
+    with pytest.raises(kons.errors.StateFormatError):
+        kons.load(_state.encode(header, arrays))
