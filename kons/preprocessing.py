@@ -691,7 +691,7 @@ class Preprocessor:
             self.encoder = RecordEncoder.from_scalars(scalars["records"], dim)
             self._pool()
             if self.imputer is not None:
-                if "impute_pairs" in arrays:
+                if "impute_moments" in arrays:
                     self.imputer.restore(arrays, dim)
                 else:  # a state saved before the imputer existed: its statistics start now
                     numeric = [k.numeric for k in self.encoder.names.values() if k.numeric >= 0]

@@ -467,82 +467,111 @@ _IMPUTE_MIN_ROWS = 2
 class GaussianImputer:
     r"""The conditional mean of a record's missing numbers given its present ones (a Gaussian conditional).
 
-    It keeps, over the learned rounds, each pair of the encoder's numeric coordinates' count of rows with
-    both values, the sums of each one's values over those rows and the sum of their products (values less
-    the coordinate's first value, so that a large offset costs no precision): the pairwise-complete means,
-    variances and correlations. A row's missing numeric coordinates :math:`m` are then imputed by
-    :math:`\mu_m + s_m R_{mo} (R_{oo} + \lambda I)^{-1} (x_o - \mu_o) / s_o` on its present ones :math:`o`
-    (:math:`R`: the correlations, :math:`s`: the deviations), the ridge :math:`\lambda` keeping the solve
-    defined when the pairwise correlations are not positive definite, each within :data:`IMPUTE_BOUND`
-    deviations of its mean. A row missing no number is left as it
-    is, without a solve. Its state is three :math:`k \times k` arrays for :math:`k` numeric coordinates, so
-    bounded by the encoder's width; a round costs :math:`O(k^2)`, and :math:`O(k^3)` when a number is
-    missing.
+    It keeps, over the learned rounds, the sums of the outer products of ``[v, p]`` for each row, ``v`` its
+    numeric coordinates' values (less each one's first value, so that a large offset costs no precision;
+    0 where missing) and ``p`` their presence (1 or 0): for each pair of coordinates the rows with both
+    values, the sum of each one's values over those rows and the sum of their products, i.e. the
+    pairwise-complete means, variances and correlations. A row's missing numeric coordinates :math:`m` are
+    then imputed by :math:`\mu_m + s_m R_{mo} (R_{oo} + \lambda I)^{-1} (x_o - \mu_o) / s_o` on its
+    present ones :math:`o` (:math:`R`: the correlations, :math:`s`: the deviations), the ridge
+    :math:`\lambda` keeping the solve well conditioned (pairwise-complete correlations need not be positive
+    semi-definite: their negative eigenvalues are taken as 0), each within :data:`IMPUTE_BOUND` deviations
+    of its mean. A row missing no number is left as it is, without a solve. Its state is a
+    :math:`2k \times 2k` array for :math:`k` numeric coordinates, so bounded by the encoder's width; a
+    round costs :math:`O(k^2)`, and :math:`O(k^3)` when a number is missing.
     """
 
     def __init__(self, ridge: float) -> None:
         self.ridge = ridge
         self.coordinates = np.zeros(0, dtype=np.int64)  # the numeric coordinates, in order of first value
         self.shift = np.zeros(0)  # what each coordinate's values are taken less of (its first value)
-        self.pairs = np.zeros((0, 0))  # [i, j]: the rows with a value at both i and j
-        self.sums = np.zeros((0, 0))  # [i, j]: the sum of i's shifted values over those rows
-        self.products = np.zeros((0, 0))  # [i, j]: the sum of the products of their shifted values there
+        self.moments = np.zeros((0, 0))  # the sum over the rows of outer([v, p], [v, p])
+        # (not state) the commits so far; the means, deviations and correlations of the moments at a count
+        # of commits; the last row filled, at a count of commits, and its result: a prediction and the
+        # learning round of the same record impute it once
+        self._commits = 0
+        self._statistics: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._filled: tuple[np.ndarray, int, np.ndarray] | None = None
+
+    def _derived(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Whether each coordinate has enough rows; the means (with the shift), the deviations (1 for none)
+        and the inverse of the correlations plus the ridge among the coordinates with enough rows (0
+        elsewhere) of the current moments, once per commit."""
+        kept = self._statistics
+        if kept is not None and kept[0] == self._commits:
+            return kept[1:]
+        k = len(self.coordinates)
+        pairs, sums, products = self.moments[k:, k:], self.moments[:k, k:], self.moments[:k, :k]
+        enough = pairs >= _IMPUTE_MIN_ROWS
+        counts = np.where(enough, pairs, 1.0)
+        covariance = np.where(enough, (products - sums * sums.T / counts) / counts, 0.0)
+        deviation = np.sqrt(np.maximum(covariance.diagonal(), 0.0))
+        scale = np.where(deviation > 0.0, deviation, 1.0)
+        known = enough.diagonal().copy()
+        inside = np.flatnonzero(known)
+        # (their negative eigenvalues as 0, then the ridge)
+        eigenvalues, vectors = np.linalg.eigh((covariance / np.outer(scale, scale))[np.ix_(inside, inside)])
+        precision = np.zeros((k, k))
+        inverse = vectors / (np.maximum(eigenvalues, 0.0) + self.ridge)
+        precision[np.ix_(inside, inside)] = inverse @ vectors.T
+        derived = known, self.shift + sums.diagonal() / counts.diagonal(), scale, precision
+        self._statistics = self._commits, *derived
+        return derived
 
     def filled(self, x: np.ndarray) -> np.ndarray:
-        """``x`` with its missing numeric coordinates imputed (``x`` itself when none is, or cannot be)."""
+        r"""``x`` with its missing numeric coordinates imputed (``x`` itself when none is, or cannot be).
+
+        With :math:`P` the inverse of the correlations plus the ridge, the conditional mean's
+        :math:`R_{mo} (R_{oo} + \lambda I)^{-1} z_o` is :math:`-P_{mm}^{-1} P_{mo} z_o`: one
+        eigendecomposition per commit, and a row solves on its missing coordinates only (one, most often)."""
         values = x[self.coordinates]
         if not math.isnan(np.add.reduce(values)):  # nothing missing (the common row): no solve
             return x
-        known = self.pairs.diagonal() >= _IMPUTE_MIN_ROWS
+        kept = self._filled
+        if kept is not None and kept[0] is x and kept[1] == self._commits:  # (a read-only encoded row)
+            return kept[2]
+        known, mean, scale, precision = self._derived()
         missing = np.isnan(values)
         targets = np.flatnonzero(missing & known)
         if not len(targets):
             return x
-        given = np.flatnonzero(~missing & known)
-        used = np.concatenate([given, targets])
-        pairs = self.pairs[np.ix_(used, used)]
-        enough = pairs >= _IMPUTE_MIN_ROWS
-        counts = np.where(enough, pairs, 1.0)
-        sums = self.sums[np.ix_(used, used)]
-        products = self.products[np.ix_(used, used)]
-        covariance = np.where(enough, (products - sums * sums.T / counts) / counts, 0.0)
-        deviation = np.sqrt(np.maximum(covariance.diagonal(), 0.0))
-        mean = sums.diagonal() / counts.diagonal()
-        scale = np.where(deviation > 0.0, deviation, 1.0)
-        correlation = covariance / np.outer(scale, scale)
-        g = len(given)
-        standardised = (values[given] - self.shift[given] - mean[:g]) / scale[:g]
-        gram = correlation[:g, :g] + self.ridge * np.eye(g)  # (no number given: the means, solving nothing)
-        try:
-            regressed = correlation[g:, :g] @ np.linalg.solve(gram, standardised)
-        except np.linalg.LinAlgError:  # (pairwise correlations need not be positive definite: the ridge may
-            return x  # leave them singular, and the running means impute the row)
+        standardised = (values - mean) / scale
+        standardised[missing] = 0.0  # (and a coordinate without enough rows has no precision)
+        block = precision[targets]
+        given = block @ standardised
+        regressed = (given / -block[0, targets[0]] if len(targets) == 1  # (no solve for one)
+                     else -np.linalg.solve(block[:, targets], given))
         np.clip(regressed, -IMPUTE_BOUND, IMPUTE_BOUND, out=regressed)
         filled = x.copy()
-        filled[self.coordinates[targets]] = self.shift[targets] + mean[g:] + scale[g:] * regressed
+        filled[self.coordinates[targets]] = mean[targets] + scale[targets] * regressed
+        filled.flags.writeable = False
+        self._filled = x, self._commits, filled
         return filled
 
     def commit(self, x: np.ndarray, new: list[int]) -> None:
         """Count the learned row ``x`` (NaN: missing), whose round took the numeric coordinates ``new``."""
+        self._commits += 1
         if new:
+            k, grown = len(self.coordinates), len(self.coordinates) + len(new)
+            moments = np.zeros((2 * grown, 2 * grown))
+            for rows, into in ((slice(0, k), slice(0, k)), (slice(k, 2 * k), slice(grown, grown + k))):
+                moments[into, :k] = self.moments[rows, :k]
+                moments[into, grown:grown + k] = self.moments[rows, k:]
+            self.moments = moments
             self.coordinates = np.concatenate([self.coordinates, np.array(new, dtype=np.int64)])
             self.shift = np.concatenate([self.shift, x[new]])
-            self.pairs, self.sums, self.products = (
-                np.pad(a, ((0, len(new)), (0, len(new)))) for a in (self.pairs, self.sums, self.products))
         shifted = x[self.coordinates] - self.shift
-        present = ~np.isnan(shifted)
-        value = np.where(present, shifted, 0.0)
-        self.pairs += np.outer(present, present)
-        self.sums += np.outer(value, present)
-        self.products += np.outer(value, value)
+        present = shifted == shifted  # (False where NaN)
+        row = np.concatenate([shifted, present])
+        row[:len(shifted)][~present] = 0.0
+        self.moments += np.multiply.outer(row, row)
 
     def track(self, coordinates: list[int], shift: np.ndarray) -> None:
         """Start the statistics of ``coordinates`` taken less ``shift`` (a state saved before the imputer
         existed: its numeric coordinates, less the feature scaler's running means)."""
         self.coordinates = np.array(coordinates, dtype=np.int64)
         self.shift = shift.copy()
-        k = len(coordinates)
-        self.pairs, self.sums, self.products = np.zeros((k, k)), np.zeros((k, k)), np.zeros((k, k))
+        self.moments = np.zeros((2 * len(coordinates), 2 * len(coordinates)))
 
     def nbytes(self) -> int:
         return int(sum(a.nbytes for a in self.arrays().values()))
@@ -550,20 +579,19 @@ class GaussianImputer:
     @staticmethod
     def growth_nbytes(tracked: int, most: int) -> int:
         """An upper bound of what the statistics of ``tracked`` coordinates may add up to ``most``."""
-        return 8 * ((3 * most + 2) * most - (3 * tracked + 2) * tracked)
+        return 8 * ((4 * most + 2) * most - (4 * tracked + 2) * tracked)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"impute_coordinates": self.coordinates, "impute_shift": self.shift,
-                "impute_pairs": self.pairs, "impute_sums": self.sums, "impute_products": self.products}
+                "impute_moments": self.moments}
 
     def restore(self, arrays: dict[str, np.ndarray], width: int) -> None:
         """Inverse of :meth:`arrays` (ValueError if it is inconsistent)."""
         coordinates = arrays["impute_coordinates"].astype(np.int64)
         k = len(coordinates)
-        square = (arrays["impute_pairs"], arrays["impute_sums"], arrays["impute_products"])
         inside = k == 0 or 0 <= coordinates.min() <= coordinates.max() < width
-        if (arrays["impute_shift"].shape != (k,) or any(a.shape != (k, k) for a in square)
+        if (arrays["impute_shift"].shape != (k,) or arrays["impute_moments"].shape != (2 * k, 2 * k)
                 or len(set(coordinates.tolist())) != k or not inside):
             raise ValueError("the imputer's statistics are inconsistent.")
         self.coordinates, self.shift = coordinates, arrays["impute_shift"]
-        self.pairs, self.sums, self.products = square
+        self.moments = arrays["impute_moments"]

@@ -195,8 +195,9 @@ def test_categories_appearing_late_and_missing_values_are_counted() -> None:
     # the imputer's statistics count the numbers given, not those it imputed (which the scaler counts)
     imputer = learner._prep.imputer
     assert imputer is not None and imputer.coordinates.tolist() == [size["coordinate"]]
-    mean = imputer.shift[0] + imputer.sums[0, 0] / imputer.pairs[0, 0]
-    assert imputer.pairs[0, 0] == 270
+    (_, values), (_, rows) = imputer.moments  # the sum of the values given, and the rows giving one
+    mean = imputer.shift[0] + values / rows
+    assert rows == 270
     assert mean == pytest.approx(np.mean([float(t % 7) for t in range(300) if t % 10]), rel=1e-12)
 
 
@@ -555,13 +556,14 @@ def test_a_state_of_records_saved_before_the_shared_scale_goes_on_as_it_was(case
     np.testing.assert_allclose(played, recorded["played"], rtol=RTOL)
     np.testing.assert_allclose(predicted, recorded["predicted"], rtol=RTOL)
     started = imputing._prep.imputer
-    assert started is not None and not started.pairs.any()
+    assert started is not None and not started.moments.any()
     for x, y in continuation:
         imputing.learn_one(x, y)
     assert imputing._prep.encoder is not None
     for name in ("rooms", "floor"):
         i = started.coordinates.tolist().index(imputing._prep.encoder.names[name].numeric)
-        assert started.pairs[i, i] == sum(x[name] is not None for x, _ in continuation)
+        rows = started.moments[len(started.coordinates) + i, len(started.coordinates) + i]
+        assert rows == sum(x[name] is not None for x, _ in continuation)
     assert kons.load(imputing.to_bytes()).to_bytes() == imputing.to_bytes()
     # a learner of the same records today shares the scale (and saves that it does)
     fresh = kons.Auto(task=task)
@@ -651,7 +653,8 @@ def test_the_wide_raw_kernels_take_the_row_without_the_categorical_names() -> No
 
 def _slow_conditional_mean(rows: np.ndarray, row: np.ndarray, ridge: float, bound: float) -> np.ndarray:
     """The missing values of ``row`` by the Gaussian conditional on its present ones, from the pairwise
-    complete means and covariances of ``rows`` (NaN: missing), computed pair by pair, within ``bound``
+    complete means and covariances of ``rows`` (NaN: missing), computed pair by pair, the correlations'
+    negative eigenvalues taken as 0, solved on the present block with the ridge, within ``bound``
     deviations of their means."""
     k = rows.shape[1]
     mean = np.array([np.nanmean(rows[:, i]) for i in range(k)])
@@ -663,7 +666,8 @@ def _slow_conditional_mean(rows: np.ndarray, row: np.ndarray, ridge: float, boun
                 a, b = rows[both, i], rows[both, j]
                 covariance[i, j] = np.mean((a - a.mean()) * (b - b.mean()))
     deviation = np.sqrt(covariance.diagonal())
-    correlation = covariance / np.outer(deviation, deviation)
+    eigenvalues, vectors = np.linalg.eigh(covariance / np.outer(deviation, deviation))
+    correlation = (vectors * np.maximum(eigenvalues, 0.0)) @ vectors.T  # (negative eigenvalues as 0)
     m, o = np.isnan(row), ~np.isnan(row)
     z = (row[o] - mean[o]) / deviation[o]
     gram = correlation[np.ix_(o, o)] + ridge * np.eye(o.sum())
@@ -739,7 +743,7 @@ def test_the_imputer_saved_mid_stream_restores_exactly() -> None:
     assert restored.to_bytes() == whole.to_bytes()
 
 
-@pytest.mark.parametrize("key", ["impute_pairs", "impute_coordinates"])
+@pytest.mark.parametrize("key", ["impute_moments", "impute_coordinates"])
 def test_a_corrupted_imputer_is_a_state_format_error(key: str) -> None:
     from kons import _state
 
