@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.linalg.lapack import dpotrf, dpotri
 
 from kons._validation import check_feature_values
 from kons.errors import InvalidInputError
@@ -464,6 +465,23 @@ IMPUTE_BOUND = 2.0
 _IMPUTE_MIN_ROWS = 2
 
 
+def _ridge_inverse(correlation: np.ndarray, ridge: float) -> np.ndarray:
+    """The inverse of ``correlation + ridge I``; if that is not positive definite (pairwise-complete
+    correlations need not be positive semi-definite), of the correlations with their negative eigenvalues
+    taken as 0, plus the ridge."""
+    gram = correlation.copy()
+    gram.flat[::len(gram) + 1] += ridge
+    factor, failed = dpotrf(gram, lower=False, clean=False, overwrite_a=True)
+    if not failed:
+        upper, _ = dpotri(factor, lower=False, overwrite_c=True)  # (the inverse's upper triangle)
+        inverse: np.ndarray = np.triu(upper)
+        inverse += np.triu(upper, 1).T
+        return inverse
+    eigenvalues, vectors = np.linalg.eigh(correlation)
+    positive: np.ndarray = (vectors / (np.maximum(eigenvalues, 0.0) + ridge)) @ vectors.T
+    return positive
+
+
 class GaussianImputer:
     r"""The conditional mean of a record's missing numbers given its present ones (a Gaussian conditional).
 
@@ -509,11 +527,15 @@ class GaussianImputer:
         scale = np.where(deviation > 0.0, deviation, 1.0)
         known = enough.diagonal().copy()
         inside = np.flatnonzero(known)
-        # (their negative eigenvalues as 0, then the ridge)
-        eigenvalues, vectors = np.linalg.eigh((covariance / np.outer(scale, scale))[np.ix_(inside, inside)])
-        precision = np.zeros((k, k))
-        inverse = vectors / (np.maximum(eigenvalues, 0.0) + self.ridge)
-        precision[np.ix_(inside, inside)] = inverse @ vectors.T
+        correlation = covariance / np.outer(scale, scale)
+        if len(inside) < k:
+            correlation = correlation[np.ix_(inside, inside)]
+        inverse = _ridge_inverse(correlation, self.ridge)
+        if len(inside) < k:
+            precision = np.zeros((k, k))
+            precision[np.ix_(inside, inside)] = inverse
+        else:
+            precision = inverse
         derived = known, self.shift + sums.diagonal() / counts.diagonal(), scale, precision
         self._statistics = self._commits, *derived
         return derived

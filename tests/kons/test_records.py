@@ -653,9 +653,9 @@ def test_the_wide_raw_kernels_take_the_row_without_the_categorical_names() -> No
 
 def _slow_conditional_mean(rows: np.ndarray, row: np.ndarray, ridge: float, bound: float) -> np.ndarray:
     """The missing values of ``row`` by the Gaussian conditional on its present ones, from the pairwise
-    complete means and covariances of ``rows`` (NaN: missing), computed pair by pair, the correlations'
-    negative eigenvalues taken as 0, solved on the present block with the ridge, within ``bound``
-    deviations of their means."""
+    complete means and covariances of ``rows`` (NaN: missing), computed pair by pair, solved on the
+    present block with the ridge (the correlations' negative eigenvalues taken as 0 if the ridge leaves
+    them not positive definite), within ``bound`` deviations of their means."""
     k = rows.shape[1]
     mean = np.array([np.nanmean(rows[:, i]) for i in range(k)])
     covariance = np.zeros((k, k))
@@ -666,8 +666,10 @@ def _slow_conditional_mean(rows: np.ndarray, row: np.ndarray, ridge: float, boun
                 a, b = rows[both, i], rows[both, j]
                 covariance[i, j] = np.mean((a - a.mean()) * (b - b.mean()))
     deviation = np.sqrt(covariance.diagonal())
-    eigenvalues, vectors = np.linalg.eigh(covariance / np.outer(deviation, deviation))
-    correlation = (vectors * np.maximum(eigenvalues, 0.0)) @ vectors.T  # (negative eigenvalues as 0)
+    correlation = covariance / np.outer(deviation, deviation)
+    eigenvalues, vectors = np.linalg.eigh(correlation)
+    if eigenvalues.min() + ridge <= 0.0:  # (not positive definite with the ridge: negative eigenvalues as 0)
+        correlation = (vectors * np.maximum(eigenvalues, 0.0)) @ vectors.T
     m, o = np.isnan(row), ~np.isnan(row)
     z = (row[o] - mean[o]) / deviation[o]
     gram = correlation[np.ix_(o, o)] + ridge * np.eye(o.sum())
@@ -755,3 +757,19 @@ def test_a_corrupted_imputer_is_a_state_format_error(key: str) -> None:
     arrays[key] = arrays[key][:-1]
     with pytest.raises(kons.errors.StateFormatError):
         kons.load(_state.encode(header, arrays))
+
+
+def test_pairwise_correlations_not_positive_definite_impute_by_their_positive_part() -> None:
+    from kons.records import IMPUTE_RIDGE, GaussianImputer
+
+    # a and b rise together, b and c too, but a and c oppose: no joint distribution has these correlations
+    t = np.random.default_rng(16).normal(size=(3, 40))
+    nan = np.full(40, np.nan)
+    rows = np.vstack([np.column_stack(c) for c in ((t[0], t[0], nan), (nan, t[1], t[1]), (t[2], nan, -t[2]))])
+    imputer = GaussianImputer(IMPUTE_RIDGE)
+    for i, row in enumerate(rows):  # (a coordinate is taken in the round of its first number)
+        imputer.commit(row, {0: [0, 1], 40: [2]}.get(i, []))
+    for query in ([0.7, np.nan, np.nan], [0.5, -0.4, np.nan]):
+        row = np.array(query)
+        expected = _slow_conditional_mean(rows, row, IMPUTE_RIDGE, IMPUTE_BOUND)
+        np.testing.assert_allclose(imputer.filled(row)[np.isnan(row)], expected, rtol=1e-9)
