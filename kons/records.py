@@ -17,7 +17,10 @@ How a record becomes a vector (:class:`RecordEncoder`)
 * **None or absent** is missing (an empty record is all missing): the name's numeric and category
   coordinates are left out of the round (NaN in the encoded vector: the feature scaler imputes its
   running mean, i.e. 0 after standardising, and does not count the round in that coordinate's
-  statistics) and the name's missing-indicator coordinate is 1 (0 when the value is given).
+  statistics) and the name's missing-indicator coordinate is 1 (0 when the value is given). For
+  :class:`~kons.Auto` a missing number is first imputed by its conditional mean given the record's
+  present numbers (:class:`GaussianImputer`, whose statistics count the numbers given only; the scaler
+  then counts the imputed value as given); a record missing no number is encoded as before.
 * **A name given both numbers and strings** (``"age": "unknown"`` in a numeric column) holds both kinds:
   a string leaves its numeric coordinate out of the round (as missing, without the indicator) and sets
   its category; a number sets the numeric coordinate and 0 on its categories.
@@ -75,9 +78,9 @@ from scipy.linalg.lapack import dpotrf, dpotri
 from kons._validation import check_feature_values
 from kons.errors import InvalidInputError
 
-__all__ = ["IMPUTE_BOUND", "IMPUTE_RIDGE", "MAX_CATEGORIES", "MAX_KEYS", "MAX_NAME_LENGTH", "MAX_WIDTH",
-           "MIN_WIDTH", "WIDTH_PER_KEY", "GaussianImputer", "Record", "RecordEncoder", "is_record",
-           "parse_record", "same_record"]
+__all__ = ["IMPUTE_BOUND", "IMPUTE_REFRESH", "IMPUTE_RIDGE", "MAX_CATEGORIES", "MAX_KEYS", "MAX_NAME_LENGTH",
+           "MAX_WIDTH", "MIN_WIDTH", "WIDTH_PER_KEY", "GaussianImputer", "Record", "RecordEncoder",
+           "is_record", "parse_record", "same_record"]
 
 #: The most keys a record may have (a larger one is refused before its keys are read).
 MAX_KEYS = 1000
@@ -461,6 +464,10 @@ IMPUTE_RIDGE = 0.1
 #: How many deviations from its mean an imputed number may lie: the present numbers of a row that the
 #: correlations do not describe (nearly collinear coordinates, a rare row) would otherwise extrapolate far.
 IMPUTE_BOUND = 2.0
+#: The rows between two computations of what the imputer imputes by (from its moments).
+IMPUTE_REFRESH = 16
+#: The keys of what the imputer imputes by, in a saved state.
+_STATISTICS = ("impute_known", "impute_mean", "impute_scale", "impute_precision")
 #: The rows with a value a numeric coordinate needs before it is imputed or used to impute another.
 _IMPUTE_MIN_ROWS = 2
 
@@ -469,6 +476,8 @@ def _ridge_inverse(correlation: np.ndarray, ridge: float) -> np.ndarray:
     """The inverse of ``correlation + ridge I``; if that is not positive definite (pairwise-complete
     correlations need not be positive semi-definite), of the correlations with their negative eigenvalues
     taken as 0, plus the ridge."""
+    if not len(correlation):  # (LAPACK refuses an empty matrix)
+        return correlation
     gram = correlation.copy()
     gram.flat[::len(gram) + 1] += ridge
     factor, failed = dpotrf(gram, lower=False, clean=False, overwrite_a=True)
@@ -492,11 +501,13 @@ class GaussianImputer:
     pairwise-complete means, variances and correlations. A row's missing numeric coordinates :math:`m` are
     then imputed by :math:`\mu_m + s_m R_{mo} (R_{oo} + \lambda I)^{-1} (x_o - \mu_o) / s_o` on its
     present ones :math:`o` (:math:`R`: the correlations, :math:`s`: the deviations), the ridge
-    :math:`\lambda` keeping the solve well conditioned (pairwise-complete correlations need not be positive
-    semi-definite: their negative eigenvalues are taken as 0), each within :data:`IMPUTE_BOUND` deviations
-    of its mean. A row missing no number is left as it is, without a solve. Its state is a
-    :math:`2k \times 2k` array for :math:`k` numeric coordinates, so bounded by the encoder's width; a
-    round costs :math:`O(k^2)`, and :math:`O(k^3)` when a number is missing.
+    :math:`\lambda` keeping the solve well conditioned (if it does not make the pairwise-complete
+    correlations positive definite, their negative eigenvalues are taken as 0), each within
+    :data:`IMPUTE_BOUND` deviations of its mean. The means, deviations and inverse it imputes by are
+    computed from the moments every :data:`IMPUTE_REFRESH` rows (and when a coordinate is new), and saved.
+    A row missing no number is left as it is, without a solve. Its state is a :math:`2k \times 2k` array
+    and a :math:`k \times k` one for :math:`k` numeric coordinates, so bounded by the encoder's width; a
+    round costs :math:`O(k^2)`, an inverse :math:`O(k^3)`.
     """
 
     def __init__(self, ridge: float) -> None:
@@ -504,20 +515,17 @@ class GaussianImputer:
         self.coordinates = np.zeros(0, dtype=np.int64)  # the numeric coordinates, in order of first value
         self.shift = np.zeros(0)  # what each coordinate's values are taken less of (its first value)
         self.moments = np.zeros((0, 0))  # the sum over the rows of outer([v, p], [v, p])
-        # (not state) the commits so far; the means, deviations and correlations of the moments at a count
-        # of commits; the last row filled, at a count of commits, and its result: a prediction and the
+        self.rows = 0  # the rows learnt
+        # what the rows impute by, computed from the moments every IMPUTE_REFRESH rows (None before)
+        self.statistics: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # (not state) the last row filled, at a count of rows, and its result: a prediction and the
         # learning round of the same record impute it once
-        self._commits = 0
-        self._statistics: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._filled: tuple[np.ndarray, int, np.ndarray] | None = None
 
     def _derived(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Whether each coordinate has enough rows; the means (with the shift), the deviations (1 for none)
         and the inverse of the correlations plus the ridge among the coordinates with enough rows (0
-        elsewhere) of the current moments, once per commit."""
-        kept = self._statistics
-        if kept is not None and kept[0] == self._commits:
-            return kept[1:]
+        elsewhere) of the current moments."""
         k = len(self.coordinates)
         pairs, sums, products = self.moments[k:, k:], self.moments[:k, k:], self.moments[:k, :k]
         enough = pairs >= _IMPUTE_MIN_ROWS
@@ -536,23 +544,23 @@ class GaussianImputer:
             precision[np.ix_(inside, inside)] = inverse
         else:
             precision = inverse
-        derived = known, self.shift + sums.diagonal() / counts.diagonal(), scale, precision
-        self._statistics = self._commits, *derived
-        return derived
+        return known, self.shift + sums.diagonal() / counts.diagonal(), scale, precision
 
     def filled(self, x: np.ndarray) -> np.ndarray:
         r"""``x`` with its missing numeric coordinates imputed (``x`` itself when none is, or cannot be).
 
         With :math:`P` the inverse of the correlations plus the ridge, the conditional mean's
-        :math:`R_{mo} (R_{oo} + \lambda I)^{-1} z_o` is :math:`-P_{mm}^{-1} P_{mo} z_o`: one
-        eigendecomposition per commit, and a row solves on its missing coordinates only (one, most often)."""
+        :math:`R_{mo} (R_{oo} + \lambda I)^{-1} z_o` is :math:`-P_{mm}^{-1} P_{mo} z_o`: one inverse every
+        :data:`IMPUTE_REFRESH` rows, and a row solves on its missing coordinates only (one, most often)."""
         values = x[self.coordinates]
         if not math.isnan(np.add.reduce(values)):  # nothing missing (the common row): no solve
             return x
         kept = self._filled
-        if kept is not None and kept[0] is x and kept[1] == self._commits:  # (a read-only encoded row)
+        if kept is not None and kept[0] is x and kept[1] == self.rows:  # (a read-only encoded row)
             return kept[2]
-        known, mean, scale, precision = self._derived()
+        if self.statistics is None:
+            return x
+        known, mean, scale, precision = self.statistics
         missing = np.isnan(values)
         targets = np.flatnonzero(missing & known)
         if not len(targets):
@@ -567,12 +575,12 @@ class GaussianImputer:
         filled = x.copy()
         filled[self.coordinates[targets]] = mean[targets] + scale[targets] * regressed
         filled.flags.writeable = False
-        self._filled = x, self._commits, filled
+        self._filled = x, self.rows, filled
         return filled
 
     def commit(self, x: np.ndarray, new: list[int]) -> None:
         """Count the learned row ``x`` (NaN: missing), whose round took the numeric coordinates ``new``."""
-        self._commits += 1
+        self.rows += 1
         if new:
             k, grown = len(self.coordinates), len(self.coordinates) + len(new)
             moments = np.zeros((2 * grown, 2 * grown))
@@ -587,6 +595,8 @@ class GaussianImputer:
         row = np.concatenate([shifted, present])
         row[:len(shifted)][~present] = 0.0
         self.moments += np.multiply.outer(row, row)
+        if new or self.rows % IMPUTE_REFRESH == 0:  # (its coordinates the moments', a stale row at most)
+            self.statistics = self._derived()
 
     def track(self, coordinates: list[int], shift: np.ndarray) -> None:
         """Start the statistics of ``coordinates`` taken less ``shift`` (a state saved before the imputer
@@ -594,6 +604,7 @@ class GaussianImputer:
         self.coordinates = np.array(coordinates, dtype=np.int64)
         self.shift = shift.copy()
         self.moments = np.zeros((2 * len(coordinates), 2 * len(coordinates)))
+        self.rows, self.statistics = 0, None
 
     def nbytes(self) -> int:
         return int(sum(a.nbytes for a in self.arrays().values()))
@@ -601,19 +612,27 @@ class GaussianImputer:
     @staticmethod
     def growth_nbytes(tracked: int, most: int) -> int:
         """An upper bound of what the statistics of ``tracked`` coordinates may add up to ``most``."""
-        return 8 * ((4 * most + 2) * most - (4 * tracked + 2) * tracked)
+        return 8 * ((5 * most + 5) * most - (5 * tracked + 5) * tracked)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"impute_coordinates": self.coordinates, "impute_shift": self.shift,
-                "impute_moments": self.moments}
+        arrays = {"impute_coordinates": self.coordinates, "impute_shift": self.shift,
+                  "impute_moments": self.moments, "impute_rows": np.array([self.rows], dtype=np.int64)}
+        if self.statistics is not None:
+            arrays.update(zip(_STATISTICS, self.statistics, strict=True))
+        return arrays
 
     def restore(self, arrays: dict[str, np.ndarray], width: int) -> None:
         """Inverse of :meth:`arrays` (ValueError if it is inconsistent)."""
         coordinates = arrays["impute_coordinates"].astype(np.int64)
         k = len(coordinates)
         inside = k == 0 or 0 <= coordinates.min() <= coordinates.max() < width
+        statistics = tuple(arrays[key] for key in _STATISTICS) if _STATISTICS[0] in arrays else None
+        shapes = [(k,), (k,), (k,), (k, k)]
         if (arrays["impute_shift"].shape != (k,) or arrays["impute_moments"].shape != (2 * k, 2 * k)
-                or len(set(coordinates.tolist())) != k or not inside):
+                or len(set(coordinates.tolist())) != k or not inside or arrays["impute_rows"].shape != (1,)
+                or (statistics is not None and [a.shape for a in statistics] != shapes)):
             raise ValueError("the imputer's statistics are inconsistent.")
         self.coordinates, self.shift = coordinates, arrays["impute_shift"]
-        self.moments = arrays["impute_moments"]
+        self.moments, self.rows = arrays["impute_moments"], int(arrays["impute_rows"][0])
+        self.statistics = (None if statistics is None
+                           else (statistics[0].astype(bool), statistics[1], statistics[2], statistics[3]))

@@ -18,6 +18,7 @@ import kons
 from kons.preprocessing import FeatureScaler, Preprocessed
 from kons.records import (
     IMPUTE_BOUND,
+    IMPUTE_REFRESH,
     MAX_CATEGORIES,
     MAX_KEYS,
     MAX_NAME_LENGTH,
@@ -689,7 +690,7 @@ def _correlated_records(n: int, seed: int, missing: float = 0.2) -> tuple[list[d
 
 
 def test_the_imputed_numbers_are_the_gaussian_conditional_mean_of_a_slow_reference() -> None:
-    records, y = _correlated_records(300, seed=11)
+    records, y = _correlated_records(20 * IMPUTE_REFRESH, seed=11)  # (imputing by the moments of them all)
     learner = kons.Auto()
     for r, t in zip(records, y, strict=True):
         learner.learn_one(r, t)
@@ -763,12 +764,12 @@ def test_pairwise_correlations_not_positive_definite_impute_by_their_positive_pa
     from kons.records import IMPUTE_RIDGE, GaussianImputer
 
     # a and b rise together, b and c too, but a and c oppose: no joint distribution has these correlations
-    t = np.random.default_rng(16).normal(size=(3, 40))
-    nan = np.full(40, np.nan)
+    t = np.random.default_rng(16).normal(size=(3, 3 * IMPUTE_REFRESH))
+    nan = np.full(3 * IMPUTE_REFRESH, np.nan)
     rows = np.vstack([np.column_stack(c) for c in ((t[0], t[0], nan), (nan, t[1], t[1]), (t[2], nan, -t[2]))])
     imputer = GaussianImputer(IMPUTE_RIDGE)
     for i, row in enumerate(rows):  # (a coordinate is taken in the round of its first number)
-        imputer.commit(row, {0: [0, 1], 40: [2]}.get(i, []))
+        imputer.commit(row, {0: [0, 1], 3 * IMPUTE_REFRESH: [2]}.get(i, []))
     for query in ([0.7, np.nan, np.nan], [0.5, -0.4, np.nan]):
         row = np.array(query)
         expected = _slow_conditional_mean(rows, row, IMPUTE_RIDGE, IMPUTE_BOUND)
