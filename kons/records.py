@@ -479,12 +479,14 @@ def _ridge_inverse(correlation: np.ndarray, ridge: float) -> np.ndarray:
     if not len(correlation):  # (LAPACK refuses an empty matrix)
         return correlation
     gram = correlation.copy()
-    gram.flat[::len(gram) + 1] += ridge
-    factor, failed = dpotrf(gram, lower=False, clean=False, overwrite_a=True)
+    gram.ravel()[::len(gram) + 1] += ridge  # (its diagonal, through a view: ndarray.flat iterates slowly)
+    factor, failed = dpotrf(gram, lower=False, clean=True, overwrite_a=True)
     if not failed:
-        upper, _ = dpotri(factor, lower=False, overwrite_c=True)  # (the inverse's upper triangle)
-        inverse: np.ndarray = np.triu(upper)
-        inverse += np.triu(upper, 1).T
+        # (the inverse's upper triangle over the factor's zero lower one: the inverse is it plus its
+        # transpose, the diagonal halved)
+        inverse: np.ndarray = dpotri(factor, lower=False, overwrite_c=True)[0]
+        inverse += inverse.T.copy()
+        inverse.ravel(order="K")[::len(inverse) + 1] *= 0.5  # (a view of LAPACK's column-major array)
         return inverse
     eigenvalues, vectors = np.linalg.eigh(correlation)
     positive: np.ndarray = (vectors / (np.maximum(eigenvalues, 0.0) + ridge)) @ vectors.T
