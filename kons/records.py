@@ -506,7 +506,8 @@ class GaussianImputer:
     :math:`\lambda` keeping the solve well conditioned (if it does not make the pairwise-complete
     correlations positive definite, their negative eigenvalues are taken as 0), each within
     :data:`IMPUTE_BOUND` deviations of its mean. The means, deviations and inverse it imputes by are
-    computed from the moments every :data:`IMPUTE_REFRESH` rows (and when a coordinate is new), and saved.
+    computed from the moments every :data:`IMPUTE_REFRESH` rows (and when a coordinate is new), and saved;
+    the rows in between are held and added to the moments then, by one matrix product.
     A row missing no number is left as it is, without a solve. Its state is a :math:`2k \times 2k` array
     and a :math:`k \times k` one for :math:`k` numeric coordinates, so bounded by the encoder's width; a
     round costs :math:`O(k^2)`, an inverse :math:`O(k^3)`.
@@ -518,6 +519,7 @@ class GaussianImputer:
         self.shift = np.zeros(0)  # what each coordinate's values are taken less of (its first value)
         self.moments = np.zeros((0, 0))  # the sum over the rows of outer([v, p], [v, p])
         self.rows = 0  # the rows learnt
+        self.held: list[np.ndarray] = []  # the values of the rows learnt since the moments last took them
         # what the rows impute by, computed from the moments every IMPUTE_REFRESH rows (None before)
         self.statistics: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         # (not state) the last row filled, at a count of rows, and its result: a prediction and the
@@ -582,8 +584,8 @@ class GaussianImputer:
 
     def commit(self, x: np.ndarray, new: list[int]) -> None:
         """Count the learned row ``x`` (NaN: missing), whose round took the numeric coordinates ``new``."""
-        self.rows += 1
         if new:
+            self._fold()
             k, grown = len(self.coordinates), len(self.coordinates) + len(new)
             moments = np.zeros((2 * grown, 2 * grown))
             for rows, into in ((slice(0, k), slice(0, k)), (slice(k, 2 * k), slice(grown, grown + k))):
@@ -592,13 +594,20 @@ class GaussianImputer:
             self.moments = moments
             self.coordinates = np.concatenate([self.coordinates, np.array(new, dtype=np.int64)])
             self.shift = np.concatenate([self.shift, x[new]])
-        shifted = x[self.coordinates] - self.shift
-        present = shifted == shifted  # (False where NaN)
-        row = np.concatenate([shifted, present])
-        row[:len(shifted)][~present] = 0.0
-        self.moments += np.multiply.outer(row, row)
+        self.held.append(x[self.coordinates])
+        self.rows += 1
         if new or self.rows % IMPUTE_REFRESH == 0:  # (its coordinates the moments', a stale row at most)
+            self._fold()
             self.statistics = self._derived()
+
+    def _fold(self) -> None:
+        """Add the held rows to the moments (one matrix product for them all)."""
+        if self.held:
+            shifted = np.array(self.held) - self.shift
+            present = shifted == shifted  # (False where NaN)
+            block = np.hstack([np.where(present, shifted, 0.0), present])
+            self.moments += block.T @ block
+            self.held = []
 
     def track(self, coordinates: list[int], shift: np.ndarray) -> None:
         """Start the statistics of ``coordinates`` taken less ``shift`` (a state saved before the imputer
@@ -606,7 +615,7 @@ class GaussianImputer:
         self.coordinates = np.array(coordinates, dtype=np.int64)
         self.shift = shift.copy()
         self.moments = np.zeros((2 * len(coordinates), 2 * len(coordinates)))
-        self.rows, self.statistics = 0, None
+        self.rows, self.held, self.statistics = 0, [], None
 
     def nbytes(self) -> int:
         return int(sum(a.nbytes for a in self.arrays().values()))
@@ -614,11 +623,15 @@ class GaussianImputer:
     @staticmethod
     def growth_nbytes(tracked: int, most: int) -> int:
         """An upper bound of what the statistics of ``tracked`` coordinates may add up to ``most``."""
-        return 8 * ((5 * most + 5) * most - (5 * tracked + 5) * tracked)
+        held = 9 * IMPUTE_REFRESH * (most - tracked)  # (the held rows' values and gaps)
+        return 8 * ((5 * most + 5) * most - (5 * tracked + 5) * tracked) + held
 
     def arrays(self) -> dict[str, np.ndarray]:
+        held = np.array(self.held).reshape(len(self.held), len(self.coordinates))
+        gaps = np.isnan(held)  # (a state holds finite numbers only)
         arrays = {"impute_coordinates": self.coordinates, "impute_shift": self.shift,
-                  "impute_moments": self.moments, "impute_rows": np.array([self.rows], dtype=np.int64)}
+                  "impute_moments": self.moments, "impute_rows": np.array([self.rows], dtype=np.int64),
+                  "impute_held": np.where(gaps, 0.0, held), "impute_held_gaps": gaps}
         if self.statistics is not None:
             arrays.update(zip(_STATISTICS, self.statistics, strict=True))
         return arrays
@@ -632,9 +645,12 @@ class GaussianImputer:
         shapes = [(k,), (k,), (k,), (k, k)]
         if (arrays["impute_shift"].shape != (k,) or arrays["impute_moments"].shape != (2 * k, 2 * k)
                 or len(set(coordinates.tolist())) != k or not inside or arrays["impute_rows"].shape != (1,)
+                or arrays["impute_held"].shape[1:] != (k,) or len(arrays["impute_held"]) >= IMPUTE_REFRESH
+                or arrays["impute_held_gaps"].shape != arrays["impute_held"].shape
                 or (statistics is not None and [a.shape for a in statistics] != shapes)):
             raise ValueError("the imputer's statistics are inconsistent.")
         self.coordinates, self.shift = coordinates, arrays["impute_shift"]
         self.moments, self.rows = arrays["impute_moments"], int(arrays["impute_rows"][0])
+        self.held = list(np.where(arrays["impute_held_gaps"], np.nan, arrays["impute_held"]))
         self.statistics = (None if statistics is None
                            else (statistics[0].astype(bool), statistics[1], statistics[2], statistics[3]))

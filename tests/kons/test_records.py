@@ -197,7 +197,9 @@ def test_categories_appearing_late_and_missing_values_are_counted() -> None:
     imputer = learner._prep.imputer
     assert imputer is not None and imputer.coordinates.tolist() == [size["coordinate"]]
     (_, values), (_, rows) = imputer.moments  # the sum of the values given, and the rows giving one
-    mean = imputer.shift[0] + values / rows
+    held = np.array(imputer.held)[:, 0]  # (the rows since the moments took them last)
+    rows += np.sum(~np.isnan(held))
+    mean = imputer.shift[0] + (values + np.nansum(held - imputer.shift[0])) / rows
     assert rows == 270
     assert mean == pytest.approx(np.mean([float(t % 7) for t in range(300) if t % 10]), rel=1e-12)
 
@@ -557,13 +559,14 @@ def test_a_state_of_records_saved_before_the_shared_scale_goes_on_as_it_was(case
     np.testing.assert_allclose(played, recorded["played"], rtol=RTOL)
     np.testing.assert_allclose(predicted, recorded["predicted"], rtol=RTOL)
     started = imputing._prep.imputer
-    assert started is not None and not started.moments.any()
+    assert started is not None and not started.moments.any() and not started.held
     for x, y in continuation:
         imputing.learn_one(x, y)
     assert imputing._prep.encoder is not None
     for name in ("rooms", "floor"):
         i = started.coordinates.tolist().index(imputing._prep.encoder.names[name].numeric)
         rows = started.moments[len(started.coordinates) + i, len(started.coordinates) + i]
+        rows += sum(not np.isnan(held[i]) for held in started.held)
         assert rows == sum(x[name] is not None for x, _ in continuation)
     assert kons.load(imputing.to_bytes()).to_bytes() == imputing.to_bytes()
     # a learner of the same records today shares the scale (and saves that it does)
