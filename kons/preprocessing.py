@@ -621,7 +621,9 @@ class Preprocessor:
         if self.scaler is None:
             return 0
         buffered = _FLOAT_BYTES * len(self.buffer) * (self.scaler.dim + 1)  # buffer_x and buffer_y
-        encoder = 0 if self.encoder is None else self.encoder.nbytes() + self._imputer_nbytes()
+        encoder = 0 if self.encoder is None else self.encoder.nbytes()
+        if self.encoder is not None and self.imputer is not None:
+            encoder += self.imputer.nbytes()
         return _base.arrays_nbytes(self.scaler.arrays()) + buffered + encoder
 
     def encoder_growth_nbytes(self) -> int:
@@ -633,9 +635,6 @@ class Preprocessor:
         tracked = len(self.imputer.coordinates)  # (every free coordinate may be a new number's)
         return self.encoder.growth_nbytes() + GaussianImputer.growth_nbytes(
             tracked, tracked + self.encoder.free - self.encoder.taken)
-
-    def _imputer_nbytes(self) -> int:
-        return 0 if self.imputer is None else self.imputer.nbytes()
 
     def warm_up_growth_nbytes(self, dim: int, rounds: int, fresh_model_nbytes: Callable[[int], int]) -> int:
         """Before the model is ready: what the scaler, the warm-up buffer and the model about to be built
