@@ -21,7 +21,9 @@ Run::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -70,6 +72,18 @@ class Recorded:
         self.offset = errors - int(np.sum((self.picked != self.y) & self.played))
 
 
+@contextlib.contextmanager
+def _spying(owner: type, method: str, spy: Callable[..., Any]) -> Iterator[None]:
+    """``owner``'s ``method`` replaced by ``spy`` (which calls the original it captured) while the block
+    runs."""
+    original = getattr(owner, method)
+    setattr(owner, method, spy)
+    try:
+        yield
+    finally:
+        setattr(owner, method, original)
+
+
 def record(name: str) -> Recorded:
     rounds: list[tuple[np.ndarray, int, int, int, int, np.ndarray]] = []
     rows: list[int] = []  # the row of each round
@@ -88,16 +102,13 @@ def record(name: str) -> Recorded:
         rows.append(len(wrong))
         original(self, probabilities, label, played)
 
-    mixture_module.Mixture.update_probabilities = update  # type: ignore[method-assign]
-    try:
+    with _spying(mixture_module.Mixture, "update_probabilities", update):
         X, y = STREAMS[name](3000)
         model = kons.Auto(task="classification")
         wrong: list[bool] = []
         for x, t in zip(X, y, strict=True):
             wrong.append(model.learn_round(x, t).predicted != t)
         names = model._grid.names() if model._grid is not None else []
-    finally:
-        mixture_module.Mixture.update_probabilities = original  # type: ignore[method-assign]
     return Recorded(names, rounds, wrong, rows, tempered)
 
 
@@ -286,8 +297,7 @@ def warmup_labels(name: str) -> dict[str, int]:
             candidates[:] = [without, nearest, int(loo[1] < loo[0])]
         return played
 
-    learner_module.Auto._warmup_probabilities = spied  # type: ignore[method-assign]
-    try:
+    with _spying(learner_module.Auto, "_warmup_probabilities", spied):
         X, y = STREAMS[name](3000)
         model = kons.Auto(task="classification")
         for x, t in zip(X, y, strict=True):
@@ -302,8 +312,6 @@ def warmup_labels(name: str) -> dict[str, int]:
                     errors[rule] += label != truth
             if model._grid is not None:  # (the grid plays from the next row)
                 break
-    finally:
-        learner_module.Auto._warmup_probabilities = original  # type: ignore[method-assign]
     return errors
 
 
@@ -326,8 +334,7 @@ def two_class_warmup(name: str) -> tuple[int, float, int, float]:
         return played
 
     counts = [0, 0.0, 0, 0.0]
-    learner_module.Auto._warmup_prediction = spied  # type: ignore[method-assign]
-    try:
+    with _spying(learner_module.Auto, "_warmup_prediction", spied):
         X, y = STREAMS[name](3000)
         model = kons.Auto(task="classification")
         for x, t in zip(X, y, strict=True):
@@ -341,8 +348,6 @@ def two_class_warmup(name: str) -> tuple[int, float, int, float]:
                     counts[at + 1] += -float(np.log(max(p, 1e-300)))
             if model._grid is not None:
                 break
-    finally:
-        learner_module.Auto._warmup_prediction = original  # type: ignore[method-assign]
     return int(counts[0]), round(counts[1], 3), int(counts[2]), round(counts[3], 3)
 
 
