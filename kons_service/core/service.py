@@ -201,7 +201,7 @@ class LearnerService:
                              within(self.shadows.close(), stops, "the shadows' catch-up"),
                              within(self.kept_versions.close(), stops, "the sweep of kept versions"),
                              within(self.writer.close(), stops, "the writer leases' background work"))
-        await within(self.snapshots.close(self.cache, deadline), deadline - loop.time() + LAST_STEP_SECONDS,
+        await within(self.snapshots.close(deadline), deadline - loop.time() + LAST_STEP_SECONDS,
                      "the snapshots")
         if self._marks_task is not None:
             self._marks_task.cancel()

@@ -124,7 +124,7 @@ class Snapshotter:
 
     def start(self, cache: LearnerCache) -> None:
         self.cache = cache
-        self.task = asyncio.create_task(self._loop(cache), name="kons-snapshotter")
+        self.task = asyncio.create_task(self._loop(), name="kons-snapshotter")
 
     def schedule(self, entry: CachedLearner) -> None:
         """Snapshot ``entry`` in the background if one is due (it has just left the cache)."""
@@ -134,14 +134,15 @@ class Snapshotter:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def close(self, cache: LearnerCache, deadline: float) -> None:
+    async def close(self, deadline: float) -> None:
         """Stop the loop, then snapshot every learner with unsnapshotted rounds, until ``deadline``
         (loop time) or a Redis that does not answer (each of the others would wait for it as long). The
         learners left are said once: their rounds are in the log, replayed at their next load."""
         self._closing = True
         if self.task is not None:
             await self._stop_loop(self.task, deadline)
-        left = [entry for entry in cache.entries() if entry.version > entry.snap_version]
+        cached = [] if self.cache is None else self.cache.entries()
+        left = [entry for entry in cached if entry.version > entry.snap_version]
         try:
             async with asyncio.timeout_at(deadline):
                 if self._pending:
@@ -166,7 +167,9 @@ class Snapshotter:
     def _due(self, entry: CachedLearner, now: float) -> bool:
         return entry.learner is not None and self.when_due.due(self.cost(entry, now))
 
-    async def _loop(self, cache: LearnerCache) -> None:
+    async def _loop(self) -> None:
+        assert self.cache is not None  # started by start(), which sets it
+        cache = self.cache
         tick = max(0.05, min(1.0, self.when_due.floor / 2))
         while not self._closing:  # checked too, since a cancel can be lost (see _stop_loop)
             await asyncio.sleep(tick)

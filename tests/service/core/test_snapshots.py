@@ -211,7 +211,7 @@ async def test_shutdown_snapshots_every_learner_with_new_rounds_and_waits_for_th
     assert core.evicted[0].log_bytes >= core.evicted[0].nbytes
     core.snapshots.schedule(core.evicted[0])
     core.snapshots.start(core.cache)
-    await core.snapshots.close(core.cache, asyncio.get_running_loop().time() + 30)
+    await core.snapshots.close(asyncio.get_running_loop().time() + 30)
     assert core.snapshots.task is not None and core.snapshots.task.done()
     for ref, rounds in zip(refs, [12, 2, 1], strict=True):
         stored = await core.store.snapshots.read_state(ref)
