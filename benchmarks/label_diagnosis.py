@@ -10,8 +10,10 @@ mixture's class. ``--seeds N`` also counts River's ``AMFClassifier`` and ``auto`
 ``--forest-wake`` ``auto`` with the forest woken after that many rows (``--neighbours-wake`` the local expert;
 ``--forest-dirichlet`` the forest's prior, at the ``--seeds``), ``--softmax-voter`` the vote replayed with
 River's softmax regression as one more voter, ``--warmup-labels`` the errors of candidate labels of
-the rows the multi-class warm-up plays (:func:`warmup_labels`), and ``--two-class-warmup`` those of the rows
-the warm-up plays with two classes, played as the multi-class warm-up would (:func:`two_class_warmup`).
+the rows the multi-class warm-up plays (:func:`warmup_labels`; with ``--shuffles N`` summed over the
+benchmark's order and N shuffles of each stream, and ``--streams`` may name the :data:`IMBALANCED` streams),
+and ``--two-class-warmup`` those of the rows the warm-up plays with two classes, played as the multi-class
+warm-up would (:func:`two_class_warmup`).
 
 Run::
 
@@ -222,7 +224,31 @@ def patched(name: str, module: Any, constant: str, value: float, seeds: int = 1)
 
 
 #: The candidate labels of a warm-up round (:func:`warmup_labels`).
-WARMUP_RULES = ("played", "without base rates", "nearest row", "fewer leave-one-out errors")
+WARMUP_RULES = ("played", "most probable", "without base rates", "nearest row", "fewer leave-one-out errors")
+
+
+def _imbalanced(weights: tuple[float, ...]) -> Callable[[int], tuple[np.ndarray, list[int]]]:
+    def load(rows: int) -> tuple[np.ndarray, list[int]]:
+        from sklearn.datasets import make_classification
+
+        X, y = make_classification(n_samples=rows, n_features=10, n_informative=6, n_classes=len(weights),
+                                   weights=list(weights), n_clusters_per_class=1, random_state=0)
+        return np.asarray(X, dtype=np.float64), [int(label) for label in y]
+
+    return load
+
+
+#: Streams of unequal class rates, for the warm-up's label only (``make_classification``, the classes'
+#: shares as named; no part of ``benchmarks/multiclass.py``).
+IMBALANCED = {"imbalanced3": _imbalanced((0.8, 0.15, 0.05)), "imbalanced4": _imbalanced((0.7, 0.1, 0.1, 0.1)),
+              "imbalanced5": _imbalanced((0.4, 0.3, 0.15, 0.1, 0.05))}
+
+
+def _shuffled(name: str, shuffle: int) -> tuple[np.ndarray, list[Any]]:
+    """The stream ``name`` in the benchmark's order (``shuffle`` 0) or its rows shuffled by that seed."""
+    X, y = (IMBALANCED | STREAMS)[name](3000)
+    order = np.arange(len(y)) if shuffle == 0 else np.random.default_rng(shuffle).permutation(len(y))
+    return np.asarray(X)[order], [y[i] for i in order]
 
 
 def _warmup_models(Z: np.ndarray, labels: np.ndarray, z: np.ndarray, classes: int
@@ -267,13 +293,15 @@ def _mixed_class(weights: np.ndarray, scores: np.ndarray, allowed: np.ndarray) -
     return chosen
 
 
-def warmup_labels(name: str) -> dict[str, int]:
+def warmup_labels(name: str, shuffle: int = 0) -> dict[str, int]:
     """The errors of candidate labels on the multinomial rounds the warm-up plays (the rows before the
     grid's; the same rows and plays for all: a label changes no learning), each among the classes the
-    buffer holds: the class ``auto`` played; the class of the same models' scores without the classes'
-    base rates in the buffer (their means, which the play adds back); the class of the nearest buffered
-    row; and the one of those first two with fewer errors on the buffered rows, each left out in turn
-    (today's on a tie)."""
+    buffer holds: the class ``auto`` named (the base rates weighed by the probability that the rates are
+    unequal); the play's most probable class (its label before that); the class of the same models' scores
+    without the classes' base rates in the buffer (their means, which the play adds back); the class of
+    the nearest buffered row; and the one of the most probable and the one without base rates with fewer
+    errors on the buffered rows, each left out in turn (the most probable on a tie). ``shuffle``: the
+    stream's rows shuffled by that seed (0: the benchmark's order)."""
     errors = dict.fromkeys(WARMUP_RULES, 0)
     original = learner_module.Auto._warmup_probabilities
     # the round's labels without the base rates and of the nearest row, and whether the first had fewer
@@ -292,22 +320,23 @@ def warmup_labels(name: str) -> dict[str, int]:
             again = np.bincount(labels, minlength=classes) > 1  # (a class left out still in the buffer)
             loo = [int(np.sum(_mixed_class(weights, scores, again) != labels))
                    for scores in (mean + left_out, left_out)]
+            probable = int(_mixed_class(weights, mean + deviations, held))
             without = int(_mixed_class(weights, deviations, held))
             nearest = int(labels[np.argmin(np.sum((Z - z) ** 2, axis=1))])
-            candidates[:] = [without, nearest, int(loo[1] < loo[0])]
+            candidates[:] = [probable, without, nearest, int(loo[1] < loo[0])]
         return played
 
     with _spying(learner_module.Auto, "_warmup_probabilities", spied):
-        X, y = STREAMS[name](3000)
+        X, y = _shuffled(name, shuffle)
         model = kons.Auto(task="classification")
         for x, t in zip(X, y, strict=True):
             candidates.clear()
             predicted = model.learn_round(x, t).predicted
             if candidates:  # (a multinomial round of the warm-up, the buffer not empty)
-                without, nearest, fewer = candidates
+                probable, without, nearest, fewer = candidates
                 played = model.classes.index(predicted)
                 truth = model.classes.index(t)
-                labels = (played, without, nearest, without if fewer else played)
+                labels = (played, probable, without, nearest, without if fewer else probable)
                 for rule, label in zip(WARMUP_RULES, labels, strict=True):
                     errors[rule] += label != truth
             if model._grid is not None:  # (the grid plays from the next row)
@@ -353,7 +382,8 @@ def two_class_warmup(name: str) -> tuple[int, float, int, float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", nargs="*", default=list(TUNING_STREAMS), choices=list(STREAMS))
+    parser.add_argument("--streams", nargs="*", default=list(TUNING_STREAMS), choices=[*STREAMS, *IMBALANCED])
+    parser.add_argument("--shuffles", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=0)
     parser.add_argument("--forest-wake", type=int, nargs="*", default=[])
     parser.add_argument("--neighbours-wake", type=int, nargs="*", default=[])
@@ -370,7 +400,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.warmup_labels:
         print("errors on the warm-up's multinomial rounds: " + ", ".join(WARMUP_RULES))
         for name in args.streams:
-            print(f"   {name:16s} {list(warmup_labels(name).values())}", flush=True)
+            runs = [list(warmup_labels(name, shuffle).values()) for shuffle in range(args.shuffles + 1)]
+            errors = np.sum(runs, axis=0)
+            print(f"   {name:16s} {errors.tolist()}", flush=True)
         return
     recorded = {name: record(name) for name in args.streams}
     for name, r in recorded.items():

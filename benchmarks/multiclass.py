@@ -375,13 +375,15 @@ def report(quality: dict[str, dict[str, Score]], cost: list[tuple[str, float, fl
              f"{load_before[0]:.2f} (1 min), after {os.getloadavg()[0]:.2f}: the machine is shared, so "
              "read ratios measured side by side, not absolute times.", "",
              "Streams: tuning (the label vote's constants were chosen on them, `benchmarks/label_vote.py`, "
-             "and the pick of the label's, docs/auto.md \"Picking the label by its errors\"): "
+             "the pick of the label's, docs/auto.md \"Picking the label by its errors\", and the warm-up's, "
+             "\"The warm-up's label\"): "
              f"{', '.join(n for n in quality if n in TUNING_STREAMS)}; held out (no part in choosing any "
              f"constant): {', '.join(n for n in quality if n not in TUNING_STREAMS)}. `{AUTO}` is the class "
              "`auto` predicts (`Round.predicted`: its label vote's, or the class of its flatter mixture "
-             f"while that has made fewer errors of late); `{TOP}` the most probable class of the "
-             "same rounds' distribution, the label `auto` gave before the vote (the distributions, so the "
-             "log loss, are the same).", ""]
+             "while that has made fewer errors of late; in the warm-up the class of its play with the "
+             f"classes' base rates weighed); `{TOP}` the most probable class of the "
+             "same rounds' distribution, the label `auto` gave before the vote and the warm-up's (the "
+             "distributions, so the log loss, are the same).", ""]
     if cost:
         lines += ["## Cost of a round (ms of CPU, the same rows side by side)", "",
                   *markdown_table(["stream", "binary auto", "10-class auto", "ratio",

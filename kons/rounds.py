@@ -33,8 +33,9 @@ class Round:
     for the label, else the learner's loss at its play), None for a prediction. ``correct``: whether a
     classifier's predicted class was the label's (None for regression and for a prediction).
     ``predicted``: the class a classifier predicts (for :class:`kons.Auto` with three classes or more the
-    label of fewest errors, which may not be the distribution's most probable class: ``docs/auto.md``,
-    "The label of fewest errors"), None for a learner without classes or before it knows one.
+    label of fewest errors, in the warm-up the class of its play with the classes' base rates weighed;
+    either may not be the distribution's most probable class: ``docs/auto.md``, "The label of fewest
+    errors" and "The warm-up's label"), None for a learner without classes or before it knows one.
     """
 
     value: float

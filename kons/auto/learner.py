@@ -31,6 +31,7 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -86,6 +87,16 @@ __all__ = ["GENERATIONS", "GRID", "MIX_BOUND", "REGRESSION_BOUND", "SCORE_BOUND"
 
 TASKS = {"regression": "squared", "classification": "logistic"}
 _FLOAT64 = np.dtype(np.float64)  # (numpy's float64 arrays' dtype; a row of another is checked in full)
+
+
+def _unequal_rates_probability(counts: np.ndarray) -> float:
+    r"""The posterior probability, at even prior odds, that the classes of ``counts`` (each counted at
+    least once) are not equally frequent: the labels' marginal likelihood under rates of a Dirichlet(1/2)
+    prior (Krichevsky-Trofimov) against :math:`K^{-n}` under equal rates."""
+    classes, rows = len(counts), int(counts.sum())
+    log_rates = (math.lgamma(classes / 2.0) - math.lgamma(rows + classes / 2.0)
+                 + sum(math.lgamma(c + 0.5) - math.lgamma(0.5) for c in counts.tolist()))
+    return float(np.exp(-np.logaddexp(0.0, -rows * math.log(classes) - log_rates)))
 
 
 class Auto(Learner):
@@ -158,6 +169,9 @@ class Auto(Learner):
         # and the index of the class it predicted (the label of fewest errors).
         self._played: tuple[list[tuple[Any, float]], float] = ([], 0.0)
         self._predicted = -1
+        # the class the multi-class warm-up's last play names (its label: _warmup_probabilities); not state,
+        # a function of the buffer and the row, as the play is
+        self._warmup_class = -1
         # the last record checked, as given (a copy), the dimension it was checked for, and its parse (not
         # state): a prediction and the learning round of the same record parse it once
         self._parsed: tuple[dict[Any, Any], int | None, Record] | None = None
@@ -343,12 +357,20 @@ class Auto(Learner):
 
     def _voted(self, probabilities: list[float] | np.ndarray) -> int:
         """The index of the class a round that played ``probabilities`` predicts: the grid's label vote
-        (:class:`~kons.auto.mixture.LabelVote`) once the grid plays, else the most probable class (the
-        first on a tie)."""
+        (:class:`~kons.auto.mixture.LabelVote`) once the grid plays, else the warm-up's
+        (:meth:`_warmup_voted`)."""
         if self._prep.ready:
             voted = self._model.voted
             if 0 <= voted < len(probabilities):
                 return voted
+        return self._warmup_voted(probabilities)
+
+    def _warmup_voted(self, probabilities: list[float] | np.ndarray) -> int:
+        """The index of the class a warm-up round that played ``probabilities`` predicts: with three classes
+        or more the class its play names (:meth:`_warmup_probabilities`), else the most probable class (the
+        first on a tie)."""
+        if self._multiclass and 0 <= self._warmup_class < len(probabilities):
+            return self._warmup_class
         return int(np.argmax(probabilities))
 
     def _spread(self) -> float:
@@ -511,31 +533,47 @@ class Auto(Learner):
         warm-up, and its first rounds need not be lost to the linear model. Each model's evidence is the
         Gaussian marginal likelihood :math:`\log N(t - \bar t; 0, G)` of the buffered labels' columns
         (equal priors), so the average is Bayes' over the two; a function of the buffer alone, as the
-        linear model is (docs/auto.md, "The multi-class warm-up")."""
+        linear model is (docs/auto.md, "The multi-class warm-up").
+
+        The class the round names (``_warmup_class``, among the classes the buffer holds) is that of the
+        same average with the classes' base rates (the means :math:`\bar t` the scores add back) weighed
+        by the probability that the classes are not equally frequent (:func:`_unequal_rates_probability`):
+        a few buffered rows of each class measure their rates poorly, and the play's log loss keeps them
+        whole (docs/auto.md, "The warm-up's label")."""
         prep = self._prep
+        self._warmup_class = -1
         if not prep.buffer:
             return self._class_prior(classes)
         Z = prep.standardised_buffer()
+        labels = [int(t) for _, t in prep.buffer]
         targets = -np.ones((len(Z), classes))
-        targets[np.arange(len(Z)), [int(t) for _, t in prep.buffer]] = 1.0
+        targets[np.arange(len(Z)), labels] = 1.0
         mean = targets.mean(axis=0)
+        counts = np.bincount(labels, minlength=classes)
+        held = counts > 0
+        rates = _unequal_rates_probability(counts[held])
         z = prep.x_scaler.standardise(dense(x))
         inner, inner_z = Z @ Z.T, Z @ z
         squares = np.diagonal(inner)
         distances = np.maximum(squares[:, None] + squares[None, :] - 2.0 * inner, 0.0)
         width = median_width(Z)
-        plays, evidences = [], []
+        plays: list[np.ndarray] = []
+        namings: list[np.ndarray] = []
+        evidences = []
         for gram, k in ((inner / self._dim + np.eye(len(Z)), inner_z / self._dim),
                         (np.exp(-width * distances) + WARMUP_NOISE * np.eye(len(Z)),
                          np.exp(-width * np.maximum(squares + z @ z - 2.0 * inner_z, 0.0)))):
             coef = np.linalg.solve(gram, targets - mean)
             f = np.clip(k @ coef, -TARGET_BOUND, TARGET_BOUND)
-            scores = np.clip(mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
-            plays.append(reference_softmax(scores[1:] - scores[0]))
+            for base_rates, softmaxes in ((1.0, plays), (rates, namings)):
+                scores = np.clip(base_rates * mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
+                softmaxes.append(reference_softmax(scores[1:] - scores[0]))
             evidences.append(-0.5 * float(np.sum((targets - mean) * coef))
                              - 0.5 * classes * float(np.linalg.slogdet(gram)[1]))
         weights = np.exp(np.array(evidences) - max(evidences))
-        played: np.ndarray = (weights / weights.sum()) @ np.array(plays)
+        weights /= weights.sum()
+        self._warmup_class = int(np.where(held, weights @ np.array(namings), -1.0).argmax())
+        played: np.ndarray = weights @ np.array(plays)
         return played
 
     def _class_probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
@@ -594,7 +632,7 @@ class Auto(Learner):
                 classes.add(y, index)
         self._played = (distribution, loss)
         shares = [p for _, p in distribution]
-        self._predicted = -1 if knew_none else self._voted(shares) if by_grid else int(np.argmax(shares))
+        self._predicted = -1 if knew_none else self._voted(shares) if by_grid else self._warmup_voted(shares)
         return played
 
     def _round_loss(self, y_hat: float, y: Any) -> float:

@@ -52,6 +52,19 @@ def test_the_warmup_labels_count_the_label_played_on_the_warmups_multinomial_rou
 
 
 @pytest.mark.timeout(120)
+def test_the_warmup_labels_of_a_shuffled_stream_and_of_unequal_class_rates() -> None:
+    """A shuffle reorders the stream's rows (the same rows, so the same classes); the imbalanced streams
+    are counted as the benchmark's are."""
+    X, y = label_diagnosis._shuffled("iris", 0)
+    shuffled_X, shuffled_y = label_diagnosis._shuffled("iris", 1)
+    assert sorted(map(str, y)) == sorted(map(str, shuffled_y)) and not np.array_equal(X, shuffled_X)
+    assert np.array_equal(np.sort(X, axis=0), np.sort(shuffled_X, axis=0))
+    for name in label_diagnosis.IMBALANCED:
+        errors = label_diagnosis.warmup_labels(name, 1)
+        assert list(errors) == list(label_diagnosis.WARMUP_RULES)
+
+
+@pytest.mark.timeout(120)
 def test_a_patched_constant_is_restored(monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     def first_rows(n: int) -> tuple[np.ndarray, list[Any]]:

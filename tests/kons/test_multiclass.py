@@ -17,6 +17,7 @@ from kons._multinomial import MultinomialRounds, multinomial_rounds, reference_s
 from kons.auto import Auto
 from kons.auto.experts.newton import LearnerExpert, played_together
 from kons.auto.grid import Grid
+from kons.auto.learner import _unequal_rates_probability
 from kons.errors import NumericalError
 from kons.losses import log_loss, top_label
 from kons.preprocessing import WARMUP_ROWS
@@ -419,6 +420,56 @@ def test_the_third_class_round_of_the_warm_up_reads_the_buffered_labels_as_class
     learner.learn_one(X[1], "b")
     played = learner.learn_proba_one(X[0], "c")
     assert max(played, key=played.__getitem__) == "a"
+
+
+def _warmed_on_three_clusters(counts: tuple[int, int, int], seed: int = 0) -> Auto:
+    """A learner still in its warm-up, told ``counts`` rows of "a", "b" and "c" (one feature; the clusters
+    around 0, 10 and 5), in a shuffled order."""
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(3), counts)
+    rng.shuffle(labels)
+    X = np.array([0.0, 10.0, 5.0])[labels] + rng.normal(0.0, 1.0, len(labels))
+    learner = Auto(task="classification")
+    for x, label in zip(X, labels, strict=True):
+        learner.learn_one([x], "abc"[label])
+    assert not learner._prep.ready
+    return learner
+
+
+def _most_probable(played: kons.Round) -> Any:
+    return max(played.distribution or [], key=lambda pair: pair[1])[0]
+
+
+def test_the_warm_up_names_a_rare_class_its_base_rate_alone_would_hide() -> None:
+    """Six rows of "a" and of "b", two of "c" between them: the classes may well be equally frequent
+    (their rates are weighed by the probability that they are not), so at 2.25, where the play's most
+    probable class is "a" by its larger base rate, the label is "c"; the play itself is unchanged. A
+    prediction, the learning round of the same row and a restored copy name the same class."""
+    learner = _warmed_on_three_clusters((6, 6, 2))
+    predicted = learner.predict_round([2.25])
+    assert predicted.predicted == "c" and _most_probable(predicted) == "a"
+    copy = kons.load(learner.to_bytes())
+    assert copy.predict_round([2.25]).predicted == "c"
+    assert learner.learn_round([2.25], "a").predicted == "c"
+    assert copy.learn_round([2.25], "a").predicted == "c" and copy.to_bytes() == learner.to_bytes()
+
+
+def test_the_warm_up_names_the_most_probable_class_when_the_rates_are_unequal() -> None:
+    """Twenty rows of "a", two of "b" and of "c": the rates are surely unequal, and the label is the
+    play's most probable class wherever the row lies."""
+    learner = _warmed_on_three_clusters((20, 2, 2))
+    for x in np.linspace(0.0, 10.0, 41):
+        predicted = learner.predict_round([x])
+        assert predicted.predicted == _most_probable(predicted)
+
+
+def test_the_probability_that_class_rates_are_unequal() -> None:
+    """Krichevsky-Trofimov's marginal likelihood against equal rates', at even odds: two classes seen once
+    each, 1/2 * 1/4 = 1/8 against 1/4; equal counts make it smaller as they grow, one class's dominance
+    brings it to 1."""
+    assert math.isclose(_unequal_rates_probability(np.array([1, 1])), 1.0 / 3.0)
+    assert _unequal_rates_probability(np.array([8, 8, 8])) < _unequal_rates_probability(np.array([2, 2, 2]))
+    assert _unequal_rates_probability(np.array([20, 2, 2])) > 0.999
 
 
 def test_a_regression_learner_has_no_classes() -> None:
