@@ -80,8 +80,9 @@ GRID = (
 )
 #: The width factor of the raw view's kernel members that leave a record's categorical names out, as the
 #: log view does: the wide ones, so that the narrow ones keep what a name that says much adds, and the
-#: mixture has a raw kernel to weigh that a name that says nothing does not blur
-#: (docs/auto.md#a-records-categorical-names).
+#: mixture has a raw kernel to weigh that a name that says nothing does not blur. Where the warm-up's
+#: records hold such names they take instead the width of the rows without them (Grid.numbers_width): the
+#: narrow members' width on the same records without the names (docs/auto.md#a-records-categorical-names).
 NUMBERS_WIDTH = 4.0
 #: Dictionary bound of each Nystrom base: bounded cost per round (docs/auto.md#max_dictionary).
 MAX_DICTIONARY = 200

@@ -370,11 +370,18 @@ class Grid:
     def __init__(self, *, loss: str, dim: int, bound: float, seed: int, widths: tuple[float, float],
                  held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None,
                  centred: bool = True, targets: TargetScaler | None = None,
-                 features: FeatureScaler | None = None, early: bool = False, numbers: bool = False) -> None:
+                 features: FeatureScaler | None = None, early: bool = False, numbers: bool = False,
+                 numbers_width: float | None = None) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
         #: Whether the raw view's kernel members of width :data:`NUMBERS_WIDTH` leave a record's categorical
         #: names out (:func:`_form`); False, as a grid saved before, they see them.
         self.numbers = numbers
+        #: The median-heuristic width of the warm-up's rows without a record's categorical names, which the
+        #: members that leave them out take as it is: the width the raw view's members at factor 1 would
+        #: have on the same records without the names, so that a name that says nothing costs the mixture
+        #: no geometry it would have had without it. None (arrays, records with no categorical name by the
+        #: warm-up's end, a grid saved before): they take the raw view's width times NUMBERS_WIDTH.
+        self.numbers_width = numbers_width
         #: Whether the first rounds play the mixture's weights sharpened (regression,
         #: :meth:`_played_weights`); False, as a grid saved before, they play the mixture's own.
         self.early = early
@@ -482,7 +489,9 @@ class Grid:
         if kind == "ons":
             base = ONS(loss=self.loss, alpha=float(self.dim + 1), eta=eta, C=self.bound, dim=self.dim + 1)
         else:
-            gamma = self.widths[view == "log"] * width_factor
+            leaves_names = _form(member, self.numbers)[0] == _NUMBERS
+            gamma = (self.numbers_width if leaves_names and self.numbers_width is not None
+                     else self.widths[view == "log"] * width_factor)
             base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0, eta=eta,
                                C=self.bound, max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self.dim)
         base.hold_growth(self.held)
@@ -1048,6 +1057,7 @@ class Grid:
                 **({"own_targets": True} if self.targets is not None else {}),
                 **({"concept_scale": True} if self.keeps_concept else {}),
                 **({"numbers": True} if self.numbers else {}),
+                **({"numbers_width": self.numbers_width} if self.numbers_width is not None else {}),
                 **({"young_early": True} if self.young_early else {})}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:

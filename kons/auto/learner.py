@@ -435,9 +435,10 @@ class Auto(Learner):
         return self._grid
 
     def _new_grid(self, width: float, log_width: float, sparse: bool | None = None,
-                  bins: QuantileBins | None = None) -> Grid:
+                  bins: QuantileBins | None = None, numbers_width: float | None = None) -> Grid:
         """The grid for the median-heuristic widths of the standardised and of the log view (``sparse``:
-        the rows', by default the feature scaler's) and the quantile thresholds ``bins``, if any."""
+        the rows', by default the feature scaler's), the quantile thresholds ``bins``, if any, and the
+        width of the standardised rows without a record's categorical names, if it has any."""
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
         # the linear models' play on the row before it needs the feature scaler; a grid whose bytes are
         # only estimated, before the first row has made the scaler, plays nothing
@@ -447,7 +448,8 @@ class Auto(Learner):
                     widths=(width, log_width), held=self._growth_held,
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
                     binary=self._binary, bins=bins, early=self._early and not self._binary,
-                    numbers=self._prep.encoder is not None)  # (records: their categorical names)
+                    numbers=self._prep.encoder is not None,  # (records: their categorical names)
+                    numbers_width=numbers_width)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
@@ -458,9 +460,15 @@ class Auto(Learner):
         width = median_width(Z)
         dense_rows = not self._prep.x_scaler.sparse and thresholds_per_feature(self._dim) > 0
         bins = QuantileBins.from_rows(np.stack([dense(x) for x in rows])) if rows and dense_rows else None
-        log_width = (median_width(standardised(log_rows, self._dim, self._prep.groups, omits_groups=True))
+        groups = self._prep.groups
+        log_width = (median_width(standardised(log_rows, self._dim, groups, omits_groups=True))
                      if log_rows else width)
-        return self._new_grid(width, log_width, bins=bins)
+        numbers_width = None
+        if groups:  # (records with categorical names: the width of their numbers, Grid.numbers_width)
+            numbers = Z.copy()
+            numbers[:, np.concatenate(groups)] = 0.0
+            numbers_width = median_width(numbers)
+        return self._new_grid(width, log_width, bins=bins, numbers_width=numbers_width)
 
     def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
         r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
@@ -788,7 +796,9 @@ class Auto(Learner):
             self._classes.restore(scalars.get("classes"), self._prep.labels)
         if self._prep.ready:
             width, log_width = (float(w) for w in scalars["widths"])
-            grid = self._new_grid(width, log_width)
+            numbers_width = scalars.get("numbers_width")  # (none saved: the wide raw kernels' own width)
+            grid = self._new_grid(width, log_width,
+                                  numbers_width=None if numbers_width is None else float(numbers_width))
             grid.restore(arrays, scalars, self._rounds)
             grid.classes = max(len(self._classes), 2)
             self._grid = grid

@@ -653,6 +653,40 @@ def test_the_wide_raw_kernels_take_the_row_without_the_categorical_names() -> No
     assert arrays._grid is not None and all(m.form[0] != 2 for m in arrays._grid.members)
 
 
+def test_the_kernels_without_the_names_take_the_width_of_the_records_without_them() -> None:
+    # the fallback a name that says nothing leaves the mixture: the members that leave the names out take
+    # the width the raw view's members at factor 1 have on the same records without the name
+    # (Grid.numbers_width), not the raw view's width of the whole record times NUMBERS_WIDTH
+    from kons.auto.config import GRID, NUMBERS_WIDTH
+    from kons.kernel import NystromKONS
+
+    records, y = _stream(120)
+    learners = {}
+    for label, rows in (("with", records), ("without", [{k: v for k, v in r.items() if k != "city"}
+                                                         for r in records])):
+        learner = learners[label] = kons.Auto()
+        for record, target in zip(rows, y, strict=True):
+            learner.learn_one(record, target)
+    grid, without = learners["with"]._grid, learners["without"]._grid
+    assert grid is not None and without is not None and without.numbers_width is None
+    assert grid.numbers_width == pytest.approx(without.widths[0], rel=1e-12)
+    assert grid.numbers_width != pytest.approx(grid.widths[0] * NUMBERS_WIDTH, rel=0.01)
+    for (view, kind, width, _), member in zip(GRID, grid.members, strict=True):
+        if kind == "nystrom":
+            assert isinstance(member.base, NystromKONS)
+            gamma = member.base.kernel.gamma  # type: ignore[attr-defined]
+            leaves_names = view == "raw" and width == NUMBERS_WIDTH
+            assert gamma == (grid.numbers_width if leaves_names else grid.widths[view == "log"] * width)
+    # a state saved keeps it, and goes on so restored
+    blob = learners["with"].to_bytes()
+    restored = kons.load(blob)
+    assert isinstance(restored, kons.Auto) and restored._grid is not None
+    assert restored._grid.numbers_width == grid.numbers_width and restored.to_bytes() == blob
+    for record, target in zip(records[:20], y[:20], strict=True):
+        assert restored.learn_one(record, target) == learners["with"].learn_one(record, target)
+    assert restored.to_bytes() == learners["with"].to_bytes()
+
+
 # ----------------------------------------------------------------------------- imputation
 
 def _slow_conditional_mean(rows: np.ndarray, row: np.ndarray, ridge: float, bound: float) -> np.ndarray:
