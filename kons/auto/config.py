@@ -155,7 +155,8 @@ REGRESSION_LOSS_THRESHOLD = 9.5
 # ----------------------------------------------------------------- the labels' detector (docs/drift.md)
 #: The labels' detector (two classes): the rise of either class's odds it tests for, and its CUSUM
 #: threshold, higher than the error detector's: a stationary stretch's labels wander as far as a changed
-#: concept's first rows (docs/drift.md, "Agrawal's first change, declared on the labels' rate").
+#: concept's first rows (docs/drift.md, "Agrawal's first change, declared on the labels' rate with the
+#: errors").
 LABEL_SHIFT_RATIO = 3.0
 LABEL_SHIFT_THRESHOLD = 8.0
 #: How many binomial standard deviations the mixture's errors since a shift of the labels must stand above

@@ -260,7 +260,7 @@ class LabelChangeDetector:
     tests clip theirs. A test that fires restarts its level as at a change, whether confirmed or not.
 
     The defaults and what chose them: ``docs/drift.md`` ("Agrawal's first change, declared on the labels'
-    rate").
+    rate with the errors").
     """
 
     def __init__(self, *, ratio: float = LABEL_SHIFT_RATIO, threshold: float = LABEL_SHIFT_THRESHOLD,
