@@ -23,6 +23,9 @@ __all__ = [
     "GENERATIONS",
     "GENERATION_TARGET_PRIOR",
     "GRID",
+    "LABEL_SHIFT_DEVIATIONS",
+    "LABEL_SHIFT_RATIO",
+    "LABEL_SHIFT_THRESHOLD",
     "LAGS",
     "LAGS_PRIOR",
     "LAGS_WAKE_ROWS",
@@ -149,6 +152,18 @@ LEVEL_CEILING = 3.0
 #: sooner, and the heavy-tailed tuning series declare as before; on classes the lower threshold played a
 #: tuning drift worse (docs/drift.md, "A shrink declared sooner").
 REGRESSION_LOSS_THRESHOLD = 9.5
+
+# ----------------------------------------------------------------- the labels' detector (docs/drift.md)
+#: The labels' detector (two classes): the rise of either class's odds it tests for, and its CUSUM
+#: threshold, higher than the error detector's: a stationary stretch's labels wander as far as a changed
+#: concept's first rows (docs/drift.md, "Agrawal's first change, declared on the labels' rate with the
+#: errors").
+LABEL_SHIFT_RATIO = 3.0
+LABEL_SHIFT_THRESHOLD = 8.0
+#: How many binomial standard deviations the mixture's errors since a shift of the labels must stand above
+#: their rate before it for the shift to be declared a change: the wandering labels of a stationary
+#: stretch do not raise the errors (same section).
+LABEL_SHIFT_DEVIATIONS = 2.0
 
 # ----------------------------------------------------------------- the local expert (docs/drift.md)
 #: Rows the local expert keeps, and the neighbours it votes with (docs/auto.md#neighbour_rows).

@@ -43,7 +43,7 @@ from kons.auto.config import (
     TREE_PRIOR,
     YOUNG_LINEAR,
 )
-from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
+from kons.auto.detectors import ErrorChangeDetector, LabelChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.bins import QuantileBins
 from kons.auto.experts.forest import build_forest, forest_class_column_nbytes, restore_forest
 from kons.auto.experts.fresh_bins import (
@@ -435,6 +435,7 @@ class Grid:
         self.detector = (LossChangeDetector() if binary
                          else LossChangeDetector(threshold=REGRESSION_LOSS_THRESHOLD))
         self.errors = ErrorChangeDetector()
+        self.labels = LabelChangeDetector()  # two classes
         self.kept = RecentRounds(REPLAY_ROWS, dim)
         self.rounds = 0
         self.changes = 0
@@ -727,7 +728,7 @@ class Grid:
         if binary:
             error = float(played * t <= 0.0)
             self._keep(row, kept_target, loss, error)
-            self._track(loss, error)
+            self._track(loss, error, kept_target)
         else:
             self._keep(row, t, loss, 0.0)
             self._track(loss, None)
@@ -794,21 +795,23 @@ class Grid:
         if not self.probation.observe(self.mixture.switching, losses, loss):
             self.probation = None
 
-    def _track(self, loss: float, error: float | None) -> None:
-        """After a round whose mixture's loss (times its learning rate) was ``loss`` and, for classes, whose
-        play was wrong (``error`` 1) or right (0): the detectors, the restarts they schedule, and the
-        leader."""
+    def _track(self, loss: float, error: float | None, label: float | None = None) -> None:
+        """After a round whose mixture's loss (times its learning rate) was ``loss``, for classes whose
+        play was wrong (``error`` 1) or right (0), and on two classes whose class index was ``label``: the
+        detectors, the restarts they schedule, and the leader."""
         self.rounds += 1
         level, baseline = self.detector.level, self.errors.baseline  # the levels before a change
         risen = self.detector.update(loss)
-        # both detectors see every round (their levels follow the stream), either declares
+        shifted = self._labels_shifted(label) if label is not None else 0
+        # every detector sees every round (their levels follow the stream), any declares
         span = 0
-        if (self.errors.update(error) if error is not None else False) or risen:
+        if (self.errors.update(error) if error is not None else False) or risen or shifted:
             self.changes += 1
             self.last_change = self.rounds
             self.restarts_due = len(RESTART_DELAYS)
-            span = change_span(self.detector.steps(self.kept.losses(), level) if risen
-                               else self.errors.steps(self.kept.errors(), baseline))
+            self.labels = LabelChangeDetector()  # the new concept's labels' rate learnt afresh
+            span = shifted or change_span(self.detector.steps(self.kept.losses(), level) if risen
+                                          else self.errors.steps(self.kept.errors(), baseline))
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
             if self.rounds == self.last_change and self.classes == 2:
@@ -819,6 +822,14 @@ class Grid:
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
         self._doze(weights, changed=self.last_change == self.rounds)
+
+    def _labels_shifted(self, label: float) -> int:
+        """The labels' detector's round (this round's class index ``label``): the rounds its confirmed shift
+        spans among the kept rounds (the change's estimated onset), else 0."""
+        if not self.labels.update(label):
+            return 0
+        span = self.labels.span(self.kept.targets())
+        return span if self.labels.confirmed(self.kept.errors(), span) else 0
 
     def _renew_fresh_bins(self) -> None:
         """At a change declared on two classes, before the change's generation enters (whose trial then
@@ -1046,6 +1057,7 @@ class Grid:
                           for generation in self.young],
                 "detector": self.detector.state(),
                 "error_detector": self.errors.state(),
+                "label_detector": self.labels.state(),
                 "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
                              self.leader_since],
                 "kept": self.kept.scalars(),
@@ -1100,6 +1112,9 @@ class Grid:
             self.errors.restore(scalars["error_detector"])
         else:  # saved before it existed: its level learnt afresh from the restored round
             self.errors = ErrorChangeDetector()
+        self.labels = LabelChangeDetector()  # (one saved before it existed: learnt afresh likewise)
+        if "label_detector" in scalars:
+            self.labels.restore(scalars["label_detector"])
         (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
          self.leader_since) = (int(v) for v in scalars["tracking"])
         if "kept" in scalars:  # saved before the rounds were kept: none kept yet

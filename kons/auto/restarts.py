@@ -517,6 +517,10 @@ class RecentRounds:
         """The mixture's errors on the kept rounds, oldest first."""
         return self._kept_column(2)
 
+    def targets(self) -> np.ndarray:
+        """The kept rounds' targets (class indices, on classes), oldest first."""
+        return self._kept_column(0)
+
     def _kept_column(self, column: int) -> np.ndarray:
         kept: np.ndarray = self.rounds[self.ring.order(), column]
         return kept

@@ -23,7 +23,7 @@ from kons.auto.config import (
     YOUNG_LINEAR,
     YOUNG_REGRESSION_LINEAR,
 )
-from kons.auto.detectors import ErrorChangeDetector, LossChangeDetector, change_span
+from kons.auto.detectors import ErrorChangeDetector, LabelChangeDetector, LossChangeDetector, change_span
 from kons.auto.experts.neighbours import RecentNeighbours
 from kons.auto.experts.recent import RecentLinear
 from kons.auto.grid import CHANGE_ENTRY_PRIOR, GRID, REPLAY_ROWS, YOUNG_BASES, YOUNG_SIZE, _form
@@ -492,6 +492,48 @@ def test_the_error_detector_state_restores_bit_identically() -> None:
         second.restore(first.state())
         rest = [float(e) for e in errors[cut:]]
         assert [first.update(e) for e in rest] == [second.update(e) for e in rest]
+        assert first.state() == second.state()
+
+
+def _label_shift(detector: LabelChangeDetector, labels: np.ndarray, errors: np.ndarray) -> list[int]:
+    """The rounds (from 1) at which ``detector`` declares a shift, its test reading the last kept rounds'
+    labels and errors as the grid keeps them (the round's own included)."""
+    declared = []
+    for t, label in enumerate(labels, start=1):
+        if detector.update(float(label)):
+            kept = slice(max(t - REPLAY_ROWS, 0), t)
+            span = detector.span(labels[kept])
+            if detector.confirmed(errors[kept], span):
+                declared.append(t)
+    return declared
+
+
+def test_the_labels_detector_declares_a_shift_of_the_labels_only_with_the_errors() -> None:
+    rng = np.random.default_rng(13)
+    rates = np.where(np.arange(2000) < 1000, 0.4, 0.15)  # class 1's rate falls at round 1000
+    labels = (rng.random(2000) < rates).astype(float)
+    rising = (rng.random(2000) < np.where(np.arange(2000) < 1000, 0.2, 0.4)).astype(float)
+    declared = _label_shift(LabelChangeDetector(), labels, rising)
+    assert len(declared) == 1 and 1000 < declared[0] <= 1100
+    detector = LabelChangeDetector()
+    detector.update(0.0)
+    assert detector.tests[0].seen == detector.tests[1].seen == 1  # each class's test sees every round
+    # the same shift with the errors where they were, or with too few kept rounds before it: none declared
+    level = (rng.random(2000) < 0.2).astype(float)
+    assert _label_shift(LabelChangeDetector(), labels, level) == []
+    assert not LabelChangeDetector().confirmed(np.ones(40), 20)
+
+
+def test_the_labels_detector_state_restores_bit_identically() -> None:
+    rng = np.random.default_rng(14)
+    labels = (rng.random(1500) < np.where(np.arange(1500) < 800, 0.6, 0.2)).astype(float)
+    for cut in (50, 805, 1400):
+        first, second = LabelChangeDetector(), LabelChangeDetector()
+        for label in labels[:cut]:
+            first.update(float(label))
+        second.restore(first.state())
+        rest = [float(label) for label in labels[cut:]]
+        assert [first.update(label) for label in rest] == [second.update(label) for label in rest]
         assert first.state() == second.state()
 
 
