@@ -493,6 +493,48 @@ def _ridge_inverse(correlation: np.ndarray, ridge: float) -> np.ndarray:
     return positive
 
 
+#: What the imputer imputes by: whether each coordinate has enough rows, the means, the deviations and the
+#: inverse of the correlations plus the ridge (:meth:`GaussianImputer._derived`).
+_Statistics = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _one_or_all(positions: np.ndarray) -> int | np.ndarray:
+    """``positions`` as an index: the one position as an int (an array's item is set, not scattered)."""
+    return int(positions[0]) if len(positions) == 1 else positions
+
+
+class _Gaps:
+    r"""How a row missing some numbers is imputed, all but its present values precomputed from the
+    statistics (:meth:`GaussianImputer.filled`): the precision's rows :math:`P_{m \cdot}` of the missing
+    numbers with enough rows :math:`m`, and :math:`P_{mm}` (a float for one number: no solve)."""
+
+    def __init__(self, missing: np.ndarray, targets: np.ndarray, coordinates: np.ndarray,
+                 statistics: _Statistics) -> None:
+        _, self.mean, self.scale, precision = statistics
+        self.missing = _one_or_all(np.flatnonzero(missing))
+        self.coordinates = _one_or_all(coordinates[targets])
+        self.block = precision[targets]
+        self.pivot = self.block[:, targets]
+        self.one = ((-float(self.pivot[0, 0]), float(self.mean[targets[0]]), float(self.scale[targets[0]]))
+                    if len(targets) == 1 else None)
+        self.target_mean, self.target_scale = self.mean[targets], self.scale[targets]
+
+    def imputed(self, values: np.ndarray) -> float | np.ndarray:
+        """The imputed numbers of a row whose numeric coordinates hold ``values`` (overwritten)."""
+        standardised = np.subtract(values, self.mean, out=values)
+        standardised /= self.scale
+        standardised[self.missing] = 0.0  # (and a coordinate without enough rows has no precision)
+        given = self.block @ standardised
+        if self.one is not None:  # one number, most often: no solve, nor arrays of one
+            pivot, mean, scale = self.one
+            alone: float = given.item() / pivot
+            return mean + scale * min(max(alone, -IMPUTE_BOUND), IMPUTE_BOUND)
+        regressed = -np.linalg.solve(self.pivot, given)
+        np.clip(regressed, -IMPUTE_BOUND, IMPUTE_BOUND, out=regressed)
+        imputed: np.ndarray = self.target_mean + self.target_scale * regressed
+        return imputed
+
+
 class GaussianImputer:
     r"""The conditional mean of a record's missing numbers given its present ones (a Gaussian conditional).
 
@@ -521,12 +563,14 @@ class GaussianImputer:
         self.rows = 0  # the rows learnt
         self.held: list[np.ndarray] = []  # the values of the rows learnt since the moments last took them
         # what the rows impute by, computed from the moments every IMPUTE_REFRESH rows (None before)
-        self.statistics: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.statistics: _Statistics | None = None
         # (not state) the last row filled, at a count of rows, and its result: a prediction and the
         # learning round of the same record impute it once
         self._filled: tuple[np.ndarray, int, np.ndarray] | None = None
+        # (not state) the gaps of one number computed on the statistics (_gaps())
+        self._kept_gaps: tuple[_Statistics | None, dict[bytes, _Gaps | None]] = None, {}
 
-    def _derived(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _derived(self) -> _Statistics:
         """Whether each coordinate has enough rows; the means (with the shift), the deviations (1 for none)
         and the inverse of the correlations plus the ridge among the coordinates with enough rows (0
         elsewhere) of the current moments."""
@@ -557,30 +601,40 @@ class GaussianImputer:
         :math:`R_{mo} (R_{oo} + \lambda I)^{-1} z_o` is :math:`-P_{mm}^{-1} P_{mo} z_o`: one inverse every
         :data:`IMPUTE_REFRESH` rows, and a row solves on its missing coordinates only (one, most often)."""
         values = x[self.coordinates]
-        if not math.isnan(np.add.reduce(values)):  # nothing missing (the common row): no solve
+        # nothing missing (the common row): no solve; the squared norm, one BLAS dot (cheaper than the
+        # ufunc's sum), is NaN exactly when a value is (the encoder's numbers are finite)
+        if not math.isnan(values.dot(values)):
             return x
         kept = self._filled
         if kept is not None and kept[0] is x and kept[1] == self.rows:  # (a read-only encoded row)
             return kept[2]
-        if self.statistics is None:
+        gaps = self._gaps(np.isnan(values))
+        if gaps is None:
             return x
-        known, mean, scale, precision = self.statistics
-        missing = np.isnan(values)
-        targets = np.flatnonzero(missing & known)
-        if not len(targets):
-            return x
-        standardised = (values - mean) / scale
-        standardised[missing] = 0.0  # (and a coordinate without enough rows has no precision)
-        block = precision[targets]
-        given = block @ standardised
-        regressed = (given / -block[0, targets[0]] if len(targets) == 1  # (no solve for one)
-                     else -np.linalg.solve(block[:, targets], given))
-        np.clip(regressed, -IMPUTE_BOUND, IMPUTE_BOUND, out=regressed)
         filled = x.copy()
-        filled[self.coordinates[targets]] = mean[targets] + scale[targets] * regressed
+        filled[gaps.coordinates] = gaps.imputed(values)
         filled.flags.writeable = False
         self._filled = x, self.rows, filled
         return filled
+
+    def _gaps(self, missing: np.ndarray) -> _Gaps | None:
+        """How a row missing the coordinates ``missing`` (a mask) is imputed (None: it is not); that of a
+        row missing one number is kept until the statistics change (at most one per coordinate)."""
+        statistics = self.statistics
+        if statistics is None:
+            return None
+        if self._kept_gaps[0] is not statistics:
+            self._kept_gaps = statistics, {}
+        kept = self._kept_gaps[1]
+        pattern = missing.tobytes()
+        if pattern in kept:
+            return kept[pattern]
+        known = statistics[0]
+        targets = np.flatnonzero(missing & known)
+        gaps = _Gaps(missing, targets, self.coordinates, statistics) if len(targets) else None
+        if pattern.count(1) == 1:
+            kept[pattern] = gaps
+        return gaps
 
     def commit(self, x: np.ndarray, new: list[int]) -> None:
         """Count the learned row ``x`` (NaN: missing), whose round took the numeric coordinates ``new``."""

@@ -777,3 +777,20 @@ def test_pairwise_correlations_not_positive_definite_impute_by_their_positive_pa
         row = np.array(query)
         expected = _slow_conditional_mean(rows, row, IMPUTE_RIDGE, IMPUTE_BOUND)
         np.testing.assert_allclose(imputer.filled(row)[np.isnan(row)], expected, rtol=1e-9)
+
+
+def test_a_kept_gap_imputes_as_computed_afresh_until_the_statistics_change() -> None:
+    from kons.records import IMPUTE_RIDGE, GaussianImputer
+
+    rng = np.random.default_rng(17)
+    n = 4 * IMPUTE_REFRESH
+    rows = rng.normal(size=(n, 1)) * [1.0, 2.0, -1.0] + 0.3 * rng.normal(size=(n, 3))
+    rows[1:][rng.random((n - 1, 3)) < 0.3] = np.nan  # (the first row's values are the shift)
+    imputer = GaussianImputer(IMPUTE_RIDGE)
+    for i, row in enumerate(rows):
+        imputer.commit(row, [0, 1, 2] if i == 0 else [])
+        fresh = GaussianImputer(IMPUTE_RIDGE)
+        fresh.restore(imputer.arrays(), 3)
+        for query in ([np.nan, 0.5, -0.2], [0.3, np.nan, np.nan]):  # one gap (kept), two (computed each time)
+            np.testing.assert_array_equal(imputer.filled(np.array(query)), fresh.filled(np.array(query)))
+    assert len(imputer._kept_gaps[1]) == 1
