@@ -520,11 +520,10 @@ class _Gaps:
         self.target_mean, self.target_scale = self.mean[targets], self.scale[targets]
 
     def imputed(self, values: np.ndarray) -> float | np.ndarray:
-        """The imputed numbers of a row whose numeric coordinates hold ``values`` (overwritten)."""
-        standardised = np.subtract(values, self.mean, out=values)
-        standardised /= self.scale
+        """The imputed numbers of a row whose numeric coordinates hold ``values``."""
+        standardised = (values - self.mean) / self.scale
         standardised[self.missing] = 0.0  # (and a coordinate without enough rows has no precision)
-        given = self.block @ standardised
+        given = self.block.dot(standardised)  # (BLAS's gemv, as ``@`` calls it, without a gufunc's dispatch)
         if self.one is not None:  # one number, most often: no solve, nor arrays of one
             pivot, mean, scale = self.one
             alone: float = given.item() / pivot
@@ -672,7 +671,10 @@ class GaussianImputer:
         self.rows, self.held, self.statistics = 0, [], None
 
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in self.arrays().values()))
+        """The bytes of :meth:`arrays`, counted from the coordinates and the held rows (every round asks)."""
+        k, held = len(self.coordinates), len(self.held)
+        statistics = 0 if self.statistics is None else 8 * k * k + 17 * k  # (whether known: a byte each)
+        return 8 * (4 * k * k + 2 * k + 1) + 9 * held * k + statistics  # (a held row's gaps: a byte each)
 
     @staticmethod
     def growth_nbytes(tracked: int, most: int) -> int:
