@@ -749,6 +749,26 @@ def test_the_imputer_saved_mid_stream_restores_exactly() -> None:
     assert restored.to_bytes() == whole.to_bytes()
 
 
+def test_the_imputers_bytes_counted_are_those_of_its_arrays() -> None:
+    from kons.base import arrays_nbytes
+    from kons.records import IMPUTE_RIDGE, GaussianImputer
+
+    records, y = _correlated_records(3 * IMPUTE_REFRESH + 5, seed=18)  # (rows held after the last refresh)
+    learner = kons.Auto()
+    imputer = learner._prep.imputer
+    assert imputer is not None
+    for r, t in zip(records, y, strict=True):
+        assert imputer.nbytes() == arrays_nbytes(imputer.arrays())
+        learner.learn_one(r, t)
+    restored = kons.load(learner.to_bytes())
+    assert isinstance(restored, kons.Auto) and restored._prep.imputer is not None
+    again = restored._prep.imputer
+    assert again.nbytes() == arrays_nbytes(again.arrays()) == imputer.nbytes()
+    tracked = GaussianImputer(IMPUTE_RIDGE)  # (a state saved before the imputer: coordinates, no statistics)
+    tracked.track([0, 2, 5], np.zeros(3))
+    assert tracked.nbytes() == arrays_nbytes(tracked.arrays())
+
+
 @pytest.mark.parametrize("key", ["impute_moments", "impute_coordinates"])
 def test_a_corrupted_imputer_is_a_state_format_error(key: str) -> None:
     from kons import _state
