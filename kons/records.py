@@ -498,26 +498,30 @@ def _ridge_inverse(correlation: np.ndarray, ridge: float) -> np.ndarray:
 _Statistics = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _one_or_all(positions: np.ndarray) -> int | np.ndarray:
-    """``positions`` as an index: the one position as an int (an array's item is set, not scattered)."""
-    return int(positions[0]) if len(positions) == 1 else positions
-
-
 class _Gaps:
     r"""How a row missing some numbers is imputed, all but its present values precomputed from the
     statistics (:meth:`GaussianImputer.filled`): the precision's rows :math:`P_{m \cdot}` of the missing
     numbers with enough rows :math:`m`, and :math:`P_{mm}` (a float for one number: no solve)."""
 
-    def __init__(self, missing: np.ndarray, targets: np.ndarray, coordinates: np.ndarray,
+    def __init__(self, missing: int | np.ndarray, targets: int | np.ndarray, coordinates: np.ndarray,
                  statistics: _Statistics) -> None:
+        """``missing``, the row's positions without a value (among the numeric coordinates); ``targets``,
+        those imputed (an int: one, of which a slice and floats are taken, not arrays of one)."""
         _, self.mean, self.scale, precision = statistics
-        self.missing = _one_or_all(np.flatnonzero(missing))
-        self.coordinates = _one_or_all(coordinates[targets])
-        self.block = precision[targets]
-        self.pivot = self.block[:, targets]
-        self.one = ((-float(self.pivot[0, 0]), float(self.mean[targets[0]]), float(self.scale[targets[0]]))
-                    if len(targets) == 1 else None)
-        self.target_mean, self.target_scale = self.mean[targets], self.scale[targets]
+        self.missing = missing
+        self.one: tuple[float, float, float] | None = None  # (the pivot negated, the mean and the scale)
+        if isinstance(targets, int):
+            self.coordinates: int | np.ndarray = int(coordinates[targets])
+            # (a row, C-ordered as an array's rows taken by index are: the precision may be LAPACK's
+            # column-major array, and BLAS sums the product in the order of the layout)
+            self.block = precision[targets:targets + 1].copy()
+            self.one = (-float(precision[targets, targets]), float(self.mean[targets]),
+                        float(self.scale[targets]))
+        else:
+            self.coordinates = coordinates[targets]
+            self.block = precision[targets]
+            self.pivot = self.block[:, targets]
+            self.target_mean, self.target_scale = self.mean[targets], self.scale[targets]
 
     def imputed(self, values: np.ndarray) -> float | np.ndarray:
         """The imputed numbers of a row whose numeric coordinates hold ``values``."""
@@ -629,11 +633,16 @@ class GaussianImputer:
         if pattern in kept:
             return kept[pattern]
         known = statistics[0]
-        targets = np.flatnonzero(missing & known)
-        gaps = _Gaps(missing, targets, self.coordinates, statistics) if len(targets) else None
-        if pattern.count(1) == 1:
+        if pattern.count(1) == 1:  # (one number missing, the common gap: its position is the pattern's 1)
+            at = pattern.index(1)
+            gaps = _Gaps(at, at, self.coordinates, statistics) if known[at] else None
             kept[pattern] = gaps
-        return gaps
+            return gaps
+        targets = np.flatnonzero(missing & known)
+        if not len(targets):
+            return None
+        one = int(targets[0]) if len(targets) == 1 else targets
+        return _Gaps(np.flatnonzero(missing), one, self.coordinates, statistics)
 
     def commit(self, x: np.ndarray, new: list[int]) -> None:
         """Count the learned row ``x`` (NaN: missing), whose round took the numeric coordinates ``new``."""
