@@ -553,9 +553,11 @@ class GaussianImputer:
     :data:`IMPUTE_BOUND` deviations of its mean. The means, deviations and inverse it imputes by are
     computed from the moments every :data:`IMPUTE_REFRESH` rows (and when a coordinate is new), and saved;
     the rows in between are held and added to the moments then, by one matrix product.
-    A row missing no number is left as it is, without a solve. Its state is a :math:`2k \times 2k` array
-    and a :math:`k \times k` one for :math:`k` numeric coordinates, so bounded by the encoder's width; a
-    round costs :math:`O(k^2)`, an inverse :math:`O(k^3)`.
+    A row missing no number is left as it is, without a solve; what a row missing one number is imputed by
+    (the precision's row of that number, its pivot, mean and deviation) is kept, one per coordinate, until
+    the statistics change. Its state is a :math:`2k \times 2k` array and a :math:`k \times k` one for
+    :math:`k` numeric coordinates, so bounded by the encoder's width; a round costs :math:`O(k^2)`, an
+    inverse :math:`O(k^3)`.
     """
 
     def __init__(self, ridge: float) -> None:
