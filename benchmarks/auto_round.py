@@ -293,16 +293,16 @@ def case_stream(case: str, rows: int) -> tuple[list[Any], list[Any]]:
     return list(X), y.tolist()
 
 
-def serve_paired(warmup: int, rounds: int) -> None:
-    """A child of :func:`paired`: a mature learner per case (``warmup`` rounds learnt), then, for each
-    command read from stdin (``case part start``, part ``round`` or ``predict``), the CPU seconds of one
-    block of rows from ``start`` (a round: ``predict_one`` then ``learn_one``; ``predict``: ``predict_one``
-    alone, nothing learnt), printed as one JSON line."""
+def serve_paired(warmup: int, rounds: int, cases: list[str]) -> None:
+    """A child of :func:`paired`: a mature learner per case of ``cases`` (``warmup`` rounds learnt), then,
+    for each command read from stdin (``case part start``, part ``round`` or ``predict``), the CPU seconds
+    of one block of rows from ``start`` (a round: ``predict_one`` then ``learn_one``; ``predict``:
+    ``predict_one`` alone, nothing learnt), printed as one JSON line."""
     import kons
 
     learners = {}
     streams = {}
-    for case in CASES:
+    for case in cases:
         rows, labels = case_stream(case, warmup + rounds)
         classes = CASES[case][0] in ("binary", "classes")
         auto = kons.Auto(task="classification" if classes else "regression")
@@ -326,12 +326,14 @@ def serve_paired(warmup: int, rounds: int) -> None:
         print(json.dumps({"seconds": time.process_time() - began, "rows": len(block)}), flush=True)
 
 
-def paired(trees: dict[str, Path], warmup: int, rounds: int) -> dict[str, dict[str, dict[str, float]]]:
-    """For each case and part (round, predict), the CPU microseconds per row of each tree's learner, from
-    one child process per tree serving blocks alternately (ABBA: each tree first in every other pair)."""
+def paired(trees: dict[str, Path], warmup: int, rounds: int, cases: list[str]
+           ) -> dict[str, dict[str, dict[str, float]]]:
+    """For each case of ``cases`` and part (round, predict), the CPU microseconds per row of each tree's
+    learner, from one child process per tree serving blocks alternately (ABBA: each tree first in every
+    other pair)."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     code = (f"import runpy; m = runpy.run_path({str(Path(__file__).resolve())!r}); "
-            f"m['serve_paired']({warmup}, {rounds})")
+            f"m['serve_paired']({warmup}, {rounds}, {cases!r})")
     children = {}
     for label, tree in trees.items():
         child_process = subprocess.Popen([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(tree)},
@@ -343,10 +345,10 @@ def paired(trees: dict[str, Path], warmup: int, rounds: int) -> dict[str, dict[s
             imported = json.loads(child_process.stdout.readline())["kons"]
             if not imported.startswith(str(trees[label].resolve())):
                 raise RuntimeError(f"the child imported {imported}, not the kons of {trees[label]}")
-        seconds = {case: {part: dict.fromkeys(trees, 0.0) for part in ("round", "predict")} for case in CASES}
+        seconds = {case: {part: dict.fromkeys(trees, 0.0) for part in ("round", "predict")} for case in cases}
         order = list(trees)
         for n, start in enumerate(range(0, rounds, _BLOCK)):
-            for case in CASES:
+            for case in cases:
                 for part in ("predict", "round"):  # a block's rows predicted alone first, then played
                     for label in (order if n % 2 == 0 else order[::-1]):
                         child_process = children[label]
@@ -363,16 +365,17 @@ def paired(trees: dict[str, Path], warmup: int, rounds: int) -> dict[str, dict[s
                    for part, by_tree in parts.items()} for case, parts in seconds.items()}
 
 
-def paired_report(trees: dict[str, Path], warmup: int, rounds: int, repeats: int) -> list[str]:
+def paired_report(trees: dict[str, Path], warmup: int, rounds: int, repeats: int,
+                  cases: list[str]) -> list[str]:
     """The paired comparison's table: per case and part, each tree's CPU time per row (the median of
     ``repeats`` paired runs) and the ratio of this checkout's to the old one's (the median of the runs'
     ratios, each of one run's paired blocks)."""
     from benchmarks.common import markdown_table
 
-    runs = [paired(trees, warmup, rounds) for _ in range(repeats)]
+    runs = [paired(trees, warmup, rounds, cases) for _ in range(repeats)]
     new, old = trees
     rows = []
-    for case in CASES:
+    for case in cases:
         for part in ("round", "predict"):
             times = {label: statistics.median(run[case][part][label] for run in runs) for label in trees}
             ratios = [run[case][part][new] / run[case][part][old] for run in runs]
@@ -405,6 +408,8 @@ def main(argv: list[str] | None = None) -> None:
                         "binary, 10 classes, records), round and predict, paired against --old")
     parser.add_argument("--old-name", help="the old checkout's name in the report (default: its commit)")
     parser.add_argument("--paired-warmup", type=int, default=1000, help="rounds learnt before --paired's")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), metavar="CASE",
+                        help=f"--paired's cases (default: all of {', '.join(CASES)})")
     parser.add_argument("--out", type=Path, help="folder for auto_round.md (else: stdout only)")
     args = parser.parse_args(argv)
     if args.paired and not args.old:
@@ -435,7 +440,7 @@ def main(argv: list[str] | None = None) -> None:
                      "times.")
         lines[0] = "# A mature `auto`'s round and predict, paired against another checkout"
         lines += paired_report({"this checkout": REPO, old_commit or "old": args.old}, args.paired_warmup,
-                               args.rounds, args.repeats)
+                               args.rounds, args.repeats, args.cases)
     for warmup in ([] if args.paired else args.warmup):
         runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
         for _ in range(args.repeats):

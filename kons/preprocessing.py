@@ -513,6 +513,11 @@ class Preprocessor:
             if pending.taken:
                 self._pool()
 
+    @property
+    def record_imputer(self) -> GaussianImputer | None:
+        """The imputer once the rows are records, what it imputes (None: no imputer, or no record yet)."""
+        return self.imputer if self.encoder is not None else None
+
     def _pool(self) -> None:
         """Give the feature scaler the encoder's categorical names' groups of coordinates (if ``pooled``)."""
         if self.pooled and self.scaler is not None and self.encoder is not None:
@@ -622,9 +627,9 @@ class Preprocessor:
             return 0
         buffered = _FLOAT_BYTES * len(self.buffer) * (self.scaler.dim + 1)  # buffer_x and buffer_y
         encoder = 0 if self.encoder is None else self.encoder.nbytes()
-        if self.encoder is not None and self.imputer is not None:
-            encoder += self.imputer.nbytes()
-        return _base.arrays_nbytes(self.scaler.arrays()) + buffered + encoder
+        imputer = self.record_imputer
+        imputed = 0 if imputer is None else imputer.nbytes()
+        return _base.arrays_nbytes(self.scaler.arrays()) + buffered + encoder + imputed
 
     def encoder_growth_nbytes(self) -> int:
         """What the record encoder may still add (bounded by its width; 0 for arrays)."""
@@ -654,8 +659,9 @@ class Preprocessor:
         if self.scaler is None:
             return {}
         arrays = self.scaler.arrays()
-        if self.encoder is not None and self.imputer is not None:
-            arrays.update(self.imputer.arrays())
+        imputer = self.record_imputer
+        if imputer is not None:
+            arrays.update(imputer.arrays())
         if self.buffer:
             rows = np.stack([x for x, _ in self.buffer])
             gaps = np.isnan(rows)
@@ -689,12 +695,13 @@ class Preprocessor:
             self.pooled = self.pooled and bool(scalars.get("pooled", False))
             self.encoder = RecordEncoder.from_scalars(scalars["records"], dim)
             self._pool()
-            if self.imputer is not None:
+            imputer = self.record_imputer
+            if imputer is not None:
                 if "impute_moments" in arrays:
-                    self.imputer.restore(arrays, dim)
+                    imputer.restore(arrays, dim)
                 else:  # a state saved before the imputer existed: its statistics start now
                     numeric = [k.numeric for k in self.encoder.names.values() if k.numeric >= 0]
-                    self.imputer.track(numeric, self.scaler.mean[numeric])
+                    imputer.track(numeric, self.scaler.mean[numeric])
         if "buffer_x" in arrays:
             rows, ys = arrays["buffer_x"], arrays["buffer_y"]
             if rows.shape != (len(ys), dim):

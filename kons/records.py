@@ -493,6 +493,51 @@ def _ridge_inverse(correlation: np.ndarray, ridge: float) -> np.ndarray:
     return positive
 
 
+#: What the imputer imputes by: whether each coordinate has enough rows, the means, the deviations and the
+#: inverse of the correlations plus the ridge (:meth:`GaussianImputer._derived`).
+_Statistics = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+class _Gaps:
+    r"""How a row missing some numbers is imputed, all but its present values precomputed from the
+    statistics (:meth:`GaussianImputer.filled`): the precision's rows :math:`P_{m \cdot}` of the missing
+    numbers with enough rows :math:`m`, and :math:`P_{mm}` (a float for one number: no solve)."""
+
+    def __init__(self, missing: int | np.ndarray, targets: int | np.ndarray, coordinates: np.ndarray,
+                 statistics: _Statistics) -> None:
+        """``missing``, the row's positions without a value (among the numeric coordinates); ``targets``,
+        those imputed (an int: one, of which a slice and floats are taken, not arrays of one)."""
+        _, self.mean, self.scale, precision = statistics
+        self.missing = missing
+        self.one: tuple[float, float, float] | None = None  # (the pivot negated, the mean and the scale)
+        if isinstance(targets, int):
+            self.coordinates: int | np.ndarray = int(coordinates[targets])
+            # (a row, C-ordered as an array's rows taken by index are: the precision may be LAPACK's
+            # column-major array, and BLAS sums the product in the order of the layout)
+            self.block = precision[targets:targets + 1].copy()
+            self.one = (-float(precision[targets, targets]), float(self.mean[targets]),
+                        float(self.scale[targets]))
+        else:
+            self.coordinates = coordinates[targets]
+            self.block = precision[targets]
+            self.pivot = self.block[:, targets]
+            self.target_mean, self.target_scale = self.mean[targets], self.scale[targets]
+
+    def imputed(self, values: np.ndarray) -> float | np.ndarray:
+        """The imputed numbers of a row whose numeric coordinates hold ``values``."""
+        standardised = (values - self.mean) / self.scale
+        standardised[self.missing] = 0.0  # (and a coordinate without enough rows has no precision)
+        given = self.block.dot(standardised)  # (BLAS's gemv, as ``@`` calls it, without a gufunc's dispatch)
+        if self.one is not None:  # one number, most often: no solve, nor arrays of one
+            pivot, mean, scale = self.one
+            alone: float = given.item() / pivot
+            return mean + scale * min(max(alone, -IMPUTE_BOUND), IMPUTE_BOUND)
+        regressed = -np.linalg.solve(self.pivot, given)
+        np.clip(regressed, -IMPUTE_BOUND, IMPUTE_BOUND, out=regressed)
+        imputed: np.ndarray = self.target_mean + self.target_scale * regressed
+        return imputed
+
+
 class GaussianImputer:
     r"""The conditional mean of a record's missing numbers given its present ones (a Gaussian conditional).
 
@@ -508,9 +553,11 @@ class GaussianImputer:
     :data:`IMPUTE_BOUND` deviations of its mean. The means, deviations and inverse it imputes by are
     computed from the moments every :data:`IMPUTE_REFRESH` rows (and when a coordinate is new), and saved;
     the rows in between are held and added to the moments then, by one matrix product.
-    A row missing no number is left as it is, without a solve. Its state is a :math:`2k \times 2k` array
-    and a :math:`k \times k` one for :math:`k` numeric coordinates, so bounded by the encoder's width; a
-    round costs :math:`O(k^2)`, an inverse :math:`O(k^3)`.
+    A row missing no number is left as it is, without a solve; what a row missing one number is imputed by
+    (the precision's row of that number, its pivot, mean and deviation) is kept, one per coordinate, until
+    the statistics change. Its state is a :math:`2k \times 2k` array and a :math:`k \times k` one for
+    :math:`k` numeric coordinates, so bounded by the encoder's width; a round costs :math:`O(k^2)`, an
+    inverse :math:`O(k^3)`.
     """
 
     def __init__(self, ridge: float) -> None:
@@ -521,12 +568,14 @@ class GaussianImputer:
         self.rows = 0  # the rows learnt
         self.held: list[np.ndarray] = []  # the values of the rows learnt since the moments last took them
         # what the rows impute by, computed from the moments every IMPUTE_REFRESH rows (None before)
-        self.statistics: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.statistics: _Statistics | None = None
         # (not state) the last row filled, at a count of rows, and its result: a prediction and the
         # learning round of the same record impute it once
         self._filled: tuple[np.ndarray, int, np.ndarray] | None = None
+        # (not state) the gaps of one number computed on the statistics (_gaps())
+        self._kept_gaps: tuple[_Statistics | None, dict[bytes, _Gaps | None]] = None, {}
 
-    def _derived(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _derived(self) -> _Statistics:
         """Whether each coordinate has enough rows; the means (with the shift), the deviations (1 for none)
         and the inverse of the correlations plus the ridge among the coordinates with enough rows (0
         elsewhere) of the current moments."""
@@ -557,30 +606,45 @@ class GaussianImputer:
         :math:`R_{mo} (R_{oo} + \lambda I)^{-1} z_o` is :math:`-P_{mm}^{-1} P_{mo} z_o`: one inverse every
         :data:`IMPUTE_REFRESH` rows, and a row solves on its missing coordinates only (one, most often)."""
         values = x[self.coordinates]
-        if not math.isnan(np.add.reduce(values)):  # nothing missing (the common row): no solve
+        # nothing missing (the common row): no solve; the squared norm, one BLAS dot (cheaper than the
+        # ufunc's sum), is NaN exactly when a value is (the encoder's numbers are finite)
+        if not math.isnan(values.dot(values)):
             return x
         kept = self._filled
         if kept is not None and kept[0] is x and kept[1] == self.rows:  # (a read-only encoded row)
             return kept[2]
-        if self.statistics is None:
+        gaps = self._gaps(np.isnan(values))
+        if gaps is None:
             return x
-        known, mean, scale, precision = self.statistics
-        missing = np.isnan(values)
-        targets = np.flatnonzero(missing & known)
-        if not len(targets):
-            return x
-        standardised = (values - mean) / scale
-        standardised[missing] = 0.0  # (and a coordinate without enough rows has no precision)
-        block = precision[targets]
-        given = block @ standardised
-        regressed = (given / -block[0, targets[0]] if len(targets) == 1  # (no solve for one)
-                     else -np.linalg.solve(block[:, targets], given))
-        np.clip(regressed, -IMPUTE_BOUND, IMPUTE_BOUND, out=regressed)
         filled = x.copy()
-        filled[self.coordinates[targets]] = mean[targets] + scale[targets] * regressed
+        filled[gaps.coordinates] = gaps.imputed(values)
         filled.flags.writeable = False
         self._filled = x, self.rows, filled
         return filled
+
+    def _gaps(self, missing: np.ndarray) -> _Gaps | None:
+        """How a row missing the coordinates ``missing`` (a mask) is imputed (None: it is not); that of a
+        row missing one number is kept until the statistics change (at most one per coordinate)."""
+        statistics = self.statistics
+        if statistics is None:
+            return None
+        if self._kept_gaps[0] is not statistics:
+            self._kept_gaps = statistics, {}
+        kept = self._kept_gaps[1]
+        pattern = missing.tobytes()
+        if pattern in kept:
+            return kept[pattern]
+        known = statistics[0]
+        if pattern.count(1) == 1:  # (one number missing, the common gap: its position is the pattern's 1)
+            at = pattern.index(1)
+            gaps = _Gaps(at, at, self.coordinates, statistics) if known[at] else None
+            kept[pattern] = gaps
+            return gaps
+        targets = np.flatnonzero(missing & known)
+        if not len(targets):
+            return None
+        one = int(targets[0]) if len(targets) == 1 else targets
+        return _Gaps(np.flatnonzero(missing), one, self.coordinates, statistics)
 
     def commit(self, x: np.ndarray, new: list[int]) -> None:
         """Count the learned row ``x`` (NaN: missing), whose round took the numeric coordinates ``new``."""
@@ -618,7 +682,10 @@ class GaussianImputer:
         self.rows, self.held, self.statistics = 0, [], None
 
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in self.arrays().values()))
+        """The bytes of :meth:`arrays`, counted from the coordinates and the held rows (every round asks)."""
+        k, held = len(self.coordinates), len(self.held)
+        statistics = 0 if self.statistics is None else 8 * k * k + 17 * k  # (whether known: a byte each)
+        return 8 * (4 * k * k + 2 * k + 1) + 9 * held * k + statistics  # (a held row's gaps: a byte each)
 
     @staticmethod
     def growth_nbytes(tracked: int, most: int) -> int:

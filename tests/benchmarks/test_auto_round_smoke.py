@@ -79,3 +79,12 @@ def test_paired_against_this_checkout_as_old(tmp_path: Path) -> None:
     assert {(case, part) for case, part, *_ in rows} == {(c, p) for c in CASES for p in ("round", "predict")}
     for case, part, old, new, ratio in rows:
         assert float(old) > 0 and float(new) > 0 and float(ratio) > 0, (case, part)
+
+
+@pytest.mark.timeout(300)
+def test_paired_runs_only_the_cases_asked(tmp_path: Path) -> None:
+    main(["--paired", "--old", str(REPO), "--old-name", "same", "--paired-warmup", "60", "--rounds", "20",
+          "--repeats", "1", "--cases", "records", "10 classes", "--out", str(tmp_path)])
+    report = (tmp_path / "auto_round_paired.md").read_text()
+    cases = re.findall(r"^\| (.+?) \| (?:round|predict) \| ", report, re.MULTILINE)
+    assert cases == ["records", "records", "10 classes", "10 classes"]

@@ -783,6 +783,26 @@ def test_the_imputer_saved_mid_stream_restores_exactly() -> None:
     assert restored.to_bytes() == whole.to_bytes()
 
 
+def test_the_imputers_bytes_counted_are_those_of_its_arrays() -> None:
+    from kons.base import arrays_nbytes
+    from kons.records import IMPUTE_RIDGE, GaussianImputer
+
+    records, y = _correlated_records(3 * IMPUTE_REFRESH + 5, seed=18)  # (rows held after the last refresh)
+    learner = kons.Auto()
+    imputer = learner._prep.imputer
+    assert imputer is not None
+    for r, t in zip(records, y, strict=True):
+        assert imputer.nbytes() == arrays_nbytes(imputer.arrays())
+        learner.learn_one(r, t)
+    restored = kons.load(learner.to_bytes())
+    assert isinstance(restored, kons.Auto) and restored._prep.imputer is not None
+    again = restored._prep.imputer
+    assert again.nbytes() == arrays_nbytes(again.arrays()) == imputer.nbytes()
+    tracked = GaussianImputer(IMPUTE_RIDGE)  # (a state saved before the imputer: coordinates, no statistics)
+    tracked.track([0, 2, 5], np.zeros(3))
+    assert tracked.nbytes() == arrays_nbytes(tracked.arrays())
+
+
 @pytest.mark.parametrize("key", ["impute_moments", "impute_coordinates"])
 def test_a_corrupted_imputer_is_a_state_format_error(key: str) -> None:
     from kons import _state
@@ -811,3 +831,20 @@ def test_pairwise_correlations_not_positive_definite_impute_by_their_positive_pa
         row = np.array(query)
         expected = _slow_conditional_mean(rows, row, IMPUTE_RIDGE, IMPUTE_BOUND)
         np.testing.assert_allclose(imputer.filled(row)[np.isnan(row)], expected, rtol=1e-9)
+
+
+def test_a_kept_gap_imputes_as_computed_afresh_until_the_statistics_change() -> None:
+    from kons.records import IMPUTE_RIDGE, GaussianImputer
+
+    rng = np.random.default_rng(17)
+    n = 4 * IMPUTE_REFRESH
+    rows = rng.normal(size=(n, 1)) * [1.0, 2.0, -1.0] + 0.3 * rng.normal(size=(n, 3))
+    rows[1:][rng.random((n - 1, 3)) < 0.3] = np.nan  # (the first row's values are the shift)
+    imputer = GaussianImputer(IMPUTE_RIDGE)
+    for i, row in enumerate(rows):
+        imputer.commit(row, [0, 1, 2] if i == 0 else [])
+        fresh = GaussianImputer(IMPUTE_RIDGE)
+        fresh.restore(imputer.arrays(), 3)
+        for query in ([np.nan, 0.5, -0.2], [0.3, np.nan, np.nan]):  # one gap (kept), two (computed each time)
+            np.testing.assert_array_equal(imputer.filled(np.array(query)), fresh.filled(np.array(query)))
+    assert len(imputer._kept_gaps[1]) == 1
