@@ -91,9 +91,9 @@ NUMBERS_WIDTH = 4.0
 #: The coordinates a regression record's key counts for in the linear models' regularisers (ONS's
 #: alpha - 1, the Bayesian linear prior's precision of a weight): a key is one number (or one name) however
 #: many of the encoder's coordinates it takes, so the regulariser counts what the rows say, not the width
-#: reserved for keys yet to come (8 a key). On the tuning records 0.5 ~ 1 < 2 < 4 < the width; a
-#: classification record keeps the width: magic04's error rose
-#: (docs/auto.md#a-records-keys-in-the-linear-models-regularisers).
+#: reserved for keys yet to come (8 a key). On the tuning records half a coordinate a key or one did best,
+#: then 2, 4 and the width; a classification record keeps the width: magic04's error rose
+#: (docs/auto.md#the-linear-models-regularisers-count-a-records-keys).
 LINEAR_DIM_PER_KEY = 1
 #: Dictionary bound of each Nystrom base: bounded cost per round (docs/auto.md#max_dictionary).
 MAX_DICTIONARY = 200
