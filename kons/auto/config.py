@@ -34,6 +34,7 @@ __all__ = [
     "LAGS_WARMUP_SHARE",
     "LAGS_WEIGHT_VARIANCE",
     "LEVEL_CEILING",
+    "LINEAR_DIM_PER_KEY",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
     "MAX_THRESHOLDS",
@@ -87,6 +88,13 @@ GRID = (
 #: records hold such names they take instead the width of the rows without them (Grid.numbers_width): the
 #: narrow members' width on the same records without the names (docs/auto.md#a-records-categorical-names).
 NUMBERS_WIDTH = 4.0
+#: The coordinates a regression record's key counts for in the linear models' regularisers (ONS's
+#: alpha - 1, the Bayesian linear prior's precision of a weight): a key is one number (or one name) however
+#: many of the encoder's coordinates it takes, so the regulariser counts what the rows say, not the width
+#: reserved for keys yet to come (8 a key). On the tuning records half a coordinate a key or one did best,
+#: then 2, 4 and the width; a classification record keeps the width: magic04's error rose
+#: (docs/auto.md#the-linear-models-regularisers-count-a-records-keys).
+LINEAR_DIM_PER_KEY = 1
 #: Dictionary bound of each Nystrom base: bounded cost per round (docs/auto.md#max_dictionary).
 MAX_DICTIONARY = 200
 

@@ -371,7 +371,7 @@ class Grid:
                  held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None,
                  centred: bool = True, targets: TargetScaler | None = None,
                  features: FeatureScaler | None = None, early: bool = False, numbers: bool = False,
-                 numbers_width: float | None = None) -> None:
+                 numbers_width: float | None = None, linear_keys: int | None = None) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
         #: Whether the raw view's kernel members of width :data:`NUMBERS_WIDTH` leave a record's categorical
         #: names out (:func:`_form`); False, as a grid saved before, they see them.
@@ -382,6 +382,10 @@ class Grid:
         #: no geometry it would have had without it. None (arrays, records with no categorical name by the
         #: warm-up's end, a grid saved before): they take the raw view's width times NUMBERS_WIDTH.
         self.numbers_width = numbers_width
+        #: The coordinates the linear models' regularisers count (:attr:`linear_dim`) when they are not the
+        #: width: a regression record's keys times LINEAR_DIM_PER_KEY at the warm-up's end. None (arrays,
+        #: sparse rows, classification, a grid saved before): the width.
+        self.linear_keys = linear_keys
         #: Whether the first rounds play the mixture's weights sharpened (regression,
         #: :meth:`_played_weights`); False, as a grid saved before, they play the mixture's own.
         self.early = early
@@ -488,7 +492,8 @@ class Grid:
         eta = STEP[self.loss] * step_factor
         base: Learner
         if kind == "ons":
-            base = ONS(loss=self.loss, alpha=float(self.dim + 1), eta=eta, C=self.bound, dim=self.dim + 1)
+            base = ONS(loss=self.loss, alpha=float(self.linear_dim + 1), eta=eta, C=self.bound,
+                       dim=self.dim + 1)
         else:
             leaves_names = _form(member, self.numbers)[0] == _NUMBERS
             gamma = (self.numbers_width if leaves_names and self.numbers_width is not None
@@ -500,6 +505,18 @@ class Grid:
             multinomial_rounds(base)._widen(self.classes - 1)
         return base
 
+    @property
+    def linear_dim(self) -> int:
+        """The coordinates the linear models' regularisers count: ONS's ``alpha`` is one more, the Bayesian
+        linear prior's precision of a weight this many (the width, or :attr:`linear_keys`)."""
+        return self.dim if self.linear_keys is None else self.linear_keys
+
+    @property
+    def weight_variance(self) -> float:
+        """The Bayesian linear models' ``weight_variance`` on the standardised row, which spreads over the
+        width: 1 / :attr:`linear_dim` a weight."""
+        return self.dim / self.linear_dim
+
     def new_members(self, indices: list[int]) -> list[LearnerExpert]:
         """Fresh experts of the grid members ``GRID[i]`` for ``i`` in ``indices``, their equal dictionaries
         shared (:func:`_sharing`: copies of one geometry at several steps learn the same rows)."""
@@ -509,7 +526,7 @@ class Grid:
     def new_recent(self) -> RecentLinear:
         """A generation's linear model: on the standardised row with the intercept, its intercept's prior
         spread the mixture's interval, its scores clipped as the bases' (as the warm-up's, in log-odds)."""
-        recent = RecentLinear(self.dim, intercept_scale=TARGET_BOUND,
+        recent = RecentLinear(self.dim, intercept_scale=TARGET_BOUND, weight_variance=self.weight_variance,
                               clip=TARGET_BOUND if self.mixture.binary else self.bound)
         if self.classes > 2:
             recent.widen(self.classes)
@@ -1070,6 +1087,7 @@ class Grid:
                 **({"concept_scale": True} if self.keeps_concept else {}),
                 **({"numbers": True} if self.numbers else {}),
                 **({"numbers_width": self.numbers_width} if self.numbers_width is not None else {}),
+                **({"linear_keys": self.linear_keys} if self.linear_keys is not None else {}),
                 **({"young_early": True} if self.young_early else {})}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:

@@ -44,6 +44,7 @@ from kons.auto.config import (
     LAGS_WARMUP_LINEAR_ROWS,
     LAGS_WARMUP_ROWS,
     LAGS_WARMUP_SHARE,
+    LINEAR_DIM_PER_KEY,
     RANGE_MARGIN,
     REGRESSION_BOUND,
     SCORE_BOUND,
@@ -435,10 +436,12 @@ class Auto(Learner):
         return self._grid
 
     def _new_grid(self, width: float, log_width: float, sparse: bool | None = None,
-                  bins: QuantileBins | None = None, numbers_width: float | None = None) -> Grid:
+                  bins: QuantileBins | None = None, numbers_width: float | None = None,
+                  linear_keys: int | None = None) -> Grid:
         """The grid for the median-heuristic widths of the standardised and of the log view (``sparse``:
         the rows', by default the feature scaler's), the quantile thresholds ``bins``, if any, and the
-        width of the standardised rows without a record's categorical names, if it has any."""
+        width of the standardised rows without a record's categorical names, if it has any, and the
+        coordinates its linear models' regularisers count if not the width (Grid.linear_keys)."""
         sparse = self._prep.x_scaler.sparse if sparse is None else sparse
         # the linear models' play on the row before it needs the feature scaler; a grid whose bytes are
         # only estimated, before the first row has made the scaler, plays nothing
@@ -449,7 +452,7 @@ class Auto(Learner):
                     log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
                     binary=self._binary, bins=bins, early=self._early and not self._binary,
                     numbers=self._prep.encoder is not None,  # (records: their categorical names)
-                    numbers_width=numbers_width)
+                    numbers_width=numbers_width, linear_keys=linear_keys)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
@@ -468,7 +471,17 @@ class Auto(Learner):
             numbers = Z.copy()
             numbers[:, np.concatenate(groups)] = 0.0
             numbers_width = median_width(numbers)
-        return self._new_grid(width, log_width, bins=bins, numbers_width=numbers_width)
+        return self._new_grid(width, log_width, bins=bins, numbers_width=numbers_width,
+                              linear_keys=self._linear_keys())
+
+    def _linear_keys(self) -> int | None:
+        """The coordinates a regression record's linear models' regularisers count: its keys by the
+        warm-up's end (at least one) times LINEAR_DIM_PER_KEY; None (the width) for arrays, sparse rows
+        and classification."""
+        encoder = self._prep.encoder
+        if encoder is None or self._binary:
+            return None
+        return LINEAR_DIM_PER_KEY * max(len(encoder.names), 1)
 
     def _warmup_prediction(self, x: np.ndarray | SparseVector) -> float:
         r"""Before the kernel width is known, the Bayesian linear model of the buffered rows.
@@ -797,8 +810,10 @@ class Auto(Learner):
         if self._prep.ready:
             width, log_width = (float(w) for w in scalars["widths"])
             numbers_width = scalars.get("numbers_width")  # (none saved: the wide raw kernels' own width)
+            linear_keys = scalars.get("linear_keys")  # (none saved: the regularisers count the width)
             grid = self._new_grid(width, log_width,
-                                  numbers_width=None if numbers_width is None else float(numbers_width))
+                                  numbers_width=None if numbers_width is None else float(numbers_width),
+                                  linear_keys=None if linear_keys is None else int(linear_keys))
             grid.restore(arrays, scalars, self._rounds)
             grid.classes = max(len(self._classes), 2)
             self._grid = grid

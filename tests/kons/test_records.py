@@ -9,7 +9,7 @@ import time
 import warnings
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -685,6 +685,62 @@ def test_the_kernels_without_the_names_take_the_width_of_the_records_without_the
     for record, target in zip(records[:20], y[:20], strict=True):
         assert restored.learn_one(record, target) == learners["with"].learn_one(record, target)
     assert restored.to_bytes() == learners["with"].to_bytes()
+
+
+def test_a_regression_record_s_linear_models_regularisers_count_its_keys_not_the_width() -> None:
+    # a key is one number (or one name) whatever the encoder's width reserves for keys yet to come: the
+    # linear models' regularisers of a regression record count its keys times LINEAR_DIM_PER_KEY
+    # (Grid.linear_keys); arrays and classification records keep the width (docs/auto.md)
+    from kons.auto.config import GRID, LINEAR_DIM_PER_KEY
+    from kons.auto.experts.recent import RecentExpert, build_linear
+    from kons.linear import ONS
+
+    def linear_regularisers(learner: kons.Auto) -> tuple[set[float], list[float]]:
+        """ONS members' alpha, and the Bayesian linear models' prior precisions of a weight (a new
+        generation's, then a fresh one of every row's, as the grid builds it)."""
+        grid = learner._grid
+        assert grid is not None
+        alphas = {member.base.alpha for (_, kind, _, _), member in zip(GRID, grid.members, strict=True)
+                  if kind == "ons" and isinstance(member.base, ONS)}
+        every_row = build_linear(grid) or []
+        recent = [grid.new_recent(), *(cast(RecentExpert, expert).model for expert in every_row)]
+        return alphas, [float(1.0 / model.P[0, 0]) for model in recent]
+
+    records, y = _stream(120)
+    learner = kons.Auto()
+    for record, target in zip(records, y, strict=True):
+        learner.learn_one(record, target)
+    keys = LINEAR_DIM_PER_KEY * len(learner._prep.encoder.names)  # type: ignore[union-attr]
+    assert keys == 3 * LINEAR_DIM_PER_KEY < learner._dim and learner._grid is not None
+    assert learner._grid.linear_keys == keys
+    alphas, precisions = linear_regularisers(learner)
+    assert alphas == {keys + 1.0} and precisions == pytest.approx([keys, keys], rel=1e-12)
+    # a state saved keeps it, and goes on so restored
+    blob = learner.to_bytes()
+    restored = kons.load(blob)
+    assert isinstance(restored, kons.Auto) and restored._grid is not None
+    assert restored._grid.linear_keys == keys and restored.to_bytes() == blob
+    for record, target in zip(records[:20], y[:20], strict=True):
+        assert restored.learn_one(record, target) == learner.learn_one(record, target)
+    assert restored.to_bytes() == learner.to_bytes()
+    # arrays, and records whose target is a class, count the width
+    arrays = kons.Auto()
+    for row, target in zip(np.random.default_rng(0).normal(size=(120, 3)), y, strict=True):
+        arrays.learn_one(row, target)
+    assert arrays._grid is not None and arrays._grid.linear_keys is None
+    alphas, precisions = linear_regularisers(arrays)
+    assert alphas == {arrays._dim + 1.0} and precisions == pytest.approx([arrays._dim] * 2, rel=1e-12)
+    classes = kons.Auto(task="classification")
+    for record, target in zip(records, y, strict=True):
+        classes.learn_one(record, bool(target > np.median(y)))
+    assert classes._grid is not None and classes._grid.linear_keys is None
+    assert linear_regularisers(classes)[0] == {classes._dim + 1.0}
+    # a regression record's state saved before the rule (records_blobs.npz) counts the width
+    from tests.recorded import DATA, saved
+
+    before = kons.load(saved(DATA / "records_blobs.npz")["regression/blob"].tobytes())
+    assert isinstance(before, kons.Auto) and before._grid is not None and before._grid.linear_keys is None
+    assert linear_regularisers(before)[0] == {before._dim + 1.0}
 
 
 # ----------------------------------------------------------------------------- imputation

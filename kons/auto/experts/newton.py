@@ -139,7 +139,8 @@ class ThresholdExpert(LearnerExpert):
 def _new_bins_base(grid: GridContext, bins: QuantileBins) -> Learner:
     """A fresh linear model on the quantile thresholds ``bins``: ONS with the raw linear member's
     regulariser and step."""
-    base = ONS(loss=grid.loss, alpha=float(grid.dim + 1), eta=STEP[grid.loss], C=grid.bound, dim=bins.dim)
+    base = ONS(loss=grid.loss, alpha=float(grid.linear_dim + 1), eta=STEP[grid.loss], C=grid.bound,
+               dim=bins.dim)
     if grid.classes > 2:
         multinomial_rounds(base)._widen(grid.classes - 1)
     return base

@@ -225,7 +225,8 @@ def build_linear(grid: GridContext) -> list[Expert] | None:
     """The Bayesian linear model of every row (regression), on the standardised row with the intercept."""
     if grid.mixture.binary:
         return None
-    return [RecentExpert(RecentLinear(grid.dim, intercept_scale=TARGET_BOUND, clip=grid.bound))]
+    return [RecentExpert(RecentLinear(grid.dim, intercept_scale=TARGET_BOUND, clip=grid.bound,
+                                      weight_variance=grid.weight_variance))]
 
 
 def restore_linear(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
