@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import cast
 
 import numpy as np
@@ -482,17 +483,24 @@ def test_the_error_detector_s_false_alarms_on_stationary_errors_are_rare(rate: f
     assert not any(detector.update(float(e)) for e in falling)
 
 
+def _restores_bit_identically(make: Callable[[], ErrorChangeDetector | LabelChangeDetector],
+                              stream: np.ndarray, cuts: tuple[int, ...]) -> None:
+    """A detector restored from another's state at each of ``cuts`` answers the rest of ``stream`` as it
+    does, and ends in the same state."""
+    for cut in cuts:
+        first, second = make(), make()
+        for value in stream[:cut]:
+            first.update(float(value))
+        second.restore(first.state())
+        rest = [float(value) for value in stream[cut:]]
+        assert [first.update(value) for value in rest] == [second.update(value) for value in rest]
+        assert first.state() == second.state()
+
+
 def test_the_error_detector_state_restores_bit_identically() -> None:
     rng = np.random.default_rng(7)
     errors = rng.random(1500) < np.where(np.arange(1500) < 800, 0.1, 0.3)
-    for cut in (50, 805, 850, 1400):  # in the warm-up, in the rise, after the change
-        first, second = ErrorChangeDetector(), ErrorChangeDetector()
-        for e in errors[:cut]:
-            first.update(float(e))
-        second.restore(first.state())
-        rest = [float(e) for e in errors[cut:]]
-        assert [first.update(e) for e in rest] == [second.update(e) for e in rest]
-        assert first.state() == second.state()
+    _restores_bit_identically(ErrorChangeDetector, errors, (50, 805, 850, 1400))  # warm-up, rise, after
 
 
 def _label_shift(detector: LabelChangeDetector, labels: np.ndarray, errors: np.ndarray) -> list[int]:
@@ -527,14 +535,7 @@ def test_the_labels_detector_declares_a_shift_of_the_labels_only_with_the_errors
 def test_the_labels_detector_state_restores_bit_identically() -> None:
     rng = np.random.default_rng(14)
     labels = (rng.random(1500) < np.where(np.arange(1500) < 800, 0.6, 0.2)).astype(float)
-    for cut in (50, 805, 1400):
-        first, second = LabelChangeDetector(), LabelChangeDetector()
-        for label in labels[:cut]:
-            first.update(float(label))
-        second.restore(first.state())
-        rest = [float(label) for label in labels[cut:]]
-        assert [first.update(label) for label in rest] == [second.update(label) for label in rest]
-        assert first.state() == second.state()
+    _restores_bit_identically(LabelChangeDetector, labels, (50, 805, 1400))
 
 
 def _sea(n: int = 1800, change: int = 1000, seed: int = 0) -> tuple[np.ndarray, list[int]]:
