@@ -23,10 +23,10 @@ Run::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -74,18 +74,6 @@ class Recorded:
         self.offset = errors - int(np.sum((self.picked != self.y) & self.played))
 
 
-@contextlib.contextmanager
-def _spying(owner: type, method: str, spy: Callable[..., Any]) -> Iterator[None]:
-    """``owner``'s ``method`` replaced by ``spy`` (which calls the original it captured) while the block
-    runs."""
-    original = getattr(owner, method)
-    setattr(owner, method, spy)
-    try:
-        yield
-    finally:
-        setattr(owner, method, original)
-
-
 def record(name: str) -> Recorded:
     rounds: list[tuple[np.ndarray, int, int, int, int, np.ndarray]] = []
     rows: list[int] = []  # the row of each round
@@ -104,7 +92,7 @@ def record(name: str) -> Recorded:
         rows.append(len(wrong))
         original(self, probabilities, label, played)
 
-    with _spying(mixture_module.Mixture, "update_probabilities", update):
+    with mock.patch.object(mixture_module.Mixture, "update_probabilities", update):
         X, y = STREAMS[name](3000)
         model = kons.Auto(task="classification")
         wrong: list[bool] = []
@@ -326,7 +314,7 @@ def warmup_labels(name: str, shuffle: int = 0) -> dict[str, int]:
             candidates[:] = [probable, without, nearest, int(loo[1] < loo[0])]
         return played
 
-    with _spying(learner_module.Auto, "_warmup_probabilities", spied):
+    with mock.patch.object(learner_module.Auto, "_warmup_probabilities", spied):
         X, y = _shuffled(name, shuffle)
         model = kons.Auto(task="classification")
         for x, t in zip(X, y, strict=True):
@@ -363,7 +351,7 @@ def two_class_warmup(name: str) -> tuple[int, float, int, float]:
         return played
 
     counts = [0, 0.0, 0, 0.0]
-    with _spying(learner_module.Auto, "_warmup_prediction", spied):
+    with mock.patch.object(learner_module.Auto, "_warmup_prediction", spied):
         X, y = STREAMS[name](3000)
         model = kons.Auto(task="classification")
         for x, t in zip(X, y, strict=True):
