@@ -439,7 +439,8 @@ class Grid:
         self.detector = (LossChangeDetector() if binary
                          else LossChangeDetector(threshold=REGRESSION_LOSS_THRESHOLD))
         self.errors = ErrorChangeDetector()
-        self.labels = LabelChangeDetector()  # two classes
+        # two classes (a regression grid has no labels; a classifier's stays as its classes widen, unfed)
+        self.labels = LabelChangeDetector() if binary else None
         self.kept = RecentRounds(REPLAY_ROWS, dim)
         self.rounds = 0
         self.changes = 0
@@ -826,7 +827,8 @@ class Grid:
             self.changes += 1
             self.last_change = self.rounds
             self.restarts_due = len(RESTART_DELAYS)
-            self.labels = LabelChangeDetector()  # the new concept's labels' rate learnt afresh
+            if self.labels is not None:  # the new concept's labels' rate learnt afresh
+                self.labels = LabelChangeDetector()
             span = shifted or change_span(self.detector.steps(self.kept.losses(), level) if risen
                                           else self.errors.steps(self.kept.errors(), baseline))
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
@@ -843,7 +845,7 @@ class Grid:
     def _labels_shifted(self, label: float) -> int:
         """The labels' detector's round (this round's class index ``label``): the rounds its confirmed shift
         spans among the kept rounds (the change's estimated onset), else 0."""
-        if not self.labels.update(label):
+        if self.labels is None or not self.labels.update(label):
             return 0
         span = self.labels.span(self.kept.targets())
         return span if self.labels.confirmed(self.kept.errors(), span) else 0
@@ -1074,7 +1076,7 @@ class Grid:
                           for generation in self.young],
                 "detector": self.detector.state(),
                 "error_detector": self.errors.state(),
-                "label_detector": self.labels.state(),
+                **({"label_detector": self.labels.state()} if self.labels is not None else {}),
                 "tracking": [self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
                              self.leader_since],
                 "kept": self.kept.scalars(),
@@ -1130,9 +1132,10 @@ class Grid:
             self.errors.restore(scalars["error_detector"])
         else:  # saved before it existed: its level learnt afresh from the restored round
             self.errors = ErrorChangeDetector()
-        self.labels = LabelChangeDetector()  # (one saved before it existed: learnt afresh likewise)
-        if "label_detector" in scalars:
-            self.labels.restore(scalars["label_detector"])
+        if self.labels is not None:  # (one saved before it existed: learnt afresh likewise)
+            self.labels = LabelChangeDetector()
+            if "label_detector" in scalars:
+                self.labels.restore(scalars["label_detector"])
         (self.rounds, self.changes, self.last_change, self.restarts_due, self.leader,
          self.leader_since) = (int(v) for v in scalars["tracking"])
         if "kept" in scalars:  # saved before the rounds were kept: none kept yet
