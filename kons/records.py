@@ -501,38 +501,56 @@ _Statistics = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 class _Gaps:
     r"""How a row missing some numbers is imputed, all but its present values precomputed from the
     statistics (:meth:`GaussianImputer.filled`): the precision's rows :math:`P_{m \cdot}` of the missing
-    numbers with enough rows :math:`m`, and :math:`P_{mm}` (a float for one number: no solve)."""
+    numbers with enough rows :math:`m` (``block``), by which :meth:`given` weighs the row's present values;
+    what the subclasses add, :math:`P_{mm}` and the missing numbers' means and deviations."""
 
-    def __init__(self, missing: int | np.ndarray, targets: int | np.ndarray, coordinates: np.ndarray,
+    def __init__(self, missing: int | np.ndarray, block: np.ndarray, coordinates: int | np.ndarray,
                  statistics: _Statistics) -> None:
-        """``missing``, the row's positions without a value (among the numeric coordinates); ``targets``,
-        those imputed (an int: one, of which a slice and floats are taken, not arrays of one)."""
-        _, self.mean, self.scale, precision = statistics
-        self.missing = missing
-        self.one: tuple[float, float, float] | None = None  # (the pivot negated, the mean and the scale)
-        if isinstance(targets, int):
-            self.coordinates: int | np.ndarray = int(coordinates[targets])
-            # (a row, C-ordered as an array's rows taken by index are: the precision may be LAPACK's
-            # column-major array, and BLAS sums the product in the order of the layout)
-            self.block = precision[targets:targets + 1].copy()
-            self.one = (-float(precision[targets, targets]), float(self.mean[targets]),
-                        float(self.scale[targets]))
-        else:
-            self.coordinates = coordinates[targets]
-            self.block = precision[targets]
-            self.pivot = self.block[:, targets]
-            self.target_mean, self.target_scale = self.mean[targets], self.scale[targets]
+        """``missing``, the row's positions without a value (among the numeric coordinates); ``block``, the
+        precision's rows of those imputed; ``coordinates``, theirs in the row."""
+        _, self.mean, self.scale, _ = statistics
+        self.missing, self.block, self.coordinates = missing, block, coordinates
+
+    def given(self, values: np.ndarray) -> np.ndarray:
+        r""":math:`P_{m \cdot} z`, ``z`` the standardised ``values`` with the missing ones at 0."""
+        standardised = (values - self.mean) / self.scale
+        standardised[self.missing] = 0.0  # (and a coordinate without enough rows has no precision)
+        given: np.ndarray = self.block.dot(standardised)  # (BLAS's gemv, as ``@`` calls it: no gufunc)
+        return given
 
     def imputed(self, values: np.ndarray) -> float | np.ndarray:
         """The imputed numbers of a row whose numeric coordinates hold ``values``."""
-        standardised = (values - self.mean) / self.scale
-        standardised[self.missing] = 0.0  # (and a coordinate without enough rows has no precision)
-        given = self.block.dot(standardised)  # (BLAS's gemv, as ``@`` calls it, without a gufunc's dispatch)
-        if self.one is not None:  # one number, most often: no solve, nor arrays of one
-            pivot, mean, scale = self.one
-            alone: float = given.item() / pivot
-            return mean + scale * min(max(alone, -IMPUTE_BOUND), IMPUTE_BOUND)
-        regressed = -np.linalg.solve(self.pivot, given)
+        raise NotImplementedError
+
+
+class _OneGap(_Gaps):
+    """One number imputed (most often): no solve, and floats rather than arrays of one."""
+
+    def __init__(self, missing: int | np.ndarray, target: int, coordinates: np.ndarray,
+                 statistics: _Statistics) -> None:
+        precision = statistics[3]
+        # (a row, C-ordered as an array's rows taken by index are: the precision may be LAPACK's
+        # column-major array, and BLAS sums the product in the order of the layout)
+        super().__init__(missing, precision[target:target + 1].copy(), int(coordinates[target]), statistics)
+        self.negated_pivot = -float(precision[target, target])
+        self.target_mean, self.target_scale = float(self.mean[target]), float(self.scale[target])
+
+    def imputed(self, values: np.ndarray) -> float:
+        alone: float = self.given(values).item() / self.negated_pivot
+        return self.target_mean + self.target_scale * min(max(alone, -IMPUTE_BOUND), IMPUTE_BOUND)
+
+
+class _SeveralGaps(_Gaps):
+    """Several numbers imputed: one solve on :math:`P_{mm}`."""
+
+    def __init__(self, missing: np.ndarray, targets: np.ndarray, coordinates: np.ndarray,
+                 statistics: _Statistics) -> None:
+        super().__init__(missing, statistics[3][targets], coordinates[targets], statistics)
+        self.pivot = self.block[:, targets]
+        self.target_mean, self.target_scale = self.mean[targets], self.scale[targets]
+
+    def imputed(self, values: np.ndarray) -> np.ndarray:
+        regressed = -np.linalg.solve(self.pivot, self.given(values))
         np.clip(regressed, -IMPUTE_BOUND, IMPUTE_BOUND, out=regressed)
         imputed: np.ndarray = self.target_mean + self.target_scale * regressed
         return imputed
@@ -637,14 +655,15 @@ class GaussianImputer:
         known = statistics[0]
         if pattern.count(1) == 1:  # (one number missing, the common gap: its position is the pattern's 1)
             at = pattern.index(1)
-            gaps = _Gaps(at, at, self.coordinates, statistics) if known[at] else None
+            gaps = _OneGap(at, at, self.coordinates, statistics) if known[at] else None
             kept[pattern] = gaps
             return gaps
         targets = np.flatnonzero(missing & known)
         if not len(targets):
             return None
-        one = int(targets[0]) if len(targets) == 1 else targets
-        return _Gaps(np.flatnonzero(missing), one, self.coordinates, statistics)
+        if len(targets) == 1:  # (the others missing have too few rows to be imputed)
+            return _OneGap(np.flatnonzero(missing), int(targets[0]), self.coordinates, statistics)
+        return _SeveralGaps(np.flatnonzero(missing), targets, self.coordinates, statistics)
 
     def commit(self, x: np.ndarray, new: list[int]) -> None:
         """Count the learned row ``x`` (NaN: missing), whose round took the numeric coordinates ``new``."""
