@@ -98,7 +98,8 @@ _FLOAT_BYTES = 8
 _NO_GAPS = np.zeros(0, dtype=np.int64)
 #: The variance a record's number's missing indicator is scaled by, in place of its own (a feature scaler's
 #: ``gaps``): standardised by its own, the 0/1 indicator of a gap rate p puts a gapped row
-#: :math:`\sqrt{(1 - p) / p}` deviations out (3 at 10%), and the gaps dominate the row's distances.
+#: :math:`\sqrt{(1 - p) / p}` deviations out (3 for one gap in ten), and the gaps dominate the row's
+#: distances.
 GAP_VARIANCE = 1.0
 #: Default step of the second-order learners on preprocessed data, by loss (see the module docstring).
 STEP = {"squared": 0.5, "logistic": 1.0, "squared_hinge": 0.5}
