@@ -94,6 +94,13 @@ TARGET_BOUND = 3.0
 _INTERCEPT = np.ones(1)
 #: Bytes of one float64.
 _FLOAT_BYTES = 8
+#: A feature scaler's ``gaps`` when it has none (arrays, sparse rows, a state saved before).
+_NO_GAPS = np.zeros(0, dtype=np.int64)
+#: The variance a record's number's missing indicator is scaled by, in place of its own (a feature scaler's
+#: ``gaps``): standardised by its own, the 0/1 indicator of a gap rate p puts a gapped row
+#: :math:`\sqrt{(1 - p) / p}` deviations out (3 for one gap in ten), and the gaps dominate the row's
+#: distances.
+GAP_VARIANCE = 1.0
 #: Default step of the second-order learners on preprocessed data, by loss (see the module docstring).
 STEP = {"squared": 0.5, "logistic": 1.0, "squared_hinge": 0.5}
 
@@ -188,15 +195,17 @@ class FeatureScaler:
     categorical name: :meth:`~kons.records.RecordEncoder.category_groups`), so that a rare category's
     coordinate is not blown up by the inverse root of its frequency; every other coordinate has its own
     deviation. ``omits_groups``: the groups' coordinates standardise to 0 instead (a view that leaves the
-    categorical names out).
+    categorical names out). ``gaps``: coordinates scaled by the fixed variance :data:`GAP_VARIANCE`, centred
+    only (a record's numbers' missing indicators: :meth:`~kons.records.RecordEncoder.number_gaps`).
     """
 
     def __init__(self, dim: int, sparse: bool, groups: tuple[np.ndarray, ...] = (),
-                 omits_groups: bool = False) -> None:
+                 omits_groups: bool = False, gaps: np.ndarray | None = None) -> None:
         self.dim = dim
         self.sparse = sparse
         self.groups = groups
         self.omits_groups = omits_groups
+        self.gaps = _NO_GAPS if gaps is None else gaps
         self.count = 0
         self.mean = np.zeros(dim)
         self.m2 = np.zeros(dim)  # sum of squared deviations (dense) or unused (sparse)
@@ -241,6 +250,8 @@ class FeatureScaler:
         for group in self.groups:  # (an infinite scale standardises a coordinate to 0)
             # (the mean as ndarray.mean computes it, without its Python wrapper: every scaled row takes it)
             variance[group] = np.inf if self.omits_groups else np.add.reduce(variance[group]) / len(group)
+        if len(self.gaps):
+            variance[self.gaps] = GAP_VARIANCE
         std: np.ndarray = np.sqrt(variance, out=variance)
         return std
 
@@ -256,10 +267,11 @@ class FeatureScaler:
         the round that uses them has succeeded."""
         if isinstance(x, np.ndarray):
             key = (self.count, self.omits_groups, x.dtype, x.shape, x.tobytes())
-            state = (self.mean, self.m2, self.maxabs, self.counts, self.groups)  # replaced, never written to
+            # (replaced, never written to)
+            state = (self.mean, self.m2, self.maxabs, self.counts, self.groups, self.gaps)
             kept = self._pending
             if (kept is not None and kept[0] == key
-                    and all(map(is_, kept[1], state))):  # (both of five; no generator's frame)
+                    and all(map(is_, kept[1], state))):  # (both of six; no generator's frame)
                 return kept[2]
             scaled = self._pending_of(x)
             self._pending = key, state, scaled
@@ -275,7 +287,7 @@ class FeatureScaler:
                 x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
         else:
             std = self._std(m2, counts, self.count + 1)
-            self._pending_std = (m2, counts, self.groups), self.count + 1, std
+            self._pending_std = (m2, counts, self.groups, self.gaps), self.count + 1, std
             assert deviation is not None  # (a dense row's)
             z = _divided(deviation, std)  # (a missing value's deviation is 0: so is its standardised value)
         return z, stats
@@ -298,7 +310,7 @@ class FeatureScaler:
         """A dense ``x`` standardised by the current statistics, those of the rows before it, with the
         constant feature 1 appended (the row the linear models of :class:`~kons.Auto` play on); None if
         that overflows."""
-        of, kept = (self.m2, self.counts, self.groups), self._inverse
+        of, kept = (self.m2, self.counts, self.groups, self.gaps), self._inverse
         if kept is None or not self._is_of(kept, of):
             committed = self._committed_std
             std = (committed[2] if committed is not None and self._is_of(committed, of)
@@ -316,7 +328,7 @@ class FeatureScaler:
 
     def _is_of(self, kept: tuple[tuple[Any, ...], int, np.ndarray], of: tuple[Any, ...]) -> bool:
         """Whether ``kept`` was computed from the statistics ``of`` at the current count."""
-        return kept[1] == self.count and all(map(is_, kept[0], of))  # (both of three; no generator's frame)
+        return kept[1] == self.count and all(map(is_, kept[0], of))  # (both of four; no generator's frame)
 
     def snapshot(self) -> tuple[int, ScalerStats]:
         """The statistics, to :meth:`rollback` to."""
@@ -417,13 +429,19 @@ class Preprocessor:
     imputes
         Whether a record's missing numbers are imputed by their conditional mean given its present ones
         (:class:`~kons.records.GaussianImputer`); else each is its running mean, 0 once standardised.
+    fixes_gaps
+        Whether a record's numbers' missing indicators are scaled by the fixed :data:`GAP_VARIANCE`
+        (:meth:`RecordEncoder.number_gaps`); else each is standardised by its own deviation, and a rare
+        gap stands out by the inverse root of its rate.
     """
 
     def __init__(self, *, loss: Loss, user_bound: float | None, model_bound: float, warms_up: bool,
-                 range_margin: float = 0.0, pooled: bool = False, imputes: bool = False) -> None:
+                 range_margin: float = 0.0, pooled: bool = False, imputes: bool = False,
+                 fixes_gaps: bool = False) -> None:
         self.loss = loss
         self.range_margin = range_margin
         self.pooled = pooled
+        self.fixes_gaps = fixes_gaps
         self.binary = bool(loss.binary)
         self.user_bound = user_bound
         self.model_bound = model_bound
@@ -519,14 +537,25 @@ class Preprocessor:
         return self.imputer if self.encoder is not None else None
 
     def _pool(self) -> None:
-        """Give the feature scaler the encoder's categorical names' groups of coordinates (if ``pooled``)."""
-        if self.pooled and self.scaler is not None and self.encoder is not None:
+        """Give the feature scaler the encoder's categorical names' groups of coordinates (if ``pooled``)
+        and its numbers' missing indicators (if ``fixes_gaps``)."""
+        if self.scaler is None or self.encoder is None:
+            return
+        if self.pooled:
             self.scaler.groups = self.encoder.category_groups()
+        if self.fixes_gaps:
+            self.scaler.gaps = self.encoder.number_gaps()
 
     @property
     def groups(self) -> tuple[np.ndarray, ...]:
         """The feature scaler's groups of coordinates that share one scale (none before the first row)."""
         return () if self.scaler is None else self.scaler.groups
+
+    @property
+    def gaps(self) -> np.ndarray:
+        """The feature scaler's coordinates of the fixed variance :data:`GAP_VARIANCE` (none before the
+        first row)."""
+        return _NO_GAPS if self.scaler is None else self.scaler.gaps
 
     def encoding(self) -> dict[str, Any] | None:
         """:meth:`RecordEncoder.encoding` (None: the learner learns arrays, or has seen no row)."""
@@ -681,6 +710,8 @@ class Preprocessor:
             scalars["records"] = self.encoder.scalars()
             if self.pooled:  # (a state of records saved before pooling existed goes on without it)
                 scalars["pooled"] = True
+            if self.fixes_gaps:  # (and one saved before the gaps' fixed variance, without it)
+                scalars["fixes_gaps"] = True
         return scalars
 
     def restore(self, dim: int, arrays: dict[str, np.ndarray], scalars: dict[str, Any]) -> None:
@@ -693,6 +724,7 @@ class Preprocessor:
         self.y.restore(scalars)
         if "records" in scalars:
             self.pooled = self.pooled and bool(scalars.get("pooled", False))
+            self.fixes_gaps = self.fixes_gaps and bool(scalars.get("fixes_gaps", False))
             self.encoder = RecordEncoder.from_scalars(scalars["records"], dim)
             self._pool()
             imputer = self.record_imputer

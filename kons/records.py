@@ -20,7 +20,10 @@ How a record becomes a vector (:class:`RecordEncoder`)
   statistics) and the name's missing-indicator coordinate is 1 (0 when the value is given). For
   :class:`~kons.Auto` a missing number is first imputed by its conditional mean given the record's
   present numbers (:class:`GaussianImputer`, whose statistics count the numbers given only; the scaler
-  then counts the imputed value as given); a record missing no number is encoded as before.
+  then counts the imputed value as given); a record missing no number is encoded as before. Its feature
+  scaler also scales a number's missing indicator by a fixed variance
+  (:data:`~kons.preprocessing.GAP_VARIANCE`, :meth:`RecordEncoder.number_gaps`) rather than its own: a
+  rare gap standardised would stand out by the inverse root of its rate.
 * **A name given both numbers and strings** (``"age": "unknown"`` in a numeric column) holds both kinds:
   a string leaves its numeric coordinate out of the round (as missing, without the indicator) and sets
   its category; a number sets the numeric coordinate and 0 on its categories.
@@ -55,8 +58,8 @@ Examples
 ...     city = ("Paris", "Lyon", "Lille")[t % 3]
 ...     _ = model.learn_one({"city": city, "rooms": t % 5, "floor": None if t % 7 == 0 else t % 4},
 ...                         {"Paris": 300.0, "Lyon": 200.0, "Lille": 100.0}[city] + 10.0 * (t % 5))
->>> round(model.predict_one({"city": "Lyon", "rooms": 2, "floor": 1}))
-220
+>>> round(model.predict_one({"city": "Lyon", "rooms": 2, "floor": 1}))  # (the target: 220)
+219
 >>> encoding = model.encoding()
 >>> encoding["width"], [f["name"] for f in encoding["features"]]
 (32, ['city', 'floor', 'rooms'])
@@ -345,6 +348,13 @@ class RecordEncoder:
             if len(group) > 1:
                 groups.append(np.array(group))
         return tuple(groups)
+
+    def number_gaps(self) -> np.ndarray:
+        """The missing indicators of the names that are no categorical name (numbers, or never given a
+        value): the coordinates a feature scaler gives a fixed variance
+        (:data:`~kons.preprocessing.GAP_VARIANCE`)."""
+        return np.array([known.missing for known in self.names.values()
+                         if known.missing >= 0 and not known.one_hot_slots()], dtype=np.int64)
 
     def encode(self, record: Record) -> np.ndarray:
         """The record's vector on the current state (a prediction: nothing kept)."""

@@ -136,10 +136,10 @@ def signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
 
 
 def standardised(rows: list[np.ndarray | SparseVector], dim: int, groups: tuple[np.ndarray, ...] = (),
-                 omits_groups: bool = False) -> np.ndarray:
-    """The rows standardised by their own statistics (for the median width of a view; ``groups`` and
-    ``omits_groups`` as :class:`FeatureScaler`'s)."""
-    scaler = FeatureScaler(dim, isinstance(rows[0], SparseVector), groups, omits_groups)
+                 omits_groups: bool = False, gaps: np.ndarray | None = None) -> np.ndarray:
+    """The rows standardised by their own statistics (for the median width of a view; ``groups``,
+    ``omits_groups`` and ``gaps`` as :class:`FeatureScaler`'s)."""
+    scaler = FeatureScaler(dim, isinstance(rows[0], SparseVector), groups, omits_groups, gaps)
     for row in rows:
         scaler.transform(row, commit=True)
     return np.stack([scaler.standardise(dense(row)) for row in rows])

@@ -163,7 +163,8 @@ class Auto(Learner):
         # a state saved before this goes on playing the mixture's own.
         self._early = True
         self._prep = Preprocessor(loss=self._loss, user_bound=self._user_bound, model_bound=self._model_bound,
-                                  warms_up=True, range_margin=RANGE_MARGIN, pooled=True, imputes=True)
+                                  warms_up=True, range_margin=RANGE_MARGIN, pooled=True, imputes=True,
+                                  fixes_gaps=True)
         self._grid: Grid | None = None  # built once the warm-up gives the kernel widths
         self._classes = Classes()
         # The round just played (classification): its distribution over the classes and its log loss,
@@ -449,7 +450,8 @@ class Auto(Learner):
                     centred=self._tails, targets=None if self._binary else self._prep.y,
                     features=self._prep.scaler if self._plays_before and not self._binary else None,
                     widths=(width, log_width), held=self._growth_held,
-                    log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True),
+                    log_scaler=FeatureScaler(self._dim, sparse, self._prep.groups, omits_groups=True,
+                                             gaps=self._prep.gaps),
                     binary=self._binary, bins=bins, early=self._early and not self._binary,
                     numbers=self._prep.encoder is not None,  # (records: their categorical names)
                     numbers_width=numbers_width, linear_keys=linear_keys)
@@ -464,7 +466,8 @@ class Auto(Learner):
         dense_rows = not self._prep.x_scaler.sparse and thresholds_per_feature(self._dim) > 0
         bins = QuantileBins.from_rows(np.stack([dense(x) for x in rows])) if rows and dense_rows else None
         groups = self._prep.groups
-        log_width = (median_width(standardised(log_rows, self._dim, groups, omits_groups=True))
+        log_width = (median_width(standardised(log_rows, self._dim, groups, omits_groups=True,
+                                               gaps=self._prep.gaps))
                      if log_rows else width)
         numbers_width = None
         if groups:  # (records with categorical names: the width of their numbers, Grid.numbers_width)
@@ -625,6 +628,7 @@ class Auto(Learner):
         prep.commit_encoding(encoding)
         if self._grid is not None:  # the log view leaves out the categorical names' coordinates
             self._grid.log_scaler.groups = prep.groups
+            self._grid.log_scaler.gaps = prep.gaps  # (and scales the numbers' gaps as the raw view does)
         return played, 0.0
 
     def _learn_label(self, x: np.ndarray | SparseVector, y: Any) -> float:
@@ -803,7 +807,8 @@ class Auto(Learner):
         self._plays_before = not self._binary and bool(scalars.get("plays_before", False))
         self._early = not self._binary and bool(scalars.get("early", False))
         self._prep.range_margin = RANGE_MARGIN if self._tails else 0.0
-        self._prep.pooled = True  # unless the state is of records saved before (Preprocessor.restore)
+        # unless the state is of records saved before (Preprocessor.restore)
+        self._prep.pooled = self._prep.fixes_gaps = True
         self._prep.restore(self._dim, arrays, scalars)
         if self._binary and scalars:
             self._classes.restore(scalars.get("classes"), self._prep.labels)

@@ -535,6 +535,70 @@ def test_a_category_that_says_nothing_costs_auto_far_less_than_before() -> None:
     assert errors[0] / errors[1] < 2.5
 
 
+def test_a_number_s_missing_indicator_is_centred_at_the_fixed_variance_not_standardised() -> None:
+    # standardised by its own deviation, the indicator of a gap rate p puts a gapped row sqrt((1 - p) / p)
+    # deviations out (3 at 10%) and the gaps dominate the row's distances: a number's indicator is scaled
+    # by GAP_VARIANCE instead, in the raw and the log view; a categorical name's missing indicator is one
+    # more category of the name, in its group (docs/auto.md, "A number's missing indicator")
+    from kons.auto.grid import signed_log
+    from kons.preprocessing import GAP_VARIANCE
+
+    rng = np.random.default_rng(3)
+    rooms_given, area = rng.integers(1, 6, 200).astype(float), rng.normal(50.0, 9.0, 200)
+    records = [{"rooms": None if t % 10 == 0 else rooms_given[t], "area": area[t],
+                "city": None if t % 7 == 0 else CITIES[t % 3]} for t in range(200)]
+    y = area + np.where(np.arange(200) % 10 == 0, 10.0, rooms_given)
+    fixed, standardised = kons.Auto(), kons.Auto()
+    standardised._prep.fixes_gaps = False  # (the rule before)
+    for learner in (fixed, standardised):
+        for record, target in zip(records, y, strict=True):
+            learner.learn_one(record, target)
+    encoder = fixed._prep.encoder
+    assert encoder is not None and fixed._grid is not None
+    rooms, city = encoder.names["rooms"], encoder.names["city"]
+    np.testing.assert_array_equal(encoder.number_gaps(), [rooms.missing])
+    (group,) = fixed._prep.groups
+    assert city.missing in group and rooms.missing not in group
+    np.testing.assert_array_equal(fixed._grid.log_scaler.gaps, [rooms.missing])
+    gapped = {"rooms": None, "area": 50.0, "city": "Paris"}
+    z, z_before = (np.asarray(learner._prep.scaled(learner._prep.encoded(parse_record(gapped, 32), 32)))
+                   for learner in (fixed, standardised))
+    rate = 21 / 201  # (the scaled row's statistics include it)
+    assert z[rooms.missing] == pytest.approx((1.0 - rate) / math.sqrt(GAP_VARIANCE), rel=1e-9)
+    assert z_before[rooms.missing] == pytest.approx(math.sqrt((1.0 - rate) / rate), rel=1e-9)
+    np.testing.assert_array_equal(np.delete(z, rooms.missing), np.delete(z_before, rooms.missing))
+    x = fixed._prep.encoded(parse_record(gapped, 32), 32)
+    zlog = np.asarray(fixed._grid.log_scaler.transform(signed_log(x), commit=False))
+    gap = math.log(2.0)  # (the signed log of the indicator's 1)
+    assert zlog[rooms.missing] == pytest.approx((1.0 - rate) * gap / math.sqrt(GAP_VARIANCE), rel=1e-9)
+    # a state saved says so, and goes on so restored
+    restored = kons.load(fixed.to_bytes())
+    assert isinstance(restored, kons.Auto) and restored._prep.fixes_gaps
+    np.testing.assert_array_equal(restored._prep.gaps, [rooms.missing])
+    assert restored.learn_one(gapped, 60.0) == fixed.learn_one(gapped, 60.0)
+    assert restored.to_bytes() == fixed.to_bytes()
+
+
+def test_a_records_state_saved_before_the_gaps_fixed_variance_goes_on_as_it_was() -> None:
+    records, y = _stream(240)
+    before = kons.Auto()
+    before._prep.fixes_gaps = False  # what a learner saved before the rule held
+    for record, target in zip(records[:160], y[:160], strict=True):
+        before.learn_one(record, target)
+    blob = before.to_bytes()
+    restored = kons.load(blob)
+    assert isinstance(restored, kons.Auto) and not restored._prep.fixes_gaps and not len(restored._prep.gaps)
+    assert restored.to_bytes() == blob
+    for record, target in zip(records[160:], y[160:], strict=True):
+        assert restored.learn_one(record, target) == before.learn_one(record, target)
+    assert restored.to_bytes() == before.to_bytes()
+    # a learner of the same records today scales the gaps, and plays otherwise
+    today = kons.Auto()
+    for record, target in zip(records[:160], y[:160], strict=True):
+        today.learn_one(record, target)
+    assert len(today._prep.gaps) and today.to_bytes() != blob
+
+
 @pytest.mark.parametrize("case", ["regression", "classification"])
 def test_a_state_of_records_saved_before_the_shared_scale_goes_on_as_it_was(case: str) -> None:
     from tests.data.make_records_blobs import CASES, CONTINUATION, stream
