@@ -72,6 +72,7 @@ from kons.auto.restarts import (
     GenerationTargets,
     Probation,
     RecentRounds,
+    TargetScale,
     restart,
     young_slots,
 )
@@ -424,7 +425,7 @@ class Grid:
         # the alive() list and the mixture's flags that playing() listed from, its list and its slots
         self._playing: tuple[list[tuple[int, Expert]], bytes, list[tuple[int, Expert]], set[int]] | None
         self._playing = None
-        self._scaled: tuple[list[tuple[int, Expert]], dict[int, GenerationTargets]] | None = None  # (alive())
+        self._scaled: tuple[list[tuple[int, Expert]], dict[int, TargetScale]] | None = None  # (alive())
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
         self.slot = {name: i for i, name in enumerate(self.layout)}
@@ -723,6 +724,9 @@ class Grid:
             generation.move_scale(stats)
             if generation.recent_expert is not None and young_slots(g)[YOUNG_BASES] in in_play:
                 generation.recent_expert.learn_unplayed(row, target)
+            kernel = generation.kernel_targets
+            if kernel is not None and id(kernel) in own_targets:
+                kernel.commit(own_targets[id(kernel)][1])
         if self.concept is not None and y is not None:
             self.concept.commit(self.concept.target(y)[1])
         self.log_scaler.commit(log_stats)
@@ -752,16 +756,17 @@ class Grid:
             self._track(loss, None)
         return played
 
-    def _scaled_generations(self) -> dict[int, GenerationTargets]:
-        """The slots of the generations that keep their own scale of the target, to that scale (read only:
-        listed again when the generations change, as :meth:`alive` is)."""
+    def _scaled_generations(self) -> dict[int, TargetScale]:
+        """The slots of the generations that keep their own scale of the target, to the scale each learns
+        in (read only: listed again when the generations change, as :meth:`alive` is)."""
         if self.targets is None:
             return {}
         alive, kept = self.alive(), self._scaled
         if kept is None or kept[0] is not alive:
-            kept = self._scaled = alive, {slot: generation.targets for g, generation in enumerate(self.young)
+            kept = self._scaled = alive, {slot: cast(TargetScale, generation.targets_of(j))
+                                          for g, generation in enumerate(self.young)
                                           if generation is not None and generation.targets is not None
-                                          for slot, _ in generation.experts(g)}
+                                          for j, (slot, _) in enumerate(generation.experts(g))}
         return kept[1]
 
     def units(self) -> Units | None:
@@ -779,7 +784,7 @@ class Grid:
             return None
         return (concept.mean - targets.mean) / targets.std, concept.std / targets.std
 
-    def _in_grid_units(self, own: GenerationTargets, f: float) -> float:
+    def _in_grid_units(self, own: TargetScale, f: float) -> float:
         """A generation's play ``f`` in its own scale, in the learner's standardised units before the
         round."""
         assert self.targets is not None
@@ -1004,6 +1009,9 @@ class Grid:
         return {**self.mixture.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
                 **{f"young{g}_targets": generation.targets.array() for g, generation in enumerate(self.young)
                    if generation is not None and generation.targets is not None},
+                **{f"young{g}_kernel_targets": generation.kernel_targets.array()
+                   for g, generation in enumerate(self.young)
+                   if generation is not None and generation.kernel_targets is not None},
                 **({"concept_scale": self.concept.array()} if self.concept is not None else {})}
 
     def nbytes(self) -> int:
@@ -1029,8 +1037,12 @@ class Grid:
         if self.targets is not None and not self.held:  # an empty generation's own scale, once started,
             # and the concept's
             grown += GenerationTargets(0.0, 0.0, 0.0).array().nbytes * self.young.count(None)
-            if self.keeps_concept and self.concept is None:
-                grown += FadingTargets(0.0, 0.0, 1.0, 1.0).array().nbytes
+            if self.keeps_concept:  # and a declared change's generation's kernel scale, where none is
+                fading = FadingTargets(0.0, 0.0, 1.0, 1.0).array().nbytes
+                grown += fading * sum(generation is None or generation.kernel_targets is None
+                                      for generation in self.young)
+                if self.concept is None:
+                    grown += fading
         if self.held:
             return grown
         grown += self._fresh_bins_start_nbytes()  # (held, it does not start: _renew_fresh_bins)
@@ -1122,7 +1134,8 @@ class Grid:
             self.young = [Generation(generation[0], generation[1:],
                                       _sharing([self._restored(arrays[f"young{g}_{j}"], GRID[i])
                                                 for j, i in enumerate(generation[1:])]),
-                                      self._restored_recent(arrays, g), self._restored_targets(arrays, g))
+                                      self._restored_recent(arrays, g), self._restored_targets(arrays, g),
+                                      self._restored_kernel_targets(arrays, g))
                           if generation else None for g, generation in enumerate(young)]
         mixture = in_layout(arrays, self.layout)
         if not self.mixture.switching.restore(mixture) or not self.mixture.restore_vote(mixture):
@@ -1213,6 +1226,15 @@ class Grid:
         if saved is None or self.targets is None:
             return None
         return GenerationTargets.restored(saved)
+
+    def _restored_kernel_targets(self, arrays: dict[str, np.ndarray], generation: int
+                                 ) -> FadingTargets | None:
+        """Generation ``generation``'s kernel copies' scale of the target, None if it was saved without one
+        (they learn in its own scale, as before it had one)."""
+        saved = arrays.get(f"young{generation}_kernel_targets")
+        if saved is None or self.targets is None:
+            return None
+        return FadingTargets.restored(saved)
 
     def _restored(self, blob: np.ndarray, member: Member) -> LearnerExpert:
         """The expert of ``member`` whose learner was saved as ``blob``, checked against the grid's own

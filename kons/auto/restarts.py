@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from kons.auto.grid import Grid
 
 __all__ = ["YOUNG_BASES", "YOUNG_SIZE", "FadingTargets", "Generation", "GenerationTargets", "Probation",
-           "RecentRounds", "replay", "restart", "young_slots"]
+           "RecentRounds", "TargetScale", "replay", "restart", "young_slots"]
 
 #: Restarted copies of grid members in a generation.
 YOUNG_BASES = len(YOUNG_LINEAR) + YOUNG_KERNELS
@@ -70,13 +70,23 @@ class Generation:
     """Copies of members of :data:`GRID` (their indices) started afresh at round ``start``, and the linear
     model of the rows since then (None in a generation saved before it existed, whose slot stays empty);
     ``targets``, its own scale of the target (regression; None: it learns the grid's standardised target,
-    as every generation did before they had one)."""
+    as every generation did before they had one); ``kernel_targets``, the scale its kernel copies learn in
+    instead (the generation started at a declared change that did not widen the target, regression; None:
+    ``targets``).
+
+    The kernel copies have no intercept and cannot be re-expressed when a scale moves (its linear model
+    is): in ``targets``, whose prior (the last concept's scale) keeps its weight, they learn their first
+    rows at the old concept's level and lose the weight to the linear model for the rest of the window;
+    faded as the concept's scale is (:class:`FadingTargets`), the new level within tens of rows. The linear
+    members keep ``targets``: the mean of a few rows is all a faded prior leaves their first rows, and on a
+    linear concept they carry the play there (``docs/drift.md``, session 14)."""
 
     start: int
     members: list[int]
     copies: list[LearnerExpert]
     recent_expert: RecentExpert | None
     targets: GenerationTargets | None = None
+    kernel_targets: FadingTargets | None = None
 
     @property
     def bases(self) -> list[Learner]:
@@ -85,6 +95,13 @@ class Generation:
     @property
     def recent(self) -> RecentLinear | None:
         return None if self.recent_expert is None else self.recent_expert.model
+
+    def targets_of(self, j: int) -> TargetScale | None:
+        """The scale its ``j``-th expert (:meth:`experts`' order) learns in."""
+        kernel = j < len(self.members) and GRID[self.members[j]][1] == "nystrom"
+        if kernel and self.kernel_targets is not None:
+            return self.kernel_targets
+        return self.targets
 
     def move_scale(self, stats: tuple[float, float, float]) -> None:
         """Commit its scale's ``stats`` (a round's, before its experts learn the round's target in their
@@ -126,7 +143,8 @@ def restart(grid: Grid, span: int) -> None:
         return
     members = _copied_members(grid, grid.young[g])
     generation = Generation(grid.rounds, members, grid.new_members(members),
-                            RecentExpert(grid.new_recent()), _generation_targets(grid, fresh))
+                            RecentExpert(grid.new_recent()), _generation_targets(grid, fresh),
+                            _kernel_targets(grid, fresh, grid.young[g], span))
     replay(grid, generation, span)
     grid.young[g] = generation
     slots = young_slots(g)  # a generation with fewer copies (held) leaves its last copies' slots empty
@@ -208,6 +226,34 @@ def _generation_targets(grid: Grid, fresh: GenerationTargets | None) -> Generati
     return GenerationTargets(grid.targets.mean, grid.targets.std, GENERATION_TARGET_PRIOR)
 
 
+def _kernel_targets(grid: Grid, fresh: GenerationTargets | None, replaced: Generation | None, span: int
+                    ) -> FadingTargets | None:
+    """The scale of the kernel copies of the generation started at a declared change (regression):
+    ``fresh``'s prior fading as the concept's (:attr:`Generation.kernel_targets`) when the change did not
+    widen the target (:func:`_not_wider`); None at a later restart, after a change that widened it, and
+    while the growth is held in place of a generation that had none (a held learner keeps its size)."""
+    if fresh is None or (grid.held and (replaced is None or replaced.kernel_targets is None)):
+        return None
+    if not _not_wider(grid, fresh, span):
+        return None
+    return FadingTargets(fresh.mean, fresh.std, GENERATION_TARGET_PRIOR, CONCEPT_TARGET_FADE)
+
+
+def _not_wider(grid: Grid, fresh: GenerationTargets, span: int) -> bool:
+    """Whether the last ``span`` rounds kept (the rows since the declared change's estimated onset, at least
+    two) spread about their own mean no more than ``fresh``, the last concept's scale.
+
+    After a change that shrinks the target, the old scale's prior, weighted as a fixed number of rows, keeps
+    the kernel copies' units too wide for hundreds of rows, and faded they learn the new concept as a
+    restart does; after one that widens it the old scale is the narrow one, its weight matters little, and
+    fading it changed how the change's generation played and, through the loss detector's level, when the
+    next change was declared (both on the tuning streams of ``benchmarks/drift.py``: ``docs/drift.md``)."""
+    if span < 2 or grid.targets is None:
+        return False
+    onset = grid.kept.targets()[-span:]
+    return grid.targets.std * float(np.std(onset)) <= fresh.std
+
+
 def _replaced_generation(grid: Grid, weights: np.ndarray) -> int | None:
     """The generation a restart takes: an empty one (not while the growth is held), else, at the round
     a change is declared, the one started first, else the lighter-weighted; None if there is none.
@@ -239,13 +285,21 @@ def replay(grid: Grid, generation: Generation, rounds: int) -> None:
                 expert.learn_class(row, int(target), classes)
         else:
             t = _binary_target(target) if grid.mixture.binary else target
+            targets = [t] * len(experts)
             if generation.targets is not None and grid.targets is not None:
                 # a kept target in the user's units, by the learner's scale now (it was standardised by
                 # the scale of its own round, a few rounds back at most)
-                t, stats = generation.targets.target(grid.targets.mean + grid.targets.std * target)
+                y = grid.targets.mean + grid.targets.std * target
+                kernel = generation.kernel_targets
+                if kernel is not None:
+                    t_kernel, kernel_stats = kernel.target(y)
+                    kernel.commit(kernel_stats)
+                t, stats = generation.targets.target(y)
                 generation.move_scale(stats)
-            for _, expert in experts:
-                expert.learn(row, t)
+                targets = [t_kernel if kernel is not None and generation.targets_of(j) is kernel else t
+                           for j in range(len(experts))]
+            for (_, expert), learnt in zip(experts, targets, strict=True):
+                expert.learn(row, learnt)
 
 
 class GenerationTargets:
@@ -398,6 +452,10 @@ class FadingTargets:
         targets = cls(float(array[1]), float(array[2]), float(array[0]), float(array[3]))
         targets.commit((float(array[4]), float(array[5]), float(array[6])))
         return targets
+
+
+#: A generation's scale of the target, in which its experts learn and from which their plays are mapped.
+TargetScale = GenerationTargets | FadingTargets
 
 
 class Probation:

@@ -6,14 +6,25 @@ that fades and the scale of the concept since the change, whose units the mixtur
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import numpy as np
 import pytest
 
 import kons
 from kons.auto import Auto
+from kons.auto.config import GRID
 from kons.auto.experts.recent import RecentExpert, RecentLinear
 from kons.auto.mixture import Mixture
-from kons.auto.restarts import YOUNG_BASES, FadingTargets, Generation, GenerationTargets, young_slots
+from kons.auto.restarts import (
+    YOUNG_BASES,
+    FadingTargets,
+    Generation,
+    GenerationTargets,
+    _not_wider,
+    young_slots,
+)
 from kons.errors import StateFormatError
 from tests.reference import restored_in_step
 
@@ -129,6 +140,55 @@ def test_the_generation_started_at_the_change_learns_the_new_concept_s_scale() -
     assert abs(grid.targets.mean - after.mean()) > after.std() and grid.targets.std > 2.0 * after.std()
 
 
+def test_the_change_s_kernel_copies_learn_in_a_scale_that_forgets_the_last_concept() -> None:
+    X, y = _jumping()
+    learner = Auto()
+    learner.learn_many(X, y)
+    grid = learner._grid
+    assert grid is not None
+    generation = min((g for g in grid.young if g is not None), key=lambda g: g.start)
+    kernel, own = generation.kernel_targets, generation.targets
+    assert kernel is not None and own is not None
+    kinds = [GRID[i][1] for i in generation.members]
+    assert [generation.targets_of(j) is kernel for j in range(len(generation.members) + 1)] == [
+        *(kind == "nystrom" for kind in kinds), False]  # the linear copy and the linear model: its own
+    after = y[-round(kernel.count):]  # the rows since the change's estimated onset
+    assert 800 <= len(y) - len(after) < generation.start
+    # the prior's weight faded, the rows' moments alone (the replayed ones as the learner's scale keeps
+    # them); the generation's own keeps 8 rows of the learner's
+    assert kernel.mean == pytest.approx(after.mean(), abs=0.01 * after.std())
+    assert kernel.std == pytest.approx(after.std(), rel=0.01)
+    assert abs(own.std - after.std()) > 0.05 * after.std()
+
+
+def test_the_kernel_copies_fade_the_last_concept_only_after_a_change_that_did_not_widen_the_target() -> None:
+    # kept targets standardised by a learner's deviation 2: the rows since the onset spread 2 x 5 = 10 about
+    # their own mean, as the last concept's scale does; 12 is wider; one row has no spread to compare
+    last = GenerationTargets(40.0, 10.0, 8.0)
+
+    def grid(kept: list[float]) -> Any:  # the two attributes of a Grid that the rule reads
+        return SimpleNamespace(targets=GenerationTargets(0.0, 2.0, 100.0),
+                               kept=SimpleNamespace(targets=lambda: np.array([9.0, *kept])))
+
+    assert _not_wider(grid([3.0, -5.0, 5.0]), last, 2)
+    assert _not_wider(grid([-1.0, 1.0]), last, 2)
+    assert not _not_wider(grid([-6.0, 6.0]), last, 2)
+    assert not _not_wider(grid([0.0]), last, 1)
+
+
+def test_a_state_saved_before_the_kernel_copies_had_their_scale_goes_on_in_the_generation_s() -> None:
+    X, y = _jumping()
+    learner = Auto()
+    learner.learn_many(X[:1000], y[:1000])
+    header, arrays = kons._state.decode(learner.to_bytes())
+    assert any(name.endswith("_kernel_targets") for name in arrays)
+    old = kons.load(kons._state.encode(header, {name: array for name, array in arrays.items()
+                                                 if not name.endswith("_kernel_targets")}))
+    assert isinstance(old, Auto) and old._grid is not None
+    assert all(g is None or g.kernel_targets is None for g in old._grid.young)
+    assert np.isfinite(old.learn_many(X[1000:1100], y[1000:1100])).all()
+
+
 @pytest.mark.slow
 def test_auto_with_generations_of_their_own_scale_saves_and_restores_bit_identically() -> None:
     X, y = _jumping()
@@ -137,6 +197,7 @@ def test_auto_with_generations_of_their_own_scale_saves_and_restores_bit_identic
     assert [copy.to_bytes() for copy in copies] == [original.to_bytes()] * 4
     _, arrays = kons._state.decode(original.to_bytes())
     assert any(name.endswith("_targets") and name.startswith("young") for name in arrays)
+    assert any(name.endswith("_kernel_targets") for name in arrays)
     assert "concept_scale" in arrays
 
 

@@ -687,10 +687,13 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
     # the generation's own scale of the target: the learner's weighted as GENERATION_TARGET_PRIOR rows, then
     # the rows since the onset (their kept targets in the user's units by the learner's scale, the linear
     # model's learnt ones re-expressed as it moves); the grid's
-    # scale of the concept, the mixture's units, the same with its prior fading
+    # scale of the concept, the mixture's units, the same with its prior fading, and so the kernel copies'
     own = GenerationTargets(pooled.mean, pooled.std, GENERATION_TARGET_PRIOR)
     concept = FadingTargets(pooled.mean, pooled.std, GENERATION_TARGET_PRIOR, CONCEPT_TARGET_FADE)
+    kernel = FadingTargets(pooled.mean, pooled.std, GENERATION_TARGET_PRIOR, CONCEPT_TARGET_FADE)
     for z, zlog, kept in since:
+        t_kernel, kernel_stats = kernel.target(pooled.mean + pooled.std * kept)
+        kernel.commit(kernel_stats)
         t, stats = own.target(pooled.mean + pooled.std * kept)
         moved = own.moved(stats)  # the linear model's targets so far, re-expressed as the scale moves
         if moved is not None:
@@ -700,8 +703,10 @@ def test_a_generation_started_at_a_declared_change_first_learns_the_rows_since_i
         forms = grid.views_forms(z, zlog)
         fresh_recent.learn(forms[False, True], t)
         for i, base in zip(generation.members, fresh, strict=True):
-            base.learn_one(forms[_form(GRID[i])], t)
+            base.learn_one(forms[_form(GRID[i])], t_kernel if GRID[i][1] == "nystrom" else t)
     assert generation.targets is not None and np.array_equal(generation.targets.array(), own.array())
+    assert generation.kernel_targets is not None
+    assert np.array_equal(generation.kernel_targets.array(), kernel.array())
     assert grid.concept is not None and np.array_equal(grid.concept.array(), concept.array())
     for name, array in fresh_recent.arrays().items():
         assert np.array_equal(generation.recent.arrays()[name], array), name
