@@ -27,6 +27,8 @@ __all__ = [
     "LABEL_SHIFT_RATIO",
     "LABEL_SHIFT_THRESHOLD",
     "LAGS",
+    "LAGS_LONG",
+    "LAGS_LONG_PRIOR",
     "LAGS_PRIOR",
     "LAGS_WAKE_ROWS",
     "LAGS_WARMUP_LINEAR_ROWS",
@@ -247,8 +249,14 @@ LAGS_WARMUP_SHARE = 0.5
 #: with fewer rows the rule changed plays on a raw set in no order (docs/series.md#the-warm-up).
 LAGS_WARMUP_LINEAR_ROWS = 6
 #: The prior of each of the two experts on the last targets once awake: large, they wake only where the
-#: rows come in time order (docs/series.md).
+#: rows come in time order (docs/series.md); the autoregression's share of it less LAGS_LONG_PRIOR.
 LAGS_PRIOR = 0.25
+#: Last targets of the second autoregression, which wakes with the two experts on the LAGS last at
+#: LAGS_LONG_PRIOR, taken from the first autoregression's prior so that the lags' total stays: with 16 lags
+#: a monthly series' year is in view, while the 8 lags' model stays first where a short order does better
+#: (chosen on the tuning series: docs/series.md#a-second-autoregression-16-lags).
+LAGS_LONG = 16
+LAGS_LONG_PRIOR = 0.05
 #: The prior variance of the autoregression's weights on the lags together (of w'x, x the lags): the lags
 #: of a series move together, so that a unit variance held its correction near 0 through a series' first
 #: bursts (chosen on the tuning series: docs/series.md#the-autoregressions-prior).

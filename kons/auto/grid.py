@@ -25,6 +25,8 @@ from kons.auto.config import (
     GENERATIONS,
     GRID,
     LAGS,
+    LAGS_LONG,
+    LAGS_LONG_PRIOR,
     LAGS_PRIOR,
     MAX_DICTIONARY,
     MIX_EARLY_ROUNDS,
@@ -52,7 +54,7 @@ from kons.auto.experts.fresh_bins import (
     renewed_fresh_bins,
     restore_fresh_bins,
 )
-from kons.auto.experts.lags import build_lags, restore_lags
+from kons.auto.experts.lags import build_lags, build_long_lags, restore_lags, restore_long_lags
 from kons.auto.experts.neighbours import RecentNeighbours, build_neighbours, restore_neighbours
 from kons.auto.experts.newton import (
     LearnerExpert,
@@ -126,6 +128,8 @@ Member = tuple[str, str, float, float]
 _RECENT_FORM = RecentExpert.form
 #: The prefix of the arrays of the Nystrom learners' dictionaries in a saved grid (each saved once).
 _DICTIONARY_PREFIX = "dictionary_"
+#: The first slots of the kinds on the target's last values: not experts of the row (_played_weights).
+_OF_THE_SERIES = ("target_last", "target_long_lags")
 
 
 def signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
@@ -241,7 +245,9 @@ class Kind:
     (a window of rows kept fresh for when they wake), only neither play nor enter. ``naps_among_classes``:
     False for a kind that naps only while the mixture has no label vote (one score: regression, two
     classes); among three classes or more it is a voter of the label of fewest errors, whose worth its
-    weight in the mixture does not measure, and it stays (or wakes) in play.
+    weight in the mixture does not measure, and it stays (or wakes) in play. ``wakes_with``: the first slot
+    of the kind it enters with, at ``wake_prior``, right after that kind (sleepers that are never ready
+    themselves).
     ``build``, ``restore`` and ``class_column_nbytes`` live with the kind's adapter, in its module of
     :mod:`kons.auto.experts`, and take the grid as a :class:`~kons.auto.experts.protocol.GridContext`.
     """
@@ -251,12 +257,13 @@ class Kind:
     build: Callable[[Grid], list[Expert] | None]
     restore: Callable[[Grid, list[Expert] | None, dict[str, np.ndarray], dict[str, Any]], list[Expert] | None]
     start_prior: float | None = None
-    wake_prior: float = 0.0
+    wake_prior: float | np.ndarray = 0.0
     observes: str = "round"
     naps: bool = False
     class_column_nbytes: Callable[[int], int] = _no_class_column
     observes_napping: bool = False
     naps_among_classes: bool = True
+    wakes_with: str | None = None
 
 
 #: The experts after the generations, one line a kind, in the order of their slots (a kind added later
@@ -280,10 +287,11 @@ EXPERTS: tuple[Kind, ...] = (
          wake_prior=TREE_PRIOR / len(TREE_GRACES), observes="update", naps=True,
          class_column_nbytes=trees_class_column_nbytes),
     # the target's last values (regression): the last target, and it corrected by an autoregression on
-    # the LAGS last; asleep until the last target beats the mean, then each at LAGS_PRIOR
+    # the LAGS last; asleep until the last target beats the mean, then at LAGS_PRIOR, the autoregression's
+    # less the share of the second one (target_long_lags)
     Kind(("target_last", "target_lags"),
          ("the last target", f"the last target + bayesian_linear(its {LAGS} last)"),
-         build_lags, restore_lags, wake_prior=LAGS_PRIOR),
+         build_lags, restore_lags, wake_prior=np.array([LAGS_PRIOR, LAGS_PRIOR - LAGS_LONG_PRIOR])),
     # the Bayesian linear model of every row (regression): least squares, whose step no large residual
     # shrinks (an ONS member's curvature grows with its squared gradients: a heavy tail freezes it); in
     # play from the start with the grid's prior
@@ -298,6 +306,10 @@ EXPERTS: tuple[Kind, ...] = (
     # the mixture until then (it neither sleeps nor starts: Grid._renew_fresh_bins enters it)
     Kind(("fresh_bins",), ("ons+intercept(quantile thresholds) since a declared change",), build_fresh_bins,
          restore_fresh_bins, class_column_nbytes=bins_class_column_nbytes),
+    # the second autoregression, on the LAGS_LONG last targets (regression): it enters with the experts
+    # on the last targets, at LAGS_LONG_PRIOR, and keeps nothing before
+    Kind(("target_long_lags",), (f"the last target + bayesian_linear(its {LAGS_LONG} last)",),
+         build_long_lags, restore_long_lags, wake_prior=LAGS_LONG_PRIOR, wakes_with="target_last"),
 )
 
 
@@ -433,7 +445,7 @@ class Grid:
         # the slots of the experts of the row (all but the target's last values'): those whose weights the
         # first rounds sharpen (_played_weights)
         self._of_the_row = np.ones(len(self.layout), dtype=bool)
-        self._of_the_row[self._kind_slots.get("target_last", [])] = False
+        self._of_the_row[[slot for first in _OF_THE_SERIES for slot in self._kind_slots[first]]] = False
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
         # regression declares a shrink of the target sooner (its threshold's note); classes keep the default
@@ -483,6 +495,12 @@ class Grid:
         """The experts of the kind of :data:`EXPERTS` whose first slot is ``name`` (``"bins"``,
         ``"neighbours"``, ``"tree0"``, ...), None if this grid has none (read-only: to inspect them)."""
         return self.experts[self._kind_index(name)]
+
+    def kind_experts(self, first: str) -> list[Expert] | None:
+        return self.experts[self._kind_index(first)]
+
+    def kept_targets(self) -> np.ndarray:
+        return self.kept.targets()
 
     def _kind_index(self, name: str) -> int:
         """Where the kind whose first slot is ``name`` sits in :attr:`kinds` (and :attr:`experts`)."""
@@ -805,6 +823,9 @@ class Grid:
             asleep = not napping and experts[0].sleeps and not self.mixture.switching.active[slots[0]]
             if asleep and experts[0].ready():
                 self.mixture.enter(slots, kind.wake_prior)
+                for follower, theirs in zip(self.kinds, self.experts, strict=True):
+                    if follower.wakes_with == kind.slots[0] and theirs is not None:
+                        self.mixture.enter(self._slots(follower), follower.wake_prior)
 
     def _keep(self, row: Row, target: float, loss: float, error: float) -> None:
         """Keep the round for a replay: both views as the kernel members took them (dense: the ring's
@@ -1006,13 +1027,24 @@ class Grid:
     def own_arrays(self) -> dict[str, np.ndarray]:
         """The grid's own arrays: the mixture's weights, the log view's scaler, the rounds kept and the
         generations' own scales of the target."""
-        return {**self.mixture.arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
+        return {**self._mixture_arrays(), **self.log_scaler.arrays("log"), **self.kept.arrays(),
                 **{f"young{g}_targets": generation.targets.array() for g, generation in enumerate(self.young)
                    if generation is not None and generation.targets is not None},
                 **{f"young{g}_kernel_targets": generation.kernel_targets.array()
                    for g, generation in enumerate(self.young)
                    if generation is not None and generation.kernel_targets is not None},
                 **({"concept_scale": self.concept.array()} if self.concept is not None else {})}
+
+    def _mixture_arrays(self) -> dict[str, np.ndarray]:
+        """The mixture's arrays; in the layout before the second autoregression while it has not entered
+        (the last slot: on rows in no order, where it never does, a state as large as before it;
+        :func:`~kons.auto.slots.in_layout` restores it)."""
+        arrays = self.mixture.arrays()
+        last = self.slot["target_long_lags"]
+        if self.mixture.switching.active[last]:
+            return arrays
+        return {name: np.delete(array, last, axis=-1) if name.endswith(("_log_weights", "_active")) else array
+                for name, array in arrays.items()}
 
     def nbytes(self) -> int:
         """The bytes of the saved arrays: the experts' and the grid's own, each dictionary once (see

@@ -41,6 +41,7 @@ from kons._validation import POSITIVE, Constraint, Integer, NoneOr, OneOf, check
 from kons.auto.config import (
     EARLIER_REGRESSION_BOUND,
     LAGS,
+    LAGS_LONG,
     LAGS_WARMUP_LINEAR_ROWS,
     LAGS_WARMUP_ROWS,
     LAGS_WARMUP_SHARE,
@@ -190,7 +191,7 @@ class Auto(Learner):
         # The grid's members and the restarted copies, each at most a full learner of its kind, each
         # generation's linear model ((d + 1)^2 + 2 (d + 1) floats, one score), the two scalers (3 d each)
         # and the rounds kept for a restart (two views of d and three floats each), the last targets (their
-        # evidence and the model of their changes) and the linear model of every row.
+        # evidence and the models of their changes) and the linear model of every row.
         members = sum(
             ONS._model_floats(dim + 1, {"diagonal": False}) if kind == "ons"
             else NystromKONS._model_floats(dim, {"max_dictionary": MAX_DICTIONARY})
@@ -202,7 +203,7 @@ class Auto(Learner):
         kept = REPLAY_ROWS * (2 * dim + 3)
         columns = bins_columns(dim)  # the linear model on the quantile thresholds, and the thresholds
         binned = ONS._model_floats(columns, {"diagonal": False}) + columns + dim if columns else 0
-        lags = LAGS + 6 + (LAGS + 1) * (LAGS + 3)
+        lags = LAGS + 6 + (LAGS + 1) * (LAGS + 3) + LAGS_LONG + 2 + (LAGS_LONG + 1) * (LAGS_LONG + 3)
         return (members + GENERATIONS * (YOUNG_BASES * largest + recent + 3) + 6 * dim + kept + binned + lags
                 + recent)  # the linear model of every row: a generation's
 

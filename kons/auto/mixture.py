@@ -532,8 +532,9 @@ class Mixture:
         self._labels_of = probabilities, active, labels
         return labels
 
-    def enter(self, slots: list[int], prior: float) -> None:
-        """Fresh experts enter ``slots``, each with the weight ``prior`` (in the vote, its own)."""
+    def enter(self, slots: list[int], prior: float | np.ndarray) -> None:
+        """Fresh experts enter ``slots``, each with the weight ``prior`` (one for all, or one each; in the
+        vote, its own)."""
         self.switching.replace(slots, prior)
         if self.vote is not None:
             self.vote.enter(slots)

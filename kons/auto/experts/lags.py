@@ -29,17 +29,19 @@ the warm-up plays the last target while it has done much better than the running
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
 
-from kons.auto.config import LAGS, LAGS_WAKE_ROWS, LAGS_WEIGHT_VARIANCE
+from kons.auto.config import LAGS, LAGS_LONG, LAGS_WAKE_ROWS, LAGS_WEIGHT_VARIANCE
 from kons.auto.experts.protocol import Expert, GridContext, Row, guarded, restore_saved
 from kons.auto.experts.recent import RecentLinear
 from kons.errors import StateFormatError
 from kons.preprocessing import TARGET_BOUND, TargetScaler
 
-__all__ = ["LastTarget", "TargetLags", "build_lags", "lag_experts", "last_leads", "restore_lags"]
+__all__ = ["LastTarget", "LongLags", "TargetLags", "build_lags", "build_long_lags", "lag_experts",
+           "last_leads", "restore_lags", "restore_long_lags"]
 
 #: The intercept's coordinate after the lags.
 _INTERCEPT = np.ones(1)
@@ -243,6 +245,96 @@ def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int,
             TargetLags(kept, units, targets, _model(lags, bound, intercept_scale))]
 
 
+class LongLags:
+    """The second autoregression, on the last ``order`` targets (more than the first's): a
+    :class:`TargetLags` of its own that exists only once it has entered, with the experts on the last
+    targets (``leader`` their first), which it never does by itself (:meth:`ready` False: the grid enters
+    it with them, :attr:`~kons.auto.grid.Kind.wakes_with`). Asleep it keeps nothing and does nothing, so
+    that rows in no order, where the lag experts never wake, cost no more than without it, in time or in
+    a saved state. It starts at its first call after entering: its lags the leader's kept targets (in
+    their units) and, further back, 0 (the mean), its model of the change learning from there."""
+
+    sleeps = True
+    plays_together = None
+
+    def __init__(self, leader: LastTarget, order: int, bound: float, history: Callable[[], np.ndarray]
+                 ) -> None:
+        self.leader, self.order, self.bound, self.history = leader, order, bound, history
+        self.started: TargetLags | None = None
+
+    def _start(self) -> TargetLags:
+        """The autoregression, started from the leader's kept targets if it has not started."""
+        if self.started is None:
+            model = _model(self.order, self.bound, TARGET_BOUND)
+            history = self.history()
+            for i in range(self.order, len(history)):  # newest first, as the lags
+                guarded(model.learn_unplayed, np.concatenate((history[i - 1::-1][:self.order], _INTERCEPT)),
+                        float(history[i] - history[i - 1]))
+            kept = np.zeros(self.order)
+            kept[:len(history)] = history[::-1][:self.order]
+            kept[:len(self.leader.lags)] = self.leader.lags
+            self.started = TargetLags(kept, self.leader.units.copy(), self.leader.targets, model)
+        return self.started
+
+    def predict(self, row: Row) -> float:
+        return self._start().predict(row)
+
+    def learn(self, row: Row, target: float) -> float:
+        return self._start().learn(row, target)
+
+    def observe(self, row: Row, target: float, classes: int, playing: bool) -> None:
+        if self.started is not None or playing:
+            self._start().observe(row, target, classes, playing)
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:  # pragma: no cover - regression only
+        raise NotImplementedError("the lag experts are for regression")
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError("the lag experts are for regression")
+
+    def widen(self, classes: int) -> None:  # pragma: no cover - regression only
+        raise NotImplementedError("the lag experts are for regression")
+
+    def ready(self) -> bool:
+        return False
+
+    def forget(self, rounds: int) -> None:
+        """Nothing: as :class:`TargetLags`."""
+
+    def hold_growth(self, held: bool) -> None:
+        """Nothing: a fixed size once started."""
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return 0
+
+    def scalars(self) -> Any:
+        return None
+
+    def nbytes(self) -> int:
+        started = self.started
+        return 0 if started is None else sum(array.nbytes for array in self.arrays("").values())
+
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        """Nothing before it starts; then its kept targets, their units and its model."""
+        started = self.started
+        if started is None:
+            return {}
+        return {f"{name}_targets": started.lags, f"{name}_units": started.units, **started.arrays(name)}
+
+    def restore(self, arrays: dict[str, np.ndarray], name: str) -> None:
+        """:meth:`arrays`' state (none: not started)."""
+        self.started = None
+        if f"{name}_targets" not in arrays:
+            return
+        kept, units = arrays[f"{name}_targets"], arrays[f"{name}_units"]
+        if (kept.shape != (self.order,) or units.shape != (2,)
+                or not (np.isfinite(kept).all() and np.isfinite(units).all())):
+            raise StateFormatError("the second autoregression's kept targets do not match the grid.")
+        started = self._start()
+        started.lags[:], started.units[:] = kept, units
+        started.model.restore({key: arrays[f"{name}_{key}"] for key in ("P", "b", "sum")})
+
+
 def _restore_into(experts: list[LastTarget | TargetLags], arrays: dict[str, np.ndarray], last: str,
                   model: str, targets: TargetScaler | None) -> None:
     """The saved lags (``<last>_targets``, the evidence ``<last>_evidence`` and ``<last>_local``, and their
@@ -270,6 +362,29 @@ def build_lags(grid: GridContext) -> list[Expert] | None:
     if grid.mixture.binary:
         return None
     return list(lag_experts(LAGS, grid.bound, TARGET_BOUND, LAGS_WAKE_ROWS, grid.targets))
+
+
+def build_long_lags(grid: GridContext) -> list[Expert] | None:
+    """The second autoregression, on the :data:`~kons.auto.config.LAGS_LONG` last targets (regression),
+    led by the grid's last target."""
+    lags = grid.kind_experts("target_last")
+    if lags is None:
+        return None
+    leader = lags[0]
+    assert isinstance(leader, LastTarget)
+    return [LongLags(leader, LAGS_LONG, grid.bound, grid.kept_targets)]
+
+
+def restore_long_lags(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                      scalars: dict[str, Any]) -> list[Expert] | None:
+    """The second autoregression, started or not (a state saved before it: not started, and as its lag
+    experts' kind was saved awake or asleep, it stays out or enters with them)."""
+    if built is None:
+        if any(name.startswith("target_long_lags_") for name in arrays):
+            raise StateFormatError("the second autoregression does not match the grid.")
+        return None
+    cast(LongLags, built[0]).restore(arrays, "target_long_lags")
+    return built
 
 
 def restore_lags(grid: GridContext, built: list[Expert] | None, arrays: dict[str, np.ndarray],

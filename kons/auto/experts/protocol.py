@@ -171,8 +171,8 @@ def guarded_probabilities(call: Callable[..., np.ndarray], classes: int, *args: 
 
 class GridContext(Protocol):
     """What a kind of expert's build and restore take of the grid (:class:`kons.auto.grid.Grid`): its
-    task and rows, the thresholds of its warm-up rows, the log view's scaler (sparse rows?), its mixture and
-    the mixture's slots by name."""
+    task and rows, the thresholds of its warm-up rows, the log view's scaler (sparse rows?), its mixture,
+    the mixture's slots by name and the experts of the kinds before."""
 
     @property
     def loss(self) -> str: ...
@@ -209,6 +209,14 @@ class GridContext(Protocol):
 
     @property
     def slot(self) -> Mapping[str, int]: ...
+
+    def kind_experts(self, first: str) -> list[Expert] | None:
+        """The experts of the kind whose first slot is ``first``, built before the one building."""
+        ...
+
+    def kept_targets(self) -> np.ndarray:
+        """The targets of the rounds kept for a replay, oldest first."""
+        ...
 
 
 def in_play(grid: GridContext, slot: str) -> bool:
