@@ -445,7 +445,8 @@ class Grid:
         # the slots of the experts of the row (all but the target's last values'): those whose weights the
         # first rounds sharpen (_played_weights)
         self._of_the_row = np.ones(len(self.layout), dtype=bool)
-        self._of_the_row[[slot for first in _OF_THE_SERIES for slot in self._kind_slots[first]]] = False
+        self._of_the_row[[slot for first in _OF_THE_SERIES
+                          for slot in self._kind_slots.get(first, [])]] = False
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
         # regression declares a shrink of the target sooner (its threshold's note); classes keep the default
@@ -493,11 +494,9 @@ class Grid:
 
     def experts_of(self, name: str) -> list[Expert] | None:
         """The experts of the kind of :data:`EXPERTS` whose first slot is ``name`` (``"bins"``,
-        ``"neighbours"``, ``"tree0"``, ...), None if this grid has none (read-only: to inspect them)."""
+        ``"neighbours"``, ``"tree0"``, ...), None if this grid has none (read-only: to inspect them, or for
+        a kind's build to find those of a kind before it)."""
         return self.experts[self._kind_index(name)]
-
-    def kind_experts(self, first: str) -> list[Expert] | None:
-        return self.experts[self._kind_index(first)]
 
     def kept_targets(self) -> np.ndarray:
         return self.kept.targets()
@@ -1040,8 +1039,8 @@ class Grid:
         (the last slot: on rows in no order, where it never does, a state as large as before it;
         :func:`~kons.auto.slots.in_layout` restores it)."""
         arrays = self.mixture.arrays()
-        last = self.slot["target_long_lags"]
-        if self.mixture.switching.active[last]:
+        last = self.slot.get("target_long_lags")  # (a grid of EXPERTS as they were before it: none)
+        if last is None or self.mixture.switching.active[last]:
             return arrays
         return {name: np.delete(array, last, axis=-1) if name.endswith(("_log_weights", "_active")) else array
                 for name, array in arrays.items()}

@@ -57,7 +57,7 @@ def test_a_generation_plays_its_experts_sharpened_as_a_fresh_learner_at_its_age(
     young = np.zeros(len(weights), dtype=bool)
     young[[slot for slot, _ in generation.experts(g)]] = True
     lags = np.zeros(len(weights), dtype=bool)
-    lags[[grid.slot["target_last"], grid.slot["target_lags"]]] = True
+    lags[[grid.slot[name] for name in ("target_last", "target_lags", "target_long_lags")]] = True
     others = ~young & ~lags
     # the generation's total against the other experts of the row's, both raised to the power, their sum kept
     totals = np.array([weights[young].sum(), weights[others].sum()])

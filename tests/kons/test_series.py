@@ -15,19 +15,23 @@ import pytest
 import kons
 import kons.auto.grid
 from kons.auto.config import (
+    LAGS_LONG,
+    LAGS_LONG_PRIOR,
+    LAGS_PRIOR,
     LAGS_WARMUP_LINEAR_ROWS,
     LAGS_WARMUP_ROWS,
     LAGS_WARMUP_SHARE,
     LAGS_WEIGHT_VARIANCE,
     MIX_EARLY_ROUNDS,
 )
-from kons.auto.experts.lags import LastTarget, TargetLags, lag_experts, last_leads
+from kons.auto.experts.lags import LastTarget, LongLags, TargetLags, lag_experts, last_leads
 from kons.auto.experts.protocol import Row
 from kons.auto.experts.recent import RecentExpert
 from kons.preprocessing import TARGET_BOUND, with_intercept
 from tests.kons.streams import goes_on_identically
 
 LAST, LAGGED = "the last target", "the last target + bayesian_linear(its 8 last)"
+LONG = f"the last target + bayesian_linear(its {LAGS_LONG} last)"
 
 
 def _series(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -220,7 +224,7 @@ def test_the_first_rounds_sharpen_the_experts_of_the_row_among_themselves_the_la
     model = _learnt(X, y, 100)
     grid = cast(kons.auto.grid.Grid, model._grid)
     weights, played = grid._weights(), grid._played_weights()
-    lags = [grid.slot["target_last"], grid.slot["target_lags"]]
+    lags = [grid.slot[name] for name in ("target_last", "target_lags", "target_long_lags")]
     assert weights[lags].sum() > 0.0 and np.array_equal(played[lags], weights[lags])  # awake: as mixed
     of_the_row = np.ones(len(weights), dtype=bool)
     of_the_row[lags] = False
@@ -360,3 +364,74 @@ def test_saved_in_a_burst_it_goes_on_identically() -> None:
     y[80:84] -= 400.0
     model = _learnt(X, y, 82)
     goes_on_identically(model, X, y, 82)
+
+
+def _long(model: kons.Auto) -> LongLags:
+    (long,) = cast(list[Any], cast(kons.auto.grid.Grid, model._grid).experts_of("target_long_lags"))
+    assert isinstance(long, LongLags)
+    return long
+
+
+def _without_the_long_lags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` as before the second autoregression: its kind gone, the lags' priors as they were."""
+    before = tuple(dataclasses.replace(kind, wake_prior=LAGS_PRIOR) if kind.slots[0] == "target_last"
+                   else kind for kind in kons.auto.grid.EXPERTS if kind.slots[0] != "target_long_lags")
+    monkeypatch.setattr(kons.auto.grid, "EXPERTS", before)
+
+
+def test_the_second_autoregression_enters_with_the_lags_having_kept_nothing_before() -> None:
+    X, y = _series(400, 8)
+    model, k = kons.Auto(), 0
+    while model._grid is None or LAST not in model.stats()["weights"]:
+        if model._grid is not None:  # asleep: nothing kept, the mixture saved in the layout before it
+            assert _long(model).started is None and _long(model).nbytes() == 0
+            arrays = kons._state.decode(model.to_bytes())[1]
+            assert not any(name.startswith("target_long_lags") for name in arrays)
+            assert arrays["mix_active"].shape == (len(cast(kons.auto.grid.Grid, model._grid).layout) - 1,)
+        model.learn_one(X[k], y[k])
+        k += 1
+    weights = model.stats()["weights"]
+    assert weights[LONG] == pytest.approx(LAGS_LONG_PRIOR, rel=0.2)  # (one round of the mixture since)
+    assert weights[LAGGED] == pytest.approx(LAGS_PRIOR - LAGS_LONG_PRIOR, rel=0.2)
+    assert _long(model).started is None  # it starts at its first play
+    saved = model.to_bytes()
+    goes_on_identically(model, X, y, k)  # saved before it started: it starts as it would have
+    model = kons.load(saved)
+    assert isinstance(model, kons.Auto)
+    model.learn_one(X[k], y[k])
+    started = _long(model).started
+    assert started is not None and started.lags.shape == (LAGS_LONG,)
+    # it entered having learnt the kept rounds (the 32 since the grid's start: its covariance below
+    # the prior's, as one round's learning would not leave it)
+    unlearnt = LongLags(_long(model).leader, LAGS_LONG, 1.0, lambda: np.zeros(0))._start()
+    unlearnt.learn(cast(Row, None), float(started.lags[0]))
+    assert np.trace(started.model.P) < 0.8 * np.trace(unlearnt.model.P)
+    goes_on_identically(model, X, y, k + 1)
+
+
+def test_on_rows_in_no_order_the_second_autoregression_costs_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = _series(600, 9)
+    order = np.random.default_rng(1).permutation(len(y))
+    X, y = X[order], y[order]
+    model = kons.Auto()
+    played = [model.learn_one(x, t) for x, t in zip(X, y, strict=True)]
+    _without_the_long_lags(monkeypatch)
+    before = kons.Auto()
+    assert [before.learn_one(x, t) for x, t in zip(X, y, strict=True)] == played
+    assert before.to_bytes() == model.to_bytes()
+
+
+def test_a_state_saved_before_the_second_autoregression_with_the_lags_awake_goes_on_as_it_was(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = _series(500, 10)
+    _without_the_long_lags(monkeypatch)
+    before = _learnt(X, y, 300)
+    assert LAST in before.stats()["weights"]
+    saved = before.to_bytes()
+    monkeypatch.undo()
+    restored = kons.load(saved)
+    assert isinstance(restored, kons.Auto) and restored.to_bytes() == saved
+    for x, t in zip(X[300:], y[300:], strict=True):
+        assert restored.predict_one(x) == before.predict_one(x)
+        assert restored.learn_one(x, t) == before.learn_one(x, t)
+    assert LONG not in restored.stats()["weights"] and _long(restored).started is None

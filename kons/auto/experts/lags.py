@@ -367,7 +367,7 @@ def build_lags(grid: GridContext) -> list[Expert] | None:
 def build_long_lags(grid: GridContext) -> list[Expert] | None:
     """The second autoregression, on the :data:`~kons.auto.config.LAGS_LONG` last targets (regression),
     led by the grid's last target."""
-    lags = grid.kind_experts("target_last")
+    lags = grid.experts_of("target_last")
     if lags is None:
         return None
     leader = lags[0]

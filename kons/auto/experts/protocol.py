@@ -210,8 +210,8 @@ class GridContext(Protocol):
     @property
     def slot(self) -> Mapping[str, int]: ...
 
-    def kind_experts(self, first: str) -> list[Expert] | None:
-        """The experts of the kind whose first slot is ``first``, built before the one building."""
+    def experts_of(self, name: str) -> list[Expert] | None:
+        """The experts of the kind whose first slot is ``name``, built before the one building."""
         ...
 
     def kept_targets(self) -> np.ndarray:
