@@ -15,7 +15,8 @@ same rows and labels, learnt as given), with every expert's calls timed: its pla
   linear model on the quantile thresholds; ``neighbours``, the local expert; ``trees``, the three
   Hoeffding trees (classes only); ``lags``, the last target and its autoregression, and ``linear``, the
   Bayesian linear model of every row (regression only); ``forest``, the Mondrian forest (three classes
-  or more); ``fresh bins``, the threshold model started afresh at a change declared on two classes. An
+  or more); ``fresh bins``, the threshold model started afresh at a change declared on two classes;
+  ``long lags``, the second autoregression (regression, once the lags have woken). An
   expert is grouped by the kind whose list holds it in the playing grid, so a kind added to ``EXPERTS``
   without a group here stops the run rather than hide in ``rest``;
 * ``rest``: the round's time outside the experts (validation, the scalers and the row's forms, the
@@ -59,7 +60,7 @@ from benchmarks.provenance import provenance, publish
 from benchmarks.raw_report import SUITES
 from kons.auto.experts.forest import ForestExpert
 from kons.auto.experts.fresh_bins import FreshThresholds
-from kons.auto.experts.lags import LastTarget, TargetLags
+from kons.auto.experts.lags import LastTarget, LongLags, TargetLags
 from kons.auto.experts.neighbours import NeighboursExpert
 from kons.auto.experts.newton import LearnerExpert, ThresholdExpert
 from kons.auto.experts.recent import RecentExpert
@@ -70,14 +71,14 @@ from kons.kernel.nystrom_kons import NystromKONS
 
 #: The group of each kind of :data:`kons.auto.grid.EXPERTS`, by the kind's first slot.
 GROUPS = {"bins": "bins", "neighbours": "neighbours", "tree0": "trees", "target_last": "lags",
-          "linear": "linear", "forest": "forest", "fresh_bins": "fresh bins"}
+          "linear": "linear", "forest": "forest", "fresh_bins": "fresh bins", "target_long_lags": "long lags"}
 KINDS = ("nystrom members", "ons members", "generations", *GROUPS.values(), "rest")
 #: The multi-class suite: streams of :mod:`benchmarks.multiclass`, one it tunes on and one it holds out.
 MULTICLASS = ("image_segments", "random_rbf10")
 #: The experts' calls that are timed (the protocol's per-round methods).
 _TIMED = ("predict", "learn", "probabilities", "learn_class", "observe")
 _CLASSES = (LearnerExpert, ThresholdExpert, FreshThresholds, NeighboursExpert, RecentExpert, TreeExpert,
-            ForestExpert, LastTarget, TargetLags)
+            ForestExpert, LastTarget, TargetLags, LongLags)
 
 
 def group_of(kind: Kind) -> str:

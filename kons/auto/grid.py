@@ -1039,8 +1039,9 @@ class Grid:
         (the last slot: on rows in no order, where it never does, a state as large as before it;
         :func:`~kons.auto.slots.in_layout` restores it)."""
         arrays = self.mixture.arrays()
-        last = self.slot.get("target_long_lags")  # (a grid of EXPERTS as they were before it: none)
-        if last is None or self.mixture.switching.active[last]:
+        last = len(self.layout) - 1
+        # (a grid of other EXPERTS, without it or with kinds after it: its whole layout)
+        if self.layout[last] != "target_long_lags" or self.mixture.switching.active[last]:
             return arrays
         return {name: np.delete(array, last, axis=-1) if name.endswith(("_log_weights", "_active")) else array
                 for name, array in arrays.items()}
