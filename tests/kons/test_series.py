@@ -387,7 +387,7 @@ def test_the_second_autoregression_enters_with_the_lags_having_kept_nothing_befo
             assert _long(model).started is None and _long(model).nbytes() == 0
             arrays = kons._state.decode(model.to_bytes())[1]
             assert not any(name.startswith("target_long_lags") for name in arrays)
-            assert arrays["mix_active"].shape == (len(cast(kons.auto.grid.Grid, model._grid).layout) - 1,)
+            assert arrays["mix_active"].shape == (len(model._grid.layout) - 1,)
         model.learn_one(X[k], y[k])
         k += 1
     weights = model.stats()["weights"]
@@ -396,17 +396,17 @@ def test_the_second_autoregression_enters_with_the_lags_having_kept_nothing_befo
     assert _long(model).started is None  # it starts at its first play
     saved = model.to_bytes()
     goes_on_identically(model, X, y, k)  # saved before it started: it starts as it would have
-    model = kons.load(saved)
-    assert isinstance(model, kons.Auto)
-    model.learn_one(X[k], y[k])
-    started = _long(model).started
+    restored = kons.load(saved)
+    assert isinstance(restored, kons.Auto)
+    restored.learn_one(X[k], y[k])
+    started = _long(restored).started
     assert started is not None and started.lags.shape == (LAGS_LONG,)
     # it entered having learnt the kept rounds (the 32 since the grid's start: its covariance below
     # the prior's, as one round's learning would not leave it)
-    unlearnt = LongLags(_long(model).leader, LAGS_LONG, 1.0, lambda: np.zeros(0))._start()
+    unlearnt = LongLags(_long(restored).leader, LAGS_LONG, 1.0, lambda: np.zeros(0))._start()
     unlearnt.learn(cast(Row, None), float(started.lags[0]))
     assert np.trace(started.model.P) < 0.8 * np.trace(unlearnt.model.P)
-    goes_on_identically(model, X, y, k + 1)
+    goes_on_identically(restored, X, y, k + 1)
 
 
 def test_on_rows_in_no_order_the_second_autoregression_costs_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
