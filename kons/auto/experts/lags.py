@@ -251,8 +251,9 @@ class LongLags:
     targets (``leader`` their first), which it never does by itself (:meth:`ready` False: the grid enters
     it with them, :attr:`~kons.auto.grid.Kind.wakes_with`). Asleep it keeps nothing and does nothing, so
     that rows in no order, where the lag experts never wake, cost no more than without it, in time or in
-    a saved state. It starts at its first call after entering: its lags the leader's kept targets (in
-    their units) and, further back, 0 (the mean), its model of the change learning from there."""
+    a saved state. It starts at its first call after entering, its model of the change having learnt the
+    rounds the grid keeps for a replay (``history``: their standardised targets, oldest first, each as its
+    round standardised it), its lags the newest of them, the leader's kept targets first (in their units)."""
 
     sleeps = True
     plays_together = None
@@ -263,7 +264,7 @@ class LongLags:
         self.started: TargetLags | None = None
 
     def _start(self) -> TargetLags:
-        """The autoregression, started from the leader's kept targets if it has not started."""
+        """The autoregression, started (the class's docstring) if it has not started."""
         if self.started is None:
             model = _model(self.order, self.bound, TARGET_BOUND)
             history = self.history()
