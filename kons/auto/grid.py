@@ -813,6 +813,8 @@ class Grid:
         for kind, experts in zip(self.kinds, self.experts, strict=True):
             if kind.observes != when or experts is None:
                 continue
+            if kind.wakes_with is not None and not self.mixture.switching.active[self._slots(kind)[0]]:
+                continue  # (asleep it observes nothing, and enters only with the kind it wakes with)
             napping = self._napping(kind)
             if napping and not kind.observes_napping:
                 continue
