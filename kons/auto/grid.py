@@ -809,7 +809,7 @@ class Grid:
 
     def _observe(self, when: str, row: Row, target: float, in_play: set[int]) -> None:
         """The round outside their plays of the kinds that observe ``when`` (:attr:`Kind.observes`), and
-        the entry of a sleeping kind once its first expert is ready."""
+        the entry of a sleeping kind once its first expert is ready (with the kinds that wake with it)."""
         for kind, experts in zip(self.kinds, self.experts, strict=True):
             if kind.observes != when or experts is None:
                 continue
