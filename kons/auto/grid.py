@@ -498,8 +498,11 @@ class Grid:
         a kind's build to find those of a kind before it)."""
         return self.experts[self._kind_index(name)]
 
-    def kept_targets(self) -> np.ndarray:
-        return self.kept.targets()
+    @property
+    def kept_targets(self) -> Callable[[], np.ndarray]:
+        # (the kept rounds' own method: an expert that holds it holds no reference back to the grid, whose
+        # learner then needs no cyclic collection to be freed)
+        return self.kept.targets
 
     def _kind_index(self, name: str) -> int:
         """Where the kind whose first slot is ``name`` sits in :attr:`kinds` (and :attr:`experts`)."""

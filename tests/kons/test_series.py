@@ -6,7 +6,9 @@ goes on identically."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
+import weakref
 from typing import Any, cast
 
 import numpy as np
@@ -435,3 +437,21 @@ def test_a_state_saved_before_the_second_autoregression_with_the_lags_awake_goes
         assert restored.predict_one(x) == before.predict_one(x)
         assert restored.learn_one(x, t) == before.learn_one(x, t)
     assert LONG not in restored.stats()["weights"] and _long(restored).started is None
+
+
+def test_a_learner_with_the_second_autoregression_is_freed_without_the_cyclic_collector() -> None:
+    # (it reads the grid's kept rounds: through a reference back to the grid, every learner dropped would
+    # wait for the cyclic collector, whose passes then slow the rounds and saves that follow)
+    X, y = _series(300, 11)
+    model = _learnt(X, y, 300)
+    assert LONG in model.stats()["weights"]
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        restored = kons.load(model.to_bytes())
+        grid = weakref.ref(cast(kons.Auto, restored)._grid)
+        del restored
+        assert grid() is None
+    finally:
+        if collecting:
+            gc.enable()

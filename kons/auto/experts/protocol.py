@@ -214,8 +214,9 @@ class GridContext(Protocol):
         """The experts of the kind whose first slot is ``name``, built before the one building."""
         ...
 
-    def kept_targets(self) -> np.ndarray:
-        """The targets of the rounds kept for a replay, oldest first."""
+    @property
+    def kept_targets(self) -> Callable[[], np.ndarray]:
+        """The targets of the rounds kept for a replay, oldest first, as they are when called."""
         ...
 
 
