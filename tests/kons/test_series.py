@@ -175,12 +175,18 @@ def test_the_warm_up_follows_the_turn_of_a_short_cycle_with_the_last_target() ->
     np.testing.assert_array_equal(played[turn], y[turn - 1])
 
 
-def test_on_rows_in_no_order_they_never_play(monkeypatch: pytest.MonkeyPatch) -> None:
-    X, y = _series(800, 4)
-    order = np.random.default_rng(0).permutation(len(y))
+def _in_no_order(rows: int, seed: int, order_seed: int
+                 ) -> tuple[np.ndarray, np.ndarray, kons.Auto, list[float]]:
+    """A series' rows shuffled, and a learner that learnt them (its plays)."""
+    X, y = _series(rows, seed)
+    order = np.random.default_rng(order_seed).permutation(len(y))
     X, y = X[order], y[order]
     model = kons.Auto()
-    played = [model.learn_one(x, t) for x, t in zip(X, y, strict=True)]
+    return X, y, model, [model.learn_one(x, t) for x, t in zip(X, y, strict=True)]
+
+
+def test_on_rows_in_no_order_they_never_play(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y, model, played = _in_no_order(800, 4, 0)
     assert LAST not in model.stats()["weights"] and LAGGED not in model.stats()["weights"]
     # a learner without them (their slots kept empty: the mixture's sums run over the same slots)
     without = tuple(dataclasses.replace(kind, build=lambda grid: None) if kind.slots[0] == "target_last"
@@ -412,11 +418,7 @@ def test_the_second_autoregression_enters_with_the_lags_having_kept_nothing_befo
 
 
 def test_on_rows_in_no_order_the_second_autoregression_costs_no_byte(monkeypatch: pytest.MonkeyPatch) -> None:
-    X, y = _series(600, 9)
-    order = np.random.default_rng(1).permutation(len(y))
-    X, y = X[order], y[order]
-    model = kons.Auto()
-    played = [model.learn_one(x, t) for x, t in zip(X, y, strict=True)]
+    X, y, model, played = _in_no_order(600, 9, 1)
     _without_the_long_lags(monkeypatch)
     before = kons.Auto()
     assert [before.learn_one(x, t) for x, t in zip(X, y, strict=True)] == played
