@@ -47,6 +47,7 @@ __all__ = [
     "NAP_WEIGHT",
     "NEIGHBOURS",
     "NEIGHBOURS_MAX_DIM",
+    "NEIGHBOURS_NAP_WEIGHT",
     "NEIGHBOURS_PRIOR",
     "NEIGHBOURS_WAKE_ROWS",
     "NEIGHBOUR_ROWS",
@@ -187,6 +188,11 @@ NEIGHBOURS_WAKE_ROWS = 200
 NEIGHBOURS_MAX_DIM = 200
 #: Its prior once awake: small, it rarely leads on stationary data (docs/auto.md#neighbours_prior).
 NEIGHBOURS_PRIOR = ENTRY_PRIOR
+#: The weight below which it naps (NAP_WEIGHT's, for NAP_ROUNDS rounds): ten times the trees' and the
+#: forest's, its ranking of the window costs more of a round than their weight there says it gives
+#: (a record's gaps kept it at about 0.9% of the weight, its play moving no error;
+#: docs/auto.md#nap_weight-and-nap_rounds).
+NEIGHBOURS_NAP_WEIGHT = 1e-2
 
 # ----------------------------------------------------------------- the trees (docs/drift.md)
 #: Grace periods of the Hoeffding trees (classes): which of Agrawal's concepts one fits depends on it
