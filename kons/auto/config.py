@@ -188,10 +188,9 @@ NEIGHBOURS_WAKE_ROWS = 200
 NEIGHBOURS_MAX_DIM = 200
 #: Its prior once awake: small, it rarely leads on stationary data (docs/auto.md#neighbours_prior).
 NEIGHBOURS_PRIOR = ENTRY_PRIOR
-#: The weight below which it naps (NAP_WEIGHT's, for NAP_ROUNDS rounds): ten times the trees' and the
-#: forest's, its ranking of the window costs more of a round than their weight there says it gives
-#: (a record's gaps kept it at about 0.9% of the weight, its play moving no error;
-#: docs/auto.md#nap_weight-and-nap_rounds).
+#: The weight below which it naps (for NAP_ROUNDS rounds): ten times the trees' and the forest's
+#: NAP_WEIGHT, since its ranking of the window costs more of a round than such a weight gives (a
+#: record's gaps kept it below it, its play moving no error; docs/auto.md#nap_weight-and-nap_rounds).
 NEIGHBOURS_NAP_WEIGHT = 1e-2
 
 # ----------------------------------------------------------------- the trees (docs/drift.md)
