@@ -15,9 +15,9 @@ import kons.auto.experts.neighbours
 import kons.auto.grid
 from kons.auto.config import (
     NAP_ROUNDS,
-    NEIGHBOURS_NAP_WEIGHT,
     NEIGHBOUR_ROWS,
     NEIGHBOURS_MAX_DIM,
+    NEIGHBOURS_NAP_WEIGHT,
     NEIGHBOURS_PRIOR,
     NEIGHBOURS_WAKE_ROWS,
 )
