@@ -47,6 +47,7 @@ __all__ = [
     "NAP_WEIGHT",
     "NEIGHBOURS",
     "NEIGHBOURS_MAX_DIM",
+    "NEIGHBOURS_NAP_WEIGHT",
     "NEIGHBOURS_PRIOR",
     "NEIGHBOURS_WAKE_ROWS",
     "NEIGHBOUR_ROWS",
@@ -187,6 +188,12 @@ NEIGHBOURS_WAKE_ROWS = 200
 NEIGHBOURS_MAX_DIM = 200
 #: Its prior once awake: small, it rarely leads on stationary data (docs/auto.md#neighbours_prior).
 NEIGHBOURS_PRIOR = ENTRY_PRIOR
+#: The weight below which it naps (for NAP_ROUNDS rounds): its prior, where the trees and the forest nap
+#: below NAP_WEIGHT. Its ranking of the window costs much of a round, and one that has not gained on the
+#: weight it entered at for that long gives nothing for it (a record's gaps had it fade from there so
+#: slowly that it played for thousands of rounds, moving no error; the trees at this weight moved a
+#: drift's error: docs/auto.md#nap_weight-and-nap_rounds).
+NEIGHBOURS_NAP_WEIGHT = NEIGHBOURS_PRIOR
 
 # ----------------------------------------------------------------- the trees (docs/drift.md)
 #: Grace periods of the Hoeffding trees (classes): which of Agrawal's concepts one fits depends on it

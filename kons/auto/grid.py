@@ -34,6 +34,7 @@ from kons.auto.config import (
     NAP_WEIGHT,
     NEIGHBOUR_ROWS,
     NEIGHBOURS,
+    NEIGHBOURS_NAP_WEIGHT,
     NEIGHBOURS_PRIOR,
     NUMBERS_WIDTH,
     PROBATION_PRIOR,
@@ -237,7 +238,7 @@ class Kind:
     ``"round"`` (at the round's end, after the trial of a generation). ``restore``: its experts from a
     saved state (``built``: the grid's fresh ones), checked against the mixture's slots. ``naps``: once in
     play, they nap together (neither learn nor play, out of the mixture) when their weight has stayed
-    below :data:`NAP_WEIGHT` for :data:`NAP_ROUNDS` rounds, and wake at the next change declared, to enter
+    below ``nap_weight`` for :data:`NAP_ROUNDS` rounds, and wake at the next change declared, to enter
     again as they entered first: sleepers once ready, a kind in play from the start at once, at
     ``start_prior`` (:meth:`Grid._doze`). ``class_column_nbytes``: the most bytes one more
     class adds to its experts on rows of a given number of features (:func:`class_column_nbytes`; none
@@ -260,6 +261,7 @@ class Kind:
     wake_prior: float | np.ndarray = 0.0
     observes: str = "round"
     naps: bool = False
+    nap_weight: float = NAP_WEIGHT
     class_column_nbytes: Callable[[int], int] = _no_class_column
     observes_napping: bool = False
     naps_among_classes: bool = True
@@ -279,8 +281,8 @@ EXPERTS: tuple[Kind, ...] = (
     # the rows, so that it wakes on a window as fresh as if it had stayed; not among three classes or
     # more, where its labels may lead the vote while its probabilities hold no weight
     Kind(("neighbours",), (f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)",),
-         build_neighbours, restore_neighbours, wake_prior=NEIGHBOURS_PRIOR, naps=True, observes_napping=True,
-         naps_among_classes=False),
+         build_neighbours, restore_neighbours, wake_prior=NEIGHBOURS_PRIOR, naps=True,
+         nap_weight=NEIGHBOURS_NAP_WEIGHT, observes_napping=True, naps_among_classes=False),
     # the Hoeffding trees (classes): they learn every row and enter together after TREE_WAKE_ROWS
     Kind(tuple(f"tree{i}" for i in range(len(TREE_GRACES))),
          tuple(f"hoeffding_tree(raw, grace {grace})" for grace in TREE_GRACES), build_trees, restore_trees,
@@ -908,7 +910,7 @@ class Grid:
         """The kinds that nap (:attr:`Kind.naps`) after a round whose mixture's weights are ``weights``:
         napping, they wake at a declared change (``changed``; they learn from the next round, and enter
         as they first did: experts that sleep once ready, the others at once at their start prior); in
-        play, they nap once their weight together has stayed below :data:`NAP_WEIGHT` for
+        play, they nap once their weight together has stayed below the kind's ``nap_weight`` for
         :data:`NAP_ROUNDS` rounds."""
         for kind, experts in zip(self.kinds, self.experts, strict=True):
             if not kind.naps or experts is None:
@@ -924,7 +926,7 @@ class Grid:
                 continue
             if not self.mixture.switching.active[slots[0]]:  # not entered yet
                 continue
-            negligible = not voting and float(np.add.reduce(weights[slots])) < NAP_WEIGHT
+            negligible = not voting and float(np.add.reduce(weights[slots])) < kind.nap_weight
             nap[0] = nap[0] + 1 if negligible else 0
             if nap[0] >= NAP_ROUNDS:
                 self.mixture.switching.leave(slots)

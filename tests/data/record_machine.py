@@ -14,7 +14,9 @@ bit-identical to the original recordings on the machine that made them, or that 
   prediction as before; and when the threshold model since a declared change stopped saving a learner before
   its first start (``auto_classification``'s checksum only); and when the grid began saving the two-class
   labels' change detector (the four ``auto`` checksums, every play and prediction as before), and when
-  only a two-class grid kept it (the regression cases' checksums back to those before it).
+  only a two-class grid kept it (the regression cases' checksums back to those before it); and when the
+  local expert began to nap below its own entry prior (the saved nap counter of two ``auto`` cases; every
+  play and prediction as before).
 
 An earlier file, written on another AVX2 machine, was removed when the saved grid's layout changed: its
 checksums could only be re-recorded on that machine.

@@ -15,9 +15,9 @@ import kons.auto.experts.neighbours
 import kons.auto.grid
 from kons.auto.config import (
     NAP_ROUNDS,
-    NAP_WEIGHT,
     NEIGHBOUR_ROWS,
     NEIGHBOURS_MAX_DIM,
+    NEIGHBOURS_NAP_WEIGHT,
     NEIGHBOURS_PRIOR,
     NEIGHBOURS_WAKE_ROWS,
 )
@@ -228,11 +228,12 @@ def test_a_state_whose_local_expert_plays_without_a_row_is_refused() -> None:
 
 def test_a_binary_learner_saved_soon_after_a_forgetting_change_plays_on_bit_identically() -> None:
     # its local expert plays on with the rows since the change's onset, fewer than it enters with: labels
-    # by a threshold on one feature, then on another from row 600
+    # by a checkerboard on two features (where the local expert leads, so that it does not nap), flipped
+    # from row 600
     rng = np.random.default_rng(5)
     X = rng.normal(size=(900, 4))
-    y = np.where(np.arange(900) < 600, np.where(X[:, 0] > 0.5, 1.0, -1.0),
-                 np.where(X[:, 1] < -0.3, 1.0, -1.0))
+    checkerboard = np.where(np.sin(2.0 * X[:, 0]) * np.sin(2.0 * X[:, 1]) > 0.0, 1.0, -1.0)
+    y = np.where(np.arange(900) < 600, checkerboard, -checkerboard)
     learner = kons.Auto(task="classification")
     for x, t in zip(X[:750], y[:750], strict=True):
         learner.learn_one(x, t)
@@ -283,9 +284,9 @@ def test_the_local_expert_naps_while_negligible_keeping_its_rows_and_wakes_at_a_
         assert window.kept == kept + 1  # it keeps every row, napping or not
         if napping:
             assert not in_play  # out of the mixture: it neither plays nor ranks its rows
-            if not was_napping:  # it naps now: below NAP_WEIGHT for NAP_ROUNDS rounds in play
+            if not was_napping:  # it naps now: below NEIGHBOURS_NAP_WEIGHT for NAP_ROUNDS rounds in play
                 napped = r if napped is None else napped  # (the first nap: it naps again after the change)
-                assert weights[NEIGHBOURS_SLOT] < NAP_WEIGHT
+                assert weights[NEIGHBOURS_SLOT] < NEIGHBOURS_NAP_WEIGHT
                 assert not any("nearest" in name for name in learner.stats()["weights"])
         elif was_napping:  # a change was declared this round: awake, it enters at the next round
             woke = r
@@ -322,7 +323,7 @@ def test_among_three_classes_the_local_expert_never_naps_it_votes() -> None:
         if grid is None or not grid.mixture.switching.active[NEIGHBOURS_SLOT]:
             continue
         assert grid.naps["neighbours"] == [0, 0]
-        negligible = negligible + 1 if grid.mixture.weights()[NEIGHBOURS_SLOT] < NAP_WEIGHT else 0
+        negligible = negligible + 1 if grid.mixture.weights()[NEIGHBOURS_SLOT] < NEIGHBOURS_NAP_WEIGHT else 0
         longest = max(longest, negligible)
     assert longest > NAP_ROUNDS  # long enough a nap would have begun (as for the trees)
 

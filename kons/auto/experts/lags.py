@@ -70,13 +70,40 @@ def _moved(lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None) ->
     return moved
 
 
-class _Lagged:
-    """What both experts are to the grid: a regression expert that plays from the targets kept in
-    ``lags`` (newest first, shared; those before the newest in ``units``, shared: :func:`_moved`), asleep
-    until the last target has beaten the mean."""
+class _OfTheSeries:
+    """What every expert on the target's last values is to the grid beside its plays: regression only, of a
+    fixed size (once started), nothing forgotten at a change (the last targets are the series' own, not
+    rows), no scalars saved."""
 
     sleeps = True
     plays_together = None
+
+    def probabilities(self, row: Row, classes: int) -> np.ndarray:  # pragma: no cover - regression only
+        raise NotImplementedError("the lag experts are for regression")
+
+    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError("the lag experts are for regression")
+
+    def widen(self, classes: int) -> None:  # pragma: no cover - regression only
+        raise NotImplementedError("the lag experts are for regression")
+
+    def forget(self, rounds: int) -> None:
+        """Nothing (the class's docstring)."""
+
+    def hold_growth(self, held: bool) -> None:
+        """Nothing: a fixed size."""
+
+    def growth_nbytes(self, rounds: int) -> int:
+        return 0
+
+    def scalars(self) -> Any:
+        return None
+
+
+class _Lagged(_OfTheSeries):
+    """What both experts are to the grid: a regression expert that plays from the targets kept in
+    ``lags`` (newest first, shared; those before the newest in ``units``, shared: :func:`_moved`), asleep
+    until the last target has beaten the mean."""
 
     def __init__(self, lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None) -> None:
         self.lags, self.units, self.targets = lags, units, targets
@@ -93,29 +120,8 @@ class _Lagged:
             self.lags[1:] = self.lags[1:] * scale + shift
         self.units[:] = targets.mean, targets.std
 
-    def probabilities(self, row: Row, classes: int) -> np.ndarray:  # pragma: no cover - regression only
-        raise NotImplementedError("the lag experts are for regression")
-
-    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError("the lag experts are for regression")
-
-    def widen(self, classes: int) -> None:  # pragma: no cover - regression only
-        raise NotImplementedError("the lag experts are for regression")
-
     def ready(self) -> bool:
         return True
-
-    def forget(self, rounds: int) -> None:
-        """Nothing: the last targets are the series' own, not rows (and regression keeps them at a change)."""
-
-    def hold_growth(self, held: bool) -> None:
-        """Nothing: a fixed size."""
-
-    def growth_nbytes(self, rounds: int) -> int:
-        return 0
-
-    def scalars(self) -> Any:
-        return None
 
 
 class LastTarget(_Lagged):
@@ -245,7 +251,7 @@ def lag_experts(lags: int, bound: float, intercept_scale: float, wake_rows: int,
             TargetLags(kept, units, targets, _model(lags, bound, intercept_scale))]
 
 
-class LongLags:
+class LongLags(_OfTheSeries):
     """The second autoregression, on the last ``order`` targets (more than the first's): a
     :class:`TargetLags` of its own that exists only once it has entered, with the experts on the last
     targets (``leader`` their first), which it never does by itself (:meth:`ready` False: the grid enters
@@ -254,9 +260,6 @@ class LongLags:
     a saved state. It starts at its first call after entering, its model of the change having learnt the
     rounds the grid keeps for a replay (``history``: their standardised targets, oldest first, each as its
     round standardised it), its lags the newest of them, the leader's kept targets first (in their units)."""
-
-    sleeps = True
-    plays_together = None
 
     def __init__(self, leader: LastTarget, order: int, bound: float, history: Callable[[], np.ndarray]
                  ) -> None:
@@ -287,29 +290,8 @@ class LongLags:
         if self.started is not None or playing:
             self._start().observe(row, target, classes, playing)
 
-    def probabilities(self, row: Row, classes: int) -> np.ndarray:  # pragma: no cover - regression only
-        raise NotImplementedError("the lag experts are for regression")
-
-    def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError("the lag experts are for regression")
-
-    def widen(self, classes: int) -> None:  # pragma: no cover - regression only
-        raise NotImplementedError("the lag experts are for regression")
-
     def ready(self) -> bool:
         return False
-
-    def forget(self, rounds: int) -> None:
-        """Nothing: as :class:`TargetLags`."""
-
-    def hold_growth(self, held: bool) -> None:
-        """Nothing: a fixed size once started."""
-
-    def growth_nbytes(self, rounds: int) -> int:
-        return 0
-
-    def scalars(self) -> Any:
-        return None
 
     def nbytes(self) -> int:
         started = self.started
