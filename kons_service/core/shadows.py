@@ -39,6 +39,7 @@ import logging
 import math
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +142,9 @@ class Shadows:
         #: The cursors a comparison here found without a challenger: when it first did (:meth:`compare`).
         self._unlinked: dict[tuple[LearnerRef, str, int], float] = {}
         self._holders_asked: dict[str, float] = {}  # catch-up lock holder -> until when it is not asked again
+        #: A lock per challenger being caught up here (gone with its last holder): see :meth:`catch_up`.
+        self._catching_up: weakref.WeakValueDictionary[LearnerRef, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
 
     # ------------------------------------------------------------------ creation
     async def link(self, ref: LearnerRef, champion: str) -> tuple[ShadowLink, str | None]:
@@ -255,6 +259,17 @@ class Shadows:
     async def catch_up(self, ref: LearnerRef) -> str:
         """Feed the challenger the champion's rounds it has not learnt (one process at a time); its
         status: ``following``, ``busy`` (another process is at it) or why it stopped."""
+        # A catch-up of this process waits for another one of this process (a comparison's for the shadow
+        # task's), then learns what is left: told "busy" by its own process's lock, a comparison would
+        # report the challenger short of the rounds acknowledged before it was asked.
+        local = self._catching_up.get(ref)
+        if local is None:
+            local = self._catching_up[ref] = asyncio.Lock()
+        async with local:
+            return await self._catch_up_in_one_process(ref)
+
+    async def _catch_up_in_one_process(self, ref: LearnerRef) -> str:
+        """:meth:`catch_up` under the challenger's lock in the store, which one process holds at a time."""
         token = self.writer.leases.token()  # (names this process: see _taken_over)
         if not await self.store.shadows.lock(ref, token, _LOCK_MS) and not await self._taken_over(ref, token):
             return "busy"

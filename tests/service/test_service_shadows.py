@@ -302,6 +302,37 @@ async def test_the_catch_up_lock_of_a_process_that_is_gone_is_taken_over(make_cl
     assert (await b.get("/v1/learners/c/state")).content == _challenger_state(stream)
 
 
+async def test_a_comparison_waits_for_this_processs_own_catch_up(make_client: AppFactory,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # (told "busy" by the lock of its own process's shadow task, a comparison reported the challenger short
+    # of the rounds acknowledged before it was asked: learnt 2 of 4 on a loaded machine)
+    a = await make_client()
+    service = a.app.state.service
+    challenger = LearnerRef("default", "c")
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    assert (await a.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    released = asyncio.Event()
+    catch_up = service.shadows._catch_up
+
+    async def held_back(ref: LearnerRef, token: str) -> str:
+        await released.wait()
+        return cast(str, await catch_up(ref, token))
+
+    monkeypatch.setattr(service.shadows, "_catch_up", held_back)
+    stream = _stream(10, seed=7)
+    await _feed(a, stream)
+    for _ in range(200):  # the shadow task, woken by the feedback, holds the lock until released
+        if await service.store.shadows.holder(challenger) is not None:
+            break
+        await asyncio.sleep(0.01)
+    asked = asyncio.create_task(a.get(f"{URL}/challengers"))
+    await asyncio.sleep(0.1)
+    released.set()
+    report = (await asked).json()
+    assert [(c["name"], c["learnt"], c["behind"]) for c in report["challengers"]] == [("c", 10, 0)]
+    assert (await a.get("/v1/learners/c/state")).content == _challenger_state(stream)
+
+
 async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
         make_client: AppFactory) -> None:
     """Rounds the champion's writer in this process logged are learnt without reading them back; rounds
