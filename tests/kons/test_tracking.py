@@ -532,6 +532,18 @@ def test_the_labels_detector_declares_a_shift_of_the_labels_only_with_the_errors
     assert not LabelChangeDetector().confirmed(np.ones(40), 20)
 
 
+def test_the_labels_detector_confirms_no_run_shorter_than_its_least_rounds() -> None:
+    # plane_turn (benchmarks/drift.py): 5 errors in a labels' run of 13 rounds, 4.1 binomial deviations
+    # above the 0.08 before it, were confirmed 347 rounds after a change and replaced its generation
+    before = (np.arange(150) % 12 == 0).astype(float)  # 13 errors of 150
+    burst = np.array([1.0, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0])
+    detector = LabelChangeDetector()
+    assert not detector.confirmed(np.concatenate((before, burst)), len(burst))
+    # the same rise over as many rounds as the least kept before it is confirmed
+    run = np.tile(burst, 3)[:detector.least]
+    assert detector.confirmed(np.concatenate((before, run)), detector.least)
+
+
 def test_the_labels_detector_state_restores_bit_identically() -> None:
     rng = np.random.default_rng(14)
     labels = (rng.random(1500) < np.where(np.arange(1500) < 800, 0.6, 0.2)).astype(float)
