@@ -20,6 +20,7 @@ from kons.auto.config import (
     GENERATION_TARGET_PRIOR,
     LEVEL_CEILING,
     REGRESSION_LOSS_THRESHOLD,
+    RESTART_DELAYS,
     YOUNG_KERNEL_STEPS,
     YOUNG_LINEAR,
     YOUNG_REGRESSION_LINEAR,
@@ -825,3 +826,32 @@ def test_long_after_a_change_the_level_follows_the_losses_down_to_its_ceiling(ce
         assert not second
     else:
         assert second and second[0] < 2208 + 8 * detector.block
+
+
+def test_a_change_declared_soon_after_the_last_keeps_the_heavier_of_the_generations_since() -> None:
+    """A change declared before the last one's delayed restarts are done, while its generation and the
+    delayed copy are alive, replaces the lighter of the two (a false alarm replaced the last change's own
+    generation, which carried the concept since; plane_turn of benchmarks/drift.py), not the one started
+    first."""
+    X, y = _flipping()
+    learner = Auto()
+    rows = iter(zip(X, y, strict=True))
+    for x, t in rows:  # up to the first delayed restart after the flip's last declaration
+        learner.learn_one(x, t)
+        grid = learner._grid
+        if learner.changes_detected and grid is not None and grid.restarts_due == len(RESTART_DELAYS) - 2:
+            break
+    assert grid is not None
+    started = sorted((generation.start, g) for g, generation in enumerate(grid.young) if generation)
+    assert [start for start, _ in started] == [grid.last_change, grid.last_change + RESTART_DELAYS[1]]
+    own, copy = started[0][1], started[1][1]
+    switching = grid.mixture.switching
+    switching.log_weights[:, young_slots(own)] += math.log(100.0)  # the change's own generation the heavier
+    switching.log_weights -= np.logaddexp.reduce(switching.log_weights, axis=-1, keepdims=True)
+    kept, changes = grid.young[own], learner.changes_detected
+    update = grid.detector.update
+    grid.detector.update = lambda loss: True  # type: ignore[method-assign]  # a declaration, this round
+    learner.learn_one(*next(rows))
+    grid.detector.update = update  # type: ignore[method-assign]
+    assert learner.changes_detected == changes + 1 and grid.young[own] is kept
+    assert cast(Generation, grid.young[copy]).start == grid.last_change
