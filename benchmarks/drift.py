@@ -14,6 +14,11 @@ time-ordered, so none of them is used here):
 * ``rbf_gradual``: two random RBF concepts, a 500-round gradual change (``ConceptDriftStream``);
 * ``agrawal_abrupt``, ``rbf_abrupt``: the same generators, other functions and seeds, abrupt changes (added
   to choose issue 39's rule for the local expert after a change on two classes);
+* ``plane_turn``, ``plane_tilt``: a linear class boundary of raw features (this module's own generator)
+  whose normal turns by 1 and 0.6 radians at each change, 5% of the labels flipped (added to choose issue
+  39's rules for the binary windows lost after a change that leaves the old boundary partly right);
+* ``ring_flip``: a curved class boundary of raw features (this module's own) whose labels swap every 1,000
+  rounds (added for issue 39: a swap of a boundary that no linear expert draws);
 * ``trump_approval`` and ``water_flow``: River's bundled series (1,001 daily approval ratings; 1,268
   hourly water flows, featurised as hour, day of week and hours since the start). No true change points.
 
@@ -276,6 +281,46 @@ def _rbf_abrupt() -> tuple[np.ndarray, np.ndarray]:
     return X, _labels(y)
 
 
+def _plane_turn(seed: int, dim: int, changes: tuple[int, ...], n: int, turn: float) -> Callable[
+        [], tuple[np.ndarray, np.ndarray]]:
+    """A linear class boundary of ``dim`` raw features (means 0-100, deviations 1-20; each concept's
+    boundary through a point of its own near the rows' centre) whose normal turns by ``turn`` radians at
+    each of ``changes``, towards a direction drawn at random, with 5% of the labels flipped (tuning: built
+    here rather than by any held-out stream's generator)."""
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        scale, loc = rng.uniform(1.0, 20.0, dim), rng.uniform(0.0, 100.0, dim)
+        X = rng.normal(size=(n, dim)) * scale + loc
+        z = (X - loc) / scale
+        normal = rng.normal(size=dim)
+        normal /= np.linalg.norm(normal)
+        y = np.empty(n)
+        for k, (start, end) in enumerate(itertools.pairwise((0, *changes, n))):
+            if k:
+                away = rng.normal(size=dim)
+                away -= (away @ normal) * normal
+                normal = math.cos(turn) * normal + math.sin(turn) * away / np.linalg.norm(away)
+            y[start:end] = z[start:end] @ normal - 0.3 * rng.normal()
+        flipped = rng.random(n) < 0.05
+        return X, _labels(np.where(flipped, -y, y))
+
+    return build
+
+
+def _ring_flip() -> tuple[np.ndarray, np.ndarray]:
+    """A curved class boundary of 4 raw features (a disc in the first two standardised features, tilted by
+    the third; the fourth says nothing) whose labels swap at rounds 1,000, 2,000 and 3,000, 5% of them
+    flipped at random (tuning: a swap of a boundary no linear expert draws)."""
+    rng = np.random.default_rng(43)
+    n, scale, loc = 4000, np.array([2.0, 15.0, 0.5, 40.0]), np.array([10.0, 80.0, 1.0, 300.0])
+    X = rng.normal(size=(n, 4)) * scale + loc
+    z = (X - loc) / scale
+    y = z[:, 0] ** 2 + z[:, 1] ** 2 + 0.5 * z[:, 2] - 1.4
+    swapped = (np.arange(n) // 1000) % 2 == 1
+    flipped = rng.random(n) < 0.05
+    return X, _labels(np.where(swapped != flipped, -y, y))
+
+
 def _trump() -> tuple[np.ndarray, np.ndarray]:
     from river.datasets import TrumpApproval
 
@@ -305,6 +350,10 @@ STREAMS = {s.name: s for s in (
     Stream("rbf_gradual", "gradual", "binary", (2000,), _rbf),
     Stream("agrawal_abrupt", "abrupt", "binary", (1000, 2000, 3000), _agrawal_abrupt),
     Stream("rbf_abrupt", "abrupt", "binary", (1300, 2600), _rbf_abrupt),
+    Stream("plane_turn", "abrupt", "binary", (1000, 2000, 3000),
+           _plane_turn(39, 6, (1000, 2000, 3000), 4000, 1.0)),
+    Stream("plane_tilt", "abrupt", "binary", (1500, 3000), _plane_turn(41, 8, (1500, 3000), 4000, 0.6)),
+    Stream("ring_flip", "recurring", "binary", (1000, 2000, 3000), _ring_flip),
     Stream("piecewise_flip_a", "abrupt", "regression", (1200, 2400, 3600),
            _piecewise(1, 4, (1200, 2400, 3600), 4800, 2)),
     Stream("piecewise_flip_b", "abrupt", "regression", (1500, 3000), _piecewise(2, 4, (1500, 3000), 4000, 2)),

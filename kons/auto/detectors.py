@@ -256,11 +256,17 @@ class LabelChangeDetector:
     the error detector's threshold. The labels of a stationary stretch wander as far, though, and they
     leave the errors where they were: a test that fires is declared a change only if the mixture's errors
     over its run (:meth:`span`) stand at least ``deviations`` binomial standard deviations above their rate
-    over the kept rounds before it (:meth:`confirmed`; at least ``least`` of them), the rate clipped as the
-    tests clip theirs. A test that fires restarts its level as at a change, whether confirmed or not.
+    over the kept rounds before it (:meth:`confirmed`; at least ``least`` rounds on either side), the rate
+    clipped as the tests clip theirs. A test that fires restarts its level as at a change, whether
+    confirmed or not.
+
+    A run shorter than ``least`` rounds is not confirmed: a few errors among a few rounds pass the bar of
+    ``deviations`` far more often than that many deviations say (the normal bound of a binomial at a low
+    rate over few rounds; 5 errors of 13 rounds at a rate of 0.08 are 4.1 deviations), and such a burst,
+    347 rounds after a declared change, replaced the generation that carried the new concept.
 
     The defaults and what chose them: ``docs/drift.md`` ("Agrawal's first change, declared on the labels'
-    rate with the errors").
+    rate with the errors"; "A burst of the labels is no change").
     """
 
     def __init__(self, *, ratio: float = LABEL_SHIFT_RATIO, threshold: float = LABEL_SHIFT_THRESHOLD,
@@ -292,7 +298,7 @@ class LabelChangeDetector:
     def confirmed(self, errors: np.ndarray, span: int) -> bool:
         """Whether the mixture's kept ``errors`` (oldest first) rose over the last ``span`` rounds."""
         before, since = errors[:-span], errors[-span:]
-        if len(before) < self.least:
+        if len(before) < self.least or span < self.least:
             return False
         floor = self.tests[0].floor
         rate = min(max(float(before.mean()), floor), 1.0 - floor)

@@ -854,8 +854,11 @@ class Grid:
         risen = self.detector.update(loss)
         shifted = self._labels_shifted(label) if label is not None else 0
         # every detector sees every round (their levels follow the stream), any declares
-        span = 0
+        span, soon = 0, False
         if (self.errors.update(error) if error is not None else False) or risen or shifted:
+            # before the last change's delayed restarts are done, with every generation started since it
+            soon = self.restarts_due > 0 and all(young is not None and young.start >= self.last_change
+                                                 for young in self.young)
             self.changes += 1
             self.last_change = self.rounds
             self.restarts_due = len(RESTART_DELAYS)
@@ -867,7 +870,7 @@ class Grid:
             self.restarts_due -= 1
             if self.rounds == self.last_change and self.classes == 2:
                 self._renew_fresh_bins()
-            restart(self, span)
+            restart(self, span, soon=soon)
         weights = self._weights()
         leader = int(weights.argmax())
         if leader != self.leader:

@@ -127,9 +127,11 @@ class Generation:
         return placed
 
 
-def restart(grid: Grid, span: int) -> None:
+def restart(grid: Grid, span: int, *, soon: bool = False) -> None:
     """Start a generation (the copies of :func:`_copied_members` and the linear model of the rows from now
-    on) in the slots :func:`_replaced_generation` picks, at :data:`CHANGE_ENTRY_PRIOR` when the change has
+    on) in the slots :func:`_replaced_generation` picks (``soon``: the change was declared before the last
+    one's delayed restarts were done, every generation started since that one), at
+    :data:`CHANGE_ENTRY_PRIOR` when the change has
     just been declared (then on trial: :class:`Probation`), else at :data:`ENTRY_PRIOR`; while the growth
     is held, only in place of a generation (fresh copies, held, are no larger than those they replace: the
     slots' kinds are fixed), so that a held learner keeps its size. The generation first learns the last
@@ -138,7 +140,7 @@ def restart(grid: Grid, span: int) -> None:
     # at a declared change the concept's scale starts afresh, the change's generation from the same prior
     fresh = _restart_concept(grid, span) if grid.rounds == grid.last_change else None
     weights = grid.mixture.weights()
-    g = _replaced_generation(grid, weights)
+    g = _replaced_generation(grid, weights, soon)
     if g is None:
         return
     members = _copied_members(grid, grid.young[g])
@@ -254,20 +256,27 @@ def _not_wider(grid: Grid, fresh: GenerationTargets, span: int) -> bool:
     return grid.targets.std * float(np.std(onset)) <= fresh.std
 
 
-def _replaced_generation(grid: Grid, weights: np.ndarray) -> int | None:
+def _replaced_generation(grid: Grid, weights: np.ndarray, soon: bool = False) -> int | None:
     """The generation a restart takes: an empty one (not while the growth is held), else, at the round
-    a change is declared, the one started first, else the lighter-weighted; None if there is none.
+    a change is declared, the one started first unless the change came ``soon`` (within
+    ``RESTART_DELAYS[-1]`` rounds of the last declared one, every generation started since it), else the
+    lighter-weighted; None if there is none.
 
     At a declared change both generations learnt concepts the change has ended, the older from further
     back (which the grid's own members cover already), and the weight it holds is the old concepts'
     weight, which the mixture would take hundreds of rounds to move off it (measured on the gradual
-    Friedman drift: ``docs/auto.md``)."""
+    Friedman drift: ``docs/auto.md``). A change declared soon after the last one, its generation and the
+    delayed copy alive, finds both on the concept since; when it is a false alarm, the one started first
+    (the last change's own, which carries that concept) was replaced and the weight went to older experts
+    that erred more (on the binary tuning streams of ``benchmarks/drift.py``, ``docs/drift.md`` session 16),
+    so there the lighter-weighted goes, as at a delayed restart, and a true change's entry is the trial's
+    (:class:`Probation`)."""
     started = [(k, generation) for k, generation in enumerate(grid.young) if generation is not None]
     if len(started) < GENERATIONS and not grid.held:
         return next(k for k, generation in enumerate(grid.young) if generation is None)
     if not started:
         return None
-    if grid.rounds == grid.last_change:
+    if grid.rounds == grid.last_change and not soon:
         return min(started, key=lambda pair: pair[1].start)[0]
     return min(started, key=lambda pair: float(weights[young_slots(pair[0])].sum()))[0]
 

@@ -20,6 +20,7 @@ from kons.auto.config import (
     GENERATION_TARGET_PRIOR,
     LEVEL_CEILING,
     REGRESSION_LOSS_THRESHOLD,
+    RESTART_DELAYS,
     YOUNG_KERNEL_STEPS,
     YOUNG_LINEAR,
     YOUNG_REGRESSION_LINEAR,
@@ -532,6 +533,18 @@ def test_the_labels_detector_declares_a_shift_of_the_labels_only_with_the_errors
     assert not LabelChangeDetector().confirmed(np.ones(40), 20)
 
 
+def test_the_labels_detector_confirms_no_run_shorter_than_its_least_rounds() -> None:
+    # plane_turn (benchmarks/drift.py): 5 errors in a labels' run of 13 rounds, 4.1 binomial deviations
+    # above the 0.08 before it, were confirmed 347 rounds after a change and replaced its generation
+    before = (np.arange(150) % 12 == 0).astype(float)  # 13 errors of 150
+    burst = np.array([1.0, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0])
+    detector = LabelChangeDetector()
+    assert not detector.confirmed(np.concatenate((before, burst)), len(burst))
+    # the same rise over as many rounds as the least kept before it is confirmed
+    run = np.tile(burst, 3)[:detector.least]
+    assert detector.confirmed(np.concatenate((before, run)), detector.least)
+
+
 def test_the_labels_detector_state_restores_bit_identically() -> None:
     rng = np.random.default_rng(14)
     labels = (rng.random(1500) < np.where(np.arange(1500) < 800, 0.6, 0.2)).astype(float)
@@ -813,3 +826,32 @@ def test_long_after_a_change_the_level_follows_the_losses_down_to_its_ceiling(ce
         assert not second
     else:
         assert second and second[0] < 2208 + 8 * detector.block
+
+
+def test_a_change_declared_soon_after_the_last_keeps_the_heavier_of_the_generations_since() -> None:
+    """A change declared before the last one's delayed restarts are done, while its generation and the
+    delayed copy are alive, replaces the lighter of the two (a false alarm replaced the last change's own
+    generation, which carried the concept since; plane_turn of benchmarks/drift.py), not the one started
+    first."""
+    X, y = _flipping()
+    learner = Auto()
+    rows = iter(zip(X, y, strict=True))
+    for x, t in rows:  # up to the first delayed restart after the flip's last declaration
+        learner.learn_one(x, t)
+        grid = learner._grid
+        if learner.changes_detected and grid is not None and grid.restarts_due == len(RESTART_DELAYS) - 2:
+            break
+    assert grid is not None
+    started = sorted((generation.start, g) for g, generation in enumerate(grid.young) if generation)
+    assert [start for start, _ in started] == [grid.last_change, grid.last_change + RESTART_DELAYS[1]]
+    own, copy = started[0][1], started[1][1]
+    switching = grid.mixture.switching
+    switching.log_weights[:, young_slots(own)] += math.log(100.0)  # the change's own generation the heavier
+    switching.log_weights -= np.logaddexp.reduce(switching.log_weights, axis=-1, keepdims=True)
+    kept, changes = grid.young[own], learner.changes_detected
+    update = grid.detector.update
+    grid.detector.update = lambda loss: True  # type: ignore[method-assign]  # a declaration, this round
+    learner.learn_one(*next(rows))
+    grid.detector.update = update  # type: ignore[method-assign]
+    assert learner.changes_detected == changes + 1 and grid.young[own] is kept
+    assert cast(Generation, grid.young[copy]).start == grid.last_change
