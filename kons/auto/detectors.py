@@ -262,8 +262,8 @@ class LabelChangeDetector:
 
     A run shorter than ``least`` rounds is not confirmed: a few errors among a few rounds pass the bar of
     ``deviations`` far more often than that many deviations say (the normal bound of a binomial at a low
-    rate over few rounds; 5 errors of 13 rounds at a rate of 0.08 are 4.1 deviations), and such a burst,
-    347 rounds after a declared change, replaced the generation that carried the new concept.
+    rate over few rounds), and such a burst soon after a declared change replaced the generation that
+    carried the new concept (``docs/drift.md``).
 
     The defaults and what chose them: ``docs/drift.md`` ("Agrawal's first change, declared on the labels'
     rate with the errors"; "A burst of the labels is no change").
