@@ -72,13 +72,14 @@ from __future__ import annotations
 import math
 import operator
 import zlib
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy.linalg.lapack import dpotrf, dpotri
 
-from kons._validation import check_feature_values
+from kons._validation import check_feature_floats
 from kons.errors import InvalidInputError
 
 __all__ = ["IMPUTE_BOUND", "IMPUTE_REFRESH", "IMPUTE_RIDGE", "MAX_CATEGORIES", "MAX_KEYS", "MAX_NAME_LENGTH",
@@ -172,10 +173,10 @@ def parse_record(x: dict[Any, Any], dim: int | None) -> Record:
         # (a finite float, the most common value, kept as _value() keeps it, without its call)
         items.append((name, value if type(value) is float and math.isfinite(value) else _value(name, value)))
     items.sort(key=_NAME)
-    numbers = np.array([v for _, v in items if isinstance(v, float)])
-    check_feature_values(numbers)
+    numbers = [v for _, v in items if type(v) is float]  # (each finite: _value's floats)
+    check_feature_floats(numbers)
     width = dim if dim is not None else min(MAX_WIDTH, max(MIN_WIDTH, WIDTH_PER_KEY * len(items)))
-    return Record(tuple(items), width, numbers.tobytes())
+    return Record(tuple(items), width, array("d", numbers).tobytes())  # (float64's bytes, as numpy's)
 
 
 #: The value types whose equal values of one type a record parses alike (a float's sign of zero aside).
