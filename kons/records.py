@@ -382,9 +382,9 @@ class RecordEncoder:
             else:
                 self.untracked += 1
         for name, value in pending.record.items:
-            if name not in self.names:
+            known = self.names.get(name)  # (one lookup: every round counts each of its names)
+            if known is None:
                 continue
-            known = self.names[name]
             if value is None:
                 known.missing_count += 1
             elif isinstance(value, float):
