@@ -634,20 +634,19 @@ class GaussianImputer:
         With :math:`P` the inverse of the correlations plus the ridge, the conditional mean's
         :math:`R_{mo} (R_{oo} + \lambda I)^{-1} z_o` is :math:`-P_{mm}^{-1} P_{mo} z_o`: one inverse every
         :data:`IMPUTE_REFRESH` rows, and a row solves on its missing coordinates only (one, most often)."""
-        values = x[self.coordinates]
-        # nothing missing (the common row): no solve; the squared norm, one BLAS dot (cheaper than the
-        # ufunc's sum), is NaN exactly when a value is (the encoder's numbers are finite)
-        if not math.isnan(values.dot(values)):
-            return x
         kept = self._filled
         if kept is not None and kept[0] is x and kept[1] == self.rows:  # (a read-only encoded row)
             return kept[2]
-        gaps = self._gaps(np.isnan(values))
-        if gaps is None:
-            return x
-        filled = x.copy()
-        filled[gaps.coordinates] = gaps.imputed(values)
-        filled.flags.writeable = False
+        values = x[self.coordinates]
+        filled = x
+        # nothing missing (the common row): no solve; the squared norm, one BLAS dot (cheaper than the
+        # ufunc's sum), is NaN exactly when a value is (the encoder's numbers are finite)
+        if math.isnan(values.dot(values)):
+            gaps = self._gaps(np.isnan(values))
+            if gaps is not None:
+                filled = x.copy()
+                filled[gaps.coordinates] = gaps.imputed(values)
+                filled.flags.writeable = False
         self._filled = x, self.rows, filled
         return filled
 
