@@ -28,6 +28,7 @@ __all__ = [
     "check_finite",
     "check_finite_vector",
     "clip",
+    "divided_outer_bound",
     "ridge_leverage",
     "scaled_outer_bound",
     "scaled_outer_peak",
@@ -111,6 +112,16 @@ def scaled_outer_bound(scale: float, v: np.ndarray) -> float:
     the sum overflowed). A round's check takes it: one call where the peak makes two."""
     bound = abs(scale) * v.dot(v)
     return bound if bound < math.inf else scaled_outer_peak(scale, v)
+
+
+def divided_outer_bound(v: np.ndarray, divisor: float) -> float:
+    r"""A number finite only when every :math:`(v_i v_j) / c` (``divisor`` :math:`c`) is as rounded:
+    :math:`\|v\|^2 / |c|` (one BLAS dot, O(d)), which bounds each (a sum of squares rounds to no less than
+    its largest term, and a rounded quotient grows with its dividend); infinite for :math:`c` 0 or NaN. A
+    round's check takes it in place of the (d, d) matrix's own, which it needs only when this is not
+    finite (an element is not, or the sum overflowed)."""
+    magnitude = abs(divisor)
+    return float(v.dot(v)) / magnitude if magnitude > 0.0 else math.inf
 
 
 def subtract_scaled_outer(matrix: np.ndarray, scale: float, v: np.ndarray) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "as_features",
     "as_label",
     "check_choice",
+    "check_feature_floats",
     "check_feature_values",
     "check_int",
     "check_real",
@@ -183,13 +184,18 @@ def as_features(x: Any, dim: int | None) -> np.ndarray:
 _LARGEST = float(np.finfo(np.float64).max)
 
 
+def _safe_magnitude(count: int) -> float:
+    """The magnitude below which ``count`` values are finite (NaN fails the comparison) and their squared
+    norm cannot overflow: half the square root of (the largest float / their count)."""
+    return 0.5 * math.sqrt(_LARGEST / count)
+
+
 def check_feature_values(values: np.ndarray) -> None:
     """Raise :class:`InvalidInputError` unless the (dense or non-zero) feature values are learnable."""
-    # The common case in one pass: values below half the square root of (the largest float / their
-    # count) are finite (NaN fails the comparison) and their squared norm cannot overflow; the others
-    # are decided exactly below (this runs for several forms of the row on every round).
+    # The common case in one pass: values below the safe magnitude; the others are decided exactly below
+    # (this runs for several forms of the row on every round).
     if values.size and (float(np.maximum.reduce(np.abs(values), axis=None))  # (ndarray.max wraps it)
-                        < 0.5 * math.sqrt(_LARGEST / values.size)):
+                        < _safe_magnitude(values.size)):
         return
     if not np.isfinite(values).all():
         raise InvalidInputError("x contains a non-finite value (NaN or infinity).")
@@ -198,6 +204,13 @@ def check_feature_values(values: np.ndarray) -> None:
     if not np.isfinite(squared_norm):
         # Kernels and sketches work with ||x||^2: an input whose square overflows cannot be learnt.
         raise InvalidInputError("x is too large: its squared norm overflows float64.")
+
+
+def check_feature_floats(values: list[float]) -> None:
+    """:func:`check_feature_values` of finite floats (a record's numbers), deciding as it does: its common
+    case on the floats themselves, without an array (every record's round)."""
+    if values and max(map(abs, values)) >= _safe_magnitude(len(values)):
+        check_feature_values(np.array(values))
 
 
 def as_label(y: Any) -> float:

@@ -171,11 +171,14 @@ def restore_nested(array: np.ndarray) -> Learner:
 ScalerStats = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
 
 
-def _divided(deviation: np.ndarray, std: np.ndarray) -> np.ndarray:
+def _divided(deviation: np.ndarray, std: np.ndarray, masked: bool = False) -> np.ndarray:
     """``deviation / std``, 0 where ``std`` is not positive (a coordinate without variance), written into
-    ``deviation`` (the caller's temporary): one division without the mask once every ``std`` is positive."""
+    ``deviation`` (the caller's temporary): one division without the mask once every ``std`` is positive;
+    ``masked``, with the mask without testing that first (a record's row: the coordinates that no name has
+    taken yet have no variance)."""
     divided: np.ndarray
-    if float(np.minimum.reduce(std)) > 0.0:  # (False for a NaN; the ufunc's reduction: ndarray.min wraps it)
+    # (False for a NaN; the ufunc's reduction: ndarray.min wraps it)
+    if not masked and float(np.minimum.reduce(std)) > 0.0:
         divided = np.divide(deviation, std, out=deviation)
     else:
         divided = np.divide(deviation, std, out=np.zeros(len(std)), where=std > 0)
@@ -238,11 +241,16 @@ class FeatureScaler:
             mean = self.mean + delta / (self.count + 1)
             deviation = x - mean
             return (mean, self.m2 + delta * deviation, self.maxabs, None), deviation
-        present = ~np.isnan(x)
+        present = x == x  # (False where NaN)
         counts = (np.full(self.dim, float(self.count)) if self.counts is None else self.counts) + present
-        delta = np.subtract(x, self.mean, out=np.zeros(self.dim), where=present)
-        mean = self.mean + np.divide(delta, counts, out=np.zeros(self.dim), where=present)
-        deviation = np.subtract(x, mean, out=np.zeros(self.dim), where=present)
+        # A missing value taken as the mean: its delta and deviation are then 0 and its mean stays, as the
+        # masked operations left them (the divisor at least 1: a coordinate never given a value has the
+        # count 0; a mean is never -0.0, which the deviation would keep: it starts at 0.0, and a sum is -0.0
+        # only of two -0.0), in whole-array operations, each cheaper than its masked form (a record's rows).
+        given = np.where(present, x, self.mean)
+        delta = given - self.mean
+        mean = self.mean + delta / np.maximum(counts, 1.0)
+        deviation = given - mean
         return (mean, self.m2 + delta * deviation, self.maxabs, counts), deviation
 
     def _std(self, m2: np.ndarray, counts: np.ndarray | None, count: int) -> np.ndarray:
@@ -289,7 +297,8 @@ class FeatureScaler:
             std = self._std(m2, counts, self.count + 1)
             self._pending_std = (m2, counts, self.groups, self.gaps), self.count + 1, std
             assert deviation is not None  # (a dense row's)
-            z = _divided(deviation, std)  # (a missing value's deviation is 0: so is its standardised value)
+            # (a missing value's deviation is 0: so is its standardised value)
+            z = _divided(deviation, std, masked=counts is not None)
         return z, stats
 
     def commit(self, stats: ScalerStats) -> None:
@@ -320,9 +329,11 @@ class FeatureScaler:
         deviation = np.subtract(x, self.mean, out=row[:-1])
         deviation *= kept[2]
         row[-1] = 1.0
-        if not math.isfinite(np.add.reduce(row)):  # a missing value (NaN: standardised to 0), or an overflow
+        # (the squared norm, one BLAS dot, cheaper than a reduction, is finite only when every value is)
+        if not math.isfinite(row.dot(row)):  # a missing value (NaN: standardised to 0), or an overflow
             deviation[np.isnan(x)] = 0.0
-            if not np.logical_and.reduce(np.isfinite(row)):  # (ndarray.all wraps this reduction in Python)
+            # (ndarray.all wraps this reduction in Python)
+            if not (math.isfinite(row.dot(row)) or np.logical_and.reduce(np.isfinite(row))):
                 return None
         return row
 

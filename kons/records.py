@@ -72,13 +72,14 @@ from __future__ import annotations
 import math
 import operator
 import zlib
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy.linalg.lapack import dpotrf, dpotri
 
-from kons._validation import check_feature_values
+from kons._validation import check_feature_floats
 from kons.errors import InvalidInputError
 
 __all__ = ["IMPUTE_BOUND", "IMPUTE_REFRESH", "IMPUTE_RIDGE", "MAX_CATEGORIES", "MAX_KEYS", "MAX_NAME_LENGTH",
@@ -172,10 +173,10 @@ def parse_record(x: dict[Any, Any], dim: int | None) -> Record:
         # (a finite float, the most common value, kept as _value() keeps it, without its call)
         items.append((name, value if type(value) is float and math.isfinite(value) else _value(name, value)))
     items.sort(key=_NAME)
-    numbers = np.array([v for _, v in items if isinstance(v, float)])
-    check_feature_values(numbers)
+    numbers = [v for _, v in items if type(v) is float]  # (each finite: _value's floats)
+    check_feature_floats(numbers)
     width = dim if dim is not None else min(MAX_WIDTH, max(MIN_WIDTH, WIDTH_PER_KEY * len(items)))
-    return Record(tuple(items), width, numbers.tobytes())
+    return Record(tuple(items), width, array("d", numbers).tobytes())  # (float64's bytes, as numpy's)
 
 
 #: The value types whose equal values of one type a record parses alike (a float's sign of zero aside).
@@ -381,9 +382,9 @@ class RecordEncoder:
             else:
                 self.untracked += 1
         for name, value in pending.record.items:
-            if name not in self.names:
+            known = self.names.get(name)  # (one lookup: every round counts each of its names)
+            if known is None:
                 continue
-            known = self.names[name]
             if value is None:
                 known.missing_count += 1
             elif isinstance(value, float):
@@ -633,20 +634,19 @@ class GaussianImputer:
         With :math:`P` the inverse of the correlations plus the ridge, the conditional mean's
         :math:`R_{mo} (R_{oo} + \lambda I)^{-1} z_o` is :math:`-P_{mm}^{-1} P_{mo} z_o`: one inverse every
         :data:`IMPUTE_REFRESH` rows, and a row solves on its missing coordinates only (one, most often)."""
-        values = x[self.coordinates]
-        # nothing missing (the common row): no solve; the squared norm, one BLAS dot (cheaper than the
-        # ufunc's sum), is NaN exactly when a value is (the encoder's numbers are finite)
-        if not math.isnan(values.dot(values)):
-            return x
         kept = self._filled
         if kept is not None and kept[0] is x and kept[1] == self.rows:  # (a read-only encoded row)
             return kept[2]
-        gaps = self._gaps(np.isnan(values))
-        if gaps is None:
-            return x
-        filled = x.copy()
-        filled[gaps.coordinates] = gaps.imputed(values)
-        filled.flags.writeable = False
+        values = x[self.coordinates]
+        filled = x
+        # nothing missing (the common row): no solve; the squared norm, one BLAS dot (cheaper than the
+        # ufunc's sum), is NaN exactly when a value is (the encoder's numbers are finite)
+        if math.isnan(values.dot(values)):
+            gaps = self._gaps(np.isnan(values))
+            if gaps is not None:
+                filled = x.copy()
+                filled[gaps.coordinates] = gaps.imputed(values)
+                filled.flags.writeable = False
         self._filled = x, self.rows, filled
         return filled
 

@@ -33,6 +33,8 @@ Units = tuple[float, float]
 
 
 
+#: The ends of the interval of Vovk's substitution (:meth:`Mixture._substituted`), as a column.
+_ENDS = np.array([[-MIX_BOUND], [MIX_BOUND]])
 #: The least weight an expert takes when it enters (a state holds finite numbers only; a weight that
 #: underflowed to 0 would have the log -inf).
 _SMALLEST_WEIGHT = float(np.finfo(float).tiny)
@@ -397,8 +399,9 @@ class Mixture:
         shifted = preds - centre
         self._last = (preds, w, shifted if self.centred else None)
 
-        def g(y: float) -> float:
-            return -float(np.logaddexp.reduce(log_w - eta * (shifted - y) ** 2)) / eta
+        # g(y) = -log(sum_i w_i exp(-eta (f_i - y)^2)) / eta at both ends -B and +B, one row each (each row's
+        # elements and reduction those of its own y's, in fewer numpy calls)
+        g = np.logaddexp.reduce(log_w - eta * (shifted - _ENDS) ** 2, axis=1) / -eta
 
         # Vovk's substitution on the interval of half-width MIX_BOUND around the experts' weighted mean
         # (its guarantee holds on any interval chosen before the outcome; the weights' update does not
@@ -406,7 +409,7 @@ class Mixture:
         # soon as the heavy experts predicted a tail beyond the interval (docs/series.md). It follows
         # bases that agree beyond the interval (one expert's f gives f), so the play is clipped at the
         # bases' own bound.
-        return clip(centre + (g(-MIX_BOUND) - g(MIX_BOUND)) / (4.0 * MIX_BOUND), -bound, bound)
+        return clip(centre + float(g[0] - g[1]) / (4.0 * MIX_BOUND), -bound, bound)
 
     def _logs(self, w: np.ndarray) -> np.ndarray:
         """``log(w)``, floored: kept for read-only weights, computed again for any other array."""

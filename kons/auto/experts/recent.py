@@ -14,12 +14,13 @@ change's estimated onset before it plays (:func:`kons.auto.restarts.restart`).
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import numpy as np
 
 from kons._multinomial import clipped_scores, reference_softmax
-from kons._numerics import check_finite
+from kons._numerics import check_finite, divided_outer_bound
 from kons.auto.experts.protocol import (
     Expert,
     GridContext,
@@ -141,10 +142,13 @@ class RecentLinear:
 
     def _update(self, x: np.ndarray, targets: np.ndarray) -> None:
         v = self.P.dot(x)
+        divisor = 1.0 + float(x.dot(v))
         shrink = np.multiply.outer(v, v)  # (np.outer, without its wrapper)
-        shrink /= 1.0 + float(x.dot(v))  # (in place: no second (d, d) temporary)
+        shrink /= divisor  # (in place: no second (d, d) temporary)
         b = self.b + np.multiply.outer(x, targets)
-        check_finite(shrink, b)
+        if not math.isfinite(divided_outer_bound(v, divisor)):  # (else every element of shrink is finite)
+            check_finite(shrink)
+        check_finite(b)
         self.P -= shrink
         self.b = b
         self.sum += x
