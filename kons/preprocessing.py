@@ -245,8 +245,9 @@ class FeatureScaler:
         counts = (np.full(self.dim, float(self.count)) if self.counts is None else self.counts) + present
         # A missing value taken as the mean: its delta and deviation are then 0 and its mean stays, as the
         # masked operations left them (the divisor at least 1: a coordinate never given a value has the
-        # count 0; a mean is never -0.0, which the deviation would keep: it starts at 0.0, and a sum is -0.0
-        # only of two -0.0), in whole-array operations, each cheaper than its masked form (a record's rows).
+        # count 0; a mean is never a negative zero, which the deviation would keep: it starts at a positive
+        # zero, and a sum is a negative zero only of two), in whole-array operations, each cheaper than its
+        # masked form (a record's rows).
         given = np.where(present, x, self.mean)
         delta = given - self.mean
         mean = self.mean + delta / np.maximum(counts, 1.0)
