@@ -138,22 +138,10 @@ class LossChangeDetector:
             return False
         return self._declare()
 
-    def steps(self, losses: np.ndarray, level: float, rise: float = 1.0) -> np.ndarray:
-        r"""The CUSUM's steps for single rounds' ``losses`` against a ``level`` (the one before the
-        change: read :attr:`level` before the round that declares it), for :func:`change_span`.
-
-        Each round's ratio to the level less a reference: :math:`1 + \delta`, or, for a ``rise`` of the
-        level by :math:`\rho` (the declared regime's to the old one's), :math:`\rho \ln\rho / (\rho - 1)`
-        when larger, the ratio at which a round's loss is as likely under either level (losses exponential
-        about their level): with it :func:`change_span` is the maximum-likelihood onset of that rise
-        (Hinkley 1971). After a change that raised the losses by orders of magnitude, one large loss of
-        the old regime a few rounds before it is no longer taken for the new one's (the regression
-        detector's level, held near the recent losses by its ceiling, read one so on the held-out
-        friedman_scaled stream of ``benchmarks/drift.py``: ``docs/drift.md``)."""
-        reference = 1.0 + self.drift
-        if rise > 1.0:
-            reference = max(reference, rise * math.log(rise) / (rise - 1.0))
-        ratios: np.ndarray = np.minimum(losses / level, self.cap) - reference
+    def steps(self, losses: np.ndarray, level: float) -> np.ndarray:
+        """The CUSUM's steps for single rounds' ``losses`` against a ``level`` (the one before the
+        change: read :attr:`level` before the round that declares it), for :func:`change_span`."""
+        ratios: np.ndarray = np.minimum(losses / level, self.cap) - 1.0 - self.drift
         return ratios
 
     def _declare(self) -> bool:

@@ -864,9 +864,7 @@ class Grid:
             self.restarts_due = len(RESTART_DELAYS)
             if self.labels is not None:  # the new concept's labels' rate learnt afresh
                 self.labels = LabelChangeDetector()
-            # regression: the onset of the rise to the declared regime's level (classes: the CUSUM's own)
-            rise = 1.0 if self.mixture.binary else self.detector.level / level
-            span = shifted or change_span(self.detector.steps(self.kept.losses(), level, rise) if risen
+            span = shifted or change_span(self.detector.steps(self.kept.losses(), level) if risen
                                           else self.errors.steps(self.kept.errors(), baseline))
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
