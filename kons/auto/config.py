@@ -167,8 +167,8 @@ REGRESSION_LOSS_THRESHOLD = 9.5
 #: The loss detector's ceiling in regression (classes keep :data:`LEVEL_CEILING`): after a declared change
 #: a regression's squared losses fall by orders of magnitude as the generation learns, and at a level 3
 #: times their recent mean a shrink of the target's spread was played by the old concept a round longer, at
-#: hundreds of times the new concept's variance; 1 declared changes on the tuning drifts' stationary
-#: stretches (docs/drift.md, "A shrink declared a round sooner").
+#: hundreds of times the new concept's variance; a ceiling of 1 declared changes on the tuning drifts'
+#: stationary stretches (docs/drift.md, "A shrink declared a round sooner").
 REGRESSION_LEVEL_CEILING = 1.5
 
 # ----------------------------------------------------------------- the labels' detector (docs/drift.md)
@@ -214,9 +214,10 @@ TREE_MAX_DIM = 200
 #: Leaves of a tree at most: its state and cost stay flat.
 MAX_TREE_LEAVES = 64
 #: The kinds that nap (the trees, the local expert, the forest: Kind.naps) neither learn nor play, out
-#: of the mixture, once their weight together has stayed below NAP_WEIGHT for NAP_ROUNDS rounds in play,
-#: and wake at the next change declared: they cost much of a round and rarely hold weight
-#: (benchmarks/results/expert_cost.md, docs/auto.md#nap_weight-and-nap_rounds).
+#: of the mixture, once their weight together has stayed below NAP_WEIGHT (the local expert's own,
+#: NEIGHBOURS_NAP_WEIGHT) for NAP_ROUNDS rounds in play, and wake at the next change declared: they cost
+#: much of a round and rarely hold weight (benchmarks/results/expert_cost.md,
+#: docs/auto.md#nap_weight-and-nap_rounds).
 NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 250
 
