@@ -31,8 +31,6 @@ __all__ = ["MIX_BOUND", "RATES", "SWITCHING_PRIOR", "LabelVote", "Mixture", "Swi
 #: ``f`` is ``(f - offset) / factor`` in them (regression; :meth:`Mixture.mix`).
 Units = tuple[float, float]
 
-
-
 #: The ends of the interval of Vovk's substitution (:meth:`Mixture._substituted`), as a column.
 _ENDS = np.array([[-MIX_BOUND], [MIX_BOUND]])
 #: The least weight an expert takes when it enters (a state holds finite numbers only; a weight that
