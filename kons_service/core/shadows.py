@@ -266,9 +266,9 @@ class Shadows:
         if local is None:
             local = self._catching_up[ref] = asyncio.Lock()
         async with local:
-            return await self._catch_up_in_one_process(ref)
+            return await self._catch_up_under_store_lock(ref)
 
-    async def _catch_up_in_one_process(self, ref: LearnerRef) -> str:
+    async def _catch_up_under_store_lock(self, ref: LearnerRef) -> str:
         """:meth:`catch_up` under the challenger's lock in the store, which one process holds at a time."""
         token = self.writer.leases.token()  # (names this process: see _taken_over)
         if not await self.store.shadows.lock(ref, token, _LOCK_MS) and not await self._taken_over(ref, token):
