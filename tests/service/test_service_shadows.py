@@ -325,6 +325,8 @@ async def test_a_comparison_waits_for_this_processs_own_catch_up(make_client: Ap
         if await service.store.shadows.holder(challenger) is not None:
             break
         await asyncio.sleep(0.01)
+    else:
+        pytest.fail("the shadow task never took the challenger's catch-up lock")
     asked = asyncio.create_task(a.get(f"{URL}/challengers"))
     await asyncio.sleep(0.1)
     released.set()
