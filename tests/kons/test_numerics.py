@@ -7,7 +7,13 @@ import pytest
 
 import kons
 from kons import SparseVector
-from kons._numerics import _OUTER_BLOCK, scaled_outer_bound, scaled_outer_peak, subtract_scaled_outer
+from kons._numerics import (
+    _OUTER_BLOCK,
+    divided_outer_bound,
+    scaled_outer_bound,
+    scaled_outer_peak,
+    subtract_scaled_outer,
+)
 
 # odd sizes, and sizes around the row block: one block (181 rows), a short last block (182, 257, 1000),
 # blocks ending exactly at d (256)
@@ -58,6 +64,28 @@ def test_the_peak_is_finite_exactly_when_every_element_of_the_update_is(scale: f
     if np.isfinite(peak):
         assert peak == np.max(np.abs(update))
 
+
+
+@pytest.mark.parametrize(
+    ("divisor", "v"),
+    [(1.0, [1.0, -3.0, 2.0]), (-2.0, [0.0, 0.0]), (1e-300, [1e200, 1.0]), (1e-300, [1e-5, 1.0]), (0.0, [1.0]),
+     (-0.0, [0.0]), (np.nan, [1.0]), (np.inf, [1e200, 1.0]), (1.0, [np.nan, 1.0]), (1.0, [np.inf]),
+     (1e10, [1e154, 1e154]), (-1e300, [1e200, 1e200]), (3.0, [1e-200, -1e-200])],
+)
+def test_the_divided_bound_is_finite_only_when_every_element_of_the_shrink_is(divisor: float, v: list[float]
+                                                                             ) -> None:
+    """A finite :func:`divided_outer_bound` spares the check of ``outer(v, v) / divisor`` (the recent
+    linear model's shrink): every element is then finite, and no larger than the bound."""
+    arr = np.array(v)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        shrink = np.multiply.outer(arr, arr)
+        shrink /= divisor
+        bound = divided_outer_bound(arr, divisor)
+        squared_norm = arr @ arr
+    if np.isfinite(bound):
+        assert np.isfinite(shrink).all() and bound >= np.max(np.abs(shrink))
+    else:  # an element is not finite, or the squared norm overflowed
+        assert not np.isfinite(shrink).all() or not np.isfinite(squared_norm)
 
 def _rows(n: int, d: int, sparse: bool, seed: int) -> list[np.ndarray | SparseVector]:
     rng = np.random.default_rng(seed)
