@@ -829,7 +829,8 @@ def test_long_after_a_change_the_level_follows_the_losses_down_to_its_ceiling(ce
         assert second and second[0] < 2208 + 8 * detector.block
 
 
-def test_a_change_declared_soon_after_the_last_keeps_the_heavier_of_the_generations_since() -> None:
+def test_a_change_declared_soon_after_the_last_keeps_the_heavier_of_the_generations_since(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A change declared before the last one's delayed restarts are done, while its generation and the
     delayed copy are alive, replaces the lighter of the two (a false alarm replaced the last change's own
     generation, which carried the concept since; plane_turn of benchmarks/drift.py), not the one started
@@ -850,10 +851,9 @@ def test_a_change_declared_soon_after_the_last_keeps_the_heavier_of_the_generati
     switching.log_weights[:, young_slots(own)] += math.log(100.0)  # the change's own generation the heavier
     switching.log_weights -= np.logaddexp.reduce(switching.log_weights, axis=-1, keepdims=True)
     kept, changes = grid.young[own], learner.changes_detected
-    update = grid.detector.update
-    grid.detector.update = lambda loss: True  # type: ignore[method-assign]  # a declaration, this round
-    learner.learn_one(*next(rows))
-    grid.detector.update = update  # type: ignore[method-assign]
+    with monkeypatch.context() as patched:
+        patched.setattr(grid.detector, "update", lambda loss: True)  # a declaration, this round
+        learner.learn_one(*next(rows))
     assert learner.changes_detected == changes + 1 and grid.young[own] is kept
     assert cast(Generation, grid.young[copy]).start == grid.last_change
 
@@ -864,8 +864,7 @@ def test_a_shrink_after_a_change_is_declared_on_its_first_round_in_regression(ce
     """A change, the restarted experts' losses falling a hundred times and then flat for 2,400 rounds, then
     the first rounds of a shrink of the target's spread (110, 35 and 130 times the flat losses, as
     ``benchmarks/drift.py``'s piecewise_scaled stream's): under the classes' ceiling the level lags the
-    fall and the second round declares it, under the regression's the first; the regression grid's
-    detector has that ceiling, the classes' theirs."""
+    fall and the second round declares it, under the regression's the first."""
     rng = np.random.default_rng(5)
     fall = 0.1 * 10.0 ** -(np.arange(600) / 300)
     scale = np.concatenate([np.ones(700), np.full(8, 30.0), fall, np.full(2400, fall[-1])])
@@ -874,6 +873,9 @@ def test_a_shrink_after_a_change_is_declared_on_its_first_round_in_regression(ce
     declared = [detector.update(float(loss)) for loss in [*scale * rng.normal(size=len(scale)) ** 2, *shrink]]
     changes = [t for t, change in enumerate(declared) if change]
     assert changes[0] < 708 and changes[1:] == [len(scale) + rounds - 1]
+
+
+def test_the_loss_detector_s_ceiling_is_the_regression_one_only_in_regression() -> None:
     X, y = np.random.default_rng(0).normal(size=(60, 3)), np.random.default_rng(1).normal(size=60)
     for task, expected in (("regression", REGRESSION_LEVEL_CEILING), ("classification", LEVEL_CEILING)):
         learner = Auto(task=task)
