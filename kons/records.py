@@ -639,8 +639,8 @@ class GaussianImputer:
             return kept[2]
         values = x[self.coordinates]
         filled = x
-        # nothing missing (the common row): no solve; the squared norm, one BLAS dot (cheaper than the
-        # ufunc's sum), is NaN exactly when a value is (the encoder's numbers are finite)
+        # a solve only for a row with a gap (the common row has none): the squared norm, one BLAS dot
+        # (cheaper than the ufunc's sum), is NaN exactly when a value is (the encoder's numbers are finite)
         if math.isnan(values.dot(values)):
             gaps = self._gaps(np.isnan(values))
             if gaps is not None:
