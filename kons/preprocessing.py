@@ -174,7 +174,7 @@ ScalerStats = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
 def _divided(deviation: np.ndarray, std: np.ndarray, masked: bool = False) -> np.ndarray:
     """``deviation / std``, 0 where ``std`` is not positive (a coordinate without variance), written into
     ``deviation`` (the caller's temporary): one division without the mask once every ``std`` is positive;
-    ``masked``, with the mask without testing that first (a record's row: the coordinates that no name has
+    ``masked``: with the mask at once, without that test (a record's row, whose coordinates that no name has
     taken yet have no variance)."""
     divided: np.ndarray
     # (False for a NaN; the ufunc's reduction: ndarray.min wraps it)
@@ -333,7 +333,8 @@ class FeatureScaler:
         # (the squared norm, one BLAS dot, cheaper than a reduction, is finite only when every value is)
         if not math.isfinite(row.dot(row)):  # a missing value (NaN: standardised to 0), or an overflow
             deviation[np.isnan(x)] = 0.0
-            # (ndarray.all wraps this reduction in Python)
+            # the squared norm again, the values one by one only if it overflows (ndarray.all wraps this
+            # reduction in Python)
             if not (math.isfinite(row.dot(row)) or np.logical_and.reduce(np.isfinite(row))):
                 return None
         return row
