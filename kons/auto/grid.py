@@ -277,10 +277,11 @@ EXPERTS: tuple[Kind, ...] = (
     # negligible (docs/auto.md#nap_weight-and-nap_rounds)
     Kind(("bins",), ("ons+intercept(quantile thresholds)",), build_bins, restore_bins,
          start_prior=1.0 / (len(GRID) + 2), class_column_nbytes=bins_class_column_nbytes),
-    # the local expert: asleep until its window holds NEIGHBOURS_WAKE_ROWS rows; it naps as the trees
-    # (its ranking of the window costs much of a round where it rarely holds weight), still keeping
-    # the rows, so that it wakes on a window as fresh as if it had stayed; not among three classes or
-    # more, where its labels may lead the vote while its probabilities hold no weight
+    # the local expert: asleep until its window holds NEIGHBOURS_WAKE_ROWS rows; it naps as the trees,
+    # but below its own weight, NEIGHBOURS_NAP_WEIGHT (its ranking of the window costs much of a round
+    # where it rarely holds weight), still keeping the rows, so that it wakes on a window as fresh as if
+    # it had stayed; not among three classes or more, where its labels may lead the vote while its
+    # probabilities hold no weight
     Kind(("neighbours",), (f"{NEIGHBOURS} nearest of the last {NEIGHBOUR_ROWS} rows(raw)",),
          build_neighbours, restore_neighbours, wake_prior=NEIGHBOURS_PRIOR, naps=True,
          nap_weight=NEIGHBOURS_NAP_WEIGHT, observes_napping=True, naps_among_classes=False),
