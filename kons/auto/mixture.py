@@ -397,8 +397,8 @@ class Mixture:
         shifted = preds - centre
         self._last = (preds, w, shifted if self.centred else None)
 
-        # g(y) = -log(sum_i w_i exp(-eta (f_i - y)^2)) / eta at both ends -B and +B, one row each (each row's
-        # elements and reduction those of its own y's, in fewer numpy calls)
+        # g(y) = -log(sum_i w_i exp(-eta (f_i - y)^2)) / eta at both ends -B and +B, one row each: each row's
+        # elements and reduction are those of g at its end alone, bit for bit, in fewer numpy calls
         g = np.logaddexp.reduce(log_w - eta * (shifted - _ENDS) ** 2, axis=1) / -eta
 
         # Vovk's substitution on the interval of half-width MIX_BOUND around the experts' weighted mean
