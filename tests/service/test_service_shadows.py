@@ -302,8 +302,8 @@ async def test_the_catch_up_lock_of_a_process_that_is_gone_is_taken_over(make_cl
     assert (await b.get("/v1/learners/c/state")).content == _challenger_state(stream)
 
 
-async def test_a_comparison_waits_for_this_processs_own_catch_up(make_client: AppFactory,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_comparison_waits_for_the_catch_up_of_its_own_process(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # (told "busy" by the lock of its own process's shadow task, a comparison reported the challenger short
     # of the rounds acknowledged before it was asked: learnt 2 of 4 on a loaded machine)
     a = await make_client()
