@@ -119,7 +119,9 @@ class _Lagged(_OfTheSeries):
         affine = _affine(units, mean, std)
         if affine is not None:
             scale, shift = affine
-            self.lags[1:] = self.lags[1:] * scale + shift
+            moved = self.lags[1:]  # (in place, each rounded as in _moved's copy)
+            moved *= scale
+            moved += shift
         self.units[:] = mean, std
 
     def ready(self) -> bool:
