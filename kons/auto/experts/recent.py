@@ -20,7 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from kons._multinomial import clipped_scores, reference_softmax
-from kons._numerics import check_finite, divided_outer_bound
+from kons._numerics import check_finite, check_finite_vector, divided_outer_bound
 from kons.auto.experts.protocol import (
     Expert,
     GridContext,
@@ -155,7 +155,7 @@ class RecentLinear:
         b = self.b + step
         if not math.isfinite(divided_outer_bound(v, divisor)):  # (else every element of shrink is finite)
             check_finite(shrink)
-        check_finite(b)
+        check_finite_vector(b.ravel())  # (a new array: its elements, without check_finite's dispatch)
         self.P -= shrink
         self.b = b
         self.sum += x
