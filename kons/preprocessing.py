@@ -227,20 +227,23 @@ class FeatureScaler:
         self._pending_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
         self._committed_std: tuple[tuple[Any, ...], int, np.ndarray] | None = None
 
-    def _with(self, x: np.ndarray | SparseVector) -> tuple[ScalerStats, np.ndarray | None]:
+    def _with(self, x: np.ndarray | SparseVector
+              ) -> tuple[ScalerStats, np.ndarray | None, int | np.ndarray | None]:
         """``(mean, m2, maxabs, counts)`` after including ``x`` (nothing committed), and, for a dense ``x``,
-        ``x`` less that mean (0 where it misses a value): the numerator of its standardised value."""
+        ``x`` less that mean (0 where it misses a value): the numerator of its standardised value, and
+        the counts the new statistics divide by (:meth:`_divisor`, for :meth:`_std`)."""
         if isinstance(x, SparseVector):
             maxabs = self.maxabs.copy()
             maxabs[x.indices] = np.maximum(maxabs[x.indices], np.abs(x.values))
-            return (self.mean, self.m2, maxabs, self.counts), None
+            return (self.mean, self.m2, maxabs, self.counts), None, None
         # (the squared norm, one BLAS dot, is NaN exactly when a value is: no other sum of squares is;
         # inside a round's numerics context, which ignores its overflow)
         if self.counts is None and not math.isnan(x.dot(x)):
             delta = x - self.mean
-            mean = self.mean + delta / (self.count + 1)
+            divisor = self._divisor(None, self.count + 1)
+            mean = self.mean + delta / divisor
             deviation = x - mean
-            return (mean, self.m2 + delta * deviation, self.maxabs, None), deviation
+            return (mean, self.m2 + delta * deviation, self.maxabs, None), deviation, divisor
         present = x == x  # (False where NaN)
         counts = (np.full(self.dim, float(self.count)) if self.counts is None else self.counts) + present
         # A missing value taken as the mean: its delta and deviation are then 0 and its mean stays, as the
@@ -250,12 +253,20 @@ class FeatureScaler:
         # masked form (a record's rows).
         given = np.where(present, x, self.mean)
         delta = given - self.mean
-        mean = self.mean + delta / np.maximum(counts, 1.0)
+        divisor = self._divisor(counts, self.count + 1)
+        mean = self.mean + delta / divisor
         deviation = given - mean
-        return (mean, self.m2 + delta * deviation, self.maxabs, counts), deviation
+        return (mean, self.m2 + delta * deviation, self.maxabs, counts), deviation, divisor
 
-    def _std(self, m2: np.ndarray, counts: np.ndarray | None, count: int) -> np.ndarray:
-        variance = m2 / (max(count, 1) if counts is None else np.maximum(counts, 1.0))
+    @staticmethod
+    def _divisor(counts: np.ndarray | None, count: int) -> int | np.ndarray:
+        """What the statistics of ``count`` rows (``counts`` per coordinate, if any) divide by: at least 1
+        (a coordinate never given a value has the count 0)."""
+        return max(count, 1) if counts is None else np.maximum(counts, 1.0)
+
+    def _std(self, m2: np.ndarray, divisor: int | np.ndarray) -> np.ndarray:
+        """The deviations of the sums of squared deviations ``m2`` over their counts (:meth:`_divisor`)."""
+        variance = m2 / divisor
         for group in self.groups:  # (an infinite scale standardises a coordinate to 0)
             # (the mean as ndarray.mean computes it, without its Python wrapper: every scaled row takes it)
             variance[group] = np.inf if self.omits_groups else np.add.reduce(variance[group]) / len(group)
@@ -288,14 +299,15 @@ class FeatureScaler:
         return self._pending_of(x)
 
     def _pending_of(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray | SparseVector, ScalerStats]:
-        stats, deviation = self._with(x)
+        stats, deviation, divisor = self._with(x)
         _, m2, maxabs, counts = stats
         if isinstance(x, SparseVector):
             scale = maxabs[x.indices]
             z: np.ndarray | SparseVector = SparseVector(
                 x.indices, np.divide(x.values, scale, out=np.zeros(len(scale)), where=scale > 0), x.dim)
         else:
-            std = self._std(m2, counts, self.count + 1)
+            assert divisor is not None  # (a dense row's)
+            std = self._std(m2, divisor)
             self._pending_std = (m2, counts, self.groups, self.gaps), self.count + 1, std
             assert deviation is not None  # (a dense row's)
             # (a missing value's deviation is 0: so is its standardised value)
@@ -314,7 +326,7 @@ class FeatureScaler:
             scaled: np.ndarray = np.divide(x, self.maxabs, out=np.zeros(self.dim), where=self.maxabs > 0)
             return scaled
         deviation = np.subtract(x, self.mean, out=np.zeros(self.dim), where=~np.isnan(x))  # (0 if left out)
-        return _divided(deviation, self._std(self.m2, self.counts, self.count))
+        return _divided(deviation, self._std(self.m2, self._divisor(self.counts, self.count)))
 
     def standardised_before(self, x: np.ndarray) -> np.ndarray | None:
         """A dense ``x`` standardised by the current statistics, those of the rows before it, with the
@@ -324,7 +336,7 @@ class FeatureScaler:
         if kept is None or not self._is_of(kept, of):
             committed = self._committed_std
             std = (committed[2] if committed is not None and self._is_of(committed, of)
-                   else self._std(self.m2, self.counts, self.count))
+                   else self._std(self.m2, self._divisor(self.counts, self.count)))
             kept = self._inverse = of, self.count, np.divide(1.0, std, out=np.zeros(self.dim), where=std > 0)
         row = np.empty(self.dim + 1)
         deviation = np.subtract(x, self.mean, out=row[:-1])

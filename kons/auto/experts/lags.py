@@ -47,11 +47,10 @@ __all__ = ["LastTarget", "LongLags", "TargetLags", "build_lags", "build_long_lag
 _INTERCEPT = np.ones(1)
 
 
-def _affine(units: np.ndarray, targets: TargetScaler) -> tuple[float, float] | None:
+def _affine(units: list[float], mean: float, std: float) -> tuple[float, float] | None:
     """The scale and the shift that move targets standardised by ``units`` (the mean and deviation they
-    were standardised by) to the statistics of ``targets`` now; None if there is nothing to move."""
-    mean, std = targets.mean, targets.std
-    was_mean, was_std = units.tolist()
+    were standardised by) to the statistics ``mean`` and ``std``; None if there is nothing to move."""
+    was_mean, was_std = units
     if (mean == was_mean and std == was_std) or std <= 0.0 or was_std <= 0.0:
         return None
     return was_std / std, (was_mean - mean) / std
@@ -61,7 +60,7 @@ def _moved(lags: np.ndarray, units: np.ndarray, targets: TargetScaler | None) ->
     """``lags`` with those before the newest moved from ``units`` to the statistics of ``targets`` now
     (:func:`_affine`), in a copy; ``lags`` itself if there is nothing to move (no scaler: a state saved
     before the units were kept goes on as it was)."""
-    affine = None if targets is None else _affine(units, targets)
+    affine = None if targets is None else _affine(units.tolist(), targets.mean, targets.std)
     if affine is None:
         return lags
     scale, shift = affine
@@ -110,15 +109,20 @@ class _Lagged(_OfTheSeries):
 
     def _move(self) -> None:
         """The kept targets into the scaler's units now (once a learning round: the scaler moves only after
-        it, so the later calls of the round find them there)."""
+        it, so the later calls of the round find them there and write nothing)."""
         targets = self.targets
         if targets is None:
             return
-        affine = _affine(self.units, targets)
+        mean, std, units = targets.mean, targets.std, self.units.tolist()
+        if units == [mean, std]:  # (units and lags are shared: the round's first call moved them)
+            return
+        affine = _affine(units, mean, std)
         if affine is not None:
             scale, shift = affine
-            self.lags[1:] = self.lags[1:] * scale + shift
-        self.units[:] = targets.mean, targets.std
+            moved = self.lags[1:]  # (in place, each rounded as in _moved's copy)
+            moved *= scale
+            moved += shift
+        self.units[:] = mean, std
 
     def ready(self) -> bool:
         return True

@@ -20,7 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from kons._multinomial import clipped_scores, reference_softmax
-from kons._numerics import check_finite, divided_outer_bound
+from kons._numerics import check_finite, check_finite_vector, divided_outer_bound
 from kons.auto.experts.protocol import (
     Expert,
     GridContext,
@@ -94,14 +94,13 @@ class RecentLinear:
         ``x``; the state is unchanged if it raises."""
         row = dense(x)
         played = self.predict(row if played_on is None else played_on)
-        targets = np.array([t])
-        self._update(row, targets)
+        self._update(row, self._column(row, t))
         return played
 
     def learn_unplayed(self, x: np.ndarray, t: float) -> float:
         """:meth:`learn` of a dense ``x`` without computing its play (an expert asleep: no one reads it);
         0."""
-        self._update(x, np.array([t]))
+        self._update(x, self._column(x, t))
         return 0.0
 
     def restandardise(self, scale: float, shift: float) -> None:
@@ -133,22 +132,30 @@ class RecentLinear:
         played = self.probabilities(row)
         targets = -np.ones(self.b.shape[1])
         targets[label] = 1.0
-        self._update(row, targets)
+        self._update(row, np.multiply.outer(row, targets))
         return played
 
     # ----------------------------------------------------------------- the state
     def _clipped(self, f: float) -> float:
         return min(max(f, -self.clip), self.clip)
 
-    def _update(self, x: np.ndarray, targets: np.ndarray) -> None:
+    @staticmethod
+    def _column(x: np.ndarray, t: float) -> np.ndarray:
+        """The one score's step of ``b``: each ``x_i * t`` as the outer product with ``[t]`` rounds it,
+        without building that array and the outer product's broadcast (a round of every regression
+        expert on this model takes it)."""
+        return (x * t)[:, None]
+
+    def _update(self, x: np.ndarray, step: np.ndarray) -> None:
+        """Learn ``x`` whose targets add ``step`` to ``b`` (``x`` times the targets, one column each)."""
         v = self.P.dot(x)
         divisor = 1.0 + float(x.dot(v))
         shrink = np.multiply.outer(v, v)  # (np.outer, without its wrapper)
         shrink /= divisor  # (in place: no second (d, d) temporary)
-        b = self.b + np.multiply.outer(x, targets)
+        b = self.b + step
         if not math.isfinite(divided_outer_bound(v, divisor)):  # (else every element of shrink is finite)
             check_finite(shrink)
-        check_finite(b)
+        check_finite_vector(b.ravel())  # (a new array: its elements, without check_finite's dispatch)
         self.P -= shrink
         self.b = b
         self.sum += x
