@@ -57,7 +57,6 @@ __all__ = [
     "RANGE_MARGIN",
     "RATES",
     "REGRESSION_BOUND",
-    "REGRESSION_LEVEL_CEILING",
     "REGRESSION_LOSS_THRESHOLD",
     "REPLAY_ROWS",
     "RESTART_DELAYS",
@@ -164,12 +163,6 @@ LEVEL_CEILING = 3.0
 #: sooner, and the heavy-tailed tuning series declare as before; on classes the lower threshold played a
 #: tuning drift worse (docs/drift.md, "A shrink declared sooner").
 REGRESSION_LOSS_THRESHOLD = 9.5
-#: The loss detector's ceiling in regression (classes keep :data:`LEVEL_CEILING`): after a declared change
-#: a regression's squared losses fall by orders of magnitude as the generation learns, and at a level 3
-#: times their recent mean a shrink of the target's spread was played by the old concept a round longer, at
-#: hundreds of times the new concept's variance; a ceiling of 1 declared changes on the tuning drifts'
-#: stationary stretches (docs/drift.md, "A shrink declared a round sooner").
-REGRESSION_LEVEL_CEILING = 1.5
 
 # ----------------------------------------------------------------- the labels' detector (docs/drift.md)
 #: The labels' detector (two classes): the rise of either class's odds it tests for, and its CUSUM

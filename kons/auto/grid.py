@@ -39,7 +39,6 @@ from kons.auto.config import (
     NUMBERS_WIDTH,
     PROBATION_PRIOR,
     PROBATION_ROUNDS,
-    REGRESSION_LEVEL_CEILING,
     REGRESSION_LOSS_THRESHOLD,
     REPLAY_ROWS,
     RESTART_DELAYS,
@@ -453,11 +452,9 @@ class Grid:
                           for slot in self._kind_slots.get(first, [])]] = False
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
-        # regression declares a shrink of the target sooner (its threshold's and ceiling's notes); classes
-        # keep the defaults
+        # regression declares a shrink of the target sooner (its threshold's note); classes keep the default
         self.detector = (LossChangeDetector() if binary
-                         else LossChangeDetector(threshold=REGRESSION_LOSS_THRESHOLD,
-                                                 ceiling=REGRESSION_LEVEL_CEILING))
+                         else LossChangeDetector(threshold=REGRESSION_LOSS_THRESHOLD))
         self.errors = ErrorChangeDetector()
         # two classes (a regression grid has no labels; a classifier's stays as its classes widen, unfed)
         self.labels = LabelChangeDetector() if binary else None

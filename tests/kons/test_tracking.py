@@ -19,7 +19,6 @@ from kons.auto.config import (
     CONCEPT_TARGET_FADE,
     GENERATION_TARGET_PRIOR,
     LEVEL_CEILING,
-    REGRESSION_LEVEL_CEILING,
     REGRESSION_LOSS_THRESHOLD,
     RESTART_DELAYS,
     YOUNG_KERNEL_STEPS,
@@ -856,29 +855,3 @@ def test_a_change_declared_soon_after_the_last_keeps_the_heavier_of_the_generati
         learner.learn_one(*next(rows))
     assert learner.changes_detected == changes + 1 and grid.young[own] is kept
     assert cast(Generation, grid.young[copy]).start == grid.last_change
-
-
-@pytest.mark.parametrize(("ceiling", "rounds"), [(LEVEL_CEILING, 2), (REGRESSION_LEVEL_CEILING, 1)])
-def test_a_shrink_after_a_change_is_declared_on_its_first_round_in_regression(ceiling: float, rounds: int
-                                                                               ) -> None:
-    """A change, the restarted experts' losses falling a hundred times and then flat for 2,400 rounds, then
-    the first rounds of a shrink of the target's spread (110, 35 and 130 times the flat losses, as
-    ``benchmarks/drift.py``'s piecewise_scaled stream's): under the classes' ceiling the level lags the
-    fall and the second round declares it, under the regression's the first."""
-    rng = np.random.default_rng(5)
-    fall = 0.1 * 10.0 ** -(np.arange(600) / 300)
-    scale = np.concatenate([np.ones(700), np.full(8, 30.0), fall, np.full(2400, fall[-1])])
-    shrink = fall[-1] * np.array([110.0, 35.0, 130.0])
-    detector = LossChangeDetector(threshold=REGRESSION_LOSS_THRESHOLD, ceiling=ceiling)
-    declared = [detector.update(float(loss)) for loss in [*scale * rng.normal(size=len(scale)) ** 2, *shrink]]
-    changes = [t for t, change in enumerate(declared) if change]
-    assert changes[0] < 708 and changes[1:] == [len(scale) + rounds - 1]
-
-
-def test_the_loss_detector_s_ceiling_is_the_regression_one_only_in_regression() -> None:
-    X, y = np.random.default_rng(0).normal(size=(60, 3)), np.random.default_rng(1).normal(size=60)
-    for task, expected in (("regression", REGRESSION_LEVEL_CEILING), ("classification", LEVEL_CEILING)):
-        learner = Auto(task=task)
-        for x, target in zip(X, y if task == "regression" else np.sign(y), strict=True):
-            learner.learn_one(x, float(target))
-        assert learner._grid is not None and learner._grid.detector.ceiling == expected
