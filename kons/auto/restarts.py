@@ -131,10 +131,10 @@ def restart(grid: Grid, span: int, *, soon: bool = False) -> None:
     """Start a generation (the copies of :func:`_copied_members` and the linear model of the rows from now
     on) in the slots :func:`_replaced_generation` picks (``soon``: the change was declared before the last
     one's delayed restarts were done, every generation started since that one), at
-    :data:`CHANGE_ENTRY_PRIOR` when the change has
-    just been declared (then on trial: :class:`Probation`), else at :data:`ENTRY_PRIOR`; while the growth
-    is held, only in place of a generation (fresh copies, held, are no larger than those they replace: the
-    slots' kinds are fixed), so that a held learner keeps its size. The generation first learns the last
+    :data:`CHANGE_ENTRY_PRIOR` when the change has just been declared (then on trial: :class:`Probation`),
+    else at :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation (fresh copies,
+    held, are no larger than those they replace: the slots' kinds are fixed), so that a held learner keeps
+    its size. The generation first learns the last
     ``span`` rounds kept (this one included): the rows since the declared change's estimated onset
     (:func:`replay`)."""
     # at a declared change the concept's scale starts afresh, the change's generation from the same prior
