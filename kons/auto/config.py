@@ -175,6 +175,10 @@ LABEL_SHIFT_THRESHOLD = 8.0
 #: their rate before it for the shift to be declared a change: the wandering labels of a stationary
 #: stretch do not raise the errors (same section).
 LABEL_SHIFT_DEVIATIONS = 2.0
+#: The fewest rounds the labels' detector compares on either side of a shift: a run shorter than this is
+#: not confirmed, since a few errors among a few rounds pass any bar of deviations (docs/drift.md, "The
+#: rule kept").
+LABEL_SHIFT_LEAST_ROUNDS = 30
 
 # ----------------------------------------------------------------- the local expert (docs/drift.md)
 #: Rows the local expert keeps, and the neighbours it votes with (docs/auto.md#neighbour_rows).

@@ -17,6 +17,7 @@ import numpy as np
 
 from kons.auto.config import (
     LABEL_SHIFT_DEVIATIONS,
+    LABEL_SHIFT_LEAST_ROUNDS,
     LABEL_SHIFT_RATIO,
     LABEL_SHIFT_THRESHOLD,
     LEVEL_CEILING,
@@ -270,7 +271,7 @@ class LabelChangeDetector:
     """
 
     def __init__(self, *, ratio: float = LABEL_SHIFT_RATIO, threshold: float = LABEL_SHIFT_THRESHOLD,
-                 deviations: float = LABEL_SHIFT_DEVIATIONS, least: int = 30) -> None:
+                 deviations: float = LABEL_SHIFT_DEVIATIONS, least: int = LABEL_SHIFT_LEAST_ROUNDS) -> None:
         self.deviations = deviations
         self.least = least
         # test k: a rise of class k's odds

@@ -256,7 +256,7 @@ def _not_wider(grid: Grid, fresh: GenerationTargets, span: int) -> bool:
     return grid.targets.std * float(np.std(onset)) <= fresh.std
 
 
-def _replaced_generation(grid: Grid, weights: np.ndarray, soon: bool = False) -> int | None:
+def _replaced_generation(grid: Grid, weights: np.ndarray, soon: bool) -> int | None:
     """The generation a restart takes: an empty one (not while the growth is held), else, at the round
     a change is declared, the one started first unless the change came ``soon`` (within
     ``RESTART_DELAYS[-1]`` rounds of the last declared one, every generation started since it), else the
