@@ -422,13 +422,16 @@ class Shadows:
                 return Promoted(head.version + 1, name, config)
         raise BusyError(f"Learner {champion.name!r} kept changing while {name!r} was promoted; retry.")
 
-    async def _catch_up_to(self, ref: LearnerRef, start: int, version: int) -> None:
+    async def _catch_up_to(self, ref: LearnerRef, start: int, version: int) -> str:
         """Catch the challenger up to the champion's ``version``, waiting for another process's catch-up
-        (the lock) while it runs."""
+        (the lock) while it runs; the last catch-up's status (``busy`` if the other process still held
+        the lock after the attempts)."""
         for _ in range(_ATTEMPTS * 20):
-            if await self.catch_up(ref) != "busy" or start + (await self.cache.head(ref)).version >= version:
-                return
+            status = await self.catch_up(ref)
+            if status != "busy" or start + (await self.cache.head(ref)).version >= version:
+                return status
             await asyncio.sleep(0.02)
+        return status
 
     # ------------------------------------------------------------------ comparison
     async def compare(self, champion: LearnerRef) -> tuple[int, list[ChallengerReport]]:
@@ -445,6 +448,10 @@ class Shadows:
             ref = LearnerRef(champion.tenant, name)
             status = await self.catch_up(ref)
             link = await self.store.shadows.link(ref)
+            if status == "busy" and link is not None:
+                # another process is catching it up: waited for, like this process's own catch-up, so that
+                # the report holds the rounds acknowledged before it was asked
+                status = await self._catch_up_to(ref, link.start, head.version)
             unlinked = (champion, name, cursors[name])
             if link is None:  # a leftover, or a challenger being created (registered, not yet created)
                 now = time.monotonic()

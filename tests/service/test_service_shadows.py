@@ -335,6 +335,38 @@ async def test_a_comparison_waits_for_the_catch_up_of_its_own_process(
     assert (await a.get("/v1/learners/c/state")).content == _challenger_state(stream)
 
 
+async def test_a_comparison_waits_for_the_catch_up_of_another_process(
+        make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (told "busy" by another replica's lock, a comparison reported the challenger "following" but short of
+    # the rounds acknowledged before it was asked, while that replica was catching it up)
+    a, b = await make_client(), await make_client()
+    challenger = LearnerRef("default", "c")
+    assert (await a.put(URL, json=SPEC)).status_code == 201
+    assert (await a.put("/v1/learners/c", json=CHALLENGER)).status_code == 201
+    other = b.app.state.service.shadows
+    released, holding = asyncio.Event(), asyncio.Event()
+    catch_up = other._catch_up
+
+    async def held_back(ref: LearnerRef, token: str) -> str:
+        holding.set()
+        await released.wait()
+        return cast(str, await catch_up(ref, token))
+
+    monkeypatch.setattr(other, "_catch_up", held_back)
+    elsewhere = asyncio.create_task(other.catch_up(challenger))
+    await asyncio.wait_for(holding.wait(), 10)  # b holds the challenger's catch-up lock from here on
+    stream = _stream(10, seed=9)
+    await _feed(a, stream)
+    asked = asyncio.create_task(a.get(f"{URL}/challengers"))
+    await asyncio.sleep(0.1)
+    released.set()
+    report = (await asked).json()
+    assert await elsewhere == "following"
+    assert [(c["name"], c["learnt"], c["behind"], c["status"]) for c in report["challengers"]] == [
+        ("c", 10, 0, "following")]
+    assert (await a.get("/v1/learners/c/state")).content == _challenger_state(stream)
+
+
 async def test_the_champions_writer_hands_its_rounds_over_unless_the_log_holds_others(
         make_client: AppFactory) -> None:
     """Rounds the champion's writer in this process logged are learnt without reading them back; rounds
