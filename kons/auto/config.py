@@ -27,6 +27,7 @@ __all__ = [
     "LABEL_SHIFT_RATIO",
     "LABEL_SHIFT_THRESHOLD",
     "LAGS",
+    "LAGS_BURST",
     "LAGS_LONG",
     "LAGS_LONG_PRIOR",
     "LAGS_PRIOR",
@@ -273,6 +274,12 @@ LAGS_LONG_PRIOR = 0.05
 #: of a series move together, so that a unit variance held its correction near 0 through a series' first
 #: bursts (chosen on the tuning series: docs/series.md#the-autoregressions-prior).
 LAGS_WEIGHT_VARIANCE = 16.0
+#: Deviations of the target's running mean beyond which the last target, awake, plays a round alone (a
+#: view, as the first rounds': the weights are the mixture's own): a burst that far beyond the rows seen
+#: is extrapolated by the experts of the row (the level) and the autoregressions (a rebound), and the last
+#: target alone does not extrapolate; the lowest that moved no tuning series but water_flow's bursts for
+#: the worse (chosen on the tuning series: docs/series.md#a-burst-plays-the-last-target).
+LAGS_BURST = 4.5
 # ----------------------------------------------------------------- the quantile-threshold view
 #: Thresholds per feature at most: a target that steps at a few ages needs no more
 #: (docs/auto.md#max_thresholds).

@@ -25,6 +25,7 @@ from kons.auto.config import (
     GENERATIONS,
     GRID,
     LAGS,
+    LAGS_BURST,
     LAGS_LONG,
     LAGS_LONG_PRIOR,
     LAGS_PRIOR,
@@ -55,7 +56,7 @@ from kons.auto.experts.fresh_bins import (
     renewed_fresh_bins,
     restore_fresh_bins,
 )
-from kons.auto.experts.lags import build_lags, build_long_lags, restore_lags, restore_long_lags
+from kons.auto.experts.lags import LastTarget, build_lags, build_long_lags, restore_lags, restore_long_lags
 from kons.auto.experts.neighbours import RecentNeighbours, build_neighbours, restore_neighbours
 from kons.auto.experts.newton import (
     LearnerExpert,
@@ -450,6 +451,11 @@ class Grid:
         self._of_the_row = np.ones(len(self.layout), dtype=bool)
         self._of_the_row[[slot for first in _OF_THE_SERIES
                           for slot in self._kind_slots.get(first, [])]] = False
+        # the kind of the experts on the last targets, and the last target's slot: a burst plays it alone
+        # (_played_weights), with these weights, built once
+        self._lags_kind = self._kind_index("target_last")
+        self._last_target_slot = self.slot["target_last"]
+        self._last_target_alone: np.ndarray | None = None
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
         # regression declares a shrink of the target sooner (its threshold's note); classes keep the default
@@ -617,9 +623,12 @@ class Grid:
         would play them (the oracle of ``benchmarks/drift.py`` does), and its total weight and the other
         experts' of the row raised to that power against each other (the others in their proportions, the
         lags at the mixture's own): the generation carries the play once it weighs more than they do, and
-        gives it back once they weigh more (docs/drift.md, "A generation's first rounds"). A view, not
-        state: the weights' updates, the leader and the experts' naps take the mixture's own, so once the
-        grid and its generations are past their first rounds it plays as without it."""
+        gives it back once they weigh more (docs/drift.md, "A generation's first rounds"). Before all
+        that, a round in a burst (:meth:`_in_burst`) plays the last target alone. A view, not state: the
+        weights' updates, the leader and the experts' naps take the mixture's own, so once the grid and its
+        generations are past their first rounds, and out of a burst, it plays as without it."""
+        if self._in_burst():
+            return self._last_target_weights()
         weights = self._weights()
         if not self.early or self.rounds < WARMUP_ROWS:  # (the warm-up's replay too)
             return weights
@@ -648,6 +657,27 @@ class Grid:
             sharpened.flags.writeable = False
         self._sharpened = weights, sharpened
         return sharpened
+
+    def _in_burst(self) -> bool:
+        """Whether the last target, awake, lies beyond :data:`~kons.auto.config.LAGS_BURST` deviations of
+        the target's running mean: a burst beyond the rows seen, which the experts of the row forecast as
+        the level they learnt and the autoregressions, fitted on the smaller moves before it, as a rebound
+        (on water_flow, the first burst's rounds cost the series more than its whole excess over the last
+        target: docs/series.md#a-burst-plays-the-last-target). Rows in no order never wake the last target."""
+        lags = self.experts[self._lags_kind]
+        if lags is None or not self.mixture.switching.active[self._last_target_slot]:
+            return False
+        return abs(float(cast(LastTarget, lags[0]).lags[0])) > LAGS_BURST
+
+    def _last_target_weights(self) -> np.ndarray:
+        """The weights that play the last target alone (read only, so the mixture keeps its play)."""
+        alone = self._last_target_alone
+        if alone is None:
+            alone = np.zeros(len(self.layout))
+            alone[self._last_target_slot] = 1.0
+            alone.flags.writeable = False
+            self._last_target_alone = alone
+        return alone
 
     def playing(self) -> list[tuple[int, Expert]]:
         """The experts that play this round: those in the mixture (not asleep, not napping)."""

@@ -374,6 +374,34 @@ def test_saved_in_a_burst_it_goes_on_identically() -> None:
     goes_on_identically(model, X, y, 82)
 
 
+def test_in_a_burst_the_last_target_plays_alone_a_view_that_leaves_the_state_as_it_was(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a burst many deviations beyond the rows seen: the experts of the row forecast the level they learnt,
+    # the autoregressions a rebound; the last target alone follows it
+    X, y = _series(400, 6)
+    y[300:306] -= 400.0
+
+    def played(in_burst: list[bool]) -> np.ndarray:
+        model = kons.Auto()
+        plays = []
+        for x, t in zip(X, y, strict=True):
+            grid = model._grid
+            in_burst.append(grid is not None and grid._in_burst())
+            plays.append(model.learn_one(x, t))
+        return np.array(plays)
+
+    burst: list[bool] = []
+    viewed = played(burst)
+    monkeypatch.setattr(kons.auto.grid, "LAGS_BURST", math.inf)
+    plain = played([])
+    rounds = np.flatnonzero(burst)
+    assert rounds.size and set(rounds) <= set(range(301, 308))  # the burst's rounds after its first
+    np.testing.assert_allclose(viewed[rounds], y[rounds - 1], rtol=1e-9)
+    assert not np.allclose(plain[rounds], y[rounds - 1], rtol=1e-3)
+    # not state: every other round is played as without the view, the rounds after the burst too
+    assert np.array_equal(np.delete(viewed, rounds), np.delete(plain, rounds))
+
+
 def _long(model: kons.Auto) -> LongLags:
     (long,) = cast(list[Any], cast(kons.auto.grid.Grid, model._grid).experts_of("target_long_lags"))
     assert isinstance(long, LongLags)
