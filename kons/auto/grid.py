@@ -762,8 +762,8 @@ class Grid:
         scored = played if scored is None else scored
         self.voted = self.mixture.binary_label(plays, played)
         change_label = self.mixture.change_label
-        if change_label is not None:
-            change_label.update(plays, self.mixture.label(played), t)
+        if change_label is not None and not change_label.update(plays, self.mixture.label(played), t):
+            self.mixture.change_label = None  # (it stands down until the next declared change)
         self.mixture.update(plays, t, units)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1

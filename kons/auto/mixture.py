@@ -337,6 +337,9 @@ class ChangeLabel:
         self.weights = weights.copied("change_label")
         #: The discounted errors since the declaration: this rule's label's, the score's sign's.
         self.errors = np.zeros(2)
+        #: Whether it has been played (had fewer errors than the sign): once it has led and falls behind,
+        #: it stands down (:meth:`update`).
+        self.led = False
         # the weights and the arrays they are of (every change of the weights replaces those): a round's
         # prediction and its learning vote with the same
         self._weights_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -358,16 +361,23 @@ class ChangeLabel:
         """The label played for the experts' ``plays`` when the score's sign is the class ``own``: this
         rule's while its errors are fewer than the sign's by more than the margin, ``own`` otherwise (and
         on this rule's tie)."""
-        errors = self.errors
-        voted = self.voted(plays) if errors[0] + self.margin < errors[1] else -1
+        voted = self.voted(plays) if self._leads() else -1
         return own if voted < 0 else voted
 
-    def update(self, plays: np.ndarray, own: int, t: float) -> None:
+    def _leads(self) -> bool:
+        errors = self.errors
+        return bool(errors[0] + self.margin < errors[1])
+
+    def update(self, plays: np.ndarray, own: int, t: float) -> bool:
         """A round whose label is ``t`` (-1 or +1) after the experts' ``plays`` and the score's sign ``own``:
-        both rules' errors, then each expert that was wrong pays ``rate``."""
+        both rules' errors, then each expert that was wrong pays ``rate``. False if it stands down: it led
+        and has now had more errors than the sign since the declaration, as after a change nobody
+        declared, whose old leaders it would follow (the sign's own errors then hold the label)."""
         y = int(t > 0.0)
+        self.led = self.led or self._leads()
         self.errors = self.discount * self.errors + np.array([self.voted(plays) != y, own != y])
         self.weights.apply(self.rate * (plays * t <= 0.0))
+        return not (self.led and self.errors[0] > self.errors[1])
 
     def follow(self, active: np.ndarray) -> None:
         """The experts in play as the mixture's ``active``: those that left the mixture leave (an expert
@@ -642,7 +652,8 @@ class Mixture:
         vote = {} if self.vote is None else {**self.vote.weights.arrays(),
                                              "label_pick_errors": self.vote.pick_errors}
         change = {} if self.change_label is None else {**self.change_label.weights.arrays(),
-                                                       "change_label_errors": self.change_label.errors}
+                                                       "change_label_errors": self.change_label.errors,
+                                                       "change_label_led": np.array([self.change_label.led])}
         return {**self.switching.arrays(), **vote, **change}
 
     def restore_vote(self, arrays: dict[str, np.ndarray]) -> bool:
@@ -671,11 +682,11 @@ class Mixture:
         if "change_label_active" not in arrays:
             return True
         change_label = ChangeLabel(self.switching)
-        errors = arrays.get("change_label_errors")
-        if (not change_label.weights.restore(arrays) or errors is None
-                or errors.shape != change_label.errors.shape):
+        errors, led = arrays.get("change_label_errors"), arrays.get("change_label_led")
+        if (not change_label.weights.restore(arrays) or errors is None or led is None
+                or errors.shape != change_label.errors.shape or led.shape != (1,)):
             return False
-        change_label.errors = errors.astype(float)
+        change_label.errors, change_label.led = errors.astype(float), bool(led[0])
         self.change_label = change_label
         return True
 

@@ -86,6 +86,23 @@ def test_the_label_is_the_score_s_sign_until_the_rule_has_fewer_errors_then_the_
     assert weights.weights()[0] == pytest.approx(0.9)  # the mixture's own weights are not touched
 
 
+def test_a_rule_that_led_stands_down_once_it_has_had_more_errors_than_the_sign() -> None:
+    weights = SwitchingWeights(3, 3, (0.0,))
+    weights.log_weights = np.log([[0.9, 0.05, 0.05]])
+    rule = ChangeLabel(weights, rate=1.0, discount=1.0, margin=0.0)
+    plays = np.array([-2.0, 0.5, 1.0])
+    going_on = [rule.update(plays, 0, 1.0) for _ in range(8)]  # as above: it leads from the fifth round
+    assert all(going_on) and rule.led and rule.errors.tolist() == [3.0, 8.0]
+    # a change nobody declared: the label is now -1 and the sign right, the rule's weight on the experts now
+    # wrong: it plays their label until its lead of 5 errors is spent, then stands down
+    played, going_on = [], []
+    for _ in range(6):
+        played.append(rule.label(plays, 0))
+        going_on.append(rule.update(plays, 0, -1.0))
+    assert played == [1] * 5 + [0] and going_on == [True] * 5 + [False]
+    assert rule.errors.tolist() == [9.0, 8.0]
+
+
 def test_auto_s_label_leaves_the_score_s_sign_after_a_declared_change_with_fewer_errors() -> None:
     labels, signs, declared, held = _run()
     _, y = _tilted()
@@ -129,7 +146,7 @@ def test_an_auto_saved_inside_the_window_labels_and_plays_on_exactly_as_the_orig
             assert [_round(copy, x, t) for copy in copies] == [ahead] * len(copies)
         blob = original.to_bytes()
         _, arrays = kons._state.decode(blob)
-        assert "change_label_active" in arrays and "change_label_errors" in arrays
+        assert {"change_label_active", "change_label_errors", "change_label_led"} <= arrays.keys()
         copy = kons.load(blob)
         assert copy.to_bytes() == blob
         copies.append(copy)
