@@ -8,8 +8,6 @@ from kons.preprocessing import TARGET_BOUND
 
 __all__ = [
     "CHANGE_ENTRY_PRIOR",
-    "CHANGE_LABEL_DISCOUNT",
-    "CHANGE_LABEL_MARGIN",
     "CHANGE_LABEL_RATE",
     "CHANGE_LABEL_ROUNDS",
     "CONCEPT_TARGET_FADE",
@@ -350,8 +348,3 @@ CHANGE_LABEL_ROUNDS = 1000
 #: Its weights' learning rate under the 0-1 loss: an error multiplies an expert's weight by exp(-rate), so
 #: a few errors move the label where the log loss would take hundreds of rounds (same section).
 CHANGE_LABEL_RATE = 1.0
-#: The discount a round of its errors and the score's sign's: a change nobody declares spends only the
-#: lead of recent rounds (same section).
-CHANGE_LABEL_DISCOUNT = 1.0
-#: The lead in errors it needs over the score's sign to be played: none, fewer is enough (same section).
-CHANGE_LABEL_MARGIN = 0.0

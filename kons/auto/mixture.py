@@ -12,8 +12,6 @@ import numpy as np
 
 from kons._numerics import clip
 from kons.auto.config import (
-    CHANGE_LABEL_DISCOUNT,
-    CHANGE_LABEL_MARGIN,
     CHANGE_LABEL_RATE,
     LABEL_ENTRY_PRIOR,
     LABEL_OWN_PRIOR,
@@ -322,20 +320,19 @@ class ChangeLabel:
     one of the fewest errors: an old expert, confident and mostly right, keeps the weight while the change's
     generation, less sure but right more often, gains it slowly, and the score's sign is the old expert's.
     The errors move the weight within a few rounds; the probabilities stay the log-loss mixture's
-    (``docs/drift.md``, "The label after a change"). Its errors and the sign's are discounted by
-    :data:`~kons.auto.config.CHANGE_LABEL_DISCOUNT` a round, so that a change nobody declared, which
-    makes the label's leaders wrong, spends a lead of recent rounds only.
+    (``docs/drift.md``, "The label after a change"). Once it has led and then had more errors than the
+    sign, as after a second change nobody declared whose old leaders it follows, it stands down until the
+    next declared change: it costs at most the lead it had.
 
     An expert's label is its score's sign; a play of exactly 0 is an error.
     """
 
-    def __init__(self, weights: SwitchingWeights, *, rate: float = CHANGE_LABEL_RATE,
-                 discount: float = CHANGE_LABEL_DISCOUNT, margin: float = CHANGE_LABEL_MARGIN) -> None:
+    def __init__(self, weights: SwitchingWeights, *, rate: float = CHANGE_LABEL_RATE) -> None:
         """The label from the mixture's switching ``weights`` as they are at the declaration (copied); no
         errors yet."""
-        self.rate, self.discount, self.margin = rate, discount, margin
+        self.rate = rate
         self.weights = weights.copied("change_label")
-        #: The discounted errors since the declaration: this rule's label's, the score's sign's.
+        #: The errors since the declaration: this rule's label's, the score's sign's.
         self.errors = np.zeros(2)
         #: Whether it has been played (had fewer errors than the sign): once it has led and falls behind,
         #: it stands down (:meth:`update`).
@@ -359,14 +356,13 @@ class ChangeLabel:
 
     def label(self, plays: np.ndarray, own: int) -> int:
         """The label played for the experts' ``plays`` when the score's sign is the class ``own``: this
-        rule's while its errors are fewer than the sign's by more than the margin, ``own`` otherwise (and
-        on this rule's tie)."""
+        rule's while its errors are fewer than the sign's, ``own`` otherwise (and on this rule's tie)."""
         voted = self.voted(plays) if self._leads() else -1
         return own if voted < 0 else voted
 
     def _leads(self) -> bool:
         errors = self.errors
-        return bool(errors[0] + self.margin < errors[1])
+        return bool(errors[0] < errors[1])
 
     def update(self, plays: np.ndarray, own: int, t: float) -> bool:
         """A round whose label is ``t`` (-1 or +1) after the experts' ``plays`` and the score's sign ``own``:
@@ -375,7 +371,7 @@ class ChangeLabel:
         declared, whose old leaders it would follow (the sign's own errors then hold the label)."""
         y = int(t > 0.0)
         self.led = self.led or self._leads()
-        self.errors = self.discount * self.errors + np.array([self.voted(plays) != y, own != y])
+        self.errors = self.errors + (self.voted(plays) != y, own != y)
         self.weights.apply(self.rate * (plays * t <= 0.0))
         return not (self.led and self.errors[0] > self.errors[1])
 

@@ -69,7 +69,7 @@ def test_the_label_is_the_score_s_sign_until_the_rule_has_fewer_errors_then_the_
     # is always right
     weights = SwitchingWeights(3, 3, (0.0,))
     weights.log_weights = np.log([[0.9, 0.05, 0.05]])
-    rule = ChangeLabel(weights, rate=1.0, discount=1.0, margin=0.0)
+    rule = ChangeLabel(weights, rate=1.0)
     plays = np.array([-2.0, 0.5, 1.0])  # the label is +1
     errors = np.zeros(3)
     played = []
@@ -89,7 +89,7 @@ def test_the_label_is_the_score_s_sign_until_the_rule_has_fewer_errors_then_the_
 def test_a_rule_that_led_stands_down_once_it_has_had_more_errors_than_the_sign() -> None:
     weights = SwitchingWeights(3, 3, (0.0,))
     weights.log_weights = np.log([[0.9, 0.05, 0.05]])
-    rule = ChangeLabel(weights, rate=1.0, discount=1.0, margin=0.0)
+    rule = ChangeLabel(weights, rate=1.0)
     plays = np.array([-2.0, 0.5, 1.0])
     going_on = [rule.update(plays, 0, 1.0) for _ in range(8)]  # as above: it leads from the fifth round
     assert all(going_on) and rule.led and rule.errors.tolist() == [3.0, 8.0]
