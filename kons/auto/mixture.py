@@ -371,14 +371,17 @@ class ChangeLabel:
         declared, whose old leaders it would follow (the sign's own errors then hold the label)."""
         y = int(t > 0.0)
         self.led = self.led or self._leads()
-        self.errors = self.errors + (self.voted(plays) != y, own != y)
+        self.errors = self.errors + np.array([self.voted(plays) != y, own != y])
         self.weights.apply(self.rate * (plays * t <= 0.0))
         return not (self.led and self.errors[0] > self.errors[1])
 
     def follow(self, active: np.ndarray) -> None:
         """The experts in play as the mixture's ``active``: those that left the mixture leave (an expert
         entering is given its weight by :meth:`enter`)."""
-        left = self.weights.active & ~active
+        mine = self.weights.active
+        if mine.tobytes() == active.tobytes():  # (most rounds: nothing changes)
+            return
+        left = mine & ~active
         if left.any():
             self.weights.leave(left.nonzero()[0].tolist())
 
