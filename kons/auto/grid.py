@@ -886,11 +886,12 @@ class Grid:
     def _follow_change_label(self) -> None:
         """On two classes, the label after a change (:class:`~kons.auto.mixture.ChangeLabel`) starts at
         each declared change, from the weights the change's generation entered at, and ends
-        :data:`CHANGE_LABEL_ROUNDS` rounds after it (at a change declared sooner, it starts again)."""
+        :data:`CHANGE_LABEL_ROUNDS` rounds after it (at a change declared sooner, it starts again); while
+        the growth is held it does not start, as the threshold model since a change does not."""
         mixture = self.mixture
         if not mixture.binary or self.classes != 2:
             mixture.change_label = None
-        elif self.rounds == self.last_change:
+        elif self.rounds == self.last_change and not self.held:  # (held, a learner keeps its size)
             mixture.change_label = ChangeLabel(mixture.switching)
         elif self.rounds - self.last_change >= CHANGE_LABEL_ROUNDS:
             mixture.change_label = None
@@ -1106,6 +1107,9 @@ class Grid:
         if self.held:
             return grown
         grown += self._fresh_bins_start_nbytes()  # (held, it does not start: _renew_fresh_bins)
+        if self.mixture.binary and self.classes == 2 and self.mixture.change_label is None:
+            # the label after a change, at its next start (held, it does not start: _follow_change_label)
+            grown += arrays_nbytes(ChangeLabel(self.mixture.switching).arrays())
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
         for generation in self.young:
             bases = generation.bases if generation is not None else []

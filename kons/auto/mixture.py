@@ -375,6 +375,11 @@ class ChangeLabel:
         self.weights.apply(self.rate * (plays * t <= 0.0))
         return not (self.led and self.errors[0] > self.errors[1])
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The state: its weights' arrays (``change_label_*``), its errors and whether it led."""
+        return {**self.weights.arrays(), "change_label_errors": self.errors,
+                "change_label_led": np.array([self.led])}
+
     def follow(self, active: np.ndarray) -> None:
         """The experts in play as the mixture's ``active``: those that left the mixture leave (an expert
         entering is given its weight by :meth:`enter`)."""
@@ -650,9 +655,7 @@ class Mixture:
         (``change_label_*``) if there are."""
         vote = {} if self.vote is None else {**self.vote.weights.arrays(),
                                              "label_pick_errors": self.vote.pick_errors}
-        change = {} if self.change_label is None else {**self.change_label.weights.arrays(),
-                                                       "change_label_errors": self.change_label.errors,
-                                                       "change_label_led": np.array([self.change_label.led])}
+        change = {} if self.change_label is None else self.change_label.arrays()
         return {**self.switching.arrays(), **vote, **change}
 
     def restore_vote(self, arrays: dict[str, np.ndarray]) -> bool:

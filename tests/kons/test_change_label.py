@@ -193,3 +193,15 @@ def test_a_saved_rule_whose_weights_do_not_match_the_grid_is_refused() -> None:
     arrays["change_label_errors"] = np.zeros(3)
     with pytest.raises(StateFormatError):
         kons.load(kons._state.encode(header, arrays))
+
+
+def test_a_learner_whose_growth_is_held_keeps_the_score_s_sign_and_its_size() -> None:
+    X, y = _tilted()
+    _, _, declared, _ = _run()
+    held = kons.Auto(task="classification")
+    held.learn_many(X[:TURN], y[:TURN])
+    held.hold_growth(True)
+    size = held.state_nbytes()
+    rounds = [_round(held, x, t) for x, t in zip(X[TURN:declared + 200], y[TURN:declared + 200], strict=True)]
+    assert held.changes_detected == 1 and held.state_nbytes() == size
+    assert all(r[0] == (1.0 if r[1] > 0 else -1.0) for r in rounds)
