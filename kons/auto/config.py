@@ -343,7 +343,8 @@ LABEL_WEIGHT_POWER = 0.35
 
 # ----------------------------------------------------------------- the label after a change (two classes)
 #: The rounds after a declared change on two classes in which the label of fewest errors since it may be
-#: played: the windows the recovery is measured on (docs/drift.md#the-label-after-a-change).
+#: played: the windows the recovery is measured on
+#: (docs/drift.md#the-label-after-a-change-issue-39-session-17).
 CHANGE_LABEL_ROUNDS = 1000
 #: Its weights' learning rate under the 0-1 loss: an error multiplies an expert's weight by exp(-rate), so
 #: a few errors move the label where the log loss would take hundreds of rounds (same section).
