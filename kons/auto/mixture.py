@@ -426,7 +426,8 @@ class Mixture:
         active = experts if active is None else active
         self.switching = SwitchingWeights(experts, active, rates)
         #: The label of fewest errors among three classes or more: a vote over the experts' labels, from
-        #: the first multinomial round (two classes: the sign of the score, :meth:`label`).
+        #: the first multinomial round (two classes: the sign of the score, :meth:`label`, or after a
+        #: declared change :attr:`change_label`'s).
         self.vote: LabelVote | None = None
         #: The label of two classes for some rounds after a declared change (:class:`ChangeLabel`), None
         #: outside them: the grid starts and ends it (:class:`~kons.auto.grid.Grid`).
@@ -691,4 +692,3 @@ class Mixture:
         change_label.errors, change_label.led = errors.astype(float), bool(led[0])
         self.change_label = change_label
         return True
-
