@@ -373,6 +373,15 @@ STREAMS = {s.name: s for s in (
 )}
 
 
+def _played(learner: kons.Auto, x: np.ndarray, y: float) -> float:
+    """A round of ``learner``: a regression's play; for classes (labels -1 and +1) the class it predicts
+    (``Round.predicted``, which may differ from its score's sign), 0 for none."""
+    if learner.task == "regression":
+        return learner.learn_one(x, y)
+    predicted = learner.learn_round(x, y).predicted
+    return 0.0 if predicted is None else float(predicted)
+
+
 class _Oracle:
     """``kons.Auto()`` started afresh at each true change point."""
 
@@ -386,7 +395,7 @@ class _Oracle:
         if self.seen in self.changes:
             self.learner = kons.Auto(task=self.task)
         self.seen += 1
-        return self.learner.learn_one(x, y)
+        return _played(self.learner, x, y)
 
 
 class _Auto:
@@ -397,7 +406,7 @@ class _Auto:
         self.detected: list[int] = []
 
     def step(self, x: np.ndarray, y: float) -> float:
-        played = self.learner.learn_one(x, y)
+        played = _played(self.learner, x, y)
         if self.learner.changes_detected > len(self.detected):
             self.detected.append(int(self.learner.last_change_round or 0))
         return played

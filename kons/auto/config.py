@@ -8,6 +8,8 @@ from kons.preprocessing import TARGET_BOUND
 
 __all__ = [
     "CHANGE_ENTRY_PRIOR",
+    "CHANGE_LABEL_RATE",
+    "CHANGE_LABEL_ROUNDS",
     "CONCEPT_TARGET_FADE",
     "EARLIER_REGRESSION_BOUND",
     "ENTRY_PRIOR",
@@ -345,3 +347,12 @@ LABEL_PICK_MARGIN = 0.5
 #: for its class: flatter weights average the experts where one leads by log loss but none by errors
 #: (docs/auto.md#label_weight_power).
 LABEL_WEIGHT_POWER = 0.35
+
+# ----------------------------------------------------------------- the label after a change (two classes)
+#: The rounds after a declared change on two classes in which the label of fewest errors since it may be
+#: played: the windows the recovery is measured on
+#: (docs/drift.md#the-label-after-a-change-issue-39-session-17).
+CHANGE_LABEL_ROUNDS = 1000
+#: Its weights' learning rate under the 0-1 loss: an error multiplies an expert's weight by exp(-rate), so
+#: a few errors move the label where the log loss would take hundreds of rounds (same section).
+CHANGE_LABEL_RATE = 1.0

@@ -17,6 +17,7 @@ import numpy as np
 from kons._multinomial import multinomial_rounds
 from kons.auto.config import (
     CHANGE_ENTRY_PRIOR,
+    CHANGE_LABEL_ROUNDS,
     ENTRY_PRIOR,
     FOREST_PRIOR,
     FOREST_TREES,
@@ -67,7 +68,7 @@ from kons.auto.experts.newton import (
 from kons.auto.experts.protocol import Expert, Form, Row, by_play
 from kons.auto.experts.recent import RecentExpert, RecentLinear, build_linear, restore_linear
 from kons.auto.experts.tree import build_trees, restore_trees, trees_class_column_nbytes
-from kons.auto.mixture import Mixture, Units
+from kons.auto.mixture import ChangeLabel, Mixture, Units
 from kons.auto.restarts import (
     YOUNG_BASES,
     YOUNG_SIZE,
@@ -747,7 +748,7 @@ class Grid:
             own = scaled.get(slot)
             preds[slot] = play if own is None else self._in_grid_units(own, play)
         played = self.mixture.mix(preds, self._played_weights(), self.units())
-        self.voted = self.mixture.label(played)
+        self.voted = self.mixture.binary_label(preds, played)
         return played
 
     def learn(self, z: np.ndarray | SparseVector, t: float, x: np.ndarray | SparseVector,
@@ -789,7 +790,10 @@ class Grid:
         scored = None if played_weights is weights else self.mixture.mix(plays, weights, units)
         played = self.mixture.mix(plays, played_weights, units)  # (the last mix: the play's spread)
         scored = played if scored is None else scored
-        self.voted = self.mixture.label(played)
+        self.voted = self.mixture.binary_label(plays, played)
+        change_label = self.mixture.change_label
+        if change_label is not None and not change_label.update(plays, self.mixture.label(played), t):
+            self.mixture.change_label = None  # (it stands down until the next declared change)
         self.mixture.update(plays, t, units)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1
@@ -902,11 +906,25 @@ class Grid:
             if self.rounds == self.last_change and self.classes == 2:
                 self._renew_fresh_bins()
             restart(self, span, soon=soon)
+        self._follow_change_label()
         weights = self._weights()
         leader = int(weights.argmax())
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
         self._doze(weights, changed=self.last_change == self.rounds)
+
+    def _follow_change_label(self) -> None:
+        """On two classes, the label after a change (:class:`~kons.auto.mixture.ChangeLabel`) starts at
+        each declared change, from the weights the change's generation entered at, and ends
+        :data:`CHANGE_LABEL_ROUNDS` rounds after it (at a change declared sooner, it starts again); while
+        the growth is held it does not start, as the threshold model since a change does not."""
+        mixture = self.mixture
+        if not mixture.binary or self.classes != 2:
+            mixture.change_label = None
+        elif self.rounds == self.last_change and not self.held:  # (held, a learner keeps its size)
+            mixture.change_label = ChangeLabel(mixture.switching)
+        elif self.rounds - self.last_change >= CHANGE_LABEL_ROUNDS:
+            mixture.change_label = None
 
     def _labels_shifted(self, label: float) -> int:
         """The labels' detector's round (this round's class index ``label``): the rounds its confirmed shift
@@ -1119,6 +1137,9 @@ class Grid:
         if self.held:
             return grown
         grown += self._fresh_bins_start_nbytes()  # (held, it does not start: _renew_fresh_bins)
+        if self.mixture.binary and self.classes == 2 and self.mixture.change_label is None:
+            # the label after a change, at its next start (held, it does not start: _follow_change_label)
+            grown += arrays_nbytes(ChangeLabel(self.mixture.switching).arrays())
         largest = max(_full_nbytes(base, rounds) for base in self.bases)  # any member may be copied
         for generation in self.young:
             bases = generation.bases if generation is not None else []
@@ -1211,7 +1232,8 @@ class Grid:
                                       self._restored_kernel_targets(arrays, g))
                           if generation else None for g, generation in enumerate(young)]
         mixture = in_layout(arrays, self.layout)
-        if not self.mixture.switching.restore(mixture) or not self.mixture.restore_vote(mixture):
+        if (not self.mixture.switching.restore(mixture) or not self.mixture.restore_vote(mixture)
+                or not self.mixture.restore_change_label(mixture)):
             raise StateFormatError("the mixture weights do not match the grid.")
         self.detector.restore(scalars["detector"])
         if "error_detector" in scalars:

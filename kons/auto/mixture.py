@@ -12,6 +12,7 @@ import numpy as np
 
 from kons._numerics import clip
 from kons.auto.config import (
+    CHANGE_LABEL_RATE,
     LABEL_ENTRY_PRIOR,
     LABEL_OWN_PRIOR,
     LABEL_PICK_DISCOUNT,
@@ -25,7 +26,8 @@ from kons.auto.config import (
     SWITCHING_PRIOR,
 )
 
-__all__ = ["MIX_BOUND", "RATES", "SWITCHING_PRIOR", "LabelVote", "Mixture", "SwitchingWeights", "Units"]
+__all__ = ["MIX_BOUND", "RATES", "SWITCHING_PRIOR", "ChangeLabel", "LabelVote", "Mixture", "SwitchingWeights",
+           "Units"]
 
 #: The mixture's units of the target, as the affine map ``(offset, factor)`` from the plays' units: a play
 #: ``f`` is ``(f - offset) / factor`` in them (regression; :meth:`Mixture.mix`).
@@ -159,6 +161,13 @@ class SwitchingWeights:
         shift = np.full(len(self.active), math.log1p(-now * n) - math.log1p(-was * n))
         shift[slots] = math.log(now / was)
         self.log_weights = _log_normalised(self.log_weights + shift)
+
+    def copied(self, name: str) -> SwitchingWeights:
+        """A copy of these weights (the same rates, experts in play and weights) saved under ``name``."""
+        copy = SwitchingWeights(len(self.active), len(self.active), self.rates, name=name)
+        copy.active, copy.log_weights = self.active.copy(), self.log_weights.copy()
+        copy.log_rate_weights = self.log_rate_weights.copy()
+        return copy
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The state, finite (an inactive slot's -inf is saved as 0 and restored from ``active``)."""
@@ -300,6 +309,92 @@ class LabelVote:
             self.enter(entered.tolist())
 
 
+class ChangeLabel:
+    r"""The label of two classes for some rounds after a declared change: a weighted majority (Littlestone
+    and Warmuth 1994) over the experts, its weights a copy of the mixture's switching weights at the
+    declaration moved by the experts' errors alone (an error multiplies a weight by :math:`e^{-\eta}`,
+    :math:`\eta` = :data:`~kons.auto.config.CHANGE_LABEL_RATE`, then the mixture's share), played while it
+    has had fewer errors since the declaration than the sign of the mixture's score.
+
+    After a change the log-loss weights follow the expert of the lowest log loss, which is not always the
+    one of the fewest errors: an old expert, confident and mostly right, keeps the weight while the change's
+    generation, less sure but right more often, gains it slowly, and the score's sign is the old expert's.
+    The errors move the weight within a few rounds; the probabilities stay the log-loss mixture's
+    (``docs/drift.md``, "The label after a change"). Once it has led and then had more errors than the
+    sign, as after a second change nobody declared whose old leaders it follows, it stands down until the
+    next declared change: it costs at most the lead it had.
+
+    An expert's label is its score's sign; a play of exactly 0 is an error.
+    """
+
+    def __init__(self, weights: SwitchingWeights, *, rate: float = CHANGE_LABEL_RATE) -> None:
+        """The label from the mixture's switching ``weights`` as they are at the declaration (copied); no
+        errors yet."""
+        self.rate = rate
+        self.weights = weights.copied("change_label")
+        #: The errors since the declaration: this rule's label's, the score's sign's.
+        self.errors = np.zeros(2)
+        #: Whether it has been played (had fewer errors than the sign): once it has led and falls behind,
+        #: it stands down (:meth:`update`).
+        self.led = False
+        # the weights and the arrays they are of (every change of the weights replaces those): a round's
+        # prediction and its learning vote with the same
+        self._weights_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _weights(self) -> np.ndarray:
+        switching, kept = self.weights, self._weights_of
+        if (kept is None or kept[0] is not switching.log_weights
+                or kept[1] is not switching.log_rate_weights):
+            kept = self._weights_of = (switching.log_weights, switching.log_rate_weights, switching.weights())
+        return kept[2]
+
+    def voted(self, plays: np.ndarray) -> int:
+        """The class (1 positive, 0 negative, -1 none on a tie) of the experts' probabilities of the
+        positive class mixed under this rule's weights."""
+        p = float(self._weights().dot(0.5 + 0.5 * np.tanh(0.5 * plays)))  # (the logistic, without overflow)
+        return 1 if p > 0.5 else 0 if p < 0.5 else -1
+
+    def label(self, plays: np.ndarray, own: int) -> int:
+        """The label played for the experts' ``plays`` when the score's sign is the class ``own``: this
+        rule's while its errors are fewer than the sign's, ``own`` otherwise (and on this rule's tie)."""
+        voted = self.voted(plays) if self._leads() else -1
+        return own if voted < 0 else voted
+
+    def _leads(self) -> bool:
+        errors = self.errors
+        return bool(errors[0] < errors[1])
+
+    def update(self, plays: np.ndarray, own: int, t: float) -> bool:
+        """A round whose label is ``t`` (-1 or +1) after the experts' ``plays`` and the score's sign ``own``:
+        both rules' errors, then each expert that was wrong pays ``rate``. False if it stands down: it led
+        and has now had more errors than the sign since the declaration, as after a change nobody
+        declared, whose old leaders it would follow (the sign's own errors then hold the label)."""
+        y = int(t > 0.0)
+        self.led = self.led or self._leads()
+        self.errors = self.errors + np.array([self.voted(plays) != y, own != y])
+        self.weights.apply(self.rate * (plays * t <= 0.0))
+        return not (self.led and self.errors[0] > self.errors[1])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The state: its weights' arrays (``change_label_*``), its errors and whether it led."""
+        return {**self.weights.arrays(), "change_label_errors": self.errors,
+                "change_label_led": np.array([self.led])}
+
+    def follow(self, active: np.ndarray) -> None:
+        """The experts in play as the mixture's ``active``: those that left the mixture leave (an expert
+        entering is given its weight by :meth:`enter`)."""
+        mine = self.weights.active
+        if mine.tobytes() == active.tobytes():  # (most rounds: nothing changes)
+            return
+        left = mine & ~active
+        if left.any():
+            self.weights.leave(left.nonzero()[0].tolist())
+
+    def enter(self, slots: list[int], prior: float | np.ndarray) -> None:
+        """Fresh experts enter ``slots``, each with the mixture's entry weight ``prior``."""
+        self.weights.replace(slots, prior)
+
+
 #: A mixture's last plays, weights and plays less their weighted mean (:meth:`Mixture.spread`).
 _Last = tuple[np.ndarray, np.ndarray, np.ndarray | None] | None
 
@@ -331,8 +426,12 @@ class Mixture:
         active = experts if active is None else active
         self.switching = SwitchingWeights(experts, active, rates)
         #: The label of fewest errors among three classes or more: a vote over the experts' labels, from
-        #: the first multinomial round (two classes: the sign of the score, :meth:`label`).
+        #: the first multinomial round (two classes: the sign of the score, :meth:`label`, or after a
+        #: declared change :attr:`change_label`'s).
         self.vote: LabelVote | None = None
+        #: The label of two classes for some rounds after a declared change (:class:`ChangeLabel`), None
+        #: outside them: the grid starts and ends it (:class:`~kons.auto.grid.Grid`).
+        self.change_label: ChangeLabel | None = None
         # the last round's plays, weights and plays less their weighted mean, None until computed (not
         # state: read for its spread, kons.conformal)
         self._last: _Last = None
@@ -539,12 +638,26 @@ class Mixture:
         self.switching.replace(slots, prior)
         if self.vote is not None:
             self.vote.enter(slots)
+        if self.change_label is not None:
+            self.change_label.enter(slots, prior)
+
+    def binary_label(self, plays: np.ndarray, played: float) -> int:
+        """The class played on two classes for the experts' ``plays`` when the mixture played ``played``:
+        the label after a change while there is one (:class:`ChangeLabel`), else the score's
+        (:meth:`label`)."""
+        own = self.label(played)
+        if self.change_label is None:
+            return own
+        self.change_label.follow(self.switching.active)
+        return self.change_label.label(plays, own)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The switching weights' arrays, and the vote's (``label_*``) if there is one."""
+        """The switching weights' arrays, the vote's (``label_*``) and the label after a change's
+        (``change_label_*``) if there are."""
         vote = {} if self.vote is None else {**self.vote.weights.arrays(),
                                              "label_pick_errors": self.vote.pick_errors}
-        return {**self.switching.arrays(), **vote}
+        change = {} if self.change_label is None else self.change_label.arrays()
+        return {**self.switching.arrays(), **vote, **change}
 
     def restore_vote(self, arrays: dict[str, np.ndarray]) -> bool:
         """The vote's state from ``arrays``, its voters then following the experts in play (none: a state
@@ -565,3 +678,17 @@ class Mixture:
         self.vote.follow(self.switching.active)
         return True
 
+    def restore_change_label(self, arrays: dict[str, np.ndarray]) -> bool:
+        """The label after a change from ``arrays`` (none: none was going on, or a state saved before
+        there was one, which goes on as it would have); False if its shapes do not match."""
+        self.change_label = None
+        if "change_label_active" not in arrays:
+            return True
+        change_label = ChangeLabel(self.switching)
+        errors, led = arrays.get("change_label_errors"), arrays.get("change_label_led")
+        if (not change_label.weights.restore(arrays) or errors is None or led is None
+                or errors.shape != change_label.errors.shape or led.shape != (1,)):
+            return False
+        change_label.errors, change_label.led = errors.astype(float), bool(led[0])
+        self.change_label = change_label
+        return True

@@ -59,10 +59,11 @@ EARLIER_LAYOUTS: tuple[tuple[str, ...], ...] = (
 
 
 def in_layout(arrays: dict[str, np.ndarray], layout: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The mixture's arrays (``mix_log_weights``, ``mix_active``, and the label vote's ``label_*`` whose
-    last slot is the mixture's own label) in ``layout``, from a state saved in it or in any of
-    :data:`EARLIER_LAYOUTS` (its slots by name, the others inactive at weight 0); the other arrays as they
-    are, and the mixture's as they are if their width is no known layout's."""
+    """The mixture's arrays (``mix_log_weights``, ``mix_active``, the label vote's ``label_*`` whose last
+    slot is the mixture's own label, and the label after a change's ``change_label_*``) in ``layout``, from
+    a state saved in it or in any of :data:`EARLIER_LAYOUTS` (its slots by name, the others inactive at
+    weight 0); the other arrays as they are, and the mixture's as they are if their width is no known
+    layout's."""
     width = arrays["mix_active"].shape[0] if arrays["mix_active"].ndim == 1 else -1
     saved = next((earlier for earlier in EARLIER_LAYOUTS if len(earlier) == width), None)
     if width == len(layout) or saved is None:
@@ -70,7 +71,7 @@ def in_layout(arrays: dict[str, np.ndarray], layout: tuple[str, ...]) -> dict[st
     at = {name: i for i, name in enumerate(layout)}
     where = [at[name] for name in saved]
     moved = dict(arrays)
-    for prefix, own in (("mix", []), ("label", [len(layout)])):
+    for prefix, own in (("mix", []), ("label", [len(layout)]), ("change_label", [])):
         if f"{prefix}_active" not in arrays:
             continue
         slots = [*where, *own]  # the vote's own slot stays the last
