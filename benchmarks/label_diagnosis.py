@@ -212,7 +212,8 @@ def patched(name: str, module: Any, constant: str, value: float, seeds: int = 1)
 
 
 #: The candidate labels of a warm-up round (:func:`warmup_labels`).
-WARMUP_RULES = ("played", "most probable", "without base rates", "nearest row", "fewer leave-one-out errors")
+WARMUP_RULES = ("played", "most probable", "without base rates", "nearest row", "fewer leave-one-out errors",
+                "three models by leave-one-out log loss")
 
 
 def _imbalanced(weights: tuple[float, ...]) -> Callable[[int], tuple[np.ndarray, list[int]]]:
@@ -267,6 +268,33 @@ def _warmup_models(Z: np.ndarray, labels: np.ndarray, z: np.ndarray, classes: in
     return weights / weights.sum(), mean, np.array(deviations), np.array(left_out)
 
 
+def _additive_model(Z: np.ndarray, labels: np.ndarray, z: np.ndarray, classes: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """A third warm-up model, axis-aligned as the forest's and AMF's splits are: the Gaussian-process
+    regression of :func:`_warmup_models` on the mean of one radial kernel a feature (each at its own
+    median width, noise ``WARMUP_NOISE``). Its scores' deviations from the class means at ``z`` and on each
+    buffered row left out."""
+    targets = -np.ones((len(Z), classes))
+    targets[np.arange(len(Z)), labels] = 1.0
+    mean = targets.mean(axis=0)
+    gram, k = np.zeros((len(Z), len(Z))), np.zeros(len(Z))
+    for column, value in zip(Z.T, z, strict=True):
+        width = median_width(column[:, None])
+        gram += np.exp(-width * (column[:, None] - column[None, :]) ** 2) / len(z)
+        k += np.exp(-width * (column - value) ** 2) / len(z)
+    inverse = np.linalg.inv(gram + WARMUP_NOISE * np.eye(len(Z)))
+    coef = inverse @ (targets - mean)
+    return (np.clip(k @ coef, -TARGET_BOUND, TARGET_BOUND),
+            np.clip(targets - mean - coef / np.diagonal(inverse)[:, None], -TARGET_BOUND, TARGET_BOUND))
+
+
+def _left_out_log_loss(mean: np.ndarray, left_out: np.ndarray, labels: np.ndarray) -> float:
+    """The log loss summed of a model's plays of the buffered rows each left out (``left_out``: its scores'
+    deviations there, rows x classes), played as the warm-up plays."""
+    plays = _mixed_play(np.ones(1), (mean + left_out)[None])
+    return -float(np.sum(np.log(plays[np.arange(len(labels)), labels])))
+
+
 def _mixed_play(weights: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """The models' softmaxes of half their ``scores`` (models x ... x classes) averaged by ``weights``, as
     the warm-up plays them."""
@@ -288,7 +316,9 @@ def warmup_labels(name: str, shuffle: int = 0) -> dict[str, int]:
     unequal); the play's most probable class (its label before that); the class of the same models' scores
     without the classes' base rates in the buffer (their means, which the play adds back); the class of
     the nearest buffered row; and the one of the most probable and the one without base rates with fewer
-    errors on the buffered rows, each left out in turn (the most probable on a tie). ``shuffle``: the
+    errors on the buffered rows, each left out in turn (the most probable on a tie); and the class of the
+    two models and a third, axis-aligned (:func:`_additive_model`), averaged by their log loss on the
+    buffered rows each left out, the base rates weighed as named. ``shuffle``: the
     stream's rows shuffled by that seed (0: the benchmark's order)."""
     errors = dict.fromkeys(WARMUP_RULES, 0)
     original = learner_module.Auto._warmup_probabilities
@@ -311,7 +341,15 @@ def warmup_labels(name: str, shuffle: int = 0) -> dict[str, int]:
             probable = int(_mixed_class(weights, mean + deviations, held))
             without = int(_mixed_class(weights, deviations, held))
             nearest = int(labels[np.argmin(np.sum((Z - z) ** 2, axis=1))])
-            candidates[:] = [probable, without, nearest, int(loo[1] < loo[0])]
+            # the linear, radial and additive models weighed by their left-out log loss (pseudo-Bayesian
+            # model averaging), with the base rates weighed as the label named weighs them
+            additive, additive_left_out = _additive_model(Z, labels, z, classes)
+            deviations_of = np.vstack([deviations, additive[None]])
+            losses = [_left_out_log_loss(mean, left, labels) for left in (*left_out, additive_left_out)]
+            pseudo = np.exp(min(losses) - np.array(losses))
+            rates = learner_module._unequal_rates_probability(np.bincount(labels, minlength=classes)[held])
+            three = int(_mixed_class(pseudo / pseudo.sum(), rates * mean + deviations_of, held))
+            candidates[:] = [probable, without, nearest, int(loo[1] < loo[0]), three]
         return played
 
     with mock.patch.object(learner_module.Auto, "_warmup_probabilities", spied):
@@ -321,10 +359,10 @@ def warmup_labels(name: str, shuffle: int = 0) -> dict[str, int]:
             candidates.clear()
             predicted = model.learn_round(x, t).predicted
             if candidates:  # (a multinomial round of the warm-up, the buffer not empty)
-                probable, without, nearest, fewer = candidates
+                probable, without, nearest, fewer, three = candidates
                 played = model.classes.index(predicted)
                 truth = model.classes.index(t)
-                labels = (played, probable, without, nearest, without if fewer else probable)
+                labels = (played, probable, without, nearest, without if fewer else probable, three)
                 for rule, label in zip(WARMUP_RULES, labels, strict=True):
                     errors[rule] += label != truth
             if model._grid is not None:  # (the grid plays from the next row)

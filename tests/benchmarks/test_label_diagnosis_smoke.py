@@ -96,3 +96,18 @@ def test_the_two_class_warmup_counts_the_label_played_on_its_rounds() -> None:
             played, rounds = played + wrong, rounds + 1
     assert errors == played and rounds > 0
     assert 0 <= averaged_errors <= rounds and loss > 0.0 and averaged_loss > 0.0
+
+
+def test_the_additive_model_of_one_feature_is_the_radial_one() -> None:
+    """On one feature the mean of a kernel a feature is the radial kernel at the buffer's median width, so
+    the third model plays as the second, its rows left out too; on two, its left-out log loss is a loss."""
+    rng = np.random.default_rng(0)
+    Z, z = rng.normal(size=(12, 1)), rng.normal(size=1)
+    labels = np.arange(12) % 3
+    _, _, deviations, left_out = label_diagnosis._warmup_models(Z, labels, z, 3)
+    additive, additive_left_out = label_diagnosis._additive_model(Z, labels, z, 3)
+    assert np.allclose(additive, deviations[1]) and np.allclose(additive_left_out, left_out[1])
+    Z2 = np.column_stack([Z[:, 0], rng.normal(size=12)])
+    _, additive_left_out = label_diagnosis._additive_model(Z2, labels, z.repeat(2), 3)
+    loss = label_diagnosis._left_out_log_loss(np.zeros(3), additive_left_out, labels)
+    assert np.isfinite(loss) and loss > 0.0
