@@ -6,7 +6,8 @@ label (-1 while out of the mixture), the vote's label, the mixture's most probab
 and the true class. It prints the errors of each, the experts of fewest errors (an expert out of play counted
 with the label played), and replays exactly, on the recorded labels (the pick changes no learning), a
 candidate rule: follow the leader by discounted errors over every expert's label besides the vote's and the
-mixture's class. ``--seeds N`` also counts River's ``AMFClassifier`` and ``auto`` at seeds 0..N-1, and
+mixture's class. ``--seeds N`` also counts River's ``AMFClassifier`` and ``auto`` at seeds 0..N-1 (``--orders
+N`` instead both at seed 0 on the benchmark's order and N shuffles: :func:`orders`), and
 ``--forest-wake`` ``auto`` with the forest woken after that many rows (``--neighbours-wake`` the local expert;
 ``--forest-dirichlet`` the forest's prior, at the ``--seeds``), ``--softmax-voter`` the vote replayed with
 River's softmax regression as one more voter, ``--warmup-labels`` the errors of candidate labels of
@@ -38,7 +39,7 @@ import kons.auto.mixture as mixture_module
 from benchmarks.multiclass import STREAMS, TUNING_STREAMS, _log_loss
 from kons._multinomial import reference_softmax
 from kons.auto.config import WARMUP_NOISE
-from kons.preprocessing import TARGET_BOUND, median_width
+from kons.preprocessing import TARGET_BOUND, WARMUP_ROWS, median_width
 from kons.sparse import dense
 
 #: The first rows, counted apart (a small stream's errors are mostly there).
@@ -168,25 +169,48 @@ def describe(name: str, r: Recorded, shown: int = 6) -> None:
               f"{np.sum(played_wrong & active[:, i]):4d}), mean weight {r.weights[:, i].mean():.3f}")
 
 
-def seeds(name: str, count: int) -> None:
+def _amf_wrong(X: np.ndarray, y: list[Any], seed: int = 0) -> list[bool]:
+    """Whether River's ``AMFClassifier`` at ``seed`` missed each row of ``X``, progressive validation."""
     from river import forest
 
+    model: Any = forest.AMFClassifier(seed=seed)
+    wrong = []
+    for x, t in zip(X, y, strict=True):
+        features = dict(enumerate(np.asarray(x).tolist()))
+        proba = model.predict_proba_one(features)
+        wrong.append((max(proba, key=proba.__getitem__) if proba else None) != t)
+        model.learn_one(features, t)
+    return wrong
+
+
+def seeds(name: str, count: int) -> None:
     X, y = STREAMS[name](3000)
     amf, early, ours = [], [], []
     for seed in range(count):
-        model: Any = forest.AMFClassifier(seed=seed)
-        wrong = []
-        for x, t in zip(X, y, strict=True):
-            features = dict(enumerate(x.tolist()))
-            proba = model.predict_proba_one(features)
-            wrong.append((max(proba, key=proba.__getitem__) if proba else None) != t)
-            model.learn_one(features, t)
+        wrong = _amf_wrong(X, y, seed)
         amf.append(sum(wrong))
         early.append(sum(wrong[:EARLY]))
         auto = kons.Auto(task="classification", seed=seed)
         ours.append(sum(auto.learn_round(x, t).predicted != t for x, t in zip(X, y, strict=True)))
     print(f"{name}: River AMF errors at seeds 0..{count - 1} {amf} (in the first {EARLY} rows {early}); "
           f"auto {ours}")
+
+
+def orders(name: str, count: int) -> None:
+    """River's AMF and ``auto`` (each at seed 0) on the benchmark's order of ``name`` and ``count`` shuffles
+    of it: their errors summed in the warm-up's rows and after them, and on how many orders ``auto`` is
+    ahead, tied and behind."""
+    summed, outcomes = np.zeros((2, 2), dtype=int), {"ahead": 0, "tied": 0, "behind": 0}
+    for shuffle in range(count + 1):
+        X, y = _shuffled(name, shuffle)
+        auto = kons.Auto(task="classification")
+        ours = [auto.learn_round(x, t).predicted != t for x, t in zip(X, y, strict=True)]
+        amf = _amf_wrong(X, y)
+        for at, wrong in enumerate((ours, amf)):
+            summed[at] += sum(wrong[:WARMUP_ROWS]), sum(wrong[WARMUP_ROWS:])
+        outcomes["ahead" if sum(ours) < sum(amf) else "tied" if sum(ours) == sum(amf) else "behind"] += 1
+    print(f"{name} over {count + 1} orders, errors in the first {WARMUP_ROWS} rows and after: auto "
+          f"{summed[0].tolist()}, River AMF {summed[1].tolist()}; auto {outcomes}")
 
 
 def patched(name: str, module: Any, constant: str, value: float, seeds: int = 1) -> None:
@@ -411,6 +435,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--streams", nargs="*", default=list(TUNING_STREAMS), choices=[*STREAMS, *IMBALANCED])
     parser.add_argument("--shuffles", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=0)
+    parser.add_argument("--orders", type=int, default=-1)
     parser.add_argument("--forest-wake", type=int, nargs="*", default=[])
     parser.add_argument("--neighbours-wake", type=int, nargs="*", default=[])
     parser.add_argument("--forest-dirichlet", type=float, nargs="*", default=[])
@@ -422,6 +447,10 @@ def main(argv: list[str] | None = None) -> None:
         print("the two-class warm-up's rounds: errors, log loss summed; played / as the multi-class warm-up")
         for name in args.streams:
             print(f"   {name:16s} {two_class_warmup(name)}", flush=True)
+        return
+    if args.orders >= 0:
+        for name in args.streams:
+            orders(name, args.orders)
         return
     if args.warmup_labels:
         print("errors on the warm-up's multinomial rounds: " + ", ".join(WARMUP_RULES))

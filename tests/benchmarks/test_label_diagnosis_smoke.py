@@ -3,6 +3,7 @@ replayed on its records."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -111,3 +112,20 @@ def test_the_additive_model_of_one_feature_is_the_radial_one() -> None:
     _, additive_left_out = label_diagnosis._additive_model(Z2, labels, z.repeat(2), 3)
     loss = label_diagnosis._left_out_log_loss(np.zeros(3), additive_left_out, labels)
     assert np.isfinite(loss) and loss > 0.0
+
+
+@pytest.mark.timeout(120)
+def test_the_orders_count_auto_and_amf_on_each_order(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    shuffled = label_diagnosis._shuffled
+
+    def first_rows(name: str, shuffle: int) -> tuple[np.ndarray, list[Any]]:
+        X, y = shuffled(name, shuffle)
+        return X[:40], y[:40]
+
+    monkeypatch.setattr(label_diagnosis, "_shuffled", first_rows)
+    label_diagnosis.orders("iris", 1)
+    printed = capsys.readouterr().out
+    assert printed.startswith("iris over 2 orders")
+    # each order is ahead, tied or behind
+    assert sum(int(n) for n in re.findall(r"'(?:ahead|tied|behind)': (\d+)", printed)) == 2
