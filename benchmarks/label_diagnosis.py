@@ -75,7 +75,8 @@ class Recorded:
         self.offset = errors - int(np.sum((self.picked != self.y) & self.played))
 
 
-def record(name: str) -> Recorded:
+def record(name: str, shuffle: int = 0) -> Recorded:
+    """``auto``'s rounds on ``name`` in the benchmark's order (``shuffle`` 0) or shuffled by that seed."""
     rounds: list[tuple[np.ndarray, int, int, int, int, np.ndarray]] = []
     rows: list[int] = []  # the row of each round
     tempered: list[int] = []
@@ -94,7 +95,7 @@ def record(name: str) -> Recorded:
         original(self, probabilities, label, played)
 
     with mock.patch.object(mixture_module.Mixture, "update_probabilities", update):
-        X, y = STREAMS[name](3000)
+        X, y = _shuffled(name, shuffle)
         model = kons.Auto(task="classification")
         wrong: list[bool] = []
         for x, t in zip(X, y, strict=True):
@@ -198,19 +199,23 @@ def seeds(name: str, count: int) -> None:
 
 def orders(name: str, count: int) -> None:
     """River's AMF and ``auto`` (each at seed 0) on the benchmark's order of ``name`` and ``count`` shuffles
-    of it: their errors summed in the warm-up's rows and after them, and on how many orders ``auto`` is
-    ahead, tied and behind."""
+    of it: their errors summed in the warm-up's rows and after them, on how many orders ``auto`` is ahead,
+    tied and behind, and after the warm-up the errors of the label played, the vote's, the mixture's class
+    and the tempered class (the pick's two rules and the class it was picked against)."""
     summed, outcomes = np.zeros((2, 2), dtype=int), {"ahead": 0, "tied": 0, "behind": 0}
+    rules = dict.fromkeys(("played", "vote", "mixture's class", "tempered class"), 0)
     for shuffle in range(count + 1):
-        X, y = _shuffled(name, shuffle)
-        auto = kons.Auto(task="classification")
-        ours = [auto.learn_round(x, t).predicted != t for x, t in zip(X, y, strict=True)]
-        amf = _amf_wrong(X, y)
-        for at, wrong in enumerate((ours, amf)):
+        recorded = record(name, shuffle)
+        amf = _amf_wrong(*_shuffled(name, shuffle))
+        for at, wrong in enumerate((recorded.wrong, amf)):
             summed[at] += sum(wrong[:WARMUP_ROWS]), sum(wrong[WARMUP_ROWS:])
-        outcomes["ahead" if sum(ours) < sum(amf) else "tied" if sum(ours) == sum(amf) else "behind"] += 1
+        ours = sum(recorded.wrong)
+        outcomes["ahead" if ours < sum(amf) else "tied" if ours == sum(amf) else "behind"] += 1
+        for rule, labels in zip(rules, (recorded.picked, recorded.voted, recorded.own, recorded.tempered),
+                                strict=True):
+            rules[rule] += int(np.sum((labels != recorded.y) & recorded.played))
     print(f"{name} over {count + 1} orders, errors in the first {WARMUP_ROWS} rows and after: auto "
-          f"{summed[0].tolist()}, River AMF {summed[1].tolist()}; auto {outcomes}")
+          f"{summed[0].tolist()}, River AMF {summed[1].tolist()}; auto {outcomes}; after the warm-up {rules}")
 
 
 def patched(name: str, module: Any, constant: str, value: float, seeds: int = 1) -> None:
