@@ -189,8 +189,22 @@ class SwitchingWeights:
         return True
 
 
+class _KeptWeights:
+    """A label rule's switching weights, computed once until one of their arrays is replaced (every change
+    of the weights replaces one): a round's prediction and its learning vote with the same."""
 
-class LabelVote:
+    weights: SwitchingWeights
+    _weights_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+    def _weights(self) -> np.ndarray:
+        switching, kept = self.weights, self._weights_of
+        if (kept is None or kept[0] is not switching.log_weights
+                or kept[1] is not switching.log_rate_weights):
+            kept = self._weights_of = (switching.log_weights, switching.log_rate_weights, switching.weights())
+        return kept[2]
+
+
+class LabelVote(_KeptWeights):
     r"""The label of fewest errors: a weighted majority vote (Littlestone and Warmuth, "The weighted
     majority algorithm", 1994) over the experts' own labels and the mixture's top label, the weights
     exponential in each voter's errors, switching as the mixture's (:class:`SwitchingWeights` under the
@@ -241,16 +255,7 @@ class LabelVote:
         self.weights.log_weights = np.where(voting, -math.log(int(voting.sum())), -math.inf) \
             * np.ones((len(rates), 1))
         self.weights.replace([self.own], own_prior)
-        # the voters' weights and the arrays they are of (every change of the weights replaces those): a
-        # round's prediction and its learning vote with the same
-        self._weights_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    def _weights(self) -> np.ndarray:
-        switching, kept = self.weights, self._weights_of
-        if (kept is None or kept[0] is not switching.log_weights
-                or kept[1] is not switching.log_rate_weights):
-            kept = self._weights_of = (switching.log_weights, switching.log_rate_weights, switching.weights())
-        return kept[2]
+        self._weights_of = None  # (_KeptWeights)
 
     def _voters(self, labels: np.ndarray, own: int) -> np.ndarray:
         voters: np.ndarray = np.concatenate((labels, (own,))).astype(np.int64, copy=False)  # (np.append's)
@@ -309,7 +314,7 @@ class LabelVote:
             self.enter(entered.tolist())
 
 
-class ChangeLabel:
+class ChangeLabel(_KeptWeights):
     r"""The label of two classes for some rounds after a declared change: a weighted majority (Littlestone
     and Warmuth 1994) over the experts, its weights a copy of the mixture's switching weights at the
     declaration moved by the experts' errors alone (an error multiplies a weight by :math:`e^{-\eta}`,
@@ -337,16 +342,7 @@ class ChangeLabel:
         #: Whether it has been played (had fewer errors than the sign): once it has led and falls behind,
         #: it stands down (:meth:`update`).
         self.led = False
-        # the weights and the arrays they are of (every change of the weights replaces those): a round's
-        # prediction and its learning vote with the same
-        self._weights_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    def _weights(self) -> np.ndarray:
-        switching, kept = self.weights, self._weights_of
-        if (kept is None or kept[0] is not switching.log_weights
-                or kept[1] is not switching.log_rate_weights):
-            kept = self._weights_of = (switching.log_weights, switching.log_rate_weights, switching.weights())
-        return kept[2]
+        self._weights_of = None  # (_KeptWeights)
 
     def voted(self, plays: np.ndarray) -> int:
         """The class (1 positive, 0 negative, -1 none on a tie) of the experts' probabilities of the
