@@ -134,9 +134,8 @@ def restart(grid: Grid, span: int, *, soon: bool = False) -> None:
     :data:`CHANGE_ENTRY_PRIOR` when the change has just been declared (then on trial: :class:`Probation`),
     else at :data:`ENTRY_PRIOR`; while the growth is held, only in place of a generation (fresh copies,
     held, are no larger than those they replace: the slots' kinds are fixed), so that a held learner keeps
-    its size. The generation first learns the last
-    ``span`` rounds kept (this one included): the rows since the declared change's estimated onset
-    (:func:`replay`)."""
+    its size. The generation first learns the last ``span`` rounds kept (this one included): the rows since
+    the declared change's estimated onset (:func:`replay`)."""
     # at a declared change the concept's scale starts afresh, the change's generation from the same prior
     fresh = _restart_concept(grid, span) if grid.rounds == grid.last_change else None
     weights = grid.mixture.weights()
