@@ -790,10 +790,7 @@ class Grid:
         scored = None if played_weights is weights else self.mixture.mix(plays, weights, units)
         played = self.mixture.mix(plays, played_weights, units)  # (the last mix: the play's spread)
         scored = played if scored is None else scored
-        self.voted = self.mixture.binary_label(plays, played)
-        change_label = self.mixture.change_label
-        if change_label is not None and not change_label.update(plays, self.mixture.label(played), t):
-            self.mixture.change_label = None  # (it stands down until the next declared change)
+        self.voted = self.mixture.binary_label(plays, played, t)
         self.mixture.update(plays, t, units)
         binary = self.mixture.binary
         kept_target = RecentNeighbours.kept_target(t, binary)  # binary: the labels -1 and +1 as 0 and 1

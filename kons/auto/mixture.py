@@ -350,24 +350,25 @@ class ChangeLabel(_KeptWeights):
         p = float(self._weights().dot(0.5 + 0.5 * np.tanh(0.5 * plays)))  # (the logistic, without overflow)
         return 1 if p > 0.5 else 0 if p < 0.5 else -1
 
-    def label(self, plays: np.ndarray, own: int) -> int:
-        """The label played for the experts' ``plays`` when the score's sign is the class ``own``: this
-        rule's while its errors are fewer than the sign's, ``own`` otherwise (and on this rule's tie)."""
-        voted = self.voted(plays) if self._leads() else -1
-        return own if voted < 0 else voted
+    def label(self, voted: int, own: int) -> int:
+        """The label played when this rule's class is ``voted`` (:meth:`voted`) and the score's sign is the
+        class ``own``: this rule's while its errors are fewer than the sign's, ``own`` otherwise (and on
+        this rule's tie)."""
+        return voted if voted >= 0 and self._leads() else own
 
     def _leads(self) -> bool:
         errors = self.errors
         return bool(errors[0] < errors[1])
 
-    def update(self, plays: np.ndarray, own: int, t: float) -> bool:
-        """A round whose label is ``t`` (-1 or +1) after the experts' ``plays`` and the score's sign ``own``:
-        both rules' errors, then each expert that was wrong pays ``rate``. False if it stands down: it led
-        and has now had more errors than the sign since the declaration, as after a change nobody
-        declared, whose old leaders it would follow (the sign's own errors then hold the label)."""
+    def update(self, plays: np.ndarray, voted: int, own: int, t: float) -> bool:
+        """A round whose label is ``t`` (-1 or +1) after the experts' ``plays``, this rule's class
+        ``voted`` and the score's sign ``own``: both rules' errors, then each expert that was wrong pays
+        ``rate``. False if it stands down: it led and has now had more errors than the sign since the
+        declaration, as after a change nobody declared, whose old leaders it would follow (the sign's own
+        errors then hold the label)."""
         y = int(t > 0.0)
         self.led = self.led or self._leads()
-        self.errors = self.errors + np.array([self.voted(plays) != y, own != y])
+        self.errors = self.errors + np.array([voted != y, own != y])
         self.weights.apply(self.rate * (plays * t <= 0.0))
         return not (self.led and self.errors[0] > self.errors[1])
 
@@ -637,15 +638,21 @@ class Mixture:
         if self.change_label is not None:
             self.change_label.enter(slots, prior)
 
-    def binary_label(self, plays: np.ndarray, played: float) -> int:
+    def binary_label(self, plays: np.ndarray, played: float, t: float | None = None) -> int:
         """The class played on two classes for the experts' ``plays`` when the mixture played ``played``:
         the label after a change while there is one (:class:`ChangeLabel`), else the score's
-        (:meth:`label`)."""
+        (:meth:`label`). With the round's label ``t`` (-1 or +1), the label after a change then learns
+        from it, and ends if it stands down (:meth:`ChangeLabel.update`)."""
         own = self.label(played)
-        if self.change_label is None:
+        change = self.change_label
+        if change is None:
             return own
-        self.change_label.follow(self.switching.active)
-        return self.change_label.label(plays, own)
+        change.follow(self.switching.active)
+        voted = change.voted(plays)
+        label = change.label(voted, own)
+        if t is not None and not change.update(plays, voted, own, t):
+            self.change_label = None  # (it stands down until the next declared change)
+        return label
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The switching weights' arrays, the vote's (``label_*``) and the label after a change's

@@ -75,8 +75,9 @@ def test_the_label_is_the_score_s_sign_until_the_rule_has_fewer_errors_then_the_
     played = []
     for _ in range(6):
         own = 0  # the score's sign: the leader's class
-        played.append(rule.label(plays, own))
-        rule.update(plays, own, 1.0)
+        voted = rule.voted(plays)
+        played.append(rule.label(voted, own))
+        rule.update(plays, voted, own, 1.0)
         errors += plays * 1.0 <= 0.0
         plain = np.array([0.9, 0.05, 0.05]) * np.exp(-errors)  # weighted majority, one rate: no share
         np.testing.assert_allclose(rule.weights.weights(), plain / plain.sum(), rtol=1e-12)
@@ -91,14 +92,16 @@ def test_a_rule_that_led_stands_down_once_it_has_had_more_errors_than_the_sign()
     weights.log_weights = np.log([[0.9, 0.05, 0.05]])
     rule = ChangeLabel(weights, rate=1.0)
     plays = np.array([-2.0, 0.5, 1.0])
-    going_on = [rule.update(plays, 0, 1.0) for _ in range(8)]  # as above: it leads from the fifth round
+    # as above: it leads from the fifth round
+    going_on = [rule.update(plays, rule.voted(plays), 0, 1.0) for _ in range(8)]
     assert all(going_on) and rule.led and rule.errors.tolist() == [3.0, 8.0]
     # a change nobody declared: the label is now -1 and the sign right, the rule's weight on the experts now
     # wrong: it plays their label until its lead of 5 errors is spent, then stands down
     played, going_on = [], []
     for _ in range(6):
-        played.append(rule.label(plays, 0))
-        going_on.append(rule.update(plays, 0, -1.0))
+        voted = rule.voted(plays)
+        played.append(rule.label(voted, 0))
+        going_on.append(rule.update(plays, voted, 0, -1.0))
     assert played == [1] * 5 + [0] and going_on == [True] * 5 + [False]
     assert rule.errors.tolist() == [9.0, 8.0]
 
