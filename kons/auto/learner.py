@@ -582,7 +582,10 @@ class Auto(Learner):
         same average with the classes' base rates (the means :math:`\bar t` the scores add back) weighed
         by the probability that the classes are not equally frequent (:func:`_unequal_rates_probability`):
         a few buffered rows of each class measure their rates poorly, and the play's log loss keeps them
-        whole (docs/auto.md, "The warm-up's label")."""
+        whole (docs/auto.md, "The warm-up's label"), and of the two models refitted on the rows with each
+        feature in units of its deviation within the buffered classes (:func:`_within_class_deviations`):
+        a feature that parts the classes then counts for more in the radial kernel's distances than one
+        that only spreads each class (docs/auto.md, "The warm-up's label in units within the classes")."""
         prep = self._prep
         self._warmup_class = -1
         if not prep.buffer:
@@ -598,7 +601,6 @@ class Auto(Learner):
         z = prep.x_scaler.standardise(dense(x))
         weights, scores = self._warmup_models(Z, z, targets - mean)
         played: np.ndarray = weights @ np.array([_half_softmax(mean + f) for f in scores])
-        # the label's models see each feature in units of its deviation within the buffered classes
         deviations = _within_class_deviations(Z, labels, counts)
         weights, scores = self._warmup_models(Z / deviations, z / deviations, targets - mean)
         named = weights @ np.array([_half_softmax(rates * mean + f) for f in scores])
