@@ -376,12 +376,13 @@ def report(quality: dict[str, dict[str, Score]], cost: list[tuple[str, float, fl
              "read ratios measured side by side, not absolute times.", "",
              "Streams: tuning (the label vote's constants were chosen on them, `benchmarks/label_vote.py`, "
              "the pick of the label's, docs/auto.md \"Picking the label by its errors\", and the warm-up's, "
-             "\"The warm-up's label\"): "
+             "\"The warm-up's label\" and \"The warm-up's label in units within the classes\"): "
              f"{', '.join(n for n in quality if n in TUNING_STREAMS)}; held out (no part in choosing any "
              f"constant): {', '.join(n for n in quality if n not in TUNING_STREAMS)}. `{AUTO}` is the class "
              "`auto` predicts (`Round.predicted`: its label vote's, or the class of its flatter mixture "
-             "while that has made fewer errors of late; in the warm-up the class of its play with the "
-             f"classes' base rates weighed); `{TOP}` the most probable class of the "
+             "while that has made fewer errors of late; in the warm-up the class of its play's models "
+             "refitted on the features in units within the classes, with the classes' base rates weighed); "
+             f"`{TOP}` the most probable class of the "
              "same rounds' distribution, the label `auto` gave before the vote and the warm-up's (the "
              "distributions, so the log loss, are the same).", ""]
     if cost:

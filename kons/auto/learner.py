@@ -101,6 +101,24 @@ def _unequal_rates_probability(counts: np.ndarray) -> float:
     return float(np.exp(-np.logaddexp(0.0, -rows * math.log(classes) - log_rates)))
 
 
+def _half_softmax(scores: np.ndarray) -> np.ndarray:
+    """The warm-up's play of a model's class ``scores``: the softmax of half of them, bounded."""
+    half = np.clip(scores, -TARGET_BOUND, TARGET_BOUND) / 2.0
+    return reference_softmax(half[1:] - half[0])
+
+
+def _within_class_deviations(Z: np.ndarray, labels: list[int], counts: np.ndarray) -> np.ndarray:
+    """Each feature's deviation within the classes of the standardised rows ``Z`` (pooled over the classes,
+    from the class means), shrunk to the unit deviation of the standardised rows with as many rows of prior
+    as there are features: a few rows measure it poorly, and many features fewer rows each."""
+    means = np.zeros((len(counts), Z.shape[1]))
+    np.add.at(means, labels, Z)
+    means /= np.maximum(counts, 1)[:, None]
+    spread = np.sum((Z - means[labels]) ** 2, axis=0)
+    freedom = len(Z) - int(np.count_nonzero(counts))
+    return np.asarray(np.sqrt((spread + Z.shape[1]) / (freedom + Z.shape[1])))
+
+
 class Auto(Learner):
     r"""Self-tuning learner: preprocessing plus a mixture of a grid of learners (see :mod:`kons.auto`).
 
@@ -564,7 +582,10 @@ class Auto(Learner):
         same average with the classes' base rates (the means :math:`\bar t` the scores add back) weighed
         by the probability that the classes are not equally frequent (:func:`_unequal_rates_probability`):
         a few buffered rows of each class measure their rates poorly, and the play's log loss keeps them
-        whole (docs/auto.md, "The warm-up's label")."""
+        whole (docs/auto.md, "The warm-up's label"), and of the two models refitted on the rows with each
+        feature in units of its deviation within the buffered classes (:func:`_within_class_deviations`):
+        a feature that parts the classes then counts for more in the radial kernel's distances than one
+        that only spreads each class (docs/auto.md, "The warm-up's label in units within the classes")."""
         prep = self._prep
         self._warmup_class = -1
         if not prep.buffer:
@@ -578,28 +599,34 @@ class Auto(Learner):
         held = counts > 0
         rates = _unequal_rates_probability(counts[held])
         z = prep.x_scaler.standardise(dense(x))
+        weights, scores = self._warmup_models(Z, z, targets - mean)
+        played: np.ndarray = weights @ np.array([_half_softmax(mean + f) for f in scores])
+        deviations = _within_class_deviations(Z, labels, counts)
+        weights, scores = self._warmup_models(Z / deviations, z / deviations, targets - mean)
+        named = weights @ np.array([_half_softmax(rates * mean + f) for f in scores])
+        self._warmup_class = int(np.where(held, named, -1.0).argmax())
+        return played
+
+    def _warmup_models(self, Z: np.ndarray, z: np.ndarray, centred: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The multi-class warm-up's two Gaussian-process regressions (:meth:`_warmup_probabilities`) of the
+        ``centred`` label columns on the rows ``Z``: their weights by evidence and their scores at ``z``
+        (models x classes)."""
         inner, inner_z = Z @ Z.T, Z @ z
         squares = np.diagonal(inner)
         distances = np.maximum(squares[:, None] + squares[None, :] - 2.0 * inner, 0.0)
         width = median_width(Z)
-        plays: list[np.ndarray] = []
-        namings: list[np.ndarray] = []
+        scores = []
         evidences = []
         for gram, k in ((inner / self._dim + np.eye(len(Z)), inner_z / self._dim),
                         (np.exp(-width * distances) + WARMUP_NOISE * np.eye(len(Z)),
                          np.exp(-width * np.maximum(squares + z @ z - 2.0 * inner_z, 0.0)))):
-            coef = np.linalg.solve(gram, targets - mean)
-            f = np.clip(k @ coef, -TARGET_BOUND, TARGET_BOUND)
-            for base_rates, softmaxes in ((1.0, plays), (rates, namings)):
-                scores = np.clip(base_rates * mean + f, -TARGET_BOUND, TARGET_BOUND) / 2.0
-                softmaxes.append(reference_softmax(scores[1:] - scores[0]))
-            evidences.append(-0.5 * float(np.sum((targets - mean) * coef))
-                             - 0.5 * classes * float(np.linalg.slogdet(gram)[1]))
+            coef = np.linalg.solve(gram, centred)
+            scores.append(np.clip(k @ coef, -TARGET_BOUND, TARGET_BOUND))
+            evidences.append(-0.5 * float(np.sum(centred * coef))
+                             - 0.5 * centred.shape[1] * float(np.linalg.slogdet(gram)[1]))
         weights = np.exp(np.array(evidences) - max(evidences))
-        weights /= weights.sum()
-        self._warmup_class = int(np.where(held, weights @ np.array(namings), -1.0).argmax())
-        played: np.ndarray = weights @ np.array(plays)
-        return played
+        return weights / weights.sum(), np.array(scores)
 
     def _class_probabilities(self, x: np.ndarray | SparseVector) -> np.ndarray:
         """The probabilities of the classes (three or more) for a checked ``x``, nothing learnt."""
