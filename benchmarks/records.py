@@ -2,10 +2,11 @@
 
 Two parts, both written to ``records.md``:
 
-* **Cost.** ``auto`` plays the same rows as arrays, as records (width set by the first record: 8
-  coordinates a key, at least 32) and as records in a learner given a tight ``dim`` (the record's own
-  coordinates plus its hash buckets), in alternating blocks of rounds so that each sees the same machine
-  load; the report gives the median time per round and the median of the per-block ratios to arrays.
+* **Cost.** ``auto`` plays the same rows as arrays, as records (width set by the first record:
+  ``WIDTH_PER_KEY`` coordinates a key, at least 32) and as records in a learner given a tight ``dim``
+  (the record's own coordinates plus its hash buckets), in alternating blocks of rounds so that each sees
+  the same machine load; the report gives the median time per round and the median of the per-block
+  ratios to arrays.
 * **Quality.** Record-shaped raw streams built from the shared data's CSVs with named columns: 10% of
   the cells blanked at random to ``None`` (kept, not dropped), a categorical column as strings (abalone's
   sex, housing's RAD index, a numeric column cut into decile labels for cpu_act and magic04, a column of

@@ -34,14 +34,16 @@ How a record becomes a vector (:class:`RecordEncoder`)
 The width is fixed (the second-order learners hold :math:`d \times d` matrices)
 -----------------------------------------------------------------------------------
 The learner's ``dim`` when it is given; otherwise the first record sets it, with headroom:
-:math:`\min(\mathrm{MAX\_WIDTH}, \max(\mathrm{MIN\_WIDTH}, \mathrm{WIDTH\_PER\_KEY} \cdot k))` for a
-first record of :math:`k` keys (32 to 256 coordinates). The last ``width // 8`` coordinates (at least
-one) are hash buckets; the others are taken one by one by names, categories and indicators as they
-appear. Once they are all taken, every further name, category or indicator is *hashed* (CRC-32 of the
-name, kind and category) into the buckets, where values add up, as River's ``FeatureHasher`` does; each
-hashed value is counted (:meth:`RecordEncoder.encoding`). Names that never got a coordinate are not
-remembered, so the encoder's state is bounded by the width whatever the stream: memory and per-round
-cost (O(keys + width)) are flat in the number of rounds.
+:math:`\min(\mathrm{MAX\_WIDTH}, \max(\mathrm{MIN\_WIDTH}, \mathrm{WIDTH\_PER\_KEY} \cdot k))` for a first
+record of :math:`k` keys (6 a key, 32 to 256 coordinates): a round's cost grows with the width (the
+learners' matrices and dictionaries are as wide), so it is as narrow as the tuning records allowed
+(docs/auto.md#warmup_ridge_per_key). The last ``width // 8`` coordinates (at least one) are hash buckets;
+the others are taken one by one by names, categories and indicators as they appear. Once they are all
+taken, every further name, category or indicator is *hashed* (CRC-32 of the name, kind and category) into
+the buckets, where values add up, as River's ``FeatureHasher`` does; each hashed value is counted
+(:meth:`RecordEncoder.encoding`). Names that never got a coordinate are not remembered, so the encoder's
+state is bounded by the width whatever the stream: memory and per-round cost (O(keys + width)) are flat in
+the number of rounds.
 
 Bounds
 ------
@@ -95,7 +97,7 @@ MAX_CATEGORIES = 64
 #: The width a first record of ``k`` keys sets (no ``dim`` given): ``WIDTH_PER_KEY * k`` within
 #: ``[MIN_WIDTH, MAX_WIDTH]``.
 MIN_WIDTH = 32
-WIDTH_PER_KEY = 8
+WIDTH_PER_KEY = 6
 MAX_WIDTH = 256
 #: One coordinate in this many (at least one) is a hash bucket for what finds no free coordinate.
 _BUCKET_SHARE = 8

@@ -70,6 +70,7 @@ __all__ = [
     "TREE_PRIOR",
     "TREE_WAKE_ROWS",
     "WARMUP_NOISE",
+    "WARMUP_RIDGE_PER_KEY",
     "YOUNG_KERNELS",
     "YOUNG_KERNEL_STEPS",
     "YOUNG_LINEAR",
@@ -97,10 +98,16 @@ NUMBERS_WIDTH = 4.0
 #: The coordinates a regression record's key counts for in the linear models' regularisers (ONS's
 #: alpha - 1, the Bayesian linear prior's precision of a weight): a key is one number (or one name) however
 #: many of the encoder's coordinates it takes, so the regulariser counts what the rows say, not the width
-#: reserved for keys yet to come (8 a key). On the tuning records half a coordinate a key or one did best,
-#: then 2, 4 and the width; a classification record keeps the width: magic04's error rose
+#: reserved for keys yet to come (kons.records.WIDTH_PER_KEY). On the tuning records half a coordinate a
+#: key or one did best, then 2, 4 and the width; a classification record keeps the width: magic04's error rose
 #: (docs/auto.md#the-linear-models-regularisers-count-a-records-keys).
 LINEAR_DIM_PER_KEY = 1
+#: The warm-up's Bayesian linear model's prior precision of a weight on a record whose width its first
+#: record set: this many coordinates a key the encoder holds, within the records' width bounds, not the
+#: width. The warm-up was chosen with the width at 8 a key; at the narrower width (a cheaper round) the
+#: prior followed the width, weighed the few buffered rows more and lost tuning cpu_act
+#: (docs/auto.md#warmup_ridge_per_key). Arrays, sparse rows and a given ``dim`` keep the width.
+WARMUP_RIDGE_PER_KEY = 8
 #: Dictionary bound of each Nystrom base: bounded cost per round (docs/auto.md#max_dictionary).
 MAX_DICTIONARY = 200
 

@@ -50,6 +50,7 @@ from kons.auto.config import (
     REGRESSION_BOUND,
     SCORE_BOUND,
     WARMUP_NOISE,
+    WARMUP_RIDGE_PER_KEY,
 )
 from kons.auto.experts.bins import QuantileBins, bins_columns, thresholds_per_feature
 from kons.auto.experts.lags import last_leads
@@ -80,7 +81,7 @@ from kons.preprocessing import (
     median_width,
     user_bound,
 )
-from kons.records import Record, same_record
+from kons.records import MAX_WIDTH, MIN_WIDTH, Record, same_record
 from kons.rounds import Round
 from kons.sparse import SparseVector, dense
 
@@ -552,13 +553,22 @@ class Auto(Learner):
             std = 1.0
         elif std == 0.0:
             return self._prep.prior()
-        gram = Z @ Z.T + self._dim * np.eye(len(t))
+        gram = Z @ Z.T + self._warmup_ridge() * np.eye(len(t))
         coef = np.linalg.solve(gram, (t - mean) / std)
         f = float(Z @ z @ coef)
         f = min(max(f, -TARGET_BOUND), TARGET_BOUND)
         if self._binary:
             return min(max(mean + f, -TARGET_BOUND), TARGET_BOUND)
         return mean + std * f
+
+    def _warmup_ridge(self) -> float:
+        """The warm-up linear model's prior precision of a weight (the :math:`d` of
+        :meth:`_warmup_prediction`): the width, but :data:`~kons.auto.config.WARMUP_RIDGE_PER_KEY` a key
+        of the encoder's (within the records' width bounds) where the first record set the width."""
+        encoder = self._prep.encoder
+        if encoder is None or self.dim is not None:
+            return float(self._dim)
+        return float(min(MAX_WIDTH, max(MIN_WIDTH, WARMUP_RIDGE_PER_KEY * len(encoder.names))))
 
     def _constant(self) -> float:
         """The constant expert: the mean of the standardised target, or the base rate's log-odds."""
@@ -618,7 +628,8 @@ class Auto(Learner):
         width = median_width(Z)
         scores = []
         evidences = []
-        for gram, k in ((inner / self._dim + np.eye(len(Z)), inner_z / self._dim),
+        ridge = self._warmup_ridge()
+        for gram, k in ((inner / ridge + np.eye(len(Z)), inner_z / ridge),
                         (np.exp(-width * distances) + WARMUP_NOISE * np.eye(len(Z)),
                          np.exp(-width * np.maximum(squares + z @ z - 2.0 * inner_z, 0.0)))):
             coef = np.linalg.solve(gram, centred)

@@ -807,6 +807,39 @@ def test_a_regression_record_s_linear_models_regularisers_count_its_keys_not_the
     assert linear_regularisers(before)[0] == {before._dim + 1.0}
 
 
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_a_record_s_warm_up_plays_as_at_the_width_of_its_warm_up_ridge(task: str) -> None:
+    # the warm-up's linear model weighs its prior by WARMUP_RIDGE_PER_KEY a key, not by the narrower width
+    # the first record sets: its plays are those of the same records at that width, given as ``dim``
+    # (where the extra coordinates are zeros); a ridge that followed the width again would move them
+    from kons.auto.config import WARMUP_RIDGE_PER_KEY
+    from kons.preprocessing import WARMUP_ROWS
+    from kons.records import WIDTH_PER_KEY
+
+    keys = 9
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(WARMUP_ROWS, keys)) * 3.0 + 10.0
+    targets = X @ rng.normal(size=keys)
+    labels = np.digitize(targets, np.quantile(targets, [1 / 3, 2 / 3]))  # three classes
+    records = [{f"k{j}": float(v) for j, v in enumerate(x)} for x in X]
+    default, wide = kons.Auto(task=task), kons.Auto(task=task, dim=WARMUP_RIDGE_PER_KEY * keys)
+    plays: list[tuple[Any, Any]] = []
+    for record, target, label in zip(records, targets, labels, strict=True):
+        if task == "regression":
+            plays.append((default.learn_one(record, target), wide.learn_one(record, target)))
+        else:
+            plays.append((default.predict_proba_dict_one(record), wide.predict_proba_dict_one(record)))
+            default.learn_one(record, int(label))
+            wide.learn_one(record, int(label))
+    assert default._dim == WIDTH_PER_KEY * keys < wide._dim
+    for narrow, at_ridge in plays[2:]:  # (the first rows play the prior, whatever the ridge)
+        if task == "regression":
+            assert narrow == pytest.approx(at_ridge, rel=1e-9, abs=1e-12)
+        else:
+            assert narrow.keys() == at_ridge.keys()
+            assert list(narrow.values()) == pytest.approx(list(at_ridge.values()), rel=1e-9, abs=1e-12)
+
+
 # ----------------------------------------------------------------------------- imputation
 
 def _slow_conditional_mean(rows: np.ndarray, row: np.ndarray, ridge: float, bound: float) -> np.ndarray:

@@ -210,14 +210,14 @@ async def test_records_refused_by_kons_change_nothing(make_client: AppFactory) -
 
 
 async def test_a_first_record_is_budgeted_at_the_width_it_fixes(make_client: AppFactory) -> None:
-    """A dim-less learner's first record fixes its width (8 coordinates a name, 32 to 256), not its
+    """A dim-less learner's first record fixes its width (6 coordinates a name, 32 to 256), not its
     number of names: the budget is checked at that width before the round is played."""
     at_40 = kons.Auto.state_bytes({**kons.Auto().get_params(), "dim": 40})
-    client = await make_client(learner_max_bytes=at_40 + 1)  # 40 coordinates fit, 256 do not
+    client = await make_client(learner_max_bytes=at_40 + 1)  # 40 coordinates fit, 240 do not
     assert (await client.put(URL, json={"task": "regression"})).status_code == 201
-    wide = {f"f{k}": float(k) for k in range(40)}  # 40 names: a width of 256
+    wide = {f"f{k}": float(k) for k in range(40)}  # 40 names: a width of 240
     answer = await client.post(f"{URL}/feedback", json={"x": wide, "y": 1.0})
     assert answer.status_code == 422 and answer.json()["error"]["code"] == "resource_limit", answer.text
     assert (await client.get(URL)).json()["version"] == 0
-    narrow = {f"f{k}": float(k) for k in range(5)}  # 5 names: a width of 40
+    narrow = {f"f{k}": float(k) for k in range(5)}  # 5 names: a width of 32 (the least)
     assert (await client.post(f"{URL}/feedback", json={"x": narrow, "y": 1.0})).status_code == 200
