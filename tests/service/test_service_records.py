@@ -183,8 +183,8 @@ async def test_more_categories_than_the_bound_share_one_coordinate_counted(make_
     assert (await client.put(URL, json={"task": "regression"})).status_code == 201
     local = kons.Auto()
     most = kons.records.MAX_CATEGORIES
-    # twelve numbers make the width 96: room for every category the bound keeps
-    numbers = {f"n{k}": 0.5 * k for k in range(11)}
+    # sixteen keys make the width 96 (6 a key): room for every category the bound keeps
+    numbers = {f"n{k}": 0.5 * k for k in range(15)}
     items = [{"x": {"sku": f"item-{i}", **numbers}, "y": float(i % 5)} for i in range(most + 10)]
     fed = await client.post(f"{URL}/feedback", json={"items": items})
     assert fed.status_code == 200, fed.text
