@@ -44,4 +44,4 @@ def test_record_streams_keep_gaps_and_categories_and_every_method_plays_them() -
     low, high = paired_block_interval(2.0 * losses, losses)
     assert low == high == pytest.approx(2.0)
     table, width = cost(10, 2)
-    assert width == 64 and len(table) == 3 and all(np.isfinite(float(r[2])) for r in table)
+    assert width == 48 and len(table) == 3 and all(np.isfinite(float(r[2])) for r in table)  # 8 keys, 6 a key
