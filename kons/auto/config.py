@@ -102,11 +102,12 @@ NUMBERS_WIDTH = 4.0
 #: key or one did best, then 2, 4 and the width; a classification record keeps the width: magic04's error rose
 #: (docs/auto.md#the-linear-models-regularisers-count-a-records-keys).
 LINEAR_DIM_PER_KEY = 1
-#: The warm-up's Bayesian linear model's prior precision of a weight on a record whose width its first
-#: record set: this many coordinates a key the encoder holds, within the records' width bounds, not the
-#: width. The warm-up was chosen with the width at 8 a key; at the narrower width (a cheaper round) the
-#: prior followed the width, weighed the few buffered rows more and lost tuning cpu_act
-#: (docs/auto.md#warmup_ridge_per_key). Arrays, sparse rows and a given ``dim`` keep the width.
+#: The warm-up's Bayesian linear model's prior precision of a weight (and the rows of prior of its label's
+#: within-class deviations) on a record whose width its first record set: this many coordinates a key the
+#: encoder holds, within the records' width bounds, not the width. The warm-up was chosen with the width at
+#: 8 a key; at the narrower width (a cheaper round) the prior followed the width, weighed the few buffered
+#: rows more and lost tuning cpu_act (docs/auto.md#warmup_ridge_per_key). Arrays, sparse rows and a given
+#: ``dim`` keep the width.
 WARMUP_RIDGE_PER_KEY = 8
 #: Dictionary bound of each Nystrom base: bounded cost per round (docs/auto.md#max_dictionary).
 MAX_DICTIONARY = 200

@@ -108,16 +108,18 @@ def _half_softmax(scores: np.ndarray) -> np.ndarray:
     return reference_softmax(half[1:] - half[0])
 
 
-def _within_class_deviations(Z: np.ndarray, labels: list[int], counts: np.ndarray) -> np.ndarray:
+def _within_class_deviations(Z: np.ndarray, labels: list[int], counts: np.ndarray, features: float
+                             ) -> np.ndarray:
     """Each feature's deviation within the classes of the standardised rows ``Z`` (pooled over the classes,
     from the class means), shrunk to the unit deviation of the standardised rows with as many rows of prior
-    as there are features: a few rows measure it poorly, and many features fewer rows each."""
+    as there are ``features`` (the warm-up's count, :meth:`Auto._warmup_ridge`): a few rows measure it
+    poorly, and many features fewer rows each."""
     means = np.zeros((len(counts), Z.shape[1]))
     np.add.at(means, labels, Z)
     means /= np.maximum(counts, 1)[:, None]
     spread = np.sum((Z - means[labels]) ** 2, axis=0)
     freedom = len(Z) - int(np.count_nonzero(counts))
-    return np.asarray(np.sqrt((spread + Z.shape[1]) / (freedom + Z.shape[1])))
+    return np.asarray(np.sqrt((spread + features) / (freedom + features)))
 
 
 class Auto(Learner):
@@ -562,9 +564,10 @@ class Auto(Learner):
         return mean + std * f
 
     def _warmup_ridge(self) -> float:
-        """The warm-up linear model's prior precision of a weight (the :math:`d` of
-        :meth:`_warmup_prediction`): the width, but :data:`~kons.auto.config.WARMUP_RIDGE_PER_KEY` a key
-        of the encoder's (within the records' width bounds) where the first record set the width."""
+        """The features the warm-up counts: its linear model's prior precision of a weight (the :math:`d`
+        of :meth:`_warmup_prediction`) and the rows of prior of its label's within-class deviations; the
+        width, but :data:`~kons.auto.config.WARMUP_RIDGE_PER_KEY` a key of the encoder's (within the
+        records' width bounds) where the first record set the width."""
         encoder = self._prep.encoder
         if encoder is None or self.dim is not None:
             return float(self._dim)
@@ -611,7 +614,7 @@ class Auto(Learner):
         z = prep.x_scaler.standardise(dense(x))
         weights, scores = self._warmup_models(Z, z, targets - mean)
         played: np.ndarray = weights @ np.array([_half_softmax(mean + f) for f in scores])
-        deviations = _within_class_deviations(Z, labels, counts)
+        deviations = _within_class_deviations(Z, labels, counts, self._warmup_ridge())
         weights, scores = self._warmup_models(Z / deviations, z / deviations, targets - mean)
         named = weights @ np.array([_half_softmax(rates * mean + f) for f in scores])
         self._warmup_class = int(np.where(held, named, -1.0).argmax())

@@ -829,6 +829,7 @@ def test_a_record_s_warm_up_plays_as_at_the_width_of_its_warm_up_ridge(task: str
             plays.append((default.learn_one(record, target), wide.learn_one(record, target)))
         else:
             plays.append((default.predict_proba_dict_one(record), wide.predict_proba_dict_one(record)))
+            assert default._warmup_class == wide._warmup_class  # (the label its models name)
             default.learn_one(record, int(label))
             wide.learn_one(record, int(label))
     assert default._dim == WIDTH_PER_KEY * keys < wide._dim
