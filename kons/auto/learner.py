@@ -202,6 +202,9 @@ class Auto(Learner):
         # the last float64 array checked: the dimension it was checked for, its shape and its values (not
         # state): a prediction and the learning round of the same row validate it once
         self._validated: tuple[int | None, tuple[int, ...], bytes] | None = None
+        # the classes' counts the constant expert was last computed from, and it (not state, read only): a
+        # prediction and the learning round of the same row take the same
+        self._prior: tuple[tuple[int, ...], np.ndarray] | None = None
         super()._reset()
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -443,9 +446,16 @@ class Auto(Learner):
     def _class_prior(self, classes: int) -> np.ndarray:
         """The constant expert for ``classes`` classes: the add-1/2 (Krichevsky-Trofimov) frequencies,
         the binary base rate's for two classes."""
+        labels = self._prep.labels
+        of = (classes, *labels)
+        kept = self._prior
+        if kept is not None and kept[0] == of:
+            return kept[1]
         counts = np.zeros(classes)
-        counts[:len(self._prep.labels)] = self._prep.labels
+        counts[:len(labels)] = labels
         prior: np.ndarray = (counts + 0.5) / (counts.sum() + 0.5 * classes)
+        prior.flags.writeable = False
+        self._prior = of, prior
         return prior
 
     # ----------------------------------------------------------------- the grid

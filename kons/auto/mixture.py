@@ -439,8 +439,12 @@ class Mixture:
         # the last play of one score: the read-only weights and the plays' bytes and units it is of, the play,
         # and _last and _factor after it (not state): a round's learning mixes the plays its prediction did
         self._mixed: tuple[np.ndarray, bytes, Units | None, float, _Last, float] | None = None
-        # the experts' labels last computed, the probabilities and the mask in play they are of (not state)
-        self._labels_of: tuple[np.ndarray, bytes, np.ndarray] | None = None
+        # the experts' labels last computed, the probabilities (shape and bytes) and the mask in play they are
+        # of, and the tempered class last computed, the powers and the probabilities it is of (not state): a
+        # learning round's experts play what its prediction's did, the same values in a new array, whose
+        # labels, tempered class and vote are then those the prediction computed
+        self._labels_of: tuple[tuple[int, ...], bytes, bytes, np.ndarray] | None = None
+        self._tempered_of: tuple[np.ndarray, tuple[int, ...], bytes, int] | None = None
         # the switching weights' arrays and the weights they give, raised to LABEL_WEIGHT_POWER or not (not
         # state; every change of the weights replaces those arrays): the weights a round's mix was given
         # serve its tempered class, and one state's powers its prediction and its learning
@@ -585,7 +589,13 @@ class Mixture:
         raised to :data:`~kons.auto.config.LABEL_WEIGHT_POWER`: flatter than the log-loss mixture's, so
         that its class averages the experts its leader would outweigh (``docs/auto.md``, "The tempered
         class")."""
-        return int(self._powers().dot(probabilities).argmax())
+        powers, plays = self._powers(), probabilities.tobytes()
+        kept = self._tempered_of
+        if kept is not None and kept[0] is powers and kept[1] == probabilities.shape and kept[2] == plays:
+            return kept[3]
+        tempered = int(powers.dot(probabilities).argmax())
+        self._tempered_of = powers, probabilities.shape, plays, tempered
+        return tempered
 
     def _powers(self) -> np.ndarray:
         log_weights, log_rate_weights = self.switching.log_weights, self.switching.log_rate_weights
@@ -620,13 +630,15 @@ class Mixture:
 
     def _labels(self, probabilities: np.ndarray) -> np.ndarray:
         """Each expert's most probable class, -1 (none) for one out of the mixture: the last ones again for
-        the same array and experts in play (a round's label, then its vote's update)."""
-        active = self.switching.active.tobytes()
+        the same probabilities and experts in play (a round's label, then its vote's update; a prediction,
+        then the learning round of its row)."""
+        plays, active = probabilities.tobytes(), self.switching.active.tobytes()
         kept = self._labels_of
-        if kept is not None and kept[0] is probabilities and kept[1] == active:
-            return kept[2]
+        if kept is not None and kept[0] == probabilities.shape and kept[1] == plays and kept[2] == active:
+            return kept[3]
         labels: np.ndarray = np.where(self.switching.active, probabilities.argmax(axis=1), -1)
-        self._labels_of = probabilities, active, labels
+        labels.flags.writeable = False  # (the vote knows its voters by this array: no one writes to it)
+        self._labels_of = probabilities.shape, plays, active, labels
         return labels
 
     def enter(self, slots: list[int], prior: float | np.ndarray) -> None:

@@ -286,10 +286,18 @@ class ModelExpert(Generic[Model]):
 
     def __init__(self, model: Model, *, wake_rows: int) -> None:
         self.model, self.wake_rows = model, wake_rows
+        # the last row played, the rows the model had learnt then, the classes and the play (not state): a
+        # row played and then learnt is walked down the model once (the grid hands the same Row to both)
+        self._played: tuple[Row, int, int, np.ndarray] | None = None
 
     def probabilities(self, row: Row, classes: int) -> np.ndarray:
+        played, learnt = self._played, self.model.rows_learnt
+        if played is not None and played[0] is row and played[1] == learnt and played[2] == classes:
+            return played[3]
         self.model.widen(classes)
-        return self.model.predict_proba(row.raw())[:classes]
+        play = self.model.predict_proba(row.raw())[:classes]
+        self._played = row, learnt, classes, play
+        return play
 
     def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
         """Its probabilities: it learns the row in :meth:`observe`."""
