@@ -85,7 +85,8 @@ class MultinomialRounds(Protocol):
                          probabilities: np.ndarray) -> None:
         """Keep, for the learning round of ``x``, the play a caller computed from :meth:`_class_margins`
         (``margins``, that very array): :func:`clipped_scores` with the bound ``C`` and
-        :func:`reference_softmax`, bit for bit (read only)."""
+        :func:`reference_softmax`, bit for bit (``scores`` and ``probabilities`` made read only by the
+        caller)."""
 
     def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
         """One round: ``(probabilities played, leverage)``."""

@@ -65,7 +65,7 @@ from kons.auto.experts.newton import (
     build_bins,
     restore_bins,
 )
-from kons.auto.experts.protocol import Expert, Form, Row, by_play
+from kons.auto.experts.protocol import Expert, Form, PlayTogether, Row, by_play
 from kons.auto.experts.recent import RecentExpert, RecentLinear, build_linear, restore_linear
 from kons.auto.experts.tree import build_trees, restore_trees, trees_class_column_nbytes
 from kons.auto.mixture import ChangeLabel, Mixture, Units
@@ -127,6 +127,9 @@ __all__ = [
 _ONE_KERNEL_BASES = len(YOUNG_LINEAR) + 1
 #: A grid member: (view, kind, width factor, step factor).
 Member = tuple[str, str, float, float]
+#: The experts in play that play their class probabilities alone, and the others by how they play together
+#: (:func:`~kons.auto.experts.protocol.by_play`).
+_Groups = tuple[list[tuple[int, Expert]], dict[PlayTogether, list[tuple[int, Expert]]]]
 #: The form of the row the linear model of a generation takes: the standardised view with the intercept.
 _RECENT_FORM = RecentExpert.form
 #: The prefix of the arrays of the Nystrom learners' dictionaries in a saved grid (each saved once).
@@ -442,6 +445,8 @@ class Grid:
         # the alive() list and the mixture's flags that playing() listed from, its list and its slots
         self._playing: tuple[list[tuple[int, Expert]], bytes, list[tuple[int, Expert]], set[int]] | None
         self._playing = None
+        # the playing() list by_play() grouped last, and its groups (read, never written to)
+        self._grouped: tuple[list[tuple[int, Expert]], _Groups] | None = None
         self._scaled: tuple[list[tuple[int, Expert]], dict[int, TargetScale]] | None = None  # (alive())
         self.kinds = EXPERTS
         self.layout = layout(self.kinds)
@@ -695,6 +700,14 @@ class Grid:
             playing = [(slot, expert) for slot, expert in alive if flags[slot]]
             kept = self._playing = alive, active, playing, {slot for slot, _ in playing}
         return kept[2], kept[3]
+
+    def _played_alone_and_together(self) -> _Groups:
+        """:func:`~kons.auto.experts.protocol.by_play` of :meth:`playing`, grouped again only when that is
+        listed again (every multinomial prediction groups them)."""
+        playing, kept = self.playing(), self._grouped
+        if kept is None or kept[0] is not playing:
+            kept = self._grouped = playing, by_play(playing)
+        return kept[1]
 
     def inputs(self, z: np.ndarray | SparseVector, x: np.ndarray | SparseVector) -> tuple[Row, ScalerStats]:
         """The round's :class:`Row` (:meth:`views_forms`, the log view's dense one kept for a replay) and the
@@ -989,7 +1002,7 @@ class Grid:
         row, _ = self.inputs(z, x)
         experts = np.full((len(self.layout), len(constant)), 1.0 / len(constant))
         experts[len(GRID)] = constant
-        alone, together = by_play(self.playing())
+        alone, together = self._played_alone_and_together()
         for slot, expert in alone:
             experts[slot] = expert.probabilities(row, self.classes)
         for play, experts_of_kind in together.items():
@@ -1016,7 +1029,7 @@ class Grid:
         if widened or predicted is None or predicted.row is not row:  # (else its prediction played them)
             # the Newton experts' plays, kept by their learners for their rounds below (each learner
             # takes its kept play only while it is still the play of its state)
-            for play, experts_of_kind in by_play(playing)[1].items():
+            for play, experts_of_kind in self._played_alone_and_together()[1].items():
                 play(experts_of_kind, row, experts)
         for slot, expert in playing:
             experts[slot] = expert.learn_class(row, label, classes)

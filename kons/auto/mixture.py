@@ -270,7 +270,8 @@ class LabelVote(_KeptWeights):
         voters = self._voters(labels, own)
         voting = voters >= 0
         votes = np.bincount(voters[voting], weights=weights[voting])
-        if own >= 0 and own < len(votes) and votes[own] == votes.max():
+        # (the ufunc's reduction: ndarray.max wraps it; every prediction of three classes or more votes)
+        if own >= 0 and own < len(votes) and votes[own] == np.maximum.reduce(votes):
             voted = own
         else:
             voted = int(votes.argmax()) if len(votes) else own

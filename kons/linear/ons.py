@@ -150,7 +150,9 @@ class ONS(LinearLearner):
         if played is None:
             margins = self._new_margins(x)
             scores = clipped_scores(margins, self.C)
-            played = margins, scores, reference_softmax(scores)
+            probabilities = reference_softmax(scores)
+            scores.flags.writeable = probabilities.flags.writeable = False  # (kept: read only)
+            played = margins, scores, probabilities
             self._keep_class_play(x, *played)
         return played
 
@@ -176,7 +178,6 @@ class ONS(LinearLearner):
 
     def _keep_class_play(self, x: np.ndarray | SparseVector, margins: np.ndarray, scores: np.ndarray,
                          probabilities: np.ndarray) -> None:
-        scores.flags.writeable = probabilities.flags.writeable = False
         self._class_played = _row_key(x), self._u, margins, scores, probabilities
 
     def _learn_class(self, x: np.ndarray | SparseVector, label: int) -> tuple[np.ndarray, float]:
