@@ -36,6 +36,20 @@ def test_a_round_after_its_prediction_plays_as_the_round_alone(task: str) -> Non
     assert predicted.to_bytes() == alone.to_bytes()
 
 
+def test_a_row_written_into_the_predicted_array_is_learnt_as_itself() -> None:
+    """A caller that reuses its buffer (predicts a row, writes the next one into the same array, learns it)
+    plays and leaves the state as the rounds alone: no expert knows a row by its array."""
+    rows, targets = _rows("classes", 600)
+    predicted, alone = kons.Auto(task="classification"), kons.Auto(task="classification")
+    buffer = np.zeros(4)
+    for i, (x, target) in enumerate(zip(rows, targets, strict=True)):
+        buffer[:] = rows[i - 1]
+        predicted.predict_one(buffer)
+        buffer[:] = x
+        assert predicted.learn_one(buffer, target) == alone.learn_one(x, target)
+    assert predicted.to_bytes() == alone.to_bytes()
+
+
 def test_only_the_very_same_row_is_taken_again() -> None:
     rows, targets = _rows("regression")
     learner = kons.Auto()

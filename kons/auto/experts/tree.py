@@ -88,7 +88,9 @@ class HoeffdingTree:
         self._since = np.zeros(1)  # rows since the leaf last weighed a split
         self._errors = np.zeros((1, 2))  # errors of [class frequencies, naive Bayes]
         self._bayes = np.zeros(0)
-        self._bayes_of: tuple[np.ndarray, int] | None = None  # the row and leaf _bayes is for
+        # the row's values and the leaf _bayes is for (by value: a caller may write a new row into the array
+        # it predicted, then learn it)
+        self._bayes_of: tuple[bytes, int] | None = None
         # per leaf slot, its naive Bayes terms that do not depend on the row (variances, their log
         # normalisers, the log class counts) while nothing is learnt: predictions repeat them
         self._leaf_terms: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -133,7 +135,8 @@ class HoeffdingTree:
         """The naive Bayes probabilities at the leaf ``slot`` for ``x`` (``complete``: missing no value,
         :func:`_complete`): the last ones computed while nothing has been learnt since, for the same row
         (a round's play, then its learning, weighs the same leaf's)."""
-        if self._bayes_of is not None and self._bayes_of[0] is x and self._bayes_of[1] == slot:
+        values = x.tobytes()
+        if self._bayes_of is not None and self._bayes_of[0] == values and self._bayes_of[1] == slot:
             return self._bayes
         variance, normaliser, log_counts = self._leaf_terms.get(slot) or self._leaf_terms_of(slot)
         if complete:  # the same terms without the masks that leave out missing values
@@ -146,7 +149,7 @@ class HoeffdingTree:
         log_p = log_counts - 0.5 * np.add.reduce(terms, axis=1)
         p = np.exp(log_p - np.maximum.reduce(log_p))
         result: np.ndarray = p / np.add.reduce(p)
-        self._bayes, self._bayes_of = result, (x, slot)
+        self._bayes, self._bayes_of = result, (values, slot)
         return result
 
     def _leaf_terms_of(self, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
