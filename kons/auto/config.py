@@ -40,6 +40,7 @@ __all__ = [
     "LAGS_WEIGHT_VARIANCE",
     "LEVEL_CEILING",
     "LINEAR_DIM_PER_KEY",
+    "LONE_TARGET_DEVIATIONS",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
     "MAX_THRESHOLDS",
@@ -60,6 +61,7 @@ __all__ = [
     "RANGE_MARGIN",
     "RATES",
     "REGRESSION_BOUND",
+    "REGRESSION_LONE_LOSS",
     "REGRESSION_LOSS_THRESHOLD",
     "REPLAY_ROWS",
     "RESTART_DELAYS",
@@ -174,6 +176,13 @@ LEVEL_CEILING = 3.0
 #: sooner, and the heavy-tailed tuning series declare as before; on classes the lower threshold played a
 #: tuning drift worse (docs/drift.md, "A shrink declared sooner").
 REGRESSION_LOSS_THRESHOLD = 9.5
+#: How many times the loss detector's level one round's loss must stand for that round alone to declare a
+#: change (regression), and how many deviations of the targets' mean its target may lie at most: a change
+#: that moves the target far errs so on its first row, which the CUSUM, averaging it into a block, declared
+#: a row later; a row in a heavy tail errs as much with no change, its target far out (chosen on the tuning
+#: drifts and raw sets: docs/drift.md, "A change declared on its first row alone").
+REGRESSION_LONE_LOSS = 56.0
+LONE_TARGET_DEVIATIONS = 4.0
 
 # ----------------------------------------------------------------- the labels' detector (docs/drift.md)
 #: The labels' detector (two classes): the rise of either class's odds it tests for, and its CUSUM

@@ -77,13 +77,18 @@ class LossChangeDetector:
     changes 3, 2 and 1 rounds after them, against 4, 12 and 4 rounds at the blocks' ends and with the level
     that lagged.
 
+    With ``lone``, a round whose loss alone exceeds ``lone`` times the level declares a change too, when its
+    caller says the round may (:meth:`update`'s ``alone``): a change that moves the target far errs so on
+    its first row, which the block counts as an eighth, so that the CUSUM declared it a row later.
+
     The defaults and what chose them: ``docs/auto.md`` (the change detectors).
     """
 
     def __init__(self, *, threshold: float = 10.0, drift: float = 1.0, cap: float = 30.0, block: int = 8,
                  memory: int = 500, warmup: int = 100, recovery: int = 200,
-                 ceiling: float = LEVEL_CEILING) -> None:
+                 ceiling: float = LEVEL_CEILING, lone: float | None = None) -> None:
         self.threshold = threshold
+        self.lone = lone
         self.drift = drift
         self.cap = cap
         self.block = block
@@ -101,21 +106,23 @@ class LossChangeDetector:
         self.changed_at = -memory  # the round of the last change (none: long ago)
         self.offset = 0  # where the blocks start, modulo ``block``: moved by a change declared early
 
-    def update(self, loss: float) -> bool:
-        """Take a round's loss; True if it completes a rise of the loss (a change)."""
+    def update(self, loss: float, alone: bool = False) -> bool:
+        """Take a round's loss; True if it completes a rise of the loss (a change), or, ``alone`` allowed,
+        exceeds ``lone`` times the level by itself."""
         self.seen += 1
         if self.seen <= self.warmup or self.level <= 0.0:
             self.level += (loss - self.level) / min(self.seen, self.memory)
             self.recent = self.level
             return False
         self.block_sum += loss
+        lone = alone and self.lone is not None and loss > self.lone * self.level
         into_block = (self.seen - self.warmup - self.offset) % self.block
         if into_block:
             # The losses are nonnegative, so the block's mean is at least its partial sum over the whole
             # block: a rise that carries the CUSUM past the threshold whatever the block's other rounds is
             # declared now (the decision the block's end would take, up to block - 1 rounds sooner).
             certain = min(self.block_sum / self.block / self.level, self.cap)
-            if self.cusum + certain - 1.0 - self.drift <= self.threshold:
+            if self.cusum + certain - 1.0 - self.drift <= self.threshold and not lone:
                 return False
             self.offset = (self.offset + into_block) % self.block
             self.run_sum += min(self.block_sum / into_block / self.level, self.cap)
@@ -135,7 +142,7 @@ class LossChangeDetector:
             return False
         self.run_sum += ratio
         self.run_length += 1
-        if self.cusum <= self.threshold:
+        if self.cusum <= self.threshold and not lone:  # (a lone round's block mean is past the drift)
             return False
         return self._declare()
 

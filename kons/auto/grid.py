@@ -30,6 +30,7 @@ from kons.auto.config import (
     LAGS_LONG,
     LAGS_LONG_PRIOR,
     LAGS_PRIOR,
+    LONE_TARGET_DEVIATIONS,
     MAX_DICTIONARY,
     MIX_EARLY_ROUNDS,
     NAP_ROUNDS,
@@ -41,6 +42,7 @@ from kons.auto.config import (
     NUMBERS_WIDTH,
     PROBATION_PRIOR,
     PROBATION_ROUNDS,
+    REGRESSION_LONE_LOSS,
     REGRESSION_LOSS_THRESHOLD,
     REPLAY_ROWS,
     RESTART_DELAYS,
@@ -464,9 +466,11 @@ class Grid:
         self._last_target_alone: np.ndarray | None = None
         self.mixture = Mixture(binary=binary, bound=bound, experts=len(self.layout), active=len(GRID) + 1,
                                centred=centred)
-        # regression declares a shrink of the target sooner (its threshold's note); classes keep the default
+        # regression declares a shrink of the target sooner (its threshold's note), and a far move on its
+        # first row (the lone loss's); classes keep the default
         self.detector = (LossChangeDetector() if binary
-                         else LossChangeDetector(threshold=REGRESSION_LOSS_THRESHOLD))
+                         else LossChangeDetector(threshold=REGRESSION_LOSS_THRESHOLD,
+                                                 lone=REGRESSION_LONE_LOSS))
         self.errors = ErrorChangeDetector()
         # two classes (a regression grid has no labels; a classifier's stays as its classes widen, unfed)
         self.labels = LabelChangeDetector() if binary else None
@@ -820,7 +824,7 @@ class Grid:
             self._track(loss, error, kept_target)
         else:
             self._keep(row, t, loss, 0.0)
-            self._track(loss, None)
+            self._track(loss, None, typical=abs(t) <= LONE_TARGET_DEVIATIONS)
         return played
 
     def _scaled_generations(self) -> dict[int, TargetScale]:
@@ -890,13 +894,16 @@ class Grid:
         if not self.probation.observe(self.mixture.switching, losses, loss):
             self.probation = None
 
-    def _track(self, loss: float, error: float | None, label: float | None = None) -> None:
+    def _track(self, loss: float, error: float | None, label: float | None = None, *, typical: bool = False
+               ) -> None:
         """After a round whose mixture's loss (times its learning rate) was ``loss``, for classes whose
         play was wrong (``error`` 1) or right (0), and on two classes whose class index was ``label``: the
-        detectors, the restarts they schedule, and the leader."""
+        detectors, the restarts they schedule, and the leader. ``typical``: the round's target lies within
+        :data:`~kons.auto.config.LONE_TARGET_DEVIATIONS` of the targets' mean (regression), so that its loss
+        alone may declare a change: a row far out in a heavy tail errs as much without one."""
         self.rounds += 1
         level, baseline = self.detector.level, self.errors.baseline  # the levels before a change
-        risen = self.detector.update(loss)
+        risen = self.detector.update(loss, alone=typical)
         shifted = self._labels_shifted(label) if label is not None else 0
         # every detector sees every round (their levels follow the stream), any declares
         span, soon = 0, False

@@ -19,6 +19,7 @@ from kons.auto.config import (
     CONCEPT_TARGET_FADE,
     GENERATION_TARGET_PRIOR,
     LEVEL_CEILING,
+    REGRESSION_LONE_LOSS,
     REGRESSION_LOSS_THRESHOLD,
     RESTART_DELAYS,
     YOUNG_KERNEL_STEPS,
@@ -195,6 +196,19 @@ def test_the_detector_state_restores_bit_identically(cut: int) -> None:
     assert first.state() == second.state()
 
 
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_lone_loss_declares_a_change_only_where_its_round_may(alone: bool) -> None:
+    """One round far above the level (a far move's first row, then the restarted experts' level again):
+    the CUSUM, which counts it as an eighth of its block, declares nothing; with ``lone`` the round declares
+    at once where its caller allows it (a typical target), and nothing where not (a row in a heavy tail)."""
+    losses = np.ones(1000)
+    losses[700] = 80.0
+    plain, lone = LossChangeDetector(), LossChangeDetector(lone=56.0)
+    assert not any(plain.update(float(loss)) for loss in losses)
+    declared = [lone.update(float(loss), alone=alone) for loss in losses]
+    assert [t for t, change in enumerate(declared) if change] == ([700] if alone else [])
+
+
 def test_after_a_change_the_level_recovers_so_that_the_next_change_is_declared() -> None:
     """A rise 30 times the level, back to the old level 8 rounds later (the restarted experts learnt), and
     400 rounds later a second rise: declared within a few blocks (the level that followed the block means
@@ -261,8 +275,10 @@ def test_regression_declares_at_its_own_threshold_and_classes_at_the_detector_s(
     learner = Auto(task=task)
     learner.learn_many(X[:100], labels[:100])
     expected = LossChangeDetector().threshold if task == "classification" else REGRESSION_LOSS_THRESHOLD
+    lone = None if task == "classification" else REGRESSION_LONE_LOSS
     for auto in (learner, cast(Auto, kons.load(learner.to_bytes()))):
         assert auto._grid is not None and auto._grid.detector.threshold == expected
+        assert auto._grid.detector.lone == lone
 
 
 def test_an_auto_in_its_warm_up_reports_no_change() -> None:
@@ -851,7 +867,7 @@ def test_a_change_declared_soon_after_the_last_keeps_the_heavier_of_the_generati
     switching.log_weights -= np.logaddexp.reduce(switching.log_weights, axis=-1, keepdims=True)
     kept, changes = grid.young[own], learner.changes_detected
     with monkeypatch.context() as patched:
-        patched.setattr(grid.detector, "update", lambda loss: True)  # a declaration, this round
+        patched.setattr(grid.detector, "update", lambda loss, alone=False: True)  # a declaration, this round
         learner.learn_one(*next(rows))
     assert learner.changes_detected == changes + 1 and grid.young[own] is kept
     assert cast(Generation, grid.young[copy]).start == grid.last_change
