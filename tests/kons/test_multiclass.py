@@ -17,7 +17,7 @@ from kons._multinomial import MultinomialRounds, multinomial_rounds, reference_s
 from kons.auto import Auto
 from kons.auto.experts.newton import LearnerExpert, played_together
 from kons.auto.grid import Grid
-from kons.auto.learner import _unequal_rates_probability
+from kons.auto.learner import _unequal_rates_probability, _within_class_deviations
 from kons.errors import NumericalError
 from kons.losses import log_loss, top_label
 from kons.preprocessing import WARMUP_ROWS
@@ -511,3 +511,20 @@ def test_records_with_categories_and_gaps_learn_many_classes_and_restore_bit_ide
         assert learner.learn_proba_one(x, y) == restored.learn_proba_one(x, y)
     assert learner.to_bytes() == restored.to_bytes() and sorted(learner.classes) == sorted(animals)
     assert np.mean(hits[60:]) > 0.8
+
+
+def test_the_warm_up_s_within_class_deviations_are_the_pooled_ones_shrunk_to_one() -> None:
+    rng = np.random.default_rng(3)
+    labels = [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 2, 2]
+    # the first feature parts the classes and barely spreads within them, the second only spreads within them
+    Z = np.column_stack([np.array(labels) * 2.0 + 0.01 * rng.normal(size=12), 1.5 * rng.normal(size=12)])
+    counts = np.bincount(labels, minlength=4).astype(float)  # (a fourth class not buffered yet)
+    features = 2.0
+    deviations = _within_class_deviations(Z, labels, counts, features)
+    # slow reference: each class's mean, the squares about it summed over the classes, n - classes degrees
+    for j in range(2):
+        squares = sum((Z[i, j] - np.mean([Z[k, j] for k in range(12) if labels[k] == labels[i]])) ** 2
+                      for i in range(12))
+        expected = math.sqrt((squares + features) / (12 - 3 + features))
+        assert math.isclose(deviations[j], expected, rel_tol=1e-12)
+    assert deviations[0] < 0.5 < 1.0 < deviations[1]  # the parting feature then counts for more
