@@ -576,8 +576,9 @@ class Auto(Learner):
     def _warmup_ridge(self) -> float:
         """The features the warm-up counts: its linear model's prior precision of a weight (the :math:`d`
         of :meth:`_warmup_prediction`) and the rows of prior of its label's within-class deviations; the
-        width, but :data:`~kons.auto.config.WARMUP_RIDGE_PER_KEY` a key of the encoder's (within the
-        records' width bounds) where the first record set the width."""
+        width, but :data:`~kons.auto.config.WARMUP_RIDGE_PER_KEY` a key (within the records' width bounds)
+        where the first record set the width. The keys counted are those the encoder holds at the round, so
+        a key first seen during the warm-up raises it, where the width stays as the first record set it."""
         encoder = self._prep.encoder
         if encoder is None or self.dim is not None:
             return float(self._dim)
