@@ -84,7 +84,7 @@ def record(name: str, shuffle: int = 0) -> Recorded:
 
     def update(self: mixture_module.Mixture, probabilities: np.ndarray, label: int,
                played: np.ndarray | None = None) -> None:
-        labels = self._labels(probabilities).copy()
+        labels = self._labels(probabilities, probabilities.tobytes()).copy()
         own = int((self.mix_probabilities(probabilities) if played is None else played).argmax())
         vote = self.vote
         tempered.append(self.tempered_class(probabilities))

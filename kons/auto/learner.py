@@ -112,7 +112,7 @@ def _within_class_deviations(Z: np.ndarray, labels: list[int], counts: np.ndarra
                              ) -> np.ndarray:
     """Each feature's deviation within the classes of the standardised rows ``Z`` (pooled over the classes,
     from the class means), shrunk to the unit deviation of the standardised rows with as many rows of prior
-    as there are ``features`` (the warm-up's count, :meth:`Auto._warmup_ridge`): a few rows measure it
+    as there are ``features`` (the warm-up's count, :meth:`Auto._warmup_features`): a few rows measure it
     poorly, and many features fewer rows each."""
     means = np.zeros((len(counts), Z.shape[1]))
     np.add.at(means, labels, Z)
@@ -541,11 +541,13 @@ class Auto(Learner):
             return prep.prior()
         Z = prep.standardised_buffer()
         t = np.array([y for _, y in prep.buffer])
-        if not self._binary and self._tails and len(t) >= LAGS_WARMUP_ROWS and self._last_leads(Z, t):
+        features = self._warmup_features()
+        if (not self._binary and self._tails and len(t) >= LAGS_WARMUP_ROWS
+                and self._last_leads(Z, t, features)):
             return float(t[-1])
-        return self._buffer_linear(Z, t, prep.x_scaler.standardise(dense(x)))
+        return self._buffer_linear(Z, t, prep.x_scaler.standardise(dense(x)), features)
 
-    def _last_leads(self, Z: np.ndarray, t: np.ndarray) -> bool:
+    def _last_leads(self, Z: np.ndarray, t: np.ndarray, features: float) -> bool:
         """Whether the warm-up plays the last target: it has forecast the buffered targets much better than
         their running mean, or (once :data:`~kons.auto.config.LAGS_WARMUP_LINEAR_ROWS` rows are buffered)
         better than the mean and than the linear model it would play instead, each buffered target forecast
@@ -554,18 +556,19 @@ class Auto(Learner):
             return True
         if len(t) < LAGS_WARMUP_LINEAR_ROWS or not last_leads(t, 1.0):
             return False
-        linear = sum((self._buffer_linear(Z[:i], t[:i], Z[i]) - t[i]) ** 2 for i in range(1, len(t)))
+        linear = sum((self._buffer_linear(Z[:i], t[:i], Z[i], features) - t[i]) ** 2
+                     for i in range(1, len(t)))
         return bool(np.sum(np.diff(t) ** 2) < linear)
 
-    def _buffer_linear(self, Z: np.ndarray, t: np.ndarray, z: np.ndarray) -> float:
+    def _buffer_linear(self, Z: np.ndarray, t: np.ndarray, z: np.ndarray, features: float) -> float:
         """The Bayesian linear model of the buffered rows ``Z`` and targets ``t`` played on the standardised
-        row ``z`` (:meth:`_warmup_prediction`)."""
+        row ``z`` (:meth:`_warmup_prediction`), its prior counting ``features`` (:meth:`_warmup_features`)."""
         mean, std = float(t.mean()), float(t.std())
         if self._binary:
             std = 1.0
         elif std == 0.0:
             return self._prep.prior()
-        gram = Z @ Z.T + self._warmup_ridge() * np.eye(len(t))
+        gram = Z @ Z.T + features * np.eye(len(t))
         coef = np.linalg.solve(gram, (t - mean) / std)
         f = float(Z @ z @ coef)
         f = min(max(f, -TARGET_BOUND), TARGET_BOUND)
@@ -573,7 +576,7 @@ class Auto(Learner):
             return min(max(mean + f, -TARGET_BOUND), TARGET_BOUND)
         return mean + std * f
 
-    def _warmup_ridge(self) -> float:
+    def _warmup_features(self) -> float:
         """The features the warm-up counts: its linear model's prior precision of a weight (the :math:`d`
         of :meth:`_warmup_prediction`) and the rows of prior of its label's within-class deviations; the
         width, but :data:`~kons.auto.config.WARMUP_RIDGE_PER_KEY` a key (within the records' width bounds)
@@ -623,27 +626,27 @@ class Auto(Learner):
         held = counts > 0
         rates = _unequal_rates_probability(counts[held])
         z = prep.x_scaler.standardise(dense(x))
-        weights, scores = self._warmup_models(Z, z, targets - mean)
+        features = self._warmup_features()
+        weights, scores = self._warmup_models(Z, z, targets - mean, features)
         played: np.ndarray = weights @ np.array([_half_softmax(mean + f) for f in scores])
-        deviations = _within_class_deviations(Z, labels, counts, self._warmup_ridge())
-        weights, scores = self._warmup_models(Z / deviations, z / deviations, targets - mean)
+        deviations = _within_class_deviations(Z, labels, counts, features)
+        weights, scores = self._warmup_models(Z / deviations, z / deviations, targets - mean, features)
         named = weights @ np.array([_half_softmax(rates * mean + f) for f in scores])
         self._warmup_class = int(np.where(held, named, -1.0).argmax())
         return played
 
-    def _warmup_models(self, Z: np.ndarray, z: np.ndarray, centred: np.ndarray
+    def _warmup_models(self, Z: np.ndarray, z: np.ndarray, centred: np.ndarray, features: float
                        ) -> tuple[np.ndarray, np.ndarray]:
         """The multi-class warm-up's two Gaussian-process regressions (:meth:`_warmup_probabilities`) of the
-        ``centred`` label columns on the rows ``Z``: their weights by evidence and their scores at ``z``
-        (models x classes)."""
+        ``centred`` label columns on the rows ``Z``, the linear one's prior counting ``features``
+        (:meth:`_warmup_features`): their weights by evidence and their scores at ``z`` (models x classes)."""
         inner, inner_z = Z @ Z.T, Z @ z
         squares = np.diagonal(inner)
         distances = np.maximum(squares[:, None] + squares[None, :] - 2.0 * inner, 0.0)
         width = median_width(Z)
         scores = []
         evidences = []
-        ridge = self._warmup_ridge()
-        for gram, k in ((inner / ridge + np.eye(len(Z)), inner_z / ridge),
+        for gram, k in ((inner / features + np.eye(len(Z)), inner_z / features),
                         (np.exp(-width * distances) + WARMUP_NOISE * np.eye(len(Z)),
                          np.exp(-width * np.maximum(squares + z @ z - 2.0 * inner_z, 0.0)))):
             coef = np.linalg.solve(gram, centred)

@@ -344,20 +344,30 @@ class ChangeLabel(_KeptWeights):
         #: it stands down (:meth:`update`).
         self.led = False
         self._weights_of = None  # (_KeptWeights)
+        # the weights and the plays' bytes the last class voted is of, and that class (not state): a
+        # prediction's vote is its learning round's, the same plays in a new array
+        self._voted_of: tuple[np.ndarray, bytes, int] | None = None
 
     def voted(self, plays: np.ndarray) -> int:
         """The class (1 positive, 0 negative, -1 none on a tie) of the experts' probabilities of the
-        positive class mixed under this rule's weights."""
-        p = float(self._weights().dot(0.5 + 0.5 * np.tanh(0.5 * plays)))  # (the logistic, without overflow)
-        return 1 if p > 0.5 else 0 if p < 0.5 else -1
+        positive class mixed under this rule's weights: the last one again for the same weights and plays."""
+        weights, values, kept = self._weights(), plays.tobytes(), self._voted_of
+        if kept is not None and kept[0] is weights and kept[1] == values:
+            return kept[2]
+        p = float(weights.dot(0.5 + 0.5 * np.tanh(0.5 * plays)))  # (the logistic, without overflow)
+        voted = 1 if p > 0.5 else 0 if p < 0.5 else -1
+        self._voted_of = weights, values, voted
+        return voted
 
     def label(self, voted: int, own: int) -> int:
         """The label played when this rule's class is ``voted`` (:meth:`voted`) and the score's sign is the
         class ``own``: this rule's while its errors are fewer than the sign's, ``own`` otherwise (and on
         this rule's tie)."""
-        return voted if voted >= 0 and self._leads() else own
+        return voted if voted >= 0 and self.leads() else own
 
-    def _leads(self) -> bool:
+    def leads(self) -> bool:
+        """Whether its label is played, its class voted (:meth:`label`): it has had fewer errors than the
+        score's sign since the declaration."""
         errors = self.errors
         return bool(errors[0] < errors[1])
 
@@ -368,7 +378,7 @@ class ChangeLabel(_KeptWeights):
         declaration, as after a change nobody declared, whose old leaders it would follow (the sign's own
         errors then hold the label)."""
         y = int(t > 0.0)
-        self.led = self.led or self._leads()
+        self.led = self.led or self.leads()
         self.errors = self.errors + np.array([voted != y, own != y])
         self.weights.apply(self.rate * (plays * t <= 0.0))
         return not (self.led and self.errors[0] > self.errors[1])
@@ -583,15 +593,20 @@ class Mixture:
         own = int(played.argmax())
         if self.vote is None:
             return own
-        return self.vote.label(self._labels(probabilities), own, self.tempered_class(probabilities))
+        plays = probabilities.tobytes()
+        return self.vote.label(self._labels(probabilities, plays), own, self._tempered(probabilities, plays))
 
     def tempered_class(self, probabilities: np.ndarray) -> int:
         """The most probable class of the experts' ``probabilities`` (experts, K) mixed under the weights
         raised to :data:`~kons.auto.config.LABEL_WEIGHT_POWER`: flatter than the log-loss mixture's, so
         that its class averages the experts its leader would outweigh (``docs/auto.md``, "The tempered
         class")."""
-        powers, plays = self._powers(), probabilities.tobytes()
-        kept = self._tempered_of
+        return self._tempered(probabilities, probabilities.tobytes())
+
+    def _tempered(self, probabilities: np.ndarray, plays: bytes) -> int:
+        """:meth:`tempered_class` of ``probabilities``, whose bytes are ``plays``: the last one again for
+        the same powers and probabilities."""
+        powers, kept = self._powers(), self._tempered_of
         if kept is not None and kept[0] is powers and kept[1] == probabilities.shape and kept[2] == plays:
             return kept[3]
         tempered = int(powers.dot(probabilities).argmax())
@@ -619,21 +634,22 @@ class Mixture:
         r""":math:`w_i \leftarrow w_i\, p_i(y)`, then the share: :meth:`update` for K classes; and the
         vote's round (the vote starts at the first, among the experts then in play). ``played``: the
         mixture's play for ``probabilities`` under the current weights, if the caller has it."""
-        labels = self._labels(probabilities)
+        plays = probabilities.tobytes()
+        labels = self._labels(probabilities, plays)
         own = int((self.mix_probabilities(probabilities) if played is None else played).argmax())
         if self.vote is None:  # (its first round played the mixture's class, no rule's: not scored)
             self.vote = LabelVote(self.switching.active.copy())
         else:
-            self.vote.score(labels, own, self.tempered_class(probabilities), label)
+            self.vote.score(labels, own, self._tempered(probabilities, plays), label)
         self.vote.follow(self.switching.active)  # (experts that went to sleep leave the vote too)
         self.vote.update(labels, own, label)
         self.switching.apply(self.class_losses(probabilities, label))
 
-    def _labels(self, probabilities: np.ndarray) -> np.ndarray:
-        """Each expert's most probable class, -1 (none) for one out of the mixture: the last ones again for
-        the same probabilities and experts in play (a round's label, then its vote's update; a prediction,
-        then the learning round of its row)."""
-        plays, active = probabilities.tobytes(), self.switching.active.tobytes()
+    def _labels(self, probabilities: np.ndarray, plays: bytes) -> np.ndarray:
+        """Each expert's most probable class for ``probabilities`` (whose bytes are ``plays``), -1 (none)
+        for one out of the mixture: the last ones again for the same probabilities and experts in play (a
+        round's label, then its vote's update; a prediction, then the learning round of its row)."""
+        active = self.switching.active.tobytes()
         kept = self._labels_of
         if kept is not None and kept[0] == probabilities.shape and kept[1] == plays and kept[2] == active:
             return kept[3]
@@ -661,7 +677,8 @@ class Mixture:
         if change is None:
             return own
         change.follow(self.switching.active)
-        voted = change.voted(plays)
+        # (a prediction plays the score's sign while the rule does not lead: no vote, -1 for none)
+        voted = change.voted(plays) if t is not None or change.leads() else -1
         label = change.label(voted, own)
         if t is not None and not change.update(plays, voted, own, t):
             self.change_label = None  # (it stands down until the next declared change)
