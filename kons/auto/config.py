@@ -74,6 +74,7 @@ __all__ = [
     "WARMUP_NOISE",
     "WARMUP_RIDGE_PER_KEY",
     "YOUNG_KERNELS",
+    "YOUNG_KERNEL_PLAY",
     "YOUNG_KERNEL_STEPS",
     "YOUNG_LINEAR",
     "YOUNG_REGRESSION_LINEAR",
@@ -130,6 +131,12 @@ YOUNG_REGRESSION_LINEAR = YOUNG_LINEAR[:1]
 YOUNG_KERNEL_STEPS = (1.0, 0.1)
 #: Kernel members restarted at a change (docs/auto.md#young_kernels).
 YOUNG_KERNELS = len(YOUNG_KERNEL_STEPS)
+#: How many times each kernel copy's weight counts against its generation's linear models in the
+#: generation's first rounds' view (regression, ``Grid._played_weights``), the generation's total kept: a
+#: fresh grid spreads that play over its eight kernel members where a generation copies one geometry, and
+#: the oracle's play held to the generation's four kinds of expert erred as the generation plays
+#: (docs/drift.md, "A generation's kernel copies count twice in its first rounds").
+YOUNG_KERNEL_PLAY = 2.0
 #: Generations alive at once: a new one replaces the oldest at a declared change, else the lighter
 #: (docs/auto.md#generations).
 GENERATIONS = 2

@@ -48,6 +48,7 @@ from kons.auto.config import (
     RESTART_DELAYS,
     TREE_GRACES,
     TREE_PRIOR,
+    YOUNG_KERNEL_PLAY,
     YOUNG_LINEAR,
 )
 from kons.auto.detectors import ErrorChangeDetector, LabelChangeDetector, LossChangeDetector, change_span
@@ -177,6 +178,16 @@ def _sharpen_groups(weights: np.ndarray, groups: list[np.ndarray], power: float)
     for group, total, new in zip(groups, totals, raised * (totals.sum() / raised.sum()), strict=True):
         if total > 0.0:
             weights[group] *= new / total
+
+
+def _favour(weights: np.ndarray, slots: np.ndarray, favoured: list[int], factor: float) -> None:
+    """The weights of ``favoured`` (some of ``slots``) times ``factor`` against the other slots', in place,
+    the sum of ``slots`` kept."""
+    total = float(weights[slots].sum())
+    weights[favoured] *= factor
+    moved = float(weights[slots].sum())
+    if moved > 0.0:
+        weights[slots] *= total / moved
 
 
 def _base_name(view: str, kind: str, width_factor: float, step_factor: float) -> str:
@@ -633,10 +644,13 @@ class Grid:
         would play them (the oracle of ``benchmarks/drift.py`` does), and its total weight and the other
         experts' of the row raised to that power against each other (the others in their proportions, the
         lags at the mixture's own): the generation carries the play once it weighs more than they do, and
-        gives it back once they weigh more (docs/drift.md, "A generation's first rounds"). Before all
-        that, a round in a burst (:meth:`_in_burst`) plays the last target alone. A view, not state: the
-        weights' updates, the leader and the experts' naps take the mixture's own, so once the grid and its
-        generations are past their first rounds, and out of a burst, it plays as without it."""
+        gives it back once they weigh more (docs/drift.md, "A generation's first rounds"); within the
+        generation, each kernel copy's weight then counts :data:`~kons.auto.config.YOUNG_KERNEL_PLAY` times
+        against its linear models' (the copies of one geometry stand for a fresh grid's many kernel
+        members). Before all that, a round in a burst (:meth:`_in_burst`) plays the last target alone. A
+        view, not state: the weights' updates, the leader and the experts' naps take the mixture's own, so
+        once the grid and its generations are past their first rounds, and out of a burst, it plays as
+        without it."""
         if self._in_burst():
             return self._last_target_weights()
         weights = self._weights()
@@ -663,6 +677,7 @@ class Grid:
                 power = MIX_EARLY_ROUNDS / (age + 1)
                 _sharpen_groups(sharpened, [young, np.flatnonzero(others)], power)
                 _sharpen(sharpened, young, power)
+                _favour(sharpened, young, generation.kernel_slots(g), YOUNG_KERNEL_PLAY)
         if sharpened is not weights:
             sharpened.flags.writeable = False
         self._sharpened = weights, sharpened

@@ -96,12 +96,19 @@ class Generation:
     def recent(self) -> RecentLinear | None:
         return None if self.recent_expert is None else self.recent_expert.model
 
+    def _is_kernel(self, j: int) -> bool:
+        """Whether its ``j``-th expert (:meth:`experts`' order) is a kernel copy."""
+        return j < len(self.members) and GRID[self.members[j]][1] == "nystrom"
+
     def targets_of(self, j: int) -> TargetScale | None:
         """The scale its ``j``-th expert (:meth:`experts`' order) learns in."""
-        kernel = j < len(self.members) and GRID[self.members[j]][1] == "nystrom"
-        if kernel and self.kernel_targets is not None:
+        if self._is_kernel(j) and self.kernel_targets is not None:
             return self.kernel_targets
         return self.targets
+
+    def kernel_slots(self, g: int) -> list[int]:
+        """The slots of its kernel copies, in generation ``g``'s slots."""
+        return [slot for j, (slot, _) in enumerate(self.experts(g)) if self._is_kernel(j)]
 
     def move_scale(self, stats: tuple[float, float, float]) -> None:
         """Commit its scale's ``stats`` (a round's, before its experts learn the round's target in their

@@ -1,7 +1,8 @@
 """A generation started at a declared change plays its first rounds as a fresh learner's first rounds play
-(regression): its own experts' weights sharpened among themselves, the power counted from its start, and its
-total against the other experts of the row's; the view is not state (a learner saved mid-way goes on
-identically), and a state saved before it plays the mixture's own weights."""
+(regression): its own experts' weights sharpened among themselves, the power counted from its start, each
+kernel copy's counting YOUNG_KERNEL_PLAY times against its linear models', and its total against the other
+experts of the row's; the view is not state (a learner saved mid-way goes on identically), and a state saved
+before it plays the mixture's own weights."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import cast
 import numpy as np
 
 import kons
-from kons.auto.config import MIX_EARLY_ROUNDS
+from kons.auto.config import GRID, MIX_EARLY_ROUNDS, YOUNG_KERNEL_PLAY
 from kons.auto.grid import Grid
 from kons.auto.restarts import Generation
 from tests.kons.streams import goes_on_identically
@@ -63,7 +64,11 @@ def test_a_generation_plays_its_experts_sharpened_as_a_fresh_learner_at_its_age(
     totals = np.array([weights[young].sum(), weights[others].sum()])
     raised_totals = totals**power
     new_totals = raised_totals / raised_totals.sum() * totals.sum()
-    raised = weights[young] ** power
+    slots = [slot for slot, _ in generation.experts(g)]
+    kernels = np.array([j < len(generation.members) and GRID[generation.members[j]][1] == "nystrom"
+                        for j in range(len(slots))])
+    assert kernels.sum() == 2 and len(slots) - kernels.sum() == 2  # two kernel copies, two linear models
+    raised = weights[young] ** power * np.where(kernels, YOUNG_KERNEL_PLAY, 1.0)
     assert np.allclose(played[young], raised / raised.sum() * new_totals[0])
     assert np.allclose(played[others], weights[others] * new_totals[1] / totals[1])
     assert np.array_equal(played[lags], weights[lags])  # the lags at the mixture's own
