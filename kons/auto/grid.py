@@ -633,7 +633,7 @@ class Grid:
         would play them (the oracle of ``benchmarks/drift.py`` does), and its total weight and the other
         experts' of the row raised to that power against each other (the others in their proportions, the
         lags at the mixture's own): the generation carries the play once it weighs more than they do, and
-        gives it back once they weigh more (docs/drift.md, "A generation's first rounds"). Before all
+        gives it back once they weigh more (docs/drift-log.md, "A generation's first rounds"). Before all
         that, a round in a burst (:meth:`_in_burst`) plays the last target alone. A view, not state: the
         weights' updates, the leader and the experts' naps take the mixture's own, so once the grid and its
         generations are past their first rounds, and out of a burst, it plays as without it."""
@@ -849,7 +849,7 @@ class Grid:
         squared, and the mixture's weights, which move by those losses, hardly move at all; the
         generation started at the change then keeps the weight it entered with, spread over its experts
         whatever their errors (measured on ``benchmarks/drift.py``'s piecewise_scaled stream:
-        ``docs/drift.md``)."""
+        ``docs/drift-log.md``)."""
         concept, targets = self.concept, self.targets
         if concept is None or targets is None or targets.std <= 0.0 or concept.std <= 0.0:
             return None
@@ -956,7 +956,7 @@ class Grid:
         weighs the generation's own entry), the threshold model since a declared change starts afresh and
         enters at :data:`FRESH_BINS_PRIOR`, unless it started within the last :data:`FRESH_BINS_KEPT`
         rounds: one change is often declared twice (by either detector, tens of rounds apart), and the
-        second start lost what the first had learnt (docs/drift.md). Its first start builds its learner:
+        second start lost what the first had learnt (docs/drift-log.md). Its first start builds its learner:
         while the growth is held it starts only in place of one started, so that a held learner keeps its
         size (as a generation does: :func:`~kons.auto.restarts.restart`)."""
         k = self._kind_index("fresh_bins")
