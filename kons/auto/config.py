@@ -1,5 +1,5 @@
 """Every tuning constant of :class:`~kons.Auto`, each with one line of why and the page that says what chose
-it (the measurements themselves live there: ``docs/auto.md``'s "tuning constants", ``docs/drift.md``,
+it (the measurements themselves live there: ``docs/auto.md``'s "tuning constants", ``docs/drift-log.md``,
 ``docs/auto-variants.md``, ``benchmarks/results/``). The modules of :mod:`kons.auto` take them from here."""
 
 from __future__ import annotations
@@ -121,12 +121,12 @@ MAX_DICTIONARY = 200
 YOUNG_LINEAR = (GRID.index(("raw", "ons", 1.0, 1.0)), GRID.index(("log", "ons", 1.0, 1.0)))
 #: Regression restarts the raw view's linear member alone, its generation's last copy's slot left empty:
 #: the log view's copy, on the tuning drifts, led a generation's first rounds on a few rows and erred more
-#: than the raw view's copy after them (docs/drift.md, "The regression windows a rule can reach, and a
+#: than the raw view's copy after them (docs/drift-log.md, "The regression windows a rule can reach, and a
 #: generation without the log view's linear copy").
 YOUNG_REGRESSION_LINEAR = YOUNG_LINEAR[:1]
 #: The steps of the kernel members restarted too, each in the geometry (view and width) heaviest under the
 #: switching rate 0: a fresh grid's weight after a change sits on that geometry at the small step as much
-#: as at the default one; the second-heaviest geometry it replaces helped less (docs/drift.md, "The kernel
+#: as at the default one; the second-heaviest geometry it replaces helped less (docs/drift-log.md, "The kernel
 #: copies' steps").
 YOUNG_KERNEL_STEPS = (1.0, 0.1)
 #: Kernel members restarted at a change (docs/auto.md#young_kernels).
@@ -135,7 +135,7 @@ YOUNG_KERNELS = len(YOUNG_KERNEL_STEPS)
 #: generation's first rounds' view (regression, ``Grid._played_weights``), the generation's total kept: a
 #: fresh grid spreads that play over its eight kernel members where a generation copies one geometry, and
 #: the oracle's play held to the generation's four kinds of expert erred as the generation plays
-#: (docs/drift.md, "A generation's kernel copies count twice in its first rounds").
+#: (docs/drift-log.md, "A generation's kernel copies count twice in its first rounds").
 YOUNG_KERNEL_PLAY = 2.0
 #: Generations alive at once: a new one replaces the oldest at a declared change, else the lighter
 #: (docs/auto.md#generations).
@@ -149,11 +149,11 @@ RESTART_DELAYS = (0, 128, 512)
 #: The rounds' worth of weight the learner's scale of the target has in a generation's own scale when the
 #: generation starts (regression): its first rows alone give no deviation, and a false alarm's generation
 #: should learn much as the others do (a weight of 1 cost space_ga's one false alarm dearly;
-#: docs/drift.md).
+#: docs/drift-log.md).
 GENERATION_TARGET_PRIOR = 8.0
 #: The rounds of its own over which that weight falls by e in the scale of the concept since the change,
 #: whose units the mixture weighs the experts in: held, the old spread outweighs a shrunk one's rows for
-#: thousands of rounds; in the generations' own scales a fading weight did worse (docs/drift.md).
+#: thousands of rounds; in the generations' own scales a fading weight did worse (docs/drift-log.md).
 CONCEPT_TARGET_FADE = 8.0
 #: Each expert's prior in a generation started at a declared change: the switching rates alone move the
 #: weight too slowly after a long stationary stretch (docs/auto.md#change_entry_prior).
@@ -170,31 +170,31 @@ ENTRY_PRIOR = 0.01
 #: The prior of the threshold model started afresh at a change declared on two classes (a generation's
 #: expert's), and the rounds through which it is kept at the changes declared after it: the same change is
 #: often declared again by the other detector (chosen on the tuning drifts of benchmarks/drift.py:
-#: docs/drift.md, "A fresh threshold model at a declared change").
+#: docs/drift-log.md, "A fresh threshold model at a declared change").
 FRESH_BINS_PRIOR = CHANGE_ENTRY_PRIOR
 FRESH_BINS_KEPT = RESTART_DELAYS[-1]
 
 # ----------------------------------------------------------------- the loss detector (docs/drift.md)
 #: How many times the block means' recent mean the loss detector's level may stand: a level that lags a
-#: learner's falling losses hides the next change (a shrink of the target's spread; docs/drift.md).
+#: learner's falling losses hides the next change (a shrink of the target's spread; docs/drift-log.md).
 LEVEL_CEILING = 3.0
 #: The loss detector's CUSUM threshold in regression (classes keep the detector's default): a shrink of the
 #: target's spread, whose rounds each err by many times the new concept's variance, is declared a few rounds
 #: sooner, and the heavy-tailed tuning series declare as before; on classes the lower threshold played a
-#: tuning drift worse (docs/drift.md, "A shrink declared sooner").
+#: tuning drift worse (docs/drift-log.md, "A shrink declared sooner").
 REGRESSION_LOSS_THRESHOLD = 9.5
 #: How many times the loss detector's level one round's loss must stand for that round alone to declare a
 #: change (regression), and how many deviations of the targets' mean its target may lie at most: a change
 #: that moves the target far errs so on its first row, which the CUSUM, averaging it into a block, declared
 #: a row later; a row in a heavy tail errs as much with no change, its target far out (chosen on the tuning
-#: drifts and raw sets: docs/drift.md, "A change declared on its first row alone").
+#: drifts and raw sets: docs/drift-log.md, "A change declared on its first row alone").
 REGRESSION_LONE_LOSS = 56.0
 LONE_TARGET_DEVIATIONS = 4.0
 
 # ----------------------------------------------------------------- the labels' detector (docs/drift.md)
 #: The labels' detector (two classes): the rise of either class's odds it tests for, and its CUSUM
 #: threshold, higher than the error detector's: a stationary stretch's labels wander as far as a changed
-#: concept's first rows (docs/drift.md, "Agrawal's first change, declared on the labels' rate with the
+#: concept's first rows (docs/drift-log.md, "Agrawal's first change, declared on the labels' rate with the
 #: errors").
 LABEL_SHIFT_RATIO = 3.0
 LABEL_SHIFT_THRESHOLD = 8.0
@@ -203,8 +203,8 @@ LABEL_SHIFT_THRESHOLD = 8.0
 #: stretch do not raise the errors (same section).
 LABEL_SHIFT_DEVIATIONS = 2.0
 #: The fewest rounds the labels' detector compares on either side of a shift: a run shorter than this is
-#: not confirmed, since a few errors among a few rounds pass any bar of deviations (docs/drift.md, "The
-#: rule kept").
+#: not confirmed, since a few errors among a few rounds pass any bar of deviations (docs/drift-log.md,
+#: session 16, "The rule kept").
 LABEL_SHIFT_LEAST_ROUNDS = 30
 
 # ----------------------------------------------------------------- the local expert (docs/drift.md)
@@ -375,7 +375,7 @@ LABEL_WEIGHT_POWER = 0.35
 # ----------------------------------------------------------------- the label after a change (two classes)
 #: The rounds after a declared change on two classes in which the label of fewest errors since it may be
 #: played: the windows the recovery is measured on
-#: (docs/drift.md#the-label-after-a-change-issue-39-session-17).
+#: (docs/drift-log.md#the-label-after-a-change-issue-39-session-17).
 CHANGE_LABEL_ROUNDS = 1000
 #: Its weights' learning rate under the 0-1 loss: an error multiplies an expert's weight by exp(-rate), so
 #: a few errors move the label where the log loss would take hundreds of rounds (same section).

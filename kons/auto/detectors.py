@@ -68,7 +68,7 @@ class LossChangeDetector:
     level left above them hides the next rise until the losses outgrow it (a shrink of the target's spread
     on ``benchmarks/drift.py``'s piecewise_scaled stream was declared late so). Before any change the
     level keeps its lag: the ceiling there declared a burst of a real series (water_flow) a change, and
-    played it worse (``docs/drift.md``).
+    played it worse (``docs/drift-log.md``).
 
     The losses being nonnegative, a block whose first rounds already carry :math:`g` past :math:`\lambda`
     whatever its other rounds (their sum divided by the whole block, over :math:`m`) is declared at once,
@@ -271,9 +271,9 @@ class LabelChangeDetector:
     A run shorter than ``least`` rounds is not confirmed: a few errors among a few rounds pass the bar of
     ``deviations`` far more often than that many deviations say (the normal bound of a binomial at a low
     rate over few rounds), and such a burst soon after a declared change replaced the generation that
-    carried the new concept (``docs/drift.md``).
+    carried the new concept (``docs/drift-log.md``).
 
-    The defaults and what chose them: ``docs/drift.md`` ("Agrawal's first change, declared on the labels'
+    The defaults and what chose them: ``docs/drift-log.md`` ("Agrawal's first change, declared on the labels'
     rate with the errors"; "A burst of the labels is no change").
     """
 

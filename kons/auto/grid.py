@@ -644,7 +644,7 @@ class Grid:
         would play them (the oracle of ``benchmarks/drift.py`` does), and its total weight and the other
         experts' of the row raised to that power against each other (the others in their proportions, the
         lags at the mixture's own): the generation carries the play once it weighs more than they do, and
-        gives it back once they weigh more (docs/drift.md, "A generation's first rounds"); within the
+        gives it back once they weigh more (docs/drift-log.md, "A generation's first rounds"); within the
         generation, each kernel copy's weight then counts :data:`~kons.auto.config.YOUNG_KERNEL_PLAY` times
         against its linear models' (the copies of one geometry stand for a fresh grid's many kernel
         members). Before all that, a round in a burst (:meth:`_in_burst`) plays the last target alone. A
@@ -864,7 +864,7 @@ class Grid:
         squared, and the mixture's weights, which move by those losses, hardly move at all; the
         generation started at the change then keeps the weight it entered with, spread over its experts
         whatever their errors (measured on ``benchmarks/drift.py``'s piecewise_scaled stream:
-        ``docs/drift.md``)."""
+        ``docs/drift-log.md``)."""
         concept, targets = self.concept, self.targets
         if concept is None or targets is None or targets.std <= 0.0 or concept.std <= 0.0:
             return None
@@ -971,7 +971,7 @@ class Grid:
         weighs the generation's own entry), the threshold model since a declared change starts afresh and
         enters at :data:`FRESH_BINS_PRIOR`, unless it started within the last :data:`FRESH_BINS_KEPT`
         rounds: one change is often declared twice (by either detector, tens of rounds apart), and the
-        second start lost what the first had learnt (docs/drift.md). Its first start builds its learner:
+        second start lost what the first had learnt (docs/drift-log.md). Its first start builds its learner:
         while the growth is held it starts only in place of one started, so that a held learner keeps its
         size (as a generation does: :func:`~kons.auto.restarts.restart`)."""
         k = self._kind_index("fresh_bins")

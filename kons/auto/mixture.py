@@ -326,7 +326,7 @@ class ChangeLabel(_KeptWeights):
     one of the fewest errors: an old expert, confident and mostly right, keeps the weight while the change's
     generation, less sure but right more often, gains it slowly, and the score's sign is the old expert's.
     The errors move the weight within a few rounds; the probabilities stay the log-loss mixture's
-    (``docs/drift.md``, "The label after a change"). Once it has led and then had more errors than the
+    (``docs/drift-log.md``, "The label after a change"). Once it has led and then had more errors than the
     sign, as after a second change nobody declared whose old leaders it follows, it stands down until the
     next declared change: it costs at most the lead it had.
 

@@ -79,7 +79,7 @@ class Generation:
     rows at the old concept's level and lose the weight to the linear model for the rest of the window;
     faded as the concept's scale is (:class:`FadingTargets`), the new level within tens of rows. The linear
     members keep ``targets``: the mean of a few rows is all a faded prior leaves their first rows, and on a
-    linear concept they carry the play there (``docs/drift.md``, session 14)."""
+    linear concept they carry the play there (``docs/drift-log.md``, session 14)."""
 
     start: int
     members: list[int]
@@ -195,8 +195,8 @@ def _forget_old_rows(grid: Grid, span: int) -> None:
     last ``span`` (those since the change's estimated onset), as a fresh ``auto``'s would hold them: the
     local expert's window of the last :data:`~kons.auto.config.NEIGHBOUR_ROWS` rows otherwise votes with
     the old concept's rows for as many rounds, and near a class boundary that moved they outvote the new
-    ones (the tuning drifts of ``benchmarks/drift.py``: ``docs/drift.md``). Regression and three classes or
-    more keep their windows."""
+    ones (the tuning drifts of ``benchmarks/drift.py``: ``docs/drift-log.md``). Regression and three classes
+    or more keep their windows."""
     if not grid.mixture.binary or grid.classes > 2:
         return
     for experts in grid.experts:
@@ -255,7 +255,8 @@ def _not_wider(grid: Grid, fresh: GenerationTargets, span: int) -> bool:
     the kernel copies' units too wide for hundreds of rows, and faded they learn the new concept as a
     restart does; after one that widens it the old scale is the narrow one, its weight matters little, and
     fading it changed how the change's generation played and, through the loss detector's level, when the
-    next change was declared (both on the tuning streams of ``benchmarks/drift.py``: ``docs/drift.md``)."""
+    next change was declared (both on the tuning streams of ``benchmarks/drift.py``:
+    ``docs/drift-log.md``)."""
     if span < 2 or grid.targets is None:
         return False
     onset = grid.kept.targets()[-span:]
@@ -274,9 +275,9 @@ def _replaced_generation(grid: Grid, weights: np.ndarray, soon: bool) -> int | N
     Friedman drift: ``docs/auto.md``). A change declared soon after the last one, its generation and the
     delayed copy alive, finds both on the concept since; when it is a false alarm, the one started first
     (the last change's own, which carries that concept) was replaced and the weight went to older experts
-    that erred more (on the binary tuning streams of ``benchmarks/drift.py``, ``docs/drift.md`` session 16),
-    so there the lighter-weighted goes, as at a delayed restart, and a true change's entry is the trial's
-    (:class:`Probation`)."""
+    that erred more (on the binary tuning streams of ``benchmarks/drift.py``, ``docs/drift-log.md`` session
+    16), so there the lighter-weighted goes, as at a delayed restart, and a true change's entry is the
+    trial's (:class:`Probation`)."""
     started = [(k, generation) for k, generation in enumerate(grid.young) if generation is not None]
     if len(started) < GENERATIONS and not grid.held:
         return next(k for k, generation in enumerate(grid.young) if generation is None)
@@ -326,7 +327,7 @@ class GenerationTargets:
     over about as many rounds as it had seen before it: a target standardised by it keeps moving for
     thousands of rounds, so a generation's experts chase a target that drifts by itself, and a kernel
     member (which has no intercept) cannot even fit the new level (measured on ``benchmarks/drift.py``'s
-    piecewise-linear streams: ``docs/drift.md``). The generation's own statistics start at the learner's,
+    piecewise-linear streams: ``docs/drift-log.md``). The generation's own statistics start at the learner's,
     weighted as ``prior`` rounds (a generation's first rows would give no deviation at all), and the rounds
     since the change's onset soon outweigh them.
 
@@ -395,7 +396,7 @@ class FadingTargets:
     A prior of fixed weight :math:`c` (:class:`GenerationTargets`) holds the scale to the old concept's for
     as long as its variance, weighted :math:`c`, outweighs the rows': after a change that shrinks the
     target's spread by a factor :math:`k`, for about :math:`c k^2` rounds (thousands, on
-    ``benchmarks/drift.py``'s piecewise_scaled stream: ``docs/drift.md``), and a mixture that weighs the
+    ``benchmarks/drift.py``'s piecewise_scaled stream: ``docs/drift-log.md``), and a mixture that weighs the
     experts in those units hardly tells them apart. Faded, the prior stands for the first rows alone (a
     scale's first rows give no deviation); after a few tens of rounds the scale is that of the rows since
     the change.

@@ -269,7 +269,7 @@ def test_auto_declares_the_change_restarts_bases_and_says_who_leads_since_when()
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_regression_declares_at_its_own_threshold_and_classes_at_the_detector_s(task: str) -> None:
     """Regression's loss detector asks less than the default (a shrink of the target declared sooner:
-    docs/drift.md), classes keep the default; a restored learner keeps its task's."""
+    docs/drift-log.md), classes keep the default; a restored learner keeps its task's."""
     X, y = _flipping()
     labels = np.sign(y) if task == "classification" else y
     learner = Auto(task=task)

@@ -4,8 +4,8 @@ classes (:class:`FreshThresholds`), beside the one that learns every row (:mod:`
 The threshold model of every row has learnt the old concept with a curvature summed over all its rows, so
 its steps after a change are small; a fresh ``auto`` started at the change (the oracle of
 ``benchmarks/drift.py``) has a fresh one, which led its mixture after Agrawal's changes of function, where
-no expert of ``auto`` came near it (``docs/drift.md``, "A fresh threshold model at a declared change"). The
-old one stays: a concept that returns finds it where it was.
+no expert of ``auto`` came near it (``docs/drift-log.md``, "A fresh threshold model at a declared change").
+The old one stays: a concept that returns finds it where it was.
 
 Its learner is built when it first starts: a learner that never declares a change (and every one on three
 classes or more, where it never starts) holds and saves none, only the round of start -1.
