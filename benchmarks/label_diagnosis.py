@@ -1,4 +1,4 @@
-"""Why ``auto``'s label loses where it does on the multi-class streams (issue 39; docs/auto.md, "Where the
+"""Why ``auto``'s label loses where it does on the multi-class streams (issue 39; docs/auto-log.md, "Where the
 label still loses, and why").
 
 One run of ``kons.Auto(task="classification")`` per stream records every multinomial round: each expert's

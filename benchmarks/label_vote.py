@@ -9,7 +9,7 @@ all). The streams are the tuning half (docs/bench-protocol.md): the project's 7 
 reported by that suite. A first run of a wider grid (learning rates 0.25 to 2, three switching grids,
 three priors of the mixture's label), binary rounds voting too, on these and the 5 binary sets of the
 raw regime's headline table found no setting with fewer errors than the sign of the score on the binary
-sets: two classes have no vote (docs/auto.md#label_vote).
+sets: two classes have no vote (docs/auto-log.md#the-label-of-fewest-errors-when-it-landed-issue-39).
 
 Run::
 
@@ -48,7 +48,8 @@ _LabelVote = mixture_module.LabelVote
 
 class _Margined(_LabelVote):
     """A vote that keeps the mixture's own label unless another class leads it by ``exp(margin)`` in
-    weight (a candidate rule, measured here only: docs/auto.md, "A margin for the mixture's own label")."""
+    weight (a candidate rule, measured here only: docs/auto-log.md, "A margin for the mixture's own
+    label")."""
 
     def __init__(self, active: np.ndarray, *, margin: float, **kwargs: Any) -> None:
         super().__init__(active, **kwargs)

@@ -375,8 +375,8 @@ def report(quality: dict[str, dict[str, Score]], cost: list[tuple[str, float, fl
              f"{load_before[0]:.2f} (1 min), after {os.getloadavg()[0]:.2f}: the machine is shared, so "
              "read ratios measured side by side, not absolute times.", "",
              "Streams: tuning (the label vote's constants were chosen on them, `benchmarks/label_vote.py`, "
-             "the pick of the label's, docs/auto.md \"Picking the label by its errors\", and the warm-up's, "
-             "\"The warm-up's label\" and \"The warm-up's label in units within the classes\"): "
+             "the pick of the label's, docs/auto-log.md \"Picking the label by its errors\", and the "
+             "warm-up's, \"The warm-up's label\" and \"The warm-up's label in units within the classes\"): "
              f"{', '.join(n for n in quality if n in TUNING_STREAMS)}; held out (no part in choosing any "
              f"constant): {', '.join(n for n in quality if n not in TUNING_STREAMS)}. `{AUTO}` is the class "
              "`auto` predicts (`Round.predicted`: its label vote's, or the class of its flatter mixture "

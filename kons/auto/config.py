@@ -96,14 +96,14 @@ GRID = (
 #: log view does: the wide ones, so that the narrow ones keep what a name that says much adds, and the
 #: mixture has a raw kernel to weigh that a name that says nothing does not blur. Where the warm-up's
 #: records hold such names they take instead the width of the rows without them (Grid.numbers_width): the
-#: narrow members' width on the same records without the names (docs/auto.md#a-records-categorical-names).
+#: narrow members' width on the same records without the names (docs/auto-log.md#a-records-categorical-names).
 NUMBERS_WIDTH = 4.0
 #: The coordinates a regression record's key counts for in the linear models' regularisers (ONS's
 #: alpha - 1, the Bayesian linear prior's precision of a weight): a key is one number (or one name) however
 #: many of the encoder's coordinates it takes, so the regulariser counts what the rows say, not the width
 #: reserved for keys yet to come (kons.records.WIDTH_PER_KEY). On the tuning records half a coordinate a
 #: key or one did best, then 2, 4 and the width; a classification record keeps the width: magic04's error rose
-#: (docs/auto.md#the-linear-models-regularisers-count-a-records-keys).
+#: (docs/auto-log.md#the-linear-models-regularisers-count-a-records-keys).
 LINEAR_DIM_PER_KEY = 1
 #: The warm-up's Bayesian linear model's prior precision of a weight (and the rows of prior of its label's
 #: within-class deviations) on a record whose width its first record set: this many coordinates a key the
@@ -251,11 +251,11 @@ NAP_ROUNDS = 250
 FOREST_TREES = 10
 #: Nodes of a tree at most: then its splits stay and its nodes only count, so its state and cost stay
 #: flat; about what AMF's unbounded trees grow to on image segments, where fewer cost errors
-#: (docs/auto.md#trees-as-large-as-amfs).
+#: (docs/auto-log.md#trees-as-large-as-amfs).
 FOREST_MAX_NODES = 1023
 #: The forest's saved bytes on two classes at most (its trees' nodes bounded to fit: a node keeps its box,
 #: two floats a feature): the node bound's on rows of up to about twenty features
-#: (docs/auto.md#trees-as-large-as-amfs).
+#: (docs/auto-log.md#trees-as-large-as-amfs).
 FOREST_MAX_BYTES = 4_000_000
 #: Features above which there is none: on digits the kernels lead, and the forest cost much of the round
 #: for little weight (docs/auto.md#the-mondrian-forest).
@@ -263,7 +263,7 @@ FOREST_MAX_DIM = 32
 #: The Dirichlet (Krichevsky-Trofimov) prior of a node's class frequencies: AMF's earlier multi-class
 #: default; its default now left the forest behind the kernels by log loss on the tuning streams, so that
 #: it never held weight (docs/auto.md#the-mondrian-forest); with a node's first row free, a larger prior
-#: raised the log loss on most tuning streams (docs/auto.md#a-nodes-first-row-pays-no-loss).
+#: raised the log loss on most tuning streams (docs/auto-log.md#a-nodes-first-row-pays-no-loss).
 FOREST_DIRICHLET = 0.01
 #: Rows the forest learns before it plays, and its prior weight once it does: on a small stream (iris) it
 #: must play early and gain weight fast (docs/auto.md#the-mondrian-forest).

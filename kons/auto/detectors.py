@@ -81,7 +81,7 @@ class LossChangeDetector:
     caller says the round may (:meth:`update`'s ``alone``): a change that moves the target far errs so on
     its first row, which the block counts as an eighth, so that the CUSUM declared it a row later.
 
-    The defaults and what chose them: ``docs/auto.md`` (the change detectors).
+    The defaults and what chose them: ``docs/auto-log.md`` (the change detectors).
     """
 
     def __init__(self, *, threshold: float = 10.0, drift: float = 1.0, cap: float = 30.0, block: int = 8,
@@ -194,11 +194,11 @@ class ErrorChangeDetector:
     whenever it favours :math:`p_0` (Lorden 1971: at least :math:`e^h` rounds between false alarms on
     average for a known :math:`p_0`). The level follows every round: one that followed only the rounds at
     which :math:`g = 0` would miss the errors, which start the rises, and sit below the true rate
-    (it raised false alarms: ``docs/auto.md``). After a change the
+    (it raised false alarms: ``docs/auto-log.md``). After a change the
     level is learnt afresh over ``warmup`` rounds, as at the start.
 
     The defaults, the threshold's history (7, then 6 once a false alarm was made cheap by the trial of
-    the generation it starts) and what chose them: ``docs/auto.md`` (the change detectors).
+    the generation it starts) and what chose them: ``docs/auto-log.md`` (the change detectors).
     """
 
     def __init__(self, *, ratio: float = 2.0, threshold: float = 6.0, memory: int = 500, warmup: int = 100,

@@ -11,7 +11,7 @@ suits the stream. Change detectors on the
 mixture's own plays (:mod:`kons.auto.detectors`) start generations of fresh learners at a declared change
 (:mod:`kons.auto.restarts`). Until the median-heuristic width is known it plays the Bayesian linear model
 of the buffered rows. Why each part is there, the regret statements, the cost of a round and what was
-measured and not kept: ``docs/auto.md``; the tuning constants and what chose them:
+measured and not kept: ``docs/auto.md`` and ``docs/auto-log.md``; the tuning constants and what chose them:
 :mod:`kons.auto.config`.
 
 Examples
@@ -603,16 +603,16 @@ class Auto(Learner):
         warm-up, and its first rounds need not be lost to the linear model. Each model's evidence is the
         Gaussian marginal likelihood :math:`\log N(t - \bar t; 0, G)` of the buffered labels' columns
         (equal priors), so the average is Bayes' over the two; a function of the buffer alone, as the
-        linear model is (docs/auto.md, "The multi-class warm-up").
+        linear model is (docs/auto-log.md, "The multi-class warm-up").
 
         The class the round names (``_warmup_class``, among the classes the buffer holds) is that of the
         same average with the classes' base rates (the means :math:`\bar t` the scores add back) weighed
         by the probability that the classes are not equally frequent (:func:`_unequal_rates_probability`):
         a few buffered rows of each class measure their rates poorly, and the play's log loss keeps them
-        whole (docs/auto.md, "The warm-up's label"), and of the two models refitted on the rows with each
+        whole (docs/auto-log.md, "The warm-up's label"), and of the two models refitted on the rows with each
         feature in units of its deviation within the buffered classes (:func:`_within_class_deviations`):
         a feature that parts the classes then counts for more in the radial kernel's distances than one
-        that only spreads each class (docs/auto.md, "The warm-up's label in units within the classes")."""
+        that only spreads each class (docs/auto-log.md, "The warm-up's label in units within the classes")."""
         prep = self._prep
         self._warmup_class = -1
         if not prep.buffer:

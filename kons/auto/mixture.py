@@ -230,7 +230,7 @@ class LabelVote(_KeptWeights):
     tempered class is played while its count is lower than the vote's by more than ``pick_margin``
     (:data:`~kons.auto.config.LABEL_PICK_MARGIN`), the vote's otherwise: the vote holds where the experts'
     labels beat the mixture's class, the tempered class where the mixture's experts averaged are right
-    (``docs/auto.md``, "Picking the label by its errors", "The tempered class").
+    (``docs/auto-log.md``, "Picking the label by its errors", "The tempered class").
 
     A voter's label is a class index, -1 for none.
     """
@@ -599,7 +599,7 @@ class Mixture:
     def tempered_class(self, probabilities: np.ndarray) -> int:
         """The most probable class of the experts' ``probabilities`` (experts, K) mixed under the weights
         raised to :data:`~kons.auto.config.LABEL_WEIGHT_POWER`: flatter than the log-loss mixture's, so
-        that its class averages the experts its leader would outweigh (``docs/auto.md``, "The tempered
+        that its class averages the experts its leader would outweigh (``docs/auto-log.md``, "The tempered
         class")."""
         return self._tempered(probabilities, probabilities.tobytes())
 

@@ -272,7 +272,7 @@ def _replaced_generation(grid: Grid, weights: np.ndarray, soon: bool) -> int | N
     At a declared change both generations learnt concepts the change has ended, the older from further
     back (which the grid's own members cover already), and the weight it holds is the old concepts'
     weight, which the mixture would take hundreds of rounds to move off it (measured on the gradual
-    Friedman drift: ``docs/auto.md``). A change declared soon after the last one, its generation and the
+    Friedman drift: ``docs/auto-log.md``). A change declared soon after the last one, its generation and the
     delayed copy alive, finds both on the concept since; when it is a false alarm, the one started first
     (the last change's own, which carries that concept) was replaced and the weight went to older experts
     that erred more (on the binary tuning streams of ``benchmarks/drift.py``, ``docs/drift-log.md`` session

@@ -520,7 +520,7 @@ def test_a_categorical_names_group_is_its_categories_other_and_missing_indicator
 def test_a_category_that_says_nothing_costs_auto_far_less_than_before() -> None:
     # 20 shops drawn at random beside four numbers that carry the target: each shop's one-hot coordinate
     # standardised on its own made the shops weigh as 20 features in every distance (the main before the
-    # shared scale: 4.2x the squared error without the shops over rounds 300-800; docs/auto.md)
+    # shared scale: 4.2x the squared error without the shops over rounds 300-800; docs/auto-log.md)
     rng = np.random.default_rng(0)
     X = rng.uniform(-2.0, 2.0, size=(800, 4))
     y = np.sin(2.0 * X[:, 0]) * X[:, 1] + X[:, 2] ** 2 - X[:, 3] + rng.normal(0.0, 0.1, 800)
@@ -539,7 +539,7 @@ def test_a_number_s_missing_indicator_is_centred_at_the_fixed_variance_not_stand
     # standardised by its own deviation, the indicator of a gap rate p puts a gapped row sqrt((1 - p) / p)
     # deviations out (3 at 10%) and the gaps dominate the row's distances: a number's indicator is scaled
     # by GAP_VARIANCE instead, in the raw and the log view; a categorical name's missing indicator is one
-    # more category of the name, in its group (docs/auto.md, "A number's missing indicator")
+    # more category of the name, in its group (docs/auto-log.md, "A number's missing indicator")
     from kons.auto.grid import signed_log
     from kons.preprocessing import GAP_VARIANCE
 

@@ -15,8 +15,8 @@ votes' weight and :math:`W` all of them. At equal distances that is Laplace's :m
 exactly; however close one neighbour is, no class goes above :math:`(k + 1) / (k + K)` nor to 0 (an exact copy
 of ``x`` weighs the finite :data:`SAME_POINT_DISTANCE` floor's inverse). The inverse-distance vote was chosen
 on ``benchmarks/drift.py``'s RBF drift, whose neighbourhoods straddle moving class boundaries
-(``docs/auto.md``). For regression it plays the neighbours' target mean under the same weights, clipped. The
-grid (:mod:`kons.auto.grid`) weighs it only once it holds :data:`~kons.auto.config.NEIGHBOURS_WAKE_ROWS`
+(``docs/auto-log.md``). For regression it plays the neighbours' target mean under the same weights, clipped.
+The grid (:mod:`kons.auto.grid`) weighs it only once it holds :data:`~kons.auto.config.NEIGHBOURS_WAKE_ROWS`
 rows, and keeps none on sparse or wide rows: its rows are dense.
 """
 
@@ -122,7 +122,7 @@ class RecentNeighbours:
             negative, positive = _smoothed_votes(targets, distances, 2)
             score = math.log(positive / negative)
         elif len(targets):
-            # weighted, as the votes (as good or better than the plain mean measured: docs/auto.md)
+            # weighted, as the votes (as good or better than the plain mean measured: docs/auto-log.md)
             weights = _vote_weights(distances)
             score = float(weights.dot(targets)) / float(np.add.reduce(weights))
         else:

@@ -2,7 +2,7 @@ r"""The Bayesian linear model of the rows since a restart: the first expert of a
 
 A generation of :mod:`kons.auto`'s restarted bases starts at a declared change with learners that know
 nothing; the online Newton steps of its linear copies then need tens of rounds to reach the new concept
-(``docs/auto.md``: on a flipped linear target, far worse over the first rounds after the change than
+(``docs/auto-log.md``: on a flipped linear target, far worse over the first rounds after the change than
 ``auto`` started afresh, whose warm-up plays this model of its first rows).
 :class:`RecentLinear` is that warm-up made incremental: the posterior mean of a Bayesian linear model of
 the rows learnt since it started, O(d^2) per round and a state of fixed size.
