@@ -922,7 +922,8 @@ class Grid:
         shifted = self._labels_shifted(label) if label is not None else 0
         # every detector sees every round (their levels follow the stream), any declares
         span, soon = 0, False
-        if (self.errors.update(error) if error is not None else False) or risen or shifted:
+        erred = self.errors.update(error) if error is not None else False
+        if erred or risen or shifted:
             # before the last change's delayed restarts are done, with every generation started since it
             soon = self.restarts_due > 0 and all(young is not None and young.start >= self.last_change
                                                  for young in self.young)
@@ -933,6 +934,10 @@ class Grid:
                 self.labels = LabelChangeDetector()
             span = shifted or change_span(self.detector.steps(self.kept.losses(), level) if risen
                                           else self.errors.steps(self.kept.errors(), baseline))
+            if not shifted and error is not None and (erred or self.errors.seen > self.errors.warmup):
+                # on classes the onset is the errors' (ErrorChangeDetector.onset_span), whichever test
+                # declared the change, while their level is one learnt before it
+                span = self.errors.onset_span(self.kept.errors(), baseline, span)
         if self.restarts_due and self.rounds == self.last_change + RESTART_DELAYS[-self.restarts_due]:
             self.restarts_due -= 1
             if self.rounds == self.last_change and self.classes == 2:

@@ -871,3 +871,18 @@ def test_a_change_declared_soon_after_the_last_keeps_the_heavier_of_the_generati
         learner.learn_one(*next(rows))
     assert learner.changes_detected == changes + 1 and grid.young[own] is kept
     assert cast(Generation, grid.young[copy]).start == grid.last_change
+
+
+def test_the_onset_of_a_change_on_classes_is_estimated_at_the_run_s_own_error_rate() -> None:
+    """Old errors a few rounds before a rise to half the rounds: the CUSUM's own change point, whose rise
+    is to twice the odds, reaches back to them; at the run's own rate a right play costs what it says
+    against the rise, and the onset is the rise's first round."""
+    detector = ErrorChangeDetector()
+    errors = np.zeros(192)
+    errors[[100, 140, 145]] = 1.0  # the old concept's, at its rate
+    errors[160::2] = 1.0  # the new one errs every other round from round 160
+    baseline = 0.05
+    first = change_span(detector.steps(errors, baseline))
+    assert first == 192 - 140
+    assert detector.onset_span(errors, baseline, first) == 192 - 160
+    assert detector.onset_span(errors, 0.6, first) == first  # no rise over that rate: the first estimate
