@@ -13,8 +13,9 @@ N`` instead both at seed 0 on the benchmark's order and N shuffles: :func:`order
 River's softmax regression as one more voter, ``--warmup-labels`` the errors of candidate labels of
 the rows the multi-class warm-up plays (:func:`warmup_labels`; with ``--shuffles N`` summed over the
 benchmark's order and N shuffles of each stream, and ``--streams`` may name the :data:`IMBALANCED` streams),
-and ``--two-class-warmup`` those of the rows the warm-up plays with two classes, played as the multi-class
-warm-up would (:func:`two_class_warmup`).
+``--two-class-warmup`` those of the rows the warm-up plays with two classes, played as the multi-class
+warm-up would (:func:`two_class_warmup`), and ``--vote-shares`` (with ``--orders N``) the errors of the label
+replayed with the split vote's rule at several shares (:func:`vote_shares`).
 
 Run::
 
@@ -216,6 +217,43 @@ def orders(name: str, count: int) -> None:
             rules[rule] += int(np.sum((labels != recorded.y) & recorded.played))
     print(f"{name} over {count + 1} orders, errors in the first {WARMUP_ROWS} rows and after: auto "
           f"{summed[0].tolist()}, River AMF {summed[1].tolist()}; auto {outcomes}; after the warm-up {rules}")
+
+
+#: The shares of the vote's weight :func:`vote_shares` replays the split vote's rule at (0: never split).
+VOTE_SHARES = (0.0, 0.5, 0.65, 0.7, 0.75, 0.77, 0.8, 0.85, 0.9, 0.95, 0.96, 0.99)
+
+
+def _split_vote_errors(r: Recorded, shares: tuple[float, ...]) -> list[int]:
+    """The errors of ``r``'s label replayed with the tempered class played where the vote's class holds
+    less than each of ``shares`` of the voters' weight (the pick, its counts and the vote replayed by
+    :class:`~kons.auto.mixture.LabelVote` on the recorded labels: no learning depends on them)."""
+    errors, vote = np.full(len(shares), r.offset), None
+    for t in range(len(r.y)):
+        labels, own, tempered, label = r.labels[t], int(r.own[t]), int(r.tempered[t]), int(r.y[t])
+        if vote is None:  # (the vote's first round plays the mixture's class, as recorded)
+            vote = mixture_module.LabelVote(labels >= 0)
+        else:
+            voted = vote.voted(labels, own)
+            picked = vote.pick_errors[1] + vote.pick_margin < vote.pick_errors[0]
+            voters = np.append(labels, own)
+            weights = vote.weights.weights()[voters >= 0]
+            share = weights[voters[voters >= 0] == voted].sum() / weights.sum()
+            played = [tempered if picked or share < at else voted for at in shares]
+            errors += r.played[t] * (np.array(played) != label)
+            vote.score(labels, own, tempered, label)
+        vote.follow(labels >= 0)
+        vote.update(labels, own, label)
+    return errors.tolist()
+
+
+def vote_shares(name: str, count: int) -> None:
+    """``auto``'s errors on the benchmark's order of ``name`` and ``count`` shuffles, summed, with the split
+    vote's rule replayed at each of :data:`VOTE_SHARES` (docs/auto.md, "A split vote"), and on the
+    benchmark's order alone."""
+    runs = [_split_vote_errors(record(name, shuffle), VOTE_SHARES) for shuffle in range(count + 1)]
+    summed = dict(zip(VOTE_SHARES, np.sum(runs, axis=0).tolist(), strict=True))
+    print(f"{name}: errors over {count + 1} orders by share {summed}; on the benchmark's order "
+          f"{dict(zip(VOTE_SHARES, runs[0], strict=True))}", flush=True)
 
 
 def patched(name: str, module: Any, constant: str, value: float, seeds: int = 1) -> None:
@@ -447,7 +485,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--softmax-voter", action="store_true")
     parser.add_argument("--warmup-labels", action="store_true")
     parser.add_argument("--two-class-warmup", action="store_true")
+    parser.add_argument("--vote-shares", action="store_true")
     args = parser.parse_args(argv)
+    if args.vote_shares:
+        for name in args.streams:
+            vote_shares(name, max(args.orders, 0))
+        return
     if args.two_class_warmup:
         print("the two-class warm-up's rounds: errors, log loss summed; played / as the multi-class warm-up")
         for name in args.streams:

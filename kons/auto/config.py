@@ -367,6 +367,10 @@ LABEL_PICK_DISCOUNT = 0.999
 #: The lead in discounted errors the tempered class needs over the vote's to be played: less than one
 #: error, so equal counts keep the vote (docs/auto.md#label_pick_margin).
 LABEL_PICK_MARGIN = 0.5
+#: The share of the vote's weight its class needs for the vote's label to be played where the tempered
+#: class names another: below it the voters are split and the tempered class is played
+#: (docs/auto.md#label_vote_share).
+LABEL_VOTE_SHARE = 0.77
 #: The power of the log-loss weights under which the pick's second rule mixes the experts' probabilities
 #: for its class: flatter weights average the experts where one leads by log loss but none by errors
 #: (docs/auto.md#label_weight_power).

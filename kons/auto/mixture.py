@@ -20,6 +20,7 @@ from kons.auto.config import (
     LABEL_RATE,
     LABEL_RATES,
     LABEL_SWITCHING_PRIOR,
+    LABEL_VOTE_SHARE,
     LABEL_WEIGHT_POWER,
     MIX_BOUND,
     RATES,
@@ -230,7 +231,10 @@ class LabelVote(_KeptWeights):
     tempered class is played while its count is lower than the vote's by more than ``pick_margin``
     (:data:`~kons.auto.config.LABEL_PICK_MARGIN`), the vote's otherwise: the vote holds where the experts'
     labels beat the mixture's class, the tempered class where the mixture's experts averaged are right
-    (``docs/auto-log.md``, "Picking the label by its errors", "The tempered class").
+    (``docs/auto-log.md``, "Picking the label by its errors", "The tempered class"). Where the vote's class
+    holds less than :data:`~kons.auto.config.LABEL_VOTE_SHARE` of its weight and the tempered class names
+    another, the tempered class is played: split voters name the class less often than the mixture's
+    experts averaged (``docs/auto-log.md``, "A split vote"). The pick still counts the vote's own label.
 
     A voter's label is a class index, -1 for none.
     """
@@ -245,9 +249,10 @@ class LabelVote(_KeptWeights):
         self.pick_discount, self.pick_margin = pick_discount, pick_margin
         #: The discounted errors of the label rules: the vote's label, the mixture's tempered class.
         self.pick_errors = np.zeros(2)
-        # the voters' labels, the mixture's class and the weights the vote's last label is of, and that
-        # label (not state): a round's label and the count of its errors after it read the same
-        self._voted_of: tuple[np.ndarray, int, np.ndarray, int] | None = None
+        # the voters' labels, the mixture's class and the weights the vote's last label is of, that label
+        # and the weight of each class (not state): a round's label and the count of its errors after it
+        # read the same
+        self._voted_of: tuple[np.ndarray, int, np.ndarray, tuple[int, np.ndarray]] | None = None
         self.own = len(active)
         voting = np.append(active, True)
         self.weights = SwitchingWeights(len(voting), 1, rates, switching_prior, name="label")
@@ -264,6 +269,10 @@ class LabelVote(_KeptWeights):
     def voted(self, labels: np.ndarray, own: int) -> int:
         """The class of the largest weight among the voters' ``labels`` (the experts', by slot) and the
         mixture's ``own``; ``own`` on a tie."""
+        return self._vote(labels, own)[0]
+
+    def _vote(self, labels: np.ndarray, own: int) -> tuple[int, np.ndarray]:
+        """The vote's class (:meth:`voted`) and the weight that named each class."""
         weights, kept = self._weights(), self._voted_of
         if kept is not None and kept[0] is labels and kept[1] == own and kept[2] is weights:
             return kept[3]
@@ -275,15 +284,21 @@ class LabelVote(_KeptWeights):
             voted = own
         else:
             voted = int(votes.argmax()) if len(votes) else own
-        self._voted_of = labels, own, weights, voted
-        return voted
+        self._voted_of = labels, own, weights, (voted, votes)
+        return voted, votes
 
     def label(self, labels: np.ndarray, own: int, tempered: int) -> int:
         """The label played: the mixture's ``tempered`` class while its errors are lower than the vote's
-        by more than the margin, the vote's (:meth:`voted`, the mixture's ``own`` class a voter)
-        otherwise."""
+        by more than the margin, or where the vote's class holds less than
+        :data:`~kons.auto.config.LABEL_VOTE_SHARE` of the voters' weight; the vote's (:meth:`voted`, the
+        mixture's ``own`` class a voter) otherwise."""
         errors = self.pick_errors
-        return tempered if errors[1] + self.pick_margin < errors[0] else self.voted(labels, own)
+        if errors[1] + self.pick_margin < errors[0]:
+            return tempered
+        voted, votes = self._vote(labels, own)
+        if voted == tempered or not 0 <= voted < len(votes):
+            return voted
+        return voted if votes[voted] >= LABEL_VOTE_SHARE * np.add.reduce(votes) else tempered
 
     def score(self, labels: np.ndarray, own: int, tempered: int, y: int) -> None:
         """Each label rule's errors after a round whose true class is ``y``, the vote's label as played

@@ -129,3 +129,12 @@ def test_the_orders_count_auto_and_amf_on_each_order(monkeypatch: pytest.MonkeyP
     assert printed.startswith("iris over 2 orders")
     # each order is ahead, tied or behind
     assert sum(int(n) for n in re.findall(r"'(?:ahead|tied|behind)': (\d+)", printed)) == 2
+
+
+@pytest.mark.timeout(120)
+def test_the_split_vote_replayed_at_its_share_is_the_label_played() -> None:
+    from kons.auto.config import LABEL_VOTE_SHARE
+
+    recorded = label_diagnosis.record("wine", shuffle=1)  # (an order where the split vote plays a row)
+    never, kept = label_diagnosis._split_vote_errors(recorded, (0.0, LABEL_VOTE_SHARE))
+    assert kept == recorded.errors < never

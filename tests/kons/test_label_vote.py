@@ -15,7 +15,7 @@ import pytest
 
 import kons
 import kons._state
-from kons.auto.config import LABEL_WEIGHT_POWER
+from kons.auto.config import LABEL_VOTE_SHARE, LABEL_WEIGHT_POWER
 from kons.auto.mixture import LabelVote, Mixture
 from kons.losses import top_label
 
@@ -94,7 +94,7 @@ def test_the_vote_plays_and_weighs_as_a_plain_weighted_majority_with_fixed_share
         labels = np.where(rng.random(experts) < accuracy, y, rng.integers(classes, size=experts))
         labels[~np.array(plain.active[:experts])] = -1  # an expert out of play names nothing
         own = int(labels[2]) if rng.random() < 0.8 else -1
-        assert vote.label(labels, own, own) == plain.label(labels.tolist(), own), t
+        assert vote.voted(labels, own) == plain.label(labels.tolist(), own), t
         vote.update(labels, own, y)
         plain.update(labels.tolist(), own, y)
         np.testing.assert_allclose(vote.weights.weights(), plain.weights(), rtol=1e-9, atol=1e-300)
@@ -132,6 +132,19 @@ def test_the_label_is_the_vote_s_until_the_mixture_s_class_has_fewer_errors() ->
     # equal discounted errors, or the mixture's lead within the margin: the vote's
     vote.pick_errors = np.array([1.0, 1.0 - vote.pick_margin])
     assert vote.label(np.array([1, 1, 1]), 0, 0) == 1
+
+
+def test_a_split_vote_plays_the_tempered_class() -> None:
+    vote = LabelVote(np.ones(4, dtype=bool))
+    # uniform weights over the four experts and the mixture's class: class 2 holds 3 of 5 voters' weight
+    experts, own, tempered = np.array([2, 2, 1, 0]), 2, 1
+    share = vote.weights.weights()[[0, 1, 4]].sum()
+    assert vote.voted(experts, own) == 2 and share < LABEL_VOTE_SHARE
+    assert vote.label(experts, own, tempered) == tempered
+    assert vote.label(experts, own, 2) == 2  # (the two rules agree)
+    vote.update(experts, own, 2)  # experts 2 and 3 pay: class 2 now holds most of the weight
+    share = vote.weights.weights()[[0, 1, 4]].sum()
+    assert share >= LABEL_VOTE_SHARE and vote.label(experts, own, tempered) == 2
 
 
 def test_the_tempered_class_averages_the_experts_the_leader_outweighs() -> None:
