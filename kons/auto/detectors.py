@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from kons._numerics import clip
 from kons.auto.config import (
     LABEL_SHIFT_DEVIATIONS,
     LABEL_SHIFT_LEAST_ROUNDS,
@@ -220,9 +221,7 @@ class ErrorChangeDetector:
             self.level += (error - self.level) / self.seen
             return False
         self.reference = self.baseline
-        p0, p1 = self._rates(self.reference)
-        step = math.log(p1 / p0) if error else math.log((1.0 - p1) / (1.0 - p0))
-        self.cusum = max(0.0, self.cusum + step)
+        self.cusum = max(0.0, self.cusum + self._log_ratio(error, *self._rates(self.reference)))
         self.level += (error - self.level) / self.memory
         if self.cusum <= self.threshold:
             return False
@@ -234,17 +233,30 @@ class ErrorChangeDetector:
         """The error rate the next round is tested against: the level when the current rise began."""
         return self.reference if self.cusum > 0.0 else self.level
 
+    def _clipped(self, rate: float) -> float:
+        """``rate`` clipped to :math:`[f, 1 - f]` (``floor``): no rate the tests take is 0 or 1."""
+        return clip(rate, self.floor, 1.0 - self.floor)
+
     def _rates(self, reference: float) -> tuple[float, float]:
         """:math:`p_0` (``reference``, clipped) and :math:`p_1`, the rate of ``ratio`` times its odds."""
-        p0 = min(max(reference, self.floor), 1.0 - self.floor)
+        p0 = self._clipped(reference)
         return p0, self.ratio * p0 / (1.0 - p0 + self.ratio * p0)
+
+    @staticmethod
+    def _log_ratio(error: float, p0: float, p1: float) -> float:
+        r"""The CUSUM's step after a round with an ``error`` (1) or a right play (0), testing the rate
+        :math:`p_0` against :math:`p_1`: :math:`\ln(p_1 / p_0)` or :math:`\ln((1 - p_1) / (1 - p_0))`."""
+        return math.log(p1 / p0) if error else math.log((1.0 - p1) / (1.0 - p0))
+
+    def _log_ratios(self, errors: np.ndarray, p0: float, p1: float) -> np.ndarray:
+        """:meth:`_log_ratio` of each of ``errors`` (0 or 1)."""
+        steps: np.ndarray = np.where(errors > 0.0, self._log_ratio(1.0, p0, p1), self._log_ratio(0.0, p0, p1))
+        return steps
 
     def steps(self, errors: np.ndarray, baseline: float) -> np.ndarray:
         """The CUSUM's steps for ``errors`` (0 or 1) tested against ``baseline`` (read :attr:`baseline`
         before the round that declares the change), for :func:`change_span`."""
-        p0, p1 = self._rates(baseline)
-        llr: np.ndarray = np.where(errors > 0.0, math.log(p1 / p0), math.log((1.0 - p1) / (1.0 - p0)))
-        return llr
+        return self._log_ratios(errors, *self._rates(baseline))
 
     def onset_span(self, errors: np.ndarray, baseline: float, span: int) -> int:
         r"""The rounds a declared change spans, estimated again (:func:`change_span`) with :math:`p_1` the
@@ -257,12 +269,10 @@ class ErrorChangeDetector:
         ``benchmarks/drift.py``'s held-out Sine stream, 28 of the 38 it replayed). With the run's own rate
         a right play costs what it says against the rise. On the binary drift tuning streams the onsets
         of the changes declared on the errors came nearer the true ones (``docs/drift-log.md``)."""
-        p0 = min(max(baseline, self.floor), 1.0 - self.floor)
-        p1 = min(float(errors[-span:].mean()), 1.0 - self.floor)
+        p0, p1 = self._clipped(baseline), self._clipped(float(errors[-span:].mean()))
         if p1 <= p0:
             return span
-        steps = np.where(errors > 0.0, math.log(p1 / p0), math.log((1.0 - p1) / (1.0 - p0)))
-        return change_span(steps)
+        return change_span(self._log_ratios(errors, p0, p1))
 
     def state(self) -> list[float]:
         return [float(self.seen), self.level, self.reference, self.cusum]
@@ -326,8 +336,7 @@ class LabelChangeDetector:
         before, since = errors[:-span], errors[-span:]
         if len(before) < self.least or span < self.least:
             return False
-        floor = self.tests[0].floor
-        rate = min(max(float(before.mean()), floor), 1.0 - floor)
+        rate = self.tests[0]._clipped(float(before.mean()))
         rise = (float(since.mean()) - rate) / math.sqrt(rate * (1.0 - rate) / span)
         return rise >= self.deviations
 
