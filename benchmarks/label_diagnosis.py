@@ -225,19 +225,19 @@ VOTE_SHARES = (0.0, 0.5, 0.65, 0.7, 0.75, 0.77, 0.8, 0.85, 0.9, 0.95, 0.96, 0.99
 
 def _split_vote_errors(r: Recorded, shares: tuple[float, ...]) -> list[int]:
     """The errors of ``r``'s label replayed with the tempered class played where the vote's class holds
-    less than each of ``shares`` of the voters' weight (the pick, its counts, the vote and the weight naming
-    each class replayed by :class:`~kons.auto.mixture.LabelVote` on the recorded labels: no learning depends
-    on them)."""
+    less than each of ``shares`` of the voters' weight (the label of
+    :meth:`~kons.auto.mixture.LabelVote.label` at each ``vote_share``, the vote replayed on the recorded
+    labels: no learning depends on them)."""
     errors, vote = np.full(len(shares), r.offset), None
     for t in range(len(r.y)):
         labels, own, tempered, label = r.labels[t], int(r.own[t]), int(r.tempered[t]), int(r.y[t])
         if vote is None:  # (the vote's first round plays the mixture's class, as recorded)
             vote = mixture_module.LabelVote(labels >= 0)
         else:
-            voted, votes = vote._vote(labels, own)  # (as label() reads them)
-            picked = vote.pick_errors[1] + vote.pick_margin < vote.pick_errors[0]
-            named = votes[voted] if 0 <= voted < len(votes) else np.inf
-            played = [tempered if picked or named < at * np.add.reduce(votes) else voted for at in shares]
+            played = []
+            for share in shares:  # (the share changes no learning of the vote: one vote for all)
+                vote.vote_share = share
+                played.append(vote.label(labels, own, tempered))
             errors += r.played[t] * (np.array(played) != label)
             vote.score(labels, own, tempered, label)
         vote.follow(labels >= 0)

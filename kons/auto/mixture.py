@@ -232,9 +232,10 @@ class LabelVote(_KeptWeights):
     (:data:`~kons.auto.config.LABEL_PICK_MARGIN`), the vote's otherwise: the vote holds where the experts'
     labels beat the mixture's class, the tempered class where the mixture's experts averaged are right
     (``docs/auto-log.md``, "Picking the label by its errors", "The tempered class"). Where the vote's class
-    holds less than :data:`~kons.auto.config.LABEL_VOTE_SHARE` of its weight and the tempered class names
-    another, the tempered class is played: split voters name the class less often than the mixture's
-    experts averaged (``docs/auto-log.md``, "A split vote"). The pick still counts the vote's own label.
+    holds less than ``vote_share`` of its weight (:data:`~kons.auto.config.LABEL_VOTE_SHARE`) and the
+    tempered class names another, the tempered class is played: split voters name the class less often than
+    the mixture's experts averaged (``docs/auto-log.md``, "A split vote"). The pick still counts the vote's
+    own label.
 
     A voter's label is a class index, -1 for none.
     """
@@ -242,11 +243,12 @@ class LabelVote(_KeptWeights):
     def __init__(self, active: np.ndarray, *, rate: float = LABEL_RATE,
                  rates: tuple[float, ...] = LABEL_RATES, switching_prior: float = LABEL_SWITCHING_PRIOR,
                  own_prior: float = LABEL_OWN_PRIOR, entry_prior: float = LABEL_ENTRY_PRIOR,
-                 pick_discount: float = LABEL_PICK_DISCOUNT, pick_margin: float = LABEL_PICK_MARGIN) -> None:
+                 pick_discount: float = LABEL_PICK_DISCOUNT, pick_margin: float = LABEL_PICK_MARGIN,
+                 vote_share: float = LABEL_VOTE_SHARE) -> None:
         """A vote among the mixture's experts ``active`` (a mask of its slots), uniform, and its label
         at ``own_prior``; no errors yet for either label rule."""
         self.rate, self.entry_prior = rate, entry_prior
-        self.pick_discount, self.pick_margin = pick_discount, pick_margin
+        self.pick_discount, self.pick_margin, self.vote_share = pick_discount, pick_margin, vote_share
         #: The discounted errors of the label rules: the vote's label, the mixture's tempered class.
         self.pick_errors = np.zeros(2)
         # the voters' labels, the mixture's class and the weights the vote's last label is of, that label
@@ -289,16 +291,15 @@ class LabelVote(_KeptWeights):
 
     def label(self, labels: np.ndarray, own: int, tempered: int) -> int:
         """The label played: the mixture's ``tempered`` class while its errors are lower than the vote's
-        by more than the margin, or where the vote's class holds less than
-        :data:`~kons.auto.config.LABEL_VOTE_SHARE` of the voters' weight; the vote's (:meth:`voted`, the
-        mixture's ``own`` class a voter) otherwise."""
+        by more than the margin, or where the vote's class holds less than ``vote_share`` of the voters'
+        weight; the vote's (:meth:`voted`, the mixture's ``own`` class a voter) otherwise."""
         errors = self.pick_errors
         if errors[1] + self.pick_margin < errors[0]:
             return tempered
         voted, votes = self._vote(labels, own)
         if voted == tempered or not 0 <= voted < len(votes):
             return voted
-        return voted if votes[voted] >= LABEL_VOTE_SHARE * np.add.reduce(votes) else tempered
+        return voted if votes[voted] >= self.vote_share * np.add.reduce(votes) else tempered
 
     def score(self, labels: np.ndarray, own: int, tempered: int, y: int) -> None:
         """Each label rule's errors after a round whose true class is ``y``, the vote's label as played

@@ -136,7 +136,8 @@ def test_the_label_is_the_vote_s_until_the_mixture_s_class_has_fewer_errors() ->
 
 def test_a_split_vote_plays_the_tempered_class() -> None:
     vote = LabelVote(np.ones(4, dtype=bool))
-    # uniform weights over the four experts and the mixture's class: class 2 holds 3 of 5 voters' weight
+    # the four experts share 0.9 of the weight, the mixture's class holds 0.1 (LABEL_OWN_PRIOR): class 2
+    # holds two experts' and the mixture's, 0.55
     experts, own, tempered = np.array([2, 2, 1, 0]), 2, 1
     share = vote.weights.weights()[[0, 1, 4]].sum()
     assert vote.voted(experts, own) == 2 and share < LABEL_VOTE_SHARE
@@ -145,6 +146,9 @@ def test_a_split_vote_plays_the_tempered_class() -> None:
     vote.update(experts, own, 2)  # experts 2 and 3 pay: class 2 now holds most of the weight
     share = vote.weights.weights()[[0, 1, 4]].sum()
     assert share >= LABEL_VOTE_SHARE and vote.label(experts, own, tempered) == 2
+    # the share is the vote's own: at 0.5 class 2's 0.55 is no split, at 0.6 it is
+    assert LabelVote(np.ones(4, dtype=bool), vote_share=0.5).label(experts, own, tempered) == 2
+    assert LabelVote(np.ones(4, dtype=bool), vote_share=0.6).label(experts, own, tempered) == tempered
 
 
 def test_the_tempered_class_averages_the_experts_the_leader_outweighs() -> None:
