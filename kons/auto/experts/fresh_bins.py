@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from kons.auto.experts.bins import QuantileBins
-from kons.auto.experts.newton import ThresholdExpert, _new_bins_base
+from kons.auto.experts.newton import ThresholdExpert, _new_bins_base, _restored_bins_base
 from kons.auto.experts.protocol import Expert, GridContext, LearnsInItsPlays, Row, in_play
 from kons.base import Learner
 from kons.errors import StateFormatError
-from kons.preprocessing import nested_blob, restore_nested
+from kons.preprocessing import nested_blob
 
 __all__ = ["FreshThresholds", "build_fresh_bins", "renewed_fresh_bins", "restore_fresh_bins"]
 
@@ -111,8 +111,5 @@ def restore_fresh_bins(grid: GridContext, built: list[Expert] | None, arrays: di
         return [FreshThresholds(bins)]
     if "fresh_bins_base" not in arrays:
         raise StateFormatError("the fresh quantile thresholds started without a learner.")
-    restored = restore_nested(arrays["fresh_bins_base"])
-    fresh = _new_bins_base(grid, bins)
-    if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
-        raise StateFormatError("the fresh quantile thresholds' learner does not match the grid.")
-    return [FreshThresholds(bins, restored, start)]
+    base = _restored_bins_base(grid, bins, arrays["fresh_bins_base"], "the fresh quantile thresholds")
+    return [FreshThresholds(bins, base, start)]

@@ -158,11 +158,19 @@ def restore_bins(grid: GridContext, built: list[Expert] | None, arrays: dict[str
     if "bins_edges" not in arrays:
         return None
     bins = QuantileBins.restored(arrays)
-    restored = restore_nested(arrays["bins_base"])
+    base = _restored_bins_base(grid, bins, arrays["bins_base"], "the quantile thresholds")
+    return [ThresholdExpert(bins, base)]
+
+
+def _restored_bins_base(grid: GridContext, bins: QuantileBins, blob: np.ndarray, owner: str) -> Learner:
+    """The linear model on the thresholds ``bins`` saved as ``blob``; one that is not the grid's own
+    (:func:`_new_bins_base`, but for its state) is refused with :class:`~kons.errors.StateFormatError`,
+    which names its ``owner``."""
+    restored = restore_nested(blob)
     fresh = _new_bins_base(grid, bins)
     if type(fresh) is not type(restored) or fresh.get_params() != restored.get_params():
-        raise StateFormatError("the quantile thresholds' learner does not match the grid.")
-    return [ThresholdExpert(bins, restored)]
+        raise StateFormatError(f"{owner}' learner does not match the grid.")
+    return restored
 
 
 def bins_class_column_nbytes(dim: int) -> int:
