@@ -6,10 +6,6 @@ nothing; the online Newton steps of its linear copies then need tens of rounds t
 ``auto`` started afresh, whose warm-up plays this model of its first rows).
 :class:`RecentLinear` is that warm-up made incremental: the posterior mean of a Bayesian linear model of
 the rows learnt since it started, O(d^2) per round and a state of fixed size.
-
-:class:`RecentRounds` keeps the last rounds the grid played (its rows in both views, the targets, the
-mixture's losses and errors), so that a generation started at a declared change learns the rows since the
-change's estimated onset before it plays (:func:`kons.auto.restarts.restart`).
 """
 
 from __future__ import annotations
