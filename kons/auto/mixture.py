@@ -597,9 +597,10 @@ class Mixture:
     @staticmethod
     def label(played: float) -> int:
         """The class of the binary model's play ``played``: 1 (the positive class) for a positive score, 0
-        for a negative one, -1 (none) for 0. Two classes have no vote: on the tuning streams of
+        for a negative one, -1 (none) for 0. Two classes have no :class:`LabelVote`: on the tuning streams of
         ``benchmarks/label_vote.py`` none of its settings had fewer errors than the sign of the score
-        (docs/auto.md, "The label of fewest errors")."""
+        (docs/auto.md, "The label of fewest errors"); after a declared change :class:`ChangeLabel` may
+        play instead (:meth:`binary_label`)."""
         return 1 if played > 0.0 else 0 if played < 0.0 else -1
 
     def class_label(self, probabilities: np.ndarray, played: np.ndarray) -> int:
