@@ -1,7 +1,8 @@
 r"""The grid of :class:`~kons.Auto`: its base learners on two views of the row, the generations of
 restarted copies that follow a change, the other kinds of experts (:data:`EXPERTS`: the linear model on
-the quantile thresholds of the raw features, :mod:`kons.auto.experts.bins`; the local expert; the
-Hoeffding trees and the forest for classes; the target's last values and the linear model of every row for
+the quantile thresholds of the raw features, :mod:`kons.auto.experts.bins`, and on two classes the one
+started afresh at a declared change, :mod:`kons.auto.experts.fresh_bins`; the local expert; the Hoeffding
+trees and the forest for classes; the target's last values and the linear model of every row for
 regression), and their :class:`~kons.auto.mixture.Mixture` with the constant prediction. Why these
 members, and the regret statement for the restarts: ``docs/auto.md``."""
 
