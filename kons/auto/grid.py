@@ -13,6 +13,7 @@ from operator import is_
 from typing import Any, cast
 
 import numpy as np
+from scipy.special import chdtrc, fdtrc
 
 from kons._multinomial import multinomial_rounds
 from kons.auto.config import (
@@ -235,31 +236,47 @@ def silent_names(rows: list[np.ndarray], targets: list[float], groups: tuple[np.
     category. A row that has none of the name's coordinates (a record before the name was first given)
     is a category of its own; a name with one category in the rows, or as many as the rows, says nothing
     the rows could tell."""
-    from scipy import stats  # (records with categorical names only)
-
     X = np.nan_to_num(np.stack(rows))
     y = np.asarray(targets, dtype=float)
+    labels = np.unique(y, return_inverse=True)[1]
     silent = []
     for g, group in enumerate(groups):
         coords = X[:, group]
-        category = np.where(coords.max(axis=1) > 0, coords.argmax(axis=1), -1)
-        seen = np.unique(category)
+        category = np.unique(np.where(coords.max(axis=1) > 0, coords.argmax(axis=1), -1),
+                             return_inverse=True)[1]
+        k = category.max() + 1
         p = 1.0
-        if 1 < len(seen) < len(y):
-            if classes:
-                labels = np.unique(y, return_inverse=True)[1]
-                table = np.zeros((len(seen), labels.max() + 1))
-                np.add.at(table, (np.searchsorted(seen, category), labels), 1.0)
-                if table.shape[1] > 1:
-                    p = float(stats.chi2_contingency(table, correction=False,
-                                                     lambda_="log-likelihood").pvalue)
-            else:
-                within = [y[category == c] for c in seen]
-                if np.ptp(y) > 0:
-                    p = float(stats.f_oneway(*within).pvalue)
-        if not p < level:  # (a p-value of NaN, a constant target within every category: nothing said)
+        if 1 < k < len(y):
+            p = _g_test(category, labels) if classes else _f_test(category, y, k)
+        if not p < level:  # (a p-value of NaN, a constant target: nothing said)
             silent.append(g)
     return tuple(silent)
+
+
+def _f_test(category: np.ndarray, y: np.ndarray, k: int) -> float:
+    """The p-value of the one-way analysis of variance of ``y`` across the ``k`` categories (as
+    ``scipy.stats.f_oneway``; scipy.special's distribution alone, not scipy.stats, whose import a learner
+    would carry)."""
+    counts = np.bincount(category, minlength=k)
+    means = np.bincount(category, weights=y, minlength=k) / counts
+    between = float(counts @ (means - y.mean()) ** 2)
+    within = float(np.sum((y - means[category]) ** 2))
+    if within == 0.0:
+        return 0.0 if between > 0.0 else float("nan")
+    return float(fdtrc(k - 1, len(y) - k, between / (k - 1) / (within / (len(y) - k))))
+
+
+def _g_test(category: np.ndarray, labels: np.ndarray) -> float:
+    """The p-value of the G test of independence of the labels and the categories (as
+    ``scipy.stats.chi2_contingency(..., correction=False, lambda_="log-likelihood")``)."""
+    table = np.zeros((category.max() + 1, labels.max() + 1))
+    np.add.at(table, (category, labels), 1.0)
+    if table.shape[1] < 2:
+        return float("nan")
+    expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / table.sum()
+    seen = table > 0
+    g = 2.0 * float(np.sum(table[seen] * np.log(table[seen] / expected[seen])))
+    return float(chdtrc((table.shape[0] - 1) * (table.shape[1] - 1), g))
 
 
 def _without(view: np.ndarray | SparseVector, groups: tuple[np.ndarray, ...]) -> np.ndarray | SparseVector:
