@@ -1039,6 +1039,7 @@ def test_a_name_that_says_nothing_on_the_warm_up_is_left_out_of_the_narrow_raw_k
     tag = np.array(sorted(encoder.names["tag"].one_hot_slots()))
     city = np.array(sorted(encoder.names["city"].one_hot_slots()))
     assert len(grid.silent) == 1 and grid.silent[0] in tag  # the tag said nothing, the city much
+    assert grid.quiet_width is not None
     z = np.arange(1.0, learner._dim + 1.0)
     forms = {form: dense(view) for form, view in grid.views_forms(z, z).items()}
     for (view, kind, width, _), member in zip(GRID, grid.members, strict=True):
