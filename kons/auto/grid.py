@@ -14,6 +14,7 @@ from operator import is_
 from typing import Any, cast
 
 import numpy as np
+from scipy.special import chdtrc, fdtrc
 
 from kons._multinomial import multinomial_rounds
 from kons.auto.config import (
@@ -34,6 +35,7 @@ from kons.auto.config import (
     LONE_TARGET_DEVIATIONS,
     MAX_DICTIONARY,
     MIX_EARLY_ROUNDS,
+    NAME_EVIDENCE_LEVEL,
     NAP_ROUNDS,
     NAP_WEIGHT,
     NEIGHBOUR_ROWS,
@@ -205,19 +207,77 @@ def _sizes(base: Learner) -> tuple[int, int]:
     return sizes.get("stored_points", 0), sizes.get("dictionary_size", 0)
 
 
-#: The views of a :data:`Form`: the standardised row, its signed log, and the standardised row without a
-#: record's categorical names (their coordinates at 0, as the log view's scaler standardises them).
-_RAW, _LOG, _NUMBERS = 0, 1, 2
+#: The views of a :data:`Form`: the standardised row, its signed log, the standardised row without a
+#: record's categorical names (their coordinates at 0, as the log view's scaler standardises them), and
+#: the standardised row without the names that said nothing of the target on the warm-up's rows.
+_RAW, _LOG, _NUMBERS, _QUIET = 0, 1, 2, 3
 
 
-def _form(member: Member, numbers: bool = False) -> Form:
+def _form(member: Member, numbers: bool = False, quiet: bool = False) -> Form:
     """The form of the row a member takes: (its view, with the intercept?); ``numbers``: the raw view's
-    kernel members of width :data:`NUMBERS_WIDTH` take it without the categorical names."""
+    kernel members of width :data:`NUMBERS_WIDTH` take it without the categorical names; ``quiet``: the
+    other raw kernel members take it without the names that said nothing (:func:`silent_names`)."""
     view, kind, width_factor, _ = member
     if view == "log":
         return _LOG, kind == "ons"
-    leaves_names = numbers and kind == "nystrom" and width_factor == NUMBERS_WIDTH
-    return _NUMBERS if leaves_names else _RAW, kind == "ons"
+    if numbers and kind == "nystrom":
+        if width_factor == NUMBERS_WIDTH:
+            return _NUMBERS, False
+        if quiet:
+            return _QUIET, False
+    return _RAW, kind == "ons"
+
+
+def silent_names(rows: list[np.ndarray], targets: list[float], groups: tuple[np.ndarray, ...],
+                 classes: bool, level: float = NAME_EVIDENCE_LEVEL) -> tuple[int, ...]:
+    """The indices of the categorical names (``groups``: each one's one-hot coordinates) whose categories
+    say nothing of the target on the warm-up's ``rows`` and ``targets``: those whose test of independence
+    does not reject it at ``level``. A regression target: the one-way analysis of variance of the target
+    across the name's categories (its F test); classes: the G test of independence of the label and the
+    category. A row that has none of the name's coordinates (a record before the name was first given)
+    is a category of its own; a name with one category in the rows, or as many as the rows, says nothing
+    the rows could tell."""
+    X = np.nan_to_num(np.stack(rows))
+    y = np.asarray(targets, dtype=float)
+    labels = np.unique(y, return_inverse=True)[1]
+    silent = []
+    for g, group in enumerate(groups):
+        coords = X[:, group]
+        category = np.unique(np.where(coords.max(axis=1) > 0, coords.argmax(axis=1), -1),
+                             return_inverse=True)[1]
+        k = category.max() + 1
+        p = 1.0
+        if 1 < k < len(y):
+            p = _g_test(category, labels) if classes else _f_test(category, y, k)
+        if not p < level:  # (a p-value of NaN, a constant target: nothing said)
+            silent.append(g)
+    return tuple(silent)
+
+
+def _f_test(category: np.ndarray, y: np.ndarray, k: int) -> float:
+    """The p-value of the one-way analysis of variance of ``y`` across the ``k`` categories (as
+    ``scipy.stats.f_oneway``; scipy.special's distribution alone, not scipy.stats, whose import a learner
+    would carry)."""
+    counts = np.bincount(category, minlength=k)
+    means = np.bincount(category, weights=y, minlength=k) / counts
+    between = float(counts @ (means - y.mean()) ** 2)
+    within = float(np.sum((y - means[category]) ** 2))
+    if within == 0.0:
+        return 0.0 if between > 0.0 else float("nan")
+    return float(fdtrc(k - 1, len(y) - k, between / (k - 1) / (within / (len(y) - k))))
+
+
+def _g_test(category: np.ndarray, labels: np.ndarray) -> float:
+    """The p-value of the G test of independence of the labels and the categories (as
+    ``scipy.stats.chi2_contingency(..., correction=False, lambda_="log-likelihood")``)."""
+    table = np.zeros((category.max() + 1, labels.max() + 1))
+    np.add.at(table, (category, labels), 1.0)
+    if table.shape[1] < 2:
+        return float("nan")
+    expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / table.sum()
+    seen = table > 0
+    g = 2.0 * float(np.sum(table[seen] * np.log(table[seen] / expected[seen])))
+    return float(chdtrc((table.shape[0] - 1) * (table.shape[1] - 1), g))
 
 
 def _without(view: np.ndarray | SparseVector, groups: tuple[np.ndarray, ...]) -> np.ndarray | SparseVector:
@@ -406,7 +466,8 @@ class Grid:
                  held: bool, log_scaler: FeatureScaler, binary: bool, bins: QuantileBins | None,
                  centred: bool = True, targets: TargetScaler | None = None,
                  features: FeatureScaler | None = None, early: bool = False, numbers: bool = False,
-                 numbers_width: float | None = None, linear_keys: int | None = None) -> None:
+                 numbers_width: float | None = None, linear_keys: int | None = None,
+                 silent: tuple[int, ...] = (), quiet_width: float | None = None) -> None:
         self.loss, self.dim, self.bound, self.seed, self.widths = loss, dim, bound, seed, widths
         #: Whether the raw view's kernel members of width :data:`NUMBERS_WIDTH` leave a record's categorical
         #: names out (:func:`_form`); False, as a grid saved before, they see them.
@@ -414,9 +475,18 @@ class Grid:
         #: The median-heuristic width of the warm-up's rows without a record's categorical names, which the
         #: members that leave them out take as it is: the width the raw view's members at factor 1 would
         #: have on the same records without the names, so that a name that says nothing costs the mixture
-        #: no geometry it would have had without it. None (arrays, records with no categorical name by the
-        #: warm-up's end, a grid saved before): they take the raw view's width times NUMBERS_WIDTH.
+        #: no geometry it would have had without it; where every name said nothing (:attr:`silent`), that
+        #: width times NUMBERS_WIDTH, as on the records without them. None (arrays, records with no
+        #: categorical name by the warm-up's end, a grid saved before): the raw view's width times
+        #: NUMBERS_WIDTH.
         self.numbers_width = numbers_width
+        #: The categorical names that said nothing of the target on the warm-up's rows (:func:`silent_names`),
+        #: each by one of its coordinates, which the raw view's narrow kernel members leave out, at
+        #: :attr:`quiet_width`: the geometry of the records without them. Empty (arrays, no such name, a grid
+        #: saved before): they see every name, at the raw view's width.
+        self.silent = silent
+        self.quiet_width = quiet_width
+        self._silent_of: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None
         #: The coordinates the linear models' regularisers count (:attr:`linear_dim`) when they are not the
         #: width: a regression record's keys times LINEAR_DIM_PER_KEY at the warm-up's end. None (arrays,
         #: sparse rows, classification, a grid saved before): the width.
@@ -445,8 +515,7 @@ class Grid:
         self.log_scaler = log_scaler
         self.quantile_bins = bins  # the thresholds of the warm-up rows, if any
         self.classes = 2  # the classes the bases play: 2 is the binary model, one score
-        self.members = _sharing([LearnerExpert(self.new_base(member), _form(member, numbers))
-                                 for member in GRID])
+        self.members = _sharing([LearnerExpert(self.new_base(member), self._form(member)) for member in GRID])
         self.young: list[Generation | None] = [None] * GENERATIONS
         self._alive: list[tuple[int, Expert]] = []
         self._weights_now = np.zeros(0)
@@ -496,7 +565,7 @@ class Grid:
         self.leader_since = 0
         #: The label of the round last played or predicted (classification: :meth:`Mixture.label`).
         self.voted = 0
-        self.forms = sorted({_form(member, numbers) for member in GRID})
+        self.forms = self._forms()
         self.experts: list[list[Expert] | None] = []  # of each kind of EXPERTS
         for kind in self.kinds:
             experts = kind.build(self)
@@ -535,6 +604,27 @@ class Grid:
         # learner then needs no cyclic collection to be freed)
         return self.kept.targets
 
+    def _forms(self) -> list[Form]:
+        """The forms of the row the members take, and the raw view's dense form, which the kept rows and
+        the local expert read whichever member takes it."""
+        return sorted({self._form(member) for member in GRID} | {(_RAW, False)})
+
+    def _form(self, member: Member) -> Form:
+        """The form of the row ``member`` takes in this grid (:func:`_form`)."""
+        return _form(member, self.numbers, bool(self.silent))
+
+    @property
+    def _silent_groups(self) -> tuple[np.ndarray, ...]:
+        """The coordinates of the names that said nothing (:attr:`silent`), with the categories they have
+        taken since (a name's coordinates never move, but its group grows, and a name seen with one
+        category at the warm-up may become a group before it)."""
+        groups = self.log_scaler.groups
+        kept = self._silent_of
+        if kept is None or kept[0] is not groups:
+            silent = np.array(self.silent)
+            kept = self._silent_of = groups, tuple(group for group in groups if np.isin(group, silent).any())
+        return kept[1]
+
     def _kind_index(self, name: str) -> int:
         """Where the kind whose first slot is ``name`` sits in :attr:`kinds` (and :attr:`experts`)."""
         return next(k for k, kind in enumerate(self.kinds) if kind.slots[0] == name)
@@ -548,9 +638,13 @@ class Grid:
             base = ONS(loss=self.loss, alpha=float(self.linear_dim + 1), eta=eta, C=self.bound,
                        dim=self.dim + 1)
         else:
-            leaves_names = _form(member, self.numbers)[0] == _NUMBERS
-            gamma = (self.numbers_width if leaves_names and self.numbers_width is not None
-                     else self.widths[view == "log"] * width_factor)
+            of = self._form(member)[0]
+            if of == _QUIET and self.quiet_width is not None:
+                gamma = self.quiet_width * width_factor
+            elif of == _NUMBERS and self.numbers_width is not None:
+                gamma = self.numbers_width
+            else:
+                gamma = self.widths[view == "log"] * width_factor
             base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0, eta=eta,
                                C=self.bound, max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self.dim)
         base.hold_growth(self.held)
@@ -573,7 +667,7 @@ class Grid:
     def new_members(self, indices: list[int]) -> list[LearnerExpert]:
         """Fresh experts of the grid members ``GRID[i]`` for ``i`` in ``indices``, their equal dictionaries
         shared (:func:`_sharing`: copies of one geometry at several steps learn the same rows)."""
-        return _sharing([LearnerExpert(self.new_base(GRID[i]), _form(GRID[i], self.numbers))
+        return _sharing([LearnerExpert(self.new_base(GRID[i]), self._form(GRID[i]))
                          for i in indices])
 
     def new_recent(self) -> RecentLinear:
@@ -757,8 +851,9 @@ class Grid:
         checked: dict[int, np.ndarray | SparseVector] = {}
         for of, linear in self.forms:
             view = checked.get(of)
-            if view is None:  # (sorted: the raw view is checked before the view without the names)
+            if view is None:  # (sorted: the raw view is checked before the views without the names)
                 view = checked[of] = (_without(checked[_RAW], self.log_scaler.groups) if of == _NUMBERS
+                                      else _without(checked[_RAW], self._silent_groups) if of == _QUIET
                                       else checked_form(zlog if of == _LOG else z))
             if of == _NUMBERS and view is checked[_RAW]:  # no names to leave out: the raw view's form
                 forms[of, linear] = forms[_RAW, linear]
@@ -1234,6 +1329,8 @@ class Grid:
                 **({"numbers": True} if self.numbers else {}),
                 **({"numbers_width": self.numbers_width} if self.numbers_width is not None else {}),
                 **({"linear_keys": self.linear_keys} if self.linear_keys is not None else {}),
+                **({"silent_names": list(self.silent), "quiet_width": self.quiet_width}
+                   if self.silent else {}),
                 **({"young_early": True} if self.young_early else {})}
 
     def restore(self, arrays: dict[str, np.ndarray], scalars: dict[str, Any], rounds: int) -> None:
@@ -1242,9 +1339,9 @@ class Grid:
         before the generations kept their own scales of the target goes on without them."""
         self._predicted_row = None
         self.numbers = bool(scalars.get("numbers", False))  # (a grid saved before: its members see the names)
-        self.forms = sorted({_form(member, self.numbers) for member in GRID})
+        self.forms = self._forms()
         for member, expert in zip(GRID, self.members, strict=True):
-            expert.form = _form(member, self.numbers)
+            expert.form = self._form(member)
         self.young_early = self.early and bool(scalars.get("young_early", False))
         if not scalars.get("own_targets", False):
             self.targets = None
@@ -1377,4 +1474,4 @@ class Grid:
         own = self.members[GRID.index(member)].base
         if type(own) is not type(restored) or own.get_params() != restored.get_params():
             raise StateFormatError("a nested base learner does not match the grid.")
-        return LearnerExpert(restored, _form(member, self.numbers))
+        return LearnerExpert(restored, self._form(member))

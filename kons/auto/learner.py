@@ -46,6 +46,7 @@ from kons.auto.config import (
     LAGS_WARMUP_ROWS,
     LAGS_WARMUP_SHARE,
     LINEAR_DIM_PER_KEY,
+    NUMBERS_WIDTH,
     RANGE_MARGIN,
     REGRESSION_BOUND,
     SCORE_BOUND,
@@ -64,6 +65,7 @@ from kons.auto.grid import (
     Grid,
     class_column_nbytes,
     signed_log,
+    silent_names,
     standardised,
 )
 from kons.auto.mixture import MIX_BOUND, Mixture
@@ -470,7 +472,8 @@ class Auto(Learner):
 
     def _new_grid(self, width: float, log_width: float, sparse: bool | None = None,
                   bins: QuantileBins | None = None, numbers_width: float | None = None,
-                  linear_keys: int | None = None) -> Grid:
+                  linear_keys: int | None = None, silent: tuple[int, ...] = (),
+                  quiet_width: float | None = None) -> Grid:
         """The grid for the median-heuristic widths of the standardised and of the log view (``sparse``:
         the rows', by default the feature scaler's), the quantile thresholds ``bins``, if any, and the
         width of the standardised rows without a record's categorical names, if it has any, and the
@@ -486,7 +489,8 @@ class Auto(Learner):
                                              gaps=self._prep.gaps),
                     binary=self._binary, bins=bins, early=self._early and not self._binary,
                     numbers=self._prep.encoder is not None,  # (records: their categorical names)
-                    numbers_width=numbers_width, linear_keys=linear_keys)
+                    numbers_width=numbers_width, linear_keys=linear_keys, silent=silent,
+                    quiet_width=quiet_width)
 
     def _warmed_up_grid(self, Z: np.ndarray) -> Grid:
         """The grid for the buffered rows: ``Z`` standardised gives the width, their signed logs the log
@@ -501,13 +505,22 @@ class Auto(Learner):
         log_width = (median_width(standardised(log_rows, self._dim, groups, omits_groups=True,
                                                gaps=self._prep.gaps))
                      if log_rows else width)
-        numbers_width = None
+        numbers_width = quiet_width = None
+        silent: tuple[int, ...] = ()
         if groups:  # (records with categorical names: the width of their numbers, Grid.numbers_width)
             numbers = Z.copy()
             numbers[:, np.concatenate(groups)] = 0.0
             numbers_width = median_width(numbers)
+            said_nothing = silent_names(rows, [t for _, t in self._prep.buffer], groups, self._binary)
+            if said_nothing:  # (the narrow raw kernels take the rows without them: Grid.silent)
+                quiet = Z.copy()
+                quiet[:, np.concatenate([groups[g] for g in said_nothing])] = 0.0
+                quiet_width = median_width(quiet)
+                silent = tuple(int(groups[g][0]) for g in said_nothing)
+            if len(said_nothing) == len(groups):  # (the records' numbers alone: their two widths)
+                numbers_width *= NUMBERS_WIDTH
         return self._new_grid(width, log_width, bins=bins, numbers_width=numbers_width,
-                              linear_keys=self._linear_keys())
+                              linear_keys=self._linear_keys(), silent=silent, quiet_width=quiet_width)
 
     def _linear_keys(self) -> int | None:
         """The coordinates a regression record's linear models' regularisers count: its keys by the
@@ -872,9 +885,12 @@ class Auto(Learner):
             width, log_width = (float(w) for w in scalars["widths"])
             numbers_width = scalars.get("numbers_width")  # (none saved: the wide raw kernels' own width)
             linear_keys = scalars.get("linear_keys")  # (none saved: the regularisers count the width)
+            quiet_width = scalars.get("quiet_width")  # (none saved: every raw kernel sees every name)
             grid = self._new_grid(width, log_width,
                                   numbers_width=None if numbers_width is None else float(numbers_width),
-                                  linear_keys=None if linear_keys is None else int(linear_keys))
+                                  linear_keys=None if linear_keys is None else int(linear_keys),
+                                  silent=tuple(int(g) for g in scalars.get("silent_names", ())),
+                                  quiet_width=None if quiet_width is None else float(quiet_width))
             grid.restore(arrays, scalars, self._rounds)
             grid.classes = max(len(self._classes), 2)
             self._grid = grid

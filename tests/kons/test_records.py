@@ -1002,3 +1002,79 @@ def test_a_kept_gap_imputes_as_computed_afresh_until_the_statistics_change() -> 
         for query in ([np.nan, 0.5, -0.2], [0.3, np.nan, np.nan]):  # one gap (kept), two (computed each time)
             np.testing.assert_array_equal(imputer.filled(np.array(query)), fresh.filled(np.array(query)))
     assert len(imputer._kept_gaps[1]) == 1
+
+
+def _tagged_stream(n: int, tags: int = 4) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Records with a categorical signal (the city) and a name that says nothing of the target (the tag):
+    each row's numbers, city and target come ``tags`` times in a row, once with each tag, so that every tag
+    has the same targets."""
+    rng = np.random.default_rng(1)
+    records, targets = [], []
+    for base in range(n // tags):
+        city, rooms, noise = CITIES[base % len(CITIES)], int(rng.integers(1, 6)), float(rng.normal())
+        target = 100.0 + 20.0 * CITY_EFFECT[city] + 5.0 * rooms + rng.normal()
+        for tag in range(tags):
+            records.append({"city": city, "rooms": rooms, "noise": noise, "tag": f"t{tag}"})
+            targets.append(target)
+    return records, np.array(targets)
+
+
+def test_a_name_that_says_nothing_on_the_warm_up_is_left_out_of_the_narrow_raw_kernels() -> None:
+    # a kernel that sees a name that says nothing is worse whatever the name's weight; the warm-up's test of
+    # each name against the target (Grid.silent, NAME_EVIDENCE_LEVEL) leaves the names it finds saying
+    # nothing out of the raw view's narrow kernel members too, at the width of the rows without them, and
+    # the names that say something in (docs/auto-log.md)
+    from kons.auto.config import GRID, NUMBERS_WIDTH
+    from kons.auto.grid import silent_names
+    from kons.kernel import NystromKONS
+
+    records, y = _tagged_stream(120)
+    learner = kons.Auto()
+    for record, target in zip(records, y, strict=True):
+        learner.learn_one(record, target)
+    grid = learner._grid
+    assert grid is not None
+    encoder = learner._prep.encoder
+    assert encoder is not None
+    tag = np.array(sorted(encoder.names["tag"].one_hot_slots()))
+    city = np.array(sorted(encoder.names["city"].one_hot_slots()))
+    assert len(grid.silent) == 1 and grid.silent[0] in tag  # the tag said nothing, the city much
+    assert grid.quiet_width is not None
+    z = np.arange(1.0, learner._dim + 1.0)
+    forms = {form: dense(view) for form, view in grid.views_forms(z, z).items()}
+    for (view, kind, width, _), member in zip(GRID, grid.members, strict=True):
+        if view == "raw" and kind == "nystrom" and width != NUMBERS_WIDTH:
+            assert member.form == (3, False)
+            assert isinstance(member.base, NystromKONS)
+            assert member.base.kernel.gamma == grid.quiet_width * width  # type: ignore[attr-defined]
+    assert np.all(forms[3, False][tag] == 0.0) and np.array_equal(forms[3, False][city], z[city])
+    assert np.array_equal(forms[False, False], z)  # the raw view itself (its linear members, the kept rows)
+    # a state saved keeps it, and goes on so restored
+    blob = learner.to_bytes()
+    restored = kons.load(blob)
+    assert isinstance(restored, kons.Auto) and restored._grid is not None
+    assert restored._grid.silent == grid.silent and restored._grid.quiet_width == grid.quiet_width
+    for record, target in zip(records[:20], y[:20], strict=True):
+        assert restored.learn_one(record, target) == learner.learn_one(record, target)
+    assert restored.to_bytes() == learner.to_bytes()
+    # where every name said nothing, the raw kernels take the geometry of the records without them
+    alone = {label: kons.Auto() for label in ("with", "without")}
+    for record, target in zip(records, y, strict=True):
+        alone["with"].learn_one({k: v for k, v in record.items() if k != "city"}, target)
+        alone["without"].learn_one({k: v for k, v in record.items() if k not in ("city", "tag")}, target)
+    tagged, untagged = alone["with"]._grid, alone["without"]._grid
+    assert tagged is not None and untagged is not None and untagged.silent == ()
+    assert tagged.quiet_width == pytest.approx(untagged.widths[0], rel=1e-12)
+    assert tagged.numbers_width == pytest.approx(untagged.widths[0] * NUMBERS_WIDTH, rel=1e-12)
+    # the tests themselves: a label of the category is heard, one independent of it is not
+    rows = [np.eye(3)[k % 3] for k in range(30)]
+    groups = (np.arange(3),)
+    assert silent_names(rows, [float(k % 3 == 0) for k in range(30)], groups, classes=True) == ()
+    assert silent_names(rows, [float(k // 3 % 2) for k in range(30)], groups, classes=True) == (0,)
+    assert silent_names(rows, [float(k % 3) for k in range(30)], groups, classes=False) == ()
+    # arrays have no categorical names: no name is tested, every raw member as before
+    arrays = kons.Auto()
+    for row, target in zip(np.random.default_rng(0).normal(size=(60, 3)), y[:60], strict=True):
+        arrays.learn_one(row, target)
+    assert arrays._grid is not None and arrays._grid.silent == ()
+    assert all(m.form[0] in (0, 1) for m in arrays._grid.members)
