@@ -110,10 +110,9 @@ GRID = (
 NUMBERS_WIDTH = 4.0
 #: The significance level of the warm-up's test of whether a record's categorical name says anything of the
 #: target (kons.auto.grid.silent_names): a name whose p-value is not below it is left out of the raw view's
-#: narrow kernel members too, as if absent from their geometry. The warm-up's 32 rows tell little, and a
-#: name that says much but is taken for silent loses more (magic04's FAlpha in deciles at 0.05: error
-#: 0.2123 -> 0.2287) than a silent one kept costs (about 1%): the tuning streams chose 0.5 among 0.05, 0.3
-#: and 0.5 (docs/auto-log.md#a-test-of-whether-a-name-says-anything-session-20).
+#: narrow kernel members too, as if absent from their geometry. So lax a level because the warm-up's rows
+#: tell little, and a name that says much but is taken for silent loses more than a silent one kept costs:
+#: the tuning streams chose it among three levels (docs/auto-log.md#a-test-of-whether-a-name-says-anything-session-20).
 NAME_EVIDENCE_LEVEL = 0.5
 #: The coordinates a regression record's key counts for in the linear models' regularisers (ONS's
 #: alpha - 1, the Bayesian linear prior's precision of a weight): a key is one number (or one name) however
