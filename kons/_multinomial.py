@@ -148,7 +148,12 @@ def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s:
         gradient[label - 1] -= 1.0
     s = max(s, TINY)
     c2 = eta * float(gradient.dot(gradient))  # (``@`` bit for bit, without the matmul ufunc's dispatch)
-    step = (margins - scores) / s + gradient / (1.0 + c2 * s)  # Lemma 1, then A_t^{-1} g
+    # Lemma 1, then A_t^{-1} g: (margins - scores) / s + gradient / (1 + c2 s), in the temporaries (the
+    # gradient is this round's copy), each element rounded as there
+    step = margins - scores
+    step /= s
+    gradient /= 1.0 + c2 * s
+    step += gradient
     return probabilities, step, c2 / (1.0 + c2 * s)
 
 

@@ -81,10 +81,12 @@ def check_finite(*parts: Any, bound: float = np.inf) -> None:
 
 
 def check_finite_vector(vector: np.ndarray, *scalars: float) -> None:
-    """:func:`check_finite` of a float vector and floats (a Newton round's new weights and the numbers of
-    its update), deciding as it does; the common case, all finite, without its dispatch on each part's
-    type (every base of a mixture checks its round)."""
-    if vector.ndim == 1 and math.isfinite(vector.dot(vector)):  # (finite only if every element is)
+    """:func:`check_finite` of a float array and floats (a Newton round's new weights, a vector or the
+    (m, K-1) matrix of the multinomial round, and the numbers of its update), deciding as it does; the
+    common case, all finite, without its dispatch on each part's type (every base of a mixture checks its
+    round)."""
+    flat = vector if vector.ndim == 1 else vector.ravel("K")  # (as check_finite takes an array)
+    if math.isfinite(flat.dot(flat)):  # (finite only if every element is)
         for scalar in scalars:
             if not math.isfinite(scalar):
                 break

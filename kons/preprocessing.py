@@ -337,7 +337,10 @@ class FeatureScaler:
             committed = self._committed_std
             std = (committed[2] if committed is not None and self._is_of(committed, of)
                    else self._std(self.m2, self._divisor(self.counts, self.count)))
-            kept = self._inverse = of, self.count, np.divide(1.0, std, out=np.zeros(self.dim), where=std > 0)
+            # (as _divided: without the mask once every deviation is positive, a row without gaps)
+            inverse = (np.divide(1.0, std) if self.counts is None and float(np.minimum.reduce(std)) > 0.0
+                       else np.divide(1.0, std, out=np.zeros(self.dim), where=std > 0))
+            kept = self._inverse = of, self.count, inverse
         row = np.empty(self.dim + 1)
         deviation = np.subtract(x, self.mean, out=row[:-1])
         deviation *= kept[2]

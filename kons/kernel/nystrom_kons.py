@@ -22,7 +22,6 @@ from kons._numerics import (
     TINY,
     PackedCholesky,
     SymmetricMatrix,
-    check_finite,
     check_finite_vector,
     ridge_leverage,
     scaled_outer_bound,
@@ -359,7 +358,7 @@ class NystromKONS(Learner):
         of this round, and what joins the dictionary (None: nothing); nothing committed."""
         weights, inverse = self._weights, self._inverse
         joining = None
-        if self._size < self.max_dictionary and not self._growth_held:
+        if inverse.size < self.max_dictionary and not self._growth_held:  # (:attr:`_size`, read once)
             proposal = self._proposal(x, kxx)
             residual = kxx - float(phi @ phi)  # rho^2: squared distance of phi(x) to the span of D
             if self._uniform() < proposal.probability and residual > MIN_RELATIVE_RESIDUAL * kxx:
@@ -458,7 +457,7 @@ class NystromKONS(Learner):
     def _learn_class(self, x: np.ndarray, label: int) -> tuple[np.ndarray, float]:
         phi, kxx = self._features(x)
         margins = self._score(phi)
-        check_finite(margins)
+        check_finite_vector(margins)
         played = self._class_played
         weights, inverse, phi, joining = self._embedded(x, phi, kxx)
         v = inverse.matvec(phi)
@@ -467,7 +466,7 @@ class NystromKONS(Learner):
             margins, label, self.C, self._eta, s,
             played=played[1:] if played is not None and played[0] is margins else None)
         new_weights = weights - np.multiply.outer(v, step)
-        check_finite(new_weights, scaled_outer_bound(shrink, v))
+        check_finite_vector(new_weights, scaled_outer_bound(shrink, v))
         self._commit(joining, inverse, new_weights, shrink, v)
         return probabilities, shrink * max(s, TINY)
 

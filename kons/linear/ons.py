@@ -8,7 +8,6 @@ import numpy as np
 
 from kons._multinomial import clipped_scores, newton_outputs, reference_softmax, widened
 from kons._numerics import (
-    check_finite,
     check_finite_vector,
     scaled_outer_bound,
     scaled_outer_peak,
@@ -185,12 +184,12 @@ class ONS(LinearLearner):
         v = f.cols(self._Ainv)  # A^{-1} x
         s = f.dot(v)
         margins, scores, probabilities = self._class_play(x)
-        check_finite(margins)
+        check_finite_vector(margins)
         probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s,
                                                      played=(scores, probabilities))
         u = self._u - np.multiply.outer(v, step)
         # the whole update is checked, as in the binary round (shrink alone let an overflowing v v' through)
-        check_finite(u, scaled_outer_peak(shrink, v) if shrink != 0.0 else 0.0)
+        check_finite_vector(u, scaled_outer_peak(shrink, v) if shrink != 0.0 else 0.0)
         self._u = u
         if shrink != 0.0:
             subtract_scaled_outer(self._Ainv, shrink, v)  # Sherman-Morrison, in place

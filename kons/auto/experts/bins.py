@@ -61,8 +61,8 @@ class QuantileBins:
         for row, e in zip(self._table, edges, strict=True):
             row[:len(e)] = e
         # the indicator of each cell of the table (feature j's k-th threshold: offsets[j] + k; a padding
-        # cell's is never taken), flat in the table's order
-        self._indicators = (self.offsets[:-1, None] + np.arange(widest)).ravel().astype(np.int64)
+        # cell's is never taken), in the table's shape
+        self._indicators = (self.offsets[:-1, None] + np.arange(widest)).astype(np.int64)
         # the bytes of :meth:`arrays`, fixed with the thresholds: counted once, not gathered at each size
         self.nbytes = arrays_nbytes(self.arrays())
 
@@ -82,10 +82,10 @@ class QuantileBins:
 
     def code(self, x: np.ndarray) -> SparseVector:
         """The indicators of the thresholds each feature of ``x`` passes (``x_j > e``), and the constant 1."""
-        # the thresholds passed: the first ones of each feature (NaN passes none), whose cells in the table
-        # come in the indicators' order
-        passed = (self._table < x[:, None]).ravel().nonzero()[0]  # (np.flatnonzero without its wrappers)
-        indices = np.concatenate((self._indicators[passed], self._constant))
+        # the thresholds passed: the first ones of each feature (NaN passes none), whose cells the mask
+        # picks in the table's order, the indicators' (one boolean index where the cells' positions and
+        # then their indicators took two)
+        indices = np.concatenate((self._indicators[self._table < x[:, None]], self._constant))
         # (sorted, distinct, in range)
         return SparseVector.trusted(indices, self._ones[:len(indices)], self.dim)
 
