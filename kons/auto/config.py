@@ -112,7 +112,8 @@ NUMBERS_WIDTH = 4.0
 #: target (kons.auto.grid.silent_names): a name whose p-value is not below it is left out of the raw view's
 #: narrow kernel members too, as if absent from their geometry. So lax a level because the warm-up's rows
 #: tell little, and a name that says much but is taken for silent loses more than a silent one kept costs:
-#: the tuning streams chose it among three levels (docs/auto-log.md#a-test-of-whether-a-name-says-anything-session-20).
+#: the tuning streams chose it among three levels
+#: (docs/auto-log.md#a-test-of-whether-a-name-says-anything-session-20).
 NAME_EVIDENCE_LEVEL = 0.5
 #: The coordinates a regression record's key counts for in the linear models' regularisers (ONS's
 #: alpha - 1, the Bayesian linear prior's precision of a weight): a key is one number (or one name) however

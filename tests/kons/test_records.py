@@ -682,6 +682,19 @@ def test_a_record_predicted_then_learnt_plays_as_parsed_each_time() -> None:
     assert kept.to_bytes() == fresh.to_bytes()
 
 
+def _learnt_forms(records: list[dict[str, Any]],
+                  y: np.ndarray) -> tuple[kons.Auto, Any, np.ndarray, dict[Any, np.ndarray]]:
+    """An ``auto`` that learnt ``records``, its grid, a row z = 1, 2, ... of its width and each form's view
+    of z."""
+    learner = kons.Auto()
+    for record, target in zip(records, y, strict=True):
+        learner.learn_one(record, target)
+    grid = learner._grid
+    assert grid is not None
+    z = np.arange(1.0, learner._dim + 1.0)
+    return learner, grid, z, {form: dense(view) for form, view in grid.views_forms(z, z).items()}
+
+
 def test_the_wide_raw_kernels_take_the_row_without_the_categorical_names() -> None:
     # a name that says nothing blurs every distance a kernel takes it into, and no kernel can learn to
     # ignore it: the raw view's kernel members of width NUMBERS_WIDTH take the row without the names (as
@@ -689,16 +702,9 @@ def test_the_wide_raw_kernels_take_the_row_without_the_categorical_names() -> No
     from kons.auto.config import GRID, NUMBERS_WIDTH
 
     records, y = _stream(120)
-    learner = kons.Auto()
-    for record, target in zip(records, y, strict=True):
-        learner.learn_one(record, target)
-    grid = learner._grid
-    assert grid is not None
-    groups = learner._prep.groups
-    names = np.concatenate(groups)
+    learner, grid, z, forms = _learnt_forms(records, y)
+    names = np.concatenate(learner._prep.groups)
     assert len(names) > 0
-    z = np.arange(1.0, learner._dim + 1.0)
-    forms = {form: dense(view) for form, view in grid.views_forms(z, z).items()}
     wide = [member.form for (view, kind, width, _), member in zip(GRID, grid.members, strict=True)
             if view == "raw" and kind == "nystrom" and width == NUMBERS_WIDTH]
     assert wide and all(form == (2, False) for form in wide)
@@ -1029,19 +1035,13 @@ def test_a_name_that_says_nothing_on_the_warm_up_is_left_out_of_the_narrow_raw_k
     from kons.kernel import NystromKONS
 
     records, y = _tagged_stream(120)
-    learner = kons.Auto()
-    for record, target in zip(records, y, strict=True):
-        learner.learn_one(record, target)
-    grid = learner._grid
-    assert grid is not None
+    learner, grid, z, forms = _learnt_forms(records, y)
     encoder = learner._prep.encoder
     assert encoder is not None
     tag = np.array(sorted(encoder.names["tag"].one_hot_slots()))
     city = np.array(sorted(encoder.names["city"].one_hot_slots()))
     assert len(grid.silent) == 1 and grid.silent[0] in tag  # the tag said nothing, the city much
     assert grid.quiet_width is not None
-    z = np.arange(1.0, learner._dim + 1.0)
-    forms = {form: dense(view) for form, view in grid.views_forms(z, z).items()}
     for (view, kind, width, _), member in zip(GRID, grid.members, strict=True):
         if view == "raw" and kind == "nystrom" and width != NUMBERS_WIDTH:
             assert member.form == (3, False)
