@@ -304,8 +304,11 @@ class LabelVote(_KeptWeights):
     def score(self, labels: np.ndarray, own: int, tempered: int, y: int) -> None:
         """Each label rule's errors after a round whose true class is ``y``, the vote's label as played
         (before :meth:`follow` and :meth:`update`)."""
-        wrong = np.array([self.voted(labels, own) != y, tempered != y])
-        self.pick_errors = self.pick_discount * self.pick_errors + wrong
+        # (the array's arithmetic on its two floats, without numpy's calls: every round of classes scores)
+        vote_errors, mixture_errors = self.pick_errors.tolist()
+        discount = self.pick_discount
+        self.pick_errors = np.array([discount * vote_errors + (self.voted(labels, own) != y),
+                                     discount * mixture_errors + (tempered != y)])
 
     def update(self, labels: np.ndarray, own: int, y: int) -> None:
         """A round whose true class is ``y``: each voter that did not name it pays ``rate``."""

@@ -5,7 +5,7 @@ round: the grid checked the row's forms once for all of them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,18 +37,23 @@ def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabil
     grid's uniform probabilities, which :func:`guarded_probabilities` plays)."""
     slots: list[int] = []
     played: list[tuple[MultinomialRounds, np.ndarray | SparseVector, np.ndarray]] = []
+    margins_of: list[np.ndarray] = []
     bounds: list[float] = []
     for slot, expert in experts:
-        base, x = multinomial_rounds(expert.base), expert.input(row)
+        # (the learners were made multinomial when they were widened: no multinomial_rounds check a play)
+        learner, x = expert.base, expert.input(row)
+        base = cast(MultinomialRounds, learner)
         try:
-            played.append((base, x, base._class_margins(x)))
+            margins = base._class_margins(x)
         except NumericalError:
             continue
+        played.append((base, x, margins))
+        margins_of.append(margins)
         slots.append(slot)
-        bounds.append(expert.base.C)
+        bounds.append(learner.C)
     if not slots:
         return
-    scores = clipped_scores(np.array([margins for _, _, margins in played]), np.array(bounds)[:, None])
+    scores = clipped_scores(np.array(margins_of), np.array(bounds)[:, None])
     together = reference_softmaxes(scores)
     scores.flags.writeable = together.flags.writeable = False
     for (base, x, margins), own_scores, own in zip(played, scores, together, strict=True):

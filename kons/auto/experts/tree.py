@@ -190,17 +190,21 @@ class HoeffdingTree:
         node, complete = self._leaf_node(x)
         slot = self._splits[3][node]
         self._learnt += 1
-        if np.add.reduce(self._counts[slot]) > 0.0:
-            self._errors[slot, 0] += int(self._frequencies(slot).argmax() != label)
+        counts = self._counts[slot]
+        if np.add.reduce(counts) > 0.0:
+            # the class frequencies' most probable class is the most counted one (counts are whole numbers:
+            # adding 1 and dividing by their sum keeps their order and their ties)
+            self._errors[slot, 0] += int(counts.argmax() != label)
             self._errors[slot, 1] += int(self._naive_bayes(slot, x, complete).argmax() != label)
         self._forget_plays(slot)
         if complete:
             self._learn_complete(x, slot, label)
         else:
             self._learn_known(x, slot, label)
-        self._counts[slot, label] += 1.0
-        self._since[slot] += 1.0
-        if self._since[slot] >= self.grace and self._leaves < self.max_leaves and not self.held:
+        counts[label] += 1.0
+        since = self._since[slot] + 1.0
+        self._since[slot] = since
+        if since >= self.grace and self._leaves < self.max_leaves and not self.held:
             self._since[slot] = 0.0
             split = self.best_split(slot)
             if split is not None:
@@ -215,8 +219,9 @@ class HoeffdingTree:
         step = x - mean
         mean += step / n
         self._m2[slot, label] += step * (x - mean)
-        self._low[slot, label] = np.minimum(self._low[slot, label], x)
-        self._high[slot, label] = np.maximum(self._high[slot, label], x)
+        low, high = self._low[slot, label], self._high[slot, label]
+        np.minimum(low, x, out=low)
+        np.maximum(high, x, out=high)
 
     def _learn_known(self, x: np.ndarray, slot: int, label: int) -> None:
         """The leaf's statistics of the class ``label`` with the row ``x``'s known values."""
