@@ -53,10 +53,17 @@ def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabil
         bounds.append(learner.C)
     if not slots:
         return
-    scores = clipped_scores(np.array(margins_of), np.array(bounds)[:, None])
+    stacked = np.array(margins_of)
+    scores = clipped_scores(stacked, np.array(bounds)[:, None])
     together = reference_softmaxes(scores)
     scores.flags.writeable = together.flags.writeable = False
-    for (base, x, margins), own_scores, own in zip(played, scores, together, strict=True):
+    # a learner whose scores the bound left as they were keeps its margins as its scores: its round's step
+    # then skips the clipping's term (kons._multinomial.newton_outputs)
+    unclipped = np.logical_and.reduce(scores == stacked, axis=1).tolist()
+    for (base, x, margins), own_scores, own, kept in zip(played, scores, together, unclipped, strict=True):
+        if kept:
+            margins.flags.writeable = False  # (kept as the scores: read only)
+            own_scores = margins
         base._keep_class_play(x, margins, own_scores, own)
     probabilities[slots] = together
 
