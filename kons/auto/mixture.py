@@ -278,9 +278,9 @@ class LabelVote(_KeptWeights):
         weights, kept = self._weights(), self._voted_of
         if kept is not None and kept[0] is labels and kept[1] == own and kept[2] is weights:
             return kept[3]
-        voters = self._voters(labels, own)
-        voting = voters >= 0
-        votes = np.bincount(voters[voting], weights=weights[voting])
+        # the voters' weights summed by class as they come, a voter of no class (-1) into a first bin left
+        # out: the sums that leaving those voters out first gives, bit for bit, with two numpy calls fewer
+        votes = np.bincount(self._voters(labels, own) + 1, weights=weights)[1:]
         # (the ufunc's reduction: ndarray.max wraps it; every prediction of three classes or more votes)
         if own >= 0 and own < len(votes) and votes[own] == np.maximum.reduce(votes):
             voted = own

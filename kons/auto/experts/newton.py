@@ -61,10 +61,7 @@ def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabil
     # then skips the clipping's term (kons._multinomial.newton_outputs)
     unclipped = np.logical_and.reduce(scores == stacked, axis=1).tolist()
     for (base, x, margins), own_scores, own, kept in zip(played, scores, together, unclipped, strict=True):
-        if kept:
-            margins.flags.writeable = False  # (kept as the scores: read only)
-            own_scores = margins
-        base._keep_class_play(x, margins, own_scores, own)
+        base._keep_class_play(x, margins, margins if kept else own_scores, own)
     probabilities[slots] = together
 
 

@@ -194,8 +194,9 @@ class HoeffdingTree:
         if np.add.reduce(counts) > 0.0:
             # the class frequencies' most probable class is the most counted one (counts are whole numbers:
             # adding 1 and dividing by their sum keeps their order and their ties)
-            self._errors[slot, 0] += int(counts.argmax() != label)
-            self._errors[slot, 1] += int(self._naive_bayes(slot, x, complete).argmax() != label)
+            errors = self._errors[slot]
+            errors[0] += int(counts.argmax() != label)
+            errors[1] += int(self._naive_bayes(slot, x, complete).argmax() != label)
         self._forget_plays(slot)
         if complete:
             self._learn_complete(x, slot, label)
