@@ -93,7 +93,10 @@ class LearnerExpert(LearnsInItsPlays):
         return guarded_probabilities(_scored, classes, self.base, self.input(row))
 
     def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
-        return guarded_probabilities(self.base._learn_class_checked, classes, self.input(row), label)
+        try:  # (guarded_probabilities written out, as above: every round of classes learns each of them)
+            return self.base._learn_class_checked(self.input(row), label)
+        except NumericalError:
+            return np.full(classes, 1.0 / classes)
 
     def widen(self, classes: int) -> None:
         multinomial_rounds(self.base)._widen(classes - 1)
