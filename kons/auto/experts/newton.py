@@ -54,7 +54,9 @@ def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabil
     if not slots:
         return
     stacked = np.array(margins_of)
-    scores = clipped_scores(stacked, np.array(bounds)[:, None])
+    # (one bound for all, as the grid's learners have: a float, which numpy broadcasts for less)
+    bound = bounds[0] if bounds.count(bounds[0]) == len(bounds) else np.array(bounds)[:, None]
+    scores = clipped_scores(stacked, bound)
     together = reference_softmaxes(scores)
     scores.flags.writeable = together.flags.writeable = False
     # a learner whose scores the bound left as they were keeps its margins as its scores: its round's step
