@@ -86,7 +86,8 @@ class MultinomialRounds(Protocol):
         """Keep, for the learning round of ``x``, the play a caller computed from :meth:`_class_margins`
         (``margins``, that very array): :func:`clipped_scores` with the bound ``C`` and
         :func:`reference_softmax`, bit for bit (``scores`` and ``probabilities`` made read only by the
-        caller)."""
+        caller; ``scores`` may be ``margins`` itself where the bound clipped none of them, which the
+        learning round's :func:`newton_outputs` then takes for unclipped)."""
 
     def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
         """One round: ``(probabilities played, leverage)``."""
