@@ -57,6 +57,7 @@ __all__ = [
     "MAX_TREE_LEAVES",
     "MIX_BOUND",
     "MIX_EARLY_ROUNDS",
+    "MEMBER_NAP_WEIGHT",
     "NAP_ROUNDS",
     "NAP_WEIGHT",
     "NEIGHBOURS",
@@ -261,6 +262,11 @@ MAX_TREE_LEAVES = 64
 #: docs/auto.md#nap_weight-and-nap_rounds).
 NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 250
+#: The weight below which a member of the grid naps alone (for NAP_ROUNDS rounds in play), as the kinds do,
+#: waking at the next change declared: a mature mixture leaves most members far below their prior, where
+#: they cost a mature round most of its time and move no play; far below NAP_WEIGHT, since a member's
+#: weight can come back on a slow drift (docs/auto-log.md, "The members nap").
+MEMBER_NAP_WEIGHT = 1e-5
 
 # ----------------------------------------------------------------- the Mondrian forest (docs/auto.md)
 #: Trees of the aggregated Mondrian forest (three classes or more): AMF's default; fewer trees vote
