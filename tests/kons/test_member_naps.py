@@ -60,8 +60,8 @@ def test_a_negligible_member_naps_uncalled_and_wakes_at_a_change(monkeypatch: py
         before = None
         if grid is not None:
             base = grid.members[NAPPER].base
-            before = (grid.naps[grid.layout[NAPPER]][1], grid.mixture.weights()[NAPPER], nested_blob(base).tobytes(),
-                      [grid.members[i].base._size for i in SHARERS])
+            before = (grid.naps[grid.layout[NAPPER]][1], grid.mixture.weights()[NAPPER],
+                      nested_blob(base).tobytes(), [grid.members[i].base._size for i in SHARERS])
         called.clear()
         entered.clear()
         learner.learn_one(x, t)
