@@ -7,7 +7,7 @@ same dictionary at steps 0.1 and 1 play on and grow it: it wakes on its own copy
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -15,8 +15,9 @@ import kons
 import kons.auto.grid
 from kons.auto.config import GRID, MEMBER_NAP_WEIGHT, NAP_ROUNDS
 from kons.auto.experts.newton import LearnerExpert
-from kons.auto.grid import GRID_PRIOR
+from kons.auto.grid import GRID_PRIOR, Grid
 from kons.auto.mixture import Mixture
+from kons.kernel.nystrom_kons import NystromKONS
 from kons.preprocessing import nested_blob
 from tests.kons.streams import goes_on_identically, linear_then_flipped
 
@@ -25,6 +26,11 @@ FLIP = 1600
 NAPPER = GRID.index(("raw", "nystrom", 1.0, 10.0))
 LARGER_DICTIONARY = 400
 SHARERS = [GRID.index(("raw", "nystrom", 1.0, step)) for step in (0.1, 1.0)]
+
+
+def _sharers_sizes(grid: Grid) -> list[int]:
+    """The sizes of the embeddings of the napper's sharers."""
+    return [cast(NystromKONS, grid.members[i].base)._size for i in SHARERS]
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +67,7 @@ def test_a_negligible_member_naps_uncalled_and_wakes_at_a_change(monkeypatch: py
         if grid is not None:
             base = grid.members[NAPPER].base
             before = (grid.naps[grid.layout[NAPPER]][1], grid.mixture.weights()[NAPPER],
-                      nested_blob(base).tobytes(), [grid.members[i].base._size for i in SHARERS])
+                      nested_blob(base).tobytes(), _sharers_sizes(grid))
         called.clear()
         entered.clear()
         learner.learn_one(x, t)
@@ -77,7 +83,7 @@ def test_a_negligible_member_naps_uncalled_and_wakes_at_a_change(monkeypatch: py
             if was_napping:  # neither called nor learning, while its sharers learn
                 assert not any(expert is member for expert in called)
                 assert nested_blob(member.base).tobytes() == blob
-                sharers_learnt |= [grid.members[i].base._size for i in SHARERS] != sizes
+                sharers_learnt |= _sharers_sizes(grid) != sizes
             else:  # it naps now: below MEMBER_NAP_WEIGHT for NAP_ROUNDS rounds in play
                 napped = r
                 assert weight < MEMBER_NAP_WEIGHT
