@@ -55,7 +55,6 @@ __all__ = [
     "MAX_DICTIONARY",
     "MAX_THRESHOLDS",
     "MAX_TREE_LEAVES",
-    "MEMBER_NAP_WEIGHT",
     "MIX_BOUND",
     "MIX_EARLY_ROUNDS",
     "NAP_ROUNDS",
@@ -262,11 +261,6 @@ MAX_TREE_LEAVES = 64
 #: docs/auto.md#nap_weight-and-nap_rounds).
 NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 250
-#: The weight below which a member of the grid naps alone (for NAP_ROUNDS rounds in play), as the kinds do,
-#: waking at the next change declared: a mature mixture leaves most members far below their prior, where
-#: they cost a mature round most of its time and move no play; far below NAP_WEIGHT, since a member's
-#: weight can come back on a slow drift (docs/auto-log.md, "The members nap").
-MEMBER_NAP_WEIGHT = 1e-5
 
 # ----------------------------------------------------------------- the Mondrian forest (docs/auto.md)
 #: Trees of the aggregated Mondrian forest (three classes or more): AMF's default; fewer trees vote

@@ -34,7 +34,6 @@ from kons.auto.config import (
     LAGS_PRIOR,
     LONE_TARGET_DEVIATIONS,
     MAX_DICTIONARY,
-    MEMBER_NAP_WEIGHT,
     MIX_EARLY_ROUNDS,
     NAME_EVIDENCE_LEVEL,
     NAP_ROUNDS,
@@ -143,10 +142,6 @@ _RECENT_FORM = RecentExpert.form
 _DICTIONARY_PREFIX = "dictionary_"
 #: The first slots of the kinds on the target's last values: not experts of the row (_played_weights).
 _OF_THE_SERIES = ("target_last", "target_long_lags")
-
-#: The grid's prior: a member's weight from the start (with the constant's, the bins' and the linear
-#: model's), the prior of the kinds in play from the start, and a member's again when it wakes from a nap.
-GRID_PRIOR = 1.0 / (len(GRID) + 2)
 
 
 def signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
@@ -305,20 +300,6 @@ def _sharing(members: list[LearnerExpert]) -> list[LearnerExpert]:
     return members
 
 
-@dataclass(frozen=True)
-class _Napper:
-    """What naps as one (:meth:`Grid._doze`): a member of :data:`GRID` alone, or a kind of :data:`EXPERTS`
-    that naps (:attr:`Kind.naps`), its naps saved under ``name`` (its first slot's), in the mixture's
-    ``slots``; it naps below ``nap_weight`` and wakes at ``start_prior`` (None: it enters once ready, as a
-    sleeper), and ``naps_among_classes`` as :class:`Kind`'s."""
-
-    name: str
-    slots: list[int]
-    nap_weight: float
-    start_prior: float | None
-    naps_among_classes: bool
-
-
 def _no_class_column(dim: int) -> int:
     """The bytes one more class adds to experts that take no room per class (a kind's default)."""
     return 0
@@ -373,7 +354,7 @@ EXPERTS: tuple[Kind, ...] = (
     # grid's prior; it does not nap: a slow learner, its weight can come back long after it was
     # negligible (docs/auto.md#nap_weight-and-nap_rounds)
     Kind(("bins",), ("ons+intercept(quantile thresholds)",), build_bins, restore_bins,
-         start_prior=GRID_PRIOR, class_column_nbytes=bins_class_column_nbytes),
+         start_prior=1.0 / (len(GRID) + 2), class_column_nbytes=bins_class_column_nbytes),
     # the local expert: asleep until its window holds NEIGHBOURS_WAKE_ROWS rows; it naps as the trees,
     # but below its own weight, NEIGHBOURS_NAP_WEIGHT (its ranking of the window costs much of a round
     # where it rarely holds weight), still keeping the rows, so that it wakes on a window as fresh as if
@@ -397,7 +378,7 @@ EXPERTS: tuple[Kind, ...] = (
     # shrinks (an ONS member's curvature grows with its squared gradients: a heavy tail freezes it); in
     # play from the start with the grid's prior
     Kind(("linear",), ("bayesian_linear(raw) of every row",), build_linear, restore_linear,
-         start_prior=GRID_PRIOR),
+         start_prior=1.0 / (len(GRID) + 2)),
     # the aggregated Mondrian forest (three classes or more): it learns every row and enters after
     # FOREST_WAKE_ROWS
     Kind(("forest",), (f"aggregated_mondrian_forest(raw, {FOREST_TREES} trees)",), build_forest,
@@ -593,29 +574,14 @@ class Grid:
             if experts is not None and kind.start_prior is not None:
                 self.mixture.enter(self._slots(kind), kind.start_prior)
             self.experts.append(experts)
-        # of each member and each kind that naps and has experts, by its (first) slot: [rounds in a row in
-        # play below its nap weight, napping]
-        self._nappers_of: tuple[list[list[Expert] | None], list[_Napper]] | None = None  # (the experts')
+        # of each kind that naps and has experts, by its first slot: [rounds in a row in play below
+        # NAP_WEIGHT, napping]
         self.naps: dict[str, list[int]] = self._no_naps()
 
-    def _nappers(self) -> list[_Napper]:
-        """What naps (:meth:`_doze`): each member of :data:`GRID` alone, below :data:`MEMBER_NAP_WEIGHT`,
-        then the kinds that nap and have experts."""
-        kept = self._nappers_of
-        if kept is None or kept[0] is not self.experts:
-            members = [_Napper(self.layout[i], [i], MEMBER_NAP_WEIGHT, GRID_PRIOR, False)
-                       for i in range(len(GRID))]
-            kinds = [_Napper(kind.slots[0], self._slots(kind), kind.nap_weight, kind.start_prior,
-                             kind.naps_among_classes)
-                     for kind, experts in zip(self.kinds, self.experts, strict=True)
-                     if kind.naps and experts is not None]
-            kept = self._nappers_of = self.experts, [*members, *kinds]
-        return kept[1]
-
     def _no_naps(self) -> dict[str, list[int]]:
-        """The naps of the members and of the kinds that nap and have experts: none napping, no round
-        counted."""
-        return {napper.name: [0, 0] for napper in self._nappers()}
+        """The naps of the kinds that nap and have experts: none napping, no round counted."""
+        return {kind.slots[0]: [0, 0] for kind, experts in zip(self.kinds, self.experts, strict=True)
+                if kind.naps and experts is not None}
 
     @property
     def bases(self) -> list[Learner]:
@@ -1126,26 +1092,26 @@ class Grid:
         return kind.naps and bool(self.naps[kind.slots[0]][1])
 
     def _doze(self, weights: np.ndarray, changed: bool) -> None:
-        """The members and the kinds that nap (:meth:`_nappers`, :attr:`Kind.naps`) after a round whose
-        mixture's weights are ``weights``: napping, they wake at a declared change (``changed``; they learn
-        from the next round, and enter as they first did: experts that sleep once ready, the others at once
-        at their start prior); in play, they nap once their weight together has stayed below their nap
-        weight for :data:`NAP_ROUNDS` rounds."""
-        no_vote = self.mixture.vote is None
-        for napper in self._nappers():
-            nap = self.naps[napper.name]
-            slots = napper.slots
-            voting = not no_vote and not napper.naps_among_classes
+        """The kinds that nap (:attr:`Kind.naps`) after a round whose mixture's weights are ``weights``:
+        napping, they wake at a declared change (``changed``; they learn from the next round, and enter
+        as they first did: experts that sleep once ready, the others at once at their start prior); in
+        play, they nap once their weight together has stayed below the kind's ``nap_weight`` for
+        :data:`NAP_ROUNDS` rounds."""
+        for kind, experts in zip(self.kinds, self.experts, strict=True):
+            if not kind.naps or experts is None:
+                continue
+            nap = self.naps[kind.slots[0]]
+            slots = self._slots(kind)
+            voting = self.mixture.vote is not None and not kind.naps_among_classes
             if nap[1]:
                 if changed or voting:
                     nap[:] = [0, 0]
-                    if napper.start_prior is not None:  # (the others enter once ready: _observe)
-                        self.mixture.enter(slots, napper.start_prior)
+                    if kind.start_prior is not None:  # (the others enter once ready: _observe)
+                        self.mixture.enter(slots, kind.start_prior)
                 continue
             if not self.mixture.switching.active[slots[0]]:  # not entered yet
                 continue
-            weight = weights.item(slots[0]) if len(slots) == 1 else float(np.add.reduce(weights[slots]))
-            negligible = not voting and weight < napper.nap_weight
+            negligible = not voting and float(np.add.reduce(weights[slots])) < kind.nap_weight
             nap[0] = nap[0] + 1 if negligible else 0
             if nap[0] >= NAP_ROUNDS:
                 self.mixture.switching.leave(slots)
