@@ -154,8 +154,9 @@ def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s:
     # gradient is this round's copy), each element rounded as there
     gradient /= 1.0 + c2 * s
     if scores is margins and s < math.inf:
-        # unclipped scores (kept as the very margins): the first term is +0.0 throughout, and +0.0 + q is
-        # q + 0.0 for every q (-0.0 included): two numpy calls fewer a round of every Newton expert
+        # unclipped scores (kept as the very margins): the first term is a positive zero throughout, and
+        # adding it to q is adding q to it for every q (a negative zero included, which becomes positive):
+        # two numpy calls fewer a round of every Newton expert
         gradient += 0.0
         step = gradient
     else:
