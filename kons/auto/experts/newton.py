@@ -37,7 +37,6 @@ def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabil
     grid's uniform probabilities, which :func:`guarded_probabilities` plays)."""
     slots: list[int] = []
     played: list[tuple[MultinomialRounds, np.ndarray | SparseVector, np.ndarray]] = []
-    margins_of: list[np.ndarray] = []
     bounds: list[float] = []
     for slot, expert in experts:
         # (the learners were made multinomial when they were widened: no multinomial_rounds check a play)
@@ -48,12 +47,11 @@ def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabil
         except NumericalError:
             continue
         played.append((base, x, margins))
-        margins_of.append(margins)
         slots.append(slot)
         bounds.append(learner.C)
     if not slots:
         return
-    stacked = np.array(margins_of)
+    stacked = np.array([margins for _, _, margins in played])
     # (one bound for all, as the grid's learners have: a float, which numpy broadcasts for less)
     bound = bounds[0] if bounds.count(bounds[0]) == len(bounds) else np.array(bounds)[:, None]
     scores = clipped_scores(stacked, bound)
