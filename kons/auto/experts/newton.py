@@ -93,10 +93,7 @@ class LearnerExpert(LearnsInItsPlays):
         return guarded_probabilities(_scored, classes, self.base, self.input(row))
 
     def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
-        try:  # (guarded_probabilities written out, as above: every round of classes learns each of them)
-            return self.base._learn_class_checked(self.input(row), label)
-        except NumericalError:
-            return np.full(classes, 1.0 / classes)
+        return guarded_probabilities(self.base._learn_class_checked, classes, self.input(row), label)
 
     def widen(self, classes: int) -> None:
         multinomial_rounds(self.base)._widen(classes - 1)

@@ -161,10 +161,14 @@ def guarded(call: Callable[..., float], *args: Any) -> float:
         return 0.0
 
 
-def guarded_probabilities(call: Callable[..., np.ndarray], classes: int, *args: Any) -> np.ndarray:
-    """An expert's class probabilities, or the uniform ones when its round overflows (as :func:`guarded`)."""
+def guarded_probabilities(call: Callable[[Any, Any], np.ndarray], classes: int, first: Any, second: Any
+                          ) -> np.ndarray:
+    """An expert's class probabilities ``call(first, second)`` (a play of a row, or a learning round of a
+    row and its label), or the uniform ones when its round overflows (as :func:`guarded`). Two arguments,
+    not ``*args``: every Newton expert plays and learns each round of classes through it, and packing
+    them into a tuple about doubles the call's own cost."""
     try:
-        return call(*args)
+        return call(first, second)
     except NumericalError:
         return np.full(classes, 1.0 / classes)
 

@@ -204,7 +204,7 @@ class RecentExpert(LearnsInItsPlays):
         guarded(self.model.learn_unplayed, dense(row.forms[self.form]), target)
 
     def probabilities(self, row: Row, classes: int) -> np.ndarray:
-        return guarded_probabilities(self.model.probabilities, classes, row.forms[self.form])
+        return guarded_probabilities(RecentLinear.probabilities, classes, self.model, row.forms[self.form])
 
     def learn_class(self, row: Row, label: int, classes: int) -> np.ndarray:
         return guarded_probabilities(self.model.learn_class, classes, row.forms[self.form], label)
