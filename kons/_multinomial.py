@@ -81,13 +81,13 @@ class MultinomialRounds(Protocol):
         that plays several learners at once clips and turns into probabilities itself
         (:meth:`_keep_class_play`)."""
 
-    def _keep_class_play(self, x: Any, margins: np.ndarray, scores: np.ndarray,
-                         probabilities: np.ndarray) -> None:
+    def _keep_class_play(self, x: Any, margins: np.ndarray, scores: np.ndarray, probabilities: np.ndarray,
+                         unclipped: bool) -> None:
         """Keep, for the learning round of ``x``, the play a caller computed from :meth:`_class_margins`
         (``margins``, that very array): :func:`clipped_scores` with the bound ``C`` and
         :func:`reference_softmax`, bit for bit (``scores`` and ``probabilities`` made read only by the
-        caller; ``scores`` may be ``margins`` itself where the bound clipped none of them, which the
-        learning round's :func:`newton_outputs` then takes for unclipped)."""
+        caller), and whether the caller found that the bound clipped none of the margins (``unclipped``),
+        which the learning round's :func:`newton_outputs` takes."""
 
     def _learn_class(self, x: Any, label: int) -> tuple[np.ndarray, float]:
         """One round: ``(probabilities played, leverage)``."""
@@ -129,13 +129,13 @@ def reference_softmaxes(scores: np.ndarray) -> np.ndarray:
 
 
 def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s: float, *,
-                   played: tuple[np.ndarray, np.ndarray] | None = None
+                   played: tuple[np.ndarray, np.ndarray, bool] | None = None
                    ) -> tuple[np.ndarray, np.ndarray, float]:
     r"""One multinomial round's play and step (see the module docstring).
 
     ``margins`` (K-1,): the unclipped scores :math:`W^\top\phi`; ``s``: :math:`\phi^\top A_{t-1}^{-1}\phi`;
-    ``played``: the clipped scores and the probabilities of ``margins`` if the play computed them already
-    (the scores the very array ``margins`` when the bound clipped none of them).
+    ``played``: the clipped scores and the probabilities of ``margins`` if the play computed them already,
+    and whether it found that the bound clipped none of the margins (then the scores equal them).
     Returns the played probabilities (K,), the step (K-1,) with :math:`W_{t+1} = W_t - v\,\mathrm{step}^\top`
     for :math:`v = A_{t-1}^{-1}\phi`, and the Sherman-Morrison coefficient ``shrink``,
     :math:`A_t^{-1} = A_{t-1}^{-1} - \mathrm{shrink}\; v v^\top`.
@@ -143,8 +143,9 @@ def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s:
     if played is None:
         scores = clipped_scores(margins, bound)
         probabilities = reference_softmax(scores)
+        unclipped = False  # (not looked for: the step's term of the clipping is computed)
     else:
-        scores, probabilities = played
+        scores, probabilities, unclipped = played
     gradient = probabilities[1:].copy()  # p_k - [y = k] for the scores k >= 1
     if label:
         gradient[label - 1] -= 1.0
@@ -153,8 +154,8 @@ def newton_outputs(margins: np.ndarray, label: int, bound: float, eta: float, s:
     # Lemma 1, then A_t^{-1} g: (margins - scores) / s + gradient / (1 + c2 s), in the temporaries (the
     # gradient is this round's copy), each element rounded as there
     gradient /= 1.0 + c2 * s
-    if scores is margins and s < math.inf:
-        # unclipped scores (kept as the very margins): the first term is a positive zero throughout, and
+    if unclipped and s < math.inf:
+        # unclipped scores: the first term is a positive zero throughout, and
         # adding it to q is adding q to it for every q (a negative zero included, which becomes positive):
         # two numpy calls fewer a round of every Newton expert
         gradient += 0.0

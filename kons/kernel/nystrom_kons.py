@@ -219,8 +219,9 @@ class NystromKONS(Learner):
     _sqrt_eta: float
     #: The features, weights and score of the last row scored (:meth:`_score`); not state.
     _scored: tuple[np.ndarray, np.ndarray, Any] | None = None
-    #: The margins, clipped scores and probabilities of the last multinomial play (:meth:`_class_play`).
-    _class_played: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: The margins, clipped scores and probabilities of the last multinomial play (:meth:`_class_play`), and
+    #: whether the bound is known to have clipped none of the margins.
+    _class_played: tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None = None
 
     kernel: Kernel
     alpha: float
@@ -447,12 +448,12 @@ class NystromKONS(Learner):
             scores = clipped_scores(margins, self.C)
             probabilities = reference_softmax(scores)
             scores.flags.writeable = probabilities.flags.writeable = False
-            played = self._class_played = margins, scores, probabilities
+            played = self._class_played = margins, scores, probabilities, False
         return played[1], played[2]
 
     def _keep_class_play(self, x: np.ndarray, margins: np.ndarray, scores: np.ndarray,
-                         probabilities: np.ndarray) -> None:
-        self._class_played = margins, scores, probabilities
+                         probabilities: np.ndarray, unclipped: bool) -> None:
+        self._class_played = margins, scores, probabilities, unclipped
 
     def _learn_class(self, x: np.ndarray, label: int) -> tuple[np.ndarray, float]:
         phi, kxx = self._features(x)

@@ -92,7 +92,7 @@ class ONS(LinearLearner):
         super()._reset_model()
         self._u = np.zeros(self._dim)
         self._Ainv = np.eye(self._dim) / self.alpha
-        self._class_played: tuple[Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._class_played: tuple[Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool] | None = None
 
     @classmethod
     def _model_floats(cls, dim: int, params: dict[str, Any]) -> int:
@@ -142,16 +142,16 @@ class ONS(LinearLearner):
         :meth:`_class_scores`), kept for its learning round (read only)."""
         return self._class_play(x)[2]
 
-    def _class_play(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The margins of ``x``, their clipped scores and probabilities, once for a row played and then
-        learnt (:meth:`_kept_play`)."""
+    def _class_play(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """The margins of ``x``, their clipped scores and probabilities, and whether the bound is known to
+        have clipped none of them, once for a row played and then learnt (:meth:`_kept_play`)."""
         played = self._kept_play(x)
         if played is None:
             margins = self._new_margins(x)
             scores = clipped_scores(margins, self.C)
             probabilities = reference_softmax(scores)
             scores.flags.writeable = probabilities.flags.writeable = False  # (kept: read only)
-            played = margins, scores, probabilities
+            played = margins, scores, probabilities, False
             self._keep_class_play(x, *played)
         return played
 
@@ -164,7 +164,8 @@ class ONS(LinearLearner):
         margins.flags.writeable = False
         return margins
 
-    def _kept_play(self, x: np.ndarray | SparseVector) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _kept_play(self, x: np.ndarray | SparseVector
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None:
         """The play kept for ``x`` while the weights stay the very array it was computed with (a round
         replaces them): a dense row is known by its bytes, a sparse one (``auto``'s forms and threshold
         codes, made once for a row's play and learning) by identity; the key keeps the row alive, so that
@@ -176,17 +177,17 @@ class ONS(LinearLearner):
         return played[2:] if played[0] is key or played[0] == key else None
 
     def _keep_class_play(self, x: np.ndarray | SparseVector, margins: np.ndarray, scores: np.ndarray,
-                         probabilities: np.ndarray) -> None:
-        self._class_played = _row_key(x), self._u, margins, scores, probabilities
+                         probabilities: np.ndarray, unclipped: bool) -> None:
+        self._class_played = _row_key(x), self._u, margins, scores, probabilities, unclipped
 
     def _learn_class(self, x: np.ndarray | SparseVector, label: int) -> tuple[np.ndarray, float]:
         f = self._features(x)
         v = f.cols(self._Ainv)  # A^{-1} x
         s = f.dot(v)
-        margins, scores, probabilities = self._class_play(x)
+        margins, scores, probabilities, unclipped = self._class_play(x)
         check_finite_vector(margins)
         probabilities, step, shrink = newton_outputs(margins, label, self.C, self._eta, s,
-                                                     played=(scores, probabilities))
+                                                     played=(scores, probabilities, unclipped))
         u = self._u - np.multiply.outer(v, step)
         # the whole update is checked, as in the binary round (shrink alone let an overflowing v v' through)
         check_finite_vector(u, scaled_outer_peak(shrink, v) if shrink != 0.0 else 0.0)

@@ -57,11 +57,11 @@ def played_together(experts: list[tuple[int, LearnerExpert]], row: Row, probabil
     scores = clipped_scores(stacked, bound)
     together = reference_softmaxes(scores)
     scores.flags.writeable = together.flags.writeable = False
-    # a learner whose scores the bound left as they were keeps its margins as its scores: its round's step
-    # then skips the clipping's term (kons._multinomial.newton_outputs)
+    # a learner whose scores the bound left as they were keeps that it was so: its round's step then skips
+    # the clipping's term (kons._multinomial.newton_outputs)
     unclipped = np.logical_and.reduce(scores == stacked, axis=1).tolist()
     for (base, x, margins), own_scores, own, kept in zip(played, scores, together, unclipped, strict=True):
-        base._keep_class_play(x, margins, margins if kept else own_scores, own)
+        base._keep_class_play(x, margins, own_scores, own, kept)
     probabilities[slots] = together
 
 
