@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -108,6 +109,15 @@ def _half_softmax(scores: np.ndarray) -> np.ndarray:
     """The warm-up's play of a model's class ``scores``: the softmax of half of them, bounded."""
     half = np.clip(scores, -TARGET_BOUND, TARGET_BOUND) / 2.0
     return reference_softmax(half[1:] - half[0])
+
+
+def _width_without(Z: np.ndarray, groups: Sequence[np.ndarray]) -> float:
+    """The median-heuristic width of the standardised rows ``Z`` with the coordinates of ``groups`` (some of
+    a record's categorical names, each its one-hot coordinates) set to zero: the geometry of the rows
+    without those names."""
+    without = Z.copy()
+    without[:, np.concatenate(groups)] = 0.0
+    return median_width(without)
 
 
 def _within_class_deviations(Z: np.ndarray, labels: list[int], counts: np.ndarray, features: float
@@ -508,14 +518,10 @@ class Auto(Learner):
         numbers_width = quiet_width = None
         silent: tuple[int, ...] = ()
         if groups:  # (records with categorical names: the width of their numbers, Grid.numbers_width)
-            numbers = Z.copy()
-            numbers[:, np.concatenate(groups)] = 0.0
-            numbers_width = median_width(numbers)
+            numbers_width = _width_without(Z, groups)
             said_nothing = silent_names(rows, [t for _, t in self._prep.buffer], groups, self._binary)
             if said_nothing:  # (the narrow raw kernels take the rows without them: Grid.silent)
-                quiet = Z.copy()
-                quiet[:, np.concatenate([groups[g] for g in said_nothing])] = 0.0
-                quiet_width = median_width(quiet)
+                quiet_width = _width_without(Z, [groups[g] for g in said_nothing])
                 silent = tuple(int(groups[g][0]) for g in said_nothing)
             if len(said_nothing) == len(groups):  # (the records' numbers alone: their two widths)
                 numbers_width *= NUMBERS_WIDTH
