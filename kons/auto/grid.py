@@ -639,7 +639,8 @@ class Grid:
                        dim=self.dim + 1)
         else:
             of = self._form(member)[0]
-            if of == _QUIET and self.quiet_width is not None:
+            if of == _QUIET:
+                assert self.quiet_width is not None  # (given with silent, which makes the quiet form)
                 gamma = self.quiet_width * width_factor
             elif of == _NUMBERS and self.numbers_width is not None:
                 gamma = self.numbers_width
