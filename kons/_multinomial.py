@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
-from kons._numerics import TINY
+from kons._numerics import SMALLEST_NORMAL, TINY
 
 if TYPE_CHECKING:
     from kons.base import Learner
@@ -57,8 +57,6 @@ __all__ = ["MultinomialRounds", "clipped_scores", "log_probability", "multinomia
 
 #: The reference class's score (class 0's), before the others' in :func:`reference_softmax`.
 _REFERENCE = np.zeros(1)
-#: The smallest positive normal float64, the floor of a probability whose log is taken.
-_TINY = float(np.finfo(float).tiny)
 
 
 class MultinomialRounds(Protocol):
@@ -176,4 +174,4 @@ def widened(weights: np.ndarray, outputs: int) -> np.ndarray:
 
 def log_probability(probabilities: np.ndarray, label: int) -> float:
     """:math:`\\log p_y`, finite for the probabilities a bounded score gives."""
-    return math.log(max(float(probabilities[label]), _TINY))
+    return math.log(max(float(probabilities[label]), SMALLEST_NORMAL))

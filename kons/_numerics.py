@@ -20,6 +20,7 @@ from kons.errors import NumericalError
 __all__ = [
     "MIN_CAPACITY",
     "SCHEDULES",
+    "SMALLEST_NORMAL",
     "TINY",
     "GrowableRows",
     "GrowableVector",
@@ -41,6 +42,9 @@ MIN_CAPACITY = 16
 #: Floor of a quadratic form that is positive in exact arithmetic but may round to zero or below: a
 #: division by it then overflows, and the round is rejected instead of dividing by zero.
 TINY = 1e-300
+#: The smallest positive normal float64: the floor of a probability whose log is taken, and of a weight
+#: kept as a log (a state holds finite numbers only: one that underflowed to 0 would have the log -inf).
+SMALLEST_NORMAL = float(np.finfo(float).tiny)
 #: Step-size schedules of the first-order learners: ``eta`` or ``eta / sqrt(t)`` in round ``t``.
 SCHEDULES = ("constant", "inverse_sqrt")
 #: Elements of the row block :func:`subtract_scaled_outer` computes at a time (256 KiB: it stays in cache).

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from kons._numerics import clip
+from kons._numerics import SMALLEST_NORMAL, clip
 from kons.auto.config import (
     CHANGE_LABEL_RATE,
     LABEL_ENTRY_PRIOR,
@@ -36,9 +36,6 @@ Units = tuple[float, float]
 
 #: The ends of the interval of Vovk's substitution (:meth:`Mixture._substituted`), as a column.
 _ENDS = np.array([[-MIX_BOUND], [MIX_BOUND]])
-#: The least weight an expert takes when it enters (a state holds finite numbers only; a weight that
-#: underflowed to 0 would have the log -inf).
-_SMALLEST_WEIGHT = float(np.finfo(float).tiny)
 
 
 def _log_normalised(log_w: np.ndarray) -> np.ndarray:
@@ -425,8 +422,6 @@ class ChangeLabel(_KeptWeights):
 #: A mixture's last plays, weights and plays less their weighted mean (:meth:`Mixture.spread`).
 _Last = tuple[np.ndarray, np.ndarray, np.ndarray | None] | None
 
-#: Floor of a probability whose log is taken (the smallest positive normal float64).
-_TINY = float(np.finfo(float).tiny)
 
 
 def _log_sigmoid(margin: np.ndarray) -> np.ndarray:
@@ -646,7 +641,7 @@ class Mixture:
     @staticmethod
     def class_losses(probabilities: np.ndarray, label: int) -> np.ndarray:
         r"""The experts' log losses for K classes, :math:`-\log p_i(y)` (the log loss is 1-mixable)."""
-        losses: np.ndarray = -np.log(np.maximum(probabilities[..., label], _TINY))
+        losses: np.ndarray = -np.log(np.maximum(probabilities[..., label], SMALLEST_NORMAL))
         return losses
 
     def update_probabilities(self, probabilities: np.ndarray, label: int, played: np.ndarray | None = None

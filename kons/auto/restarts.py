@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kons._numerics import SMALLEST_NORMAL
 from kons.auto.config import (
     CHANGE_ENTRY_PRIOR,
     CONCEPT_TARGET_FADE,
@@ -32,7 +33,7 @@ from kons.auto.config import (
 from kons.auto.experts.newton import LearnerExpert
 from kons.auto.experts.protocol import Expert, Row
 from kons.auto.experts.recent import RecentExpert, RecentLinear
-from kons.auto.mixture import _SMALLEST_WEIGHT, SwitchingWeights
+from kons.auto.mixture import SwitchingWeights
 from kons.auto.ring import Ring
 from kons.base import Learner
 from kons.errors import StateFormatError
@@ -535,7 +536,7 @@ class Probation:
         if posterior.sum() > self.entry * n:
             # one expert may trail the mixture by hundreds of nats (a log loss of a class probability
             # near 0) while the others carry the generation: its weight must stay a finite log
-            weights.replace(self.slots, np.maximum(posterior, _SMALLEST_WEIGHT))
+            weights.replace(self.slots, np.maximum(posterior, SMALLEST_NORMAL))
             return False
         return self.rounds_left > 0
 
