@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from operator import is_
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from scipy.special import chdtrc, fdtrc
@@ -136,6 +136,8 @@ Member = tuple[str, str, float, float]
 #: The experts in play that play their class probabilities alone, and the others by how they play together
 #: (:func:`~kons.auto.experts.protocol.by_play`).
 _Groups = tuple[list[tuple[int, Expert]], dict[PlayTogether, list[tuple[int, Expert]]]]
+#: A generation's scale of the target, its own or its kernel copies' (:meth:`Grid._restored_scale`).
+_Scale = TypeVar("_Scale", GenerationTargets, FadingTargets)
 #: The form of the row the linear model of a generation takes: the standardised view with the intercept.
 _RECENT_FORM = RecentExpert.form
 #: The prefix of the arrays of the Nystrom learners' dictionaries in a saved grid (each saved once).
@@ -1364,8 +1366,11 @@ class Grid:
             self.young = [Generation(generation[0], generation[1:],
                                       _sharing([self._restored(arrays[f"young{g}_{j}"], GRID[i])
                                                 for j, i in enumerate(generation[1:])]),
-                                      self._restored_recent(arrays, g), self._restored_targets(arrays, g),
-                                      self._restored_kernel_targets(arrays, g))
+                                      self._restored_recent(arrays, g),
+                                      self._restored_scale(arrays.get(f"young{g}_targets"),
+                                                           GenerationTargets.restored),
+                                      self._restored_scale(arrays.get(f"young{g}_kernel_targets"),
+                                                           FadingTargets.restored))
                           if generation else None for g, generation in enumerate(young)]
         mixture = in_layout(arrays, self.layout)
         if (not self.mixture.switching.restore(mixture) or not self.mixture.restore_vote(mixture)
@@ -1451,21 +1456,12 @@ class Grid:
                         if name.startswith(prefix)})
         return RecentExpert(recent)
 
-    def _restored_targets(self, arrays: dict[str, np.ndarray], generation: int) -> GenerationTargets | None:
-        """Generation ``generation``'s own scale of the target, None if it was saved without one."""
-        saved = arrays.get(f"young{generation}_targets")
-        if saved is None or self.targets is None:
-            return None
-        return GenerationTargets.restored(saved)
-
-    def _restored_kernel_targets(self, arrays: dict[str, np.ndarray], generation: int
-                                 ) -> FadingTargets | None:
-        """Generation ``generation``'s kernel copies' scale of the target, None if it was saved without one
-        (they learn in its own scale, as before it had one)."""
-        saved = arrays.get(f"young{generation}_kernel_targets")
-        if saved is None or self.targets is None:
-            return None
-        return FadingTargets.restored(saved)
+    def _restored_scale(self, saved: np.ndarray | None, restored: Callable[[np.ndarray], _Scale]
+                        ) -> _Scale | None:
+        """A generation's scale of the target (its own, or its kernel copies') ``restored`` from the array
+        ``saved``; None if it was saved without one (its experts then learn in the scale they had before it
+        had one: the learner's, or the generation's own)."""
+        return None if saved is None or self.targets is None else restored(saved)
 
     def _restored(self, blob: np.ndarray, member: Member) -> LearnerExpert:
         """The expert of ``member`` whose learner was saved as ``blob``, checked against the grid's own

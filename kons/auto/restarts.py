@@ -319,6 +319,15 @@ def replay(grid: Grid, generation: Generation, rounds: int) -> None:
                 expert.learn(row, learnt)
 
 
+def _counted(count: float, mean: float, m2: float, y: float) -> tuple[float, float, float]:
+    """The running count, mean and sum of squared deviations ``m2`` of some targets, with ``y`` counted
+    (Welford's update)."""
+    count += 1.0
+    delta = y - mean
+    mean += delta / count
+    return count, mean, m2 + delta * (y - mean)
+
+
 class GenerationTargets:
     r"""The running mean and deviation of the targets a generation has learnt (regression): its experts learn
     the targets standardised by them, not by the learner's scaler, whose statistics hold every target since
@@ -354,12 +363,9 @@ class GenerationTargets:
 
     def target(self, y: float) -> tuple[float, tuple[float, float, float]]:
         """``y`` standardised by the statistics that include it, and those statistics (to commit)."""
-        count = self.count + 1.0
-        delta = y - self.mean
-        mean = self.mean + delta / count
-        m2 = self.m2 + delta * (y - mean)
+        count, mean, m2 = stats = _counted(self.count, self.mean, self.m2, y)
         std = math.sqrt(m2 / count)
-        return ((y - mean) / std if std > 0.0 else 0.0), (count, mean, m2)
+        return ((y - mean) / std if std > 0.0 else 0.0), stats
 
     def commit(self, stats: tuple[float, float, float]) -> None:
         self.count, self.mean, self.m2 = stats
@@ -437,12 +443,9 @@ class FadingTargets:
 
     def target(self, y: float) -> tuple[float, tuple[float, float, float]]:
         """``y`` standardised by the statistics that include it, and its own rows' (to commit)."""
-        count = self.count + 1.0
-        delta = y - self.own_mean
-        own_mean = self.own_mean + delta / count
-        m2 = self.m2 + delta * (y - own_mean)
-        mean, std = self._pooled(count, own_mean, m2)
-        return ((y - mean) / std if std > 0.0 else 0.0), (count, own_mean, m2)
+        stats = _counted(self.count, self.own_mean, self.m2, y)
+        mean, std = self._pooled(*stats)
+        return ((y - mean) / std if std > 0.0 else 0.0), stats
 
     def commit(self, stats: tuple[float, float, float]) -> None:
         self.count, self.own_mean, self.m2 = stats
