@@ -57,6 +57,9 @@ __all__ = [
     "MAX_TREE_LEAVES",
     "MIX_BOUND",
     "MIX_EARLY_ROUNDS",
+    "LIGHT_EVERY",
+    "LIGHT_ROUNDS",
+    "LIGHT_WEIGHT",
     "NAP_ROUNDS",
     "NAP_WEIGHT",
     "NEIGHBOURS",
@@ -261,6 +264,16 @@ MAX_TREE_LEAVES = 64
 #: docs/auto.md#nap_weight-and-nap_rounds).
 NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 250
+
+# ----------------------------------------------------------------- the light members (docs/auto.md)
+#: A member of GRID whose weight has stayed below LIGHT_WEIGHT for LIGHT_ROUNDS rounds in a row, whose
+#: learner no longer grows, learns only every LIGHT_EVERY-th row of the one-score model while it stays
+#: there (it plays every round): most members hold almost no weight in a mature round, and their
+#: learning is most of its cost (docs/auto.md#light_weight-light_rounds-and-light_every).
+import os as _os
+LIGHT_WEIGHT = float(_os.environ.get("KONS_LIGHT_WEIGHT", "1e-3"))
+LIGHT_ROUNDS = int(_os.environ.get("KONS_LIGHT_ROUNDS", "100"))
+LIGHT_EVERY = int(_os.environ.get("KONS_LIGHT_EVERY", "4"))
 
 # ----------------------------------------------------------------- the Mondrian forest (docs/auto.md)
 #: Trees of the aggregated Mondrian forest (three classes or more): AMF's default; fewer trees vote
