@@ -266,14 +266,14 @@ NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 250
 
 # ----------------------------------------------------------------- the light members (docs/auto.md)
-#: A member of GRID whose weight has stayed below LIGHT_WEIGHT for LIGHT_ROUNDS rounds in a row, whose
-#: learner no longer grows, learns only every LIGHT_EVERY-th row of the one-score model while it stays
-#: there (it plays every round): most members hold almost no weight in a mature round, and their
-#: learning is most of its cost (docs/auto.md#light_weight-light_rounds-and-light_every).
-import os as _os
-LIGHT_WEIGHT = float(_os.environ.get("KONS_LIGHT_WEIGHT", "1e-3"))
-LIGHT_ROUNDS = int(_os.environ.get("KONS_LIGHT_ROUNDS", "100"))
-LIGHT_EVERY = int(_os.environ.get("KONS_LIGHT_EVERY", "4"))
+#: A member of GRID whose weight has stayed below LIGHT_WEIGHT for LIGHT_ROUNDS rounds in a row (counted
+#: afresh at each declared change) learns, once its learner no longer grows, only every LIGHT_EVERY-th row
+#: of regression; it plays every round, so its weight and its records under every switching rate stay
+#: exact. In a mature round most members hold almost no weight, and their learning is much of its cost
+#: (docs/auto.md#light_weight-light_rounds-and-light_every).
+LIGHT_WEIGHT = 1e-2
+LIGHT_ROUNDS = 100
+LIGHT_EVERY = 4
 
 # ----------------------------------------------------------------- the Mondrian forest (docs/auto.md)
 #: Trees of the aggregated Mondrian forest (three classes or more): AMF's default; fewer trees vote

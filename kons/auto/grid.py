@@ -1096,7 +1096,7 @@ class Grid:
         self.mixture.enter(self._slots(self.kinds[k]), FRESH_BINS_PRIOR)
 
     def _learns(self, slot: int, expert: Expert) -> bool:
-        """Whether the expert in ``slot`` learns this row of the one-score model: all but a light member
+        """Whether the expert in ``slot`` learns this row of regression: all but a light member
         (a member of GRID below LIGHT_WEIGHT for LIGHT_ROUNDS rounds or more) whose learner no longer grows
         (a Nystrom member's full dictionary, which its sharers' rows leave as it is, or ONS), which learns
         every LIGHT_EVERY-th of its light rounds; it plays all of them."""
@@ -1107,8 +1107,11 @@ class Grid:
 
     def _weigh_members(self, weights: np.ndarray, changed: bool) -> None:
         """Count the rounds in a row each member of GRID has held a weight below LIGHT_WEIGHT after a
-        round whose mixture's weights are ``weights``: none at a declared change (``changed``), so that
-        every member learns each row of the new concept."""
+        regression round whose mixture's weights are ``weights``: none at a declared change (``changed``),
+        so that every member learns each row of the new concept. Classes count none: their rounds cost
+        less, and light members lost windows of the drifts' binary tuning streams (docs/auto-log.md)."""
+        if self.mixture.binary:
+            return
         light = self.light
         for slot, weight in enumerate(weights[:len(GRID)].tolist()):
             light[slot] = light[slot] + 1 if weight < LIGHT_WEIGHT and not changed else 0

@@ -104,3 +104,13 @@ def test_a_state_saved_before_light_rounds_loads_with_every_member_learning() ->
     copy = kons.Auto.from_bytes(state)
     assert _grid(copy).light == [0] * len(GRID)
     copy.learn_one(np.ones(5), 1.0)
+
+
+def test_classes_count_no_light_rounds() -> None:
+    X, y = linear_then_flipped(1200, FLIP, labels=True)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, t)
+    grid = _grid(learner)
+    assert (grid.mixture.weights()[:len(GRID)] < LIGHT_WEIGHT).any()  # members a regression grid would count
+    assert grid.light == [0] * len(GRID)
