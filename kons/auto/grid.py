@@ -18,9 +18,6 @@ from scipy.special import chdtrc, fdtrc
 
 from kons._multinomial import multinomial_rounds
 from kons.auto.config import (
-    LIGHT_EVERY,
-    LIGHT_ROUNDS,
-    LIGHT_WEIGHT,
     CHANGE_ENTRY_PRIOR,
     CHANGE_LABEL_ROUNDS,
     ENTRY_PRIOR,
@@ -35,6 +32,9 @@ from kons.auto.config import (
     LAGS_LONG,
     LAGS_LONG_PRIOR,
     LAGS_PRIOR,
+    LIGHT_EVERY,
+    LIGHT_ROUNDS,
+    LIGHT_WEIGHT,
     LONE_TARGET_DEVIATIONS,
     MAX_DICTIONARY,
     MIX_EARLY_ROUNDS,

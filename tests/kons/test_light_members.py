@@ -62,7 +62,7 @@ def test_a_light_member_learns_every_few_rows_and_all_again_at_a_change() -> Non
     assert skipped == pytest.approx((LIGHT_EVERY - 1) * learnt_light, rel=0.1)
 
 
-@pytest.mark.parametrize("saved_at", [1500, FLIP + 5])  # members light; every member learning after the change
+@pytest.mark.parametrize("saved_at", [1500, FLIP + 5])  # members light; all learning after the change
 def test_a_learner_saved_with_light_members_plays_on_bit_identically(saved_at: int) -> None:
     X, y = linear_then_flipped(ROWS, FLIP)
     learner = kons.Auto()
