@@ -49,6 +49,9 @@ __all__ = [
     "LAGS_WARMUP_SHARE",
     "LAGS_WEIGHT_VARIANCE",
     "LEVEL_CEILING",
+    "LIGHT_EVERY",
+    "LIGHT_ROUNDS",
+    "LIGHT_WEIGHT",
     "LINEAR_DIM_PER_KEY",
     "LONE_TARGET_DEVIATIONS",
     "MAX_COLUMNS",
@@ -261,6 +264,16 @@ MAX_TREE_LEAVES = 64
 #: docs/auto.md#nap_weight-and-nap_rounds).
 NAP_WEIGHT = 1e-3
 NAP_ROUNDS = 250
+
+# ----------------------------------------------------------------- the light members (docs/auto.md)
+#: A member of GRID whose weight has stayed below LIGHT_WEIGHT for LIGHT_ROUNDS rounds in a row (counted
+#: afresh at each declared change) learns, once its learner no longer grows, only every LIGHT_EVERY-th row
+#: of regression; it plays every round, so its weight and its records under every switching rate stay
+#: exact. In a mature round most members hold almost no weight, and their learning is much of its cost
+#: (docs/auto.md#light_weight-light_rounds-and-light_every).
+LIGHT_WEIGHT = 1e-2
+LIGHT_ROUNDS = 100
+LIGHT_EVERY = 4
 
 # ----------------------------------------------------------------- the Mondrian forest (docs/auto.md)
 #: Trees of the aggregated Mondrian forest (three classes or more): AMF's default; fewer trees vote

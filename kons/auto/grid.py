@@ -32,6 +32,9 @@ from kons.auto.config import (
     LAGS_LONG,
     LAGS_LONG_PRIOR,
     LAGS_PRIOR,
+    LIGHT_EVERY,
+    LIGHT_ROUNDS,
+    LIGHT_WEIGHT,
     LONE_TARGET_DEVIATIONS,
     MAX_DICTIONARY,
     MIX_EARLY_ROUNDS,
@@ -579,6 +582,9 @@ class Grid:
         # of each kind that naps and has experts, by its first slot: [rounds in a row in play below
         # NAP_WEIGHT, napping]
         self.naps: dict[str, list[int]] = self._no_naps()
+        #: Of each member of GRID, the rounds in a row its weight has stayed below LIGHT_WEIGHT, counted
+        #: from the last declared change (:meth:`_weigh_members`, :meth:`_learns`).
+        self.light = [0] * len(GRID)
 
     def _no_naps(self) -> dict[str, list[int]]:
         """The naps of the kinds that nap and have experts: none napping, no round counted."""
@@ -896,7 +902,7 @@ class Grid:
         for slot, expert in playing:
             own = scaled.get(slot)
             if own is None:
-                plays[slot] = expert.learn(row, t)
+                plays[slot] = expert.learn(row, t) if self._learns(slot, expert) else expert.predict(row)
             elif isinstance(expert, RecentExpert):  # a generation's linear model: it plays in the units
                 # before the round, and learns once its generation's scale has moved to those after it (below)
                 plays[slot] = self._in_grid_units(own, expert.predict(row))
@@ -1048,6 +1054,7 @@ class Grid:
         if leader != self.leader:
             self.leader, self.leader_since = leader, self.rounds
         self._doze(weights, changed=self.last_change == self.rounds)
+        self._weigh_members(weights, changed=self.last_change == self.rounds)
 
     def _follow_change_label(self) -> None:
         """On two classes, the label after a change (:class:`~kons.auto.mixture.ChangeLabel`) starts at
@@ -1090,6 +1097,27 @@ class Grid:
         # a new list of the kinds' experts: alive() lists them again
         self.experts = [*self.experts[:k], renewed_fresh_bins(self, old, self.rounds), *self.experts[k + 1:]]
         self.mixture.enter(self._slots(self.kinds[k]), FRESH_BINS_PRIOR)
+
+    def _learns(self, slot: int, expert: Expert) -> bool:
+        """Whether the expert in ``slot`` learns this row of regression: all but a light member
+        (a member of GRID below LIGHT_WEIGHT for LIGHT_ROUNDS rounds or more) whose learner no longer grows
+        (a Nystrom member's full dictionary, which its sharers' rows leave as it is, or ONS), which learns
+        every LIGHT_EVERY-th of its light rounds; it plays all of them."""
+        if slot >= len(GRID):
+            return True
+        light = self.light[slot] - LIGHT_ROUNDS
+        return light < 0 or light % LIGHT_EVERY == 0 or expert.growth_nbytes(1) != 0
+
+    def _weigh_members(self, weights: np.ndarray, changed: bool) -> None:
+        """Count the rounds in a row each member of GRID has held a weight below LIGHT_WEIGHT after a
+        regression round whose mixture's weights are ``weights``: none at a declared change (``changed``),
+        so that every member learns each row of the new concept. Classes count none: their rounds cost
+        less, and light members lost windows of the drifts' binary tuning streams (docs/auto-log.md)."""
+        if self.mixture.binary:
+            return
+        light = self.light
+        for slot, weight in enumerate(weights[:len(GRID)].tolist()):
+            light[slot] = light[slot] + 1 if weight < LIGHT_WEIGHT and not changed else 0
 
     def _napping(self, kind: Kind) -> bool:
         return kind.naps and bool(self.naps[kind.slots[0]][1])
@@ -1325,6 +1353,8 @@ class Grid:
                 # (none saved while no kind naps or counts toward a nap: the state before naps existed)
                 **({"naps": {name: list(nap) for name, nap in self.naps.items()}}
                    if any(any(nap) for nap in self.naps.values()) else {}),
+                # (none saved while no member counts light rounds: the state before they were counted)
+                **({"light": list(self.light)} if any(self.light) else {}),
                 **extra,
                 **({"probation": self.probation.state()} if self.probation is not None else {}),
                 **({"own_targets": True} if self.targets is not None else {}),
@@ -1392,7 +1422,18 @@ class Grid:
         self.experts = [kind.restore(self, experts, arrays, scalars)
                         for kind, experts in zip(self.kinds, self.experts, strict=True)]
         self._restore_naps(scalars)
+        self._restore_light(scalars)
         self._restore_probation(scalars)
+
+    def _restore_light(self, scalars: dict[str, Any]) -> None:
+        """The members' light rounds (none counted in a state saved before they were)."""
+        try:
+            light = [int(v) for v in scalars.get("light", [0] * len(GRID))]
+        except (TypeError, ValueError) as exc:
+            raise StateFormatError("the members' light rounds are not counts.") from exc
+        if len(light) != len(GRID) or min(light) < 0:
+            raise StateFormatError("the members' light rounds do not match the grid.")
+        self.light = light
 
     def _restore_naps(self, scalars: dict[str, Any]) -> None:
         """The naps of the kinds that nap (none napping, no round counted, in a state saved before there

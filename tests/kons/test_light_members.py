@@ -1,0 +1,116 @@
+"""Light members (docs/auto.md#light_weight-light_rounds-and-light_every): a member of the grid whose weight
+has stayed below LIGHT_WEIGHT for LIGHT_ROUNDS rounds, once its learner no longer grows, learns only every
+LIGHT_EVERY-th row of the one-score model; it plays every round, and learns every row again once its weight
+rises or a change is declared."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kons
+from kons.auto.config import GRID, LIGHT_EVERY, LIGHT_ROUNDS, LIGHT_WEIGHT
+from kons.auto.grid import Grid
+from kons.errors import StateFormatError
+from kons.preprocessing import nested_blob
+from tests.kons.streams import linear_then_flipped
+
+ROWS, FLIP = 2200, 1800
+
+
+def _blobs(grid: Grid) -> list[bytes]:
+    return [nested_blob(member.base).tobytes() for member in grid.members]
+
+
+def _grid(learner: kons.Auto) -> Grid:
+    grid = learner._grid
+    assert grid is not None
+    return grid
+
+
+def test_a_light_member_learns_every_few_rows_and_all_again_at_a_change() -> None:
+    X, y = linear_then_flipped(ROWS, FLIP)
+    learner = kons.Auto()
+    skipped = learnt_light = 0
+    for x, t in zip(X, y, strict=True):
+        grid = learner._grid
+        before = None if grid is None else (list(grid.light), _blobs(grid),
+                                            [member.growth_nbytes(1) != 0 for member in grid.members])
+        learner.learn_one(x, t)
+        grid = learner._grid
+        if before is None or grid is None:
+            continue
+        light, blobs, growing = before
+        after, weights = _blobs(grid), grid._weights()  # (the round's weights, which count it)
+        for slot in range(len(GRID)):
+            counted = grid.light[slot]
+            if grid.last_change == grid.rounds or weights[slot] >= LIGHT_WEIGHT:
+                assert counted == 0
+            else:
+                assert counted == light[slot] + 1
+            rests = (light[slot] >= LIGHT_ROUNDS and (light[slot] - LIGHT_ROUNDS) % LIGHT_EVERY != 0
+                     and not growing[slot])
+            if rests:  # it played, learning nothing
+                assert after[slot] == blobs[slot]
+                skipped += 1
+            elif light[slot] >= LIGHT_ROUNDS and not growing[slot]:
+                learnt_light += 1
+    grid = _grid(learner)
+    assert grid.changes >= 1
+    # the members went light before the change, and learnt one light row in LIGHT_EVERY
+    assert skipped > 0 and learnt_light > 0
+    assert skipped == pytest.approx((LIGHT_EVERY - 1) * learnt_light, rel=0.1)
+
+
+@pytest.mark.parametrize("saved_at", [1500, FLIP + 5])  # members light; all learning after the change
+def test_a_learner_saved_with_light_members_plays_on_bit_identically(saved_at: int) -> None:
+    X, y = linear_then_flipped(ROWS, FLIP)
+    learner = kons.Auto()
+    for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
+        learner.learn_one(x, t)
+    grid = _grid(learner)
+    if saved_at < FLIP:
+        assert any(count > LIGHT_ROUNDS and (count - LIGHT_ROUNDS) % LIGHT_EVERY for count in grid.light)
+    copy = kons.Auto.from_bytes(learner.to_bytes())
+    assert _grid(copy).light == grid.light
+    for x, t in zip(X[saved_at:], y[saved_at:], strict=True):
+        assert learner.predict_one(x) == copy.predict_one(x)
+        assert learner.learn_one(x, t) == copy.learn_one(x, t)
+    assert learner.to_bytes() == copy.to_bytes()
+
+
+def test_light_rounds_saved_wrong_are_refused() -> None:
+    X, y = linear_then_flipped(1200, FLIP)
+    learner = kons.Auto()
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, t)
+    grid = _grid(learner)
+    assert any(grid.light)
+    grid.light = [*grid.light[:-1]]  # one member's count missing
+    with pytest.raises(StateFormatError):
+        kons.Auto.from_bytes(learner.to_bytes())
+
+
+def test_a_state_saved_before_light_rounds_loads_with_every_member_learning() -> None:
+    X, y = linear_then_flipped(1200, FLIP)
+    learner = kons.Auto()
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, t)
+    grid = _grid(learner)
+    assert any(grid.light)
+    grid.light = [0] * len(GRID)  # as a state saved before: nothing saved
+    state = learner.to_bytes()
+    assert b'"light"' not in state
+    copy = kons.Auto.from_bytes(state)
+    assert _grid(copy).light == [0] * len(GRID)
+    copy.learn_one(np.ones(5), 1.0)
+
+
+def test_classes_count_no_light_rounds() -> None:
+    X, y = linear_then_flipped(1200, FLIP, labels=True)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, t)
+    grid = _grid(learner)
+    assert (grid.mixture.weights()[:len(GRID)] < LIGHT_WEIGHT).any()  # members a regression grid would count
+    assert grid.light == [0] * len(GRID)
