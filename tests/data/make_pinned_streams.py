@@ -87,7 +87,8 @@ here, and round differently): plays moved in their last bits only (at most 1.1e-
 The regression ``auto`` cases once more, deliberately, when a light member (below ``LIGHT_WEIGHT`` for
 ``LIGHT_ROUNDS`` rounds) began to learn every ``LIGHT_EVERY``-th row (issue 39, session 21): their plays from
 round 193 (dense) and 213 (sparse) on, by at most 5e-5, predictions and checksums (relative MSE of the plays
-0.0989 and 0.2184 unchanged to four digits); only their keys taken from the rerun, on machine 74a754614c7087c4.
+0.0989 and 0.2184 unchanged to four digits); only their keys taken from the rerun, on machine
+74a754614c7087c4.
 Rerunning this script rewrites it with the code of the checkout, which is only right after a deliberate
 change of what the learners compute.
 Run ``python tests/data/make_pinned_streams.py``.
