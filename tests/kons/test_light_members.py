@@ -13,6 +13,7 @@ from kons.auto.config import GRID, LIGHT_EVERY, LIGHT_ROUNDS, LIGHT_WEIGHT
 from kons.auto.grid import Grid
 from kons.errors import StateFormatError
 from kons.preprocessing import nested_blob
+from tests.kons.auto_internals import grid_of
 from tests.kons.streams import linear_then_flipped
 
 ROWS, FLIP = 2200, 1800
@@ -20,12 +21,6 @@ ROWS, FLIP = 2200, 1800
 
 def _blobs(grid: Grid) -> list[bytes]:
     return [nested_blob(member.base).tobytes() for member in grid.members]
-
-
-def _grid(learner: kons.Auto) -> Grid:
-    grid = learner._grid
-    assert grid is not None
-    return grid
 
 
 def test_a_light_member_learns_every_few_rows_and_all_again_at_a_change() -> None:
@@ -55,7 +50,7 @@ def test_a_light_member_learns_every_few_rows_and_all_again_at_a_change() -> Non
                 skipped += 1
             elif light[slot] >= LIGHT_ROUNDS and not growing[slot]:
                 learnt_light += 1
-    grid = _grid(learner)
+    grid = grid_of(learner)
     assert grid.changes >= 1
     # the members went light before the change, and learnt one light row in LIGHT_EVERY
     assert skipped > 0 and learnt_light > 0
@@ -68,11 +63,11 @@ def test_a_learner_saved_with_light_members_plays_on_bit_identically(saved_at: i
     learner = kons.Auto()
     for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
         learner.learn_one(x, t)
-    grid = _grid(learner)
+    grid = grid_of(learner)
     if saved_at < FLIP:
         assert any(count > LIGHT_ROUNDS and (count - LIGHT_ROUNDS) % LIGHT_EVERY for count in grid.light)
     copy = kons.Auto.from_bytes(learner.to_bytes())
-    assert _grid(copy).light == grid.light
+    assert grid_of(copy).light == grid.light
     for x, t in zip(X[saved_at:], y[saved_at:], strict=True):
         assert learner.predict_one(x) == copy.predict_one(x)
         assert learner.learn_one(x, t) == copy.learn_one(x, t)
@@ -85,13 +80,13 @@ def _learnt_with_light_members() -> kons.Auto:
     learner = kons.Auto()
     for x, t in zip(X, y, strict=True):
         learner.learn_one(x, t)
-    assert any(_grid(learner).light)
+    assert any(grid_of(learner).light)
     return learner
 
 
 def test_light_rounds_saved_wrong_are_refused() -> None:
     learner = _learnt_with_light_members()
-    grid = _grid(learner)
+    grid = grid_of(learner)
     grid.light = [*grid.light[:-1]]  # one member's count missing
     with pytest.raises(StateFormatError):
         kons.Auto.from_bytes(learner.to_bytes())
@@ -99,12 +94,12 @@ def test_light_rounds_saved_wrong_are_refused() -> None:
 
 def test_a_state_saved_before_light_rounds_loads_with_every_member_learning() -> None:
     learner = _learnt_with_light_members()
-    grid = _grid(learner)
+    grid = grid_of(learner)
     grid.light = [0] * len(GRID)  # as a state saved before: nothing saved
     state = learner.to_bytes()
     assert b'"light"' not in state
     copy = kons.Auto.from_bytes(state)
-    assert _grid(copy).light == [0] * len(GRID)
+    assert grid_of(copy).light == [0] * len(GRID)
     copy.learn_one(np.ones(5), 1.0)
 
 
@@ -113,6 +108,6 @@ def test_classes_count_no_light_rounds() -> None:
     learner = kons.Auto(task="classification")
     for x, t in zip(X, y, strict=True):
         learner.learn_one(x, t)
-    grid = _grid(learner)
+    grid = grid_of(learner)
     assert (grid.mixture.weights()[:len(GRID)] < LIGHT_WEIGHT).any()  # members a regression grid would count
     assert grid.light == [0] * len(GRID)

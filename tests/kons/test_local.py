@@ -24,6 +24,7 @@ from kons.auto.config import (
 from kons.auto.experts.neighbours import SAME_POINT_DISTANCE, NeighboursExpert, RecentNeighbours
 from kons.auto.grid import Grid, layout
 from kons.errors import StateFormatError
+from tests.kons.auto_internals import grid_of
 from tests.kons.streams import linear_then_flipped
 
 NEIGHBOURS_SLOT = layout(kons.auto.grid.EXPERTS).index("neighbours")
@@ -154,11 +155,6 @@ def _stream(rows: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return X, np.sin(2.0 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=rows)
 
 
-def _grid(learner: kons.Auto) -> Grid:
-    assert learner._grid is not None
-    return learner._grid
-
-
 def _window(grid: Grid) -> RecentNeighbours | None:
     """The local expert's window, if the grid has the local expert."""
     experts = grid.experts_of("neighbours")
@@ -179,9 +175,9 @@ def test_the_local_expert_sleeps_until_it_holds_enough_rows_then_enters_at_its_p
         played.append(learner.learn_one(x, float(t)))
         if learner._grid is None:  # warming up
             continue
-        grid = _grid(learner)
+        grid = grid_of(learner)
         window = _window(grid)
-        assert window is not None and _window(_grid(without)) is None
+        assert window is not None and _window(grid_of(without)) is None
         if entered is None and grid.mixture.switching.active[NEIGHBOURS_SLOT]:
             entered = r
             # in at its prior under every rate, the others keeping their proportions of the rest
@@ -218,10 +214,10 @@ def test_a_state_whose_local_expert_plays_without_a_row_is_refused() -> None:
     learner = kons.Auto()
     for x, t in zip(X, y, strict=True):
         learner.learn_one(x, float(t))
-    window = _window(_grid(learner))
+    window = _window(grid_of(learner))
     assert window is not None
     window.forget(0)
-    _grid(learner).mixture.enter([NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR)
+    grid_of(learner).mixture.enter([NEIGHBOURS_SLOT], NEIGHBOURS_PRIOR)
     with pytest.raises(StateFormatError, match="plays without a row"):
         kons.load(learner.to_bytes())
 
@@ -237,9 +233,9 @@ def test_a_binary_learner_saved_soon_after_a_forgetting_change_plays_on_bit_iden
     learner = kons.Auto(task="classification")
     for x, t in zip(X[:750], y[:750], strict=True):
         learner.learn_one(x, t)
-    window = _window(_grid(learner))
+    window = _window(grid_of(learner))
     assert learner.changes_detected >= 1 and window is not None and window.count < NEIGHBOURS_WAKE_ROWS
-    assert _grid(learner).mixture.switching.active[NEIGHBOURS_SLOT]
+    assert grid_of(learner).mixture.switching.active[NEIGHBOURS_SLOT]
     copy = kons.Auto.from_bytes(learner.to_bytes())
     for x, t in zip(X[750:], y[750:], strict=True):
         assert learner.predict_one(x) == copy.predict_one(x)
@@ -256,7 +252,7 @@ def test_no_local_expert_on_sparse_or_wide_rows(dim: int, sparse: bool, has_one:
     for _ in range(40):  # past the warm-up
         x = rng.normal(size=dim) * (rng.random(dim) < 0.5)
         learner.learn_one(kons.SparseVector.from_dense(x) if sparse else x, float(rng.normal()))
-    grid = _grid(learner)
+    grid = grid_of(learner)
     assert (_window(grid) is not None) == has_one
     assert ("neighbours_rows" in kons._state.decode(learner.to_bytes())[1]) == has_one
     assert grid.names()[NEIGHBOURS_SLOT].endswith(", none") != has_one
@@ -358,7 +354,7 @@ def test_at_a_declared_change_on_two_classes_the_local_expert_keeps_the_rows_sin
         window = None if grid is None else _window(grid)
         count = None if window is None else window.count
         learner.learn_one(x, t)
-        grid = _grid(learner) if learner._grid is not None else None
+        grid = grid_of(learner) if learner._grid is not None else None
         if grid is None or count is None or grid.last_change != grid.rounds or declared is not None:
             continue
         declared = r
