@@ -24,7 +24,7 @@ import numpy as np
 
 from kons.errors import StateFormatError
 
-__all__ = ["FORMAT_VERSION", "decode", "decode_header", "encode", "integer_dtype"]
+__all__ = ["FORMAT_VERSION", "decode", "decode_header", "encode", "integer_dtype", "saved_counts"]
 
 MAGIC = b"KONSSTAT"
 FORMAT_VERSION = 1
@@ -43,6 +43,16 @@ def integer_dtype(low: int, high: int) -> np.dtype:
         if least <= low and high <= most:
             return dtype
     raise OverflowError(f"no integer dtype of a state holds {low} to {high}.")
+
+
+def saved_counts(values: Any, length: int, what: str) -> list[int]:
+    """``values``, a list of ``length`` counts read from a state's header, else :class:`StateFormatError`
+    (``what`` names them): a count is a non-negative int, never a float (``int(2.7)`` would load as 2),
+    a bool or a string, none of which a learner saves as one."""
+    if (not isinstance(values, list) or len(values) != length
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)):
+        raise StateFormatError(f"{what} are not {length} counts.")
+    return list(values)
 
 
 def _finite_float(text: str) -> float:

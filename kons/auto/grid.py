@@ -17,6 +17,7 @@ import numpy as np
 from scipy.special import chdtrc, fdtrc
 
 from kons._multinomial import multinomial_rounds
+from kons._state import saved_counts
 from kons.auto.config import (
     CHANGE_ENTRY_PRIOR,
     CHANGE_LABEL_ROUNDS,
@@ -1427,25 +1428,19 @@ class Grid:
 
     def _restore_light(self, scalars: dict[str, Any]) -> None:
         """The members' light rounds (none counted in a state saved before they were)."""
-        try:
-            light = [int(v) for v in scalars.get("light", [0] * len(GRID))]
-        except (TypeError, ValueError) as exc:
-            raise StateFormatError("the members' light rounds are not counts.") from exc
-        if len(light) != len(GRID) or min(light) < 0:
-            raise StateFormatError("the members' light rounds do not match the grid.")
-        self.light = light
+        saved = scalars.get("light", [0] * len(GRID))
+        self.light = saved_counts(saved, len(GRID), "the members' light rounds")
 
     def _restore_naps(self, scalars: dict[str, Any]) -> None:
         """The naps of the kinds that nap (none napping, no round counted, in a state saved before there
         were naps; a count saved under a longer :data:`NAP_ROUNDS` naps at its next negligible round)."""
         saved = scalars.get("naps", {})
-        try:
-            naps = {name: [int(v) for v in saved.get(name, nap)] for name, nap in self._no_naps().items()}
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise StateFormatError("the experts' naps are not naps.") from exc
-        for name, nap in naps.items():
-            napping_in_play = nap[1] and self.mixture.switching.active[self.slot[name]]
-            if len(nap) != 2 or nap[0] < 0 or nap[1] not in (0, 1) or napping_in_play:
+        if not isinstance(saved, dict):
+            raise StateFormatError("the experts' naps are not naps.")
+        naps = {name: saved_counts(saved.get(name, nap), 2, "the experts' naps")
+                for name, nap in self._no_naps().items()}
+        for name, (_, napping) in naps.items():
+            if napping > 1 or (napping and self.mixture.switching.active[self.slot[name]]):
                 raise StateFormatError("the experts' naps do not match the grid.")
         self.naps = naps
 

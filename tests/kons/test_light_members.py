@@ -5,6 +5,9 @@ rises or a change is declared."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -84,11 +87,20 @@ def _learnt_with_light_members() -> kons.Auto:
     return learner
 
 
-def test_light_rounds_saved_wrong_are_refused() -> None:
+@pytest.mark.parametrize("wrong", [
+    lambda light: light[:-1],  # one member's count missing
+    lambda light: [*light, 0],  # one count too many
+    lambda light: [light[0] + 0.5, *light[1:]],  # not a count (int() would load it as one)
+    lambda light: [float(light[0]), *light[1:]],  # a float, even a whole one
+    lambda light: [True, *light[1:]],
+    lambda light: [-1, *light[1:]],
+    lambda light: [str(light[0]), *light[1:]],
+], ids=["short", "long", "fraction", "float", "bool", "negative", "string"])
+def test_light_rounds_saved_wrong_are_refused(wrong: Callable[[list[int]], list[Any]]) -> None:
     learner = _learnt_with_light_members()
     grid = grid_of(learner)
-    grid.light = [*grid.light[:-1]]  # one member's count missing
-    with pytest.raises(StateFormatError):
+    grid.light = wrong(grid.light)
+    with pytest.raises(StateFormatError, match="light rounds"):
         kons.Auto.from_bytes(learner.to_bytes())
 
 

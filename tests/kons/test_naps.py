@@ -7,6 +7,7 @@ threshold model naps stands for any such kind."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -100,6 +101,28 @@ def test_a_state_saved_napping_in_play_is_refused() -> None:
     with pytest.raises(StateFormatError):
         kons.Auto.from_bytes(learner.to_bytes())
 
+
+
+@pytest.mark.parametrize("wrong", [
+    [1.5, 0],  # not a count (int() would load it as one)
+    [3.0, 0],  # a float, even a whole one
+    [True, 0],
+    [-1, 0],
+    [0, 2],  # napping is 0 or 1
+    [0],
+    [0, 0, 0],
+], ids=["fraction", "float", "bool", "negative", "napping_2", "short", "long"])
+def test_naps_saved_wrong_are_refused(wrong: list[Any]) -> None:
+    X, y = linear_then_flipped(300, 1600, labels=True)
+    learner = kons.Auto(task="classification")
+    for x, t in zip(X, y, strict=True):
+        learner.learn_one(x, t)
+    grid = learner._grid
+    assert grid is not None and "bins" in grid.naps
+    kons.Auto.from_bytes(learner.to_bytes())  # saved right, it loads
+    grid.naps["bins"] = wrong
+    with pytest.raises(StateFormatError, match="naps"):
+        kons.Auto.from_bytes(learner.to_bytes())
 
 
 def test_a_count_saved_under_longer_naps_loads_and_naps_at_the_next_negligible_round(
