@@ -586,6 +586,8 @@ class Grid:
         #: Of each member of GRID, the rounds in a row its weight has stayed below LIGHT_WEIGHT, counted
         #: from the last declared change (:meth:`_weigh_members`, :meth:`_learns`).
         self.light = [0] * len(GRID)
+        #: Of each member of GRID, whether its learner was seen to have stopped growing (:meth:`_learns`).
+        self.stopped_growing = [False] * len(GRID)
 
     def _no_naps(self) -> dict[str, list[int]]:
         """The naps of the kinds that nap and have experts: none napping, no round counted."""
@@ -1107,7 +1109,13 @@ class Grid:
         if slot >= len(GRID):
             return True
         light = self.light[slot] - LIGHT_ROUNDS
-        return light < 0 or light % LIGHT_EVERY == 0 or expert.growth_nbytes(1) != 0
+        if light < 0 or light % LIGHT_EVERY == 0:
+            return True
+        if not self.stopped_growing[slot]:
+            # Asked until it answers none: a learner of GRID that has stopped never grows again (a
+            # dictionary never shrinks) unless its growth was held and is let go (hold_growth forgets).
+            self.stopped_growing[slot] = expert.growth_nbytes(1) == 0
+        return not self.stopped_growing[slot]
 
     def _weigh_members(self, weights: np.ndarray, changed: bool) -> None:
         """Count the rounds in a row each member of GRID has held a weight below LIGHT_WEIGHT after a
@@ -1204,6 +1212,7 @@ class Grid:
 
     def hold_growth(self, held: bool) -> None:
         self.held = held
+        self.stopped_growing = [False] * len(GRID)
         for _, expert in self.alive():
             expert.hold_growth(held)
 
@@ -1372,6 +1381,7 @@ class Grid:
         built with the saved widths (its bases must match the restored ones). A regression grid saved
         before the generations kept their own scales of the target goes on without them."""
         self._predicted_row = None
+        self.stopped_growing = [False] * len(GRID)  # (the members are restored below)
         self.numbers = bool(scalars.get("numbers", False))  # (a grid saved before: its members see the names)
         self.forms = self._forms()
         for member, expert in zip(GRID, self.members, strict=True):
