@@ -60,6 +60,29 @@ def test_a_light_member_learns_every_few_rows_and_all_again_at_a_change() -> Non
     assert skipped == pytest.approx((LIGHT_EVERY - 1) * learnt_light, rel=0.1)
 
 
+def test_a_light_member_held_learns_every_row_again_once_its_growth_is_let_go() -> None:
+    X, y = linear_then_flipped(ROWS, FLIP)
+    learner = kons.Auto()
+    learner.hold_growth(True)  # from the start: the members' dictionaries stop short of full
+    released = 1400
+    rested = set()
+    for i, (x, t) in enumerate(zip(X[:released], y[:released], strict=True)):
+        before = None if learner._grid is None or i < released - LIGHT_EVERY else _blobs(learner._grid)
+        learner.learn_one(x, t)
+        if before is not None:
+            rested |= {slot for slot, blob in enumerate(_blobs(grid_of(learner))) if blob == before[slot]}
+    grid = grid_of(learner)
+    learner.hold_growth(False)
+    growing = {slot for slot, member in enumerate(grid.members)
+               if grid.light[slot] >= LIGHT_ROUNDS and member.growth_nbytes(1) != 0}
+    assert growing & rested  # held, they rested as learners that no longer grow
+    for x, t in zip(X[released:released + LIGHT_EVERY], y[released:released + LIGHT_EVERY], strict=True):
+        before = _blobs(grid)
+        learner.learn_one(x, t)
+        after = _blobs(grid)
+        assert all(after[slot] != before[slot] for slot in growing)
+
+
 @pytest.mark.parametrize("saved_at", [1500, FLIP + 5])  # members light; all learning after the change
 def test_a_learner_saved_with_light_members_plays_on_bit_identically(saved_at: int) -> None:
     X, y = linear_then_flipped(ROWS, FLIP)
