@@ -64,7 +64,7 @@ def test_a_heard_name_gives_the_grid_the_kernel_member_on_the_wide_numbers() -> 
         if learner._grid is not None:
             break
     grid = grid_of(learner)
-    assert grid.hears_names and grid.silent == ()
+    assert grid.hears_names and grid.silent == () and grid.numbers_width is not None
     expert = _wide(grid)
     assert isinstance(expert.base, NystromKONS) and expert.form == (2, False)  # the numbers, no name
     assert expert.base.kernel.gamma == grid.numbers_width * NUMBERS_WIDTH  # type: ignore[attr-defined]
