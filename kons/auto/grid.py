@@ -1357,6 +1357,7 @@ class Grid:
             grown += repeated_dictionary_nbytes((base for _, base in self._nested()), growing=True)
         grown += sum(expert.growth_nbytes(rounds) for experts in self.experts
                      for expert in experts or [])  # nothing while held
+        grown += self._wide_numbers_napping_nbytes()
         # held, restarts only replace generations, by copies no larger (kons.auto.restarts.restart): only
         # a generation saved without its linear model grows, by one
         recent = self.new_recent().nbytes()
@@ -1383,6 +1384,28 @@ class Grid:
             grown += largest * (YOUNG_BASES - len(bases))  # empty slots, filled at a restart
             grown += sum(max(largest, _full_nbytes(base, rounds)) - base.state_nbytes() for base in bases)
         return grown
+
+    def wide_numbers_nbytes(self, rounds: int) -> int:
+        """The most bytes the kernel member on the wide numbers, built at the warm-up's end where a name is
+        heard, and its slot add to this grid after ``rounds`` rounds (a records learner's grid counted
+        before it is built)."""
+        # (its bytes do not depend on its width)
+        return _full_nbytes(self._kernel(1.0, WIDE_NUMBERS_STEP), rounds) + self._slot_nbytes()
+
+    def _wide_numbers_napping_nbytes(self) -> int:
+        """The bytes of the slot of the kernel member on the wide numbers while it naps (saved without it:
+        :meth:`_mixture_arrays`), which its waking takes again; 0 without it or in play."""
+        slots = self._kind_slots.get("wide_numbers")
+        if (slots is None or self.experts[self._kind_index("wide_numbers")] is None
+                or self.mixture.switching.active[slots[0]]):
+            return 0
+        return self._slot_nbytes()
+
+    def _slot_nbytes(self) -> int:
+        """The bytes one more slot adds to the mixture's saved arrays: its weight under each rate, its flag
+        (and so in the label rules' weights)."""
+        return sum(array[..., :1].nbytes for name, array in self.mixture.arrays().items()
+                   if name.endswith(("_log_weights", "_active")))
 
     def _fresh_bins_start_nbytes(self) -> int:
         """The bytes the first start of the threshold model since a declared change builds (0 once started,

@@ -159,3 +159,18 @@ def test_a_state_saved_before_it_existed_loads_and_plays_as_before(monkeypatch: 
         assert loaded.predict_one(record) == old.predict_one(record)
         assert loaded.learn_one(record, float(target)) == old.learn_one(record, float(target))
     assert grid_of(loaded).experts_of("wide_numbers") is None
+
+
+def test_the_growth_bound_counts_it_from_before_the_warm_up_and_its_slot_while_it_naps() -> None:
+    records, y = _records(1500, heard=True)
+    learner = kons.Auto()
+    learner.learn_one(records[0], float(y[0]))
+    before, bound = learner.state_nbytes(), learner.max_growth_nbytes(1000)
+    counted = learner._new_grid(1.0, 1.0, sparse=False).wide_numbers_nbytes(1000)
+    assert counted > 0 and bound >= counted
+    for record, target in zip(records[1:1001], y[1:1001], strict=True):
+        learner.learn_one(record, float(target))
+    assert 0 < learner.state_nbytes() - before <= bound
+    grid = grid_of(learner)
+    assert grid.naps["wide_numbers"][1]  # napping: saved without its slot, which waking takes again
+    assert grid.growth_nbytes(1) >= grid._slot_nbytes() > 0
