@@ -71,7 +71,8 @@ from kons.kernel.nystrom_kons import NystromKONS
 
 #: The group of each kind of :data:`kons.auto.grid.EXPERTS`, by the kind's first slot.
 GROUPS = {"bins": "bins", "neighbours": "neighbours", "tree0": "trees", "target_last": "lags",
-          "linear": "linear", "forest": "forest", "fresh_bins": "fresh bins", "target_long_lags": "long lags"}
+          "linear": "linear", "forest": "forest", "fresh_bins": "fresh bins", "target_long_lags": "long lags",
+          "wide_numbers": "wide numbers"}
 KINDS = ("nystrom members", "ons members", "generations", *GROUPS.values(), "rest")
 #: The multi-class suite: streams of :mod:`benchmarks.multiclass`, one it tunes on and one it holds out.
 MULTICLASS = ("image_segments", "random_rbf10")

@@ -86,6 +86,8 @@ __all__ = [
     "TREE_WAKE_ROWS",
     "WARMUP_NOISE",
     "WARMUP_RIDGE_PER_KEY",
+    "WIDE_NUMBERS_NAP_WEIGHT",
+    "WIDE_NUMBERS_STEP",
     "YOUNG_KERNELS",
     "YOUNG_KERNEL_PLAY",
     "YOUNG_KERNEL_STEPS",
@@ -118,6 +120,15 @@ NUMBERS_WIDTH = 4.0
 #: the tuning streams chose it among three levels
 #: (docs/auto-log.md#a-test-of-whether-a-name-says-anything-session-20).
 NAME_EVIDENCE_LEVEL = 0.5
+#: Where the warm-up hears a record's categorical name (the wide members then take its numbers at their
+#: narrow width: Grid.numbers_width), one more kernel member takes its numbers at their width x
+#: NUMBERS_WIDTH, at this step factor, so that a name never takes away the geometry the same records
+#: without it have; in play from the grid's start, it naps once its weight has stayed below
+#: WIDE_NUMBERS_NAP_WEIGHT for NAP_ROUNDS rounds. Adopted as an invariant of a record's names (neutral on
+#: the tuning streams, which neither choose nor reject it; held-out kin8nm was seen before):
+#: docs/auto-log.md#a-systematic-tuning-set-for-item-5-session-22.
+WIDE_NUMBERS_STEP = 0.1
+WIDE_NUMBERS_NAP_WEIGHT = 0.01
 #: The coordinates a regression record's key counts for in the linear models' regularisers (ONS's
 #: alpha - 1, the Bayesian linear prior's precision of a weight): a key is one number (or one name) however
 #: many of the encoder's coordinates it takes, so the regulariser counts what the rows say, not the width

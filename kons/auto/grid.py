@@ -3,7 +3,8 @@ restarted copies that follow a change, the other kinds of experts (:data:`EXPERT
 the quantile thresholds of the raw features, :mod:`kons.auto.experts.bins`, and on two classes the one
 started afresh at a declared change, :mod:`kons.auto.experts.fresh_bins`; the local expert; the Hoeffding
 trees and the forest for classes; the target's last values and the linear model of every row for
-regression), and their :class:`~kons.auto.mixture.Mixture` with the constant prediction. Why these
+regression; the kernel member on a record's numbers at their wide width where the warm-up heard a name),
+and their :class:`~kons.auto.mixture.Mixture` with the constant prediction. Why these
 members, and the regret statement for the restarts: ``docs/auto.md``."""
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ from kons.auto.config import (
     RESTART_DELAYS,
     TREE_GRACES,
     TREE_PRIOR,
+    WIDE_NUMBERS_NAP_WEIGHT,
+    WIDE_NUMBERS_STEP,
     YOUNG_KERNEL_PLAY,
     YOUNG_LINEAR,
 )
@@ -75,7 +78,7 @@ from kons.auto.experts.newton import (
     build_bins,
     restore_bins,
 )
-from kons.auto.experts.protocol import Expert, Form, PlayTogether, Row, by_play
+from kons.auto.experts.protocol import Expert, Form, PlayTogether, Row, by_play, in_play
 from kons.auto.experts.recent import RecentExpert, RecentLinear, build_linear, restore_linear
 from kons.auto.experts.tree import build_trees, restore_trees, trees_class_column_nbytes
 from kons.auto.mixture import ChangeLabel, Mixture, Units
@@ -148,6 +151,9 @@ _RECENT_FORM = RecentExpert.form
 _DICTIONARY_PREFIX = "dictionary_"
 #: The first slots of the kinds on the target's last values: not experts of the row (_played_weights).
 _OF_THE_SERIES = ("target_last", "target_long_lags")
+#: The last slots of the layout, added by later releases, that a state leaves out while they are out of
+#: play (:meth:`Grid._mixture_arrays`), last first.
+_SAVED_WITHOUT_WHILE_OUT = ("wide_numbers", "target_long_lags")
 
 
 def signed_log(x: np.ndarray | SparseVector) -> np.ndarray | SparseVector:
@@ -311,6 +317,39 @@ def _no_class_column(dim: int) -> int:
     return 0
 
 
+# The kernel member on a record's numbers at their wide width (a member of the grid in all but its slot,
+# so built and restored here, by the grid's own Grid.new_wide_numbers, rather than in kons.auto.experts).
+def _build_wide_numbers(grid: Grid) -> list[Expert] | None:
+    """The kernel member on the numbers at their width x NUMBERS_WIDTH where the warm-up heard a record's
+    categorical name (:attr:`Grid.hears_names`), else none: elsewhere a member of GRID has that geometry."""
+    return [LearnerExpert(grid.new_wide_numbers(), (_NUMBERS, False))] if grid.hears_names else None
+
+
+def _restore_wide_numbers(grid: Grid, built: list[Expert] | None, arrays: dict[str, np.ndarray],
+                          scalars: dict[str, Any]) -> list[Expert] | None:
+    """The saved kernel member on the wide numbers (its dictionary saved apart, as the members'); none in
+    a state saved without it (before it existed, or where the warm-up heard no name), which goes on as
+    it would have. Read from the state, not from ``built``: the grid restored is built on the names known
+    at the save, which may be more than the warm-up's."""
+    if "wide_numbers" not in arrays:
+        if in_play(grid, "wide_numbers"):
+            raise StateFormatError("the wide numbers' kernel member plays where there is none.")
+        return None
+    if not grid.numbers or grid.numbers_width is None:
+        raise StateFormatError("the wide numbers' kernel member does not match the grid.")
+    with dictionaries_restored(arrays):
+        restored = restore_nested(arrays["wide_numbers"])
+    own = grid.new_wide_numbers()
+    if type(own) is not type(restored) or own.get_params() != restored.get_params():
+        raise StateFormatError("the wide numbers' kernel member does not match the grid.")
+    return [LearnerExpert(restored, (_NUMBERS, False))]
+
+
+def _kernel_class_column_nbytes(dim: int) -> int:
+    """The most bytes one more class adds to a kernel member: a weight column of its full dictionary."""
+    return 8 * MAX_DICTIONARY
+
+
 @dataclass(frozen=True)
 class Kind:
     """One line of :data:`EXPERTS`: a kind of expert after the generations, in the mixture's slots
@@ -398,6 +437,14 @@ EXPERTS: tuple[Kind, ...] = (
     # on the last targets, at LAGS_LONG_PRIOR, and keeps nothing before
     Kind(("target_long_lags",), (f"the last target + bayesian_linear(its {LAGS_LONG} last)",),
          build_long_lags, restore_long_lags, wake_prior=LAGS_LONG_PRIOR, wakes_with="target_last"),
+    # the kernel member on a record's numbers at their width x NUMBERS_WIDTH where the warm-up heard a
+    # name (the wide members then take the numbers at the narrow width): in play from the start with the
+    # grid's prior, it naps below WIDE_NUMBERS_NAP_WEIGHT (docs/auto-log.md, "A systematic tuning set for
+    # item 5 (session 22)")
+    Kind(("wide_numbers",),
+         (f"nystrom_kons(numbers, width x{NUMBERS_WIDTH:g}, eta x{WIDE_NUMBERS_STEP:g})",),
+         _build_wide_numbers, _restore_wide_numbers, start_prior=1.0 / (len(GRID) + 2), naps=True,
+         nap_weight=WIDE_NUMBERS_NAP_WEIGHT, class_column_nbytes=_kernel_class_column_nbytes),
 )
 
 
@@ -643,22 +690,43 @@ class Grid:
     def new_base(self, member: Member) -> Learner:
         """A fresh learner of a grid member (with the grid's growth hold)."""
         view, kind, width_factor, step_factor = member
-        eta = STEP[self.loss] * step_factor
-        base: Learner
         if kind == "ons":
-            base = ONS(loss=self.loss, alpha=float(self.linear_dim + 1), eta=eta, C=self.bound,
-                       dim=self.dim + 1)
+            base = ONS(loss=self.loss, alpha=float(self.linear_dim + 1), eta=STEP[self.loss] * step_factor,
+                       C=self.bound, dim=self.dim + 1)
+            return self._fresh(base)
+        of = self._form(member)[0]
+        if of == _QUIET:
+            assert self.quiet_width is not None  # (given with silent, which makes the quiet form)
+            gamma = self.quiet_width * width_factor
+        elif of == _NUMBERS and self.numbers_width is not None:
+            gamma = self.numbers_width
         else:
-            of = self._form(member)[0]
-            if of == _QUIET:
-                assert self.quiet_width is not None  # (given with silent, which makes the quiet form)
-                gamma = self.quiet_width * width_factor
-            elif of == _NUMBERS and self.numbers_width is not None:
-                gamma = self.numbers_width
-            else:
-                gamma = self.widths[view == "log"] * width_factor
-            base = NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0, eta=eta,
-                               C=self.bound, max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self.dim)
+            gamma = self.widths[view == "log"] * width_factor
+        return self._kernel(gamma, step_factor)
+
+    @property
+    def hears_names(self) -> bool:
+        """Whether the warm-up heard a record's categorical name (one not :attr:`silent`), so that the
+        wide members take its numbers at the narrow width (:attr:`numbers_width`): the grid then has the
+        kernel member on the numbers at their width x NUMBERS_WIDTH (``wide_numbers``, :data:`EXPERTS`).
+        Asked when the grid is built at the warm-up's end, whose names the scaler's groups are then."""
+        return (self.numbers and self.numbers_width is not None
+                and len(self.silent) < len(self.log_scaler.groups))
+
+    def new_wide_numbers(self) -> Learner:
+        """A fresh kernel member on the numbers at their width x NUMBERS_WIDTH, at the step factor
+        WIDE_NUMBERS_STEP (a grid whose warm-up heard a name: :attr:`hears_names`)."""
+        assert self.numbers_width is not None  # (a grid of records with names)
+        return self._kernel(self.numbers_width * NUMBERS_WIDTH, WIDE_NUMBERS_STEP)
+
+    def _kernel(self, gamma: float, step_factor: float) -> Learner:
+        """A fresh Nystrom learner of the grid's kernel of width ``gamma`` at ``step_factor``."""
+        return self._fresh(NystromKONS(kernel={"name": "rbf", "gamma": gamma}, loss=self.loss, alpha=1.0,
+                                       eta=STEP[self.loss] * step_factor, C=self.bound,
+                                       max_dictionary=MAX_DICTIONARY, seed=self.seed, dim=self.dim))
+
+    def _fresh(self, base: Learner) -> Learner:
+        """``base`` with the grid's growth hold, widened to its classes."""
         base.hold_growth(self.held)
         if self.classes > 2:
             multinomial_rounds(base)._widen(self.classes - 1)
@@ -1268,15 +1336,20 @@ class Grid:
                 **({"concept_scale": self.concept.array()} if self.concept is not None else {})}
 
     def _mixture_arrays(self) -> dict[str, np.ndarray]:
-        """The mixture's arrays; in the layout before the second autoregression while it has not entered
-        (the last slot: on rows in no order, where it never does, a state as large as before it;
-        :func:`~kons.auto.slots.in_layout` restores it)."""
+        """The mixture's arrays; in the layout of an earlier release while the experts of the last slots,
+        added since, are out of play (:data:`_SAVED_WITHOUT_WHILE_OUT`: the second autoregression before it
+        enters, the kernel member on the wide numbers where there is none or while it naps): where they
+        never play, a state as large as before them; :func:`~kons.auto.slots.in_layout` restores it."""
         arrays = self.mixture.arrays()
-        last = len(self.layout) - 1
-        # (a grid of other EXPERTS, without it or with kinds after it: its whole layout)
-        if self.layout[last] != "target_long_lags" or self.mixture.switching.active[last]:
+        active = self.mixture.switching.active
+        kept = len(self.layout)
+        # (a grid of other EXPERTS, whose last kind is none of those: its whole layout)
+        while kept and self.layout[kept - 1] in _SAVED_WITHOUT_WHILE_OUT and not active[kept - 1]:
+            kept -= 1
+        if kept == len(self.layout):
             return arrays
-        return {name: np.delete(array, last, axis=-1) if name.endswith(("_log_weights", "_active")) else array
+        out = list(range(kept, len(self.layout)))  # (the vote's own slot, after them, stays the last)
+        return {name: np.delete(array, out, axis=-1) if name.endswith(("_log_weights", "_active")) else array
                 for name, array in arrays.items()}
 
     def nbytes(self) -> int:
@@ -1294,6 +1367,7 @@ class Grid:
             grown += repeated_dictionary_nbytes((base for _, base in self._nested()), growing=True)
         grown += sum(expert.growth_nbytes(rounds) for experts in self.experts
                      for expert in experts or [])  # nothing while held
+        grown += self._wide_numbers_napping_nbytes()
         # held, restarts only replace generations, by copies no larger (kons.auto.restarts.restart): only
         # a generation saved without its linear model grows, by one
         recent = self.new_recent().nbytes()
@@ -1320,6 +1394,28 @@ class Grid:
             grown += largest * (YOUNG_BASES - len(bases))  # empty slots, filled at a restart
             grown += sum(max(largest, _full_nbytes(base, rounds)) - base.state_nbytes() for base in bases)
         return grown
+
+    def wide_numbers_nbytes(self, rounds: int) -> int:
+        """The most bytes the kernel member on the wide numbers, built at the warm-up's end where a name is
+        heard, and its slot add to this grid after ``rounds`` rounds (a records learner's grid counted
+        before it is built)."""
+        # (its bytes do not depend on its width)
+        return _full_nbytes(self._kernel(1.0, WIDE_NUMBERS_STEP), rounds) + self._slot_nbytes()
+
+    def _wide_numbers_napping_nbytes(self) -> int:
+        """The bytes of the slot of the kernel member on the wide numbers while it naps (saved without it:
+        :meth:`_mixture_arrays`), which its waking takes again; 0 without it or in play."""
+        slots = self._kind_slots.get("wide_numbers")
+        if (slots is None or self.experts[self._kind_index("wide_numbers")] is None
+                or self.mixture.switching.active[slots[0]]):
+            return 0
+        return self._slot_nbytes()
+
+    def _slot_nbytes(self) -> int:
+        """The bytes one more slot adds to the mixture's saved arrays: its weight under each rate, its flag
+        (and so in the label rules' weights)."""
+        return sum(array[..., :1].nbytes for name, array in self.mixture.arrays().items()
+                   if name.endswith(("_log_weights", "_active")))
 
     def _fresh_bins_start_nbytes(self) -> int:
         """The bytes the first start of the threshold model since a declared change builds (0 once started,

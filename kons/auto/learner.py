@@ -833,7 +833,9 @@ class Auto(Learner):
         most = thresholds_per_feature(self._dim)
         bins = QuantileBins([np.arange(float(most))] * self._dim) if most else None
         grid = self._new_grid(1.0, 1.0, sparse=False, bins=bins)
-        return grid.nbytes() + grid.growth_nbytes(rounds)
+        # records: a name the warm-up hears gives the grid one more kernel member (Grid.hears_names)
+        wide = grid.wide_numbers_nbytes(rounds) if self._prep.encoder is not None else 0
+        return grid.nbytes() + grid.growth_nbytes(rounds) + wide
 
     def _set_growth_held(self, held: bool) -> None:
         super()._set_growth_held(held)

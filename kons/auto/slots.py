@@ -4,7 +4,7 @@ A slot's name is also the name of its expert's state in a saved grid: ``base<i>`
 :data:`~kons.auto.config.GRID`, ``constant``, ``young<g>_<j>`` and ``young<g>_recent`` for the copies and
 the linear model of generation ``g``, then one name per expert of :data:`~kons.auto.grid.EXPERTS` (``bins``,
 ``neighbours``, ``tree<i>``, ``target_last``, ``target_lags``, ``linear``, ``forest``, ``fresh_bins``,
-``target_long_lags``). A state saved by an
+``target_long_lags``, ``wide_numbers``). A state saved by an
 earlier release holds the mixture's weights in that release's layout; :func:`in_layout` brings them to
 today's by name, the slots it did not have inactive at weight 0, so that such a learner goes on exactly as it
 would have.
@@ -52,9 +52,12 @@ EARLIER_LAYOUTS: tuple[tuple[str, ...], ...] = (
     # before the second autoregression (and, today, while it has not entered: Grid._mixture_arrays)
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear",
             "forest", "fresh_bins"),
-    # today's
+    # before the kernel member on the wide numbers (and, today, while it does not play)
     _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear",
             "forest", "fresh_bins", "target_long_lags"),
+    # today's
+    _layout(4, True, "bins", "neighbours", "tree0", "tree1", "tree2", "target_last", "target_lags", "linear",
+            "forest", "fresh_bins", "target_long_lags", "wide_numbers"),
 )
 
 
@@ -90,7 +93,7 @@ def in_layout(arrays: dict[str, np.ndarray], layout: tuple[str, ...]) -> dict[st
 _SAVED_ORDER = (r"base\d+", r"bins_base", r"young\d+_\d+", r"dictionary_.*", r"young\d+_recent_.*",
                 r"(mix|log|replay)_.*", r"neighbours_.*", r"tree\d+_.*", r"bins_.*", r"target_last_.*",
                 r"target_lags_.*", r"linear_.*", r"forest_.*", r"fresh_bins_.*",
-                r"target_long_lags_.*")
+                r"target_long_lags_.*", r"wide_numbers")
 
 
 def saved_order(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
