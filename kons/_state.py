@@ -47,8 +47,8 @@ def integer_dtype(low: int, high: int) -> np.dtype:
 
 def saved_counts(values: Any, length: int, what: str) -> list[int]:
     """``values``, a list of ``length`` counts read from a state's header, else :class:`StateFormatError`
-    (``what`` names them): a count is a non-negative int, never a float (which ``int`` would round down and load),
-    a bool or a string, none of which a learner saves as one."""
+    (``what`` names them): a count is a non-negative int, never a float (which ``int`` would round down
+    and load), a bool or a string, none of which a learner saves as one."""
     if (not isinstance(values, list) or len(values) != length
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)):
         raise StateFormatError(f"{what} are not {length} counts.")
