@@ -1136,9 +1136,7 @@ class Grid:
         napping, they wake at a declared change (``changed``; they learn from the next round, and enter
         as they first did: experts that sleep once ready, the others at once at their start prior); in
         play, they nap once their weight together has stayed below the kind's ``nap_weight`` for
-        :data:`NAP_ROUNDS` rounds, counted from the last declared change (rounds light under the old
-        concept do not shorten the new one's wait, as the light members' counts restart there:
-        :meth:`_weigh_members`; docs/auto-log.md, "A nap's count at a declared change")."""
+        :data:`NAP_ROUNDS` rounds."""
         for kind, experts in zip(self.kinds, self.experts, strict=True):
             if not kind.naps or experts is None:
                 continue
@@ -1154,7 +1152,7 @@ class Grid:
             if not self.mixture.switching.active[slots[0]]:  # not entered yet
                 continue
             negligible = not voting and float(np.add.reduce(weights[slots])) < kind.nap_weight
-            nap[0] = nap[0] + 1 if negligible and not changed else 0
+            nap[0] = nap[0] + 1 if negligible else 0
             if nap[0] >= NAP_ROUNDS:
                 self.mixture.switching.leave(slots)
                 nap[:] = [0, 1]

@@ -292,25 +292,6 @@ def test_the_local_expert_naps_while_negligible_keeping_its_rows_and_wakes_at_a_
     assert napped is not None and woke is not None and NAP_ROUNDS < napped < 1600 <= woke
 
 
-def test_the_local_expert_in_play_counts_its_light_rounds_afresh_at_a_declared_change() -> None:
-    # two changes declared (the second 14 rounds after the first): at the second the local expert, back in
-    # play since the first, has counted light rounds, which do not carry into the concept declared after it
-    X, y = linear_then_flipped(2600, 2200)
-    learner = kons.Auto(task="regression")
-    carried = 0
-    for x, t in zip(X, y, strict=True):
-        grid = learner._grid
-        counted = None if grid is None else list(grid.naps["neighbours"])
-        learner.learn_one(x, t)
-        grid = learner._grid
-        if counted is None or grid is None or grid.last_change != grid.rounds:
-            continue
-        in_play = bool(grid.mixture.switching.active[NEIGHBOURS_SLOT])
-        carried += in_play and not counted[1] and counted[0] > 0
-        assert grid.naps["neighbours"] == [0, 0]
-    assert carried >= 1 and grid_of(learner).changes >= 2
-
-
 @pytest.mark.parametrize("saved_at", [1500, 1610])  # napping; just after the change, awake again
 def test_a_learner_saved_with_a_napping_local_expert_plays_on_bit_identically(saved_at: int) -> None:
     X, y = linear_then_flipped(1700, 1600)
