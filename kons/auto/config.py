@@ -54,6 +54,7 @@ __all__ = [
     "LIGHT_WEIGHT",
     "LINEAR_DIM_PER_KEY",
     "LONE_TARGET_DEVIATIONS",
+    "MANY_CLASSES_LIGHT_ROUNDS",
     "MAX_COLUMNS",
     "MAX_DICTIONARY",
     "MAX_THRESHOLDS",
@@ -285,6 +286,10 @@ NAP_ROUNDS = 250
 LIGHT_WEIGHT = 1e-2
 LIGHT_ROUNDS = 100
 LIGHT_EVERY = 4
+#: LIGHT_ROUNDS on three classes or more: a multinomial kernel member may hold almost no weight for its
+#: first thousand rows and lead after them (RandomRBF's five classes); light after 100 or 300 rounds it
+#: never caught up (docs/auto-log.md "Light members on many classes"). Two classes count no light rounds.
+MANY_CLASSES_LIGHT_ROUNDS = 500
 
 # ----------------------------------------------------------------- the Mondrian forest (docs/auto.md)
 #: Trees of the aggregated Mondrian forest (three classes or more): AMF's default; fewer trees vote

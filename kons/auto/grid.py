@@ -38,6 +38,7 @@ from kons.auto.config import (
     LIGHT_ROUNDS,
     LIGHT_WEIGHT,
     LONE_TARGET_DEVIATIONS,
+    MANY_CLASSES_LIGHT_ROUNDS,
     MAX_DICTIONARY,
     MIX_EARLY_ROUNDS,
     NAME_EVIDENCE_LEVEL,
@@ -1170,13 +1171,14 @@ class Grid:
         self.mixture.enter(self._slots(self.kinds[k]), FRESH_BINS_PRIOR)
 
     def _learns(self, slot: int, expert: Expert) -> bool:
-        """Whether the expert in ``slot`` learns this row of regression: all but a light member
-        (a member of GRID below LIGHT_WEIGHT for LIGHT_ROUNDS rounds or more) whose learner no longer grows
-        (a Nystrom member's full dictionary, which its sharers' rows leave as it is, or ONS), which learns
-        every LIGHT_EVERY-th of its light rounds; it plays all of them."""
+        """Whether the expert in ``slot`` learns this row of regression or of three classes or more: all
+        but a light member (a member of GRID below LIGHT_WEIGHT for LIGHT_ROUNDS rounds or more, on three
+        classes or more MANY_CLASSES_LIGHT_ROUNDS) whose learner no longer grows (a Nystrom member's full
+        dictionary, which its sharers' rows leave as it is, or ONS), which learns every LIGHT_EVERY-th of
+        its light rounds; it plays all of them."""
         if slot >= len(GRID):
             return True
-        light = self.light[slot] - LIGHT_ROUNDS
+        light = self.light[slot] - (LIGHT_ROUNDS if self.classes == 2 else MANY_CLASSES_LIGHT_ROUNDS)
         if light < 0 or light % LIGHT_EVERY == 0:
             return True
         if not self.stopped_growing[slot]:
@@ -1187,10 +1189,11 @@ class Grid:
 
     def _weigh_members(self, weights: np.ndarray, changed: bool) -> None:
         """Count the rounds in a row each member of GRID has held a weight below LIGHT_WEIGHT after a
-        regression round whose mixture's weights are ``weights``: none at a declared change (``changed``),
-        so that every member learns each row of the new concept. Classes count none: their rounds cost
-        less, and light members lost windows of the drifts' binary tuning streams (docs/auto-log.md)."""
-        if self.mixture.binary:
+        round of regression or of three classes or more whose mixture's weights are ``weights``: none at a
+        declared change (``changed``), so that every member learns each row of the new concept. Two classes
+        count none: their rounds cost less, and light members lost windows of the drifts' binary tuning
+        streams (docs/auto-log.md)."""
+        if self.mixture.binary and self.classes == 2:
             return
         light = self.light
         for slot, weight in enumerate(weights[:len(GRID)].tolist()):
@@ -1263,7 +1266,8 @@ class Grid:
             for play, experts_of_kind in self._played_alone_and_together()[1].items():
                 play(experts_of_kind, row, experts)
         for slot, expert in playing:
-            experts[slot] = expert.learn_class(row, label, classes)
+            experts[slot] = (expert.learn_class(row, label, classes) if self._learns(slot, expert)
+                             else expert.probabilities(row, classes))  # (its play, kept by its learner)
         self.log_scaler.commit(log_stats)
         played = self.mixture.mix_probabilities(experts, self._weights())
         self.voted = self.mixture.class_label(experts, played)

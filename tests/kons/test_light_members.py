@@ -1,7 +1,8 @@
 """Light members (docs/auto.md#light_weight-light_rounds-and-light_every): a member of the grid whose weight
-has stayed below LIGHT_WEIGHT for LIGHT_ROUNDS rounds, once its learner no longer grows, learns only every
-LIGHT_EVERY-th row of the one-score model; it plays every round, and learns every row again once its weight
-rises or a change is declared."""
+has stayed below LIGHT_WEIGHT for LIGHT_ROUNDS rounds (MANY_CLASSES_LIGHT_ROUNDS on three classes or more),
+once its learner no longer grows, learns only every LIGHT_EVERY-th row of regression or of three classes or
+more; it plays every round, and learns every row again once its weight rises or a change is declared. Two
+classes count no light rounds."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import kons
-from kons.auto.config import GRID, LIGHT_EVERY, LIGHT_ROUNDS, LIGHT_WEIGHT
+from kons.auto.config import GRID, LIGHT_EVERY, LIGHT_ROUNDS, LIGHT_WEIGHT, MANY_CLASSES_LIGHT_ROUNDS
 from kons.auto.grid import Grid
 from kons.errors import StateFormatError
 from kons.preprocessing import nested_blob
@@ -26,9 +27,25 @@ def _blobs(grid: Grid) -> list[bytes]:
     return [nested_blob(member.base).tobytes() for member in grid.members]
 
 
-def test_a_light_member_learns_every_few_rows_and_all_again_at_a_change() -> None:
-    X, y = linear_then_flipped(ROWS, FLIP)
-    learner = kons.Auto()
+def _three_classes(rows: int, flip: int) -> tuple[np.ndarray, np.ndarray]:
+    """The linear target's terciles as three classes, their order reversed at round ``flip``."""
+    X, y = linear_then_flipped(rows, rows)
+    labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    labels[flip:] = 2 - labels[flip:]
+    return X, labels
+
+
+#: The tasks whose members go light: a stream that the Newton and linear members learn, changed at FLIP, and
+#: the light rounds after which a member rests.
+TASKS = {"regression": (linear_then_flipped, "regression", LIGHT_ROUNDS),
+         "three classes": (_three_classes, "classification", MANY_CLASSES_LIGHT_ROUNDS)}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_light_member_learns_every_few_rows_and_all_again_at_a_change(task: str) -> None:
+    stream, kind, rounds = TASKS[task]
+    X, y = stream(ROWS, FLIP)
+    learner = kons.Auto(task=kind)
     skipped = learnt_light = 0
     for x, t in zip(X, y, strict=True):
         grid = learner._grid
@@ -46,12 +63,12 @@ def test_a_light_member_learns_every_few_rows_and_all_again_at_a_change() -> Non
                 assert counted == 0
             else:
                 assert counted == light[slot] + 1
-            rests = (light[slot] >= LIGHT_ROUNDS and (light[slot] - LIGHT_ROUNDS) % LIGHT_EVERY != 0
+            rests = (light[slot] >= rounds and (light[slot] - rounds) % LIGHT_EVERY != 0
                      and not growing[slot])
             if rests:  # it played, learning nothing
                 assert after[slot] == blobs[slot]
                 skipped += 1
-            elif light[slot] >= LIGHT_ROUNDS and not growing[slot]:
+            elif light[slot] >= rounds and not growing[slot]:
                 learnt_light += 1
     grid = grid_of(learner)
     assert grid.changes >= 1
@@ -83,20 +100,26 @@ def test_a_light_member_held_learns_every_row_again_once_its_growth_is_let_go() 
         assert all(after[slot] != before[slot] for slot in growing)
 
 
+@pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("saved_at", [1500, FLIP + 5])  # members light; all learning after the change
-def test_a_learner_saved_with_light_members_plays_on_bit_identically(saved_at: int) -> None:
-    X, y = linear_then_flipped(ROWS, FLIP)
-    learner = kons.Auto()
+def test_a_learner_saved_with_light_members_plays_on_bit_identically(task: str, saved_at: int) -> None:
+    stream, kind, rounds = TASKS[task]
+    X, y = stream(ROWS, FLIP)
+    learner = kons.Auto(task=kind)
     for x, t in zip(X[:saved_at], y[:saved_at], strict=True):
         learner.learn_one(x, t)
     grid = grid_of(learner)
     if saved_at < FLIP:
-        assert any(count > LIGHT_ROUNDS and (count - LIGHT_ROUNDS) % LIGHT_EVERY for count in grid.light)
+        assert any(count > rounds and (count - rounds) % LIGHT_EVERY for count in grid.light)
     copy = kons.Auto.from_bytes(learner.to_bytes())
     assert grid_of(copy).light == grid.light
     for x, t in zip(X[saved_at:], y[saved_at:], strict=True):
-        assert learner.predict_one(x) == copy.predict_one(x)
-        assert learner.learn_one(x, t) == copy.learn_one(x, t)
+        if kind == "regression":
+            assert learner.predict_one(x) == copy.predict_one(x)
+            assert learner.learn_one(x, t) == copy.learn_one(x, t)
+        else:  # the classes' probabilities
+            assert learner.predict_proba_dict_one(x) == copy.predict_proba_dict_one(x)
+            assert learner.learn_proba_one(x, t) == copy.learn_proba_one(x, t)
     assert learner.to_bytes() == copy.to_bytes()
 
 
@@ -138,7 +161,7 @@ def test_a_state_saved_before_light_rounds_loads_with_every_member_learning() ->
     copy.learn_one(np.ones(5), 1.0)
 
 
-def test_classes_count_no_light_rounds() -> None:
+def test_two_classes_count_no_light_rounds() -> None:
     X, y = linear_then_flipped(1200, FLIP, labels=True)
     learner = kons.Auto(task="classification")
     for x, t in zip(X, y, strict=True):
