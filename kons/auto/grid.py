@@ -1178,6 +1178,7 @@ class Grid:
         its light rounds; it plays all of them."""
         if slot >= len(GRID):
             return True
+        # (classes == 2 here is regression's one score: two classes count no light rounds, _weigh_members)
         light = self.light[slot] - (LIGHT_ROUNDS if self.classes == 2 else MANY_CLASSES_LIGHT_ROUNDS)
         if light < 0 or light % LIGHT_EVERY == 0:
             return True
