@@ -17,7 +17,7 @@ from kons.auto.config import GRID, NAP_ROUNDS, NAP_WEIGHT
 from kons.auto.experts.newton import ThresholdExpert
 from kons.auto.grid import Grid, layout
 from kons.errors import StateFormatError
-from kons.preprocessing import nested_blob
+from tests.kons.auto_internals import walk_naps
 from tests.kons.streams import linear_then_flipped
 
 BINS_SLOT = layout(kons.auto.grid.EXPERTS).index("bins")
@@ -42,36 +42,13 @@ def _bins(grid: Grid) -> ThresholdExpert:
 
 def test_the_threshold_model_naps_while_negligible_and_enters_again_at_a_change() -> None:
     X, y = linear_then_flipped(1700, 1600, labels=True)
-    learner = kons.Auto(task="classification")
-    napped = woke = None
-    for r, (x, t) in enumerate(zip(X, y, strict=True)):
-        grid = learner._grid
-        before = None
-        if grid is not None:
-            expert = _bins(grid)
-            before = (grid.naps["bins"][1], grid.mixture.weights()[BINS_SLOT],
-                      nested_blob(expert.base).tobytes() if grid.naps["bins"][1] else None)
-        learner.learn_one(x, t)
-        grid = learner._grid
-        if before is None or grid is None:
-            continue
-        was_napping, weight, learnt = before
-        napping = bool(grid.naps["bins"][1])
-        in_play = bool(grid.mixture.switching.active[BINS_SLOT])
-        if napping:
-            assert not in_play and not any("quantile" in name for name in learner.stats()["weights"])
-            if was_napping:  # it neither learns nor plays
-                assert nested_blob(_bins(grid).base).tobytes() == learnt
-            else:  # it naps now: below NAP_WEIGHT for NAP_ROUNDS rounds in play
-                napped = r
-                assert weight < NAP_WEIGHT
-        elif was_napping:  # a change was declared this round: back at once, with its start prior
-            woke = r
-            assert grid.last_change == grid.rounds and in_play
-            assert grid.mixture.weights()[BINS_SLOT] == pytest.approx(START_PRIOR)
-        else:
-            assert in_play  # from the grid's start
-    assert napped is not None and woke is not None and NAP_ROUNDS < napped < 1600 <= woke
+    def shown(weights: dict[str, float]) -> bool:
+        return any("quantile" in name for name in weights)
+
+    walk = walk_naps(kons.Auto(task="classification"), zip(X, y.tolist(), strict=True), "bins", BINS_SLOT,
+                     lambda grid: _bins(grid).base, shown, NAP_WEIGHT, START_PRIOR)
+    assert walk.napped is not None and walk.woke is not None
+    assert NAP_ROUNDS < walk.napped < 1600 <= walk.woke
 
 
 @pytest.mark.parametrize("saved_at", [1000, 1620])  # napping; after the change, in play again

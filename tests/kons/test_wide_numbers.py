@@ -13,15 +13,15 @@ import pytest
 
 import kons
 import kons.auto.grid
-from kons.auto.config import NUMBERS_WIDTH, WIDE_NUMBERS_NAP_WEIGHT, WIDE_NUMBERS_STEP
+from kons.auto.config import GRID, NUMBERS_WIDTH, WIDE_NUMBERS_NAP_WEIGHT, WIDE_NUMBERS_STEP
 from kons.auto.grid import Grid, layout
 from kons.auto.slots import EARLIER_LAYOUTS
 from kons.kernel import NystromKONS
-from kons.preprocessing import STEP, nested_blob
-from tests.kons.auto_internals import grid_of
+from kons.preprocessing import STEP
+from tests.kons.auto_internals import grid_of, walk_naps
 
 SLOT = layout(kons.auto.grid.EXPERTS).index("wide_numbers")
-START_PRIOR = next(kind.start_prior for kind in kons.auto.grid.EXPERTS if kind.slots[0] == "wide_numbers")
+START_PRIOR = 1.0 / (len(GRID) + 2)  # (the grid members' prior: Kind.start_prior of wide_numbers)
 LABEL = f"nystrom_kons(numbers, width x{NUMBERS_WIDTH:g}, eta x{WIDE_NUMBERS_STEP:g})"
 
 
@@ -95,34 +95,10 @@ def test_arrays_and_names_that_say_nothing_have_none_and_save_the_layout_before_
 
 def test_it_naps_while_negligible_and_enters_again_at_a_declared_change() -> None:
     records, y = _records(2400, heard=True, flip=1500)
-    learner = kons.Auto()
-    napped = woke = None
-    for r, (record, target) in enumerate(zip(records, y, strict=True)):
-        grid = learner._grid
-        before = None
-        if grid is not None:
-            nap = grid.naps["wide_numbers"][1]
-            before = (nap, float(grid.mixture.weights()[SLOT]),
-                      nested_blob(_wide(grid).base).tobytes() if nap else None)
-        learner.learn_one(record, float(target))
-        grid = learner._grid
-        if before is None or grid is None:
-            continue
-        was_napping, weight, learnt = before
-        napping = bool(grid.naps["wide_numbers"][1])
-        in_play = bool(grid.mixture.switching.active[SLOT])
-        if napping:
-            assert not in_play and LABEL not in learner.stats()["weights"]
-            if was_napping:  # it neither learns nor plays
-                assert nested_blob(_wide(grid).base).tobytes() == learnt
-            elif napped is None:  # it naps now: below its nap weight
-                napped = r
-                assert weight < WIDE_NUMBERS_NAP_WEIGHT
-        elif was_napping:  # a change was declared this round: back at once, at its start prior
-            woke = r
-            assert grid.last_change == grid.rounds and in_play
-            assert grid.mixture.weights()[SLOT] == pytest.approx(START_PRIOR)
-    assert napped is not None and napped < 1500 and woke is not None and woke >= 1500
+    walk = walk_naps(kons.Auto(), zip(records, y.tolist(), strict=True), "wide_numbers", SLOT,
+                     lambda grid: _wide(grid).base, lambda weights: LABEL in weights, WIDE_NUMBERS_NAP_WEIGHT,
+                     START_PRIOR)
+    assert walk.napped is not None and walk.napped < 1500 and walk.woke is not None and walk.woke >= 1500
 
 
 @pytest.mark.parametrize("saved_at", [200, 1200, 1520])  # in play; napping; woken by the change
