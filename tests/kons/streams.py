@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 import kons
@@ -19,7 +22,7 @@ def linear_then_flipped(rows: int, flip: int, *, labels: bool = False) -> tuple[
     return X, y
 
 
-def goes_on_identically(model: kons.Auto, X: np.ndarray, y: np.ndarray, start: int) -> None:
+def goes_on_identically(model: kons.Auto, X: np.ndarray | Sequence[Any], y: np.ndarray, start: int) -> None:
     """``model`` saved and restored plays and learns rows ``start:`` of ``(X, y)`` as ``model`` does."""
     restored = kons.load(model.to_bytes())
     assert restored.to_bytes() == model.to_bytes()

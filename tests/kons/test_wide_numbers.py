@@ -19,6 +19,7 @@ from kons.auto.slots import EARLIER_LAYOUTS
 from kons.kernel import NystromKONS
 from kons.preprocessing import STEP
 from tests.kons.auto_internals import grid_of, walk_naps
+from tests.kons.streams import goes_on_identically
 
 SLOT = layout(kons.auto.grid.EXPERTS).index("wide_numbers")
 START_PRIOR = 1.0 / (len(GRID) + 2)  # (the grid members' prior: Kind.start_prior of wide_numbers)
@@ -111,11 +112,7 @@ def test_saved_mid_stream_it_plays_on_bit_identically(saved_at: int) -> None:
     assert "wide_numbers" in arrays and grid.naps["wide_numbers"][1] == (saved_at == 1200)
     copy = kons.load(blob)
     assert isinstance(copy, kons.Auto) and grid_of(copy).naps == grid.naps
-    assert copy.to_bytes() == blob
-    for record, target in zip(records[saved_at:], y[saved_at:], strict=True):
-        assert copy.predict_one(record) == learner.predict_one(record)
-        assert copy.learn_one(record, float(target)) == learner.learn_one(record, float(target))
-    assert copy.to_bytes() == learner.to_bytes()
+    goes_on_identically(learner, records, y, saved_at)
 
 
 def test_a_state_saved_before_it_existed_loads_and_plays_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
