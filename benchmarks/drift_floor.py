@@ -202,22 +202,31 @@ def _within(ratio: float) -> str:
     return f"{ratio:.2f}" + ("" if ratio <= 1.0 else "!")
 
 
+#: The three goals a window is counted against: the published one and the two restated bars.
+GOALS: tuple[tuple[str, Callable[[Window], bool]], ...] = (
+    ("within 10% of the restart", lambda w: w.published <= drift.ORACLE_FACTOR),
+    ("within bar A", lambda w: w.auto <= w.bar_a),
+    ("within bar B", lambda w: w.auto <= w.bar_b),
+)
+
+
 def render(windows: Sequence[Window]) -> list[str]:
     """The table (ratios in units of the oracle's window, '!' beyond a bar) and the counts by split."""
-    head = ["stream", "window", "auto / oracle", "e1 / oracle", "floor / oracle", "auto / bar A",
+    head = ["stream", "split", "window", "auto / oracle", "e1 / oracle", "floor / oracle", "auto / bar A",
             "auto / bar B"]
-    rows = [[w.stream + ("" if w.task == "regression" else " (binary)"), f"{w.span[0]}-{w.span[1]}",
+    rows = [[w.stream + ("" if w.task == "regression" else " (binary)"), w.split, f"{w.span[0]}-{w.span[1]}",
              f"{w.published:.2f}" + ("" if w.published <= drift.ORACLE_FACTOR else "!"),
              f"{w.first / w.oracle:.3f}", f"{w.floor / w.oracle:.3f}", _within(w.auto / w.bar_a),
-             _within(w.auto / w.bar_b)] for w in windows]
-    lines = [*markdown_table(head, rows, "llrrrrr"), ""]
+             _within(w.auto / w.bar_b)] for w in sorted(windows, key=lambda w: drift.SPLITS.index(w.split))]
+    lines = [*markdown_table(head, rows, "lllrrrrr"), ""]
     for split in drift.SPLITS:
         group = [w for w in windows if w.split == split]
+        streams = {w.stream for w in group}
         if group:
-            counts = [sum(w.published <= drift.ORACLE_FACTOR for w in group),
-                      sum(w.auto <= w.bar_a for w in group), sum(w.auto <= w.bar_b for w in group)]
-            lines.append(f"{split.capitalize()}: of {len(group)} windows within 10% of the restart "
-                         f"{counts[0]}, within bar A {counts[1]}, within bar B {counts[2]}.")
+            counts = [f"{name}: {sum(map(met, group))} of {len(group)} windows, "
+                      f"{len(streams - {w.stream for w in group if not met(w)})} of {len(streams)} streams"
+                      for name, met in GOALS]
+            lines.append(f"{split.capitalize()}: " + "; ".join(counts) + ".")
     return lines
 
 

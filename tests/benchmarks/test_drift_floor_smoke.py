@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks.drift import ORACLE_FACTOR, STREAMS, Stream
-from benchmarks.drift_floor import floor_windows, noiseless, old_concept
+from benchmarks.drift_floor import Window, floor_windows, noiseless, old_concept, render
 
 
 def _flip() -> tuple[np.ndarray, np.ndarray]:
@@ -53,3 +53,13 @@ def test_a_windows_bars_are_measured_from_its_sums() -> None:
     X, y = _flip()
     assert window.first == pytest.approx((5.0 * X[200, 0] + 0.1 * X[200, 1] - y[200]) ** 2)
     assert ORACLE_FACTOR * window.oracle <= window.bar_a <= window.bar_b
+
+
+def test_a_window_past_the_restart_can_be_within_the_floors_bar() -> None:
+    # The change's first row costs 5 of the oracle's 10 (its own first row 1): floor 14, bar A 15.4.
+    past = Window("s", "held-out", "regression", (0, 10), 15.0, 10.0, 1.0, 5.0, 1.5)
+    beyond = Window("t", "held-out", "regression", (0, 10), 20.0, 10.0, 1.0, 5.0, 2.0)
+    assert past.bar_a == pytest.approx(15.4) and past.bar_b == pytest.approx(16.5)
+    (counts,) = [line for line in render([past, beyond]) if line.startswith("Held-out")]
+    assert "within 10% of the restart: 0 of 2 windows, 0 of 2 streams" in counts
+    assert "within bar A: 1 of 2 windows, 1 of 2 streams" in counts
