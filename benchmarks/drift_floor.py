@@ -8,14 +8,18 @@ classes), with ``e1`` that row's unavoidable squared error (the old concept's no
 new row's target) and ``o1`` the oracle's error on the same row:
 
 * floor = ``e1`` + the oracle's errors on the window's other rows; bar A = 1.10 x max(oracle, floor);
-* bar B = 1.10 x (oracle + ``e1``): the first row's unavoidable error added to the oracle's whole window.
+* bar B = 1.10 x (oracle + ``e1``): the first row's unavoidable error added to the oracle's whole window
+  (never below bar A, since ``o1`` is not negative).
 
 All are sums over the window's rows, so they share the window metric's denominator. The old concept's
 noiseless value comes from the streams' own generators, built with their noise left out (every Gaussian
 noise draw returns its mean, the draws themselves still taken so the rows are the same), on the stream
 with the change and those after it removed where the generator takes its change points, else through the
-target maps the stream declares. For the binary streams the first row can cost at most one error; ``e1``
-is taken as that bound (the loosest bar), which their noise-free labels could only lower.
+target maps the stream declares, else (a linear concept) by its exact fit on the old piece. A NumPy
+generator's noise is taken to be its last ``normal`` draw, as in every generator of ``benchmarks/drift.py``
+(docs/drift-log.md, session 23, checked its spread on every piece). For the binary streams the first
+row can cost at most one error; ``e1`` is taken as that bound (the loosest bar), which their noise-free
+labels could only lower.
 
     python -m benchmarks.drift_floor [--streams a,b]
 """
