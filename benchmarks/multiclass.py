@@ -13,9 +13,10 @@ every method at its defaults): error rate of the class each method predicts befo
 ``auto`` predicts the most probable class of the distribution it plays (``learn_proba_one``). Peers, as
 their users write them: River 0.26 ``StandardScaler() | OneVsRestClassifier(LogisticRegression())``,
 ``StandardScaler() | SoftmaxRegression()``, ``StandardScaler() | KNNClassifier()``,
-``HoeffdingAdaptiveTreeClassifier(seed=0)``, ``ARFClassifier(seed=0)``, and Vowpal Wabbit ``--oaa K``
-(told the number of classes K in advance, which the others learn as they go; skipped if the
-``vowpalwabbit`` package is missing). Streams available offline: scikit-learn's digits, wine and iris and
+``HoeffdingAdaptiveTreeClassifier(seed=0)``, ``ARFClassifier(seed=0)``, ``AMFClassifier(seed=0)`` (each
+River classifier told the classes as their ranks, ints, so that runs repeat: :class:`_River`), and Vowpal
+Wabbit ``--oaa K`` (told the number of classes K in advance, which the others learn as they go; skipped if
+the ``vowpalwabbit`` package is missing). Streams available offline: scikit-learn's digits, wine and iris and
 River's ``ImageSegments`` (each in the order ``default_rng(0).permutation(n)``), River's synthetic
 ``LED``, ``RandomRBF(n_classes=5)`` and ``Waveform`` (seed 0, the first ``--synthetic-rows`` rows).
 
@@ -170,14 +171,22 @@ class _AutoOneVsRest:
 
 
 class _River:
-    def __init__(self, model: Any) -> None:
+    """A River classifier told each class as its rank among the stream's classes (an int), so that its runs
+    repeat: River's ``HoeffdingAdaptiveTreeClassifier`` and ``KNNClassifier`` keep the classes they have seen
+    in a set and build their probabilities in its order, which for strings follows the process's hash seed
+    (``PYTHONHASHSEED``), so their ties and sums moved between runs (image_segments' tree: 0.2143 or
+    0.2147). A small int hashes to itself, and a stream labelled 0..K-1 is given its own labels."""
+
+    def __init__(self, model: Any, classes: list[Any]) -> None:
         self.model = model
+        self.classes = sorted(classes)
+        self.rank = {c: k for k, c in enumerate(self.classes)}
 
     def step(self, x: np.ndarray, y: Any) -> Answer:
         features = dict(enumerate(x.tolist()))
         # River's classifiers predict the most probable class of predict_proba_one (the first on a tie)
-        proba = self.model.predict_proba_one(features)
-        self.model.learn_one(features, y)
+        proba = {self.classes[k]: p for k, p in self.model.predict_proba_one(features).items()}
+        self.model.learn_one(features, self.rank[y])
         return max(proba, key=proba.__getitem__) if proba else None, proba
 
 
@@ -187,7 +196,7 @@ def _river(make: Callable[[Any], Any]) -> Callable[[list[Any]], _River]:
 
         modules = {"forest": forest, "linear_model": linear_model, "multiclass": multiclass,
                    "neighbors": neighbors, "preprocessing": preprocessing, "tree": tree}
-        return _River(make(argparse.Namespace(**modules)))
+        return _River(make(argparse.Namespace(**modules)), classes)
 
     return build
 
@@ -405,6 +414,11 @@ def report(quality: dict[str, dict[str, Score]], cost: list[tuple[str, float, fl
     lines += ["", "River's `KNNClassifier` searches with SWINN, an approximate index built on a random graph "
               "whose generator is unseeded by default (digits 0.0801 and 0.0707 in two runs): it is seeded "
               "here (`SWINN(seed=0)`, otherwise the default), so that runs repeat. River's classifiers are "
+              "told each class as its rank among the stream's sorted classes (an int: a stream's own labels "
+              "where they are 0..K-1): its `HoeffdingAdaptiveTreeClassifier` and `KNNClassifier` build their "
+              "probabilities in the order of a set of the classes seen, which for image_segments' names "
+              "follows each process's hash seed (`PYTHONHASHSEED`), so ties went another way from run to run "
+              "(the tree's error 0.2143 or 0.2147). River's classifiers are "
               "scored on the most probable class of `predict_proba_one` (what their `predict_one` returns)."]
     if "VW --oaa K" not in methods:
         lines += ["", "Vowpal Wabbit: the `vowpalwabbit` package is not installed here; not run."]
