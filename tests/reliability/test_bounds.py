@@ -78,7 +78,8 @@ def test_batch_size_limits(limited: ServiceProcess) -> None:
 
 
 async def test_the_id_join_store_expires_in_redis(make_client: AppFactory, redis_url: str) -> None:
-    client = await make_client(id_ttl_seconds=1)
+    # (ids kept 3 s, not 1: a loaded machine may take a second from the predict to the reads below)
+    client = await make_client(id_ttl_seconds=3)
     await client.put(URL, json=SPEC)
     response = await client.post(f"{URL}/predict", json={"xs": [[0.1, 0.2, 0.3]] * 5,
                                                           "ids": [f"q{i}" for i in range(5)]})
@@ -86,8 +87,8 @@ async def test_the_id_join_store_expires_in_redis(make_client: AppFactory, redis
     r = redis.Redis.from_url(redis_url)
     keys = learner_keys(LearnerRef("default", "m"))
     ids, ids_exp = (k for k in keys if k.endswith((":ids", ":ids_exp")))
-    assert r.hlen(ids) == 5 and 0 < r.pttl(ids) <= 1000 and 0 < r.pttl(ids_exp) <= 1000
-    deadline = time.monotonic() + 5
+    assert r.hlen(ids) == 5 and 0 < r.pttl(ids) <= 3000 and 0 < r.pttl(ids_exp) <= 3000
+    deadline = time.monotonic() + 7
     while r.exists(ids, ids_exp) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     assert not r.exists(ids, ids_exp)  # gone from Redis, not only refused

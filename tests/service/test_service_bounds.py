@@ -21,7 +21,9 @@ REF = LearnerRef("default", "m")
 async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(
     make_client: AppFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = await make_client(lease_ttl_ms=300)
+    # (a second: renewed every third of it, so that a loaded machine stalling the process for a few tenths
+    # of a second between two renewals does not let it expire)
+    client = await make_client(lease_ttl_ms=1000)
     assert (await client.put(URL, json=SPEC)).status_code == 201
     service = client.app.state.service
     play = service.writer._play
@@ -35,8 +37,8 @@ async def test_a_writer_keeps_its_lease_for_longer_than_the_ttl(
     monkeypatch.setattr(service.writer, "_play", slow_play)
     write = asyncio.create_task(client.post(f"{URL}/feedback", json={"x": [1, 2, 3], "y": 0.5}))
     await asyncio.wait_for(playing.wait(), 30)  # (the lease is taken before the play)
-    await asyncio.sleep(0.9)  # three TTLs at least
-    assert isinstance(await service.store.leases.acquire(REF, "intruder", 300), LeaseBusy)
+    await asyncio.sleep(3.0)  # three TTLs at least
+    assert isinstance(await service.store.leases.acquire(REF, "intruder", 1000), LeaseBusy)
     played.set()
     response = await write
     assert response.status_code == 200 and response.json()["version"] == 1

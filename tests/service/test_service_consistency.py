@@ -171,11 +171,12 @@ async def test_append_is_fenced_by_version_and_lease(redis_url: str) -> None:
     created, _ = await store.create(ref, "{}", "inc-1", 0)
     assert created
     entry = LogEntry(b"D" + np.zeros(1).tobytes(), b"\0" * 8, b"\0" * 8)
-    head = await store.leases.acquire(ref, "w1", 50)
+    # (a lease of a second: a loaded machine may take a good part of it between these two calls)
+    head = await store.leases.acquire(ref, "w1", 1000)
     assert head == Head("inc-1", 0, 0, "inc-1")
     busy = await store.leases.acquire(ref, "w2", 1000)
     assert isinstance(busy, LeaseBusy) and busy.wait_ms > 0  # w1 holds it
-    await asyncio.sleep(0.1)  # w1 stalls past its lease
+    await asyncio.sleep(busy.wait_ms / 1000 + 0.05)  # w1 stalls past its lease
     head2 = await store.leases.acquire(ref, "w2", 1000)
     assert head2 == Head("inc-1", 0, 0, "inc-1")
     assert (await store.log.append(ref, "w1", head, [entry])).reason == "lease_lost"

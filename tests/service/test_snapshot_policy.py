@@ -25,6 +25,7 @@ from testkit.scrape import value
 CHEAP = LogCost(rounds_behind=100, log_bytes=10_000, round_seconds=0.0004, snapshot_bytes=1_000_000,
                 since_snapshot=40.0)
 POLICY = SnapshotPolicy(floor_seconds=30.0, every_rounds=1000, max_replay_seconds=30.0)
+SNAPSHOT_LOCK = "kons:{default/m}:snaplock"
 
 
 def test_the_defaults_are_the_settings() -> None:
@@ -182,10 +183,17 @@ def test_a_learner_snapshotted_by_cost_is_rebuilt_exactly_after_a_sigkill(redis_
                 return (value(http.get("/metrics").text, "kons_snapshots_total", outcome="written") or 0) >= 1
 
             wait_until(written, 20, "a snapshot")
+            # no snapshot after it (as if another process were writing one): the interval's next one would
+            # cover the last rounds too if a loaded machine took 0.6 s from the last of them to the kill
+            def locked() -> bool:
+                return bool(redis_server.client().set(SNAPSHOT_LOCK, "elsewhere", nx=True, px=60_000))
+
+            wait_until(locked, 10, "the snapshot lock")
             for x, y in zip(X[60:], Y[60:], strict=True):  # logged after it
                 assert http.post(f"{url}/feedback", json={"x": x.tolist(), "y": float(y)}).status_code == 200
             metrics = http.get("/metrics").text
         service.kill()
+        redis_server.client().delete(SNAPSHOT_LOCK)
         meta = redis_server.client().hgetall("kons:{default/m}:meta")
         assert 0 < int(meta[b"snap_version"]) < int(meta[b"version"]) == len(X)  # a snapshot plus a log
         assert (value(metrics, "kons_snapshot_bytes_total") or 0) > 0
