@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import kons
-from kons_service.core import feedback
 from kons_service.core.cache import CachedLearner
 from kons_service.core.errors import BusyError, RequestIdConflictError
 from kons_service.core.feedback import Feedback
@@ -74,7 +73,7 @@ async def test_a_feedback_after_another_replica_s_rounds_measures_the_state_once
     # a process that lost an optimistic append writes under the lease until its back-off ends, then
     # tries optimistic again, losing (and measuring) once more: in seconds, so a loaded machine, slower
     # through the feedbacks, lost more of them (CI measured 52); here it never ends within the test
-    monkeypatch.setattr(feedback, "_LEASED_SECONDS", 3600.0)
+    monkeypatch.setattr("kons_service.core.feedback._LEASED_SECONDS", 3600.0)
     a, b = await make_core(), await make_core()
     await a.create()
     await a.feed(0, 1)
