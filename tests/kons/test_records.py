@@ -112,10 +112,12 @@ class _Untouchable(dict[str, float]):
 def test_a_record_of_100000_keys_is_refused_without_reading_them() -> None:
     huge = _Untouchable({f"k{i}": 1.0 for i in range(100_000)})
     learner = kons.Auto()
-    start = time.perf_counter()
+    # (this thread's CPU time, not the clock's: a loaded machine descheduled the process for 68 ms around
+    # a refusal that costs microseconds, past the bound; reading the keys costs CPU time)
+    start = time.thread_time()
     with pytest.raises(kons.InvalidInputError, match=f"at most {MAX_KEYS} keys"):
         learner.learn_one(huge, 1.0)
-    assert time.perf_counter() - start < 0.05
+    assert time.thread_time() - start < 0.05
 
 
 def test_the_sparse_form_stays_the_sparse_form() -> None:
