@@ -202,8 +202,8 @@ def floor_windows(stream: drift.Stream) -> list[Window]:
     return windows
 
 
-def _within(ratio: float) -> str:
-    return f"{ratio:.2f}" + ("" if ratio <= 1.0 else "!")
+def _within(ratio: float, bar: float = 1.0) -> str:
+    return f"{ratio:.2f}" + ("" if ratio <= bar else "!")
 
 
 #: The three goals a window is counted against: the published one and the two restated bars.
@@ -219,7 +219,7 @@ def render(windows: Sequence[Window]) -> list[str]:
     head = ["stream", "split", "window", "auto / oracle", "e1 / oracle", "floor / oracle", "auto / bar A",
             "auto / bar B"]
     rows = [[w.stream + ("" if w.task == "regression" else " (binary)"), w.split, f"{w.span[0]}-{w.span[1]}",
-             f"{w.published:.2f}" + ("" if w.published <= drift.ORACLE_FACTOR else "!"),
+             _within(w.published, drift.ORACLE_FACTOR),
              f"{w.first / w.oracle:.3f}", f"{w.floor / w.oracle:.3f}", _within(w.auto / w.bar_a),
              _within(w.auto / w.bar_b)] for w in sorted(windows, key=lambda w: drift.SPLITS.index(w.split))]
     lines = [*markdown_table(head, rows, "lllrrrrr"), ""]

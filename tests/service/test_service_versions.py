@@ -18,7 +18,7 @@ import kons
 from kons_service.core import codec
 from kons_service.settings import Settings
 from kons_service.store import LearnerRef
-from testkit.processes import SPEC, AppClient, AppFactory, serve
+from testkit.processes import SPEC, AppClient, AppFactory, eventually, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -379,12 +379,11 @@ async def test_an_idle_learners_older_versions_age_out(make_client: AppFactory, 
     # listed again only to give back its reservation, asked for too lately to shrink now (then by its
     # next snapshot); the sweep that dropped the versions lists it a few Redis calls after its script, so
     # it may be caught unlisted for a moment
-    for _ in range(50):
+    def listed_again() -> bool:
         listed = r.zscore("kons:retain", "default/m")
-        if listed is not None and listed > time.time() * 1000 + 20_000:
-            break
-        await asyncio.sleep(0.1)
-    assert listed is not None and listed > time.time() * 1000 + 20_000
+        return listed is not None and listed > time.time() * 1000 + 20_000
+
+    await eventually(listed_again, 5, "the learner listed again for its reservation")
     assert client.app.state.service.metrics.retention_sweeps._value.get() >= 1
     assert (await client.post(f"{URL}/rollback", json={"version": 10})).status_code == 409
     assert await _state(client) == _replayed(stream).to_bytes()

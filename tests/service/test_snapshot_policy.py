@@ -18,6 +18,7 @@ from kons_service.core.metrics import Metrics
 from kons_service.core.snapshots import LogCost, SnapshotPolicy, Snapshotter
 from kons_service.settings import Settings
 from kons_service.store import Head, LearnerRef
+from kons_service.store.keys import learner_key
 from testkit.processes import SPEC, AppFactory, RedisServer, ServiceProcess, wait_until
 from testkit.scrape import value
 
@@ -25,7 +26,7 @@ from testkit.scrape import value
 CHEAP = LogCost(rounds_behind=100, log_bytes=10_000, round_seconds=0.0004, snapshot_bytes=1_000_000,
                 since_snapshot=40.0)
 POLICY = SnapshotPolicy(floor_seconds=30.0, every_rounds=1000, max_replay_seconds=30.0)
-SNAPSHOT_LOCK = "kons:{default/m}:snaplock"
+SNAPSHOT_LOCK = learner_key(LearnerRef("default", "m"), "snaplock")
 
 
 def test_the_defaults_are_the_settings() -> None:
